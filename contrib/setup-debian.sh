@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs everything seamfs needs to build, run its demo and run its tests on
+# Debian 12. Run as root (or through sudo). Safe to run again.
+set -euo pipefail
+if [ "$(id -u)" -ne 0 ]; then
+  exec sudo -E bash "$0" "$@"
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends \
+  build-essential clang meson ninja-build pkg-config git ca-certificates \
+  libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev libjansson-dev libcmocka-dev \
+  nginx-light curl ffmpeg python3 python3-pytest python3-pytest-timeout

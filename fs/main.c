@@ -1,0 +1,491 @@
+/*
+ * main.c - the seamfs daemon: command line, start-up, mount, shutdown.
+ *
+ * Start-up order matters: options and the catalog are checked first (exit
+ * 2 or 3 with one clear message); then, unless -f, the process forks before
+ * any thread exists and the parent waits (bounded) for the child to report
+ * that the mount is up, so `seamfs CATALOG MNT` and `mount -t fuse.seamfs`
+ * return only once the files can be read, with the child's exit code on
+ * failure. The child discovers sizes (bounded by probe_timeout) before it
+ * mounts, so the first `ls` already shows every file.
+ *
+ * Exit codes: 0 clean stop, 1 runtime or mount failure, 2 bad command line
+ * or option, 3 bad catalog.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <curl/curlver.h>
+#include <jansson.h>
+
+#include "config.h"
+#include "fetch.h"
+#include "fs.h"
+#include "log.h"
+#include "state.h"
+
+#define EXIT_RUNTIME 1
+#define EXIT_USAGE 2
+#define EXIT_CATALOG 3
+
+struct cmdline {
+	char *catalog;
+	char *mountpoint;
+	int foreground;
+	int debug;
+	int single;
+	int help;
+	int version;
+	char **core_opts;       /* "name=value" or "name", applied after settings */
+	size_t ncore_opts;
+	int bad;
+};
+
+enum { KEY_HELP, KEY_VERSION, KEY_FG, KEY_DEBUG, KEY_SINGLE, KEY_CORE, KEY_DISCARD };
+
+static const struct fuse_opt opt_table[] = {
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_KEY("-f", KEY_FG),
+	FUSE_OPT_KEY("-d", KEY_DEBUG),
+	FUSE_OPT_KEY("debug", KEY_DEBUG),
+	FUSE_OPT_KEY("-s", KEY_SINGLE),
+	FUSE_OPT_KEY("read_timeout=%s", KEY_CORE),
+	FUSE_OPT_KEY("connect_timeout=%s", KEY_CORE),
+	FUSE_OPT_KEY("probe_timeout=%s", KEY_CORE),
+	FUSE_OPT_KEY("retries=%s", KEY_CORE),
+	FUSE_OPT_KEY("state_dir=%s", KEY_CORE),
+	FUSE_OPT_KEY("ca_file=%s", KEY_CORE),
+	FUSE_OPT_KEY("insecure", KEY_CORE),
+	FUSE_OPT_KEY("insecure=%s", KEY_CORE),
+	FUSE_OPT_KEY("log_level=%s", KEY_CORE),
+	/* fstab and mount(8) options that mean nothing to a FUSE daemon */
+	FUSE_OPT_KEY("auto", KEY_DISCARD),
+	FUSE_OPT_KEY("noauto", KEY_DISCARD),
+	FUSE_OPT_KEY("nofail", KEY_DISCARD),
+	FUSE_OPT_KEY("_netdev", KEY_DISCARD),
+	FUSE_OPT_KEY("user", KEY_DISCARD),
+	FUSE_OPT_KEY("nouser", KEY_DISCARD),
+	FUSE_OPT_KEY("users", KEY_DISCARD),
+	FUSE_OPT_KEY("defaults", KEY_DISCARD),
+	FUSE_OPT_KEY("rw", KEY_DISCARD),
+	FUSE_OPT_KEY("ro", KEY_DISCARD),
+	FUSE_OPT_END
+};
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct cmdline *cl = data;
+	(void)outargs;
+
+	switch (key) {
+	case KEY_HELP: cl->help = 1; return 0;
+	case KEY_VERSION: cl->version = 1; return 0;
+	case KEY_FG: cl->foreground = 1; return 0;
+	case KEY_DEBUG: cl->debug = cl->foreground = 1; return 1;
+	case KEY_SINGLE: cl->single = 1; return 0;
+	case KEY_DISCARD: return 0;
+	case KEY_CORE: {
+		char **n = realloc(cl->core_opts, (cl->ncore_opts + 1) * sizeof(*n));
+		if (!n || !(n[cl->ncore_opts] = strdup(arg))) {
+			free(n);
+			return -1;
+		}
+		cl->core_opts = n;
+		cl->ncore_opts++;
+		return 0;
+	}
+	case FUSE_OPT_KEY_NONOPT:
+		if (!cl->catalog) {
+			cl->catalog = strdup(arg);
+			return 0;
+		}
+		if (!cl->mountpoint) {
+			cl->mountpoint = strdup(arg);
+			return 0;
+		}
+		fprintf(stderr, "seamfs: unexpected argument '%s'\n", arg);
+		cl->bad = 1;
+		return 0;
+	case FUSE_OPT_KEY_OPT:
+		if (strncmp(arg, "x-", 2) == 0 || strncmp(arg, "comment=", 8) == 0)
+			return 0; /* systemd's and util-linux's fstab options */
+		if (arg[0] == '-') {
+			fprintf(stderr, "seamfs: unknown option '%s'\n", arg);
+			cl->bad = 1;
+			return 0;
+		}
+		return 1; /* a FUSE or kernel mount option: libfuse checks it */
+	}
+	return 1;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: seamfs [-f] [-o OPT[,OPT...]] CATALOG MOUNTPOINT\n"
+		"       seamfs --help | --version\n"
+		"       mount -t fuse.seamfs CATALOG MOUNTPOINT -o OPTS\n"
+		"\n"
+		"Mounts the media assets listed in the JSON file CATALOG as plain, read-only\n"
+		"files under MOUNTPOINT, streaming their bytes from their HTTP(S) or local sources.\n"
+		"\n"
+		"general options:\n"
+		"    -f                     stay in the foreground, log to stderr\n"
+		"    -d, -o debug           foreground, and log every FUSE request\n"
+		"    -s                     single-threaded FUSE loop\n"
+		"    -h, --help             this help\n"
+		"    -V, --version          versions of seamfs and its libraries\n"
+		"\n"
+		"seamfs options (also valid in the catalog's \"settings\"; -o wins):\n");
+	for (const struct px_config_option *o = px_config_options; o->name; o++) {
+		char left[64];
+		snprintf(left, sizeof(left), "%s%s%s", o->name, o->arg ? "=" : "",
+			 o->arg ? o->arg : "");
+		fprintf(out, "    -o %-22s %s\n", left, o->help);
+	}
+	fprintf(out,
+		"\n"
+		"FUSE options: allow_other, default_permissions, max_read=N and the other\n"
+		"options of libfuse. fstab-only options (auto, noauto, nofail, _netdev, user,\n"
+		"users, defaults, x-*) are accepted and ignored. The mount is always read-only.\n"
+		"\n"
+		"exit status: 0 clean stop, 1 runtime or mount failure, 2 bad command line,\n"
+		"3 bad catalog.\n");
+}
+
+/* The default state directory, chosen from the environment here in main so
+ * the core never reads it. */
+static char *default_state_dir(void)
+{
+	const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+	char buf[PATH_MAX];
+	if (geteuid() == 0)
+		snprintf(buf, sizeof(buf), "/var/lib/seamfs");
+	else if (xdg && xdg[0] == '/')
+		snprintf(buf, sizeof(buf), "%s/seamfs", xdg);
+	else if (home && home[0] == '/')
+		snprintf(buf, sizeof(buf), "%s/.local/state/seamfs", home);
+	else
+		snprintf(buf, sizeof(buf), "/tmp/seamfs-%u", (unsigned)geteuid());
+	return strdup(buf);
+}
+
+/* Runs argv with a bounded wait; returns its exit status or -1. */
+static int run_bounded(char *const argv[], int timeout_ms)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_RDWR);
+		if (devnull >= 0) {
+			dup2(devnull, STDIN_FILENO);
+			dup2(devnull, STDOUT_FILENO);
+		}
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	for (int waited = 0; waited < timeout_ms; waited += 20) {
+		int status;
+		pid_t r = waitpid(pid, &status, WNOHANG);
+		if (r == pid)
+			return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+		if (r < 0)
+			return -1;
+		usleep(20000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return -1;
+}
+
+/*
+ * A daemon that died without unmounting leaves its mountpoint answering
+ * ENOTCONN ("Transport endpoint is not connected"). Detach that dead mount
+ * so the new one can take its place.
+ */
+static int clear_stale_mount(const char *mnt)
+{
+	struct stat sb;
+	if (stat(mnt, &sb) == 0 || errno != ENOTCONN)
+		return 0;
+	px_warn("main", "%s is a stale mount (its daemon died); clearing it", mnt);
+	if (geteuid() == 0 && umount2(mnt, MNT_DETACH) == 0)
+		return 0;
+	char *argv[] = { "fusermount3", "-u", "-z", (char *)mnt, NULL };
+	if (run_bounded(argv, 10000) == 0)
+		return 0;
+	px_error("main", "could not clear the stale mount at %s; run: fusermount3 -uz %s",
+		 mnt, mnt);
+	return -1;
+}
+
+/* Appends "-o" + opts to args, escaping ',' and '\' in value. */
+static int add_escaped_opt(struct fuse_args *args, const char *name, const char *value)
+{
+	size_t n = strlen(name) + 2 * strlen(value) + 4;
+	char *buf = malloc(n), *p;
+	int rc;
+	if (!buf)
+		return -1;
+	p = buf + sprintf(buf, "-o%s=", name);
+	for (const char *v = value; *v; v++) {
+		if (*v == ',' || *v == '\\')
+			*p++ = '\\';
+		*p++ = *v;
+	}
+	*p = '\0';
+	rc = fuse_opt_add_arg(args, buf);
+	free(buf);
+	return rc;
+}
+
+static enum px_status apply_options(struct px_config *cfg, const struct px_catalog *cat,
+				    const struct cmdline *cl)
+{
+	char err[512];
+	/* the catalog's settings were validated when it was parsed */
+	for (size_t i = 0; i < cat->nsettings; i++)
+		if (px_config_set(cfg, cat->setting_names[i], cat->setting_values[i], err,
+				  sizeof(err)) != PX_OK)
+			goto bad;
+	for (size_t i = 0; i < cl->ncore_opts; i++) {
+		char *copy = strdup(cl->core_opts[i]);
+		if (!copy)
+			return PX_ENOMEM;
+		char *eq = strchr(copy, '=');
+		if (eq)
+			*eq++ = '\0';
+		enum px_status st = px_config_set(cfg, copy, eq, err, sizeof(err));
+		free(copy);
+		if (st != PX_OK)
+			goto bad;
+	}
+	return PX_OK;
+bad:
+	fprintf(stderr, "seamfs: %s\n", err);
+	return PX_EINVAL;
+}
+
+/* Daemon mode: the parent waits for one status byte from the child. */
+static int daemonize_wait(int *report_fd, int64_t bound_ms)
+{
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC)) {
+		perror("seamfs: pipe");
+		return -1;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("seamfs: fork");
+		return -1;
+	}
+	if (pid > 0) {
+		unsigned char code = EXIT_RUNTIME;
+		struct pollfd p = { pfd[0], POLLIN, 0 };
+		close(pfd[1]);
+		int r = poll(&p, 1, (int)bound_ms);
+		if (r <= 0 || read(pfd[0], &code, 1) != 1) {
+			if (r == 0)
+				fprintf(stderr, "seamfs: the daemon did not report within %lld s\n",
+					(long long)(bound_ms / 1000));
+			code = EXIT_RUNTIME;
+		}
+		_exit(code);
+	}
+	close(pfd[0]);
+	setsid();
+	*report_fd = pfd[1];
+	return 0;
+}
+
+static void report(int *fd, unsigned char code)
+{
+	if (*fd < 0)
+		return;
+	ssize_t w = write(*fd, &code, 1);
+	(void)w;
+	close(*fd);
+	*fd = -1;
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct cmdline cl = { 0 };
+	struct px_config cfg;
+	struct px_catalog *cat = NULL;
+	struct px_core *core = NULL;
+	struct px_state *state = NULL;
+	struct fuse_session *se = NULL;
+	struct fuse_loop_config *loop = NULL;
+	struct fs_ctx ctx = { 0 };
+	char err[1024], mnt[PATH_MAX];
+	int rc = EXIT_RUNTIME, report_fd = -1, mounted = 0, handlers = 0, fetch_init = 0;
+
+	px_config_init(&cfg);
+	if (fuse_opt_parse(&args, &cl, opt_table, opt_proc) == -1 || cl.bad) {
+		usage(stderr);
+		rc = EXIT_USAGE;
+		goto out;
+	}
+	if (cl.help) {
+		usage(stdout);
+		rc = 0;
+		goto out;
+	}
+	if (cl.version) {
+		printf("seamfs %s\nlibfuse %d\nlibcurl %s\njansson %s\n", SEAMFS_VERSION,
+		       fuse_version(), LIBCURL_VERSION, JANSSON_VERSION);
+		rc = 0;
+		goto out;
+	}
+	if (!cl.catalog || !cl.mountpoint) {
+		fprintf(stderr, "seamfs: %s\n", !cl.catalog ? "missing CATALOG and MOUNTPOINT"
+							    : "missing MOUNTPOINT");
+		usage(stderr);
+		rc = EXIT_USAGE;
+		goto out;
+	}
+	if (px_catalog_load(cl.catalog, &cat, err, sizeof(err)) != PX_OK) {
+		fprintf(stderr, "seamfs: %s\n", err);
+		rc = EXIT_CATALOG;
+		goto out;
+	}
+	if (apply_options(&cfg, cat, &cl) != PX_OK) {
+		rc = EXIT_USAGE;
+		goto out;
+	}
+	if (!cfg.state_dir && !(cfg.state_dir = default_state_dir()))
+		goto out;
+	if (!realpath(cl.mountpoint, mnt)) {
+		/* a stale mount fails realpath with ENOTCONN: keep the name */
+		if (errno != ENOTCONN) {
+			fprintf(stderr, "seamfs: mountpoint %s: %s\n", cl.mountpoint, strerror(errno));
+			rc = EXIT_USAGE;
+			goto out;
+		}
+		snprintf(mnt, sizeof(mnt), "%s", cl.mountpoint);
+	}
+	if (!cl.foreground &&
+	    daemonize_wait(&report_fd, cfg.probe_timeout_ms + cfg.connect_timeout_ms + 30000))
+		goto out;
+	px_log_setup(cfg.log_level, 0);
+
+	if (clear_stale_mount(mnt))
+		goto out;
+	struct stat sb;
+	if (stat(mnt, &sb) || !S_ISDIR(sb.st_mode)) {
+		px_error("main", "mountpoint %s: %s", mnt,
+			 errno ? strerror(errno) : "not a directory");
+		goto out;
+	}
+	/* curl's global init before any thread */
+	if (px_fetch_global_init() != PX_OK)
+		goto out;
+	fetch_init = 1;
+	if (px_state_open(cfg.state_dir, cl.catalog, &state, err, sizeof(err)) != PX_OK)
+		px_warn("main", "%s; sizes will not be remembered", err);
+	if (px_core_new(&cfg, cat, NULL, &core) != PX_OK) {
+		px_error("main", "cannot start the core");
+		goto out;
+	}
+	struct stat catsb;
+	int64_t catalog_mtime = stat(cl.catalog, &catsb) == 0 ? catsb.st_mtime : 0;
+	if (px_core_discover(core, state, catalog_mtime) != PX_OK) {
+		px_error("main", "out of memory building the tree");
+		goto out;
+	}
+	px_info("main", "%zu of %zu assets listed", px_core_listed(core), cat->nassets);
+
+	ctx.core = core;
+	ctx.uid = getuid();
+	ctx.gid = getgid();
+	ctx.dir_mtime = catalog_mtime;
+	if (fuse_opt_add_arg(&args, "-oro") || fuse_opt_add_arg(&args, "-osubtype=seamfs") ||
+	    add_escaped_opt(&args, "fsname", cl.catalog))
+		goto out;
+	se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), &ctx);
+	if (!se) {
+		rc = EXIT_USAGE; /* libfuse printed which option it did not know */
+		goto out;
+	}
+	if (fuse_set_signal_handlers(se)) {
+		px_error("main", "cannot install signal handlers");
+		goto out;
+	}
+	handlers = 1;
+	if (fuse_session_mount(se, mnt)) {
+		px_error("main", "cannot mount on %s", mnt);
+		goto out;
+	}
+	mounted = 1;
+	px_info("main", "mounted %s on %s (read_timeout %lld ms, state %s)", cl.catalog, mnt,
+		(long long)cfg.read_timeout_ms, state ? px_state_file(state) : "none");
+	if (report_fd >= 0) {
+		/* the mount is up: let the parent return, then detach stdio */
+		report(&report_fd, 0);
+		int devnull = open("/dev/null", O_RDWR);
+		if (devnull >= 0) {
+			dup2(devnull, STDIN_FILENO);
+			dup2(devnull, STDOUT_FILENO);
+			dup2(devnull, STDERR_FILENO);
+			if (devnull > 2)
+				close(devnull);
+		}
+		px_log_setup(cfg.log_level, 1);
+		if (chdir("/")) {
+			/* nothing depends on the cwd */
+		}
+	}
+	int r;
+	if (cl.single) {
+		r = fuse_session_loop(se);
+	} else {
+		loop = fuse_loop_cfg_create();
+		if (!loop)
+			goto out;
+		fuse_loop_cfg_set_max_threads(loop, 64);
+		fuse_loop_cfg_set_idle_threads(loop, 8);
+		r = fuse_session_loop_mt(se, loop);
+	}
+	/* the loop reports the signal that ended it: that is a clean stop */
+	rc = r == 0 || r == SIGTERM || r == SIGINT || r == SIGHUP ? 0 : EXIT_RUNTIME;
+	px_info("main", "unmounting %s", mnt);
+out:
+	if (report_fd >= 0)
+		report(&report_fd, (unsigned char)(rc ? rc : EXIT_RUNTIME));
+	if (mounted)
+		fuse_session_unmount(se);
+	if (handlers)
+		fuse_remove_signal_handlers(se);
+	if (se)
+		fuse_session_destroy(se);
+	fuse_loop_cfg_destroy(loop);
+	px_core_free(core);
+	px_state_free(state);
+	if (fetch_init)
+		px_fetch_global_cleanup();
+	px_catalog_free(cat);
+	px_config_release(&cfg);
+	for (size_t i = 0; i < cl.ncore_opts; i++)
+		free(cl.core_opts[i]);
+	free(cl.core_opts);
+	free(cl.catalog);
+	free(cl.mountpoint);
+	fuse_opt_free_args(&args);
+	return rc;
+}

@@ -1,0 +1,362 @@
+/*
+ * ops.c - FUSE lowlevel operations over the core's tree and sessions.
+ *
+ * The tree is immutable while mounted, so lookups and attributes are
+ * answered from memory with long cache timeouts, and file contents are
+ * immutable, so the kernel may keep them in its page cache (keep_cache).
+ * A read blocks its FUSE worker thread until the core has the bytes or the
+ * read's deadline passes; the loop runs multithreaded so other requests go
+ * on meanwhile. Everything that would write gets EROFS.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include "fs.h"
+#include "log.h"
+#include "session.h"
+#include "tree.h"
+
+#define FS_ATTR_TIMEOUT 3600.0
+#define FS_MAX_READ (1 << 20)
+
+int fs_errno(enum px_status st)
+{
+	switch (st) {
+	case PX_OK: return 0;
+	case PX_ENOMEM: return ENOMEM;
+	case PX_EINVAL: return EINVAL;
+	case PX_ESHUTDOWN: return ESHUTDOWN;
+	case PX_ENOSOURCE: return EIO;
+	default: return EIO; /* timeouts and source failures alike: EIO */
+	}
+}
+
+static struct fs_ctx *ctx_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static void fill_stat(const struct fs_ctx *ctx, const struct px_tree_node *n, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = n->ino;
+	st->st_uid = ctx->uid;
+	st->st_gid = ctx->gid;
+	if (n->asset < 0) {
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2;
+		st->st_mtime = st->st_ctime = st->st_atime = ctx->dir_mtime;
+	} else {
+		st->st_mode = S_IFREG | 0444;
+		st->st_nlink = 1;
+		st->st_size = px_core_asset_size(ctx->core, (size_t)n->asset);
+		st->st_blocks = (st->st_size + 511) / 512;
+		st->st_mtime = st->st_ctime = st->st_atime =
+			px_core_asset_mtime(ctx->core, (size_t)n->asset);
+	}
+	st->st_blksize = FS_MAX_READ;
+}
+
+static void fs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	/* libfuse derives max_pages from max_write: this is what lets the
+	 * kernel send 1 MiB reads */
+	if (conn->max_write < FS_MAX_READ)
+		conn->max_write = FS_MAX_READ;
+	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	conn->want |= conn->capable & FUSE_CAP_ASYNC_READ;
+}
+
+static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs_ctx *ctx = ctx_of(req);
+	const struct px_tree_node *n = px_tree_lookup(px_core_tree(ctx->core), parent, name);
+	struct fuse_entry_param e;
+
+	if (!n) {
+		/* negative entries can be cached too: the tree never changes */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = FS_ATTR_TIMEOUT;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	memset(&e, 0, sizeof(e));
+	e.ino = n->ino;
+	e.attr_timeout = FS_ATTR_TIMEOUT;
+	e.entry_timeout = FS_ATTR_TIMEOUT;
+	fill_stat(ctx, n, &e.attr);
+	fuse_reply_entry(req, &e);
+}
+
+static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_ctx *ctx = ctx_of(req);
+	const struct px_tree_node *n = px_tree_get(px_core_tree(ctx->core), ino);
+	struct stat st;
+	(void)fi;
+
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	fill_stat(ctx, n, &st);
+	fuse_reply_attr(req, &st, FS_ATTR_TIMEOUT);
+}
+
+static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	struct fs_ctx *ctx = ctx_of(req);
+	const struct px_tree *t = px_core_tree(ctx->core);
+	const struct px_tree_node *dir = px_tree_get(t, ino);
+	const struct px_tree_node *const *kids;
+	size_t nkids, used = 0;
+	char *buf;
+	(void)fi;
+
+	if (!dir) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (dir->asset >= 0) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	nkids = px_tree_children(t, ino, &kids);
+	buf = malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	/* offsets: 0 ".", 1 "..", 2.. the children in name order; an entry's
+	 * offset is where the next readdir resumes */
+	for (size_t i = (size_t)off; i < nkids + 2; i++) {
+		struct stat st;
+		const char *name;
+		memset(&st, 0, sizeof(st));
+		if (i == 0) {
+			name = ".";
+			st.st_ino = dir->ino;
+			st.st_mode = S_IFDIR;
+		} else if (i == 1) {
+			name = "..";
+			st.st_ino = dir->parent;
+			st.st_mode = S_IFDIR;
+		} else {
+			name = kids[i - 2]->name;
+			st.st_ino = kids[i - 2]->ino;
+			st.st_mode = kids[i - 2]->asset < 0 ? S_IFDIR : S_IFREG;
+		}
+		size_t need = fuse_add_direntry(req, buf + used, size - used, name, &st,
+						(off_t)(i + 1));
+		if (need > size - used)
+			break;
+		used += need;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_ctx *ctx = ctx_of(req);
+	const struct px_tree_node *n = px_tree_get(px_core_tree(ctx->core), ino);
+	struct px_session *s;
+	enum px_status st;
+
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (n->asset < 0) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	st = px_session_open(ctx->core, (size_t)n->asset,
+			     (uint64_t)fuse_req_ctx(req)->pid, &s);
+	if (st != PX_OK) {
+		fuse_reply_err(req, fs_errno(st));
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)s;
+	/* the bytes of an asset never change while mounted */
+	fi->keep_cache = 1;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		px_session_close(s); /* the opener was interrupted */
+}
+
+static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct px_session *s = (struct px_session *)(uintptr_t)fi->fh;
+	size_t got = 0;
+	enum px_status st;
+	(void)ino;
+
+	if (size > FS_MAX_READ)
+		size = FS_MAX_READ;
+	char *buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	st = px_session_read(s, off, size, buf, &got);
+	if (st == PX_OK)
+		fuse_reply_buf(req, buf, got);
+	else
+		fuse_reply_err(req, fs_errno(st));
+	free(buf);
+}
+
+static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	px_session_close((struct px_session *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs_ctx *ctx = ctx_of(req);
+	const struct px_catalog *cat = px_core_catalog(ctx->core);
+	struct statvfs sv;
+	uint64_t bytes = 0;
+	(void)ino;
+
+	for (size_t i = 0; i < cat->nassets; i++) {
+		int64_t sz = px_core_asset_size(ctx->core, i);
+		if (sz > 0)
+			bytes += (uint64_t)sz;
+	}
+	memset(&sv, 0, sizeof(sv));
+	sv.f_bsize = 4096;
+	sv.f_frsize = 4096;
+	sv.f_blocks = (bytes + 4095) / 4096;
+	sv.f_files = px_tree_count(px_core_tree(ctx->core));
+	sv.f_namemax = 255;
+	sv.f_flag = ST_RDONLY;
+	fuse_reply_statfs(req, &sv);
+}
+
+static void fs_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	struct fs_ctx *ctx = ctx_of(req);
+	if (!px_tree_get(px_core_tree(ctx->core), ino))
+		fuse_reply_err(req, ENOENT);
+	else
+		fuse_reply_err(req, (mask & W_OK) ? EROFS : 0);
+}
+
+/* Everything that would change the tree or a file. */
+static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	(void)ino; (void)attr; (void)to_set; (void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		     dev_t rdev)
+{
+	(void)parent; (void)name; (void)mode; (void)rdev;
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	(void)parent; (void)name; (void)mode;
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	(void)parent; (void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	(void)link; (void)parent; (void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	(void)parent; (void)name; (void)newparent; (void)newname; (void)flags;
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	(void)ino; (void)newparent; (void)newname;
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+		     off_t off, struct fuse_file_info *fi)
+{
+	(void)ino; (void)buf; (void)size; (void)off; (void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	(void)parent; (void)name; (void)mode; (void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	(void)ino; (void)name; (void)value; (void)size; (void)flags;
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	(void)ino; (void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
+			 off_t length, struct fuse_file_info *fi)
+{
+	(void)ino; (void)mode; (void)offset; (void)length; (void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+const struct fuse_lowlevel_ops fs_ops = {
+	.init = fs_init,
+	.lookup = fs_lookup,
+	.getattr = fs_getattr,
+	.readdir = fs_readdir,
+	.open = fs_open,
+	.read = fs_read,
+	.release = fs_release,
+	.statfs = fs_statfs,
+	.access = fs_access,
+	.setattr = fs_setattr,
+	.mknod = fs_mknod,
+	.mkdir = fs_mkdir,
+	.unlink = fs_unlink,
+	.rmdir = fs_unlink,
+	.symlink = fs_symlink,
+	.rename = fs_rename,
+	.link = fs_link,
+	.write = fs_write,
+	.create = fs_create,
+	.setxattr = fs_setxattr,
+	.removexattr = fs_removexattr,
+	.fallocate = fs_fallocate,
+};

@@ -1,0 +1,149 @@
+/*
+ * config.c - parsing and validating the mount's settings.
+ *
+ * Every option goes through px_config_set(), whether it comes from -o on the
+ * command line, from fstab, or from the catalog's "settings" object, so they
+ * all accept the same values and fail with the same messages.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+const struct px_config_option px_config_options[] = {
+	{ "read_timeout", "SECONDS", "bound on one read; EIO when it expires (default 30)" },
+	{ "connect_timeout", "SECONDS", "bound on connecting to a source (default 10)" },
+	{ "probe_timeout", "SECONDS", "bound on discovering sizes at mount (default 20)" },
+	{ "retries", "N", "extra attempts of a failed request on the same source (default 3)" },
+	{ "state_dir", "DIR", "where discovered sizes are remembered (default /var/lib/seamfs as root, else $XDG_STATE_HOME/seamfs)" },
+	{ "ca_file", "PATH", "CA bundle for https sources (default: the system store)" },
+	{ "insecure", NULL, "do not verify TLS certificates (testing only)" },
+	{ "log_level", "LEVEL", "error, warn, info or debug (default info)" },
+	{ NULL, NULL, NULL }
+};
+
+void px_config_init(struct px_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->read_timeout_ms = 30000;
+	cfg->connect_timeout_ms = 10000;
+	cfg->probe_timeout_ms = 20000;
+	cfg->retries = 3;
+	cfg->log_level = PX_LOG_INFO;
+}
+
+void px_config_release(struct px_config *cfg)
+{
+	free(cfg->ca_file);
+	free(cfg->state_dir);
+	cfg->ca_file = NULL;
+	cfg->state_dir = NULL;
+}
+
+int px_config_known(const char *name)
+{
+	for (const struct px_config_option *o = px_config_options; o->name; o++)
+		if (strcmp(o->name, name) == 0)
+			return 1;
+	return 0;
+}
+
+/* Seconds, possibly fractional, within (0, max]; stored as milliseconds. */
+static int parse_seconds(const char *v, double max, int64_t *out_ms)
+{
+	char *end;
+	errno = 0;
+	double d = strtod(v, &end);
+	if (errno || end == v || *end != '\0' || !isfinite(d) || d <= 0 || d > max)
+		return -1;
+	*out_ms = (int64_t)llround(d * 1000.0);
+	if (*out_ms < 1)
+		*out_ms = 1;
+	return 0;
+}
+
+static int parse_int(const char *v, long min, long max, int *out)
+{
+	char *end;
+	errno = 0;
+	long l = strtol(v, &end, 10);
+	if (errno || end == v || *end != '\0' || l < min || l > max)
+		return -1;
+	*out = (int)l;
+	return 0;
+}
+
+static int parse_bool(const char *v, int *out)
+{
+	if (!v || strcmp(v, "1") == 0 || strcmp(v, "true") == 0 || strcmp(v, "yes") == 0) {
+		*out = 1;
+		return 0;
+	}
+	if (strcmp(v, "0") == 0 || strcmp(v, "false") == 0 || strcmp(v, "no") == 0) {
+		*out = 0;
+		return 0;
+	}
+	return -1;
+}
+
+static int set_string(char **dst, const char *v)
+{
+	char *copy = strdup(v);
+	if (!copy)
+		return -1;
+	free(*dst);
+	*dst = copy;
+	return 0;
+}
+
+enum px_status px_config_set(struct px_config *cfg, const char *name,
+			     const char *value, char *err, size_t errlen)
+{
+	const char *want = NULL;
+	int is_flag = strcmp(name, "insecure") == 0;
+
+	if (!px_config_known(name)) {
+		snprintf(err, errlen, "unknown option '%s'", name);
+		return PX_EINVAL;
+	}
+	if (!value && !is_flag) {
+		snprintf(err, errlen, "option '%s' needs a value (%s=...)", name, name);
+		return PX_EINVAL;
+	}
+	if (strcmp(name, "read_timeout") == 0) {
+		if (parse_seconds(value, 86400, &cfg->read_timeout_ms))
+			want = "a number of seconds above 0 and at most 86400";
+	} else if (strcmp(name, "connect_timeout") == 0) {
+		if (parse_seconds(value, 3600, &cfg->connect_timeout_ms))
+			want = "a number of seconds above 0 and at most 3600";
+	} else if (strcmp(name, "probe_timeout") == 0) {
+		if (parse_seconds(value, 3600, &cfg->probe_timeout_ms))
+			want = "a number of seconds above 0 and at most 3600";
+	} else if (strcmp(name, "retries") == 0) {
+		if (parse_int(value, 0, 20, &cfg->retries))
+			want = "a whole number from 0 to 20";
+	} else if (strcmp(name, "insecure") == 0) {
+		if (parse_bool(value, &cfg->insecure))
+			want = "true or false";
+	} else if (strcmp(name, "log_level") == 0) {
+		if (px_log_level_parse(value, &cfg->log_level) != PX_OK)
+			want = "error, warn, info or debug";
+	} else if (strcmp(name, "state_dir") == 0 || strcmp(name, "ca_file") == 0) {
+		if (value[0] != '/') {
+			want = "an absolute path";
+		} else if (set_string(strcmp(name, "state_dir") == 0 ? &cfg->state_dir
+								    : &cfg->ca_file, value)) {
+			snprintf(err, errlen, "out of memory");
+			return PX_ENOMEM;
+		}
+	}
+	if (want) {
+		snprintf(err, errlen, "option '%s': bad value '%s' (expected %s)",
+			 name, value ? value : "", want);
+		return PX_EINVAL;
+	}
+	return PX_OK;
+}

@@ -1,0 +1,48 @@
+/*
+ * config.h - the mount's settings: one struct, filled from the catalog's
+ * "settings" object and then from -o options (the command line wins),
+ * validated once, then passed down as const.
+ */
+#ifndef SEAMFS_CONFIG_H
+#define SEAMFS_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "log.h"
+#include "px.h"
+
+struct px_config {
+	int64_t read_timeout_ms;    /* bound on one read, default 30 s */
+	int64_t connect_timeout_ms; /* TCP+TLS connect, default 10 s */
+	int64_t probe_timeout_ms;   /* bound on size discovery at mount, default 20 s */
+	int retries;                /* extra attempts of a failed range on one source */
+	int insecure;               /* 1: no TLS peer/host verification */
+	char *ca_file;              /* owned; NULL: system CA store */
+	char *state_dir;            /* owned; NULL until main fills a default */
+	enum px_log_level log_level;
+};
+
+/* One option that the core knows, for --help and the README. */
+struct px_config_option {
+	const char *name;
+	const char *arg;   /* NULL for a flag */
+	const char *help;
+};
+
+/* The core's options, NULL-terminated (name == NULL). */
+extern const struct px_config_option px_config_options[];
+
+void px_config_init(struct px_config *cfg);
+void px_config_release(struct px_config *cfg);
+
+/* Whether name is one of px_config_options. */
+int px_config_known(const char *name);
+
+/*
+ * Sets option name to value (value NULL for a bare flag such as "insecure").
+ * On PX_EINVAL writes a message naming the option and the value into err.
+ */
+enum px_status px_config_set(struct px_config *cfg, const char *name,
+			     const char *value, char *err, size_t errlen) PX_WUR;
+
+#endif

@@ -1,0 +1,176 @@
+/*
+ * core.c - the core context: settings, catalog, fetcher, per-asset state,
+ * and the discovery pass that decides which assets the mount lists.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core_i.h"
+#include "log.h"
+#include "state.h"
+
+int64_t px_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void px_cond_init_mono(pthread_cond_t *c)
+{
+	pthread_condattr_t attr;
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &attr);
+	pthread_condattr_destroy(&attr);
+}
+
+int px_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, const int *flag,
+		       int64_t deadline_ms)
+{
+	struct timespec ts = { deadline_ms / 1000, (deadline_ms % 1000) * 1000000 };
+	while (!*flag) {
+		if (px_now_ms() >= deadline_ms)
+			return 0;
+		int rc = pthread_cond_timedwait(c, m, &ts);
+		if (rc == ETIMEDOUT && !*flag)
+			return 0;
+	}
+	return 1;
+}
+
+enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog *cat,
+			   const struct px_fetch_ops *ops, struct px_core **out)
+{
+	enum px_status st = PX_ENOMEM;
+	struct px_core *core = calloc(1, sizeof(*core));
+
+	*out = NULL;
+	if (!core)
+		return PX_ENOMEM;
+	core->cfg = cfg;
+	core->cat = cat;
+	core->assets = calloc(cat->nassets + 1, sizeof(*core->assets));
+	if (!core->assets)
+		goto out;
+	for (size_t i = 0; i < cat->nassets; i++) {
+		core->assets[i].size = core->assets[i].mtime = -1;
+		core->assets[i].dead = calloc(cat->assets[i].nsources + 1, 1);
+		if (!core->assets[i].dead)
+			goto out;
+	}
+	if (ops) {
+		core->ops = *ops;
+	} else {
+		if ((st = px_fetch_new(cfg, &core->fetch)) != PX_OK)
+			goto out;
+		core->ops = px_fetch_ops(core->fetch);
+	}
+	*out = core;
+	core = NULL;
+	st = PX_OK;
+out:
+	px_core_free(core);
+	return st;
+}
+
+void px_core_free(struct px_core *core)
+{
+	if (!core)
+		return;
+	px_fetch_free(core->fetch);
+	if (core->assets)
+		for (size_t i = 0; i < core->cat->nassets; i++)
+			free((void *)core->assets[i].dead);
+	free(core->assets);
+	px_tree_free(core->tree);
+	free(core);
+}
+
+enum px_status px_core_discover(struct px_core *core, struct px_state *state,
+				int64_t fallback_mtime)
+{
+	const struct px_catalog *cat = core->cat;
+	unsigned char *need = calloc(cat->nassets + 1, 1);
+	unsigned char *listed = calloc(cat->nassets + 1, 1);
+	enum px_status st = PX_ENOMEM;
+
+	if (!need || !listed)
+		goto out;
+	for (size_t i = 0; i < cat->nassets; i++) {
+		const struct px_asset *a = &cat->assets[i];
+		struct asset_rt *rt = &core->assets[i];
+		int64_t size, mtime;
+		if (a->kind != PX_ASSET_PLAIN) {
+			px_warn("core", "asset %s left out: transcoded and remuxed assets are not "
+				"served by this version", a->id);
+			continue;
+		}
+		rt->size = a->size;
+		rt->mtime = a->mtime;
+		if (state && px_state_get(state, a->id, &size, &mtime) &&
+		    (a->size < 0 || a->size == size)) {
+			if (rt->size < 0)
+				rt->size = size;
+			if (rt->mtime < 0)
+				rt->mtime = mtime;
+		}
+		/* sizes are needed to list; mtimes are worth one probe too, so
+		 * that a file's mtime is the source's and stays the same */
+		need[i] = rt->size < 0 || rt->mtime < 0;
+	}
+	px_probe_assets(core, need);
+
+	for (size_t i = 0; i < cat->nassets; i++) {
+		struct asset_rt *rt = &core->assets[i];
+		if (cat->assets[i].kind != PX_ASSET_PLAIN || rt->size < 0)
+			continue;
+		/* a fallback mtime is remembered too, so it stays the same */
+		if (rt->mtime < 0)
+			rt->mtime = fallback_mtime;
+		if (need[i] && state && px_state_put(state, cat->assets[i].id, rt->size,
+						     rt->mtime) != PX_OK)
+			goto out;
+		rt->listed = 1;
+		listed[i] = 1;
+		core->nlisted++;
+	}
+	if (state) {
+		char err[512];
+		if (px_state_save(state, err, sizeof(err)) != PX_OK)
+			px_warn("state", "could not remember sizes: %s", err);
+	}
+	st = px_tree_new(cat, listed, &core->tree);
+out:
+	free(need);
+	free(listed);
+	return st;
+}
+
+const struct px_tree *px_core_tree(const struct px_core *core)
+{
+	return core->tree;
+}
+
+int64_t px_core_asset_size(const struct px_core *core, size_t asset)
+{
+	return core->assets[asset].size;
+}
+
+int64_t px_core_asset_mtime(const struct px_core *core, size_t asset)
+{
+	return core->assets[asset].mtime;
+}
+
+size_t px_core_listed(const struct px_core *core)
+{
+	return core->nlisted;
+}
+
+const struct px_catalog *px_core_catalog(const struct px_core *core)
+{
+	return core->cat;
+}

@@ -1,0 +1,47 @@
+/*
+ * core.h - the seamfs core: one context that holds the catalog, the
+ * settings, the fetcher and what is known about every asset at run time.
+ *
+ * main builds one core and passes it down; a unit test builds one the same
+ * way with a fake fetcher. fs/ reaches everything through it.
+ */
+#ifndef SEAMFS_CORE_H
+#define SEAMFS_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "catalog.h"
+#include "config.h"
+#include "fetch.h"
+#include "px.h"
+#include "tree.h"
+
+struct px_core;
+struct px_state;
+
+/*
+ * Makes a core. cfg and cat are borrowed until px_core_free(). ops NULL:
+ * start a real fetch thread; otherwise use ops (a fake in tests).
+ */
+enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog *cat,
+			   const struct px_fetch_ops *ops, struct px_core **out) PX_WUR;
+void px_core_free(struct px_core *core);
+
+/*
+ * Learns the size and mtime of every asset: from the catalog, else from
+ * state (may be NULL), else by asking its sources (all assets in parallel,
+ * bounded by cfg->probe_timeout_ms). Assets whose size cannot be learned are
+ * left out, each with a log line saying why. fallback_mtime is used where no
+ * mtime is known. Then builds the tree. Call once, before serving.
+ */
+enum px_status px_core_discover(struct px_core *core, struct px_state *state,
+				int64_t fallback_mtime) PX_WUR;
+
+/* After px_core_discover(): the tree, and per-asset size and mtime. */
+const struct px_tree *px_core_tree(const struct px_core *core);
+int64_t px_core_asset_size(const struct px_core *core, size_t asset);
+int64_t px_core_asset_mtime(const struct px_core *core, size_t asset);
+size_t px_core_listed(const struct px_core *core);
+const struct px_catalog *px_core_catalog(const struct px_core *core);
+
+#endif

@@ -1,0 +1,570 @@
+/*
+ * fetch.c - the fetch thread: every HTTP transfer goes through one curl
+ * multi handle owned by one thread.
+ *
+ * Other threads hand the thread commands (submit, cancel) through a locked
+ * queue and wake it with curl_multi_wakeup(); the thread otherwise sleeps in
+ * curl_multi_poll(), so completion is event-driven and no easy handle is
+ * ever touched by two threads (libcurl's rule).
+ *
+ * Each transfer parses its response headers itself (status, Content-Length,
+ * Content-Range; a redirect's headers are discarded when the next status
+ * line starts). At the first body byte, or at the end when there is no body,
+ * the response is checked against what was asked: a 206 must carry a
+ * Content-Range that starts at the requested offset; a 200 means the server
+ * ignored the Range and sends the whole resource, so the bytes before the
+ * offset are skipped; any advertised total must equal the asset's size.
+ * Failures end the transfer by returning 0 from the write callback; the
+ * transfer's own status then replaces curl's CURLE_WRITE_ERROR.
+ *
+ * Lock order: f->lock only; never held while calling a callback or curl.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+
+#include "fetch.h"
+#include "httpparse.h"
+#include "log.h"
+
+#define FETCH_BUFFER_SIZE (256 * 1024)
+#define FETCH_MAX_REDIRS 5
+#define FETCH_EASY_POOL 64
+
+struct xfer {
+	struct xfer *next;
+	uint64_t id;
+	CURL *easy;
+	struct curl_slist *headers;
+	char *url;
+	struct px_fetch_cb cb;
+	int64_t offset, length, expect_size;
+	int cancel;
+
+	/* response state, reset at each status line */
+	int status;
+	int64_t clen;
+	int have_cr;
+	struct px_content_range cr;
+
+	int checked;          /* response validated, body_pos is meaningful */
+	int64_t body_pos;     /* absolute offset of the next body byte */
+	int finished_early;   /* we stopped the body on purpose: got all we wanted */
+	enum px_status fail;  /* set when we stopped it for a broken response */
+	struct px_fetch_result res;
+	char errbuf[CURL_ERROR_SIZE];
+};
+
+struct px_fetch {
+	const struct px_config *cfg;
+	CURLM *multi;
+	pthread_t thread;
+	int thread_started;
+
+	pthread_mutex_t lock;
+	struct xfer *submitted;   /* queue, guarded by lock */
+	uint64_t *cancels;        /* ids to cancel, guarded by lock */
+	size_t ncancels, capcancels;
+	int stop;                 /* guarded by lock */
+
+	/* fetch thread only */
+	struct xfer *active;
+	CURL *pool[FETCH_EASY_POOL];
+	size_t npool;
+
+	_Atomic uint64_t next_id;
+};
+
+enum px_status px_fetch_global_init(void)
+{
+	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? PX_OK : PX_ENOMEM;
+}
+
+void px_fetch_global_cleanup(void)
+{
+	curl_global_cleanup();
+}
+
+static void xfer_reset_response(struct xfer *x)
+{
+	x->status = 0;
+	x->clen = -1;
+	x->have_cr = 0;
+}
+
+/* Checks the final response once its headers are complete. Sets x->fail or
+ * x->body_pos; fills res.size. */
+static void check_response(struct xfer *x)
+{
+	struct px_fetch_result *r = &x->res;
+	x->checked = 1;
+	r->http_status = x->status;
+	switch (x->status) {
+	case 206:
+		if (!x->have_cr || x->cr.first < 0) {
+			x->fail = PX_EBADRESP;
+			snprintf(r->detail, sizeof(r->detail), "206 without a valid Content-Range");
+			return;
+		}
+		if (x->cr.first != x->offset) {
+			x->fail = PX_EBADRESP;
+			snprintf(r->detail, sizeof(r->detail),
+				 "Content-Range starts at %lld, asked for %lld",
+				 (long long)x->cr.first, (long long)x->offset);
+			return;
+		}
+		if (x->clen >= 0 && x->clen != x->cr.last - x->cr.first + 1) {
+			x->fail = PX_EBADRESP;
+			snprintf(r->detail, sizeof(r->detail),
+				 "Content-Length %lld disagrees with Content-Range %lld-%lld",
+				 (long long)x->clen, (long long)x->cr.first, (long long)x->cr.last);
+			return;
+		}
+		r->size = x->cr.total;
+		x->body_pos = x->cr.first;
+		break;
+	case 200:
+		r->size = x->clen;
+		x->body_pos = 0;
+		if (x->offset > 0)
+			px_debug("fetch", "%s ignores Range: skipping %lld bytes", x->url,
+				 (long long)x->offset);
+		break;
+	case 404:
+	case 410:
+		x->fail = PX_ENOTFOUND;
+		break;
+	case 401:
+	case 403:
+	case 407:
+		x->fail = PX_EAUTH;
+		break;
+	case 416:
+		if (x->length == 0 && x->offset == 0 && x->have_cr && x->cr.total == 0) {
+			r->size = 0; /* probing an empty resource */
+			return;
+		}
+		x->fail = PX_ESIZE;
+		snprintf(r->detail, sizeof(r->detail),
+			 "HTTP 416: the source has no byte %lld", (long long)x->offset);
+		return;
+	default:
+		x->fail = x->status >= 500 && x->status < 600 ? PX_ESERVER : PX_EBADRESP;
+		break;
+	}
+	if (x->fail) {
+		snprintf(r->detail, sizeof(r->detail), "HTTP %d", x->status);
+		return;
+	}
+	if (x->expect_size >= 0 && r->size >= 0 && r->size != x->expect_size) {
+		/* a probe asks the size itself: a different one is the source's
+		 * size. In a read it may be one broken answer: worth a retry. */
+		x->fail = x->length == 0 ? PX_ESIZE : PX_EBADRESP;
+		snprintf(r->detail, sizeof(r->detail), "the source has %lld bytes, the asset %lld",
+			 (long long)r->size, (long long)x->expect_size);
+	}
+}
+
+static size_t on_header(char *buf, size_t size, size_t n, void *ud)
+{
+	struct xfer *x = ud;
+	size_t len = size * n;
+	const char *name, *value;
+	size_t nl, vl;
+	int status;
+
+	if (px_http_status_line(buf, len, &status) == PX_OK) {
+		xfer_reset_response(x);
+		x->status = status;
+		return len;
+	}
+	if (px_http_header(buf, len, &name, &nl, &value, &vl) != PX_OK)
+		return len;
+	if (px_http_name_is(name, nl, "Content-Length")) {
+		if (px_http_content_length(value, vl, &x->clen) != PX_OK)
+			x->clen = -1;
+	} else if (px_http_name_is(name, nl, "Content-Range")) {
+		x->have_cr = px_http_content_range(value, vl, &x->cr) == PX_OK;
+	}
+	return len;
+}
+
+static size_t on_write(char *buf, size_t size, size_t n, void *ud)
+{
+	struct xfer *x = ud;
+	size_t len = size * n;
+
+	if (x->cancel)
+		return 0;
+	if (!x->checked)
+		check_response(x);
+	if (x->fail)
+		return 0;
+	if (x->length == 0) {
+		/* a probe needs the headers only; let a one-byte 206 finish so the
+		 * connection stays open for the next request */
+		x->finished_early = 1;
+		return x->status == 206 && x->cr.last == x->cr.first ? len : 0;
+	}
+	int64_t start = x->body_pos, end = x->body_pos + (int64_t)len;
+	int64_t want_end = x->offset + x->length;
+	x->body_pos = end;
+	if (x->status == 206 && end > x->cr.last + 1) {
+		x->fail = PX_EBADRESP;
+		snprintf(x->res.detail, sizeof(x->res.detail),
+			 "body runs past the Content-Range end %lld", (long long)x->cr.last);
+		return 0;
+	}
+	int64_t from = start > x->offset ? start : x->offset;
+	int64_t to = end < want_end ? end : want_end;
+	if (to > from) {
+		x->cb.on_data(x->cb.ctx, from, buf + (from - start), (size_t)(to - from));
+		x->res.bytes += to - from;
+	}
+	if (end >= want_end) {
+		x->finished_early = 1;
+		return end == want_end && x->status == 206 && end == x->cr.last + 1 ? len : 0;
+	}
+	return len;
+}
+
+static enum px_status translate(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_OK: return PX_OK;
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_RESOLVE_PROXY:
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CACERT_BADFILE:
+		return PX_ECONNECT;
+	case CURLE_OPERATION_TIMEDOUT: return PX_ETIMEDOUT;
+	case CURLE_TOO_MANY_REDIRECTS:
+	case CURLE_UNSUPPORTED_PROTOCOL:
+	case CURLE_WEIRD_SERVER_REPLY:
+	case CURLE_BAD_CONTENT_ENCODING:
+		return PX_EBADRESP;
+	case CURLE_ABORTED_BY_CALLBACK: return PX_ECANCELED;
+	case CURLE_OUT_OF_MEMORY: return PX_ENOMEM;
+	default: return PX_ETRANSFER;
+	}
+}
+
+/* Ends a transfer: decides its status, calls on_done, recycles the handle. */
+static void finish(struct px_fetch *f, struct xfer *x, CURLcode rc, enum px_status forced)
+{
+	struct px_fetch_result *r = &x->res;
+	enum px_status st = forced;
+
+	if (st == PX_OK) {
+		if (x->cancel) {
+			st = PX_ECANCELED;
+		} else if (x->fail) {
+			st = x->fail;
+		} else if (x->finished_early) {
+			st = PX_OK;
+		} else if (rc != CURLE_OK) {
+			st = translate(rc);
+			snprintf(r->detail, sizeof(r->detail), "%s%s%s", curl_easy_strerror(rc),
+				 x->errbuf[0] ? ": " : "", x->errbuf);
+			if (rc == CURLE_PARTIAL_FILE || rc == CURLE_RECV_ERROR)
+				snprintf(r->detail + strlen(r->detail),
+					 sizeof(r->detail) - strlen(r->detail),
+					 " (at byte %lld)", (long long)x->body_pos);
+		} else {
+			if (!x->checked)
+				check_response(x);
+			st = x->fail;
+			if (st == PX_OK && x->length > 0 && x->body_pos < x->offset + x->length &&
+			    !(x->status == 206 && x->body_pos == x->cr.last + 1)) {
+				/* the body ended cleanly but before the bytes asked for */
+				st = PX_ETRANSFER;
+				snprintf(r->detail, sizeof(r->detail),
+					 "body ended at byte %lld, before byte %lld",
+					 (long long)x->body_pos, (long long)(x->offset + x->length));
+			}
+		}
+	}
+	if (x->easy) {
+		curl_off_t ft = -1;
+		if (curl_easy_getinfo(x->easy, CURLINFO_FILETIME_T, &ft) == CURLE_OK && ft >= 0)
+			r->mtime = (int64_t)ft;
+		curl_multi_remove_handle(f->multi, x->easy);
+		if (f->npool < FETCH_EASY_POOL) {
+			curl_easy_reset(x->easy);
+			f->pool[f->npool++] = x->easy;
+		} else {
+			curl_easy_cleanup(x->easy);
+		}
+		x->easy = NULL;
+	}
+	r->status = st;
+	if (st != PX_OK && !r->detail[0])
+		snprintf(r->detail, sizeof(r->detail), "%s", px_strerror(st));
+	x->cb.on_done(x->cb.ctx, r);
+	curl_slist_free_all(x->headers);
+	free(x->url);
+	free(x);
+}
+
+static int setup_easy(struct px_fetch *f, struct xfer *x)
+{
+	CURL *e = f->npool ? f->pool[--f->npool] : curl_easy_init();
+	char range[64];
+	const struct px_config *cfg = f->cfg;
+
+	if (!e)
+		return -1;
+	x->easy = e;
+	curl_easy_setopt(e, CURLOPT_URL, x->url);
+	curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(e, CURLOPT_MAXREDIRS, (long)FETCH_MAX_REDIRS);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+	curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)FETCH_BUFFER_SIZE);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)cfg->connect_timeout_ms);
+	curl_easy_setopt(e, CURLOPT_FILETIME, 1L);
+	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(e, CURLOPT_USERAGENT, "seamfs/" SEAMFS_VERSION);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, cfg->insecure ? 0L : 1L);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, cfg->insecure ? 0L : 2L);
+	if (cfg->ca_file)
+		curl_easy_setopt(e, CURLOPT_CAINFO, cfg->ca_file);
+	/* a probe asks for one byte: the 206 tells the total and that ranges work */
+	int64_t last = x->length > 0 ? x->offset + x->length - 1 : x->offset;
+	snprintf(range, sizeof(range), "%lld-%lld", (long long)x->offset, (long long)last);
+	curl_easy_setopt(e, CURLOPT_RANGE, range);
+	x->errbuf[0] = '\0';
+	xfer_reset_response(x);
+	return curl_multi_add_handle(f->multi, e) == CURLM_OK ? 0 : -1;
+}
+
+static void run_commands(struct px_fetch *f, int *stop)
+{
+	struct xfer *sub, *next;
+	uint64_t *cancels;
+	size_t ncancels;
+
+	pthread_mutex_lock(&f->lock);
+	sub = f->submitted;
+	f->submitted = NULL;
+	cancels = f->cancels;
+	ncancels = f->ncancels;
+	f->cancels = NULL;
+	f->ncancels = f->capcancels = 0;
+	*stop = f->stop;
+	pthread_mutex_unlock(&f->lock);
+
+	/* the queue was built by prepending: reverse to keep submit order */
+	struct xfer *ordered = NULL;
+	for (; sub; sub = next) {
+		next = sub->next;
+		sub->next = ordered;
+		ordered = sub;
+	}
+	for (sub = ordered; sub; sub = next) {
+		next = sub->next;
+		if (setup_easy(f, sub)) {
+			snprintf(sub->res.detail, sizeof(sub->res.detail), "could not start the transfer");
+			finish(f, sub, CURLE_OK, PX_ENOMEM);
+			continue;
+		}
+		sub->next = f->active;
+		f->active = sub;
+	}
+	for (size_t i = 0; i < ncancels; i++) {
+		for (struct xfer **pp = &f->active; *pp; pp = &(*pp)->next) {
+			if ((*pp)->id == cancels[i]) {
+				struct xfer *x = *pp;
+				*pp = x->next;
+				x->cancel = 1;
+				finish(f, x, CURLE_OK, PX_ECANCELED);
+				break;
+			}
+		}
+	}
+	free(cancels);
+}
+
+static void *fetch_main(void *arg)
+{
+	struct px_fetch *f = arg;
+	sigset_t all;
+	int stop = 0, running;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	for (;;) {
+		run_commands(f, &stop);
+		if (stop)
+			break;
+		curl_multi_perform(f->multi, &running);
+		CURLMsg *msg;
+		int left;
+		while ((msg = curl_multi_info_read(f->multi, &left))) {
+			if (msg->msg != CURLMSG_DONE)
+				continue;
+			struct xfer *x = NULL;
+			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+			CURLcode rc = msg->data.result;
+			for (struct xfer **pp = &f->active; *pp; pp = &(*pp)->next) {
+				if (*pp == x) {
+					*pp = x->next;
+					break;
+				}
+			}
+			finish(f, x, rc, PX_OK);
+		}
+		/* 1 s is only a safety net: submits and cancels wake the poll */
+		curl_multi_poll(f->multi, NULL, 0, 1000, NULL);
+	}
+	while (f->active) {
+		struct xfer *x = f->active;
+		f->active = x->next;
+		snprintf(x->res.detail, sizeof(x->res.detail), "seamfs is stopping");
+		finish(f, x, CURLE_OK, PX_ESHUTDOWN);
+	}
+	return NULL;
+}
+
+static enum px_status fetch_submit(void *impl, const struct px_fetch_params *p,
+				   const struct px_fetch_cb *cb, uint64_t *id)
+{
+	struct px_fetch *f = impl;
+	struct xfer *x = calloc(1, sizeof(*x));
+	enum px_status st = PX_ENOMEM;
+
+	if (!x)
+		return PX_ENOMEM;
+	x->url = strdup(p->url);
+	if (!x->url)
+		goto out;
+	for (size_t i = 0; i < p->nheaders; i++) {
+		struct curl_slist *l = curl_slist_append(x->headers, p->headers[i]);
+		if (!l)
+			goto out;
+		x->headers = l;
+	}
+	/* no compression: the bytes must be the resource's bytes */
+	struct curl_slist *l = curl_slist_append(x->headers, "Accept-Encoding: identity");
+	if (!l)
+		goto out;
+	x->headers = l;
+	x->cb = *cb;
+	x->offset = p->offset;
+	x->length = p->length;
+	x->expect_size = p->expect_size;
+	x->res.size = x->res.mtime = -1;
+	x->id = atomic_fetch_add(&f->next_id, 1) + 1;
+	*id = x->id;
+
+	pthread_mutex_lock(&f->lock);
+	if (f->stop) {
+		pthread_mutex_unlock(&f->lock);
+		st = PX_ESHUTDOWN;
+		goto out;
+	}
+	x->next = f->submitted;
+	f->submitted = x;
+	pthread_mutex_unlock(&f->lock);
+	curl_multi_wakeup(f->multi);
+	return PX_OK;
+out:
+	curl_slist_free_all(x->headers);
+	free(x->url);
+	free(x);
+	return st;
+}
+
+static void fetch_cancel(void *impl, uint64_t id)
+{
+	struct px_fetch *f = impl;
+	pthread_mutex_lock(&f->lock);
+	/* still queued: it will be started and then cancelled right away, so
+	 * on_done comes from the fetch thread like every other outcome */
+	if (f->ncancels == f->capcancels) {
+		size_t ncap = f->capcancels ? f->capcancels * 2 : 8;
+		uint64_t *nc = realloc(f->cancels, ncap * sizeof(*nc));
+		if (!nc) {
+			pthread_mutex_unlock(&f->lock);
+			return; /* the caller's deadline still bounds its wait */
+		}
+		f->cancels = nc;
+		f->capcancels = ncap;
+	}
+	f->cancels[f->ncancels++] = id;
+	pthread_mutex_unlock(&f->lock);
+	curl_multi_wakeup(f->multi);
+}
+
+struct px_fetch_ops px_fetch_ops(struct px_fetch *f)
+{
+	struct px_fetch_ops ops = { fetch_submit, fetch_cancel, f };
+	return ops;
+}
+
+enum px_status px_fetch_new(const struct px_config *cfg, struct px_fetch **out)
+{
+	struct px_fetch *f = calloc(1, sizeof(*f));
+	*out = NULL;
+	if (!f)
+		return PX_ENOMEM;
+	f->cfg = cfg;
+	pthread_mutex_init(&f->lock, NULL);
+	f->multi = curl_multi_init();
+	if (!f->multi) {
+		px_fetch_free(f);
+		return PX_ENOMEM;
+	}
+	curl_multi_setopt(f->multi, CURLMOPT_MAXCONNECTS, 64L);
+	if (pthread_create(&f->thread, NULL, fetch_main, f)) {
+		px_fetch_free(f);
+		return PX_ENOMEM;
+	}
+	f->thread_started = 1;
+	*out = f;
+	return PX_OK;
+}
+
+void px_fetch_free(struct px_fetch *f)
+{
+	if (!f)
+		return;
+	if (f->thread_started) {
+		pthread_mutex_lock(&f->lock);
+		f->stop = 1;
+		pthread_mutex_unlock(&f->lock);
+		curl_multi_wakeup(f->multi);
+		pthread_join(f->thread, NULL);
+	}
+	/* submits that raced with stop: end them too */
+	while (f->submitted) {
+		struct xfer *x = f->submitted;
+		f->submitted = x->next;
+		snprintf(x->res.detail, sizeof(x->res.detail), "seamfs is stopping");
+		finish(f, x, CURLE_OK, PX_ESHUTDOWN);
+	}
+	for (size_t i = 0; i < f->npool; i++)
+		curl_easy_cleanup(f->pool[i]);
+	free(f->cancels);
+	if (f->multi)
+		curl_multi_cleanup(f->multi);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}

@@ -1,0 +1,76 @@
+/*
+ * fetch.h - HTTP(S) range transfers, driven by one thread through libcurl.
+ *
+ * Callers describe a transfer (URL, headers, the byte range wanted, the size
+ * the asset must have) and get its bytes and its outcome through callbacks.
+ * The fetch module checks the response against the HTTP range contract
+ * (206 + Content-Range starting where asked, 200 = the whole resource from
+ * byte 0, the advertised total equal to the asset's size, no premature end)
+ * and delivers only bytes at their true absolute offsets. A response that
+ * breaks the contract ends the transfer with a status, never with data.
+ *
+ * The rest of the core uses transfers through struct px_fetch_ops, so unit
+ * tests can put a fake in its place.
+ */
+#ifndef SEAMFS_FETCH_H
+#define SEAMFS_FETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "config.h"
+#include "px.h"
+
+struct px_fetch_params {
+	const char *url;                 /* copied by submit */
+	const char *const *headers;      /* "Name: value", copied by submit */
+	size_t nheaders;
+	int64_t offset;                  /* first byte wanted */
+	int64_t length;                  /* bytes wanted; 0: probe (size, mtime) */
+	int64_t expect_size;             /* the asset's size, -1 if not known yet */
+};
+
+struct px_fetch_result {
+	enum px_status status;
+	int http_status;                 /* final response's status, 0 if none */
+	int64_t size;                    /* total size the response gave, -1 if none */
+	int64_t mtime;                   /* Last-Modified as Unix time, -1 if none */
+	int64_t bytes;                   /* bytes delivered through on_data */
+	char detail[200];                /* what happened, in words, for logs */
+};
+
+struct px_fetch_cb {
+	/* Fetch thread: bytes [off, off+len) of the resource, in increasing
+	 * offset order, all inside the range asked for. Must not block. */
+	void (*on_data)(void *ctx, int64_t off, const void *buf, size_t len);
+	/* Fetch thread, exactly once per submitted transfer, last. */
+	void (*on_done)(void *ctx, const struct px_fetch_result *res);
+	void *ctx;
+};
+
+struct px_fetch_ops {
+	/* Any thread. Starts a transfer; *id names it for cancel. On failure no
+	 * callback is ever called. */
+	enum px_status (*submit)(void *impl, const struct px_fetch_params *p,
+				 const struct px_fetch_cb *cb, uint64_t *id);
+	/* Any thread. Ends the transfer soon; on_done still comes, exactly once
+	 * (PX_ECANCELED unless it had already finished). Unknown ids: no-op. */
+	void (*cancel)(void *impl, uint64_t id);
+	void *impl;
+};
+
+struct px_fetch;
+
+/* Starts the fetch thread. cfg is borrowed until px_fetch_free(). */
+enum px_status px_fetch_new(const struct px_config *cfg, struct px_fetch **out) PX_WUR;
+
+/* Stops the thread; transfers still running end with PX_ESHUTDOWN. */
+void px_fetch_free(struct px_fetch *f);
+
+/* The ops table of a real fetcher. */
+struct px_fetch_ops px_fetch_ops(struct px_fetch *f);
+
+/* Called once by main, before any thread starts / after all have ended. */
+enum px_status px_fetch_global_init(void) PX_WUR;
+void px_fetch_global_cleanup(void);
+
+#endif

@@ -1,0 +1,37 @@
+/*
+ * log.h - the one logger: level + component + message, one line per event.
+ *
+ * The sink is process-wide (it is the process's stderr or syslog, which are
+ * process-wide too); everything else in the core is passed down explicitly.
+ * Any thread may log. Lines are written with a single write(2) so they are
+ * never split or interleaved.
+ */
+#ifndef SEAMFS_LOG_H
+#define SEAMFS_LOG_H
+
+#include <stdarg.h>
+#include "px.h"
+
+enum px_log_level { PX_LOG_ERROR, PX_LOG_WARN, PX_LOG_INFO, PX_LOG_DEBUG };
+
+/* Called once by main before any thread starts. use_syslog: log to syslog
+ * (daemon mode) instead of stderr. */
+void px_log_setup(enum px_log_level level, int use_syslog);
+
+/* Parses "error", "warn", "info", "debug". Returns PX_EINVAL otherwise. */
+enum px_status px_log_level_parse(const char *s, enum px_log_level *out) PX_WUR;
+
+int px_log_enabled(enum px_log_level level);
+
+void px_log(enum px_log_level level, const char *component, const char *fmt, ...)
+	PX_PRINTF(3, 4);
+void px_logv(enum px_log_level level, const char *component, const char *fmt,
+	     va_list ap) PX_PRINTF(3, 0);
+
+#define px_error(c, ...) px_log(PX_LOG_ERROR, c, __VA_ARGS__)
+#define px_warn(c, ...) px_log(PX_LOG_WARN, c, __VA_ARGS__)
+#define px_info(c, ...) px_log(PX_LOG_INFO, c, __VA_ARGS__)
+#define px_debug(c, ...) \
+	do { if (px_log_enabled(PX_LOG_DEBUG)) px_log(PX_LOG_DEBUG, c, __VA_ARGS__); } while (0)
+
+#endif

@@ -1,0 +1,44 @@
+/*
+ * px.h - the core's status codes and common macros.
+ *
+ * Every fallible function of proxy/ and verifier/ returns an enum px_status.
+ * Foreign codes (CURLcode, HTTP status, errno of the state files) are
+ * translated into it once, at the edge that sees them; fs/ translates it to
+ * an errno in one place.
+ */
+#ifndef SEAMFS_PX_H
+#define SEAMFS_PX_H
+
+#include <stdint.h>
+
+#define PX_WUR __attribute__((warn_unused_result))
+#define PX_PRINTF(f, a) __attribute__((format(printf, f, a)))
+
+enum px_status {
+	PX_OK = 0,
+	PX_EOF,          /* outcome: no byte at or after the offset */
+	PX_ENOMEM,
+	PX_EINVAL,       /* bad argument or bad input */
+	PX_EIO,          /* local I/O error (pread, state files) */
+	PX_ETIMEDOUT,    /* a bounded wait expired */
+	PX_ECANCELED,    /* the caller cancelled the transfer */
+	PX_ECONNECT,     /* could not connect or resolve */
+	PX_ETRANSFER,    /* reset, premature end, receive error */
+	PX_EBADRESP,     /* a response that breaks the HTTP range contract */
+	PX_ESIZE,        /* the source's size differs from the asset's */
+	PX_ENOTFOUND,    /* HTTP 404/410, or ENOENT on a path source */
+	PX_EAUTH,        /* HTTP 401/403, or EACCES on a path source */
+	PX_ESERVER,      /* HTTP 5xx */
+	PX_ENOSOURCE,    /* no source of the asset can serve */
+	PX_ESHUTDOWN,    /* the core is stopping */
+	PX_STATUS_COUNT
+};
+
+/* A static, human-readable name for a status. Never NULL. */
+const char *px_strerror(enum px_status st);
+
+/* Whether a failed transfer with this status is worth retrying on the same
+ * source: resets, premature ends, 5xx, connection failures. Not 404, not auth. */
+int px_status_retryable(enum px_status st);
+
+#endif

@@ -1,0 +1,312 @@
+/*
+ * session.c - serving a session's reads from its source.
+ *
+ * A read of an HTTP source asks the fetcher for exactly the bytes wanted
+ * and waits for them on a condition variable, with the read's deadline
+ * (read_timeout from the read's start). The buffer the fetch thread writes
+ * into belongs to a small reference-counted waiter, not to the reader, so a
+ * reader that gives up at its deadline can leave at once: the fetch thread
+ * drops the last reference when the cancelled transfer ends.
+ *
+ * A failed transfer is retried on the same source with a short backoff
+ * while it keeps failing transiently (reset, premature end, 5xx, broken
+ * range headers), at most cfg->retries times in a row without a new byte.
+ * A 404/410 marks the source dead for the asset so that later sessions skip
+ * it; the current session fails its read rather than switch to bytes
+ * nobody has proved identical.
+ *
+ * A path source is read with pread(), which the kernel bounds.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core_i.h"
+#include "log.h"
+#include "session.h"
+
+#define CANCEL_GRACE_MS 2000
+
+struct px_session {
+	struct px_core *core;
+	size_t asset;
+	size_t source;
+	int fd;               /* path sources */
+	uint64_t id, client;
+};
+
+struct waiter {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	_Atomic int refs;
+	int done;
+	int64_t start;        /* offset of buf[0] */
+	size_t cap, filled;
+	int disorder;         /* bytes came at an offset we did not expect */
+	struct px_fetch_result res;
+	unsigned char buf[];
+};
+
+static void waiter_unref(struct waiter *w)
+{
+	if (atomic_fetch_sub(&w->refs, 1) == 1) {
+		pthread_cond_destroy(&w->cond);
+		pthread_mutex_destroy(&w->lock);
+		free(w);
+	}
+}
+
+static void w_data(void *ctx, int64_t off, const void *buf, size_t len)
+{
+	struct waiter *w = ctx;
+	/* only the fetch thread writes buf and filled until done is set */
+	if (off != w->start + (int64_t)w->filled || len > w->cap - w->filled) {
+		w->disorder = 1;
+		return;
+	}
+	memcpy(w->buf + w->filled, buf, len);
+	w->filled += len;
+}
+
+static void w_done(void *ctx, const struct px_fetch_result *res)
+{
+	struct waiter *w = ctx;
+	pthread_mutex_lock(&w->lock);
+	w->res = *res;
+	w->done = 1;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	waiter_unref(w);
+}
+
+static const char *src_name(const struct px_session *s)
+{
+	const struct px_source *src = &s->core->cat->assets[s->asset].sources[s->source];
+	return src->url ? src->url : src->path;
+}
+
+enum px_status px_session_open(struct px_core *core, size_t asset, uint64_t client,
+			       struct px_session **out)
+{
+	const struct px_asset *a = &core->cat->assets[asset];
+	struct asset_rt *rt = &core->assets[asset];
+	struct px_session *s;
+
+	*out = NULL;
+	if (!rt->listed)
+		return PX_ENOSOURCE;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return PX_ENOMEM;
+	s->core = core;
+	s->asset = asset;
+	s->fd = -1;
+	s->client = client;
+	s->id = atomic_fetch_add(&core->next_session, 1) + 1;
+	for (s->source = 0; s->source < a->nsources; s->source++) {
+		const struct px_source *src = &a->sources[s->source];
+		if (rt->dead[s->source])
+			continue;
+		if (!src->path)
+			break;
+		/* a path source is checked now: it must open and have the size */
+		struct stat sb;
+		s->fd = open(src->path, O_RDONLY | O_CLOEXEC);
+		if (s->fd >= 0 && fstat(s->fd, &sb) == 0 && sb.st_size == rt->size)
+			break;
+		px_warn("session", "asset %s: source %s unusable: %s", a->id, src->path,
+			s->fd < 0 ? strerror(errno) : "size differs from the asset's");
+		if (s->fd >= 0) {
+			rt->dead[s->source] = 1;
+			close(s->fd);
+			s->fd = -1;
+		}
+	}
+	if (s->source == a->nsources) {
+		px_warn("session", "asset %s: no source can serve (all failed)", a->id);
+		free(s);
+		return PX_ENOSOURCE;
+	}
+	px_debug("session", "session %llu asset %s client %llu: source %s",
+		 (unsigned long long)s->id, a->id, (unsigned long long)client, src_name(s));
+	*out = s;
+	return PX_OK;
+}
+
+void px_session_close(struct px_session *s)
+{
+	if (!s)
+		return;
+	if (s->fd >= 0)
+		close(s->fd);
+	free(s);
+}
+
+uint64_t px_session_id(const struct px_session *s)
+{
+	return s->id;
+}
+
+static enum px_status read_path(struct px_session *s, int64_t off, size_t len,
+				unsigned char *buf, size_t *got)
+{
+	while (*got < len) {
+		ssize_t n = pread(s->fd, buf + *got, len - *got, off + (int64_t)*got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			px_warn("session", "session %llu asset %s: %s: read at %lld: %s",
+				(unsigned long long)s->id, s->core->cat->assets[s->asset].id,
+				src_name(s), (long long)(off + (int64_t)*got), strerror(errno));
+			return PX_EIO;
+		}
+		if (n == 0) {
+			/* shorter than when it was opened: never pad, fail */
+			px_warn("session", "session %llu asset %s: %s shrank below %lld bytes",
+				(unsigned long long)s->id, s->core->cat->assets[s->asset].id,
+				src_name(s), (long long)(off + (int64_t)*got));
+			return PX_ESIZE;
+		}
+		*got += (size_t)n;
+	}
+	return PX_OK;
+}
+
+/* One transfer of [off, off+len); copies what arrived in order into buf.
+ * Returns the transfer's status; *got = bytes copied. */
+static enum px_status fetch_once(struct px_session *s, int64_t off, size_t len,
+				 unsigned char *buf, size_t *got, int64_t deadline,
+				 char *detail, size_t detlen)
+{
+	struct px_core *core = s->core;
+	const struct px_source *src = &core->cat->assets[s->asset].sources[s->source];
+	const struct px_provider *p = &core->cat->providers[src->provider];
+	struct waiter *w = malloc(sizeof(*w) + len);
+	enum px_status st;
+	uint64_t id;
+
+	*got = 0;
+	if (!w)
+		return PX_ENOMEM;
+	memset(w, 0, sizeof(*w));
+	pthread_mutex_init(&w->lock, NULL);
+	px_cond_init_mono(&w->cond);
+	w->refs = 2;
+	w->start = off;
+	w->cap = len;
+	struct px_fetch_params fp = {
+		.url = src->url, .headers = (const char *const *)p->headers,
+		.nheaders = p->nheaders, .offset = off, .length = (int64_t)len,
+		.expect_size = core->assets[s->asset].size,
+	};
+	struct px_fetch_cb cb = { w_data, w_done, w };
+	st = core->ops.submit(core->ops.impl, &fp, &cb, &id);
+	if (st != PX_OK) {
+		w->refs = 1;
+		waiter_unref(w);
+		snprintf(detail, detlen, "%s", px_strerror(st));
+		return st;
+	}
+	pthread_mutex_lock(&w->lock);
+	if (!px_cond_wait_until(&w->cond, &w->lock, &w->done, deadline)) {
+		pthread_mutex_unlock(&w->lock);
+		core->ops.cancel(core->ops.impl, id);
+		pthread_mutex_lock(&w->lock);
+		/* the bytes that did arrive are still good: wait briefly for the
+		 * cancel so that they can be used, else leave them */
+		px_cond_wait_until(&w->cond, &w->lock, &w->done, px_now_ms() + CANCEL_GRACE_MS);
+		if (!w->done) {
+			pthread_mutex_unlock(&w->lock);
+			waiter_unref(w);
+			snprintf(detail, detlen, "no answer within read_timeout");
+			return PX_ETIMEDOUT;
+		}
+		w->res.status = PX_ETIMEDOUT;
+		snprintf(w->res.detail, sizeof(w->res.detail), "no answer within read_timeout");
+	}
+	pthread_mutex_unlock(&w->lock);
+	/* done: the fetch thread no longer touches buf */
+	st = w->res.status;
+	if (w->disorder) {
+		st = PX_EBADRESP;
+		snprintf(w->res.detail, sizeof(w->res.detail), "bytes arrived out of order");
+		w->filled = 0;
+	}
+	memcpy(buf, w->buf, w->filled);
+	*got = w->filled;
+	snprintf(detail, detlen, "%s", w->res.detail);
+	if (st == PX_OK && w->filled == 0) {
+		st = PX_ETRANSFER;
+		snprintf(detail, detlen, "the response carried none of the bytes asked for");
+	}
+	waiter_unref(w);
+	return st;
+}
+
+enum px_status px_session_read(struct px_session *s, int64_t off, size_t len,
+			       void *out, size_t *got)
+{
+	struct px_core *core = s->core;
+	struct asset_rt *rt = &core->assets[s->asset];
+	const char *id = core->cat->assets[s->asset].id;
+	int64_t deadline = px_now_ms() + core->cfg->read_timeout_ms;
+	unsigned char *buf = out;
+	enum px_status st = PX_OK;
+	int fails = 0;
+
+	*got = 0;
+	if (off < 0)
+		return PX_EINVAL;
+	if (off >= rt->size)
+		return PX_OK;
+	if ((int64_t)len > rt->size - off)
+		len = (size_t)(rt->size - off);
+	if (s->fd >= 0)
+		return read_path(s, off, len, buf, got);
+
+	while (*got < len) {
+		char detail[200];
+		size_t n = 0;
+		int64_t pos = off + (int64_t)*got;
+
+		if (px_now_ms() >= deadline) {
+			st = PX_ETIMEDOUT;
+			break;
+		}
+		st = fetch_once(s, pos, len - *got, buf + *got, &n, deadline, detail,
+				sizeof(detail));
+		*got += n;
+		if (*got == len) {
+			st = PX_OK; /* every byte is here, whatever came after */
+			break;
+		}
+		if (st == PX_OK)
+			continue;
+		if (n > 0)
+			fails = 0; /* progress: the retry budget starts afresh */
+		px_warn("session", "session %llu asset %s: %s: read at %lld: %s (%s)",
+			(unsigned long long)s->id, id, src_name(s), (long long)pos,
+			px_strerror(st), detail);
+		if (st == PX_ENOTFOUND || st == PX_ESIZE)
+			rt->dead[s->source] = 1; /* for later sessions */
+		if (!px_status_retryable(st) || st == PX_ETIMEDOUT || fails >= core->cfg->retries)
+			break;
+		/* back off 50, 100, 200 ms ... but never past the deadline */
+		int64_t wait = 50LL << (fails < 6 ? fails : 6);
+		fails++;
+		if (px_now_ms() + wait >= deadline)
+			wait = deadline - px_now_ms();
+		if (wait > 0) {
+			struct timespec ts = { wait / 1000, (wait % 1000) * 1000000 };
+			while (nanosleep(&ts, &ts) && errno == EINTR)
+				;
+		}
+	}
+	if (*got == len)
+		return PX_OK;
+	return st == PX_OK ? PX_ETRANSFER : st;
+}

@@ -1,0 +1,188 @@
+/*
+ * state.c - see state.h. The file holds
+ *   {"version": 1, "catalog": "/abs/catalog.json",
+ *    "assets": {"ID": {"size": N, "mtime": M}, ...}}
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "log.h"
+#include "state.h"
+#include "strmap.h"
+
+struct px_state {
+	char *file;
+	char *catalog;
+	json_t *assets;
+	int dirty;
+};
+
+static int mkdir_p(const char *dir)
+{
+	char buf[PATH_MAX];
+	if (snprintf(buf, sizeof(buf), "%s", dir) >= (int)sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0700) && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	if (mkdir(buf, 0700) && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+enum px_status px_state_open(const char *dir, const char *catalog_path,
+			     struct px_state **out, char *err, size_t errlen)
+{
+	struct px_state *s = calloc(1, sizeof(*s));
+	char abs[PATH_MAX];
+	json_error_t jerr;
+
+	*out = NULL;
+	if (!s)
+		return PX_ENOMEM;
+	if (mkdir_p(dir)) {
+		snprintf(err, errlen, "state_dir %s: %s", dir, strerror(errno));
+		free(s);
+		return PX_EIO;
+	}
+	if (!realpath(catalog_path, abs))
+		snprintf(abs, sizeof(abs), "%s", catalog_path);
+	const char *base = strrchr(abs, '/');
+	base = base ? base + 1 : abs;
+	size_t n = strlen(dir) + strlen(base) + 40;
+	s->file = malloc(n);
+	s->catalog = strdup(abs);
+	if (!s->file || !s->catalog) {
+		px_state_free(s);
+		return PX_ENOMEM;
+	}
+	snprintf(s->file, n, "%s/%s-%016llx.state.json", dir, base,
+		 (unsigned long long)px_hash64(abs, strlen(abs), 0));
+
+	json_t *root = json_load_file(s->file, JSON_REJECT_DUPLICATES, &jerr);
+	json_t *assets = root ? json_object_get(root, "assets") : NULL;
+	if (assets && json_is_object(assets)) {
+		s->assets = json_incref(assets);
+	} else {
+		if (root || access(s->file, F_OK) == 0)
+			px_warn("state", "%s: unreadable state file, starting afresh (%s)",
+				s->file, root ? "no assets object" : jerr.text);
+		s->assets = json_object();
+	}
+	json_decref(root);
+	if (!s->assets) {
+		px_state_free(s);
+		return PX_ENOMEM;
+	}
+	*out = s;
+	return PX_OK;
+}
+
+void px_state_free(struct px_state *s)
+{
+	if (!s)
+		return;
+	json_decref(s->assets);
+	free(s->file);
+	free(s->catalog);
+	free(s);
+}
+
+const char *px_state_file(const struct px_state *s)
+{
+	return s->file;
+}
+
+int px_state_get(const struct px_state *s, const char *id, int64_t *size, int64_t *mtime)
+{
+	json_t *a = json_object_get(s->assets, id);
+	json_t *sz = a ? json_object_get(a, "size") : NULL;
+	json_t *mt = a ? json_object_get(a, "mtime") : NULL;
+	if (!json_is_integer(sz) || json_integer_value(sz) < 0)
+		return 0;
+	*size = json_integer_value(sz);
+	*mtime = json_is_integer(mt) && json_integer_value(mt) >= 0 ? json_integer_value(mt) : -1;
+	return 1;
+}
+
+enum px_status px_state_put(struct px_state *s, const char *id, int64_t size, int64_t mtime)
+{
+	int64_t osize, omtime;
+	if (px_state_get(s, id, &osize, &omtime) && osize == size && omtime == mtime)
+		return PX_OK;
+	json_t *a = json_pack("{sI sI}", "size", (json_int_t)size, "mtime", (json_int_t)mtime);
+	if (!a || json_object_set_new(s->assets, id, a))
+		return PX_ENOMEM;
+	s->dirty = 1;
+	return PX_OK;
+}
+
+enum px_status px_state_save(struct px_state *s, char *err, size_t errlen)
+{
+	enum px_status st = PX_EIO;
+	char *tmp = NULL, *text = NULL;
+	int fd;
+
+	if (!s->dirty)
+		return PX_OK;
+	json_t *root = json_pack("{si ss sO}", "version", 1, "catalog", s->catalog,
+				 "assets", s->assets);
+	if (root)
+		text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
+	size_t n = strlen(s->file) + 16;
+	tmp = malloc(n);
+	if (!root || !text || !tmp) {
+		st = PX_ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	snprintf(tmp, n, "%s.tmp", s->file);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	size_t len = strlen(text), off = 0;
+	while (fd >= 0 && off < len) {
+		ssize_t w = write(fd, text + off, len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	int ok = fd >= 0 && off == len && fsync(fd) == 0;
+	int saved = errno;
+	if (fd >= 0 && close(fd) && ok) {
+		ok = 0;
+		saved = errno;
+	}
+	if (!ok) {
+		snprintf(err, errlen, "%s: %s", tmp, strerror(saved));
+		unlink(tmp);
+		goto out;
+	}
+	if (rename(tmp, s->file)) {
+		snprintf(err, errlen, "%s: %s", s->file, strerror(errno));
+		unlink(tmp);
+		goto out;
+	}
+	s->dirty = 0;
+	st = PX_OK;
+out:
+	free(tmp);
+	free(text);
+	json_decref(root);
+	return st;
+}

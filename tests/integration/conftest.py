@@ -1,0 +1,714 @@
+"""Harness for the seamfs integration tests.
+
+Every test mounts the real daemon (SEAMFS_BIN) in the foreground against real
+servers on 127.0.0.1: nginx for an honest origin, seam-origin (origin.py) for
+faults.  The fixtures here give each test a private directory, generate the
+test data once per session (random bytes, an ffmpeg clip), start and stop the
+servers and the daemon, and bound every wait.  Teardown always runs: unmount
+with fusermount3 -u (then -uz), wait for the daemon, SIGKILL what is left.
+Processes are only ever stopped by their own PID (or the process group the
+harness created for them).
+
+Helpers that tests import (`from conftest import ...`) live at the top.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+KIB = 1024
+MIB = 1024 * 1024
+
+# How long the harness waits for things; every wait has one of these bounds.
+MOUNT_WAIT = 15.0       # daemon start until it shows in /proc/self/mountinfo
+EXIT_WAIT = 10.0        # daemon exit after unmount / SIGTERM
+SERVER_WAIT = 10.0      # nginx / origin accepting connections
+
+
+# --------------------------------------------------------------------------
+# Small helpers (importable by the tests)
+# --------------------------------------------------------------------------
+
+def sha256_bytes(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def sha256_file(path, chunk=MIB):
+    """SHA-256 of a file read sequentially with plain read() calls."""
+    h = hashlib.sha256()
+    with open(path, 'rb') as f:
+        while True:
+            b = f.read(chunk)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+def bounded(fn, timeout, what):
+    """Run fn() in a helper thread and return its result, or fail the test if
+    it has not finished after `timeout` seconds.  Exceptions from fn propagate.
+
+    Reads through a FUSE mount can block in the kernel; doing them here keeps
+    the test in control so teardown (which aborts the mount and unblocks the
+    thread) still runs."""
+    box = {}
+
+    def run():
+        try:
+            box['value'] = fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+            box['error'] = e
+
+    t = threading.Thread(target=run, name='bounded:' + what, daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        pytest.fail(f'{what}: still blocked after {timeout:.0f} s')
+    if 'error' in box:
+        raise box['error']
+    return box['value']
+
+
+def wait_until(pred, timeout, what, interval=0.05):
+    """Poll pred() until it returns something true; fail after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            pytest.fail(f'timed out after {timeout:.0f} s waiting for {what}')
+        time.sleep(interval)
+
+
+def free_port():
+    """A port that was free a moment ago (bind port 0, read it, close)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def can_connect(port):
+    try:
+        with socket.create_connection(('127.0.0.1', port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _unescape_mount_field(s):
+    return re.sub(r'\\([0-7]{3})', lambda m: chr(int(m.group(1), 8)), s)
+
+
+@dataclasses.dataclass
+class MountEntry:
+    mount_id: int
+    mountpoint: str
+    fstype: str
+    source: str
+    options: str
+
+
+def _canonical(path):
+    # Do not stat the mountpoint itself: a dead FUSE mount answers ENOTCONN.
+    path = os.path.abspath(str(path))
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+
+
+def mounts_at(path):
+    """Entries of /proc/self/mountinfo whose mount point is `path`."""
+    want = _canonical(path)
+    out = []
+    with open('/proc/self/mountinfo', encoding='utf-8', errors='surrogateescape') as f:
+        for line in f:
+            left, _, right = line.rstrip('\n').partition(' - ')
+            lf, rf = left.split(' '), right.split(' ')
+            mp = _unescape_mount_field(lf[4])
+            if mp == want:
+                out.append(MountEntry(int(lf[0]), mp, rf[0], _unescape_mount_field(rf[1]), lf[5]))
+    return out
+
+
+def is_seamfs_mounted(path):
+    return any(e.fstype == 'fuse.seamfs' for e in mounts_at(path))
+
+
+def fusermount_unmount(mnt, tries=10):
+    """fusermount3 -u, retried briefly (EBUSY right after a close), then -uz."""
+    for _ in range(tries):
+        if not mounts_at(mnt):
+            return True
+        try:
+            r = subprocess.run(['fusermount3', '-u', str(mnt)], capture_output=True, timeout=5)
+            if r.returncode == 0:
+                return True
+        except subprocess.TimeoutExpired:
+            pass
+        time.sleep(0.2)
+    if mounts_at(mnt):
+        subprocess.run(['fusermount3', '-uz', str(mnt)], capture_output=True, timeout=5)
+    return False
+
+
+def stop_process(proc, sig=signal.SIGTERM, timeout=EXIT_WAIT, group=False):
+    """Signal one child we started, wait bounded, then SIGKILL it (or its own
+    process group when `group`, for servers with worker processes)."""
+    if proc.poll() is None and sig is not None:
+        try:
+            proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        if group:
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
+    except ProcessLookupError:
+        pass
+    try:
+        return proc.wait(5)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def tail(text, lines=80):
+    return '\n'.join(text.splitlines()[-lines:])
+
+
+# --------------------------------------------------------------------------
+# Session data
+# --------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class DataFile:
+    name: str
+    path: Path
+    size: int
+    sha256: str
+
+    def read(self):
+        return self.path.read_bytes()
+
+
+class Data:
+    """Files generated once per session under a pytest tmp dir."""
+
+    SIZES = {
+        'empty.bin': 0,
+        'one.bin': 1,
+        'page.bin': 4095,
+        'mib1.bin': MIB + 1,
+        'odd.bin': 3 * MIB + 12345,
+        'mid.bin': 8 * MIB + 77,
+        'big.bin': 64 * MIB,
+    }
+
+    def __init__(self, root):
+        self.dir = Path(root)
+        self.files = {}
+        self._cache = {}
+
+    def add(self, name):
+        p = self.dir / name
+        self.files[name] = DataFile(name, p, p.stat().st_size, sha256_file(p))
+        return self.files[name]
+
+    def __getitem__(self, name):
+        return self.files[name]
+
+    def bytes(self, name):
+        """Contents of a data file, read once and kept (for byte compares)."""
+        if name not in self._cache:
+            self._cache[name] = self.files[name].read()
+        return self._cache[name]
+
+
+def make_clip(path, seconds, size, log):
+    """An H.264 + AAC Matroska clip from lavfi sources (testsrc2 + sine)."""
+    cmd = ['ffmpeg', '-nostdin', '-hide_banner', '-loglevel', 'error', '-y',
+           '-f', 'lavfi', '-i', f'testsrc2=size={size}:rate=25:duration={seconds}',
+           '-f', 'lavfi', '-i', f'sine=frequency=440:sample_rate=48000:duration={seconds}',
+           '-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p', '-g', '50',
+           '-c:a', 'aac', '-b:a', '96k', '-shortest', str(path)]
+    with open(log, 'wb') as lf:
+        r = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT, timeout=90)
+    if r.returncode != 0:
+        pytest.fail(f'ffmpeg failed ({r.returncode}): {Path(log).read_text(errors="replace")}')
+
+
+@pytest.fixture(scope='session')
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp('data')
+    d = Data(root)
+    for name, size in Data.SIZES.items():
+        with open(root / name, 'wb') as f:
+            left = size
+            while left:
+                n = min(left, 16 * MIB)
+                f.write(os.urandom(n))
+                left -= n
+        d.add(name)
+    make_clip(root / 'clip.mkv', 20, '320x240', tmp_path_factory.mktemp('ffmpeg') / 'ffmpeg.log')
+    d.add('clip.mkv')
+    return d
+
+
+# --------------------------------------------------------------------------
+# Servers
+# --------------------------------------------------------------------------
+
+AUTH_TOKEN = 'Bearer abc'
+
+NGINX_CONF = """\
+daemon off;
+master_process on;
+worker_processes 1;
+{user}
+pid {dir}/nginx.pid;
+error_log {dir}/error.log info;
+events {{ worker_connections 512; }}
+http {{
+    log_format seam '$remote_addr "$request" $status $body_bytes_sent '
+                    '"$http_range" "$http_authorization"';
+    access_log {dir}/access.log seam;
+    client_body_temp_path {dir}/tmp/body;
+    proxy_temp_path {dir}/tmp/proxy;
+    fastcgi_temp_path {dir}/tmp/fastcgi;
+    uwsgi_temp_path {dir}/tmp/uwsgi;
+    scgi_temp_path {dir}/tmp/scgi;
+    types {{ }}
+    default_type application/octet-stream;
+    sendfile on;
+    keepalive_requests 100000;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+        # Same files, but only for a client that sends the provider header.
+        location /auth/ {{
+            if ($http_authorization != "{token}") {{ return 401; }}
+            alias {root}/;
+        }}
+    }}
+}}
+"""
+
+
+class Nginx:
+    """A private nginx (daemon off) serving `root` on 127.0.0.1:<free port>."""
+
+    def __init__(self, root, workdir):
+        self.root = Path(root)
+        self.dir = Path(workdir)
+        self.proc = None
+        self.port = None
+
+    @property
+    def base_url(self):
+        return f'http://127.0.0.1:{self.port}'
+
+    def url(self, name, auth=False):
+        return f'{self.base_url}/{"auth/" if auth else ""}{name}'
+
+    def access_log(self):
+        p = self.dir / 'access.log'
+        return p.read_text(errors='replace') if p.exists() else ''
+
+    def error_log(self):
+        p = self.dir / 'error.log'
+        return p.read_text(errors='replace') if p.exists() else ''
+
+    def start(self):
+        (self.dir / 'tmp').mkdir(parents=True, exist_ok=True)
+        user = 'user root root;' if os.geteuid() == 0 else ''
+        for _attempt in range(5):
+            self.port = free_port()
+            conf = self.dir / 'nginx.conf'
+            conf.write_text(NGINX_CONF.format(dir=self.dir, root=self.root, port=self.port,
+                                              user=user, token=AUTH_TOKEN))
+            (self.dir / 'error.log').write_text('')
+            out = open(self.dir / 'stdout.log', 'wb')
+            self.proc = subprocess.Popen(
+                ['nginx', '-p', str(self.dir), '-c', str(conf), '-e', str(self.dir / 'error.log')],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True)
+            out.close()
+            deadline = time.monotonic() + SERVER_WAIT
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    break
+                if (self.dir / 'nginx.pid').exists() and can_connect(self.port):
+                    return self
+                time.sleep(0.05)
+            if self.proc.poll() is None:
+                self.stop()
+                pytest.fail(f'nginx did not accept connections within {SERVER_WAIT} s:\n'
+                            f'{self.error_log()}')
+            err = self.error_log() + (self.dir / 'stdout.log').read_text(errors='replace')
+            if 'Address already in use' not in err:
+                pytest.fail(f'nginx exited with {self.proc.returncode}:\n{err}')
+            self.proc = None  # lost the port race; try another one
+        pytest.fail('nginx: no free port after 5 attempts')
+
+    def stop(self):
+        if self.proc is not None:
+            stop_process(self.proc, signal.SIGTERM, EXIT_WAIT, group=True)
+            self.proc = None
+
+
+@pytest.fixture
+def nginx(data, tmp_path):
+    n = Nginx(data.dir, tmp_path / 'nginx')
+    try:
+        n.start()
+        yield n
+    finally:
+        n.stop()
+
+
+def origin_binary():
+    b = os.environ.get('SEAM_ORIGIN_BIN')
+    if not b and os.environ.get('SEAMFS_BIN'):
+        b = str(Path(os.environ['SEAMFS_BIN']).parent / 'tests' / 'server' / 'seam-origin')
+    return b
+
+
+@pytest.fixture
+def origin(data, tmp_path):
+    """The fault-injecting origin serving the session data directory."""
+    from origin import Origin  # tests/integration/origin.py
+    b = origin_binary()
+    if not b or not os.access(b, os.X_OK):
+        pytest.fail(f'seam-origin binary not found (SEAM_ORIGIN_BIN={b!r})')
+    workdir = tmp_path / 'origin'
+    workdir.mkdir()
+    o = Origin(b, str(data.dir), str(workdir))
+    with o:
+        yield o
+
+
+# --------------------------------------------------------------------------
+# The daemon
+# --------------------------------------------------------------------------
+
+def seamfs_binary():
+    b = os.environ.get('SEAMFS_BIN')
+    if not b:
+        pytest.skip('SEAMFS_BIN is not set')
+    if not os.access(b, os.X_OK):
+        pytest.fail(f'SEAMFS_BIN={b} is not an executable file')
+    return os.path.abspath(b)
+
+
+@pytest.fixture
+def seamfs_bin():
+    return seamfs_binary()
+
+
+def daemon_env():
+    """The environment for seamfs: no proxy variables (libcurl would send the
+    loopback requests to a proxy)."""
+    return {k: v for k, v in os.environ.items()
+            if k.lower() not in ('http_proxy', 'https_proxy', 'all_proxy', 'no_proxy')}
+
+
+class Mount:
+    """One seamfs daemon process and its mountpoint."""
+
+    def __init__(self, argv, catalog, mnt, state_dir, stderr_path):
+        self.argv = argv
+        self.catalog = Path(catalog)
+        self.mnt = Path(mnt)
+        self.state_dir = Path(state_dir) if state_dir else None
+        self.stderr_path = Path(stderr_path)
+        self.proc = None
+        self.mount_id = None
+        self.returncode = None
+        self._before = set()
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def path(self, rel=''):
+        return self.mnt / rel if rel else self.mnt
+
+    def log(self):
+        try:
+            return self.stderr_path.read_text(errors='replace')
+        except FileNotFoundError:
+            return ''
+
+    def start(self, wait=True, timeout=MOUNT_WAIT):
+        self._before = {e.mount_id for e in mounts_at(self.mnt)}
+        with open(self.stderr_path, 'ab') as err:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=err,
+                                         stderr=err, start_new_session=True, env=daemon_env())
+        if wait:
+            self.wait_mounted(timeout)
+        return self
+
+    def wait_mounted(self, timeout=MOUNT_WAIT):
+        """Wait until a fuse.seamfs mount that was not there before start()
+        appears on the mountpoint; fail with the daemon's stderr if it exits
+        first or the bound passes."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ours = [e for e in mounts_at(self.mnt) if e.fstype == 'fuse.seamfs']
+            new = [e for e in ours if e.mount_id not in self._before]
+            # A stale mount cleared and replaced may come back under the same
+            # mount id (ids are reused); then a mountpoint that answers is new.
+            if not new and ours and self._before and self._answers():
+                new = ours
+            if new:
+                self.mount_id = new[-1].mount_id
+                return self
+            rc = self.proc.poll()
+            if rc is not None:
+                self.returncode = rc
+                pytest.fail(f'seamfs exited with {rc} before mounting {self.mnt}; stderr:\n'
+                            f'{tail(self.log())}')
+            if time.monotonic() > deadline:
+                pytest.fail(f'seamfs did not mount {self.mnt} within {timeout:.0f} s; stderr:\n'
+                            f'{tail(self.log())}')
+            time.sleep(0.05)
+
+    def _answers(self):
+        """stat() of the mountpoint succeeds (a stale mount gives ENOTCONN);
+        done in a thread so a hung daemon cannot block the harness."""
+        box = []
+
+        def probe():
+            try:
+                box.append(os.stat(self.mnt))
+            except OSError:
+                pass
+
+        t = threading.Thread(target=probe, daemon=True)
+        t.start()
+        t.join(1.0)
+        return bool(box)
+
+    def is_mounted(self):
+        return self.mount_id is not None and any(
+            e.mount_id == self.mount_id for e in mounts_at(self.mnt))
+
+    def wait_exit(self, timeout=EXIT_WAIT):
+        """Wait (bounded) for the daemon to exit; returns its exit code or None."""
+        try:
+            self.returncode = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        return self.returncode
+
+    def signal(self, sig):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+    def unmount(self):
+        """fusermount3 -u, wait for the daemon to exit, SIGKILL if it does not.
+        Returns the daemon's exit code (or None if it had to be killed).
+        Safe to call more than once and on a daemon that already died."""
+        if self.proc is None:
+            return None
+        if self.is_mounted():
+            fusermount_unmount(self.mnt)
+        rc = self.wait_exit(EXIT_WAIT)
+        if rc is None:
+            self.proc.kill()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.is_mounted():
+            subprocess.run(['fusermount3', '-uz', str(self.mnt)], capture_output=True, timeout=5)
+        return rc
+
+
+class Mounter:
+    """Factory for mounts within one test; tears them all down at the end."""
+
+    def __init__(self, binary, tmp_path):
+        self.binary = binary
+        self.dir = tmp_path
+        self.mounts = []
+        self.state_dir = tmp_path / 'state'
+        self.state_dir.mkdir(exist_ok=True)
+        self._n = 0
+
+    def write_catalog(self, catalog, name=None):
+        """Write a catalog (dict → JSON, str/bytes → verbatim); returns its path."""
+        self._n += 1
+        p = self.dir / (name or f'catalog-{self._n}.json')
+        if isinstance(catalog, (dict, list)):
+            p.write_text(json.dumps(catalog, indent=2))
+        elif isinstance(catalog, bytes):
+            p.write_bytes(catalog)
+        else:
+            p.write_text(catalog)
+        return p
+
+    def new_mountpoint(self, name='mnt'):
+        p = self.dir / name
+        p.mkdir(exist_ok=True)
+        return p
+
+    def argv(self, catalog, mnt, read_timeout=10, options=(), state_dir=None, foreground=True):
+        opts = []
+        if state_dir is not False:
+            opts.append(f'state_dir={state_dir or self.state_dir}')
+        if read_timeout is not None:
+            opts.append(f'read_timeout={read_timeout}')
+        opts.extend(options)
+        argv = [self.binary]
+        if foreground:
+            argv.append('-f')
+        if opts:
+            argv += ['-o', ','.join(opts)]
+        return argv + [str(catalog), str(mnt)]
+
+    def mount(self, catalog, *, read_timeout=10, options=(), state_dir=None, mnt=None,
+              wait=True):
+        """Start `seamfs -f -o state_dir=..,read_timeout=.. CATALOG MNT` and (by
+        default) wait until it is mounted.  `catalog` is a dict, text or a path."""
+        if not isinstance(catalog, Path):
+            catalog = self.write_catalog(catalog)
+        mnt = Path(mnt) if mnt else self.new_mountpoint()
+        if not mounts_at(mnt):       # a stale mount there answers ENOTCONN to stat
+            mnt.mkdir(exist_ok=True)
+        self._n += 1
+        m = Mount(self.argv(catalog, mnt, read_timeout, options, state_dir),
+                  catalog, mnt, state_dir or self.state_dir,
+                  self.dir / f'seamfs-{self._n}.stderr')
+        self.mounts.append(m)
+        return m.start(wait=wait)
+
+    def run(self, args, timeout=10, mountpoints=()):
+        """Run the binary with `args`, expecting it to exit by itself.  If it
+        is still running after `timeout` (it mounted when it should not have)
+        it is unmounted and killed, and the test fails."""
+        proc = subprocess.Popen([self.binary] + [str(a) for a in args], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True, env=daemon_env())
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for mp in mountpoints:
+                if is_seamfs_mounted(mp):
+                    fusermount_unmount(mp)
+            stop_process(proc, signal.SIGTERM, 5)
+            out, err = proc.communicate()
+            pytest.fail(f'seamfs {args} did not exit within {timeout} s; stderr:\n'
+                        f'{err.decode(errors="replace")}')
+        return subprocess.CompletedProcess(proc.args, proc.returncode,
+                                           out.decode(errors='replace'),
+                                           err.decode(errors='replace'))
+
+    def cleanup(self, report_logs):
+        for m in reversed(self.mounts):
+            try:
+                m.unmount()
+            except Exception as e:  # noqa: BLE001 - keep cleaning up the rest
+                print(f'cleanup of {m.mnt} failed: {e!r}')
+        if report_logs:
+            for m in self.mounts:
+                print(f'--- seamfs stderr ({" ".join(map(str, m.argv))}) ---')
+                print(tail(m.log(), 150))
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, 'rep_' + rep.when, rep)
+
+
+def _require_fuse():
+    if not os.path.exists('/dev/fuse'):
+        pytest.skip('/dev/fuse is missing')
+
+
+@pytest.fixture
+def seamfs(request, tmp_path, seamfs_bin):
+    """Mount factory: seamfs.mount(catalog, read_timeout=.., options=..)."""
+    _require_fuse()
+    m = Mounter(seamfs_bin, tmp_path)
+    try:
+        yield m
+    finally:
+        rep = getattr(request.node, 'rep_call', None)
+        m.cleanup(report_logs=rep is None or rep.failed)
+
+
+@pytest.fixture
+def seamfs_cli(tmp_path, seamfs_bin):
+    """Like `seamfs` but for invocations that must not mount (no /dev/fuse needed)."""
+    m = Mounter(seamfs_bin, tmp_path)
+    try:
+        yield m
+    finally:
+        m.cleanup(report_logs=False)
+
+
+# --------------------------------------------------------------------------
+# Catalog helpers
+# --------------------------------------------------------------------------
+
+def asset(aid, path, url=None, *, size=None, local=None, provider=None, **extra):
+    """One catalog asset with one source (an URL or a local path)."""
+    src = {'url': url} if url is not None else {'path': str(local)}
+    if provider:
+        src['provider'] = provider
+    a = {'id': aid, 'path': path, 'sources': [src]}
+    if size is not None:
+        a['size'] = size
+    a.update(extra)
+    return a
+
+
+def catalog(*assets, providers=None, settings=None):
+    c = {'assets': list(assets)}
+    if providers is not None:
+        c['providers'] = providers
+    if settings is not None:
+        c['settings'] = settings
+    return c
+
+
+def tree_of(root):
+    """{relative path: 'd' | 'f'} of everything under root (os.walk, no follow)."""
+    out = {}
+    root = str(root)
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        for d in dirnames:
+            out[os.path.normpath(os.path.join(rel, d))] = 'd'
+        for f in filenames:
+            out[os.path.normpath(os.path.join(rel, f))] = 'f'
+    return out
+
+
+def expected_tree(paths):
+    out = {}
+    for p in paths:
+        parts = p.split('/')
+        for i in range(1, len(parts)):
+            out['/'.join(parts[:i])] = 'd'
+        out[p] = 'f'
+    return out
+
