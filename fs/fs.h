@@ -6,6 +6,7 @@
 
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -16,6 +17,8 @@ struct fs_ctx {
 	uid_t uid;
 	gid_t gid;
 	int64_t dir_mtime;      /* directories' mtime: the catalog's */
+	char bdi_readahead[128]; /* the mount's read_ahead_kb file, "" if unknown */
+	atomic_int readahead_set;
 };
 
 /* The lowlevel operations; userdata is a struct fs_ctx. */

@@ -71,6 +71,10 @@ static const struct fuse_opt opt_table[] = {
 	FUSE_OPT_KEY("insecure", KEY_CORE),
 	FUSE_OPT_KEY("insecure=%s", KEY_CORE),
 	FUSE_OPT_KEY("log_level=%s", KEY_CORE),
+	FUSE_OPT_KEY("readahead_budget=%s", KEY_CORE),
+	FUSE_OPT_KEY("head_size=%s", KEY_CORE),
+	FUSE_OPT_KEY("tail_size=%s", KEY_CORE),
+	FUSE_OPT_KEY("cache_size=%s", KEY_CORE),
 	/* fstab and mount(8) options that mean nothing to a FUSE daemon */
 	FUSE_OPT_KEY("auto", KEY_DISCARD),
 	FUSE_OPT_KEY("noauto", KEY_DISCARD),
@@ -231,6 +235,42 @@ static int clear_stale_mount(const char *mnt)
 	px_error("main", "could not clear the stale mount at %s; run: fusermount3 -uz %s",
 		 mnt, mnt);
 	return -1;
+}
+
+/*
+ * The kernel reads ahead of a FUSE file only bdi read_ahead_kb (128 KiB by
+ * default), whatever max_read allows; sequential throughput wants reads of
+ * 1 MiB. The init reply can only lower it, so ops.c writes the mount's bdi
+ * file once INIT is done. Here we find which bdi: the mount's device in
+ * mountinfo (not by stat(), which would wait for this very daemon).
+ */
+static void find_bdi(const char *mnt, struct fs_ctx *ctx)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[4096], dev[64] = "";
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char majmin[64], point[PATH_MAX], *o, *p;
+		if (sscanf(line, "%*s %*s %63s %*s %4095s", majmin, point) != 2)
+			continue;
+		/* mountinfo escapes space, tab, newline and backslash as \ooo */
+		for (o = p = point; *p; p++) {
+			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] && p[3]) {
+				*o++ = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+				p += 3;
+			} else {
+				*o++ = *p;
+			}
+		}
+		*o = '\0';
+		if (strcmp(point, mnt) == 0)
+			snprintf(dev, sizeof(dev), "%s", majmin);
+	}
+	fclose(f);
+	if (dev[0])
+		snprintf(ctx->bdi_readahead, sizeof(ctx->bdi_readahead),
+			 "/sys/class/bdi/%s/read_ahead_kb", dev);
 }
 
 /* Appends "-o" + opts to args, escaping ',' and '\' in value. */
@@ -433,6 +473,7 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	mounted = 1;
+	find_bdi(mnt, &ctx);
 	px_info("main", "mounted %s on %s (read_timeout %lld ms, state %s)", cl.catalog, mnt,
 		(long long)cfg.read_timeout_ms, state ? px_state_file(state) : "none");
 	if (report_fd >= 0) {

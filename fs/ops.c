@@ -10,10 +10,12 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "fs.h"
 #include "log.h"
@@ -162,9 +164,29 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(buf);
 }
 
+/*
+ * Raises the kernel's read-ahead on this mount to FS_MAX_READ, once, from
+ * the first open: by then the INIT reply (which can only lower it) is
+ * done. Best effort: it needs root.
+ */
+static void raise_readahead(struct fs_ctx *ctx)
+{
+	char val[16];
+	if (!ctx->bdi_readahead[0] || atomic_exchange(&ctx->readahead_set, 1))
+		return;
+	int fd = open(ctx->bdi_readahead, O_WRONLY | O_CLOEXEC);
+	int n = snprintf(val, sizeof(val), "%d", FS_MAX_READ / 1024);
+	if (fd < 0 || write(fd, val, (size_t)n) != n)
+		px_info("fs", "kernel read-ahead stays at its default (%s: %s)",
+			ctx->bdi_readahead, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_ctx *ctx = ctx_of(req);
+	raise_readahead(ctx);
 	const struct px_tree_node *n = px_tree_get(px_core_tree(ctx->core), ino);
 	struct px_session *s;
 	enum px_status st;

@@ -22,6 +22,10 @@ const struct px_config_option px_config_options[] = {
 	{ "ca_file", "PATH", "CA bundle for https sources (default: the system store)" },
 	{ "insecure", NULL, "do not verify TLS certificates (testing only)" },
 	{ "log_level", "LEVEL", "error, warn, info or debug (default info)" },
+	{ "readahead_budget", "SIZE", "memory all read-ahead windows share (default 256M)" },
+	{ "head_size", "SIZE", "bytes at the start of each file kept in the shared cache (default 2M)" },
+	{ "tail_size", "SIZE", "bytes at the end of each file kept in the shared cache (default 1M)" },
+	{ "cache_size", "SIZE", "memory the cached heads and tails share (default 64M)" },
 	{ NULL, NULL, NULL }
 };
 
@@ -33,6 +37,10 @@ void px_config_init(struct px_config *cfg)
 	cfg->probe_timeout_ms = 20000;
 	cfg->retries = 3;
 	cfg->log_level = PX_LOG_INFO;
+	cfg->readahead_budget = 256LL << 20;
+	cfg->head_size = 2LL << 20;
+	cfg->tail_size = 1LL << 20;
+	cfg->cache_size = 64LL << 20;
 }
 
 void px_config_release(struct px_config *cfg)
@@ -73,6 +81,32 @@ static int parse_int(const char *v, long min, long max, int *out)
 	if (errno || end == v || *end != '\0' || l < min || l > max)
 		return -1;
 	*out = (int)l;
+	return 0;
+}
+
+/* Bytes, with an optional K, M or G suffix (powers of 1024), in [min, max]. */
+static int parse_size(const char *v, int64_t min, int64_t max, int64_t *out)
+{
+	char *end;
+	errno = 0;
+	long long n = strtoll(v, &end, 10);
+	int shift = 0;
+	if (errno || end == v || n < 0)
+		return -1;
+	if (*end == 'K' || *end == 'k')
+		shift = 10;
+	else if (*end == 'M' || *end == 'm')
+		shift = 20;
+	else if (*end == 'G' || *end == 'g')
+		shift = 30;
+	if (shift)
+		end++;
+	if (*end != '\0' || n > (max >> shift))
+		return -1;
+	n <<= shift;
+	if (n < min)
+		return -1;
+	*out = n;
 	return 0;
 }
 
@@ -131,6 +165,16 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 	} else if (strcmp(name, "log_level") == 0) {
 		if (px_log_level_parse(value, &cfg->log_level) != PX_OK)
 			want = "error, warn, info or debug";
+	} else if (strcmp(name, "readahead_budget") == 0) {
+		if (parse_size(value, 4LL << 20, 64LL << 30, &cfg->readahead_budget))
+			want = "a size from 4M to 64G (bytes, or with K, M or G)";
+	} else if (strcmp(name, "head_size") == 0 || strcmp(name, "tail_size") == 0) {
+		if (parse_size(value, 0, 256LL << 20, name[0] == 'h' ? &cfg->head_size
+								  : &cfg->tail_size))
+			want = "a size from 0 to 256M (bytes, or with K, M or G)";
+	} else if (strcmp(name, "cache_size") == 0) {
+		if (parse_size(value, 0, 64LL << 30, &cfg->cache_size))
+			want = "a size from 0 to 64G (bytes, or with K, M or G)";
 	} else if (strcmp(name, "state_dir") == 0 || strcmp(name, "ca_file") == 0) {
 		if (value[0] != '/') {
 			want = "an absolute path";

@@ -56,6 +56,7 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 	core->assets = calloc(cat->nassets + 1, sizeof(*core->assets));
 	if (!core->assets)
 		goto out;
+	px_cache_init(core);
 	for (size_t i = 0; i < cat->nassets; i++) {
 		core->assets[i].size = core->assets[i].mtime = -1;
 		core->assets[i].dead = calloc(cat->assets[i].nsources + 1, 1);
@@ -82,9 +83,16 @@ void px_core_free(struct px_core *core)
 	if (!core)
 		return;
 	px_fetch_free(core->fetch);
-	if (core->assets)
+	if (core->assets) {
+		px_info("core", "reads: %llu head/tail cache hits, %llu cache fills, %llu streams "
+			"(%llu restarts), %llu direct range reads",
+			(unsigned long long)core->n_cache_hits, (unsigned long long)core->n_cache_fills,
+			(unsigned long long)core->n_streams, (unsigned long long)core->n_stream_restarts,
+			(unsigned long long)core->n_direct);
+		px_cache_release(core);
 		for (size_t i = 0; i < core->cat->nassets; i++)
 			free((void *)core->assets[i].dead);
+	}
 	free(core->assets);
 	px_tree_free(core->tree);
 	free(core);

@@ -1,6 +1,6 @@
 /*
- * core_i.h - the core's insides, shared by core.c, probe.c and session.c
- * only. No other folder includes it.
+ * core_i.h - the core's insides, shared by the core's own files (core.c,
+ * probe.c, session.c, stream.c, cache.c). No other folder includes it.
  */
 #ifndef SEAMFS_CORE_I_H
 #define SEAMFS_CORE_I_H
@@ -11,7 +11,17 @@
 
 #include "core.h"
 
+/* A cached head or tail of an asset (cache.c). Guarded by the cache lock. */
+struct cache_slot {
+	int state;                 /* CACHE_EMPTY, CACHE_FILLING, CACHE_READY */
+	size_t source;             /* whose bytes these are */
+	unsigned char *buf;
+	int64_t start, len;
+	uint64_t last_use;
+};
+
 struct asset_rt {
+	struct cache_slot slot[2]; /* head, tail */
 	int64_t size;              /* -1 until known; fixed once listed */
 	int64_t mtime;
 	int listed;
@@ -27,7 +37,69 @@ struct px_core {
 	struct px_tree *tree;
 	size_t nlisted;
 	_Atomic uint64_t next_session;
+
+	/* read-ahead windows share cfg->readahead_budget (stream.c) */
+	_Atomic int64_t ra_used;
+	/* heads and tails share cfg->cache_size (cache.c) */
+	pthread_mutex_t cache_lock;
+	pthread_cond_t cache_cond;
+	int64_t cache_used;
+	uint64_t cache_clock;
+
+	/* counters, for the log and later the status */
+	_Atomic uint64_t n_cache_hits, n_cache_fills, n_streams, n_direct, n_stream_restarts;
 };
+
+/* ---- stream.c: a session's open-ended transfer and read-ahead window */
+struct px_stream;
+
+/*
+ * Starts a stream of the session's source at off, its window reserved from
+ * the read-ahead budget. PX_ENOMEM when the budget has no room for even the
+ * smallest window: the caller reads without one.
+ */
+enum px_status px_stream_start(struct px_core *core, size_t asset, size_t source,
+			       int64_t off, struct px_stream **out);
+
+/*
+ * Reads [off, off+len) from the stream's window, waiting (until deadline)
+ * for bytes still on their way and restarting a failed transfer at the
+ * byte it stopped, up to cfg->retries times without progress.
+ * PX_EAGAIN when off is behind the window (*behind set: a straggler of a
+ * sequential run; read it directly, keep the stream) or too far ahead of
+ * it (a jump: the caller ends this stream).
+ */
+enum px_status px_stream_read(struct px_stream *st, int64_t off, size_t len, void *buf,
+			      int64_t deadline, const char *who, int *behind);
+
+/* Cancels the transfer and drops the session's reference; the window is
+ * freed when the last reference goes. */
+void px_stream_close(struct px_stream *st);
+
+/* Extra references for a reader that uses the stream outside the session's
+ * lock. */
+void px_stream_ref(struct px_stream *st);
+void px_stream_unref(struct px_stream *st);
+
+/* ---- cache.c: heads and tails of assets, shared by all sessions */
+
+/* Fills buf with [off, off+len) of the asset as served by source. */
+typedef enum px_status (*px_fill_fn)(void *ctx, int64_t off, size_t len, void *buf,
+				     int64_t deadline);
+
+/*
+ * Copies [off, off+len), which lies inside slot `which` (0 head, 1 tail,
+ * spanning [start, start+slen)), from the cache; on a miss the caller's
+ * fill function fetches the whole slot once while other readers of it wait.
+ * PX_EAGAIN: not cacheable now (another source's bytes, or no room): read
+ * directly.
+ */
+enum px_status px_cache_read(struct px_core *core, size_t asset, int which, size_t source,
+			     int64_t start, int64_t slen, int64_t off, size_t len, void *buf,
+			     int64_t deadline, px_fill_fn fill, void *ctx);
+
+void px_cache_init(struct px_core *core);
+void px_cache_release(struct px_core *core);
 
 /* Milliseconds on CLOCK_MONOTONIC. */
 int64_t px_now_ms(void);

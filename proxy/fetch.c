@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <curl/curl.h>
 
@@ -46,6 +47,7 @@ struct xfer {
 	struct px_fetch_cb cb;
 	int64_t offset, length, expect_size;
 	int cancel;
+	int64_t paused_at;    /* monotonic ms when on_data paused it, 0: running */
 
 	/* response state, reset at each status line */
 	int status;
@@ -71,6 +73,8 @@ struct px_fetch {
 	struct xfer *submitted;   /* queue, guarded by lock */
 	uint64_t *cancels;        /* ids to cancel, guarded by lock */
 	size_t ncancels, capcancels;
+	uint64_t *resumes;        /* ids to resume, guarded by lock */
+	size_t nresumes, capresumes;
 	int stop;                 /* guarded by lock */
 
 	/* fetch thread only */
@@ -89,6 +93,13 @@ enum px_status px_fetch_global_init(void)
 void px_fetch_global_cleanup(void)
 {
 	curl_global_cleanup();
+}
+
+static int64_t px_mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void xfer_reset_response(struct xfer *x)
@@ -214,7 +225,6 @@ static size_t on_write(char *buf, size_t size, size_t n, void *ud)
 	}
 	int64_t start = x->body_pos, end = x->body_pos + (int64_t)len;
 	int64_t want_end = x->offset + x->length;
-	x->body_pos = end;
 	if (x->status == 206 && end > x->cr.last + 1) {
 		x->fail = PX_EBADRESP;
 		snprintf(x->res.detail, sizeof(x->res.detail),
@@ -224,9 +234,15 @@ static size_t on_write(char *buf, size_t size, size_t n, void *ud)
 	int64_t from = start > x->offset ? start : x->offset;
 	int64_t to = end < want_end ? end : want_end;
 	if (to > from) {
-		x->cb.on_data(x->cb.ctx, from, buf + (from - start), (size_t)(to - from));
+		if (!x->cb.on_data(x->cb.ctx, from, buf + (from - start), (size_t)(to - from))) {
+			/* back-pressure: curl keeps this chunk and offers it again
+			 * after curl_easy_pause(CONT) */
+			x->paused_at = px_mono_ms();
+			return CURL_WRITEFUNC_PAUSE;
+		}
 		x->res.bytes += to - from;
 	}
+	x->body_pos = end;
 	if (end >= want_end) {
 		x->finished_early = 1;
 		return end == want_end && x->status == 206 && end == x->cr.last + 1 ? len : 0;
@@ -355,11 +371,23 @@ static int setup_easy(struct px_fetch *f, struct xfer *x)
 	return curl_multi_add_handle(f->multi, e) == CURLM_OK ? 0 : -1;
 }
 
+static struct xfer *find_active(struct px_fetch *f, uint64_t id, struct xfer ***link)
+{
+	for (struct xfer **pp = &f->active; *pp; pp = &(*pp)->next) {
+		if ((*pp)->id == id) {
+			if (link)
+				*link = pp;
+			return *pp;
+		}
+	}
+	return NULL;
+}
+
 static void run_commands(struct px_fetch *f, int *stop)
 {
 	struct xfer *sub, *next;
-	uint64_t *cancels;
-	size_t ncancels;
+	uint64_t *cancels, *resumes;
+	size_t ncancels, nresumes;
 
 	pthread_mutex_lock(&f->lock);
 	sub = f->submitted;
@@ -368,6 +396,10 @@ static void run_commands(struct px_fetch *f, int *stop)
 	ncancels = f->ncancels;
 	f->cancels = NULL;
 	f->ncancels = f->capcancels = 0;
+	resumes = f->resumes;
+	nresumes = f->nresumes;
+	f->resumes = NULL;
+	f->nresumes = f->capresumes = 0;
 	*stop = f->stop;
 	pthread_mutex_unlock(&f->lock);
 
@@ -389,17 +421,46 @@ static void run_commands(struct px_fetch *f, int *stop)
 		f->active = sub;
 	}
 	for (size_t i = 0; i < ncancels; i++) {
-		for (struct xfer **pp = &f->active; *pp; pp = &(*pp)->next) {
-			if ((*pp)->id == cancels[i]) {
-				struct xfer *x = *pp;
-				*pp = x->next;
-				x->cancel = 1;
-				finish(f, x, CURLE_OK, PX_ECANCELED);
-				break;
-			}
+		struct xfer **link, *x = find_active(f, cancels[i], &link);
+		if (x) {
+			*link = x->next;
+			x->cancel = 1;
+			finish(f, x, CURLE_OK, PX_ECANCELED);
+		}
+	}
+	for (size_t i = 0; i < nresumes; i++) {
+		struct xfer *x = find_active(f, resumes[i], NULL);
+		if (x && x->paused_at) {
+			x->paused_at = 0;
+			/* may call on_write at once, which may pause again */
+			curl_easy_pause(x->easy, CURLPAUSE_CONT);
 		}
 	}
 	free(cancels);
+	free(resumes);
+}
+
+/* Ends transfers left paused for PX_FETCH_IDLE_MS: their reader went away
+ * without closing, and their connection is worth more to others. Returns
+ * the ms until the next one would expire (or 1000). */
+static long expire_idle(struct px_fetch *f)
+{
+	int64_t now = px_mono_ms();
+	long next = 1000;
+	for (struct xfer **pp = &f->active; *pp;) {
+		struct xfer *x = *pp;
+		if (x->paused_at && now - x->paused_at >= PX_FETCH_IDLE_MS) {
+			*pp = x->next;
+			snprintf(x->res.detail, sizeof(x->res.detail), "idle for %d s",
+				 PX_FETCH_IDLE_MS / 1000);
+			finish(f, x, CURLE_OK, PX_ECANCELED);
+			continue;
+		}
+		if (x->paused_at && PX_FETCH_IDLE_MS - (now - x->paused_at) < next)
+			next = (long)(PX_FETCH_IDLE_MS - (now - x->paused_at));
+		pp = &x->next;
+	}
+	return next;
 }
 
 static void *fetch_main(void *arg)
@@ -431,8 +492,9 @@ static void *fetch_main(void *arg)
 			}
 			finish(f, x, rc, PX_OK);
 		}
-		/* 1 s is only a safety net: submits and cancels wake the poll */
-		curl_multi_poll(f->multi, NULL, 0, 1000, NULL);
+		/* the timeout is a safety net and the idle clock: submits,
+		 * cancels and resumes wake the poll */
+		curl_multi_poll(f->multi, NULL, 0, (int)expire_idle(f), NULL);
 	}
 	while (f->active) {
 		struct xfer *x = f->active;
@@ -492,30 +554,43 @@ out:
 	return st;
 }
 
-static void fetch_cancel(void *impl, uint64_t id)
+/* Queues an id for the fetch thread. On allocation failure the command is
+ * lost: the caller's deadline (or the idle timeout) still bounds things. */
+static void queue_id(struct px_fetch *f, uint64_t **ids, size_t *n, size_t *cap, uint64_t id)
 {
-	struct px_fetch *f = impl;
 	pthread_mutex_lock(&f->lock);
-	/* still queued: it will be started and then cancelled right away, so
-	 * on_done comes from the fetch thread like every other outcome */
-	if (f->ncancels == f->capcancels) {
-		size_t ncap = f->capcancels ? f->capcancels * 2 : 8;
-		uint64_t *nc = realloc(f->cancels, ncap * sizeof(*nc));
-		if (!nc) {
+	if (*n == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 8;
+		uint64_t *nids = realloc(*ids, ncap * sizeof(*nids));
+		if (!nids) {
 			pthread_mutex_unlock(&f->lock);
-			return; /* the caller's deadline still bounds its wait */
+			return;
 		}
-		f->cancels = nc;
-		f->capcancels = ncap;
+		*ids = nids;
+		*cap = ncap;
 	}
-	f->cancels[f->ncancels++] = id;
+	(*ids)[(*n)++] = id;
 	pthread_mutex_unlock(&f->lock);
 	curl_multi_wakeup(f->multi);
 }
 
+static void fetch_cancel(void *impl, uint64_t id)
+{
+	struct px_fetch *f = impl;
+	/* still queued: it will be started and then cancelled right away, so
+	 * on_done comes from the fetch thread like every other outcome */
+	queue_id(f, &f->cancels, &f->ncancels, &f->capcancels, id);
+}
+
+static void fetch_resume(void *impl, uint64_t id)
+{
+	struct px_fetch *f = impl;
+	queue_id(f, &f->resumes, &f->nresumes, &f->capresumes, id);
+}
+
 struct px_fetch_ops px_fetch_ops(struct px_fetch *f)
 {
-	struct px_fetch_ops ops = { fetch_submit, fetch_cancel, f };
+	struct px_fetch_ops ops = { fetch_submit, fetch_cancel, fetch_resume, f };
 	return ops;
 }
 
@@ -563,6 +638,7 @@ void px_fetch_free(struct px_fetch *f)
 	for (size_t i = 0; i < f->npool; i++)
 		curl_easy_cleanup(f->pool[i]);
 	free(f->cancels);
+	free(f->resumes);
 	if (f->multi)
 		curl_multi_cleanup(f->multi);
 	pthread_mutex_destroy(&f->lock);

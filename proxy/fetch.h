@@ -29,6 +29,9 @@ struct px_fetch_params {
 	int64_t expect_size;             /* the asset's size, -1 if not known yet */
 };
 
+/* A transfer paused this long (ms) is ended by the fetch thread. */
+#define PX_FETCH_IDLE_MS 30000
+
 struct px_fetch_result {
 	enum px_status status;
 	int http_status;                 /* final response's status, 0 if none */
@@ -40,8 +43,10 @@ struct px_fetch_result {
 
 struct px_fetch_cb {
 	/* Fetch thread: bytes [off, off+len) of the resource, in increasing
-	 * offset order, all inside the range asked for. Must not block. */
-	void (*on_data)(void *ctx, int64_t off, const void *buf, size_t len);
+	 * offset order, all inside the range asked for. Must not block.
+	 * Returns 1 when it took the bytes, 0 to pause the transfer: then
+	 * nothing was taken, and the same bytes come again after resume. */
+	int (*on_data)(void *ctx, int64_t off, const void *buf, size_t len);
 	/* Fetch thread, exactly once per submitted transfer, last. */
 	void (*on_done)(void *ctx, const struct px_fetch_result *res);
 	void *ctx;
@@ -55,6 +60,10 @@ struct px_fetch_ops {
 	/* Any thread. Ends the transfer soon; on_done still comes, exactly once
 	 * (PX_ECANCELED unless it had already finished). Unknown ids: no-op. */
 	void (*cancel)(void *impl, uint64_t id);
+	/* Any thread. Resumes a transfer that on_data paused. A transfer that
+	 * stays paused for the idle timeout is ended (PX_ECANCELED, "idle"),
+	 * which frees its connection. Unknown ids: no-op. */
+	void (*resume)(void *impl, uint64_t id);
 	void *impl;
 };
 

@@ -81,9 +81,10 @@ static int accept_size(struct probe_item *it, int64_t size, int64_t mtime)
 	return 1;
 }
 
-static void on_data(void *ctx, int64_t off, const void *buf, size_t len)
+static int on_data(void *ctx, int64_t off, const void *buf, size_t len)
 {
 	(void)ctx; (void)off; (void)buf; (void)len;
+	return 1;
 }
 
 static void on_done(void *ctx, const struct px_fetch_result *res)

@@ -17,6 +17,7 @@
 enum px_status {
 	PX_OK = 0,
 	PX_EOF,          /* outcome: no byte at or after the offset */
+	PX_EAGAIN,       /* outcome: not served this way, try another */
 	PX_ENOMEM,
 	PX_EINVAL,       /* bad argument or bad input */
 	PX_EIO,          /* local I/O error (pread, state files) */

@@ -1,7 +1,16 @@
 /*
  * session.c - serving a session's reads from its source.
  *
- * A read of an HTTP source asks the fetcher for exactly the bytes wanted
+ * A read of an HTTP source is served, in this order of preference:
+ *  - from the asset's cached head or tail (cache.c), filled once for all
+ *    sessions: scans and reopens cost no transfer;
+ *  - from the session's stream (stream.c), which a sequential run of reads
+ *    (SEQ_RUN bytes in a row) earns: one open-ended transfer with a
+ *    read-ahead window;
+ *  - by a bounded range request of exactly the bytes wanted ("direct"):
+ *    random access fetches what it reads and no more.
+ *
+ * A direct read asks the fetcher for exactly the bytes wanted
  * and waits for them on a condition variable, with the read's deadline
  * (read_timeout from the read's start). The buffer the fetch thread writes
  * into belongs to a small reference-counted waiter, not to the reader, so a
@@ -30,6 +39,9 @@
 #include "session.h"
 
 #define CANCEL_GRACE_MS 2000
+#define SEQ_BACK (4LL << 20)   /* kernel read-ahead reorders this much... */
+#define SEQ_GAP (4LL << 20)    /* ...both ways */
+#define SEQ_RUN (512LL << 10)  /* sequential bytes that earn a stream */
 
 struct px_session {
 	struct px_core *core;
@@ -37,6 +49,12 @@ struct px_session {
 	size_t source;
 	int fd;               /* path sources */
 	uint64_t id, client;
+	char who[96];         /* "session N asset ID", for logs */
+
+	pthread_mutex_t lock; /* guards what follows */
+	struct px_stream *stream;
+	int64_t next_off;     /* where the last read ended */
+	int64_t seq_run;      /* bytes read in a row up to next_off */
 };
 
 struct waiter {
@@ -60,16 +78,17 @@ static void waiter_unref(struct waiter *w)
 	}
 }
 
-static void w_data(void *ctx, int64_t off, const void *buf, size_t len)
+static int w_data(void *ctx, int64_t off, const void *buf, size_t len)
 {
 	struct waiter *w = ctx;
 	/* only the fetch thread writes buf and filled until done is set */
 	if (off != w->start + (int64_t)w->filled || len > w->cap - w->filled) {
 		w->disorder = 1;
-		return;
+		return 1;
 	}
 	memcpy(w->buf + w->filled, buf, len);
 	w->filled += len;
+	return 1;
 }
 
 static void w_done(void *ctx, const struct px_fetch_result *res)
@@ -107,6 +126,9 @@ enum px_status px_session_open(struct px_core *core, size_t asset, uint64_t clie
 	s->fd = -1;
 	s->client = client;
 	s->id = atomic_fetch_add(&core->next_session, 1) + 1;
+	s->next_off = -1;
+	pthread_mutex_init(&s->lock, NULL);
+	snprintf(s->who, sizeof(s->who), "session %llu asset %s", (unsigned long long)s->id, a->id);
 	for (s->source = 0; s->source < a->nsources; s->source++) {
 		const struct px_source *src = &a->sources[s->source];
 		if (rt->dead[s->source])
@@ -128,6 +150,7 @@ enum px_status px_session_open(struct px_core *core, size_t asset, uint64_t clie
 	}
 	if (s->source == a->nsources) {
 		px_warn("session", "asset %s: no source can serve (all failed)", a->id);
+		pthread_mutex_destroy(&s->lock);
 		free(s);
 		return PX_ENOSOURCE;
 	}
@@ -143,6 +166,8 @@ void px_session_close(struct px_session *s)
 		return;
 	if (s->fd >= 0)
 		close(s->fd);
+	px_stream_close(s->stream);
+	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
 
@@ -247,27 +272,20 @@ static enum px_status fetch_once(struct px_session *s, int64_t off, size_t len,
 	return st;
 }
 
-enum px_status px_session_read(struct px_session *s, int64_t off, size_t len,
-			       void *out, size_t *got)
+/* Reads [off, off+len) with bounded range requests, retrying transient
+ * failures on the same source; px_fill_fn for the cache too. */
+static enum px_status read_direct(void *ctx, int64_t off, size_t len, void *out,
+				  int64_t deadline)
 {
+	struct px_session *s = ctx;
 	struct px_core *core = s->core;
 	struct asset_rt *rt = &core->assets[s->asset];
-	const char *id = core->cat->assets[s->asset].id;
-	int64_t deadline = px_now_ms() + core->cfg->read_timeout_ms;
 	unsigned char *buf = out;
 	enum px_status st = PX_OK;
+	size_t done = 0, *got = &done;
 	int fails = 0;
 
-	*got = 0;
-	if (off < 0)
-		return PX_EINVAL;
-	if (off >= rt->size)
-		return PX_OK;
-	if ((int64_t)len > rt->size - off)
-		len = (size_t)(rt->size - off);
-	if (s->fd >= 0)
-		return read_path(s, off, len, buf, got);
-
+	core->n_direct++;
 	while (*got < len) {
 		char detail[200];
 		size_t n = 0;
@@ -288,9 +306,8 @@ enum px_status px_session_read(struct px_session *s, int64_t off, size_t len,
 			continue;
 		if (n > 0)
 			fails = 0; /* progress: the retry budget starts afresh */
-		px_warn("session", "session %llu asset %s: %s: read at %lld: %s (%s)",
-			(unsigned long long)s->id, id, src_name(s), (long long)pos,
-			px_strerror(st), detail);
+		px_warn("session", "%s: %s: read at %lld: %s (%s)", s->who, src_name(s),
+			(long long)pos, px_strerror(st), detail);
 		if (st == PX_ENOTFOUND || st == PX_ESIZE)
 			rt->dead[s->source] = 1; /* for later sessions */
 		if (!px_status_retryable(st) || st == PX_ETIMEDOUT || fails >= core->cfg->retries)
@@ -309,4 +326,134 @@ enum px_status px_session_read(struct px_session *s, int64_t off, size_t len,
 	if (*got == len)
 		return PX_OK;
 	return st == PX_OK ? PX_ETRANSFER : st;
+}
+
+/* A read between the cached head and tail: from the stream when the
+ * session has one that reaches off, or when the reads run sequentially
+ * and the budget allows one; else direct. In the tail (middle == 0) only
+ * a stream that already reaches off serves: PX_EAGAIN otherwise, and the
+ * stream stays for the reader's return to the middle. */
+static enum px_status read_middle(struct px_session *s, int64_t off, size_t len, void *buf,
+				  int64_t deadline, int middle)
+{
+	struct px_core *core = s->core;
+	struct px_stream *st;
+	enum px_status rc;
+
+	pthread_mutex_lock(&s->lock);
+	int seq = s->next_off >= 0 && off >= s->next_off - SEQ_BACK &&
+		  off <= s->next_off + SEQ_GAP && s->seq_run >= SEQ_RUN;
+	st = s->stream;
+	if (st)
+		px_stream_ref(st);
+	pthread_mutex_unlock(&s->lock);
+
+	if (st) {
+		int behind;
+		rc = px_stream_read(st, off, len, buf, deadline, s->who, &behind);
+		if (rc != PX_EAGAIN || !middle) {
+			px_stream_unref(st);
+			return rc;
+		}
+		if (behind) {
+			/* a straggler behind a sequential run: the stream stays */
+			px_stream_unref(st);
+			return read_direct(s, off, len, buf, deadline);
+		}
+		/* off is outside the window: this stream has served its run */
+		pthread_mutex_lock(&s->lock);
+		if (s->stream == st) {
+			s->stream = NULL;
+			px_stream_close(st);
+		}
+		pthread_mutex_unlock(&s->lock);
+		px_stream_unref(st);
+	}
+	if (!middle)
+		return PX_EAGAIN;
+	if (seq) {
+		struct px_stream *mine;
+		if (px_stream_start(core, s->asset, s->source, off, &mine) == PX_OK) {
+			pthread_mutex_lock(&s->lock);
+			if (!s->stream) {
+				s->stream = mine;
+				mine = NULL;
+			}
+			st = s->stream;
+			px_stream_ref(st);
+			pthread_mutex_unlock(&s->lock);
+			px_stream_close(mine); /* another reader started one first */
+			int behind;
+			rc = px_stream_read(st, off, len, buf, deadline, s->who, &behind);
+			px_stream_unref(st);
+			if (rc != PX_EAGAIN)
+				return rc;
+		} else {
+			px_debug("session", "%s: no read-ahead budget left: direct reads", s->who);
+		}
+	}
+	return read_direct(s, off, len, buf, deadline);
+}
+
+enum px_status px_session_read(struct px_session *s, int64_t off, size_t len,
+			       void *out, size_t *got)
+{
+	struct px_core *core = s->core;
+	const struct px_config *cfg = core->cfg;
+	int64_t size = core->assets[s->asset].size;
+	int64_t deadline = px_now_ms() + cfg->read_timeout_ms;
+	unsigned char *buf = out;
+	enum px_status st = PX_OK;
+
+	*got = 0;
+	if (off < 0)
+		return PX_EINVAL;
+	if (off >= size)
+		return PX_OK;
+	if ((int64_t)len > size - off)
+		len = (size_t)(size - off);
+	if (s->fd >= 0)
+		return read_path(s, off, len, buf, got);
+
+	int64_t head_end = cfg->head_size < size ? cfg->head_size : size;
+	int64_t tail_start = size - cfg->tail_size > head_end ? size - cfg->tail_size : head_end;
+	while (*got < len && st == PX_OK) {
+		int64_t pos = off + (int64_t)*got;
+		size_t n = len - *got;
+		if (pos < head_end) {
+			if ((int64_t)n > head_end - pos)
+				n = (size_t)(head_end - pos);
+			st = px_cache_read(core, s->asset, 0, s->source, 0, head_end, pos, n,
+					   buf + *got, deadline, read_direct, s);
+			if (st == PX_EAGAIN)
+				st = read_direct(s, pos, n, buf + *got, deadline);
+		} else if (pos >= tail_start) {
+			/* a stream that got here already has these bytes */
+			st = read_middle(s, pos, n, buf + *got, deadline, 0);
+			if (st == PX_EAGAIN)
+				st = px_cache_read(core, s->asset, 1, s->source, tail_start,
+						   size - tail_start, pos, n, buf + *got, deadline,
+						   read_direct, s);
+			if (st == PX_EAGAIN)
+				st = read_direct(s, pos, n, buf + *got, deadline);
+		} else {
+			if ((int64_t)n > tail_start - pos)
+				n = (size_t)(tail_start - pos);
+			st = read_middle(s, pos, n, buf + *got, deadline, 1);
+		}
+		if (st == PX_OK)
+			*got += n;
+	}
+
+	pthread_mutex_lock(&s->lock);
+	if (s->next_off >= 0 && off >= s->next_off - SEQ_BACK && off <= s->next_off + SEQ_GAP) {
+		s->seq_run += (int64_t)*got;
+		if (off + (int64_t)*got > s->next_off)
+			s->next_off = off + (int64_t)*got;
+	} else {
+		s->seq_run = 0;
+		s->next_off = off + (int64_t)*got;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return *got == len ? PX_OK : st;
 }

@@ -8,6 +8,7 @@ const char *px_strerror(enum px_status st)
 	switch (st) {
 	case PX_OK: return "ok";
 	case PX_EOF: return "end of file";
+	case PX_EAGAIN: return "try another way";
 	case PX_ENOMEM: return "out of memory";
 	case PX_EINVAL: return "invalid argument";
 	case PX_EIO: return "local I/O error";

@@ -63,6 +63,7 @@ struct fake_req {
 	/* progress; under the fake's lock */
 	int queued;               /* on the fetch thread */
 	int cancelled;
+	int paused;               /* on_data said pause; waits for resume */
 	int done;                 /* on_done calls */
 	int ended;                /* on_done has returned */
 	int64_t bytes;
@@ -91,7 +92,7 @@ struct fake {
 	/* log */
 	struct fake_req **reqs;
 	int nreq, capreq;
-	int ncancel, ncancel_unknown, ndone, refused;
+	int ncancel, ncancel_unknown, ndone, refused, npause, nresume;
 	uint64_t last_cancel;
 	int problems;             /* seen off the test thread */
 };
@@ -136,8 +137,14 @@ static void fake_step(struct fake *f, struct fake_req *r)
 	if (r->pos < r->offset || r->pos + n > r->offset + r->length)
 		f->problems++;
 	pthread_mutex_unlock(&f->lock);
-	r->cb.on_data(r->cb.ctx, at, f->data + r->pos, (size_t)n);
+	int took = r->cb.on_data(r->cb.ctx, at, f->data + r->pos, (size_t)n);
 	pthread_mutex_lock(&f->lock);
+	if (!took) {
+		/* back-pressure: the same chunk again after resume */
+		r->paused = 1;
+		f->npause++;
+		return;
+	}
 	r->pos += n;
 	r->bytes += n;
 }
@@ -156,7 +163,7 @@ static void *fake_thread(void *arg)
 			if (r->cancelled || f->stop) {
 				fake_finish(f, r, r->cancelled ? PX_ECANCELED : PX_ESHUTDOWN);
 				moved = 1;
-			} else if (!r->hang) {
+			} else if (!r->hang && !r->paused) {
 				fake_step(f, r);
 				moved = 1;
 			}
@@ -231,9 +238,14 @@ static enum px_status fake_submit(void *impl, const struct px_fetch_params *p,
 		while (f->fast_end && !r->ended && !f->stop)
 			pthread_cond_wait(&f->cond, &f->lock);
 	} else {
-		/* inline: every byte and the end before submit returns */
-		while (!r->done)
+		/* inline: every byte and the end before submit returns, unless
+		 * the consumer pauses: then the fetch thread takes it over */
+		while (!r->done && !r->paused)
 			fake_step(f, r);
+		if (r->paused) {
+			r->queued = 1;
+			pthread_cond_broadcast(&f->cond);
+		}
 	}
 	pthread_mutex_unlock(&f->lock);
 	return PX_OK;
@@ -249,6 +261,18 @@ static void fake_cancel(void *impl, uint64_t id)
 	} else {
 		f->ncancel++;
 		f->reqs[id - 7001]->cancelled = 1;
+		pthread_cond_broadcast(&f->cond);
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
+static void fake_resume(void *impl, uint64_t id)
+{
+	struct fake *f = impl;
+	pthread_mutex_lock(&f->lock);
+	if (id > 7000 && id <= 7000 + (uint64_t)f->nreq && f->reqs[id - 7001]->paused) {
+		f->reqs[id - 7001]->paused = 0;
+		f->nresume++;
 		pthread_cond_broadcast(&f->cond);
 	}
 	pthread_mutex_unlock(&f->lock);
@@ -299,7 +323,7 @@ static void fake_destroy(struct fake *f, int check)
 
 static struct px_fetch_ops fake_ops(struct fake *f)
 {
-	struct px_fetch_ops ops = { fake_submit, fake_cancel, f };
+	struct px_fetch_ops ops = { fake_submit, fake_cancel, fake_resume, f };
 	return ops;
 }
 
@@ -372,6 +396,11 @@ static struct rig *rig_init_text(const char *text, int threaded, size_t chunk)
 	r->cfg.read_timeout_ms = 10000;
 	r->cfg.probe_timeout_ms = 10000;
 	r->cfg.retries = 3;
+	/* these tests look at the direct range reads: no head/tail cache and
+	 * no read-ahead budget (test_readahead.c covers those) */
+	r->cfg.head_size = 0;
+	r->cfg.tail_size = 0;
+	r->cfg.readahead_budget = 0;
 	fake_init(&r->fake, threaded, chunk);
 	r->ops = fake_ops(&r->fake);
 	if (px_catalog_parse("t.json", text, strlen(text), &r->cat, err, sizeof(err)) != PX_OK)

@@ -1,0 +1,422 @@
+/*
+ * stream.c - a session's open-ended transfer and its read-ahead window.
+ *
+ * When a session's reads run sequentially, it gets a stream: one request
+ * "Range: bytes=OFF-" that keeps a window of bytes ahead of the reader in
+ * a ring buffer. The transfer fills the window up to a fill limit ahead of
+ * the reader; when it is full, on_data answers "pause" (libcurl holds the
+ * chunk) and the reader resumes it once it has consumed a quarter of the
+ * window. The fill limit starts small and doubles while the reader keeps
+ * up, so a short sequential run does not fetch megabytes it never reads.
+ *
+ * The window keeps KEEP_BEHIND bytes behind the reader: the kernel's
+ * read-ahead sends reads slightly out of order, and cutover will need the
+ * bytes just before the cut to check the seam. A read before the kept
+ * bytes, or further ahead than the window reaches, is not the stream's:
+ * PX_EAGAIN, and the session decides (a new stream, or a bounded read).
+ *
+ * Memory: every window is reserved from one budget (readahead_budget)
+ * when the stream starts; windows are smaller when the budget is short,
+ * and a stream that cannot get the smallest window is not started.
+ *
+ * A failed transfer (reset, premature end, broken response) is restarted
+ * at the first byte the window lacks, at most cfg->retries times in a row
+ * without a new byte, with a short backoff: the bytes already in the
+ * window stay. Each transfer carries a generation; the bytes and the end
+ * of a superseded transfer are ignored.
+ *
+ * Lifetime: the session holds one reference, each transfer one; the window
+ * goes back to the budget with the last. Lock: st->lock only, never held
+ * while calling the fetcher or sleeping.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core_i.h"
+#include "log.h"
+
+#define KEEP_BEHIND (2LL << 20)
+#define WINDOW_MIN (8LL << 20)
+#define WINDOW_MAX (32LL << 20)
+#define FILL_START (2LL << 20)
+#define JUMP_AHEAD (4LL << 20)  /* a forward jump this short waits for the stream */
+
+struct px_stream {
+	struct px_core *core;
+	size_t asset, source;
+	int64_t size;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	_Atomic int refs;
+
+	unsigned char *ring;
+	int64_t cap;            /* reserved from the budget */
+	int64_t origin;         /* where the stream started */
+	int64_t rstart, rend;   /* bytes [rstart, rend) are in the ring */
+	int64_t consumed;       /* readers have moved past this offset */
+	int64_t want;           /* the furthest end a waiting reader needs */
+	int64_t fill;           /* the transfer may run this far past consumed */
+
+	uint64_t gen;           /* the current transfer's generation */
+	uint64_t xid;           /* its fetch id, 0 until submit returned */
+	int paused;
+	int ended;              /* the current transfer has ended */
+	enum px_status err;
+	char detail[200];
+	int fails;
+	int64_t fail_mark;      /* rend when the last failure was counted */
+	int closed;
+};
+
+/* One transfer's callback context. */
+struct sx {
+	struct px_stream *st;
+	uint64_t gen;
+};
+
+void px_stream_ref(struct px_stream *st)
+{
+	atomic_fetch_add(&st->refs, 1);
+}
+
+void px_stream_unref(struct px_stream *st)
+{
+	if (atomic_fetch_sub(&st->refs, 1) != 1)
+		return;
+	free(st->ring);
+	atomic_fetch_sub(&st->core->ra_used, st->cap);
+	pthread_cond_destroy(&st->cond);
+	pthread_mutex_destroy(&st->lock);
+	free(st);
+}
+
+/* Reserves up to want bytes (at least min) of the read-ahead budget. */
+static int64_t budget_take(struct px_core *core, int64_t want, int64_t min)
+{
+	int64_t used = atomic_load(&core->ra_used);
+	for (;;) {
+		int64_t room = core->cfg->readahead_budget - used;
+		/* share what is left: a new window takes at most a quarter of it */
+		int64_t take = room / 4 < want ? room / 4 : want;
+		if (take < min)
+			take = room >= min ? min : 0;
+		if (take == 0)
+			return 0;
+		if (atomic_compare_exchange_weak(&core->ra_used, &used, used + take))
+			return take;
+	}
+}
+
+/* Lets go of the bytes more than KEEP_BEHIND behind the readers. */
+static void reclaim(struct px_stream *st)
+{
+	int64_t keep = st->consumed - KEEP_BEHIND;
+	if (keep > st->rstart)
+		st->rstart = keep < st->rend ? keep : st->rend;
+}
+
+/* How many more bytes the transfer may add now: up to the fill limit past
+ * the readers (or what a waiting reader needs), within the ring. */
+static int64_t room(struct px_stream *st)
+{
+	int64_t limit = st->consumed + st->fill;
+	if (st->want > limit)
+		limit = st->want;
+	int64_t by_fill = limit - st->rend;
+	int64_t by_cap = st->cap - (st->rend - st->rstart);
+	return by_fill < by_cap ? by_fill : by_cap;
+}
+
+static int s_data(void *ctx, int64_t off, const void *buf, size_t len)
+{
+	struct sx *x = ctx;
+	struct px_stream *st = x->st;
+	int took = 1;
+
+	pthread_mutex_lock(&st->lock);
+	if (x->gen != st->gen || st->closed)
+		goto out; /* superseded: drop, it is being cancelled */
+	if (off != st->rend) {
+		/* the fetcher promises order; never store bytes at a guess */
+		st->err = PX_EBADRESP;
+		snprintf(st->detail, sizeof(st->detail), "bytes at %lld, expected %lld",
+			 (long long)off, (long long)st->rend);
+		goto out;
+	}
+	reclaim(st);
+	if ((int64_t)len > room(st)) {
+		st->paused = 1;
+		took = 0;
+		goto out;
+	}
+	int64_t pos = st->rend % st->cap;
+	size_t first = (size_t)(st->cap - pos) < len ? (size_t)(st->cap - pos) : len;
+	memcpy(st->ring + pos, buf, first);
+	memcpy(st->ring, (const unsigned char *)buf + first, len - first);
+	st->rend += (int64_t)len;
+	pthread_cond_broadcast(&st->cond);
+out:
+	pthread_mutex_unlock(&st->lock);
+	return took;
+}
+
+static void s_done(void *ctx, const struct px_fetch_result *res)
+{
+	struct sx *x = ctx;
+	struct px_stream *st = x->st;
+
+	pthread_mutex_lock(&st->lock);
+	if (x->gen == st->gen) {
+		st->ended = 1;
+		st->paused = 0;
+		if (st->err == PX_OK) {
+			st->err = res->status;
+			snprintf(st->detail, sizeof(st->detail), "%s", res->detail);
+		}
+		if (st->err == PX_OK && st->rend < st->size) {
+			st->err = PX_ETRANSFER;
+			snprintf(st->detail, sizeof(st->detail), "transfer ended at byte %lld",
+				 (long long)st->rend);
+		}
+		pthread_cond_broadcast(&st->cond);
+	}
+	pthread_mutex_unlock(&st->lock);
+	free(x);
+	px_stream_unref(st);
+}
+
+/* Starts a transfer from st->rend. Called with the lock held; drops it
+ * around the fetcher's submit. */
+static enum px_status submit(struct px_stream *st)
+{
+	struct px_core *core = st->core;
+	const struct px_source *src = &core->cat->assets[st->asset].sources[st->source];
+	const struct px_provider *p = &core->cat->providers[src->provider];
+	struct sx *x = malloc(sizeof(*x));
+	uint64_t id = 0;
+
+	if (!x)
+		return PX_ENOMEM;
+	st->gen++;
+	st->ended = 0;
+	st->err = PX_OK;
+	st->detail[0] = '\0';
+	st->paused = 0;
+	st->xid = 0;
+	x->st = st;
+	x->gen = st->gen;
+	atomic_fetch_add(&st->refs, 1);
+	struct px_fetch_params fp = {
+		.url = src->url, .headers = (const char *const *)p->headers,
+		.nheaders = p->nheaders, .offset = st->rend, .length = st->size - st->rend,
+		.expect_size = st->size,
+	};
+	struct px_fetch_cb cb = { s_data, s_done, x };
+	pthread_mutex_unlock(&st->lock);
+	enum px_status rc = core->ops.submit(core->ops.impl, &fp, &cb, &id);
+	pthread_mutex_lock(&st->lock);
+	if (rc != PX_OK) {
+		uint64_t gen = x->gen;
+		free(x);
+		atomic_fetch_sub(&st->refs, 1); /* the session still holds one */
+		if (gen == st->gen) {
+			st->ended = 1;
+			st->err = rc;
+			snprintf(st->detail, sizeof(st->detail), "could not start: %s",
+				 px_strerror(rc));
+		}
+		return rc;
+	}
+	if (x->gen == st->gen && !st->closed) {
+		st->xid = id;
+	} else {
+		/* superseded while we were submitting */
+		pthread_mutex_unlock(&st->lock);
+		core->ops.cancel(core->ops.impl, id);
+		pthread_mutex_lock(&st->lock);
+	}
+	return PX_OK;
+}
+
+enum px_status px_stream_start(struct px_core *core, size_t asset, size_t source,
+			       int64_t off, struct px_stream **out)
+{
+	int64_t size = core->assets[asset].size;
+	int64_t want = size - off + KEEP_BEHIND;
+	if (want > WINDOW_MAX)
+		want = WINDOW_MAX;
+	int64_t cap = budget_take(core, want < WINDOW_MIN ? WINDOW_MIN : want, WINDOW_MIN);
+	struct px_stream *st;
+
+	*out = NULL;
+	if (!cap)
+		return PX_ENOMEM;
+	st = calloc(1, sizeof(*st));
+	if (st)
+		st->ring = malloc((size_t)cap);
+	if (!st || !st->ring) {
+		if (st)
+			free(st);
+		atomic_fetch_sub(&core->ra_used, cap);
+		return PX_ENOMEM;
+	}
+	st->core = core;
+	st->asset = asset;
+	st->source = source;
+	st->size = size;
+	st->cap = cap;
+	st->origin = st->rstart = st->rend = st->consumed = off;
+	st->fill = FILL_START < cap - KEEP_BEHIND ? FILL_START : cap - KEEP_BEHIND;
+	st->refs = 1;
+	pthread_mutex_init(&st->lock, NULL);
+	px_cond_init_mono(&st->cond);
+	core->n_streams++;
+	pthread_mutex_lock(&st->lock);
+	enum px_status rc = submit(st);
+	pthread_mutex_unlock(&st->lock);
+	if (rc != PX_OK) {
+		px_stream_unref(st);
+		return rc;
+	}
+	*out = st;
+	return PX_OK;
+}
+
+void px_stream_close(struct px_stream *st)
+{
+	if (!st)
+		return;
+	pthread_mutex_lock(&st->lock);
+	st->closed = 1;
+	st->gen++;
+	uint64_t id = st->ended ? 0 : st->xid;
+	pthread_cond_broadcast(&st->cond);
+	pthread_mutex_unlock(&st->lock);
+	if (id)
+		st->core->ops.cancel(st->core->ops.impl, id);
+	px_stream_unref(st);
+}
+
+/* After a reader took bytes: grow the fill limit while the reader keeps up
+ * and resume a paused transfer once a quarter of the window is free.
+ * Lock held; returns the id to resume (0: none) for after unlocking. */
+static uint64_t after_read(struct px_stream *st, int64_t end)
+{
+	if (end > st->consumed)
+		st->consumed = end;
+	if (st->consumed - st->origin > st->fill && st->fill < st->cap - KEEP_BEHIND) {
+		st->fill *= 2;
+		if (st->fill > st->cap - KEEP_BEHIND)
+			st->fill = st->cap - KEEP_BEHIND;
+	}
+	if (!st->paused || st->ended || !st->xid)
+		return 0;
+	reclaim(st);
+	/* resume when a good part is free, or when a waiting reader needs it */
+	int64_t r = room(st);
+	if (r < st->cap / 4 && r < st->fill / 2 && !(st->want > st->rend && r > 0))
+		return 0;
+	st->paused = 0;
+	return st->xid;
+}
+
+enum px_status px_stream_read(struct px_stream *st, int64_t off, size_t len, void *buf,
+			      int64_t deadline, const char *who, int *behind)
+{
+	struct px_core *core = st->core;
+	int64_t end = off + (int64_t)len;
+	enum px_status rc = PX_OK;
+	uint64_t resume = 0;
+
+	pthread_mutex_lock(&st->lock);
+	*behind = off < st->rstart;
+	/* too far ahead: it would wait for bytes nobody asked for, or not fit
+	 * in the ring beside the bytes kept behind the readers */
+	int64_t keep = st->consumed - KEEP_BEHIND > st->rstart ? st->consumed - KEEP_BEHIND
+							       : st->rstart;
+	if (st->closed || *behind || off > st->rend + JUMP_AHEAD || end - keep > st->cap) {
+		pthread_mutex_unlock(&st->lock);
+		return PX_EAGAIN;
+	}
+	for (;;) {
+		if (end <= st->rend) {
+			/* rstart may have moved while we waited */
+			if (off < st->rstart) {
+				*behind = 1;
+				rc = PX_EAGAIN;
+				break;
+			}
+			int64_t pos = off % st->cap;
+			size_t first = (size_t)(st->cap - pos) < len ? (size_t)(st->cap - pos) : len;
+			memcpy(buf, st->ring + pos, first);
+			memcpy((unsigned char *)buf + first, st->ring, len - first);
+			resume = after_read(st, end);
+			break;
+		}
+		if (st->closed) {
+			rc = PX_ESHUTDOWN;
+			break;
+		}
+		if (st->ended) {
+			/* the transfer stopped before our bytes: restart it where
+			 * the window ends, unless it keeps failing */
+			if (st->rend > st->fail_mark)
+				st->fails = 0;
+			int idle = st->err == PX_ECANCELED;
+			if (!idle) {
+				px_warn("stream", "%s: %s: transfer failed at %lld: %s (%s)", who,
+					core->cat->assets[st->asset].sources[st->source].url,
+					(long long)st->rend, px_strerror(st->err), st->detail);
+				if (!px_status_retryable(st->err) || st->fails >= core->cfg->retries) {
+					rc = st->err;
+					break;
+				}
+				int64_t wait = 50LL << (st->fails < 6 ? st->fails : 6);
+				st->fails++;
+				st->fail_mark = st->rend;
+				if (px_now_ms() + wait >= deadline) {
+					rc = PX_ETIMEDOUT;
+					break;
+				}
+				uint64_t gen = st->gen;
+				pthread_mutex_unlock(&st->lock);
+				struct timespec ts = { wait / 1000, (wait % 1000) * 1000000 };
+				while (nanosleep(&ts, &ts) && errno == EINTR)
+					;
+				pthread_mutex_lock(&st->lock);
+				if (gen != st->gen)
+					continue; /* another reader restarted it meanwhile */
+			}
+			core->n_stream_restarts++;
+			if (submit(st) != PX_OK && st->ended) {
+				rc = st->err;
+				break;
+			}
+			continue;
+		}
+		/* the bytes are on their way: make room for them if the
+		 * transfer paused, then wait */
+		if (end > st->want)
+			st->want = end;
+		uint64_t id = after_read(st, st->consumed);
+		if (id) {
+			pthread_mutex_unlock(&st->lock);
+			core->ops.resume(core->ops.impl, id);
+			pthread_mutex_lock(&st->lock);
+			continue;
+		}
+		struct timespec ts = { deadline / 1000, (deadline % 1000) * 1000000 };
+		if (px_now_ms() >= deadline ||
+		    (pthread_cond_timedwait(&st->cond, &st->lock, &ts) == ETIMEDOUT &&
+		     st->rend < end && !st->ended)) {
+			rc = PX_ETIMEDOUT;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&st->lock);
+	if (resume)
+		core->ops.resume(core->ops.impl, resume);
+	return rc;
+}
