@@ -42,6 +42,8 @@
 #define WINDOW_MAX (32LL << 20)
 #define FILL_START (2LL << 20)
 #define JUMP_AHEAD (4LL << 20)  /* a forward jump this short waits for the stream */
+#define JUMP_BACK (4LL << 20)   /* a read this little behind the window is a straggler */
+#define CHUNK_MAX (256LL << 10) /* the largest piece on_data gets (fetch.c's buffer) */
 
 struct px_stream {
 	struct px_core *core;
@@ -65,8 +67,6 @@ struct px_stream {
 	int ended;              /* the current transfer has ended */
 	enum px_status err;
 	char detail[200];
-	int fails;
-	int64_t fail_mark;      /* rend when the last failure was counted */
 	int closed;
 };
 
@@ -118,14 +118,15 @@ static void reclaim(struct px_stream *st)
 }
 
 /* How many more bytes the transfer may add now: up to the fill limit past
- * the readers (or what a waiting reader needs), within the ring. */
+ * the readers, within the ring. While a reader waits for bytes beyond the
+ * fill limit, whatever fits in the ring: a chunk does not end where the
+ * reader's bytes end, and it cannot be split. */
 static int64_t room(struct px_stream *st)
 {
-	int64_t limit = st->consumed + st->fill;
-	if (st->want > limit)
-		limit = st->want;
-	int64_t by_fill = limit - st->rend;
+	int64_t by_fill = st->consumed + st->fill - st->rend;
 	int64_t by_cap = st->cap - (st->rend - st->rstart);
+	if (st->want > st->rend)
+		return by_cap;
 	return by_fill < by_cap ? by_fill : by_cap;
 }
 
@@ -214,12 +215,14 @@ static enum px_status submit(struct px_stream *st)
 		.expect_size = st->size,
 	};
 	struct px_fetch_cb cb = { s_data, s_done, x };
+	uint64_t gen = st->gen;
 	pthread_mutex_unlock(&st->lock);
+	/* x belongs to the transfer from here: it may end, and free x, before
+	 * submit returns */
 	enum px_status rc = core->ops.submit(core->ops.impl, &fp, &cb, &id);
 	pthread_mutex_lock(&st->lock);
 	if (rc != PX_OK) {
-		uint64_t gen = x->gen;
-		free(x);
+		free(x); /* never started: no callback will come */
 		atomic_fetch_sub(&st->refs, 1); /* the session still holds one */
 		if (gen == st->gen) {
 			st->ended = 1;
@@ -229,7 +232,7 @@ static enum px_status submit(struct px_stream *st)
 		}
 		return rc;
 	}
-	if (x->gen == st->gen && !st->closed) {
+	if (gen == st->gen && !st->closed) {
 		st->xid = id;
 	} else {
 		/* superseded while we were submitting */
@@ -329,14 +332,19 @@ enum px_status px_stream_read(struct px_stream *st, int64_t off, size_t len, voi
 	int64_t end = off + (int64_t)len;
 	enum px_status rc = PX_OK;
 	uint64_t resume = 0;
+	int fails = 0;          /* this read's failed restarts in a row */
+	int64_t fail_mark = -1;
 
 	pthread_mutex_lock(&st->lock);
-	*behind = off < st->rstart;
+	/* a little behind: a straggler of this run; far behind: a jump */
+	*behind = off < st->rstart && off >= st->rstart - JUMP_BACK;
 	/* too far ahead: it would wait for bytes nobody asked for, or not fit
-	 * in the ring beside the bytes kept behind the readers */
+	 * in the ring beside the bytes kept behind the readers (and the last
+	 * chunk, which may run past the read) */
 	int64_t keep = st->consumed - KEEP_BEHIND > st->rstart ? st->consumed - KEEP_BEHIND
 							       : st->rstart;
-	if (st->closed || *behind || off > st->rend + JUMP_AHEAD || end - keep > st->cap) {
+	if (st->closed || off < st->rstart || off > st->rend + JUMP_AHEAD ||
+	    end + CHUNK_MAX - keep > st->cap) {
 		pthread_mutex_unlock(&st->lock);
 		return PX_EAGAIN;
 	}
@@ -344,7 +352,7 @@ enum px_status px_stream_read(struct px_stream *st, int64_t off, size_t len, voi
 		if (end <= st->rend) {
 			/* rstart may have moved while we waited */
 			if (off < st->rstart) {
-				*behind = 1;
+				*behind = 1; /* the run went on without us */
 				rc = PX_EAGAIN;
 				break;
 			}
@@ -362,20 +370,20 @@ enum px_status px_stream_read(struct px_stream *st, int64_t off, size_t len, voi
 		if (st->ended) {
 			/* the transfer stopped before our bytes: restart it where
 			 * the window ends, unless it keeps failing */
-			if (st->rend > st->fail_mark)
-				st->fails = 0;
+			if (st->rend > fail_mark)
+				fails = 0;
 			int idle = st->err == PX_ECANCELED;
 			if (!idle) {
 				px_warn("stream", "%s: %s: transfer failed at %lld: %s (%s)", who,
 					core->cat->assets[st->asset].sources[st->source].url,
 					(long long)st->rend, px_strerror(st->err), st->detail);
-				if (!px_status_retryable(st->err) || st->fails >= core->cfg->retries) {
+				if (!px_status_retryable(st->err) || fails >= core->cfg->retries) {
 					rc = st->err;
 					break;
 				}
-				int64_t wait = 50LL << (st->fails < 6 ? st->fails : 6);
-				st->fails++;
-				st->fail_mark = st->rend;
+				int64_t wait = 50LL << (fails < 6 ? fails : 6);
+				fails++;
+				fail_mark = st->rend;
 				if (px_now_ms() + wait >= deadline) {
 					rc = PX_ETIMEDOUT;
 					break;

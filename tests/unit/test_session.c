@@ -695,7 +695,7 @@ static void test_notfound_no_retry(void **state)
 }
 
 /*
- * BUG (proxy/session.c, px_session_read): a transfer that ends with PX_ESIZE
+ * Regression test for a fixed bug (proxy/session.c, px_session_read): a transfer that ends with PX_ESIZE
  * (the source's total differs from the asset's size) is not retried, right,
  * but the source is not marked dead either: only PX_ENOTFOUND sets
  * rt->dead. core_i.h defines dead as "404/410 or wrong size seen", and
@@ -957,7 +957,7 @@ static void discover_next_source(int threaded, int fast_end)
 }
 
 /*
- * BUG (proxy/probe.c, px_probe_assets): when a probe transfer ends before
+ * Regression test for a fixed bug (proxy/probe.c, px_probe_assets): when a probe transfer ends before
  * advance() takes pr.lock back after submit (advance drops the lock around
  * submit), a failed first source is never followed by the next one:
  * on_done has already set inflight 0 and moved it->source on, so the loop

@@ -1,0 +1,130 @@
+"""The read engine through the mount: many concurrent readers on streams,
+connections bounded by sessions, and the shared head/tail cache that makes
+library scans cost no new transfers.  Bytes are always compared."""
+
+import hashlib
+import os
+import threading
+
+from conftest import MIB, asset, bounded, catalog, sha256_file
+
+HEAD = 2 * MIB   # the defaults of head_size and tail_size
+TAIL = 1 * MIB
+
+
+def streams(reqs, size):
+    """Requests that ran to the end of the file from before its tail: the
+    streams (seamfs asks for bytes=START-LAST, up to the last byte)."""
+    out = []
+    for r in reqs:
+        rng = r['range'] or ''
+        if rng.startswith('bytes=') and rng.endswith(f'-{size - 1}'):
+            start = int(rng[len('bytes='):].split('-')[0])
+            if start < size - TAIL:
+                out.append(rng)
+    return out
+
+
+def file_requests(origin, name):
+    """The origin's log entries for one file, the mount-time probe left out."""
+    return [r for r in origin.log()['requests']
+            if r['path'] == '/' + name and r['range'] != 'bytes=0-0']
+
+
+def test_64_concurrent_readers(seamfs, data, origin):
+    names = ['big.bin', 'mid.bin', 'odd.bin', 'clip.mkv']
+    m = seamfs.mount(catalog(*[asset(n, f'F/{n}', origin.url(n)) for n in names]),
+                     read_timeout=30)
+    origin.clear()
+    results = [None] * 64
+    opened = threading.Barrier(64, timeout=30)
+
+    def reader(i):
+        name = names[i % len(names)]
+        h = hashlib.sha256()
+        with open(m.path(f'F/{name}'), 'rb') as f:
+            opened.wait()   # all 64 sessions are open before anyone reads
+            while True:
+                b = f.read(256 * 1024)
+                if not b:
+                    break
+                h.update(b)
+        results[i] = (name, h.hexdigest())
+
+    threads = [threading.Thread(target=reader, args=(i,), daemon=True) for i in range(64)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        bounded(lambda: t.join(120) or not t.is_alive() or None, 125, 'reader thread')
+    for i, r in enumerate(results):
+        assert r is not None, f'reader {i} did not finish'
+        assert r[1] == data[r[0]].sha256, f'reader {i}: {r[0]} differs'
+    log = origin.log()
+    assert log['max_concurrent'] <= 64, \
+        f'{log["max_concurrent"]} concurrent connections for 64 open files'
+
+
+def test_scans_hit_the_head_tail_cache(seamfs, data, origin):
+    name = 'big.bin'
+    size = data[name].size
+    ref = data.bytes(name)
+    m = seamfs.mount(catalog(asset('big', 'Movies/big.bin', origin.url(name), size=size)))
+    origin.clear()
+    path = m.path('Movies/big.bin')
+    for _ in range(50):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            # an ffprobe-like scan: the head, then the tail; no stream
+            assert os.pread(fd, 64 * 1024, 0) == ref[:64 * 1024]
+            assert os.pread(fd, 64 * 1024, size - 64 * 1024) == ref[-64 * 1024:]
+            assert os.pread(fd, 4096, HEAD - 4096) == ref[HEAD - 4096:HEAD]
+        finally:
+            os.close(fd)
+        # drop the kernel's copy so that every cycle reaches the daemon
+        fd = os.open(path, os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+    reqs = file_requests(origin, name)
+    ranges = sorted(r['range'] for r in reqs)
+    assert ranges == sorted([f'bytes=0-{HEAD - 1}', f'bytes={size - TAIL}-{size - 1}']), \
+        f'50 scans made these transfers: {ranges}'
+    assert all(r['complete'] and r['bytes_sent'] in (HEAD, TAIL) for r in reqs)
+
+
+def test_sequential_read_is_one_stream(seamfs, data, origin):
+    """A plain sequential read costs the head, one open-ended stream, and
+    little more: about as many bytes from the origin as were read."""
+    name = 'big.bin'
+    m = seamfs.mount(catalog(asset('big', 'big.bin', origin.url(name))))
+    origin.clear()
+    assert bounded(lambda: sha256_file(m.path('big.bin')), 60, 'read big.bin') == \
+        data[name].sha256
+    reqs = file_requests(origin, name)
+    fetched = sum(r['bytes_sent'] for r in reqs)
+    assert fetched <= 1.1 * data[name].size, \
+        f'{fetched} bytes fetched for {data[name].size} read: {[r["range"] for r in reqs]}'
+    assert len(streams(reqs, data[name].size)) == 1, f'requests: {[r["range"] for r in reqs]}'
+
+
+def test_random_reads_fetch_what_they_read(seamfs, data, origin):
+    """Random 64 KiB reads use bounded ranges: no stream, little waste."""
+    name = 'big.bin'
+    ref = data.bytes(name)
+    size = len(ref)
+    m = seamfs.mount(catalog(asset('big', 'big.bin', origin.url(name), size=size)))
+    origin.clear()
+    fd = os.open(m.path('big.bin'), os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        rng = __import__('random').Random(1234)
+        read = 0
+        for _ in range(200):
+            off = rng.randrange(HEAD, size - TAIL - 64 * 1024) // 4096 * 4096
+            assert os.pread(fd, 64 * 1024, off) == ref[off:off + 64 * 1024]
+            read += 64 * 1024
+    finally:
+        os.close(fd)
+    reqs = file_requests(origin, name)
+    assert not streams(reqs, size), 'a stream started'
+    fetched = sum(r['bytes_sent'] for r in reqs)
+    assert fetched <= 2 * read, f'{fetched} bytes fetched for {read} read'
