@@ -57,6 +57,7 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 	if (!core->assets)
 		goto out;
 	px_cache_init(core);
+	pthread_mutex_init(&core->sessions_lock, NULL);
 	for (size_t i = 0; i < cat->nassets; i++) {
 		core->assets[i].size = core->assets[i].mtime = -1;
 		core->assets[i].dead = calloc(cat->assets[i].nsources + 1, 1);
@@ -82,6 +83,11 @@ void px_core_free(struct px_core *core)
 {
 	if (!core)
 		return;
+	if (core->assets) {
+		/* before the fetcher stops: their streams' transfers end with it */
+		px_sessions_close_all(core);
+		pthread_mutex_destroy(&core->sessions_lock);
+	}
 	px_fetch_free(core->fetch);
 	if (core->assets) {
 		px_info("core", "reads: %llu head/tail cache hits, %llu cache fills, %llu streams "

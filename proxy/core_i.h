@@ -46,6 +46,11 @@ struct px_core {
 	int64_t cache_used;
 	uint64_t cache_clock;
 
+	/* open sessions (session.c), closed by px_core_free if FUSE did not
+	 * release them before the unmount */
+	pthread_mutex_t sessions_lock;
+	struct px_session *sessions;
+
 	/* counters, for the log and later the status */
 	_Atomic uint64_t n_cache_hits, n_cache_fills, n_streams, n_direct, n_stream_restarts;
 };
@@ -80,6 +85,9 @@ void px_stream_close(struct px_stream *st);
  * lock. */
 void px_stream_ref(struct px_stream *st);
 void px_stream_unref(struct px_stream *st);
+
+/* Closes every session still open (session.c); at shutdown only. */
+void px_sessions_close_all(struct px_core *core);
 
 /* ---- cache.c: heads and tails of assets, shared by all sessions */
 

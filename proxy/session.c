@@ -45,6 +45,7 @@
 
 struct px_session {
 	struct px_core *core;
+	struct px_session *prev, *next;   /* core->sessions, under its lock */
 	size_t asset;
 	size_t source;
 	int fd;               /* path sources */
@@ -53,6 +54,7 @@ struct px_session {
 
 	pthread_mutex_t lock; /* guards what follows */
 	struct px_stream *stream;
+	int starting;         /* a reader is starting the stream */
 	int64_t next_off;     /* where the last read ended */
 	int64_t seq_run;      /* bytes read in a row up to next_off */
 };
@@ -156,6 +158,12 @@ enum px_status px_session_open(struct px_core *core, size_t asset, uint64_t clie
 	}
 	px_debug("session", "session %llu asset %s client %llu: source %s",
 		 (unsigned long long)s->id, a->id, (unsigned long long)client, src_name(s));
+	pthread_mutex_lock(&core->sessions_lock);
+	s->next = core->sessions;
+	if (s->next)
+		s->next->prev = s;
+	core->sessions = s;
+	pthread_mutex_unlock(&core->sessions_lock);
 	*out = s;
 	return PX_OK;
 }
@@ -164,11 +172,30 @@ void px_session_close(struct px_session *s)
 {
 	if (!s)
 		return;
+	pthread_mutex_lock(&s->core->sessions_lock);
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		s->core->sessions = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	pthread_mutex_unlock(&s->core->sessions_lock);
 	if (s->fd >= 0)
 		close(s->fd);
 	px_stream_close(s->stream);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
+}
+
+void px_sessions_close_all(struct px_core *core)
+{
+	size_t n = 0;
+	while (core->sessions) {
+		px_session_close(core->sessions);
+		n++;
+	}
+	if (n)
+		px_debug("session", "closed %zu session(s) left open at unmount", n);
 }
 
 uint64_t px_session_id(const struct px_session *s)
@@ -372,17 +399,24 @@ static enum px_status read_middle(struct px_session *s, int64_t off, size_t len,
 	if (!middle)
 		return PX_EAGAIN;
 	if (seq) {
+		/* one reader starts the stream; the kernel's parallel read-ahead
+		 * reads meanwhile go direct rather than start streams of their own */
+		pthread_mutex_lock(&s->lock);
+		seq = !s->stream && !s->starting;
+		s->starting |= seq;
+		pthread_mutex_unlock(&s->lock);
+	}
+	if (seq) {
 		struct px_stream *mine;
-		if (px_stream_start(core, s->asset, s->source, off, &mine) == PX_OK) {
-			pthread_mutex_lock(&s->lock);
-			if (!s->stream) {
-				s->stream = mine;
-				mine = NULL;
-			}
-			st = s->stream;
+		enum px_status started = px_stream_start(core, s->asset, s->source, off, &mine);
+		pthread_mutex_lock(&s->lock);
+		s->starting = 0;
+		if (started == PX_OK)
+			s->stream = mine;
+		pthread_mutex_unlock(&s->lock);
+		if (started == PX_OK) {
+			st = mine;
 			px_stream_ref(st);
-			pthread_mutex_unlock(&s->lock);
-			px_stream_close(mine); /* another reader started one first */
 			int behind;
 			rc = px_stream_read(st, off, len, buf, deadline, s->who, &behind);
 			px_stream_unref(st);
