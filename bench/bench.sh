@@ -3,7 +3,7 @@
 # on the same nginx origin on 127.0.0.1. Prints one table and writes OUT/results.json.
 #
 #   sudo bench/bench.sh [--quick] [--seamfs PATH] [--out DIR] [--work DIR]
-#                       [--runs N] [--budget-mib N] [--no-rclone]
+#                       [--runs N] [--seamfs-opt OPTS] [--budget-mib N] [--no-rclone]
 #
 #   --quick        256 MiB + 4 x 64 MiB files, 1 run each, short timed phases
 #                  (a smoke test, under 3 minutes)
@@ -12,8 +12,9 @@
 #   --work DIR     data, mounts, nginx and state (default /tmp/seamfs-bench);
 #                  generated data is reused when present with the right size
 #   --runs N       runs per measurement (default 3; every figure is their median)
+#   --seamfs-opt OPTS  extra seamfs -o options (e.g. readahead_budget=128M)
 #   --budget-mib N seamfs's read-ahead budget the RSS target is checked against
-#                  (default 256)
+#                  (default: readahead_budget of --seamfs-opt, else 256)
 #   --no-rclone    skip the rclone column
 #
 # Needs root (mounts, drop_caches). Installs fio rclone nginx-light curl ffmpeg
@@ -31,13 +32,14 @@ SEAMFS=$REPO/build/seamfs
 WORK=/tmp/seamfs-bench
 OUT=
 RUNS=
-BUDGET_MIB=256
+BUDGET_MIB=
+SEAMFS_OPT=
 USE_RCLONE=1
 
 say() { printf '==> %s\n' "$*" >&2; }
 warn() { printf 'bench.sh: warning: %s\n' "$*" >&2; }
 die() { printf 'bench.sh: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -52,6 +54,8 @@ while [ $# -gt 0 ]; do
 	--runs=*) RUNS=${1#*=} ;;
 	--budget-mib) BUDGET_MIB=${2:?--budget-mib needs a number}; shift ;;
 	--budget-mib=*) BUDGET_MIB=${1#*=} ;;
+	--seamfs-opt) SEAMFS_OPT=${2:?--seamfs-opt needs options}; shift ;;
+	--seamfs-opt=*) SEAMFS_OPT=${1#*=} ;;
 	--no-rclone) USE_RCLONE=0 ;;
 	-h|--help) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
@@ -67,6 +71,17 @@ else
 	: "${RUNS:=3}"
 fi
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "--runs: not a positive number: $RUNS"
+if [ -z "$BUDGET_MIB" ]; then
+	BUDGET_MIB=256
+	if [[ ,$SEAMFS_OPT, =~ ,readahead_budget=([0-9]+)([kKmMgG]?), ]]; then
+		case ${BASH_REMATCH[2]} in
+		k|K) BUDGET_MIB=$((BASH_REMATCH[1] / 1024)) ;;
+		m|M) BUDGET_MIB=${BASH_REMATCH[1]} ;;
+		g|G) BUDGET_MIB=$((BASH_REMATCH[1] * 1024)) ;;
+		*) BUDGET_MIB=$((BASH_REMATCH[1] / 1048576)) ;;
+		esac
+	fi
+fi
 [[ $BUDGET_MIB =~ ^[1-9][0-9]*$ ]] || die "--budget-mib: not a positive number: $BUDGET_MIB"
 CAP=180            # bound of one sequential read through a mount (s)
 N64=64             # readers of the RSS phase
@@ -301,11 +316,11 @@ mount_seamfs() {
 	mkdir -p "$MNT_S" "$WORK/state"
 	MOUNT_SEQ=$((MOUNT_SEQ + 1))
 	SEAMFS_LOG=$LOGS/seamfs-$MOUNT_SEQ.log
-	setsid "$SEAMFS" -f -o "state_dir=$WORK/state" "$CATALOG" "$MNT_S" \
+	setsid "$SEAMFS" -f -o "state_dir=$WORK/state${SEAMFS_OPT:+,$SEAMFS_OPT}" "$CATALOG" "$MNT_S" \
 		</dev/null >"$SEAMFS_LOG" 2>&1 &
 	SEAMFS_PID=$!
 	for ((i = 0; i < 300; i++)); do
-		is_mounted "$MNT_S" fuse.seamfs && return 0
+		is_mounted "$MNT_S" fuse.seamfs && { check_exe "$SEAMFS_PID" "$SEAMFS" seamfs; return 0; }
 		if ! alive "$SEAMFS_PID"; then
 			tail -n 20 "$SEAMFS_LOG" >&2
 			die "seamfs exited before mounting (log: $SEAMFS_LOG)"
@@ -327,7 +342,7 @@ mount_rclone() {
 		</dev/null >"$RCLONE_LOG" 2>&1 &
 	RCLONE_PID=$!
 	for ((i = 0; i < 300; i++)); do
-		is_mounted "$MNT_R" fuse.rclone && return 0
+		is_mounted "$MNT_R" fuse.rclone && { check_exe "$RCLONE_PID" "$(command -v rclone)" rclone; return 0; }
 		if ! alive "$RCLONE_PID"; then
 			tail -n 20 "$RCLONE_LOG" >&2
 			die "rclone exited before mounting (log: $RCLONE_LOG)"
@@ -336,6 +351,14 @@ mount_rclone() {
 	done
 	tail -n 20 "$RCLONE_LOG" >&2
 	die "rclone did not mount $MNT_R within 30 s"
+}
+
+# check_exe PID PATH NAME: the background job really is the daemon (not a forked
+# setsid), so that its CPU and memory are the ones measured.
+check_exe() {
+	local exe
+	exe=$(readlink "/proc/$1/exe" 2>/dev/null || true)
+	[ "$exe" = "$(realpath "$2")" ] || die "pid $1 is not $3 ($exe): run bench.sh without job control"
 }
 
 # mount_tool TOOL: a fresh mount (cold: new daemon, new superblock).
@@ -614,15 +637,17 @@ phase_rand() {
 				o, bs, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 				t = json.load(open(o + ".t"))
 				good = bad = 0
+				slowest = 0.0
 				for line in open(o + ".w"):
 				    p = line.split()
-				    if len(p) == 2 and p[0] == "206" and int(p[1]) == bs:
+				    if len(p) == 3 and p[0] == "206" and int(p[1]) == bs:
 				        good += 1
+				        slowest = max(slowest, float(p[2]))
 				    elif p:
 				        bad += 1
 				d = {"wall": t["wall"], "cpu": t["cpu"], "requests_sent": n, "ios": good,
 				     "io_bytes": good * bs, "iops": good / t["wall"],
-				     "mbps": good * bs / t["wall"] / 1e6}
+				     "mbps": good * bs / t["wall"] / 1e6, "lat_max_ms": slowest * 1000}
 				if bad or good != n or t["rc"]:
 				    d["error"] = f"curl: {good} of {n} range requests good, {bad} bad, rc {t['rc']}"
 				print(json.dumps(d))
@@ -762,7 +787,7 @@ main() {
 
 	"$PY" "$BENCH/report.py" "$RAW" "$OUT/results.json" \
 		mode="$([ "$QUICK" = 1 ] && echo quick || echo full)" runs="$RUNS" \
-		seamfs="$SEAMFS" seamfs_version="$("$SEAMFS" --version 2>&1 | head -n 1)" \
+		seamfs="$SEAMFS" seamfs_opt="$SEAMFS_OPT" seamfs_version="$("$SEAMFS" --version 2>&1 | head -n 1)" \
 		rclone="$([ "$USE_RCLONE" = 1 ] && rclone version 2>/dev/null | head -n 1)" \
 		fio="$(fio --version)" curl="$(curl --version | head -n 1 | cut -d' ' -f1-2)" \
 		nginx="$(nginx -v 2>&1 | cut -d/ -f2)" kernel="$(uname -r)" cpus="$(nproc)" \

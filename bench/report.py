@@ -135,6 +135,7 @@ def main():
          "abs_max", budget + 32.0),
         (f"throughput, {meta.get('readers', 64)} readers", "MB/s", "readers64",
          lambda d: d["mbps"], None, None),
+        ("slowest single read, any phase", "ms", "*lat", None, None, None),
         ("CPU, sequential", "s", "seq", lambda d: d["cpu"], None, None),
         ("CPU, 4 readers", "s", "par4", lambda d: d["cpu"], None, None),
         ("CPU, random 64 KiB", "s/GB", "rand64k", cpu_per_gb, None, None),
@@ -147,7 +148,11 @@ def main():
     for label, unit, phase, fn, kind, target in spec:
         row = {"phase": label, "unit": unit, "key": phase}
         for tool in TOOLS:
-            if phase == "*rss":
+            if phase == "*lat":
+                vs = [d["lat_max_ms"] for (p, t), rs in runs.items() if t == tool
+                      for d in rs.values() if "lat_max_ms" in d]
+                v = max(vs) if vs else None
+            elif phase == "*rss":
                 vs = [d["hwm_kib"] / 1024.0
                       for (p, t), rs in runs.items() if t == tool and p != "readers64"
                       for d in rs.values() if "hwm_kib" in d]
@@ -220,10 +225,18 @@ def main():
             first = (p["first"] or "").splitlines()[0:1]
             print(f"  {p['phase']} / {p['tool']} / run {p['run']}: {p['lines']} line(s) in {p['log']}"
                   + (f"\n      {first[0][:200]}" if first else ""))
+    stalls = [{"phase": p, "tool": t, "run": r, "lat_max_ms": d["lat_max_ms"]}
+              for (p, t), rs in sorted(runs.items()) for r, d in sorted(rs.items())
+              if d.get("lat_max_ms", 0) >= 1000]
+    if stalls:
+        print(f"STALLS: single reads that took 1 s or more ({len(stalls)} phase run(s)):")
+        for st in stalls:
+            print(f"  {st['phase']} / {st['tool']} / run {st['run']}: slowest read "
+                  f"{st['lat_max_ms'] / 1000:.2f} s")
     print(f"\nresults: {dest}")
 
     with open(dest, "w") as f:
-        json.dump({"meta": meta, "table": text, "rows": rows, "errors": errors,
+        json.dump({"meta": meta, "table": text, "rows": rows, "errors": errors, "stalls": stalls,
                    "log_problems": log_problems, "raw": records}, f, indent=1)
 
 

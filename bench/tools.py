@@ -11,7 +11,6 @@ a file where said), so that bench.sh can record it without parsing prose.
   logsum LOG START END          origin bytes of the nginx access-log slice
   curlcfg URL SIZE BS N SEED OUT  curl config of N range requests of BS bytes at
                                 random BS-aligned offsets of a SIZE-byte file
-  curlcheck OUT BS              count good (206, BS bytes) lines of curl -w output
   kodi FILE                     Kodi-like open/head/tail/middle/sequential pattern
   open64k FILE...               cold open + first 64 KiB latency of each file
   sha FILE                      sequential read and SHA-256 of FILE
@@ -84,6 +83,9 @@ def cmd_fio(argv):
     ios = sum(j["read"].get("total_ios", 0) for j in jobs)
     runtime_ms = max((j["read"]["runtime"] for j in jobs), default=0)
     errs = [(j.get("jobname"), j.get("error", 0)) for j in jobs if j.get("error", 0)]
+    lat_max = max((j["read"].get("lat_ns", {}).get("max", 0) for j in jobs), default=0)
+    p99 = max((j["read"].get("clat_ns", {}).get("percentile", {}).get("99.000000", 0)
+               for j in jobs), default=0)
     res = {
         "ok": not errs and io_bytes > 0,
         "jobs": len(jobs),
@@ -92,6 +94,8 @@ def cmd_fio(argv):
         "runtime_s": runtime_ms / 1000.0,
         "mbps": io_bytes / (runtime_ms / 1000.0) / 1e6 if runtime_ms else 0.0,
         "iops": ios / (runtime_ms / 1000.0) if runtime_ms else 0.0,
+        "lat_max_ms": lat_max / 1e6,
+        "lat_p99_ms": p99 / 1e6,
     }
     if errs:
         res["error"] = "; ".join(
@@ -145,25 +149,7 @@ def cmd_curlcfg(argv):
                 f.write("next\n")
             f.write(f'url = "{url}"\nrange = "{a}-{a + bs - 1}"\n'
                     'output = "/dev/null"\n'
-                    'write-out = "%{http_code} %{size_download}\\n"\n')
-
-
-def cmd_curlcheck(argv):
-    path, bs = argv[0], int(argv[1])
-    good = bad = 0
-    try:
-        with open(path) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) != 2:
-                    continue
-                if parts[0] == "206" and int(parts[1]) == bs:
-                    good += 1
-                else:
-                    bad += 1
-    except OSError:
-        pass
-    out({"good": good, "bad": bad})
+                    'write-out = "%{http_code} %{size_download} %{time_total}\\n"\n')
 
 
 # Reads go into one page-aligned buffer, as a player's or dd's would: the kernel
@@ -195,14 +181,20 @@ def cmd_kodi(argv):
             steps = [("head", 0, min(64 * 1024, size)),
                      ("tail", max(0, size - MiB), min(MiB, size)),
                      ("middle", (size // 2) & ~4095, min(MiB, size - ((size // 2) & ~4095)))]
+            slowest = 0.0
             for name, off, n in steps:
+                t1 = time.monotonic()
                 exact_pread(fd, n, off)
+                slowest = max(slowest, time.monotonic() - t1)
                 res[name + "_ms"] = (time.monotonic() - t0) * 1000.0
             off = 0
             while off < size:
                 n = min(chunk, size - off)
+                t1 = time.monotonic()
                 exact_pread(fd, n, off)
+                slowest = max(slowest, time.monotonic() - t1)
                 off += n
+            res["lat_max_ms"] = slowest * 1000.0
         finally:
             os.close(fd)
         res["ok"] = True
@@ -271,7 +263,7 @@ def cmd_readers64(argv):
 
 def main():
     cmds = {"timed": cmd_timed, "proc": cmd_proc, "fio": cmd_fio,
-            "logsum": cmd_logsum, "curlcfg": cmd_curlcfg, "curlcheck": cmd_curlcheck,
+            "logsum": cmd_logsum, "curlcfg": cmd_curlcfg,
             "kodi": cmd_kodi, "open64k": cmd_open64k, "sha": cmd_sha,
             "readers64": cmd_readers64}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
