@@ -11,12 +11,17 @@
  * A slot remembers which source filled it: a session reading another
  * source does not use it (an open file never mixes bytes of sources not
  * proved identical). All slots share cache_size; a fill evicts the least
- * recently used ready slots (a reader copies under the lock, so a ready
- * slot is never in use outside it). One reader fills a
- * slot while the others wait for it (bounded by their deadlines).
+ * recently used ready slots.
  *
- * Lock: core->cache_lock guards every slot and the accounting; it is never
- * held across a fill (the fill runs unlocked, the slot marked FILLING).
+ * The first reader of an empty slot starts one bounded range transfer that
+ * fills it; every reader (that one included) waits only until the bytes it
+ * needs are in, so the first 64 KiB of a file come as soon as the origin
+ * sends them, not when the whole head has arrived. A failed fill empties
+ * the slot (its readers read around it); a fill that brings nobody's bytes
+ * within a read timeout is cancelled.
+ *
+ * Lock: core->cache_lock guards every slot and the accounting; never held
+ * across the fetcher's submit or cancel.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +31,12 @@
 
 enum { CACHE_EMPTY, CACHE_FILLING, CACHE_READY };
 
+/* The fill transfer's callback context. */
+struct fill {
+	struct px_core *core;
+	struct cache_slot *slot;
+};
+
 void px_cache_init(struct px_core *core)
 {
 	pthread_mutex_init(&core->cache_lock, NULL);
@@ -34,15 +45,21 @@ void px_cache_init(struct px_core *core)
 
 void px_cache_release(struct px_core *core)
 {
-	for (size_t i = 0; i < core->cat->nassets; i++)
-		for (int k = 0; k < 2; k++)
-			free(core->assets[i].slot[k].buf);
+	for (size_t i = 0; i < core->cat->nassets; i++) {
+		for (int k = 0; k < 2; k++) {
+			struct cache_slot *s = &core->assets[i].slot[k];
+			if (s->buf)
+				atomic_fetch_sub(&core->ra_used, s->len);
+			free(s->buf);
+		}
+	}
 	pthread_cond_destroy(&core->cache_cond);
 	pthread_mutex_destroy(&core->cache_lock);
 }
 
-/* Makes room for need bytes by evicting idle ready slots, oldest first.
- * Lock held. Returns 0 when there is room. */
+/* Makes room for need bytes by evicting ready slots, oldest first (a
+ * reader copies under the lock, so a ready slot is never in use outside
+ * it). Lock held. Returns 0 when there is room. */
 static int make_room(struct px_core *core, int64_t need)
 {
 	while (core->cache_used + need > core->cfg->cache_size) {
@@ -60,76 +77,164 @@ static int make_room(struct px_core *core, int64_t need)
 		free(victim->buf);
 		victim->buf = NULL;
 		core->cache_used -= victim->len;
+		atomic_fetch_sub(&core->ra_used, victim->len);
 		victim->state = CACHE_EMPTY;
 	}
 	return 0;
 }
 
+static int f_data(void *ctx, int64_t off, const void *buf, size_t len)
+{
+	struct fill *f = ctx;
+	struct cache_slot *s = f->slot;
+	pthread_mutex_lock(&f->core->cache_lock);
+	/* the fetcher delivers in order, inside the range asked for */
+	if (off == s->start + s->filled && s->filled + (int64_t)len <= s->len) {
+		memcpy(s->buf + s->filled, buf, len);
+		s->filled += (int64_t)len;
+		pthread_cond_broadcast(&f->core->cache_cond);
+	}
+	pthread_mutex_unlock(&f->core->cache_lock);
+	return 1;
+}
+
+static void f_done(void *ctx, const struct px_fetch_result *res)
+{
+	struct fill *f = ctx;
+	struct cache_slot *s = f->slot;
+	struct px_core *core = f->core;
+
+	pthread_mutex_lock(&core->cache_lock);
+	if (res->status == PX_OK && s->filled == s->len) {
+		s->state = CACHE_READY;
+		s->last_use = ++core->cache_clock;
+	} else {
+		/* readers read around it; the next miss tries again */
+		px_debug("cache", "fill of %lld bytes at %lld failed: %s", (long long)s->len,
+			 (long long)s->start, res->detail);
+		s->state = CACHE_EMPTY;
+		free(s->buf);
+		s->buf = NULL;
+		core->cache_used -= s->len;
+		atomic_fetch_sub(&core->ra_used, s->len);
+	}
+	s->xid = 0;
+	pthread_cond_broadcast(&core->cache_cond);
+	pthread_mutex_unlock(&core->cache_lock);
+	free(f);
+}
+
+/* Starts filling an empty slot. Lock held; dropped around the submit. */
+static enum px_status start_fill(struct px_core *core, size_t asset, struct cache_slot *s,
+				 size_t source, int64_t start, int64_t slen)
+{
+	const struct px_source *src = &core->cat->assets[asset].sources[source];
+	const struct px_provider *p = &core->cat->providers[src->provider];
+	struct fill *f;
+	uint64_t id = 0;
+
+	if (slen > core->cfg->cache_size || make_room(core, slen))
+		return PX_EAGAIN;
+	/* cached bytes count against the one memory budget too */
+	int64_t used = atomic_load(&core->ra_used);
+	do {
+		if (used + slen > core->cfg->readahead_budget)
+			return PX_EAGAIN;
+	} while (!atomic_compare_exchange_weak(&core->ra_used, &used, used + slen));
+	f = malloc(sizeof(*f));
+	s->buf = malloc((size_t)slen);
+	if (!f || !s->buf) {
+		free(f);
+		free(s->buf);
+		s->buf = NULL;
+		atomic_fetch_sub(&core->ra_used, slen);
+		return PX_EAGAIN;
+	}
+	f->core = core;
+	f->slot = s;
+	s->state = CACHE_FILLING;
+	s->start = start;
+	s->len = slen;
+	s->filled = 0;
+	s->source = source;
+	s->xid = 0;
+	core->cache_used += slen;
+	struct px_fetch_params fp = {
+		.url = src->url, .headers = (const char *const *)p->headers,
+		.nheaders = p->nheaders, .offset = start, .length = slen,
+		.expect_size = core->assets[asset].size,
+	};
+	struct px_fetch_cb cb = { f_data, f_done, f };
+	pthread_mutex_unlock(&core->cache_lock);
+	enum px_status rc = core->ops.submit(core->ops.impl, &fp, &cb, &id);
+	pthread_mutex_lock(&core->cache_lock);
+	if (rc != PX_OK) {
+		free(f);
+		free(s->buf);
+		s->buf = NULL;
+		s->state = CACHE_EMPTY;
+		core->cache_used -= slen;
+		atomic_fetch_sub(&core->ra_used, slen);
+		return PX_EAGAIN;
+	}
+	if (s->state == CACHE_FILLING && s->start == start && s->len == slen)
+		s->xid = id; /* unless it has already ended */
+	core->n_cache_fills++;
+	return PX_OK;
+}
+
 enum px_status px_cache_read(struct px_core *core, size_t asset, int which, size_t source,
 			     int64_t start, int64_t slen, int64_t off, size_t len, void *buf,
-			     int64_t deadline, px_fill_fn fill, void *ctx)
+			     int64_t deadline)
 {
 	struct cache_slot *s = &core->assets[asset].slot[which];
+	int64_t need = off + (int64_t)len - start;
 	enum px_status st;
+	uint64_t cancel = 0;
+	int filler = 0, seen_fill = 0;
 
 	pthread_mutex_lock(&core->cache_lock);
 	for (;;) {
-		if (s->state == CACHE_READY) {
-			if (s->source != source || s->start != start || s->len != slen) {
+		if (s->state == CACHE_EMPTY) {
+			/* a fill we were waiting for failed: read directly, where
+			 * failures are retried with backoff and counted */
+			if (filler || seen_fill) {
 				st = PX_EAGAIN;
 				break;
 			}
-			/* copy under the lock: at most a few MiB, and it keeps the
-			 * slot from being evicted meanwhile */
+			st = start_fill(core, asset, s, source, start, slen);
+			if (st != PX_OK)
+				break;
+			filler = 1;
+			continue;
+		}
+		if (s->source != source || s->start != start || s->len != slen) {
+			st = PX_EAGAIN; /* another source's bytes: not ours to serve */
+			break;
+		}
+		/* ready, or filled far enough: a reader waits only for its bytes */
+		if (s->state == CACHE_READY || s->filled >= need) {
 			memcpy(buf, s->buf + (off - start), len);
 			s->last_use = ++core->cache_clock;
-			core->n_cache_hits++;
+			if (!filler)
+				core->n_cache_hits++; /* served without a transfer of its own */
 			st = PX_OK;
 			break;
 		}
-		if (s->state == CACHE_EMPTY) {
-			if (slen > core->cfg->cache_size || make_room(core, slen)) {
-				st = PX_EAGAIN;
-				break;
-			}
-			unsigned char *b = malloc((size_t)slen);
-			if (!b) {
-				st = PX_EAGAIN;
-				break;
-			}
-			s->state = CACHE_FILLING;
-			s->buf = b;
-			s->start = start;
-			s->len = slen;
-			s->source = source;
-			core->cache_used += slen;
-			pthread_mutex_unlock(&core->cache_lock);
-
-			st = fill(ctx, start, (size_t)slen, b, deadline);
-
-			pthread_mutex_lock(&core->cache_lock);
-			if (st == PX_OK) {
-				s->state = CACHE_READY;
-				s->last_use = ++core->cache_clock;
-				core->n_cache_fills++;
-				memcpy(buf, b + (off - start), len);
-			} else {
-				s->state = CACHE_EMPTY;
-				free(s->buf);
-				s->buf = NULL;
-				core->cache_used -= slen;
-			}
-			pthread_cond_broadcast(&core->cache_cond);
-			break;
-		}
-		/* another reader is filling it: wait for that (bounded) */
+		seen_fill = 1;
 		struct timespec ts = { deadline / 1000, (deadline % 1000) * 1000000 };
 		if (px_now_ms() >= deadline ||
-		    pthread_cond_timedwait(&core->cache_cond, &core->cache_lock, &ts) != 0) {
+		    (pthread_cond_timedwait(&core->cache_cond, &core->cache_lock, &ts) != 0 &&
+		     s->state == CACHE_FILLING && s->filled < need)) {
+			/* a fill that did not bring our bytes within a whole read
+			 * timeout is stuck: end it, the next reader starts afresh */
+			cancel = s->xid;
 			st = PX_ETIMEDOUT;
 			break;
 		}
 	}
 	pthread_mutex_unlock(&core->cache_lock);
+	if (cancel)
+		core->ops.cancel(core->ops.impl, cancel);
 	return st;
 }

@@ -17,6 +17,8 @@ struct cache_slot {
 	size_t source;             /* whose bytes these are */
 	unsigned char *buf;
 	int64_t start, len;
+	int64_t filled;            /* bytes in so far (FILLING) */
+	uint64_t xid;              /* the fill transfer, 0 when none */
 	uint64_t last_use;
 };
 
@@ -91,20 +93,17 @@ void px_sessions_close_all(struct px_core *core);
 
 /* ---- cache.c: heads and tails of assets, shared by all sessions */
 
-/* Fills buf with [off, off+len) of the asset as served by source. */
-typedef enum px_status (*px_fill_fn)(void *ctx, int64_t off, size_t len, void *buf,
-				     int64_t deadline);
-
 /*
  * Copies [off, off+len), which lies inside slot `which` (0 head, 1 tail,
- * spanning [start, start+slen)), from the cache; on a miss the caller's
- * fill function fetches the whole slot once while other readers of it wait.
- * PX_EAGAIN: not cacheable now (another source's bytes, or no room): read
- * directly.
+ * spanning [start, start+slen)) of the asset as served by source, from the
+ * cache. On a miss it starts one transfer that fills the whole slot and
+ * waits (until deadline) only for the bytes asked for. PX_EAGAIN: not served
+ * from the cache (another source's bytes, no room, the fill failed): read
+ * directly. PX_ETIMEDOUT at the deadline.
  */
 enum px_status px_cache_read(struct px_core *core, size_t asset, int which, size_t source,
 			     int64_t start, int64_t slen, int64_t off, size_t len, void *buf,
-			     int64_t deadline, px_fill_fn fill, void *ctx);
+			     int64_t deadline);
 
 void px_cache_init(struct px_core *core);
 void px_cache_release(struct px_core *core);

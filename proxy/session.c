@@ -300,11 +300,10 @@ static enum px_status fetch_once(struct px_session *s, int64_t off, size_t len,
 }
 
 /* Reads [off, off+len) with bounded range requests, retrying transient
- * failures on the same source; px_fill_fn for the cache too. */
-static enum px_status read_direct(void *ctx, int64_t off, size_t len, void *out,
+ * failures on the same source. */
+static enum px_status read_direct(struct px_session *s, int64_t off, size_t len, void *out,
 				  int64_t deadline)
 {
-	struct px_session *s = ctx;
 	struct px_core *core = s->core;
 	struct asset_rt *rt = &core->assets[s->asset];
 	unsigned char *buf = out;
@@ -458,7 +457,7 @@ enum px_status px_session_read(struct px_session *s, int64_t off, size_t len,
 			if ((int64_t)n > head_end - pos)
 				n = (size_t)(head_end - pos);
 			st = px_cache_read(core, s->asset, 0, s->source, 0, head_end, pos, n,
-					   buf + *got, deadline, read_direct, s);
+					   buf + *got, deadline);
 			if (st == PX_EAGAIN)
 				st = read_direct(s, pos, n, buf + *got, deadline);
 		} else if (pos >= tail_start) {
@@ -466,8 +465,7 @@ enum px_status px_session_read(struct px_session *s, int64_t off, size_t len,
 			st = read_middle(s, pos, n, buf + *got, deadline, 0);
 			if (st == PX_EAGAIN)
 				st = px_cache_read(core, s->asset, 1, s->source, tail_start,
-						   size - tail_start, pos, n, buf + *got, deadline,
-						   read_direct, s);
+						   size - tail_start, pos, n, buf + *got, deadline);
 			if (st == PX_EAGAIN)
 				st = read_direct(s, pos, n, buf + *got, deadline);
 		} else {

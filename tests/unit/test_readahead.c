@@ -572,9 +572,14 @@ static void rig_close(struct rig *r, struct px_session *s)
 	px_session_close(s);
 }
 
+/* The budget the stream windows hold: ra_used less the cached heads and
+ * tails, which the budget covers too and which stay after the sessions. */
 static int64_t ra_used(struct rig *r)
 {
-	return atomic_load(&r->core->ra_used);
+	pthread_mutex_lock(&r->core->cache_lock);
+	int64_t cached = r->core->cache_used;
+	pthread_mutex_unlock(&r->core->cache_lock);
+	return atomic_load(&r->core->ra_used) - cached;
 }
 
 /* Frees the rig; check: assert that every transfer ended exactly once and
