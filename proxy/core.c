@@ -19,6 +19,13 @@ int64_t px_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t px_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 void px_cond_init_mono(pthread_cond_t *c)
 {
 	pthread_condattr_t attr;
@@ -91,9 +98,11 @@ void px_core_free(struct px_core *core)
 	px_fetch_free(core->fetch);
 	if (core->assets) {
 		px_info("core", "reads: %llu head/tail cache hits, %llu cache fills, %llu streams "
-			"(%llu restarts), %llu direct range reads",
+			"(%llu restarts, %llu waits for bytes, %llu ms waiting), %llu direct range reads",
 			(unsigned long long)core->n_cache_hits, (unsigned long long)core->n_cache_fills,
 			(unsigned long long)core->n_streams, (unsigned long long)core->n_stream_restarts,
+			(unsigned long long)core->n_stream_waits,
+			(unsigned long long)core->stream_wait_us / 1000,
 			(unsigned long long)core->n_direct);
 		px_cache_release(core);
 		for (size_t i = 0; i < core->cat->nassets; i++)

@@ -6,6 +6,7 @@
 #define SEAMFS_CORE_I_H
 
 #include <pthread.h>
+#include <sys/uio.h>
 #include <stdatomic.h>
 #include <time.h>
 
@@ -55,6 +56,7 @@ struct px_core {
 
 	/* counters, for the log and later the status */
 	_Atomic uint64_t n_cache_hits, n_cache_fills, n_streams, n_direct, n_stream_restarts;
+	_Atomic uint64_t n_stream_waits, stream_wait_us; /* reads that waited for bytes */
 };
 
 /* ---- stream.c: a session's open-ended transfer and read-ahead window */
@@ -78,6 +80,17 @@ enum px_status px_stream_start(struct px_core *core, size_t asset, size_t source
  */
 enum px_status px_stream_read(struct px_stream *st, int64_t off, size_t len, void *buf,
 			      int64_t deadline, const char *who, int *behind);
+
+/*
+ * Like px_stream_read(), but when iov is not NULL the bytes are not copied:
+ * iov (two entries; *iovcnt set) points into the window, which keeps them
+ * until px_stream_unpin(st, *pin). Falls back to copying into buf (iovcnt 0)
+ * when no pin slot is free.
+ */
+enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t len, void *buf,
+				     int64_t deadline, const char *who, int *behind,
+				     struct iovec *iov, int *iovcnt, int *pin);
+void px_stream_unpin(struct px_stream *st, int pin);
 
 /* Cancels the transfer and drops the session's reference; the window is
  * freed when the last reference goes. */
@@ -108,8 +121,9 @@ enum px_status px_cache_read(struct px_core *core, size_t asset, int which, size
 void px_cache_init(struct px_core *core);
 void px_cache_release(struct px_core *core);
 
-/* Milliseconds on CLOCK_MONOTONIC. */
+/* Milliseconds and microseconds on CLOCK_MONOTONIC. */
 int64_t px_now_ms(void);
+int64_t px_now_us(void);
 
 /* A condition variable that waits on CLOCK_MONOTONIC. */
 void px_cond_init_mono(pthread_cond_t *c);

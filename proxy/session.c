@@ -299,6 +299,8 @@ static enum px_status fetch_once(struct px_session *s, int64_t off, size_t len,
 	return st;
 }
 
+static void note_read(struct px_session *s, int64_t off, size_t got);
+
 /* Reads [off, off+len) with bounded range requests, retrying transient
  * failures on the same source. */
 static enum px_status read_direct(struct px_session *s, int64_t off, size_t len, void *out,
@@ -354,13 +356,27 @@ static enum px_status read_direct(struct px_session *s, int64_t off, size_t len,
 	return st == PX_OK ? PX_ETRANSFER : st;
 }
 
+/* Reads from a stream, pinning the bytes in its window when zc asks. */
+static enum px_status stream_read(struct px_stream *st, int64_t off, size_t len, void *buf,
+				  int64_t deadline, const char *who, int *behind,
+				  struct px_zc *zc)
+{
+	if (!zc)
+		return px_stream_read(st, off, len, buf, deadline, who, behind);
+	enum px_status rc = px_stream_read_pinned(st, off, len, buf, deadline, who, behind,
+						  zc->iov, &zc->iovcnt, &zc->pin);
+	if (rc == PX_OK && zc->iovcnt)
+		zc->st = st;
+	return rc;
+}
+
 /* A read between the cached head and tail: from the stream when the
  * session has one that reaches off, or when the reads run sequentially
  * and the budget allows one; else direct. In the tail (middle == 0) only
  * a stream that already reaches off serves: PX_EAGAIN otherwise, and the
  * stream stays for the reader's return to the middle. */
 static enum px_status read_middle(struct px_session *s, int64_t off, size_t len, void *buf,
-				  int64_t deadline, int middle)
+				  int64_t deadline, int middle, struct px_zc *zc)
 {
 	struct px_core *core = s->core;
 	struct px_stream *st;
@@ -376,7 +392,7 @@ static enum px_status read_middle(struct px_session *s, int64_t off, size_t len,
 
 	if (st) {
 		int behind;
-		rc = px_stream_read(st, off, len, buf, deadline, s->who, &behind);
+		rc = stream_read(st, off, len, buf, deadline, s->who, &behind, zc);
 		if (rc != PX_EAGAIN || !middle) {
 			px_stream_unref(st);
 			return rc;
@@ -417,7 +433,7 @@ static enum px_status read_middle(struct px_session *s, int64_t off, size_t len,
 			st = mine;
 			px_stream_ref(st);
 			int behind;
-			rc = px_stream_read(st, off, len, buf, deadline, s->who, &behind);
+			rc = stream_read(st, off, len, buf, deadline, s->who, &behind, zc);
 			px_stream_unref(st);
 			if (rc != PX_EAGAIN)
 				return rc;
@@ -462,7 +478,7 @@ enum px_status px_session_read(struct px_session *s, int64_t off, size_t len,
 				st = read_direct(s, pos, n, buf + *got, deadline);
 		} else if (pos >= tail_start) {
 			/* a stream that got here already has these bytes */
-			st = read_middle(s, pos, n, buf + *got, deadline, 0);
+			st = read_middle(s, pos, n, buf + *got, deadline, 0, NULL);
 			if (st == PX_EAGAIN)
 				st = px_cache_read(core, s->asset, 1, s->source, tail_start,
 						   size - tail_start, pos, n, buf + *got, deadline);
@@ -471,21 +487,62 @@ enum px_status px_session_read(struct px_session *s, int64_t off, size_t len,
 		} else {
 			if ((int64_t)n > tail_start - pos)
 				n = (size_t)(tail_start - pos);
-			st = read_middle(s, pos, n, buf + *got, deadline, 1);
+			st = read_middle(s, pos, n, buf + *got, deadline, 1, NULL);
 		}
 		if (st == PX_OK)
 			*got += n;
 	}
+	note_read(s, off, *got);
+	return *got == len ? PX_OK : st;
+}
 
+enum px_status px_session_read_zc(struct px_session *s, int64_t off, size_t len,
+				  void *buf, struct px_zc *zc)
+{
+	const struct px_config *cfg = s->core->cfg;
+	int64_t size = s->core->assets[s->asset].size;
+	int64_t head_end = cfg->head_size < size ? cfg->head_size : size;
+	int64_t tail_start = size - cfg->tail_size > head_end ? size - cfg->tail_size : head_end;
+	enum px_status st;
+	size_t got = 0;
+
+	zc->st = NULL;
+	zc->iovcnt = 0;
+	if (off >= head_end && off >= 0 && len > 0 && off + (int64_t)len <= tail_start &&
+	    s->fd < 0) {
+		/* all of it between head and tail: a stream may hold it */
+		st = read_middle(s, off, len, buf, px_now_ms() + cfg->read_timeout_ms, 1, zc);
+		got = st == PX_OK ? len : 0;
+		note_read(s, off, got);
+	} else {
+		st = px_session_read(s, off, len, buf, &got);
+	}
+	if (st == PX_OK && !zc->iovcnt) {
+		zc->iov[0].iov_base = buf;
+		zc->iov[0].iov_len = got;
+		zc->iovcnt = 1;
+	}
+	return st;
+}
+
+void px_session_zc_done(struct px_zc *zc)
+{
+	if (zc->st)
+		px_stream_unpin(zc->st, zc->pin);
+	zc->st = NULL;
+}
+
+/* Follows the session's sequential run: where it got to and how long. */
+static void note_read(struct px_session *s, int64_t off, size_t got)
+{
 	pthread_mutex_lock(&s->lock);
 	if (s->next_off >= 0 && off >= s->next_off - SEQ_BACK && off <= s->next_off + SEQ_GAP) {
-		s->seq_run += (int64_t)*got;
-		if (off + (int64_t)*got > s->next_off)
-			s->next_off = off + (int64_t)*got;
+		s->seq_run += (int64_t)got;
+		if (off + (int64_t)got > s->next_off)
+			s->next_off = off + (int64_t)got;
 	} else {
 		s->seq_run = 0;
-		s->next_off = off + (int64_t)*got;
+		s->next_off = off + (int64_t)got;
 	}
 	pthread_mutex_unlock(&s->lock);
-	return *got == len ? PX_OK : st;
 }

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 #include "core.h"
 #include "px.h"
 
@@ -34,6 +35,30 @@ enum px_status px_session_open(struct px_core *core, size_t asset, uint64_t clie
  */
 enum px_status px_session_read(struct px_session *s, int64_t off, size_t len,
 			       void *buf, size_t *got) PX_WUR;
+
+/*
+ * Where a read's bytes are, to reply without copying them once more: in the
+ * caller's buffer, or pinned in a stream's window (which then cannot reuse
+ * that space until px_session_zc_done()).
+ */
+struct px_zc {
+	struct iovec iov[2];
+	int iovcnt;
+	struct px_stream *st;  /* internal: the pinned stream, or NULL */
+	int pin;
+};
+
+/*
+ * Like px_session_read(), but the bytes may stay where the stream holds
+ * them: on PX_OK, zc->iov says where they are (buf or the window), and the
+ * caller calls px_session_zc_done(zc) once it has replied. buf must hold
+ * len bytes. On failure nothing is pinned.
+ */
+enum px_status px_session_read_zc(struct px_session *s, int64_t off, size_t len,
+				  void *buf, struct px_zc *zc) PX_WUR;
+
+/* Releases what px_session_read_zc() pinned. */
+void px_session_zc_done(struct px_zc *zc);
 
 /* Ends the session; waits for nothing. NULL: no-op. */
 void px_session_close(struct px_session *s);

@@ -2,11 +2,11 @@
  * stream.c - a session's open-ended transfer and its read-ahead window.
  *
  * When a session's reads run sequentially, it gets a stream: one request
- * "Range: bytes=OFF-" that keeps a window of bytes ahead of the reader in
- * a ring buffer. The transfer fills the window up to a fill limit ahead of
- * the reader; when it is full, on_data answers "pause" (libcurl holds the
- * chunk) and the reader resumes it once it has consumed a quarter of the
- * window. The fill limit starts small and doubles while the reader keeps
+ * "Range: bytes=OFF-LAST" that keeps a window of bytes ahead of the reader
+ * in a ring buffer. The transfer fills the window up to a fill limit ahead
+ * of the reader; when it is full, on_data answers "pause" (libcurl holds
+ * the chunk) and a reader resumes it once RESUME_ROOM bytes are free again.
+ * The fill limit starts small and doubles while the reader keeps
  * up, so a short sequential run does not fetch megabytes it never reads.
  *
  * The window keeps KEEP_BEHIND bytes behind the reader: the kernel's
@@ -14,6 +14,10 @@
  * bytes just before the cut to check the seam. A read before the kept
  * bytes, or further ahead than the window reaches, is not the stream's:
  * PX_EAGAIN, and the session decides (a new stream, or a bounded read).
+ * A reader pins its offset while it waits, so that readers further on (the
+ * kernel sends a run's reads in parallel) cannot make the window drop the
+ * bytes it waits for; a zero-copy reply keeps the pin until the bytes are
+ * out (px_stream_read_pinned / px_stream_unpin).
  *
  * Memory: every window is reserved from one budget (readahead_budget)
  * when the stream starts; windows are smaller when the budget is short,
@@ -44,6 +48,8 @@
 #define JUMP_AHEAD (4LL << 20)  /* a forward jump this short waits for the stream */
 #define JUMP_BACK (4LL << 20)   /* a read this little behind the window is a straggler */
 #define CHUNK_MAX (256LL << 10) /* the largest piece on_data gets (fetch.c's buffer) */
+#define MAX_PINS 128            /* replies in flight straight from the window */
+#define RESUME_ROOM (1LL << 20) /* a paused transfer goes on once this much is free */
 
 struct px_stream {
 	struct px_core *core;
@@ -60,6 +66,8 @@ struct px_stream {
 	int64_t consumed;       /* readers have moved past this offset */
 	int64_t want;           /* the furthest end a waiting reader needs */
 	int64_t fill;           /* the transfer may run this far past consumed */
+	int64_t pins[MAX_PINS]; /* windows offsets replies are being sent from, -1: free */
+	int npins;
 
 	uint64_t gen;           /* the current transfer's generation */
 	uint64_t xid;           /* its fetch id, 0 until submit returned */
@@ -109,10 +117,14 @@ static int64_t budget_take(struct px_core *core, int64_t want, int64_t min)
 	}
 }
 
-/* Lets go of the bytes more than KEEP_BEHIND behind the readers. */
+/* Lets go of the bytes more than KEEP_BEHIND behind the readers, but none
+ * that a reply is being sent from. */
 static void reclaim(struct px_stream *st)
 {
 	int64_t keep = st->consumed - KEEP_BEHIND;
+	for (int i = 0; st->npins && i < MAX_PINS; i++)
+		if (st->pins[i] >= 0 && st->pins[i] < keep)
+			keep = st->pins[i];
 	if (keep > st->rstart)
 		st->rstart = keep < st->rend ? keep : st->rend;
 }
@@ -273,6 +285,8 @@ enum px_status px_stream_start(struct px_core *core, size_t asset, size_t source
 	st->origin = st->rstart = st->rend = st->consumed = off;
 	st->fill = FILL_START < cap - KEEP_BEHIND ? FILL_START : cap - KEEP_BEHIND;
 	st->refs = 1;
+	for (int i = 0; i < MAX_PINS; i++)
+		st->pins[i] = -1;
 	pthread_mutex_init(&st->lock, NULL);
 	px_cond_init_mono(&st->cond);
 	core->n_streams++;
@@ -319,7 +333,7 @@ static uint64_t after_read(struct px_stream *st, int64_t end)
 	reclaim(st);
 	/* resume when a good part is free, or when a waiting reader needs it */
 	int64_t r = room(st);
-	if (r < st->cap / 4 && r < st->fill / 2 && !(st->want > st->rend && r > 0))
+	if (r < RESUME_ROOM && !(st->want > st->rend && r > 0))
 		return 0;
 	st->paused = 0;
 	return st->xid;
@@ -328,11 +342,34 @@ static uint64_t after_read(struct px_stream *st, int64_t end)
 enum px_status px_stream_read(struct px_stream *st, int64_t off, size_t len, void *buf,
 			      int64_t deadline, const char *who, int *behind)
 {
+	int n, pin;
+	return px_stream_read_pinned(st, off, len, buf, deadline, who, behind, NULL, &n, &pin);
+}
+
+void px_stream_unpin(struct px_stream *st, int pin)
+{
+	uint64_t resume;
+	pthread_mutex_lock(&st->lock);
+	st->pins[pin] = -1;
+	st->npins--;
+	/* the space may be what a paused transfer waits for */
+	resume = after_read(st, st->consumed);
+	pthread_mutex_unlock(&st->lock);
+	if (resume)
+		st->core->ops.resume(st->core->ops.impl, resume);
+	px_stream_unref(st);
+}
+
+enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t len, void *buf,
+				     int64_t deadline, const char *who, int *behind,
+				     struct iovec *iov, int *iovcnt, int *pin)
+{
 	struct px_core *core = st->core;
 	int64_t end = off + (int64_t)len;
 	enum px_status rc = PX_OK;
 	uint64_t resume = 0;
 	int fails = 0;          /* this read's failed restarts in a row */
+	int64_t waited = 0;     /* when this read began to wait for bytes */
 	int64_t fail_mark = -1;
 
 	pthread_mutex_lock(&st->lock);
@@ -348,9 +385,21 @@ enum px_status px_stream_read(struct px_stream *st, int64_t off, size_t len, voi
 		pthread_mutex_unlock(&st->lock);
 		return PX_EAGAIN;
 	}
+	/* pin our offset while we wait: the kernel sends a run's reads in
+	 * parallel, and readers further on must not make the window drop the
+	 * bytes we are waiting for */
+	int mypin = -1;
+	if (st->npins < MAX_PINS) {
+		mypin = 0;
+		while (st->pins[mypin] >= 0)
+			mypin++;
+		st->pins[mypin] = off;
+		st->npins++;
+	}
+	*iovcnt = 0;
 	for (;;) {
 		if (end <= st->rend) {
-			/* rstart may have moved while we waited */
+			/* rstart may have moved while we waited (if we had no pin) */
 			if (off < st->rstart) {
 				*behind = 1; /* the run went on without us */
 				rc = PX_EAGAIN;
@@ -358,8 +407,20 @@ enum px_status px_stream_read(struct px_stream *st, int64_t off, size_t len, voi
 			}
 			int64_t pos = off % st->cap;
 			size_t first = (size_t)(st->cap - pos) < len ? (size_t)(st->cap - pos) : len;
-			memcpy(buf, st->ring + pos, first);
-			memcpy((unsigned char *)buf + first, st->ring, len - first);
+			if (iov && mypin >= 0) {
+				/* the pin stays until the reply is out */
+				*pin = mypin;
+				mypin = -1;
+				atomic_fetch_add(&st->refs, 1); /* dropped by unpin */
+				iov[0].iov_base = st->ring + pos;
+				iov[0].iov_len = first;
+				iov[1].iov_base = st->ring;
+				iov[1].iov_len = len - first;
+				*iovcnt = len - first ? 2 : 1;
+			} else {
+				memcpy(buf, st->ring + pos, first);
+				memcpy((unsigned char *)buf + first, st->ring, len - first);
+			}
 			resume = after_read(st, end);
 			break;
 		}
@@ -416,12 +477,24 @@ enum px_status px_stream_read(struct px_stream *st, int64_t off, size_t len, voi
 			continue;
 		}
 		struct timespec ts = { deadline / 1000, (deadline % 1000) * 1000000 };
+		if (!waited) {
+			waited = px_now_us();
+			core->n_stream_waits++;
+		}
 		if (px_now_ms() >= deadline ||
 		    (pthread_cond_timedwait(&st->cond, &st->lock, &ts) == ETIMEDOUT &&
 		     st->rend < end && !st->ended)) {
 			rc = PX_ETIMEDOUT;
 			break;
 		}
+	}
+	if (waited)
+		core->stream_wait_us += (uint64_t)(px_now_us() - waited);
+	if (mypin >= 0) {
+		st->pins[mypin] = -1;
+		st->npins--;
+		if (!resume)
+			resume = after_read(st, st->consumed);
 	}
 	pthread_mutex_unlock(&st->lock);
 	if (resume)
