@@ -128,8 +128,6 @@ static void f_done(void *ctx, const struct px_fetch_result *res)
 static enum px_status start_fill(struct px_core *core, size_t asset, struct cache_slot *s,
 				 size_t source, int64_t start, int64_t slen)
 {
-	const struct px_source *src = &core->cat->assets[asset].sources[source];
-	const struct px_provider *p = &core->cat->providers[src->provider];
 	struct fill *f;
 	uint64_t id = 0;
 
@@ -159,11 +157,7 @@ static enum px_status start_fill(struct px_core *core, size_t asset, struct cach
 	s->source = source;
 	s->xid = 0;
 	core->cache_used += slen;
-	struct px_fetch_params fp = {
-		.url = src->url, .headers = (const char *const *)p->headers,
-		.nheaders = p->nheaders, .offset = start, .length = slen,
-		.expect_size = core->assets[asset].size,
-	};
+	struct px_fetch_params fp = px_source_range(core, asset, source, start, slen);
 	struct px_fetch_cb cb = { f_data, f_done, f };
 	pthread_mutex_unlock(&core->cache_lock);
 	enum px_status rc = core->ops.submit(core->ops.impl, &fp, &cb, &id);

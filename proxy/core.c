@@ -173,6 +173,19 @@ out:
 	return st;
 }
 
+struct px_fetch_params px_source_range(const struct px_core *core, size_t asset,
+				       size_t source, int64_t off, int64_t len)
+{
+	const struct px_source *src = &core->cat->assets[asset].sources[source];
+	const struct px_provider *p = &core->cat->providers[src->provider];
+	struct px_fetch_params fp = {
+		.url = src->url, .headers = (const char *const *)p->headers,
+		.nheaders = p->nheaders, .offset = off, .length = len,
+		.expect_size = core->assets[asset].size,
+	};
+	return fp;
+}
+
 const struct px_tree *px_core_tree(const struct px_core *core)
 {
 	return core->tree;

@@ -133,6 +133,12 @@ void px_cond_init_mono(pthread_cond_t *c);
 int px_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, const int *flag,
 		       int64_t deadline_ms);
 
+/* The fetch parameters for bytes [off, off+len) of a listed asset from one
+ * of its HTTP sources: its URL, its provider's headers, the asset's size.
+ * The strings are borrowed from the catalog. */
+struct px_fetch_params px_source_range(const struct px_core *core, size_t asset,
+				       size_t source, int64_t off, int64_t len);
+
 /* Probes every asset that needs it (probe.c). */
 void px_probe_assets(struct px_core *core, const unsigned char *need);
 

@@ -235,8 +235,6 @@ static enum px_status fetch_once(struct px_session *s, int64_t off, size_t len,
 				 char *detail, size_t detlen)
 {
 	struct px_core *core = s->core;
-	const struct px_source *src = &core->cat->assets[s->asset].sources[s->source];
-	const struct px_provider *p = &core->cat->providers[src->provider];
 	struct waiter *w = malloc(sizeof(*w) + len);
 	enum px_status st;
 	uint64_t id;
@@ -250,11 +248,7 @@ static enum px_status fetch_once(struct px_session *s, int64_t off, size_t len,
 	w->refs = 2;
 	w->start = off;
 	w->cap = len;
-	struct px_fetch_params fp = {
-		.url = src->url, .headers = (const char *const *)p->headers,
-		.nheaders = p->nheaders, .offset = off, .length = (int64_t)len,
-		.expect_size = core->assets[s->asset].size,
-	};
+	struct px_fetch_params fp = px_source_range(core, s->asset, s->source, off, (int64_t)len);
 	struct px_fetch_cb cb = { w_data, w_done, w };
 	st = core->ops.submit(core->ops.impl, &fp, &cb, &id);
 	if (st != PX_OK) {

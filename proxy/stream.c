@@ -205,8 +205,6 @@ static void s_done(void *ctx, const struct px_fetch_result *res)
 static enum px_status submit(struct px_stream *st)
 {
 	struct px_core *core = st->core;
-	const struct px_source *src = &core->cat->assets[st->asset].sources[st->source];
-	const struct px_provider *p = &core->cat->providers[src->provider];
 	struct sx *x = malloc(sizeof(*x));
 	uint64_t id = 0;
 
@@ -221,11 +219,8 @@ static enum px_status submit(struct px_stream *st)
 	x->st = st;
 	x->gen = st->gen;
 	atomic_fetch_add(&st->refs, 1);
-	struct px_fetch_params fp = {
-		.url = src->url, .headers = (const char *const *)p->headers,
-		.nheaders = p->nheaders, .offset = st->rend, .length = st->size - st->rend,
-		.expect_size = st->size,
-	};
+	struct px_fetch_params fp = px_source_range(core, st->asset, st->source, st->rend,
+						    st->size - st->rend);
 	struct px_fetch_cb cb = { s_data, s_done, x };
 	uint64_t gen = st->gen;
 	pthread_mutex_unlock(&st->lock);
