@@ -312,7 +312,9 @@ http {{
 class Nginx:
     """A private nginx (daemon off) serving `root` on 127.0.0.1:<free port>."""
 
-    def __init__(self, root, workdir):
+    def __init__(self, root, workdir, conf=None, scheme='http'):
+        self.conf = conf or NGINX_CONF
+        self.scheme = scheme
         self.root = Path(root)
         self.dir = Path(workdir)
         self.proc = None
@@ -320,7 +322,7 @@ class Nginx:
 
     @property
     def base_url(self):
-        return f'http://127.0.0.1:{self.port}'
+        return f'{self.scheme}://127.0.0.1:{self.port}'
 
     def url(self, name, auth=False):
         return f'{self.base_url}/{"auth/" if auth else ""}{name}'
@@ -339,8 +341,8 @@ class Nginx:
         for _attempt in range(5):
             self.port = free_port()
             conf = self.dir / 'nginx.conf'
-            conf.write_text(NGINX_CONF.format(dir=self.dir, root=self.root, port=self.port,
-                                              user=user, token=AUTH_TOKEN))
+            conf.write_text(self.conf.format(dir=self.dir, root=self.root, port=self.port,
+                                             user=user, token=AUTH_TOKEN))
             (self.dir / 'error.log').write_text('')
             out = open(self.dir / 'stdout.log', 'wb')
             self.proc = subprocess.Popen(
