@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -376,6 +377,11 @@ int main(int argc, char *argv[])
 	char err[1024], mnt[PATH_MAX];
 	int rc = EXIT_RUNTIME, report_fd = -1, mounted = 0, handlers = 0, fetch_init = 0;
 
+	/* glibc gives every thread that allocates its own arena (up to 8 per
+	 * core), and each keeps the 1 MiB read buffers it once held: with many
+	 * FUSE workers that alone was ~60 MiB over the read-ahead budget. Two
+	 * arenas keep memory near the budget; big buffers barely contend. */
+	mallopt(M_ARENA_MAX, 2);
 	px_config_init(&cfg);
 	if (fuse_opt_parse(&args, &cl, opt_table, opt_proc) == -1 || cl.bad) {
 		usage(stderr);
