@@ -632,6 +632,19 @@ class Mounter:
                 print(f'--- seamfs stderr ({" ".join(map(str, m.argv))}) ---')
                 print(tail(m.log(), 150))
 
+    def sanitizer_reports(self):
+        """Sanitizer reports in the daemons' stderr (the ASan+UBSan build):
+        a leak or an error fails the test even when every read was right."""
+        found = []
+        for m in self.mounts:
+            log = m.log()
+            for marker in SANITIZER_MARKERS:
+                i = log.find(marker)
+                if i >= 0:
+                    found.append(f'{m.mnt}: {log[max(0, i - 200):i + 3000]}')
+                    break
+        return found
+
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
@@ -645,6 +658,9 @@ def _require_fuse():
         pytest.skip('/dev/fuse is missing')
 
 
+SANITIZER_MARKERS = ('ERROR: AddressSanitizer', 'ERROR: LeakSanitizer', 'runtime error:')
+
+
 @pytest.fixture
 def seamfs(request, tmp_path, seamfs_bin):
     """Mount factory: seamfs.mount(catalog, read_timeout=.., options=..)."""
@@ -655,6 +671,9 @@ def seamfs(request, tmp_path, seamfs_bin):
     finally:
         rep = getattr(request.node, 'rep_call', None)
         m.cleanup(report_logs=rep is None or rep.failed)
+    reports = m.sanitizer_reports()
+    if reports:
+        pytest.fail('sanitizer report from seamfs:\n' + '\n'.join(reports))
 
 
 @pytest.fixture
