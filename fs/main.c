@@ -17,6 +17,7 @@
 #include <limits.h>
 #include <malloc.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -321,6 +322,89 @@ bad:
 	return PX_EINVAL;
 }
 
+/*
+ * Stopping. libfuse's own handlers only flag the session as exited, and its
+ * loop then waits for every worker; a worker waiting for bytes from a
+ * stalled source would hold the stop up for read_timeout. So seamfs's
+ * handler also wakes a stopper thread (through a pipe: async-signal-safe),
+ * which ends every transfer in flight; the waiting reads fail at once.
+ * These are the process's signal dispositions, hence process-wide here.
+ */
+static struct fuse_session *stop_session;
+static int stop_pipe[2] = { -1, -1 };
+
+static void on_stop_signal(int sig)
+{
+	int saved = errno;
+	unsigned char c = (unsigned char)sig;
+	if (stop_session)
+		fuse_session_exit(stop_session);
+	ssize_t w = write(stop_pipe[1], &c, 1);
+	(void)w;
+	errno = saved;
+}
+
+static void *stopper_main(void *arg)
+{
+	struct px_core *core = arg;
+	unsigned char c = 0;
+	ssize_t n;
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	do
+		n = read(stop_pipe[0], &c, 1);
+	while (n < 0 && errno == EINTR);
+	if (n == 1 && c != 0) {
+		px_info("main", "stopping on signal %d: ending the transfers in flight", c);
+		px_core_stop(core);
+	}
+	return NULL;
+}
+
+/* Installs on_stop_signal for SIGTERM, SIGINT and SIGHUP and starts the
+ * stopper thread. Returns 0 on success. */
+static int start_stopper(struct fuse_session *se, struct px_core *core, pthread_t *thread)
+{
+	struct sigaction sa;
+	if (pipe2(stop_pipe, O_CLOEXEC))
+		return -1;
+	if (pthread_create(thread, NULL, stopper_main, core)) {
+		close(stop_pipe[0]);
+		close(stop_pipe[1]);
+		stop_pipe[0] = stop_pipe[1] = -1;
+		return -1;
+	}
+	stop_session = se;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	return 0;
+}
+
+static void end_stopper(pthread_t thread)
+{
+	struct sigaction sa;
+	unsigned char zero = 0;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	stop_session = NULL;
+	/* a zero byte: the loop has ended by itself, nothing to stop */
+	ssize_t w = write(stop_pipe[1], &zero, 1);
+	(void)w;
+	pthread_join(thread, NULL);
+	close(stop_pipe[0]);
+	close(stop_pipe[1]);
+	stop_pipe[0] = stop_pipe[1] = -1;
+}
+
 /* Daemon mode: the parent waits for one status byte from the child. */
 static int daemonize_wait(int *report_fd, int64_t bound_ms)
 {
@@ -376,6 +460,8 @@ int main(int argc, char *argv[])
 	struct fs_ctx ctx = { 0 };
 	char err[1024], mnt[PATH_MAX];
 	int rc = EXIT_RUNTIME, report_fd = -1, mounted = 0, handlers = 0, fetch_init = 0;
+	int stopper = 0;
+	pthread_t stopper_thread;
 
 	/* glibc gives every thread that allocates its own arena (up to 8 per
 	 * core), and each keeps the 1 MiB read buffers it once held: with many
@@ -469,11 +555,18 @@ int main(int argc, char *argv[])
 		rc = EXIT_USAGE; /* libfuse printed which option it did not know */
 		goto out;
 	}
+	/* libfuse's handlers (SIGPIPE ignored among them), then ours on top
+	 * for the stopping signals */
 	if (fuse_set_signal_handlers(se)) {
 		px_error("main", "cannot install signal handlers");
 		goto out;
 	}
 	handlers = 1;
+	if (start_stopper(se, core, &stopper_thread)) {
+		px_error("main", "cannot start the stopper thread");
+		goto out;
+	}
+	stopper = 1;
 	if (fuse_session_mount(se, mnt)) {
 		px_error("main", "cannot mount on %s", mnt);
 		goto out;
@@ -515,6 +608,8 @@ int main(int argc, char *argv[])
 out:
 	if (report_fd >= 0)
 		report(&report_fd, (unsigned char)(rc ? rc : EXIT_RUNTIME));
+	if (stopper)
+		end_stopper(stopper_thread);
 	if (mounted)
 		fuse_session_unmount(se);
 	if (handlers)

@@ -113,6 +113,12 @@ void px_core_free(struct px_core *core)
 	free(core);
 }
 
+void px_core_stop(struct px_core *core)
+{
+	if (core->fetch)
+		px_fetch_stop(core->fetch);
+}
+
 enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 				int64_t fallback_mtime)
 {

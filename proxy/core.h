@@ -28,6 +28,13 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 void px_core_free(struct px_core *core);
 
 /*
+ * Ends every transfer in flight and refuses new ones, so that reads that
+ * wait for bytes return (EIO) at once: the first step of stopping the
+ * daemon. Any thread; idempotent. A core with a fake fetcher: no-op.
+ */
+void px_core_stop(struct px_core *core);
+
+/*
  * Learns the size and mtime of every asset: from the catalog, else from
  * state (may be NULL), else by asking its sources (all assets in parallel,
  * bounded by cfg->probe_timeout_ms). Assets whose size cannot be learned are

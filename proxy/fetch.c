@@ -617,15 +617,20 @@ enum px_status px_fetch_new(const struct px_config *cfg, struct px_fetch **out)
 	return PX_OK;
 }
 
+void px_fetch_stop(struct px_fetch *f)
+{
+	pthread_mutex_lock(&f->lock);
+	f->stop = 1;
+	pthread_mutex_unlock(&f->lock);
+	curl_multi_wakeup(f->multi);
+}
+
 void px_fetch_free(struct px_fetch *f)
 {
 	if (!f)
 		return;
 	if (f->thread_started) {
-		pthread_mutex_lock(&f->lock);
-		f->stop = 1;
-		pthread_mutex_unlock(&f->lock);
-		curl_multi_wakeup(f->multi);
+		px_fetch_stop(f);
 		pthread_join(f->thread, NULL);
 	}
 	/* submits that raced with stop: end them too */

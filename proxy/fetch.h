@@ -72,7 +72,11 @@ struct px_fetch;
 /* Starts the fetch thread. cfg is borrowed until px_fetch_free(). */
 enum px_status px_fetch_new(const struct px_config *cfg, struct px_fetch **out) PX_WUR;
 
-/* Stops the thread; transfers still running end with PX_ESHUTDOWN. */
+/* Any thread but the fetch thread: ends every transfer (PX_ESHUTDOWN, from
+ * the fetch thread) and refuses new ones. Returns at once; idempotent. */
+void px_fetch_stop(struct px_fetch *f);
+
+/* Stops the thread (as px_fetch_stop, then waits for it) and frees. */
 void px_fetch_free(struct px_fetch *f);
 
 /* The ops table of a real fetcher. */

@@ -245,3 +245,42 @@ def test_origin_gone_gives_eio(seamfs, data, origin, tmp_path):
     with back:
         assert bounded(lambda: sha256_file(f), 3 * rt + 30, 'read after restart') == \
             data['mid.bin'].sha256
+
+
+def test_sigterm_while_a_read_waits_on_a_stalled_source(seamfs, data, origin):
+    """Stopping must not wait for read_timeout: the read that waits on a
+    stalled source fails at once, and the daemon unmounts and exits 0."""
+    import signal
+    import threading
+    name = 'mid.bin'
+    m = seamfs.mount(catalog(asset('mid', 'mid.bin', origin.url(name),
+                                   size=data[name].size)), read_timeout=60)
+    steer(origin, name, stall_at=FAULT_AT)
+    box = {}
+
+    def reader():
+        try:
+            with open(m.path('mid.bin'), 'rb') as f:
+                f.seek(FAULT_AT - 4096)
+                box['data'] = f.read(64 * KIB)
+        except OSError as e:
+            box['error'] = e
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    # the read gets stuck at the stall (the origin logs a request only
+    # when it ends, so give it a moment)
+    time.sleep(1.5)
+    assert t.is_alive(), f'the read did not wait on the stall: {box}'
+    start = time.monotonic()
+    m.signal(signal.SIGTERM)
+    rc = m.wait_exit(15)
+    took = time.monotonic() - start
+    t.join(10)
+    assert rc == 0, f'exit code {rc} after SIGTERM'
+    assert took < 10, f'stopping took {took:.1f} s with read_timeout=60'
+    assert not m.is_mounted()
+    assert not t.is_alive()
+    if 'data' in box:   # whatever came back must be the file's bytes
+        ref = data.bytes(name)
+        assert box['data'] == ref[FAULT_AT - 4096:FAULT_AT - 4096 + len(box['data'])]
