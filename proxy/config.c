@@ -22,10 +22,10 @@ const struct px_config_option px_config_options[] = {
 	{ "ca_file", "PATH", "CA bundle for https sources (default: the system store)" },
 	{ "insecure", NULL, "do not verify TLS certificates (testing only)" },
 	{ "log_level", "LEVEL", "error, warn, info or debug (default info)" },
-	{ "readahead_budget", "SIZE", "memory all read-ahead windows share (default 256M)" },
+	{ "readahead_budget", "SIZE", "memory read-ahead windows and cached heads/tails share (default 256M)" },
 	{ "head_size", "SIZE", "bytes at the start of each file kept in the shared cache (default 2M)" },
 	{ "tail_size", "SIZE", "bytes at the end of each file kept in the shared cache (default 1M)" },
-	{ "cache_size", "SIZE", "memory the cached heads and tails share (default 64M)" },
+	{ "cache_size", "SIZE", "of that, what cached heads and tails may hold (default 64M)" },
 	{ NULL, NULL, NULL }
 };
 

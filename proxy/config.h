@@ -20,10 +20,10 @@ struct px_config {
 	char *ca_file;              /* owned; NULL: system CA store */
 	char *state_dir;            /* owned; NULL until main fills a default */
 	enum px_log_level log_level;
-	int64_t readahead_budget;   /* bytes all read-ahead windows share, 256 MiB */
+	int64_t readahead_budget;   /* bytes windows and cached heads/tails share, 256 MiB */
 	int64_t head_size;          /* cached head of every asset, 2 MiB */
 	int64_t tail_size;          /* cached tail of every asset, 1 MiB */
-	int64_t cache_size;         /* bytes all cached heads and tails share, 64 MiB */
+	int64_t cache_size;         /* of the budget, at most this for heads/tails, 64 MiB */
 };
 
 /* One option that the core knows, for --help and the README. */

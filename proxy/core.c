@@ -12,20 +12,6 @@
 #include "log.h"
 #include "state.h"
 
-int64_t px_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t px_now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 void px_cond_init_mono(pthread_cond_t *c)
 {
 	pthread_condattr_t attr;

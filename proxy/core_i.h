@@ -121,9 +121,6 @@ enum px_status px_cache_read(struct px_core *core, size_t asset, int which, size
 void px_cache_init(struct px_core *core);
 void px_cache_release(struct px_core *core);
 
-/* Milliseconds and microseconds on CLOCK_MONOTONIC. */
-int64_t px_now_ms(void);
-int64_t px_now_us(void);
 
 /* A condition variable that waits on CLOCK_MONOTONIC. */
 void px_cond_init_mono(pthread_cond_t *c);

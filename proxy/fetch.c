@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <curl/curl.h>
 
@@ -93,13 +92,6 @@ enum px_status px_fetch_global_init(void)
 void px_fetch_global_cleanup(void)
 {
 	curl_global_cleanup();
-}
-
-static int64_t px_mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void xfer_reset_response(struct xfer *x)
@@ -237,7 +229,7 @@ static size_t on_write(char *buf, size_t size, size_t n, void *ud)
 		if (!x->cb.on_data(x->cb.ctx, from, buf + (from - start), (size_t)(to - from))) {
 			/* back-pressure: curl keeps this chunk and offers it again
 			 * after curl_easy_pause(CONT) */
-			x->paused_at = px_mono_ms();
+			x->paused_at = px_now_ms();
 			return CURL_WRITEFUNC_PAUSE;
 		}
 		x->res.bytes += to - from;
@@ -445,7 +437,7 @@ static void run_commands(struct px_fetch *f, int *stop)
  * the ms until the next one would expire (or 1000). */
 static long expire_idle(struct px_fetch *f)
 {
-	int64_t now = px_mono_ms();
+	int64_t now = px_now_ms();
 	long next = 1000;
 	for (struct xfer **pp = &f->active; *pp;) {
 		struct xfer *x = *pp;

@@ -35,6 +35,10 @@ enum px_status {
 	PX_STATUS_COUNT
 };
 
+/* Milliseconds and microseconds on CLOCK_MONOTONIC (clock.c). Any thread. */
+int64_t px_now_ms(void);
+int64_t px_now_us(void);
+
 /* A static, human-readable name for a status. Never NULL. */
 const char *px_strerror(enum px_status st);
 

@@ -211,16 +211,14 @@ static enum px_status read_path(struct px_session *s, int64_t off, size_t len,
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			px_warn("session", "session %llu asset %s: %s: read at %lld: %s",
-				(unsigned long long)s->id, s->core->cat->assets[s->asset].id,
-				src_name(s), (long long)(off + (int64_t)*got), strerror(errno));
+			px_warn("session", "%s: %s: read at %lld: %s", s->who, src_name(s),
+				(long long)(off + (int64_t)*got), strerror(errno));
 			return PX_EIO;
 		}
 		if (n == 0) {
 			/* shorter than when it was opened: never pad, fail */
-			px_warn("session", "session %llu asset %s: %s shrank below %lld bytes",
-				(unsigned long long)s->id, s->core->cat->assets[s->asset].id,
-				src_name(s), (long long)(off + (int64_t)*got));
+			px_warn("session", "%s: %s shrank below %lld bytes", s->who, src_name(s),
+				(long long)(off + (int64_t)*got));
 			return PX_ESIZE;
 		}
 		*got += (size_t)n;
@@ -295,6 +293,15 @@ static enum px_status fetch_once(struct px_session *s, int64_t off, size_t len,
 
 static void note_read(struct px_session *s, int64_t off, size_t got);
 
+/* Where the asset's cached head ends and its cached tail starts. */
+static void regions(const struct px_session *s, int64_t *head_end, int64_t *tail_start)
+{
+	const struct px_config *cfg = s->core->cfg;
+	int64_t size = s->core->assets[s->asset].size;
+	*head_end = cfg->head_size < size ? cfg->head_size : size;
+	*tail_start = size - cfg->tail_size > *head_end ? size - cfg->tail_size : *head_end;
+}
+
 /* Reads [off, off+len) with bounded range requests, retrying transient
  * failures on the same source. */
 static enum px_status read_direct(struct px_session *s, int64_t off, size_t len, void *out,
@@ -304,23 +311,23 @@ static enum px_status read_direct(struct px_session *s, int64_t off, size_t len,
 	struct asset_rt *rt = &core->assets[s->asset];
 	unsigned char *buf = out;
 	enum px_status st = PX_OK;
-	size_t done = 0, *got = &done;
+	size_t got = 0;
 	int fails = 0;
 
 	core->n_direct++;
-	while (*got < len) {
+	while (got < len) {
 		char detail[200];
 		size_t n = 0;
-		int64_t pos = off + (int64_t)*got;
+		int64_t pos = off + (int64_t)got;
 
 		if (px_now_ms() >= deadline) {
 			st = PX_ETIMEDOUT;
 			break;
 		}
-		st = fetch_once(s, pos, len - *got, buf + *got, &n, deadline, detail,
+		st = fetch_once(s, pos, len - got, buf + got, &n, deadline, detail,
 				sizeof(detail));
-		*got += n;
-		if (*got == len) {
+		got += n;
+		if (got == len) {
 			st = PX_OK; /* every byte is here, whatever came after */
 			break;
 		}
@@ -345,7 +352,7 @@ static enum px_status read_direct(struct px_session *s, int64_t off, size_t len,
 				;
 		}
 	}
-	if (*got == len)
+	if (got == len)
 		return PX_OK;
 	return st == PX_OK ? PX_ETRANSFER : st;
 }
@@ -458,8 +465,8 @@ enum px_status px_session_read(struct px_session *s, int64_t off, size_t len,
 	if (s->fd >= 0)
 		return read_path(s, off, len, buf, got);
 
-	int64_t head_end = cfg->head_size < size ? cfg->head_size : size;
-	int64_t tail_start = size - cfg->tail_size > head_end ? size - cfg->tail_size : head_end;
+	int64_t head_end, tail_start;
+	regions(s, &head_end, &tail_start);
 	while (*got < len && st == PX_OK) {
 		int64_t pos = off + (int64_t)*got;
 		size_t n = len - *got;
@@ -494,12 +501,11 @@ enum px_status px_session_read_zc(struct px_session *s, int64_t off, size_t len,
 				  void *buf, struct px_zc *zc)
 {
 	const struct px_config *cfg = s->core->cfg;
-	int64_t size = s->core->assets[s->asset].size;
-	int64_t head_end = cfg->head_size < size ? cfg->head_size : size;
-	int64_t tail_start = size - cfg->tail_size > head_end ? size - cfg->tail_size : head_end;
+	int64_t head_end, tail_start;
 	enum px_status st;
 	size_t got = 0;
 
+	regions(s, &head_end, &tail_start);
 	zc->st = NULL;
 	zc->iovcnt = 0;
 	if (off >= head_end && off >= 0 && len > 0 && off + (int64_t)len <= tail_start &&

@@ -312,7 +312,8 @@ void px_stream_close(struct px_stream *st)
 }
 
 /* After a reader took bytes: grow the fill limit while the reader keeps up
- * and resume a paused transfer once a quarter of the window is free.
+ * and resume a paused transfer once RESUME_ROOM is free, or once a whole
+ * chunk fits while a reader waits (less would only pause it again).
  * Lock held; returns the id to resume (0: none) for after unlocking. */
 static uint64_t after_read(struct px_stream *st, int64_t end)
 {
@@ -328,7 +329,7 @@ static uint64_t after_read(struct px_stream *st, int64_t end)
 	reclaim(st);
 	/* resume when a good part is free, or when a waiting reader needs it */
 	int64_t r = room(st);
-	if (r < RESUME_ROOM && !(st->want > st->rend && r > 0))
+	if (r < RESUME_ROOM && !(st->want > st->rend && r >= CHUNK_MAX))
 		return 0;
 	st->paused = 0;
 	return st->xid;
