@@ -8,12 +8,14 @@
 #include <fuse_lowlevel.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "core.h"
 
 struct fs_ctx {
 	struct px_core *core;
+	enum px_session_key key; /* what makes opens one client */
 	uid_t uid;
 	gid_t gid;
 	int64_t dir_mtime;      /* directories' mtime: the catalog's */
@@ -26,5 +28,28 @@ extern const struct fuse_lowlevel_ops fs_ops;
 
 /* The one place core statuses become errnos. */
 int fs_errno(enum px_status st);
+
+/* ---- status.c: the .seamfs/ folder */
+#define FS_STATUS_DIR ".seamfs"
+#define FS_INO_STATUS_DIR 0x8000000000000000ULL
+#define FS_BLOB_MAGIC 0x73746174u
+
+/* An open status file: a snapshot made at open. */
+struct fs_blob {
+	uint32_t magic;
+	char *data;
+	size_t len;
+};
+
+/* Whether ino is the folder or one of its files. */
+int fs_status_owns(fuse_ino_t ino);
+/* The inode of name in parent (the root or the folder), 0 if none. */
+fuse_ino_t fs_status_lookup(fuse_ino_t parent, const char *name);
+void fs_status_stat(const struct fs_ctx *ctx, fuse_ino_t ino, struct stat *st);
+/* The folder's i-th entry; returns the number of entries (0: none). */
+size_t fs_status_children(fuse_ino_t ino, size_t i, const char **name, fuse_ino_t *child);
+/* Makes the snapshot of a status file; 0 or an errno. */
+int fs_status_open(struct fs_ctx *ctx, fuse_ino_t ino, struct fs_blob **out);
+void fs_blob_free(struct fs_blob *b);
 
 #endif

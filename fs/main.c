@@ -77,6 +77,11 @@ static const struct fuse_opt opt_table[] = {
 	FUSE_OPT_KEY("head_size=%s", KEY_CORE),
 	FUSE_OPT_KEY("tail_size=%s", KEY_CORE),
 	FUSE_OPT_KEY("cache_size=%s", KEY_CORE),
+	FUSE_OPT_KEY("session_ttl=%s", KEY_CORE),
+	FUSE_OPT_KEY("session_key=%s", KEY_CORE),
+	FUSE_OPT_KEY("admission_timeout=%s", KEY_CORE),
+	FUSE_OPT_KEY("liveness_ttl=%s", KEY_CORE),
+	FUSE_OPT_KEY("liveness_interval=%s", KEY_CORE),
 	/* fstab and mount(8) options that mean nothing to a FUSE daemon */
 	FUSE_OPT_KEY("auto", KEY_DISCARD),
 	FUSE_OPT_KEY("noauto", KEY_DISCARD),
@@ -544,6 +549,7 @@ int main(int argc, char *argv[])
 	px_info("main", "%zu of %zu assets listed", px_core_listed(core), cat->nassets);
 
 	ctx.core = core;
+	ctx.key = cfg.session_key;
 	ctx.uid = getuid();
 	ctx.gid = getgid();
 	ctx.dir_mtime = catalog_mtime;

@@ -33,6 +33,7 @@ int fs_errno(enum px_status st)
 	case PX_EINVAL: return EINVAL;
 	case PX_ESHUTDOWN: return ESHUTDOWN;
 	case PX_ENOSOURCE: return EIO;
+	case PX_EBUSY: return EBUSY;
 	default: return EIO; /* timeouts and source failures alike: EIO */
 	}
 }
@@ -78,7 +79,18 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs_ctx *ctx = ctx_of(req);
 	const struct px_tree_node *n = px_tree_lookup(px_core_tree(ctx->core), parent, name);
+	fuse_ino_t sino = fs_status_lookup(parent, name);
 	struct fuse_entry_param e;
+
+	if (sino) {
+		memset(&e, 0, sizeof(e));
+		e.ino = sino;
+		e.attr_timeout = 1.0;
+		e.entry_timeout = FS_ATTR_TIMEOUT;
+		fs_status_stat(ctx, sino, &e.attr);
+		fuse_reply_entry(req, &e);
+		return;
+	}
 
 	if (!n) {
 		/* negative entries can be cached too: the tree never changes */
@@ -102,6 +114,11 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct stat st;
 	(void)fi;
 
+	if (fs_status_owns(ino)) {
+		fs_status_stat(ctx, ino, &st);
+		fuse_reply_attr(req, &st, 1.0);
+		return;
+	}
 	if (!n) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -110,6 +127,8 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_attr(req, &st, FS_ATTR_TIMEOUT);
 }
 
+static void status_readdir(fuse_req_t req, size_t size, off_t off);
+
 static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
@@ -117,10 +136,14 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	const struct px_tree *t = px_core_tree(ctx->core);
 	const struct px_tree_node *dir = px_tree_get(t, ino);
 	const struct px_tree_node *const *kids;
-	size_t nkids, used = 0;
+	size_t nkids, used = 0, extra = 0;
 	char *buf;
 	(void)fi;
 
+	if (ino == FS_INO_STATUS_DIR) {
+		status_readdir(req, size, off);
+		return;
+	}
 	if (!dir) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -135,9 +158,11 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	/* offsets: 0 ".", 1 "..", 2.. the children in name order; an entry's
-	 * offset is where the next readdir resumes */
-	for (size_t i = (size_t)off; i < nkids + 2; i++) {
+	/* offsets: 0 ".", 1 "..", then .seamfs in the root, then the
+	 * children in name order; an entry's offset is where the next readdir
+	 * resumes */
+	extra = ino == FUSE_ROOT_ID;
+	for (size_t i = (size_t)off; i < nkids + 2 + extra; i++) {
 		struct stat st;
 		const char *name;
 		memset(&st, 0, sizeof(st));
@@ -149,10 +174,14 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			name = "..";
 			st.st_ino = dir->parent;
 			st.st_mode = S_IFDIR;
+		} else if (extra && i == 2) {
+			name = FS_STATUS_DIR;
+			st.st_ino = FS_INO_STATUS_DIR;
+			st.st_mode = S_IFDIR;
 		} else {
-			name = kids[i - 2]->name;
-			st.st_ino = kids[i - 2]->ino;
-			st.st_mode = kids[i - 2]->asset < 0 ? S_IFDIR : S_IFREG;
+			name = kids[i - 2 - extra]->name;
+			st.st_ino = kids[i - 2 - extra]->ino;
+			st.st_mode = kids[i - 2 - extra]->asset < 0 ? S_IFDIR : S_IFREG;
 		}
 		size_t need = fuse_add_direntry(req, buf + used, size - used, name, &st,
 						(off_t)(i + 1));
@@ -162,6 +191,74 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	fuse_reply_buf(req, buf, used);
 	free(buf);
+}
+
+static void status_readdir(fuse_req_t req, size_t size, off_t off)
+{
+	char *buf = malloc(size);
+	size_t used = 0;
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (size_t i = (size_t)off;; i++) {
+		struct stat st;
+		const char *name;
+		fuse_ino_t child;
+		memset(&st, 0, sizeof(st));
+		if (i == 0 || i == 1) {
+			name = i == 0 ? "." : "..";
+			st.st_ino = i == 0 ? FS_INO_STATUS_DIR : FUSE_ROOT_ID;
+			st.st_mode = S_IFDIR;
+		} else if (i - 2 < fs_status_children(FS_INO_STATUS_DIR, i - 2, &name, &child)) {
+			st.st_ino = child;
+			st.st_mode = S_IFREG;
+		} else {
+			break;
+		}
+		size_t need = fuse_add_direntry(req, buf + used, size - used, name, &st,
+						(off_t)(i + 1));
+		if (need > size - used)
+			break;
+		used += need;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+/* The client an open belongs to, by the session_key option: reopens by the
+ * same client join its session. */
+static uint64_t client_key(struct fs_ctx *ctx, fuse_req_t req)
+{
+	static _Atomic uint64_t opens;
+	const struct fuse_ctx *fc = fuse_req_ctx(req);
+	uint64_t pid = (uint64_t)fc->pid;
+
+	switch (ctx->key) {
+	case PX_KEY_THREAD:
+		return pid;
+	case PX_KEY_UID:
+		return (uint64_t)fc->uid;
+	case PX_KEY_OPEN:
+		return (1ULL << 63) | atomic_fetch_add(&opens, 1);
+	case PX_KEY_PROCESS:
+		break;
+	}
+	/* FUSE gives the calling thread: find its process (thread group) */
+	char path[64], line[128];
+	snprintf(path, sizeof(path), "/proc/%llu/status", (unsigned long long)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return pid;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long tgid;
+		if (sscanf(line, "Tgid: %llu", &tgid) == 1) {
+			pid = tgid;
+			break;
+		}
+	}
+	fclose(f);
+	return pid;
 }
 
 /*
@@ -188,9 +285,22 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs_ctx *ctx = ctx_of(req);
 	raise_readahead(ctx);
 	const struct px_tree_node *n = px_tree_get(px_core_tree(ctx->core), ino);
-	struct px_session *s;
+	struct px_handle *s;
 	enum px_status st;
 
+	if (fs_status_owns(ino)) {
+		struct fs_blob *b;
+		int err = fs_status_open(ctx, ino, &b);
+		if (err) {
+			fuse_reply_err(req, err);
+			return;
+		}
+		fi->fh = (uint64_t)(uintptr_t)b;
+		fi->direct_io = 1;
+		if (fuse_reply_open(req, fi) == -ENOENT)
+			fs_blob_free(b);
+		return;
+	}
 	if (!n) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -203,8 +313,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	st = px_session_open(ctx->core, (size_t)n->asset,
-			     (uint64_t)fuse_req_ctx(req)->pid, &s);
+	st = px_handle_open(ctx->core, (size_t)n->asset, client_key(ctx, req), &s);
 	if (st != PX_OK) {
 		fuse_reply_err(req, fs_errno(st));
 		return;
@@ -213,16 +322,22 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* the bytes of an asset never change while mounted */
 	fi->keep_cache = 1;
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		px_session_close(s); /* the opener was interrupted */
+		px_handle_close(s); /* the opener was interrupted */
 }
 
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	struct px_session *s = (struct px_session *)(uintptr_t)fi->fh;
+	struct px_handle *s = (struct px_handle *)(uintptr_t)fi->fh;
 	enum px_status st;
-	(void)ino;
 
+	if (fs_status_owns(ino)) {
+		struct fs_blob *b = (struct fs_blob *)(uintptr_t)fi->fh;
+		size_t from = off < 0 || (size_t)off > b->len ? b->len : (size_t)off;
+		size_t n = b->len - from < size ? b->len - from : size;
+		fuse_reply_buf(req, b->data + from, n);
+		return;
+	}
 	if (size > FS_MAX_READ)
 		size = FS_MAX_READ;
 	char *buf = malloc(size ? size : 1);
@@ -233,10 +348,10 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	/* the bytes may be sent straight from the stream's window: one copy
 	 * less on the hottest path */
 	struct px_zc zc;
-	st = px_session_read_zc(s, off, size, buf, &zc);
+	st = px_handle_read_zc(s, off, size, buf, &zc);
 	if (st == PX_OK) {
 		fuse_reply_iov(req, zc.iov, zc.iovcnt);
-		px_session_zc_done(&zc);
+		px_handle_zc_done(&zc);
 	} else {
 		fuse_reply_err(req, fs_errno(st));
 	}
@@ -245,8 +360,10 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
-	px_session_close((struct px_session *)(uintptr_t)fi->fh);
+	if (fs_status_owns(ino))
+		fs_blob_free((struct fs_blob *)(uintptr_t)fi->fh);
+	else
+		px_handle_close((struct px_handle *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -276,7 +393,7 @@ static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
 static void fs_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
 	struct fs_ctx *ctx = ctx_of(req);
-	if (!px_tree_get(px_core_tree(ctx->core), ino))
+	if (!fs_status_owns(ino) && !px_tree_get(px_core_tree(ctx->core), ino))
 		fuse_reply_err(req, ENOENT);
 	else
 		fuse_reply_err(req, (mask & W_OK) ? EROFS : 0);

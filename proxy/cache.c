@@ -125,8 +125,9 @@ static void f_done(void *ctx, const struct px_fetch_result *res)
 }
 
 /* Starts filling an empty slot. Lock held; dropped around the submit. */
-static enum px_status start_fill(struct px_core *core, size_t asset, struct cache_slot *s,
-				 size_t source, int64_t start, int64_t slen)
+static enum px_status start_fill(struct px_core *core, struct px_session *sess, size_t asset,
+				 struct cache_slot *s, size_t source, int64_t start, int64_t slen,
+				 int64_t deadline)
 {
 	struct fill *f;
 	uint64_t id = 0;
@@ -160,7 +161,8 @@ static enum px_status start_fill(struct px_core *core, size_t asset, struct cach
 	struct px_fetch_params fp = px_source_range(core, asset, source, start, slen);
 	struct px_fetch_cb cb = { f_data, f_done, f };
 	pthread_mutex_unlock(&core->cache_lock);
-	enum px_status rc = core->ops.submit(core->ops.impl, &fp, &cb, &id);
+	/* the fill holds a slot of the reader's session */
+	enum px_status rc = px_xfer_submit(core, sess->prov, sess, 0, deadline, &fp, &cb, &id);
 	pthread_mutex_lock(&core->cache_lock);
 	if (rc != PX_OK) {
 		free(f);
@@ -169,7 +171,8 @@ static enum px_status start_fill(struct px_core *core, size_t asset, struct cach
 		s->state = CACHE_EMPTY;
 		core->cache_used -= slen;
 		atomic_fetch_sub(&core->ra_used, slen);
-		return PX_EAGAIN;
+		pthread_cond_broadcast(&core->cache_cond);
+		return rc == PX_EBUSY || rc == PX_ESHUTDOWN ? rc : PX_EAGAIN;
 	}
 	if (s->state == CACHE_FILLING && s->start == start && s->len == slen)
 		s->xid = id; /* unless it has already ended */
@@ -177,7 +180,8 @@ static enum px_status start_fill(struct px_core *core, size_t asset, struct cach
 	return PX_OK;
 }
 
-enum px_status px_cache_read(struct px_core *core, size_t asset, int which, size_t source,
+enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size_t asset,
+			     int which, size_t source,
 			     int64_t start, int64_t slen, int64_t off, size_t len, void *buf,
 			     int64_t deadline)
 {
@@ -196,7 +200,7 @@ enum px_status px_cache_read(struct px_core *core, size_t asset, int which, size
 				st = PX_EAGAIN;
 				break;
 			}
-			st = start_fill(core, asset, s, source, start, slen);
+			st = start_fill(core, sess, asset, s, source, start, slen, deadline);
 			if (st != PX_OK)
 				break;
 			filler = 1;

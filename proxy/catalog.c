@@ -177,6 +177,22 @@ static enum px_status get_count(struct ctx *c, const char *at, json_t *obj,
 	return PX_OK;
 }
 
+/* A boolean member; 0 when absent. */
+static enum px_status get_flag(struct ctx *c, const char *at, json_t *obj,
+			       const char *key, int *out)
+{
+	char field[512];
+	json_t *v = json_object_get(obj, key);
+	snprintf(field, sizeof(field), "%s.%s", at, key);
+	*out = 0;
+	if (!v)
+		return PX_OK;
+	if (!json_is_boolean(v))
+		return fail(c, field, "must be true or false, not %s", type_name(v));
+	*out = json_is_true(v);
+	return PX_OK;
+}
+
 static char *dup_or_null(const char *s)
 {
 	return s ? strdup(s) : NULL;
@@ -317,7 +333,8 @@ static int header_name_ok(const char *s, size_t n)
 
 static enum px_status parse_providers(struct ctx *c, json_t *arr)
 {
-	static const char *const keys[] = { "name", "max_connections", "headers", NULL };
+	static const char *const keys[] = { "name", "max_connections", "headers", "drained",
+					    NULL };
 	size_t i;
 	json_t *pv;
 	enum px_status st;
@@ -342,12 +359,16 @@ static enum px_status parse_providers(struct ctx *c, json_t *arr)
 			return fail(c, field, "duplicate provider name \"%s\" (also providers[%zu])",
 				    name, old);
 		}
+		int drained;
 		if ((st = get_count(c, at, pv, "max_connections", 1, 100000, &maxc)))
+			return st;
+		if ((st = get_flag(c, at, pv, "drained", &drained)))
 			return st;
 		if ((st = add_provider(c, name, 0, &idx)))
 			return st;
 		struct px_provider *p = &c->cat->providers[idx];
 		p->max_connections = maxc < 0 ? 0 : (int)maxc;
+		p->drained = drained;
 
 		json_t *hdrs = json_object_get(pv, "headers");
 		if (!hdrs)

@@ -18,6 +18,7 @@ struct px_provider {
 	char **headers;        /* "Name: value", sent with every request */
 	size_t nheaders;
 	int implicit;          /* made for sources that name no provider */
+	int drained;           /* starts drained: no new sessions */
 };
 
 struct px_source {

@@ -26,6 +26,11 @@ const struct px_config_option px_config_options[] = {
 	{ "head_size", "SIZE", "bytes at the start of each file kept in the shared cache (default 2M)" },
 	{ "tail_size", "SIZE", "bytes at the end of each file kept in the shared cache (default 1M)" },
 	{ "cache_size", "SIZE", "of that, what cached heads and tails may hold (default 64M)" },
+	{ "session_ttl", "SECONDS", "a reopen by the same client this soon after its last close joins its session (default 15)" },
+	{ "session_key", "KEY", "what makes opens one client: process, thread, uid or open (default process)" },
+	{ "admission_timeout", "SECONDS", "how long an open or read waits when every provider is at its limit (default 10)" },
+	{ "liveness_ttl", "SECONDS", "a provider failing this long drops out of the choice (default 30)" },
+	{ "liveness_interval", "SECONDS", "how often each provider is probed; 0: never (default 10)" },
 	{ NULL, NULL, NULL }
 };
 
@@ -41,6 +46,11 @@ void px_config_init(struct px_config *cfg)
 	cfg->head_size = 2LL << 20;
 	cfg->tail_size = 1LL << 20;
 	cfg->cache_size = 64LL << 20;
+	cfg->session_ttl_ms = 15000;
+	cfg->admission_timeout_ms = 10000;
+	cfg->liveness_ttl_ms = 30000;
+	cfg->liveness_interval_ms = 10000;
+	cfg->session_key = PX_KEY_PROCESS;
 }
 
 void px_config_release(struct px_config *cfg)
@@ -175,6 +185,31 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 	} else if (strcmp(name, "cache_size") == 0) {
 		if (parse_size(value, 0, 64LL << 30, &cfg->cache_size))
 			want = "a size from 0 to 64G (bytes, or with K, M or G)";
+	} else if (strcmp(name, "session_ttl") == 0) {
+		if (strcmp(value, "0") == 0)
+			cfg->session_ttl_ms = 0;
+		else if (parse_seconds(value, 86400, &cfg->session_ttl_ms))
+			want = "a number of seconds from 0 to 86400";
+	} else if (strcmp(name, "session_key") == 0) {
+		static const char *const keys[] = { "process", "thread", "uid", "open" };
+		size_t k = 0;
+		while (k < 4 && strcmp(value, keys[k]))
+			k++;
+		if (k == 4)
+			want = "process, thread, uid or open";
+		else
+			cfg->session_key = (enum px_session_key)k;
+	} else if (strcmp(name, "admission_timeout") == 0) {
+		if (parse_seconds(value, 3600, &cfg->admission_timeout_ms))
+			want = "a number of seconds above 0 and at most 3600";
+	} else if (strcmp(name, "liveness_ttl") == 0) {
+		if (parse_seconds(value, 86400, &cfg->liveness_ttl_ms))
+			want = "a number of seconds above 0 and at most 86400";
+	} else if (strcmp(name, "liveness_interval") == 0) {
+		if (strcmp(value, "0") == 0)
+			cfg->liveness_interval_ms = 0;
+		else if (parse_seconds(value, 86400, &cfg->liveness_interval_ms))
+			want = "a number of seconds from 0 to 86400";
 	} else if (strcmp(name, "state_dir") == 0 || strcmp(name, "ca_file") == 0) {
 		if (value[0] != '/') {
 			want = "an absolute path";

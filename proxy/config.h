@@ -11,6 +11,14 @@
 #include "log.h"
 #include "px.h"
 
+/* What identifies the client of an open (session_key option). */
+enum px_session_key {
+	PX_KEY_PROCESS,  /* the caller's process (thread group): the default */
+	PX_KEY_THREAD,   /* the calling thread */
+	PX_KEY_UID,      /* the caller's user */
+	PX_KEY_OPEN,     /* none: every open is a session of its own */
+};
+
 struct px_config {
 	int64_t read_timeout_ms;    /* bound on one read, default 30 s */
 	int64_t connect_timeout_ms; /* TCP+TLS connect, default 10 s */
@@ -24,6 +32,11 @@ struct px_config {
 	int64_t head_size;          /* cached head of every asset, 2 MiB */
 	int64_t tail_size;          /* cached tail of every asset, 1 MiB */
 	int64_t cache_size;         /* of the budget, at most this for heads/tails, 64 MiB */
+	int64_t session_ttl_ms;     /* a closed session lingers this long for reopens, 15 s */
+	int64_t admission_timeout_ms; /* wait for a provider slot, 10 s */
+	int64_t liveness_ttl_ms;    /* failing this long: a provider drops out, 30 s */
+	int64_t liveness_interval_ms; /* active probe per provider, 10 s; 0: none */
+	enum px_session_key session_key; /* what makes two opens one client */
 };
 
 /* One option that the core knows, for --help and the README. */

@@ -49,8 +49,12 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 	core->assets = calloc(cat->nassets + 1, sizeof(*core->assets));
 	if (!core->assets)
 		goto out;
+	core->provs = calloc(cat->nproviders + 1, sizeof(*core->provs));
+	if (!core->provs)
+		goto out;
 	px_cache_init(core);
-	pthread_mutex_init(&core->sessions_lock, NULL);
+	px_providers_init(core);
+	pthread_mutex_init(&core->handles_lock, NULL);
 	for (size_t i = 0; i < cat->nassets; i++) {
 		core->assets[i].size = core->assets[i].mtime = -1;
 		core->assets[i].dead = calloc(cat->assets[i].nsources + 1, 1);
@@ -76,12 +80,15 @@ void px_core_free(struct px_core *core)
 {
 	if (!core)
 		return;
-	if (core->assets) {
+	if (core->provs) {
 		/* before the fetcher stops: their streams' transfers end with it */
-		px_sessions_close_all(core);
-		pthread_mutex_destroy(&core->sessions_lock);
+		px_handles_close_all(core);
+		pthread_mutex_destroy(&core->handles_lock);
+		px_providers_release(core);
 	}
 	px_fetch_free(core->fetch);
+	if (core->provs)
+		px_sessions_free_all(core);
 	if (core->assets) {
 		px_info("core", "reads: %llu head/tail cache hits, %llu cache fills, %llu streams "
 			"(%llu restarts, %llu waits for bytes, %llu ms waiting), %llu direct range reads",
@@ -95,12 +102,17 @@ void px_core_free(struct px_core *core)
 			free((void *)core->assets[i].dead);
 	}
 	free(core->assets);
+	free(core->provs);
 	px_tree_free(core->tree);
 	free(core);
 }
 
 void px_core_stop(struct px_core *core)
 {
+	pthread_mutex_lock(&core->prov_lock);
+	core->stopping = 1;
+	pthread_cond_broadcast(&core->prov_cond);
+	pthread_mutex_unlock(&core->prov_lock);
 	if (core->fetch)
 		px_fetch_stop(core->fetch);
 }
@@ -159,6 +171,8 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 			px_warn("state", "could not remember sizes: %s", err);
 	}
 	st = px_tree_new(cat, listed, &core->tree);
+	if (st == PX_OK)
+		px_providers_start(core, core->fetch != NULL);
 out:
 	free(need);
 	free(listed);
@@ -201,4 +215,9 @@ size_t px_core_listed(const struct px_core *core)
 const struct px_catalog *px_core_catalog(const struct px_core *core)
 {
 	return core->cat;
+}
+
+void px_core_set_clock(struct px_core *core, int64_t (*now)(void))
+{
+	core->now = now ? now : px_now_ms;
 }

@@ -51,4 +51,15 @@ int64_t px_core_asset_mtime(const struct px_core *core, size_t asset);
 size_t px_core_listed(const struct px_core *core);
 const struct px_catalog *px_core_catalog(const struct px_core *core);
 
+/* The clock session TTLs and provider liveness go by (ms; default the
+ * monotonic clock). For unit tests; set it before px_core_discover(). */
+void px_core_set_clock(struct px_core *core, int64_t (*now)(void));
+
+/*
+ * The core's state as one JSON object (providers, sessions, read counters,
+ * memory), for the status file. Returns a malloc'd string the caller
+ * frees, or NULL when out of memory. Any thread.
+ */
+char *px_core_status_json(struct px_core *core);
+
 #endif

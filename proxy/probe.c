@@ -38,6 +38,7 @@ struct probe {
 	struct probe_item *items;
 	size_t nitems, next, inflight;
 	int changed;          /* a transfer ended: the driver has work */
+	int64_t deadline;
 };
 
 /* Adds "SOURCE: what happened" to the item's reasons. */
@@ -149,7 +150,10 @@ static int advance(struct probe *pr, struct probe_item *it)
 		/* submit never calls back before returning with the real fetcher;
 		 * a fake may, so drop the lock around it */
 		pthread_mutex_unlock(&pr->lock);
-		enum px_status st = core->ops.submit(core->ops.impl, &fp, &cb, &it->id);
+		/* background work: waits for a slot of a provider at its limit,
+		 * within the probe's time */
+		enum px_status st = px_xfer_submit(core, s->provider, NULL, 1, pr->deadline, &fp,
+						   &cb, &it->id);
 		pthread_mutex_lock(&pr->lock);
 		if (st == PX_OK)
 			return 1;
@@ -167,6 +171,7 @@ void px_probe_assets(struct px_core *core, const unsigned char *need)
 	const struct px_catalog *cat = core->cat;
 	int64_t deadline = px_now_ms() + core->cfg->probe_timeout_ms;
 
+	pr.deadline = deadline;
 	for (size_t i = 0; i < cat->nassets; i++)
 		pr.nitems += need[i] != 0;
 	if (!pr.nitems)

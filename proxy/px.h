@@ -32,6 +32,7 @@ enum px_status {
 	PX_ESERVER,      /* HTTP 5xx */
 	PX_ENOSOURCE,    /* no source of the asset can serve */
 	PX_ESHUTDOWN,    /* the core is stopping */
+	PX_EBUSY,        /* every provider that could serve is at its limit */
 	PX_STATUS_COUNT
 };
 

@@ -43,14 +43,17 @@
 #define SEQ_GAP (4LL << 20)    /* ...both ways */
 #define SEQ_RUN (512LL << 10)  /* sequential bytes that earn a stream */
 
-struct px_session {
+/* One open file handle of a session: its own transfers and its own
+ * sequential-run tracking; the source is its session's. */
+struct px_handle {
 	struct px_core *core;
-	struct px_session *prev, *next;   /* core->sessions, under its lock */
+	struct px_session *sess;
+	struct px_handle *prev, *next;   /* core->handles, under handles_lock */
+	struct px_handle *snext;         /* sess->handles, under sess->lock */
 	size_t asset;
-	size_t source;
-	int fd;               /* path sources */
-	uint64_t id, client;
-	char who[96];         /* "session N asset ID", for logs */
+	size_t source;        /* the session's */
+	int fd;               /* the session's path source, borrowed */
+	const char *who;      /* the session's */
 
 	pthread_mutex_t lock; /* guards what follows */
 	struct px_stream *stream;
@@ -104,106 +107,122 @@ static void w_done(void *ctx, const struct px_fetch_result *res)
 	waiter_unref(w);
 }
 
-static const char *src_name(const struct px_session *s)
+static const char *src_name(const struct px_handle *s)
 {
 	const struct px_source *src = &s->core->cat->assets[s->asset].sources[s->source];
 	return src->url ? src->url : src->path;
 }
 
-enum px_status px_session_open(struct px_core *core, size_t asset, uint64_t client,
-			       struct px_session **out)
+enum px_status px_handle_open(struct px_core *core, size_t asset, uint64_t client,
+			      struct px_handle **out)
 {
-	const struct px_asset *a = &core->cat->assets[asset];
 	struct asset_rt *rt = &core->assets[asset];
-	struct px_session *s;
+	struct px_session *sess;
+	struct px_handle *h;
+	enum px_status st;
 
 	*out = NULL;
 	if (!rt->listed)
 		return PX_ENOSOURCE;
-	s = calloc(1, sizeof(*s));
-	if (!s)
+	h = calloc(1, sizeof(*h));
+	if (!h)
 		return PX_ENOMEM;
-	s->core = core;
-	s->asset = asset;
-	s->fd = -1;
-	s->client = client;
-	s->id = atomic_fetch_add(&core->next_session, 1) + 1;
-	s->next_off = -1;
-	pthread_mutex_init(&s->lock, NULL);
-	snprintf(s->who, sizeof(s->who), "session %llu asset %s", (unsigned long long)s->id, a->id);
-	for (s->source = 0; s->source < a->nsources; s->source++) {
-		const struct px_source *src = &a->sources[s->source];
-		if (rt->dead[s->source])
-			continue;
-		if (!src->path)
-			break;
-		/* a path source is checked now: it must open and have the size */
-		struct stat sb;
-		s->fd = open(src->path, O_RDONLY | O_CLOEXEC);
-		if (s->fd >= 0 && fstat(s->fd, &sb) == 0 && sb.st_size == rt->size)
-			break;
-		px_warn("session", "asset %s: source %s unusable: %s", a->id, src->path,
-			s->fd < 0 ? strerror(errno) : "size differs from the asset's");
-		if (s->fd >= 0) {
-			rt->dead[s->source] = 1;
-			close(s->fd);
-			s->fd = -1;
-		}
+	st = px_session_enter(core, asset, client, px_now_ms() + core->cfg->admission_timeout_ms,
+			      &sess);
+	if (st != PX_OK) {
+		free(h);
+		return st;
 	}
-	if (s->source == a->nsources) {
-		px_warn("session", "asset %s: no source can serve (all failed)", a->id);
-		pthread_mutex_destroy(&s->lock);
-		free(s);
-		return PX_ENOSOURCE;
-	}
-	px_debug("session", "session %llu asset %s client %llu: source %s",
-		 (unsigned long long)s->id, a->id, (unsigned long long)client, src_name(s));
-	pthread_mutex_lock(&core->sessions_lock);
-	s->next = core->sessions;
-	if (s->next)
-		s->next->prev = s;
-	core->sessions = s;
-	pthread_mutex_unlock(&core->sessions_lock);
-	*out = s;
+	h->core = core;
+	h->sess = sess;
+	h->asset = asset;
+	h->source = sess->source;
+	h->fd = sess->fd;
+	h->who = sess->who;
+	h->next_off = -1;
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_mutex_lock(&sess->lock);
+	h->snext = sess->handles;
+	sess->handles = h;
+	pthread_mutex_unlock(&sess->lock);
+	pthread_mutex_lock(&core->handles_lock);
+	h->next = core->handles;
+	if (h->next)
+		h->next->prev = h;
+	core->handles = h;
+	pthread_mutex_unlock(&core->handles_lock);
+	*out = h;
 	return PX_OK;
 }
 
-void px_session_close(struct px_session *s)
+void px_handle_close(struct px_handle *h)
 {
-	if (!s)
+	if (!h)
 		return;
-	pthread_mutex_lock(&s->core->sessions_lock);
-	if (s->prev)
-		s->prev->next = s->next;
+	struct px_session *sess = h->sess;
+	pthread_mutex_lock(&h->core->handles_lock);
+	if (h->prev)
+		h->prev->next = h->next;
 	else
-		s->core->sessions = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	pthread_mutex_unlock(&s->core->sessions_lock);
-	if (s->fd >= 0)
-		close(s->fd);
-	px_stream_close(s->stream);
-	pthread_mutex_destroy(&s->lock);
-	free(s);
+		h->core->handles = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&h->core->handles_lock);
+	pthread_mutex_lock(&sess->lock);
+	for (struct px_handle **pp = &sess->handles; *pp; pp = &(*pp)->snext) {
+		if (*pp == h) {
+			*pp = h->snext;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&sess->lock);
+	/* the stream's transfer is cancelled here; its slot frees when the
+	 * fetcher has closed it */
+	px_stream_close(h->stream);
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+	px_session_leave(sess);
 }
 
-void px_sessions_close_all(struct px_core *core)
+void px_handles_close_all(struct px_core *core)
 {
 	size_t n = 0;
-	while (core->sessions) {
-		px_session_close(core->sessions);
+	while (core->handles) {
+		px_handle_close(core->handles);
 		n++;
 	}
 	if (n)
-		px_debug("session", "closed %zu session(s) left open at unmount", n);
+		px_debug("session", "closed %zu handle(s) left open at unmount", n);
 }
 
-uint64_t px_session_id(const struct px_session *s)
+int px_session_yield_idle(struct px_session *sess)
 {
-	return s->id;
+	struct px_stream *idle[16];
+	int n = 0;
+
+	pthread_mutex_lock(&sess->lock);
+	for (struct px_handle *h = sess->handles; h && n < 16; h = h->snext) {
+		pthread_mutex_lock(&h->lock);
+		if (h->stream && px_stream_idle(h->stream)) {
+			idle[n++] = h->stream;
+			h->stream = NULL;
+		}
+		pthread_mutex_unlock(&h->lock);
+	}
+	pthread_mutex_unlock(&sess->lock);
+	for (int i = 0; i < n; i++)
+		px_stream_close(idle[i]);
+	if (n)
+		px_debug("session", "%s: closed %d idle stream(s) to free a slot", sess->who, n);
+	return n;
 }
 
-static enum px_status read_path(struct px_session *s, int64_t off, size_t len,
+uint64_t px_handle_session_id(const struct px_handle *h)
+{
+	return h->sess->id;
+}
+
+static enum px_status read_path(struct px_handle *s, int64_t off, size_t len,
 				unsigned char *buf, size_t *got)
 {
 	while (*got < len) {
@@ -228,7 +247,7 @@ static enum px_status read_path(struct px_session *s, int64_t off, size_t len,
 
 /* One transfer of [off, off+len); copies what arrived in order into buf.
  * Returns the transfer's status; *got = bytes copied. */
-static enum px_status fetch_once(struct px_session *s, int64_t off, size_t len,
+static enum px_status fetch_once(struct px_handle *s, int64_t off, size_t len,
 				 unsigned char *buf, size_t *got, int64_t deadline,
 				 char *detail, size_t detlen)
 {
@@ -248,7 +267,7 @@ static enum px_status fetch_once(struct px_session *s, int64_t off, size_t len,
 	w->cap = len;
 	struct px_fetch_params fp = px_source_range(core, s->asset, s->source, off, (int64_t)len);
 	struct px_fetch_cb cb = { w_data, w_done, w };
-	st = core->ops.submit(core->ops.impl, &fp, &cb, &id);
+	st = px_xfer_submit(core, s->sess->prov, s->sess, 0, deadline, &fp, &cb, &id);
 	if (st != PX_OK) {
 		w->refs = 1;
 		waiter_unref(w);
@@ -291,10 +310,10 @@ static enum px_status fetch_once(struct px_session *s, int64_t off, size_t len,
 	return st;
 }
 
-static void note_read(struct px_session *s, int64_t off, size_t got);
+static void note_read(struct px_handle *s, int64_t off, size_t got);
 
 /* Where the asset's cached head ends and its cached tail starts. */
-static void regions(const struct px_session *s, int64_t *head_end, int64_t *tail_start)
+static void regions(const struct px_handle *s, int64_t *head_end, int64_t *tail_start)
 {
 	const struct px_config *cfg = s->core->cfg;
 	int64_t size = s->core->assets[s->asset].size;
@@ -304,7 +323,7 @@ static void regions(const struct px_session *s, int64_t *head_end, int64_t *tail
 
 /* Reads [off, off+len) with bounded range requests, retrying transient
  * failures on the same source. */
-static enum px_status read_direct(struct px_session *s, int64_t off, size_t len, void *out,
+static enum px_status read_direct(struct px_handle *s, int64_t off, size_t len, void *out,
 				  int64_t deadline)
 {
 	struct px_core *core = s->core;
@@ -354,6 +373,8 @@ static enum px_status read_direct(struct px_session *s, int64_t off, size_t len,
 	}
 	if (got == len)
 		return PX_OK;
+	if (st != PX_EBUSY && st != PX_ESHUTDOWN)
+		px_session_failed(s->sess); /* a reopen starts afresh */
 	return st == PX_OK ? PX_ETRANSFER : st;
 }
 
@@ -376,7 +397,7 @@ static enum px_status stream_read(struct px_stream *st, int64_t off, size_t len,
  * and the budget allows one; else direct. In the tail (middle == 0) only
  * a stream that already reaches off serves: PX_EAGAIN otherwise, and the
  * stream stays for the reader's return to the middle. */
-static enum px_status read_middle(struct px_session *s, int64_t off, size_t len, void *buf,
+static enum px_status read_middle(struct px_handle *s, int64_t off, size_t len, void *buf,
 				  int64_t deadline, int middle, struct px_zc *zc)
 {
 	struct px_core *core = s->core;
@@ -424,7 +445,7 @@ static enum px_status read_middle(struct px_session *s, int64_t off, size_t len,
 	}
 	if (seq) {
 		struct px_stream *mine;
-		enum px_status started = px_stream_start(core, s->asset, s->source, off, &mine);
+		enum px_status started = px_stream_start(core, s->sess, s->asset, s->source, off, deadline, &mine);
 		pthread_mutex_lock(&s->lock);
 		s->starting = 0;
 		if (started == PX_OK)
@@ -438,6 +459,8 @@ static enum px_status read_middle(struct px_session *s, int64_t off, size_t len,
 			px_stream_unref(st);
 			if (rc != PX_EAGAIN)
 				return rc;
+		} else if (started == PX_EBUSY || started == PX_ESHUTDOWN) {
+			return started;
 		} else {
 			px_debug("session", "%s: no read-ahead budget left: direct reads", s->who);
 		}
@@ -445,7 +468,7 @@ static enum px_status read_middle(struct px_session *s, int64_t off, size_t len,
 	return read_direct(s, off, len, buf, deadline);
 }
 
-enum px_status px_session_read(struct px_session *s, int64_t off, size_t len,
+enum px_status px_handle_read(struct px_handle *s, int64_t off, size_t len,
 			       void *out, size_t *got)
 {
 	struct px_core *core = s->core;
@@ -473,7 +496,7 @@ enum px_status px_session_read(struct px_session *s, int64_t off, size_t len,
 		if (pos < head_end) {
 			if ((int64_t)n > head_end - pos)
 				n = (size_t)(head_end - pos);
-			st = px_cache_read(core, s->asset, 0, s->source, 0, head_end, pos, n,
+			st = px_cache_read(core, s->sess, s->asset, 0, s->source, 0, head_end, pos, n,
 					   buf + *got, deadline);
 			if (st == PX_EAGAIN)
 				st = read_direct(s, pos, n, buf + *got, deadline);
@@ -481,7 +504,7 @@ enum px_status px_session_read(struct px_session *s, int64_t off, size_t len,
 			/* a stream that got here already has these bytes */
 			st = read_middle(s, pos, n, buf + *got, deadline, 0, NULL);
 			if (st == PX_EAGAIN)
-				st = px_cache_read(core, s->asset, 1, s->source, tail_start,
+				st = px_cache_read(core, s->sess, s->asset, 1, s->source, tail_start,
 						   size - tail_start, pos, n, buf + *got, deadline);
 			if (st == PX_EAGAIN)
 				st = read_direct(s, pos, n, buf + *got, deadline);
@@ -497,7 +520,7 @@ enum px_status px_session_read(struct px_session *s, int64_t off, size_t len,
 	return *got == len ? PX_OK : st;
 }
 
-enum px_status px_session_read_zc(struct px_session *s, int64_t off, size_t len,
+enum px_status px_handle_read_zc(struct px_handle *s, int64_t off, size_t len,
 				  void *buf, struct px_zc *zc)
 {
 	const struct px_config *cfg = s->core->cfg;
@@ -515,7 +538,7 @@ enum px_status px_session_read_zc(struct px_session *s, int64_t off, size_t len,
 		got = st == PX_OK ? len : 0;
 		note_read(s, off, got);
 	} else {
-		st = px_session_read(s, off, len, buf, &got);
+		st = px_handle_read(s, off, len, buf, &got);
 	}
 	if (st == PX_OK && !zc->iovcnt) {
 		zc->iov[0].iov_base = buf;
@@ -525,7 +548,7 @@ enum px_status px_session_read_zc(struct px_session *s, int64_t off, size_t len,
 	return st;
 }
 
-void px_session_zc_done(struct px_zc *zc)
+void px_handle_zc_done(struct px_zc *zc)
 {
 	if (zc->st)
 		px_stream_unpin(zc->st, zc->pin);
@@ -533,8 +556,10 @@ void px_session_zc_done(struct px_zc *zc)
 }
 
 /* Follows the session's sequential run: where it got to and how long. */
-static void note_read(struct px_session *s, int64_t off, size_t got)
+static void note_read(struct px_handle *s, int64_t off, size_t got)
 {
+	atomic_store(&s->sess->offset, off + (int64_t)got);
+	atomic_fetch_add(&s->sess->served, (int64_t)got);
 	pthread_mutex_lock(&s->lock);
 	if (s->next_off >= 0 && off >= s->next_off - SEQ_BACK && off <= s->next_off + SEQ_GAP) {
 		s->seq_run += (int64_t)got;

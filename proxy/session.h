@@ -1,11 +1,14 @@
 /*
- * session.h - one playback of one asset: the source it reads from and the
- * reads it serves.
+ * session.h - open file handles of assets, and the sessions they belong to.
  *
- * For now a session is one open file handle and takes the first source of
- * its asset that is not known to be dead; it keeps that source for all its
- * reads (an open file never mixes bytes of two sources). Balancing,
- * reopen affinity and cutover build on this interface.
+ * An open of an asset joins the session of the same client (see the
+ * session_key option) and asset when there is one: open, or closed less
+ * than session_ttl ago. Otherwise it makes a new session on a source
+ * chosen by provider.c (fewest sessions, within connection limits, live
+ * providers first). The session fixes the source for every read of every
+ * handle of it: an open file never mixes bytes of two sources. Each handle
+ * reads through its own transfers, and every transfer holds a slot of the
+ * source's provider.
  */
 #ifndef SEAMFS_SESSION_H
 #define SEAMFS_SESSION_H
@@ -16,30 +19,32 @@
 #include "core.h"
 #include "px.h"
 
-struct px_session;
+struct px_handle;
 
 /*
- * Opens a session on a listed asset. client identifies the caller (the
- * FUSE caller's pid) for logs. PX_ENOSOURCE when no source can serve.
- * Any thread.
+ * Opens a handle on a listed asset for client (the key the fs computed
+ * from the FUSE caller). PX_ENOSOURCE when no source can serve; PX_EBUSY
+ * when every provider stayed at its limit for admission_timeout. Any
+ * thread.
  */
-enum px_status px_session_open(struct px_core *core, size_t asset, uint64_t client,
-			       struct px_session **out) PX_WUR;
+enum px_status px_handle_open(struct px_core *core, size_t asset, uint64_t client,
+			      struct px_handle **out) PX_WUR;
 
 /*
  * Reads up to len bytes at off into buf. Returns PX_OK with *got == len,
  * or fewer only at the end of the asset (0 at or past it). Fails with the
- * source's status after bounded retries, or PX_ETIMEDOUT once
- * read_timeout has passed: never blocks longer than that (plus a short
- * bounded cancel). Several threads may read one session at once.
+ * source's status after bounded retries, PX_EBUSY when no slot of the
+ * provider freed in time, or PX_ETIMEDOUT once read_timeout has passed:
+ * never blocks longer than that (plus a short bounded cancel). Several
+ * threads may read one handle at once.
  */
-enum px_status px_session_read(struct px_session *s, int64_t off, size_t len,
-			       void *buf, size_t *got) PX_WUR;
+enum px_status px_handle_read(struct px_handle *h, int64_t off, size_t len,
+			      void *buf, size_t *got) PX_WUR;
 
 /*
  * Where a read's bytes are, to reply without copying them once more: in the
  * caller's buffer, or pinned in a stream's window (which then cannot reuse
- * that space until px_session_zc_done()).
+ * that space until px_handle_zc_done()).
  */
 struct px_zc {
 	struct iovec iov[2];
@@ -49,20 +54,22 @@ struct px_zc {
 };
 
 /*
- * Like px_session_read(), but the bytes may stay where the stream holds
+ * Like px_handle_read(), but the bytes may stay where the stream holds
  * them: on PX_OK, zc->iov says where they are (buf or the window), and the
- * caller calls px_session_zc_done(zc) once it has replied. buf must hold
+ * caller calls px_handle_zc_done(zc) once it has replied. buf must hold
  * len bytes. On failure nothing is pinned.
  */
-enum px_status px_session_read_zc(struct px_session *s, int64_t off, size_t len,
-				  void *buf, struct px_zc *zc) PX_WUR;
+enum px_status px_handle_read_zc(struct px_handle *h, int64_t off, size_t len,
+				 void *buf, struct px_zc *zc) PX_WUR;
 
-/* Releases what px_session_read_zc() pinned. */
-void px_session_zc_done(struct px_zc *zc);
+/* Releases what px_handle_read_zc() pinned. */
+void px_handle_zc_done(struct px_zc *zc);
 
-/* Ends the session; waits for nothing. NULL: no-op. */
-void px_session_close(struct px_session *s);
+/* Closes the handle: cancels its transfers, and leaves its session, which
+ * lingers session_ttl for a reopen. Waits for nothing. NULL: no-op. */
+void px_handle_close(struct px_handle *h);
 
-uint64_t px_session_id(const struct px_session *s);
+/* The id of the handle's session (the same for every handle that joined). */
+uint64_t px_handle_session_id(const struct px_handle *h);
 
 #endif

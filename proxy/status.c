@@ -23,6 +23,7 @@ const char *px_strerror(enum px_status st)
 	case PX_ESERVER: return "server error";
 	case PX_ENOSOURCE: return "no source can serve";
 	case PX_ESHUTDOWN: return "shutting down";
+	case PX_EBUSY: return "all providers at their limit";
 	case PX_STATUS_COUNT: break;
 	}
 	return "unknown status";

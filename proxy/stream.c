@@ -53,6 +53,7 @@
 
 struct px_stream {
 	struct px_core *core;
+	struct px_session *sess; /* whose slots its transfers take */
 	size_t asset, source;
 	int64_t size;
 	pthread_mutex_t lock;
@@ -201,8 +202,8 @@ static void s_done(void *ctx, const struct px_fetch_result *res)
 }
 
 /* Starts a transfer from st->rend. Called with the lock held; drops it
- * around the fetcher's submit. */
-static enum px_status submit(struct px_stream *st)
+ * around the submit, which may wait (until deadline) for a slot. */
+static enum px_status submit(struct px_stream *st, int64_t deadline)
 {
 	struct px_core *core = st->core;
 	struct sx *x = malloc(sizeof(*x));
@@ -226,7 +227,8 @@ static enum px_status submit(struct px_stream *st)
 	pthread_mutex_unlock(&st->lock);
 	/* x belongs to the transfer from here: it may end, and free x, before
 	 * submit returns */
-	enum px_status rc = core->ops.submit(core->ops.impl, &fp, &cb, &id);
+	enum px_status rc = px_xfer_submit(core, st->sess->prov, st->sess, 0, deadline, &fp, &cb,
+					   &id);
 	pthread_mutex_lock(&st->lock);
 	if (rc != PX_OK) {
 		free(x); /* never started: no callback will come */
@@ -250,8 +252,9 @@ static enum px_status submit(struct px_stream *st)
 	return PX_OK;
 }
 
-enum px_status px_stream_start(struct px_core *core, size_t asset, size_t source,
-			       int64_t off, struct px_stream **out)
+enum px_status px_stream_start(struct px_core *core, struct px_session *sess, size_t asset,
+			       size_t source, int64_t off, int64_t deadline,
+			       struct px_stream **out)
 {
 	int64_t size = core->assets[asset].size;
 	int64_t want = size - off + KEEP_BEHIND;
@@ -273,6 +276,7 @@ enum px_status px_stream_start(struct px_core *core, size_t asset, size_t source
 		return PX_ENOMEM;
 	}
 	st->core = core;
+	st->sess = sess;
 	st->asset = asset;
 	st->source = source;
 	st->size = size;
@@ -286,7 +290,7 @@ enum px_status px_stream_start(struct px_core *core, size_t asset, size_t source
 	px_cond_init_mono(&st->cond);
 	core->n_streams++;
 	pthread_mutex_lock(&st->lock);
-	enum px_status rc = submit(st);
+	enum px_status rc = submit(st, deadline);
 	pthread_mutex_unlock(&st->lock);
 	if (rc != PX_OK) {
 		px_stream_unref(st);
@@ -309,6 +313,14 @@ void px_stream_close(struct px_stream *st)
 	if (id)
 		st->core->ops.cancel(st->core->ops.impl, id);
 	px_stream_unref(st);
+}
+
+int px_stream_idle(struct px_stream *st)
+{
+	pthread_mutex_lock(&st->lock);
+	int idle = !st->closed && !st->ended && st->paused && st->npins == 0;
+	pthread_mutex_unlock(&st->lock);
+	return idle;
 }
 
 /* After a reader took bytes: grow the fill limit while the reader keeps up
@@ -455,7 +467,7 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 					continue; /* another reader restarted it meanwhile */
 			}
 			core->n_stream_restarts++;
-			if (submit(st) != PX_OK && st->ended) {
+			if (submit(st, deadline) != PX_OK && st->ended) {
 				rc = st->err;
 				break;
 			}

@@ -45,6 +45,7 @@
 #include "fetch.h"
 #include "log.h"
 #include "session.h"
+#include "fake_fetch.h"
 
 #define KiB (1LL << 10)
 #define MiB (1LL << 20)
@@ -65,7 +66,7 @@ static const unsigned char *src_data(int asset, int source)
 
 static void src_url(char *buf, size_t cap, int asset, int source)
 {
-	snprintf(buf, cap, "http://%s.test/a%d.bin", source ? "mirror" : "origin", asset);
+	snprintf(buf, cap, "http://%s.test/a%d.bin", source ? "standby" : "origin", asset);
 }
 
 /* The inverse of src_url, for the fake. NULL for a URL we never made. */
@@ -77,7 +78,7 @@ static const unsigned char *url_data(const char *url)
 		return NULL;
 	if (strcmp(host, "origin") == 0)
 		return src_data(asset, 0);
-	if (strcmp(host, "mirror") == 0)
+	if (strcmp(host, "standby") == 0)
 		return src_data(asset, 1);
 	return NULL;
 }
@@ -87,378 +88,6 @@ static int64_t now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* ------------------------------------------------------------- the fake */
-
-struct fake_req {
-	uint64_t id;
-	int index;                /* 1-based order of submit */
-	int64_t offset, length, expect_size;
-	char url[128];
-	const unsigned char *data;
-	struct px_fetch_cb cb;
-	/* the plan, fixed at submit */
-	int hang;
-	int stream;               /* open-ended: reaches the end of the data */
-	enum px_status final;     /* status after the bytes */
-	int64_t pos, limit;
-	/* progress; under the fake's lock */
-	int queued;               /* on the fetch thread */
-	int cancelled;
-	int paused;               /* on_data said pause; waits for resume */
-	int in_data;              /* on_data is running */
-	int resume_pending;       /* resumed while on_data ran */
-	int done;                 /* on_done calls */
-	int ended;                /* on_done has returned */
-	int64_t bytes;
-	int64_t bytes_at_cancel;
-};
-
-struct fake {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;      /* CLOCK_MONOTONIC */
-	pthread_t thread;
-	int stop;
-	/* what it serves */
-	int64_t size;
-	size_t chunk;
-	int threaded;
-	/* faults: requests fail_from .. fail_from+fail_count-1 fail after
-	 * fail_after bytes (the first of them) or fail_after_more (the rest,
-	 * -1: the same) */
-	int fail_from, fail_count;
-	enum px_status fail_status;
-	int64_t fail_after, fail_after_more;
-	int hang_from;            /* requests from this one on never answer */
-	int fast_end;             /* threaded: submit returns only after the
-				   * transfer ended (or paused), as when a quick
-				   * failure beats the caller */
-	int hold_cancel;          /* cancelled transfers wait for the test */
-	/* sampling of the read-ahead budget */
-	_Atomic int64_t *watch;
-	int64_t watch_max;
-	/* log */
-	struct fake_req **reqs;
-	int nreq, capreq;
-	int open_streams, max_open_streams;
-	int64_t delivered;
-	int ncancel, ncancel_unknown, ndone, npause, nresume, nresume_late;
-	uint64_t last_cancel;
-	int problems;             /* seen off the test thread */
-};
-
-static void fake_sample(struct fake *f)
-{
-	if (f->watch) {
-		int64_t u = atomic_load(f->watch);
-		if (u > f->watch_max)
-			f->watch_max = u;
-	}
-}
-
-static void fake_finish(struct fake *f, struct fake_req *r, enum px_status st)
-{
-	struct px_fetch_result res;
-	memset(&res, 0, sizeof(res));
-	res.status = st;
-	res.size = -1;
-	res.mtime = -1;
-	res.http_status = st == PX_OK ? 206 : st == PX_ENOTFOUND ? 404 : st == PX_ESERVER ? 503 : 0;
-	res.bytes = r->bytes;
-	snprintf(res.detail, sizeof(res.detail), "fake: %s", px_strerror(st));
-	if (r->done)
-		f->problems++;
-	/* a cancelled transfer delivers nothing more (one chunk may have been
-	 * in on_data when the cancel came) */
-	if (r->cancelled && r->bytes > r->bytes_at_cancel + (int64_t)f->chunk)
-		f->problems++;
-	r->done++;
-	f->ndone++;
-	pthread_mutex_unlock(&f->lock);
-	r->cb.on_done(r->cb.ctx, &res);
-	pthread_mutex_lock(&f->lock);
-	r->ended = 1;
-	if (r->stream)
-		f->open_streams--;
-	fake_sample(f);
-	pthread_cond_broadcast(&f->cond);
-}
-
-/* Delivers one chunk of r, or ends it. Called with the lock held. */
-static void fake_step(struct fake *f, struct fake_req *r)
-{
-	if (r->pos >= r->limit) {
-		fake_finish(f, r, r->final);
-		return;
-	}
-	int64_t n = r->limit - r->pos;
-	if (n > (int64_t)f->chunk)
-		n = (int64_t)f->chunk;
-	if (r->pos < r->offset || r->pos + n > r->offset + r->length)
-		f->problems++;
-	r->in_data = 1;
-	r->resume_pending = 0;
-	pthread_mutex_unlock(&f->lock);
-	int took = r->cb.on_data(r->cb.ctx, r->pos, r->data + r->pos, (size_t)n);
-	pthread_mutex_lock(&f->lock);
-	r->in_data = 0;
-	fake_sample(f);
-	if (!took) {
-		/* back-pressure: the same chunk again after resume */
-		f->npause++;
-		if (r->resume_pending) {
-			r->resume_pending = 0;
-			f->nresume++;
-		} else {
-			r->paused = 1;
-		}
-		pthread_cond_broadcast(&f->cond);
-		return;
-	}
-	r->pos += n;
-	r->bytes += n;
-	f->delivered += n;
-}
-
-static void *fake_thread(void *arg)
-{
-	struct fake *f = arg;
-	pthread_mutex_lock(&f->lock);
-	for (;;) {
-		int active = 0, moved = 0;
-		for (int i = 0; i < f->nreq; i++) {
-			struct fake_req *r = f->reqs[i];
-			if (!r->queued || r->done)
-				continue;
-			active++;
-			if (f->stop || (r->cancelled && !f->hold_cancel)) {
-				fake_finish(f, r, r->cancelled ? PX_ECANCELED : PX_ESHUTDOWN);
-				moved = 1;
-			} else if (!r->hang && !r->paused && !r->cancelled) {
-				fake_step(f, r);
-				moved = 1;
-			}
-		}
-		if (f->stop && !active)
-			break;
-		if (!moved)
-			pthread_cond_wait(&f->cond, &f->lock);
-	}
-	pthread_mutex_unlock(&f->lock);
-	return NULL;
-}
-
-static enum px_status fake_submit(void *impl, const struct px_fetch_params *p,
-				  const struct px_fetch_cb *cb, uint64_t *id)
-{
-	struct fake *f = impl;
-	struct fake_req *r = calloc(1, sizeof(*r));
-
-	pthread_mutex_lock(&f->lock);
-	if (!r) {
-		pthread_mutex_unlock(&f->lock);
-		return PX_ENOMEM;
-	}
-	if (f->nreq == f->capreq) {
-		int ncap = f->capreq ? f->capreq * 2 : 64;
-		struct fake_req **nr = realloc(f->reqs, (size_t)ncap * sizeof(*nr));
-		if (!nr) {
-			pthread_mutex_unlock(&f->lock);
-			free(r);
-			return PX_ENOMEM;
-		}
-		f->reqs = nr;
-		f->capreq = ncap;
-	}
-	r->index = f->nreq + 1;
-	r->id = 7000 + (uint64_t)r->index;
-	r->offset = p->offset;
-	r->length = p->length;
-	r->expect_size = p->expect_size;
-	snprintf(r->url, sizeof(r->url), "%s", p->url ? p->url : "(null)");
-	r->data = url_data(p->url);
-	r->cb = *cb;
-	int failing = f->fail_from && r->index >= f->fail_from &&
-		      r->index < f->fail_from + f->fail_count;
-	int64_t fail_after = f->fail_after;
-	if (failing && r->index > f->fail_from && f->fail_after_more >= 0)
-		fail_after = f->fail_after_more;
-	r->hang = f->hang_from && r->index >= f->hang_from;
-	r->final = failing ? f->fail_status : PX_OK;
-	r->pos = p->offset;
-	int64_t end = p->offset + p->length;
-	if (end > f->size)
-		end = f->size;
-	/* nobody should ask for bytes that do not exist, nor probe here */
-	if (!r->data || p->length <= 0 || p->offset < 0 || p->offset >= f->size ||
-	    p->expect_size != f->size)
-		f->problems++;
-	if (!r->data)
-		r->data = g_data;
-	if (failing && end > p->offset + fail_after)
-		end = p->offset + fail_after;
-	r->limit = end > r->pos ? end : r->pos;
-	r->stream = p->length > STREAM_MIN && p->offset + p->length >= f->size;
-	if (r->stream && ++f->open_streams > f->max_open_streams)
-		f->max_open_streams = f->open_streams;
-	fake_sample(f);
-	r->queued = f->threaded || r->hang;
-	f->reqs[f->nreq++] = r;
-	*id = r->id;
-	if (r->queued) {
-		pthread_cond_broadcast(&f->cond);
-		while (f->fast_end && !r->ended && !r->paused && !f->stop)
-			pthread_cond_wait(&f->cond, &f->lock);
-	} else {
-		/* inline: every byte and the end before submit returns, unless
-		 * the consumer pauses: then the fetch thread takes it over */
-		while (!r->done && !r->paused && !r->cancelled)
-			fake_step(f, r);
-		if (!r->done) {
-			r->queued = 1;
-			pthread_cond_broadcast(&f->cond);
-		}
-	}
-	pthread_mutex_unlock(&f->lock);
-	return PX_OK;
-}
-
-static void fake_cancel(void *impl, uint64_t id)
-{
-	struct fake *f = impl;
-	pthread_mutex_lock(&f->lock);
-	f->last_cancel = id;
-	if (id <= 7000 || id > 7000 + (uint64_t)f->nreq) {
-		f->ncancel_unknown++;
-	} else {
-		struct fake_req *r = f->reqs[id - 7001];
-		f->ncancel++;
-		if (!r->cancelled)
-			r->bytes_at_cancel = r->bytes;
-		r->cancelled = 1;
-		pthread_cond_broadcast(&f->cond);
-	}
-	pthread_mutex_unlock(&f->lock);
-}
-
-static void fake_resume(void *impl, uint64_t id)
-{
-	struct fake *f = impl;
-	pthread_mutex_lock(&f->lock);
-	if (id > 7000 && id <= 7000 + (uint64_t)f->nreq) {
-		struct fake_req *r = f->reqs[id - 7001];
-		if (r->paused) {
-			r->paused = 0;
-			f->nresume++;
-			pthread_cond_broadcast(&f->cond);
-		} else if (r->in_data) {
-			r->resume_pending = 1;
-		} else if (r->done) {
-			f->nresume_late++; /* allowed: a no-op */
-		}
-	}
-	pthread_mutex_unlock(&f->lock);
-}
-
-static void fake_init(struct fake *f, int64_t size, int threaded, size_t chunk)
-{
-	pthread_condattr_t attr;
-	memset(f, 0, sizeof(*f));
-	pthread_mutex_init(&f->lock, NULL);
-	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(&f->cond, &attr);
-	pthread_condattr_destroy(&attr);
-	f->size = size;
-	f->chunk = chunk;
-	f->threaded = threaded;
-	f->fail_after_more = -1;
-	assert_int_equal(pthread_create(&f->thread, NULL, fake_thread, f), 0);
-}
-
-/* Stops the fetch thread (ending what is left with PX_ESHUTDOWN), frees the
- * log and, when check is set, asserts that every transfer ended exactly
- * once and nothing odd was seen. */
-static void fake_destroy(struct fake *f, int check)
-{
-	int bad_done = 0, problems, unknown;
-	pthread_mutex_lock(&f->lock);
-	f->stop = 1;
-	pthread_cond_broadcast(&f->cond);
-	pthread_mutex_unlock(&f->lock);
-	pthread_join(f->thread, NULL);
-	for (int i = 0; i < f->nreq; i++) {
-		if (f->reqs[i]->done != 1 && !bad_done)
-			bad_done = i + 1;
-		free(f->reqs[i]);
-	}
-	problems = f->problems;
-	unknown = f->ncancel_unknown;
-	free(f->reqs);
-	pthread_cond_destroy(&f->cond);
-	pthread_mutex_destroy(&f->lock);
-	if (!check)
-		return;
-	if (bad_done)
-		fail_msg("request %d did not get exactly one on_done", bad_done);
-	assert_int_equal(problems, 0);
-	assert_int_equal(unknown, 0);
-}
-
-static struct px_fetch_ops fake_ops(struct fake *f)
-{
-	struct px_fetch_ops ops = { fake_submit, fake_cancel, fake_resume, f };
-	return ops;
-}
-
-/* A copy of request i (1-based). */
-static struct fake_req fake_req(struct fake *f, int i)
-{
-	pthread_mutex_lock(&f->lock);
-	assert_true(i >= 1 && i <= f->nreq);
-	struct fake_req r = *f->reqs[i - 1];
-	pthread_mutex_unlock(&f->lock);
-	return r;
-}
-
-static int fake_nreq(struct fake *f)
-{
-	pthread_mutex_lock(&f->lock);
-	int n = f->nreq;
-	pthread_mutex_unlock(&f->lock);
-	return n;
-}
-
-/* Waits, at most ms, until pred holds (checked under the lock). */
-static int fake_wait(struct fake *f, int (*pred)(struct fake *, int), int arg, int64_t ms)
-{
-	int64_t deadline = now_ms() + ms;
-	struct timespec ts = { deadline / 1000, (deadline % 1000) * 1000000 };
-	int ok;
-	pthread_mutex_lock(&f->lock);
-	while (!(ok = pred(f, arg)) && now_ms() < deadline)
-		pthread_cond_timedwait(&f->cond, &f->lock, &ts);
-	pthread_mutex_unlock(&f->lock);
-	return ok;
-}
-
-static int all_ended(struct fake *f, int unused)
-{
-	for (int i = 0; i < f->nreq; i++)
-		if (!f->reqs[i]->ended)
-			return 0;
-	return 1;
-}
-
-static int req_paused(struct fake *f, int i)
-{
-	return i >= 1 && i <= f->nreq && f->reqs[i - 1]->paused;
-}
-
-static int req_cancelled(struct fake *f, int i)
-{
-	return i >= 1 && i <= f->nreq && f->reqs[i - 1]->cancelled;
 }
 
 /* ------------------------------------------------------------------ rig */
@@ -473,7 +102,7 @@ struct rig {
 	struct px_core *core;
 	int64_t size;             /* of every asset */
 	pthread_mutex_t sess_lock;
-	struct px_session *sess[MAX_SESS];
+	struct px_handle *sess[MAX_SESS];
 };
 
 /*
@@ -511,6 +140,9 @@ static struct rig *rig_new(int nassets, int64_t size, int threaded, size_t chunk
 	r->cfg.head_size = 2 * MiB;
 	r->cfg.tail_size = 1 * MiB;
 	fake_init(&r->fake, size, threaded, chunk);
+	r->fake.data_for = url_data;
+	r->fake.fallback = g_data;
+	r->fake.stream_min = STREAM_MIN;
 	r->ops = fake_ops(&r->fake);
 
 	n += (size_t)snprintf(text + n, sizeof(text) - n, "{\"assets\": [");
@@ -545,10 +177,10 @@ static void rig_start(struct rig *r)
 	pthread_mutex_unlock(&r->fake.lock);
 }
 
-static struct px_session *rig_open(struct rig *r, int asset)
+static struct px_handle *rig_open(struct rig *r, int asset)
 {
-	struct px_session *s = NULL;
-	assert_int_equal(px_session_open(r->core, (size_t)asset, 42, &s), PX_OK);
+	struct px_handle *s = NULL;
+	assert_int_equal(px_handle_open(r->core, (size_t)asset, 42, &s), PX_OK);
 	assert_non_null(s);
 	pthread_mutex_lock(&r->sess_lock);
 	int i = 0;
@@ -562,14 +194,14 @@ static struct px_session *rig_open(struct rig *r, int asset)
 }
 
 /* Any thread. */
-static void rig_close(struct rig *r, struct px_session *s)
+static void rig_close(struct rig *r, struct px_handle *s)
 {
 	pthread_mutex_lock(&r->sess_lock);
 	for (int i = 0; i < MAX_SESS; i++)
 		if (r->sess[i] == s)
 			r->sess[i] = NULL;
 	pthread_mutex_unlock(&r->sess_lock);
-	px_session_close(s);
+	px_handle_close(s);
 }
 
 /* The budget the stream windows hold: ra_used less the cached heads and
@@ -590,7 +222,7 @@ static void rig_release(struct rig *r, int check)
 		if (g_rigs[i] == r)
 			g_rigs[i] = NULL;
 	for (int i = 0; i < MAX_SESS; i++)
-		px_session_close(r->sess[i]);
+		px_handle_close(r->sess[i]);
 	/* the fake first: no callback may come after the core is gone */
 	fake_destroy(&r->fake, 0);
 	int64_t used = r->core ? ra_used(r) : 0;
@@ -609,7 +241,7 @@ static void rig_free(struct rig *r)
 	int bad_done = 0, problems, unknown;
 	pthread_mutex_lock(&r->sess_lock);
 	for (int i = 0; i < MAX_SESS; i++) {
-		px_session_close(r->sess[i]);
+		px_handle_close(r->sess[i]);
 		r->sess[i] = NULL;
 	}
 	pthread_mutex_unlock(&r->sess_lock);
@@ -638,13 +270,13 @@ static int teardown(void **state)
 
 /* Reads [off, off+len) of asset through s and compares with what source
  * serves. Test thread only. */
-static void read_check(struct rig *r, struct px_session *s, int asset, int source,
+static void read_check(struct rig *r, struct px_handle *s, int asset, int source,
 		       int64_t off, size_t len)
 {
 	unsigned char *buf = malloc(len ? len : 1);
 	size_t got = 12345678;
 	assert_non_null(buf);
-	enum px_status st = px_session_read(s, off, len, buf, &got);
+	enum px_status st = px_handle_read(s, off, len, buf, &got);
 	if (st != PX_OK) {
 		free(buf);
 		fail_msg("read %lld+%zu: %s", (long long)off, len, px_strerror(st));
@@ -706,7 +338,7 @@ static void sequential_growth(int threaded, size_t chunk)
 {
 	struct rig *r = rig_new(1, DATA_SIZE, threaded, chunk, 0);
 	rig_start(r);
-	struct px_session *s = rig_open(r, 0);
+	struct px_handle *s = rig_open(r, 0);
 	int64_t max_used = 0;
 
 	for (int64_t off = 0; off < r->size; off += BLOCK) {
@@ -786,7 +418,7 @@ static void test_reorder_tolerance(void **state)
 {
 	struct rig *r = rig_new(1, DATA_SIZE, 1, 32 * 1024, 0);
 	rig_start(r);
-	struct px_session *s = rig_open(r, 0);
+	struct px_handle *s = rig_open(r, 0);
 	int64_t nblk = (r->size + BLOCK - 1) / BLOCK;
 
 	for (int64_t k = 0; k < nblk; k += 2) {
@@ -828,7 +460,7 @@ static void test_short_forward_skip(void **state)
 	struct rig *r = rig_new(1, 24 * MiB + 777, 1, 10000, 0);
 	r->cfg.read_timeout_ms = 2000;
 	rig_start(r);
-	struct px_session *s = rig_open(r, 0);
+	struct px_handle *s = rig_open(r, 0);
 	int64_t off;
 
 	for (off = 0; off < 3 * MiB; off += BLOCK)
@@ -872,7 +504,7 @@ static void test_far_jump_forward(void **state)
 {
 	struct rig *r = rig_new(1, DATA_SIZE, 1, 64 * 1024, 0);
 	rig_start(r);
-	struct px_session *s = rig_open(r, 0);
+	struct px_handle *s = rig_open(r, 0);
 	int64_t off, jump = 8 * MiB + 32 * MiB;
 
 	for (off = 0; off < 8 * MiB; off += BLOCK)
@@ -921,7 +553,7 @@ static void test_far_jump_backward(void **state)
 {
 	struct rig *r = rig_new(1, DATA_SIZE, 1, 64 * 1024, 0);
 	rig_start(r);
-	struct px_session *s = rig_open(r, 0);
+	struct px_handle *s = rig_open(r, 0);
 	int64_t off, back = 6 * MiB;
 
 	for (off = 0; off < 24 * MiB; off += BLOCK)
@@ -965,7 +597,7 @@ static void test_far_jump_backward(void **state)
 
 struct reader {
 	struct rig *r;
-	struct px_session *s;
+	struct px_handle *s;
 	int asset;
 	pthread_barrier_t *bar;
 	int bad;
@@ -976,7 +608,7 @@ static int reader_read(struct reader *rd, int64_t off, unsigned char *buf)
 {
 	size_t got = 0;
 	size_t want = BLOCK > rd->r->size - off ? (size_t)(rd->r->size - off) : (size_t)BLOCK;
-	if (px_session_read(rd->s, off, (size_t)BLOCK, buf, &got) != PX_OK || got != want ||
+	if (px_handle_read(rd->s, off, (size_t)BLOCK, buf, &got) != PX_OK || got != want ||
 	    memcmp(buf, src_data(rd->asset, 0) + off, want) != 0)
 		rd->bad++;
 	int64_t u = ra_used(rd->r);
@@ -1062,7 +694,7 @@ static void test_head_tail_cache(void **state)
 	src_url(u1, sizeof(u1), 0, 1);
 
 	for (int i = 0; i < 50; i++) {
-		struct px_session *s = rig_open(r, 0);
+		struct px_handle *s = rig_open(r, 0);
 		read_check(r, s, 0, 0, 0, 64 * 1024);
 		read_check(r, s, 0, 0, r->size - 64 * 1024, 64 * 1024);
 		rig_close(r, s);
@@ -1084,7 +716,7 @@ static void test_head_tail_cache(void **state)
 	assert_int_equal(ra_used(r), 0);
 
 	/* the origin answers 404 to a later session: dead for this asset */
-	struct px_session *s = rig_open(r, 0);
+	struct px_handle *s = rig_open(r, 0);
 	unsigned char buf[4096];
 	size_t got;
 	pthread_mutex_lock(&r->fake.lock);
@@ -1092,7 +724,7 @@ static void test_head_tail_cache(void **state)
 	r->fake.fail_count = 1;
 	r->fake.fail_status = PX_ENOTFOUND;
 	pthread_mutex_unlock(&r->fake.lock);
-	assert_int_equal(px_session_read(s, 10 * MiB, sizeof(buf), buf, &got), PX_ENOTFOUND);
+	assert_int_equal(px_handle_read(s, 10 * MiB, sizeof(buf), buf, &got), PX_ENOTFOUND);
 	rig_close(r, s);
 	assert_int_equal(fake_nreq(&r->fake), 3);
 
@@ -1119,7 +751,7 @@ static void test_head_tail_cache(void **state)
 /* ------------------------------------------------- 6. stream failures */
 
 /* Reads the asset from 0 to the end; the stream is request 2. */
-static void read_all(struct rig *r, struct px_session *s)
+static void read_all(struct rig *r, struct px_handle *s)
 {
 	for (int64_t off = 0; off < r->size; off += BLOCK)
 		read_check(r, s, 0, 0, off, BLOCK);
@@ -1134,7 +766,7 @@ static void stream_fails_once(int threaded, size_t chunk, int64_t after)
 	r->fake.fail_count = 1;
 	r->fake.fail_status = PX_ETRANSFER;
 	r->fake.fail_after = after;
-	struct px_session *s = rig_open(r, 0);
+	struct px_handle *s = rig_open(r, 0);
 	read_all(r, s);
 	struct summary m = summarize(r);
 	assert_int_equal(m.streams, 2);
@@ -1186,7 +818,7 @@ static void test_stream_fails_persistently(void **state)
 	r->fake.fail_status = PX_ETRANSFER;
 	r->fake.fail_after = 1 * MiB;
 	r->fake.fail_after_more = 0;
-	struct px_session *s = rig_open(r, 0);
+	struct px_handle *s = rig_open(r, 0);
 	int64_t off;
 	enum px_status st = PX_OK;
 	static unsigned char buf[BLOCK];
@@ -1195,7 +827,7 @@ static void test_stream_fails_persistently(void **state)
 
 	for (off = 0; off < r->size; off += BLOCK) {
 		t0 = now_ms();
-		st = px_session_read(s, off, (size_t)BLOCK, buf, &got);
+		st = px_handle_read(s, off, (size_t)BLOCK, buf, &got);
 		took = now_ms() - t0;
 		if (st != PX_OK)
 			break;
@@ -1230,7 +862,7 @@ static void test_stream_fails_persistently(void **state)
 	r->fake.fail_count = 0;
 	pthread_mutex_unlock(&r->fake.lock);
 	int n = fake_nreq(&r->fake);
-	st = px_session_read(s, off, (size_t)BLOCK, buf, &got);
+	st = px_handle_read(s, off, (size_t)BLOCK, buf, &got);
 	if (st != PX_OK)
 		fail_msg("read after the source came back: %s, %d new request(s)",
 			 px_strerror(st), fake_nreq(&r->fake) - n);
@@ -1245,7 +877,7 @@ static void test_stream_fails_until_deadline(void **state)
 	r->cfg.read_timeout_ms = 300;
 	r->cfg.retries = 50;
 	rig_start(r);
-	struct px_session *s = rig_open(r, 0);
+	struct px_handle *s = rig_open(r, 0);
 	for (int64_t off = 0; off < 3 * MiB; off += BLOCK)
 		read_check(r, s, 0, 0, off, BLOCK);
 	struct summary m = summarize(r);
@@ -1276,7 +908,7 @@ static void test_stream_fails_until_deadline(void **state)
 	/* reads from the window succeed; the one past it fails in time */
 	for (; off < r->size && st == PX_OK; off += BLOCK) {
 		t0 = now_ms();
-		st = px_session_read(s, off, (size_t)BLOCK, buf, &got);
+		st = px_handle_read(s, off, (size_t)BLOCK, buf, &got);
 	}
 	int64_t took = now_ms() - t0;
 	free(buf);
@@ -1311,7 +943,7 @@ static void test_stream_fails_before_submit_returns(void **state)
 	r->fake.fail_status = PX_ECONNECT;
 	r->fake.fail_after = 0;
 	r->fake.fast_end = 1;
-	struct px_session *s = rig_open(r, 0);
+	struct px_handle *s = rig_open(r, 0);
 	read_all(r, s);
 	struct summary m = summarize(r);
 	assert_int_equal(m.streams, 2);
@@ -1330,7 +962,7 @@ static void test_stream_idle_end(void **state)
 	struct rig *r = rig_new(1, 24 * MiB + 999, 1, 64 * 1024, 0);
 	r->cfg.retries = 0;
 	rig_start(r);
-	struct px_session *s = rig_open(r, 0);
+	struct px_handle *s = rig_open(r, 0);
 	int64_t off;
 	for (off = 0; off < 3 * MiB; off += BLOCK)
 		read_check(r, s, 0, 0, off, BLOCK);
@@ -1369,7 +1001,7 @@ static void test_stream_hangs(void **state)
 	r->cfg.read_timeout_ms = 300;
 	rig_start(r);
 	r->fake.hang_from = 2;  /* request 1 fills the head */
-	struct px_session *s = rig_open(r, 0);
+	struct px_handle *s = rig_open(r, 0);
 	int64_t off;
 	for (off = 0; off < 2 * MiB; off += BLOCK)
 		read_check(r, s, 0, 0, off, BLOCK);
@@ -1377,7 +1009,7 @@ static void test_stream_hangs(void **state)
 	size_t got;
 	assert_non_null(buf);
 	int64_t t0 = now_ms();
-	enum px_status st = px_session_read(s, off, (size_t)BLOCK, buf, &got);
+	enum px_status st = px_handle_read(s, off, (size_t)BLOCK, buf, &got);
 	int64_t took = now_ms() - t0;
 	free(buf);
 	assert_int_equal(st, PX_ETIMEDOUT);
@@ -1414,7 +1046,7 @@ static void close_while_paused(int inline_fake)
 {
 	struct rig *r = rig_new(1, DATA_SIZE, !inline_fake, 64 * 1024, 0);
 	rig_start(r);
-	struct px_session *s = rig_open(r, 0);
+	struct px_handle *s = rig_open(r, 0);
 	for (int64_t off = 0; off < 3 * MiB; off += BLOCK)
 		read_check(r, s, 0, 0, off, BLOCK);
 	struct summary m = summarize(r);

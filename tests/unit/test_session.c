@@ -41,7 +41,7 @@
 #define FAKE_MTIME 1650000000
 #define CAT_MTIME 1600000000
 #define URL0 "http://origin.test/blob.bin"
-#define URL1 "http://mirror.test/blob.bin"
+#define URL1 "http://standby.test/blob.bin" /* after origin.test by name */
 
 static unsigned char *g_data;
 
@@ -353,7 +353,7 @@ struct rig {
 	struct fake fake;
 	struct px_fetch_ops ops;
 	struct px_core *core;
-	struct px_session *s;
+	struct px_handle *s;
 };
 
 /*
@@ -426,7 +426,7 @@ static void rig_discover(struct rig *r, struct px_state *state, int64_t fallback
 
 static void rig_open(struct rig *r)
 {
-	assert_int_equal(px_session_open(r->core, 0, 42, &r->s), PX_OK);
+	assert_int_equal(px_handle_open(r->core, 0, 42, &r->s), PX_OK);
 	assert_non_null(r->s);
 }
 
@@ -435,7 +435,7 @@ static void rig_release(struct rig *r, int check)
 	for (int i = 0; i < MAX_RIGS; i++)
 		if (g_rigs[i] == r)
 			g_rigs[i] = NULL;
-	px_session_close(r->s);
+	px_handle_close(r->s);
 	r->s = NULL;
 	/* the fake first: no callback may come after the core is gone */
 	fake_destroy(&r->fake, check);
@@ -459,12 +459,12 @@ static int teardown(void **state)
 }
 
 /* Reads and checks the bytes against g_data. */
-static void read_check(struct px_session *s, int64_t off, size_t len)
+static void read_check(struct px_handle *s, int64_t off, size_t len)
 {
 	unsigned char *buf = malloc(len ? len : 1);
 	size_t got = 12345678;
 	assert_non_null(buf);
-	enum px_status st = px_session_read(s, off, len, buf, &got);
+	enum px_status st = px_handle_read(s, off, len, buf, &got);
 	if (st != PX_OK)
 		fail_msg("read %lld+%zu: %s", (long long)off, len, px_strerror(st));
 	size_t want = off >= DATA_SIZE ? 0 :
@@ -554,20 +554,20 @@ static void test_clamp_and_eof(void **state)
 
 	/* at and past the end: 0 bytes, no request */
 	got = 99;
-	assert_int_equal(px_session_read(r->s, DATA_SIZE, sizeof(buf), buf, &got), PX_OK);
+	assert_int_equal(px_handle_read(r->s, DATA_SIZE, sizeof(buf), buf, &got), PX_OK);
 	assert_int_equal(got, 0);
 	got = 99;
-	assert_int_equal(px_session_read(r->s, DATA_SIZE + 12345, sizeof(buf), buf, &got), PX_OK);
+	assert_int_equal(px_handle_read(r->s, DATA_SIZE + 12345, sizeof(buf), buf, &got), PX_OK);
 	assert_int_equal(got, 0);
 	got = 99;
-	assert_int_equal(px_session_read(r->s, INT64_MAX, sizeof(buf), buf, &got), PX_OK);
+	assert_int_equal(px_handle_read(r->s, INT64_MAX, sizeof(buf), buf, &got), PX_OK);
 	assert_int_equal(got, 0);
 	/* nothing asked: nothing fetched */
 	got = 99;
-	assert_int_equal(px_session_read(r->s, 5, 0, buf, &got), PX_OK);
+	assert_int_equal(px_handle_read(r->s, 5, 0, buf, &got), PX_OK);
 	assert_int_equal(got, 0);
 	/* a negative offset is an error */
-	assert_int_equal(px_session_read(r->s, -1, sizeof(buf), buf, &got), PX_EINVAL);
+	assert_int_equal(px_handle_read(r->s, -1, sizeof(buf), buf, &got), PX_EINVAL);
 	assert_int_equal(fake_nreq(&r->fake), n);
 	rig_free(r);
 }
@@ -621,7 +621,7 @@ static void test_retries_exhausted(void **state)
 		r->fake.fail_from = 1;
 		r->fake.fail_count = 1000;
 		r->fake.fail_status = transient[k];
-		assert_int_equal(px_session_read(r->s, 300, sizeof(buf), buf, &got),
+		assert_int_equal(px_handle_read(r->s, 300, sizeof(buf), buf, &got),
 				 transient[k]);
 		/* one attempt and `retries` more, all at the same offset */
 		assert_int_equal(fake_nreq(&r->fake), 3);
@@ -664,20 +664,20 @@ static void test_notfound_no_retry(void **state)
 	r->fake.fail_from = 1;
 	r->fake.fail_count = 1;
 	r->fake.fail_status = PX_ENOTFOUND;
-	assert_int_equal(px_session_read(r->s, 0, sizeof(buf), buf, &got), PX_ENOTFOUND);
+	assert_int_equal(px_handle_read(r->s, 0, sizeof(buf), buf, &got), PX_ENOTFOUND);
 	assert_int_equal(fake_nreq(&r->fake), 1);
 	/* the session keeps its source: nothing switches it to other bytes ... */
-	assert_int_equal(px_session_read(r->s, 0, sizeof(buf), buf, &got), PX_OK);
+	assert_int_equal(px_handle_read(r->s, 0, sizeof(buf), buf, &got), PX_OK);
 	assert_string_equal(fake_req(&r->fake, 2).url, URL0);
 	/* ... but a new session skips the dead one */
-	struct px_session *s2 = NULL;
-	assert_int_equal(px_session_open(r->core, 0, 43, &s2), PX_OK);
+	struct px_handle *s2 = NULL;
+	assert_int_equal(px_handle_open(r->core, 0, 43, &s2), PX_OK);
 	int64_t off = 777;
 	read_check(s2, off, 4000);
 	assert_string_equal(fake_req(&r->fake, 3).url, URL1);
 	assert_int_equal(fake_req(&r->fake, 3).nheaders, 0);
-	assert_int_not_equal(px_session_id(s2), px_session_id(r->s));
-	px_session_close(s2);
+	assert_int_not_equal(px_handle_session_id(s2), px_handle_session_id(r->s));
+	px_handle_close(s2);
 	rig_free(r);
 
 	/* with one source only, a later open finds nothing to serve */
@@ -687,9 +687,9 @@ static void test_notfound_no_retry(void **state)
 	r->fake.fail_from = 1;
 	r->fake.fail_count = 1;
 	r->fake.fail_status = PX_ENOTFOUND;
-	assert_int_equal(px_session_read(r->s, 0, sizeof(buf), buf, &got), PX_ENOTFOUND);
-	s2 = (struct px_session *)&got;
-	assert_int_equal(px_session_open(r->core, 0, 43, &s2), PX_ENOSOURCE);
+	assert_int_equal(px_handle_read(r->s, 0, sizeof(buf), buf, &got), PX_ENOTFOUND);
+	s2 = (struct px_handle *)&got;
+	assert_int_equal(px_handle_open(r->core, 0, 43, &s2), PX_ENOSOURCE);
 	assert_null(s2);
 	rig_free(r);
 }
@@ -714,12 +714,12 @@ static void test_size_mismatch_marks_dead(void **state)
 	r->fake.fail_from = 1;
 	r->fake.fail_count = 1;
 	r->fake.fail_status = PX_ESIZE;
-	assert_int_equal(px_session_read(r->s, 0, sizeof(buf), buf, &got), PX_ESIZE);
+	assert_int_equal(px_handle_read(r->s, 0, sizeof(buf), buf, &got), PX_ESIZE);
 	assert_int_equal(fake_nreq(&r->fake), 1);
-	struct px_session *s2 = NULL;
-	assert_int_equal(px_session_open(r->core, 0, 43, &s2), PX_OK);
+	struct px_handle *s2 = NULL;
+	assert_int_equal(px_handle_open(r->core, 0, 43, &s2), PX_OK);
 	read_check(s2, 0, 100);
-	px_session_close(s2);
+	px_handle_close(s2);
 	assert_string_equal(fake_req(&r->fake, 2).url, URL1);
 	rig_free(r);
 }
@@ -735,7 +735,7 @@ static void test_auth_no_retry(void **state)
 	r->fake.fail_from = 1;
 	r->fake.fail_count = 1000;
 	r->fake.fail_status = PX_EAUTH;
-	assert_int_equal(px_session_read(r->s, 10, sizeof(buf), buf, &got), PX_EAUTH);
+	assert_int_equal(px_handle_read(r->s, 10, sizeof(buf), buf, &got), PX_EAUTH);
 	assert_int_equal(fake_nreq(&r->fake), 1);
 	rig_free(r);
 }
@@ -752,7 +752,7 @@ static void test_read_timeout(void **state)
 	r->fake.hang_from = 1;
 
 	int64_t t0 = now_ms();
-	enum px_status st = px_session_read(r->s, 0, sizeof(buf), buf, &got);
+	enum px_status st = px_handle_read(r->s, 0, sizeof(buf), buf, &got);
 	int64_t took = now_ms() - t0;
 	assert_int_equal(st, PX_ETIMEDOUT);
 	assert_true(took >= 190);
@@ -787,7 +787,7 @@ static void test_read_timeout_bounds_retries(void **state)
 	r->fake.fail_count = 1000;
 	r->fake.fail_status = PX_ESERVER;
 	int64_t t0 = now_ms();
-	enum px_status st = px_session_read(r->s, 0, sizeof(buf), buf, &got);
+	enum px_status st = px_handle_read(r->s, 0, sizeof(buf), buf, &got);
 	int64_t took = now_ms() - t0;
 	assert_true(st == PX_ETIMEDOUT || st == PX_ESERVER);
 	assert_true(took >= 250);
@@ -806,7 +806,7 @@ static void test_submit_refused(void **state)
 	rig_discover(r, NULL, 0);
 	rig_open(r);
 	r->fake.submit_status = PX_ESHUTDOWN;
-	assert_int_equal(px_session_read(r->s, 0, sizeof(buf), buf, &got), PX_ESHUTDOWN);
+	assert_int_equal(px_handle_read(r->s, 0, sizeof(buf), buf, &got), PX_ESHUTDOWN);
 	assert_int_equal(r->fake.refused, 1);
 	assert_int_equal(fake_nreq(&r->fake), 0);
 	rig_free(r);
@@ -829,7 +829,7 @@ static void test_bytes_out_of_order(void **state)
 }
 
 struct reader {
-	struct px_session *s;
+	struct px_handle *s;
 	uint64_t seed;
 	int bad;
 };
@@ -847,7 +847,7 @@ static void *reader_main(void *arg)
 		size_t len = 1 + (size_t)(xorshift(&rd->seed) % (1 << 17));
 		size_t got = 0;
 		size_t want = (int64_t)len > DATA_SIZE - off ? (size_t)(DATA_SIZE - off) : len;
-		if (px_session_read(rd->s, off, len, buf, &got) != PX_OK || got != want ||
+		if (px_handle_read(rd->s, off, len, buf, &got) != PX_OK || got != want ||
 		    memcmp(buf, g_data + off, want) != 0)
 			rd->bad++;
 	}
@@ -982,7 +982,7 @@ static void test_discover_next_source_fast_failure(void **state)
 static void test_discover_unknown_left_out(void **state)
 {
 	struct rig *r;
-	struct px_session *s = NULL;
+	struct px_handle *s = NULL;
 	r = rig_init(0, 1, 4096);
 	r->fake.fail_from = 1;
 	r->fake.fail_count = 1;
@@ -994,7 +994,7 @@ static void test_discover_unknown_left_out(void **state)
 	const struct px_tree *t = px_core_tree(r->core);
 	assert_null(px_tree_lookup(t, PX_TREE_ROOT, "media"));
 	assert_int_equal(px_tree_count(t), 1);
-	assert_int_equal(px_session_open(r->core, 0, 1, &s), PX_ENOSOURCE);
+	assert_int_equal(px_handle_open(r->core, 0, 1, &s), PX_ENOSOURCE);
 	assert_null(s);
 	rig_free(r);
 }
@@ -1002,7 +1002,7 @@ static void test_discover_unknown_left_out(void **state)
 static void test_discover_size_mismatch(void **state)
 {
 	struct rig *r;
-	struct px_session *s = NULL;
+	struct px_handle *s = NULL;
 	char text[1024];
 	/* the catalog's size is one byte short of what the source has */
 	blob_catalog(text, sizeof(text), DATA_SIZE - 1, WITH_SIZE);
@@ -1012,7 +1012,7 @@ static void test_discover_size_mismatch(void **state)
 	/* listed with the catalog's size, but no source may serve it */
 	assert_int_equal(px_core_asset_size(r->core, 0), DATA_SIZE - 1);
 	assert_int_equal(px_core_asset_mtime(r->core, 0), 5);
-	assert_int_equal(px_session_open(r->core, 0, 1, &s), PX_ENOSOURCE);
+	assert_int_equal(px_handle_open(r->core, 0, 1, &s), PX_ENOSOURCE);
 	assert_int_equal(fake_nreq(&r->fake), 1);
 	rig_free(r);
 }
@@ -1020,7 +1020,7 @@ static void test_discover_size_mismatch(void **state)
 static void test_discover_derived_left_out(void **state)
 {
 	struct rig *r;
-	struct px_session *s = NULL;
+	struct px_handle *s = NULL;
 	char text[1024];
 	snprintf(text, sizeof(text),
 		 "{\"assets\": [{\"id\": \"blob\", \"path\": \"blob.bin\", \"size\": %lld,\n"
@@ -1034,7 +1034,7 @@ static void test_discover_derived_left_out(void **state)
 	const struct px_tree *t = px_core_tree(r->core);
 	assert_non_null(px_tree_lookup(t, PX_TREE_ROOT, "blob.bin"));
 	assert_null(px_tree_lookup(t, PX_TREE_ROOT, "blob.ts"));
-	assert_int_equal(px_session_open(r->core, 1, 1, &s), PX_ENOSOURCE);
+	assert_int_equal(px_handle_open(r->core, 1, 1, &s), PX_ENOSOURCE);
 	rig_free(r);
 }
 
@@ -1146,11 +1146,11 @@ static void test_path_source(void **state)
 	unsigned char buf[100];
 	size_t got;
 	read_check(r->s, 10, 100);
-	assert_int_equal(px_session_read(r->s, DATA_SIZE - 200, sizeof(buf), buf, &got),
+	assert_int_equal(px_handle_read(r->s, DATA_SIZE - 200, sizeof(buf), buf, &got),
 			 PX_ESIZE);
 	/* and a new session refuses a file of the wrong size */
-	struct px_session *s2 = NULL;
-	assert_int_equal(px_session_open(r->core, 0, 2, &s2), PX_ENOSOURCE);
+	struct px_handle *s2 = NULL;
+	assert_int_equal(px_handle_open(r->core, 0, 2, &s2), PX_ENOSOURCE);
 	rig_free(r);
 	unlink(file);
 }

@@ -1,0 +1,137 @@
+/*
+ * report.c - the core's state as JSON, for .seamfs/status.json.
+ *
+ * A snapshot taken under the providers' lock (providers, sessions,
+ * admission) and from the atomic counters (reads, memory), so one status
+ * is consistent in itself. Times are ages in seconds, on the core's clock.
+ */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core_i.h"
+
+static json_t *provider_json(struct px_core *core, size_t i, int64_t now)
+{
+	const struct px_provider *cp = &core->cat->providers[i];
+	const struct prov_rt *p = &core->provs[i];
+	const char *state = "live";
+	const char *why = "";
+
+	if (p->drained) {
+		state = "drained";
+		why = "drained: no new sessions";
+	} else if (p->bad_since && now - p->bad_since >= core->cfg->liveness_ttl_ms) {
+		state = "down";
+		why = p->why;
+	} else if (p->bad_since) {
+		state = "failing";
+		why = p->why;
+	}
+	json_t *o = json_pack("{s:s, s:s, s:s, s:b, s:i, s:i, s:i, s:i, s:b}",
+			      "name", cp->name, "state", state, "why", why,
+			      "live", strcmp(state, "down") != 0,
+			      "sessions", (json_int_t)p->sessions,
+			      "transfers", (json_int_t)p->xfers,
+			      "background_transfers", (json_int_t)p->bg,
+			      "slots_held", (json_int_t)p->held,
+			      "drained", p->drained);
+	if (!o)
+		return NULL;
+	json_object_set_new(o, "max_connections",
+			    p->max ? json_integer(p->max) : json_null());
+	json_object_set_new(o, "at_limit", json_boolean(p->max && p->held >= p->max));
+	json_object_set_new(o, "last_good_age_s",
+			    p->last_good ? json_real((double)(now - p->last_good) / 1000.0)
+					 : json_null());
+	json_object_set_new(o, "counters",
+			    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+				      "good_answers", (json_int_t)p->n_ok,
+				      "bad_answers", (json_int_t)p->n_bad,
+				      "slot_waits", (json_int_t)p->n_waits,
+				      "slot_timeouts", (json_int_t)p->n_busy,
+				      "background_preempted", (json_int_t)p->n_preempted,
+				      "lingering_sessions_ended", (json_int_t)p->n_evicted,
+				      "liveness_probes", (json_int_t)p->n_probes));
+	return o;
+}
+
+static json_t *session_json(struct px_core *core, const struct px_session *s, int64_t now)
+{
+	const struct px_asset *a = &core->cat->assets[s->asset];
+	const struct px_source *src = &a->sources[s->source];
+	return json_pack("{s:I, s:s, s:s, s:I, s:s, s:s, s:I, s:I, s:i, s:i, s:s, s:f}",
+			 "id", (json_int_t)s->id, "asset", a->id, "path", a->path,
+			 "client", (json_int_t)s->client,
+			 "source", src->url ? src->url : src->path,
+			 "provider", core->cat->providers[s->prov].name,
+			 "offset", (json_int_t)atomic_load(&s->offset),
+			 "bytes_served", (json_int_t)atomic_load(&s->served),
+			 "handles", s->nhandles, "transfers", s->xfers,
+			 "state", s->nhandles ? "open" : "lingering",
+			 "age_s", (double)(now - s->created) / 1000.0);
+}
+
+char *px_core_status_json(struct px_core *core)
+{
+	json_t *root = json_object(), *provs = json_array(), *sess = json_array();
+	char *out = NULL;
+
+	if (!root || !provs || !sess) {
+		json_decref(provs);
+		json_decref(sess);
+		goto out;
+	}
+	json_object_set_new(root, "version", json_string(SEAMFS_VERSION));
+	json_object_set_new(root, "providers", provs);
+	json_object_set_new(root, "sessions", sess);
+
+	pthread_mutex_lock(&core->prov_lock);
+	int64_t now = core->now();
+	for (size_t i = 0; i < core->cat->nproviders; i++)
+		json_array_append_new(provs, provider_json(core, i, now));
+	for (const struct px_session *s = core->sessions; s; s = s->next)
+		json_array_append_new(sess, session_json(core, s, now));
+	json_object_set_new(root, "admission",
+			    json_pack("{s:I, s:s, s:o}",
+				      "refused_at_limit", (json_int_t)core->n_admit_busy,
+				      "last_refusal", core->admit_why,
+				      "last_refusal_age_s",
+				      core->admit_when ? json_real((double)(now - core->admit_when) /
+								   1000.0)
+						       : json_null()));
+	pthread_mutex_unlock(&core->prov_lock);
+
+	pthread_mutex_lock(&core->cache_lock);
+	int64_t cache_used = core->cache_used;
+	pthread_mutex_unlock(&core->cache_lock);
+	json_object_set_new(root, "reads",
+			    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+				      "head_tail_cache_hits", (json_int_t)core->n_cache_hits,
+				      "head_tail_cache_fills", (json_int_t)core->n_cache_fills,
+				      "streams", (json_int_t)core->n_streams,
+				      "stream_restarts", (json_int_t)core->n_stream_restarts,
+				      "stream_waits", (json_int_t)core->n_stream_waits,
+				      "stream_wait_ms", (json_int_t)(core->stream_wait_us / 1000),
+				      "direct_reads", (json_int_t)core->n_direct));
+	json_object_set_new(root, "memory",
+			    json_pack("{s:I, s:I, s:I, s:I}",
+				      "readahead_used", (json_int_t)atomic_load(&core->ra_used),
+				      "readahead_budget", (json_int_t)core->cfg->readahead_budget,
+				      "cache_used", (json_int_t)cache_used,
+				      "cache_size", (json_int_t)core->cfg->cache_size));
+	out = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+out:
+	json_decref(root);
+	if (out) {
+		/* a trailing newline, as text files have */
+		size_t n = strlen(out);
+		char *nl = realloc(out, n + 2);
+		if (nl) {
+			nl[n] = '\n';
+			nl[n + 1] = '\0';
+			out = nl;
+		}
+	}
+	return out;
+}

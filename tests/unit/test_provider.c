@@ -1,0 +1,564 @@
+/*
+ * test_provider.c - providers at run time (provider.c) against the fake
+ * fetcher and a fake clock: balancing and its tie-break, burst spread,
+ * session affinity across reopens and its TTL, slot accounting through
+ * reopen and seek churn, waiting and refusing at the limit, lingering
+ * sessions and background work giving up their slots, liveness drop and
+ * return, drained providers, and the status the daemon shows.
+ *
+ * Every read is checked against the bytes the fake serves.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+
+#include <cmocka.h>
+
+#include "catalog.h"
+#include "config.h"
+#include "core.h"
+#include "core_i.h"
+#include "fake_fetch.h"
+#include "session.h"
+
+#define KiB (1LL << 10)
+#define MiB (1LL << 20)
+#define SIZE (8 * MiB + 777)
+
+static unsigned char *g_data;
+static _Atomic int64_t g_now = 1000000;
+
+static int64_t fake_now(void)
+{
+	return atomic_load(&g_now);
+}
+
+static void advance(int64_t ms)
+{
+	atomic_fetch_add(&g_now, ms);
+}
+
+/* Every source holds the same bytes. */
+static const unsigned char *data_for(const char *url)
+{
+	return strncmp(url, "http://", 7) == 0 ? g_data : NULL;
+}
+
+struct rig {
+	struct px_config cfg;
+	struct px_catalog *cat;
+	struct fake fake;
+	struct px_fetch_ops ops;
+	struct px_core *core;
+};
+
+/*
+ * A rig with one asset whose sources are on the providers named in names
+ * (catalog order), each with max_connections maxc (0: none); drained names
+ * one provider that starts drained (NULL: none). Threaded fake.
+ */
+static struct rig *rig_new(const char *const *names, int n, int maxc, const char *drained)
+{
+	struct rig *r = calloc(1, sizeof(*r));
+	char text[4096], err[512];
+	size_t k = 0;
+
+	assert_non_null(r);
+	px_config_init(&r->cfg);
+	r->cfg.read_timeout_ms = 5000;
+	r->cfg.admission_timeout_ms = 300;
+	r->cfg.head_size = 0;
+	r->cfg.tail_size = 0;
+	r->cfg.session_ttl_ms = 15000;
+	r->cfg.liveness_ttl_ms = 30000;
+	r->cfg.liveness_interval_ms = 10000;
+	fake_init(&r->fake, SIZE, 1, 64 * KiB);
+	r->fake.data_for = data_for;
+	r->fake.fallback = g_data;
+	r->fake.stream_min = 1 * MiB;
+	r->ops = fake_ops(&r->fake);
+
+	k += (size_t)snprintf(text + k, sizeof(text) - k, "{\"providers\": [");
+	for (int i = 0; i < n; i++) {
+		k += (size_t)snprintf(text + k, sizeof(text) - k, "%s{\"name\": \"%s\"", i ? ", " : "",
+				      names[i]);
+		if (maxc)
+			k += (size_t)snprintf(text + k, sizeof(text) - k, ", \"max_connections\": %d",
+					      maxc);
+		if (drained && strcmp(drained, names[i]) == 0)
+			k += (size_t)snprintf(text + k, sizeof(text) - k, ", \"drained\": true");
+		k += (size_t)snprintf(text + k, sizeof(text) - k, "}");
+	}
+	k += (size_t)snprintf(text + k, sizeof(text) - k,
+			      "], \"assets\": [{\"id\": \"a\", \"path\": \"a.bin\", \"size\": %lld, "
+			      "\"mtime\": 1600000000, \"sources\": [", (long long)SIZE);
+	for (int i = 0; i < n; i++)
+		k += (size_t)snprintf(text + k, sizeof(text) - k,
+				      "%s{\"url\": \"http://%s.test/a.bin\", \"provider\": \"%s\"}",
+				      i ? ", " : "", names[i], names[i]);
+	k += (size_t)snprintf(text + k, sizeof(text) - k, "]}]}");
+	assert_true(k < sizeof(text));
+	if (px_catalog_parse("test.json", text, k, &r->cat, err, sizeof(err)) != PX_OK)
+		fail_msg("catalog: %s", err);
+	return r;
+}
+
+static void rig_start(struct rig *r)
+{
+	assert_int_equal(px_core_new(&r->cfg, r->cat, &r->ops, &r->core), PX_OK);
+	px_core_set_clock(r->core, fake_now);
+	assert_int_equal(px_core_discover(r->core, NULL, 0), PX_OK);
+}
+
+static void rig_free(struct rig *r)
+{
+	/* cancelled transfers end on the fake's thread: let them */
+	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
+	px_core_free(r->core);
+	fake_destroy(&r->fake, 1);
+	px_catalog_free(r->cat);
+	px_config_release(&r->cfg);
+	free(r);
+}
+
+static size_t prov_of(struct rig *r, const char *name)
+{
+	for (size_t i = 0; i < r->cat->nproviders; i++)
+		if (strcmp(r->cat->providers[i].name, name) == 0)
+			return i;
+	fail_msg("no provider %s", name);
+	return 0;
+}
+
+static int sessions_on(struct rig *r, const char *name)
+{
+	pthread_mutex_lock(&r->core->prov_lock);
+	int n = r->core->provs[prov_of(r, name)].sessions;
+	pthread_mutex_unlock(&r->core->prov_lock);
+	return n;
+}
+
+static const char *provider_of(struct rig *r, struct px_handle *h)
+{
+	uint64_t id = px_handle_session_id(h);
+	const char *name = NULL;
+	pthread_mutex_lock(&r->core->prov_lock);
+	for (struct px_session *s = r->core->sessions; s; s = s->next)
+		if (s->id == id)
+			name = r->cat->providers[s->prov].name;
+	pthread_mutex_unlock(&r->core->prov_lock);
+	assert_non_null(name);
+	return name;
+}
+
+static void read_check(struct px_handle *h, int64_t off, size_t len)
+{
+	unsigned char *buf = malloc(len);
+	size_t got = 0;
+	assert_non_null(buf);
+	assert_int_equal(px_handle_read(h, off, len, buf, &got), PX_OK);
+	assert_int_equal(got, len);
+	if (memcmp(buf, g_data + off, len) != 0)
+		fail_msg("read %lld+%zu: wrong bytes", (long long)off, len);
+	free(buf);
+}
+
+static struct px_handle *open_as(struct rig *r, uint64_t client)
+{
+	struct px_handle *h = NULL;
+	assert_int_equal(px_handle_open(r->core, 0, client, &h), PX_OK);
+	assert_non_null(h);
+	return h;
+}
+
+/* ------------------------------------------------------------ balancing */
+
+static void test_tie_broken_by_name(void **state)
+{
+	static const char *const names[] = { "beta", "alpha", "gamma" };
+	struct rig *r = rig_new(names, 3, 0, NULL);
+	rig_start(r);
+	struct px_handle *h1 = open_as(r, 1), *h2 = open_as(r, 2), *h3 = open_as(r, 3),
+			 *h4 = open_as(r, 4);
+	/* equal counts: the first by name, whatever the catalog order */
+	assert_string_equal(provider_of(r, h1), "alpha");
+	assert_string_equal(provider_of(r, h2), "beta");
+	assert_string_equal(provider_of(r, h3), "gamma");
+	assert_string_equal(provider_of(r, h4), "alpha");
+	read_check(h2, 12345, 70000);
+	assert_string_equal(fake_req(&r->fake, 1).url, "http://beta.test/a.bin");
+	px_handle_close(h1);
+	px_handle_close(h2);
+	px_handle_close(h3);
+	px_handle_close(h4);
+	rig_free(r);
+}
+
+static void test_burst_spreads_evenly(void **state)
+{
+	static const char *const names[] = { "p1", "p2", "p3" };
+	struct rig *r = rig_new(names, 3, 0, NULL);
+	struct px_handle *h[100];
+	rig_start(r);
+	/* 100 opens at once, before any byte moves: each counts at once */
+	for (int i = 0; i < 100; i++)
+		h[i] = open_as(r, 100 + (uint64_t)i);
+	int a = sessions_on(r, "p1"), b = sessions_on(r, "p2"), c = sessions_on(r, "p3");
+	assert_int_equal(a + b + c, 100);
+	assert_true(a - b <= 1 && b - a <= 1 && a - c <= 1 && c - a <= 1);
+	for (int i = 0; i < 100; i++)
+		px_handle_close(h[i]);
+	rig_free(r);
+}
+
+static void test_drained_gets_no_session(void **state)
+{
+	static const char *const names[] = { "a", "b" };
+	struct rig *r = rig_new(names, 2, 0, "a");
+	rig_start(r);
+	struct px_handle *h[6];
+	for (int i = 0; i < 6; i++)
+		h[i] = open_as(r, 10 + (uint64_t)i);
+	assert_int_equal(sessions_on(r, "a"), 0);
+	assert_int_equal(sessions_on(r, "b"), 6);
+	char *js = px_core_status_json(r->core);
+	assert_non_null(js);
+	assert_non_null(strstr(js, "\"state\": \"drained\""));
+	free(js);
+	for (int i = 0; i < 6; i++)
+		px_handle_close(h[i]);
+	rig_free(r);
+
+	/* every provider drained: nothing can serve, said in words */
+	static const char *const one[] = { "only" };
+	r = rig_new(one, 1, 0, "only");
+	rig_start(r);
+	struct px_handle *x = NULL;
+	assert_int_equal(px_handle_open(r->core, 0, 1, &x), PX_ENOSOURCE);
+	assert_null(x);
+	rig_free(r);
+}
+
+/* ------------------------------------------------------------- affinity */
+
+static void test_reopen_joins_until_ttl(void **state)
+{
+	static const char *const names[] = { "a", "b" };
+	struct rig *r = rig_new(names, 2, 0, NULL);
+	rig_start(r);
+	struct px_handle *h = open_as(r, 7);
+	uint64_t id = px_handle_session_id(h);
+	const char *prov = provider_of(r, h);
+	read_check(h, 0, 4096);
+	px_handle_close(h);
+	/* another client now: it goes to the other provider */
+	struct px_handle *other = open_as(r, 8);
+	assert_string_not_equal(provider_of(r, other), prov);
+
+	/* client 7 reopens within the TTL: the same session and source,
+	 * also after seeks and while two handles are open at once */
+	advance(14000);
+	h = open_as(r, 7);
+	struct px_handle *h2 = open_as(r, 7);
+	assert_int_equal(px_handle_session_id(h), id);
+	assert_int_equal(px_handle_session_id(h2), id);
+	read_check(h, 5 * MiB, 8192);
+	read_check(h2, 100, 8192);
+	read_check(h, 2 * MiB, 100000);
+	for (int i = 1; i <= fake_nreq(&r->fake); i++) {
+		struct fake_req q = fake_req(&r->fake, i);
+		if (q.offset != 0 || q.length != 4096)
+			continue;
+		assert_true(strstr(q.url, prov) != NULL);
+	}
+	px_handle_close(h);
+	px_handle_close(h2);
+
+	/* past the TTL the session is gone: a new one */
+	advance(15001);
+	px_providers_tick(r->core);
+	h = open_as(r, 7);
+	assert_int_not_equal(px_handle_session_id(h), id);
+	px_handle_close(h);
+	px_handle_close(other);
+	rig_free(r);
+}
+
+/* ---------------------------------------------------------------- slots */
+
+struct reader {
+	struct px_handle *h;
+	_Atomic int stop;
+	int bad, reads;
+};
+
+/* Reads 64 KiB pieces at scattered offsets until told to stop; counts
+ * failed or wrong reads (no cmocka asserts off the test thread). */
+static void *reader_thread(void *arg)
+{
+	struct reader *rd = arg;
+	unsigned char *buf = malloc(64 * KiB);
+	uint64_t x = 88172645463325252ULL;
+	while (buf && !atomic_load(&rd->stop)) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		int64_t off = (int64_t)(x % (uint64_t)(SIZE - 64 * KiB));
+		size_t got = 0;
+		if (px_handle_read(rd->h, off, 64 * KiB, buf, &got) != PX_OK || got != 64 * KiB ||
+		    memcmp(buf, g_data + off, 64 * KiB) != 0)
+			rd->bad++;
+		rd->reads++;
+	}
+	free(buf);
+	return NULL;
+}
+
+static void test_slots_hold_through_churn(void **state)
+{
+	static const char *const names[] = { "solo" };
+	struct rig *r = rig_new(names, 1, 2, NULL);
+	r->cfg.admission_timeout_ms = 5000;
+	rig_start(r);
+	/* one client reopens and seeks 50 times in a row while a handle of its
+	 * own and another client's read beside it: never more than 2
+	 * transfers open at once, and every read is served */
+	struct reader by = { open_as(r, 2), 0, 0, 0 }, mine = { open_as(r, 1), 0, 0, 0 };
+	pthread_t t1, t2;
+	assert_int_equal(pthread_create(&t1, NULL, reader_thread, &by), 0);
+	assert_int_equal(pthread_create(&t2, NULL, reader_thread, &mine), 0);
+	for (int i = 0; i < 50; i++) {
+		struct px_handle *h = open_as(r, 1);
+		int64_t off = (int64_t)((i * 1000003LL) % (SIZE - 1200 * KiB));
+		read_check(h, off, 64 * KiB);
+		/* sequential: earns a stream, which the next seek supersedes */
+		for (int k = 0; k < 8; k++)
+			read_check(h, off + 64 * KiB + k * 128 * KiB, 128 * KiB);
+		read_check(h, (off * 3) % (SIZE - 64 * KiB), 64 * KiB);
+		px_handle_close(h);
+	}
+	atomic_store(&by.stop, 1);
+	atomic_store(&mine.stop, 1);
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+	assert_int_equal(by.bad, 0);
+	assert_int_equal(mine.bad, 0);
+	assert_true(by.reads > 0 && mine.reads > 0);
+	px_handle_close(by.h);
+	px_handle_close(mine.h);
+	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
+	pthread_mutex_lock(&r->fake.lock);
+	int max_open = r->fake.max_open_reqs;
+	pthread_mutex_unlock(&r->fake.lock);
+	assert_true(max_open <= 2);
+	assert_true(max_open >= 1);
+	rig_free(r);
+}
+
+static void test_wait_then_refuse_at_limit(void **state)
+{
+	static const char *const names[] = { "x", "y" };
+	struct rig *r = rig_new(names, 2, 1, NULL);
+	rig_start(r);
+	struct px_handle *a = open_as(r, 1), *b = open_as(r, 2), *c = NULL;
+	/* both providers hold one session each: a third client waits for
+	 * admission_timeout, then is refused */
+	int64_t t0 = px_now_ms();
+	assert_int_equal(px_handle_open(r->core, 0, 3, &c), PX_EBUSY);
+	int64_t took = px_now_ms() - t0;
+	assert_true(took >= 250 && took < 3000);
+	char *js = px_core_status_json(r->core);
+	assert_non_null(strstr(js, "all providers at their limit"));
+	free(js);
+
+	/* a session's own second handle is admitted at the limit */
+	struct px_handle *a2 = open_as(r, 1);
+	read_check(a2, 1000, 5000);
+	read_check(a, 3 * MiB, 5000);
+	px_handle_close(a2);
+
+	/* a closed session lingering for a reopen gives its slot up */
+	px_handle_close(b);
+	c = open_as(r, 3);
+	assert_string_equal(provider_of(r, c), "y");
+	read_check(c, 0, 70000);
+	px_handle_close(c);
+	px_handle_close(a);
+	rig_free(r);
+}
+
+struct opener {
+	struct rig *r;
+	uint64_t client;
+	enum px_status st;
+	struct px_handle *h;
+};
+
+static void *open_thread(void *arg)
+{
+	struct opener *o = arg;
+	o->st = px_handle_open(o->r->core, 0, o->client, &o->h);
+	return NULL;
+}
+
+static void test_waiter_admitted_when_slot_frees(void **state)
+{
+	static const char *const names[] = { "x" };
+	struct rig *r = rig_new(names, 1, 1, NULL);
+	r->cfg.admission_timeout_ms = 5000;
+	r->cfg.session_ttl_ms = 0; /* a close ends the session at once */
+	rig_start(r);
+	struct px_handle *a = open_as(r, 1);
+	struct opener o = { r, 2, PX_EINVAL, NULL };
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, open_thread, &o), 0);
+	/* it waits: nothing frees */
+	struct timespec ts = { 0, 200 * 1000000 };
+	nanosleep(&ts, NULL);
+	pthread_mutex_lock(&r->core->prov_lock);
+	int waiting = o.h == NULL;
+	pthread_mutex_unlock(&r->core->prov_lock);
+	assert_true(waiting);
+	px_handle_close(a);
+	pthread_join(t, NULL);
+	assert_int_equal(o.st, PX_OK);
+	read_check(o.h, 4 * MiB, 12345);
+	px_handle_close(o.h);
+	rig_free(r);
+}
+
+struct bg {
+	pthread_mutex_t lock;
+	int done;
+	enum px_status st;
+};
+
+static int bg_data(void *ctx, int64_t off, const void *buf, size_t len)
+{
+	return 1;
+}
+
+static void bg_done(void *ctx, const struct px_fetch_result *res)
+{
+	struct bg *b = ctx;
+	pthread_mutex_lock(&b->lock);
+	b->done = 1;
+	b->st = res->status;
+	pthread_mutex_unlock(&b->lock);
+}
+
+static void test_background_yields_to_playback(void **state)
+{
+	static const char *const names[] = { "x" };
+	struct rig *r = rig_new(names, 1, 1, NULL);
+	r->cfg.admission_timeout_ms = 3000;
+	rig_start(r);
+	/* a background transfer (say, a verification probe) that never ends
+	 * by itself holds the only slot */
+	struct bg b = { PTHREAD_MUTEX_INITIALIZER, 0, PX_OK };
+	r->fake.hang_from = 1;
+	struct px_fetch_params fp = px_source_range(r->core, 0, 0, 0, SIZE);
+	struct px_fetch_cb cb = { bg_data, bg_done, &b };
+	uint64_t id;
+	assert_int_equal(px_xfer_submit(r->core, 0, NULL, 1, px_now_ms(), &fp, &cb, &id), PX_OK);
+	/* a second background transfer finds no slot and does not wait */
+	struct bg b2 = { PTHREAD_MUTEX_INITIALIZER, 0, PX_OK };
+	struct px_fetch_cb cb2 = { bg_data, bg_done, &b2 };
+	assert_int_equal(px_xfer_submit(r->core, 0, NULL, 1, px_now_ms(), &fp, &cb2, &id),
+			 PX_EBUSY);
+	pthread_mutex_lock(&r->fake.lock);
+	r->fake.hang_from = 0;
+	pthread_mutex_unlock(&r->fake.lock);
+	/* playback opens and reads: the background transfer is cancelled */
+	struct px_handle *h = open_as(r, 1);
+	read_check(h, 777, 99999);
+	pthread_mutex_lock(&b.lock);
+	assert_int_equal(b.done, 1);
+	assert_int_equal(b.st, PX_ECANCELED);
+	pthread_mutex_unlock(&b.lock);
+	pthread_mutex_lock(&r->fake.lock);
+	assert_true(r->fake.max_open_reqs <= 1);
+	pthread_mutex_unlock(&r->fake.lock);
+	px_handle_close(h);
+	rig_free(r);
+}
+
+/* ------------------------------------------------------------- liveness */
+
+static void test_liveness_drop_and_return(void **state)
+{
+	static const char *const names[] = { "a", "b" };
+	struct rig *r = rig_new(names, 2, 0, NULL);
+	r->cfg.retries = 0;
+	rig_start(r);
+	/* a's connection is refused */
+	struct px_handle *h = open_as(r, 1);
+	assert_string_equal(provider_of(r, h), "a");
+	pthread_mutex_lock(&r->fake.lock);
+	r->fake.fail_from = 1;
+	r->fake.fail_count = 1;
+	r->fake.fail_after = 0;
+	r->fake.fail_status = PX_ECONNECT;
+	pthread_mutex_unlock(&r->fake.lock);
+	unsigned char buf[4096];
+	size_t got;
+	assert_int_equal(px_handle_read(h, 0, sizeof(buf), buf, &got), PX_ECONNECT);
+	px_handle_close(h);
+	/* failing: new sessions go to b first, even where a has fewer */
+	struct px_handle *x = open_as(r, 2), *y = open_as(r, 3);
+	assert_string_equal(provider_of(r, x), "b");
+	assert_string_equal(provider_of(r, y), "b");
+	px_handle_close(x);
+	px_handle_close(y);
+	/* after liveness_ttl it is down, and the status says why */
+	advance(30001);
+	char *js = px_core_status_json(r->core);
+	assert_non_null(strstr(js, "\"state\": \"down\""));
+	assert_non_null(strstr(js, "connection failed"));
+	free(js);
+	/* its first good answer (the active probe) brings it back */
+	int n = fake_nreq(&r->fake);
+	advance(10001);
+	px_providers_tick(r->core);
+	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
+	assert_true(fake_nreq(&r->fake) > n);
+	assert_true(strstr(fake_req(&r->fake, n + 1).url, "a.test") != NULL ||
+		    strstr(fake_req(&r->fake, fake_nreq(&r->fake)).url, "a.test") != NULL);
+	js = px_core_status_json(r->core);
+	assert_null(strstr(js, "\"state\": \"down\""));
+	free(js);
+	advance(20000);
+	px_providers_tick(r->core); /* the lingering sessions end */
+	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
+	h = open_as(r, 9);
+	assert_string_equal(provider_of(r, h), "a");
+	read_check(h, 3, 3000);
+	px_handle_close(h);
+	rig_free(r);
+}
+
+int main(void)
+{
+	g_data = malloc(SIZE);
+	if (!g_data)
+		return 1;
+	for (int64_t i = 0; i < SIZE; i++)
+		g_data[i] = (unsigned char)((i * 2654435761u) >> 13);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_tie_broken_by_name),
+		cmocka_unit_test(test_burst_spreads_evenly),
+		cmocka_unit_test(test_drained_gets_no_session),
+		cmocka_unit_test(test_reopen_joins_until_ttl),
+		cmocka_unit_test(test_slots_hold_through_churn),
+		cmocka_unit_test(test_wait_then_refuse_at_limit),
+		cmocka_unit_test(test_waiter_admitted_when_slot_frees),
+		cmocka_unit_test(test_background_yields_to_playback),
+		cmocka_unit_test(test_liveness_drop_and_return),
+	};
+	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	free(g_data);
+	return rc;
+}
