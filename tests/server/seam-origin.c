@@ -98,6 +98,7 @@ struct conn {
 	bool fd_live;   /* under g_mu: fd may be shut down by /_ctl/down?drop=1 */
 	uint64_t id;
 	bool counted;   /* included in the connection counters */
+	bool peer_gone; /* under g_mu: counted out early, the peer had closed */
 	bool logging;   /* the response in progress goes into the log */
 	bool finishing; /* included in g_finishing */
 	const char *lmethod, *lpath, *lrange;
@@ -509,12 +510,28 @@ static void log_finish(struct conn *c, bool complete)
 	c->finishing = false;
 }
 
+/*
+ * Counts a connection when its first request arrives.  Connections whose
+ * peer has already closed are counted out first: a client that closes one
+ * connection and then opens another must not be charged with both because
+ * the old connection's thread has not run yet.  The kernel knows about the
+ * close (POLLRDHUP) before the new connection's request can arrive.
+ */
 static void count_conn(struct conn *c)
 {
 	if (c->counted)
 		return;
 	c->counted = true;
 	pthread_mutex_lock(&g_mu);
+	for (struct conn *o = g_conns; o; o = o->next) {
+		if (o == c || !o->counted || o->peer_gone || !o->fd_live)
+			continue;
+		struct pollfd pf = { .fd = o->fd, .events = POLLRDHUP };
+		if (poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+			o->peer_gone = true;
+			g_conn_current--;
+		}
+	}
 	g_conn_total++;
 	g_conn_current++;
 	if (g_conn_current > g_conn_max)
@@ -1673,7 +1690,7 @@ static void *conn_main(void *arg)
 		g_conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	if (c->counted)
+	if (c->counted && !c->peer_gone)
 		g_conn_current--;
 	g_threads--;
 	pthread_cond_broadcast(&g_cv);
