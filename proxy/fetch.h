@@ -27,6 +27,8 @@ struct px_fetch_params {
 	int64_t offset;                  /* first byte wanted */
 	int64_t length;                  /* bytes wanted; 0: probe (size, mtime) */
 	int64_t expect_size;             /* the asset's size, -1 if not known yet */
+	int no_reuse;                    /* close the connection when done: no idle
+					  * keep-alive connection outlives the transfer */
 };
 
 /* A transfer paused this long (ms) is ended by the fetch thread. */

@@ -142,7 +142,7 @@ static int advance(struct probe *pr, struct probe_item *it)
 		struct px_fetch_params fp = {
 			.url = s->url, .headers = (const char *const *)p->headers,
 			.nheaders = p->nheaders, .offset = 0, .length = 0,
-			.expect_size = a->size,
+			.expect_size = a->size, .no_reuse = p->max_connections > 0,
 		};
 		struct px_fetch_cb cb = { on_data, on_done, it };
 		it->inflight = 1;

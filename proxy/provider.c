@@ -394,6 +394,9 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 			return st;
 		}
 	}
+	if (p->max && p->xfers > p->max)
+		px_error("provider", "provider %s: %d transfers open, over its limit of %d",
+			 core->cat->providers[prov].name, p->xfers, p->max);
 	if (x->bg) {
 		x->next = p->bgs;
 		if (x->next)
