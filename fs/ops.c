@@ -335,7 +335,17 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct fs_blob *b = (struct fs_blob *)(uintptr_t)fi->fh;
 		size_t from = off < 0 || (size_t)off > b->len ? b->len : (size_t)off;
 		size_t n = b->len - from < size ? b->len - from : size;
-		fuse_reply_buf(req, b->data + from, n);
+		/* reply from a copy: once the reply is written the reader may
+		 * close, and the release may free the snapshot while writev's
+		 * caller (ASan's interceptor, for one) still looks at it */
+		char *copy = malloc(n ? n : 1);
+		if (!copy) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		memcpy(copy, b->data + from, n);
+		fuse_reply_buf(req, copy, n);
+		free(copy);
 		return;
 	}
 	if (size > FS_MAX_READ)
