@@ -960,9 +960,16 @@ static enum px_status m3u_assets(struct m3u *m)
 	enum px_status st = PX_OK;
 	struct px_strmap *keys = px_strmap_new(m->nentries);
 	size_t *first = NULL;   /* asset → its first entry */
+	/* "group/name\x01ext" → the first asset with it, whose numbered[] is
+	 * the last " (k)" given to that name */
+	struct px_strmap *tried = px_strmap_new(m->nentries);
+	char **stems = NULL;
+	size_t *numbered = NULL;
 	char name[NAME_MAX_BYTES + 1], group[NAME_MAX_BYTES + 1], path[2 * NAME_MAX_BYTES + 32];
 
-	if (!keys || !(first = calloc(m->nentries + 1, sizeof(*first)))) {
+	if (!keys || !tried || !(first = calloc(m->nentries + 1, sizeof(*first))) ||
+	    !(stems = calloc(m->nentries + 1, sizeof(*stems))) ||
+	    !(numbered = calloc(m->nentries + 1, sizeof(*numbered)))) {
 		st = oom(b, m->file);
 		goto out;
 	}
@@ -1016,14 +1023,29 @@ static enum px_status m3u_assets(struct m3u *m)
 		media_ext(e->loc, ext, sizeof(ext));
 		if (!ext[0])
 			snprintf(ext, sizeof(ext), "ts");
-		for (unsigned k = 1;; k++) {
+		/* numbers below the last one given for this name are all taken:
+		 * a thousand "Untitled" cost a thousand lookups, not a million */
+		size_t owner = a, k;
+		if (asprintf(&stems[a], "%s/%s\x01%s", group, name, ext) < 0) {
+			stems[a] = NULL;
+			st = oom(b, m->file);
+			goto out;
+		}
+		int seen = px_strmap_get(tried, stems[a], &owner);
+		size_t last = seen ? numbered[owner] : 0;
+		for (k = last + 1;; k++) {
 			char num[16] = "";
 			if (k > 1)
-				snprintf(num, sizeof(num), " (%u)", k);
+				snprintf(num, sizeof(num), " (%zu)", k);
 			snprintf(path, sizeof(path), "%s%s%s%s.%s", group, group[0] ? "/" : "", name,
 				 num, ext);
 			if (path_free(b, path, &other))
 				break;
+		}
+		numbered[owner] = k;
+		if (!seen && px_strmap_put(tried, stems[a], a, NULL) == PX_ENOMEM) {
+			st = oom(b, m->file);
+			goto out;
 		}
 		/* sanitise() leaves nothing px_catalog_bad_path refuses */
 		const char *bad = px_catalog_bad_path(path);
@@ -1039,6 +1061,11 @@ static enum px_status m3u_assets(struct m3u *m)
 		}
 	}
 out:
+	for (size_t a = 0; stems && a < b->cat->nassets; a++)
+		free(stems[a]);
+	free(stems);
+	free(numbered);
+	px_strmap_free(tried);
 	free(first);
 	px_strmap_free(keys);
 	return st;

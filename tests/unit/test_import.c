@@ -580,6 +580,29 @@ static void test_m3u_bounds(void **state)
 	check_msg(err, "big.m3u: ", "larger than 16 MiB");
 }
 
+/* many entries of one name: numbered in order, quickly (each number is
+ * tried once, not once per earlier entry) */
+static void test_m3u_many_same_names(void **state)
+{
+	(void)state;
+	const int n = 20000;
+	size_t cap = (size_t)n * 48;
+	char *text = malloc(cap), want[64];
+	assert_non_null(text);
+	size_t len = 0;
+	for (int i = 0; i < n; i++)
+		len += (size_t)snprintf(text + len, cap - len,
+					"#EXTINF:-1 tvg-id=\"%d\",Same\nhttp://h/%d\n", i, i);
+	struct px_catalog *cat = m3u_ok(text);
+	assert_int_equal(cat->nassets, n);
+	assert_string_equal(cat->assets[0].path, "Same.ts");
+	assert_string_equal(cat->assets[1].path, "Same (2).ts");
+	snprintf(want, sizeof(want), "Same (%d).ts", n);
+	assert_string_equal(cat->assets[n - 1].path, want);
+	px_catalog_free(cat);
+	free(text);
+}
+
 static void test_m3u_no_newline(void **state)
 {
 	(void)state;
@@ -644,6 +667,7 @@ int main(void)
 		cmocka_unit_test(test_m3u_skipped),
 		cmocka_unit_test(test_m3u_errors),
 		cmocka_unit_test(test_m3u_bounds),
+		cmocka_unit_test(test_m3u_many_same_names),
 		cmocka_unit_test(test_m3u_no_newline),
 		cmocka_unit_test_setup_teardown(test_load_dispatch, setup_tree, teardown_tree),
 	};
