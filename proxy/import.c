@@ -659,10 +659,9 @@ enum px_status px_import_strm_dir(const char *dir, struct px_catalog **out,
 		goto out;
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0 || fstat(dfd, &sb)) {
-		snprintf(err, errlen, "%s: cannot open the directory: %s", root, strerror(errno));
+		st = fail_io(&b, "%s: cannot open the directory: %s", root, strerror(errno));
 		if (dfd >= 0)
 			close(dfd);
-		st = PX_EIO;
 		goto out;
 	}
 	w.devs[0] = sb.st_dev;
@@ -688,7 +687,6 @@ struct entry {
 	char *loc;
 	char *hostport;
 	int line;           /* of the URL */
-	size_t asset;
 };
 
 struct m3u {
@@ -990,7 +988,6 @@ static enum px_status m3u_assets(struct m3u *m)
 			}
 			first[a] = i;
 		}
-		e->asset = a;
 		if (b->cat->assets[a].nsources == PX_IMPORT_MAX_SOURCES) {
 			st = fail(b, "%s:%d: url: more than %d sources for %s", m->file, e->line,
 				  PX_IMPORT_MAX_SOURCES, e->key);
