@@ -27,8 +27,10 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=87
 meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3
 
 echo "== fuzz targets, a short run each (corpora in tests/fuzz/corpus)"
-ninja -C build-asan tests/fuzz/fuzz_httpparse tests/fuzz/fuzz_catalog tests/fuzz/fuzz_jsonpos
-for t in httpparse catalog jsonpos; do
+# every tests/fuzz/fuzz_NAME.c is a target with its corpus in corpus/NAME
+fuzzers=$(cd tests/fuzz && ls fuzz_*.c | sed 's/^fuzz_//; s/\.c$//')
+ninja -C build-asan $(printf 'tests/fuzz/fuzz_%s ' $fuzzers)
+for t in $fuzzers; do
   scratch=$(mktemp -d)
   # new inputs go to the scratch dir (first), the committed corpus is read only
   build-asan/tests/fuzz/fuzz_$t -max_total_time=20 -timeout=10 -print_final_stats=0 \

@@ -33,6 +33,7 @@
 #include "config.h"
 #include "fetch.h"
 #include "fs.h"
+#include "import.h"
 #include "log.h"
 #include "state.h"
 
@@ -152,6 +153,7 @@ static void usage(FILE *out)
 		"\n"
 		"Mounts the media assets listed in the JSON file CATALOG as plain, read-only\n"
 		"files under MOUNTPOINT, streaming their bytes from their HTTP(S) or local sources.\n"
+		"CATALOG may also be a directory of .strm files or an .m3u/.m3u8 playlist.\n"
 		"\n"
 		"general options:\n"
 		"    -f                     stay in the foreground, log to stderr\n"
@@ -497,7 +499,7 @@ int main(int argc, char *argv[])
 		rc = EXIT_USAGE;
 		goto out;
 	}
-	if (px_catalog_load(cl.catalog, &cat, err, sizeof(err)) != PX_OK) {
+	if (px_import_load(cl.catalog, &cat, err, sizeof(err)) != PX_OK) {
 		fprintf(stderr, "seamfs: %s\n", err);
 		rc = EXIT_CATALOG;
 		goto out;

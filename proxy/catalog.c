@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "catalog.h"
+#include "catalog_i.h"
 #include "config.h"
 #include "jsonpos.h"
 #include "strmap.h"
@@ -36,14 +37,11 @@ struct ctx {
 	char *err;
 	size_t errlen;
 	struct px_catalog *cat;
-	size_t cap_providers;
-	struct px_strmap *provider_names;
+	struct px_catalog_providers ps;  /* ps.names: provider name → index */
 	json_t *settings_obj;      /* borrowed from the root */
 };
 
-/* Copies src, writing control characters as \n, \t or \xNN, so that a
- * message quoting the user's strings stays on one line. */
-static void escape_controls(char *dst, size_t cap, const char *src)
+void px_catalog_escape(char *dst, size_t cap, const char *src)
 {
 	size_t n = 0;
 	for (const unsigned char *p = (const unsigned char *)src; *p && n + 5 < cap; p++) {
@@ -83,8 +81,8 @@ static enum px_status fail(struct ctx *c, const char *field, const char *fmt, ..
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	char efield[512], emsg[1024];
-	escape_controls(efield, sizeof(efield), field[0] ? field : "(top)");
-	escape_controls(emsg, sizeof(emsg), msg);
+	px_catalog_escape(efield, sizeof(efield), field[0] ? field : "(top)");
+	px_catalog_escape(emsg, sizeof(emsg), msg);
 	snprintf(c->err, c->errlen, "%s:%d:%d: %s: %s", c->file, line, col, efield, emsg);
 	return PX_EINVAL;
 }
@@ -198,8 +196,7 @@ static char *dup_or_null(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
-/* Checks a relative asset path; returns a message or NULL. */
-static const char *bad_asset_path(const char *p)
+const char *px_catalog_bad_path(const char *p)
 {
 	if (p[0] == '/')
 		return "must be relative (no leading '/')";
@@ -224,11 +221,7 @@ static const char *bad_asset_path(const char *p)
 	return NULL;
 }
 
-/*
- * Checks an http(s) URL and writes "host:port" (lowercase, userinfo
- * dropped) into hostport. Returns a message or NULL.
- */
-static const char *bad_url(const char *url, char *hostport, size_t cap)
+const char *px_catalog_bad_url(const char *url, char *hostport, size_t cap)
 {
 	size_t skip;
 	int port = 0;
@@ -293,28 +286,54 @@ static const char *bad_url(const char *url, char *hostport, size_t cap)
 	return NULL;
 }
 
-static enum px_status add_provider(struct ctx *c, const char *name, int implicit,
-				   size_t *index)
+const char *px_catalog_bad_local(const char *path)
 {
-	struct px_catalog *cat = c->cat;
-	if (cat->nproviders == c->cap_providers) {
-		size_t ncap = c->cap_providers ? c->cap_providers * 2 : 8;
+	if (path[0] != '/')
+		return "must be an absolute path";
+	for (const unsigned char *q = (const unsigned char *)path; *q; q++)
+		if (*q < 0x20 || *q == 0x7f)
+			return "contains a control character";
+	return NULL;
+}
+
+enum px_status px_catalog_add_provider(struct px_catalog_providers *ps, const char *name,
+				       int implicit, size_t *index)
+{
+	struct px_catalog *cat = ps->cat;
+	if (cat->nproviders == ps->cap) {
+		size_t ncap = ps->cap ? ps->cap * 2 : 8;
 		struct px_provider *np = realloc(cat->providers, ncap * sizeof(*np));
 		if (!np)
-			return oom(c);
+			return PX_ENOMEM;
 		cat->providers = np;
-		c->cap_providers = ncap;
+		ps->cap = ncap;
 	}
 	struct px_provider *p = &cat->providers[cat->nproviders];
 	memset(p, 0, sizeof(*p));
 	p->name = strdup(name);
 	if (!p->name)
-		return oom(c);
+		return PX_ENOMEM;
 	p->implicit = implicit;
 	*index = cat->nproviders++;
-	/* provider_names keys point into providers[].name: rebuild is not needed
-	 * on realloc because the strings themselves do not move. */
-	if (px_strmap_put(c->provider_names, p->name, *index, NULL) == PX_ENOMEM)
+	/* names' keys point into providers[].name: no rebuild is needed on
+	 * realloc because the strings themselves do not move. */
+	if (px_strmap_put(ps->names, p->name, *index, NULL) == PX_ENOMEM)
+		return PX_ENOMEM;
+	return PX_OK;
+}
+
+enum px_status px_catalog_implicit_provider(struct px_catalog_providers *ps,
+					    const char *hostport, size_t *index)
+{
+	if (px_strmap_get(ps->names, hostport, index))
+		return PX_OK;
+	return px_catalog_add_provider(ps, hostport, 1, index);
+}
+
+static enum px_status add_provider(struct ctx *c, const char *name, int implicit,
+				   size_t *index)
+{
+	if (px_catalog_add_provider(&c->ps, name, implicit, index) != PX_OK)
 		return oom(c);
 	return PX_OK;
 }
@@ -353,7 +372,7 @@ static enum px_status parse_providers(struct ctx *c, json_t *arr)
 			return st;
 		if ((st = get_string(c, at, pv, "name", 1, &name)))
 			return st;
-		if (px_strmap_get(c->provider_names, name, &old)) {
+		if (px_strmap_get(c->ps.names, name, &old)) {
 			char field[512];
 			snprintf(field, sizeof(field), "%s.name", at);
 			return fail(c, field, "duplicate provider name \"%s\" (also providers[%zu])",
@@ -430,29 +449,28 @@ static enum px_status parse_source(struct ctx *c, const char *at, json_t *sv,
 	if (!url && !path)
 		return fail(c, at, "missing required field \"url\" or \"path\"");
 	if (url) {
-		const char *why = bad_url(url, hostport, sizeof(hostport));
+		const char *why = px_catalog_bad_url(url, hostport, sizeof(hostport));
 		if (why) {
 			snprintf(field, sizeof(field), "%s.url", at);
 			return fail(c, field, "\"%s\" %s", url, why);
 		}
 	} else {
+		const char *why = px_catalog_bad_local(path);
 		snprintf(field, sizeof(field), "%s.path", at);
-		if (path[0] != '/')
-			return fail(c, field, "\"%s\" must be an absolute path", path);
-		for (const unsigned char *q = (const unsigned char *)path; *q; q++)
-			if (*q < 0x20 || *q == 0x7f)
-				return fail(c, field, "contains a control character");
+		if (why && path[0] != '/')
+			return fail(c, field, "\"%s\" %s", path, why);
+		if (why)
+			return fail(c, field, "%s", why);
 		snprintf(hostport, sizeof(hostport), "local");
 	}
 	if (prov) {
-		if (!px_strmap_get(c->provider_names, prov, &idx) ||
+		if (!px_strmap_get(c->ps.names, prov, &idx) ||
 		    c->cat->providers[idx].implicit) {
 			snprintf(field, sizeof(field), "%s.provider", at);
 			return fail(c, field, "unknown provider \"%s\" (not in \"providers\")", prov);
 		}
-	} else if (!px_strmap_get(c->provider_names, hostport, &idx)) {
-		if ((st = add_provider(c, hostport, 1, &idx)))
-			return st;
+	} else if (px_catalog_implicit_provider(&c->ps, hostport, &idx) != PX_OK) {
+		return oom(c);
 	}
 	src->provider = idx;
 	src->url = dup_or_null(url);
@@ -521,7 +539,7 @@ static enum px_status parse_asset(struct ctx *c, size_t i, json_t *av)
 			return fail(c, field, "contains a control character");
 		}
 	}
-	const char *why = bad_asset_path(path);
+	const char *why = px_catalog_bad_path(path);
 	if (why) {
 		snprintf(field, sizeof(field), "%s.path", at);
 		return fail(c, field, "\"%s\" %s", path, why);
@@ -728,8 +746,9 @@ enum px_status px_catalog_parse(const char *file, const char *text, size_t len,
 
 	*out = NULL;
 	c.cat = calloc(1, sizeof(*c.cat));
-	c.provider_names = px_strmap_new(16);
-	if (!c.cat || !c.provider_names || !(c.cat->file = strdup(file))) {
+	c.ps.cat = c.cat;
+	c.ps.names = px_strmap_new(16);
+	if (!c.cat || !c.ps.names || !(c.cat->file = strdup(file))) {
 		st = oom(&c);
 		goto out;
 	}
@@ -788,7 +807,7 @@ enum px_status px_catalog_parse(const char *file, const char *text, size_t len,
 	c.cat = NULL;
 out:
 	json_decref(root);
-	px_strmap_free(c.provider_names);
+	px_strmap_free(c.ps.names);
 	px_catalog_free(c.cat);
 	return st;
 }
