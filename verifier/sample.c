@@ -4,11 +4,14 @@
  * Chunk indexes are computed in unsigned 64-bit: C - 1 < 2^51 for any
  * int64 size and i <= 99, so i * (C - 1) stays below 2^58.
  */
+#include <string.h>
+
 #include "sample.h"
 
 void vf_sample_plan(int64_t size, struct vf_plan *out)
 {
-	out->n = 0;
+	/* all of it, unused slots too: equal sizes give byte-equal plans */
+	memset(out, 0, sizeof(*out));
 	if (size <= 0)
 		return;
 	uint64_t chunks = ((uint64_t)size + VF_SAMPLE_LEN - 1) / VF_SAMPLE_LEN;
