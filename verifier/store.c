@@ -328,12 +328,13 @@ enum px_status vf_store_parse(const char *asset, const char *text, size_t len,
 			      size_t *nrecords, char *err, size_t errlen)
 {
 	const char *name;
-	json_t *r, *root = parse_text(asset, text, len, err, errlen);
+	json_t *r, *root;
 	struct vf_record *rec;
 
 	*nrecords = 0;
 	if (errlen)
 		err[0] = '\0';
+	root = parse_text(asset, text, len, err, errlen);
 	if (!root)
 		return PX_EINVAL;
 	rec = malloc(sizeof(*rec));
