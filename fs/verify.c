@@ -177,9 +177,10 @@ static int parse_cmdline(int argc, char **argv, struct vopts *o)
 			break;
 		}
 		default:
+			/* getopt sets optopt to the option that lacks its value */
 			fprintf(stderr, "seamfs verify: %s option '%s'\n",
-				c == ':' || (c == '?' && optopt && strchr("o", optopt))
-					? "missing value for" : "unknown",
+				optopt == 'o' || optopt >= OPT_FULL ? "missing value for"
+								    : "unknown",
 				argv[optind - 1]);
 			return 1;
 		}
@@ -323,7 +324,8 @@ static void store_result(struct run *r, const struct px_asset *a, struct src *s,
 {
 	struct vf_record *rec;
 	char err[300];
-	if (!r->store || s->probe != PX_OK)
+	/* an inconclusive check teaches nothing: what is stored stays */
+	if (!r->store || s->probe != PX_OK || !v || v->outcome == VF_INCONCLUSIVE)
 		return;
 	rec = calloc(1, sizeof(*rec));
 	if (!rec)
@@ -334,10 +336,11 @@ static void store_result(struct run *r, const struct px_asset *a, struct src *s,
 		rec->has_fp = 1;
 		rec->fp = s->fp;
 	}
-	if (v && refid && v->outcome != VF_INCONCLUSIVE) {
+	if (refid || v->outcome == VF_SIZE_MISMATCH) {
 		rec->has_verdict = 1;
 		rec->verdict = *v;
-		snprintf(rec->ref, sizeof(rec->ref), "%s", refid);
+		/* a size mismatch is against the asset's size: it needs no reference */
+		snprintf(rec->ref, sizeof(rec->ref), "%s", refid ? refid : "");
 	}
 	if (vf_store_put(r->store, a->id, s->name, rec, is_ref && rec->has_fp, err,
 			 sizeof(err)) != PX_OK)
@@ -420,7 +423,7 @@ static enum px_status check_asset(struct run *r, const struct px_asset *a)
 	char refid[VF_FINGERPRINT_ID_LEN] = "";
 	int64_t size = a->size;
 	long ref_src = -1;
-	int have_ref = 0, fresh_ref = 0;
+	int have_ref = 0;
 
 	if (!srcs || !ref)
 		goto out;
@@ -448,7 +451,7 @@ static enum px_status check_asset(struct run *r, const struct px_asset *a)
 		if (s->take_st == PX_OK) {
 			*ref = s->fp;
 			ref_src = (long)i;
-			have_ref = fresh_ref = 1;
+			have_ref = 1;
 		}
 	}
 	if (have_ref && vf_fingerprint_id(ref, refid) != PX_OK)
@@ -491,8 +494,7 @@ static enum px_status check_asset(struct run *r, const struct px_asset *a)
 					 (long long)s->fp.plan.off[s->take_bad], s->take_why);
 		}
 		report(r, a, s, &v, is_ref && v.outcome == VF_MATCH);
-		store_result(r, a, s, &v, have_ref ? refid : NULL,
-			     is_ref && v.outcome == VF_MATCH && (fresh_ref || s->taken));
+		store_result(r, a, s, &v, have_ref ? refid : NULL, is_ref && v.outcome == VF_MATCH);
 		if (r->full && s->probe == PX_OK && (size < 0 || s->seen.size == size))
 			check_full(r, a, s, s->seen.size);
 		r->done++;
@@ -525,7 +527,8 @@ int fs_verify_main(int argc, char **argv)
 		goto out;
 	}
 	if (pr > 0) {
-		usage(stderr);
+		fprintf(stderr, "usage: seamfs verify [OPTIONS] CATALOG [ASSET-ID...]; "
+			"see seamfs verify --help\n");
 		rc = EXIT_USAGE;
 		goto out;
 	}

@@ -41,8 +41,9 @@ enum px_status px_rangeread_new_http(const struct px_fetch_ops *ops, const char 
  */
 enum px_status px_rangeread_new_path(const char *path, struct px_rangeread **out) PX_WUR;
 
-/* Waits for nothing: an HTTP request still in flight is cancelled by its
- * caller before; NULL: no-op. */
+/* Frees rr. Never waits: once a read has returned, none of its requests
+ * refers to rr any more (an abandoned one holds only its own batch).
+ * NULL: no-op. */
 void px_rangeread_free(struct px_rangeread *rr);
 
 /* The size the source must have from now on (-1: any); a response
@@ -57,8 +58,8 @@ void px_rangeread_set_size(struct px_rangeread *rr, int64_t size);
 enum px_status px_rangeread_probe(struct px_rangeread *rr, struct vf_seen *out,
 				  char *why, size_t whylen) PX_WUR;
 
-/* The vf_reader over rr (rr borrowed while the reader is used). Reads may
- * come from one thread at a time. */
+/* The vf_reader over rr (rr borrowed while the reader is used). Several
+ * threads may read at once; px_rangeread_set_size() must not race them. */
 struct vf_reader px_rangeread_reader(struct px_rangeread *rr);
 
 #endif

@@ -212,14 +212,16 @@ static int decode_verdict(json_t *v, struct vf_record *rec, const char *where,
 			 json_is_string(o) ? json_string_value(o) : "(not a string)");
 		return -1;
 	}
-	if (!json_is_string(ref) || json_string_length(ref) != VF_FINGERPRINT_ID_LEN - 1 ||
-	    vf_hash_unhex(json_string_value(ref), json_string_length(ref),
-			  (unsigned char[8]){ 0 }, 8)) {
-		snprintf(err, errlen, "%s.verdict.ref: expected 16 hex digits, got '%.40s'",
+	if (ref && (!json_is_string(ref) ||
+		    (json_string_length(ref) != 0 &&
+		     (json_string_length(ref) != VF_FINGERPRINT_ID_LEN - 1 ||
+		      vf_hash_unhex(json_string_value(ref), json_string_length(ref),
+				    (unsigned char[8]){ 0 }, 8))))) {
+		snprintf(err, errlen, "%s.verdict.ref: expected \"\" or 16 hex digits, got '%.40s'",
 			 where, json_is_string(ref) ? json_string_value(ref) : "(not a string)");
 		return -1;
 	}
-	snprintf(rec->ref, sizeof(rec->ref), "%s", json_string_value(ref));
+	snprintf(rec->ref, sizeof(rec->ref), "%s", ref ? json_string_value(ref) : "");
 	if (get_int(v, "sample", -1, VF_MAX_SAMPLES - 1, 1, -1, &n, where, err, errlen))
 		return -1;
 	vd->sample = (long)n;

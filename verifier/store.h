@@ -43,7 +43,9 @@ struct vf_record {
 	struct vf_fingerprint fp;      /* complete, fp.size == seen.size */
 	int has_verdict;
 	struct vf_verdict verdict;     /* MATCH, MISMATCH or SIZE_MISMATCH */
-	char ref[VF_FINGERPRINT_ID_LEN]; /* id of the reference it was made against */
+	char ref[VF_FINGERPRINT_ID_LEN]; /* id of the reference it was made against;
+					  * "" when none (a size mismatch is
+					  * against the asset's size) */
 	int64_t time;                  /* Unix seconds it was written, 0 if unknown */
 };
 
