@@ -152,6 +152,14 @@ static void fake_resume(void *impl, uint64_t id)
 	(void)id;
 }
 
+/* Changes a behaviour field; the fake's thread reads them under its lock. */
+#define FAKE_SET(f, field, v) \
+	do { \
+		pthread_mutex_lock(&(f)->lock); \
+		(f)->field = (v); \
+		pthread_mutex_unlock(&(f)->lock); \
+	} while (0)
+
 static struct fake *fake_new(void)
 {
 	struct fake *f = calloc(1, sizeof(*f));
@@ -205,8 +213,8 @@ static void test_batch_parallel(void **state)
 
 	vf_sample_plan(DATA_SIZE, &plan);
 	assert_int_equal(plan.n, 20);
-	f->hold = PX_RANGEREAD_PARALLEL;
-	f->expect = 20;
+	FAKE_SET(f, hold, PX_RANGEREAD_PARALLEL);
+	FAKE_SET(f, expect, 20);
 	memset(r, 0, sizeof(r));
 	for (size_t i = 0; i < 20; i++) {
 		r[i].off = plan.off[i];
@@ -266,7 +274,7 @@ static void test_probe_and_failures(void **state)
 	assert_memory_equal(buf, f->data + 1000, sizeof(buf));
 	assert_int_equal(f->reqs[1].p.expect_size, DATA_SIZE);
 
-	f->fail = PX_ENOTFOUND;
+	FAKE_SET(f, fail, PX_ENOTFOUND);
 	struct vf_range r = { .off = 0, .len = sizeof(buf), .buf = buf };
 	rd.read_batch(rd.ctx, &r, 1);
 	assert_int_equal(r.st, PX_ENOTFOUND);
@@ -275,7 +283,7 @@ static void test_probe_and_failures(void **state)
 	assert_int_equal(px_rangeread_probe(rr, &seen, why, sizeof(why)), PX_ENOTFOUND);
 	assert_non_null(strstr(why, "404"));
 
-	f->refuse = 1;
+	FAKE_SET(f, refuse, 1);
 	rd.read_batch(rd.ctx, &r, 1);
 	assert_int_equal(r.st, PX_ESHUTDOWN);
 	assert_non_null(strstr(r.why, "could not start"));
@@ -291,7 +299,7 @@ static void test_timeout_cancels(void **state)
 	char buf[64];
 	size_t got = 9;
 
-	f->hang = 1;
+	FAKE_SET(f, hang, 1);
 	int64_t t0 = px_now_ms();
 	assert_int_equal(rd.read(rd.ctx, 0, sizeof(buf), buf, &got), PX_ETIMEDOUT);
 	assert_int_equal(got, 0);
@@ -304,7 +312,7 @@ static void test_timeout_cancels(void **state)
 
 	/* a wedged fetcher: the reader gives up after the grace period, and
 	 * the late on_done (at the fake's stop) finds its memory still there */
-	f->deaf = 1;
+	FAKE_SET(f, deaf, 1);
 	struct vf_range r[3];
 	memset(r, 0, sizeof(r));
 	static unsigned char b3[3][10];
