@@ -36,6 +36,7 @@
 #include "import.h"
 #include "log.h"
 #include "state.h"
+#include "verify.h"
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
@@ -150,6 +151,7 @@ static void usage(FILE *out)
 		"usage: seamfs [-f] [-o OPT[,OPT...]] CATALOG MOUNTPOINT\n"
 		"       seamfs --help | --version\n"
 		"       mount -t fuse.seamfs CATALOG MOUNTPOINT -o OPTS\n"
+		"       seamfs verify [OPTIONS] CATALOG [ASSET-ID...]   (see seamfs verify --help)\n"
 		"\n"
 		"Mounts the media assets listed in the JSON file CATALOG as plain, read-only\n"
 		"files under MOUNTPOINT, streaming their bytes from their HTTP(S) or local sources.\n"
@@ -475,6 +477,8 @@ int main(int argc, char *argv[])
 	 * FUSE workers that alone was ~60 MiB over the read-ahead budget. Two
 	 * arenas keep memory near the budget; big buffers barely contend. */
 	mallopt(M_ARENA_MAX, 2);
+	if (argc > 1 && strcmp(argv[1], "verify") == 0)
+		return fs_verify_main(argc - 1, argv + 1);
 	px_config_init(&cfg);
 	if (fuse_opt_parse(&args, &cl, opt_table, opt_proc) == -1 || cl.bad) {
 		usage(stderr);

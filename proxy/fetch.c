@@ -186,6 +186,7 @@ static size_t on_header(char *buf, size_t size, size_t n, void *ud)
 	if (px_http_status_line(buf, len, &status) == PX_OK) {
 		xfer_reset_response(x);
 		x->status = status;
+		x->res.etag[0] = '\0'; /* a redirect's ETag is not the resource's */
 		return len;
 	}
 	if (px_http_header(buf, len, &name, &nl, &value, &vl) != PX_OK)
@@ -195,6 +196,11 @@ static size_t on_header(char *buf, size_t size, size_t n, void *ud)
 			x->clen = -1;
 	} else if (px_http_name_is(name, nl, "Content-Range")) {
 		x->have_cr = px_http_content_range(value, vl, &x->cr) == PX_OK;
+	} else if (px_http_name_is(name, nl, "ETag")) {
+		/* kept whole or not at all: a cut ETag could match another */
+		size_t keep = vl < sizeof(x->res.etag) && !memchr(value, '\0', vl) ? vl : 0;
+		memcpy(x->res.etag, value, keep);
+		x->res.etag[keep] = '\0';
 	}
 	return len;
 }

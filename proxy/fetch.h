@@ -39,6 +39,8 @@ struct px_fetch_result {
 	int http_status;                 /* final response's status, 0 if none */
 	int64_t size;                    /* total size the response gave, -1 if none */
 	int64_t mtime;                   /* Last-Modified as Unix time, -1 if none */
+	char etag[128];                  /* the final response's ETag as sent
+					  * (quotes, W/), "" if none or longer */
 	int64_t bytes;                   /* bytes delivered through on_data */
 	char detail[200];                /* what happened, in words, for logs */
 };

@@ -1,0 +1,14 @@
+/*
+ * verify.h - `seamfs verify`: checks an asset's sources against each other
+ * from the command line (see verify.c and README.md).
+ */
+#ifndef SEAMFS_FS_VERIFY_H
+#define SEAMFS_FS_VERIFY_H
+
+/* argv[0] is "verify". Returns the process's exit status: 0 all match,
+ * 1 a mismatch or size mismatch, 2 bad command line, 3 bad catalog,
+ * 4 inconclusive only, 5 could not run. Called from main() before
+ * anything else has started. */
+int fs_verify_main(int argc, char **argv);
+
+#endif
