@@ -84,6 +84,9 @@ static const struct fuse_opt opt_table[] = {
 	FUSE_OPT_KEY("admission_timeout=%s", KEY_CORE),
 	FUSE_OPT_KEY("liveness_ttl=%s", KEY_CORE),
 	FUSE_OPT_KEY("liveness_interval=%s", KEY_CORE),
+	FUSE_OPT_KEY("stall_timeout=%s", KEY_CORE),
+	FUSE_OPT_KEY("standby_delay=%s", KEY_CORE),
+	FUSE_OPT_KEY("max_standby=%s", KEY_CORE),
 	/* fstab and mount(8) options that mean nothing to a FUSE daemon */
 	FUSE_OPT_KEY("auto", KEY_DISCARD),
 	FUSE_OPT_KEY("noauto", KEY_DISCARD),

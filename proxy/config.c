@@ -31,6 +31,9 @@ const struct px_config_option px_config_options[] = {
 	{ "admission_timeout", "SECONDS", "how long an open or read waits when every provider is at its limit (default 10)" },
 	{ "liveness_ttl", "SECONDS", "a provider failing this long drops out of the choice (default 30)" },
 	{ "liveness_interval", "SECONDS", "how often each provider is probed; 0: never (default 10)" },
+	{ "stall_timeout", "SECONDS", "no byte this long while a read waits: cut over to a standby (default 3)" },
+	{ "standby_delay", "SECONDS", "playback time before an asset's standbys are verified; 0: at once (default 120)" },
+	{ "max_standby", "N", "standbys verified ahead per asset, 0 to 64 (default 5)" },
 	{ NULL, NULL, NULL }
 };
 
@@ -51,6 +54,9 @@ void px_config_init(struct px_config *cfg)
 	cfg->liveness_ttl_ms = 30000;
 	cfg->liveness_interval_ms = 10000;
 	cfg->session_key = PX_KEY_PROCESS;
+	cfg->stall_timeout_ms = 3000;
+	cfg->standby_delay_ms = 120000;
+	cfg->max_standby = 5;
 }
 
 void px_config_release(struct px_config *cfg)
@@ -210,6 +216,17 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 			cfg->liveness_interval_ms = 0;
 		else if (parse_seconds(value, 86400, &cfg->liveness_interval_ms))
 			want = "a number of seconds from 0 to 86400";
+	} else if (strcmp(name, "stall_timeout") == 0) {
+		if (parse_seconds(value, 3600, &cfg->stall_timeout_ms))
+			want = "a number of seconds above 0 and at most 3600";
+	} else if (strcmp(name, "standby_delay") == 0) {
+		if (strcmp(value, "0") == 0)
+			cfg->standby_delay_ms = 0;
+		else if (parse_seconds(value, 86400, &cfg->standby_delay_ms))
+			want = "a number of seconds from 0 to 86400";
+	} else if (strcmp(name, "max_standby") == 0) {
+		if (parse_int(value, 0, 64, &cfg->max_standby))
+			want = "a whole number from 0 to 64";
 	} else if (strcmp(name, "state_dir") == 0 || strcmp(name, "ca_file") == 0) {
 		if (value[0] != '/') {
 			want = "an absolute path";

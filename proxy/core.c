@@ -55,6 +55,9 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 	px_cache_init(core);
 	px_providers_init(core);
 	pthread_mutex_init(&core->handles_lock, NULL);
+	if ((st = px_standby_init(core)) != PX_OK)
+		goto out;
+	st = PX_ENOMEM;
 	for (size_t i = 0; i < cat->nassets; i++) {
 		core->assets[i].size = core->assets[i].mtime = -1;
 		core->assets[i].dead = calloc(cat->assets[i].nsources + 1, 1);
@@ -85,10 +88,14 @@ void px_core_free(struct px_core *core)
 		px_handles_close_all(core);
 		pthread_mutex_destroy(&core->handles_lock);
 		px_providers_release(core);
+		/* verification jobs end while the fetcher still runs */
+		px_standby_stop(core);
 	}
 	px_fetch_free(core->fetch);
-	if (core->provs)
+	if (core->provs) {
 		px_sessions_free_all(core);
+		px_standby_release(core);
+	}
 	if (core->assets) {
 		px_info("core", "reads: %llu head/tail cache hits, %llu cache fills, %llu streams "
 			"(%llu restarts, %llu waits for bytes, %llu ms waiting), %llu direct range reads",
@@ -171,8 +178,10 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 			px_warn("state", "could not remember sizes: %s", err);
 	}
 	st = px_tree_new(cat, listed, &core->tree);
-	if (st == PX_OK)
+	if (st == PX_OK) {
 		px_providers_start(core, core->fetch != NULL);
+		st = px_standby_start(core);
+	}
 out:
 	free(need);
 	free(listed);

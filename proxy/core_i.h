@@ -23,8 +23,36 @@ struct cache_slot {
 	uint64_t last_use;
 };
 
+/* A source's verification state (standby.c), under core->vf_lock. */
+enum { VS_UNKNOWN, VS_VERIFYING, VS_VERIFIED, VS_REJECTED, VS_ABANDONED };
+struct src_rt {
+	int state;                 /* VS_* */
+	int inconclusive;          /* inconclusive checks in a row */
+	int64_t checked;           /* core clock of the last check */
+	char why[200];             /* the last verdict, in words */
+};
+
+/* One cutover, for the status. */
+struct cutover_rec {
+	uint64_t session;
+	size_t asset, from, to;
+	int64_t offset, ms, when;
+	enum px_status reason;
+};
+
+struct vf_fingerprint;
+struct vf_store;
+struct vf_pool;
+
 struct asset_rt {
 	struct cache_slot slot[2]; /* head, tail */
+	/* standby.c, under core->vf_lock */
+	struct src_rt *src;        /* per source */
+	struct vf_fingerprint *ref; /* the reference fingerprint, NULL until known */
+	char ref_id[17];
+	int ref_busy;              /* being taken */
+	_Atomic int served;        /* some session has served bytes */
+	int64_t served_at;
 	int64_t size;              /* -1 until known; fixed once listed */
 	int64_t mtime;
 	int listed;
@@ -46,10 +74,12 @@ struct prov_rt {
 	int64_t bad_since;         /* first bad answer since the last good one, 0: none */
 	int64_t last_good, last_bad, last_probe;
 	int probing;               /* an active probe is in flight */
+	int auth_failed;           /* 401/403: its credentials are refused */
+	char auth_why[200];
 	long probe_asset;          /* what the active probe asks for, -1: nothing */
 	size_t probe_source;
 	char why[200];             /* the last bad answer, in words */
-	uint64_t n_ok, n_bad, n_waits, n_busy, n_preempted, n_evicted, n_probes;
+	uint64_t n_ok, n_bad, n_waits, n_busy, n_preempted, n_evicted, n_probes, n_auth;
 	struct xrec *bgs;          /* background transfers, for preemption */
 	struct slot_wait *waitq;   /* waiting for a slot, oldest first */
 };
@@ -64,7 +94,9 @@ struct px_handle;
 struct px_session {
 	struct px_core *core;
 	struct px_session *prev, *next; /* core->sessions, under prov_lock */
-	size_t asset, source, prov;
+	size_t asset;
+	_Atomic size_t source;     /* changed only by a cutover, under prov_lock */
+	size_t prov;               /* the source's provider; under prov_lock */
 	uint64_t id, client;
 	int fd;                    /* a path source, opened once */
 	char who[96];              /* "session N asset ID", for logs */
@@ -72,7 +104,12 @@ struct px_session {
 
 	/* under prov_lock */
 	int nhandles;              /* open handles */
-	int xfers;                 /* open transfers */
+	int xfers;                 /* open transfers on its provider */
+	int xfers_moved;           /* open transfers on providers it left */
+	unsigned gen;              /* counts cutovers: transfers of an older
+				    * generation count on the provider they
+				    * were made to */
+	int exhausted;             /* a read failed with nothing to cut over to */
 	int reserved;              /* holds a slot of its provider for reopens */
 	int listed;                /* in core->sessions: may be joined */
 	int failed;                /* a read failed for good: no more joins */
@@ -117,6 +154,20 @@ struct px_core {
 	int64_t admit_when;
 	uint64_t n_admit_busy;
 
+	/* verification and cutover (standby.c) */
+	pthread_mutex_t vf_lock;
+	pthread_cond_t vf_cond;
+	int vf_init;
+	struct vf_store *vstore;   /* NULL without a state_dir */
+	struct vf_pool *vpool;
+	int verify_workers;        /* 0: 2 with a real fetcher, none with a fake */
+	uint64_t n_verified[4];    /* by vf_outcome */
+	uint64_t n_cutovers[PX_STATUS_COUNT]; /* by trigger */
+	struct cutover_rec recent[8];
+	uint64_t nrecent;
+	uint64_t n_exhausted;
+	char exhausted_why[300];
+
 	/* open handles (session.c), closed by px_core_free if FUSE did not
 	 * release them before the unmount */
 	pthread_mutex_t handles_lock;
@@ -137,8 +188,7 @@ struct px_stream;
  * smallest window: the caller reads without one.
  */
 enum px_status px_stream_start(struct px_core *core, struct px_session *sess, size_t asset,
-			       size_t source, int64_t off, int64_t deadline,
-			       struct px_stream **out);
+			       int64_t off, int64_t deadline, struct px_stream **out);
 
 /* Whether the stream's transfer is paused with no reader waiting on it: a
  * slot its session may take back. */
@@ -214,6 +264,15 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 				int64_t deadline, struct px_session **out);
 void px_session_leave(struct px_session *s);
 
+/*
+ * Moves the session to another source of its asset (a cutover): its
+ * reservation moves to that source's provider, which must have room
+ * (PX_EBUSY otherwise: nothing changes); transfers still open on the old
+ * provider stay counted there until they end. Any thread but the fetch
+ * thread.
+ */
+enum px_status px_session_switch(struct px_session *s, size_t source) PX_WUR;
+
 /* A read of the session failed for good: reopens get a new session. */
 void px_session_failed(struct px_session *s);
 
@@ -224,6 +283,43 @@ int px_session_yield_idle(struct px_session *s);
  * returns when it next has work (core clock, ms). The monitor thread calls
  * it; unit tests call it with a fake clock. */
 int64_t px_providers_tick(struct px_core *core);
+
+/* ---- standby.c: verification states, prevalidation, cutover */
+
+enum px_status px_standby_init(struct px_core *core);  /* with px_core_new */
+enum px_status px_standby_start(struct px_core *core); /* after discovery */
+void px_standby_stop(struct px_core *core);            /* ends the workers */
+void px_standby_release(struct px_core *core);
+
+/* Bytes of the asset came from source: the first time, its reference
+ * fingerprint is taken in the background. Any thread. */
+void px_standby_served(struct px_core *core, size_t asset, size_t source);
+
+/* Starts prevalidation of the standbys of assets that have played for
+ * standby_delay. The monitor thread, or a unit test. */
+void px_standby_tick(struct px_core *core);
+
+/*
+ * The session's source `failed` failed under a read at off (why: the
+ * trigger). Takes the next standby that proves identical (verified and the
+ * seam check on seam[0..n), the bytes the old source gave just before off;
+ * or verified now, before deadline) and moves the session to it: PX_OK.
+ * PX_OK at once when another reader of the session already cut over.
+ * PX_ENOSOURCE when none can take over. Never holds a lock across I/O.
+ */
+enum px_status px_cutover(struct px_session *s, size_t failed, int64_t off, enum px_status why,
+			  const void *seam, size_t n, int64_t deadline);
+
+/* A read of s failed with nothing left to cut over to: counted, logged
+ * and shown as fallback_exhausted. */
+void px_standby_exhausted(struct px_session *s, int64_t off, enum px_status why);
+
+const char *px_standby_state_name(int state);
+const char *px_cutover_reason_name(enum px_status st);
+
+/* Marks provider prov's credentials refused (HTTP 401/403): no new
+ * sessions or cutovers go there; reported as an authentication error. */
+void px_provider_auth_failed(struct px_core *core, size_t prov, const char *why);
 
 /* ---- cache.c: heads and tails of assets, shared by all sessions */
 

@@ -53,6 +53,10 @@ struct xrec {
 	struct px_core *core;
 	size_t prov;
 	struct px_session *sess;
+	unsigned gen;            /* sess->gen at submit */
+	int loose;               /* for a session, but not on its provider (a
+				  * reader that has not seen its cutover yet):
+				  * one slot of its own, like a moved one */
 	int bg;
 	int refs;                /* the submitter and the transfer; prov_lock */
 	int started;             /* id is valid */
@@ -87,7 +91,7 @@ static void session_free_locked(struct px_session *s)
 
 static int session_gone(const struct px_session *s)
 {
-	return !s->listed && s->nhandles == 0 && s->xfers == 0;
+	return !s->listed && s->nhandles == 0 && s->xfers == 0 && s->xfers_moved == 0;
 }
 
 /* Takes the session out of the list and gives back its reservation. The
@@ -194,16 +198,19 @@ static void take(struct prov_rt *p, struct px_session *sess)
 static void grant_waiters(struct px_core *core, struct prov_rt *p)
 {
 	int any = 0;
-	for (struct slot_wait **pw = &p->waitq; *pw;) {
-		struct slot_wait *w = *pw;
-		if (!can_take(p, w->sess)) {
-			pw = &w->next;
-			continue;
+	/* playback first, then background work */
+	for (int pass = 0; pass < 2; pass++) {
+		for (struct slot_wait **pw = &p->waitq; *pw;) {
+			struct slot_wait *w = *pw;
+			if ((pass == 0) != (w->sess != NULL) || !can_take(p, w->sess)) {
+				pw = &w->next;
+				continue;
+			}
+			take(p, w->sess);
+			w->granted = 1;
+			*pw = w->next;
+			any = 1;
 		}
-		take(p, w->sess);
-		w->granted = 1;
-		*pw = w->next;
-		any = 1;
 	}
 	if (any)
 		pthread_cond_broadcast(&core->prov_cond);
@@ -277,6 +284,13 @@ static void x_done(void *ctx, const struct px_fetch_result *res)
 			p->bgs = x->next;
 		if (x->next)
 			x->next->prev = x->prev;
+	} else if (x->loose || x->gen != x->sess->gen) {
+		/* made before a cutover, or loose: it counted on its provider alone */
+		struct px_session *s = x->sess;
+		s->xfers_moved--;
+		p->held--;
+		if (session_gone(s))
+			session_free_locked(s);
 	} else {
 		struct px_session *s = x->sess;
 		int before = contrib(s);
@@ -340,6 +354,11 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 	x->refs = 2;
 
 	pthread_mutex_lock(&core->prov_lock);
+	if (x->sess && x->sess->prov != prov) {
+		/* counted like a transfer left behind by a cutover */
+		x->loose = 1;
+		x->sess = NULL;
+	}
 	/* its own reservation needs no turn; shared room is taken in turn */
 	int now_ok = can_take(p, x->sess) &&
 		     (!p->waitq || (x->sess && x->sess->xfers < x->sess->reserved &&
@@ -394,6 +413,17 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 			return st;
 		}
 	}
+	if (x->loose) {
+		/* taken as background work; it is not: a session's, not
+		 * preemptible */
+		p->bg--;
+		x->bg = 0;
+		x->sess = sess;
+		sess->xfers_moved++;
+		x->gen = sess->gen - 1;
+	} else if (x->sess) {
+		x->gen = x->sess->gen;
+	}
 	if (p->max && p->xfers > p->max)
 		px_error("provider", "provider %s: %d transfers open, over its limit of %d",
 			 core->cat->providers[prov].name, p->xfers, p->max);
@@ -421,6 +451,9 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 				p->bgs = x->next;
 			if (x->next)
 				x->next->prev = x->prev;
+		} else if (x->loose || x->gen != sess->gen) {
+			sess->xfers_moved--;
+			p->held--;
 		} else {
 			int before = contrib(sess);
 			sess->xfers--;
@@ -461,7 +494,7 @@ static int choose(struct px_core *core, size_t asset, int64_t now, size_t *src,
 			ndead++;
 			continue;
 		}
-		if (p->drained) {
+		if (p->drained || p->auth_failed) {
 			ndrained++;
 			continue;
 		}
@@ -470,14 +503,15 @@ static int choose(struct px_core *core, size_t asset, int64_t now, size_t *src,
 			any_up = 1;
 	}
 	if (!any) {
-		snprintf(why, whylen, "no source can serve (%d dead, %d on drained providers)",
+		snprintf(why, whylen, "no source can serve (%d dead, %d on drained or "
+			 "auth-refused providers)",
 			 ndead, ndrained);
 		return -1;
 	}
 	for (size_t i = 0; i < a->nsources; i++) {
 		size_t pi = a->sources[i].provider;
 		const struct prov_rt *p = &core->provs[pi];
-		if (dead[i] || p->drained)
+		if (dead[i] || p->drained || p->auth_failed)
 			continue;
 		int h = health(core, p, now);
 		if (any_up && h == 2)
@@ -766,6 +800,7 @@ int64_t px_providers_tick(struct px_core *core)
 			next = due;
 	}
 	pthread_mutex_unlock(&core->prov_lock);
+	px_standby_tick(core);
 	return next;
 }
 
@@ -856,4 +891,55 @@ void px_sessions_free_all(struct px_core *core)
 	pthread_mutex_unlock(&core->prov_lock);
 	pthread_cond_destroy(&core->prov_cond);
 	pthread_mutex_destroy(&core->prov_lock);
+}
+
+enum px_status px_session_switch(struct px_session *s, size_t source)
+{
+	struct px_core *core = s->core;
+	size_t prov = core->cat->assets[s->asset].sources[source].provider;
+	enum px_status st = PX_OK;
+
+	pthread_mutex_lock(&core->prov_lock);
+	struct prov_rt *to = &core->provs[prov];
+	if (prov != s->prov && !has_room(to) && !evict_lingering(core, prov, s)) {
+		/* background work there gives way; a cutover does not wait */
+		preempt_bg(core, to);
+		st = PX_EBUSY;
+		goto out;
+	}
+	if (prov != s->prov) {
+		struct prov_rt *from = &core->provs[s->prov];
+		/* its open transfers stay counted where they are, one slot each,
+		 * until they end; the reservation moves */
+		int before = contrib(s);
+		from->held -= before - s->xfers;
+		from->sessions--;
+		s->xfers_moved += s->xfers;
+		s->xfers = 0;
+		s->gen++;
+		s->prov = prov;
+		to->sessions++;
+		to->held += contrib(s);
+		grant_waiters(core, from);
+	}
+	atomic_store(&s->source, source);
+	pthread_cond_broadcast(&core->prov_cond);
+out:
+	pthread_mutex_unlock(&core->prov_lock);
+	return st;
+}
+
+void px_provider_auth_failed(struct px_core *core, size_t prov, const char *why)
+{
+	pthread_mutex_lock(&core->prov_lock);
+	struct prov_rt *p = &core->provs[prov];
+	p->n_auth++;
+	if (!p->auth_failed) {
+		p->auth_failed = 1;
+		snprintf(p->auth_why, sizeof(p->auth_why), "authentication refused: %s", why);
+		px_error("provider", "provider %s: authentication refused (%s): its credentials "
+			 "are not used for new sessions or cutovers", core->cat->providers[prov].name,
+			 why);
+	}
+	pthread_mutex_unlock(&core->prov_lock);
 }

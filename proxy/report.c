@@ -21,6 +21,9 @@ static json_t *provider_json(struct px_core *core, size_t i, int64_t now)
 	if (p->drained) {
 		state = "drained";
 		why = "drained: no new sessions";
+	} else if (p->auth_failed) {
+		state = "auth_error";
+		why = p->auth_why;
 	} else if (p->bad_since && now - p->bad_since >= core->cfg->liveness_ttl_ms) {
 		state = "down";
 		why = p->why;
@@ -41,6 +44,8 @@ static json_t *provider_json(struct px_core *core, size_t i, int64_t now)
 	json_object_set_new(o, "max_connections",
 			    p->max ? json_integer(p->max) : json_null());
 	json_object_set_new(o, "at_limit", json_boolean(p->max && p->held >= p->max));
+	json_object_set_new(o, "auth_error", p->auth_failed ? json_string(p->auth_why) : json_null());
+	json_object_set_new(o, "auth_errors", json_integer((json_int_t)p->n_auth));
 	json_object_set_new(o, "last_good_age_s",
 			    p->last_good ? json_real((double)(now - p->last_good) / 1000.0)
 					 : json_null());
@@ -68,8 +73,79 @@ static json_t *session_json(struct px_core *core, const struct px_session *s, in
 			 "offset", (json_int_t)atomic_load(&s->offset),
 			 "bytes_served", (json_int_t)atomic_load(&s->served),
 			 "handles", s->nhandles, "transfers", s->xfers,
-			 "state", s->nhandles ? "open" : "lingering",
+			 "state", s->exhausted ? "fallback_exhausted" : s->nhandles ? "open" : "lingering",
 			 "age_s", (double)(now - s->created) / 1000.0);
+}
+
+/* Assets that have more than one source or whose sources were checked:
+ * each source with its verification state. */
+static json_t *assets_json(struct px_core *core)
+{
+	json_t *arr = json_array();
+	pthread_mutex_lock(&core->vf_lock);
+	for (size_t i = 0; arr && i < core->cat->nassets; i++) {
+		const struct px_asset *a = &core->cat->assets[i];
+		const struct asset_rt *rt = &core->assets[i];
+		if (!rt->listed || a->nsources < 2)
+			continue;
+		json_t *srcs = json_array();
+		for (size_t k = 0; srcs && k < a->nsources; k++) {
+			const struct px_source *src = &a->sources[k];
+			const char *state = rt->dead[k] ? "dead"
+							 : px_standby_state_name(rt->src[k].state);
+			json_array_append_new(srcs, json_pack("{s:s, s:s, s:s, s:s, s:i}",
+				"source", src->url ? src->url : src->path,
+				"provider", core->cat->providers[src->provider].name,
+				"verification", state, "why", rt->src[k].why,
+				"inconclusive_in_a_row", rt->src[k].inconclusive));
+		}
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:s, s:o}",
+			"id", a->id, "path", a->path, "size", (json_int_t)rt->size,
+			"reference", rt->ref ? rt->ref_id : "", "sources", srcs));
+	}
+	pthread_mutex_unlock(&core->vf_lock);
+	return arr;
+}
+
+static json_t *cutovers_json(struct px_core *core, int64_t now)
+{
+	json_t *o = json_object(), *by = json_object(), *recent = json_array();
+	uint64_t total = 0;
+	pthread_mutex_lock(&core->vf_lock);
+	for (int st = 0; st < PX_STATUS_COUNT; st++) {
+		if (!core->n_cutovers[st])
+			continue;
+		const char *name = px_cutover_reason_name((enum px_status)st);
+		json_t *old = json_object_get(by, name);
+		json_int_t prev = old ? json_integer_value(old) : 0;
+		json_object_set_new(by, name, json_integer(prev + (json_int_t)core->n_cutovers[st]));
+		total += core->n_cutovers[st];
+	}
+	uint64_t n = core->nrecent < 8 ? core->nrecent : 8;
+	for (uint64_t i = 0; i < n; i++) {
+		const struct cutover_rec *c = &core->recent[(core->nrecent - 1 - i) % 8];
+		const struct px_asset *a = &core->cat->assets[c->asset];
+		json_array_append_new(recent, json_pack("{s:I, s:s, s:I, s:s, s:s, s:s, s:I, s:f}",
+			"session", (json_int_t)c->session, "asset", a->id,
+			"offset", (json_int_t)c->offset,
+			"from", a->sources[c->from].url ? a->sources[c->from].url : a->sources[c->from].path,
+			"to", a->sources[c->to].url ? a->sources[c->to].url : a->sources[c->to].path,
+			"reason", px_cutover_reason_name(c->reason), "duration_ms", (json_int_t)c->ms,
+			"age_s", (double)(now - c->when) / 1000.0));
+	}
+	json_object_set_new(o, "total", json_integer((json_int_t)total));
+	json_object_set_new(o, "by_reason", by);
+	json_object_set_new(o, "recent", recent);
+	json_object_set_new(o, "fallback_exhausted", json_integer((json_int_t)core->n_exhausted));
+	json_object_set_new(o, "last_fallback_exhausted", json_string(core->exhausted_why));
+	json_object_set_new(o, "verifications",
+			    json_pack("{s:I, s:I, s:I, s:I}",
+				      "match", (json_int_t)core->n_verified[0],
+				      "mismatch", (json_int_t)core->n_verified[1],
+				      "size_mismatch", (json_int_t)core->n_verified[2],
+				      "inconclusive", (json_int_t)core->n_verified[3]));
+	pthread_mutex_unlock(&core->vf_lock);
+	return o;
 }
 
 char *px_core_status_json(struct px_core *core)
@@ -101,6 +177,9 @@ char *px_core_status_json(struct px_core *core)
 								   1000.0)
 						       : json_null()));
 	pthread_mutex_unlock(&core->prov_lock);
+
+	json_object_set_new(root, "assets", assets_json(core));
+	json_object_set_new(root, "cutovers", cutovers_json(core, now));
 
 	pthread_mutex_lock(&core->cache_lock);
 	int64_t cache_used = core->cache_used;

@@ -51,7 +51,6 @@ struct px_handle {
 	struct px_handle *prev, *next;   /* core->handles, under handles_lock */
 	struct px_handle *snext;         /* sess->handles, under sess->lock */
 	size_t asset;
-	size_t source;        /* the session's */
 	int fd;               /* the session's path source, borrowed */
 	const char *who;      /* the session's */
 
@@ -60,6 +59,9 @@ struct px_handle {
 	int starting;         /* a reader is starting the stream */
 	int64_t next_off;     /* where the last read ended */
 	int64_t seq_run;      /* bytes read in a row up to next_off */
+	unsigned char tail[4096]; /* the last bytes a read gave, for a seam check */
+	size_t tail_len;
+	int64_t tail_end;     /* offset just past them */
 };
 
 struct waiter {
@@ -70,6 +72,7 @@ struct waiter {
 	int64_t start;        /* offset of buf[0] */
 	size_t cap, filled;
 	int disorder;         /* bytes came at an offset we did not expect */
+	_Atomic int64_t last_byte; /* when bytes last came (ms) */
 	struct px_fetch_result res;
 	unsigned char buf[];
 };
@@ -93,6 +96,7 @@ static int w_data(void *ctx, int64_t off, const void *buf, size_t len)
 	}
 	memcpy(w->buf + w->filled, buf, len);
 	w->filled += len;
+	atomic_store(&w->last_byte, px_now_ms());
 	return 1;
 }
 
@@ -109,7 +113,8 @@ static void w_done(void *ctx, const struct px_fetch_result *res)
 
 static const char *src_name(const struct px_handle *s)
 {
-	const struct px_source *src = &s->core->cat->assets[s->asset].sources[s->source];
+	const struct px_source *src =
+		&s->core->cat->assets[s->asset].sources[atomic_load(&s->sess->source)];
 	return src->url ? src->url : src->path;
 }
 
@@ -136,7 +141,6 @@ enum px_status px_handle_open(struct px_core *core, size_t asset, uint64_t clien
 	h->core = core;
 	h->sess = sess;
 	h->asset = asset;
-	h->source = sess->source;
 	h->fd = sess->fd;
 	h->who = sess->who;
 	h->next_off = -1;
@@ -247,9 +251,9 @@ static enum px_status read_path(struct px_handle *s, int64_t off, size_t len,
 
 /* One transfer of [off, off+len); copies what arrived in order into buf.
  * Returns the transfer's status; *got = bytes copied. */
-static enum px_status fetch_once(struct px_handle *s, int64_t off, size_t len,
+static enum px_status fetch_once(struct px_handle *s, size_t source, int64_t off, size_t len,
 				 unsigned char *buf, size_t *got, int64_t deadline,
-				 char *detail, size_t detlen)
+				 char *detail, size_t detlen, int *stalled)
 {
 	struct px_core *core = s->core;
 	struct waiter *w = malloc(sizeof(*w) + len);
@@ -265,17 +269,37 @@ static enum px_status fetch_once(struct px_handle *s, int64_t off, size_t len,
 	w->refs = 2;
 	w->start = off;
 	w->cap = len;
-	struct px_fetch_params fp = px_source_range(core, s->asset, s->source, off, (int64_t)len);
+	struct px_fetch_params fp = px_source_range(core, s->asset, source, off, (int64_t)len);
 	struct px_fetch_cb cb = { w_data, w_done, w };
-	st = px_xfer_submit(core, s->sess->prov, s->sess, 0, deadline, &fp, &cb, &id);
+	st = px_xfer_submit(core, core->cat->assets[s->asset].sources[source].provider, s->sess, 0,
+			    deadline, &fp, &cb, &id);
 	if (st != PX_OK) {
 		w->refs = 1;
 		waiter_unref(w);
 		snprintf(detail, detlen, "%s", px_strerror(st));
 		return st;
 	}
+	/* wait for the end, the deadline, or a stall: no byte for
+	 * stall_timeout, which a standby may cure */
+	atomic_store(&w->last_byte, px_now_ms());
 	pthread_mutex_lock(&w->lock);
-	if (!px_cond_wait_until(&w->cond, &w->lock, &w->done, deadline)) {
+	const char *gave_up = NULL;
+	while (!w->done) {
+		int64_t stall_at = atomic_load(&w->last_byte) + core->cfg->stall_timeout_ms;
+		int64_t until = stall_at < deadline ? stall_at : deadline;
+		if (px_cond_wait_until(&w->cond, &w->lock, &w->done, until))
+			break;
+		if (px_now_ms() >= deadline) {
+			gave_up = "no answer within read_timeout";
+			break;
+		}
+		if (px_now_ms() >= atomic_load(&w->last_byte) + core->cfg->stall_timeout_ms) {
+			gave_up = "stalled: no byte within stall_timeout";
+			*stalled = 1;
+			break;
+		}
+	}
+	if (gave_up) {
 		pthread_mutex_unlock(&w->lock);
 		core->ops.cancel(core->ops.impl, id);
 		pthread_mutex_lock(&w->lock);
@@ -285,11 +309,11 @@ static enum px_status fetch_once(struct px_handle *s, int64_t off, size_t len,
 		if (!w->done) {
 			pthread_mutex_unlock(&w->lock);
 			waiter_unref(w);
-			snprintf(detail, detlen, "no answer within read_timeout");
+			snprintf(detail, detlen, "%s", gave_up);
 			return PX_ETIMEDOUT;
 		}
 		w->res.status = PX_ETIMEDOUT;
-		snprintf(w->res.detail, sizeof(w->res.detail), "no answer within read_timeout");
+		snprintf(w->res.detail, sizeof(w->res.detail), "%s", gave_up);
 	}
 	pthread_mutex_unlock(&w->lock);
 	/* done: the fetch thread no longer touches buf */
@@ -312,6 +336,52 @@ static enum px_status fetch_once(struct px_handle *s, int64_t off, size_t len,
 
 static void note_read(struct px_handle *s, int64_t off, size_t got);
 
+/* The bytes the old source gave just before pos, for a cutover's seam
+ * check: the end of this read's bytes so far (have bytes at p), else the
+ * last read's when it ended at pos. Returns how many were put in out. */
+static size_t seam_bytes(struct px_handle *s, int64_t pos, const unsigned char *p, size_t have,
+			 unsigned char out[4096])
+{
+	size_t n = 0;
+	if (have > 0) {
+		n = have < 4096 ? have : 4096;
+		memcpy(out, p - n, n);
+		return n;
+	}
+	pthread_mutex_lock(&s->lock);
+	if (s->tail_end == pos && s->tail_len) {
+		n = s->tail_len;
+		memcpy(out, s->tail, n);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+/* Keeps the last bytes of a read that ended at end, for seam_bytes(). */
+static void keep_tail(struct px_handle *s, int64_t end, const struct iovec *iov, int iovcnt)
+{
+	size_t total = 0;
+	for (int i = 0; i < iovcnt; i++)
+		total += iov[i].iov_len;
+	size_t n = total < sizeof(s->tail) ? total : sizeof(s->tail);
+	size_t skip = total - n, k = 0;
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < iovcnt && k < n; i++) {
+		size_t l = iov[i].iov_len;
+		if (skip >= l) {
+			skip -= l;
+			continue;
+		}
+		size_t take = l - skip < n - k ? l - skip : n - k;
+		memcpy(s->tail + k, (const unsigned char *)iov[i].iov_base + skip, take);
+		k += take;
+		skip = 0;
+	}
+	s->tail_len = n;
+	s->tail_end = end;
+	pthread_mutex_unlock(&s->lock);
+}
+
 /* Where the asset's cached head ends and its cached tail starts. */
 static void regions(const struct px_handle *s, int64_t *head_end, int64_t *tail_start)
 {
@@ -330,7 +400,7 @@ static enum px_status read_direct(struct px_handle *s, int64_t off, size_t len, 
 	struct asset_rt *rt = &core->assets[s->asset];
 	unsigned char *buf = out;
 	enum px_status st = PX_OK;
-	size_t got = 0;
+	size_t got = 0, source = 0;
 	int fails = 0;
 
 	core->n_direct++;
@@ -338,13 +408,15 @@ static enum px_status read_direct(struct px_handle *s, int64_t off, size_t len, 
 		char detail[200];
 		size_t n = 0;
 		int64_t pos = off + (int64_t)got;
+		int stalled = 0;
 
 		if (px_now_ms() >= deadline) {
 			st = PX_ETIMEDOUT;
 			break;
 		}
-		st = fetch_once(s, pos, len - got, buf + got, &n, deadline, detail,
-				sizeof(detail));
+		source = atomic_load(&s->sess->source);
+		st = fetch_once(s, source, pos, len - got, buf + got, &n, deadline, detail,
+				sizeof(detail), &stalled);
 		got += n;
 		if (got == len) {
 			st = PX_OK; /* every byte is here, whatever came after */
@@ -354,11 +426,27 @@ static enum px_status read_direct(struct px_handle *s, int64_t off, size_t len, 
 			continue;
 		if (n > 0)
 			fails = 0; /* progress: the retry budget starts afresh */
-		px_warn("session", "%s: %s: read at %lld: %s (%s)", s->who, src_name(s),
-			(long long)pos, px_strerror(st), detail);
+		pos = off + (int64_t)got;
+		if (st == PX_EBUSY || st == PX_ESHUTDOWN || st == PX_ENOMEM ||
+		    (st == PX_ETIMEDOUT && !stalled))
+			break;
+		px_warn("session", "%s: %s: read at %lld: %s (%s)", s->who,
+			core->cat->assets[s->asset].sources[source].url, (long long)pos,
+			px_strerror(st), detail);
 		if (st == PX_ENOTFOUND || st == PX_ESIZE)
-			rt->dead[s->source] = 1; /* for later sessions */
-		if (!px_status_retryable(st) || st == PX_ETIMEDOUT || fails >= core->cfg->retries)
+			rt->dead[source] = 1; /* for later sessions */
+		/* a standby takes over at the same offset, checked against the
+		 * bytes just before it: this read's, or the previous read's */
+		unsigned char seam[4096];
+		size_t nseam = seam_bytes(s, pos, buf + got, got, seam);
+		if (px_cutover(s->sess, source, pos, stalled ? PX_ETIMEDOUT : st, seam, nseam,
+			       deadline) == PX_OK) {
+			fails = 0;
+			continue;
+		}
+		/* nothing can take over: the active source again, with backoff;
+		 * a stall is load, not death */
+		if ((!px_status_retryable(st) && !stalled) || fails >= core->cfg->retries)
 			break;
 		/* back off 50, 100, 200 ms ... but never past the deadline */
 		int64_t wait = 50LL << (fails < 6 ? fails : 6);
@@ -373,8 +461,10 @@ static enum px_status read_direct(struct px_handle *s, int64_t off, size_t len, 
 	}
 	if (got == len)
 		return PX_OK;
-	if (st != PX_EBUSY && st != PX_ESHUTDOWN)
+	if (st != PX_EBUSY && st != PX_ESHUTDOWN && st != PX_ENOMEM) {
 		px_session_failed(s->sess); /* a reopen starts afresh */
+		px_standby_exhausted(s->sess, off + (int64_t)got, st);
+	}
 	return st == PX_OK ? PX_ETRANSFER : st;
 }
 
@@ -445,7 +535,7 @@ static enum px_status read_middle(struct px_handle *s, int64_t off, size_t len, 
 	}
 	if (seq) {
 		struct px_stream *mine;
-		enum px_status started = px_stream_start(core, s->sess, s->asset, s->source, off, deadline, &mine);
+		enum px_status started = px_stream_start(core, s->sess, s->asset, off, deadline, &mine);
 		pthread_mutex_lock(&s->lock);
 		s->starting = 0;
 		if (started == PX_OK)
@@ -496,7 +586,8 @@ enum px_status px_handle_read(struct px_handle *s, int64_t off, size_t len,
 		if (pos < head_end) {
 			if ((int64_t)n > head_end - pos)
 				n = (size_t)(head_end - pos);
-			st = px_cache_read(core, s->sess, s->asset, 0, s->source, 0, head_end, pos, n,
+			st = px_cache_read(core, s->sess, s->asset, 0, atomic_load(&s->sess->source), 0,
+					   head_end, pos, n,
 					   buf + *got, deadline);
 			if (st == PX_EAGAIN)
 				st = read_direct(s, pos, n, buf + *got, deadline);
@@ -504,7 +595,8 @@ enum px_status px_handle_read(struct px_handle *s, int64_t off, size_t len,
 			/* a stream that got here already has these bytes */
 			st = read_middle(s, pos, n, buf + *got, deadline, 0, NULL);
 			if (st == PX_EAGAIN)
-				st = px_cache_read(core, s->sess, s->asset, 1, s->source, tail_start,
+				st = px_cache_read(core, s->sess, s->asset, 1,
+						   atomic_load(&s->sess->source), tail_start,
 						   size - tail_start, pos, n, buf + *got, deadline);
 			if (st == PX_EAGAIN)
 				st = read_direct(s, pos, n, buf + *got, deadline);
@@ -517,6 +609,10 @@ enum px_status px_handle_read(struct px_handle *s, int64_t off, size_t len,
 			*got += n;
 	}
 	note_read(s, off, *got);
+	if (*got) {
+		struct iovec v = { buf, *got };
+		keep_tail(s, off + (int64_t)*got, &v, 1);
+	}
 	return *got == len ? PX_OK : st;
 }
 
@@ -544,6 +640,8 @@ enum px_status px_handle_read_zc(struct px_handle *s, int64_t off, size_t len,
 		zc->iov[0].iov_base = buf;
 		zc->iov[0].iov_len = got;
 		zc->iovcnt = 1;
+	} else if (st == PX_OK) {
+		keep_tail(s, off + (int64_t)len, zc->iov, zc->iovcnt);
 	}
 	return st;
 }
@@ -558,6 +656,8 @@ void px_handle_zc_done(struct px_zc *zc)
 /* Follows the session's sequential run: where it got to and how long. */
 static void note_read(struct px_handle *s, int64_t off, size_t got)
 {
+	if (got)
+		px_standby_served(s->core, s->asset, atomic_load(&s->sess->source));
 	atomic_store(&s->sess->offset, off + (int64_t)got);
 	atomic_fetch_add(&s->sess->served, (int64_t)got);
 	pthread_mutex_lock(&s->lock);

@@ -54,7 +54,8 @@
 struct px_stream {
 	struct px_core *core;
 	struct px_session *sess; /* whose slots its transfers take */
-	size_t asset, source;
+	size_t asset;
+	size_t source;          /* of the current transfer: the session's at its submit */
 	int64_t size;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -74,6 +75,8 @@ struct px_stream {
 	uint64_t xid;           /* its fetch id, 0 until submit returned */
 	int paused;
 	int ended;              /* the current transfer has ended */
+	int stalled;            /* we ended it: no byte for stall_timeout */
+	int64_t last_byte;      /* when bytes last came (ms) */
 	enum px_status err;
 	char detail[200];
 	int closed;
@@ -170,6 +173,7 @@ static int s_data(void *ctx, int64_t off, const void *buf, size_t len)
 	memcpy(st->ring + pos, buf, first);
 	memcpy(st->ring, (const unsigned char *)buf + first, len - first);
 	st->rend += (int64_t)len;
+	st->last_byte = px_now_ms();
 	pthread_cond_broadcast(&st->cond);
 out:
 	pthread_mutex_unlock(&st->lock);
@@ -213,10 +217,14 @@ static enum px_status submit(struct px_stream *st, int64_t deadline)
 		return PX_ENOMEM;
 	st->gen++;
 	st->ended = 0;
+	st->stalled = 0;
 	st->err = PX_OK;
 	st->detail[0] = '\0';
 	st->paused = 0;
 	st->xid = 0;
+	st->last_byte = px_now_ms();
+	/* after a cutover, the session's new source */
+	st->source = atomic_load(&st->sess->source);
 	x->st = st;
 	x->gen = st->gen;
 	atomic_fetch_add(&st->refs, 1);
@@ -227,8 +235,9 @@ static enum px_status submit(struct px_stream *st, int64_t deadline)
 	pthread_mutex_unlock(&st->lock);
 	/* x belongs to the transfer from here: it may end, and free x, before
 	 * submit returns */
-	enum px_status rc = px_xfer_submit(core, st->sess->prov, st->sess, 0, deadline, &fp, &cb,
-					   &id);
+	enum px_status rc = px_xfer_submit(core,
+					   core->cat->assets[st->asset].sources[st->source].provider,
+					   st->sess, 0, deadline, &fp, &cb, &id);
 	pthread_mutex_lock(&st->lock);
 	if (rc != PX_OK) {
 		free(x); /* never started: no callback will come */
@@ -253,8 +262,7 @@ static enum px_status submit(struct px_stream *st, int64_t deadline)
 }
 
 enum px_status px_stream_start(struct px_core *core, struct px_session *sess, size_t asset,
-			       size_t source, int64_t off, int64_t deadline,
-			       struct px_stream **out)
+			       int64_t off, int64_t deadline, struct px_stream **out)
 {
 	int64_t size = core->assets[asset].size;
 	int64_t want = size - off + KEEP_BEHIND;
@@ -278,7 +286,7 @@ enum px_status px_stream_start(struct px_core *core, struct px_session *sess, si
 	st->core = core;
 	st->sess = sess;
 	st->asset = asset;
-	st->source = source;
+	st->source = atomic_load(&sess->source);
 	st->size = size;
 	st->cap = cap;
 	st->origin = st->rstart = st->rend = st->consumed = off;
@@ -344,6 +352,7 @@ static uint64_t after_read(struct px_stream *st, int64_t end)
 	if (r < RESUME_ROOM && !(st->want > st->rend && r >= CHUNK_MAX))
 		return 0;
 	st->paused = 0;
+	st->last_byte = px_now_ms(); /* a stall counts from the resume */
 	return st->xid;
 }
 
@@ -366,6 +375,25 @@ void px_stream_unpin(struct px_stream *st, int pin)
 	if (resume)
 		st->core->ops.resume(st->core->ops.impl, resume);
 	px_stream_unref(st);
+}
+
+/* The stream's source failed where the window ends: asks for a cutover,
+ * with the bytes just before for the seam check. Lock held; dropped
+ * around the cutover. */
+static enum px_status try_cutover(struct px_stream *st, int64_t deadline)
+{
+	unsigned char seam[4096];
+	int64_t n = st->rend - st->rstart < (int64_t)sizeof(seam) ? st->rend - st->rstart
+								    : (int64_t)sizeof(seam);
+	for (int64_t i = 0; i < n; i++)
+		seam[i] = st->ring[(st->rend - n + i) % st->cap];
+	size_t failed = st->source;
+	int64_t at = st->rend;
+	enum px_status why = st->err;
+	pthread_mutex_unlock(&st->lock);
+	enum px_status rc = px_cutover(st->sess, failed, at, why, seam, (size_t)n, deadline);
+	pthread_mutex_lock(&st->lock);
+	return rc;
 }
 
 enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t len, void *buf,
@@ -441,13 +469,36 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 			 * the window ends, unless it keeps failing */
 			if (st->rend > fail_mark)
 				fails = 0;
+			if (st->stalled) {
+				st->err = PX_ETIMEDOUT;
+				snprintf(st->detail, sizeof(st->detail),
+					 "stalled: no byte within stall_timeout");
+			}
 			int idle = st->err == PX_ECANCELED;
 			if (!idle) {
 				px_warn("stream", "%s: %s: transfer failed at %lld: %s (%s)", who,
 					core->cat->assets[st->asset].sources[st->source].url,
 					(long long)st->rend, px_strerror(st->err), st->detail);
-				if (!px_status_retryable(st->err) || fails >= core->cfg->retries) {
+				/* a standby takes over where the window ends, checked
+				 * against the bytes just before */
+				uint64_t gen0 = st->gen;
+				if (try_cutover(st, deadline) == PX_OK) {
+					fails = 0;
+					if (gen0 != st->gen)
+						continue; /* another reader restarted it */
+					core->n_stream_restarts++;
+					if (submit(st, deadline) != PX_OK && st->ended) {
+						rc = st->err;
+						break;
+					}
+					continue;
+				}
+				if (gen0 != st->gen)
+					continue;
+				if ((!px_status_retryable(st->err) && !st->stalled) ||
+				    fails >= core->cfg->retries) {
 					rc = st->err;
+					px_standby_exhausted(st->sess, st->rend, st->err);
 					break;
 				}
 				int64_t wait = 50LL << (fails < 6 ? fails : 6);
@@ -484,16 +535,29 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 			pthread_mutex_lock(&st->lock);
 			continue;
 		}
-		struct timespec ts = { deadline / 1000, (deadline % 1000) * 1000000 };
+		/* wait until the bytes come, the deadline, or a stall: no byte
+		 * for stall_timeout while we wait, which a standby may cure */
+		int64_t stall_at = st->last_byte + core->cfg->stall_timeout_ms;
+		int64_t until = stall_at < deadline ? stall_at : deadline;
+		struct timespec ts = { until / 1000, (until % 1000) * 1000000 };
 		if (!waited) {
 			waited = px_now_us();
 			core->n_stream_waits++;
 		}
-		if (px_now_ms() >= deadline ||
-		    (pthread_cond_timedwait(&st->cond, &st->lock, &ts) == ETIMEDOUT &&
-		     st->rend < end && !st->ended)) {
+		if (px_now_ms() >= deadline) {
 			rc = PX_ETIMEDOUT;
 			break;
+		}
+		if (pthread_cond_timedwait(&st->cond, &st->lock, &ts) == ETIMEDOUT &&
+		    st->rend < end && !st->ended && !st->paused && st->xid &&
+		    px_now_ms() >= st->last_byte + core->cfg->stall_timeout_ms &&
+		    px_now_ms() < deadline) {
+			/* stalled: end the transfer; the ended branch cuts over */
+			st->stalled = 1;
+			uint64_t sid = st->xid;
+			pthread_mutex_unlock(&st->lock);
+			core->ops.cancel(core->ops.impl, sid);
+			pthread_mutex_lock(&st->lock);
 		}
 	}
 	if (waited)

@@ -1,0 +1,330 @@
+"""In-place cutover through the mount: the active source fails mid-read (a
+reset, a premature end, a wrong Content-Range, a 5xx, a stall, a 403, a
+stopped origin) and a standby proven identical takes over at the same
+offset, inside the same read: the reader sees no error, and the SHA-256 of
+everything it read equals the file's.  A standby with a flipped byte in a
+sampled range is rejected; when nothing can take over the read fails with
+EIO within read_timeout and the status says fallback_exhausted."""
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import MIB, KIB, bounded, sha256_file, wait_until
+from origin import Origin
+
+FAULT_AT = 3 * MIB + 4321       # inside mid.bin (8 MiB + 77), past the cached head
+
+
+@pytest.fixture
+def origin_bin():
+    from conftest import origin_binary
+    b = origin_binary()
+    if not b or not os.access(b, os.X_OK):
+        pytest.fail(f'seam-origin binary not found ({b!r})')
+    return b
+
+
+@pytest.fixture
+def make_origin(origin_bin, tmp_path):
+    """Starts seam-origins serving a directory; stops them all at the end."""
+    started = []
+
+    def make(root):
+        wd = tmp_path / f'origin{len(started) + 1}'
+        wd.mkdir()
+        o = Origin(origin_bin, str(root), str(wd))
+        o.start()
+        started.append(o)
+        return o
+    yield make
+    for o in started:
+        o.stop()
+
+
+def flipped_copy(data, tmp_path, name='mid.bin', at=438272 + 10):
+    """A copy of data[name] with one byte flipped inside sampled range 1 of
+    its sample plan (20 samples of 4 KiB over 2049 chunks: chunk 107)."""
+    d = tmp_path / 'flipped'
+    d.mkdir(exist_ok=True)
+    b = bytearray(open(data[name].path, 'rb').read())
+    b[at] ^= 0xFF
+    (d / name).write_bytes(bytes(b))
+    return d
+
+
+def cat_for(data, origins, name='mid.bin'):
+    return {'providers': [{'name': f'p{i + 1}'} for i in range(len(origins))],
+            'assets': [{'id': 'movie', 'path': 'movie.bin', 'size': data[name].size,
+                        'mtime': 1700000000,
+                        'sources': [{'url': o.url(name), 'provider': f'p{i + 1}'}
+                                    for i, o in enumerate(origins)]}]}
+
+
+def status(m):
+    with open(m.path('.seamfs/status.json')) as f:
+        return json.load(f)
+
+
+def source_state(st, provider):
+    (a,) = st['assets']
+    return next(s for s in a['sources'] if s['provider'] == provider)
+
+
+def start_reading(m, verified=('p2',)):
+    """Opens the file, reads its first 64 KiB (served by p1, the first by
+    name), and waits until the reference fingerprint is taken and the given
+    standbys are verified (standby_delay=0)."""
+    f = open(m.path('movie.bin'), 'rb')
+    h = hashlib.sha256(f.read(64 * KIB))
+
+    def ready():
+        st = status(m)
+        if not st['assets'] or not st['assets'][0]['reference']:
+            return False
+        return all(source_state(st, p)['verification'] == 'verified' for p in verified)
+    wait_until(ready, 20, 'reference taken and standbys verified')
+    return f, h
+
+
+def read_rest(f, h, timeout=60):
+    def run():
+        while True:
+            b = f.read(MIB)
+            if not b:
+                return h.hexdigest()
+            h.update(b)
+    return bounded(run, timeout, 'read across the failure')
+
+
+OPTS = ['standby_delay=0', 'stall_timeout=1', 'liveness_interval=0']
+
+TRIGGERS = {
+    'reset': (dict(reset_at=FAULT_AT), 'reset_or_premature_end'),
+    'premature_end': (dict(truncate_at=FAULT_AT), 'reset_or_premature_end'),
+    'wrong_content_range': (dict(content_range='shift'), 'bad_response'),
+    'http_5xx': (dict(status=503), 'http_5xx'),
+    'stall': (dict(stall_at=FAULT_AT, stall_ms=60000), 'stall'),
+}
+
+
+@pytest.mark.parametrize('trigger', sorted(TRIGGERS))
+def test_read_across_failure_cuts_over(seamfs, data, make_origin, trigger):
+    o1, o2 = make_origin(data.dir), make_origin(data.dir)
+    m = seamfs.mount(cat_for(data, [o1, o2]), read_timeout=20, options=OPTS)
+    f, h = start_reading(m)
+    rule, reason = TRIGGERS[trigger]
+    o1.rule('/mid.bin', **rule)
+    try:
+        assert read_rest(f, h) == data['mid.bin'].sha256
+    finally:
+        f.close()
+    st = status(m)
+    assert st['cutovers']['total'] >= 1, st['cutovers']
+    assert reason in st['cutovers']['by_reason'], st['cutovers']
+    last = st['cutovers']['recent'][0]
+    assert last['from'] == o1.url('mid.bin') and last['to'] == o2.url('mid.bin')
+    assert last['offset'] >= 64 * KIB
+    # the standby really served the rest
+    assert any(r['path'] == '/mid.bin' and r['bytes_sent'] > MIB for r in o2.log()['requests'])
+
+
+def test_stopped_origin_mid_read(seamfs, data, make_origin):
+    o1, o2 = make_origin(data.dir), make_origin(data.dir)
+    m = seamfs.mount(cat_for(data, [o1, o2]), read_timeout=20, options=OPTS)
+    f, h = start_reading(m)
+    o1.down(drop=True)
+    try:
+        assert read_rest(f, h) == data['mid.bin'].sha256
+    finally:
+        f.close()
+    assert status(m)['cutovers']['total'] >= 1
+
+
+def test_unverified_standby_is_verified_on_demand(seamfs, data, make_origin):
+    o1, o2 = make_origin(data.dir), make_origin(data.dir)
+    m = seamfs.mount(cat_for(data, [o1, o2]), read_timeout=20,
+                     options=['standby_delay=3600', 'stall_timeout=1', 'liveness_interval=0'])
+    f, h = start_reading(m, verified=())
+    assert source_state(status(m), 'p2')['verification'] == 'unverified'
+    o1.rule('/mid.bin', reset_at=FAULT_AT)
+    try:
+        assert read_rest(f, h) == data['mid.bin'].sha256
+    finally:
+        f.close()
+    st = status(m)
+    assert source_state(st, 'p2')['verification'] == 'verified'
+    assert st['cutovers']['total'] >= 1
+
+
+def test_flipped_standby_rejected_next_one_used(seamfs, data, make_origin, tmp_path):
+    bad = flipped_copy(data, tmp_path)
+    o1, o2, o3 = make_origin(data.dir), make_origin(bad), make_origin(data.dir)
+    m = seamfs.mount(cat_for(data, [o1, o2, o3]), read_timeout=20, options=OPTS)
+    f, h = start_reading(m, verified=('p3',))
+    wait_until(lambda: source_state(status(m), 'p2')['verification'] == 'rejected', 20,
+               'the flipped copy rejected')
+    assert 'sample 1' in source_state(status(m), 'p2')['why']
+    o1.rule('/mid.bin', reset_at=FAULT_AT)
+    try:
+        assert read_rest(f, h) == data['mid.bin'].sha256
+    finally:
+        f.close()
+    last = status(m)['cutovers']['recent'][0]
+    assert last['to'] == o3.url('mid.bin')
+    # the rejected copy served no byte past what its check read
+    assert all(r['bytes_sent'] <= 8 * KIB for r in o2.log()['requests'])
+
+
+def test_nothing_can_take_over_fails_in_time(seamfs, data, make_origin, tmp_path):
+    bad = flipped_copy(data, tmp_path)
+    o1, o2 = make_origin(data.dir), make_origin(bad)
+    read_timeout = 8
+    m = seamfs.mount(cat_for(data, [o1, o2]), read_timeout=read_timeout,
+                     options=['standby_delay=0', 'stall_timeout=1', 'liveness_interval=0'])
+    f, h = start_reading(m, verified=())
+    wait_until(lambda: source_state(status(m), 'p2')['verification'] == 'rejected', 20,
+               'the flipped copy rejected')
+    o1.rule('/mid.bin', reset_at=FAULT_AT)
+    ref = open(data['mid.bin'].path, 'rb').read()
+    got = bytearray(ref[:64 * KIB])
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(OSError) as e:
+            while True:
+                b = f.read(256 * KIB)
+                if not b:
+                    break
+                got += b
+        assert e.value.errno == errno.EIO
+    finally:
+        f.close()
+    assert time.monotonic() - t0 < read_timeout + 10
+    assert bytes(got) == ref[:len(got)]     # what came before the error is right
+    st = status(m)
+    assert st['cutovers']['fallback_exhausted'] >= 1
+    assert 'no standby could take over' in st['cutovers']['last_fallback_exhausted']
+
+
+def test_403_is_an_authentication_error_and_cutover_goes_on(seamfs, data, make_origin):
+    o1, o2 = make_origin(data.dir), make_origin(data.dir)
+    m = seamfs.mount(cat_for(data, [o1, o2]), read_timeout=20, options=OPTS)
+    f, h = start_reading(m)
+    o1.rule('/mid.bin', status=403)
+    try:
+        assert read_rest(f, h) == data['mid.bin'].sha256
+    finally:
+        f.close()
+    st = status(m)
+    p1 = next(p for p in st['providers'] if p['name'] == 'p1')
+    assert p1['state'] == 'auth_error' and 'authentication refused' in p1['auth_error']
+    assert st['cutovers']['fallback_exhausted'] == 0
+    assert 'authentication refused' in m.log()
+
+
+def make_big_clip(path, log):
+    """A 30 s clip at a high bitrate (~20 MB), so that reading it takes many
+    requests; made at test time."""
+    subprocess.run(['ffmpeg', '-v', 'error', '-y', '-f', 'lavfi', '-i',
+                    'testsrc2=size=640x360:rate=25', '-f', 'lavfi', '-i',
+                    'sine=frequency=440:sample_rate=48000', '-t', '30',
+                    '-c:v', 'libx264', '-preset', 'ultrafast', '-b:v', '6M',
+                    '-c:a', 'aac', '-b:a', '128k', str(path)],
+                   check=True, timeout=120, stdout=subprocess.DEVNULL, stderr=open(log, 'w'))
+
+
+def test_ffmpeg_decodes_while_active_nginx_stops(seamfs, data, nginx, make_origin, tmp_path):
+    clipdir = tmp_path / 'clip'
+    clipdir.mkdir()
+    clip = clipdir / 'big.mkv'
+    make_big_clip(clip, tmp_path / 'ffmpeg-make.log')
+    shutil.copy(clip, data.dir / 'cutover-clip.mkv')
+    try:
+        ref = subprocess.run(['ffmpeg', '-v', 'error', '-i', str(clip), '-f', 'md5', '-'],
+                             capture_output=True, timeout=120, check=True).stdout.strip()
+        o2 = make_origin(data.dir)
+        size = clip.stat().st_size
+        cat = {'providers': [{'name': 'a-nginx'}, {'name': 'b-origin'}],
+               'assets': [{'id': 'clip', 'path': 'clip.mkv', 'size': size, 'mtime': 1700000000,
+                           'sources': [{'url': nginx.url('cutover-clip.mkv'), 'provider': 'a-nginx'},
+                                       {'url': o2.url('cutover-clip.mkv'), 'provider': 'b-origin'}]}]}
+        m = seamfs.mount(cat, read_timeout=20,
+                         options=['standby_delay=0', 'stall_timeout=1', 'liveness_interval=0',
+                                  'head_size=256K', 'tail_size=256K'])
+        # -re: decode at the clip's own pace, so nginx stops mid-run
+        p = subprocess.Popen(['ffmpeg', '-v', 'error', '-re', '-i', m.path('clip.mkv'),
+                              '-f', 'md5', '-'], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            wait_until(lambda: status(m)['assets'] and
+                       source_state(status(m), 'b-origin')['verification'] == 'verified',
+                       20, 'standby verified')
+            time.sleep(2)
+            nginx.stop()
+            out, err = p.communicate(timeout=90)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+        assert p.returncode == 0, err.decode(errors='replace')
+        assert err.strip() == b''
+        assert out.strip() == ref
+        assert status(m)['cutovers']['total'] >= 1
+    finally:
+        os.unlink(data.dir / 'cutover-clip.mkv')
+
+
+def test_fio_eight_readers_survive_a_killed_source(seamfs, data, make_origin, tmp_path):
+    if not shutil.which('fio'):
+        pytest.fail('fio is not installed (contrib/setup-debian.sh installs it)')
+    o1, o2 = make_origin(data.dir), make_origin(data.dir)
+    m = seamfs.mount(cat_for(data, [o1, o2], name='big.bin'), read_timeout=20,
+                     options=['standby_delay=0', 'stall_timeout=1', 'liveness_interval=0',
+                              'session_key=open'])
+    path = m.path('movie.bin')
+    # reference and verification first (one reader, then wait)
+    f, _ = start_reading(m)
+    f.close()
+    # 8 fio readers (random and sequential, O_DIRECT) and 8 checked readers
+    fio = subprocess.Popen(['fio', '--name=r', f'--filename={path}', '--readonly',
+                            '--rw=randread', '--bs=64k', '--direct=1', '--numjobs=8',
+                            '--time_based', '--runtime=6', '--ioengine=psync',
+                            '--group_reporting', '--output-format=json'],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    checker = r'''
+import hashlib, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+h = hashlib.sha256()
+while True:
+    b = os.read(fd, 1 << 20)
+    if not b:
+        break
+    h.update(b)
+print(h.hexdigest())
+'''
+    readers = [subprocess.Popen([sys.executable, '-c', checker, path], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    try:
+        time.sleep(1.0)
+        o1.stop()                         # the active source dies
+        for r in readers:
+            out, err = r.communicate(timeout=90)
+            assert r.returncode == 0, err
+            assert out.strip() == data['big.bin'].sha256
+        out, err = fio.communicate(timeout=90)
+        assert fio.returncode == 0, err.decode(errors='replace')
+        res = json.loads(out)
+        assert res['jobs'][0]['error'] == 0
+        assert res['jobs'][0]['read']['io_bytes'] > 0
+    finally:
+        for p in readers + [fio]:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+    assert status(m)['cutovers']['total'] >= 1
