@@ -328,3 +328,44 @@ print(h.hexdigest())
                 p.kill()
                 p.wait(5)
     assert status(m)['cutovers']['total'] >= 1
+
+
+def test_prevalidation_verdicts_in_status_and_store(seamfs, data, make_origin, tmp_path):
+    flipped = flipped_copy(data, tmp_path)
+    short = tmp_path / 'short'
+    short.mkdir()
+    (short / 'mid.bin').write_bytes(open(data['mid.bin'].path, 'rb').read()[:-1000])
+    good, same, bad, small = (make_origin(data.dir), make_origin(data.dir),
+                              make_origin(flipped), make_origin(short))
+    cat = cat_for(data, [good, same, bad, small])
+    m = seamfs.mount(cat, read_timeout=20, options=OPTS)
+    f, h = start_reading(m, verified=('p2',))
+    try:
+        def settled():
+            st = status(m)
+            return (source_state(st, 'p3')['verification'] == 'rejected' and
+                    source_state(st, 'p4')['verification'] == 'rejected')
+        wait_until(settled, 20, 'verdicts for the flipped and the short copy')
+        st = status(m)
+        assert 'sample 1' in source_state(st, 'p3')['why']
+        assert 'size' in source_state(st, 'p4')['why']
+        assert st['cutovers']['verifications']['match'] >= 1
+        # the short copy was rejected by its size alone: no sample was read
+        assert all(r['bytes_sent'] <= 1 for r in small.log()['requests'])
+        assert read_rest(f, h) == data['mid.bin'].sha256
+    finally:
+        f.close()
+    m.unmount()
+    # a second mount reuses the stored verdicts: the copies are not read again
+    for o in (same, bad):
+        o.clear()
+    m2 = seamfs.mount(cat, read_timeout=20, options=OPTS)
+    f, h = start_reading(m2, verified=('p2',))
+    try:
+        wait_until(lambda: source_state(status(m2), 'p3')['verification'] == 'rejected', 20,
+                   'stored verdict for the flipped copy')
+        assert read_rest(f, h) == data['mid.bin'].sha256
+    finally:
+        f.close()
+    for o in (same, bad):
+        assert all(r['bytes_sent'] <= 1 for r in o.log()['requests']), o.log()['requests']
