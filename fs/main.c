@@ -184,9 +184,7 @@ static void usage(FILE *out)
 		"3 bad catalog.\n");
 }
 
-/* The default state directory, chosen from the environment here in main so
- * the core never reads it. */
-static char *default_state_dir(void)
+char *fs_default_state_dir(void)
 {
 	const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
 	char buf[PATH_MAX];
@@ -515,7 +513,7 @@ int main(int argc, char *argv[])
 		rc = EXIT_USAGE;
 		goto out;
 	}
-	if (!cfg.state_dir && !(cfg.state_dir = default_state_dir()))
+	if (!cfg.state_dir && !(cfg.state_dir = fs_default_state_dir()))
 		goto out;
 	if (!realpath(cl.mountpoint, mnt)) {
 		/* a stale mount fails realpath with ENOTCONN: keep the name */

@@ -199,23 +199,6 @@ static int parse_cmdline(int argc, char **argv, struct vopts *o)
 	return 0;
 }
 
-/* The same default as the daemon's (main.c): chosen here from the
- * environment so the core never reads it. */
-static char *default_state_dir(void)
-{
-	const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
-	char buf[PATH_MAX];
-	if (geteuid() == 0)
-		snprintf(buf, sizeof(buf), "/var/lib/seamfs");
-	else if (xdg && xdg[0] == '/')
-		snprintf(buf, sizeof(buf), "%s/seamfs", xdg);
-	else if (home && home[0] == '/')
-		snprintf(buf, sizeof(buf), "%s/.local/state/seamfs", home);
-	else
-		snprintf(buf, sizeof(buf), "/tmp/seamfs-%u", (unsigned)geteuid());
-	return strdup(buf);
-}
-
 static void store_log(void *ctx, const char *line)
 {
 	(void)ctx;
@@ -568,7 +551,7 @@ int fs_verify_main(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (!cfg.state_dir && !(cfg.state_dir = default_state_dir()))
+	if (!cfg.state_dir && !(cfg.state_dir = fs_default_state_dir()))
 		goto out;
 	px_log_setup(cfg.log_level < PX_LOG_WARN ? cfg.log_level : PX_LOG_WARN, 0);
 	if (px_fetch_global_init() != PX_OK)

@@ -116,6 +116,7 @@ struct px_session {
 	int64_t closed_at;         /* when nhandles last fell to 0 */
 
 	pthread_mutex_t lock;      /* guards handles */
+	pthread_mutex_t cut_lock;  /* one cutover of the session at a time */
 	struct px_handle *handles;
 	_Atomic int64_t offset;    /* where the last read ended */
 	_Atomic int64_t served;    /* bytes served */

@@ -85,6 +85,7 @@ static void session_free_locked(struct px_session *s)
 {
 	if (s->fd >= 0)
 		close(s->fd);
+	pthread_mutex_destroy(&s->cut_lock);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -257,6 +258,36 @@ static void xrec_unref(struct xrec *x)
 		free(x);
 }
 
+/* Gives back the slot transfer x held on p: a background one, one counted
+ * on its provider alone (left by a cutover, or loose), or one of its
+ * session's. Frees a session nobody holds any more. prov_lock held. */
+static void give_back(struct prov_rt *p, struct xrec *x)
+{
+	struct px_session *s = x->sess;
+	p->xfers--;
+	if (x->bg) {
+		p->bg--;
+		p->held--;
+		if (x->prev)
+			x->prev->next = x->next;
+		else
+			p->bgs = x->next;
+		if (x->next)
+			x->next->prev = x->prev;
+		return;
+	}
+	if (x->loose || x->gen != s->gen) {
+		s->xfers_moved--;
+		p->held--;
+	} else {
+		int before = contrib(s);
+		s->xfers--;
+		p->held -= before - contrib(s);
+	}
+	if (session_gone(s))
+		session_free_locked(s);
+}
+
 static int x_data(void *ctx, int64_t off, const void *buf, size_t len)
 {
 	struct xrec *x = ctx;
@@ -274,31 +305,7 @@ static void x_done(void *ctx, const struct px_fetch_result *res)
 	pthread_mutex_lock(&core->prov_lock);
 	if (!(res->status == PX_ECANCELED && res->bytes == 0))
 		note_outcome(core, p, x->prov, res);
-	p->xfers--;
-	if (x->bg) {
-		p->bg--;
-		p->held--;
-		if (x->prev)
-			x->prev->next = x->next;
-		else
-			p->bgs = x->next;
-		if (x->next)
-			x->next->prev = x->prev;
-	} else if (x->loose || x->gen != x->sess->gen) {
-		/* made before a cutover, or loose: it counted on its provider alone */
-		struct px_session *s = x->sess;
-		s->xfers_moved--;
-		p->held--;
-		if (session_gone(s))
-			session_free_locked(s);
-	} else {
-		struct px_session *s = x->sess;
-		int before = contrib(s);
-		s->xfers--;
-		p->held -= before - contrib(s);
-		if (session_gone(s))
-			session_free_locked(s);
-	}
+	give_back(p, x);
 	grant_waiters(core, p);
 	pthread_cond_broadcast(&core->prov_cond);
 	xrec_unref(x);
@@ -441,24 +448,7 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 	pthread_mutex_lock(&core->prov_lock);
 	if (st != PX_OK) {
 		/* never started: give the slot back as x_done would */
-		p->xfers--;
-		if (x->bg) {
-			p->bg--;
-			p->held--;
-			if (x->prev)
-				x->prev->next = x->next;
-			else
-				p->bgs = x->next;
-			if (x->next)
-				x->next->prev = x->prev;
-		} else if (x->loose || x->gen != sess->gen) {
-			sess->xfers_moved--;
-			p->held--;
-		} else {
-			int before = contrib(sess);
-			sess->xfers--;
-			p->held -= before - contrib(sess);
-		}
+		give_back(p, x);
 		grant_waiters(core, p);
 		pthread_cond_broadcast(&core->prov_cond);
 		x->refs = 1;
@@ -672,6 +662,7 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 	s->reserved = 1;
 	s->listed = 1;
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->cut_lock, NULL);
 	snprintf(s->who, sizeof(s->who), "session %llu asset %s", (unsigned long long)s->id, a->id);
 	struct prov_rt *p = &core->provs[s->prov];
 	p->held += contrib(s);

@@ -508,18 +508,36 @@ static void record(struct px_core *core, struct px_session *s, int64_t off, size
 	pthread_mutex_unlock(&core->vf_lock);
 }
 
+static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_t off,
+				     enum px_status why, const void *seam, size_t n,
+				     int64_t deadline);
+
 enum px_status px_cutover(struct px_session *s, size_t failed, int64_t off, enum px_status why,
 			  const void *seam, size_t n, int64_t deadline)
+{
+	enum px_status rc;
+
+	/* one cutover of a session at a time: readers that saw the same
+	 * failure wait for the first, then follow it */
+	pthread_mutex_lock(&s->cut_lock);
+	if (atomic_load(&s->source) != failed)
+		rc = PX_OK;
+	else
+		rc = cutover_locked(s, failed, off, why, seam, n, deadline);
+	pthread_mutex_unlock(&s->cut_lock);
+	return rc;
+}
+
+/* px_cutover() with the session's cut_lock held. */
+static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_t off,
+				     enum px_status why, const void *seam, size_t n,
+				     int64_t deadline)
 {
 	struct px_core *core = s->core;
 	const struct px_asset *a = &core->cat->assets[s->asset];
 	size_t cand[64];
 	int64_t t0 = px_now_ms();
-	size_t now_src = atomic_load(&s->source);
 
-	/* another handle of the session cut over already: follow it */
-	if (now_src != failed)
-		return PX_OK;
 	if (why == PX_ENOTFOUND)
 		core->assets[s->asset].dead[failed] = 1;
 	if (why == PX_EAUTH)

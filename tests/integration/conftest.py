@@ -391,6 +391,15 @@ def origin_binary():
 
 
 @pytest.fixture
+def origin_bin():
+    """The seam-origin binary (tests that start several origins)."""
+    b = origin_binary()
+    if not b or not os.access(b, os.X_OK):
+        pytest.fail(f'seam-origin binary not found (SEAM_ORIGIN_BIN={b!r})')
+    return b
+
+
+@pytest.fixture
 def origin(data, tmp_path):
     """The fault-injecting origin serving the session data directory."""
     from origin import Origin  # tests/integration/origin.py

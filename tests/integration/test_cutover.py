@@ -24,15 +24,6 @@ FAULT_AT = 3 * MIB + 4321       # inside mid.bin (8 MiB + 77), past the cached h
 
 
 @pytest.fixture
-def origin_bin():
-    from conftest import origin_binary
-    b = origin_binary()
-    if not b or not os.access(b, os.X_OK):
-        pytest.fail(f'seam-origin binary not found ({b!r})')
-    return b
-
-
-@pytest.fixture
 def make_origin(origin_bin, tmp_path):
     """Starts seam-origins serving a directory; stops them all at the end."""
     started = []

@@ -57,15 +57,6 @@ def origins(data, tmp_path, origin_bin):
             o.stop()
 
 
-@pytest.fixture
-def origin_bin():
-    from conftest import origin_binary
-    b = origin_binary()
-    if not b or not os.access(b, os.X_OK):
-        pytest.fail(f'seam-origin binary not found ({b!r})')
-    return b
-
-
 def multi_catalog(data, origins, name='mid.bin', max_connections=None, drained=()):
     providers = []
     sources = []

@@ -98,7 +98,8 @@ struct conn {
 	bool fd_live;   /* under g_mu: fd may be shut down by /_ctl/down?drop=1 */
 	uint64_t id;
 	bool counted;   /* included in the connection counters */
-	bool peer_gone; /* under g_mu: counted out early, the peer had closed */
+	bool peer_gone; /* under g_mu: counted out: its fd is closed, or the peer
+			 * had closed it when another connection was counted */
 	bool logging;   /* the response in progress goes into the log */
 	bool finishing; /* included in g_finishing */
 	const char *lmethod, *lpath, *lrange;
@@ -321,6 +322,11 @@ static void conn_close_fd(struct conn *c)
 {
 	pthread_mutex_lock(&g_mu);
 	c->fd_live = false;
+	if (c->counted && !c->peer_gone) {
+		/* closed now, whatever the thread still has to do */
+		c->peer_gone = true;
+		g_conn_current--;
+	}
 	pthread_mutex_unlock(&g_mu);
 	close(c->fd);
 	c->fd = -1;
