@@ -300,11 +300,15 @@ static void x_done(void *ctx, const struct px_fetch_result *res)
 	struct px_core *core = x->core;
 	struct prov_rt *p = &core->provs[x->prov];
 
-	/* the owner first: when the slot frees, the transfer is over */
+	/* the outcome first, so a reader that sees the end sees it counted;
+	 * then the owner; the slot frees last, when the transfer is over */
+	if (!(res->status == PX_ECANCELED && res->bytes == 0)) {
+		pthread_mutex_lock(&core->prov_lock);
+		note_outcome(core, p, x->prov, res);
+		pthread_mutex_unlock(&core->prov_lock);
+	}
 	x->inner.on_done(x->inner.ctx, res);
 	pthread_mutex_lock(&core->prov_lock);
-	if (!(res->status == PX_ECANCELED && res->bytes == 0))
-		note_outcome(core, p, x->prov, res);
 	give_back(p, x);
 	grant_waiters(core, p);
 	pthread_cond_broadcast(&core->prov_cond);
