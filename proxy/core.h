@@ -51,4 +51,8 @@ int64_t px_core_asset_mtime(const struct px_core *core, size_t asset);
 size_t px_core_listed(const struct px_core *core);
 const struct px_catalog *px_core_catalog(const struct px_core *core);
 
+/* The transcode supervisor (transcode.h) serving PX_ASSET_TRANSCODE
+ * assets, or NULL when the catalog has none. */
+struct px_transcode *px_core_transcode(const struct px_core *core);
+
 #endif

@@ -337,7 +337,10 @@ enum px_status px_lease_claim(struct px_lease_store *s, const char *key, const c
 	if (strlen(key) > PX_LEASE_KEY_MAX)
 		return PX_EINVAL;
 	if (st == PX_OK) {
-		if (!px_lease_orphaned(&cur, now, orphan_after_ms)) {
+		/* our own live lease may be claimed again: the new generation
+		 * fences the writer that worked under the old one */
+		if (!px_lease_orphaned(&cur, now, orphan_after_ms) &&
+		    strcmp(cur.owner, owner) != 0) {
 			*out = cur;
 			return PX_EAGAIN;
 		}

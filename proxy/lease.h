@@ -74,7 +74,7 @@ int64_t px_lease_now(const struct px_lease_store *s);
 
 /*
  * Claims key: takes over the stored lease if it is orphaned (or released,
- * or none is stored) by compare-and-set, keeping its session id (a new one
+ * or none is stored, or owner already holds it) by compare-and-set, keeping its session id (a new one
  * is made when none was stored). owner is ours. On PX_OK *out is the
  * lease we hold. PX_EAGAIN: a live owner holds it, or another claimant
  * won the race; *out then shows the stored lease.

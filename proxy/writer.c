@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <libavcodec/avcodec.h>
@@ -79,6 +80,7 @@ struct wr {
 	char pl_path[4096];
 	int stop;                        /* caught up with a listed segment */
 	int64_t last_hb;
+	int64_t start_ms;                /* wall time the run began, for pacing */
 };
 
 static enum px_status averr(struct wr *w, int rc, const char *what)
@@ -696,6 +698,20 @@ static enum px_status start_playlist(struct wr *w)
 	return PX_OK;
 }
 
+/* Sleeps until the wall clock catches up with the media written divided by
+ * max_speed: a writer need not run far ahead of its readers. */
+static void pace(struct wr *w)
+{
+	int64_t media_ms = w->v_last_pts / 90 - w->skip_us / 1000;
+	int64_t due = w->start_ms + (int64_t)((double)media_ms / w->a->max_speed);
+	int64_t now = px_now_ms();
+	if (due > now) {
+		int64_t d = due - now > 1000 ? 1000 : due - now;
+		struct timespec ts = { d / 1000, (d % 1000) * 1000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
 enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen)
 {
 	struct wr w = { .a = a, .err = err, .errlen = errlen, .v_last_pts = INT64_MIN,
@@ -726,7 +742,7 @@ enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen)
 	w.first = a->from;
 	w.next_flush = a->from ? a->from - 1 : 0;
 	w.skip_us = px_segmath_start_us(&a->plan, w.next_flush);
-	w.last_hb = px_now_ms();
+	w.last_hb = w.start_ms = px_now_ms();
 	if (w.skip_us > 0) {
 		/* land on the keyframe before, a second early; decode up to the
 		 * warm-up segment and drop what comes before it */
@@ -758,6 +774,8 @@ enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen)
 			st = flush_ready(&w);
 		if (st == PX_OK)
 			st = heartbeat(&w, 0);
+		if (st == PX_OK && a->max_speed > 0 && w.v_last_pts != INT64_MIN)
+			pace(&w);
 	}
 	av_packet_free(&in);
 	if (st != PX_OK)

@@ -27,6 +27,7 @@ struct px_writer_args {
 	struct px_lease_store *leases; /* NULL: no lease to renew */
 	struct px_lease lease;
 	int64_t heartbeat_ms;
+	double max_speed;         /* pace at most this times realtime, 0: free */
 };
 
 /* Probes the input and plans the segments. On failure err names the input

@@ -5,7 +5,7 @@
  *       prints {"duration_us":..,"segments":N,"segment_bytes":S,"size":..}
  *   seamfs-writer run --input SRC [profile] --work-dir DIR --from N
  *       --segments N --segment-bytes S [--lease-dir DIR --lease-key KEY
- *       --lease-gen G --heartbeat-ms MS]
+ *       --lease-gen G --heartbeat-ms MS] [--max-speed X]
  *       prints "committed K" per segment and "done" at a clean stop
  * profile: --height H --video-bitrate B --audio-bitrate B
  *          --segment-seconds D [--header "Name: value"]... [--remux]
@@ -17,12 +17,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "writer.h"
 
 enum { O_INPUT = 1, O_HEADER, O_HEIGHT, O_VB, O_AB, O_SEC, O_REMUX, O_WORK, O_FROM,
-       O_NSEG, O_SBYTES, O_LDIR, O_LKEY, O_LGEN, O_HB, O_LOG };
+       O_NSEG, O_SBYTES, O_LDIR, O_LKEY, O_LGEN, O_HB, O_LOG, O_SPEED };
 
 static const struct option opts[] = {
 	{ "input", required_argument, NULL, O_INPUT },
@@ -41,6 +42,7 @@ static const struct option opts[] = {
 	{ "lease-gen", required_argument, NULL, O_LGEN },
 	{ "heartbeat-ms", required_argument, NULL, O_HB },
 	{ "log-level", required_argument, NULL, O_LOG },
+	{ "max-speed", required_argument, NULL, O_SPEED },
 	{ NULL, 0, NULL, 0 }
 };
 
@@ -117,6 +119,15 @@ int main(int argc, char **argv)
 			if (num("heartbeat-ms", optarg, 10, 3600000, &v)) goto out;
 			a.heartbeat_ms = v;
 			break;
+		case O_SPEED: {
+			char *end;
+			a.max_speed = strtod(optarg, &end);
+			if (end == optarg || *end || !(a.max_speed >= 0 && a.max_speed <= 1000)) {
+				fprintf(stderr, "seamfs-writer: --max-speed: bad value '%s'\n", optarg);
+				goto out;
+			}
+			break;
+		}
 		case O_LOG:
 			if (px_log_level_parse(optarg, &lvl) != PX_OK) {
 				fprintf(stderr, "seamfs-writer: --log-level: bad value '%s'\n", optarg);
@@ -169,13 +180,14 @@ int main(int argc, char **argv)
 		}
 		if (px_lease_files_new(ldir, NULL, NULL, &a.leases) != PX_OK ||
 		    px_lease_get(a.leases, lkey, &a.lease) != PX_OK ||
-		    a.lease.gen != (uint64_t)gen) {
+		    a.lease.gen != (uint64_t)gen || a.lease.released) {
 			fprintf(stderr, "seamfs-writer: lease %s generation %lld is not held\n",
 				lkey, gen);
 			rc = 3;
 			goto out;
 		}
 	}
+	a.lease.writer_pid = getpid();
 	st = px_writer_run(&a, err, sizeof(err));
 	if (st != PX_OK) {
 		fprintf(stderr, "seamfs-writer: %s\n", err);
