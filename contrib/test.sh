@@ -27,8 +27,9 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=87
 meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3
 
 echo "== fuzz targets, a short run each (corpora in tests/fuzz/corpus)"
-ninja -C build-asan tests/fuzz/fuzz_httpparse tests/fuzz/fuzz_catalog tests/fuzz/fuzz_jsonpos
-for t in httpparse catalog jsonpos; do
+ninja -C build-asan tests/fuzz/fuzz_httpparse tests/fuzz/fuzz_catalog tests/fuzz/fuzz_jsonpos \
+  tests/fuzz/fuzz_playlist
+for t in httpparse catalog jsonpos playlist; do
   scratch=$(mktemp -d)
   # new inputs go to the scratch dir (first), the committed corpus is read only
   build-asan/tests/fuzz/fuzz_$t -max_total_time=20 -timeout=10 -print_final_stats=0 \

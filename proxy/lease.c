@@ -365,6 +365,12 @@ enum px_status px_lease_claim(struct px_lease_store *s, const char *key, const c
 	return st;
 }
 
+enum px_status px_lease_cas(struct px_lease_store *s, uint64_t expect_gen,
+			    struct px_lease *l)
+{
+	return s->ops->claim(s->impl, expect_gen, l);
+}
+
 enum px_status px_lease_heartbeat(struct px_lease_store *s, struct px_lease *l)
 {
 	int64_t prev = l->heartbeat_ms;

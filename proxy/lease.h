@@ -82,6 +82,11 @@ int64_t px_lease_now(const struct px_lease_store *s);
 enum px_status px_lease_claim(struct px_lease_store *s, const char *key, const char *owner,
 			      int64_t orphan_after_ms, struct px_lease *out) PX_WUR;
 
+/* The raw compare-and-set: stores *l as generation expect_gen + 1 if the
+ * stored generation is still expect_gen. PX_EAGAIN otherwise. */
+enum px_status px_lease_cas(struct px_lease_store *s, uint64_t expect_gen,
+			    struct px_lease *l) PX_WUR;
+
 /* Renews l (heartbeat now). PX_EAGAIN: the lease was taken over: stop. */
 enum px_status px_lease_heartbeat(struct px_lease_store *s, struct px_lease *l) PX_WUR;
 
