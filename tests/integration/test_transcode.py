@@ -1,0 +1,225 @@
+"""Transcoded assets through the real daemon and the real seamfs-writer.
+
+The source is the session's 20 s 320x240 H.264+AAC clip (made at test time
+with ffmpeg's lavfi testsrc2 + sine), served by nginx. Each test gets its own
+work directory. Every wait is bounded; the fixtures unmount and stop
+everything, also on failure; the writer is only ever killed by its PID,
+found among the daemon's children.
+"""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import MIB, bounded, catalog, sha256_file, wait_until
+
+PROFILE = {'height': 180, 'video_bitrate': 300000, 'audio_bitrate': 64000,
+           'segment_seconds': 2}
+
+
+def tc_catalog(nginx, **profile):
+    p = dict(PROFILE)
+    p.update(profile)
+    p['of'] = 'clip'
+    return catalog(
+        {'id': 'clip', 'path': 'clip.mkv', 'sources': [{'url': nginx.url('clip.mkv')}]},
+        {'id': 'clip-180', 'path': 'Transcoded/clip 180p.ts', 'transcode': p})
+
+
+def mount_tc(seamfs, nginx, tmp_path, options=(), read_timeout=20, **profile):
+    work = tmp_path / 'work'
+    opts = [f'work_dir={work}'] + list(options)
+    m = seamfs.mount(tc_catalog(nginx, **profile), read_timeout=read_timeout, options=opts)
+    return m, work / 'clip-180'
+
+
+def plan_of(job):
+    return json.loads((job / 'plan.json').read_text())
+
+
+def playlist_entries(job):
+    """[(index, size)] in commit order and whether it ends #CLEAN."""
+    p = job / 'playlist'
+    if not p.exists():
+        return [], False
+    lines = p.read_text().splitlines()
+    entries = [tuple(int(x) for x in ln.split()[:2]) for ln in lines if ln and ln[0] != '#']
+    return entries, bool(lines) and lines[-1] == '#CLEAN'
+
+
+def committed_concat_sha(job, nseg):
+    """SHA-256 of segments 0..nseg-1 as committed in the work dir."""
+    entries, _ = playlist_entries(job)
+    listed = {i for i, _ in entries}
+    assert listed == set(range(nseg)), f'committed segments {sorted(listed)} of {nseg}'
+    h = hashlib.sha256()
+    for k in range(nseg):
+        h.update((job / f'seg-{k:06d}.ts').read_bytes())
+    return h.hexdigest()
+
+
+def decode_errors(path):
+    r = subprocess.run(['ffmpeg', '-nostdin', '-v', 'error', '-i', str(path), '-f', 'null', '-'],
+                       capture_output=True, timeout=120)
+    return r.returncode, r.stderr.decode(errors='replace')
+
+
+def writer_pids(daemon_pid):
+    """The daemon's child processes (its writers), from /proc."""
+    pids = []
+    task_dir = Path(f'/proc/{daemon_pid}/task')
+    try:
+        for t in task_dir.iterdir():
+            try:
+                pids += [int(x) for x in (t / 'children').read_text().split()]
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return pids
+
+
+def read_sequential(path, chunk=256 * 1024):
+    h = hashlib.sha256()
+    n = 0
+    with open(path, 'rb') as f:
+        while True:
+            b = f.read(chunk)
+            if not b:
+                break
+            h.update(b)
+            n += len(b)
+    return h.hexdigest(), n
+
+
+def test_transcode_whole_file(seamfs, data, nginx, tmp_path):
+    m, job = mount_tc(seamfs, nginx, tmp_path)
+    f = m.path('Transcoded/clip 180p.ts')
+    plan = plan_of(job)
+    # the size is known and stable before a single segment exists
+    st1 = os.stat(f)
+    assert not list(job.glob('seg-*.ts'))
+    assert st1.st_size == plan['segments'] * plan['segment_bytes'] == plan['size']
+    assert plan['segment_bytes'] % 188 == 0
+    assert plan['segments'] == 10   # 20 s in 2 s segments
+
+    digest, n = bounded(lambda: read_sequential(f), 90, 'reading the transcode')
+    assert n == st1.st_size
+    st2 = os.stat(f)
+    assert (st2.st_size, st2.st_ino, st2.st_mtime) == (st1.st_size, st1.st_ino, st1.st_mtime)
+    assert digest == committed_concat_sha(job, plan['segments'])
+    for k in range(plan['segments']):
+        assert (job / f'seg-{k:06d}.ts').stat().st_size == plan['segment_bytes']
+    rc, err = bounded(lambda: decode_errors(f), 120, 'decoding through the mount')
+    assert rc == 0 and not err.strip(), err
+    # a second read is the same bytes (no writer needed now)
+    assert bounded(lambda: sha256_file(f), 60, 'second read') == digest
+    assert 'lease: asset clip-180 session' in m.log()
+
+
+def test_writer_killed_mid_run(seamfs, data, nginx, tmp_path):
+    # pace the writer (3x realtime) so that it is still running when killed
+    m, job = mount_tc(seamfs, nginx, tmp_path, options=['writer_max_speed=3'])
+    f = m.path('Transcoded/clip 180p.ts')
+    plan = plan_of(job)
+    box = {}
+
+    def reader():
+        try:
+            box['result'] = read_sequential(f, 64 * 1024)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            box['error'] = e
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
+        entries, clean = playlist_entries(job)
+        assert not clean, 'the writer finished before it could be killed'
+        pids = wait_until(lambda: writer_pids(m.pid), 10, 'the writer process')
+        assert len(pids) == 1
+        os.kill(pids[0], signal.SIGKILL)
+        killed_after = len(entries)
+    finally:
+        t.join(90)
+    assert not t.is_alive(), 'the reader is still blocked 90 s after the kill'
+    assert 'error' not in box, repr(box.get('error'))
+    digest, n = box['result']
+    assert n == plan['size']
+    assert killed_after < plan['segments']
+    assert digest == committed_concat_sha(job, plan['segments'])
+    rc, err = bounded(lambda: decode_errors(f), 120, 'decoding through the mount')
+    assert rc == 0 and not err.strip(), err
+    log = m.log()
+    assert f'died (signal {signal.SIGKILL})' in log, log
+    assert 'recovery: asset clip-180' in log and 'distrusted (the newest listed)' in log, log
+    assert 'generation 2 claimed' in log, log
+    assert not list(job.glob('*.tmp'))
+
+
+def test_far_seek_restarts_writer(seamfs, data, nginx, tmp_path):
+    m, job = mount_tc(seamfs, nginx, tmp_path,
+                      options=['writer_max_speed=1', 'seek_restart_segments=1'])
+    f = m.path('Transcoded/clip 180p.ts')
+    plan = plan_of(job)
+    S, nseg = plan['segment_bytes'], plan['segments']
+    target = nseg - 2
+
+    def head_then_seek():
+        with open(f, 'rb', buffering=0) as fh:
+            head = os.pread(fh.fileno(), 188, 0)
+            far = os.pread(fh.fileno(), 4096, target * S + 1000)
+        return head, far
+
+    head, far = bounded(head_then_seek, 60, 'head read then far seek')
+    assert head[0] == 0x47
+    assert far == (job / f'seg-{target:06d}.ts').read_bytes()[1000:1000 + 4096]
+    log = m.log()
+    assert f'read of segment {target} ' in log and 'restarting it there' in log, log
+    assert f'segments {target}..{nseg - 1} (warm-up {target - 1})' in log, log
+    # segments between the two runs were never written by the first writer
+    entries, _ = playlist_entries(job)
+    assert target in {i for i, _ in entries}
+    assert target - 2 not in {i for i, _ in entries}
+
+
+@pytest.mark.parametrize('profile,field,words', [
+    ({'height': 100}, 'assets[1].transcode.height', 'out of range'),
+    ({'height': 181}, 'assets[1].transcode.height', 'must be even'),
+    ({'segment_seconds': 7}, 'assets[1].transcode.segment_seconds', 'out of range (2 to 6)'),
+    ({'segment_seconds': 1}, 'assets[1].transcode.segment_seconds', 'out of range (2 to 6)'),
+    ({'video_bitrate': 'fast'}, 'assets[1].transcode.video_bitrate', 'must be a whole number'),
+    ({'audio_bitrate': 1000}, 'assets[1].transcode.audio_bitrate', 'out of range'),
+    ({'fps': 25}, 'assets[1].transcode.fps', 'unknown key'),
+])
+def test_bad_profile(seamfs_cli, tmp_path, profile, field, words):
+    p = dict(PROFILE)
+    p.update(profile)
+    p['of'] = 'clip'
+    cat = catalog(
+        {'id': 'clip', 'path': 'clip.mkv', 'sources': [{'url': 'http://127.0.0.1:9/c.mkv'}]},
+        {'id': 'clip-180', 'path': 'clip.ts', 'transcode': p})
+    path = seamfs_cli.write_catalog(cat)
+    mnt = seamfs_cli.new_mountpoint()
+    r = seamfs_cli.run([path, mnt], timeout=10, mountpoints=[mnt])
+    assert r.returncode == 3, r.stderr
+    line = r.stderr.strip()
+    assert len(line.splitlines()) == 1, line
+    assert f': {field}: ' in line and words in line, line
+    assert str(path) in line
+
+
+def test_bad_writer_option(seamfs_cli, tmp_path):
+    cat = catalog({'id': 'a', 'path': 'a', 'sources': [{'url': 'http://127.0.0.1:9/a'}]})
+    path = seamfs_cli.write_catalog(cat)
+    mnt = seamfs_cli.new_mountpoint()
+    r = seamfs_cli.run(['-o', 'max_writers=0', path, mnt], timeout=10, mountpoints=[mnt])
+    assert r.returncode == 2
+    assert "option 'max_writers': bad value '0'" in r.stderr
