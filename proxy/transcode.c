@@ -611,9 +611,13 @@ static void start_writer(struct px_transcode *tc, struct job *j, uint32_t from)
 	j->restart_at = -1;
 	j->outlen = 0;
 	tc->nwriters++;
-	px_info("transcode", "writer pid %d started: asset %s session %s, segments %u..%u "
-		"(warm-up %u)", (int)j->pid, j->a->id, j->lease.session, from, j->plan.nseg - 1,
-		from ? from - 1 : 0);
+	if (from)
+		px_info("transcode", "writer pid %d started: asset %s session %s, segments %u..%u "
+			"(warm-up %u)", (int)j->pid, j->a->id, j->lease.session, from,
+			j->plan.nseg - 1, from - 1);
+	else
+		px_info("transcode", "writer pid %d started: asset %s session %s, segments 0..%u",
+			(int)j->pid, j->a->id, j->lease.session, j->plan.nseg - 1);
 	wake(tc);
 }
 
@@ -676,7 +680,9 @@ static void writer_ended(struct px_transcode *tc, struct job *j, int status)
 		} else if (j->nopen > 0) {
 			/* recovery (in start_writer) claims the lease by CAS, trusts,
 			 * cleans, and restarts at the first untrusted segment from
-			 * where the dead writer began (or where the seek asked) */
+			 * where the dead writer began (or where the seek asked);
+			 * behind the jobs already waiting for a slot */
+			run_queue(tc);
 			start_writer(tc, j, restart >= 0 ? (uint32_t)restart : from);
 		} else if (j->have_lease) {
 			if (px_lease_release(tc->leases, &j->lease) != PX_OK)

@@ -456,6 +456,7 @@ static enum px_status mux_segment(struct wr *w, uint32_t k)
 		snprintf(w->err, w->errlen, "segment %u: %d bytes do not fit the segment size "
 			 "%lld (profile bitrate too low for this source?)", k, len, (long long)S);
 		st = PX_ESIZE;
+		w->a->overflow_seg = k;
 		goto out;
 	}
 	out = malloc((size_t)S);
@@ -706,7 +707,7 @@ static void pace(struct wr *w)
 	int64_t due = w->start_ms + (int64_t)((double)media_ms / w->a->max_speed);
 	int64_t now = px_now_ms();
 	if (due > now) {
-		int64_t d = due - now > 1000 ? 1000 : due - now;
+		int64_t d = due - now > 200 ? 200 : due - now; /* heartbeats go on */
 		struct timespec ts = { d / 1000, (d % 1000) * 1000000 };
 		nanosleep(&ts, NULL);
 	}
@@ -754,8 +755,9 @@ enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen)
 			goto out;
 		}
 	}
-	px_info("writer", "segments %u.. of %u (%lld bytes each) from %s, warm-up from "
-		"segment %u", a->from, a->plan.nseg, (long long)a->plan.seg_bytes, a->input,
+	px_info("writer", "segments %u.. of %u (%lld bytes each) from %s at %lld bit/s, %s %u",
+		a->from, a->plan.nseg, (long long)a->plan.seg_bytes, a->input,
+		(long long)a->video_bps, a->from ? "warm-up segment" : "no warm-up before",
 		w.next_flush);
 	while (!w.stop && st == PX_OK) {
 		rc = av_read_frame(w.ic, in);

@@ -28,6 +28,7 @@ struct px_writer_args {
 	struct px_lease lease;
 	int64_t heartbeat_ms;
 	double max_speed;         /* pace at most this times realtime, 0: free */
+	uint32_t overflow_seg;    /* out: the segment that did not fit (PX_ESIZE) */
 };
 
 /* Probes the input and plans the segments. On failure err names the input

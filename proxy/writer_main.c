@@ -188,7 +188,18 @@ int main(int argc, char **argv)
 		}
 	}
 	a.lease.writer_pid = getpid();
-	st = px_writer_run(&a, err, sizeof(err));
+	/* a segment that does not fit S is written again, and what follows it,
+	 * at a lower video bitrate: segments are independent, so only the
+	 * overflowing one is lost (TRANSCODE-NOTES) */
+	for (int tries = 0;; tries++) {
+		st = px_writer_run(&a, err, sizeof(err));
+		if (st != PX_ESIZE || tries == 3)
+			break;
+		fprintf(stderr, "seamfs-writer: %s; writing again from segment %u at %lld bit/s\n",
+			err, a.overflow_seg, (long long)(a.video_bps * 3 / 4));
+		a.from = a.overflow_seg;
+		a.video_bps = a.video_bps * 3 / 4;
+	}
 	if (st != PX_OK) {
 		fprintf(stderr, "seamfs-writer: %s\n", err);
 		rc = st == PX_EAGAIN ? 3 : st == PX_ESIZE ? 4 : 1;

@@ -223,3 +223,72 @@ def test_bad_writer_option(seamfs_cli, tmp_path):
     r = seamfs_cli.run(['-o', 'max_writers=0', path, mnt], timeout=10, mountpoints=[mnt])
     assert r.returncode == 2
     assert "option 'max_writers': bad value '0'" in r.stderr
+
+
+def test_hung_writer_lease_orphaned(seamfs, data, nginx, tmp_path):
+    """A writer that stops heartbeating (SIGSTOP) is orphaned after
+    orphan_after, killed and replaced; the reader goes on."""
+    m, job = mount_tc(seamfs, nginx, tmp_path,
+                      options=['writer_max_speed=3', 'heartbeat=0.5', 'orphan_after=2'])
+    f = m.path('Transcoded/clip 180p.ts')
+    plan = plan_of(job)
+    box = {}
+
+    def reader():
+        try:
+            box['result'] = read_sequential(f, 64 * 1024)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            box['error'] = e
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    stopped = None
+    try:
+        wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
+        assert not playlist_entries(job)[1], 'the writer finished before it could be stopped'
+        pids = wait_until(lambda: writer_pids(m.pid), 10, 'the writer process')
+        stopped = pids[0]
+        os.kill(stopped, signal.SIGSTOP)
+        wait_until(lambda: 'orphaned (no heartbeat' in m.log(), 15, 'the orphaned lease')
+    finally:
+        t.join(90)
+        if stopped and stopped in writer_pids(m.pid):
+            os.kill(stopped, signal.SIGKILL)
+    assert not t.is_alive()
+    assert 'error' not in box, repr(box.get('error'))
+    digest, n = box['result']
+    assert n == plan['size']
+    assert digest == committed_concat_sha(job, plan['segments'])
+    log = m.log()
+    assert f'writer pid {stopped} of asset clip-180 died (signal 9)' in log, log
+    assert 'recovery: asset clip-180' in log
+
+
+def test_max_writers_queue(seamfs, data, nginx, tmp_path):
+    """Two transcodes, one writer slot: the second waits its turn, both
+    files read completely and equal their committed segments."""
+    work = tmp_path / 'work'
+    p2 = dict(PROFILE, of='clip', height=144)
+    cat = tc_catalog(nginx)
+    cat['assets'].append({'id': 'clip-144', 'path': 'Transcoded/clip 144p.ts',
+                          'transcode': p2})
+    m = seamfs.mount(cat, read_timeout=30,
+                     options=[f'work_dir={work}', 'max_writers=1', 'writer_max_speed=6'])
+    files = {'clip-180': m.path('Transcoded/clip 180p.ts'),
+             'clip-144': m.path('Transcoded/clip 144p.ts')}
+    results = {}
+
+    def read(aid):
+        results[aid] = read_sequential(files[aid], 128 * 1024)
+
+    threads = [threading.Thread(target=read, args=(a,), daemon=True) for a in files]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(90)
+    assert not any(th.is_alive() for th in threads), 'a reader is still blocked'
+    for aid in files:
+        plan = plan_of(work / aid)
+        assert results[aid][1] == plan['size']
+        assert results[aid][0] == committed_concat_sha(work / aid, plan['segments'])
+    assert 'writers running; waiting in line' in m.log()
