@@ -26,9 +26,10 @@
  * first untrusted segment (the writer encodes one segment before it and
  * throws it away). Waiting readers just go on waiting.
  *
- * Lock order: tc->lock only; it is never held across a spawn's wait, a
- * pread, or a log of the writer's output... except spawns themselves,
- * which are quick (posix_spawn) and must be atomic with the job's state.
+ * Lock order: tc->lock is the only lock. It is held while a writer is
+ * started (lease claim, recovery's removals, posix_spawn: short, and atomic
+ * with the job's state) and while the supervisor reads a playlist; never
+ * across a pread of a segment or a wait for a child's output.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -205,6 +206,8 @@ static size_t profile_argv(const struct px_transcode *tc, const struct job *j, c
 static enum px_status spawn(char **argv, pid_t *pid, int *outfd)
 {
 	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, def;
 	int p[2];
 	enum px_status st = PX_EIO;
 	if (pipe2(p, O_CLOEXEC))
@@ -212,7 +215,21 @@ static enum px_status spawn(char **argv, pid_t *pid, int *outfd)
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
-	int rc = posix_spawn(pid, argv[0], &fa, NULL, argv, environ);
+	/* the calling thread may block signals and libfuse ignores SIGPIPE:
+	 * the writer starts with neither (SIGPIPE ends it when the daemon is
+	 * gone) */
+	posix_spawnattr_init(&at);
+	sigemptyset(&none);
+	sigemptyset(&def);
+	sigaddset(&def, SIGPIPE);
+	sigaddset(&def, SIGTERM);
+	sigaddset(&def, SIGINT);
+	sigaddset(&def, SIGHUP);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &def);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	int rc = posix_spawn(pid, argv[0], &fa, &at, argv, environ);
+	posix_spawnattr_destroy(&at);
 	posix_spawn_file_actions_destroy(&fa);
 	close(p[1]);
 	if (rc) {
@@ -1016,11 +1033,11 @@ void px_transcode_free(struct px_transcode *tc)
 enum px_status px_transcode_open(struct px_transcode *tc, size_t asset, uint64_t client,
 				 struct px_tcfile **out)
 {
-	struct job *j = &tc->jobs[asset];
 	struct px_tcfile *f;
 	*out = NULL;
-	if (asset >= tc->cat->nassets || !j->planned)
+	if (!tc || asset >= tc->cat->nassets || !tc->jobs[asset].planned)
 		return PX_EINVAL;
+	struct job *j = &tc->jobs[asset];
 	if (!(f = calloc(1, sizeof(*f))))
 		return PX_ENOMEM;
 	f->tc = tc;

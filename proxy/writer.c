@@ -364,7 +364,12 @@ static enum px_status commit(struct wr *w, uint32_t k, const uint8_t *data, int6
 	if ((st = px_playlist_save(&w->pl, w->pl_path, w->err, w->errlen)) != PX_OK)
 		goto out;
 	printf("committed %u\n", k);
-	fflush(stdout);
+	if (fflush(stdout)) {
+		/* nobody reads us: the daemon that started us is gone */
+		snprintf(w->err, w->errlen, "stdout: %s; stopping", strerror(errno));
+		st = PX_ECANCELED;
+		goto out;
+	}
 	st = heartbeat(w, 1);
 out:
 	close(fd);
