@@ -134,10 +134,10 @@ enum px_status px_playlist_parse(const char *file, const char *text, size_t len,
 			}
 		} else if (nf == 2 && fe[0] - f[0] == 14 && !memcmp(f[0], "#SEGMENT-BYTES", 14)) {
 			if (have_bytes || parse_num(f[1], fe[1], INT64_MAX / PX_SEG_MAX_COUNT, &v) ||
-			    v <= 0 || v % PX_TS_PACKET) {
+			    v % PX_TS_PACKET) {
 				snprintf(err, errlen, "%s:%d: #SEGMENT-BYTES: %s", file, lineno,
 					 have_bytes ? "given twice"
-						    : "must be a positive multiple of 188");
+						    : "must be a multiple of 188 (0: sizes vary)");
 				goto out;
 			}
 			pl->seg_bytes = v;
@@ -170,10 +170,12 @@ enum px_status px_playlist_parse(const char *file, const char *text, size_t len,
 					 "(decimal numbers)", file, lineno);
 				goto out;
 			}
-			if (k >= pl->nseg || size != pl->seg_bytes) {
+			if (k >= pl->nseg || (pl->seg_bytes && size != pl->seg_bytes) ||
+			    (!pl->seg_bytes && (size <= 0 || size % PX_TS_PACKET))) {
 				snprintf(err, errlen, "%s:%d: segment %lld: %s", file, lineno,
 					 (long long)k, k >= pl->nseg ? "index beyond #SEGMENTS"
-								     : "size is not #SEGMENT-BYTES");
+					 : pl->seg_bytes ? "size is not #SEGMENT-BYTES"
+					 : "size is not a positive multiple of 188");
 				goto out;
 			}
 			enum px_status r = px_playlist_add(pl, (uint32_t)k, size, mt);
@@ -292,7 +294,8 @@ size_t px_playlist_trust(const struct px_playlist *pl, const struct px_seg_seen 
 	for (size_t i = 0; i < pl->n; i++) {
 		int ok = i + 1 < pl->n || pl->clean;
 		if (ok && seen)
-			ok = seen[i].exists && seen[i].size == pl->seg_bytes &&
+			ok = seen[i].exists &&
+			     seen[i].size == (pl->seg_bytes ? pl->seg_bytes : pl->e[i].size) &&
 			     seen[i].mtime_ns == pl->e[i].mtime_ns;
 		trusted[i] = (unsigned char)ok;
 		n += (size_t)ok;

@@ -4,7 +4,8 @@
  *
  * Text, one item per line:
  *   #SEAMFS-PLAYLIST 1
- *   #SEGMENT-BYTES S        every segment file has exactly S bytes
+ *   #SEGMENT-BYTES S        every segment file has exactly S bytes (0: the
+ *                           sizes vary, as in a remux; each line says its own)
  *   #SEGMENTS N             the file has N segments, 0..N-1
  *   K SIZE MTIME_NS         segment K committed (in commit order)
  *   #CLEAN                  the writer stopped cleanly after the line above
@@ -28,7 +29,7 @@ struct px_playlist_entry {
 };
 
 struct px_playlist {
-	int64_t seg_bytes;
+	int64_t seg_bytes;            /* 0: sizes vary (remux) */
 	uint32_t nseg;
 	struct px_playlist_entry *e;  /* commit order */
 	size_t n, cap;
@@ -43,7 +44,7 @@ void px_playlist_release(struct px_playlist *pl);
 /*
  * Parses text[0..len) (not NUL-terminated) into *pl (initialised here). On
  * PX_EINVAL writes "FILE:LINE: what is wrong" into err, FILE being `file`,
- * and *pl is empty. Rejects: a missing or unknown header, S not a positive
+ * and *pl is empty. Rejects: a missing or unknown header, S not a
  * multiple of 188, N outside 1..PX_SEG_MAX_COUNT, an index >= N, a size
  * other than S, a repeated index, trailing garbage, a last line without
  * a newline (a torn write).
@@ -78,7 +79,8 @@ struct px_seg_seen {
 /*
  * The trust rule (recovery and serving alike): entry i is trusted when its
  * file exists with size S and the mtime it was listed with (stable since),
- * and it is not the last entry, unless the writer stopped cleanly. seen
+ * (S, or for a remux the size it was listed with) and it is not the last
+ * entry, unless the writer stopped cleanly. seen
  * NULL: files are assumed as listed (the daemon serving a live writer's
  * list). trusted[i] is set per entry; returns how many are trusted.
  */

@@ -38,6 +38,8 @@
 #include <libswresample/swresample.h>
 #include <libswscale/swscale.h>
 
+#include <jansson.h>
+
 #include "log.h"
 #include "playlist.h"
 #include "writer.h"
@@ -79,6 +81,16 @@ struct wr {
 	struct px_playlist pl;
 	char pl_path[4096];
 	int stop;                        /* caught up with a listed segment */
+	/* the streams as muxed: the encoders', or the input's for a remux */
+	AVCodecParameters *vpar, *apar;
+	AVRational vtb, atb;
+	int64_t shift_us;                /* added to media time in the output */
+	/* remux: segment k starts at the video keyframe bounds[k-1] (video
+	 * time base); sizes[k] is its exact muxed size. dry: count only */
+	int remux, dry;
+	int64_t *bounds, *sizes;
+	uint32_t nseg;
+	int64_t cur_vseg;
 	int64_t last_hb;
 	int64_t start_ms;                /* wall time the run began, for pacing */
 };
@@ -165,6 +177,8 @@ static void close_all(struct wr *w)
 	for (size_t i = 0; i < w->npend; i++)
 		av_packet_free(&w->pend[i].pkt);
 	free(w->pend);
+	free(w->bounds);
+	free(w->sizes);
 	avcodec_free_context(&w->vdec);
 	avcodec_free_context(&w->adec);
 	avcodec_free_context(&w->venc);
@@ -177,6 +191,8 @@ static void close_all(struct wr *w)
 	av_frame_free(&w->vframe);
 	av_frame_free(&w->aframe);
 	av_packet_free(&w->pkt);
+	avcodec_parameters_free(&w->vpar);
+	avcodec_parameters_free(&w->apar);
 	avformat_close_input(&w->ic);
 	px_playlist_release(&w->pl);
 }
@@ -379,7 +395,7 @@ out:
 /* Muxes the pending packets of segment k, pads to S and commits. */
 static enum px_status mux_segment(struct wr *w, uint32_t k)
 {
-	const int64_t S = w->a->plan.seg_bytes;
+	const int64_t S = w->remux ? (w->dry ? INT64_MAX : w->sizes[k]) : w->a->plan.seg_bytes;
 	AVFormatContext *oc = NULL;
 	AVDictionary *o = NULL;
 	uint8_t *buf = NULL, *out = NULL;
@@ -387,7 +403,7 @@ static enum px_status mux_segment(struct wr *w, uint32_t k)
 	int rc, len = 0;
 	int keep = k >= w->first;
 
-	if (keep && px_playlist_find(&w->pl, k) >= 0) {
+	if (keep && !w->dry && px_playlist_find(&w->pl, k) >= 0) {
 		/* an earlier run made it and it is trusted: never rewrite bytes
 		 * that may have been served */
 		px_info("writer", "segment %u is already committed; stopping here", k);
@@ -406,13 +422,15 @@ static enum px_status mux_segment(struct wr *w, uint32_t k)
 	AVStream *vs = avformat_new_stream(oc, NULL), *as = NULL;
 	if (!vs)
 		goto out;
-	avcodec_parameters_from_context(vs->codecpar, w->venc);
-	vs->time_base = w->venc->time_base;
-	if (w->aenc) {
+	avcodec_parameters_copy(vs->codecpar, w->vpar);
+	vs->codecpar->codec_tag = 0;
+	vs->time_base = w->vtb;
+	if (w->apar) {
 		if (!(as = avformat_new_stream(oc, NULL)))
 			goto out;
-		avcodec_parameters_from_context(as->codecpar, w->aenc);
-		as->time_base = w->aenc->time_base;
+		avcodec_parameters_copy(as->codecpar, w->apar);
+		as->codecpar->codec_tag = 0;
+		as->time_base = w->atb;
 	}
 	if ((rc = avio_open_dyn_buf(&oc->pb)) < 0) {
 		st = averr(w, rc, "memory output");
@@ -432,10 +450,13 @@ static enum px_status mux_segment(struct wr *w, uint32_t k)
 		if (!pk)
 			goto out;
 		AVStream *st_ = p->video ? vs : as;
-		AVRational tb = p->video ? w->venc->time_base : w->aenc->time_base;
+		AVRational tb = p->video ? w->vtb : w->atb;
 		pk->stream_index = st_->index;
+		if (pk->dts == AV_NOPTS_VALUE)
+			pk->dts = pk->pts;
 		av_packet_rescale_ts(pk, tb, st_->time_base);
-		int64_t off = av_rescale_q(TS_OFFSET_90K, (AVRational){ 1, 90000 }, st_->time_base);
+		int64_t off = av_rescale_q(TS_OFFSET_90K, (AVRational){ 1, 90000 }, st_->time_base) +
+			      av_rescale_q(w->shift_us, AV_TIME_BASE_Q, st_->time_base);
 		pk->pts += off;
 		pk->dts += off;
 		rc = av_interleaved_write_frame(oc, pk);
@@ -457,6 +478,17 @@ static enum px_status mux_segment(struct wr *w, uint32_t k)
 		st = PX_EIO;
 		goto out;
 	}
+	if (w->remux && w->dry) {
+		w->sizes[k] = len;
+		st = PX_OK;
+		goto drop;
+	}
+	if (w->remux && len != S) {
+		snprintf(w->err, w->errlen, "segment %u: remuxed to %d bytes, the plan says %lld "
+			 "(the source changed?)", k, len, (long long)S);
+		st = PX_ESIZE;
+		goto out;
+	}
 	if (len > S) {
 		snprintf(w->err, w->errlen, "segment %u: %d bytes do not fit the segment size "
 			 "%lld (profile bitrate too low for this source?)", k, len, (long long)S);
@@ -468,7 +500,7 @@ static enum px_status mux_segment(struct wr *w, uint32_t k)
 	if (!out)
 		goto out;
 	/* the last segment's padding goes first: trailing nulls confuse probes */
-	int64_t pad = S - len, at = k + 1 == w->a->plan.nseg ? 0 : len;
+	int64_t pad = S - len, at = k + 1 == w->a->plan.nseg && pad ? 0 : len;
 	memcpy(out + (at ? 0 : pad), buf, (size_t)len);
 	for (int64_t i = 0; i < pad; i += PX_TS_PACKET) {
 		uint8_t *q = out + at + i;
@@ -509,7 +541,7 @@ static enum px_status flush_ready(struct wr *w)
 	while (!w->stop && w->next_flush < w->a->plan.nseg) {
 		uint32_t k = w->next_flush;
 		int vdone = w->v_eof || w->v_done_seg > (int64_t)k;
-		int adone = !w->aenc || w->a_eof || w->a_done_seg > (int64_t)k;
+		int adone = !w->apar || w->a_eof || w->a_done_seg > (int64_t)k;
 		if (!vdone || !adone)
 			break;
 		if ((st = mux_segment(w, k)) != PX_OK)
@@ -519,11 +551,8 @@ static enum px_status flush_ready(struct wr *w)
 	return st;
 }
 
-static enum px_status queue_packet(struct wr *w, AVPacket *pkt, int video)
+static enum px_status queue_packet_in(struct wr *w, AVPacket *pkt, int video, uint32_t k)
 {
-	AVRational tb = video ? w->venc->time_base : w->aenc->time_base;
-	int64_t t_us = av_rescale_q(pkt->pts, tb, AV_TIME_BASE_Q);
-	uint32_t k = seg_of_us(w, t_us);
 	if (k < w->next_flush)
 		k = w->next_flush; /* late audio joins the segment being written */
 	if (w->npend == w->cappend) {
@@ -547,6 +576,13 @@ static enum px_status queue_packet(struct wr *w, AVPacket *pkt, int video)
 	if (!video && (int64_t)k > w->a_done_seg)
 		w->a_done_seg = k;
 	return PX_OK;
+}
+
+/* An encoded packet joins the segment its timestamp falls in. */
+static enum px_status queue_packet(struct wr *w, AVPacket *pkt, int video)
+{
+	int64_t t_us = av_rescale_q(pkt->pts, video ? w->vtb : w->atb, AV_TIME_BASE_Q);
+	return queue_packet_in(w, pkt, video, seg_of_us(w, t_us));
 }
 
 static enum px_status drain(struct wr *w, AVCodecContext *enc, int video)
@@ -708,7 +744,10 @@ static enum px_status start_playlist(struct wr *w)
  * max_speed: a writer need not run far ahead of its readers. */
 static void pace(struct wr *w)
 {
-	int64_t media_ms = w->v_last_pts / 90 - w->skip_us / 1000;
+	int64_t media_ms = w->remux
+		? (w->cur_vseg > 0 ? av_rescale_q(w->bounds[w->cur_vseg - 1], w->vtb,
+						  (AVRational){ 1, 1000 }) - w->t0_us / 1000 : 0)
+		: w->v_last_pts / 90 - w->skip_us / 1000;
 	int64_t due = w->start_ms + (int64_t)((double)media_ms / w->a->max_speed);
 	int64_t now = px_now_ms();
 	if (due > now) {
@@ -745,6 +784,17 @@ enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen)
 		st = PX_ENOMEM;
 		goto out;
 	}
+	if (!(w.vpar = avcodec_parameters_alloc()) ||
+	    avcodec_parameters_from_context(w.vpar, w.venc) < 0 ||
+	    (w.aenc && (!(w.apar = avcodec_parameters_alloc()) ||
+			avcodec_parameters_from_context(w.apar, w.aenc) < 0))) {
+		av_packet_free(&in);
+		st = PX_ENOMEM;
+		goto out;
+	}
+	w.vtb = w.venc->time_base;
+	if (w.aenc)
+		w.atb = w.aenc->time_base;
 	w.first = a->from;
 	w.next_flush = a->from ? a->from - 1 : 0;
 	w.skip_us = px_segmath_start_us(&a->plan, w.next_flush);
@@ -806,6 +856,299 @@ enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen)
 		if ((st = flush_ready(&w)) != PX_OK)
 			goto out;
 	}
+	w.pl.clean = w.pl.n > 0;
+	if ((st = px_playlist_save(&w.pl, w.pl_path, err, errlen)) != PX_OK)
+		goto out;
+	printf("done\n");
+	fflush(stdout);
+out:
+	close_all(&w);
+	return st;
+}
+
+/* ------------------------------------------------------------ remux */
+
+/*
+ * A remux copies the source's video and audio packets into MPEG-TS without
+ * decoding. It cannot cut at fixed times, only at video keyframes, so a
+ * segment is a run of GOPs: a new one starts at the first keyframe at least
+ * D after the current one began (a tail shorter than D/4 joins the last).
+ * The plan muxes every segment once into a counting buffer, so it knows each
+ * segment's exact size and the file's size with no padding; a run (or a
+ * restart, which starts one segment early and throws that one away) muxes
+ * the same packets with the same fresh muxer and must produce the same
+ * number of bytes, which it checks.
+ */
+
+/* The segment a packet at video-time ts belongs to: how many segment
+ * starts (after the first) are <= ts. */
+static uint32_t bound_index(const struct wr *w, int64_t ts)
+{
+	uint32_t lo = 0, hi = w->nseg - 1; /* bounds[0..nseg-2] */
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (w->bounds[mid] <= ts)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static enum px_status remux_streams(struct wr *w)
+{
+	AVStream *vs = w->ic->streams[w->vi];
+	if (!(w->vpar = avcodec_parameters_alloc()) ||
+	    avcodec_parameters_copy(w->vpar, vs->codecpar) < 0)
+		return PX_ENOMEM;
+	w->vtb = vs->time_base;
+	if (w->ai >= 0) {
+		AVStream *as = w->ic->streams[w->ai];
+		if (!(w->apar = avcodec_parameters_alloc()) ||
+		    avcodec_parameters_copy(w->apar, as->codecpar) < 0)
+			return PX_ENOMEM;
+		w->atb = as->time_base;
+	}
+	w->shift_us = -w->t0_us;
+	return PX_OK;
+}
+
+/* Muxes (or, dry, measures) segments from..nseg-1, starting to read one
+ * segment early. */
+static enum px_status remux_pass(struct wr *w, uint32_t from)
+{
+	AVPacket *in = av_packet_alloc();
+	enum px_status st = PX_OK;
+	int rc;
+
+	w->pkt = av_packet_alloc();
+	if (!in || !w->pkt) {
+		st = PX_ENOMEM;
+		goto out;
+	}
+	w->first = from;
+	w->next_flush = from ? from - 1 : 0;
+	w->cur_vseg = -1;
+	if (from >= 2) {
+		int64_t ts = w->bounds[from - 2]; /* the warm-up segment's keyframe */
+		if ((rc = avformat_seek_file(w->ic, w->vi, INT64_MIN, ts, ts, 0)) < 0) {
+			st = averr(w, rc, "seek");
+			goto out;
+		}
+	}
+	while (!w->stop && st == PX_OK) {
+		rc = av_read_frame(w->ic, in);
+		if (rc == AVERROR_EOF)
+			break;
+		if (rc < 0) {
+			st = averr(w, rc, "read");
+			break;
+		}
+		if (in->stream_index == w->vi && in->pts != AV_NOPTS_VALUE) {
+			if (in->flags & AV_PKT_FLAG_KEY)
+				w->cur_vseg = bound_index(w, in->pts);
+			if (w->cur_vseg >= (int64_t)w->next_flush)
+				st = queue_packet_in(w, in, 1, (uint32_t)w->cur_vseg);
+		} else if (in->stream_index == w->ai && in->pts != AV_NOPTS_VALUE) {
+			uint32_t k = bound_index(w, av_rescale_q(in->pts, w->atb, w->vtb));
+			if (k >= w->next_flush)
+				st = queue_packet_in(w, in, 0, k);
+		}
+		av_packet_unref(in);
+		if (st == PX_OK)
+			st = flush_ready(w);
+		if (st == PX_OK && !w->dry)
+			st = heartbeat(w, 0);
+		if (st == PX_OK && w->a->max_speed > 0 && w->cur_vseg >= 0 && !w->dry)
+			pace(w);
+	}
+	if (st == PX_OK && !w->stop) {
+		w->v_eof = w->a_eof = 1;
+		st = flush_ready(w);
+	}
+out:
+	av_packet_free(&in);
+	return st;
+}
+
+enum px_status px_writer_remux_plan(const struct px_writer_args *a, char **json, char *err,
+				    size_t errlen)
+{
+	struct px_writer_args pa = *a;
+	struct wr w = { .a = &pa, .err = err, .errlen = errlen, .remux = 1, .dry = 1,
+			.v_done_seg = -1, .a_done_seg = -1 };
+	AVPacket *in = av_packet_alloc();
+	json_t *root = NULL, *starts = NULL, *sizes = NULL;
+	enum px_status st = PX_ENOMEM;
+	size_t cap = 0;
+	int64_t first = AV_NOPTS_VALUE, last_start = 0, end = AV_NOPTS_VALUE;
+	int rc;
+
+	*json = NULL;
+	if (!in || (st = open_input(&w)) != PX_OK)
+		goto out;
+	AVStream *vs = w.ic->streams[w.vi];
+	const int64_t D = av_rescale_q((int64_t)a->segment_seconds * AV_TIME_BASE, AV_TIME_BASE_Q,
+				       vs->time_base);
+	/* pass 1: where segments start */
+	while ((rc = av_read_frame(w.ic, in)) >= 0) {
+		if (in->stream_index == w.vi && in->pts != AV_NOPTS_VALUE) {
+			int64_t e = in->pts + (in->duration > 0 ? in->duration : 0);
+			if (end == AV_NOPTS_VALUE || e > end)
+				end = e;
+			if ((in->flags & AV_PKT_FLAG_KEY) && first == AV_NOPTS_VALUE) {
+				first = last_start = in->pts;
+			} else if ((in->flags & AV_PKT_FLAG_KEY) && in->pts - last_start >= D) {
+				if (w.nseg + 1 >= cap) {
+					cap = cap ? 2 * cap : 256;
+					int64_t *b = realloc(w.bounds, cap * sizeof(*b));
+					if (!b) {
+						st = PX_ENOMEM;
+						goto out;
+					}
+					w.bounds = b;
+				}
+				w.bounds[w.nseg++] = in->pts; /* nseg counts bounds here */
+				last_start = in->pts;
+			}
+		}
+		av_packet_unref(in);
+		if (w.nseg + 1 >= PX_SEG_MAX_COUNT) {
+			snprintf(err, errlen, "%s: too many segments", a->input);
+			st = PX_EINVAL;
+			goto out;
+		}
+	}
+	if (rc != AVERROR_EOF) {
+		st = averr(&w, rc, "read");
+		goto out;
+	}
+	if (first == AV_NOPTS_VALUE) {
+		snprintf(err, errlen, "%s: no video keyframe", a->input);
+		st = PX_EINVAL;
+		goto out;
+	}
+	if (w.nseg && end - w.bounds[w.nseg - 1] < D / 4)
+		w.nseg--; /* a short tail joins the last segment */
+	w.nseg++;     /* from here on, the number of segments */
+	if (!w.bounds && !(w.bounds = malloc(sizeof(*w.bounds)))) {
+		st = PX_ENOMEM;
+		goto out;
+	}
+	/* pass 2: the exact size of every segment */
+	int64_t *bounds = w.bounds;
+	uint32_t nseg = w.nseg;
+	w.bounds = NULL;
+	close_all(&w);
+	memset(&w, 0, sizeof(w));
+	w = (struct wr){ .a = &pa, .err = err, .errlen = errlen, .remux = 1, .dry = 1,
+			 .v_done_seg = -1, .a_done_seg = -1, .bounds = bounds, .nseg = nseg };
+	pa.plan.nseg = nseg;
+	pa.plan.seg_bytes = 0;
+	if (!(w.sizes = calloc(nseg, sizeof(*w.sizes))) ||
+	    (st = open_input(&w)) != PX_OK || (st = remux_streams(&w)) != PX_OK ||
+	    (st = remux_pass(&w, 0)) != PX_OK)
+		goto out;
+	int64_t total = 0;
+	root = json_object();
+	starts = json_array();
+	sizes = json_array();
+	if (!root || !starts || !sizes)
+		goto oom;
+	for (uint32_t k = 0; k < nseg; k++) {
+		if (w.sizes[k] <= 0) {
+			snprintf(err, errlen, "%s: segment %u came out empty", a->input, k);
+			st = PX_EINVAL;
+			goto out;
+		}
+		total += w.sizes[k];
+		if (json_array_append_new(sizes, json_integer(w.sizes[k])) ||
+		    (k + 1 < nseg && json_array_append_new(starts, json_integer(w.bounds[k]))))
+			goto oom;
+	}
+	int64_t dur = duration_us(&w);
+	if (json_object_set_new(root, "remux", json_true()) ||
+	    json_object_set_new(root, "duration_us", json_integer(dur)) ||
+	    json_object_set_new(root, "segments", json_integer(nseg)) ||
+	    json_object_set_new(root, "segment_bytes", json_integer(0)) ||
+	    json_object_set_new(root, "size", json_integer(total)) ||
+	    json_object_set_new(root, "tb_num", json_integer(w.vtb.num)) ||
+	    json_object_set_new(root, "tb_den", json_integer(w.vtb.den)) ||
+	    json_object_set(root, "starts", starts) || json_object_set(root, "sizes", sizes))
+		goto oom;
+	*json = json_dumps(root, JSON_COMPACT);
+	st = *json ? PX_OK : PX_ENOMEM;
+	goto out;
+oom:
+	st = PX_ENOMEM;
+out:
+	json_decref(starts);
+	json_decref(sizes);
+	json_decref(root);
+	av_packet_free(&in);
+	close_all(&w);
+	return st;
+}
+
+/* Reads the starts and sizes of a remux from the daemon's plan.json. */
+static enum px_status load_remux_plan(struct wr *w)
+{
+	char path[4200];
+	json_error_t je;
+	enum px_status st = PX_EINVAL;
+	snprintf(path, sizeof(path), "%s/plan.json", w->a->work_dir);
+	json_t *root = json_load_file(path, 0, &je);
+	json_t *starts = json_object_get(root, "starts"), *sizes = json_object_get(root, "sizes");
+	AVStream *vs = w->ic->streams[w->vi];
+	uint32_t n = w->a->plan.nseg;
+	if (!json_is_array(starts) || !json_is_array(sizes) || json_array_size(sizes) != n ||
+	    json_array_size(starts) + 1 != n ||
+	    json_integer_value(json_object_get(root, "tb_num")) != vs->time_base.num ||
+	    json_integer_value(json_object_get(root, "tb_den")) != vs->time_base.den) {
+		snprintf(w->err, w->errlen, "%s: not a remux plan of %u segments for this source",
+			 path, n);
+		goto out;
+	}
+	w->nseg = n;
+	w->bounds = calloc(n, sizeof(*w->bounds));
+	w->sizes = calloc(n, sizeof(*w->sizes));
+	if (!w->bounds || !w->sizes) {
+		st = PX_ENOMEM;
+		goto out;
+	}
+	for (uint32_t k = 0; k < n; k++) {
+		w->sizes[k] = json_integer_value(json_array_get(sizes, k));
+		if (k + 1 < n)
+			w->bounds[k] = json_integer_value(json_array_get(starts, k));
+		if (w->sizes[k] <= 0 || (k && k + 1 < n && w->bounds[k] <= w->bounds[k - 1])) {
+			snprintf(w->err, w->errlen, "%s: segment %u: bad start or size", path, k);
+			goto out;
+		}
+	}
+	st = PX_OK;
+out:
+	json_decref(root);
+	return st;
+}
+
+enum px_status px_writer_remux_run(struct px_writer_args *a, char *err, size_t errlen)
+{
+	struct wr w = { .a = a, .err = err, .errlen = errlen, .remux = 1,
+			.v_done_seg = -1, .a_done_seg = -1 };
+	enum px_status st;
+
+	if (a->from >= a->plan.nseg) {
+		snprintf(err, errlen, "--from %u is beyond the last segment %u", a->from,
+			 a->plan.nseg - 1);
+		return PX_EINVAL;
+	}
+	if ((st = start_playlist(&w)) != PX_OK || (st = open_input(&w)) != PX_OK ||
+	    (st = load_remux_plan(&w)) != PX_OK || (st = remux_streams(&w)) != PX_OK)
+		goto out;
+	w.last_hb = w.start_ms = px_now_ms();
+	px_info("writer", "remux segments %u.. of %u from %s", a->from, a->plan.nseg, a->input);
+	if ((st = remux_pass(&w, a->from)) != PX_OK)
+		goto out;
 	w.pl.clean = w.pl.n > 0;
 	if ((st = px_playlist_save(&w.pl, w.pl_path, err, errlen)) != PX_OK)
 		goto out;

@@ -19,7 +19,7 @@ struct px_writer_args {
 	int height;               /* 0: the source's */
 	int64_t video_bps, audio_bps;
 	int segment_seconds;
-	int remux;                /* stream copy (not implemented: PX_EINVAL) */
+	int remux;                /* stream copy: px_writer_remux_* */
 	/* run only */
 	const char *work_dir;
 	uint32_t from;
@@ -45,5 +45,16 @@ enum px_status px_writer_plan(const struct px_writer_args *a, struct px_seg_plan
  * taken over. PX_ESIZE: a segment would not fit S.
  */
 enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen) PX_WUR;
+
+/* Plans a remux: the source's GOPs grouped into segments of about D, each
+ * measured by a dry run of the muxer. *json (malloc'd, the caller frees)
+ * holds duration_us, segments, size, segment_bytes 0, tb_num/tb_den, starts
+ * (video timestamps of segments 1..N-1) and sizes. */
+enum px_status px_writer_remux_plan(const struct px_writer_args *a, char **json, char *err,
+				    size_t errlen) PX_WUR;
+
+/* Writes segments a->from.. of a remux planned in a->work_dir/plan.json,
+ * each exactly its planned size (PX_ESIZE otherwise), as px_writer_run. */
+enum px_status px_writer_remux_run(struct px_writer_args *a, char *err, size_t errlen) PX_WUR;
 
 #endif

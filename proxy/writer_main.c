@@ -108,7 +108,7 @@ int main(int argc, char **argv)
 			if (num("segments", optarg, 1, PX_SEG_MAX_COUNT, &nseg)) goto out;
 			break;
 		case O_SBYTES:
-			if (num("segment-bytes", optarg, PX_TS_PACKET, 1LL << 40, &sbytes)) goto out;
+			if (num("segment-bytes", optarg, 0, 1LL << 40, &sbytes)) goto out;
 			break;
 		case O_LDIR: ldir = optarg; break;
 		case O_LKEY: lkey = optarg; break;
@@ -148,7 +148,14 @@ int main(int argc, char **argv)
 	if (!run) {
 		struct px_seg_plan p;
 		if (a.remux) {
-			fprintf(stderr, "seamfs-writer: remux assets are not implemented yet\n");
+			char *json = NULL;
+			if ((st = px_writer_remux_plan(&a, &json, err, sizeof(err))) != PX_OK) {
+				fprintf(stderr, "seamfs-writer: %s\n", err);
+				goto out;
+			}
+			printf("%s\n", json);
+			free(json);
+			rc = 0;
 			goto out;
 		}
 		if ((st = px_writer_plan(&a, &p, err, sizeof(err))) != PX_OK) {
@@ -161,7 +168,7 @@ int main(int argc, char **argv)
 		rc = 0;
 		goto out;
 	}
-	if (!a.work_dir || !nseg || !sbytes || sbytes % PX_TS_PACKET) {
+	if (!a.work_dir || !nseg || (!sbytes && !a.remux) || sbytes % PX_TS_PACKET) {
 		fprintf(stderr, "seamfs-writer: run needs --work-dir, --segments and "
 			"--segment-bytes (a multiple of 188)\n");
 		rc = 2;
@@ -192,8 +199,9 @@ int main(int argc, char **argv)
 	 * at a lower video bitrate: segments are independent, so only the
 	 * overflowing one is lost (TRANSCODE-NOTES) */
 	for (int tries = 0;; tries++) {
-		st = px_writer_run(&a, err, sizeof(err));
-		if (st != PX_ESIZE || tries == 3)
+		st = a.remux ? px_writer_remux_run(&a, err, sizeof(err))
+			     : px_writer_run(&a, err, sizeof(err));
+		if (st != PX_ESIZE || tries == 3 || a.remux)
 			break;
 		fprintf(stderr, "seamfs-writer: %s; writing again from segment %u at %lld bit/s\n",
 			err, a.overflow_seg, (long long)(a.video_bps * 3 / 4));

@@ -61,7 +61,11 @@ static void test_parse_bad(void **state)
 	expect_bad("hello\n", "pl:1: not a seamfs playlist");
 	expect_bad("#SEAMFS-PLAYLIST 2\n", "pl:1: not a seamfs playlist");
 	expect_bad("#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 1000\n", "pl:2: #SEGMENT-BYTES");
-	expect_bad("#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 0\n", "multiple of 188");
+	expect_bad("#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 100\n", "multiple of 188");
+	expect_bad("#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 0\n#SEGMENTS 2\n0 100 1\n",
+		   "pl:4: segment 0: size is not a positive multiple of 188");
+	expect_bad("#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 0\n#SEGMENTS 2\n0 0 1\n",
+		   "pl:4: segment 0: size is not a positive multiple of 188");
 	expect_bad("#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 188\n#SEGMENTS 0\n", "pl:3: #SEGMENTS");
 	expect_bad(HDR "0 1880 100", "pl:4: last line has no newline");
 	expect_bad(HDR "0 1880\n", "pl:4: unrecognised line");
@@ -145,6 +149,21 @@ static void test_trust(void **state)
 	px_playlist_release(&pl);
 }
 
+/* A remux lists segments of varying sizes; each must keep its own. */
+static void test_trust_variable(void **state)
+{
+	struct px_playlist pl;
+	char err[256];
+	unsigned char t[4];
+	(void)state;
+	assert_int_equal(parse("#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 0\n#SEGMENTS 3\n"
+			       "0 376 5\n1 188 6\n2 564 7\n", &pl, err), PX_OK);
+	struct px_seg_seen seen[3] = { { 1, 376, 5 }, { 1, 376, 6 }, { 1, 564, 7 } };
+	assert_int_equal(px_playlist_trust(&pl, seen, t), 1);
+	assert_true(t[0] && !t[1] && !t[2]);
+	px_playlist_release(&pl);
+}
+
 static void test_seg_name(void **state)
 {
 	char buf[32];
@@ -160,6 +179,7 @@ int main(void)
 		cmocka_unit_test(test_parse_bad),
 		cmocka_unit_test(test_save_load),
 		cmocka_unit_test(test_trust),
+		cmocka_unit_test(test_trust_variable),
 		cmocka_unit_test(test_seg_name),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
