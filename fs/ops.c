@@ -185,7 +185,7 @@ static void raise_readahead(struct fs_ctx *ctx)
 }
 
 /*
- * Transcoded assets have their own handle type (transcode.h). fi->fh
+ * Transcoded and remuxed assets have their own handle type (transcode.h). fi->fh
  * carries it with the low bit set (handles are malloc'd, so that bit is
  * free); plain sessions keep the bit clear.
  */
@@ -245,7 +245,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	if (px_core_catalog(ctx->core)->assets[n->asset].kind == PX_ASSET_TRANSCODE) {
+	if (px_core_catalog(ctx->core)->assets[n->asset].kind != PX_ASSET_PLAIN) {
 		tc_open(req, ctx, (size_t)n->asset, fi);
 		return;
 	}

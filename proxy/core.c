@@ -59,7 +59,7 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 			goto out;
 	}
 	for (size_t i = 0; i < cat->nassets; i++) {
-		if (cat->assets[i].kind == PX_ASSET_TRANSCODE && !core->tc &&
+		if (cat->assets[i].kind != PX_ASSET_PLAIN && !core->tc &&
 		    px_transcode_new(cfg, cat, &core->tc) != PX_OK)
 			px_error("core", "transcoded assets cannot be served (see above)");
 	}
@@ -113,20 +113,17 @@ void px_core_stop(struct px_core *core)
 	px_transcode_stop(core->tc);
 }
 
-/* Lists a transcode asset at the size its plan gives (transcode.c). */
+/* Lists a transcode or remux asset at the size its plan gives
+ * (transcode.c). */
 static void discover_derived(struct px_core *core, size_t i, int64_t fallback_mtime,
 			     unsigned char *listed)
 {
 	const struct px_asset *a = &core->cat->assets[i];
 	struct asset_rt *rt = &core->assets[i];
 	int64_t size;
-	if (a->kind == PX_ASSET_REMUX) {
-		px_warn("core", "asset %s left out: remuxed assets are not served by this version",
-			a->id);
-		return;
-	}
 	if (!core->tc || px_transcode_plan(core->tc, i, &size) != PX_OK) {
-		px_warn("core", "asset %s left out: its transcode could not be planned", a->id);
+		px_warn("core", "asset %s left out: its %s could not be planned", a->id,
+			a->kind == PX_ASSET_REMUX ? "remux" : "transcode");
 		return;
 	}
 	rt->size = size;

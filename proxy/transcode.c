@@ -70,6 +70,8 @@ struct job {
 	char pl_path[PATH_MAX + 16];
 	struct px_seg_plan plan;
 	int planned;
+	int remux;             /* stream copy: segment sizes vary */
+	int64_t *offs;         /* remux: segment k is [offs[k], offs[k+1]) */
 
 	/* under tc->lock */
 	unsigned char *ok;     /* per segment: trusted, may be served */
@@ -118,6 +120,8 @@ struct px_tcfile {
 
 /* ------------------------------------------------------------ helpers */
 
+static int seg_secs(const struct job *j);
+
 static void escape_id(const char *id, char *buf, size_t cap)
 {
 	size_t o = 0;
@@ -165,9 +169,12 @@ static void profile_key(const struct px_transcode *tc, const struct job *j, char
 			size_t cap)
 {
 	const struct px_source *s = &j->src->sources[0];
-	snprintf(buf, cap, "%s|%d|%lld|%lld|%d", s->url ? s->url : s->path, j->a->height,
-		 (long long)j->a->video_bitrate, (long long)j->a->audio_bitrate,
-		 j->a->segment_seconds);
+	if (j->remux)
+		snprintf(buf, cap, "remux|%s|%d", s->url ? s->url : s->path, seg_secs(j));
+	else
+		snprintf(buf, cap, "%s|%d|%lld|%lld|%d", s->url ? s->url : s->path, j->a->height,
+			 (long long)j->a->video_bitrate, (long long)j->a->audio_bitrate,
+			 j->a->segment_seconds);
 	(void)tc;
 }
 
@@ -187,10 +194,16 @@ static size_t profile_argv(const struct px_transcode *tc, const struct job *j, c
 		argv[n++] = "--header";
 		argv[n++] = p->headers[i];
 	}
+	snprintf(bufs[3], 32, "%d", seg_secs(j));
+	if (j->remux) {
+		argv[n++] = "--remux";
+		argv[n++] = "--segment-seconds";
+		argv[n++] = bufs[3];
+		return n;
+	}
 	snprintf(bufs[0], 32, "%d", j->a->height);
 	snprintf(bufs[1], 32, "%lld", (long long)j->a->video_bitrate);
 	snprintf(bufs[2], 32, "%lld", (long long)j->a->audio_bitrate);
-	snprintf(bufs[3], 32, "%d", j->a->segment_seconds);
 	argv[n++] = "--height";
 	argv[n++] = bufs[0];
 	argv[n++] = "--video-bitrate";
@@ -243,7 +256,78 @@ static enum px_status spawn(char **argv, pid_t *pid, int *outfd)
 
 /* ------------------------------------------------------------ planning */
 
-static enum px_status read_plan_file(const char *path, const char *key,
+static int seg_secs(const struct job *j)
+{
+	return j->a->segment_seconds ? j->a->segment_seconds : 2; /* remux: 2 */
+}
+
+/* Bytes of segment k and where it starts in the file. */
+static int64_t seg_size(const struct job *j, uint32_t k)
+{
+	return j->remux ? j->offs[k + 1] - j->offs[k] : j->plan.seg_bytes;
+}
+
+static int64_t seg_start(const struct job *j, uint32_t k)
+{
+	return j->remux ? j->offs[k] : (int64_t)k * j->plan.seg_bytes;
+}
+
+/* The segment holding byte off (< size). */
+static uint32_t seg_at(const struct job *j, int64_t off)
+{
+	if (!j->remux)
+		return (uint32_t)(off / j->plan.seg_bytes);
+	uint32_t lo = 0, hi = j->plan.nseg - 1;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo + 1) / 2;
+		if (j->offs[mid] <= off)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+/* Fills p (and j->offs for a remux) from a writer's plan; PX_EINVAL with a
+ * log line naming what is wrong. */
+static enum px_status plan_from_json(struct job *j, json_t *root, struct px_seg_plan *p,
+				     const char *what)
+{
+	json_int_t n = json_integer_value(json_object_get(root, "segments"));
+	json_int_t s = json_integer_value(json_object_get(root, "segment_bytes"));
+	json_t *sizes = json_object_get(root, "sizes");
+	int64_t *offs = NULL;
+	if (n < 1 || n > PX_SEG_MAX_COUNT || s < 0 || s % PX_TS_PACKET || (!j->remux && !s) ||
+	    (j->remux && (s || !json_is_array(sizes) || json_array_size(sizes) != (size_t)n))) {
+		px_error("transcode", "asset %s: %s is not a valid %s plan", j->a->id, what,
+			 j->remux ? "remux" : "transcode");
+		return PX_EINVAL;
+	}
+	if (j->remux) {
+		if (!(offs = calloc((size_t)n + 1, sizeof(*offs))))
+			return PX_ENOMEM;
+		for (json_int_t k = 0; k < n; k++) {
+			json_int_t b = json_integer_value(json_array_get(sizes, (size_t)k));
+			if (b <= 0 || b % PX_TS_PACKET || offs[k] > INT64_MAX / 2) {
+				px_error("transcode", "asset %s: %s: segment %lld has size %lld",
+					 j->a->id, what, (long long)k, (long long)b);
+				free(offs);
+				return PX_EINVAL;
+			}
+			offs[k + 1] = offs[k] + b;
+		}
+	}
+	free(j->offs);
+	j->offs = offs;
+	p->nseg = (uint32_t)n;
+	p->seg_bytes = s;
+	p->duration_us = json_integer_value(json_object_get(root, "duration_us"));
+	p->seg_us = (int64_t)seg_secs(j) * 1000000;
+	p->size = j->remux ? offs[n] : (int64_t)n * s;
+	return PX_OK;
+}
+
+static enum px_status read_plan_file(struct job *j, const char *path, const char *key,
 				     struct px_seg_plan *p)
 {
 	json_error_t je;
@@ -252,51 +336,38 @@ static enum px_status read_plan_file(const char *path, const char *key,
 	if (!root)
 		return st;
 	json_t *k = json_object_get(root, "profile");
-	json_int_t n = json_integer_value(json_object_get(root, "segments"));
-	json_int_t s = json_integer_value(json_object_get(root, "segment_bytes"));
-	json_int_t d = json_integer_value(json_object_get(root, "duration_us"));
-	int secs = (int)json_integer_value(json_object_get(root, "segment_seconds"));
-	if (json_is_string(k) && strcmp(json_string_value(k), key) == 0 && n >= 1 &&
-	    n <= PX_SEG_MAX_COUNT && s > 0 && s % PX_TS_PACKET == 0 && secs >= 2 && secs <= 6) {
-		p->nseg = (uint32_t)n;
-		p->seg_bytes = s;
-		p->duration_us = d;
-		p->seg_us = (int64_t)secs * 1000000;
-		p->size = (int64_t)n * s;
-		st = PX_OK;
-	}
+	if (json_is_string(k) && strcmp(json_string_value(k), key) == 0)
+		st = plan_from_json(j, root, p, path);
 	json_decref(root);
 	return st;
 }
 
-static enum px_status write_plan_file(const char *path, const char *key,
-				      const struct px_seg_plan *p, int secs)
+/* Keeps the writer's plan (the writer of a remux reads it back). */
+static enum px_status write_plan_file(const char *path, const char *key, json_t *root)
 {
 	char tmp[PATH_MAX + 8];
-	json_t *root = json_pack("{s:s, s:I, s:I, s:I, s:I, s:i}", "profile", key,
-				 "segments", (json_int_t)p->nseg, "segment_bytes",
-				 (json_int_t)p->seg_bytes, "size", (json_int_t)p->size,
-				 "duration_us", (json_int_t)p->duration_us, "segment_seconds", secs);
 	enum px_status st = PX_EIO;
-	if (!root)
+	if (json_object_set_new(root, "profile", json_string(key)))
 		return PX_ENOMEM;
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	if (json_dump_file(root, tmp, JSON_COMPACT) == 0 && rename(tmp, path) == 0)
 		st = PX_OK;
-	json_decref(root);
 	return st;
 }
 
-/* Runs `seamfs-writer plan`, bounded by probe_timeout. */
-static enum px_status run_plan(struct px_transcode *tc, struct job *j, struct px_seg_plan *p)
+#define PLAN_MAX_BYTES (64 << 20)
+
+/* Runs `seamfs-writer plan`, bounded by probe_timeout; *out is its JSON. */
+static enum px_status run_plan(struct px_transcode *tc, struct job *j, json_t **out)
 {
-	char *argv[64], bufs[4][32], out[1024];
-	size_t n = profile_argv(tc, j, argv, bufs), got = 0;
+	char *argv[64], bufs[4][32], *buf = NULL;
+	size_t n = profile_argv(tc, j, argv, bufs), got = 0, cap = 0;
 	pid_t pid;
 	int fd, status = 0;
 	enum px_status st;
 	int64_t deadline = px_now_ms() + tc->cfg->probe_timeout_ms;
 
+	*out = NULL;
 	argv[1] = "plan";
 	argv[n] = NULL;
 	if ((st = spawn(argv, &pid, &fd)) != PX_OK)
@@ -306,14 +377,18 @@ static enum px_status run_plan(struct px_transcode *tc, struct job *j, struct px
 		int64_t left = deadline - px_now_ms();
 		if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
 			break;
-		ssize_t r = read(fd, out + got, sizeof(out) - 1 - got);
+		if (got + 4096 > cap) {
+			char *nb = cap < PLAN_MAX_BYTES ? realloc(buf, cap ? 2 * cap : 65536) : NULL;
+			if (!nb)
+				break;
+			buf = nb;
+			cap = cap ? 2 * cap : 65536;
+		}
+		ssize_t r = read(fd, buf + got, cap - got - 1);
 		if (r <= 0)
 			break;
 		got += (size_t)r;
-		if (got == sizeof(out) - 1)
-			break;
 	}
-	out[got] = '\0';
 	close(fd);
 	if (px_now_ms() >= deadline) {
 		kill(pid, SIGKILL);
@@ -322,28 +397,22 @@ static enum px_status run_plan(struct px_transcode *tc, struct job *j, struct px
 	}
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !buf) {
 		px_error("transcode", "asset %s: %s plan failed (exit %d); its stderr says why",
 			 j->a->id, tc->writer, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		free(buf);
 		return PX_EIO;
 	}
+	buf[got] = '\0';
 	json_error_t je;
-	json_t *root = json_loads(out, 0, &je);
-	json_int_t ns = json_integer_value(json_object_get(root, "segments"));
-	json_int_t sb = json_integer_value(json_object_get(root, "segment_bytes"));
-	json_int_t du = json_integer_value(json_object_get(root, "duration_us"));
-	json_decref(root);
-	if (ns < 1 || ns > PX_SEG_MAX_COUNT || sb <= 0 || sb % PX_TS_PACKET) {
-		px_error("transcode", "asset %s: the writer's plan is not valid: \"%.200s\"",
-			 j->a->id, out);
-		return PX_EINVAL;
+	*out = json_loads(buf, 0, &je);
+	if (!*out) {
+		px_error("transcode", "asset %s: the writer's plan is not JSON: \"%.200s\"",
+			 j->a->id, buf);
+		st = PX_EINVAL;
 	}
-	p->nseg = (uint32_t)ns;
-	p->seg_bytes = sb;
-	p->duration_us = du;
-	p->seg_us = (int64_t)j->a->segment_seconds * 1000000;
-	p->size = (int64_t)ns * sb;
-	return PX_OK;
+	free(buf);
+	return st;
 }
 
 /* What is on disk now for each listed entry. */
@@ -384,7 +453,7 @@ static void refresh(struct px_transcode *tc, struct job *j, int check_files)
 		if (t && (!check_files || seen)) {
 			px_playlist_trust(&pl, seen, t);
 			for (size_t i = 0; i < pl.n; i++)
-				if (t[i])
+				if (t[i] && pl.e[i].size == seg_size(j, pl.e[i].index))
 					j->ok[pl.e[i].index] = 1;
 		}
 		free(t);
@@ -401,7 +470,7 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t 
 	enum px_status st;
 
 	*size = -1;
-	if (!j->a || j->a->kind != PX_ASSET_TRANSCODE)
+	if (!j->a || !j->src)
 		return PX_EINVAL;
 	profile_key(tc, j, key, sizeof(key));
 	snprintf(path, sizeof(path), "%s/plan.json", j->dir);
@@ -410,7 +479,7 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t 
 			 strerror(errno));
 		return PX_EIO;
 	}
-	if (read_plan_file(path, key, &j->plan) != PX_OK) {
+	if (read_plan_file(j, path, key, &j->plan) != PX_OK) {
 		struct px_lease l;
 		/* another profile's segments are stale; only if nobody works there */
 		if (px_lease_get(tc->leases, j->a->id, &l) == PX_OK &&
@@ -423,10 +492,18 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t 
 		nftw(j->dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
 		if (mkdir_p(j->dir))
 			return PX_EIO;
-		if ((st = run_plan(tc, j, &j->plan)) != PX_OK)
+		json_t *root;
+		if ((st = run_plan(tc, j, &root)) != PX_OK)
 			return st;
-		if (write_plan_file(path, key, &j->plan, j->a->segment_seconds) != PX_OK)
-			px_warn("transcode", "asset %s: cannot keep its plan in %s", j->a->id, path);
+		st = plan_from_json(j, root, &j->plan, "the writer's plan");
+		/* a remux's writer reads the plan back: keeping it is not optional */
+		if (st == PX_OK && write_plan_file(path, key, root) != PX_OK) {
+			px_error("transcode", "asset %s: cannot keep its plan in %s", j->a->id, path);
+			st = j->remux ? PX_EIO : PX_OK;
+		}
+		json_decref(root);
+		if (st != PX_OK)
+			return st;
 	}
 	free(j->ok);
 	j->ok = calloc(j->plan.nseg + 1, 1);
@@ -436,9 +513,14 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t 
 	j->planned = 1;
 	refresh(tc, j, 1);
 	pthread_mutex_unlock(&tc->lock);
-	px_info("transcode", "asset %s: %u segments of %lld bytes (%lld bytes, %.1f s)",
-		j->a->id, j->plan.nseg, (long long)j->plan.seg_bytes, (long long)j->plan.size,
-		(double)j->plan.duration_us / 1e6);
+	if (j->remux)
+		px_info("transcode", "asset %s: remux in %u segments (%lld bytes, %.1f s)",
+			j->a->id, j->plan.nseg, (long long)j->plan.size,
+			(double)j->plan.duration_us / 1e6);
+	else
+		px_info("transcode", "asset %s: %u segments of %lld bytes (%lld bytes, %.1f s)",
+			j->a->id, j->plan.nseg, (long long)j->plan.seg_bytes,
+			(long long)j->plan.size, (double)j->plan.duration_us / 1e6);
 	*size = j->plan.size;
 	return PX_OK;
 }
@@ -472,6 +554,14 @@ static uint32_t recover(struct px_transcode *tc, struct job *j, uint32_t from)
 		if (t && seen)
 			ntrust = px_playlist_trust(&pl, seen, t);
 		for (size_t i = 0; t && seen && i < pl.n; i++) {
+			if (t[i] && pl.e[i].size != seg_size(j, pl.e[i].index)) {
+				px_warn("transcode", "recovery: asset %s: segment %u has %lld bytes, "
+					"the plan %lld", j->a->id, pl.e[i].index,
+					(long long)pl.e[i].size,
+					(long long)seg_size(j, pl.e[i].index));
+				t[i] = 0;
+				ntrust--;
+			}
 			if (!t[i]) {
 				px_info("transcode", "recovery: asset %s: segment %u distrusted (%s)",
 					j->a->id, pl.e[i].index,
@@ -852,7 +942,7 @@ static void cleanup_orphans(struct px_transcode *tc)
 		if (de->d_name[0] == '.' || strcmp(de->d_name, "leases") == 0)
 			continue;
 		for (size_t i = 0; i < tc->cat->nassets && !known; i++) {
-			if (tc->cat->assets[i].kind != PX_ASSET_TRANSCODE)
+			if (tc->cat->assets[i].kind == PX_ASSET_PLAIN)
 				continue;
 			escape_id(tc->cat->assets[i].id, esc, sizeof(esc));
 			known = strcmp(esc, de->d_name) == 0;
@@ -947,9 +1037,10 @@ enum px_status px_transcode_new(const struct px_config *cfg, const struct px_cat
 		j->asset = i;
 		j->pidfd = j->outfd = -1;
 		j->restart_at = -1;
-		if (cat->assets[i].kind != PX_ASSET_TRANSCODE)
+		if (cat->assets[i].kind == PX_ASSET_PLAIN)
 			continue;
 		j->a = &cat->assets[i];
+		j->remux = j->a->kind == PX_ASSET_REMUX;
 		src = px_catalog_find(cat, j->a->of);
 		if (src < 0 || cat->assets[src].nsources == 0)
 			continue; /* the catalog validated it; defensive */
@@ -1017,6 +1108,7 @@ void px_transcode_free(struct px_transcode *tc)
 		if (j->have_lease && px_lease_release(tc->leases, &j->lease) != PX_OK)
 			px_warn("transcode", "lease: asset %s: could not release", j->a->id);
 		free(j->ok);
+		free(j->offs);
 	}
 	if (tc->evfd >= 0)
 		close(tc->evfd);
@@ -1126,7 +1218,6 @@ enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, v
 {
 	struct px_transcode *tc = f->tc;
 	struct job *j = f->job;
-	const int64_t S = j->plan.seg_bytes;
 	int64_t deadline = px_now_ms() + tc->cfg->read_timeout_ms;
 	enum px_status st = PX_OK;
 	size_t done = 0;
@@ -1140,8 +1231,8 @@ enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, v
 		len = (size_t)(j->plan.size - off);
 	while (done < len) {
 		int64_t at = off + (int64_t)done;
-		uint32_t k = (uint32_t)(at / S);
-		int64_t within = at % S;
+		uint32_t k = seg_at(j, at);
+		int64_t within = at - seg_start(j, k), S = seg_size(j, k);
 		size_t n = len - done;
 		char name[64], path[PATH_MAX + 80];
 		if ((int64_t)n > S - within)

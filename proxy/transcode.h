@@ -1,7 +1,7 @@
 /*
- * transcode.h - transcoded assets as stable files: the supervisor of the
- * seamfs-writer processes, the recovery after a writer dies, and the read
- * path over committed segments.
+ * transcode.h - transcoded and remuxed assets as stable files: the
+ * supervisor of the seamfs-writer processes, the recovery after a writer
+ * dies, and the read path over committed segments.
  *
  * The daemon never links the FFmpeg libraries: it runs `seamfs-writer
  * plan` once per asset to learn the file's size and `seamfs-writer run
@@ -37,7 +37,7 @@ void px_transcode_free(struct px_transcode *tc);
 void px_transcode_stop(struct px_transcode *tc);
 
 /*
- * The fixed size of transcode asset `asset` (an index of the catalog):
+ * The fixed size of transcode or remux asset `asset` (a catalog index):
  * from the plan kept in its work directory if the profile is unchanged,
  * else by running `seamfs-writer plan` (bounded by probe_timeout). On
  * failure logs why (naming the asset and the cause) and returns it.
