@@ -292,3 +292,64 @@ def test_max_writers_queue(seamfs, data, nginx, tmp_path):
         assert results[aid][1] == plan['size']
         assert results[aid][0] == committed_concat_sha(work / aid, plan['segments'])
     assert 'writers running; waiting in line' in m.log()
+
+
+def test_remux_killed_restart_identical(seamfs, data, nginx, tmp_path):
+    """A remux: exact size with no padding, known before any segment; a
+    writer SIGKILLed mid-run is replaced; the file equals its committed
+    segments, and a fresh full run of the writer makes the same bytes."""
+    work = tmp_path / 'work'
+    cat = catalog(
+        {'id': 'clip', 'path': 'clip.mkv', 'sources': [{'url': nginx.url('clip.mkv')}]},
+        {'id': 'clip-ts', 'path': 'clip.ts', 'remux': {'of': 'clip'}})
+    m = seamfs.mount(cat, read_timeout=20, options=[f'work_dir={work}', 'writer_max_speed=4'])
+    job = work / 'clip-ts'
+    plan = plan_of(job)
+    f = m.path('clip.ts')
+    assert os.stat(f).st_size == plan['size'] == sum(plan['sizes'])
+    assert plan['segment_bytes'] == 0 and len(plan['starts']) == plan['segments'] - 1
+    box = {}
+
+    def reader():
+        try:
+            box['result'] = read_sequential(f, 64 * 1024)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            box['error'] = e
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
+        assert not playlist_entries(job)[1], 'the writer finished before it could be killed'
+        pids = wait_until(lambda: writer_pids(m.pid), 10, 'the writer process')
+        os.kill(pids[0], signal.SIGKILL)
+    finally:
+        t.join(90)
+    assert not t.is_alive()
+    assert 'error' not in box, repr(box.get('error'))
+    digest, n = box['result']
+    assert n == plan['size']
+    h = hashlib.sha256()
+    for k in range(plan['segments']):
+        b = (job / f'seg-{k:06d}.ts').read_bytes()
+        assert len(b) == plan['sizes'][k]
+        h.update(b)
+    assert digest == h.hexdigest()
+    assert 'recovery: asset clip-ts' in m.log()
+    rc, err = bounded(lambda: decode_errors(f), 120, 'decoding through the mount')
+    assert rc == 0 and not err.strip(), err
+
+    # the same plan written afresh in one run gives the same bytes
+    fresh = tmp_path / 'fresh'
+    fresh.mkdir()
+    (fresh / 'plan.json').write_text((job / 'plan.json').read_text())
+    writer = Path(m.argv[0]).parent / 'seamfs-writer'
+    r = subprocess.run([str(writer), 'run', '--remux', '--input', str(data['clip.mkv'].path),
+                        '--segment-seconds', '2', '--work-dir', str(fresh), '--from', '0',
+                        '--segments', str(plan['segments']), '--segment-bytes', '0'],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode(errors='replace')
+    h2 = hashlib.sha256()
+    for k in range(plan['segments']):
+        h2.update((fresh / f'seg-{k:06d}.ts').read_bytes())
+    assert h2.hexdigest() == digest
