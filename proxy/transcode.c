@@ -14,7 +14,8 @@
  *  - waits (bounded by read_timeout) when a writer's edge will reach it
  *    within seek_restart_segments segments;
  *  - else starts a writer there, or restarts the running one there (a
- *    player's seek: kill, recover, start at that segment).
+ *    player's seek: kill, recover, start at that segment) once that one has
+ *    committed two segments, so that distant readers take turns.
  *
  * The supervisor thread polls, with no fixed sleep, an eventfd (new writers,
  * stop), each writer's pidfd (death) and stdout ("committed K"), and wakes on
@@ -1175,7 +1176,11 @@ static enum px_status wait_segment(struct px_transcode *tc, struct job *j, uint3
 		}
 		if (j->pid) {
 			int64_t edge = j->edge;
-			if (k < j->from || (int64_t)k > edge + ahead) {
+			/* a writer is preempted only once it has made progress
+			 * (two commits: the first is then trusted), so readers far
+			 * apart take turns instead of killing each other's writers */
+			if ((k < j->from || (int64_t)k > edge + ahead) &&
+			    edge >= (int64_t)j->from + 2) {
 				if (j->restart_at < 0) {
 					px_info("transcode", "asset %s: read of segment %u by pid %llu is "
 						"outside the writer's reach (%u..%lld + %lld); "

@@ -37,11 +37,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(p);
 		return 0;
 	}
-	if (pl.seg_bytes <= 0 || pl.seg_bytes % PX_TS_PACKET || pl.nseg < 1 ||
+	if (pl.seg_bytes < 0 || pl.seg_bytes % PX_TS_PACKET || pl.nseg < 1 ||
 	    pl.nseg > PX_SEG_MAX_COUNT || (pl.clean && !pl.n))
 		abort();
 	for (size_t i = 0; i < pl.n; i++) {
-		if (pl.e[i].index >= pl.nseg || pl.e[i].size != pl.seg_bytes ||
+		/* S fixed, or (0) each entry its own positive multiple of 188 */
+		if (pl.e[i].index >= pl.nseg ||
+		    (pl.seg_bytes ? pl.e[i].size != pl.seg_bytes
+				  : pl.e[i].size <= 0 || pl.e[i].size % PX_TS_PACKET) ||
 		    px_playlist_find(&pl, pl.e[i].index) != (long)i)
 			abort();
 	}

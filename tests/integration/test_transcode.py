@@ -353,3 +353,30 @@ def test_remux_killed_restart_identical(seamfs, data, nginx, tmp_path):
     for k in range(plan['segments']):
         h2.update((fresh / f'seg-{k:06d}.ts').read_bytes())
     assert h2.hexdigest() == digest
+
+
+def test_cleanup_respects_leases(seamfs, data, nginx, tmp_path):
+    """Work directories of assets no longer in the catalog are removed at
+    mount only when no live or recently expired lease covers them."""
+    work = tmp_path / 'work'
+    (work / 'leases').mkdir(parents=True)
+    now_ms = int(time.time() * 1000)
+    for name, hb in (('ghost-live', now_ms), ('ghost-recent', now_ms - 40000),
+                     ('ghost-old', now_ms - 3600 * 1000), ('ghost-none', None)):
+        (work / name).mkdir()
+        (work / name / 'seg-000000.ts').write_bytes(b'\x47' + b'\xff' * 187)
+        if hb is not None:
+            (work / 'leases' / f'{name}.lease.1').write_text(
+                f'seamfs-lease 1\nkey {name}\nsession {"ab" * 16}\nowner otherhost:1:00\n'
+                f'gen 1\nheartbeat_ms {hb}\nreleased 0\nwriter_pid 0\n')
+    # orphan_after 30 s (3 x heartbeat 10): "recent" expired 10 s ago, in its grace
+    m, job = mount_tc(seamfs, nginx, tmp_path)
+    assert (work / 'ghost-live' / 'seg-000000.ts').exists()
+    assert (work / 'ghost-recent' / 'seg-000000.ts').exists()
+    assert not (work / 'ghost-old').exists()
+    assert not (work / 'ghost-none').exists()
+    assert not (work / 'leases' / 'ghost-old.lease.1').exists()
+    assert (job / 'plan.json').exists()
+    log = m.log()
+    assert 'cleanup: keeping' in log and 'ghost-live' in log
+    assert 'cleanup: removing' in log and 'ghost-old' in log
