@@ -1000,6 +1000,13 @@ enum px_status px_transcode_new(const struct px_config *cfg, const struct px_cat
 	pthread_cond_init(&tc->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	tc->orphan_ms = cfg->orphan_after_ms > 0 ? cfg->orphan_after_ms : 3 * cfg->heartbeat_ms;
+	if (tc->orphan_ms <= cfg->heartbeat_ms) {
+		/* every writer would look orphaned between two heartbeats */
+		px_warn("transcode", "orphan_after (%lld ms) is not above heartbeat (%lld ms); "
+			"using %lld ms", (long long)tc->orphan_ms, (long long)cfg->heartbeat_ms,
+			(long long)(2 * cfg->heartbeat_ms));
+		tc->orphan_ms = 2 * cfg->heartbeat_ms;
+	}
 	if (cfg->work_dir)
 		snprintf(tc->work, sizeof(tc->work), "%s", cfg->work_dir);
 	else

@@ -166,7 +166,7 @@ def test_writer_killed_mid_run(seamfs, data, nginx, tmp_path):
 
 def test_far_seek_restarts_writer(seamfs, data, nginx, tmp_path):
     m, job = mount_tc(seamfs, nginx, tmp_path,
-                      options=['writer_max_speed=1', 'seek_restart_segments=1'])
+                      options=['writer_max_speed=2', 'seek_restart_segments=1'])
     f = m.path('Transcoded/clip 180p.ts')
     plan = plan_of(job)
     S, nseg = plan['segment_bytes'], plan['segments']
