@@ -185,9 +185,9 @@ static void raise_readahead(struct fs_ctx *ctx)
 }
 
 /*
- * Transcoded and remuxed assets have their own handle type (transcode.h). fi->fh
- * carries it with the low bit set (handles are malloc'd, so that bit is
- * free); plain sessions keep the bit clear.
+ * Transcoded and remuxed assets have their own handle type (transcode.h).
+ * fi->fh carries it with the low bit set (handles are malloc'd, so that bit
+ * is free); plain sessions keep the bit clear.
  */
 #define FS_FH_TRANSCODE 1u
 

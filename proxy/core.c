@@ -59,9 +59,11 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 			goto out;
 	}
 	for (size_t i = 0; i < cat->nassets; i++) {
-		if (cat->assets[i].kind != PX_ASSET_PLAIN && !core->tc &&
-		    px_transcode_new(cfg, cat, &core->tc) != PX_OK)
+		if (cat->assets[i].kind == PX_ASSET_PLAIN)
+			continue;
+		if (px_transcode_new(cfg, cat, &core->tc) != PX_OK)
 			px_error("core", "transcoded assets cannot be served (see above)");
+		break;
 	}
 	if (ops) {
 		core->ops = *ops;

@@ -380,3 +380,19 @@ def test_cleanup_respects_leases(seamfs, data, nginx, tmp_path):
     log = m.log()
     assert 'cleanup: keeping' in log and 'ghost-live' in log
     assert 'cleanup: removing' in log and 'ghost-old' in log
+
+
+@pytest.mark.parametrize('writer,words', [
+    ('/bin/echo', "the writer's plan is not JSON"),
+    ('/nonexistent/seamfs-writer', 'cannot run /nonexistent/seamfs-writer'),
+])
+def test_bad_writer_left_out(seamfs, data, nginx, tmp_path, writer, words):
+    """A writer that cannot run or answers nonsense leaves the transcode out
+    with a clear log line; the rest of the mount works."""
+    m, job = mount_tc(seamfs, nginx, tmp_path, options=[f'writer={writer}'])
+    assert sorted(os.listdir(m.path())) == ['clip.mkv']
+    log = m.log()
+    assert words in log, log
+    assert 'asset clip-180 left out: its transcode could not be planned' in log, log
+    assert bounded(lambda: sha256_file(m.path('clip.mkv')), 30, 'plain read') == \
+        data['clip.mkv'].sha256
