@@ -262,6 +262,8 @@ def test_hung_writer_lease_orphaned(seamfs, data, nginx, tmp_path):
     log = m.log()
     assert f'writer pid {stopped} of asset clip-180 died (signal 9)' in log, log
     assert 'recovery: asset clip-180' in log
+    # the replacement heartbeats (every 0.5 s): it is never taken for orphaned
+    assert log.count('orphaned (no heartbeat') == 1, log
 
 
 def test_max_writers_queue(seamfs, data, nginx, tmp_path):
