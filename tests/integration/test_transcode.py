@@ -398,3 +398,19 @@ def test_bad_writer_left_out(seamfs, data, nginx, tmp_path, writer, words):
     assert 'asset clip-180 left out: its transcode could not be planned' in log, log
     assert bounded(lambda: sha256_file(m.path('clip.mkv')), 30, 'plain read') == \
         data['clip.mkv'].sha256
+
+
+def test_remount_serves_committed_work(seamfs, data, nginx, tmp_path):
+    """A remount lists the same size, inode and mtime (the plan is kept) and
+    serves the segments already committed without starting a writer."""
+    m, job = mount_tc(seamfs, nginx, tmp_path)
+    f = m.path('Transcoded/clip 180p.ts')
+    digest, _ = bounded(lambda: read_sequential(f), 90, 'first read')
+    st1 = os.stat(f)
+    assert m.unmount() == 0
+    m2 = seamfs.mount(m.catalog, read_timeout=20, options=[f'work_dir={tmp_path / "work"}'],
+                      mnt=m.mnt)
+    st2 = os.stat(f)
+    assert (st2.st_size, st2.st_ino, st2.st_mtime) == (st1.st_size, st1.st_ino, st1.st_mtime)
+    assert bounded(lambda: read_sequential(f), 60, 'second read')[0] == digest
+    assert 'writer pid' not in m2.log()
