@@ -87,6 +87,13 @@ static const struct fuse_opt opt_table[] = {
 	FUSE_OPT_KEY("stall_timeout=%s", KEY_CORE),
 	FUSE_OPT_KEY("standby_delay=%s", KEY_CORE),
 	FUSE_OPT_KEY("max_standby=%s", KEY_CORE),
+	FUSE_OPT_KEY("work_dir=%s", KEY_CORE),
+	FUSE_OPT_KEY("writer=%s", KEY_CORE),
+	FUSE_OPT_KEY("heartbeat=%s", KEY_CORE),
+	FUSE_OPT_KEY("orphan_after=%s", KEY_CORE),
+	FUSE_OPT_KEY("seek_restart_segments=%s", KEY_CORE),
+	FUSE_OPT_KEY("max_writers=%s", KEY_CORE),
+	FUSE_OPT_KEY("writer_max_speed=%s", KEY_CORE),
 	/* fstab and mount(8) options that mean nothing to a FUSE daemon */
 	FUSE_OPT_KEY("auto", KEY_DISCARD),
 	FUSE_OPT_KEY("noauto", KEY_DISCARD),

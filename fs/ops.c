@@ -20,6 +20,7 @@
 #include "fs.h"
 #include "log.h"
 #include "session.h"
+#include "transcode.h"
 #include "tree.h"
 
 #define FS_ATTR_TIMEOUT 3600.0
@@ -280,6 +281,47 @@ static void raise_readahead(struct fs_ctx *ctx)
 		close(fd);
 }
 
+/*
+ * Transcoded and remuxed assets have their own handle type (transcode.h).
+ * fi->fh carries it with the low bit set (handles are malloc'd, so that bit
+ * is free); plain sessions keep the bit clear.
+ */
+#define FS_FH_TRANSCODE 1u
+
+static void tc_open(fuse_req_t req, struct fs_ctx *ctx, size_t asset,
+		    struct fuse_file_info *fi)
+{
+	struct px_tcfile *f;
+	enum px_status st = px_transcode_open(px_core_transcode(ctx->core), asset,
+					      (uint64_t)fuse_req_ctx(req)->pid, &f);
+	if (st != PX_OK) {
+		fuse_reply_err(req, fs_errno(st));
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)f | FS_FH_TRANSCODE;
+	/* only committed segments are served, and they never change */
+	fi->keep_cache = 1;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		px_transcode_close(f);
+}
+
+static void tc_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct px_tcfile *f = (struct px_tcfile *)(uintptr_t)(fi->fh & ~(uint64_t)FS_FH_TRANSCODE);
+	size_t got;
+	char *buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	enum px_status st = px_transcode_read(f, off, size, buf, &got);
+	if (st == PX_OK)
+		fuse_reply_buf(req, buf, got);
+	else
+		fuse_reply_err(req, fs_errno(st));
+	free(buf);
+}
+
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_ctx *ctx = ctx_of(req);
@@ -311,6 +353,10 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
 		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (px_core_catalog(ctx->core)->assets[n->asset].kind != PX_ASSET_PLAIN) {
+		tc_open(req, ctx, (size_t)n->asset, fi);
 		return;
 	}
 	st = px_handle_open(ctx->core, (size_t)n->asset, client_key(ctx, req), &s);
@@ -350,6 +396,10 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (size > FS_MAX_READ)
 		size = FS_MAX_READ;
+	if (fi->fh & FS_FH_TRANSCODE) {
+		tc_read(req, size, off, fi);
+		return;
+	}
 	char *buf = malloc(size ? size : 1);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -372,6 +422,9 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	if (fs_status_owns(ino))
 		fs_blob_free((struct fs_blob *)(uintptr_t)fi->fh);
+	else if (fi->fh & FS_FH_TRANSCODE)
+		px_transcode_close((struct px_tcfile *)(uintptr_t)(fi->fh &
+								 ~(uint64_t)FS_FH_TRANSCODE));
 	else
 		px_handle_close((struct px_handle *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);

@@ -491,7 +491,6 @@ static enum px_status parse_derived(struct ctx *c, const char *at, json_t *av,
 	char field[512];
 	enum px_status st;
 	const char *of;
-	int64_t v;
 
 	if (!t)
 		t = json_object_get(av, "remux");
@@ -504,11 +503,24 @@ static enum px_status parse_derived(struct ctx *c, const char *at, json_t *av,
 	if ((st = get_string(c, field, t, "of", 1, &of)))
 		return st;
 	if (key[0] == 't') {
-		if ((st = get_count(c, field, t, "height", 144, 4320, &v)) ||
-		    (st = get_count(c, field, t, "video_bitrate", 100000, 200000000, &v)) ||
-		    (st = get_count(c, field, t, "audio_bitrate", 16000, 1536000, &v)) ||
-		    (st = get_count(c, field, t, "segment_seconds", 2, 6, &v)))
+		int64_t h, sec;
+		if ((st = get_count(c, field, t, "height", 144, 4320, &h)) ||
+		    (st = get_count(c, field, t, "video_bitrate", 100000, 200000000,
+				    &a->video_bitrate)) ||
+		    (st = get_count(c, field, t, "audio_bitrate", 16000, 1536000,
+				    &a->audio_bitrate)) ||
+		    (st = get_count(c, field, t, "segment_seconds", 2, 6, &sec)))
 			return st;
+		if (h >= 0 && h % 2) {
+			snprintf(field, sizeof(field), "%s.transcode.height", at);
+			return fail(c, field, "%lld must be even (4:2:0 video)", (long long)h);
+		}
+		a->height = h < 0 ? 0 : (int)h;
+		if (a->video_bitrate < 0)
+			a->video_bitrate = 1000000;
+		if (a->audio_bitrate < 0)
+			a->audio_bitrate = 128000;
+		a->segment_seconds = sec < 0 ? 2 : (int)sec;
 	}
 	a->kind = key[0] == 't' ? PX_ASSET_TRANSCODE : PX_ASSET_REMUX;
 	a->of = strdup(of);

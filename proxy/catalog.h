@@ -37,6 +37,11 @@ struct px_asset {
 	char sha256[65];       /* lowercase hex, "" when not given */
 	enum px_asset_kind kind;
 	char *of;              /* transcode/remux: id of the source asset */
+	/* transcode profile (kind PX_ASSET_TRANSCODE); defaults filled in */
+	int height;            /* output height in pixels; 0: the source's */
+	int64_t video_bitrate; /* bit/s, default 1000000 */
+	int64_t audio_bitrate; /* bit/s, default 128000 */
+	int segment_seconds;   /* 2..6, default 2 */
 	struct px_source *sources;
 	size_t nsources;       /* >= 1 for plain assets, 0 otherwise */
 };

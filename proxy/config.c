@@ -34,6 +34,13 @@ const struct px_config_option px_config_options[] = {
 	{ "stall_timeout", "SECONDS", "no byte this long while a read waits: cut over to a standby (default 3)" },
 	{ "standby_delay", "SECONDS", "playback time before an asset's standbys are verified; 0: at once (default 120)" },
 	{ "max_standby", "N", "standbys verified ahead per asset, 0 to 64 (default 5)" },
+	{ "work_dir", "DIR", "where transcode writers put segments, playlists and leases (default STATE_DIR/transcode)" },
+	{ "writer", "PATH", "the seamfs-writer program (default: beside seamfs)" },
+	{ "heartbeat", "SECONDS", "how often a writer renews its lease (default 10)" },
+	{ "orphan_after", "SECONDS", "a lease not renewed this long is orphaned and taken over (default 3 x heartbeat)" },
+	{ "seek_restart_segments", "N", "a read more than N segments beyond a writer's edge restarts it there (default 3)" },
+	{ "max_writers", "N", "transcode writers running at once on this host; others wait in order (default 2)" },
+	{ "writer_max_speed", "X", "pace writers at most X times realtime, 0 for no limit (default 0)" },
 	{ NULL, NULL, NULL }
 };
 
@@ -57,14 +64,21 @@ void px_config_init(struct px_config *cfg)
 	cfg->stall_timeout_ms = 3000;
 	cfg->standby_delay_ms = 120000;
 	cfg->max_standby = 5;
+	cfg->heartbeat_ms = 10000;
+	cfg->seek_restart_segments = 3;
+	cfg->max_writers = 2;
 }
 
 void px_config_release(struct px_config *cfg)
 {
 	free(cfg->ca_file);
 	free(cfg->state_dir);
+	free(cfg->work_dir);
+	free(cfg->writer);
 	cfg->ca_file = NULL;
 	cfg->state_dir = NULL;
+	cfg->work_dir = NULL;
+	cfg->writer = NULL;
 }
 
 int px_config_known(const char *name)
@@ -227,11 +241,32 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 	} else if (strcmp(name, "max_standby") == 0) {
 		if (parse_int(value, 0, 64, &cfg->max_standby))
 			want = "a whole number from 0 to 64";
-	} else if (strcmp(name, "state_dir") == 0 || strcmp(name, "ca_file") == 0) {
+	} else if (strcmp(name, "heartbeat") == 0 || strcmp(name, "orphan_after") == 0) {
+		if (parse_seconds(value, 3600, name[0] == 'h' ? &cfg->heartbeat_ms
+							      : &cfg->orphan_after_ms))
+			want = "a number of seconds above 0 and at most 3600";
+	} else if (strcmp(name, "seek_restart_segments") == 0) {
+		if (parse_int(value, 0, 1000, &cfg->seek_restart_segments))
+			want = "a whole number from 0 to 1000";
+	} else if (strcmp(name, "max_writers") == 0) {
+		if (parse_int(value, 1, 64, &cfg->max_writers))
+			want = "a whole number from 1 to 64";
+	} else if (strcmp(name, "writer_max_speed") == 0) {
+		char *end;
+		errno = 0;
+		double d = strtod(value, &end);
+		if (errno || end == value || *end || !isfinite(d) || d < 0 || d > 1000)
+			want = "a number from 0 to 1000";
+		else
+			cfg->writer_max_speed = d;
+	} else if (strcmp(name, "state_dir") == 0 || strcmp(name, "ca_file") == 0 ||
+		   strcmp(name, "work_dir") == 0 || strcmp(name, "writer") == 0) {
+		char **dst = strcmp(name, "state_dir") == 0 ? &cfg->state_dir
+			     : strcmp(name, "ca_file") == 0 ? &cfg->ca_file
+			     : strcmp(name, "work_dir") == 0 ? &cfg->work_dir : &cfg->writer;
 		if (value[0] != '/') {
 			want = "an absolute path";
-		} else if (set_string(strcmp(name, "state_dir") == 0 ? &cfg->state_dir
-								    : &cfg->ca_file, value)) {
+		} else if (set_string(dst, value)) {
 			snprintf(err, errlen, "out of memory");
 			return PX_ENOMEM;
 		}

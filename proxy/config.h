@@ -40,6 +40,14 @@ struct px_config {
 	int64_t stall_timeout_ms;   /* no byte this long while a reader waits: a cutover, 3 s */
 	int64_t standby_delay_ms;   /* playback before standbys are verified, 120 s */
 	int max_standby;            /* standbys verified per asset, 5 */
+	/* transcoded assets (transcode.c) */
+	char *work_dir;             /* owned; NULL: state_dir/transcode */
+	char *writer;               /* owned; NULL: seamfs-writer beside the daemon */
+	int64_t heartbeat_ms;       /* writer lease heartbeat, default 10 s */
+	int64_t orphan_after_ms;    /* 0: 3 x heartbeat */
+	int seek_restart_segments;  /* a read further ahead restarts the writer, 3 */
+	int max_writers;            /* concurrent writers on this host, 2 */
+	double writer_max_speed;    /* writer pace as a multiple of realtime, 0: free */
 };
 
 /* One option that the core knows, for --help and the README. */

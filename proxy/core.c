@@ -11,6 +11,7 @@
 #include "core_i.h"
 #include "log.h"
 #include "state.h"
+#include "transcode.h"
 
 void px_cond_init_mono(pthread_cond_t *c)
 {
@@ -64,6 +65,13 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 		if (!core->assets[i].dead)
 			goto out;
 	}
+	for (size_t i = 0; i < cat->nassets; i++) {
+		if (cat->assets[i].kind == PX_ASSET_PLAIN)
+			continue;
+		if (px_transcode_new(cfg, cat, &core->tc) != PX_OK)
+			px_error("core", "transcoded assets cannot be served (see above)");
+		break;
+	}
 	if (ops) {
 		core->ops = *ops;
 	} else {
@@ -91,6 +99,7 @@ void px_core_free(struct px_core *core)
 		/* verification jobs end while the fetcher still runs */
 		px_standby_stop(core);
 	}
+	px_transcode_free(core->tc);
 	px_fetch_free(core->fetch);
 	if (core->provs) {
 		px_sessions_free_all(core);
@@ -122,6 +131,27 @@ void px_core_stop(struct px_core *core)
 	pthread_mutex_unlock(&core->prov_lock);
 	if (core->fetch)
 		px_fetch_stop(core->fetch);
+	px_transcode_stop(core->tc);
+}
+
+/* Lists a transcode or remux asset at the size its plan gives
+ * (transcode.c). */
+static void discover_derived(struct px_core *core, size_t i, int64_t fallback_mtime,
+			     unsigned char *listed)
+{
+	const struct px_asset *a = &core->cat->assets[i];
+	struct asset_rt *rt = &core->assets[i];
+	int64_t size;
+	if (!core->tc || px_transcode_plan(core->tc, i, &size) != PX_OK) {
+		px_warn("core", "asset %s left out: its %s could not be planned", a->id,
+			a->kind == PX_ASSET_REMUX ? "remux" : "transcode");
+		return;
+	}
+	rt->size = size;
+	rt->mtime = a->mtime >= 0 ? a->mtime : fallback_mtime;
+	rt->listed = 1;
+	listed[i] = 1;
+	core->nlisted++;
 }
 
 enum px_status px_core_discover(struct px_core *core, struct px_state *state,
@@ -139,8 +169,7 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 		struct asset_rt *rt = &core->assets[i];
 		int64_t size, mtime;
 		if (a->kind != PX_ASSET_PLAIN) {
-			px_warn("core", "asset %s left out: transcoded and remuxed assets are not "
-				"served by this version", a->id);
+			discover_derived(core, i, fallback_mtime, listed);
 			continue;
 		}
 		rt->size = a->size;
@@ -232,4 +261,9 @@ const struct px_catalog *px_core_catalog(const struct px_core *core)
 void px_core_set_clock(struct px_core *core, int64_t (*now)(void))
 {
 	core->now = now ? now : px_now_ms;
+}
+
+struct px_transcode *px_core_transcode(const struct px_core *core)
+{
+	return core->tc;
 }

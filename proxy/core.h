@@ -62,4 +62,8 @@ void px_core_set_clock(struct px_core *core, int64_t (*now)(void));
  */
 char *px_core_status_json(struct px_core *core);
 
+/* The transcode supervisor (transcode.h) serving PX_ASSET_TRANSCODE
+ * assets, or NULL when the catalog has none. */
+struct px_transcode *px_core_transcode(const struct px_core *core);
+
 #endif

@@ -130,6 +130,7 @@ struct px_core {
 	struct asset_rt *assets;
 	struct px_tree *tree;
 	size_t nlisted;
+	struct px_transcode *tc;   /* transcoded assets; NULL when none */
 	_Atomic uint64_t next_session;
 
 	/* read-ahead windows share cfg->readahead_budget (stream.c) */

@@ -184,6 +184,10 @@ static void test_full_catalog(void **state)
 	assert_int_equal(a->nsources, 0);
 	assert_int_equal(a->size, -1);
 	assert_int_equal(a->mtime, -1);
+	assert_int_equal(a->height, 720);
+	assert_int_equal(a->video_bitrate, 3000000);
+	assert_int_equal(a->audio_bitrate, 128000);
+	assert_int_equal(a->segment_seconds, 2);
 
 	a = &cat->assets[3];
 	assert_string_equal(a->id, "heat-remux");
@@ -708,9 +712,35 @@ static void test_err_transcode_unknown_of(void **state)
 		     "  {\"id\": \"t\", \"path\": \"t\", \"transcode\": {\"of\": \"a\",\n"
 		     "   \"height\": 100}}]}",
 		     FILE_NAME ":3:4: assets[1].transcode.height:", "out of range");
+	expect_error("{\"assets\": [{\"id\": \"a\", \"path\": \"a\", " SRC1 "},\n"
+		     "  {\"id\": \"t\", \"path\": \"t\", \"transcode\": {\"of\": \"a\",\n"
+		     "   \"height\": 721}}]}",
+		     FILE_NAME ":3:4: assets[1].transcode.height:", "721 must be even");
+	expect_error("{\"assets\": [{\"id\": \"a\", \"path\": \"a\", " SRC1 "},\n"
+		     "  {\"id\": \"t\", \"path\": \"t\", \"transcode\": {\"of\": \"a\",\n"
+		     "   \"segment_seconds\": 7}}]}",
+		     FILE_NAME ":3:4: assets[1].transcode.segment_seconds:", "out of range (2 to 6)");
 	expect_error("{\"assets\": [{\"id\": \"a\", \"path\": \"a\", " SRC1 ",\n"
 		     "   \"remux\": {\"of\": \"a\"}}]}",
 		     FILE_NAME ":1:", "one of \"sources\"");
+}
+
+/* A transcode that names only its source gets the documented defaults. */
+static void test_transcode_defaults(void **state)
+{
+	struct px_catalog *cat = NULL;
+	char err[512];
+	const char *text = "{\"assets\": [{\"id\": \"a\", \"path\": \"a\", " SRC1 "},\n"
+			   "  {\"id\": \"t\", \"path\": \"t\", \"transcode\": {\"of\": \"a\"}}]}";
+	(void)state;
+	assert_int_equal(px_catalog_parse(FILE_NAME, text, strlen(text), &cat, err, sizeof(err)),
+			 PX_OK);
+	const struct px_asset *t = &cat->assets[1];
+	assert_int_equal(t->height, 0);
+	assert_int_equal(t->video_bitrate, 1000000);
+	assert_int_equal(t->audio_bitrate, 128000);
+	assert_int_equal(t->segment_seconds, 2);
+	px_catalog_free(cat);
 }
 
 /* ----------------------------------------------------------- load, misc */
@@ -842,6 +872,7 @@ int main(void)
 		cmocka_unit_test(test_err_unknown_setting),
 		cmocka_unit_test(test_err_bad_setting_value),
 		cmocka_unit_test(test_err_transcode_unknown_of),
+		cmocka_unit_test(test_transcode_defaults),
 		cmocka_unit_test(test_load_missing_file),
 		cmocka_unit_test(test_load_file),
 		cmocka_unit_test(test_err_truncated_buffer),

@@ -1,0 +1,309 @@
+/*
+ * playlist.c - parsing, writing and trusting a writer's segment list.
+ *
+ * The list is the only record of which segments are complete: a segment
+ * file appears by rename, so a killed writer leaves at most a .tmp, but
+ * the newest listed segment is distrusted after a writer dies (a
+ * host crash may lose what was not yet on disk, and a writer that was
+ * killed had not "moved past" it). Serving uses the same rule, so a byte
+ * that was served is never rewritten.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "playlist.h"
+#include "segmath.h"
+
+void px_playlist_init(struct px_playlist *pl, int64_t seg_bytes, uint32_t nseg)
+{
+	memset(pl, 0, sizeof(*pl));
+	pl->seg_bytes = seg_bytes;
+	pl->nseg = nseg;
+}
+
+void px_playlist_release(struct px_playlist *pl)
+{
+	free(pl->e);
+	memset(pl, 0, sizeof(*pl));
+}
+
+long px_playlist_find(const struct px_playlist *pl, uint32_t index)
+{
+	for (size_t i = 0; i < pl->n; i++)
+		if (pl->e[i].index == index)
+			return (long)i;
+	return -1;
+}
+
+enum px_status px_playlist_add(struct px_playlist *pl, uint32_t index, int64_t size,
+			       int64_t mtime_ns)
+{
+	if (index >= pl->nseg || px_playlist_find(pl, index) >= 0)
+		return PX_EINVAL;
+	if (pl->n == pl->cap) {
+		size_t cap = pl->cap ? pl->cap * 2 : 64;
+		struct px_playlist_entry *e = realloc(pl->e, cap * sizeof(*e));
+		if (!e)
+			return PX_ENOMEM;
+		pl->e = e;
+		pl->cap = cap;
+	}
+	pl->e[pl->n].index = index;
+	pl->e[pl->n].size = size;
+	pl->e[pl->n].mtime_ns = mtime_ns;
+	pl->n++;
+	pl->clean = 0;
+	return PX_OK;
+}
+
+/* A decimal in [0, max] that fills [p, end) exactly. */
+static int parse_num(const char *p, const char *end, int64_t max, int64_t *out)
+{
+	int64_t v = 0;
+	if (p == end || end - p > 19)
+		return -1;
+	for (; p < end; p++) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		if (v > (max - (*p - '0')) / 10)
+			return -1;
+		v = v * 10 + (*p - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+/* Splits line [p, end) into up to 3 space-separated fields. */
+static int split3(const char *p, const char *end, const char *f[3], const char *fe[3])
+{
+	int n = 0;
+	while (p < end) {
+		if (n == 3)
+			return -1;
+		f[n] = p;
+		while (p < end && *p != ' ')
+			p++;
+		fe[n] = p;
+		if (fe[n] == f[n])
+			return -1;
+		n++;
+		if (p < end)
+			p++;
+		if (p == end && end[-1] == ' ')
+			return -1;
+	}
+	return n;
+}
+
+enum px_status px_playlist_parse(const char *file, const char *text, size_t len,
+				 struct px_playlist *pl, char *err, size_t errlen)
+{
+	enum px_status st = PX_EINVAL;
+	const char *p = text, *end = text + len;
+	int lineno = 0, have_bytes = 0, have_count = 0;
+	int64_t v;
+
+	px_playlist_init(pl, 0, 0);
+	if (len > PX_PLAYLIST_MAX_BYTES) {
+		snprintf(err, errlen, "%s: larger than %d bytes", file, PX_PLAYLIST_MAX_BYTES);
+		goto out;
+	}
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *f[3], *fe[3];
+		lineno++;
+		if (!nl) {
+			snprintf(err, errlen, "%s:%d: last line has no newline (torn write)",
+				 file, lineno);
+			goto out;
+		}
+		int nf = split3(p, nl, f, fe);
+		if (lineno == 1) {
+			if (nf != 2 || fe[0] - f[0] != 16 || memcmp(f[0], "#SEAMFS-PLAYLIST", 16) ||
+			    fe[1] - f[1] != 1 || f[1][0] != '1') {
+				snprintf(err, errlen, "%s:1: not a seamfs playlist "
+					 "(expected \"#SEAMFS-PLAYLIST 1\")", file);
+				goto out;
+			}
+		} else if (nf == 2 && fe[0] - f[0] == 14 && !memcmp(f[0], "#SEGMENT-BYTES", 14)) {
+			if (have_bytes || parse_num(f[1], fe[1], INT64_MAX / PX_SEG_MAX_COUNT, &v) ||
+			    v % PX_TS_PACKET) {
+				snprintf(err, errlen, "%s:%d: #SEGMENT-BYTES: %s", file, lineno,
+					 have_bytes ? "given twice"
+						    : "must be a multiple of 188 (0: sizes vary)");
+				goto out;
+			}
+			pl->seg_bytes = v;
+			have_bytes = 1;
+		} else if (nf == 2 && fe[0] - f[0] == 9 && !memcmp(f[0], "#SEGMENTS", 9)) {
+			if (have_count || parse_num(f[1], fe[1], PX_SEG_MAX_COUNT, &v) || v < 1) {
+				snprintf(err, errlen, "%s:%d: #SEGMENTS: %s", file, lineno,
+					 have_count ? "given twice" : "must be 1 to 1000000");
+				goto out;
+			}
+			pl->nseg = (uint32_t)v;
+			have_count = 1;
+		} else if (nf == 1 && fe[0] - f[0] == 6 && !memcmp(f[0], "#CLEAN", 6)) {
+			if (!pl->n) {
+				snprintf(err, errlen, "%s:%d: #CLEAN before any segment", file, lineno);
+				goto out;
+			}
+			pl->clean = 1;
+		} else if (nf == 3 && f[0][0] != '#') {
+			int64_t k, size, mt;
+			if (!have_bytes || !have_count) {
+				snprintf(err, errlen, "%s:%d: segment before #SEGMENT-BYTES and "
+					 "#SEGMENTS", file, lineno);
+				goto out;
+			}
+			if (parse_num(f[0], fe[0], PX_SEG_MAX_COUNT, &k) ||
+			    parse_num(f[1], fe[1], INT64_MAX, &size) ||
+			    parse_num(f[2], fe[2], INT64_MAX, &mt)) {
+				snprintf(err, errlen, "%s:%d: expected \"INDEX SIZE MTIME_NS\" "
+					 "(decimal numbers)", file, lineno);
+				goto out;
+			}
+			if (k >= pl->nseg || (pl->seg_bytes && size != pl->seg_bytes) ||
+			    (!pl->seg_bytes && (size <= 0 || size % PX_TS_PACKET))) {
+				snprintf(err, errlen, "%s:%d: segment %lld: %s", file, lineno,
+					 (long long)k, k >= pl->nseg ? "index beyond #SEGMENTS"
+					 : pl->seg_bytes ? "size is not #SEGMENT-BYTES"
+					 : "size is not a positive multiple of 188");
+				goto out;
+			}
+			enum px_status r = px_playlist_add(pl, (uint32_t)k, size, mt);
+			if (r == PX_ENOMEM) {
+				snprintf(err, errlen, "%s: out of memory", file);
+				st = r;
+				goto out;
+			}
+			if (r != PX_OK) {
+				snprintf(err, errlen, "%s:%d: segment %lld listed twice", file,
+					 lineno, (long long)k);
+				goto out;
+			}
+		} else {
+			snprintf(err, errlen, "%s:%d: unrecognised line", file, lineno);
+			goto out;
+		}
+		p = nl + 1;
+	}
+	if (!have_bytes || !have_count) {
+		snprintf(err, errlen, "%s:%d: missing %s", file, lineno + 1,
+			 !have_bytes ? "#SEGMENT-BYTES" : "#SEGMENTS");
+		goto out;
+	}
+	st = PX_OK;
+out:
+	if (st != PX_OK)
+		px_playlist_release(pl);
+	return st;
+}
+
+enum px_status px_playlist_load(const char *path, struct px_playlist *pl,
+				char *err, size_t errlen)
+{
+	enum px_status st = PX_EIO;
+	char *buf = NULL;
+	struct stat sb;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	px_playlist_init(pl, 0, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		st = errno == ENOENT ? PX_ENOTFOUND : PX_EIO;
+		goto out;
+	}
+	if (fstat(fd, &sb) || sb.st_size > PX_PLAYLIST_MAX_BYTES) {
+		snprintf(err, errlen, "%s: %s", path, sb.st_size > PX_PLAYLIST_MAX_BYTES
+			 ? "too large" : strerror(errno));
+		goto out;
+	}
+	buf = malloc((size_t)sb.st_size + 1);
+	if (!buf) {
+		st = PX_ENOMEM;
+		goto out;
+	}
+	ssize_t got = pread(fd, buf, (size_t)sb.st_size, 0);
+	if (got != sb.st_size) {
+		snprintf(err, errlen, "%s: short read", path);
+		goto out;
+	}
+	st = px_playlist_parse(path, buf, (size_t)got, pl, err, errlen);
+out:
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	return st;
+}
+
+enum px_status px_playlist_save(const struct px_playlist *pl, const char *path,
+				char *err, size_t errlen)
+{
+	enum px_status st = PX_EIO;
+	char tmp[4096], dir[4096];
+	size_t cap = 128 + pl->n * 64, len = 0;
+	char *text = malloc(cap);
+	int fd = -1;
+
+	if (!text)
+		return PX_ENOMEM;
+	len += (size_t)snprintf(text + len, cap - len,
+				"#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES %lld\n#SEGMENTS %u\n",
+				(long long)pl->seg_bytes, pl->nseg);
+	for (size_t i = 0; i < pl->n; i++)
+		len += (size_t)snprintf(text + len, cap - len, "%u %lld %lld\n", pl->e[i].index,
+					(long long)pl->e[i].size, (long long)pl->e[i].mtime_ns);
+	if (pl->clean)
+		len += (size_t)snprintf(text + len, cap - len, "#CLEAN\n");
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || write(fd, text, len) != (ssize_t)len || fsync(fd)) {
+		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	close(fd);
+	fd = -1;
+	if (rename(tmp, path)) {
+		snprintf(err, errlen, "rename %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	snprintf(dir, sizeof(dir), "%s", path);
+	fd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0)
+		(void)fsync(fd);
+	st = PX_OK;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(text);
+	return st;
+}
+
+size_t px_playlist_trust(const struct px_playlist *pl, const struct px_seg_seen *seen,
+			 unsigned char *trusted)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < pl->n; i++) {
+		int ok = i + 1 < pl->n || pl->clean;
+		if (ok && seen)
+			ok = seen[i].exists &&
+			     seen[i].size == (pl->seg_bytes ? pl->seg_bytes : pl->e[i].size) &&
+			     seen[i].mtime_ns == pl->e[i].mtime_ns;
+		trusted[i] = (unsigned char)ok;
+		n += (size_t)ok;
+	}
+	return n;
+}
+
+void px_playlist_seg_name(uint32_t k, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "seg-%06u.ts", k);
+}

@@ -1,0 +1,93 @@
+/*
+ * playlist.h - the list of committed segments a writer keeps in its work
+ * directory, and the rule that decides which of them can be trusted.
+ *
+ * Text, one item per line:
+ *   #SEAMFS-PLAYLIST 1
+ *   #SEGMENT-BYTES S        every segment file has exactly S bytes (0: the
+ *                           sizes vary, as in a remux; each line says its own)
+ *   #SEGMENTS N             the file has N segments, 0..N-1
+ *   K SIZE MTIME_NS         segment K committed (in commit order)
+ *   #CLEAN                  the writer stopped cleanly after the line above
+ * A writer rewrites the whole list (tmp + fsync + rename) after each commit.
+ * The structs are plain values owned by the caller; no thread-safety beyond
+ * that.
+ */
+#ifndef SEAMFS_PLAYLIST_H
+#define SEAMFS_PLAYLIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "px.h"
+
+#define PX_PLAYLIST_MAX_BYTES (64 << 20)
+
+struct px_playlist_entry {
+	uint32_t index;
+	int64_t size;
+	int64_t mtime_ns;   /* of the segment file right after its rename */
+};
+
+struct px_playlist {
+	int64_t seg_bytes;            /* 0: sizes vary (remux) */
+	uint32_t nseg;
+	struct px_playlist_entry *e;  /* commit order */
+	size_t n, cap;
+	int clean;                    /* #CLEAN after the last entry */
+};
+
+/* An empty playlist for nseg segments of seg_bytes. Free with
+ * px_playlist_release(). */
+void px_playlist_init(struct px_playlist *pl, int64_t seg_bytes, uint32_t nseg);
+void px_playlist_release(struct px_playlist *pl);
+
+/*
+ * Parses text[0..len) (not NUL-terminated) into *pl (initialised here). On
+ * PX_EINVAL writes "FILE:LINE: what is wrong" into err, FILE being `file`,
+ * and *pl is empty. Rejects: a missing or unknown header, S not a
+ * multiple of 188, N outside 1..PX_SEG_MAX_COUNT, an index >= N, a size
+ * other than S, a repeated index, trailing garbage, a last line without
+ * a newline (a torn write).
+ */
+enum px_status px_playlist_parse(const char *file, const char *text, size_t len,
+				 struct px_playlist *pl, char *err, size_t errlen) PX_WUR;
+
+/* Reads and parses a file. A missing file: PX_ENOTFOUND (err set). */
+enum px_status px_playlist_load(const char *path, struct px_playlist *pl,
+				char *err, size_t errlen) PX_WUR;
+
+/* Writes the playlist to path atomically: path.tmp, fsync, rename, fsync
+ * of the directory. PX_EIO on failure (err says which call). */
+enum px_status px_playlist_save(const struct px_playlist *pl, const char *path,
+				char *err, size_t errlen) PX_WUR;
+
+/* Appends an entry (clears clean). PX_EINVAL for an index out of range or
+ * already listed. */
+enum px_status px_playlist_add(struct px_playlist *pl, uint32_t index, int64_t size,
+			       int64_t mtime_ns) PX_WUR;
+
+/* Position of index in commit order, or -1. */
+long px_playlist_find(const struct px_playlist *pl, uint32_t index);
+
+/* What a look at segment file i shows now. */
+struct px_seg_seen {
+	int exists;
+	int64_t size;
+	int64_t mtime_ns;
+};
+
+/*
+ * The trust rule (recovery and serving alike): entry i is trusted when its
+ * file exists with size S and the mtime it was listed with (stable since),
+ * (S, or for a remux the size it was listed with) and it is not the last
+ * entry, unless the writer stopped cleanly. seen
+ * NULL: files are assumed as listed (the daemon serving a live writer's
+ * list). trusted[i] is set per entry; returns how many are trusted.
+ */
+size_t px_playlist_trust(const struct px_playlist *pl, const struct px_seg_seen *seen,
+			 unsigned char *trusted);
+
+/* The file name of segment k inside a work directory ("seg-000042.ts"). */
+void px_playlist_seg_name(uint32_t k, char *buf, size_t cap);
+
+#endif

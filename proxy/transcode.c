@@ -1,0 +1,1272 @@
+/*
+ * transcode.c - the transcode supervisor: writers, leases, recovery, reads.
+ *
+ * Each transcode asset is a job with a work directory (WORK/<id>/) that
+ * holds its plan, its segments, its playlist; leases live in WORK/leases.
+ * At most one writer works on a job at a time, shared by every handle
+ * reading it (sticky); at most max_writers run at once, the others wait in
+ * a FIFO queue.
+ *
+ * A read maps each byte to segment off / S. A segment is served once it
+ * is trusted by the playlist rule (listed, and not the newest entry unless
+ * the writer stopped cleanly): a byte that was served is never written
+ * again. A read of a segment not yet trusted:
+ *  - waits (bounded by read_timeout) when a writer's edge will reach it
+ *    within seek_restart_segments segments;
+ *  - else starts a writer there, or restarts the running one there (a
+ *    player's seek: kill, recover, start at that segment) once that one has
+ *    committed two segments, so that distant readers take turns.
+ *
+ * The supervisor thread polls, with no fixed sleep, an eventfd (new writers,
+ * stop), each writer's pidfd (death) and stdout ("committed K"), and wakes on
+ * a timer of heartbeat/2 to check leases. When a writer dies (signal, crash,
+ * out of memory) or its lease is orphaned (then it is killed first),
+ * recovery claims the lease by compare-and-set, trusts the listed segments
+ * that still have size S and their listed mtime except the newest, removes
+ * every other file, rewrites the playlist, and restarts the writer at the
+ * first untrusted segment (the writer encodes one segment before it and
+ * throws it away). Waiting readers just go on waiting.
+ *
+ * Lock order: tc->lock is the only lock. It is held while a writer is
+ * started (lease claim, recovery's removals, posix_spawn: short, and atomic
+ * with the job's state) and while the supervisor reads a playlist; never
+ * across a pread of a segment or a wait for a child's output.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "lease.h"
+#include "log.h"
+#include "playlist.h"
+#include "segmath.h"
+#include "transcode.h"
+
+extern char **environ;
+
+#define MAX_CRASHES 5       /* restarts in a row without a new segment */
+
+struct job {
+	size_t asset;
+	const struct px_asset *a;
+	const struct px_asset *src;
+	char dir[PATH_MAX];
+	char pl_path[PATH_MAX + 16];
+	struct px_seg_plan plan;
+	int planned;
+	int remux;             /* stream copy: segment sizes vary */
+	int64_t *offs;         /* remux: segment k is [offs[k], offs[k+1]) */
+
+	/* under tc->lock */
+	unsigned char *ok;     /* per segment: trusted, may be served */
+	pid_t pid;             /* running writer, 0: none */
+	int pidfd, outfd;
+	char out[256];
+	size_t outlen;
+	uint32_t from;         /* the running writer's first kept segment */
+	int64_t edge;          /* the next segment it will commit */
+	int64_t restart_at;    /* a seek asked for a restart here, -1: none */
+	int queued;
+	uint32_t queued_from;
+	struct px_lease lease;
+	int have_lease;
+	int failed;            /* the last writer failed (not a crash) */
+	int crashes;
+	int nopen;
+};
+
+struct px_transcode {
+	const struct px_config *cfg;
+	const struct px_catalog *cat;
+	char work[PATH_MAX];
+	char writer[PATH_MAX];
+	char owner[128];
+	int64_t orphan_ms;
+	struct px_lease_store *leases;
+	struct job *jobs;      /* one per catalog asset; used for transcodes */
+
+	pthread_mutex_t lock;  /* guards jobs' run-time state and what follows */
+	pthread_cond_t cond;   /* any job changed */
+	int nwriters;
+	size_t *queue;         /* jobs waiting for a writer slot, FIFO */
+	size_t nqueue;
+	int stopping;
+	int evfd;
+	pthread_t thread;
+	int thread_started;
+};
+
+struct px_tcfile {
+	struct px_transcode *tc;
+	struct job *job;
+	uint64_t client;
+};
+
+/* ------------------------------------------------------------ helpers */
+
+static int seg_secs(const struct job *j);
+
+static void escape_id(const char *id, char *buf, size_t cap)
+{
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)id; *p && o + 4 < cap; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' ||
+		    (*p == '.' && p != (const unsigned char *)id))
+			buf[o++] = (char)*p;
+		else
+			o += (size_t)snprintf(buf + o, cap - o, "%%%02X", *p);
+	}
+	buf[o] = '\0';
+}
+
+static int mkdir_p(const char *dir)
+{
+	char buf[PATH_MAX];
+	snprintf(buf, sizeof(buf), "%s", dir);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb; (void)flag; (void)ftw;
+	return remove(path);
+}
+
+static void wake(struct px_transcode *tc)
+{
+	uint64_t one = 1;
+	ssize_t w = write(tc->evfd, &one, sizeof(one));
+	(void)w;
+}
+
+/* The profile's identity: a plan made for another profile is not reused. */
+static void profile_key(const struct px_transcode *tc, const struct job *j, char *buf,
+			size_t cap)
+{
+	const struct px_source *s = &j->src->sources[0];
+	if (j->remux)
+		snprintf(buf, cap, "remux|%s|%d", s->url ? s->url : s->path, seg_secs(j));
+	else
+		snprintf(buf, cap, "%s|%d|%lld|%lld|%d", s->url ? s->url : s->path, j->a->height,
+			 (long long)j->a->video_bitrate, (long long)j->a->audio_bitrate,
+			 j->a->segment_seconds);
+	(void)tc;
+}
+
+/* argv for seamfs-writer: the input and profile, plus extra. Strings are
+ * borrowed from the catalog or from bufs. */
+static size_t profile_argv(const struct px_transcode *tc, const struct job *j, char **argv,
+			   char bufs[4][32])
+{
+	const struct px_source *s = &j->src->sources[0];
+	const struct px_provider *p = &tc->cat->providers[s->provider];
+	size_t n = 0;
+	argv[n++] = (char *)tc->writer;
+	argv[n++] = NULL; /* the verb, set by the caller */
+	argv[n++] = "--input";
+	argv[n++] = s->url ? s->url : s->path;
+	for (size_t i = 0; s->url && i < p->nheaders; i++) {
+		argv[n++] = "--header";
+		argv[n++] = p->headers[i];
+	}
+	snprintf(bufs[3], 32, "%d", seg_secs(j));
+	if (j->remux) {
+		argv[n++] = "--remux";
+		argv[n++] = "--segment-seconds";
+		argv[n++] = bufs[3];
+		return n;
+	}
+	snprintf(bufs[0], 32, "%d", j->a->height);
+	snprintf(bufs[1], 32, "%lld", (long long)j->a->video_bitrate);
+	snprintf(bufs[2], 32, "%lld", (long long)j->a->audio_bitrate);
+	argv[n++] = "--height";
+	argv[n++] = bufs[0];
+	argv[n++] = "--video-bitrate";
+	argv[n++] = bufs[1];
+	argv[n++] = "--audio-bitrate";
+	argv[n++] = bufs[2];
+	argv[n++] = "--segment-seconds";
+	argv[n++] = bufs[3];
+	return n;
+}
+
+/* posix_spawn with stdout to a new pipe (its read end in *outfd). */
+static enum px_status spawn(char **argv, pid_t *pid, int *outfd)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, def;
+	int p[2];
+	enum px_status st = PX_EIO;
+	if (pipe2(p, O_CLOEXEC))
+		return PX_EIO;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
+	/* the calling thread may block signals and libfuse ignores SIGPIPE:
+	 * the writer starts with neither (SIGPIPE ends it when the daemon is
+	 * gone) */
+	posix_spawnattr_init(&at);
+	sigemptyset(&none);
+	sigemptyset(&def);
+	sigaddset(&def, SIGPIPE);
+	sigaddset(&def, SIGTERM);
+	sigaddset(&def, SIGINT);
+	sigaddset(&def, SIGHUP);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &def);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	int rc = posix_spawn(pid, argv[0], &fa, &at, argv, environ);
+	posix_spawnattr_destroy(&at);
+	posix_spawn_file_actions_destroy(&fa);
+	close(p[1]);
+	if (rc) {
+		px_error("transcode", "cannot run %s: %s", argv[0], strerror(rc));
+		close(p[0]);
+		return st;
+	}
+	*outfd = p[0];
+	return PX_OK;
+}
+
+/* ------------------------------------------------------------ planning */
+
+static int seg_secs(const struct job *j)
+{
+	return j->a->segment_seconds ? j->a->segment_seconds : 2; /* remux: 2 */
+}
+
+/* Bytes of segment k and where it starts in the file. */
+static int64_t seg_size(const struct job *j, uint32_t k)
+{
+	return j->remux ? j->offs[k + 1] - j->offs[k] : j->plan.seg_bytes;
+}
+
+static int64_t seg_start(const struct job *j, uint32_t k)
+{
+	return j->remux ? j->offs[k] : (int64_t)k * j->plan.seg_bytes;
+}
+
+/* The segment holding byte off (< size). */
+static uint32_t seg_at(const struct job *j, int64_t off)
+{
+	if (!j->remux)
+		return (uint32_t)(off / j->plan.seg_bytes);
+	uint32_t lo = 0, hi = j->plan.nseg - 1;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo + 1) / 2;
+		if (j->offs[mid] <= off)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+/* Fills p (and j->offs for a remux) from a writer's plan; PX_EINVAL with a
+ * log line naming what is wrong. */
+static enum px_status plan_from_json(struct job *j, json_t *root, struct px_seg_plan *p,
+				     const char *what)
+{
+	json_int_t n = json_integer_value(json_object_get(root, "segments"));
+	json_int_t s = json_integer_value(json_object_get(root, "segment_bytes"));
+	json_t *sizes = json_object_get(root, "sizes");
+	int64_t *offs = NULL;
+	if (n < 1 || n > PX_SEG_MAX_COUNT || s < 0 || s % PX_TS_PACKET || (!j->remux && !s) ||
+	    (j->remux && (s || !json_is_array(sizes) || json_array_size(sizes) != (size_t)n))) {
+		px_error("transcode", "asset %s: %s is not a valid %s plan", j->a->id, what,
+			 j->remux ? "remux" : "transcode");
+		return PX_EINVAL;
+	}
+	if (j->remux) {
+		if (!(offs = calloc((size_t)n + 1, sizeof(*offs))))
+			return PX_ENOMEM;
+		for (json_int_t k = 0; k < n; k++) {
+			json_int_t b = json_integer_value(json_array_get(sizes, (size_t)k));
+			if (b <= 0 || b % PX_TS_PACKET || offs[k] > INT64_MAX / 2) {
+				px_error("transcode", "asset %s: %s: segment %lld has size %lld",
+					 j->a->id, what, (long long)k, (long long)b);
+				free(offs);
+				return PX_EINVAL;
+			}
+			offs[k + 1] = offs[k] + b;
+		}
+	}
+	free(j->offs);
+	j->offs = offs;
+	p->nseg = (uint32_t)n;
+	p->seg_bytes = s;
+	p->duration_us = json_integer_value(json_object_get(root, "duration_us"));
+	p->seg_us = (int64_t)seg_secs(j) * 1000000;
+	p->size = j->remux ? offs[n] : (int64_t)n * s;
+	return PX_OK;
+}
+
+static enum px_status read_plan_file(struct job *j, const char *path, const char *key,
+				     struct px_seg_plan *p)
+{
+	json_error_t je;
+	json_t *root = json_load_file(path, 0, &je);
+	enum px_status st = PX_ENOTFOUND;
+	if (!root)
+		return st;
+	json_t *k = json_object_get(root, "profile");
+	if (json_is_string(k) && strcmp(json_string_value(k), key) == 0)
+		st = plan_from_json(j, root, p, path);
+	json_decref(root);
+	return st;
+}
+
+/* Keeps the writer's plan (the writer of a remux reads it back). */
+static enum px_status write_plan_file(const char *path, const char *key, json_t *root)
+{
+	char tmp[PATH_MAX + 8];
+	enum px_status st = PX_EIO;
+	if (json_object_set_new(root, "profile", json_string(key)))
+		return PX_ENOMEM;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if (json_dump_file(root, tmp, JSON_COMPACT) == 0 && rename(tmp, path) == 0)
+		st = PX_OK;
+	return st;
+}
+
+#define PLAN_MAX_BYTES (64 << 20)
+
+/* Runs `seamfs-writer plan`, bounded by probe_timeout; *out is its JSON. */
+static enum px_status run_plan(struct px_transcode *tc, struct job *j, json_t **out)
+{
+	char *argv[64], bufs[4][32], *buf = NULL;
+	size_t n = profile_argv(tc, j, argv, bufs), got = 0, cap = 0;
+	pid_t pid;
+	int fd, status = 0;
+	enum px_status st;
+	int64_t deadline = px_now_ms() + tc->cfg->probe_timeout_ms;
+
+	*out = NULL;
+	argv[1] = "plan";
+	argv[n] = NULL;
+	if ((st = spawn(argv, &pid, &fd)) != PX_OK)
+		return st;
+	for (;;) {
+		struct pollfd pf = { fd, POLLIN, 0 };
+		int64_t left = deadline - px_now_ms();
+		if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
+			break;
+		if (got + 4096 > cap) {
+			char *nb = cap < PLAN_MAX_BYTES ? realloc(buf, cap ? 2 * cap : 65536) : NULL;
+			if (!nb)
+				break;
+			buf = nb;
+			cap = cap ? 2 * cap : 65536;
+		}
+		ssize_t r = read(fd, buf + got, cap - got - 1);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	close(fd);
+	if (px_now_ms() >= deadline) {
+		kill(pid, SIGKILL);
+		px_error("transcode", "asset %s: planning took longer than probe_timeout",
+			 j->a->id);
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !buf) {
+		px_error("transcode", "asset %s: %s plan failed (exit %d); its stderr says why",
+			 j->a->id, tc->writer, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		free(buf);
+		return PX_EIO;
+	}
+	buf[got] = '\0';
+	json_error_t je;
+	*out = json_loads(buf, 0, &je);
+	if (!*out) {
+		px_error("transcode", "asset %s: the writer's plan is not JSON: \"%.200s\"",
+			 j->a->id, buf);
+		st = PX_EINVAL;
+	}
+	free(buf);
+	return st;
+}
+
+/* What is on disk now for each listed entry. */
+static struct px_seg_seen *look(const struct job *j, const struct px_playlist *pl)
+{
+	struct px_seg_seen *seen = calloc(pl->n + 1, sizeof(*seen));
+	for (size_t i = 0; seen && i < pl->n; i++) {
+		char name[64], path[PATH_MAX + 80];
+		struct stat sb;
+		px_playlist_seg_name(pl->e[i].index, name, sizeof(name));
+		snprintf(path, sizeof(path), "%s/%s", j->dir, name);
+		if (stat(path, &sb) == 0) {
+			seen[i].exists = 1;
+			seen[i].size = sb.st_size;
+			seen[i].mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 +
+					   sb.st_mtim.tv_nsec;
+		}
+	}
+	return seen;
+}
+
+/* Recomputes j->ok from the playlist on disk. seen: check the files too.
+ * Under tc->lock (or before the thread starts). */
+static void refresh(struct px_transcode *tc, struct job *j, int check_files)
+{
+	struct px_playlist pl;
+	char err[512];
+	enum px_status st = px_playlist_load(j->pl_path, &pl, err, sizeof(err));
+	if (st == PX_ENOTFOUND)
+		return;
+	if (st != PX_OK) {
+		px_warn("transcode", "asset %s: %s", j->a->id, err);
+		return;
+	}
+	if (pl.seg_bytes == j->plan.seg_bytes && pl.nseg == j->plan.nseg) {
+		unsigned char *t = calloc(pl.n + 1, 1);
+		struct px_seg_seen *seen = check_files ? look(j, &pl) : NULL;
+		if (t && (!check_files || seen)) {
+			px_playlist_trust(&pl, seen, t);
+			for (size_t i = 0; i < pl.n; i++)
+				if (t[i] && pl.e[i].size == seg_size(j, pl.e[i].index))
+					j->ok[pl.e[i].index] = 1;
+		}
+		free(t);
+		free(seen);
+	}
+	px_playlist_release(&pl);
+	pthread_cond_broadcast(&tc->cond);
+}
+
+enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t *size)
+{
+	struct job *j = &tc->jobs[asset];
+	char key[8192], path[PATH_MAX + 16];
+	enum px_status st;
+
+	*size = -1;
+	if (!j->a || !j->src)
+		return PX_EINVAL;
+	profile_key(tc, j, key, sizeof(key));
+	snprintf(path, sizeof(path), "%s/plan.json", j->dir);
+	if (mkdir_p(j->dir)) {
+		px_error("transcode", "asset %s: cannot make %s: %s", j->a->id, j->dir,
+			 strerror(errno));
+		return PX_EIO;
+	}
+	if (read_plan_file(j, path, key, &j->plan) != PX_OK) {
+		struct px_lease l;
+		/* another profile's segments are stale; only if nobody works there */
+		if (px_lease_get(tc->leases, j->a->id, &l) == PX_OK &&
+		    px_lease_protects(&l, px_lease_now(tc->leases), tc->orphan_ms, tc->orphan_ms) &&
+		    strcmp(l.owner, tc->owner) != 0) {
+			px_error("transcode", "asset %s: its profile changed but %s still holds "
+				 "its lease", j->a->id, l.owner);
+			return PX_EAGAIN;
+		}
+		nftw(j->dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+		if (mkdir_p(j->dir))
+			return PX_EIO;
+		json_t *root;
+		if ((st = run_plan(tc, j, &root)) != PX_OK)
+			return st;
+		st = plan_from_json(j, root, &j->plan, "the writer's plan");
+		/* a remux's writer reads the plan back: keeping it is not optional */
+		if (st == PX_OK && write_plan_file(path, key, root) != PX_OK) {
+			px_error("transcode", "asset %s: cannot keep its plan in %s", j->a->id, path);
+			st = j->remux ? PX_EIO : PX_OK;
+		}
+		json_decref(root);
+		if (st != PX_OK)
+			return st;
+	}
+	free(j->ok);
+	j->ok = calloc(j->plan.nseg + 1, 1);
+	if (!j->ok)
+		return PX_ENOMEM;
+	pthread_mutex_lock(&tc->lock);
+	j->planned = 1;
+	refresh(tc, j, 1);
+	pthread_mutex_unlock(&tc->lock);
+	if (j->remux)
+		px_info("transcode", "asset %s: remux in %u segments (%lld bytes, %.1f s)",
+			j->a->id, j->plan.nseg, (long long)j->plan.size,
+			(double)j->plan.duration_us / 1e6);
+	else
+		px_info("transcode", "asset %s: %u segments of %lld bytes (%lld bytes, %.1f s)",
+			j->a->id, j->plan.nseg, (long long)j->plan.seg_bytes,
+			(long long)j->plan.size, (double)j->plan.duration_us / 1e6);
+	*size = j->plan.size;
+	return PX_OK;
+}
+
+/* ------------------------------------------------------------ writers */
+
+/*
+ * Recovery: with the lease held, keeps the trusted entries of the playlist
+ * and removes every other file; returns the first segment >= from that is
+ * not trusted. Under tc->lock.
+ */
+static uint32_t recover(struct px_transcode *tc, struct job *j, uint32_t from)
+{
+	struct px_playlist pl, keep;
+	char err[512];
+	unsigned char *t = NULL;
+	struct px_seg_seen *seen = NULL;
+	size_t ntrust = 0;
+	enum px_status st = px_playlist_load(j->pl_path, &pl, err, sizeof(err));
+
+	px_playlist_init(&keep, j->plan.seg_bytes, j->plan.nseg);
+	if (st == PX_OK && (pl.seg_bytes != j->plan.seg_bytes || pl.nseg != j->plan.nseg)) {
+		snprintf(err, sizeof(err), "%s: lists %u x %lld bytes, the plan %u x %lld",
+			 j->pl_path, pl.nseg, (long long)pl.seg_bytes, j->plan.nseg,
+			 (long long)j->plan.seg_bytes);
+		st = PX_EINVAL;
+	}
+	if (st == PX_OK) {
+		t = calloc(pl.n + 1, 1);
+		seen = look(j, &pl);
+		if (t && seen)
+			ntrust = px_playlist_trust(&pl, seen, t);
+		for (size_t i = 0; t && seen && i < pl.n; i++) {
+			if (t[i] && pl.e[i].size != seg_size(j, pl.e[i].index)) {
+				px_warn("transcode", "recovery: asset %s: segment %u has %lld bytes, "
+					"the plan %lld", j->a->id, pl.e[i].index,
+					(long long)pl.e[i].size,
+					(long long)seg_size(j, pl.e[i].index));
+				t[i] = 0;
+				ntrust--;
+			}
+			if (!t[i]) {
+				px_info("transcode", "recovery: asset %s: segment %u distrusted (%s)",
+					j->a->id, pl.e[i].index,
+					i + 1 == pl.n && !pl.clean ? "the newest listed"
+								    : "changed on disk");
+				continue;
+			}
+			if (px_playlist_add(&keep, pl.e[i].index, pl.e[i].size,
+					    pl.e[i].mtime_ns) != PX_OK)
+				ntrust--;
+		}
+	} else if (st != PX_ENOTFOUND) {
+		px_warn("transcode", "recovery: asset %s: %s; starting afresh", j->a->id, err);
+	}
+	/* leftovers: .tmp files, unlisted or distrusted segments */
+	DIR *d = opendir(j->dir);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		unsigned k;
+		char tail[8];
+		int seg = sscanf(de->d_name, "seg-%6u.ts%7s", &k, tail) == 1;
+		size_t len = strlen(de->d_name);
+		int tmp = len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0;
+		if ((seg && (k >= keep.nseg || px_playlist_find(&keep, k) < 0)) || tmp) {
+			if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+				px_debug("transcode", "recovery: asset %s: removed %s", j->a->id,
+					 de->d_name);
+		}
+	}
+	if (d)
+		closedir(d);
+	keep.clean = keep.n > 0;
+	if (px_playlist_save(&keep, j->pl_path, err, sizeof(err)) != PX_OK)
+		px_error("transcode", "recovery: asset %s: %s", j->a->id, err);
+	memset(j->ok, 0, j->plan.nseg);
+	for (size_t i = 0; i < keep.n; i++)
+		j->ok[keep.e[i].index] = 1;
+	uint32_t first = from < j->plan.nseg ? from : 0;
+	while (first < j->plan.nseg && j->ok[first])
+		first++;
+	if (st == PX_OK)
+		px_info("transcode", "recovery: asset %s: %zu of %zu listed segments trusted; "
+			"first untrusted from %u is %u", j->a->id, ntrust, pl.n, from, first);
+	px_playlist_release(&keep);
+	if (st == PX_OK)
+		px_playlist_release(&pl);
+	free(t);
+	free(seen);
+	return first;
+}
+
+/* Holds j's lease: claims it by compare-and-set (again, if ours: the new
+ * generation fences any writer of the old one). Under tc->lock. */
+static enum px_status hold_lease(struct px_transcode *tc, struct job *j)
+{
+	struct px_lease cur;
+	int64_t orphan = tc->orphan_ms;
+	/* a holder on this host whose daemon and writer are gone is orphaned
+	 * now, not after orphan_after */
+	if (px_lease_get(tc->leases, j->a->id, &cur) == PX_OK && !cur.released) {
+		char host[64] = "";
+		gethostname(host, sizeof(host) - 1);
+		size_t hl = strlen(host);
+		long opid = strncmp(cur.owner, host, hl) == 0 && cur.owner[hl] == ':'
+			    ? strtol(cur.owner + hl + 1, NULL, 10) : 0;
+		if (opid > 0 && kill((pid_t)opid, 0) && errno == ESRCH &&
+		    (cur.writer_pid <= 0 || (kill((pid_t)cur.writer_pid, 0) && errno == ESRCH)))
+			orphan = -1;
+	}
+	enum px_status st = px_lease_claim(tc->leases, j->a->id, tc->owner, orphan, &j->lease);
+	if (st == PX_OK) {
+		j->have_lease = 1;
+		px_info("transcode", "lease: asset %s session %s generation %" PRIu64 " claimed by %s",
+			j->a->id, j->lease.session, j->lease.gen, tc->owner);
+	} else if (st == PX_EAGAIN) {
+		px_warn("transcode", "lease: asset %s is held by %s (generation %" PRIu64 ")",
+			j->a->id, j->lease.owner, j->lease.gen);
+	} else {
+		px_error("transcode", "lease: asset %s: %s", j->a->id, px_strerror(st));
+	}
+	return st;
+}
+
+/* Starts a writer for j at segment `from` now, or queues it when the host
+ * has max_writers running. Under tc->lock. */
+static void start_writer(struct px_transcode *tc, struct job *j, uint32_t from)
+{
+	char *argv[96], bufs[4][32], sfrom[16], snseg[16], sbytes[32], sgen[24], shb[24];
+	char speed[32];
+	size_t n;
+
+	if (j->pid || tc->stopping)
+		return;
+	if (j->queued) {
+		j->queued_from = from;
+		return;
+	}
+	if (tc->nwriters >= tc->cfg->max_writers) {
+		size_t *q = realloc(tc->queue, (tc->nqueue + 1) * sizeof(*q));
+		if (!q)
+			return;
+		tc->queue = q;
+		tc->queue[tc->nqueue++] = j->asset;
+		j->queued = 1;
+		j->queued_from = from;
+		px_info("transcode", "asset %s: %d writers running; waiting in line (%zu)",
+			j->a->id, tc->nwriters, tc->nqueue);
+		return;
+	}
+	if (hold_lease(tc, j) != PX_OK) {
+		j->failed = 1;
+		pthread_cond_broadcast(&tc->cond);
+		return;
+	}
+	from = recover(tc, j, from);
+	if (from >= j->plan.nseg) {
+		/* everything from there on is already trusted */
+		pthread_cond_broadcast(&tc->cond);
+		return;
+	}
+	n = profile_argv(tc, j, argv, bufs);
+	argv[1] = "run";
+	snprintf(sfrom, sizeof(sfrom), "%u", from);
+	snprintf(snseg, sizeof(snseg), "%u", j->plan.nseg);
+	snprintf(sbytes, sizeof(sbytes), "%lld", (long long)j->plan.seg_bytes);
+	snprintf(sgen, sizeof(sgen), "%" PRIu64, j->lease.gen);
+	snprintf(shb, sizeof(shb), "%lld", (long long)tc->cfg->heartbeat_ms);
+	char leasedir[PATH_MAX + 8];
+	snprintf(leasedir, sizeof(leasedir), "%s/leases", tc->work);
+	const char *extra[] = { "--work-dir", j->dir, "--from", sfrom, "--segments", snseg,
+		"--segment-bytes", sbytes, "--lease-dir", leasedir, "--lease-key", j->a->id,
+		"--lease-gen", sgen, "--heartbeat-ms", shb, NULL };
+	for (size_t i = 0; extra[i]; i++)
+		argv[n++] = (char *)extra[i];
+	if (tc->cfg->writer_max_speed > 0) {
+		snprintf(speed, sizeof(speed), "%g", tc->cfg->writer_max_speed);
+		argv[n++] = "--max-speed";
+		argv[n++] = speed;
+	}
+	argv[n] = NULL;
+	if (spawn(argv, &j->pid, &j->outfd) != PX_OK) {
+		j->pid = 0;
+		j->failed = 1;
+		pthread_cond_broadcast(&tc->cond);
+		return;
+	}
+	j->pidfd = (int)syscall(SYS_pidfd_open, j->pid, 0);
+	if (j->pidfd < 0)
+		px_warn("transcode", "pidfd_open: %s; writer deaths seen at its pipe's end",
+			strerror(errno));
+	j->from = from;
+	j->edge = from;
+	j->failed = 0;
+	j->restart_at = -1;
+	j->outlen = 0;
+	tc->nwriters++;
+	if (from)
+		px_info("transcode", "writer pid %d started: asset %s session %s, segments %u..%u "
+			"(warm-up %u)", (int)j->pid, j->a->id, j->lease.session, from,
+			j->plan.nseg - 1, from - 1);
+	else
+		px_info("transcode", "writer pid %d started: asset %s session %s, segments 0..%u",
+			(int)j->pid, j->a->id, j->lease.session, j->plan.nseg - 1);
+	wake(tc);
+}
+
+/* Starts the next queued job if a slot is free. Under tc->lock. */
+static void run_queue(struct px_transcode *tc)
+{
+	while (tc->nqueue && tc->nwriters < tc->cfg->max_writers && !tc->stopping) {
+		struct job *j = &tc->jobs[tc->queue[0]];
+		memmove(tc->queue, tc->queue + 1, (tc->nqueue - 1) * sizeof(*tc->queue));
+		tc->nqueue--;
+		j->queued = 0;
+		start_writer(tc, j, j->queued_from);
+	}
+}
+
+/* The writer of j has exited with status. Under tc->lock. */
+static void writer_ended(struct px_transcode *tc, struct job *j, int status)
+{
+	pid_t pid = j->pid;
+	int64_t restart = j->restart_at;
+	uint32_t from = j->from;
+
+	if (j->pidfd >= 0)
+		close(j->pidfd);
+	if (j->outfd >= 0)
+		close(j->outfd);
+	j->pidfd = j->outfd = -1;
+	j->pid = 0;
+	tc->nwriters--;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		px_info("transcode", "writer pid %d of asset %s stopped cleanly", (int)pid,
+			j->a->id);
+		refresh(tc, j, 0);
+		j->crashes = 0;
+		if (j->have_lease && px_lease_release(tc->leases, &j->lease) != PX_OK)
+			px_warn("transcode", "lease: asset %s: could not release", j->a->id);
+		j->have_lease = 0;
+	} else if (tc->stopping) {
+		/* killed by us at unmount; recovery happens at the next start */
+	} else if (WIFEXITED(status) && WEXITSTATUS(status) != 3) {
+		px_error("transcode", "writer pid %d of asset %s failed (exit %d); reads of "
+			 "unwritten segments fail", (int)pid, j->a->id, WEXITSTATUS(status));
+		j->failed = 1;
+		if (j->have_lease && px_lease_release(tc->leases, &j->lease) != PX_OK)
+			px_warn("transcode", "lease: asset %s: could not release", j->a->id);
+		j->have_lease = 0;
+	} else {
+		if (restart < 0) {
+			j->crashes++;
+			px_warn("transcode", "writer pid %d of asset %s died (%s %d) before "
+				"segment %lld; recovering", (int)pid, j->a->id,
+				WIFSIGNALED(status) ? "signal" : "exit",
+				WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
+				(long long)j->edge);
+		}
+		if (j->crashes > MAX_CRASHES) {
+			px_error("transcode", "asset %s: writer died %d times in a row; giving up",
+				 j->a->id, j->crashes);
+			j->failed = 1;
+		} else if (j->nopen > 0) {
+			/* recovery (in start_writer) claims the lease by CAS, trusts,
+			 * cleans, and restarts at the first untrusted segment from
+			 * where the dead writer began (or where the seek asked);
+			 * behind the jobs already waiting for a slot */
+			run_queue(tc);
+			start_writer(tc, j, restart >= 0 ? (uint32_t)restart : from);
+		} else if (j->have_lease) {
+			if (px_lease_release(tc->leases, &j->lease) != PX_OK)
+				px_warn("transcode", "lease: asset %s: could not release", j->a->id);
+			j->have_lease = 0;
+		}
+	}
+	run_queue(tc);
+	pthread_cond_broadcast(&tc->cond);
+}
+
+/* Lines from a writer's stdout. Under tc->lock. */
+static void writer_output(struct px_transcode *tc, struct job *j)
+{
+	ssize_t r = read(j->outfd, j->out + j->outlen, sizeof(j->out) - 1 - j->outlen);
+	if (r <= 0) {
+		/* end of output: the death comes through the pidfd (or here) */
+		if (j->pidfd < 0) {
+			int status;
+			if (waitpid(j->pid, &status, 0) == j->pid)
+				writer_ended(tc, j, status);
+		} else {
+			close(j->outfd);
+			j->outfd = -1;
+		}
+		return;
+	}
+	j->outlen += (size_t)r;
+	j->out[j->outlen] = '\0';
+	char *line = j->out, *nl;
+	int changed = 0;
+	while ((nl = strchr(line, '\n'))) {
+		unsigned k;
+		*nl = '\0';
+		if (sscanf(line, "committed %u", &k) == 1 && k < j->plan.nseg) {
+			j->edge = (int64_t)k + 1;
+			j->crashes = 0;
+			changed = 1;
+		}
+		line = nl + 1;
+	}
+	j->outlen = strlen(line);
+	memmove(j->out, line, j->outlen + 1);
+	if (j->outlen == sizeof(j->out) - 1)
+		j->outlen = 0; /* not ours: a line this long */
+	if (changed)
+		refresh(tc, j, 0);
+}
+
+/* Kills writers whose lease is orphaned. Under tc->lock. */
+static void check_leases(struct px_transcode *tc)
+{
+	int64_t now = px_lease_now(tc->leases);
+	for (size_t i = 0; i < tc->cat->nassets; i++) {
+		struct job *j = &tc->jobs[i];
+		struct px_lease l;
+		if (!j->pid || px_lease_get(tc->leases, j->a->id, &l) != PX_OK)
+			continue;
+		if (l.gen == j->lease.gen && px_lease_orphaned(&l, now, tc->orphan_ms)) {
+			px_warn("transcode", "lease: asset %s session %s orphaned (no heartbeat for "
+				"%lld ms); killing writer pid %d", j->a->id, l.session,
+				(long long)(now - l.heartbeat_ms), (int)j->pid);
+			kill(j->pid, SIGKILL);
+		}
+	}
+}
+
+static void *supervisor_main(void *arg)
+{
+	struct px_transcode *tc = arg;
+	size_t n = tc->cat->nassets;
+	struct pollfd *pf = calloc(2 * n + 1, sizeof(*pf));
+	size_t *who = calloc(2 * n + 1, sizeof(*who));
+	sigset_t all;
+	int64_t next_check = px_now_ms() + tc->cfg->heartbeat_ms / 2;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	if (!pf || !who) {
+		px_error("transcode", "supervisor: out of memory");
+		goto out;
+	}
+	pthread_mutex_lock(&tc->lock);
+	while (!tc->stopping) {
+		size_t np = 0;
+		pf[np++] = (struct pollfd){ tc->evfd, POLLIN, 0 };
+		for (size_t i = 0; i < n; i++) {
+			struct job *j = &tc->jobs[i];
+			if (!j->pid)
+				continue;
+			if (j->pidfd >= 0) {
+				who[np] = i;
+				pf[np++] = (struct pollfd){ j->pidfd, POLLIN, 0 };
+			}
+			if (j->outfd >= 0) {
+				who[np] = i;
+				pf[np++] = (struct pollfd){ j->outfd, POLLIN, 0 };
+			}
+		}
+		int64_t wait = next_check - px_now_ms();
+		pthread_mutex_unlock(&tc->lock);
+		int r = poll(pf, np, wait < 0 ? 0 : (int)wait);
+		pthread_mutex_lock(&tc->lock);
+		if (r < 0 && errno != EINTR)
+			break;
+		if (pf[0].revents) {
+			uint64_t v;
+			ssize_t rd = read(tc->evfd, &v, sizeof(v));
+			(void)rd;
+		}
+		for (size_t k = 1; r > 0 && k < np; k++) {
+			struct job *j = &tc->jobs[who[k]];
+			if (!pf[k].revents || !j->pid)
+				continue;
+			if (pf[k].fd == j->outfd) {
+				writer_output(tc, j);
+			} else if (pf[k].fd == j->pidfd) {
+				int status;
+				/* drain what it printed before it died */
+				while (j->outfd >= 0 && poll(&(struct pollfd){ j->outfd, POLLIN, 0 },
+							    1, 0) > 0 && j->pid)
+					writer_output(tc, j);
+				if (j->pid && waitpid(j->pid, &status, 0) == j->pid)
+					writer_ended(tc, j, status);
+			}
+		}
+		if (px_now_ms() >= next_check) {
+			check_leases(tc);
+			next_check = px_now_ms() + tc->cfg->heartbeat_ms / 2;
+		}
+	}
+	pthread_mutex_unlock(&tc->lock);
+out:
+	free(pf);
+	free(who);
+	return NULL;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+/* Work directories of assets no longer transcoded, unprotected by a lease. */
+static void cleanup_orphans(struct px_transcode *tc)
+{
+	DIR *d = opendir(tc->work);
+	struct dirent *de;
+	int64_t now = px_lease_now(tc->leases);
+	while (d && (de = readdir(d))) {
+		char path[PATH_MAX * 2], esc[PATH_MAX];
+		int known = 0;
+		if (de->d_name[0] == '.' || strcmp(de->d_name, "leases") == 0)
+			continue;
+		for (size_t i = 0; i < tc->cat->nassets && !known; i++) {
+			if (tc->cat->assets[i].kind == PX_ASSET_PLAIN)
+				continue;
+			escape_id(tc->cat->assets[i].id, esc, sizeof(esc));
+			known = strcmp(esc, de->d_name) == 0;
+		}
+		if (known)
+			continue;
+		/* a lease is keyed by the asset id, which the name escapes */
+		char id[PATH_MAX];
+		size_t o = 0;
+		for (const char *p = de->d_name; *p && o + 1 < sizeof(id); p++) {
+			unsigned v;
+			if (p[0] == '%' && sscanf(p + 1, "%2x", &v) == 1) {
+				id[o++] = (char)v;
+				p += 2;
+			} else {
+				id[o++] = *p;
+			}
+		}
+		id[o] = '\0';
+		struct px_lease l;
+		if (px_lease_get(tc->leases, id, &l) == PX_OK &&
+		    px_lease_protects(&l, now, tc->orphan_ms, tc->orphan_ms)) {
+			px_info("transcode", "cleanup: keeping %s/%s: its lease (%s) is live or "
+				"recently expired", tc->work, de->d_name, l.owner);
+			continue;
+		}
+		snprintf(path, sizeof(path), "%s/%s", tc->work, de->d_name);
+		px_info("transcode", "cleanup: removing %s (no asset, no lease)", path);
+		nftw(path, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+		if (px_lease_drop(tc->leases, id) != PX_OK)
+			px_warn("transcode", "cleanup: lease of %s not dropped", id);
+	}
+	if (d)
+		closedir(d);
+}
+
+enum px_status px_transcode_new(const struct px_config *cfg, const struct px_catalog *cat,
+				struct px_transcode **out)
+{
+	struct px_transcode *tc = calloc(1, sizeof(*tc));
+	enum px_status st = PX_ENOMEM;
+	char leasedir[PATH_MAX + 8];
+
+	*out = NULL;
+	if (!tc)
+		return PX_ENOMEM;
+	tc->cfg = cfg;
+	tc->cat = cat;
+	tc->evfd = -1;
+	pthread_mutex_init(&tc->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&tc->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	tc->orphan_ms = cfg->orphan_after_ms > 0 ? cfg->orphan_after_ms : 3 * cfg->heartbeat_ms;
+	if (tc->orphan_ms <= cfg->heartbeat_ms) {
+		/* every writer would look orphaned between two heartbeats */
+		px_warn("transcode", "orphan_after (%lld ms) is not above heartbeat (%lld ms); "
+			"using %lld ms", (long long)tc->orphan_ms, (long long)cfg->heartbeat_ms,
+			(long long)(2 * cfg->heartbeat_ms));
+		tc->orphan_ms = 2 * cfg->heartbeat_ms;
+	}
+	if (cfg->work_dir)
+		snprintf(tc->work, sizeof(tc->work), "%s", cfg->work_dir);
+	else
+		snprintf(tc->work, sizeof(tc->work), "%s/transcode",
+			 cfg->state_dir ? cfg->state_dir : "/tmp/seamfs");
+	if (cfg->writer) {
+		snprintf(tc->writer, sizeof(tc->writer), "%s", cfg->writer);
+	} else {
+		char self[PATH_MAX];
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		self[n > 0 ? n : 0] = '\0';
+		char *slash = strrchr(self, '/');
+		if (slash)
+			*slash = '\0';
+		snprintf(tc->writer, sizeof(tc->writer), "%s/seamfs-writer",
+			 slash ? self : "/usr/bin");
+	}
+	px_lease_make_owner(tc->owner, sizeof(tc->owner));
+	tc->jobs = calloc(cat->nassets + 1, sizeof(*tc->jobs));
+	if (!tc->jobs)
+		goto out;
+	if (mkdir_p(tc->work)) {
+		px_error("transcode", "work_dir %s: %s", tc->work, strerror(errno));
+		st = PX_EIO;
+		goto out;
+	}
+	snprintf(leasedir, sizeof(leasedir), "%s/leases", tc->work);
+	if ((st = px_lease_files_new(leasedir, NULL, NULL, &tc->leases)) != PX_OK) {
+		px_error("transcode", "lease store %s: %s", leasedir, px_strerror(st));
+		goto out;
+	}
+	for (size_t i = 0; i < cat->nassets; i++) {
+		struct job *j = &tc->jobs[i];
+		char esc[PATH_MAX];
+		long src;
+		j->asset = i;
+		j->pidfd = j->outfd = -1;
+		j->restart_at = -1;
+		if (cat->assets[i].kind == PX_ASSET_PLAIN)
+			continue;
+		j->a = &cat->assets[i];
+		j->remux = j->a->kind == PX_ASSET_REMUX;
+		src = px_catalog_find(cat, j->a->of);
+		if (src < 0 || cat->assets[src].nsources == 0)
+			continue; /* the catalog validated it; defensive */
+		j->src = &cat->assets[src];
+		escape_id(j->a->id, esc, sizeof(esc));
+		snprintf(j->dir, sizeof(j->dir), "%s/%s", tc->work, esc);
+		snprintf(j->pl_path, sizeof(j->pl_path), "%s/playlist", j->dir);
+	}
+	cleanup_orphans(tc);
+	tc->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (tc->evfd < 0) {
+		st = PX_EIO;
+		goto out;
+	}
+	if (pthread_create(&tc->thread, NULL, supervisor_main, tc)) {
+		st = PX_EIO;
+		goto out;
+	}
+	tc->thread_started = 1;
+	px_info("transcode", "work_dir %s, writer %s, owner %s, heartbeat %lld ms, orphan "
+		"after %lld ms, %d writers at most", tc->work, tc->writer, tc->owner,
+		(long long)cfg->heartbeat_ms, (long long)tc->orphan_ms, cfg->max_writers);
+	*out = tc;
+	tc = NULL;
+	st = PX_OK;
+out:
+	px_transcode_free(tc);
+	return st;
+}
+
+void px_transcode_stop(struct px_transcode *tc)
+{
+	if (!tc)
+		return;
+	pthread_mutex_lock(&tc->lock);
+	tc->stopping = 1;
+	pthread_cond_broadcast(&tc->cond);
+	pthread_mutex_unlock(&tc->lock);
+	if (tc->evfd >= 0)
+		wake(tc);
+}
+
+void px_transcode_free(struct px_transcode *tc)
+{
+	if (!tc)
+		return;
+	px_transcode_stop(tc);
+	if (tc->thread_started)
+		pthread_join(tc->thread, NULL);
+	for (size_t i = 0; tc->jobs && i < tc->cat->nassets; i++) {
+		struct job *j = &tc->jobs[i];
+		if (j->pid) {
+			int status;
+			kill(j->pid, SIGKILL);
+			while (waitpid(j->pid, &status, 0) < 0 && errno == EINTR)
+				;
+			px_info("transcode", "writer pid %d of asset %s stopped at unmount",
+				(int)j->pid, j->a->id);
+		}
+		if (j->pidfd >= 0)
+			close(j->pidfd);
+		if (j->outfd >= 0)
+			close(j->outfd);
+		/* released, the lease's grace still protects the files */
+		if (j->have_lease && px_lease_release(tc->leases, &j->lease) != PX_OK)
+			px_warn("transcode", "lease: asset %s: could not release", j->a->id);
+		free(j->ok);
+		free(j->offs);
+	}
+	if (tc->evfd >= 0)
+		close(tc->evfd);
+	px_lease_store_free(tc->leases);
+	pthread_mutex_destroy(&tc->lock);
+	pthread_cond_destroy(&tc->cond);
+	free(tc->queue);
+	free(tc->jobs);
+	free(tc);
+}
+
+/* ------------------------------------------------------------ reads */
+
+enum px_status px_transcode_open(struct px_transcode *tc, size_t asset, uint64_t client,
+				 struct px_tcfile **out)
+{
+	struct px_tcfile *f;
+	*out = NULL;
+	if (!tc || asset >= tc->cat->nassets || !tc->jobs[asset].planned)
+		return PX_EINVAL;
+	struct job *j = &tc->jobs[asset];
+	if (!(f = calloc(1, sizeof(*f))))
+		return PX_ENOMEM;
+	f->tc = tc;
+	f->job = j;
+	f->client = client;
+	pthread_mutex_lock(&tc->lock);
+	j->nopen++;
+	pthread_mutex_unlock(&tc->lock);
+	*out = f;
+	return PX_OK;
+}
+
+void px_transcode_close(struct px_tcfile *f)
+{
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->tc->lock);
+	f->job->nopen--;
+	pthread_mutex_unlock(&f->tc->lock);
+	free(f);
+}
+
+/* Waits until segment k is trusted, driving the writer there. */
+static enum px_status wait_segment(struct px_transcode *tc, struct job *j, uint32_t k,
+				   int64_t deadline, uint64_t client)
+{
+	enum px_status st = PX_OK;
+	int tried = 0;
+	struct timespec ts = { deadline / 1000, (deadline % 1000) * 1000000 };
+	const int64_t ahead = tc->cfg->seek_restart_segments;
+
+	pthread_mutex_lock(&tc->lock);
+	for (;;) {
+		if (tc->stopping) {
+			st = PX_ESHUTDOWN;
+			break;
+		}
+		if (j->ok[k])
+			break;
+		if (j->failed && tried) {
+			st = PX_EIO;
+			break;
+		}
+		if (j->pid) {
+			int64_t edge = j->edge;
+			/* a writer is preempted only once it has made progress
+			 * (two commits: the first is then trusted), so readers far
+			 * apart take turns instead of killing each other's writers */
+			if ((k < j->from || (int64_t)k > edge + ahead) &&
+			    edge >= (int64_t)j->from + 2) {
+				if (j->restart_at < 0) {
+					px_info("transcode", "asset %s: read of segment %u by pid %llu is "
+						"outside the writer's reach (%u..%lld + %lld); "
+						"restarting it there", j->a->id, k,
+						(unsigned long long)client, j->from, (long long)edge,
+						(long long)ahead);
+					j->restart_at = k;
+					kill(j->pid, SIGKILL);
+				}
+			}
+		} else if (tried < 3 && (!tried || !j->failed) && !j->queued) {
+			/* a writer that stops at once (caught up) gets two more
+			 * chances, then the deadline decides */
+			j->failed = 0;
+			tried++;
+			start_writer(tc, j, k);
+			continue;
+		} else if (j->queued) {
+			j->queued_from = k;
+		}
+		if (px_now_ms() >= deadline) {
+			st = PX_ETIMEDOUT;
+			break;
+		}
+		int rc = pthread_cond_timedwait(&tc->cond, &tc->lock, &ts);
+		if (rc == ETIMEDOUT && !j->ok[k]) {
+			st = PX_ETIMEDOUT;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&tc->lock);
+	if (st == PX_ETIMEDOUT)
+		px_warn("transcode", "asset %s: segment %u not committed within read_timeout "
+			"(pid %llu)", j->a->id, k, (unsigned long long)client);
+	return st;
+}
+
+enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, void *buf,
+				 size_t *got)
+{
+	struct px_transcode *tc = f->tc;
+	struct job *j = f->job;
+	int64_t deadline = px_now_ms() + tc->cfg->read_timeout_ms;
+	enum px_status st = PX_OK;
+	size_t done = 0;
+
+	*got = 0;
+	if (off < 0)
+		return PX_EINVAL;
+	if (off >= j->plan.size)
+		return PX_OK;
+	if ((int64_t)len > j->plan.size - off)
+		len = (size_t)(j->plan.size - off);
+	while (done < len) {
+		int64_t at = off + (int64_t)done;
+		uint32_t k = seg_at(j, at);
+		int64_t within = at - seg_start(j, k), S = seg_size(j, k);
+		size_t n = len - done;
+		char name[64], path[PATH_MAX + 80];
+		if ((int64_t)n > S - within)
+			n = (size_t)(S - within);
+		if ((st = wait_segment(tc, j, k, deadline, f->client)) != PX_OK)
+			break;
+		px_playlist_seg_name(k, name, sizeof(name));
+		snprintf(path, sizeof(path), "%s/%s", j->dir, name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t r = fd >= 0 ? pread(fd, (char *)buf + done, n, within) : -1;
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		if (r != (ssize_t)n) {
+			px_error("transcode", "asset %s: committed segment %s: %s", j->a->id, path,
+				 r < 0 ? strerror(e) : "short read (changed on disk?)");
+			st = PX_EIO;
+			break;
+		}
+		done += n;
+	}
+	if (st == PX_OK)
+		*got = done;
+	return st;
+}

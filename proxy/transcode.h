@@ -1,0 +1,66 @@
+/*
+ * transcode.h - transcoded and remuxed assets as stable files: the
+ * supervisor of the seamfs-writer processes, the recovery after a writer
+ * dies, and the read path over committed segments.
+ *
+ * The daemon never links the FFmpeg libraries: it runs `seamfs-writer
+ * plan` once per asset to learn the file's size and `seamfs-writer run
+ * --from N` to write. See docs/transcode.md.
+ */
+#ifndef SEAMFS_TRANSCODE_H
+#define SEAMFS_TRANSCODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "catalog.h"
+#include "config.h"
+#include "px.h"
+
+struct px_transcode;
+struct px_tcfile;
+
+/*
+ * Makes the supervisor for the catalog's transcode assets and starts its
+ * thread. cfg and cat are borrowed until px_transcode_free(). Creates the
+ * work directory (cfg->work_dir, else STATE_DIR/transcode) and removes
+ * directories of assets no longer in the catalog whose lease no longer
+ * protects them. PX_EIO (logged) when the work directory cannot be made.
+ */
+enum px_status px_transcode_new(const struct px_config *cfg, const struct px_catalog *cat,
+				struct px_transcode **out) PX_WUR;
+
+/* Kills the running writers, releases their leases, stops the thread.
+ * Open handles must be closed first. NULL: no-op. */
+void px_transcode_free(struct px_transcode *tc);
+
+/* Makes every waiting and later read fail with PX_ESHUTDOWN. Any thread. */
+void px_transcode_stop(struct px_transcode *tc);
+
+/*
+ * The fixed size of transcode or remux asset `asset` (a catalog index):
+ * from the plan kept in its work directory if the profile is unchanged,
+ * else by running `seamfs-writer plan` (bounded by probe_timeout). On
+ * failure logs why (naming the asset and the cause) and returns it.
+ * Call before serving, from one thread.
+ */
+enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset,
+				 int64_t *size) PX_WUR;
+
+/* Opens a handle on a planned asset. client (the caller's pid) is for logs. */
+enum px_status px_transcode_open(struct px_transcode *tc, size_t asset, uint64_t client,
+				 struct px_tcfile **out) PX_WUR;
+
+/*
+ * Reads [off, off+len) into buf: *got == len, or less only at the end of
+ * the file (0 at or past it). Serves only committed segments; waits for
+ * segments being written, starts or restarts the writer as needed, never
+ * longer than read_timeout in all (PX_ETIMEDOUT). A failing writer:
+ * PX_EIO. Several threads may read one handle at once.
+ */
+enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, void *buf,
+				 size_t *got) PX_WUR;
+
+/* Closes a handle. NULL: no-op. */
+void px_transcode_close(struct px_tcfile *f);
+
+#endif

@@ -1,0 +1,1160 @@
+/*
+ * writer.c - the transcoding writer: source → fixed-duration MPEG-TS
+ * segments of exactly S bytes.
+ *
+ * One pass: demux, decode, scale (video) and resample (audio), encode with
+ * libx264 and AAC, and hand each encoded packet to the segment its
+ * timestamp falls in (segment k covers [kD, (k+1)D) of the source's video
+ * timeline). Video gets an IDR at the first frame of every segment and no
+ * B-frames, so a segment's video is closed. Segment k is muxed once both
+ * streams have produced a packet of a later segment (or ended): a fresh
+ * mpegts muxer writing into memory (initial discontinuity, copied
+ * timestamps with one constant 10 s offset, the same in every run), then
+ * padded with null packets to S (before the data for the last segment, so
+ * probes find its duration), written as NAME.tmp, fsynced and renamed, and
+ * the playlist rewritten. A restart at segment N seeks the input before
+ * N-1, encodes N-1 to warm the encoders and discards it.
+ *
+ * Audio drift: D is segment_seconds as given; an AAC frame (1024/48000 s)
+ * does not divide 2 s exactly, so audio packets join the segment their pts
+ * falls in and a restarted run's audio grid may sit up to one AAC frame
+ * (21 ms) off the first run's; the warm-up segment keeps the join clean.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/audio_fifo.h>
+#include <libavutil/channel_layout.h>
+#include <libavutil/opt.h>
+#include <libswresample/swresample.h>
+#include <libswscale/swscale.h>
+
+#include <jansson.h>
+
+#include "log.h"
+#include "playlist.h"
+#include "writer.h"
+
+#define TS_OFFSET_90K (10LL * 90000) /* constant output offset, every run */
+#define OUT_RATE 48000
+#define MAX_PENDING 100000           /* packets waiting for their segment */
+
+struct pending {
+	AVPacket *pkt;
+	int video;
+	uint32_t seg;
+};
+
+struct wr {
+	struct px_writer_args *a;
+	char *err;
+	size_t errlen;
+	AVFormatContext *ic;
+	int vi, ai;                      /* input stream indexes, -1: none */
+	AVCodecContext *vdec, *adec, *venc, *aenc;
+	struct SwsContext *sws;
+	SwrContext *swr;
+	AVAudioFifo *fifo;
+	AVFrame *frame, *vframe, *aframe;
+	AVPacket *pkt;
+	int64_t t0_us;                   /* source time of media time 0 */
+	int64_t skip_us;                 /* decoded media before this is dropped */
+	int64_t a_next;                  /* next audio sample (48 kHz, media time) */
+	int a_started;
+	int64_t v_last_pts;
+	int64_t v_last_seg;              /* segment of the last frame fed */
+	int64_t v_done_seg, a_done_seg;  /* highest segment seen in encoder output */
+	int v_eof, a_eof;
+	uint32_t next_flush;             /* the next segment to mux */
+	uint32_t first;                  /* the first segment kept (a->from) */
+	struct pending *pend;
+	size_t npend, cappend;
+	struct px_playlist pl;
+	char pl_path[4096];
+	int stop;                        /* caught up with a listed segment */
+	/* the streams as muxed: the encoders', or the input's for a remux */
+	AVCodecParameters *vpar, *apar;
+	AVRational vtb, atb;
+	int64_t shift_us;                /* added to media time in the output */
+	/* remux: segment k starts at the video keyframe bounds[k-1] (video
+	 * time base); sizes[k] is its exact muxed size. dry: count only */
+	int remux, dry;
+	int64_t *bounds, *sizes;
+	uint32_t nseg;
+	int64_t cur_vseg;
+	int64_t last_hb;
+	int64_t start_ms;                /* wall time the run began, for pacing */
+};
+
+static enum px_status averr(struct wr *w, int rc, const char *what)
+{
+	char msg[AV_ERROR_MAX_STRING_SIZE] = "";
+	av_strerror(rc, msg, sizeof(msg));
+	snprintf(w->err, w->errlen, "%s: %s: %s", w->a->input, what, msg);
+	switch (rc) {
+	case AVERROR(ENOMEM): return PX_ENOMEM;
+	case AVERROR(ENOENT): return PX_ENOTFOUND;
+	case AVERROR_HTTP_NOT_FOUND: return PX_ENOTFOUND;
+	case AVERROR_HTTP_UNAUTHORIZED:
+	case AVERROR_HTTP_FORBIDDEN: return PX_EAUTH;
+	case AVERROR_HTTP_SERVER_ERROR: return PX_ESERVER;
+	case AVERROR(ETIMEDOUT): return PX_ETIMEDOUT;
+	case AVERROR(ECONNREFUSED): return PX_ECONNECT;
+	case AVERROR_INVALIDDATA: return PX_EINVAL;
+	default: return PX_EIO;
+	}
+}
+
+static void av_log_to_px(void *avcl, int level, const char *fmt, va_list vl)
+{
+	char line[1024];
+	int print_prefix = 1;
+	if (level > AV_LOG_WARNING)
+		return;
+	av_log_format_line(avcl, level, fmt, vl, line, sizeof(line), &print_prefix);
+	size_t n = strlen(line);
+	while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+		line[--n] = '\0';
+	if (n)
+		px_log(level <= AV_LOG_ERROR ? PX_LOG_ERROR : PX_LOG_WARN, "ffmpeg", "%s", line);
+}
+
+static enum px_status open_input(struct wr *w)
+{
+	AVDictionary *o = NULL;
+	char hdrs[8192] = "";
+	int rc;
+	for (size_t i = 0; i < w->a->nheaders; i++)
+		snprintf(hdrs + strlen(hdrs), sizeof(hdrs) - strlen(hdrs), "%s\r\n",
+			 w->a->headers[i]);
+	if (hdrs[0])
+		av_dict_set(&o, "headers", hdrs, 0);
+	av_dict_set(&o, "rw_timeout", "30000000", 0);
+	av_log_set_callback(av_log_to_px);
+	rc = avformat_open_input(&w->ic, w->a->input, NULL, &o);
+	av_dict_free(&o);
+	if (rc < 0)
+		return averr(w, rc, "cannot open");
+	if ((rc = avformat_find_stream_info(w->ic, NULL)) < 0)
+		return averr(w, rc, "cannot read stream info");
+	w->vi = av_find_best_stream(w->ic, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
+	w->ai = av_find_best_stream(w->ic, AVMEDIA_TYPE_AUDIO, -1, -1, NULL, 0);
+	if (w->vi < 0) {
+		snprintf(w->err, w->errlen, "%s: no video stream", w->a->input);
+		return PX_EINVAL;
+	}
+	if (w->ai < 0)
+		w->ai = -1;
+	AVStream *vs = w->ic->streams[w->vi];
+	w->t0_us = vs->start_time != AV_NOPTS_VALUE
+		   ? av_rescale_q(vs->start_time, vs->time_base, AV_TIME_BASE_Q) : 0;
+	return PX_OK;
+}
+
+static int64_t duration_us(const struct wr *w)
+{
+	AVStream *vs = w->ic->streams[w->vi];
+	if (w->ic->duration > 0) {
+		int64_t start = w->ic->start_time != AV_NOPTS_VALUE ? w->ic->start_time : 0;
+		return w->ic->duration - (w->t0_us - start);
+	}
+	if (vs->duration > 0)
+		return av_rescale_q(vs->duration, vs->time_base, AV_TIME_BASE_Q);
+	return -1;
+}
+
+static void close_all(struct wr *w)
+{
+	for (size_t i = 0; i < w->npend; i++)
+		av_packet_free(&w->pend[i].pkt);
+	free(w->pend);
+	free(w->bounds);
+	free(w->sizes);
+	avcodec_free_context(&w->vdec);
+	avcodec_free_context(&w->adec);
+	avcodec_free_context(&w->venc);
+	avcodec_free_context(&w->aenc);
+	sws_freeContext(w->sws);
+	swr_free(&w->swr);
+	if (w->fifo)
+		av_audio_fifo_free(w->fifo);
+	av_frame_free(&w->frame);
+	av_frame_free(&w->vframe);
+	av_frame_free(&w->aframe);
+	av_packet_free(&w->pkt);
+	avcodec_parameters_free(&w->vpar);
+	avcodec_parameters_free(&w->apar);
+	avformat_close_input(&w->ic);
+	px_playlist_release(&w->pl);
+}
+
+enum px_status px_writer_plan(const struct px_writer_args *a, struct px_seg_plan *out,
+			      char *err, size_t errlen)
+{
+	struct wr w = { .a = (struct px_writer_args *)a, .err = err, .errlen = errlen };
+	enum px_status st = open_input(&w);
+	if (st != PX_OK)
+		goto out;
+	int64_t d = duration_us(&w);
+	if (d <= 0) {
+		snprintf(err, errlen, "%s: duration unknown", a->input);
+		st = PX_EINVAL;
+		goto out;
+	}
+	st = px_segmath_plan(d, a->segment_seconds, a->video_bps, a->audio_bps, out);
+	if (st != PX_OK)
+		snprintf(err, errlen, "%s: cannot plan %lld us in %d s segments", a->input,
+			 (long long)d, a->segment_seconds);
+out:
+	close_all(&w);
+	return st;
+}
+
+static enum px_status open_codecs(struct wr *w)
+{
+	const struct px_writer_args *a = w->a;
+	AVStream *vs = w->ic->streams[w->vi];
+	AVDictionary *o = NULL;
+	int rc;
+
+	const AVCodec *vd = avcodec_find_decoder(vs->codecpar->codec_id);
+	if (!vd || !(w->vdec = avcodec_alloc_context3(vd))) {
+		snprintf(w->err, w->errlen, "%s: no decoder for its video", a->input);
+		return PX_EINVAL;
+	}
+	avcodec_parameters_to_context(w->vdec, vs->codecpar);
+	w->vdec->pkt_timebase = vs->time_base;
+	if ((rc = avcodec_open2(w->vdec, vd, NULL)) < 0)
+		return averr(w, rc, "video decoder");
+
+	int sh = w->vdec->height, sw = w->vdec->width;
+	int oh = a->height ? a->height : sh - sh % 2;
+	int ow = (int)((int64_t)sw * oh / (sh ? sh : 1));
+	ow -= ow % 2;
+	if (ow < 2 || oh < 2) {
+		snprintf(w->err, w->errlen, "%s: bad video size %dx%d", a->input, sw, sh);
+		return PX_EINVAL;
+	}
+	const AVCodec *ve = avcodec_find_encoder_by_name("libx264");
+	if (!ve || !(w->venc = avcodec_alloc_context3(ve))) {
+		snprintf(w->err, w->errlen, "libx264 encoder not available");
+		return PX_EINVAL;
+	}
+	AVRational fr = av_guess_frame_rate(w->ic, vs, NULL);
+	if (fr.num <= 0 || fr.den <= 0)
+		fr = (AVRational){ 25, 1 };
+	w->venc->width = ow;
+	w->venc->height = oh;
+	w->venc->pix_fmt = AV_PIX_FMT_YUV420P;
+	w->venc->time_base = (AVRational){ 1, 90000 };
+	w->venc->framerate = fr;
+	w->venc->sample_aspect_ratio = (AVRational){ 1, 1 };
+	w->venc->bit_rate = a->video_bps;
+	w->venc->rc_max_rate = a->video_bps;
+	w->venc->rc_buffer_size = (int)(a->video_bps / 2);
+	w->venc->max_b_frames = 0;
+	w->venc->gop_size = (int)(a->segment_seconds * fr.num / fr.den);
+	av_dict_set(&o, "preset", "veryfast", 0);
+	av_dict_set(&o, "forced-idr", "1", 0);
+	av_dict_set(&o, "x264-params", "scenecut=0:open-gop=0", 0);
+	rc = avcodec_open2(w->venc, ve, &o);
+	av_dict_free(&o);
+	if (rc < 0)
+		return averr(w, rc, "video encoder");
+	w->sws = sws_getContext(sw, sh, w->vdec->pix_fmt, ow, oh, AV_PIX_FMT_YUV420P,
+				SWS_BILINEAR, NULL, NULL, NULL);
+	if (!w->sws) {
+		snprintf(w->err, w->errlen, "%s: cannot scale %dx%d", a->input, sw, sh);
+		return PX_EINVAL;
+	}
+	w->vframe = av_frame_alloc();
+	if (!w->vframe)
+		return PX_ENOMEM;
+	w->vframe->format = AV_PIX_FMT_YUV420P;
+	w->vframe->width = ow;
+	w->vframe->height = oh;
+	if ((rc = av_frame_get_buffer(w->vframe, 0)) < 0)
+		return averr(w, rc, "frame");
+
+	if (w->ai < 0)
+		return PX_OK;
+	AVStream *as = w->ic->streams[w->ai];
+	const AVCodec *ad = avcodec_find_decoder(as->codecpar->codec_id);
+	if (!ad || !(w->adec = avcodec_alloc_context3(ad))) {
+		snprintf(w->err, w->errlen, "%s: no decoder for its audio", a->input);
+		return PX_EINVAL;
+	}
+	avcodec_parameters_to_context(w->adec, as->codecpar);
+	w->adec->pkt_timebase = as->time_base;
+	if ((rc = avcodec_open2(w->adec, ad, NULL)) < 0)
+		return averr(w, rc, "audio decoder");
+	const AVCodec *ae = avcodec_find_encoder(AV_CODEC_ID_AAC);
+	if (!ae || !(w->aenc = avcodec_alloc_context3(ae)))
+		return PX_ENOMEM;
+	w->aenc->sample_rate = OUT_RATE;
+	w->aenc->sample_fmt = AV_SAMPLE_FMT_FLTP;
+	av_channel_layout_default(&w->aenc->ch_layout, 2);
+	w->aenc->bit_rate = a->audio_bps;
+	w->aenc->time_base = (AVRational){ 1, OUT_RATE };
+	if ((rc = avcodec_open2(w->aenc, ae, NULL)) < 0)
+		return averr(w, rc, "audio encoder");
+	rc = swr_alloc_set_opts2(&w->swr, &w->aenc->ch_layout, AV_SAMPLE_FMT_FLTP, OUT_RATE,
+				 &w->adec->ch_layout, w->adec->sample_fmt,
+				 w->adec->sample_rate, 0, NULL);
+	if (rc < 0 || (rc = swr_init(w->swr)) < 0)
+		return averr(w, rc, "resampler");
+	w->fifo = av_audio_fifo_alloc(AV_SAMPLE_FMT_FLTP, 2, 4 * OUT_RATE);
+	w->aframe = av_frame_alloc();
+	if (!w->fifo || !w->aframe)
+		return PX_ENOMEM;
+	return PX_OK;
+}
+
+static uint32_t seg_of_us(const struct wr *w, int64_t t_us)
+{
+	return px_segmath_of_time(&w->a->plan, t_us);
+}
+
+/* ---- segments */
+
+static enum px_status heartbeat(struct wr *w, int force)
+{
+	struct px_writer_args *a = w->a;
+	if (!a->leases)
+		return PX_OK;
+	int64_t now = px_now_ms();
+	if (!force && now - w->last_hb < a->heartbeat_ms)
+		return PX_OK;
+	w->last_hb = now;
+	enum px_status st = px_lease_heartbeat(a->leases, &a->lease);
+	if (st == PX_EAGAIN)
+		snprintf(w->err, w->errlen, "lease of %s (generation %llu) was taken over; "
+			 "stopping", a->lease.key, (unsigned long long)a->lease.gen);
+	else if (st != PX_OK)
+		px_warn("writer", "lease %s: heartbeat failed: %s", a->lease.key,
+			px_strerror(st));
+	return st == PX_EAGAIN ? st : PX_OK;
+}
+
+static enum px_status commit(struct wr *w, uint32_t k, const uint8_t *data, int64_t len)
+{
+	char name[64], path[4200], tmp[4300];
+	struct stat sb;
+	enum px_status st = PX_EIO;
+	int fd;
+
+	px_playlist_seg_name(k, name, sizeof(name));
+	snprintf(path, sizeof(path), "%s/%s", w->a->work_dir, name);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		snprintf(w->err, w->errlen, "%s: %s", tmp, strerror(errno));
+		return PX_EIO;
+	}
+	for (int64_t off = 0; off < len;) {
+		ssize_t n = write(fd, data + off, (size_t)(len - off));
+		if (n <= 0) {
+			snprintf(w->err, w->errlen, "%s: %s", tmp, strerror(errno));
+			goto out;
+		}
+		off += n;
+	}
+	if (fsync(fd) || rename(tmp, path) || stat(path, &sb)) {
+		snprintf(w->err, w->errlen, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	int64_t mt = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+	if ((st = px_playlist_add(&w->pl, k, len, mt)) != PX_OK) {
+		snprintf(w->err, w->errlen, "segment %u cannot be listed", k);
+		goto out;
+	}
+	if ((st = px_playlist_save(&w->pl, w->pl_path, w->err, w->errlen)) != PX_OK)
+		goto out;
+	printf("committed %u\n", k);
+	if (fflush(stdout)) {
+		/* nobody reads us: the daemon that started us is gone */
+		snprintf(w->err, w->errlen, "stdout: %s; stopping", strerror(errno));
+		st = PX_ECANCELED;
+		goto out;
+	}
+	st = heartbeat(w, 1);
+out:
+	close(fd);
+	return st;
+}
+
+/* Muxes the pending packets of segment k, pads to S and commits. */
+static enum px_status mux_segment(struct wr *w, uint32_t k)
+{
+	const int64_t S = w->remux ? (w->dry ? INT64_MAX : w->sizes[k]) : w->a->plan.seg_bytes;
+	AVFormatContext *oc = NULL;
+	AVDictionary *o = NULL;
+	uint8_t *buf = NULL, *out = NULL;
+	enum px_status st = PX_ENOMEM;
+	int rc, len = 0;
+	int keep = k >= w->first;
+
+	if (keep && !w->dry && px_playlist_find(&w->pl, k) >= 0) {
+		/* an earlier run made it and it is trusted: never rewrite bytes
+		 * that may have been served */
+		px_info("writer", "segment %u is already committed; stopping here", k);
+		w->stop = 1;
+		st = PX_OK;
+		goto drop;
+	}
+	if (!keep) {
+		st = PX_OK; /* the warm-up segment: encoded, not kept */
+		goto drop;
+	}
+	if ((rc = avformat_alloc_output_context2(&oc, NULL, "mpegts", NULL)) < 0) {
+		st = averr(w, rc, "mpegts muxer");
+		goto out;
+	}
+	AVStream *vs = avformat_new_stream(oc, NULL), *as = NULL;
+	if (!vs)
+		goto out;
+	avcodec_parameters_copy(vs->codecpar, w->vpar);
+	vs->codecpar->codec_tag = 0;
+	vs->time_base = w->vtb;
+	if (w->apar) {
+		if (!(as = avformat_new_stream(oc, NULL)))
+			goto out;
+		avcodec_parameters_copy(as->codecpar, w->apar);
+		as->codecpar->codec_tag = 0;
+		as->time_base = w->atb;
+	}
+	if ((rc = avio_open_dyn_buf(&oc->pb)) < 0) {
+		st = averr(w, rc, "memory output");
+		goto out;
+	}
+	av_dict_set(&o, "mpegts_flags", "+initial_discontinuity", 0);
+	av_dict_set(&o, "mpegts_copyts", "1", 0);
+	if ((rc = avformat_write_header(oc, &o)) < 0) {
+		st = averr(w, rc, "mpegts header");
+		goto out;
+	}
+	for (size_t i = 0; i < w->npend; i++) {
+		struct pending *p = &w->pend[i];
+		if (p->seg != k)
+			continue;
+		AVPacket *pk = av_packet_clone(p->pkt);
+		if (!pk)
+			goto out;
+		AVStream *st_ = p->video ? vs : as;
+		AVRational tb = p->video ? w->vtb : w->atb;
+		pk->stream_index = st_->index;
+		if (pk->dts == AV_NOPTS_VALUE)
+			pk->dts = pk->pts;
+		av_packet_rescale_ts(pk, tb, st_->time_base);
+		int64_t off = av_rescale_q(TS_OFFSET_90K, (AVRational){ 1, 90000 }, st_->time_base) +
+			      av_rescale_q(w->shift_us, AV_TIME_BASE_Q, st_->time_base);
+		pk->pts += off;
+		pk->dts += off;
+		rc = av_interleaved_write_frame(oc, pk);
+		av_packet_free(&pk);
+		if (rc < 0) {
+			st = averr(w, rc, "mpegts write");
+			goto out;
+		}
+	}
+	if ((rc = av_write_trailer(oc)) < 0) {
+		st = averr(w, rc, "mpegts trailer");
+		goto out;
+	}
+	len = avio_close_dyn_buf(oc->pb, &buf);
+	oc->pb = NULL;
+	if (len % PX_TS_PACKET) {
+		snprintf(w->err, w->errlen, "segment %u: muxer wrote %d bytes, not whole TS "
+			 "packets", k, len);
+		st = PX_EIO;
+		goto out;
+	}
+	if (w->remux && w->dry) {
+		w->sizes[k] = len;
+		st = PX_OK;
+		goto drop;
+	}
+	if (w->remux && len != S) {
+		snprintf(w->err, w->errlen, "segment %u: remuxed to %d bytes, the plan says %lld "
+			 "(the source changed?)", k, len, (long long)S);
+		st = PX_ESIZE;
+		goto out;
+	}
+	if (len > S) {
+		snprintf(w->err, w->errlen, "segment %u: %d bytes do not fit the segment size "
+			 "%lld (profile bitrate too low for this source?)", k, len, (long long)S);
+		st = PX_ESIZE;
+		w->a->overflow_seg = k;
+		goto out;
+	}
+	out = malloc((size_t)S);
+	if (!out)
+		goto out;
+	/* the last segment's padding goes first: trailing nulls confuse probes */
+	int64_t pad = S - len, at = k + 1 == w->a->plan.nseg && pad ? 0 : len;
+	memcpy(out + (at ? 0 : pad), buf, (size_t)len);
+	for (int64_t i = 0; i < pad; i += PX_TS_PACKET) {
+		uint8_t *q = out + at + i;
+		q[0] = 0x47;
+		q[1] = 0x1f;
+		q[2] = 0xff;
+		q[3] = 0x10;
+		memset(q + 4, 0xff, PX_TS_PACKET - 4);
+	}
+	if ((st = commit(w, k, out, S)) != PX_OK)
+		goto out;
+drop:;
+	size_t j = 0;
+	for (size_t i = 0; i < w->npend; i++) {
+		if (w->pend[i].seg <= k)
+			av_packet_free(&w->pend[i].pkt);
+		else
+			w->pend[j++] = w->pend[i];
+	}
+	w->npend = j;
+out:
+	av_dict_free(&o);
+	if (oc && oc->pb) {
+		uint8_t *junk;
+		avio_close_dyn_buf(oc->pb, &junk);
+		av_free(junk);
+	}
+	avformat_free_context(oc);
+	av_free(buf);
+	free(out);
+	return st;
+}
+
+/* Muxes every segment both streams have moved past. */
+static enum px_status flush_ready(struct wr *w)
+{
+	enum px_status st = PX_OK;
+	while (!w->stop && w->next_flush < w->a->plan.nseg) {
+		uint32_t k = w->next_flush;
+		int vdone = w->v_eof || w->v_done_seg > (int64_t)k;
+		int adone = !w->apar || w->a_eof || w->a_done_seg > (int64_t)k;
+		if (!vdone || !adone)
+			break;
+		if ((st = mux_segment(w, k)) != PX_OK)
+			return st;
+		w->next_flush++;
+	}
+	return st;
+}
+
+static enum px_status queue_packet_in(struct wr *w, AVPacket *pkt, int video, uint32_t k)
+{
+	if (k < w->next_flush)
+		k = w->next_flush; /* late audio joins the segment being written */
+	if (w->npend == w->cappend) {
+		size_t cap = w->cappend ? w->cappend * 2 : 256;
+		if (cap > MAX_PENDING) {
+			snprintf(w->err, w->errlen, "too many packets waiting for one segment");
+			return PX_ENOMEM;
+		}
+		struct pending *n = realloc(w->pend, cap * sizeof(*n));
+		if (!n)
+			return PX_ENOMEM;
+		w->pend = n;
+		w->cappend = cap;
+	}
+	AVPacket *c = av_packet_clone(pkt);
+	if (!c)
+		return PX_ENOMEM;
+	w->pend[w->npend++] = (struct pending){ c, video, k };
+	if (video && (int64_t)k > w->v_done_seg)
+		w->v_done_seg = k;
+	if (!video && (int64_t)k > w->a_done_seg)
+		w->a_done_seg = k;
+	return PX_OK;
+}
+
+/* An encoded packet joins the segment its timestamp falls in. */
+static enum px_status queue_packet(struct wr *w, AVPacket *pkt, int video)
+{
+	int64_t t_us = av_rescale_q(pkt->pts, video ? w->vtb : w->atb, AV_TIME_BASE_Q);
+	return queue_packet_in(w, pkt, video, seg_of_us(w, t_us));
+}
+
+static enum px_status drain(struct wr *w, AVCodecContext *enc, int video)
+{
+	int rc;
+	enum px_status st;
+	while ((rc = avcodec_receive_packet(enc, w->pkt)) >= 0) {
+		if (!video)
+			w->pkt->dts = w->pkt->pts;
+		st = queue_packet(w, w->pkt, video);
+		av_packet_unref(w->pkt);
+		if (st != PX_OK)
+			return st;
+	}
+	if (rc == AVERROR_EOF) {
+		if (video)
+			w->v_eof = 1;
+		else
+			w->a_eof = 1;
+		return PX_OK;
+	}
+	return rc == AVERROR(EAGAIN) ? PX_OK : averr(w, rc, "encode");
+}
+
+static int64_t frame_us(const struct wr *w, const AVFrame *f, AVRational tb)
+{
+	int64_t ts = f->best_effort_timestamp;
+	if (ts == AV_NOPTS_VALUE)
+		ts = f->pts;
+	if (ts == AV_NOPTS_VALUE)
+		return AV_NOPTS_VALUE;
+	return av_rescale_q(ts, tb, AV_TIME_BASE_Q) - w->t0_us;
+}
+
+static enum px_status video_frame(struct wr *w, AVFrame *f)
+{
+	AVStream *vs = w->ic->streams[w->vi];
+	int64_t t = frame_us(w, f, vs->time_base);
+	int rc;
+	if (t == AV_NOPTS_VALUE || t < w->skip_us)
+		return PX_OK;
+	int64_t pts = av_rescale(t, 90000, 1000000);
+	if (pts <= w->v_last_pts)
+		return PX_OK;
+	uint32_t k = seg_of_us(w, t);
+	if ((rc = av_frame_make_writable(w->vframe)) < 0)
+		return averr(w, rc, "frame");
+	sws_scale(w->sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height,
+		  w->vframe->data, w->vframe->linesize);
+	w->vframe->pts = pts;
+	w->vframe->pict_type = (int64_t)k != w->v_last_seg ? AV_PICTURE_TYPE_I
+							   : AV_PICTURE_TYPE_NONE;
+	w->v_last_seg = k;
+	w->v_last_pts = pts;
+	if ((rc = avcodec_send_frame(w->venc, w->vframe)) < 0)
+		return averr(w, rc, "video encode");
+	return drain(w, w->venc, 1);
+}
+
+static enum px_status audio_out(struct wr *w, int final)
+{
+	const int fs = w->aenc->frame_size > 0 ? w->aenc->frame_size : 1024;
+	int rc;
+	while (av_audio_fifo_size(w->fifo) >= fs || (final && av_audio_fifo_size(w->fifo) > 0)) {
+		int n = FFMIN(fs, av_audio_fifo_size(w->fifo));
+		av_frame_unref(w->aframe);
+		w->aframe->nb_samples = n;
+		w->aframe->format = AV_SAMPLE_FMT_FLTP;
+		w->aframe->sample_rate = OUT_RATE;
+		av_channel_layout_copy(&w->aframe->ch_layout, &w->aenc->ch_layout);
+		if ((rc = av_frame_get_buffer(w->aframe, 0)) < 0)
+			return averr(w, rc, "audio frame");
+		if (av_audio_fifo_read(w->fifo, (void **)w->aframe->data, n) != n)
+			return PX_EIO;
+		w->aframe->pts = w->a_next;
+		w->a_next += n;
+		if ((rc = avcodec_send_frame(w->aenc, w->aframe)) < 0)
+			return averr(w, rc, "audio encode");
+		enum px_status st = drain(w, w->aenc, 0);
+		if (st != PX_OK)
+			return st;
+	}
+	return PX_OK;
+}
+
+static enum px_status audio_frame(struct wr *w, AVFrame *f)
+{
+	AVStream *as = w->ic->streams[w->ai];
+	int64_t t = frame_us(w, f, as->time_base);
+	uint8_t **conv = NULL;
+	int rc;
+	enum px_status st = PX_OK;
+
+	if (t == AV_NOPTS_VALUE || t < w->skip_us)
+		return PX_OK;
+	if (!w->a_started) {
+		w->a_started = 1;
+		w->a_next = av_rescale(t, OUT_RATE, 1000000);
+	}
+	int max = swr_get_out_samples(w->swr, f->nb_samples);
+	if (max <= 0)
+		return PX_OK;
+	if ((rc = av_samples_alloc_array_and_samples(&conv, NULL, 2, max, AV_SAMPLE_FMT_FLTP,
+						     0)) < 0)
+		return averr(w, rc, "audio buffer");
+	int got = swr_convert(w->swr, conv, max, (const uint8_t **)f->extended_data,
+			      f->nb_samples);
+	if (got < 0)
+		st = averr(w, got, "resample");
+	else if (got > 0 && av_audio_fifo_write(w->fifo, (void **)conv, got) != got)
+		st = PX_ENOMEM;
+	if (st == PX_OK)
+		st = audio_out(w, 0);
+	av_freep(&conv[0]);
+	av_freep(&conv);
+	return st;
+}
+
+static enum px_status decode(struct wr *w, AVCodecContext *dec, const AVPacket *pkt, int video)
+{
+	int rc = avcodec_send_packet(dec, pkt);
+	enum px_status st;
+	if (rc < 0 && rc != AVERROR_EOF) {
+		/* a damaged packet costs a frame, not the run */
+		px_debug("writer", "decode: packet dropped (%d)", rc);
+		return PX_OK;
+	}
+	while ((rc = avcodec_receive_frame(dec, w->frame)) >= 0) {
+		st = video ? video_frame(w, w->frame) : audio_frame(w, w->frame);
+		av_frame_unref(w->frame);
+		if (st != PX_OK)
+			return st;
+	}
+	return rc == AVERROR(EAGAIN) || rc == AVERROR_EOF ? PX_OK : averr(w, rc, "decode");
+}
+
+static enum px_status start_playlist(struct wr *w)
+{
+	struct px_writer_args *a = w->a;
+	enum px_status st;
+	snprintf(w->pl_path, sizeof(w->pl_path), "%s/playlist", a->work_dir);
+	st = px_playlist_load(w->pl_path, &w->pl, w->err, w->errlen);
+	if (st == PX_ENOTFOUND) {
+		px_playlist_init(&w->pl, a->plan.seg_bytes, a->plan.nseg);
+		return PX_OK;
+	}
+	if (st != PX_OK)
+		return st;
+	if (w->pl.seg_bytes != a->plan.seg_bytes || w->pl.nseg != a->plan.nseg) {
+		snprintf(w->err, w->errlen, "%s: lists %u segments of %lld bytes, the plan says "
+			 "%u of %lld", w->pl_path, w->pl.nseg, (long long)w->pl.seg_bytes,
+			 a->plan.nseg, (long long)a->plan.seg_bytes);
+		return PX_EINVAL;
+	}
+	return PX_OK;
+}
+
+/* Sleeps until the wall clock catches up with the media written divided by
+ * max_speed: a writer need not run far ahead of its readers. */
+static void pace(struct wr *w)
+{
+	int64_t media_ms = w->remux
+		? (w->cur_vseg > 0 ? av_rescale_q(w->bounds[w->cur_vseg - 1], w->vtb,
+						  (AVRational){ 1, 1000 }) - w->t0_us / 1000 : 0)
+		: w->v_last_pts / 90 - w->skip_us / 1000;
+	int64_t due = w->start_ms + (int64_t)((double)media_ms / w->a->max_speed);
+	int64_t now = px_now_ms();
+	if (due > now) {
+		int64_t d = due - now > 200 ? 200 : due - now; /* heartbeats go on */
+		struct timespec ts = { d / 1000, (d % 1000) * 1000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen)
+{
+	struct wr w = { .a = a, .err = err, .errlen = errlen, .v_last_pts = INT64_MIN,
+			.v_last_seg = -1, .v_done_seg = -1, .a_done_seg = -1 };
+	enum px_status st;
+	int rc;
+
+	if (a->remux) {
+		snprintf(err, errlen, "remux assets are not implemented yet");
+		return PX_EINVAL;
+	}
+	if (a->from >= a->plan.nseg) {
+		snprintf(err, errlen, "--from %u is beyond the last segment %u", a->from,
+			 a->plan.nseg - 1);
+		return PX_EINVAL;
+	}
+	if ((st = start_playlist(&w)) != PX_OK || (st = open_input(&w)) != PX_OK ||
+	    (st = open_codecs(&w)) != PX_OK)
+		goto out;
+	w.frame = av_frame_alloc();
+	w.pkt = av_packet_alloc();
+	AVPacket *in = av_packet_alloc();
+	if (!w.frame || !w.pkt || !in) {
+		av_packet_free(&in);
+		st = PX_ENOMEM;
+		goto out;
+	}
+	if (!(w.vpar = avcodec_parameters_alloc()) ||
+	    avcodec_parameters_from_context(w.vpar, w.venc) < 0 ||
+	    (w.aenc && (!(w.apar = avcodec_parameters_alloc()) ||
+			avcodec_parameters_from_context(w.apar, w.aenc) < 0))) {
+		av_packet_free(&in);
+		st = PX_ENOMEM;
+		goto out;
+	}
+	w.vtb = w.venc->time_base;
+	if (w.aenc)
+		w.atb = w.aenc->time_base;
+	w.first = a->from;
+	w.next_flush = a->from ? a->from - 1 : 0;
+	w.skip_us = px_segmath_start_us(&a->plan, w.next_flush);
+	w.last_hb = w.start_ms = px_now_ms();
+	if (w.skip_us > 0) {
+		/* land on the keyframe before, a second early; decode up to the
+		 * warm-up segment and drop what comes before it */
+		int64_t ts = w.t0_us + w.skip_us - 1000000;
+		rc = avformat_seek_file(w.ic, -1, INT64_MIN, ts, ts, 0);
+		if (rc < 0) {
+			av_packet_free(&in);
+			st = averr(&w, rc, "seek");
+			goto out;
+		}
+	}
+	px_info("writer", "segments %u.. of %u (%lld bytes each) from %s at %lld bit/s, %s %u",
+		a->from, a->plan.nseg, (long long)a->plan.seg_bytes, a->input,
+		(long long)a->video_bps, a->from ? "warm-up segment" : "no warm-up before",
+		w.next_flush);
+	while (!w.stop && st == PX_OK) {
+		rc = av_read_frame(w.ic, in);
+		if (rc == AVERROR_EOF)
+			break;
+		if (rc < 0) {
+			st = averr(&w, rc, "read");
+			break;
+		}
+		if (in->stream_index == w.vi)
+			st = decode(&w, w.vdec, in, 1);
+		else if (in->stream_index == w.ai)
+			st = decode(&w, w.adec, in, 0);
+		av_packet_unref(in);
+		if (st == PX_OK)
+			st = flush_ready(&w);
+		if (st == PX_OK)
+			st = heartbeat(&w, 0);
+		if (st == PX_OK && a->max_speed > 0 && w.v_last_pts != INT64_MIN)
+			pace(&w);
+	}
+	av_packet_free(&in);
+	if (st != PX_OK)
+		goto out;
+	if (!w.stop) {
+		/* the end: flush decoders and encoders, then every segment */
+		if ((st = decode(&w, w.vdec, NULL, 1)) != PX_OK)
+			goto out;
+		if (w.adec && ((st = decode(&w, w.adec, NULL, 0)) != PX_OK ||
+			       (st = audio_out(&w, 1)) != PX_OK))
+			goto out;
+		avcodec_send_frame(w.venc, NULL);
+		if ((st = drain(&w, w.venc, 1)) != PX_OK)
+			goto out;
+		if (w.aenc) {
+			avcodec_send_frame(w.aenc, NULL);
+			if ((st = drain(&w, w.aenc, 0)) != PX_OK)
+				goto out;
+		}
+		w.v_eof = w.a_eof = 1;
+		if ((st = flush_ready(&w)) != PX_OK)
+			goto out;
+	}
+	w.pl.clean = w.pl.n > 0;
+	if ((st = px_playlist_save(&w.pl, w.pl_path, err, errlen)) != PX_OK)
+		goto out;
+	printf("done\n");
+	fflush(stdout);
+out:
+	close_all(&w);
+	return st;
+}
+
+/* ------------------------------------------------------------ remux */
+
+/*
+ * A remux copies the source's video and audio packets into MPEG-TS without
+ * decoding. It cannot cut at fixed times, only at video keyframes, so a
+ * segment is a run of GOPs: a new one starts at the first keyframe at least
+ * D after the current one began (a tail shorter than D/4 joins the last).
+ * The plan muxes every segment once into a counting buffer, so it knows each
+ * segment's exact size and the file's size with no padding; a run (or a
+ * restart, which starts one segment early and throws that one away) muxes
+ * the same packets with the same fresh muxer and must produce the same
+ * number of bytes, which it checks.
+ */
+
+/* The segment a packet at video-time ts belongs to: how many segment
+ * starts (after the first) are <= ts. */
+static uint32_t bound_index(const struct wr *w, int64_t ts)
+{
+	uint32_t lo = 0, hi = w->nseg - 1; /* bounds[0..nseg-2] */
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (w->bounds[mid] <= ts)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static enum px_status remux_streams(struct wr *w)
+{
+	AVStream *vs = w->ic->streams[w->vi];
+	if (!(w->vpar = avcodec_parameters_alloc()) ||
+	    avcodec_parameters_copy(w->vpar, vs->codecpar) < 0)
+		return PX_ENOMEM;
+	w->vtb = vs->time_base;
+	if (w->ai >= 0) {
+		AVStream *as = w->ic->streams[w->ai];
+		if (!(w->apar = avcodec_parameters_alloc()) ||
+		    avcodec_parameters_copy(w->apar, as->codecpar) < 0)
+			return PX_ENOMEM;
+		w->atb = as->time_base;
+	}
+	w->shift_us = -w->t0_us;
+	return PX_OK;
+}
+
+/* Muxes (or, dry, measures) segments from..nseg-1, starting to read one
+ * segment early. */
+static enum px_status remux_pass(struct wr *w, uint32_t from)
+{
+	AVPacket *in = av_packet_alloc();
+	enum px_status st = PX_OK;
+	int rc;
+
+	w->pkt = av_packet_alloc();
+	if (!in || !w->pkt) {
+		st = PX_ENOMEM;
+		goto out;
+	}
+	w->first = from;
+	w->next_flush = from ? from - 1 : 0;
+	w->cur_vseg = -1;
+	if (from >= 2) {
+		int64_t ts = w->bounds[from - 2]; /* the warm-up segment's keyframe */
+		if ((rc = avformat_seek_file(w->ic, w->vi, INT64_MIN, ts, ts, 0)) < 0) {
+			st = averr(w, rc, "seek");
+			goto out;
+		}
+	}
+	while (!w->stop && st == PX_OK) {
+		rc = av_read_frame(w->ic, in);
+		if (rc == AVERROR_EOF)
+			break;
+		if (rc < 0) {
+			st = averr(w, rc, "read");
+			break;
+		}
+		if (in->stream_index == w->vi && in->pts != AV_NOPTS_VALUE) {
+			if (in->flags & AV_PKT_FLAG_KEY)
+				w->cur_vseg = bound_index(w, in->pts);
+			if (w->cur_vseg >= (int64_t)w->next_flush)
+				st = queue_packet_in(w, in, 1, (uint32_t)w->cur_vseg);
+		} else if (in->stream_index == w->ai && in->pts != AV_NOPTS_VALUE) {
+			uint32_t k = bound_index(w, av_rescale_q(in->pts, w->atb, w->vtb));
+			if (k >= w->next_flush)
+				st = queue_packet_in(w, in, 0, k);
+		}
+		av_packet_unref(in);
+		if (st == PX_OK)
+			st = flush_ready(w);
+		if (st == PX_OK && !w->dry)
+			st = heartbeat(w, 0);
+		if (st == PX_OK && w->a->max_speed > 0 && w->cur_vseg >= 0 && !w->dry)
+			pace(w);
+	}
+	if (st == PX_OK && !w->stop) {
+		w->v_eof = w->a_eof = 1;
+		st = flush_ready(w);
+	}
+out:
+	av_packet_free(&in);
+	return st;
+}
+
+enum px_status px_writer_remux_plan(const struct px_writer_args *a, char **json, char *err,
+				    size_t errlen)
+{
+	struct px_writer_args pa = *a;
+	struct wr w = { .a = &pa, .err = err, .errlen = errlen, .remux = 1, .dry = 1,
+			.v_done_seg = -1, .a_done_seg = -1 };
+	AVPacket *in = av_packet_alloc();
+	json_t *root = NULL, *starts = NULL, *sizes = NULL;
+	enum px_status st = PX_ENOMEM;
+	size_t cap = 0;
+	int64_t first = AV_NOPTS_VALUE, last_start = 0, end = AV_NOPTS_VALUE;
+	int rc;
+
+	*json = NULL;
+	if (!in || (st = open_input(&w)) != PX_OK)
+		goto out;
+	AVStream *vs = w.ic->streams[w.vi];
+	const int64_t D = av_rescale_q((int64_t)a->segment_seconds * AV_TIME_BASE, AV_TIME_BASE_Q,
+				       vs->time_base);
+	/* pass 1: where segments start */
+	while ((rc = av_read_frame(w.ic, in)) >= 0) {
+		if (in->stream_index == w.vi && in->pts != AV_NOPTS_VALUE) {
+			int64_t e = in->pts + (in->duration > 0 ? in->duration : 0);
+			if (end == AV_NOPTS_VALUE || e > end)
+				end = e;
+			if ((in->flags & AV_PKT_FLAG_KEY) && first == AV_NOPTS_VALUE) {
+				first = last_start = in->pts;
+			} else if ((in->flags & AV_PKT_FLAG_KEY) && in->pts - last_start >= D) {
+				if (w.nseg + 1 >= cap) {
+					cap = cap ? 2 * cap : 256;
+					int64_t *b = realloc(w.bounds, cap * sizeof(*b));
+					if (!b) {
+						st = PX_ENOMEM;
+						goto out;
+					}
+					w.bounds = b;
+				}
+				w.bounds[w.nseg++] = in->pts; /* nseg counts bounds here */
+				last_start = in->pts;
+			}
+		}
+		av_packet_unref(in);
+		if (w.nseg + 1 >= PX_SEG_MAX_COUNT) {
+			snprintf(err, errlen, "%s: too many segments", a->input);
+			st = PX_EINVAL;
+			goto out;
+		}
+	}
+	if (rc != AVERROR_EOF) {
+		st = averr(&w, rc, "read");
+		goto out;
+	}
+	if (first == AV_NOPTS_VALUE) {
+		snprintf(err, errlen, "%s: no video keyframe", a->input);
+		st = PX_EINVAL;
+		goto out;
+	}
+	if (w.nseg && end - w.bounds[w.nseg - 1] < D / 4)
+		w.nseg--; /* a short tail joins the last segment */
+	w.nseg++;     /* from here on, the number of segments */
+	if (!w.bounds && !(w.bounds = malloc(sizeof(*w.bounds)))) {
+		st = PX_ENOMEM;
+		goto out;
+	}
+	/* pass 2: the exact size of every segment */
+	int64_t *bounds = w.bounds;
+	uint32_t nseg = w.nseg;
+	w.bounds = NULL;
+	close_all(&w);
+	memset(&w, 0, sizeof(w));
+	w = (struct wr){ .a = &pa, .err = err, .errlen = errlen, .remux = 1, .dry = 1,
+			 .v_done_seg = -1, .a_done_seg = -1, .bounds = bounds, .nseg = nseg };
+	pa.plan.nseg = nseg;
+	pa.plan.seg_bytes = 0;
+	if (!(w.sizes = calloc(nseg, sizeof(*w.sizes))) ||
+	    (st = open_input(&w)) != PX_OK || (st = remux_streams(&w)) != PX_OK ||
+	    (st = remux_pass(&w, 0)) != PX_OK)
+		goto out;
+	int64_t total = 0;
+	root = json_object();
+	starts = json_array();
+	sizes = json_array();
+	if (!root || !starts || !sizes)
+		goto oom;
+	for (uint32_t k = 0; k < nseg; k++) {
+		if (w.sizes[k] <= 0) {
+			snprintf(err, errlen, "%s: segment %u came out empty", a->input, k);
+			st = PX_EINVAL;
+			goto out;
+		}
+		total += w.sizes[k];
+		if (json_array_append_new(sizes, json_integer(w.sizes[k])) ||
+		    (k + 1 < nseg && json_array_append_new(starts, json_integer(w.bounds[k]))))
+			goto oom;
+	}
+	int64_t dur = duration_us(&w);
+	if (json_object_set_new(root, "remux", json_true()) ||
+	    json_object_set_new(root, "duration_us", json_integer(dur)) ||
+	    json_object_set_new(root, "segments", json_integer(nseg)) ||
+	    json_object_set_new(root, "segment_bytes", json_integer(0)) ||
+	    json_object_set_new(root, "size", json_integer(total)) ||
+	    json_object_set_new(root, "tb_num", json_integer(w.vtb.num)) ||
+	    json_object_set_new(root, "tb_den", json_integer(w.vtb.den)) ||
+	    json_object_set(root, "starts", starts) || json_object_set(root, "sizes", sizes))
+		goto oom;
+	*json = json_dumps(root, JSON_COMPACT);
+	st = *json ? PX_OK : PX_ENOMEM;
+	goto out;
+oom:
+	st = PX_ENOMEM;
+out:
+	json_decref(starts);
+	json_decref(sizes);
+	json_decref(root);
+	av_packet_free(&in);
+	close_all(&w);
+	return st;
+}
+
+/* Reads the starts and sizes of a remux from the daemon's plan.json. */
+static enum px_status load_remux_plan(struct wr *w)
+{
+	char path[4200];
+	json_error_t je;
+	enum px_status st = PX_EINVAL;
+	snprintf(path, sizeof(path), "%s/plan.json", w->a->work_dir);
+	json_t *root = json_load_file(path, 0, &je);
+	json_t *starts = json_object_get(root, "starts"), *sizes = json_object_get(root, "sizes");
+	AVStream *vs = w->ic->streams[w->vi];
+	uint32_t n = w->a->plan.nseg;
+	if (!json_is_array(starts) || !json_is_array(sizes) || json_array_size(sizes) != n ||
+	    json_array_size(starts) + 1 != n ||
+	    json_integer_value(json_object_get(root, "tb_num")) != vs->time_base.num ||
+	    json_integer_value(json_object_get(root, "tb_den")) != vs->time_base.den) {
+		snprintf(w->err, w->errlen, "%s: not a remux plan of %u segments for this source",
+			 path, n);
+		goto out;
+	}
+	w->nseg = n;
+	w->bounds = calloc(n, sizeof(*w->bounds));
+	w->sizes = calloc(n, sizeof(*w->sizes));
+	if (!w->bounds || !w->sizes) {
+		st = PX_ENOMEM;
+		goto out;
+	}
+	for (uint32_t k = 0; k < n; k++) {
+		w->sizes[k] = json_integer_value(json_array_get(sizes, k));
+		if (k + 1 < n)
+			w->bounds[k] = json_integer_value(json_array_get(starts, k));
+		if (w->sizes[k] <= 0 || (k && k + 1 < n && w->bounds[k] <= w->bounds[k - 1])) {
+			snprintf(w->err, w->errlen, "%s: segment %u: bad start or size", path, k);
+			goto out;
+		}
+	}
+	st = PX_OK;
+out:
+	json_decref(root);
+	return st;
+}
+
+enum px_status px_writer_remux_run(struct px_writer_args *a, char *err, size_t errlen)
+{
+	struct wr w = { .a = a, .err = err, .errlen = errlen, .remux = 1,
+			.v_done_seg = -1, .a_done_seg = -1 };
+	enum px_status st;
+
+	if (a->from >= a->plan.nseg) {
+		snprintf(err, errlen, "--from %u is beyond the last segment %u", a->from,
+			 a->plan.nseg - 1);
+		return PX_EINVAL;
+	}
+	if ((st = start_playlist(&w)) != PX_OK || (st = open_input(&w)) != PX_OK ||
+	    (st = load_remux_plan(&w)) != PX_OK || (st = remux_streams(&w)) != PX_OK)
+		goto out;
+	w.last_hb = w.start_ms = px_now_ms();
+	px_info("writer", "remux segments %u.. of %u from %s", a->from, a->plan.nseg, a->input);
+	if ((st = remux_pass(&w, a->from)) != PX_OK)
+		goto out;
+	w.pl.clean = w.pl.n > 0;
+	if ((st = px_playlist_save(&w.pl, w.pl_path, err, errlen)) != PX_OK)
+		goto out;
+	printf("done\n");
+	fflush(stdout);
+out:
+	close_all(&w);
+	return st;
+}

@@ -1,0 +1,60 @@
+/*
+ * writer.h - the transcoding writer (seamfs-writer), on the FFmpeg
+ * libraries. Only writer.c and writer_main.c include libav headers; the
+ * daemon runs the writer as a separate process.
+ */
+#ifndef SEAMFS_WRITER_H
+#define SEAMFS_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "lease.h"
+#include "px.h"
+#include "segmath.h"
+
+struct px_writer_args {
+	const char *input;        /* URL or path of the source asset */
+	const char **headers;     /* "Name: value" for HTTP inputs */
+	size_t nheaders;
+	int height;               /* 0: the source's */
+	int64_t video_bps, audio_bps;
+	int segment_seconds;
+	int remux;                /* stream copy: px_writer_remux_* */
+	/* run only */
+	const char *work_dir;
+	uint32_t from;
+	struct px_seg_plan plan;  /* as the daemon listed it */
+	struct px_lease_store *leases; /* NULL: no lease to renew */
+	struct px_lease lease;
+	int64_t heartbeat_ms;
+	double max_speed;         /* pace at most this times realtime, 0: free */
+	uint32_t overflow_seg;    /* out: the segment that did not fit (PX_ESIZE) */
+};
+
+/* Probes the input and plans the segments. On failure err names the input
+ * and what went wrong. */
+enum px_status px_writer_plan(const struct px_writer_args *a, struct px_seg_plan *out,
+			      char *err, size_t errlen) PX_WUR;
+
+/*
+ * Writes segments a->from, a->from+1, ... into a->work_dir (encoding
+ * segment from-1 first and discarding it), each padded to S bytes and
+ * committed by tmp + fsync + rename, the playlist rewritten after each;
+ * prints "committed K" on stdout per segment. Stops cleanly (#CLEAN) at the
+ * end or at the first segment already listed. PX_EAGAIN: the lease was
+ * taken over. PX_ESIZE: a segment would not fit S.
+ */
+enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen) PX_WUR;
+
+/* Plans a remux: the source's GOPs grouped into segments of about D, each
+ * measured by a dry run of the muxer. *json (malloc'd, the caller frees)
+ * holds duration_us, segments, size, segment_bytes 0, tb_num/tb_den, starts
+ * (video timestamps of segments 1..N-1) and sizes. */
+enum px_status px_writer_remux_plan(const struct px_writer_args *a, char **json, char *err,
+				    size_t errlen) PX_WUR;
+
+/* Writes segments a->from.. of a remux planned in a->work_dir/plan.json,
+ * each exactly its planned size (PX_ESIZE otherwise), as px_writer_run. */
+enum px_status px_writer_remux_run(struct px_writer_args *a, char *err, size_t errlen) PX_WUR;
+
+#endif

@@ -1,0 +1,416 @@
+"""Transcoded assets through the real daemon and the real seamfs-writer.
+
+The source is the session's 20 s 320x240 H.264+AAC clip (made at test time
+with ffmpeg's lavfi testsrc2 + sine), served by nginx. Each test gets its own
+work directory. Every wait is bounded; the fixtures unmount and stop
+everything, also on failure; the writer is only ever killed by its PID,
+found among the daemon's children.
+"""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import MIB, bounded, catalog, sha256_file, wait_until
+
+PROFILE = {'height': 180, 'video_bitrate': 300000, 'audio_bitrate': 64000,
+           'segment_seconds': 2}
+
+
+def tc_catalog(nginx, **profile):
+    p = dict(PROFILE)
+    p.update(profile)
+    p['of'] = 'clip'
+    return catalog(
+        {'id': 'clip', 'path': 'clip.mkv', 'sources': [{'url': nginx.url('clip.mkv')}]},
+        {'id': 'clip-180', 'path': 'Transcoded/clip 180p.ts', 'transcode': p})
+
+
+def mount_tc(seamfs, nginx, tmp_path, options=(), read_timeout=20, **profile):
+    work = tmp_path / 'work'
+    opts = [f'work_dir={work}'] + list(options)
+    m = seamfs.mount(tc_catalog(nginx, **profile), read_timeout=read_timeout, options=opts)
+    return m, work / 'clip-180'
+
+
+def plan_of(job):
+    return json.loads((job / 'plan.json').read_text())
+
+
+def playlist_entries(job):
+    """[(index, size)] in commit order and whether it ends #CLEAN."""
+    p = job / 'playlist'
+    if not p.exists():
+        return [], False
+    lines = p.read_text().splitlines()
+    entries = [tuple(int(x) for x in ln.split()[:2]) for ln in lines if ln and ln[0] != '#']
+    return entries, bool(lines) and lines[-1] == '#CLEAN'
+
+
+def committed_concat_sha(job, nseg):
+    """SHA-256 of segments 0..nseg-1 as committed in the work dir."""
+    entries, _ = playlist_entries(job)
+    listed = {i for i, _ in entries}
+    assert listed == set(range(nseg)), f'committed segments {sorted(listed)} of {nseg}'
+    h = hashlib.sha256()
+    for k in range(nseg):
+        h.update((job / f'seg-{k:06d}.ts').read_bytes())
+    return h.hexdigest()
+
+
+def decode_errors(path):
+    r = subprocess.run(['ffmpeg', '-nostdin', '-v', 'error', '-i', str(path), '-f', 'null', '-'],
+                       capture_output=True, timeout=120)
+    return r.returncode, r.stderr.decode(errors='replace')
+
+
+def writer_pids(daemon_pid):
+    """The daemon's child processes (its writers), from /proc."""
+    pids = []
+    task_dir = Path(f'/proc/{daemon_pid}/task')
+    try:
+        for t in task_dir.iterdir():
+            try:
+                pids += [int(x) for x in (t / 'children').read_text().split()]
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return pids
+
+
+def read_sequential(path, chunk=256 * 1024):
+    h = hashlib.sha256()
+    n = 0
+    with open(path, 'rb') as f:
+        while True:
+            b = f.read(chunk)
+            if not b:
+                break
+            h.update(b)
+            n += len(b)
+    return h.hexdigest(), n
+
+
+def test_transcode_whole_file(seamfs, data, nginx, tmp_path):
+    m, job = mount_tc(seamfs, nginx, tmp_path)
+    f = m.path('Transcoded/clip 180p.ts')
+    plan = plan_of(job)
+    # the size is known and stable before a single segment exists
+    st1 = os.stat(f)
+    assert not list(job.glob('seg-*.ts'))
+    assert st1.st_size == plan['segments'] * plan['segment_bytes'] == plan['size']
+    assert plan['segment_bytes'] % 188 == 0
+    assert plan['segments'] == 10   # 20 s in 2 s segments
+
+    digest, n = bounded(lambda: read_sequential(f), 90, 'reading the transcode')
+    assert n == st1.st_size
+    st2 = os.stat(f)
+    assert (st2.st_size, st2.st_ino, st2.st_mtime) == (st1.st_size, st1.st_ino, st1.st_mtime)
+    assert digest == committed_concat_sha(job, plan['segments'])
+    for k in range(plan['segments']):
+        assert (job / f'seg-{k:06d}.ts').stat().st_size == plan['segment_bytes']
+    rc, err = bounded(lambda: decode_errors(f), 120, 'decoding through the mount')
+    assert rc == 0 and not err.strip(), err
+    # a second read is the same bytes (no writer needed now)
+    assert bounded(lambda: sha256_file(f), 60, 'second read') == digest
+    assert 'lease: asset clip-180 session' in m.log()
+
+
+def test_writer_killed_mid_run(seamfs, data, nginx, tmp_path):
+    # pace the writer (3x realtime) so that it is still running when killed
+    m, job = mount_tc(seamfs, nginx, tmp_path, options=['writer_max_speed=3'])
+    f = m.path('Transcoded/clip 180p.ts')
+    plan = plan_of(job)
+    box = {}
+
+    def reader():
+        try:
+            box['result'] = read_sequential(f, 64 * 1024)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            box['error'] = e
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
+        entries, clean = playlist_entries(job)
+        assert not clean, 'the writer finished before it could be killed'
+        pids = wait_until(lambda: writer_pids(m.pid), 10, 'the writer process')
+        assert len(pids) == 1
+        os.kill(pids[0], signal.SIGKILL)
+        killed_after = len(entries)
+    finally:
+        t.join(90)
+    assert not t.is_alive(), 'the reader is still blocked 90 s after the kill'
+    assert 'error' not in box, repr(box.get('error'))
+    digest, n = box['result']
+    assert n == plan['size']
+    assert killed_after < plan['segments']
+    assert digest == committed_concat_sha(job, plan['segments'])
+    rc, err = bounded(lambda: decode_errors(f), 120, 'decoding through the mount')
+    assert rc == 0 and not err.strip(), err
+    log = m.log()
+    assert f'died (signal {signal.SIGKILL})' in log, log
+    assert 'recovery: asset clip-180' in log and 'distrusted (the newest listed)' in log, log
+    assert 'generation 2 claimed' in log, log
+    assert not list(job.glob('*.tmp'))
+
+
+def test_far_seek_restarts_writer(seamfs, data, nginx, tmp_path):
+    m, job = mount_tc(seamfs, nginx, tmp_path,
+                      options=['writer_max_speed=2', 'seek_restart_segments=1'])
+    f = m.path('Transcoded/clip 180p.ts')
+    plan = plan_of(job)
+    S, nseg = plan['segment_bytes'], plan['segments']
+    target = nseg - 2
+
+    def head_then_seek():
+        with open(f, 'rb', buffering=0) as fh:
+            head = os.pread(fh.fileno(), 188, 0)
+            far = os.pread(fh.fileno(), 4096, target * S + 1000)
+        return head, far
+
+    head, far = bounded(head_then_seek, 60, 'head read then far seek')
+    assert head[0] == 0x47
+    assert far == (job / f'seg-{target:06d}.ts').read_bytes()[1000:1000 + 4096]
+    log = m.log()
+    assert f'read of segment {target} ' in log and 'restarting it there' in log, log
+    assert f'segments {target}..{nseg - 1} (warm-up {target - 1})' in log, log
+    # segments between the two runs were never written by the first writer
+    entries, _ = playlist_entries(job)
+    assert target in {i for i, _ in entries}
+    assert target - 2 not in {i for i, _ in entries}
+
+
+@pytest.mark.parametrize('profile,field,words', [
+    ({'height': 100}, 'assets[1].transcode.height', 'out of range'),
+    ({'height': 181}, 'assets[1].transcode.height', 'must be even'),
+    ({'segment_seconds': 7}, 'assets[1].transcode.segment_seconds', 'out of range (2 to 6)'),
+    ({'segment_seconds': 1}, 'assets[1].transcode.segment_seconds', 'out of range (2 to 6)'),
+    ({'video_bitrate': 'fast'}, 'assets[1].transcode.video_bitrate', 'must be a whole number'),
+    ({'audio_bitrate': 1000}, 'assets[1].transcode.audio_bitrate', 'out of range'),
+    ({'fps': 25}, 'assets[1].transcode.fps', 'unknown key'),
+])
+def test_bad_profile(seamfs_cli, tmp_path, profile, field, words):
+    p = dict(PROFILE)
+    p.update(profile)
+    p['of'] = 'clip'
+    cat = catalog(
+        {'id': 'clip', 'path': 'clip.mkv', 'sources': [{'url': 'http://127.0.0.1:9/c.mkv'}]},
+        {'id': 'clip-180', 'path': 'clip.ts', 'transcode': p})
+    path = seamfs_cli.write_catalog(cat)
+    mnt = seamfs_cli.new_mountpoint()
+    r = seamfs_cli.run([path, mnt], timeout=10, mountpoints=[mnt])
+    assert r.returncode == 3, r.stderr
+    line = r.stderr.strip()
+    assert len(line.splitlines()) == 1, line
+    assert f': {field}: ' in line and words in line, line
+    assert str(path) in line
+
+
+def test_bad_writer_option(seamfs_cli, tmp_path):
+    cat = catalog({'id': 'a', 'path': 'a', 'sources': [{'url': 'http://127.0.0.1:9/a'}]})
+    path = seamfs_cli.write_catalog(cat)
+    mnt = seamfs_cli.new_mountpoint()
+    r = seamfs_cli.run(['-o', 'max_writers=0', path, mnt], timeout=10, mountpoints=[mnt])
+    assert r.returncode == 2
+    assert "option 'max_writers': bad value '0'" in r.stderr
+
+
+def test_hung_writer_lease_orphaned(seamfs, data, nginx, tmp_path):
+    """A writer that stops heartbeating (SIGSTOP) is orphaned after
+    orphan_after, killed and replaced; the reader goes on."""
+    m, job = mount_tc(seamfs, nginx, tmp_path,
+                      options=['writer_max_speed=3', 'heartbeat=0.5', 'orphan_after=2'])
+    f = m.path('Transcoded/clip 180p.ts')
+    plan = plan_of(job)
+    box = {}
+
+    def reader():
+        try:
+            box['result'] = read_sequential(f, 64 * 1024)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            box['error'] = e
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    stopped = None
+    try:
+        wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
+        assert not playlist_entries(job)[1], 'the writer finished before it could be stopped'
+        pids = wait_until(lambda: writer_pids(m.pid), 10, 'the writer process')
+        stopped = pids[0]
+        os.kill(stopped, signal.SIGSTOP)
+        wait_until(lambda: 'orphaned (no heartbeat' in m.log(), 15, 'the orphaned lease')
+    finally:
+        t.join(90)
+        if stopped and stopped in writer_pids(m.pid):
+            os.kill(stopped, signal.SIGKILL)
+    assert not t.is_alive()
+    assert 'error' not in box, repr(box.get('error'))
+    digest, n = box['result']
+    assert n == plan['size']
+    assert digest == committed_concat_sha(job, plan['segments'])
+    log = m.log()
+    assert f'writer pid {stopped} of asset clip-180 died (signal 9)' in log, log
+    assert 'recovery: asset clip-180' in log
+    # the replacement heartbeats (every 0.5 s): it is never taken for orphaned
+    assert log.count('orphaned (no heartbeat') == 1, log
+
+
+def test_max_writers_queue(seamfs, data, nginx, tmp_path):
+    """Two transcodes, one writer slot: the second waits its turn, both
+    files read completely and equal their committed segments."""
+    work = tmp_path / 'work'
+    p2 = dict(PROFILE, of='clip', height=144)
+    cat = tc_catalog(nginx)
+    cat['assets'].append({'id': 'clip-144', 'path': 'Transcoded/clip 144p.ts',
+                          'transcode': p2})
+    m = seamfs.mount(cat, read_timeout=30,
+                     options=[f'work_dir={work}', 'max_writers=1', 'writer_max_speed=6'])
+    files = {'clip-180': m.path('Transcoded/clip 180p.ts'),
+             'clip-144': m.path('Transcoded/clip 144p.ts')}
+    results = {}
+
+    def read(aid):
+        results[aid] = read_sequential(files[aid], 128 * 1024)
+
+    threads = [threading.Thread(target=read, args=(a,), daemon=True) for a in files]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(90)
+    assert not any(th.is_alive() for th in threads), 'a reader is still blocked'
+    for aid in files:
+        plan = plan_of(work / aid)
+        assert results[aid][1] == plan['size']
+        assert results[aid][0] == committed_concat_sha(work / aid, plan['segments'])
+    assert 'writers running; waiting in line' in m.log()
+
+
+def test_remux_killed_restart_identical(seamfs, data, nginx, tmp_path):
+    """A remux: exact size with no padding, known before any segment; a
+    writer SIGKILLed mid-run is replaced; the file equals its committed
+    segments, and a fresh full run of the writer makes the same bytes."""
+    work = tmp_path / 'work'
+    cat = catalog(
+        {'id': 'clip', 'path': 'clip.mkv', 'sources': [{'url': nginx.url('clip.mkv')}]},
+        {'id': 'clip-ts', 'path': 'clip.ts', 'remux': {'of': 'clip'}})
+    m = seamfs.mount(cat, read_timeout=20, options=[f'work_dir={work}', 'writer_max_speed=4'])
+    job = work / 'clip-ts'
+    plan = plan_of(job)
+    f = m.path('clip.ts')
+    assert os.stat(f).st_size == plan['size'] == sum(plan['sizes'])
+    assert plan['segment_bytes'] == 0 and len(plan['starts']) == plan['segments'] - 1
+    box = {}
+
+    def reader():
+        try:
+            box['result'] = read_sequential(f, 64 * 1024)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            box['error'] = e
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
+        assert not playlist_entries(job)[1], 'the writer finished before it could be killed'
+        pids = wait_until(lambda: writer_pids(m.pid), 10, 'the writer process')
+        os.kill(pids[0], signal.SIGKILL)
+    finally:
+        t.join(90)
+    assert not t.is_alive()
+    assert 'error' not in box, repr(box.get('error'))
+    digest, n = box['result']
+    assert n == plan['size']
+    h = hashlib.sha256()
+    for k in range(plan['segments']):
+        b = (job / f'seg-{k:06d}.ts').read_bytes()
+        assert len(b) == plan['sizes'][k]
+        h.update(b)
+    assert digest == h.hexdigest()
+    assert 'recovery: asset clip-ts' in m.log()
+    rc, err = bounded(lambda: decode_errors(f), 120, 'decoding through the mount')
+    assert rc == 0 and not err.strip(), err
+
+    # the same plan written afresh in one run gives the same bytes
+    fresh = tmp_path / 'fresh'
+    fresh.mkdir()
+    (fresh / 'plan.json').write_text((job / 'plan.json').read_text())
+    writer = Path(m.argv[0]).parent / 'seamfs-writer'
+    r = subprocess.run([str(writer), 'run', '--remux', '--input', str(data['clip.mkv'].path),
+                        '--segment-seconds', '2', '--work-dir', str(fresh), '--from', '0',
+                        '--segments', str(plan['segments']), '--segment-bytes', '0'],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode(errors='replace')
+    h2 = hashlib.sha256()
+    for k in range(plan['segments']):
+        h2.update((fresh / f'seg-{k:06d}.ts').read_bytes())
+    assert h2.hexdigest() == digest
+
+
+def test_cleanup_respects_leases(seamfs, data, nginx, tmp_path):
+    """Work directories of assets no longer in the catalog are removed at
+    mount only when no live or recently expired lease covers them."""
+    work = tmp_path / 'work'
+    (work / 'leases').mkdir(parents=True)
+    now_ms = int(time.time() * 1000)
+    for name, hb in (('ghost-live', now_ms), ('ghost-recent', now_ms - 40000),
+                     ('ghost-old', now_ms - 3600 * 1000), ('ghost-none', None)):
+        (work / name).mkdir()
+        (work / name / 'seg-000000.ts').write_bytes(b'\x47' + b'\xff' * 187)
+        if hb is not None:
+            (work / 'leases' / f'{name}.lease.1').write_text(
+                f'seamfs-lease 1\nkey {name}\nsession {"ab" * 16}\nowner otherhost:1:00\n'
+                f'gen 1\nheartbeat_ms {hb}\nreleased 0\nwriter_pid 0\n')
+    # orphan_after 30 s (3 x heartbeat 10): "recent" expired 10 s ago, in its grace
+    m, job = mount_tc(seamfs, nginx, tmp_path)
+    assert (work / 'ghost-live' / 'seg-000000.ts').exists()
+    assert (work / 'ghost-recent' / 'seg-000000.ts').exists()
+    assert not (work / 'ghost-old').exists()
+    assert not (work / 'ghost-none').exists()
+    assert not (work / 'leases' / 'ghost-old.lease.1').exists()
+    assert (job / 'plan.json').exists()
+    log = m.log()
+    assert 'cleanup: keeping' in log and 'ghost-live' in log
+    assert 'cleanup: removing' in log and 'ghost-old' in log
+
+
+@pytest.mark.parametrize('writer,words', [
+    ('/bin/echo', "the writer's plan is not JSON"),
+    ('/nonexistent/seamfs-writer', 'cannot run /nonexistent/seamfs-writer'),
+])
+def test_bad_writer_left_out(seamfs, data, nginx, tmp_path, writer, words):
+    """A writer that cannot run or answers nonsense leaves the transcode out
+    with a clear log line; the rest of the mount works."""
+    m, job = mount_tc(seamfs, nginx, tmp_path, options=[f'writer={writer}'])
+    assert sorted(os.listdir(m.path())) == ['.seamfs', 'clip.mkv']
+    log = m.log()
+    assert words in log, log
+    assert 'asset clip-180 left out: its transcode could not be planned' in log, log
+    assert bounded(lambda: sha256_file(m.path('clip.mkv')), 30, 'plain read') == \
+        data['clip.mkv'].sha256
+
+
+def test_remount_serves_committed_work(seamfs, data, nginx, tmp_path):
+    """A remount lists the same size, inode and mtime (the plan is kept) and
+    serves the segments already committed without starting a writer."""
+    m, job = mount_tc(seamfs, nginx, tmp_path)
+    f = m.path('Transcoded/clip 180p.ts')
+    digest, _ = bounded(lambda: read_sequential(f), 90, 'first read')
+    st1 = os.stat(f)
+    assert m.unmount() == 0
+    m2 = seamfs.mount(m.catalog, read_timeout=20, options=[f'work_dir={tmp_path / "work"}'],
+                      mnt=m.mnt)
+    st2 = os.stat(f)
+    assert (st2.st_size, st2.st_ino, st2.st_mtime) == (st1.st_size, st1.st_ino, st1.st_mtime)
+    assert bounded(lambda: read_sequential(f), 60, 'second read')[0] == digest
+    assert 'writer pid' not in m2.log()

@@ -1,0 +1,186 @@
+/*
+ * test_playlist.c - the playlist parser and writer, and the trust rule
+ * that recovery and serving share.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "playlist.h"
+
+#define HDR "#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 1880\n#SEGMENTS 5\n"
+
+static enum px_status parse(const char *text, struct px_playlist *pl, char *err)
+{
+	return px_playlist_parse("pl", text, strlen(text), pl, err, 256);
+}
+
+static void test_parse_ok(void **state)
+{
+	struct px_playlist pl;
+	char err[256] = "";
+	(void)state;
+	assert_int_equal(parse(HDR "0 1880 100\n3 1880 200\n1 1880 300\n#CLEAN\n", &pl, err),
+			 PX_OK);
+	assert_int_equal(pl.seg_bytes, 1880);
+	assert_int_equal(pl.nseg, 5);
+	assert_int_equal(pl.n, 3);
+	assert_int_equal(pl.e[1].index, 3);
+	assert_int_equal(pl.e[2].mtime_ns, 300);
+	assert_int_equal(pl.clean, 1);
+	assert_int_equal(px_playlist_find(&pl, 1), 2);
+	assert_int_equal(px_playlist_find(&pl, 4), -1);
+	px_playlist_release(&pl);
+	assert_int_equal(parse(HDR, &pl, err), PX_OK);
+	assert_int_equal(pl.n, 0);
+	assert_int_equal(pl.clean, 0);
+	px_playlist_release(&pl);
+}
+
+static void expect_bad(const char *text, const char *msg)
+{
+	struct px_playlist pl;
+	char err[256] = "";
+	assert_int_equal(parse(text, &pl, err), PX_EINVAL);
+	if (!strstr(err, msg))
+		fail_msg("error \"%s\" does not contain \"%s\"", err, msg);
+	assert_null(pl.e);
+}
+
+static void test_parse_bad(void **state)
+{
+	(void)state;
+	expect_bad("", "pl:1: missing #SEGMENT-BYTES");
+	expect_bad("hello\n", "pl:1: not a seamfs playlist");
+	expect_bad("#SEAMFS-PLAYLIST 2\n", "pl:1: not a seamfs playlist");
+	expect_bad("#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 1000\n", "pl:2: #SEGMENT-BYTES");
+	expect_bad("#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 100\n", "multiple of 188");
+	expect_bad("#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 0\n#SEGMENTS 2\n0 100 1\n",
+		   "pl:4: segment 0: size is not a positive multiple of 188");
+	expect_bad("#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 0\n#SEGMENTS 2\n0 0 1\n",
+		   "pl:4: segment 0: size is not a positive multiple of 188");
+	expect_bad("#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 188\n#SEGMENTS 0\n", "pl:3: #SEGMENTS");
+	expect_bad(HDR "0 1880 100", "pl:4: last line has no newline");
+	expect_bad(HDR "0 1880\n", "pl:4: unrecognised line");
+	expect_bad(HDR "0 1880 1 2\n", "pl:4: unrecognised line");
+	expect_bad(HDR "0 1880 x\n", "pl:4: expected \"INDEX SIZE MTIME_NS\"");
+	expect_bad(HDR "-1 1880 1\n", "pl:4: expected");
+	expect_bad(HDR "5 1880 1\n", "pl:4: segment 5: index beyond #SEGMENTS");
+	expect_bad(HDR "1 1881 1\n", "pl:4: segment 1: size is not #SEGMENT-BYTES");
+	expect_bad(HDR "1 1880 1\n1 1880 2\n", "pl:5: segment 1 listed twice");
+	expect_bad(HDR "#CLEAN\n", "pl:4: #CLEAN before any segment");
+	expect_bad("#SEAMFS-PLAYLIST 1\n0 1880 1\n", "pl:2: segment before");
+	expect_bad(HDR "0 1880 99999999999999999999\n", "pl:4: expected");
+	expect_bad(HDR "0  1880 1\n", "pl:4: unrecognised line");
+	expect_bad(HDR "0 1880 1 \n", "pl:4: unrecognised line");
+	expect_bad(HDR "\n", "pl:4: unrecognised line");
+	expect_bad(HDR "#SEGMENTS 5\n", "pl:4: #SEGMENTS: given twice");
+}
+
+static void test_save_load(void **state)
+{
+	struct px_playlist pl, back;
+	char dir[] = "/tmp/seamfs-pl-XXXXXX", path[64], err[256];
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/playlist", dir);
+	assert_int_equal(px_playlist_load(path, &back, err, sizeof(err)), PX_ENOTFOUND);
+	px_playlist_init(&pl, 188 * 4, 3);
+	assert_int_equal(px_playlist_add(&pl, 2, 752, 11), PX_OK);
+	assert_int_equal(px_playlist_add(&pl, 0, 752, 12), PX_OK);
+	assert_int_equal(px_playlist_add(&pl, 0, 752, 13), PX_EINVAL);
+	assert_int_equal(px_playlist_add(&pl, 3, 752, 13), PX_EINVAL);
+	pl.clean = 1;
+	assert_int_equal(px_playlist_save(&pl, path, err, sizeof(err)), PX_OK);
+	assert_int_equal(px_playlist_load(path, &back, err, sizeof(err)), PX_OK);
+	assert_int_equal(back.n, 2);
+	assert_int_equal(back.e[0].index, 2);
+	assert_int_equal(back.e[1].mtime_ns, 12);
+	assert_int_equal(back.clean, 1);
+	/* adding clears clean: the newest entry is not moved past yet */
+	assert_int_equal(px_playlist_add(&back, 1, 752, 14), PX_OK);
+	assert_int_equal(back.clean, 0);
+	px_playlist_release(&pl);
+	px_playlist_release(&back);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* The recovery decision: which listed segments are trusted. */
+static void test_trust(void **state)
+{
+	struct px_playlist pl;
+	unsigned char t[8];
+	(void)state;
+	px_playlist_init(&pl, 1880, 8);
+	assert_int_equal(px_playlist_trust(&pl, NULL, t), 0);
+	assert_int_equal(px_playlist_add(&pl, 0, 1880, 100), PX_OK);
+	assert_int_equal(px_playlist_add(&pl, 1, 1880, 200), PX_OK);
+	assert_int_equal(px_playlist_add(&pl, 5, 1880, 300), PX_OK);
+	assert_int_equal(px_playlist_add(&pl, 6, 1880, 400), PX_OK);
+
+	/* serving a live writer's list: all but the newest */
+	assert_int_equal(px_playlist_trust(&pl, NULL, t), 3);
+	assert_true(t[0] && t[1] && t[2] && !t[3]);
+
+	/* after a death: files as listed, the newest still distrusted */
+	struct px_seg_seen seen[4] = {
+		{ 1, 1880, 100 }, { 1, 1880, 200 }, { 1, 1880, 300 }, { 1, 1880, 400 } };
+	assert_int_equal(px_playlist_trust(&pl, seen, t), 3);
+	assert_false(t[3]);
+	/* a file that changed size, changed since listed, or vanished */
+	seen[0].size = 1692;
+	seen[1].mtime_ns = 201;
+	seen[2].exists = 0;
+	assert_int_equal(px_playlist_trust(&pl, seen, t), 0);
+	/* a clean stop: the newest is trusted too */
+	seen[0].size = 1880;
+	seen[1].mtime_ns = 200;
+	seen[2].exists = 1;
+	pl.clean = 1;
+	assert_int_equal(px_playlist_trust(&pl, seen, t), 4);
+	px_playlist_release(&pl);
+}
+
+/* A remux lists segments of varying sizes; each must keep its own. */
+static void test_trust_variable(void **state)
+{
+	struct px_playlist pl;
+	char err[256];
+	unsigned char t[4];
+	(void)state;
+	assert_int_equal(parse("#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 0\n#SEGMENTS 3\n"
+			       "0 376 5\n1 188 6\n2 564 7\n", &pl, err), PX_OK);
+	struct px_seg_seen seen[3] = { { 1, 376, 5 }, { 1, 376, 6 }, { 1, 564, 7 } };
+	assert_int_equal(px_playlist_trust(&pl, seen, t), 1);
+	assert_true(t[0] && !t[1] && !t[2]);
+	px_playlist_release(&pl);
+}
+
+static void test_seg_name(void **state)
+{
+	char buf[32];
+	(void)state;
+	px_playlist_seg_name(42, buf, sizeof(buf));
+	assert_string_equal(buf, "seg-000042.ts");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse_ok),
+		cmocka_unit_test(test_parse_bad),
+		cmocka_unit_test(test_save_load),
+		cmocka_unit_test(test_trust),
+		cmocka_unit_test(test_trust_variable),
+		cmocka_unit_test(test_seg_name),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
