@@ -575,8 +575,11 @@ enum px_status px_handle_read(struct px_handle *s, int64_t off, size_t len,
 		return PX_OK;
 	if ((int64_t)len > size - off)
 		len = (size_t)(size - off);
-	if (s->fd >= 0)
-		return read_path(s, off, len, buf, got);
+	if (s->fd >= 0) {
+		st = read_path(s, off, len, buf, got);
+		note_read(s, off, *got);
+		return st;
+	}
 
 	int64_t head_end, tail_start;
 	regions(s, &head_end, &tail_start);

@@ -73,6 +73,7 @@ struct rule {
 	bool no_range;
 	uint64_t delay_ms;
 	uint64_t reset_at, truncate_at, stall_at, corrupt_from;
+	uint64_t status_after;  /* `status` only for requests from this offset on */
 	uint64_t stall_ms;
 	int64_t length_delta;
 	enum cr_mode content_range;
@@ -770,6 +771,7 @@ static void rule_init(struct rule *r)
 {
 	memset(r, 0, sizeof *r);
 	r->reset_at = r->truncate_at = r->stall_at = r->corrupt_from = NONE;
+	r->status_after = NONE;
 	r->stall_ms = DEFAULT_STALL_MS;
 }
 
@@ -844,6 +846,9 @@ static const char *rule_set_key(struct rule *r, const char *k, const char *v, ch
 			BAD();
 	} else if (!strcmp(k, "stall_ms")) {
 		if (!parse_u64(v, &r->stall_ms))
+			BAD();
+	} else if (!strcmp(k, "status_after")) {
+		if (!parse_u64(v, &r->status_after) || r->status_after == NONE)
 			BAD();
 	} else if (!strcmp(k, "corrupt_from")) {
 		if (!parse_u64(v, &r->corrupt_from) || r->corrupt_from == NONE)
@@ -1212,6 +1217,18 @@ static enum next serve_get(struct conn *c, struct req *rq, bool want_close)
 	if (!rule_take(rq->path, &r))
 		rule_init(&r);
 
+	if (r.status && r.status_after != NONE) {
+		/* "5xx after N bytes": a response that would carry byte N ends
+		 * just before it (FIN); a request from N on gets the status */
+		unsigned long long from = 0;
+		if (rq->range && sscanf(rq->range, "bytes=%llu-", &from) != 1)
+			from = 0;
+		if ((uint64_t)from < r.status_after) {
+			r.status = 0;
+			if (r.truncate_at == NONE || r.truncate_at > r.status_after)
+				r.truncate_at = r.status_after;
+		}
+	}
 	if (r.redirect || r.status) {
 		struct sbuf extra = { 0 };
 		int status = r.status ? r.status : 302;

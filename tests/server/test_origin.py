@@ -621,6 +621,25 @@ def test_truncate_at(srv, data):
     assert (q["bytes_sent"], q["complete"]) == (n, False)
 
 
+def test_status_after(srv, data):
+    n = 1_000_000
+    srv.rule("/a.bin", status=503, status_after=n)
+    # a response that would carry byte n ends cleanly before it
+    raw = Raw(srv.port)
+    raw.get("/a.bin", extra="Range: bytes=1000-\r\n")
+    status, h = raw.head()
+    assert status == 206
+    got, err = raw.until_close()
+    raw.close()
+    assert err is None
+    assert sha(got) == sha(data["a.bin"][1000:n])
+    # from byte n on: the status
+    r, body = request(srv, "/a.bin", headers={"Range": f"bytes={n}-"})
+    assert r.status == 503
+    r, body = request(srv, "/a.bin", headers={"Range": "bytes=0-99"})
+    assert (r.status, body) == (206, data["a.bin"][:100])
+
+
 def test_stall_then_continue(srv, data):
     srv.rule("/a.bin", stall_at=100_000, stall_ms=400)
     raw = Raw(srv.port)
