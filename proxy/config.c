@@ -31,6 +31,7 @@ const struct px_config_option px_config_options[] = {
 	{ "admission_timeout", "SECONDS", "how long an open or read waits when every provider is at its limit (default 10)" },
 	{ "liveness_ttl", "SECONDS", "a provider failing this long drops out of the choice (default 30)" },
 	{ "liveness_interval", "SECONDS", "how often each provider is probed; 0: never (default 10)" },
+	{ "control_socket", "PATH", "serve the control API (seamfs ctl) on a Unix socket made at PATH, mode 0600 (default: none)" },
 	{ NULL, NULL, NULL }
 };
 
@@ -57,8 +58,10 @@ void px_config_release(struct px_config *cfg)
 {
 	free(cfg->ca_file);
 	free(cfg->state_dir);
+	free(cfg->control_socket);
 	cfg->ca_file = NULL;
 	cfg->state_dir = NULL;
+	cfg->control_socket = NULL;
 }
 
 int px_config_known(const char *name)
@@ -210,11 +213,13 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 			cfg->liveness_interval_ms = 0;
 		else if (parse_seconds(value, 86400, &cfg->liveness_interval_ms))
 			want = "a number of seconds from 0 to 86400";
-	} else if (strcmp(name, "state_dir") == 0 || strcmp(name, "ca_file") == 0) {
+	} else if (strcmp(name, "state_dir") == 0 || strcmp(name, "ca_file") == 0 ||
+		   strcmp(name, "control_socket") == 0) {
+		char **dst = name[0] == 's' ? &cfg->state_dir
+			     : name[1] == 'a' ? &cfg->ca_file : &cfg->control_socket;
 		if (value[0] != '/') {
 			want = "an absolute path";
-		} else if (set_string(strcmp(name, "state_dir") == 0 ? &cfg->state_dir
-								    : &cfg->ca_file, value)) {
+		} else if (set_string(dst, value)) {
 			snprintf(err, errlen, "out of memory");
 			return PX_ENOMEM;
 		}

@@ -37,6 +37,7 @@ struct px_config {
 	int64_t liveness_ttl_ms;    /* failing this long: a provider drops out, 30 s */
 	int64_t liveness_interval_ms; /* active probe per provider, 10 s; 0: none */
 	enum px_session_key session_key; /* what makes two opens one client */
+	char *control_socket;       /* owned; NULL: no control API */
 };
 
 /* One option that the core knows, for --help and the README. */
