@@ -429,6 +429,8 @@ static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
 	return strlen(s);
 }
 
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) PX_PRINTF(2, 0);
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char line[512];
