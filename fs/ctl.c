@@ -243,12 +243,11 @@ static void table_print(struct table *t)
 				w[c] = (int)strlen(v);
 		}
 	}
-	for (int c = 0; c < t->ncols; c++)
-		printf(t->right[c] ? "%*s%s" : "%-*s%s", w[c], t->head[c],
-		       c + 1 < t->ncols ? "  " : "\n");
-	for (size_t r = 0; r < t->nrows; r++) {
+	for (size_t r = 0; r <= t->nrows; r++) {
+		/* row 0 is the header */
 		for (int c = 0; c < t->ncols; c++) {
-			const char *v = t->cells[r * (size_t)t->ncols + (size_t)c];
+			const char *v = r ? t->cells[(r - 1) * (size_t)t->ncols + (size_t)c]
+					  : t->head[c];
 			if (c + 1 == t->ncols && !t->right[c])
 				printf("%s\n", v ? v : "");
 			else
