@@ -31,6 +31,8 @@
 #include <jansson.h>
 
 #include "config.h"
+#include "control.h"
+#include "ctl.h"
 #include "fetch.h"
 #include "fs.h"
 #include "import.h"
@@ -94,6 +96,7 @@ static const struct fuse_opt opt_table[] = {
 	FUSE_OPT_KEY("seek_restart_segments=%s", KEY_CORE),
 	FUSE_OPT_KEY("max_writers=%s", KEY_CORE),
 	FUSE_OPT_KEY("writer_max_speed=%s", KEY_CORE),
+	FUSE_OPT_KEY("control_socket=%s", KEY_CORE),
 	/* fstab and mount(8) options that mean nothing to a FUSE daemon */
 	FUSE_OPT_KEY("auto", KEY_DISCARD),
 	FUSE_OPT_KEY("noauto", KEY_DISCARD),
@@ -162,6 +165,7 @@ static void usage(FILE *out)
 		"       seamfs --help | --version\n"
 		"       mount -t fuse.seamfs CATALOG MOUNTPOINT -o OPTS\n"
 		"       seamfs verify [OPTIONS] CATALOG [ASSET-ID...]   (see seamfs verify --help)\n"
+		"       seamfs ctl [--socket PATH] [--json] SUBCOMMAND  (see seamfs ctl --help)\n"
 		"\n"
 		"Mounts the media assets listed in the JSON file CATALOG as plain, read-only\n"
 		"files under MOUNTPOINT, streaming their bytes from their HTTP(S) or local sources.\n"
@@ -472,6 +476,7 @@ int main(int argc, char *argv[])
 	struct px_catalog *cat = NULL;
 	struct px_core *core = NULL;
 	struct px_state *state = NULL;
+	struct px_control *control = NULL;
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *loop = NULL;
 	struct fs_ctx ctx = { 0 };
@@ -487,6 +492,8 @@ int main(int argc, char *argv[])
 	mallopt(M_ARENA_MAX, 2);
 	if (argc > 1 && strcmp(argv[1], "verify") == 0)
 		return fs_verify_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "ctl") == 0)
+		return fs_ctl_main(argc - 1, argv + 1);
 	px_config_init(&cfg);
 	if (fuse_opt_parse(&args, &cl, opt_table, opt_proc) == -1 || cl.bad) {
 		usage(stderr);
@@ -593,6 +600,12 @@ int main(int argc, char *argv[])
 	}
 	mounted = 1;
 	find_bdi(mnt, &ctx);
+	/* asked for and not there is a failed mount, not a mount without it */
+	if (cfg.control_socket && px_control_start(core, cfg.control_socket, &control) != PX_OK) {
+		px_error("main", "cannot serve the control API on %s; not mounting",
+			 cfg.control_socket);
+		goto out;
+	}
 	px_info("main", "mounted %s on %s (read_timeout %lld ms, state %s)", cl.catalog, mnt,
 		(long long)cfg.read_timeout_ms, state ? px_state_file(state) : "none");
 	if (report_fd >= 0) {
@@ -628,6 +641,7 @@ int main(int argc, char *argv[])
 out:
 	if (report_fd >= 0)
 		report(&report_fd, (unsigned char)(rc ? rc : EXIT_RUNTIME));
+	px_control_stop(control);
 	if (stopper)
 		end_stopper(stopper_thread);
 	if (mounted)

@@ -408,7 +408,9 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	/* the bytes may be sent straight from the stream's window: one copy
 	 * less on the hottest path */
 	struct px_zc zc;
+	int64_t t0 = px_now_us();
 	st = px_handle_read_zc(s, off, size, buf, &zc);
+	px_core_note_read(ctx_of(req)->core, px_now_us() - t0);
 	if (st == PX_OK) {
 		fuse_reply_iov(req, zc.iov, zc.iovcnt);
 		px_handle_zc_done(&zc);

@@ -1,9 +1,9 @@
 /*
  * status.c - the read-only .seamfs/ folder at the mount root.
  *
- * It holds status.json, the core's state as JSON, made afresh at each
- * open: a reader gets one consistent snapshot however it reads it. The
- * folder and its files have inode numbers with the top bit set, which the
+ * It holds status.json, the core's state as JSON, and metrics, the same
+ * in the Prometheus text format, each made afresh at each open: a reader
+ * gets one consistent snapshot however it reads it. The folder and its files have inode numbers with the top bit set, which the
  * tree never uses (its numbers fit in 63 bits), and the catalog may not
  * put assets below .seamfs/. The files are direct_io with size 0: their
  * contents change at every open, so the page cache must not keep them.
@@ -20,6 +20,7 @@ static const struct {
 	char *(*make)(struct px_core *core);
 } files[] = {
 	{ "status.json", px_core_status_json },
+	{ "metrics", px_core_metrics_text },
 };
 
 #define NFILES (sizeof(files) / sizeof(files[0]))

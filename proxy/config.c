@@ -41,6 +41,7 @@ const struct px_config_option px_config_options[] = {
 	{ "seek_restart_segments", "N", "a read more than N segments beyond a writer's edge restarts it there (default 3)" },
 	{ "max_writers", "N", "transcode writers running at once on this host; others wait in order (default 2)" },
 	{ "writer_max_speed", "X", "pace writers at most X times realtime, 0 for no limit (default 0)" },
+	{ "control_socket", "PATH", "serve the control API (seamfs ctl) on a Unix socket made at PATH, mode 0600 (default: none)" },
 	{ NULL, NULL, NULL }
 };
 
@@ -75,10 +76,12 @@ void px_config_release(struct px_config *cfg)
 	free(cfg->state_dir);
 	free(cfg->work_dir);
 	free(cfg->writer);
+	free(cfg->control_socket);
 	cfg->ca_file = NULL;
 	cfg->state_dir = NULL;
 	cfg->work_dir = NULL;
 	cfg->writer = NULL;
+	cfg->control_socket = NULL;
 }
 
 int px_config_known(const char *name)
@@ -260,10 +263,12 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 		else
 			cfg->writer_max_speed = d;
 	} else if (strcmp(name, "state_dir") == 0 || strcmp(name, "ca_file") == 0 ||
-		   strcmp(name, "work_dir") == 0 || strcmp(name, "writer") == 0) {
+		   strcmp(name, "work_dir") == 0 || strcmp(name, "writer") == 0 ||
+		   strcmp(name, "control_socket") == 0) {
 		char **dst = strcmp(name, "state_dir") == 0 ? &cfg->state_dir
 			     : strcmp(name, "ca_file") == 0 ? &cfg->ca_file
-			     : strcmp(name, "work_dir") == 0 ? &cfg->work_dir : &cfg->writer;
+			     : strcmp(name, "work_dir") == 0 ? &cfg->work_dir
+			     : strcmp(name, "writer") == 0 ? &cfg->writer : &cfg->control_socket;
 		if (value[0] != '/') {
 			want = "an absolute path";
 		} else if (set_string(dst, value)) {

@@ -48,6 +48,7 @@ struct px_config {
 	int seek_restart_segments;  /* a read further ahead restarts the writer, 3 */
 	int max_writers;            /* concurrent writers on this host, 2 */
 	double writer_max_speed;    /* writer pace as a multiple of realtime, 0: free */
+	char *control_socket;       /* owned; NULL: no control API */
 };
 
 /* One option that the core knows, for --help and the README. */

@@ -66,4 +66,22 @@ char *px_core_status_json(struct px_core *core);
  * assets, or NULL when the catalog has none. */
 struct px_transcode *px_core_transcode(const struct px_core *core);
 
+/*
+ * The core's metrics in the Prometheus text exposition format 0.0.4
+ * (metrics.c; names in docs/control.md). Returns a malloc'd string the
+ * caller frees, or NULL when out of memory. Any thread.
+ */
+char *px_core_metrics_text(struct px_core *core);
+
+/* Records one read's duration (microseconds, however it ended) in the
+ * read-latency histogram. Any thread, lock-free. */
+void px_core_note_read(struct px_core *core, int64_t us);
+
+/*
+ * Drains (drained 1) or resumes (0) the provider of that name: a drained
+ * provider gets no new session; sessions on it go on. PX_ENOTFOUND when
+ * no provider has the name. Idempotent. Any thread.
+ */
+enum px_status px_core_drain(struct px_core *core, const char *provider, int drained) PX_WUR;
+
 #endif

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "core.h"
+#include "histo.h"
 
 /* A cached head or tail of an asset (cache.c). Guarded by the cache lock. */
 struct cache_slot {
@@ -178,6 +179,10 @@ struct px_core {
 	/* counters, for the log and later the status */
 	_Atomic uint64_t n_cache_hits, n_cache_fills, n_streams, n_direct, n_stream_restarts;
 	_Atomic uint64_t n_stream_waits, stream_wait_us; /* reads that waited for bytes */
+
+	/* durations for the metrics (lock-free): reads as fs/ answers them,
+	 * and each transfer's submit to its first byte (provider.c) */
+	struct px_histo h_read, h_ttfb;
 };
 
 /* ---- stream.c: a session's open-ended transfer and read-ahead window */

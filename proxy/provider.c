@@ -62,6 +62,8 @@ struct xrec {
 	int started;             /* id is valid */
 	int cancelled;
 	uint64_t id;
+	int64_t submitted_us;    /* for the time to first byte */
+	int got_data;            /* fetch thread only */
 	struct xrec *prev, *next; /* p->bgs when bg */
 	struct px_fetch_cb inner;
 };
@@ -291,6 +293,10 @@ static void give_back(struct prov_rt *p, struct xrec *x)
 static int x_data(void *ctx, int64_t off, const void *buf, size_t len)
 {
 	struct xrec *x = ctx;
+	if (!x->got_data) {
+		x->got_data = 1;
+		px_histo_observe_us(&x->core->h_ttfb, px_now_us() - x->submitted_us);
+	}
 	return x->inner.on_data(x->inner.ctx, off, buf, len);
 }
 
@@ -447,6 +453,7 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 	pthread_mutex_unlock(&core->prov_lock);
 
 	struct px_fetch_cb wrap = { x_data, x_done, x };
+	x->submitted_us = px_now_us();
 	st = core->ops.submit(core->ops.impl, fp, &wrap, id);
 
 	pthread_mutex_lock(&core->prov_lock);
@@ -937,4 +944,28 @@ void px_provider_auth_failed(struct px_core *core, size_t prov, const char *why)
 			 why);
 	}
 	pthread_mutex_unlock(&core->prov_lock);
+}
+
+/* ---- the control API */
+
+enum px_status px_core_drain(struct px_core *core, const char *provider, int drained)
+{
+	const struct px_catalog *cat = core->cat;
+	size_t i = 0;
+
+	while (i < cat->nproviders && strcmp(cat->providers[i].name, provider) != 0)
+		i++;
+	if (i == cat->nproviders)
+		return PX_ENOTFOUND;
+	pthread_mutex_lock(&core->prov_lock);
+	int was = core->provs[i].drained;
+	core->provs[i].drained = drained ? 1 : 0;
+	/* an open waiting for a slot may choose a resumed provider */
+	pthread_cond_broadcast(&core->prov_cond);
+	pthread_mutex_unlock(&core->prov_lock);
+	if (was != (drained ? 1 : 0))
+		px_info("provider", "provider %s %s", provider,
+			drained ? "drained: no new sessions, open ones go on"
+				: "resumed: takes new sessions again");
+	return PX_OK;
 }

@@ -280,7 +280,7 @@ def test_open_at_limit_waits_then_fails_and_status_says_why(seamfs, data, origin
 
 def test_status_json_is_fresh_at_each_open(seamfs, data, origins):
     m = seamfs.mount(multi_catalog(data, origins[:2]))
-    assert os.listdir(m.path('.seamfs')) == ['status.json']
+    assert sorted(os.listdir(m.path('.seamfs'))) == ['metrics', 'status.json']
     before = status(m)
     assert before['sessions'] == []
     assert {p['name'] for p in before['providers']} == {'p1', 'p2'}

@@ -1,0 +1,458 @@
+/*
+ * ctl.c - `seamfs ctl`, the control API's client.
+ *
+ * One HTTP/1.1 request per run over the daemon's Unix socket, written by
+ * hand ("Connection: close", so the answer ends where the socket does):
+ * the requests are four and fixed, and a socket plus a status line is
+ * less to go wrong than a second HTTP stack. Every wait is bounded
+ * (CTL_TIMEOUT_MS per step) and so is the answer (CTL_MAX_ANSWER).
+ * Answers are JSON, turned into tables here unless --json.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <jansson.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "ctl.h"
+
+#define EXIT_OK 0
+#define EXIT_DAEMON 1
+#define EXIT_USAGE 2
+#define EXIT_CONNECT 3
+
+#define CTL_TIMEOUT_MS 10000
+#define CTL_MAX_ANSWER (64u << 20)
+
+struct answer {
+	int status;                /* HTTP status */
+	char *body;                /* NUL-terminated */
+	size_t len;
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: seamfs ctl [--socket PATH] [--json] SUBCOMMAND\n"
+		"\n"
+		"Talks to a running seamfs through its control socket (-o control_socket=PATH).\n"
+		"\n"
+		"subcommands:\n"
+		"    status                 providers and sessions, as tables\n"
+		"    metrics                the metrics, in the Prometheus text format\n"
+		"    drain NAME [--reason TEXT]\n"
+		"                           the provider gets no new session; open ones go on\n"
+		"    resume NAME            the provider takes new sessions again\n"
+		"\n"
+		"options:\n"
+		"    --socket PATH          the control socket (default: $SEAMFS_CONTROL_SOCKET)\n"
+		"    --json                 print the daemon's JSON answer as it is\n"
+		"    -h, --help             this help\n"
+		"\n"
+		"exit status: 0 done, 1 the daemon answered with an error, 2 bad command line,\n"
+		"3 cannot connect to the socket.\n");
+}
+
+/* Waits (bounded) until fd is ready for events; 0, or -1 with errno. */
+static int wait_fd(int fd, short events)
+{
+	struct pollfd p = { fd, events, 0 };
+	int r;
+	do
+		r = poll(&p, 1, CTL_TIMEOUT_MS);
+	while (r < 0 && errno == EINTR);
+	if (r == 0)
+		errno = ETIMEDOUT;
+	return r > 0 ? 0 : -1;
+}
+
+static int connect_to(const char *path)
+{
+	struct sockaddr_un sa;
+	int fd;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		fprintf(stderr, "seamfs ctl: socket path too long: %s\n", path);
+		return -1;
+	}
+	memcpy(sa.sun_path, path, strlen(path));
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+		return fd;
+	int e = errno;
+	close(fd);
+	if (e == ENOENT)
+		fprintf(stderr, "seamfs ctl: no control socket at %s (is seamfs running with "
+			"-o control_socket=%s?)\n", path, path);
+	else if (e == EACCES || e == EPERM)
+		fprintf(stderr, "seamfs ctl: %s: permission denied (the socket is mode 0600: run "
+			"as the user who mounted, or root)\n", path);
+	else if (e == ECONNREFUSED)
+		fprintf(stderr, "seamfs ctl: %s: nobody answers (the daemon is gone; a stale "
+			"socket)\n", path);
+	else
+		fprintf(stderr, "seamfs ctl: %s: %s\n", path, strerror(e));
+	return -1;
+}
+
+/*
+ * Sends one request and reads the answer. Returns 0, or an exit status
+ * (a message printed).
+ */
+static int request(const char *sock, const char *method, const char *target, const char *body,
+		   struct answer *ans)
+{
+	char head[2048];
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	int fd, rc = EXIT_CONNECT;
+	size_t blen = body ? strlen(body) : 0;
+
+	memset(ans, 0, sizeof(*ans));
+	fd = connect_to(sock);
+	if (fd < 0)
+		return EXIT_CONNECT;
+	int hl = snprintf(head, sizeof(head),
+			  "%s %s HTTP/1.1\r\nHost: seamfs\r\nConnection: close\r\n"
+			  "Accept: application/json\r\n%sContent-Length: %zu\r\n\r\n",
+			  method, target, body ? "Content-Type: application/json\r\n" : "", blen);
+	if (hl < 0 || (size_t)hl >= sizeof(head)) {
+		fprintf(stderr, "seamfs ctl: request too long\n");
+		rc = EXIT_USAGE;
+		goto out;
+	}
+	const char *parts[2] = { head, body };
+	size_t plen[2] = { (size_t)hl, blen };
+	for (int k = 0; k < 2; k++) {
+		for (size_t off = 0; off < plen[k];) {
+			if (wait_fd(fd, POLLOUT))
+				goto io;
+			ssize_t n = send(fd, parts[k] + off, plen[k] - off, MSG_NOSIGNAL);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				goto io;
+			off += (size_t)n;
+		}
+	}
+	for (;;) {
+		if (len + 4096 + 1 > cap) {
+			size_t nc = cap ? cap * 2 : 65536;
+			char *nb = nc <= CTL_MAX_ANSWER ? realloc(buf, nc) : NULL;
+			if (!nb) {
+				fprintf(stderr, "seamfs ctl: the answer is too big\n");
+				rc = EXIT_DAEMON;
+				goto out;
+			}
+			buf = nb;
+			cap = nc;
+		}
+		if (wait_fd(fd, POLLIN))
+			goto io;
+		ssize_t n = recv(fd, buf + len, cap - len - 1, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			goto io;
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	/* "HTTP/1.1 200 OK\r\n" headers "\r\n\r\n" body */
+	char *eoh = strstr(buf, "\r\n\r\n");
+	if (strncmp(buf, "HTTP/1.", 7) != 0 || len < 12 || !eoh || !isdigit((unsigned char)buf[9]) ||
+	    !isdigit((unsigned char)buf[10]) || !isdigit((unsigned char)buf[11])) {
+		fprintf(stderr, "seamfs ctl: %s: not an HTTP answer\n", sock);
+		rc = EXIT_DAEMON;
+		goto out;
+	}
+	ans->status = (buf[9] - '0') * 100 + (buf[10] - '0') * 10 + (buf[11] - '0');
+	ans->len = len - (size_t)(eoh + 4 - buf);
+	ans->body = malloc(ans->len + 1);
+	if (!ans->body) {
+		rc = EXIT_DAEMON;
+		goto out;
+	}
+	memcpy(ans->body, eoh + 4, ans->len + 1);
+	rc = 0;
+	goto out;
+io:
+	fprintf(stderr, "seamfs ctl: %s: %s\n", sock,
+		errno == ETIMEDOUT ? "no answer within 10 s" : strerror(errno));
+out:
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+/* An error answer: prints the daemon's error and field. Returns 1. */
+static int daemon_error(const struct answer *ans)
+{
+	json_t *o = json_loadb(ans->body, ans->len, 0, NULL);
+	const char *e = json_string_value(json_object_get(o, "error"));
+	const char *f = json_string_value(json_object_get(o, "field"));
+	if (e)
+		fprintf(stderr, "seamfs ctl: the daemon refused (%d): %s%s%s%s\n", ans->status, e,
+			f && f[0] ? " (field: " : "", f && f[0] ? f : "", f && f[0] ? ")" : "");
+	else
+		fprintf(stderr, "seamfs ctl: the daemon answered %d: %.300s\n", ans->status,
+			ans->body);
+	json_decref(o);
+	return EXIT_DAEMON;
+}
+
+/* ---- tables */
+
+#define MAXCOLS 9
+
+struct table {
+	int ncols;
+	const char *head[MAXCOLS];
+	int right[MAXCOLS];        /* numbers: right-aligned */
+	char **cells;              /* nrows * ncols, owned */
+	size_t nrows;
+};
+
+static void table_row(struct table *t, char *const *vals)
+{
+	char **n = realloc(t->cells, (t->nrows + 1) * (size_t)t->ncols * sizeof(*n));
+	if (!n)
+		return;
+	t->cells = n;
+	for (int c = 0; c < t->ncols; c++)
+		n[t->nrows * (size_t)t->ncols + (size_t)c] = strdup(vals[c] ? vals[c] : "");
+	t->nrows++;
+}
+
+static void table_print(struct table *t)
+{
+	int w[MAXCOLS];
+	for (int c = 0; c < t->ncols; c++) {
+		w[c] = (int)strlen(t->head[c]);
+		for (size_t r = 0; r < t->nrows; r++) {
+			const char *v = t->cells[r * (size_t)t->ncols + (size_t)c];
+			if (v && (int)strlen(v) > w[c])
+				w[c] = (int)strlen(v);
+		}
+	}
+	for (size_t r = 0; r <= t->nrows; r++) {
+		/* row 0 is the header */
+		for (int c = 0; c < t->ncols; c++) {
+			const char *v = r ? t->cells[(r - 1) * (size_t)t->ncols + (size_t)c]
+					  : t->head[c];
+			if (c + 1 == t->ncols && !t->right[c])
+				printf("%s\n", v ? v : "");
+			else
+				printf(t->right[c] ? "%*s%s" : "%-*s%s", w[c], v ? v : "",
+				       c + 1 < t->ncols ? "  " : "\n");
+		}
+	}
+	for (size_t i = 0; i < t->nrows * (size_t)t->ncols; i++)
+		free(t->cells[i]);
+	free(t->cells);
+}
+
+static char *num(json_t *v)
+{
+	char b[64];
+	if (json_is_integer(v))
+		snprintf(b, sizeof(b), "%lld", (long long)json_integer_value(v));
+	else if (json_is_real(v))
+		snprintf(b, sizeof(b), "%.1f", json_real_value(v));
+	else
+		snprintf(b, sizeof(b), "-");
+	return strdup(b);
+}
+
+static const char *str(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+	return s ? s : "";
+}
+
+static void mib(char *b, size_t n, json_t *v)
+{
+	snprintf(b, n, "%.1f MiB", (double)json_integer_value(v) / 1048576.0);
+}
+
+static int print_status(const struct answer *ans)
+{
+	json_error_t jerr;
+	json_t *root = json_loadb(ans->body, ans->len, 0, &jerr), *v;
+	size_t i;
+
+	if (!json_is_object(root)) {
+		fprintf(stderr, "seamfs ctl: the status is not a JSON object: %s\n", jerr.text);
+		json_decref(root);
+		return EXIT_DAEMON;
+	}
+	struct table pt = { 7, { "PROVIDER", "STATE", "SESSIONS", "TRANSFERS", "LIMIT", "DRAINED",
+				 "WHY" }, { 0, 0, 1, 1, 1, 0, 0 }, NULL, 0 };
+	json_array_foreach(json_object_get(root, "providers"), i, v) {
+		json_t *max = json_object_get(v, "max_connections");
+		char *cells[7] = { (char *)str(v, "name"), (char *)str(v, "state"),
+				   num(json_object_get(v, "sessions")),
+				   num(json_object_get(v, "transfers")),
+				   json_is_integer(max) ? num(max) : strdup("none"),
+				   json_is_true(json_object_get(v, "drained")) ? "yes" : "no",
+				   (char *)str(v, "why") };
+		table_row(&pt, cells);
+		free(cells[2]);
+		free(cells[3]);
+		free(cells[4]);
+	}
+	table_print(&pt);
+
+	printf("\n");
+	json_t *sess = json_object_get(root, "sessions");
+	if (json_array_size(sess) == 0) {
+		printf("no sessions\n");
+	} else {
+		struct table st = { 8, { "SESSION", "ASSET", "CLIENT", "PROVIDER", "OFFSET", "BYTES",
+					 "STATE", "AGE_S" }, { 1, 0, 1, 0, 1, 1, 0, 1 }, NULL, 0 };
+		json_array_foreach(sess, i, v) {
+			char *cells[8] = { num(json_object_get(v, "id")), (char *)str(v, "asset"),
+					   num(json_object_get(v, "client")),
+					   (char *)str(v, "provider"),
+					   num(json_object_get(v, "offset")),
+					   num(json_object_get(v, "bytes_served")),
+					   (char *)str(v, "state"),
+					   num(json_object_get(v, "age_s")) };
+			table_row(&st, cells);
+			free(cells[0]);
+			free(cells[2]);
+			free(cells[4]);
+			free(cells[5]);
+			free(cells[7]);
+		}
+		table_print(&st);
+	}
+	json_t *mem = json_object_get(root, "memory");
+	if (json_is_object(mem)) {
+		char a[32], b[32], c[32], d[32];
+		mib(a, sizeof(a), json_object_get(mem, "readahead_used"));
+		mib(b, sizeof(b), json_object_get(mem, "readahead_budget"));
+		mib(c, sizeof(c), json_object_get(mem, "cache_used"));
+		mib(d, sizeof(d), json_object_get(mem, "cache_size"));
+		printf("\nread-ahead memory %s of %s; head/tail cache %s of %s\n", a, b, c, d);
+	}
+	json_decref(root);
+	return EXIT_OK;
+}
+
+/* NAME as one path segment: everything but unreserved characters escaped. */
+static char *escape_segment(const char *s)
+{
+	char *out = malloc(strlen(s) * 3 + 1), *o = out;
+	if (!out)
+		return NULL;
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~')
+			*o++ = (char)c;
+		else
+			o += sprintf(o, "%%%02X", c);
+	}
+	*o = '\0';
+	return out;
+}
+
+int fs_ctl_main(int argc, char **argv)
+{
+	const char *sock = getenv("SEAMFS_CONTROL_SOCKET"), *reason = NULL;
+	const char *args[3] = { NULL, NULL, NULL };
+	int nargs = 0, json = 0, rc;
+	struct answer ans = { 0 };
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			usage(stdout);
+			return EXIT_OK;
+		} else if (strcmp(argv[i], "--json") == 0) {
+			json = 1;
+		} else if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
+			sock = argv[++i];
+		} else if (strncmp(argv[i], "--socket=", 9) == 0) {
+			sock = argv[i] + 9;
+		} else if (strcmp(argv[i], "--reason") == 0 && i + 1 < argc) {
+			reason = argv[++i];
+		} else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+			fprintf(stderr, "seamfs ctl: unknown option '%s'\n", argv[i]);
+			goto usage;
+		} else if (nargs < 3) {
+			args[nargs++] = argv[i];
+		} else {
+			fprintf(stderr, "seamfs ctl: unexpected argument '%s'\n", argv[i]);
+			goto usage;
+		}
+	}
+	if (!args[0]) {
+		fprintf(stderr, "seamfs ctl: missing SUBCOMMAND\n");
+		goto usage;
+	}
+	if (!sock || !sock[0]) {
+		fprintf(stderr, "seamfs ctl: no socket: give --socket PATH or set "
+			"SEAMFS_CONTROL_SOCKET\n");
+		goto usage;
+	}
+	int named = strcmp(args[0], "drain") == 0 || strcmp(args[0], "resume") == 0;
+	int plain = strcmp(args[0], "status") == 0 || strcmp(args[0], "metrics") == 0;
+	if ((!named && !plain) || (named && (nargs != 2 || !args[1][0])) ||
+	    (plain && nargs != 1) || (reason && strcmp(args[0], "drain") != 0)) {
+		if (!named && !plain)
+			fprintf(stderr, "seamfs ctl: unknown subcommand '%s'\n", args[0]);
+		else
+			fprintf(stderr, "seamfs ctl: wrong arguments for '%s'\n", args[0]);
+		goto usage;
+	}
+	if (plain) {
+		char target[64];
+		snprintf(target, sizeof(target), "/v1/%s", args[0]);
+		rc = request(sock, "GET", target, NULL, &ans);
+	} else {
+		char *name = escape_segment(args[1]), *body = NULL, *target = NULL;
+		json_t *o = reason ? json_pack("{s:s}", "reason", reason) : NULL;
+		if (o)
+			body = json_dumps(o, 0);
+		json_decref(o);
+		if (name && asprintf(&target, "/v1/providers/%s/%s", name, args[0]) < 0)
+			target = NULL;
+		if (!target || (reason && !body)) {
+			fprintf(stderr, "seamfs ctl: out of memory\n");
+			rc = EXIT_DAEMON;
+		} else {
+			rc = request(sock, "POST", target, body, &ans);
+		}
+		free(name);
+		free(body);
+		free(target);
+	}
+	if (rc)
+		goto out;
+	if (ans.status >= 300) {
+		rc = daemon_error(&ans);
+	} else if (json || strcmp(args[0], "metrics") == 0) {
+		fwrite(ans.body, 1, ans.len, stdout);
+	} else if (strcmp(args[0], "status") == 0) {
+		rc = print_status(&ans);
+	} else if (strcmp(args[0], "drain") == 0) {
+		printf("provider %s drained: it gets no new sessions; open ones go on\n", args[1]);
+	} else {
+		printf("provider %s resumed: it takes new sessions again\n", args[1]);
+	}
+out:
+	free(ans.body);
+	return rc;
+usage:
+	fprintf(stderr, "usage: seamfs ctl [--socket PATH] [--json] status|metrics|drain NAME|"
+		"resume NAME; see seamfs ctl --help\n");
+	return EXIT_USAGE;
+}
