@@ -88,12 +88,12 @@ static void sample(struct buf *b, const char *name, unsigned long long v)
 /* One provider's figures, copied under prov_lock. */
 struct prov_snap {
 	const char *name;          /* the catalog's: lives as long as the core */
-	int state;                 /* 0 live, 1 failing, 2 down, 3 drained */
+	int state;                 /* 0 live, 1 failing, 2 down, 3 drained, 4 auth_error */
 	int sessions, xfers, bg, held, max, drained;
-	uint64_t n_ok, n_bad, n_waits, n_busy, n_preempted, n_evicted, n_probes;
+	uint64_t n_ok, n_bad, n_waits, n_busy, n_preempted, n_evicted, n_probes, n_auth;
 };
 
-static const char *const state_names[] = { "live", "failing", "down", "drained" };
+static const char *const state_names[] = { "live", "failing", "down", "drained", "auth_error" };
 
 /* A provider's family: one sample per provider of the field at offset. */
 static void per_provider(struct buf *b, const struct prov_snap *ps, size_t n, const char *name,
@@ -148,6 +148,8 @@ char *px_core_metrics_text(struct px_core *core)
 		s->name = cat->providers[i].name;
 		if (p->drained)
 			s->state = 3;
+		else if (p->auth_failed)
+			s->state = 4;
 		else if (p->bad_since)
 			s->state = now - p->bad_since >= core->cfg->liveness_ttl_ms ? 2 : 1;
 		s->sessions = p->sessions;
@@ -163,6 +165,7 @@ char *px_core_metrics_text(struct px_core *core)
 		s->n_preempted = p->n_preempted;
 		s->n_evicted = p->n_evicted;
 		s->n_probes = p->n_probes;
+		s->n_auth = p->n_auth;
 	}
 	for (const struct px_session *s = core->sessions; s; s = s->next) {
 		if (s->nhandles)
@@ -176,6 +179,13 @@ char *px_core_metrics_text(struct px_core *core)
 	pthread_mutex_lock(&core->cache_lock);
 	long long cache_used = core->cache_used;
 	pthread_mutex_unlock(&core->cache_lock);
+
+	uint64_t cut[PX_STATUS_COUNT], verified[4], exhausted;
+	pthread_mutex_lock(&core->vf_lock);
+	memcpy(cut, core->n_cutovers, sizeof(cut));
+	memcpy(verified, core->n_verified, sizeof(verified));
+	exhausted = core->n_exhausted;
+	pthread_mutex_unlock(&core->vf_lock);
 
 	family(&b, "seamfs_info", "gauge", "Always 1; the version as a label.");
 	put(&b, "seamfs_info{version=\"%s\"} 1\n", SEAMFS_VERSION);
@@ -192,9 +202,10 @@ char *px_core_metrics_text(struct px_core *core)
 		put(&b, "\"} %d\n", ps[i].state != 2);
 	}
 	family(&b, "seamfs_provider_state", "gauge",
-	       "1 for the provider's state (live, failing, down, drained), 0 for the others.");
+	       "1 for the provider's state (live, failing, down, drained, auth_error), 0 for "
+	       "the others.");
 	for (size_t i = 0; i < np; i++) {
-		for (int k = 0; k < 4; k++) {
+		for (int k = 0; k < 5; k++) {
 			put(&b, "seamfs_provider_state{provider=\"");
 			put_label(&b, ps[i].name);
 			put(&b, "\",state=\"%s\"} %d\n", state_names[k], ps[i].state == k);
@@ -273,6 +284,30 @@ char *px_core_metrics_text(struct px_core *core)
 	put(&b, "seamfs_cache_used_bytes %lld\n", cache_used);
 	family(&b, "seamfs_cache_size_bytes", "gauge", "The cache_size option.");
 	put(&b, "seamfs_cache_size_bytes %lld\n", (long long)core->cfg->cache_size);
+
+	family(&b, "seamfs_provider_auth_errors_total", "counter",
+	       "HTTP 401/403 answers: the provider's credentials refused.");
+	for (size_t i = 0; i < np; i++) {
+		put(&b, "seamfs_provider_auth_errors_total{provider=\"");
+		put_label(&b, ps[i].name);
+		put(&b, "\"} %llu\n", (unsigned long long)ps[i].n_auth);
+	}
+	family(&b, "seamfs_cutovers_total", "counter",
+	       "Sessions moved to a standby at the same offset, by what failed.");
+	for (int st = 0; st < PX_STATUS_COUNT; st++)
+		if (cut[st])
+			put(&b, "seamfs_cutovers_total{reason=\"%s\"} %llu\n",
+			    px_cutover_reason_name((enum px_status)st), (unsigned long long)cut[st]);
+	family(&b, "seamfs_fallback_exhausted_total", "counter",
+	       "Reads that failed with no standby able to take over.");
+	sample(&b, "seamfs_fallback_exhausted_total", exhausted);
+	family(&b, "seamfs_verifications_total", "counter",
+	       "Standby checks against the asset's reference, by outcome.");
+	static const char *const outcomes[] = { "match", "mismatch", "size_mismatch",
+						"inconclusive" };
+	for (int k = 0; k < 4; k++)
+		put(&b, "seamfs_verifications_total{outcome=\"%s\"} %llu\n", outcomes[k],
+		    (unsigned long long)verified[k]);
 
 	histogram(&b, "seamfs_read_latency_seconds",
 		  "Time to answer a read of a file, from the kernel's request to the reply.",

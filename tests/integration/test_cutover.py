@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+import promparse
 from conftest import MIB, KIB, bounded, sha256_file, wait_until
 from origin import Origin
 
@@ -62,6 +63,11 @@ def cat_for(data, origins, name='mid.bin'):
 def status(m):
     with open(m.path('.seamfs/status.json')) as f:
         return json.load(f)
+
+
+def metrics(m):
+    with open(m.path('.seamfs/metrics')) as f:
+        return promparse.parse(f.read())
 
 
 def source_state(st, provider):
@@ -125,6 +131,7 @@ def test_read_across_failure_cuts_over(seamfs, data, make_origin, trigger):
     assert last['offset'] >= 64 * KIB
     # the standby really served the rest
     assert any(r['path'] == '/mid.bin' and r['bytes_sent'] > MIB for r in o2.log()['requests'])
+    assert metrics(m)['seamfs_cutovers_total'].value({'reason': reason}) >= 1
 
 
 def test_stopped_origin_mid_read(seamfs, data, make_origin):
@@ -201,6 +208,7 @@ def test_nothing_can_take_over_fails_in_time(seamfs, data, make_origin, tmp_path
     assert bytes(got) == ref[:len(got)]     # what came before the error is right
     st = status(m)
     assert st['cutovers']['fallback_exhausted'] >= 1
+    assert metrics(m)['seamfs_fallback_exhausted_total'].value() >= 1
     assert 'no standby could take over' in st['cutovers']['last_fallback_exhausted']
 
 
@@ -218,6 +226,9 @@ def test_403_is_an_authentication_error_and_cutover_goes_on(seamfs, data, make_o
     assert p1['state'] == 'auth_error' and 'authentication refused' in p1['auth_error']
     assert st['cutovers']['fallback_exhausted'] == 0
     assert 'authentication refused' in m.log()
+    met = metrics(m)
+    assert met['seamfs_provider_auth_errors_total'].value({'provider': 'p1'}) >= 1
+    assert met['seamfs_provider_state'].value({'provider': 'p1', 'state': 'auth_error'}) == 1
 
 
 def make_big_clip(path, log):
