@@ -48,6 +48,11 @@ static void usage(FILE *out)
 		"    drain NAME [--reason TEXT]\n"
 		"                           the provider gets no new session; open ones go on\n"
 		"    resume NAME            the provider takes new sessions again\n"
+		"    add-source ID URL|PATH [--provider NAME]\n"
+		"                           a new source of the asset: live sessions take it as\n"
+		"                           a standby once verified\n"
+		"    remove-source ID URL|PATH\n"
+		"                           no new session or cutover goes to that source\n"
 		"\n"
 		"options:\n"
 		"    --socket PATH          the control socket (default: $SEAMFS_CONTROL_SOCKET)\n"
@@ -367,8 +372,8 @@ static char *escape_segment(const char *s)
 
 int fs_ctl_main(int argc, char **argv)
 {
-	const char *sock = getenv("SEAMFS_CONTROL_SOCKET"), *reason = NULL;
-	const char *args[3] = { NULL, NULL, NULL };
+	const char *sock = getenv("SEAMFS_CONTROL_SOCKET"), *reason = NULL, *provider = NULL;
+	const char *args[4] = { NULL, NULL, NULL, NULL };
 	int nargs = 0, json = 0, rc;
 	struct answer ans = { 0 };
 
@@ -384,10 +389,12 @@ int fs_ctl_main(int argc, char **argv)
 			sock = argv[i] + 9;
 		} else if (strcmp(argv[i], "--reason") == 0 && i + 1 < argc) {
 			reason = argv[++i];
+		} else if (strcmp(argv[i], "--provider") == 0 && i + 1 < argc) {
+			provider = argv[++i];
 		} else if (argv[i][0] == '-' && argv[i][1] != '\0') {
 			fprintf(stderr, "seamfs ctl: unknown option '%s'\n", argv[i]);
 			goto usage;
-		} else if (nargs < 3) {
+		} else if (nargs < 4) {
 			args[nargs++] = argv[i];
 		} else {
 			fprintf(stderr, "seamfs ctl: unexpected argument '%s'\n", argv[i]);
@@ -405,9 +412,12 @@ int fs_ctl_main(int argc, char **argv)
 	}
 	int named = strcmp(args[0], "drain") == 0 || strcmp(args[0], "resume") == 0;
 	int plain = strcmp(args[0], "status") == 0 || strcmp(args[0], "metrics") == 0;
-	if ((!named && !plain) || (named && (nargs != 2 || !args[1][0])) ||
-	    (plain && nargs != 1) || (reason && strcmp(args[0], "drain") != 0)) {
-		if (!named && !plain)
+	int src = strcmp(args[0], "add-source") == 0 || strcmp(args[0], "remove-source") == 0;
+	if ((!named && !plain && !src) || (named && (nargs != 2 || !args[1][0])) ||
+	    (src && (nargs != 3 || !args[1][0] || !args[2][0])) ||
+	    (plain && nargs != 1) || (reason && strcmp(args[0], "drain") != 0) ||
+	    (provider && strcmp(args[0], "add-source") != 0)) {
+		if (!named && !plain && !src)
 			fprintf(stderr, "seamfs ctl: unknown subcommand '%s'\n", args[0]);
 		else
 			fprintf(stderr, "seamfs ctl: wrong arguments for '%s'\n", args[0]);
@@ -417,6 +427,27 @@ int fs_ctl_main(int argc, char **argv)
 		char target[64];
 		snprintf(target, sizeof(target), "/v1/%s", args[0]);
 		rc = request(sock, "GET", target, NULL, &ans);
+	} else if (src) {
+		int add = strcmp(args[0], "add-source") == 0;
+		int is_url = strstr(args[2], "://") != NULL;
+		char *id = escape_segment(args[1]), *body = NULL, *target = NULL;
+		json_t *o = json_pack("{s:s}", is_url ? "url" : "path", args[2]);
+		if (o && provider)
+			json_object_set_new(o, "provider", json_string(provider));
+		if (o)
+			body = json_dumps(o, 0);
+		json_decref(o);
+		if (id && asprintf(&target, "/v1/assets/%s/sources%s", id, add ? "" : "/remove") < 0)
+			target = NULL;
+		if (!target || !body) {
+			fprintf(stderr, "seamfs ctl: out of memory\n");
+			rc = EXIT_DAEMON;
+		} else {
+			rc = request(sock, "POST", target, body, &ans);
+		}
+		free(id);
+		free(body);
+		free(target);
 	} else {
 		char *name = escape_segment(args[1]), *body = NULL, *target = NULL;
 		json_t *o = reason ? json_pack("{s:s}", "reason", reason) : NULL;
@@ -443,6 +474,12 @@ int fs_ctl_main(int argc, char **argv)
 		fwrite(ans.body, 1, ans.len, stdout);
 	} else if (strcmp(args[0], "status") == 0) {
 		rc = print_status(&ans);
+	} else if (strcmp(args[0], "add-source") == 0) {
+		printf("asset %s: %s added; live sessions take it as a standby once verified\n",
+		       args[1], args[2]);
+	} else if (strcmp(args[0], "remove-source") == 0) {
+		printf("asset %s: %s removed; no new session or cutover goes there\n", args[1],
+		       args[2]);
 	} else if (strcmp(args[0], "drain") == 0) {
 		printf("provider %s drained: it gets no new sessions; open ones go on\n", args[1]);
 	} else {
@@ -453,6 +490,6 @@ out:
 	return rc;
 usage:
 	fprintf(stderr, "usage: seamfs ctl [--socket PATH] [--json] status|metrics|drain NAME|"
-		"resume NAME; see seamfs ctl --help\n");
+		"resume NAME|add-source ID URL|remove-source ID URL; see seamfs ctl --help\n");
 	return EXIT_USAGE;
 }

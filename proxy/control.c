@@ -44,6 +44,8 @@ static const struct route {
 	{ "GET", "/v1/metrics", PX_CTL_METRICS },
 	{ "POST", "/v1/providers/*/drain", PX_CTL_DRAIN },
 	{ "POST", "/v1/providers/*/resume", PX_CTL_RESUME },
+	{ "POST", "/v1/assets/*/sources", PX_CTL_ADD_SOURCE },
+	{ "POST", "/v1/assets/*/sources/remove", PX_CTL_REMOVE_SOURCE },
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
@@ -160,13 +162,66 @@ int px_ctl_match(const char *method, const char *url, struct px_ctl_request *req
 	}
 	if (!hit) {
 		set_err(err, 404, "path", "no such path (routes: GET /v1/status, GET /v1/metrics, "
-			"POST /v1/providers/NAME/drain, POST /v1/providers/NAME/resume)");
+			"POST /v1/providers/NAME/drain, POST /v1/providers/NAME/resume, "
+			"POST /v1/assets/ID/sources, POST /v1/assets/ID/sources/remove)");
 		return -1;
 	}
 	req->route = hit->id;
 	if (param && px_ctl_percent_decode(param, plen, req->name, sizeof(req->name)) < 0) {
-		set_err(err, 400, "name", "malformed provider name in the path (bad %%-escape, "
+		set_err(err, 400, "name", "malformed name in the path (bad %%-escape, "
 			"a control character, or longer than %d bytes)", PX_CTL_PARAM_MAX - 1);
+		return -1;
+	}
+	return 0;
+}
+
+/* Names a body key in err->field, only as much of it as is printable. */
+static void key_field(char *field, size_t cap, const char *key)
+{
+	size_t k = 0;
+	for (const char *c = key; *c && k + 1 < cap; c++)
+		field[k++] = (unsigned char)*c < 0x20 ? '?' : *c;
+	field[k] = '\0';
+}
+
+/* The body of adding or removing a source: one of "url" and "path", and
+ * (adding) an optional "provider", all strings. */
+static int source_body(struct px_ctl_request *req, json_t *root, struct px_ctl_error *err)
+{
+	const char *key;
+	json_t *v;
+	int add = req->route == PX_CTL_ADD_SOURCE;
+
+	json_object_foreach(root, key, v) {
+		char field[64];
+		key_field(field, sizeof(field), key);
+		int known = !strcmp(key, "url") || !strcmp(key, "path") ||
+			    (add && !strcmp(key, "provider"));
+		if (!known) {
+			set_err(err, 400, field, "unknown field (%s)",
+				add ? "a source takes \"url\" or \"path\", and \"provider\""
+				    : "removing a source takes \"url\" or \"path\"");
+			return -1;
+		}
+		if (!json_is_string(v) || json_string_length(v) == 0 ||
+		    strlen(json_string_value(v)) != json_string_length(v)) {
+			set_err(err, 400, field, "\"%s\" must be a non-empty string", field);
+			return -1;
+		}
+		char *dst = !strcmp(key, "provider") ? req->provider : req->where;
+		size_t cap = !strcmp(key, "provider") ? sizeof(req->provider) : sizeof(req->where);
+		if (json_string_length(v) >= cap) {
+			set_err(err, 400, field, "\"%s\" is longer than %zu bytes", field, cap - 1);
+			return -1;
+		}
+		if (dst == req->where && req->where[0]) {
+			set_err(err, 400, field, "give one of \"url\" and \"path\", not both");
+			return -1;
+		}
+		memcpy(dst, json_string_value(v), json_string_length(v) + 1);
+	}
+	if (!req->where[0]) {
+		set_err(err, 400, "url", "missing \"url\" (or \"path\")");
 		return -1;
 	}
 	return 0;
@@ -185,8 +240,14 @@ int px_ctl_check_body(struct px_ctl_request *req, const char *body, size_t len,
 	memset(err, 0, sizeof(err[0]));
 	while (i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' || body[i] == '\n'))
 		i++;
-	if (i == len)
-		return 0; /* no body: every route takes that */
+	if (i == len) {
+		if (req->route == PX_CTL_ADD_SOURCE || req->route == PX_CTL_REMOVE_SOURCE) {
+			set_err(err, 400, "body", "this request takes a JSON object with \"url\" "
+				"or \"path\"");
+			return -1;
+		}
+		return 0; /* no body: the other routes take that */
+	}
 	if (req->route == PX_CTL_STATUS || req->route == PX_CTL_METRICS) {
 		set_err(err, 400, "body", "this request takes no body");
 		return -1;
@@ -201,14 +262,14 @@ int px_ctl_check_body(struct px_ctl_request *req, const char *body, size_t len,
 		set_err(err, 400, "body", "the body must be a JSON object");
 		goto out;
 	}
+	if (req->route == PX_CTL_ADD_SOURCE || req->route == PX_CTL_REMOVE_SOURCE) {
+		rc = source_body(req, root, err);
+		goto out;
+	}
 	json_object_foreach(root, key, v) {
 		if (strcmp(key, "reason") != 0) {
 			char field[64];
-			/* name the key, but only as much of it as is printable */
-			size_t k = 0;
-			for (const char *c = key; *c && k + 1 < sizeof(field); c++)
-				field[k++] = (unsigned char)*c < 0x20 ? '?' : *c;
-			field[k] = '\0';
+			key_field(field, sizeof(field), key);
 			set_err(err, 400, field, "unknown field (drain and resume take \"reason\")");
 			goto out;
 		}
@@ -341,6 +402,33 @@ static enum MHD_Result handle(struct px_control *ctl, struct MHD_Connection *c, 
 		return respond(c, MHD_HTTP_OK,
 			       json_text(json_pack("{s:s, s:b}", "provider", r->req.name,
 						   "drained", drain)),
+			       "application/json", NULL);
+	}
+	case PX_CTL_ADD_SOURCE:
+	case PX_CTL_REMOVE_SOURCE: {
+		int add = r->req.route == PX_CTL_ADD_SOURCE;
+		char msg[600];
+		enum px_status st = add ? px_core_add_source(ctl->core, r->req.name, r->req.where,
+							    r->req.provider[0] ? r->req.provider
+									       : NULL,
+							    msg, sizeof(msg))
+				       : px_core_remove_source(ctl->core, r->req.name,
+							       r->req.where, msg, sizeof(msg));
+		if (st != PX_OK) {
+			/* the core's message is "FIELD: what is wrong" */
+			const char *colon = strstr(msg, ": ");
+			char field[64] = "";
+			if (colon && (size_t)(colon - msg) < sizeof(field))
+				snprintf(field, sizeof(field), "%.*s", (int)(colon - msg), msg);
+			set_err(&err, st == PX_ENOTFOUND ? 404 : st == PX_EAGAIN ? 409
+				      : st == PX_EINVAL ? 400 : 500, field, "%s",
+				colon ? colon + 2 : msg);
+			return respond_err(c, &err);
+		}
+		return respond(c, MHD_HTTP_OK,
+			       json_text(json_pack("{s:s, s:s, s:s}", "asset", r->req.name,
+						   "source", r->req.where,
+						   "result", add ? "added" : "removed")),
 			       "application/json", NULL);
 	}
 	case PX_CTL_NROUTES:

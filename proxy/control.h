@@ -26,14 +26,18 @@ enum px_ctl_route {
 	PX_CTL_METRICS,    /* GET /v1/metrics */
 	PX_CTL_DRAIN,      /* POST /v1/providers/NAME/drain */
 	PX_CTL_RESUME,     /* POST /v1/providers/NAME/resume */
+	PX_CTL_ADD_SOURCE, /* POST /v1/assets/ID/sources {"url"|"path", "provider"?} */
+	PX_CTL_REMOVE_SOURCE, /* POST /v1/assets/ID/sources/remove {"url"|"path"} */
 	PX_CTL_NROUTES
 };
 
 /* A request as far as parsing takes it. */
 struct px_ctl_request {
 	enum px_ctl_route route;
-	char name[PX_CTL_PARAM_MAX];  /* NAME of /v1/providers/NAME/..., decoded; "" if none */
+	char name[PX_CTL_PARAM_MAX];  /* NAME or ID of the path, decoded; "" if none */
 	char reason[256];             /* drain/resume body's "reason", "" if none */
+	char where[4096];             /* a source's "url" or "path" */
+	char provider[256];           /* add: the body's "provider", "" if none */
 };
 
 /* What to answer instead: an HTTP status (4xx or 5xx), a message and the
@@ -59,7 +63,8 @@ int px_ctl_match(const char *method, const char *url, struct px_ctl_request *req
  * Checks a request body (len bytes, need not be NUL-terminated) against
  * what req's route takes, and stores its fields in req. GET routes take
  * none; drain and resume take none or a JSON object with an optional
- * string "reason". Returns 0, or -1 with a 400 in err naming the field
+ * string "reason"; adding a source takes {"url" or "path", optional
+ * "provider"}, removing one {"url" or "path"}. Returns 0, or -1 with a 400 in err naming the field
  * ("body" for malformed JSON or a wrong type, else the key). Pure.
  */
 int px_ctl_check_body(struct px_ctl_request *req, const char *body, size_t len,

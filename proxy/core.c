@@ -46,11 +46,16 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 	if (!core)
 		return PX_ENOMEM;
 	core->cfg = cfg;
-	core->cat = cat;
+	if (px_core_own_catalog(core, cat) != PX_OK)
+		goto out;
 	core->assets = calloc(cat->nassets + 1, sizeof(*core->assets));
 	if (!core->assets)
 		goto out;
-	core->provs = calloc(cat->nproviders + 1, sizeof(*core->provs));
+	for (size_t i = 0; i < cat->nassets; i++)
+		core->assets[i].source_cap = cat->assets[i].kind == PX_ASSET_PLAIN
+			? cat->assets[i].nsources + PX_SPARE_SOURCES : 0;
+	core->provs_cap = cat->nproviders + PX_SPARE_PROVIDERS;
+	core->provs = calloc(core->provs_cap, sizeof(*core->provs));
 	if (!core->provs)
 		goto out;
 	px_cache_init(core);
@@ -61,7 +66,7 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 	st = PX_ENOMEM;
 	for (size_t i = 0; i < cat->nassets; i++) {
 		core->assets[i].size = core->assets[i].mtime = -1;
-		core->assets[i].dead = calloc(cat->assets[i].nsources + 1, 1);
+		core->assets[i].dead = calloc(core->assets[i].source_cap + 1, 1);
 		if (!core->assets[i].dead)
 			goto out;
 	}
@@ -120,6 +125,7 @@ void px_core_free(struct px_core *core)
 	free(core->assets);
 	free(core->provs);
 	px_tree_free(core->tree);
+	px_core_release_catalog(core);
 	free(core);
 }
 

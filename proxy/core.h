@@ -62,6 +62,26 @@ void px_core_set_clock(struct px_core *core, int64_t (*now)(void));
  */
 char *px_core_status_json(struct px_core *core);
 
+/*
+ * Adds a source to a listed plain asset while mounted: where is an
+ * http(s) URL or an absolute path; provider names an existing provider, or
+ * NULL for the URL's implicit one (host:port, made if new). Live sessions
+ * of the asset take it as a standby once it is verified. On failure writes
+ * "FIELD: what is wrong" into err: PX_ENOTFOUND (no such asset or
+ * provider), PX_EINVAL (bad URL or path, no room), PX_EAGAIN (already a
+ * source). Any thread.
+ */
+enum px_status px_core_add_source(struct px_core *core, const char *asset_id, const char *where,
+				  const char *provider, char *err, size_t errlen) PX_WUR;
+
+/*
+ * Removes a source (its URL or path) from an asset: no new session or
+ * cutover goes there; sessions reading it go on. PX_ENOTFOUND with err
+ * naming the field when the asset or the source is unknown. Any thread.
+ */
+enum px_status px_core_remove_source(struct px_core *core, const char *asset_id,
+				     const char *where, char *err, size_t errlen) PX_WUR;
+
 /* The transcode supervisor (transcode.h) serving PX_ASSET_TRANSCODE
  * assets, or NULL when the catalog has none. */
 struct px_transcode *px_core_transcode(const struct px_core *core);

@@ -47,6 +47,7 @@ struct vf_pool;
 
 struct asset_rt {
 	struct cache_slot slot[2]; /* head, tail */
+	size_t source_cap;         /* room in the core's sources array */
 	/* standby.c, under core->vf_lock */
 	struct src_rt *src;        /* per source */
 	struct vf_fingerprint *ref; /* the reference fingerprint, NULL until known */
@@ -123,9 +124,17 @@ struct px_session {
 	_Atomic int64_t served;    /* bytes served */
 };
 
+#define PX_SPARE_SOURCES 16     /* sources an asset may gain while mounted */
+#define PX_SPARE_PROVIDERS 64   /* providers the catalog may gain while mounted */
+#define PX_SPARE_STRINGS 1024   /* names and URLs added while mounted */
+
 struct px_core {
 	const struct px_config *cfg;
-	const struct px_catalog *cat;
+	const struct px_catalog *cat; /* the core's copy (sources.c) */
+	struct px_catalog *mcat;   /* the same, for sources.c to change */
+	size_t provs_cap;
+	char *owned[PX_SPARE_STRINGS]; /* strings added while mounted */
+	size_t nowned;
 	struct px_fetch *fetch;    /* owned when we started it */
 	struct px_fetch_ops ops;
 	struct asset_rt *assets;
@@ -290,6 +299,12 @@ int px_session_yield_idle(struct px_session *s);
  * returns when it next has work (core clock, ms). The monitor thread calls
  * it; unit tests call it with a fake clock. */
 int64_t px_providers_tick(struct px_core *core);
+
+/* ---- sources.c: the core's copy of the catalog, sources added at run time */
+
+/* Makes core->cat a copy of cat's arrays with room to spare. */
+enum px_status px_core_own_catalog(struct px_core *core, const struct px_catalog *cat);
+void px_core_release_catalog(struct px_core *core);
 
 /* ---- standby.c: verification states, prevalidation, cutover */
 

@@ -639,7 +639,7 @@ enum px_status px_standby_init(struct px_core *core)
 	pthread_cond_init(&core->vf_cond, NULL);
 	core->vf_init = 1;
 	for (size_t i = 0; i < cat->nassets; i++) {
-		core->assets[i].src = calloc(cat->assets[i].nsources + 1, sizeof(struct src_rt));
+		core->assets[i].src = calloc(core->assets[i].source_cap + 1, sizeof(struct src_rt));
 		if (!core->assets[i].src)
 			return PX_ENOMEM;
 	}

@@ -324,3 +324,67 @@ def test_mount_fails_when_the_socket_cannot_be_made(seamfs, data, origins, sockd
     r = seamfs.run(['-f', '-o', 'control_socket=rel.sock', cat, mnt], timeout=30,
                    mountpoints=[mnt])
     assert r.returncode == 2 and 'control_socket' in r.stderr
+
+
+def test_source_added_to_live_session_takes_over(seamfs, data, origins, sockdir):
+    """A source added through the API joins the live session's standbys; when
+    the original origin dies, it takes over at the same offset."""
+    import hashlib
+    sock = os.path.join(sockdir, 'ctl.sock')
+    a, b = origins
+    cat = {'providers': [{'name': 'p1'}],
+           'assets': [{'id': 'movie', 'path': 'movie.bin', 'size': data['mid.bin'].size,
+                       'mtime': 1700000000,
+                       'sources': [{'url': a.url('mid.bin'), 'provider': 'p1'}]}]}
+    m = seamfs.mount(cat, read_timeout=20,
+                     options=[f'control_socket={sock}', 'standby_delay=0', 'stall_timeout=1',
+                              'liveness_interval=0'])
+    f = open(m.path('movie.bin'), 'rb')
+    try:
+        h = hashlib.sha256(f.read(65536))
+        # a source at a host nobody knew: its implicit provider is made
+        r = ctl(seamfs, sock, 'add-source', 'movie', b.url('mid.bin'))
+        assert r.returncode == 0, r.stderr
+        assert 'added' in r.stdout
+
+        def verified():
+            st = status_file(m)
+            srcs = st['assets'][0]['sources'] if st['assets'] else []
+            return any(s['source'] == b.url('mid.bin') and s['verification'] == 'verified'
+                       for s in srcs)
+        from conftest import wait_until
+        wait_until(verified, 20, 'the added source verified')
+        a.down(drop=True)
+        assert bounded(lambda: read_rest(f, h), 60, 'read across the failure') == \
+            data['mid.bin'].sha256
+    finally:
+        f.close()
+    st = status_file(m)
+    assert st['cutovers']['total'] >= 1
+    assert st['cutovers']['recent'][0]['to'] == b.url('mid.bin')
+
+    # the same again, an unknown asset, an unknown provider, a bad URL: 4xx
+    r = ctl(seamfs, sock, 'add-source', 'movie', b.url('mid.bin'))
+    assert r.returncode == 1 and 'already a source' in r.stderr
+    r = ctl(seamfs, sock, 'add-source', 'nope', b.url('mid.bin'))
+    assert r.returncode == 1 and 'no listed asset' in r.stderr and 'field: asset' in r.stderr
+    r = ctl(seamfs, sock, 'add-source', 'movie', b.url('odd.bin'), '--provider', 'zz')
+    assert r.returncode == 1 and 'field: provider' in r.stderr
+    status, _, body = http(sock, 'POST', '/v1/assets/movie/sources',
+                           b'{"url": "ftp://x/y.bin"}')
+    assert status == 400 and json.loads(body)['field'] == 'url'
+    status, _, body = http(sock, 'POST', '/v1/assets/movie/sources', b'{}')
+    assert status == 400 and json.loads(body)['field'] == 'url'
+    status, _, body = http(sock, 'POST', '/v1/assets/movie/sources',
+                           b'{"url": "http://127.0.0.1:1/a", "path": "/x"}')
+    assert status == 400
+
+    # removing it: new sessions avoid it
+    r = ctl(seamfs, sock, 'remove-source', 'movie', b.url('mid.bin'))
+    assert r.returncode == 0, r.stderr
+    st = status_file(m)
+    (src,) = [s for s in st['assets'][0]['sources'] if s['source'] == b.url('mid.bin')]
+    assert src['verification'] == 'dead'
+    r = ctl(seamfs, sock, 'remove-source', 'movie', 'http://127.0.0.1:1/none')
+    assert r.returncode == 1 and 'not a source' in r.stderr
+    assert m.proc.poll() is None

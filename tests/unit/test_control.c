@@ -268,6 +268,46 @@ static int drained(struct rig *r, const char *name)
 	return d;
 }
 
+static void test_source_bodies(void **state)
+{
+	struct px_ctl_request req;
+	struct px_ctl_error err;
+	(void)state;
+
+	assert_int_equal(px_ctl_match("POST", "/v1/assets/heat%201995/sources", &req, &err), 0);
+	assert_int_equal(req.route, PX_CTL_ADD_SOURCE);
+	assert_string_equal(req.name, "heat 1995");
+	const char *ok = "{\"url\": \"http://h:1/a.mkv\", \"provider\": \"mirror\"}";
+	assert_int_equal(px_ctl_check_body(&req, ok, strlen(ok), &err), 0);
+	assert_string_equal(req.where, "http://h:1/a.mkv");
+	assert_string_equal(req.provider, "mirror");
+
+	static const struct { const char *body; const char *field; } bad[] = {
+		{ "", "body" },
+		{ "{}", "url" },
+		{ "{\"url\": 1}", "url" },
+		{ "{\"url\": \"\"}", "url" },
+		{ "{\"url\": \"http://a/b\", \"path\": \"/x\"}", "path" },
+		{ "{\"url\": \"http://a/b\", \"size\": 5}", "size" },
+		{ "{\"provider\": \"p\"}", "url" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(px_ctl_match("POST", "/v1/assets/a/sources", &req, &err), 0);
+		if (px_ctl_check_body(&req, bad[i].body, strlen(bad[i].body), &err) != -1)
+			fail_msg("body %s accepted", bad[i].body);
+		assert_int_equal(err.http, 400);
+		assert_string_equal(err.field, bad[i].field);
+	}
+	/* removing takes no provider */
+	assert_int_equal(px_ctl_match("POST", "/v1/assets/a/sources/remove", &req, &err), 0);
+	assert_int_equal(req.route, PX_CTL_REMOVE_SOURCE);
+	const char *rm = "{\"path\": \"/srv/a.mkv\", \"provider\": \"p\"}";
+	assert_int_equal(px_ctl_check_body(&req, rm, strlen(rm), &err), -1);
+	assert_string_equal(err.field, "provider");
+	assert_int_equal(px_ctl_match("GET", "/v1/assets/a/sources", &req, &err), -1);
+	assert_int_equal(err.http, 405);
+}
+
 static void test_server(void **state)
 {
 	struct rig *r = rig_new();
@@ -405,6 +445,7 @@ int main(void)
 		cmocka_unit_test(test_match),
 		cmocka_unit_test(test_percent_decode),
 		cmocka_unit_test(test_body),
+		cmocka_unit_test(test_source_bodies),
 		cmocka_unit_test(test_server),
 		cmocka_unit_test(test_start_refusals),
 	};

@@ -1,0 +1,216 @@
+/*
+ * sources.c - sources added to and removed from assets while mounted.
+ *
+ * The core works on its own copy of the catalog's arrays (the strings stay
+ * the catalog's), made with room to spare: PX_SPARE_SOURCES more sources
+ * per asset and PX_SPARE_PROVIDERS more providers. Adding a source writes
+ * it into the next free entry and only then raises the asset's nsources,
+ * under both prov_lock and vf_lock, so that every reader (who reads these
+ * under one of the two) sees either the old list or the new one. A new
+ * source starts unverified: live sessions of the asset take it as a
+ * standby, verified before use (standby.c); new sessions may choose it.
+ *
+ * Removing a source marks it dead for the asset: no new session or
+ * cutover goes there; sessions reading from it go on until it fails.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog_i.h"
+#include "core_i.h"
+#include "log.h"
+
+static char *keep(struct px_core *core, const char *s)
+{
+	char *c;
+	if (core->nowned == PX_SPARE_STRINGS || !(c = strdup(s)))
+		return NULL;
+	core->owned[core->nowned++] = c;
+	return c;
+}
+
+enum px_status px_core_own_catalog(struct px_core *core, const struct px_catalog *cat)
+{
+	struct px_catalog *m = calloc(1, sizeof(*m));
+	if (!m)
+		return PX_ENOMEM;
+	*m = *cat;
+	m->assets = calloc(cat->nassets + 1, sizeof(*m->assets));
+	m->providers = calloc(cat->nproviders + PX_SPARE_PROVIDERS, sizeof(*m->providers));
+	core->mcat = m;
+	core->cat = m;
+	if (!m->assets || !m->providers)
+		return PX_ENOMEM;
+	memcpy(m->providers, cat->providers, cat->nproviders * sizeof(*m->providers));
+	for (size_t i = 0; i < cat->nassets; i++) {
+		m->assets[i] = cat->assets[i];
+		if (cat->assets[i].kind != PX_ASSET_PLAIN)
+			continue;
+		m->assets[i].sources = calloc(cat->assets[i].nsources + PX_SPARE_SOURCES,
+					      sizeof(struct px_source));
+		if (!m->assets[i].sources)
+			return PX_ENOMEM;
+		memcpy(m->assets[i].sources, cat->assets[i].sources,
+		       cat->assets[i].nsources * sizeof(struct px_source));
+	}
+	return PX_OK;
+}
+
+void px_core_release_catalog(struct px_core *core)
+{
+	struct px_catalog *m = core->mcat;
+	for (size_t i = 0; i < core->nowned; i++)
+		free(core->owned[i]);
+	if (!m)
+		return;
+	for (size_t i = 0; m->assets && i < m->nassets; i++)
+		if (m->assets[i].kind == PX_ASSET_PLAIN)
+			free(m->assets[i].sources);
+	free(m->assets);
+	free(m->providers);
+	free(m);
+}
+
+static long find_source(const struct px_asset *a, const char *where)
+{
+	for (size_t k = 0; k < a->nsources; k++) {
+		const struct px_source *s = &a->sources[k];
+		if ((s->url && strcmp(s->url, where) == 0) || (s->path && strcmp(s->path, where) == 0))
+			return (long)k;
+	}
+	return -1;
+}
+
+/* The asset an API request names, listed and plain. */
+static enum px_status find_asset(struct px_core *core, const char *id, size_t *out, char *err,
+				 size_t errlen)
+{
+	long i = px_catalog_find(core->cat, id);
+	char esc[200];
+	px_catalog_escape(esc, sizeof(esc), id);
+	if (i < 0 || !core->assets[i].listed) {
+		snprintf(err, errlen, "asset: no listed asset with id \"%s\"", esc);
+		return PX_ENOTFOUND;
+	}
+	if (core->cat->assets[i].kind != PX_ASSET_PLAIN) {
+		snprintf(err, errlen, "asset: \"%s\" is a transcode or remux; it has no sources", esc);
+		return PX_EINVAL;
+	}
+	*out = (size_t)i;
+	return PX_OK;
+}
+
+enum px_status px_core_add_source(struct px_core *core, const char *asset_id, const char *where,
+				  const char *provider, char *err, size_t errlen)
+{
+	struct px_catalog *m = core->mcat;
+	char hostport[300], esc[300];
+	const char *bad;
+	size_t asset, prov = 0;
+	enum px_status st;
+	int is_url = strstr(where, "://") != NULL;
+
+	if ((st = find_asset(core, asset_id, &asset, err, errlen)) != PX_OK)
+		return st;
+	px_catalog_escape(esc, sizeof(esc), where);
+	bad = is_url ? px_catalog_bad_url(where, hostport, sizeof(hostport))
+		     : px_catalog_bad_local(where);
+	if (bad) {
+		snprintf(err, errlen, "%s: \"%s\" %s", is_url ? "url" : "path", esc, bad);
+		return PX_EINVAL;
+	}
+	if (!is_url)
+		snprintf(hostport, sizeof(hostport), "local");
+
+	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(&core->vf_lock);
+	struct px_asset *a = &m->assets[asset];
+	struct asset_rt *rt = &core->assets[asset];
+	const char *want = provider ? provider : hostport;
+	while (prov < m->nproviders && strcmp(m->providers[prov].name, want) != 0)
+		prov++;
+	if (find_source(a, where) >= 0) {
+		snprintf(err, errlen, "%s: \"%s\" is already a source of \"%s\"",
+			 is_url ? "url" : "path", esc, a->id);
+		st = PX_EAGAIN;
+	} else if (a->nsources >= rt->source_cap) {
+		snprintf(err, errlen, "asset: \"%s\" has room for %zu sources while mounted",
+			 a->id, rt->source_cap);
+		st = PX_EINVAL;
+	} else if (prov == m->nproviders && provider) {
+		px_catalog_escape(esc, sizeof(esc), provider);
+		snprintf(err, errlen, "provider: no provider named \"%s\"", esc);
+		st = PX_ENOTFOUND;
+	} else if (prov == m->nproviders && m->nproviders >= core->provs_cap) {
+		snprintf(err, errlen, "url: no room for another provider while mounted "
+			 "(name an existing one)");
+		st = PX_EINVAL;
+	} else {
+		char *s = keep(core, where);
+		char *pname = prov == m->nproviders ? keep(core, hostport) : NULL;
+		if (!s || (prov == m->nproviders && !pname)) {
+			snprintf(err, errlen, "out of memory");
+			st = PX_ENOMEM;
+		} else {
+			if (prov == m->nproviders) {
+				/* the implicit provider of a host seen for the first time */
+				struct px_provider *p = &m->providers[prov];
+				memset(p, 0, sizeof(*p));
+				p->name = pname;
+				p->implicit = 1;
+				memset(&core->provs[prov], 0, sizeof(core->provs[prov]));
+				core->provs[prov].probe_asset = -1;
+				m->nproviders++;
+			}
+			size_t k = a->nsources;
+			struct px_source *src = &a->sources[k];
+			memset(src, 0, sizeof(*src));
+			if (is_url)
+				src->url = s;
+			else
+				src->path = s;
+			src->provider = prov;
+			rt->dead[k] = 0;
+			memset(&rt->src[k], 0, sizeof(rt->src[k]));
+			a->nsources = k + 1;   /* published last */
+			st = PX_OK;
+		}
+	}
+	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->prov_lock);
+	if (st == PX_OK)
+		px_info("sources", "asset %s: source %s added (provider %s): a standby once verified",
+			a->id, where, m->providers[prov].name);
+	return st;
+}
+
+enum px_status px_core_remove_source(struct px_core *core, const char *asset_id,
+				     const char *where, char *err, size_t errlen)
+{
+	size_t asset;
+	enum px_status st;
+	char esc[300];
+
+	if ((st = find_asset(core, asset_id, &asset, err, errlen)) != PX_OK)
+		return st;
+	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(&core->vf_lock);
+	const struct px_asset *a = &core->cat->assets[asset];
+	long k = find_source(a, where);
+	if (k < 0) {
+		px_catalog_escape(esc, sizeof(esc), where);
+		snprintf(err, errlen, "url: \"%s\" is not a source of \"%s\"", esc, a->id);
+		st = PX_ENOTFOUND;
+	} else {
+		core->assets[asset].dead[k] = 1;
+		snprintf(core->assets[asset].src[k].why, sizeof(core->assets[asset].src[k].why),
+			 "removed through the control API");
+	}
+	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->prov_lock);
+	if (st == PX_OK)
+		px_info("sources", "asset %s: source %s removed: no new session or cutover goes "
+			"there", a->id, where);
+	return st;
+}
