@@ -53,6 +53,7 @@ static void usage(FILE *out)
 		"                           a standby once verified\n"
 		"    remove-source ID URL|PATH\n"
 		"                           no new session or cutover goes to that source\n"
+		"    reload                 read the catalog again (as SIGHUP does)\n"
 		"\n"
 		"options:\n"
 		"    --socket PATH          the control socket (default: $SEAMFS_CONTROL_SOCKET)\n"
@@ -412,12 +413,14 @@ int fs_ctl_main(int argc, char **argv)
 	}
 	int named = strcmp(args[0], "drain") == 0 || strcmp(args[0], "resume") == 0;
 	int plain = strcmp(args[0], "status") == 0 || strcmp(args[0], "metrics") == 0;
+	int reload = strcmp(args[0], "reload") == 0;
 	int src = strcmp(args[0], "add-source") == 0 || strcmp(args[0], "remove-source") == 0;
-	if ((!named && !plain && !src) || (named && (nargs != 2 || !args[1][0])) ||
+	if ((!named && !plain && !src && !reload) || (named && (nargs != 2 || !args[1][0])) ||
+	    (reload && nargs != 1) ||
 	    (src && (nargs != 3 || !args[1][0] || !args[2][0])) ||
 	    (plain && nargs != 1) || (reason && strcmp(args[0], "drain") != 0) ||
 	    (provider && strcmp(args[0], "add-source") != 0)) {
-		if (!named && !plain && !src)
+		if (!named && !plain && !src && !reload)
 			fprintf(stderr, "seamfs ctl: unknown subcommand '%s'\n", args[0]);
 		else
 			fprintf(stderr, "seamfs ctl: wrong arguments for '%s'\n", args[0]);
@@ -427,6 +430,8 @@ int fs_ctl_main(int argc, char **argv)
 		char target[64];
 		snprintf(target, sizeof(target), "/v1/%s", args[0]);
 		rc = request(sock, "GET", target, NULL, &ans);
+	} else if (reload) {
+		rc = request(sock, "POST", "/v1/reload", NULL, &ans);
 	} else if (src) {
 		int add = strcmp(args[0], "add-source") == 0;
 		int is_url = strstr(args[2], "://") != NULL;
@@ -474,6 +479,11 @@ int fs_ctl_main(int argc, char **argv)
 		fwrite(ans.body, 1, ans.len, stdout);
 	} else if (strcmp(args[0], "status") == 0) {
 		rc = print_status(&ans);
+	} else if (reload) {
+		json_t *o = json_loadb(ans.body, ans.len, 0, NULL);
+		const char *notes = json_string_value(json_object_get(o, "notes"));
+		printf("catalog reloaded%s%s\n", notes && notes[0] ? ": " : "", notes ? notes : "");
+		json_decref(o);
 	} else if (strcmp(args[0], "add-source") == 0) {
 		printf("asset %s: %s added; live sessions take it as a standby once verified\n",
 		       args[1], args[2]);
@@ -490,6 +500,6 @@ out:
 	return rc;
 usage:
 	fprintf(stderr, "usage: seamfs ctl [--socket PATH] [--json] status|metrics|drain NAME|"
-		"resume NAME|add-source ID URL|remove-source ID URL; see seamfs ctl --help\n");
+		"resume NAME|add-source ID URL|remove-source ID URL|reload; see seamfs ctl --help\n");
 	return EXIT_USAGE;
 }

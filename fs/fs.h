@@ -15,6 +15,7 @@
 
 struct fs_ctx {
 	struct px_core *core;
+	struct fuse_session *se; /* for dropping cached entries after a reload */
 	enum px_session_key key; /* what makes opens one client */
 	uid_t uid;
 	gid_t gid;
@@ -25,6 +26,11 @@ struct fs_ctx {
 
 /* The lowlevel operations; userdata is a struct fs_ctx. */
 extern const struct fuse_lowlevel_ops fs_ops;
+
+/* The core's reload hook (ctx: a struct fs_ctx): tells the kernel to drop
+ * its cached entries of the names that appeared or went away, so that a
+ * new file is seen at once, not after the entry timeout. */
+void fs_forget_changes(void *ctx, const struct px_tree *old, const struct px_tree *now);
 
 /* The one place core statuses become errnos. */
 int fs_errno(enum px_status st);

@@ -358,7 +358,8 @@ static void on_stop_signal(int sig)
 {
 	int saved = errno;
 	unsigned char c = (unsigned char)sig;
-	if (stop_session)
+	/* SIGHUP reloads the catalog; the others stop */
+	if (stop_session && sig != SIGHUP)
 		fuse_session_exit(stop_session);
 	ssize_t w = write(stop_pipe[1], &c, 1);
 	(void)w;
@@ -374,18 +375,28 @@ static void *stopper_main(void *arg)
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	do
-		n = read(stop_pipe[0], &c, 1);
-	while (n < 0 && errno == EINTR);
-	if (n == 1 && c != 0) {
-		px_info("main", "stopping on signal %d: ending the transfers in flight", c);
-		px_core_stop(core);
+	for (;;) {
+		do
+			n = read(stop_pipe[0], &c, 1);
+		while (n < 0 && errno == EINTR);
+		if (n == 1 && c == SIGHUP) {
+			char report[1024];
+			px_info("main", "SIGHUP: reading the catalog again");
+			if (px_core_reload_file(core, report, sizeof(report)) == PX_OK)
+				continue;
+			continue; /* the old catalog stays; the core logged why */
+		}
+		if (n == 1 && c != 0) {
+			px_info("main", "stopping on signal %d: ending the transfers in flight", c);
+			px_core_stop(core);
+		}
+		return NULL;
 	}
-	return NULL;
 }
 
 /* Installs on_stop_signal for SIGTERM, SIGINT and SIGHUP and starts the
- * stopper thread. Returns 0 on success. */
+ * stopper thread, which also reloads the catalog on SIGHUP. Returns 0 on
+ * success. */
 static int start_stopper(struct fuse_session *se, struct px_core *core, pthread_t *thread)
 {
 	struct sigaction sa;
@@ -480,6 +491,7 @@ int main(int argc, char *argv[])
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *loop = NULL;
 	struct fs_ctx ctx = { 0 };
+	char *catalog_abs = NULL;
 	char err[1024], mnt[PATH_MAX];
 	int rc = EXIT_RUNTIME, report_fd = -1, mounted = 0, handlers = 0, fetch_init = 0;
 	int stopper = 0;
@@ -600,6 +612,12 @@ int main(int argc, char *argv[])
 	}
 	mounted = 1;
 	find_bdi(mnt, &ctx);
+	/* reloads read the catalog by its absolute name (a daemon chdirs to /)
+	 * and drop the kernel's cached entries of what changed */
+	catalog_abs = realpath(cl.catalog, NULL);
+	px_core_set_catalog_path(core, catalog_abs ? catalog_abs : cl.catalog);
+	ctx.se = se;
+	px_core_on_reload(core, fs_forget_changes, &ctx);
 	/* asked for and not there is a failed mount, not a mount without it */
 	if (cfg.control_socket && px_control_start(core, cfg.control_socket, &control) != PX_OK) {
 		px_error("main", "cannot serve the control API on %s; not mounting",
@@ -656,6 +674,7 @@ out:
 	if (fetch_init)
 		px_fetch_global_cleanup();
 	px_catalog_free(cat);
+	free(catalog_abs);
 	px_config_release(&cfg);
 	for (size_t i = 0; i < cl.ncore_opts; i++)
 		free(cl.core_opts[i]);

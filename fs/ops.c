@@ -39,6 +39,34 @@ int fs_errno(enum px_status st)
 	}
 }
 
+/* Drops the kernel's entry of every node of a that b lacks (by inode),
+ * below directory dir of a. */
+static void forget_missing(struct fuse_session *se, const struct px_tree *a,
+			   const struct px_tree *b, uint64_t dir)
+{
+	const struct px_tree_node *const *kids;
+	size_t n = px_tree_children(a, dir, &kids);
+	for (size_t i = 0; i < n; i++) {
+		const struct px_tree_node *k = kids[i];
+		const struct px_tree_node *there = px_tree_get(b, k->ino);
+		if (!there || there->parent != k->parent || strcmp(there->name, k->name) != 0)
+			fuse_lowlevel_notify_inval_entry(se, k->parent, k->name, strlen(k->name));
+		if (k->asset < 0)
+			forget_missing(se, a, b, k->ino);
+	}
+}
+
+void fs_forget_changes(void *arg, const struct px_tree *old, const struct px_tree *now)
+{
+	struct fs_ctx *ctx = arg;
+	if (!ctx->se)
+		return;
+	/* gone: the entries the kernel has; new: negative entries it may have */
+	forget_missing(ctx->se, old, now, PX_TREE_ROOT);
+	forget_missing(ctx->se, now, old, PX_TREE_ROOT);
+	fuse_lowlevel_notify_inval_inode(ctx->se, PX_TREE_ROOT, 0, 0);
+}
+
 static struct fs_ctx *ctx_of(fuse_req_t req)
 {
 	return fuse_req_userdata(req);

@@ -46,6 +46,7 @@ static const struct route {
 	{ "POST", "/v1/providers/*/resume", PX_CTL_RESUME },
 	{ "POST", "/v1/assets/*/sources", PX_CTL_ADD_SOURCE },
 	{ "POST", "/v1/assets/*/sources/remove", PX_CTL_REMOVE_SOURCE },
+	{ "POST", "/v1/reload", PX_CTL_RELOAD },
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
@@ -163,7 +164,8 @@ int px_ctl_match(const char *method, const char *url, struct px_ctl_request *req
 	if (!hit) {
 		set_err(err, 404, "path", "no such path (routes: GET /v1/status, GET /v1/metrics, "
 			"POST /v1/providers/NAME/drain, POST /v1/providers/NAME/resume, "
-			"POST /v1/assets/ID/sources, POST /v1/assets/ID/sources/remove)");
+			"POST /v1/assets/ID/sources, POST /v1/assets/ID/sources/remove, "
+			"POST /v1/reload)");
 		return -1;
 	}
 	req->route = hit->id;
@@ -248,7 +250,8 @@ int px_ctl_check_body(struct px_ctl_request *req, const char *body, size_t len,
 		}
 		return 0; /* no body: the other routes take that */
 	}
-	if (req->route == PX_CTL_STATUS || req->route == PX_CTL_METRICS) {
+	if (req->route == PX_CTL_STATUS || req->route == PX_CTL_METRICS ||
+	    req->route == PX_CTL_RELOAD) {
 		set_err(err, 400, "body", "this request takes no body");
 		return -1;
 	}
@@ -429,6 +432,16 @@ static enum MHD_Result handle(struct px_control *ctl, struct MHD_Connection *c, 
 			       json_text(json_pack("{s:s, s:s, s:s}", "asset", r->req.name,
 						   "source", r->req.where,
 						   "result", add ? "added" : "removed")),
+			       "application/json", NULL);
+	}
+	case PX_CTL_RELOAD: {
+		char report[1024];
+		if (px_core_reload_file(ctl->core, report, sizeof(report)) != PX_OK) {
+			set_err(&err, 400, "catalog", "%s", report);
+			return respond_err(c, &err);
+		}
+		return respond(c, MHD_HTTP_OK,
+			       json_text(json_pack("{s:b, s:s}", "reloaded", 1, "notes", report)),
 			       "application/json", NULL);
 	}
 	case PX_CTL_NROUTES:

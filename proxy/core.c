@@ -48,9 +48,11 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 	core->cfg = cfg;
 	if (px_core_own_catalog(core, cat) != PX_OK)
 		goto out;
-	core->assets = calloc(cat->nassets + 1, sizeof(*core->assets));
+	core->assets_cap = cat->nassets + PX_SPARE_ASSETS;
+	core->assets = calloc(core->assets_cap + 1, sizeof(*core->assets));
 	if (!core->assets)
 		goto out;
+	pthread_mutex_init(&core->reload_lock, NULL);
 	for (size_t i = 0; i < cat->nassets; i++)
 		core->assets[i].source_cap = cat->assets[i].kind == PX_ASSET_PLAIN
 			? cat->assets[i].nsources + PX_SPARE_SOURCES : 0;
@@ -121,10 +123,18 @@ void px_core_free(struct px_core *core)
 		px_cache_release(core);
 		for (size_t i = 0; i < core->cat->nassets; i++)
 			free((void *)core->assets[i].dead);
+		for (size_t i = core->cat->nassets; i < core->assets_cap; i++)
+			free((void *)core->assets[i].dead);
 	}
 	free(core->assets);
 	free(core->provs);
 	px_tree_free(core->tree);
+	for (size_t i = 0; i < core->ncatalogs; i++) {
+		px_tree_free(core->old_trees[i]);
+		px_catalog_free(core->catalogs[i]);
+	}
+	if (core->assets)
+		pthread_mutex_destroy(&core->reload_lock);
 	px_core_release_catalog(core);
 	free(core);
 }
@@ -170,6 +180,7 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 
 	if (!need || !listed)
 		goto out;
+	core->catalog_mtime = fallback_mtime;
 	for (size_t i = 0; i < cat->nassets; i++) {
 		const struct px_asset *a = &cat->assets[i];
 		struct asset_rt *rt = &core->assets[i];
@@ -212,7 +223,9 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 		if (px_state_save(state, err, sizeof(err)) != PX_OK)
 			px_warn("state", "could not remember sizes: %s", err);
 	}
-	st = px_tree_new(cat, listed, &core->tree);
+	struct px_tree *tree = NULL;
+	st = px_tree_new(cat, listed, &tree);
+	atomic_store(&core->tree, tree);
 	if (st == PX_OK) {
 		px_providers_start(core, core->fetch != NULL);
 		st = px_standby_start(core);
@@ -241,7 +254,20 @@ struct px_fetch_params px_source_range(const struct px_core *core, size_t asset,
 
 const struct px_tree *px_core_tree(const struct px_core *core)
 {
-	return core->tree;
+	return atomic_load(&((struct px_core *)core)->tree);
+}
+
+void px_core_set_catalog_path(struct px_core *core, const char *path)
+{
+	core->catalog_path = path;
+}
+
+void px_core_on_reload(struct px_core *core,
+		       void (*fn)(void *ctx, const struct px_tree *old, const struct px_tree *now),
+		       void *ctx)
+{
+	core->on_reload = fn;
+	core->on_reload_ctx = ctx;
 }
 
 int64_t px_core_asset_size(const struct px_core *core, size_t asset)

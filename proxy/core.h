@@ -82,6 +82,36 @@ enum px_status px_core_add_source(struct px_core *core, const char *asset_id, co
 enum px_status px_core_remove_source(struct px_core *core, const char *asset_id,
 				     const char *where, char *err, size_t errlen) PX_WUR;
 
+/*
+ * Applies a new, valid catalog while mounted (reload.c): new assets
+ * appear, assets gone from it are no longer listed (open files read on),
+ * sources of known assets are added and removed, providers' limits and
+ * drain apply. Takes ownership of cat (kept until px_core_free). What
+ * needs a remount (a known asset's new path, kind or size, a new
+ * transcode) is left as it was and said in report, one line. PX_OK when
+ * applied; else nothing visible changed. Any thread but a FUSE worker's.
+ */
+enum px_status px_core_reload(struct px_core *core, struct px_catalog *cat, char *report,
+			      size_t len) PX_WUR;
+
+/* Sets the catalog file px_core_reload_file() reads (borrowed). */
+void px_core_set_catalog_path(struct px_core *core, const char *path);
+
+/*
+ * Reads the catalog file again (JSON, .strm directory or M3U) and applies
+ * it with px_core_reload(). An unreadable or invalid catalog keeps the old
+ * one: the error, naming the file, line and field, is in report, the log
+ * and the status. Any thread but a FUSE worker's.
+ */
+enum px_status px_core_reload_file(struct px_core *core, char *report, size_t len) PX_WUR;
+
+/* Called (after a reload swapped the tree) with the old and the new tree,
+ * from the reloading thread: the fs front drops the kernel's cached
+ * entries there. */
+void px_core_on_reload(struct px_core *core,
+		       void (*fn)(void *ctx, const struct px_tree *old, const struct px_tree *now),
+		       void *ctx);
+
 /* The transcode supervisor (transcode.h) serving PX_ASSET_TRANSCODE
  * assets, or NULL when the catalog has none. */
 struct px_transcode *px_core_transcode(const struct px_core *core);

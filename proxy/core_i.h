@@ -127,6 +127,8 @@ struct px_session {
 #define PX_SPARE_SOURCES 16     /* sources an asset may gain while mounted */
 #define PX_SPARE_PROVIDERS 64   /* providers the catalog may gain while mounted */
 #define PX_SPARE_STRINGS 1024   /* names and URLs added while mounted */
+#define PX_SPARE_ASSETS 4096    /* assets reloads may add */
+#define PX_MAX_RELOADS 256      /* reloads per mount */
 
 struct px_core {
 	const struct px_config *cfg;
@@ -138,7 +140,21 @@ struct px_core {
 	struct px_fetch *fetch;    /* owned when we started it */
 	struct px_fetch_ops ops;
 	struct asset_rt *assets;
-	struct px_tree *tree;
+	size_t assets_cap;         /* room in assets and in the catalog copy */
+	struct px_tree *_Atomic tree;
+	int64_t catalog_mtime;     /* the mtime of files that have none */
+	/* reload.c: catalogs and trees kept until the core is freed */
+	pthread_mutex_t reload_lock;
+	struct px_catalog *catalogs[PX_MAX_RELOADS];
+	struct px_tree *old_trees[PX_MAX_RELOADS];
+	size_t ncatalogs;
+	const char *catalog_path;  /* borrowed from main; NULL: no reload */
+	char reload_msg[1024];     /* the last reload's outcome, in words */
+	int reload_ok;
+	int64_t reload_when;
+	uint64_t n_reloads;
+	void (*on_reload)(void *ctx, const struct px_tree *old, const struct px_tree *now);
+	void *on_reload_ctx;
 	size_t nlisted;
 	struct px_transcode *tc;   /* transcoded assets; NULL when none */
 	_Atomic uint64_t next_session;

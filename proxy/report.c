@@ -178,6 +178,16 @@ char *px_core_status_json(struct px_core *core)
 						       : json_null()));
 	pthread_mutex_unlock(&core->prov_lock);
 
+	pthread_mutex_lock(&core->reload_lock);
+	json_object_set_new(root, "reload",
+			    json_pack("{s:I, s:b, s:s, s:o}", "reloads",
+				      (json_int_t)core->n_reloads, "ok",
+				      core->n_reloads ? core->reload_ok : 1, "last",
+				      core->reload_msg, "last_age_s",
+				      core->reload_when ? json_real((double)(now - core->reload_when) /
+								    1000.0)
+							: json_null()));
+	pthread_mutex_unlock(&core->reload_lock);
 	json_object_set_new(root, "assets", assets_json(core));
 	json_object_set_new(root, "cutovers", cutovers_json(core, now));
 

@@ -36,7 +36,7 @@ enum px_status px_core_own_catalog(struct px_core *core, const struct px_catalog
 	if (!m)
 		return PX_ENOMEM;
 	*m = *cat;
-	m->assets = calloc(cat->nassets + 1, sizeof(*m->assets));
+	m->assets = calloc(cat->nassets + PX_SPARE_ASSETS + 1, sizeof(*m->assets));
 	m->providers = calloc(cat->nproviders + PX_SPARE_PROVIDERS, sizeof(*m->providers));
 	core->mcat = m;
 	core->cat = m;
@@ -64,6 +64,7 @@ void px_core_release_catalog(struct px_core *core)
 		free(core->owned[i]);
 	if (!m)
 		return;
+	/* assets a reload added have sources arrays of the core's too */
 	for (size_t i = 0; m->assets && i < m->nassets; i++)
 		if (m->assets[i].kind == PX_ASSET_PLAIN)
 			free(m->assets[i].sources);

@@ -1,0 +1,141 @@
+"""Catalog reload while mounted (SIGHUP or `seamfs ctl reload`): new assets
+appear, removed ones disappear for new opens while open files read on to the
+end, sources of known assets change, and an invalid catalog keeps the old
+one and says why.  Every read is checked by SHA-256."""
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from conftest import MIB, bounded, sha256_file, wait_until
+from origin import Origin
+
+READER = r'''
+import hashlib, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+h = hashlib.sha256()
+while True:
+    b = os.read(fd, 256 * 1024)
+    if not b:
+        break
+    h.update(b)
+    time.sleep(0.01)
+print(h.hexdigest())
+'''
+
+
+@pytest.fixture
+def sockdir():
+    d = tempfile.mkdtemp(prefix='seamfs-rl-', dir='/tmp')
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def two_origins(data, tmp_path, origin_bin):
+    started = []
+    try:
+        for i in range(2):
+            wd = tmp_path / f'origin{i + 1}'
+            wd.mkdir()
+            o = Origin(origin_bin, str(data.dir), str(wd))
+            o.start()
+            started.append(o)
+        yield started
+    finally:
+        for o in started:
+            o.stop()
+
+
+def asset(aid, path, urls, size=None):
+    a = {'id': aid, 'path': path,
+         'sources': [{'url': u, 'provider': p} for p, u in urls]}
+    if size is not None:
+        a['size'] = size
+    return a
+
+
+def status(m):
+    with open(m.path('.seamfs/status.json')) as f:
+        return json.load(f)
+
+
+def test_reload_while_reading(seamfs, data, two_origins, sockdir):
+    o1, o2 = two_origins
+    sock = os.path.join(sockdir, 'ctl.sock')
+    providers = [{'name': 'p1'}, {'name': 'p2'}]
+    before = {'providers': providers, 'assets': [
+        asset('a', 'Movies/a.bin', [('p1', o1.url('mid.bin'))], data['mid.bin'].size),
+        asset('b', 'Movies/b.bin', [('p1', o1.url('odd.bin'))], data['odd.bin'].size)]}
+    catfile = seamfs.write_catalog(before, name='catalog.json')
+    m = seamfs.mount(catfile, read_timeout=20, options=[f'control_socket={sock}'])
+    # a name the kernel has looked up and found missing (a cached negative entry)
+    assert not os.path.exists(m.path('Shows/c.bin'))
+    readers = [subprocess.Popen([sys.executable, '-c', READER, m.path('Movies/a.bin')],
+                                stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    b_open = open(m.path('Movies/b.bin'), 'rb')
+    try:
+        first = b_open.read(MIB)
+        after = {'providers': providers, 'assets': [
+            asset('a', 'Movies/a.bin', [('p1', o1.url('mid.bin')), ('p2', o2.url('mid.bin'))]),
+            asset('c', 'Shows/c.bin', [('p2', o2.url('mib1.bin'))])]}
+        seamfs.write_catalog(after, name='catalog.json')
+        m.signal(signal.SIGHUP)
+        wait_until(lambda: status(m)['reload']['reloads'] >= 1, 20, 'reload done')
+        st = status(m)
+        assert st['reload']['ok'], st['reload']
+        # the new asset appears at once (no stale negative entry), with its
+        # size learned as at mount
+        assert os.stat(m.path('Shows/c.bin')).st_size == data['mib1.bin'].size
+        assert bounded(lambda: sha256_file(m.path('Shows/c.bin')), 30, 'read c') == \
+            data['mib1.bin'].sha256
+        # the removed asset: gone for new opens, the open file reads on
+        with pytest.raises(FileNotFoundError):
+            open(m.path('Movies/b.bin'), 'rb')
+        rest = bounded(lambda: b_open.read(), 30, 'read b to the end')
+        import hashlib
+        assert hashlib.sha256(first + rest).hexdigest() == data['odd.bin'].sha256
+        # the known asset gained a source
+        (a,) = [x for x in status(m)['assets'] if x['id'] == 'a']
+        assert {s['provider'] for s in a['sources']} == {'p1', 'p2'}
+        for r in readers:
+            out, _ = r.communicate(timeout=60)
+            assert r.returncode == 0
+            assert out.strip() == data['mid.bin'].sha256
+        assert sorted(os.listdir(m.path())) == ['.seamfs', 'Movies', 'Shows']
+        assert os.listdir(m.path('Movies')) == ['a.bin']
+    finally:
+        b_open.close()
+        for r in readers:
+            if r.poll() is None:
+                r.kill()
+                r.wait(5)
+
+    # an invalid catalog keeps the old one and says why (ctl reload: exit 1)
+    catfile.write_text('{"assets": [ {"id": "x", "path": "/abs", "sources": []} ]}')
+    r = seamfs.run(['ctl', '--socket', sock, 'reload'])
+    assert r.returncode == 1
+    assert 'catalog.json:1:' in r.stderr and 'old one stays' in r.stderr
+    st = status(m)
+    assert st['reload']['ok'] is False and 'catalog.json' in st['reload']['last']
+    assert bounded(lambda: sha256_file(m.path('Movies/a.bin')), 30, 'read a') == \
+        data['mid.bin'].sha256
+    # a valid one again, through ctl: reports what needs a remount
+    moved = {'providers': providers, 'assets': [
+        asset('a', 'Elsewhere/a.bin', [('p1', o1.url('mid.bin'))])]}
+    seamfs.write_catalog(moved, name='catalog.json')
+    r = seamfs.run(['ctl', '--socket', sock, 'reload'])
+    assert r.returncode == 0, r.stderr
+    assert 'catalog reloaded' in r.stdout and 'new path needs a remount' in r.stdout
+    assert os.path.exists(m.path('Movies/a.bin'))
+    assert m.proc.poll() is None
