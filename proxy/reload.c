@@ -46,6 +46,18 @@ static void note(char *r, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Whether two asset paths cannot both be files: equal, or one a folder on
+ * the other's way. */
+static int paths_clash(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la == lb)
+		return strcmp(a, b) == 0;
+	if (la > lb)
+		return strncmp(a, b, lb) == 0 && a[lb] == '/';
+	return strncmp(b, a, la) == 0 && b[la] == '/';
+}
+
 static long find_provider(const struct px_catalog *c, const char *name)
 {
 	for (size_t i = 0; i < c->nproviders; i++)
@@ -223,13 +235,14 @@ enum px_status px_core_reload(struct px_core *core, struct px_catalog *nc, char 
 			     na->id);
 			continue;
 		}
-		/* a path a listed asset keeps cannot be taken */
+		/* a path a kept asset has (or a folder of it, or a file on its
+		 * way) cannot be taken */
 		int clash = 0;
 		for (size_t k = 0; k < old_n && !clash; k++)
-			clash = core->assets[k].listed && strcmp(m->assets[k].path, na->path) == 0 &&
-				px_catalog_find(nc, m->assets[k].id) >= 0;
+			clash = core->assets[k].listed && px_catalog_find(nc, m->assets[k].id) >= 0 &&
+				paths_clash(m->assets[k].path, na->path);
 		if (clash) {
-			note(report, len, "asset %s: its path is another asset's", na->id);
+			note(report, len, "asset %s: its path clashes with another asset's", na->id);
 			continue;
 		}
 		i = add_asset(core, na, map);

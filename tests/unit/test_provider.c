@@ -540,6 +540,58 @@ static void test_liveness_drop_and_return(void **state)
 	rig_free(r);
 }
 
+/* ---------------------------------------------------------------- reload */
+
+static void test_reload(void **state)
+{
+	static const char *const names[] = { "a", "b" };
+	struct rig *r = rig_new(names, 2, 0, NULL);
+	rig_start(r);
+	struct px_handle *h = open_as(r, 1);
+	read_check(h, 100, 5000);
+	char text[2048], report[1024], err[512];
+	/* asset "a" loses source b.test and keeps a.test, gains c.test; a new
+	 * asset; a moved path is refused; a path that clashes is refused */
+	int n = snprintf(text, sizeof(text),
+		"{\"providers\": [{\"name\": \"a\"}, {\"name\": \"c\", \"max_connections\": 3}],"
+		" \"assets\": ["
+		"{\"id\": \"a\", \"path\": \"moved/a.bin\", \"sources\": ["
+		"  {\"url\": \"http://a.test/a.bin\", \"provider\": \"a\"},"
+		"  {\"url\": \"http://c.test/a.bin\", \"provider\": \"c\"}]},"
+		"{\"id\": \"new\", \"path\": \"dir/new.bin\", \"size\": %lld, \"mtime\": 5,"
+		"  \"sources\": [{\"url\": \"http://c.test/new.bin\", \"provider\": \"c\"}]},"
+		"{\"id\": \"clash\", \"path\": \"a.bin/x\", \"size\": 10, \"mtime\": 5,"
+		"  \"sources\": [{\"url\": \"http://c.test/x.bin\", \"provider\": \"c\"}]}]}",
+		(long long)SIZE);
+	struct px_catalog *nc;
+	if (px_catalog_parse("new.json", text, (size_t)n, &nc, err, sizeof(err)) != PX_OK)
+		fail_msg("catalog: %s", err);
+	const struct px_tree *before = px_core_tree(r->core);
+	assert_int_equal(px_core_reload(r->core, nc, report, sizeof(report)), PX_OK);
+	assert_non_null(strstr(report, "asset clash: its path clashes"));
+	assert_non_null(strstr(report, "asset a: a new path needs a remount"));
+	assert_non_null(px_tree_lookup(px_core_tree(r->core), PX_TREE_ROOT, "a.bin"));
+	const struct px_tree *t = px_core_tree(r->core);
+	assert_ptr_not_equal(t, before);
+	const struct px_tree_node *d = px_tree_lookup(t, PX_TREE_ROOT, "dir");
+	assert_non_null(d);
+	const struct px_tree_node *f = px_tree_lookup(t, d->ino, "new.bin");
+	assert_non_null(f);
+	assert_int_equal(px_core_asset_size(r->core, (size_t)f->asset), SIZE);
+	/* the new asset serves, from its source */
+	struct px_handle *h2 = NULL;
+	assert_int_equal(px_handle_open(r->core, (size_t)f->asset, 2, &h2), PX_OK);
+	read_check(h2, 4096, 10000);
+	px_handle_close(h2);
+	char *js = px_core_status_json(r->core);
+	assert_non_null(strstr(js, "http://c.test/a.bin"));
+	free(js);
+	/* the old handle reads on from its source */
+	read_check(h, 7 * MiB, 5000);
+	px_handle_close(h);
+	rig_free(r);
+}
+
 int main(void)
 {
 	g_data = malloc(SIZE);
@@ -557,6 +609,7 @@ int main(void)
 		cmocka_unit_test(test_waiter_admitted_when_slot_frees),
 		cmocka_unit_test(test_background_yields_to_playback),
 		cmocka_unit_test(test_liveness_drop_and_return),
+		cmocka_unit_test(test_reload),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	free(g_data);
