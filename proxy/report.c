@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core_i.h"
+#include "transcode.h"
 
 static json_t *provider_json(struct px_core *core, size_t i, int64_t now)
 {
@@ -107,6 +108,29 @@ static json_t *assets_json(struct px_core *core)
 	return arr;
 }
 
+static json_t *transcodes_json(struct px_core *core)
+{
+	json_t *arr = json_array();
+	size_t cap = core->cat->nassets + 1;
+	struct px_tc_info *info = core->tc ? calloc(cap, sizeof(*info)) : NULL;
+	size_t n = info ? px_transcode_snapshot(core->tc, info, cap) : 0;
+	for (size_t i = 0; arr && i < n; i++) {
+		const struct px_tc_info *t = &info[i];
+		json_array_append_new(arr, json_pack(
+			"{s:s, s:i, s:i, s:I, s:s, s:b, s:o, s:I, s:i, s:b, s:b}",
+			"asset", core->cat->assets[t->asset].id,
+			"segments", (int)t->segments, "committed", (int)t->committed,
+			"writer_pid", (json_int_t)t->writer_pid, "owner", t->owner,
+			"lease_held", t->lease_held,
+			"heartbeat_age_s", t->heartbeat_age_ms >= 0
+				? json_real((double)t->heartbeat_age_ms / 1000.0) : json_null(),
+			"recoveries", (json_int_t)t->recoveries, "readers", t->readers,
+			"queued", t->queued, "failed", t->failed));
+	}
+	free(info);
+	return arr;
+}
+
 static json_t *cutovers_json(struct px_core *core, int64_t now)
 {
 	json_t *o = json_object(), *by = json_object(), *recent = json_array();
@@ -189,6 +213,7 @@ char *px_core_status_json(struct px_core *core)
 							: json_null()));
 	pthread_mutex_unlock(&core->reload_lock);
 	json_object_set_new(root, "assets", assets_json(core));
+	json_object_set_new(root, "transcodes", transcodes_json(core));
 	json_object_set_new(root, "cutovers", cutovers_json(core, now));
 
 	pthread_mutex_lock(&core->cache_lock);

@@ -90,6 +90,7 @@ struct job {
 	int failed;            /* the last writer failed (not a crash) */
 	int crashes;
 	int nopen;
+	uint64_t recoveries;   /* recovery passes run */
 };
 
 struct px_transcode {
@@ -535,6 +536,7 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t 
  */
 static uint32_t recover(struct px_transcode *tc, struct job *j, uint32_t from)
 {
+	j->recoveries++;
 	struct px_playlist pl, keep;
 	char err[512];
 	unsigned char *t = NULL;
@@ -1269,4 +1271,35 @@ enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, v
 	if (st == PX_OK)
 		*got = done;
 	return st;
+}
+
+size_t px_transcode_snapshot(struct px_transcode *tc, struct px_tc_info *out, size_t cap)
+{
+	size_t n = 0;
+	if (!tc)
+		return 0;
+	pthread_mutex_lock(&tc->lock);
+	int64_t now = px_lease_now(tc->leases);
+	for (size_t i = 0; i < tc->cat->nassets && n < cap; i++) {
+		const struct job *j = &tc->jobs[i];
+		if (!j->a || !j->planned)
+			continue;
+		struct px_tc_info *o = &out[n++];
+		memset(o, 0, sizeof(*o));
+		o->asset = i;
+		o->segments = j->plan.nseg;
+		for (uint32_t k = 0; j->ok && k < j->plan.nseg; k++)
+			o->committed += j->ok[k] != 0;
+		o->writer_pid = (int64_t)j->pid;
+		o->recoveries = j->recoveries;
+		o->readers = j->nopen;
+		o->queued = j->queued;
+		o->failed = j->failed;
+		/* the last owner stays known after the writer let the lease go */
+		snprintf(o->owner, sizeof(o->owner), "%s", j->lease.owner);
+		o->lease_held = j->have_lease;
+		o->heartbeat_age_ms = j->have_lease ? now - j->lease.heartbeat_ms : -1;
+	}
+	pthread_mutex_unlock(&tc->lock);
+	return n;
 }

@@ -63,4 +63,20 @@ enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, v
 /* Closes a handle. NULL: no-op. */
 void px_transcode_close(struct px_tcfile *f);
 
+/* One transcoded asset's state, for the status. */
+struct px_tc_info {
+	size_t asset;
+	uint32_t segments, committed;  /* planned; trusted and servable */
+	int64_t writer_pid;            /* 0: no writer running */
+	char owner[128];               /* the lease's (last) owner, "" if never */
+	int lease_held;                /* this daemon holds the lease now */
+	int64_t heartbeat_age_ms;      /* since the lease's last renewal, -1: not held */
+	uint64_t recoveries;
+	int readers, queued, failed;
+};
+
+/* Fills out[0..cap) with the planned transcodes; returns how many. NULL
+ * tc: 0. Any thread. */
+size_t px_transcode_snapshot(struct px_transcode *tc, struct px_tc_info *out, size_t cap);
+
 #endif

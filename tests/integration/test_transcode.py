@@ -162,6 +162,12 @@ def test_writer_killed_mid_run(seamfs, data, nginx, tmp_path):
     assert 'recovery: asset clip-180' in log and 'distrusted (the newest listed)' in log, log
     assert 'generation 2 claimed' in log, log
     assert not list(job.glob('*.tmp'))
+    # the status shows the transcode: its segments, owner and the recovery
+    with open(m.path('.seamfs/status.json')) as sf:
+        (tc,) = json.load(sf)['transcodes']
+    assert tc['asset'] == 'clip-180' and tc['segments'] == plan['segments']
+    assert tc['committed'] == plan['segments'] and tc['recoveries'] >= 1
+    assert tc['owner'].count(':') >= 2
 
 
 def test_far_seek_restarts_writer(seamfs, data, nginx, tmp_path):
