@@ -400,6 +400,27 @@ def origin_bin():
 
 
 @pytest.fixture
+def make_origin(origin_bin, tmp_path):
+    """Starts seam-origins serving a directory (make_origin(root)); stops them
+    all at the end of the test."""
+    from origin import Origin  # tests/integration/origin.py
+    started = []
+
+    def make(root):
+        wd = tmp_path / f'origin{len(started) + 1}'
+        wd.mkdir()
+        o = Origin(origin_bin, str(root), str(wd))
+        started.append(o)
+        o.start()
+        return o
+    try:
+        yield make
+    finally:
+        for o in started:
+            o.stop()
+
+
+@pytest.fixture
 def origin(data, tmp_path):
     """The fault-injecting origin serving the session data directory."""
     from origin import Origin  # tests/integration/origin.py

@@ -12,13 +12,11 @@ import os
 import shutil
 import socket
 import stat
-import subprocess
 import tempfile
 
 import pytest
 
 from conftest import MIB, bounded, sha256_file
-from origin import Origin
 import promparse
 
 
@@ -34,23 +32,8 @@ def sockdir():
 
 
 @pytest.fixture
-def origins(data, tmp_path):
-    from conftest import origin_binary
-    b = origin_binary()
-    if not b or not os.access(b, os.X_OK):
-        pytest.fail(f'seam-origin binary not found ({b!r})')
-    started = []
-    try:
-        for i in range(2):
-            wd = tmp_path / f'origin{i + 1}'
-            wd.mkdir()
-            o = Origin(b, str(data.dir), str(wd))
-            o.start()
-            started.append(o)
-        yield started
-    finally:
-        for o in started:
-            o.stop()
+def origins(data, make_origin):
+    return [make_origin(data.dir) for _ in range(2)]
 
 
 def two_providers(data, origins, name='mid.bin'):

@@ -18,27 +18,9 @@ import time
 import pytest
 
 import promparse
-from conftest import MIB, KIB, bounded, sha256_file, wait_until
-from origin import Origin
+from conftest import MIB, KIB, bounded, wait_until
 
 FAULT_AT = 3 * MIB + 4321       # inside mid.bin (8 MiB + 77), past the cached head
-
-
-@pytest.fixture
-def make_origin(origin_bin, tmp_path):
-    """Starts seam-origins serving a directory; stops them all at the end."""
-    started = []
-
-    def make(root):
-        wd = tmp_path / f'origin{len(started) + 1}'
-        wd.mkdir()
-        o = Origin(origin_bin, str(root), str(wd))
-        o.start()
-        started.append(o)
-        return o
-    yield make
-    for o in started:
-        o.stop()
 
 
 def flipped_copy(data, tmp_path, name='mid.bin', at=438272 + 10):

@@ -16,7 +16,6 @@ import time
 import pytest
 
 from conftest import MIB, KIB, bounded, sha256_file, wait_until
-from origin import Origin, OriginError
 
 # A reader in its own process (its own client): opens the file with
 # O_DIRECT (so that its bytes come through its own session, not from the
@@ -41,20 +40,9 @@ print(h.hexdigest(), flush=True)
 
 
 @pytest.fixture
-def origins(data, tmp_path, origin_bin):
+def origins(data, make_origin):
     """Three seam-origins serving the data directory: providers p1, p2, p3."""
-    started = []
-    try:
-        for i in range(3):
-            wd = tmp_path / f'origin{i + 1}'
-            wd.mkdir()
-            o = Origin(origin_bin, str(data.dir), str(wd))
-            o.start()
-            started.append(o)
-        yield started
-    finally:
-        for o in started:
-            o.stop()
+    return [make_origin(data.dir) for _ in range(3)]
 
 
 def multi_catalog(data, origins, name='mid.bin', max_connections=None, drained=()):

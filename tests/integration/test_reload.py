@@ -3,7 +3,6 @@ appear, removed ones disappear for new opens while open files read on to the
 end, sources of known assets change, and an invalid catalog keeps the old
 one and says why.  Every read is checked by SHA-256."""
 
-import errno
 import json
 import os
 import shutil
@@ -11,12 +10,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 import pytest
 
 from conftest import MIB, bounded, sha256_file, wait_until
-from origin import Origin
 
 READER = r'''
 import hashlib, os, sys, time
@@ -42,19 +39,8 @@ def sockdir():
 
 
 @pytest.fixture
-def two_origins(data, tmp_path, origin_bin):
-    started = []
-    try:
-        for i in range(2):
-            wd = tmp_path / f'origin{i + 1}'
-            wd.mkdir()
-            o = Origin(origin_bin, str(data.dir), str(wd))
-            o.start()
-            started.append(o)
-        yield started
-    finally:
-        for o in started:
-            o.stop()
+def two_origins(data, make_origin):
+    return [make_origin(data.dir) for _ in range(2)]
 
 
 def asset(aid, path, urls, size=None):
