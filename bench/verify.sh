@@ -28,8 +28,8 @@ SIZE_MIB=1127
 RUNS=5
 TARGET_MS=500
 
-die() { printf 'verify.sh: %s\n' "$*" >&2; exit 1; }
-usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+# shellcheck source=bench/lib.sh
+. "$(dirname "$(realpath "$0")")/lib.sh"
 
 while [ $# -gt 0 ]; do
 	case $1 in

@@ -382,9 +382,10 @@ static void *stopper_main(void *arg)
 		if (n == 1 && c == SIGHUP) {
 			char report[1024];
 			px_info("main", "SIGHUP: reading the catalog again");
-			if (px_core_reload_file(core, report, sizeof(report)) == PX_OK)
-				continue;
-			continue; /* the old catalog stays; the core logged why */
+			/* on failure the old catalog stays; the core logged why */
+			if (px_core_reload_file(core, report, sizeof(report)) != PX_OK)
+				px_debug("main", "reload refused");
+			continue;
 		}
 		if (n == 1 && c != 0) {
 			px_info("main", "stopping on signal %d: ending the transfers in flight", c);

@@ -31,7 +31,11 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "jsontext.h"
 #include "log.h"
+
+/* How replies other than errors are laid out. */
+#define REPLY_JSON (JSON_INDENT(2) | JSON_SORT_KEYS)
 
 /* ---- parsing (pure) */
 
@@ -290,19 +294,8 @@ out:
 
 char *px_ctl_error_json(const struct px_ctl_error *err)
 {
-	json_t *o = json_pack("{s:s, s:s}", "error", err->error, "field", err->field);
-	char *s = o ? json_dumps(o, JSON_SORT_KEYS) : NULL;
-	json_decref(o);
-	if (s) {
-		size_t n = strlen(s);
-		char *nl = realloc(s, n + 2);
-		if (nl) {
-			nl[n] = '\n';
-			nl[n + 1] = '\0';
-			s = nl;
-		}
-	}
-	return s;
+	return px_json_text(json_pack("{s:s, s:s}", "error", err->error, "field", err->field),
+			    JSON_SORT_KEYS);
 }
 
 /* ---- the server */
@@ -360,22 +353,6 @@ static enum MHD_Result respond_err(struct MHD_Connection *c, const struct px_ctl
 		       err->http == 405 && err->allow[0] ? err->allow : NULL);
 }
 
-static char *json_text(json_t *o)
-{
-	char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
-	json_decref(o);
-	if (s) {
-		size_t n = strlen(s);
-		char *nl = realloc(s, n + 2);
-		if (nl) {
-			nl[n] = '\n';
-			nl[n + 1] = '\0';
-			s = nl;
-		}
-	}
-	return s;
-}
-
 static enum MHD_Result handle(struct px_control *ctl, struct MHD_Connection *c, struct conn *r)
 {
 	struct px_ctl_error err = { 0 };
@@ -403,8 +380,8 @@ static enum MHD_Result handle(struct px_control *ctl, struct MHD_Connection *c, 
 			return respond_err(c, &err);
 		}
 		return respond(c, MHD_HTTP_OK,
-			       json_text(json_pack("{s:s, s:b}", "provider", r->req.name,
-						   "drained", drain)),
+			       px_json_text(json_pack("{s:s, s:b}", "provider", r->req.name,
+						   "drained", drain), REPLY_JSON),
 			       "application/json", NULL);
 	}
 	case PX_CTL_ADD_SOURCE:
@@ -429,9 +406,10 @@ static enum MHD_Result handle(struct px_control *ctl, struct MHD_Connection *c, 
 			return respond_err(c, &err);
 		}
 		return respond(c, MHD_HTTP_OK,
-			       json_text(json_pack("{s:s, s:s, s:s}", "asset", r->req.name,
+			       px_json_text(json_pack("{s:s, s:s, s:s}", "asset", r->req.name,
 						   "source", r->req.where,
-						   "result", add ? "added" : "removed")),
+						   "result", add ? "added" : "removed"),
+				    REPLY_JSON),
 			       "application/json", NULL);
 	}
 	case PX_CTL_RELOAD: {
@@ -441,7 +419,8 @@ static enum MHD_Result handle(struct px_control *ctl, struct MHD_Connection *c, 
 			return respond_err(c, &err);
 		}
 		return respond(c, MHD_HTTP_OK,
-			       json_text(json_pack("{s:b, s:s}", "reloaded", 1, "notes", report)),
+			       px_json_text(json_pack("{s:b, s:s}", "reloaded", 1, "notes", report),
+				    REPLY_JSON),
 			       "application/json", NULL);
 	}
 	case PX_CTL_NROUTES:

@@ -72,7 +72,6 @@ struct prov_rt {
 	int bg;                    /* background transfers among them */
 	int sessions;              /* sessions whose source is here */
 	int drained;               /* no new sessions */
-	int has_http;              /* serves at least one listed HTTP source */
 	int64_t bad_since;         /* first bad answer since the last good one, 0: none */
 	int64_t last_good, last_bad, last_probe;
 	int probing;               /* an active probe is in flight */
@@ -173,7 +172,6 @@ struct px_core {
 	pthread_cond_t prov_cond;
 	struct prov_rt *provs;
 	struct px_session *sessions;
-	size_t nsessions;
 	int stopping;
 	int64_t (*now)(void);      /* the clock TTLs and liveness go by */
 	pthread_t monitor;

@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,11 +246,9 @@ out:
 enum px_status px_playlist_save(const struct px_playlist *pl, const char *path,
 				char *err, size_t errlen)
 {
-	enum px_status st = PX_EIO;
-	char tmp[4096], dir[4096];
+	enum px_status st;
 	size_t cap = 128 + pl->n * 64, len = 0;
 	char *text = malloc(cap);
-	int fd = -1;
 
 	if (!text)
 		return PX_ENOMEM;
@@ -263,26 +260,7 @@ enum px_status px_playlist_save(const struct px_playlist *pl, const char *path,
 					(long long)pl->e[i].size, (long long)pl->e[i].mtime_ns);
 	if (pl->clean)
 		len += (size_t)snprintf(text + len, cap - len, "#CLEAN\n");
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0 || write(fd, text, len) != (ssize_t)len || fsync(fd)) {
-		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	close(fd);
-	fd = -1;
-	if (rename(tmp, path)) {
-		snprintf(err, errlen, "rename %s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	snprintf(dir, sizeof(dir), "%s", path);
-	fd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0)
-		(void)fsync(fd);
-	st = PX_OK;
-out:
-	if (fd >= 0)
-		close(fd);
+	st = px_write_atomic(path, text, len, 0644, err, errlen);
 	free(text);
 	return st;
 }

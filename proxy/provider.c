@@ -115,7 +115,6 @@ static void session_unlist(struct px_core *core, struct px_session *s)
 		core->sessions = s->next;
 	if (s->next)
 		s->next->prev = s->prev;
-	core->nsessions--;
 	grant_waiters(core, p);
 	pthread_cond_broadcast(&core->prov_cond);
 }
@@ -682,7 +681,6 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 	if (s->next)
 		s->next->prev = s;
 	core->sessions = s;
-	core->nsessions++;
 	pthread_mutex_unlock(&core->prov_lock);
 
 	if (a->sources[src].path) {
@@ -852,7 +850,6 @@ void px_providers_start(struct px_core *core, int thread)
 			struct prov_rt *p = &core->provs[cat->assets[i].sources[k].provider];
 			if (!cat->assets[i].sources[k].url || p->probe_asset >= 0)
 				continue;
-			p->has_http = 1;
 			p->probe_asset = (long)i;
 			p->probe_source = k;
 			p->last_probe = core->now();

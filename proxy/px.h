@@ -9,6 +9,7 @@
 #ifndef SEAMFS_PX_H
 #define SEAMFS_PX_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define PX_WUR __attribute__((warn_unused_result))
@@ -39,6 +40,16 @@ enum px_status {
 /* Milliseconds and microseconds on CLOCK_MONOTONIC (clock.c). Any thread. */
 int64_t px_now_ms(void);
 int64_t px_now_us(void);
+
+/* Makes dir and its missing parents with mode (files.c). 0, or -1 with
+ * errno set (ENAMETOOLONG past PATH_MAX). Any thread. */
+int px_mkdir_p(const char *dir, unsigned int mode);
+
+/* Replaces file with len bytes of data: FILE.tmp (made with mode), write,
+ * fsync, rename, fsync of the directory. A crash leaves the old file or the
+ * new one. PX_EIO with "PATH: reason" in err. Any thread. */
+enum px_status px_write_atomic(const char *file, const void *data, size_t len,
+			       unsigned int mode, char *err, size_t errlen) PX_WUR;
 
 /* A static, human-readable name for a status. Never NULL. */
 const char *px_strerror(enum px_status st);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core_i.h"
+#include "jsontext.h"
 #include "transcode.h"
 
 static json_t *provider_json(struct px_core *core, size_t i, int64_t now)
@@ -234,18 +235,9 @@ char *px_core_status_json(struct px_core *core)
 				      "readahead_budget", (json_int_t)core->cfg->readahead_budget,
 				      "cache_used", (json_int_t)cache_used,
 				      "cache_size", (json_int_t)core->cfg->cache_size));
-	out = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+	out = px_json_text(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+	root = NULL;
 out:
 	json_decref(root);
-	if (out) {
-		/* a trailing newline, as text files have */
-		size_t n = strlen(out);
-		char *nl = realloc(out, n + 2);
-		if (nl) {
-			nl[n] = '\n';
-			nl[n + 1] = '\0';
-			out = nl;
-		}
-	}
 	return out;
 }

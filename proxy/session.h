@@ -6,7 +6,8 @@
  * than session_ttl ago. Otherwise it makes a new session on a source
  * chosen by provider.c (fewest sessions, within connection limits, live
  * providers first). The session fixes the source for every read of every
- * handle of it: an open file never mixes bytes of two sources. Each handle
+ * handle of it: an open file never mixes bytes of two sources, unless a
+ * cutover moved the session to a standby proven identical. Each handle
  * reads through its own transfers, and every transfer holds a slot of the
  * source's provider.
  */

@@ -4,7 +4,6 @@
  *    "assets": {"ID": {"size": N, "mtime": M}, ...}}
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,26 +24,6 @@ struct px_state {
 	int dirty;
 };
 
-static int mkdir_p(const char *dir)
-{
-	char buf[PATH_MAX];
-	if (snprintf(buf, sizeof(buf), "%s", dir) >= (int)sizeof(buf)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0700) && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	if (mkdir(buf, 0700) && errno != EEXIST)
-		return -1;
-	return 0;
-}
-
 enum px_status px_state_open(const char *dir, const char *catalog_path,
 			     struct px_state **out, char *err, size_t errlen)
 {
@@ -55,7 +34,7 @@ enum px_status px_state_open(const char *dir, const char *catalog_path,
 	*out = NULL;
 	if (!s)
 		return PX_ENOMEM;
-	if (mkdir_p(dir)) {
+	if (px_mkdir_p(dir, 0700)) {
 		snprintf(err, errlen, "state_dir %s: %s", dir, strerror(errno));
 		free(s);
 		return PX_EIO;
@@ -134,9 +113,8 @@ enum px_status px_state_put(struct px_state *s, const char *id, int64_t size, in
 
 enum px_status px_state_save(struct px_state *s, char *err, size_t errlen)
 {
-	enum px_status st = PX_EIO;
-	char *tmp = NULL, *text = NULL;
-	int fd;
+	enum px_status st;
+	char *text = NULL;
 
 	if (!s->dirty)
 		return PX_OK;
@@ -144,45 +122,14 @@ enum px_status px_state_save(struct px_state *s, char *err, size_t errlen)
 				 "assets", s->assets);
 	if (root)
 		text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
-	size_t n = strlen(s->file) + 16;
-	tmp = malloc(n);
-	if (!root || !text || !tmp) {
-		st = PX_ENOMEM;
-		snprintf(err, errlen, "out of memory");
-		goto out;
-	}
-	snprintf(tmp, n, "%s.tmp", s->file);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	size_t len = strlen(text), off = 0;
-	while (fd >= 0 && off < len) {
-		ssize_t w = write(fd, text + off, len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			break;
-		off += (size_t)w;
-	}
-	int ok = fd >= 0 && off == len && fsync(fd) == 0;
-	int saved = errno;
-	if (fd >= 0 && close(fd) && ok) {
-		ok = 0;
-		saved = errno;
-	}
-	if (!ok) {
-		snprintf(err, errlen, "%s: %s", tmp, strerror(saved));
-		unlink(tmp);
-		goto out;
-	}
-	if (rename(tmp, s->file)) {
-		snprintf(err, errlen, "%s: %s", s->file, strerror(errno));
-		unlink(tmp);
-		goto out;
-	}
-	s->dirty = 0;
-	st = PX_OK;
-out:
-	free(tmp);
-	free(text);
 	json_decref(root);
+	if (!text) {
+		snprintf(err, errlen, "out of memory");
+		return PX_ENOMEM;
+	}
+	st = px_write_atomic(s->file, text, strlen(text), 0600, err, errlen);
+	if (st == PX_OK)
+		s->dirty = 0;
+	free(text);
 	return st;
 }

@@ -138,21 +138,6 @@ static void escape_id(const char *id, char *buf, size_t cap)
 	buf[o] = '\0';
 }
 
-static int mkdir_p(const char *dir)
-{
-	char buf[PATH_MAX];
-	snprintf(buf, sizeof(buf), "%s", dir);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0755) && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
-}
-
 static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
 	(void)sb; (void)flag; (void)ftw;
@@ -476,7 +461,7 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t 
 		return PX_EINVAL;
 	profile_key(tc, j, key, sizeof(key));
 	snprintf(path, sizeof(path), "%s/plan.json", j->dir);
-	if (mkdir_p(j->dir)) {
+	if (px_mkdir_p(j->dir, 0755)) {
 		px_error("transcode", "asset %s: cannot make %s: %s", j->a->id, j->dir,
 			 strerror(errno));
 		return PX_EIO;
@@ -492,7 +477,7 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t 
 			return PX_EAGAIN;
 		}
 		nftw(j->dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
-		if (mkdir_p(j->dir))
+		if (px_mkdir_p(j->dir, 0755))
 			return PX_EIO;
 		json_t *root;
 		if ((st = run_plan(tc, j, &root)) != PX_OK)
@@ -1030,7 +1015,7 @@ enum px_status px_transcode_new(const struct px_config *cfg, const struct px_cat
 	tc->jobs = calloc(cat->nassets + 1, sizeof(*tc->jobs));
 	if (!tc->jobs)
 		goto out;
-	if (mkdir_p(tc->work)) {
+	if (px_mkdir_p(tc->work, 0755)) {
 		px_error("transcode", "work_dir %s: %s", tc->work, strerror(errno));
 		st = PX_EIO;
 		goto out;

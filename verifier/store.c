@@ -54,26 +54,6 @@ static void logf_(struct vf_store *s, const char *fmt, ...)
 	s->log(s->log_ctx, line);
 }
 
-static int mkdir_p(const char *dir)
-{
-	char buf[PATH_MAX];
-	if (snprintf(buf, sizeof(buf), "%s", dir) >= (int)sizeof(buf)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0700) && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	if (mkdir(buf, 0700) && errno != EEXIST)
-		return -1;
-	return 0;
-}
-
 enum px_status vf_store_open(const char *dir, vf_log_fn log, void *log_ctx,
 			     struct vf_store **out, char *err, size_t errlen)
 {
@@ -85,7 +65,7 @@ enum px_status vf_store_open(const char *dir, vf_log_fn log, void *log_ctx,
 		snprintf(err, errlen, "fingerprint store: no directory given");
 		return PX_EINVAL;
 	}
-	if (mkdir_p(dir) || stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
+	if (px_mkdir_p(dir, 0700) || stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
 		snprintf(err, errlen, "fingerprint store %s: %s", dir,
 			 errno ? strerror(errno) : "not a directory");
 		return PX_EIO;
@@ -490,36 +470,6 @@ fail:
 	return NULL;
 }
 
-static enum px_status write_atomic(const char *file, const char *text, char *err,
-				   size_t errlen)
-{
-	char tmp[PATH_MAX + 16];
-	size_t len = strlen(text), off = 0;
-
-	snprintf(tmp, sizeof(tmp), "%s.tmp", file);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	while (fd >= 0 && off < len) {
-		ssize_t w = write(fd, text + off, len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			break;
-		off += (size_t)w;
-	}
-	int ok = fd >= 0 && off == len && fsync(fd) == 0;
-	int saved = errno;
-	if (fd >= 0 && close(fd) && ok) {
-		ok = 0;
-		saved = errno;
-	}
-	if (!ok || rename(tmp, file)) {
-		snprintf(err, errlen, "%s: %s", ok ? file : tmp, strerror(ok ? errno : saved));
-		unlink(tmp);
-		return PX_EIO;
-	}
-	return PX_OK;
-}
-
 enum px_status vf_store_put(struct vf_store *s, const char *asset, const char *source,
 			    const struct vf_record *rec, int reference,
 			    char *err, size_t errlen)
@@ -574,7 +524,7 @@ enum px_status vf_store_put(struct vf_store *s, const char *asset, const char *s
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	st = write_atomic(file, text, err, errlen);
+	st = px_write_atomic(file, text, strlen(text), 0600, err, errlen);
 out:
 	pthread_mutex_unlock(&s->lock);
 	free(text);
