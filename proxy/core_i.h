@@ -230,7 +230,9 @@ int px_stream_idle(struct px_stream *st);
  * byte it stopped, up to cfg->retries times without progress.
  * PX_EAGAIN when off is behind the window (*behind set: a straggler of a
  * sequential run; read it directly, keep the stream) or too far ahead of
- * it (a jump: the caller ends this stream).
+ * it (a jump: the caller ends this stream). A read waiting on a stream
+ * that another thread closes gets PX_EAGAIN with *behind set too: it reads
+ * directly, never fails for it.
  */
 enum px_status px_stream_read(struct px_stream *st, int64_t off, size_t len, void *buf,
 			      int64_t deadline, const char *who, int *behind);

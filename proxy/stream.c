@@ -410,7 +410,7 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 
 	pthread_mutex_lock(&st->lock);
 	/* a little behind: a straggler of this run; far behind: a jump */
-	*behind = off < st->rstart && off >= st->rstart - JUMP_BACK;
+	*behind = (off < st->rstart && off >= st->rstart - JUMP_BACK) || st->closed;
 	/* too far ahead: it would wait for bytes nobody asked for, or not fit
 	 * in the ring beside the bytes kept behind the readers (and the last
 	 * chunk, which may run past the read) */
@@ -461,7 +461,11 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 			break;
 		}
 		if (st->closed) {
-			rc = PX_ESHUTDOWN;
+			/* another read of the session jumped (or a slot was
+			 * wanted) and ended the stream under us: these bytes
+			 * are still owed, and a direct read brings them */
+			*behind = 1;
+			rc = PX_EAGAIN;
 			break;
 		}
 		if (st->ended) {

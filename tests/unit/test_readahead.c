@@ -590,6 +590,70 @@ static void test_far_jump_backward(void **state)
 	rig_free(r);
 }
 
+/*
+ * A read waits on the stream (its transfer hangs) when another read of the
+ * same handle jumps far ahead and ends that stream. The waiting read is
+ * still owed its bytes: it reads them directly, it does not fail. (The
+ * kernel sends a run's reads in parallel, so a player's seek meets reads
+ * still waiting on the old stream.)
+ */
+struct waiter {
+	struct rig *r;
+	struct px_handle *s;
+	int64_t off;
+	enum px_status st;
+	size_t got;
+	unsigned char *buf;
+};
+
+static void *waiter_main(void *arg)
+{
+	struct waiter *w = arg;
+	w->st = px_handle_read(w->s, w->off, (size_t)BLOCK, w->buf, &w->got);
+	return NULL;
+}
+
+static int stream_submitted(struct fake *f, int unused)
+{
+	(void)unused;
+	return f->nreq >= 2;
+}
+
+static void test_jump_ends_stream_under_waiter(void **state)
+{
+	struct rig *r = rig_new(1, 64 * MiB + 999, 1, 64 * 1024, 0);
+	rig_start(r);
+	r->fake.hang_from = 2;  /* request 1 fills the head, 2 is the stream */
+	struct px_handle *s = rig_open(r, 0);
+	int64_t off;
+	for (off = 0; off < 2 * MiB; off += BLOCK)
+		read_check(r, s, 0, 0, off, BLOCK);
+
+	struct waiter w = { r, s, off, PX_EIO, 0, malloc((size_t)BLOCK) };
+	pthread_t t;
+	assert_non_null(w.buf);
+	assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
+	/* the waiter started the stream and waits for its bytes */
+	int started = fake_wait(&r->fake, stream_submitted, 0, 5000);
+	struct timespec pause = { 0, 100 * 1000000 };
+	nanosleep(&pause, NULL);
+	pthread_mutex_lock(&r->fake.lock);
+	r->fake.hang_from = 0;  /* from here on the origin answers */
+	pthread_mutex_unlock(&r->fake.lock);
+	if (started)
+		read_check(r, s, 0, 0, off + 40 * MiB, BLOCK);  /* the jump */
+	pthread_join(t, NULL);
+	assert_true(started);
+	struct fake_req q = fake_req(&r->fake, 2);
+	assert_true(q.stream);
+	assert_true(q.cancelled);
+	assert_int_equal(w.st, PX_OK);
+	assert_int_equal(w.got, (size_t)BLOCK);
+	assert_memory_equal(w.buf, src_data(0, 0) + off, (size_t)BLOCK);
+	free(w.buf);
+	rig_free(r);
+}
+
 /* ---------------------------------------------------- 4. budget pressure */
 
 #define NSESS 4
@@ -1115,6 +1179,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_short_forward_skip, teardown),
 		cmocka_unit_test_teardown(test_far_jump_forward, teardown),
 		cmocka_unit_test_teardown(test_far_jump_backward, teardown),
+		cmocka_unit_test_teardown(test_jump_ends_stream_under_waiter, teardown),
 		cmocka_unit_test_teardown(test_budget_pressure, teardown),
 		cmocka_unit_test_teardown(test_head_tail_cache, teardown),
 		cmocka_unit_test_teardown(test_stream_fails_once, teardown),
