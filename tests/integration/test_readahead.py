@@ -132,3 +132,67 @@ def test_random_reads_fetch_what_they_read(seamfs, data, origin):
     assert not streams(reqs, size), 'a stream started'
     fetched = sum(r['bytes_sent'] for r in reqs)
     assert fetched <= 2 * read, f'{fetched} bytes fetched for {read} read'
+
+
+def test_large_kernel_readahead(seamfs, data, origin):
+    """An operator may raise the mount's read_ahead_kb: the kernel then sends
+    many reads at once, far out of order, and one of them ending the stream
+    must not fail the others that wait on it. Two readers of one file and a
+    reader that seeks, all through one session."""
+    name = 'big.bin'
+    size = data[name].size
+    ref = data.bytes(name)
+    m = seamfs.mount(catalog(asset('big', 'big.bin', origin.url(name), size=size),
+                             asset('mid', 'mid.bin', origin.url('mid.bin'))),
+                     read_timeout=30)
+    path = m.path('big.bin')
+    with open(m.path('mid.bin'), 'rb') as f:
+        assert f.read(4096) == data.bytes('mid.bin')[:4096]   # the first open sets 1 MiB
+    st = os.stat(m.path())
+    bdi = f'/sys/class/bdi/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/read_ahead_kb'
+    with open(bdi, 'w') as f:
+        f.write('4096')
+    errors = []
+
+    def whole():
+        try:
+            if sha256_file(path) != data[name].sha256:
+                errors.append('whole-file read: wrong bytes')
+        except OSError as e:
+            errors.append(f'whole-file read: {e}')
+
+    def seeker():
+        # runs long enough to earn a stream, then a far jump while the
+        # kernel's read-ahead of the run is still in flight
+        rnd = random.Random(7)
+        try:
+            with open(path, 'rb', buffering=0) as f:
+                for _ in range(30):
+                    off = rnd.randrange(0, size - 8 * MIB)
+                    f.seek(off)
+                    for k in range(6):
+                        got = f.read(MIB)
+                        at = off + k * MIB
+                        if got != ref[at:at + MIB]:
+                            errors.append(f'read at {at} after a seek: wrong bytes')
+                            return
+        except OSError as e:
+            errors.append(f'read after a seek: {e}')
+
+    def drop():
+        fd = os.open(path, os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+
+    for _ in range(6):
+        bounded(whole, 60, 'read big.bin alone')
+        assert not errors, errors
+        drop()
+    threads = [threading.Thread(target=fn, daemon=True) for fn in (whole, whole, seeker)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 120
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+        assert not t.is_alive(), 'a reader is still blocked after 120 s'
+    assert not errors, errors
