@@ -310,6 +310,30 @@ static void raise_readahead(struct fs_ctx *ctx)
 }
 
 /*
+ * Tells the core how far the kernel reads ahead on this mount: an operator
+ * may raise read_ahead_kb at any time, so it is read again at every open
+ * (a small sysfs read). Unknown: the core assumes FS_MAX_READ.
+ */
+static void note_readahead(struct fs_ctx *ctx)
+{
+	char val[32];
+	if (!ctx->bdi_readahead[0])
+		return;
+	int fd = open(ctx->bdi_readahead, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, val, sizeof(val) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	val[n] = '\0';
+	char *end;
+	long long kb = strtoll(val, &end, 10);
+	if (end != val && kb >= 0 && kb < (1LL << 30))
+		px_core_set_kernel_readahead(ctx->core, kb * 1024);
+}
+
+/*
  * Transcoded and remuxed assets have their own handle type (transcode.h).
  * fi->fh carries it with the low bit set (handles are malloc'd, so that bit
  * is free); plain sessions keep the bit clear.
@@ -387,6 +411,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		tc_open(req, ctx, (size_t)n->asset, fi);
 		return;
 	}
+	note_readahead(ctx);
 	st = px_handle_open(ctx->core, (size_t)n->asset, client_key(ctx, req), &s);
 	if (st != PX_OK) {
 		fuse_reply_err(req, fs_errno(st));

@@ -123,6 +123,12 @@ struct px_transcode *px_core_transcode(const struct px_core *core);
  */
 char *px_core_metrics_text(struct px_core *core);
 
+/* Tells the read engine how far the kernel reads ahead of a reader on
+ * this mount (the bdi's read_ahead_kb, in bytes; 0: unknown, taken as
+ * 1 MiB). Reads that far ahead of a stream are the kernel's read-ahead,
+ * not a seek. Any thread. */
+void px_core_set_kernel_readahead(struct px_core *core, int64_t bytes);
+
 /* Records one read's duration (microseconds, however it ended) in the
  * read-latency histogram. Any thread, lock-free. */
 void px_core_note_read(struct px_core *core, int64_t us);

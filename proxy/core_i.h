@@ -201,6 +201,7 @@ struct px_core {
 
 	/* counters, for the log and later the status */
 	_Atomic uint64_t n_cache_hits, n_cache_fills, n_streams, n_direct, n_stream_restarts;
+	_Atomic int64_t kernel_ra;  /* px_core_set_kernel_readahead(), 0: unknown */
 	_Atomic uint64_t n_stream_waits, stream_wait_us; /* reads that waited for bytes */
 
 	/* durations for the metrics (lock-free): reads as fs/ answers them,

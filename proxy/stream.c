@@ -45,11 +45,27 @@
 #define WINDOW_MIN (8LL << 20)
 #define WINDOW_MAX (32LL << 20)
 #define FILL_START (2LL << 20)
-#define JUMP_AHEAD (4LL << 20)  /* a forward jump this short waits for the stream */
+#define JUMP_AHEAD (4LL << 20)  /* a forward jump this short waits for the stream... */
 #define JUMP_BACK (4LL << 20)   /* a read this little behind the window is a straggler */
 #define CHUNK_MAX (256LL << 10) /* the largest piece on_data gets (fetch.c's buffer) */
 #define MAX_PINS 128            /* replies in flight straight from the window */
 #define RESUME_ROOM (1LL << 20) /* a paused transfer goes on once this much is free */
+
+/* ...or, when the kernel reads further ahead, as far as its read-ahead
+ * reaches: a sync window and two async ones, and a read's worth */
+static int64_t jump_ahead(const struct px_core *core)
+{
+	int64_t ra = atomic_load(&core->kernel_ra);
+	int64_t j = 3 * ra + (1LL << 20);
+	if (j < JUMP_AHEAD)
+		return JUMP_AHEAD;
+	return j < WINDOW_MAX ? j : WINDOW_MAX;
+}
+
+void px_core_set_kernel_readahead(struct px_core *core, int64_t bytes)
+{
+	atomic_store(&core->kernel_ra, bytes > 0 ? bytes : 0);
+}
 
 struct px_stream {
 	struct px_core *core;
@@ -67,6 +83,7 @@ struct px_stream {
 	int64_t rstart, rend;   /* bytes [rstart, rend) are in the ring */
 	int64_t consumed;       /* readers have moved past this offset */
 	int64_t want;           /* the furthest end a waiting reader needs */
+	int64_t wake_at;        /* the nearest, INT64_MAX when none waits */
 	int64_t fill;           /* the transfer may run this far past consumed */
 	int64_t pins[MAX_PINS]; /* windows offsets replies are being sent from, -1: free */
 	int npins;
@@ -174,7 +191,12 @@ static int s_data(void *ctx, int64_t off, const void *buf, size_t len)
 	memcpy(st->ring, (const unsigned char *)buf + first, len - first);
 	st->rend += (int64_t)len;
 	st->last_byte = px_now_ms();
-	pthread_cond_broadcast(&st->cond);
+	/* wake the waiters once one of them has all its bytes, not at every
+	 * chunk: with the kernel's read-ahead many wait at once */
+	if (st->rend >= st->wake_at) {
+		st->wake_at = INT64_MAX;
+		pthread_cond_broadcast(&st->cond);
+	}
 out:
 	pthread_mutex_unlock(&st->lock);
 	return took;
@@ -290,6 +312,7 @@ enum px_status px_stream_start(struct px_core *core, struct px_session *sess, si
 	st->size = size;
 	st->cap = cap;
 	st->origin = st->rstart = st->rend = st->consumed = off;
+	st->wake_at = INT64_MAX;
 	st->fill = FILL_START < cap - KEEP_BEHIND ? FILL_START : cap - KEEP_BEHIND;
 	st->refs = 1;
 	for (int i = 0; i < MAX_PINS; i++)
@@ -416,8 +439,14 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 	 * chunk, which may run past the read) */
 	int64_t keep = st->consumed - KEEP_BEHIND > st->rstart ? st->consumed - KEEP_BEHIND
 							       : st->rstart;
-	if (st->closed || off < st->rstart || off > st->rend + JUMP_AHEAD ||
+	int64_t ahead = jump_ahead(core);
+	if (st->closed || off < st->rstart || off > st->rend + ahead ||
 	    end + CHUNK_MAX - keep > st->cap) {
+		/* near enough to be the kernel's read-ahead, but more than
+		 * the ring holds beside the kept bytes: read it directly and
+		 * let the stream go on for the readers behind it */
+		if (!*behind && !st->closed && off >= st->rstart && off <= st->rend + ahead)
+			*behind = 1;
 		pthread_mutex_unlock(&st->lock);
 		return PX_EAGAIN;
 	}
@@ -552,6 +581,8 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 			rc = PX_ETIMEDOUT;
 			break;
 		}
+		if (end < st->wake_at)
+			st->wake_at = end;
 		if (pthread_cond_timedwait(&st->cond, &st->lock, &ts) == ETIMEDOUT &&
 		    st->rend < end && !st->ended && !st->paused && st->xid &&
 		    px_now_ms() >= st->last_byte + core->cfg->stall_timeout_ms &&
