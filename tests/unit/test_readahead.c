@@ -493,6 +493,46 @@ static void test_short_forward_skip(void **state)
 	rig_free(r);
 }
 
+/*
+ * With the kernel's read-ahead raised to 4 MiB, reads up to 13 MiB ahead
+ * of the window are its read-ahead, not a seek: the stream serves them
+ * (no second stream, nothing cancelled). With the default (1 MiB) the same
+ * distance is a jump.
+ */
+static void forward_by_kernel_readahead(int64_t kernel_ra, int want_streams)
+{
+	struct rig *r = rig_new(1, 48 * MiB + 777, 1, 64 * 1024, 0);
+	rig_start(r);
+	px_core_set_kernel_readahead(r->core, kernel_ra);
+	struct px_handle *s = rig_open(r, 0);
+	int64_t off;
+
+	for (off = 0; off < 3 * MiB; off += BLOCK)
+		read_check(r, s, 0, 0, off, BLOCK);
+	struct summary m = summarize(r);
+	assert_int_equal(m.streams, 1);
+	int si = m.stream_idx[0];
+	assert_true(fake_wait(&r->fake, req_paused, si, 5000));
+	pthread_mutex_lock(&r->fake.lock);
+	int64_t got = r->fake.reqs[si - 1]->bytes;
+	pthread_mutex_unlock(&r->fake.lock);
+	/* 10 MiB past what the stream has */
+	int64_t far = ((2 * MiB + got + 10 * MiB) / BLOCK) * BLOCK;
+	read_check(r, s, 0, 0, far, BLOCK);
+	for (off = far + BLOCK; off < far + 4 * MiB; off += BLOCK)
+		read_check(r, s, 0, 0, off, BLOCK);
+	m = summarize(r);
+	assert_int_equal(m.streams, want_streams);
+	assert_int_equal(fake_req(&r->fake, si).cancelled, want_streams > 1);
+	rig_free(r);
+}
+
+static void test_forward_within_kernel_readahead(void **state)
+{
+	forward_by_kernel_readahead(4 * MiB, 1);
+	forward_by_kernel_readahead(0, 2);
+}
+
 /* ------------------------------------------------------- 3. far jumps */
 
 /*
@@ -1177,6 +1217,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_sequential_growth_inline, teardown),
 		cmocka_unit_test_teardown(test_reorder_tolerance, teardown),
 		cmocka_unit_test_teardown(test_short_forward_skip, teardown),
+		cmocka_unit_test_teardown(test_forward_within_kernel_readahead, teardown),
 		cmocka_unit_test_teardown(test_far_jump_forward, teardown),
 		cmocka_unit_test_teardown(test_far_jump_backward, teardown),
 		cmocka_unit_test_teardown(test_jump_ends_stream_under_waiter, teardown),
