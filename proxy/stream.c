@@ -34,9 +34,11 @@
  * while calling the fetcher or sleeping.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core_i.h"
 #include "log.h"
@@ -105,6 +107,45 @@ struct sx {
 	uint64_t gen;
 };
 
+#define HUGE_PAGE (2LL << 20)
+
+/*
+ * A window is mapped on its own, aligned to 2 MiB and marked for huge
+ * pages: every byte of a stream is copied into it and then pinned by the
+ * kernel for the reply, and with 4 KiB pages the page walks of those two
+ * cost about a fifth of the daemon's CPU on a sequential read (bench/).
+ * Unmapped when the stream ends, so its memory goes back at once.
+ */
+static size_t ring_len(int64_t cap)
+{
+	size_t page = 4096;
+	return ((size_t)cap + page - 1) & ~(page - 1);
+}
+
+static unsigned char *ring_alloc(int64_t cap)
+{
+	size_t want = ring_len(cap), len = want + (size_t)HUGE_PAGE;
+	unsigned char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	uintptr_t at = ((uintptr_t)p + (uintptr_t)HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+	size_t head = at - (uintptr_t)p, tail = len - head - want;
+	if (head)
+		munmap(p, head);
+	if (tail)
+		munmap((unsigned char *)at + want, tail);
+	/* best effort: without transparent huge pages it is plain memory */
+	(void)madvise((void *)at, want, MADV_HUGEPAGE);
+	return (unsigned char *)at;
+}
+
+static void ring_free(unsigned char *ring, int64_t cap)
+{
+	if (ring)
+		munmap(ring, ring_len(cap));
+}
+
 void px_stream_ref(struct px_stream *st)
 {
 	atomic_fetch_add(&st->refs, 1);
@@ -114,7 +155,7 @@ void px_stream_unref(struct px_stream *st)
 {
 	if (atomic_fetch_sub(&st->refs, 1) != 1)
 		return;
-	free(st->ring);
+	ring_free(st->ring, st->cap);
 	atomic_fetch_sub(&st->core->ra_used, st->cap);
 	pthread_cond_destroy(&st->cond);
 	pthread_mutex_destroy(&st->lock);
@@ -298,7 +339,7 @@ enum px_status px_stream_start(struct px_core *core, struct px_session *sess, si
 		return PX_ENOMEM;
 	st = calloc(1, sizeof(*st));
 	if (st)
-		st->ring = malloc((size_t)cap);
+		st->ring = ring_alloc(cap);
 	if (!st || !st->ring) {
 		if (st)
 			free(st);
