@@ -87,15 +87,30 @@ static int f_data(void *ctx, int64_t off, const void *buf, size_t len)
 {
 	struct fill *f = ctx;
 	struct cache_slot *s = f->slot;
+	int took = 1;
 	pthread_mutex_lock(&f->core->cache_lock);
 	/* the fetcher delivers in order, inside the range asked for */
-	if (off == s->start + s->filled && s->filled + (int64_t)len <= s->len) {
+	if (off == s->start + s->filled && s->held) {
+		/* a reader has its bytes and has not taken them yet: let it
+		 * have the CPU first (this chunk comes again on resume) */
+		s->paused = 1;
+		took = 0;
+	} else if (off == s->start + s->filled && s->filled + (int64_t)len <= s->len) {
 		memcpy(s->buf + s->filled, buf, len);
 		s->filled += (int64_t)len;
-		pthread_cond_broadcast(&f->core->cache_cond);
+		/* wake the readers once one has all its bytes, not at every
+		 * chunk; and hold the rest of the fill until one of them has
+		 * taken its bytes: on a small machine the fill's own copying
+		 * and the origin's sending would keep the reader from a CPU
+		 * for milliseconds (the first read of a file waits on this) */
+		if (s->start + s->filled >= s->wake_at) {
+			s->wake_at = INT64_MAX;
+			s->held = s->filled < s->len;
+			pthread_cond_broadcast(&f->core->cache_cond);
+		}
 	}
 	pthread_mutex_unlock(&f->core->cache_lock);
-	return 1;
+	return took;
 }
 
 static void f_done(void *ctx, const struct px_fetch_result *res)
@@ -119,6 +134,7 @@ static void f_done(void *ctx, const struct px_fetch_result *res)
 		atomic_fetch_sub(&core->ra_used, s->len);
 	}
 	s->xid = 0;
+	s->held = s->paused = 0;
 	pthread_cond_broadcast(&core->cache_cond);
 	pthread_mutex_unlock(&core->cache_lock);
 	free(f);
@@ -155,6 +171,8 @@ static enum px_status start_fill(struct px_core *core, struct px_session *sess, 
 	s->start = start;
 	s->len = slen;
 	s->filled = 0;
+	s->wake_at = INT64_MAX;
+	s->held = s->paused = 0;
 	s->source = source;
 	s->xid = 0;
 	core->cache_used += slen;
@@ -180,15 +198,33 @@ static enum px_status start_fill(struct px_core *core, struct px_session *sess, 
 	return PX_OK;
 }
 
+void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fill)
+{
+	struct cache_slot *s = &core->assets[asset].slot[which];
+	uint64_t resume = 0;
+
+	pthread_mutex_lock(&core->cache_lock);
+	if (fill && s->xid == fill && s->held) {
+		s->held = 0;
+		if (s->paused) {
+			s->paused = 0;
+			resume = fill;
+		}
+	}
+	pthread_mutex_unlock(&core->cache_lock);
+	if (resume)
+		core->ops.resume(core->ops.impl, resume);
+}
+
 enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size_t asset,
 			     int which, size_t source,
 			     int64_t start, int64_t slen, int64_t off, size_t len, void *buf,
-			     int64_t deadline)
+			     int64_t deadline, uint64_t *held)
 {
 	struct cache_slot *s = &core->assets[asset].slot[which];
 	int64_t need = off + (int64_t)len - start;
 	enum px_status st;
-	uint64_t cancel = 0;
+	uint64_t cancel = 0, resume = 0;
 	int filler = 0, seen_fill = 0;
 
 	pthread_mutex_lock(&core->cache_lock);
@@ -214,12 +250,34 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 		if (s->state == CACHE_READY || s->filled >= need) {
 			memcpy(buf, s->buf + (off - start), len);
 			s->last_use = ++core->cache_clock;
+			/* taken: the held fill goes on, now or (when the caller
+			 * can tell) once the reply is out */
+			if (s->held && held && s->xid) {
+				*held = s->xid;
+			} else {
+				s->held = 0;
+				if (s->paused && s->xid) {
+					s->paused = 0;
+					resume = s->xid;
+				}
+			}
 			if (!filler)
 				core->n_cache_hits++; /* served without a transfer of its own */
 			st = PX_OK;
 			break;
 		}
 		seen_fill = 1;
+		if (s->paused && !s->held && s->xid) {
+			/* held before its submit had returned (no id then) */
+			s->paused = 0;
+			uint64_t id = s->xid;
+			pthread_mutex_unlock(&core->cache_lock);
+			core->ops.resume(core->ops.impl, id);
+			pthread_mutex_lock(&core->cache_lock);
+			continue;
+		}
+		if (off + (int64_t)len < s->wake_at)
+			s->wake_at = off + (int64_t)len;
 		struct timespec ts = { deadline / 1000, (deadline % 1000) * 1000000 };
 		if (px_now_ms() >= deadline ||
 		    (pthread_cond_timedwait(&core->cache_cond, &core->cache_lock, &ts) != 0 &&
@@ -232,6 +290,8 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 		}
 	}
 	pthread_mutex_unlock(&core->cache_lock);
+	if (resume)
+		core->ops.resume(core->ops.impl, resume);
 	if (cancel)
 		core->ops.cancel(core->ops.impl, cancel);
 	return st;

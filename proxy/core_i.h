@@ -22,6 +22,11 @@ struct cache_slot {
 	int64_t filled;            /* bytes in so far (FILLING) */
 	uint64_t xid;              /* the fill transfer, 0 when none */
 	uint64_t last_use;
+	int64_t wake_at;           /* the nearest end a reader waits for, or
+				    * INT64_MAX (FILLING) */
+	int held;                  /* a reader's bytes are in: the fill waits
+				    * until it has taken them */
+	int paused;                /* the fill's transfer is paused (held) */
 };
 
 /* A source's verification state (standby.c), under core->vf_lock. */
@@ -369,12 +374,18 @@ void px_provider_auth_failed(struct px_core *core, size_t prov, const char *why)
  * waits (until deadline) only for the bytes asked for. PX_EAGAIN: not served
  * from the cache (another source's bytes, no room, the fill failed): read
  * directly. PX_ETIMEDOUT at the deadline.
+ * A fill holds its transfer once a waiting reader's bytes are in, so that
+ * the reader gets a CPU before the rest comes. The reader that takes them
+ * lets it go on at once; or, when held is not NULL and the fill is held,
+ * *held is set to the fill's id and the fill waits until the caller, its
+ * reply out, calls px_cache_let_go().
  */
 enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size_t asset,
 			     int which, size_t source,
 			     int64_t start, int64_t slen, int64_t off, size_t len, void *buf,
-			     int64_t deadline);
+			     int64_t deadline, uint64_t *held);
 
+void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fill);
 void px_cache_init(struct px_core *core);
 void px_cache_release(struct px_core *core);
 

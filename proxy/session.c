@@ -558,8 +558,10 @@ static enum px_status read_middle(struct px_handle *s, int64_t off, size_t len, 
 	return read_direct(s, off, len, buf, deadline);
 }
 
-enum px_status px_handle_read(struct px_handle *s, int64_t off, size_t len,
-			       void *out, size_t *got)
+/* px_handle_read(); the head and tail fills this read held are left in
+ * held[0] and held[1] (0: none) for the caller to resume. */
+static enum px_status handle_read(struct px_handle *s, int64_t off, size_t len,
+				  void *out, size_t *got, uint64_t held[2])
 {
 	struct px_core *core = s->core;
 	const struct px_config *cfg = core->cfg;
@@ -590,8 +592,7 @@ enum px_status px_handle_read(struct px_handle *s, int64_t off, size_t len,
 			if ((int64_t)n > head_end - pos)
 				n = (size_t)(head_end - pos);
 			st = px_cache_read(core, s->sess, s->asset, 0, atomic_load(&s->sess->source), 0,
-					   head_end, pos, n,
-					   buf + *got, deadline);
+					   head_end, pos, n, buf + *got, deadline, &held[0]);
 			if (st == PX_EAGAIN)
 				st = read_direct(s, pos, n, buf + *got, deadline);
 		} else if (pos >= tail_start) {
@@ -600,7 +601,8 @@ enum px_status px_handle_read(struct px_handle *s, int64_t off, size_t len,
 			if (st == PX_EAGAIN)
 				st = px_cache_read(core, s->sess, s->asset, 1,
 						   atomic_load(&s->sess->source), tail_start,
-						   size - tail_start, pos, n, buf + *got, deadline);
+						   size - tail_start, pos, n, buf + *got, deadline,
+						   &held[1]);
 			if (st == PX_EAGAIN)
 				st = read_direct(s, pos, n, buf + *got, deadline);
 		} else {
@@ -619,6 +621,25 @@ enum px_status px_handle_read(struct px_handle *s, int64_t off, size_t len,
 	return *got == len ? PX_OK : st;
 }
 
+/* Lets the head and tail fills held for this read's reply go on. */
+static void release_held(struct px_core *core, size_t asset, uint64_t held[2])
+{
+	for (int i = 0; i < 2; i++) {
+		if (held[i])
+			px_cache_let_go(core, asset, i, held[i]);
+		held[i] = 0;
+	}
+}
+
+enum px_status px_handle_read(struct px_handle *s, int64_t off, size_t len,
+			       void *out, size_t *got)
+{
+	uint64_t held[2] = { 0, 0 };
+	enum px_status st = handle_read(s, off, len, out, got, held);
+	release_held(s->core, s->asset, held);
+	return st;
+}
+
 enum px_status px_handle_read_zc(struct px_handle *s, int64_t off, size_t len,
 				  void *buf, struct px_zc *zc)
 {
@@ -630,6 +651,9 @@ enum px_status px_handle_read_zc(struct px_handle *s, int64_t off, size_t len,
 	regions(s, &head_end, &tail_start);
 	zc->st = NULL;
 	zc->iovcnt = 0;
+	zc->core = s->core;
+	zc->asset = s->asset;
+	zc->held[0] = zc->held[1] = 0;
 	if (off >= head_end && off >= 0 && len > 0 && off + (int64_t)len <= tail_start &&
 	    s->fd < 0) {
 		/* all of it between head and tail: a stream may hold it */
@@ -637,7 +661,10 @@ enum px_status px_handle_read_zc(struct px_handle *s, int64_t off, size_t len,
 		got = st == PX_OK ? len : 0;
 		note_read(s, off, got);
 	} else {
-		st = px_handle_read(s, off, len, buf, &got);
+		/* a held fill goes on once the reply is out (zc_done) */
+		st = handle_read(s, off, len, buf, &got, zc->held);
+		if (st != PX_OK)
+			release_held(s->core, s->asset, zc->held);
 	}
 	if (st == PX_OK && !zc->iovcnt) {
 		zc->iov[0].iov_base = buf;
@@ -654,6 +681,8 @@ void px_handle_zc_done(struct px_zc *zc)
 	if (zc->st)
 		px_stream_unpin(zc->st, zc->pin);
 	zc->st = NULL;
+	if (zc->core)
+		release_held(zc->core, zc->asset, zc->held);
 }
 
 /* Follows the session's sequential run: where it got to and how long. */

@@ -52,6 +52,9 @@ struct px_zc {
 	int iovcnt;
 	struct px_stream *st;  /* internal: the pinned stream, or NULL */
 	int pin;
+	struct px_core *core;  /* internal: cache fills held for the reply */
+	size_t asset;
+	uint64_t held[2];
 };
 
 /*

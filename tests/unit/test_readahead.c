@@ -533,6 +533,104 @@ static void test_forward_within_kernel_readahead(void **state)
 	forward_by_kernel_readahead(0, 2);
 }
 
+/*
+ * The first reader of a head waits only for its bytes; the fill then holds
+ * (its transfer paused) until that reader has replied, so that the reader
+ * gets a CPU before the rest of the head comes, and goes on after: the
+ * whole head ends up cached from that one transfer.
+ */
+struct zc_reader {
+	struct px_handle *s;
+	unsigned char *buf;
+	struct px_zc zc;
+	enum px_status st;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int read_done, may_reply;
+};
+
+static void *zc_reader_main(void *arg)
+{
+	struct zc_reader *z = arg;
+	enum px_status st = px_handle_read_zc(z->s, 0, (size_t)BLOCK, z->buf, &z->zc);
+	pthread_mutex_lock(&z->lock);
+	z->st = st;
+	z->read_done = 1;
+	pthread_cond_broadcast(&z->cond);
+	while (!z->may_reply)
+		pthread_cond_wait(&z->cond, &z->lock);
+	pthread_mutex_unlock(&z->lock);
+	if (st == PX_OK)
+		px_handle_zc_done(&z->zc); /* "the reply is out" */
+	return NULL;
+}
+
+static int head_waiter(struct rig *r)
+{
+	for (int i = 0; i < 500; i++) {
+		pthread_mutex_lock(&r->core->cache_lock);
+		int waiting = r->core->assets[0].slot[0].wake_at == BLOCK;
+		pthread_mutex_unlock(&r->core->cache_lock);
+		if (waiting)
+			return 1;
+		struct timespec ts = { 0, 10 * 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
+static void test_fill_held_for_first_reader(void **state)
+{
+	struct rig *r = rig_new(1, 24 * MiB + 55, 1, 16 * 1024, 0);
+	rig_start(r);
+	r->fake.hang_from = 1;  /* the head fill waits for the test */
+	struct px_handle *s = rig_open(r, 0);
+	struct zc_reader z = { .s = s, .buf = malloc((size_t)BLOCK) };
+	assert_non_null(z.buf);
+	pthread_mutex_init(&z.lock, NULL);
+	pthread_cond_init(&z.cond, NULL);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, zc_reader_main, &z), 0);
+	int waiting = head_waiter(r);
+	pthread_mutex_lock(&r->fake.lock);
+	r->fake.hang_from = 0;
+	if (r->fake.nreq >= 1)
+		r->fake.reqs[0]->hang = 0;
+	pthread_cond_broadcast(&r->fake.cond);
+	pthread_mutex_unlock(&r->fake.lock);
+
+	pthread_mutex_lock(&z.lock);
+	while (!z.read_done)
+		pthread_cond_wait(&z.cond, &z.lock);
+	pthread_mutex_unlock(&z.lock);
+	/* the reply is not out yet: the fill waits, part-way */
+	int held = fake_wait(&r->fake, req_paused, 1, 5000);
+	struct fake_req q = fake_req(&r->fake, 1);
+	pthread_mutex_lock(&z.lock);
+	z.may_reply = 1;
+	pthread_cond_broadcast(&z.cond);
+	pthread_mutex_unlock(&z.lock);
+	pthread_join(t, NULL);
+	assert_true(waiting);
+	assert_int_equal(z.st, PX_OK);
+	if (!held)
+		fail_msg("not held: bytes %lld done %d paused %d", (long long)q.bytes, q.done, q.paused);
+	assert_int_equal(q.length, 2 * MiB);
+	assert_true(q.bytes >= BLOCK && q.bytes < 2 * MiB);
+	/* replied: it goes on, and the rest of the head comes with it */
+	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
+	q = fake_req(&r->fake, 1);
+	assert_int_equal(q.bytes, 2 * MiB);
+	read_check(r, s, 0, 0, 2 * MiB - BLOCK, BLOCK);
+	assert_int_equal(fake_nreq(&r->fake), 1);
+	assert_int_equal(r->core->n_cache_hits, 1);
+	free(z.buf);
+	pthread_cond_destroy(&z.cond);
+	pthread_mutex_destroy(&z.lock);
+	rig_close(r, s);
+	rig_free(r);
+}
+
 /* ------------------------------------------------------- 3. far jumps */
 
 /*
@@ -1223,6 +1321,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_jump_ends_stream_under_waiter, teardown),
 		cmocka_unit_test_teardown(test_budget_pressure, teardown),
 		cmocka_unit_test_teardown(test_head_tail_cache, teardown),
+		cmocka_unit_test_teardown(test_fill_held_for_first_reader, teardown),
 		cmocka_unit_test_teardown(test_stream_fails_once, teardown),
 		cmocka_unit_test_teardown(test_stream_fails_persistently, teardown),
 		cmocka_unit_test_teardown(test_stream_fails_until_deadline, teardown),
