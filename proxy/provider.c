@@ -812,10 +812,13 @@ static void *monitor_main(void *arg)
 		pthread_mutex_unlock(&core->prov_lock);
 		int64_t next = px_providers_tick(core);
 		pthread_mutex_lock(&core->prov_lock);
-		/* the core clock is the real one here */
-		int64_t wake = next - core->now() + px_now_ms();
-		if (wake > px_now_ms() + 1000)
-			wake = px_now_ms() + 1000;
+		/* the core clock is the real one here; next may be INT64_MAX
+		 * (nothing due): never add to it */
+		int64_t now = core->now();
+		int64_t delay = next > now ? next - now : 0;
+		if (delay > 1000)
+			delay = 1000;
+		int64_t wake = px_now_ms() + delay;
 		if (!core->stopping)
 			wait_until(core, wake);
 	}
