@@ -253,7 +253,7 @@ static enum px_status read_path(struct px_handle *s, int64_t off, size_t len,
  * Returns the transfer's status; *got = bytes copied. */
 static enum px_status fetch_once(struct px_handle *s, size_t source, int64_t off, size_t len,
 				 unsigned char *buf, size_t *got, int64_t deadline,
-				 char *detail, size_t detlen, int *stalled)
+				 char *detail, size_t detlen, int *stalled, struct waiter **keep)
 {
 	struct px_core *core = s->core;
 	struct waiter *w = malloc(sizeof(*w) + len);
@@ -322,6 +322,13 @@ static enum px_status fetch_once(struct px_handle *s, size_t source, int64_t off
 		st = PX_EBADRESP;
 		snprintf(w->res.detail, sizeof(w->res.detail), "bytes arrived out of order");
 		w->filled = 0;
+	}
+	if (keep && st == PX_OK && w->filled == len) {
+		/* all of it: the caller replies from the transfer's buffer and
+		 * lets go of it then (one buffer and one copy less) */
+		*keep = w;
+		*got = len;
+		return PX_OK;
 	}
 	memcpy(buf, w->buf, w->filled);
 	*got = w->filled;
@@ -394,7 +401,7 @@ static void regions(const struct px_handle *s, int64_t *head_end, int64_t *tail_
 /* Reads [off, off+len) with bounded range requests, retrying transient
  * failures on the same source. */
 static enum px_status read_direct(struct px_handle *s, int64_t off, size_t len, void *out,
-				  int64_t deadline)
+				  int64_t deadline, struct waiter **keep)
 {
 	struct px_core *core = s->core;
 	struct asset_rt *rt = &core->assets[s->asset];
@@ -415,8 +422,9 @@ static enum px_status read_direct(struct px_handle *s, int64_t off, size_t len, 
 			break;
 		}
 		source = atomic_load(&s->sess->source);
+		/* only a first attempt that brings everything is kept */
 		st = fetch_once(s, source, pos, len - got, buf + got, &n, deadline, detail,
-				sizeof(detail), &stalled);
+				sizeof(detail), &stalled, got ? NULL : keep);
 		got += n;
 		if (got == len) {
 			st = PX_OK; /* every byte is here, whatever came after */
@@ -482,6 +490,24 @@ static enum px_status stream_read(struct px_stream *st, int64_t off, size_t len,
 	return rc;
 }
 
+/* read_direct(); with zc, a read that one transfer brings whole is replied
+ * from that transfer's buffer, which zc holds until px_handle_zc_done(). */
+static enum px_status read_direct_zc(struct px_handle *s, int64_t off, size_t len, void *buf,
+				     int64_t deadline, struct px_zc *zc)
+{
+	struct waiter *w = NULL;
+	enum px_status st = read_direct(s, off, len, buf, deadline, zc ? &w : NULL);
+	if (st == PX_OK && w) {
+		zc->wt = w;
+		zc->iov[0].iov_base = w->buf;
+		zc->iov[0].iov_len = len;
+		zc->iovcnt = 1;
+	} else if (w) {
+		waiter_unref(w);
+	}
+	return st;
+}
+
 /* A read between the cached head and tail: from the stream when the
  * session has one that reaches off, or when the reads run sequentially
  * and the budget allows one; else direct. In the tail (middle == 0) only
@@ -512,7 +538,7 @@ static enum px_status read_middle(struct px_handle *s, int64_t off, size_t len, 
 		if (behind) {
 			/* a straggler behind a sequential run: the stream stays */
 			px_stream_unref(st);
-			return read_direct(s, off, len, buf, deadline);
+			return read_direct_zc(s, off, len, buf, deadline, zc);
 		}
 		/* off is outside the window: this stream has served its run */
 		pthread_mutex_lock(&s->lock);
@@ -555,7 +581,7 @@ static enum px_status read_middle(struct px_handle *s, int64_t off, size_t len, 
 			px_debug("session", "%s: no read-ahead budget left: direct reads", s->who);
 		}
 	}
-	return read_direct(s, off, len, buf, deadline);
+	return read_direct_zc(s, off, len, buf, deadline, zc);
 }
 
 /* px_handle_read(); the head and tail fills this read held are left in
@@ -594,7 +620,7 @@ static enum px_status handle_read(struct px_handle *s, int64_t off, size_t len,
 			st = px_cache_read(core, s->sess, s->asset, 0, atomic_load(&s->sess->source), 0,
 					   head_end, pos, n, buf + *got, deadline, &held[0]);
 			if (st == PX_EAGAIN)
-				st = read_direct(s, pos, n, buf + *got, deadline);
+				st = read_direct(s, pos, n, buf + *got, deadline, NULL);
 		} else if (pos >= tail_start) {
 			/* a stream that got here already has these bytes */
 			st = read_middle(s, pos, n, buf + *got, deadline, 0, NULL);
@@ -604,7 +630,7 @@ static enum px_status handle_read(struct px_handle *s, int64_t off, size_t len,
 						   size - tail_start, pos, n, buf + *got, deadline,
 						   &held[1]);
 			if (st == PX_EAGAIN)
-				st = read_direct(s, pos, n, buf + *got, deadline);
+				st = read_direct(s, pos, n, buf + *got, deadline, NULL);
 		} else {
 			if ((int64_t)n > tail_start - pos)
 				n = (size_t)(tail_start - pos);
@@ -652,6 +678,7 @@ enum px_status px_handle_read_zc(struct px_handle *s, int64_t off, size_t len,
 	zc->st = NULL;
 	zc->iovcnt = 0;
 	zc->core = s->core;
+	zc->wt = NULL;
 	zc->asset = s->asset;
 	zc->held[0] = zc->held[1] = 0;
 	if (off >= head_end && off >= 0 && len > 0 && off + (int64_t)len <= tail_start &&
@@ -681,6 +708,9 @@ void px_handle_zc_done(struct px_zc *zc)
 	if (zc->st)
 		px_stream_unpin(zc->st, zc->pin);
 	zc->st = NULL;
+	if (zc->wt)
+		waiter_unref((struct waiter *)zc->wt);
+	zc->wt = NULL;
 	if (zc->core)
 		release_held(zc->core, zc->asset, zc->held);
 }

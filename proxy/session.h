@@ -52,6 +52,7 @@ struct px_zc {
 	int iovcnt;
 	struct px_stream *st;  /* internal: the pinned stream, or NULL */
 	int pin;
+	void *wt;              /* internal: a direct read's transfer (buffer) */
 	struct px_core *core;  /* internal: cache fills held for the reply */
 	size_t asset;
 	uint64_t held[2];

@@ -631,6 +631,40 @@ static void test_fill_held_for_first_reader(void **state)
 	rig_free(r);
 }
 
+/*
+ * A random read in the middle is one bounded request; through the zero-copy
+ * call its reply points into that transfer's buffer (the caller's buffer is
+ * never written), which stays valid until px_handle_zc_done().
+ */
+static void test_direct_read_zero_copy(void **state)
+{
+	struct rig *r = rig_new(1, 24 * MiB + 55, 1, 16 * 1024, 0);
+	rig_start(r);
+	struct px_handle *s = rig_open(r, 0);
+	unsigned char *buf = malloc((size_t)BLOCK);
+	assert_non_null(buf);
+	int64_t offs[] = { 9 * MiB + 4096, 17 * MiB, 5 * MiB + 12345 };
+	for (size_t k = 0; k < sizeof(offs) / sizeof(offs[0]); k++) {
+		memset(buf, 0xa5, (size_t)BLOCK);
+		struct px_zc zc;
+		assert_int_equal(px_handle_read_zc(s, offs[k], (size_t)BLOCK, buf, &zc), PX_OK);
+		assert_int_equal(zc.iovcnt, 1);
+		assert_int_equal(zc.iov[0].iov_len, (size_t)BLOCK);
+		assert_true(zc.iov[0].iov_base != (void *)buf);
+		assert_memory_equal(zc.iov[0].iov_base, src_data(0, 0) + offs[k], (size_t)BLOCK);
+		for (int64_t i = 0; i < BLOCK; i++)
+			if (buf[i] != 0xa5)
+				fail_msg("the caller's buffer was written at %lld", (long long)i);
+		px_handle_zc_done(&zc);
+	}
+	struct summary m = summarize(r);
+	assert_int_equal(m.streams, 0);
+	assert_int_equal(m.direct, 3);
+	free(buf);
+	rig_close(r, s);
+	rig_free(r);
+}
+
 /* ------------------------------------------------------- 3. far jumps */
 
 /*
@@ -1322,6 +1356,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_budget_pressure, teardown),
 		cmocka_unit_test_teardown(test_head_tail_cache, teardown),
 		cmocka_unit_test_teardown(test_fill_held_for_first_reader, teardown),
+		cmocka_unit_test_teardown(test_direct_read_zero_copy, teardown),
 		cmocka_unit_test_teardown(test_stream_fails_once, teardown),
 		cmocka_unit_test_teardown(test_stream_fails_persistently, teardown),
 		cmocka_unit_test_teardown(test_stream_fails_until_deadline, teardown),
