@@ -16,12 +16,15 @@
  * The first reader of an empty slot starts one bounded range transfer that
  * fills it; every reader (that one included) waits only until the bytes it
  * needs are in, so the first 64 KiB of a file come as soon as the origin
- * sends them, not when the whole head has arrived. A failed fill empties
- * the slot (its readers read around it); a fill that brings nobody's bytes
- * within a read timeout is cancelled.
+ * sends them, not when the whole head has arrived. Once a waiter's bytes
+ * are in, the fill pauses until that reader has taken them (and, through
+ * the zero-copy call, replied: px_cache_let_go), so that the reader gets a
+ * CPU before the rest of the fill. A failed fill empties the slot (its
+ * readers read around it); a fill that brings nobody's bytes within a read
+ * timeout is cancelled.
  *
  * Lock: core->cache_lock guards every slot and the accounting; never held
- * across the fetcher's submit or cancel.
+ * across the fetcher's submit, cancel or resume.
  */
 #include <stdlib.h>
 #include <string.h>

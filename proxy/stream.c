@@ -12,8 +12,9 @@
  * The window keeps KEEP_BEHIND bytes behind the reader: the kernel's
  * read-ahead sends reads slightly out of order, and cutover will need the
  * bytes just before the cut to check the seam. A read before the kept
- * bytes, or further ahead than the window reaches, is not the stream's:
- * PX_EAGAIN, and the session decides (a new stream, or a bounded read).
+ * bytes, or further ahead than the kernel's read-ahead reaches past the
+ * window (jump_ahead), is not the stream's: PX_EAGAIN, and the session
+ * decides (a new stream, or a bounded read).
  * A reader pins its offset while it waits, so that readers further on (the
  * kernel sends a run's reads in parallel) cannot make the window drop the
  * bytes it waits for; a zero-copy reply keeps the pin until the bytes are

@@ -407,6 +407,21 @@ static void test_sequential_growth_inline(void **state)
 	sequential_growth(0, 16 * 1024);
 }
 
+/* Reads the first 3 MiB (head, then a stream), checks that one stream
+ * started, and waits (bounded) until its window is full and the transfer
+ * paused. Returns the stream's request index. */
+static int read_until_paused(struct rig *r, struct px_handle *s)
+{
+	for (int64_t off = 0; off < 3 * MiB; off += BLOCK)
+		read_check(r, s, 0, 0, off, BLOCK);
+	struct summary m = summarize(r);
+	assert_int_equal(m.streams, 1);
+	int si = m.stream_idx[0];
+	/* the transfer fills the window to its limit and pauses */
+	assert_true(fake_wait(&r->fake, req_paused, si, 5000));
+	return si;
+}
+
 /* ------------------------------------------------ 2. reorder tolerance */
 
 /*
@@ -461,15 +476,9 @@ static void test_short_forward_skip(void **state)
 	r->cfg.read_timeout_ms = 2000;
 	rig_start(r);
 	struct px_handle *s = rig_open(r, 0);
-	int64_t off;
-
-	for (off = 0; off < 3 * MiB; off += BLOCK)
-		read_check(r, s, 0, 0, off, BLOCK);
-	struct summary m = summarize(r);
-	assert_int_equal(m.streams, 1);
-	int si = m.stream_idx[0];
-	/* the transfer fills the window to its limit and pauses */
-	assert_true(fake_wait(&r->fake, req_paused, si, 5000));
+	int64_t off = 3 * MiB;
+	read_until_paused(r, s);
+	struct summary m;
 	/*
 	 * Regression test for a fixed bug (proxy/stream.c, s_data/room with px_stream_read): a read that
 	 * needs bytes beyond the fill limit raises the limit to its own end
@@ -506,13 +515,8 @@ static void forward_by_kernel_readahead(int64_t kernel_ra, int want_streams)
 	px_core_set_kernel_readahead(r->core, kernel_ra);
 	struct px_handle *s = rig_open(r, 0);
 	int64_t off;
-
-	for (off = 0; off < 3 * MiB; off += BLOCK)
-		read_check(r, s, 0, 0, off, BLOCK);
-	struct summary m = summarize(r);
-	assert_int_equal(m.streams, 1);
-	int si = m.stream_idx[0];
-	assert_true(fake_wait(&r->fake, req_paused, si, 5000));
+	int si = read_until_paused(r, s);
+	struct summary m;
 	pthread_mutex_lock(&r->fake.lock);
 	int64_t got = r->fake.reqs[si - 1]->bytes;
 	pthread_mutex_unlock(&r->fake.lock);
@@ -1114,19 +1118,16 @@ static void test_stream_fails_until_deadline(void **state)
 	r->cfg.retries = 50;
 	rig_start(r);
 	struct px_handle *s = rig_open(r, 0);
-	for (int64_t off = 0; off < 3 * MiB; off += BLOCK)
-		read_check(r, s, 0, 0, off, BLOCK);
-	struct summary m = summarize(r);
-	assert_int_equal(m.streams, 1);
-	int64_t rend;
 	/* let the window fill, then every restart fails at once */
-	assert_true(fake_wait(&r->fake, req_paused, m.stream_idx[0], 5000));
+	int si = read_until_paused(r, s);
+	struct summary m = summarize(r);
+	int64_t rend;
 	pthread_mutex_lock(&r->fake.lock);
 	r->fake.fail_from = r->fake.nreq + 1;
 	r->fake.fail_count = 1000;
 	r->fake.fail_status = PX_ESERVER;
 	r->fake.fail_after = 0;
-	struct fake_req *a = r->fake.reqs[m.stream_idx[0] - 1];
+	struct fake_req *a = r->fake.reqs[si - 1];
 	rend = a->offset + a->bytes;
 	/* the fetcher ends the paused transfer (as for a reset) */
 	a->final = PX_ETRANSFER;
@@ -1199,13 +1200,9 @@ static void test_stream_idle_end(void **state)
 	r->cfg.retries = 0;
 	rig_start(r);
 	struct px_handle *s = rig_open(r, 0);
-	int64_t off;
-	for (off = 0; off < 3 * MiB; off += BLOCK)
-		read_check(r, s, 0, 0, off, BLOCK);
-	struct summary m = summarize(r);
-	assert_int_equal(m.streams, 1);
-	int a = m.stream_idx[0];
-	assert_true(fake_wait(&r->fake, req_paused, a, 5000));
+	int64_t off = 3 * MiB;
+	int a = read_until_paused(r, s);
+	struct summary m;
 	pthread_mutex_lock(&r->fake.lock);
 	struct fake_req *q = r->fake.reqs[a - 1];
 	q->final = PX_ECANCELED;
@@ -1283,12 +1280,7 @@ static void close_while_paused(int inline_fake)
 	struct rig *r = rig_new(1, DATA_SIZE, !inline_fake, 64 * 1024, 0);
 	rig_start(r);
 	struct px_handle *s = rig_open(r, 0);
-	for (int64_t off = 0; off < 3 * MiB; off += BLOCK)
-		read_check(r, s, 0, 0, off, BLOCK);
-	struct summary m = summarize(r);
-	assert_int_equal(m.streams, 1);
-	int a = m.stream_idx[0];
-	assert_true(fake_wait(&r->fake, req_paused, a, 5000));
+	int a = read_until_paused(r, s);
 	int64_t used = ra_used(r);
 	assert_true(used > 0);
 
