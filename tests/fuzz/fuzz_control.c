@@ -25,7 +25,9 @@ static void check_error(const struct px_ctl_error *err)
 		abort();
 	char *js = px_ctl_error_json(err);
 	json_t *o = js ? json_loads(js, 0, NULL) : NULL;
-	if (js && !json_is_string(json_object_get(o, "field")))
+	/* fields and messages quote what was sent: the body must still be JSON */
+	if (!js || !json_is_string(json_object_get(o, "field")) ||
+	    !json_is_string(json_object_get(o, "error")))
 		abort();
 	json_decref(o);
 	free(js);

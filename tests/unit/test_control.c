@@ -70,6 +70,12 @@ static void test_match(void **state)
 		{ "POST", "/v1/providers/a%00b/drain", 400, "name" },
 		{ "POST", "/v1/providers/a%0Ab/drain", 400, "name" },
 		{ "POST", "/v1/providers/%/drain", 400, "name" },
+		/* not UTF-8 (raw, escaped, cut, overlong, a surrogate): no catalog name */
+		{ "POST", "/v1/providers/\xff\xff" "a%2Fb/drain", 400, "name" },
+		{ "POST", "/v1/providers/a%FF/drain", 400, "name" },
+		{ "POST", "/v1/providers/a%C3/drain", 400, "name" },
+		{ "POST", "/v1/providers/%C0%AF/drain", 400, "name" },
+		{ "POST", "/v1/providers/%ED%A0%80/drain", 400, "name" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		if (px_ctl_match(bad[i].m, bad[i].u, &req, &err) == 0)
@@ -80,6 +86,10 @@ static void test_match(void **state)
 	}
 	assert_int_equal(px_ctl_match("GET", "/v1/providers/a/drain", &req, &err), -1);
 	assert_string_equal(err.allow, "POST");
+	/* UTF-8 names pass, escaped or not */
+	assert_int_equal(px_ctl_match("POST", "/v1/providers/caf%C3%A9-\xe2\x82\xac/drain", &req,
+				      &err), 0);
+	assert_string_equal(req.name, "caf\xc3\xa9-\xe2\x82\xac");
 
 	/* a name as long as fits, and one byte more */
 	char url[2 * PX_CTL_PARAM_MAX];
@@ -131,6 +141,7 @@ static void test_body(void **state)
 		{ "{\"reason\": \"a\", \"reason\": \"b\"}", "body" },
 		{ "{\"reason\": \"\xff\"}", "body" },
 		{ "{} {}", "body" },
+		{ "{\"\": 1}", "\"\"" },   /* the empty key is named, not left blank */
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		if (px_ctl_check_body(&req, bad[i].body, strlen(bad[i].body), &err) == 0)
@@ -150,6 +161,25 @@ static void test_body(void **state)
 	assert_non_null(o);
 	assert_string_equal(json_string_value(json_object_get(o, "error")), e.error);
 	assert_string_equal(json_string_value(json_object_get(o, "field")), "name");
+	json_decref(o);
+	free(js);
+
+	/* a key cut inside a character still gives a JSON error body */
+	assert_int_equal(px_ctl_match("POST", "/v1/providers/p/drain", &req, &err), 0);
+	char body[256] = "{\"";
+	size_t n = strlen(body);
+	for (int i = 0; i < 40; i++) {      /* 40 x 2-byte e-acute: 80 bytes, field holds 63 */
+		body[n++] = '\xc3';
+		body[n++] = '\xa9';
+	}
+	memcpy(body + n, "\": 1}", 6);
+	n += 6;
+	assert_int_equal(px_ctl_check_body(&req, body, n, &err), -1);
+	js = px_ctl_error_json(&err);
+	assert_non_null(js);
+	o = json_loads(js, 0, NULL);
+	assert_non_null(o);
+	assert_true(json_is_string(json_object_get(o, "field")));
 	json_decref(o);
 	free(js);
 }
