@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "utf8.h"
 
 #define EXIT_OK 0
 #define EXIT_DAEMON 1
@@ -425,6 +426,14 @@ int fs_ctl_main(int argc, char **argv)
 		else
 			fprintf(stderr, "seamfs ctl: wrong arguments for '%s'\n", args[0]);
 		goto usage;
+	}
+	/* requests are JSON and name catalog entries: UTF-8 only */
+	const char *texts[] = { args[1], args[2], reason, provider };
+	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		if (texts[i] && !px_utf8_valid(texts[i])) {
+			fprintf(stderr, "seamfs ctl: '%s' is not valid UTF-8\n", texts[i]);
+			return EXIT_USAGE;
+		}
 	}
 	if (plain) {
 		char target[64];

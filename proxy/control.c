@@ -33,6 +33,7 @@
 #include "control.h"
 #include "jsontext.h"
 #include "log.h"
+#include "utf8.h"
 
 /* How replies other than errors are laid out. */
 #define REPLY_JSON (JSON_INDENT(2) | JSON_SORT_KEYS)
@@ -58,51 +59,6 @@ static const struct route {
 static void set_err(struct px_ctl_error *err, int http, const char *field, const char *fmt, ...)
 	PX_PRINTF(4, 5);
 
-/* Length of the well-formed UTF-8 sequence at s (shortest form, no
- * surrogates, at most U+10FFFF), 0 if there is none. */
-static size_t utf8_seq(const unsigned char *s)
-{
-	unsigned char c = s[0];
-	size_t n;
-	unsigned int lo = 0x80, hi = 0xbf;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		n = 2;
-	else if (c >= 0xe0 && c <= 0xef)
-		n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
-	else if (c >= 0xf0 && c <= 0xf4)
-		n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
-	else
-		return 0;
-	if (s[1] < lo || s[1] > hi)
-		return 0;
-	for (size_t i = 2; i < n; i++)
-		if (s[i] < 0x80 || s[i] > 0xbf)
-			return 0;
-	return n;
-}
-
-static int utf8_valid(const char *s)
-{
-	for (size_t n; *s; s += n)
-		if (!(n = utf8_seq((const unsigned char *)s)))
-			return 0;
-	return 1;
-}
-
-/* Makes s valid UTF-8 in place: a byte that starts no well-formed sequence
- * (a cut one at the end, too) becomes '?'. JSON bodies need that. */
-static void utf8_scrub(char *s)
-{
-	for (size_t n; *s; s += n)
-		if (!(n = utf8_seq((const unsigned char *)s))) {
-			*s = '?';
-			n = 1;
-		}
-}
-
 static void set_err(struct px_ctl_error *err, int http, const char *field, const char *fmt, ...)
 {
 	va_list ap;
@@ -112,8 +68,8 @@ static void set_err(struct px_ctl_error *err, int http, const char *field, const
 	vsnprintf(err->error, sizeof(err->error), fmt, ap);
 	va_end(ap);
 	/* both may quote what the client sent, or be cut inside a character */
-	utf8_scrub(err->field);
-	utf8_scrub(err->error);
+	px_utf8_scrub(err->field);
+	px_utf8_scrub(err->error);
 }
 
 static int hexval(char c)
@@ -227,7 +183,7 @@ int px_ctl_match(const char *method, const char *url, struct px_ctl_request *req
 		return -1;
 	}
 	/* names come from the catalog, which is JSON: anything else names nothing */
-	if (param && !utf8_valid(req->name)) {
+	if (param && !px_utf8_valid(req->name)) {
 		set_err(err, 400, "name", "the name in the path is not valid UTF-8");
 		return -1;
 	}
@@ -476,7 +432,7 @@ static enum MHD_Result handle(struct px_control *ctl, struct MHD_Connection *c, 
 			set_err(&err, 400, "catalog", "%s", report);
 			return respond_err(c, &err);
 		}
-		utf8_scrub(report); /* may quote the catalog, or be cut inside a character */
+		px_utf8_scrub(report); /* may quote the catalog, or be cut inside a character */
 		return respond(c, MHD_HTTP_OK,
 			       px_json_text(json_pack("{s:b, s:s}", "reloaded", 1, "notes", report),
 				    REPLY_JSON),

@@ -211,9 +211,10 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 		/* a fallback mtime is remembered too, so it stays the same */
 		if (rt->mtime < 0)
 			rt->mtime = fallback_mtime;
+		/* remembering is an optimisation: the asset is listed anyway */
 		if (need[i] && state && px_state_put(state, cat->assets[i].id, rt->size,
 						     rt->mtime) != PX_OK)
-			goto out;
+			px_warn("state", "could not remember the size of %s", cat->assets[i].id);
 		rt->listed = 1;
 		listed[i] = 1;
 		core->nlisted++;

@@ -38,6 +38,7 @@
 #include "import.h"
 #include "log.h"
 #include "strmap.h"
+#include "utf8.h"
 
 /* File names longer than this (bytes) are cut, on a UTF-8 boundary, before
  * a " (NNN)" and the extension are added: a component stays under 255. */
@@ -373,7 +374,7 @@ static size_t skip_bom(const char *text, size_t len)
 /* ---------------------------------------------------------------- .strm */
 
 /* Parses one .strm file into an asset of b. */
-static enum px_status strm_parse(struct build *b, const char *shown, const char *rel,
+static enum px_status strm_lines(struct build *b, const char *shown, const char *rel,
 				 const char *text, size_t len)
 {
 	char loc[PX_IMPORT_MAX_LINE + 1], hostport[300], why[PX_IMPORT_MAX_LINE + 200];
@@ -438,6 +439,22 @@ static enum px_status strm_parse(struct build *b, const char *shown, const char 
 	if (!have)
 		return fail(b, "%s: no URL (every line is blank or a comment)", shown);
 	return PX_OK;
+}
+
+/* A .strm file's asset: rel (its path below the root) names it, so it is
+ * made UTF-8 first, as the id and the path are. */
+static enum px_status strm_parse(struct build *b, const char *shown, const char *rel,
+				 const char *text, size_t len)
+{
+	int changed;
+	char *urel = px_utf8_latin1(rel, strlen(rel), &changed);
+	if (!urel)
+		return oom(b, shown);
+	if (changed)
+		px_warn("import", "%s: the file name is not UTF-8; read as Latin-1", shown);
+	enum px_status st = strm_lines(b, shown, urel, text, len);
+	free(urel);
+	return st;
 }
 
 enum px_status px_import_strm(const char *shown, const char *rel, const char *text,
@@ -695,6 +712,7 @@ struct m3u {
 	struct entry *entries;
 	size_t nentries, cap;
 	size_t skipped;
+	int latin1_line;    /* the first entry read as Latin-1, 0: none */
 	/* the pending #EXTINF */
 	int info_line;      /* 0: none */
 	char *title, *tvg_id, *tvg_name, *group, *extgrp;
@@ -864,17 +882,29 @@ static enum px_status add_entry(struct m3u *m, const char *loc, const char *host
 	struct entry *e = &m->entries[m->nentries];
 	memset(e, 0, sizeof(*e));
 	const char *id = m->tvg_id && m->tvg_id[0] ? m->tvg_id : NULL;
-	size_t klen = strlen(id ? id : title) + 16;
+	/* ids, titles and groups become names, state keys and JSON: UTF-8;
+	 * playlists in the wild are often Latin-1 */
+	int c1 = 0, c2 = 0, c3 = 0;
+	char *uid = id ? px_utf8_latin1(id, strlen(id), &c1) : NULL;
+	e->title = px_utf8_latin1(title, strlen(title), &c2);
+	e->group = px_utf8_latin1(group, strlen(group), &c3);
+	size_t klen = strlen(uid ? uid : e->title ? e->title : "") + 16;
 	e->key = malloc(klen);
-	e->title = strdup(title);
-	e->group = strdup(group);
 	e->loc = strdup(loc);
 	e->hostport = strdup(hostport);
 	e->line = lineno;
 	m->nentries++;
-	if (!e->key || !e->title || !e->group || !e->loc || !e->hostport)
+	if (!e->key || !e->title || !e->group || !e->loc || !e->hostport || (id && !uid)) {
+		free(uid);
 		return oom(b, m->file);
-	snprintf(e->key, klen, "%s:%s", id ? "tvg-id" : "title", id ? id : title);
+	}
+	snprintf(e->key, klen, "%s:%s", uid ? "tvg-id" : "title", uid ? uid : e->title);
+	free(uid);
+	if ((c1 || c2 || c3) && !m->latin1_line) {
+		m->latin1_line = m->info_line ? m->info_line : lineno;
+		px_warn("import", "%s:%d: not UTF-8; titles and groups read as Latin-1 (this is "
+			"the first such entry)", m->file, m->latin1_line);
+	}
 	clear_info(m);
 	return PX_OK;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "jsontext.h"
+#include "utf8.h"
 
 char *px_json_text(json_t *o, size_t flags)
 {
@@ -20,4 +21,19 @@ char *px_json_text(json_t *o, size_t flags)
 		}
 	}
 	return s;
+}
+
+json_t *px_json_str(const char *s)
+{
+	if (!s)
+		s = "";
+	if (px_utf8_valid(s))
+		return json_string(s);
+	char *c = strdup(s);
+	if (!c)
+		return NULL;
+	px_utf8_scrub(c);
+	json_t *o = json_string(c);
+	free(c);
+	return o;
 }

@@ -12,4 +12,9 @@
  * out of memory. */
 char *px_json_text(json_t *o, size_t flags);
 
+/* A JSON string of s, which need not be UTF-8 (a URL, a file name, a
+ * message quoting either): bytes that are not become '?', where
+ * json_string would fail. s NULL: "". NULL only when out of memory. */
+json_t *px_json_str(const char *s);
+
 #endif

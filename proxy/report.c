@@ -33,8 +33,9 @@ static json_t *provider_json(struct px_core *core, size_t i, int64_t now)
 		state = "failing";
 		why = p->why;
 	}
-	json_t *o = json_pack("{s:s, s:s, s:s, s:b, s:i, s:i, s:i, s:i, s:b}",
-			      "name", cp->name, "state", state, "why", why,
+	json_t *o = json_pack("{s:o, s:s, s:o, s:b, s:i, s:i, s:i, s:i, s:b}",
+			      "name", px_json_str(cp->name), "state", state,
+			      "why", px_json_str(why),
 			      "live", strcmp(state, "down") != 0,
 			      "sessions", (json_int_t)p->sessions,
 			      "transfers", (json_int_t)p->xfers,
@@ -46,7 +47,7 @@ static json_t *provider_json(struct px_core *core, size_t i, int64_t now)
 	json_object_set_new(o, "max_connections",
 			    p->max ? json_integer(p->max) : json_null());
 	json_object_set_new(o, "at_limit", json_boolean(p->max && p->held >= p->max));
-	json_object_set_new(o, "auth_error", p->auth_failed ? json_string(p->auth_why) : json_null());
+	json_object_set_new(o, "auth_error", p->auth_failed ? px_json_str(p->auth_why) : json_null());
 	json_object_set_new(o, "auth_errors", json_integer((json_int_t)p->n_auth));
 	json_object_set_new(o, "last_good_age_s",
 			    p->last_good ? json_real((double)(now - p->last_good) / 1000.0)
@@ -67,11 +68,11 @@ static json_t *session_json(struct px_core *core, const struct px_session *s, in
 {
 	const struct px_asset *a = &core->cat->assets[s->asset];
 	const struct px_source *src = &a->sources[s->source];
-	return json_pack("{s:I, s:s, s:s, s:I, s:s, s:s, s:I, s:I, s:i, s:i, s:s, s:f}",
-			 "id", (json_int_t)s->id, "asset", a->id, "path", a->path,
-			 "client", (json_int_t)s->client,
-			 "source", src->url ? src->url : src->path,
-			 "provider", core->cat->providers[s->prov].name,
+	return json_pack("{s:I, s:o, s:o, s:I, s:o, s:o, s:I, s:I, s:i, s:i, s:s, s:f}",
+			 "id", (json_int_t)s->id, "asset", px_json_str(a->id),
+			 "path", px_json_str(a->path), "client", (json_int_t)s->client,
+			 "source", px_json_str(src->url ? src->url : src->path),
+			 "provider", px_json_str(core->cat->providers[s->prov].name),
 			 "offset", (json_int_t)atomic_load(&s->offset),
 			 "bytes_served", (json_int_t)atomic_load(&s->served),
 			 "handles", s->nhandles, "transfers", s->xfers,
@@ -95,15 +96,16 @@ static json_t *assets_json(struct px_core *core)
 			const struct px_source *src = &a->sources[k];
 			const char *state = rt->dead[k] ? "dead"
 							 : px_standby_state_name(rt->src[k].state);
-			json_array_append_new(srcs, json_pack("{s:s, s:s, s:s, s:s, s:i}",
-				"source", src->url ? src->url : src->path,
-				"provider", core->cat->providers[src->provider].name,
-				"verification", state, "why", rt->src[k].why,
+			json_array_append_new(srcs, json_pack("{s:o, s:o, s:s, s:o, s:i}",
+				"source", px_json_str(src->url ? src->url : src->path),
+				"provider", px_json_str(core->cat->providers[src->provider].name),
+				"verification", state, "why", px_json_str(rt->src[k].why),
 				"inconclusive_in_a_row", rt->src[k].inconclusive));
 		}
-		json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:s, s:o}",
-			"id", a->id, "path", a->path, "size", (json_int_t)rt->size,
-			"reference", rt->ref ? rt->ref_id : "", "sources", srcs));
+		json_array_append_new(arr, json_pack("{s:o, s:o, s:I, s:o, s:o}",
+			"id", px_json_str(a->id), "path", px_json_str(a->path),
+			"size", (json_int_t)rt->size,
+			"reference", px_json_str(rt->ref ? rt->ref_id : ""), "sources", srcs));
 	}
 	pthread_mutex_unlock(&core->vf_lock);
 	return arr;
@@ -118,10 +120,10 @@ static json_t *transcodes_json(struct px_core *core)
 	for (size_t i = 0; arr && i < n; i++) {
 		const struct px_tc_info *t = &info[i];
 		json_array_append_new(arr, json_pack(
-			"{s:s, s:i, s:i, s:I, s:s, s:b, s:o, s:I, s:i, s:b, s:b}",
-			"asset", core->cat->assets[t->asset].id,
+			"{s:o, s:i, s:i, s:I, s:o, s:b, s:o, s:I, s:i, s:b, s:b}",
+			"asset", px_json_str(core->cat->assets[t->asset].id),
 			"segments", (int)t->segments, "committed", (int)t->committed,
-			"writer_pid", (json_int_t)t->writer_pid, "owner", t->owner,
+			"writer_pid", (json_int_t)t->writer_pid, "owner", px_json_str(t->owner),
 			"lease_held", t->lease_held,
 			"heartbeat_age_s", t->heartbeat_age_ms >= 0
 				? json_real((double)t->heartbeat_age_ms / 1000.0) : json_null(),
@@ -150,11 +152,12 @@ static json_t *cutovers_json(struct px_core *core, int64_t now)
 	for (uint64_t i = 0; i < n; i++) {
 		const struct cutover_rec *c = &core->recent[(core->nrecent - 1 - i) % 8];
 		const struct px_asset *a = &core->cat->assets[c->asset];
-		json_array_append_new(recent, json_pack("{s:I, s:s, s:I, s:s, s:s, s:s, s:I, s:f}",
-			"session", (json_int_t)c->session, "asset", a->id,
+		const struct px_source *from = &a->sources[c->from], *to = &a->sources[c->to];
+		json_array_append_new(recent, json_pack("{s:I, s:o, s:I, s:o, s:o, s:s, s:I, s:f}",
+			"session", (json_int_t)c->session, "asset", px_json_str(a->id),
 			"offset", (json_int_t)c->offset,
-			"from", a->sources[c->from].url ? a->sources[c->from].url : a->sources[c->from].path,
-			"to", a->sources[c->to].url ? a->sources[c->to].url : a->sources[c->to].path,
+			"from", px_json_str(from->url ? from->url : from->path),
+			"to", px_json_str(to->url ? to->url : to->path),
 			"reason", px_cutover_reason_name(c->reason), "duration_ms", (json_int_t)c->ms,
 			"age_s", (double)(now - c->when) / 1000.0));
 	}
@@ -162,7 +165,7 @@ static json_t *cutovers_json(struct px_core *core, int64_t now)
 	json_object_set_new(o, "by_reason", by);
 	json_object_set_new(o, "recent", recent);
 	json_object_set_new(o, "fallback_exhausted", json_integer((json_int_t)core->n_exhausted));
-	json_object_set_new(o, "last_fallback_exhausted", json_string(core->exhausted_why));
+	json_object_set_new(o, "last_fallback_exhausted", px_json_str(core->exhausted_why));
 	json_object_set_new(o, "verifications",
 			    json_pack("{s:I, s:I, s:I, s:I}",
 				      "match", (json_int_t)core->n_verified[0],
@@ -194,9 +197,9 @@ char *px_core_status_json(struct px_core *core)
 	for (const struct px_session *s = core->sessions; s; s = s->next)
 		json_array_append_new(sess, session_json(core, s, now));
 	json_object_set_new(root, "admission",
-			    json_pack("{s:I, s:s, s:o}",
+			    json_pack("{s:I, s:o, s:o}",
 				      "refused_at_limit", (json_int_t)core->n_admit_busy,
-				      "last_refusal", core->admit_why,
+				      "last_refusal", px_json_str(core->admit_why),
 				      "last_refusal_age_s",
 				      core->admit_when ? json_real((double)(now - core->admit_when) /
 								   1000.0)
@@ -205,10 +208,10 @@ char *px_core_status_json(struct px_core *core)
 
 	pthread_mutex_lock(&core->reload_lock);
 	json_object_set_new(root, "reload",
-			    json_pack("{s:I, s:b, s:s, s:o}", "reloads",
+			    json_pack("{s:I, s:b, s:o, s:o}", "reloads",
 				      (json_int_t)core->n_reloads, "ok",
 				      core->n_reloads ? core->reload_ok : 1, "last",
-				      core->reload_msg, "last_age_s",
+				      px_json_str(core->reload_msg), "last_age_s",
 				      core->reload_when ? json_real((double)(now - core->reload_when) /
 								    1000.0)
 							: json_null()));

@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "jsontext.h"
 #include "log.h"
 #include "state.h"
 #include "strmap.h"
@@ -118,7 +119,8 @@ enum px_status px_state_save(struct px_state *s, char *err, size_t errlen)
 
 	if (!s->dirty)
 		return PX_OK;
-	json_t *root = json_pack("{si ss sO}", "version", 1, "catalog", s->catalog,
+	/* the catalog's path is only shown: a name that is not UTF-8 is scrubbed */
+	json_t *root = json_pack("{si so sO}", "version", 1, "catalog", px_json_str(s->catalog),
 				 "assets", s->assets);
 	if (root)
 		text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);

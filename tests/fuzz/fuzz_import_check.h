@@ -12,6 +12,7 @@
 
 #include "catalog.h"
 #include "tree.h"
+#include "utf8.h"
 
 /* A refusal: no catalog, one line naming the file. */
 static void check_refused(const struct px_catalog *cat, const char *err, const char *file)
@@ -33,9 +34,9 @@ static const struct px_tree_node *walk(const struct px_tree *t, const char *path
 	return n;
 }
 
-/* An acceptance: plain assets with unique ids, at least one source each,
- * each a URL or a path of a known provider, every asset found again in the
- * tree the daemon would build. */
+/* An acceptance: plain assets with unique UTF-8 ids and paths (they go
+ * into JSON), at least one source each, each a URL or a path of a known
+ * provider, every asset found again in the tree the daemon would build. */
 static void check_accepted(const struct px_catalog *cat)
 {
 	struct px_tree *t = NULL;
@@ -43,7 +44,8 @@ static void check_accepted(const struct px_catalog *cat)
 		abort();
 	for (size_t i = 0; i < cat->nassets; i++) {
 		const struct px_asset *a = &cat->assets[i];
-		if (a->kind != PX_ASSET_PLAIN || a->nsources == 0 || a->size != -1)
+		if (a->kind != PX_ASSET_PLAIN || a->nsources == 0 || a->size != -1 ||
+		    !px_utf8_valid(a->id) || !px_utf8_valid(a->path))
 			abort();
 		for (size_t k = 0; k < a->nsources; k++) {
 			const struct px_source *s = &a->sources[k];

@@ -3,6 +3,8 @@
 the origin file's SHA-256, and malformed input stops the daemon with exit 3
 and one line naming the file and line."""
 
+import json
+import os
 import re
 
 import pytest
@@ -194,3 +196,42 @@ def test_m3u_without_entries(seamfs_cli, tmp_path):
     # the skipped entry is a warning, then the one error line
     assert f'{pl}:3: url: unsupported scheme' in r.stderr
     assert f'seamfs: {pl}: no usable entries' in r.stderr
+
+
+def test_names_not_utf8_are_read_as_latin1(seamfs, data, media, tmp_path):
+    """Playlists and file names in the wild are often Latin-1: such names
+    are listed as UTF-8, the sizes are remembered, status stays JSON, and
+    the bytes are the origin's (before, the mount failed 'out of memory')."""
+    pl = tmp_path / 'latin1.m3u'
+    write(pl, b'#EXTM3U\n'
+              b'#EXTINF:-1 group-title="Cin\xe9ma",Caf\xe9 \xe0 Paris\n'
+              + media.url('heat.mkv').encode() + b'\n'
+              # the same title: a second source, its URL's own bytes kept
+              b'#EXTINF:-1 group-title="Cin\xe9ma",Caf\xe9 \xe0 Paris\n'
+              + media.url('heat.mkv').encode() + b'?copy=\xe9\n'
+              b'#EXTINF:-1 group-title="Cin\xc3\xa9ma",D\xc3\xa9j\xc3\xa0 UTF-8\n'
+              + media.url('alien.mp4').encode() + b'\n')
+    m = seamfs.mount(pl)
+    check_reads(m, data, {
+        'Cinéma/Café à Paris.mkv': 'clip.mkv',
+        'Cinéma/Déjà UTF-8.mp4': 'odd.bin',
+    })
+    assert f'{pl}:2: not UTF-8' in m.log()
+    # status is JSON still; the URL that is not UTF-8 is shown scrubbed
+    status = json.loads(m.path('.seamfs/status.json').read_bytes())
+    assert status['providers'], status
+    cafe = [a for a in status['assets'] if a['id'] == 'title:Café à Paris']
+    assert len(cafe) == 1, status['assets']
+    assert [s['source'][-7:] for s in cafe[0]['sources']] == ['eat.mkv', '?copy=?']
+    states = list(m.state_dir.glob('latin1.m3u-*.state.json'))
+    assert len(states) == 1, states
+    ids = json.loads(states[0].read_bytes())['assets']
+    assert 'title:Café à Paris' in ids, ids
+    m.unmount()
+
+    lib = tmp_path / 'library'
+    write(lib / os.fsdecode(b'Caf\xe9.strm'), media.url('tiny.ts') + '\n')
+    write(lib / 'Plain.strm', media.url('play-12345') + '\n')
+    m2 = seamfs.mount(lib)
+    check_reads(m2, data, {'Café.ts': 'one.bin', 'Plain': 'mid.bin'})
+    assert 'the file name is not UTF-8' in m2.log()

@@ -506,6 +506,38 @@ static void test_m3u_names(void **state)
 	px_catalog_free(cat);
 }
 
+/* Names that are not UTF-8 (a Latin-1 playlist, a URL's own bytes) come
+ * out UTF-8 in ids and paths; UTF-8 ones are left alone. */
+static void test_m3u_latin1(void **state)
+{
+	(void)state;
+	struct px_catalog *cat = m3u_ok(
+		"#EXTINF:-1 group-title=\"Cin\xe9ma\",Caf\xe9\n"
+		"http://h/1.mkv\n"
+		"#EXTINF:-1 tvg-id=\"t\xfc\" group-title=\"Cin\xc3\xa9ma\",D\xc3\xa9j\xc3\xa0\n"
+		"http://h/2.mkv\n"
+		"#EXTINF:-1,\n"
+		"http://h/\xc4rger.mkv\n");
+	assert_int_equal(cat->nassets, 3);
+	const struct px_asset *a = by_path(cat, "Cin\xc3\xa9ma/Caf\xc3\xa9.mkv");
+	assert_string_equal(a->id, "title:Caf\xc3\xa9");
+	a = by_path(cat, "Cin\xc3\xa9ma/D\xc3\xa9j\xc3\xa0.mkv");
+	assert_string_equal(a->id, "tvg-id:t\xc3\xbc");
+	a = by_path(cat, "\xc3\x84rger.mkv");
+	assert_string_equal(a->id, "title:\xc3\x84rger");
+	/* the URL itself is what is fetched: its bytes stay */
+	assert_string_equal(a->sources[0].url, "http://h/\xc4rger.mkv");
+	px_catalog_free(cat);
+
+	/* the same for a .strm file's name */
+	char err[512];
+	assert_int_equal(px_import_strm("lib/Caf\xe9.strm", "Caf\xe9.strm", "http://h/a.mp4", 14,
+					&cat, err, sizeof(err)), PX_OK);
+	assert_string_equal(cat->assets[0].path, "Caf\xc3\xa9.mp4");
+	assert_string_equal(cat->assets[0].id, "Caf\xc3\xa9.strm");
+	px_catalog_free(cat);
+}
+
 static void test_m3u_skipped(void **state)
 {
 	(void)state;
@@ -669,6 +701,7 @@ int main(void)
 		cmocka_unit_test(test_m3u_bounds),
 		cmocka_unit_test(test_m3u_many_same_names),
 		cmocka_unit_test(test_m3u_no_newline),
+		cmocka_unit_test(test_m3u_latin1),
 		cmocka_unit_test_setup_teardown(test_load_dispatch, setup_tree, teardown_tree),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
