@@ -11,6 +11,11 @@
  *        "verdict": {"outcome": "size_mismatch", "ref": "0123456789abcdef",
  *                    "why": "has 999 bytes, the reference 1234"}}}}
  *
+ * JSON holds UTF-8 only, while a source's name (a URL, a path on a
+ * Latin-1 disk) and an ETag are bytes: a name or ETag that is not UTF-8 is
+ * written "hex:" and its bytes in hex, which no URL, absolute path or
+ * quoted ETag starts with, and read back to the same bytes.
+ *
  * Every record is checked as it is read: sizes and times in range, the
  * samples exactly the plan of the record's size (offsets and lengths), each
  * digest 64 hex digits, a known outcome. Anything else makes the record (or
@@ -33,6 +38,52 @@
 
 #include "hash.h"
 #include "store.h"
+#include "utf8.h"
+
+#define HEX_PREFIX "hex:"
+/* a name or ETag as the file writes it: itself, or "hex:" and two digits
+ * a byte */
+#define KEY_MAX (sizeof(HEX_PREFIX) + 2 * VF_STORE_MAX_NAME)
+#define ETAG_KEY_MAX (sizeof(HEX_PREFIX) + 2 * VF_ETAG_MAX)
+
+/* How the file writes s (at most KEY_MAX bytes with the NUL). */
+static void to_key(const char *s, char *key, size_t cap)
+{
+	static const char digits[] = "0123456789abcdef";
+	size_t n = strlen(s), k;
+	if (px_utf8_valid(s) && strncmp(s, HEX_PREFIX, strlen(HEX_PREFIX)) != 0) {
+		snprintf(key, cap, "%s", s);
+		return;
+	}
+	k = (size_t)snprintf(key, cap, HEX_PREFIX);
+	for (size_t i = 0; i < n && k + 2 < cap; i++) {
+		key[k++] = digits[(unsigned char)s[i] >> 4];
+		key[k++] = digits[(unsigned char)s[i] & 15];
+	}
+	key[k] = '\0';
+}
+
+static int hexdigit(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* The bytes the file's key stands for, into out. Returns -1 when a "hex:"
+ * key is malformed or does not fit. */
+static int from_key(const char *key, char *out, size_t cap)
+{
+	size_t pre = strlen(HEX_PREFIX), n = 0;
+	if (strncmp(key, HEX_PREFIX, pre) != 0)
+		return snprintf(out, cap, "%s", key) < (int)cap ? 0 : -1;
+	for (const char *p = key + pre; *p; p += 2) {
+		int hi = hexdigit(p[0]), lo = hi >= 0 ? hexdigit(p[1]) : -1;
+		if (lo < 0 || n + 1 >= cap || (hi == 0 && lo == 0))
+			return -1;
+		out[n++] = (char)(hi * 16 + lo);
+	}
+	out[n] = '\0';
+	return 0;
+}
 
 struct vf_store {
 	char *dir;
@@ -234,14 +285,13 @@ static int decode_record(json_t *r, const char *source, struct vf_record *rec,
 	    get_int(r, "time", 0, INT64_MAX, 1, 0, &rec->time, where, err, errlen))
 		return -1;
 	etag = json_object_get(r, "etag");
-	if (etag && (!json_is_string(etag) || json_string_length(etag) >= VF_ETAG_MAX ||
-		     strlen(json_string_value(etag)) != json_string_length(etag))) {
+	if (etag && (!json_is_string(etag) || json_string_length(etag) >= ETAG_KEY_MAX ||
+		     strlen(json_string_value(etag)) != json_string_length(etag) ||
+		     from_key(json_string_value(etag), rec->seen.etag, sizeof(rec->seen.etag)))) {
 		snprintf(err, errlen, "%s.etag: expected a string of at most %d bytes", where,
 			 VF_ETAG_MAX - 1);
 		return -1;
 	}
-	if (etag)
-		snprintf(rec->seen.etag, sizeof(rec->seen.etag), "%s", json_string_value(etag));
 	samples = json_object_get(r, "samples");
 	if (samples) {
 		rec->fp.size = rec->seen.size;
@@ -387,7 +437,7 @@ static int get_locked(struct vf_store *s, const char *asset, const char *source,
 		      const struct vf_seen *now, struct vf_record *out, char *refname,
 		      size_t reflen)
 {
-	char file[PATH_MAX], err[400];
+	char file[PATH_MAX], err[400], key[KEY_MAX];
 	int found = 0;
 
 	if (vf_store_file(s, asset, file, sizeof(file)) != PX_OK)
@@ -397,12 +447,12 @@ static int get_locked(struct vf_store *s, const char *asset, const char *source,
 		return 0;
 	if (!source) {
 		json_t *ref = json_object_get(root, "reference");
-		if (!json_is_string(ref))
+		if (!json_is_string(ref) || from_key(json_string_value(ref), refname, reflen))
 			goto out;
-		source = json_string_value(ref);
-		snprintf(refname, reflen, "%s", source);
+		source = refname;
 	}
-	json_t *r = json_object_get(json_object_get(root, "sources"), source);
+	to_key(source, key, sizeof(key));
+	json_t *r = json_object_get(json_object_get(root, "sources"), key);
 	if (!r)
 		goto out;
 	if (decode_record(r, source, out, err, sizeof(err))) {
@@ -437,8 +487,10 @@ int vf_store_reference(struct vf_store *s, const char *asset, char *source, size
 
 static json_t *encode_record(const struct vf_record *rec)
 {
+	char etag[ETAG_KEY_MAX];
+	to_key(rec->seen.etag, etag, sizeof(etag));
 	json_t *r = json_pack("{sI sI ss sI}", "size", (json_int_t)rec->seen.size,
-			      "mtime", (json_int_t)rec->seen.mtime, "etag", rec->seen.etag,
+			      "mtime", (json_int_t)rec->seen.mtime, "etag", etag,
 			      "time", (json_int_t)rec->time);
 	if (!r)
 		return NULL;
@@ -456,11 +508,14 @@ static json_t *encode_record(const struct vf_record *rec)
 		}
 	}
 	if (rec->has_verdict && rec->verdict.outcome != VF_INCONCLUSIVE) {
+		char why[sizeof(rec->verdict.why)];
+		snprintf(why, sizeof(why), "%s", rec->verdict.why);
+		px_utf8_scrub(why); /* only shown: it may quote a name */
 		json_t *v = json_pack("{ss ss sI sI ss}",
 				      "outcome", vf_outcome_name(rec->verdict.outcome),
 				      "ref", rec->ref, "sample", (json_int_t)rec->verdict.sample,
 				      "offset", (json_int_t)rec->verdict.offset,
-				      "why", rec->verdict.why);
+				      "why", why);
 		if (json_object_set_new(r, "verdict", v))
 			goto fail;
 	}
@@ -474,7 +529,7 @@ enum px_status vf_store_put(struct vf_store *s, const char *asset, const char *s
 			    const struct vf_record *rec, int reference,
 			    char *err, size_t errlen)
 {
-	char file[PATH_MAX];
+	char file[PATH_MAX], key[KEY_MAX];
 	char *text = NULL;
 	json_t *root = NULL, *r = NULL;
 	enum px_status st = PX_ENOMEM;
@@ -492,6 +547,7 @@ enum px_status vf_store_put(struct vf_store *s, const char *asset, const char *s
 		snprintf(err, errlen, "%s: path too long", s->dir);
 		return PX_EINVAL;
 	}
+	to_key(source, key, sizeof(key));
 	pthread_mutex_lock(&s->lock);
 	root = load(s, asset, file);
 	r = encode_record(rec);
@@ -500,21 +556,21 @@ enum px_status vf_store_put(struct vf_store *s, const char *asset, const char *s
 		goto out;
 	}
 	json_t *sources = json_object_get(root, "sources");
-	if (!json_object_get(sources, source) &&
+	if (!json_object_get(sources, key) &&
 	    json_object_size(sources) >= VF_STORE_MAX_SOURCES) {
 		st = PX_EINVAL;
 		snprintf(err, errlen, "%s: already %d records", file, VF_STORE_MAX_SOURCES);
 		goto out;
 	}
 	json_t *ref = json_object_get(root, "reference");
-	int was_ref = json_is_string(ref) && strcmp(json_string_value(ref), source) == 0;
-	if (json_object_set_new(sources, source, r)) {
+	int was_ref = json_is_string(ref) && strcmp(json_string_value(ref), key) == 0;
+	if (json_object_set_new(sources, key, r)) {
 		r = NULL;
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
 	r = NULL;
-	if (reference ? json_object_set_new(root, "reference", json_string(source))
+	if (reference ? json_object_set_new(root, "reference", json_string(key))
 		      : was_ref ? json_object_del(root, "reference") : 0) {
 		snprintf(err, errlen, "out of memory");
 		goto out;

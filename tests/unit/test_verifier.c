@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ftw.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -562,6 +563,49 @@ static void test_store_round_trip(void **state)
 	free(out);
 }
 
+/* Names and ETags are bytes; the file is JSON: those that are not UTF-8
+ * (a path on a Latin-1 disk, an ETag with obs-text), and a UTF-8 name
+ * that looks like the encoding, come back as they went in. */
+static void test_store_bytes_names(void **state)
+{
+	struct sfix *f = *state;
+	struct vf_store *s = open_store(f);
+	struct vf_record *rec = make_record(GIB, "\"caf\xe9\"", 1700000000);
+	struct vf_record *out = calloc(1, sizeof(*out));
+	char name[200], file[300];
+	static const char *const names[] = { "/srv/Caf\xe9.mkv", "hex:41", "/srv/Caf\xc3\xa9.mkv" };
+	assert_non_null(out);
+	snprintf(rec->verdict.why, sizeof(rec->verdict.why), "at /srv/Caf\xe9.mkv");
+
+	for (size_t i = 0; i < 3; i++)
+		put(s, "heat", names[i], rec, i == 0);
+	vf_store_free(s);
+	s = open_store(f);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(vf_store_get(s, "heat", names[i], &rec->seen, out), 1);
+		assert_string_equal(out->seen.etag, rec->seen.etag);
+		assert_string_equal(out->verdict.why, "at /srv/Caf?.mkv"); /* shown only */
+	}
+	assert_int_equal(vf_store_get(s, "heat", "A", NULL, out), 0);
+	assert_int_equal(vf_store_reference(s, "heat", name, sizeof(name), out), 1);
+	assert_string_equal(name, names[0]);
+
+	/* the file is JSON, and says the bytes in hex */
+	assert_int_equal(vf_store_file(s, "heat", file, sizeof(file)), PX_OK);
+	json_error_t jerr;
+	json_t *root = json_load_file(file, 0, &jerr);
+	assert_non_null(root);
+	assert_non_null(json_object_get(json_object_get(root, "sources"),
+					"hex:2f7372762f436166e92e6d6b76"));
+	assert_string_equal(json_string_value(json_object_get(root, "reference")),
+			    "hex:2f7372762f436166e92e6d6b76");
+	json_decref(root);
+	assert_int_equal(f->logs, 0);
+	vf_store_free(s);
+	free(rec);
+	free(out);
+}
+
 static void test_store_invalidation(void **state)
 {
 	struct sfix *f = *state;
@@ -872,6 +916,7 @@ int main(void)
 		cmocka_unit_test(test_outcome_names),
 		cmocka_unit_test(test_seam),
 		cmocka_unit_test_setup_teardown(test_store_round_trip, store_setup, store_teardown),
+		cmocka_unit_test_setup_teardown(test_store_bytes_names, store_setup, store_teardown),
 		cmocka_unit_test_setup_teardown(test_store_invalidation, store_setup, store_teardown),
 		cmocka_unit_test_setup_teardown(test_store_corrupt, store_setup, store_teardown),
 		cmocka_unit_test(test_pool_runs),
