@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "core_i.h"
+#include "utf8.h"
 
 /* Text grows up to this; a catalog would need millions of providers. */
 #define METRICS_MAX (64u << 20)
@@ -60,18 +61,24 @@ static void PX_PRINTF(2, 3) put(struct buf *b, const char *fmt, ...)
 	}
 }
 
-/* A label value, escaped: \\ for \, \" for ", \n for a newline. */
+/* A label value, escaped: \\ for \, \" for ", \n for a newline; bytes
+ * that are not UTF-8 (the format's encoding) as '?'. */
 static void put_label(struct buf *b, const char *s)
 {
-	for (; *s && !b->bad; s++) {
+	for (size_t n; *s && !b->bad; s += n) {
+		n = px_utf8_seq(s);
 		if (*s == '\\')
 			put(b, "\\\\");
 		else if (*s == '"')
 			put(b, "\\\"");
 		else if (*s == '\n')
 			put(b, "\\n");
+		else if (n)
+			put(b, "%.*s", (int)n, s);
 		else
-			put(b, "%c", *s);
+			put(b, "?");
+		if (!n)
+			n = 1;
 	}
 }
 

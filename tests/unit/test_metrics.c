@@ -28,6 +28,7 @@
 #include "fake_fetch.h"
 #include "histo.h"
 #include "session.h"
+#include "utf8.h"
 
 #define SIZE (3 * 1024 * 1024 + 17)
 
@@ -366,8 +367,9 @@ static const unsigned char *data_for(const char *url)
 	return g_data;
 }
 
-/* Two providers: "plain" and one whose name needs escaping in a label. */
-static struct rig *rig_new(void)
+/* Two providers: "plain" (or rename0) and one whose name needs escaping
+ * in a label. */
+static struct rig *rig_new_named(const char *rename0)
 {
 	struct rig *r = calloc(1, sizeof(*r));
 	char err[512];
@@ -391,9 +393,20 @@ static struct rig *rig_new(void)
 	r->ops = fake_ops(&r->fake);
 	if (px_catalog_parse("test.json", text, sizeof(text) - 1, &r->cat, err, sizeof(err)) != PX_OK)
 		fail_msg("catalog: %s", err);
+	if (rename0) {
+		/* what an imported URL's host may be: not UTF-8 */
+		free(r->cat->providers[0].name);
+		r->cat->providers[0].name = strdup(rename0);
+		assert_non_null(r->cat->providers[0].name);
+	}
 	assert_int_equal(px_core_new(&r->cfg, r->cat, &r->ops, &r->core), PX_OK);
 	assert_int_equal(px_core_discover(r->core, NULL, 0), PX_OK);
 	return r;
+}
+
+static struct rig *rig_new(void)
+{
+	return rig_new_named(NULL);
 }
 
 static void rig_free(struct rig *r)
@@ -493,6 +506,23 @@ static void test_drain_and_resume(void **state)
 	rig_free(r);
 }
 
+/* A label is UTF-8 (the text format's encoding): other bytes show as '?'. */
+static void test_label_not_utf8(void **state)
+{
+	struct rig *r = rig_new_named("pl\xe9in\xc3\xa9");
+	struct expo e;
+	(void)state;
+
+	char *text = px_core_metrics_text(r->core);
+	assert_non_null(text);
+	if (expo_parse(&e, text) != 0)
+		fail_msg("%s\n--- text:\n%s", e.err, text);
+	assert_true(px_utf8_valid(text));
+	assert_true(strstr(text, "seamfs_provider_up{provider=\"pl?in\xc3\xa9\"} 1\n"));
+	free(text);
+	rig_free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -500,6 +530,7 @@ int main(void)
 		cmocka_unit_test(test_parser_rejects),
 		cmocka_unit_test(test_metrics_text),
 		cmocka_unit_test(test_drain_and_resume),
+		cmocka_unit_test(test_label_not_utf8),
 	};
 	g_data = malloc(SIZE);
 	for (size_t i = 0; i < SIZE; i++)
