@@ -170,15 +170,29 @@ static void discover_derived(struct px_core *core, size_t i, int64_t fallback_mt
 	core->nlisted++;
 }
 
+/* What a remembered size was found for: the asset's sources, in order. */
+static int sources_key(const struct px_asset *a, char key[PX_STATE_KEY_LEN])
+{
+	const char **names = calloc(a->nsources + 1, sizeof(*names));
+	if (!names)
+		return -1;
+	for (size_t k = 0; k < a->nsources; k++)
+		names[k] = a->sources[k].url ? a->sources[k].url : a->sources[k].path;
+	px_state_sources_key(names, a->nsources, key);
+	free(names);
+	return 0;
+}
+
 enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 				int64_t fallback_mtime)
 {
 	const struct px_catalog *cat = core->cat;
 	unsigned char *need = calloc(cat->nassets + 1, 1);
 	unsigned char *listed = calloc(cat->nassets + 1, 1);
+	char (*keys)[PX_STATE_KEY_LEN] = calloc(cat->nassets + 1, sizeof(*keys));
 	enum px_status st = PX_ENOMEM;
 
-	if (!need || !listed)
+	if (!need || !listed || !keys)
 		goto out;
 	core->catalog_mtime = fallback_mtime;
 	for (size_t i = 0; i < cat->nassets; i++) {
@@ -191,7 +205,9 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 		}
 		rt->size = a->size;
 		rt->mtime = a->mtime;
-		if (state && px_state_get(state, a->id, &size, &mtime) &&
+		if (sources_key(a, keys[i]))
+			goto out;
+		if (state && px_state_get(state, a->id, keys[i], &size, &mtime) &&
 		    (a->size < 0 || a->size == size)) {
 			if (rt->size < 0)
 				rt->size = size;
@@ -212,7 +228,7 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 		if (rt->mtime < 0)
 			rt->mtime = fallback_mtime;
 		/* remembering is an optimisation: the asset is listed anyway */
-		if (need[i] && state && px_state_put(state, cat->assets[i].id, rt->size,
+		if (need[i] && state && px_state_put(state, cat->assets[i].id, keys[i], rt->size,
 						     rt->mtime) != PX_OK)
 			px_warn("state", "could not remember the size of %s", cat->assets[i].id);
 		rt->listed = 1;
@@ -234,6 +250,7 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 out:
 	free(need);
 	free(listed);
+	free(keys);
 	return st;
 }
 

@@ -1,7 +1,8 @@
 /*
  * state.c - see state.h. The file holds
  *   {"version": 1, "catalog": "/abs/catalog.json",
- *    "assets": {"ID": {"size": N, "mtime": M}, ...}}
+ *    "assets": {"ID": {"size": N, "mtime": M, "sources": "KEY"}, ...}}
+ * KEY: 16 hex digits of a hash of the asset's sources when N was found.
  */
 #include <errno.h>
 #include <limits.h>
@@ -88,24 +89,37 @@ const char *px_state_file(const struct px_state *s)
 	return s->file;
 }
 
-int px_state_get(const struct px_state *s, const char *id, int64_t *size, int64_t *mtime)
+void px_state_sources_key(const char *const *names, size_t n, char key[PX_STATE_KEY_LEN])
+{
+	uint64_t h = 0x5eaf5eed;
+	for (size_t i = 0; i < n; i++)
+		h = px_hash64(names[i], strlen(names[i]) + 1, h); /* the NUL separates */
+	snprintf(key, PX_STATE_KEY_LEN, "%016llx", (unsigned long long)h);
+}
+
+int px_state_get(const struct px_state *s, const char *id, const char *sources,
+		 int64_t *size, int64_t *mtime)
 {
 	json_t *a = json_object_get(s->assets, id);
 	json_t *sz = a ? json_object_get(a, "size") : NULL;
 	json_t *mt = a ? json_object_get(a, "mtime") : NULL;
-	if (!json_is_integer(sz) || json_integer_value(sz) < 0)
+	json_t *src = a ? json_object_get(a, "sources") : NULL;
+	if (!json_is_integer(sz) || json_integer_value(sz) < 0 || !json_is_string(src) ||
+	    strcmp(json_string_value(src), sources) != 0)
 		return 0;
 	*size = json_integer_value(sz);
 	*mtime = json_is_integer(mt) && json_integer_value(mt) >= 0 ? json_integer_value(mt) : -1;
 	return 1;
 }
 
-enum px_status px_state_put(struct px_state *s, const char *id, int64_t size, int64_t mtime)
+enum px_status px_state_put(struct px_state *s, const char *id, const char *sources,
+			    int64_t size, int64_t mtime)
 {
 	int64_t osize, omtime;
-	if (px_state_get(s, id, &osize, &omtime) && osize == size && omtime == mtime)
+	if (px_state_get(s, id, sources, &osize, &omtime) && osize == size && omtime == mtime)
 		return PX_OK;
-	json_t *a = json_pack("{sI sI}", "size", (json_int_t)size, "mtime", (json_int_t)mtime);
+	json_t *a = json_pack("{sI sI ss}", "size", (json_int_t)size, "mtime", (json_int_t)mtime,
+			      "sources", sources);
 	if (!a || json_object_set_new(s->assets, id, a))
 		return PX_ENOMEM;
 	s->dirty = 1;

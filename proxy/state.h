@@ -25,11 +25,21 @@ enum px_status px_state_open(const char *dir, const char *catalog_path,
 			     struct px_state **out, char *err, size_t errlen) PX_WUR;
 void px_state_free(struct px_state *s);
 
-/* Returns 1 and fills size/mtime (mtime -1 if unknown) when remembered. */
-int px_state_get(const struct px_state *s, const char *id, int64_t *size, int64_t *mtime);
+/* Returns 1 and fills size/mtime (mtime -1 if unknown) when remembered
+ * for id with these sources: sources is a key of the asset's source list
+ * (px_state_sources_key); a record made for other sources (the .strm now
+ * points elsewhere), or by an older seamfs without the key, is not
+ * returned, so that the size is found again. */
+int px_state_get(const struct px_state *s, const char *id, const char *sources,
+		 int64_t *size, int64_t *mtime);
 
-enum px_status px_state_put(struct px_state *s, const char *id, int64_t size,
-			    int64_t mtime) PX_WUR;
+enum px_status px_state_put(struct px_state *s, const char *id, const char *sources,
+			    int64_t size, int64_t mtime) PX_WUR;
+
+#define PX_STATE_KEY_LEN 17 /* 16 hex digits and the NUL */
+
+/* The key of a source list (URLs or paths, in order) into key. */
+void px_state_sources_key(const char *const *names, size_t n, char key[PX_STATE_KEY_LEN]);
 
 /* Writes the file if anything changed. PX_EIO is logged by the caller. */
 enum px_status px_state_save(struct px_state *s, char *err, size_t errlen) PX_WUR;

@@ -235,3 +235,32 @@ def test_names_not_utf8_are_read_as_latin1(seamfs, data, media, tmp_path):
     m2 = seamfs.mount(lib)
     check_reads(m2, data, {'Café.ts': 'one.bin', 'Plain': 'mid.bin'})
     assert 'the file name is not UTF-8' in m2.log()
+
+
+def test_strm_pointed_elsewhere_is_sized_again(seamfs, data, media, tmp_path):
+    """A .strm rewritten to another file (a refreshed link, another
+    release) is probed again at the next mount: the size remembered for the
+    old source is not reused, and the new bytes read back whole."""
+    lib = tmp_path / 'library'
+    strm = lib / 'Movies' / 'Heat.strm'
+    write(strm, media.url('heat.mkv') + '\n')
+    m = seamfs.mount(lib)
+    check_reads(m, data, {'Movies/Heat.mkv': 'clip.mkv'})
+    m.unmount()
+
+    # same name, same extension, another file of another size
+    (tmp_path / 'media' / 'heat2.mkv').symlink_to(data['odd.bin'].path)
+    assert data['odd.bin'].size != data['clip.mkv'].size
+    write(strm, media.url('heat2.mkv') + '\n')
+    m = seamfs.mount(lib)
+    check_reads(m, data, {'Movies/Heat.mkv': 'odd.bin'})
+    m.unmount()
+
+    # back to the first: its size is found again too, and the state has one
+    # record for the asset
+    write(strm, media.url('heat.mkv') + '\n')
+    m = seamfs.mount(lib)
+    check_reads(m, data, {'Movies/Heat.mkv': 'clip.mkv'})
+    states = list(m.state_dir.glob('library-*.state.json'))
+    assert len(states) == 1, states
+    assert list(json.loads(states[0].read_bytes())['assets']) == ['Movies/Heat.strm']

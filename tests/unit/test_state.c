@@ -80,6 +80,31 @@ static void save(struct px_state *s)
 		fail_msg("px_state_save: %s: %s", px_strerror(st), err);
 }
 
+/* keys of two source lists */
+#define K1 "00000000000000k1"
+#define K2 "00000000000000k2"
+
+/* The key of a source list depends on every name and on the order. */
+static void test_sources_key(void **state)
+{
+	(void)state;
+	const char *a[] = { "http://h/a.mkv", "/srv/a.mkv" };
+	const char *b[] = { "/srv/a.mkv", "http://h/a.mkv" };
+	const char *c[] = { "http://h/a.mk", "v/srv/a.mkv" };
+	char ka[PX_STATE_KEY_LEN], kb[PX_STATE_KEY_LEN], kc[PX_STATE_KEY_LEN];
+	char ka2[PX_STATE_KEY_LEN], k1[PX_STATE_KEY_LEN];
+	px_state_sources_key(a, 2, ka);
+	px_state_sources_key(a, 2, ka2);
+	px_state_sources_key(b, 2, kb);
+	px_state_sources_key(c, 2, kc);
+	px_state_sources_key(a, 1, k1);
+	assert_int_equal(strlen(ka), 16);
+	assert_string_equal(ka, ka2);
+	assert_string_not_equal(ka, kb);
+	assert_string_not_equal(ka, kc);
+	assert_string_not_equal(ka, k1);
+}
+
 static void test_round_trip(void **state)
 {
 	struct fixture *f = *state;
@@ -94,11 +119,11 @@ static void test_round_trip(void **state)
 	/* the file lives in the state dir */
 	assert_memory_equal(px_state_file(s), f->statedir, strlen(f->statedir));
 
-	assert_int_equal(px_state_get(s, "a", &size, &mtime), 0);
-	assert_int_equal(px_state_put(s, "a", 1234567890123LL, 1700000000), PX_OK);
-	assert_int_equal(px_state_put(s, "b", 0, -1), PX_OK);
-	assert_int_equal(px_state_put(s, "caf\xc3\xa9 \"q\"", 42, 0), PX_OK);
-	assert_int_equal(px_state_get(s, "a", &size, &mtime), 1);
+	assert_int_equal(px_state_get(s, "a", K1, &size, &mtime), 0);
+	assert_int_equal(px_state_put(s, "a", K1, 1234567890123LL, 1700000000), PX_OK);
+	assert_int_equal(px_state_put(s, "b", K1, 0, -1), PX_OK);
+	assert_int_equal(px_state_put(s, "caf\xc3\xa9 \"q\"", K1, 42, 0), PX_OK);
+	assert_int_equal(px_state_get(s, "a", K1, &size, &mtime), 1);
 	assert_int_equal(size, 1234567890123LL);
 	assert_int_equal(mtime, 1700000000);
 	save(s);
@@ -111,26 +136,28 @@ static void test_round_trip(void **state)
 
 	s = open_state(f, f->catalog);
 	assert_string_equal(px_state_file(s), file);
-	assert_int_equal(px_state_get(s, "a", &size, &mtime), 1);
+	assert_int_equal(px_state_get(s, "a", K1, &size, &mtime), 1);
 	assert_int_equal(size, 1234567890123LL);
 	assert_int_equal(mtime, 1700000000);
-	assert_int_equal(px_state_get(s, "b", &size, &mtime), 1);
+	assert_int_equal(px_state_get(s, "b", K1, &size, &mtime), 1);
 	assert_int_equal(size, 0);
 	assert_int_equal(mtime, -1);
-	assert_int_equal(px_state_get(s, "caf\xc3\xa9 \"q\"", &size, &mtime), 1);
+	assert_int_equal(px_state_get(s, "caf\xc3\xa9 \"q\"", K1, &size, &mtime), 1);
 	assert_int_equal(size, 42);
 	assert_int_equal(mtime, 0);
-	assert_int_equal(px_state_get(s, "c", &size, &mtime), 0);
+	assert_int_equal(px_state_get(s, "c", K1, &size, &mtime), 0);
+	/* the same id with other sources (the .strm points elsewhere): not it */
+	assert_int_equal(px_state_get(s, "a", K2, &size, &mtime), 0);
 
 	/* an update replaces, and survives too */
-	assert_int_equal(px_state_put(s, "a", 5, 6), PX_OK);
+	assert_int_equal(px_state_put(s, "a", K1, 5, 6), PX_OK);
 	save(s);
 	px_state_free(s);
 	s = open_state(f, f->catalog);
-	assert_int_equal(px_state_get(s, "a", &size, &mtime), 1);
+	assert_int_equal(px_state_get(s, "a", K1, &size, &mtime), 1);
 	assert_int_equal(size, 5);
 	assert_int_equal(mtime, 6);
-	assert_int_equal(px_state_get(s, "b", &size, &mtime), 1);
+	assert_int_equal(px_state_get(s, "b", K1, &size, &mtime), 1);
 	px_state_free(s);
 
 	/* no temporary file is left behind */
@@ -146,13 +173,13 @@ static void test_unsaved_is_lost(void **state)
 	struct fixture *f = *state;
 	int64_t size, mtime;
 	struct px_state *s = open_state(f, f->catalog);
-	assert_int_equal(px_state_put(s, "a", 10, 20), PX_OK);
+	assert_int_equal(px_state_put(s, "a", K1, 10, 20), PX_OK);
 	char *file = strdup(px_state_file(s));
 	px_state_free(s);
 	/* nothing written without save */
 	assert_int_equal(access(file, F_OK), -1);
 	s = open_state(f, f->catalog);
-	assert_int_equal(px_state_get(s, "a", &size, &mtime), 0);
+	assert_int_equal(px_state_get(s, "a", K1, &size, &mtime), 0);
 	/* save with nothing changed writes nothing */
 	save(s);
 	assert_int_equal(access(file, F_OK), -1);
@@ -182,28 +209,28 @@ static void test_corrupt_is_empty(void **state)
 
 	struct px_state *s = open_state(f, f->catalog);
 	char *file = strdup(px_state_file(s));
-	assert_int_equal(px_state_put(s, "a", 1, 2), PX_OK);
+	assert_int_equal(px_state_put(s, "a", K1, 1, 2), PX_OK);
 	save(s);
 	px_state_free(s);
 
 	for (size_t i = 0; i < sizeof(corrupt) / sizeof(corrupt[0]); i++) {
 		write_file(file, corrupt[i]);
 		s = open_state(f, f->catalog);
-		assert_int_equal(px_state_get(s, "a", &size, &mtime), 0);
+		assert_int_equal(px_state_get(s, "a", K1, &size, &mtime), 0);
 		px_state_free(s);
 	}
 
 	/* a corrupt file is replaced by a good one on the next save */
 	write_file(file, "{\"assets\": {\"a\": ");
 	s = open_state(f, f->catalog);
-	assert_int_equal(px_state_put(s, "b", 7, 8), PX_OK);
+	assert_int_equal(px_state_put(s, "b", K1, 7, 8), PX_OK);
 	save(s);
 	px_state_free(s);
 	s = open_state(f, f->catalog);
-	assert_int_equal(px_state_get(s, "b", &size, &mtime), 1);
+	assert_int_equal(px_state_get(s, "b", K1, &size, &mtime), 1);
 	assert_int_equal(size, 7);
 	assert_int_equal(mtime, 8);
-	assert_int_equal(px_state_get(s, "a", &size, &mtime), 0);
+	assert_int_equal(px_state_get(s, "a", K1, &size, &mtime), 0);
 	px_state_free(s);
 	free(file);
 }
@@ -217,19 +244,24 @@ static void test_bad_entries_ignored(void **state)
 	px_state_free(s);
 
 	write_file(file, "{\"version\": 1, \"assets\": {"
-		   "\"neg\": {\"size\": -1, \"mtime\": 5},"
-		   "\"str\": {\"size\": \"12\", \"mtime\": 5},"
-		   "\"nosize\": {\"mtime\": 5},"
-		   "\"badmtime\": {\"size\": 9, \"mtime\": \"x\"},"
-		   "\"ok\": {\"size\": 3, \"mtime\": 4}}}");
+		   "\"neg\": {\"size\": -1, \"mtime\": 5, \"sources\": \"" K1 "\"},"
+		   "\"str\": {\"size\": \"12\", \"mtime\": 5, \"sources\": \"" K1 "\"},"
+		   "\"nosize\": {\"mtime\": 5, \"sources\": \"" K1 "\"},"
+		   "\"badmtime\": {\"size\": 9, \"mtime\": \"x\", \"sources\": \"" K1 "\"},"
+		   "\"old\": {\"size\": 5, \"mtime\": 5},"
+		   "\"badkey\": {\"size\": 5, \"mtime\": 5, \"sources\": 7},"
+		   "\"ok\": {\"size\": 3, \"mtime\": 4, \"sources\": \"" K1 "\"}}}");
 	s = open_state(f, f->catalog);
-	assert_int_equal(px_state_get(s, "neg", &size, &mtime), 0);
-	assert_int_equal(px_state_get(s, "str", &size, &mtime), 0);
-	assert_int_equal(px_state_get(s, "nosize", &size, &mtime), 0);
-	assert_int_equal(px_state_get(s, "badmtime", &size, &mtime), 1);
+	assert_int_equal(px_state_get(s, "neg", K1, &size, &mtime), 0);
+	assert_int_equal(px_state_get(s, "str", K1, &size, &mtime), 0);
+	assert_int_equal(px_state_get(s, "nosize", K1, &size, &mtime), 0);
+	/* written before sources were keyed: found again, once */
+	assert_int_equal(px_state_get(s, "old", K1, &size, &mtime), 0);
+	assert_int_equal(px_state_get(s, "badkey", K1, &size, &mtime), 0);
+	assert_int_equal(px_state_get(s, "badmtime", K1, &size, &mtime), 1);
 	assert_int_equal(size, 9);
 	assert_int_equal(mtime, -1);
-	assert_int_equal(px_state_get(s, "ok", &size, &mtime), 1);
+	assert_int_equal(px_state_get(s, "ok", K1, &size, &mtime), 1);
 	assert_int_equal(size, 3);
 	assert_int_equal(mtime, 4);
 	px_state_free(s);
@@ -249,20 +281,20 @@ static void test_one_file_per_catalog(void **state)
 	struct px_state *s1 = open_state(f, f->catalog);
 	struct px_state *s2 = open_state(f, other);
 	assert_string_not_equal(px_state_file(s1), px_state_file(s2));
-	assert_int_equal(px_state_put(s1, "a", 1, 1), PX_OK);
+	assert_int_equal(px_state_put(s1, "a", K1, 1, 1), PX_OK);
 	save(s1);
 	px_state_free(s1);
 	px_state_free(s2);
 
 	s2 = open_state(f, other);
-	assert_int_equal(px_state_get(s2, "a", &size, &mtime), 0);
+	assert_int_equal(px_state_get(s2, "a", K1, &size, &mtime), 0);
 	px_state_free(s2);
 
 	/* the same catalog reached through another path is the same state */
 	char again[200];
 	snprintf(again, sizeof(again), "%s/sub/../catalog.json", f->dir);
 	s1 = open_state(f, again);
-	assert_int_equal(px_state_get(s1, "a", &size, &mtime), 1);
+	assert_int_equal(px_state_get(s1, "a", K1, &size, &mtime), 1);
 	px_state_free(s1);
 }
 
@@ -283,6 +315,7 @@ int main(void)
 {
 	px_log_setup(PX_LOG_ERROR, 0);
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sources_key),
 		cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unsaved_is_lost, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_is_empty, setup, teardown),
