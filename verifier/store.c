@@ -16,6 +16,12 @@
  * written "hex:" and its bytes in hex, which no URL, absolute path or
  * quoted ETag starts with, and read back to the same bytes.
  *
+ * A put is a read-modify-write of the whole file: threads take the store's
+ * mutex, and processes (the daemon and `seamfs verify`, or two daemons on
+ * one state dir) an exclusive flock on FILE.lock, waited for at most
+ * LOCK_WAIT_MS, so that neither loses the other's record. Reads need no
+ * lock: files are replaced whole (tmp + rename).
+ *
  * Every record is checked as it is read: sizes and times in range, the
  * samples exactly the plan of the record's size (offsets and lengths), each
  * digest 64 hex digits, a known outcome. Anything else makes the record (or
@@ -30,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -433,6 +440,40 @@ fresh:
 	return root;
 }
 
+#define LOCK_WAIT_MS 5000
+
+/* Takes the exclusive lock of file's read-modify-write between processes:
+ * the lock file's fd, or -1 with err (PX_EAGAIN: held too long). */
+static int lock_file(const char *file, enum px_status *st, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	if (snprintf(path, sizeof(path), "%s.lock", file) >= (int)sizeof(path)) {
+		*st = PX_EINVAL;
+		snprintf(err, errlen, "%s.lock: path too long", file);
+		return -1;
+	}
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		*st = PX_EIO;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	for (int waited = 0;; waited++) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return fd;
+		if ((errno != EWOULDBLOCK && errno != EINTR) || waited >= LOCK_WAIT_MS) {
+			*st = errno == EWOULDBLOCK ? PX_EAGAIN : PX_EIO;
+			snprintf(err, errlen, "%s: %s", path,
+				 errno == EWOULDBLOCK ? "held by another process for over 5 s"
+						      : strerror(errno));
+			close(fd);
+			return -1;
+		}
+		struct timespec ms = { 0, 1000000 };
+		nanosleep(&ms, NULL);
+	}
+}
+
 static int get_locked(struct vf_store *s, const char *asset, const char *source,
 		      const struct vf_seen *now, struct vf_record *out, char *refname,
 		      size_t reflen)
@@ -549,6 +590,11 @@ enum px_status vf_store_put(struct vf_store *s, const char *asset, const char *s
 	}
 	to_key(source, key, sizeof(key));
 	pthread_mutex_lock(&s->lock);
+	int lfd = lock_file(file, &st, err, errlen);
+	if (lfd < 0) {
+		pthread_mutex_unlock(&s->lock);
+		return st;
+	}
 	root = load(s, asset, file);
 	r = encode_record(rec);
 	if (!root || !r) {
@@ -582,6 +628,7 @@ enum px_status vf_store_put(struct vf_store *s, const char *asset, const char *s
 	}
 	st = px_write_atomic(file, text, strlen(text), 0600, err, errlen);
 out:
+	close(lfd); /* lets the next process in */
 	pthread_mutex_unlock(&s->lock);
 	free(text);
 	json_decref(r);

@@ -19,6 +19,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -606,6 +607,51 @@ static void test_store_bytes_names(void **state)
 	free(out);
 }
 
+/* Processes that put records of one asset at once (the daemon and
+ * `seamfs verify`) lose none of them. */
+static void test_store_processes(void **state)
+{
+	struct sfix *f = *state;
+	enum { PROCS = 4, EACH = 30 };
+	struct vf_record *rec = make_record(1 << 20, "\"e\"", 1700000000);
+	pid_t pids[PROCS];
+
+	for (int p = 0; p < PROCS; p++) {
+		pids[p] = fork();
+		assert_true(pids[p] >= 0);
+		if (pids[p] == 0) {
+			struct vf_store *s = NULL;
+			char err[300], name[64];
+			int bad = vf_store_open(f->store, NULL, NULL, &s, err, sizeof(err)) != PX_OK;
+			for (int i = 0; !bad && i < EACH; i++) {
+				snprintf(name, sizeof(name), "http://h%d.test/%d.mkv", p, i);
+				bad = vf_store_put(s, "race", name, rec, 0, err, sizeof(err)) != PX_OK;
+			}
+			vf_store_free(s);
+			_exit(bad);
+		}
+	}
+	for (int p = 0; p < PROCS; p++) {
+		int status = 0;
+		assert_int_equal(waitpid(pids[p], &status, 0), pids[p]);
+		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	struct vf_store *s = open_store(f);
+	struct vf_record *out = calloc(1, sizeof(*out));
+	assert_non_null(out);
+	for (int p = 0; p < PROCS; p++) {
+		for (int i = 0; i < EACH; i++) {
+			char name[64];
+			snprintf(name, sizeof(name), "http://h%d.test/%d.mkv", p, i);
+			if (vf_store_get(s, "race", name, NULL, out) != 1)
+				fail_msg("the record of %s was lost", name);
+		}
+	}
+	vf_store_free(s);
+	free(out);
+	free(rec);
+}
+
 static void test_store_invalidation(void **state)
 {
 	struct sfix *f = *state;
@@ -917,6 +963,7 @@ int main(void)
 		cmocka_unit_test(test_seam),
 		cmocka_unit_test_setup_teardown(test_store_round_trip, store_setup, store_teardown),
 		cmocka_unit_test_setup_teardown(test_store_bytes_names, store_setup, store_teardown),
+		cmocka_unit_test_setup_teardown(test_store_processes, store_setup, store_teardown),
 		cmocka_unit_test_setup_teardown(test_store_invalidation, store_setup, store_teardown),
 		cmocka_unit_test_setup_teardown(test_store_corrupt, store_setup, store_teardown),
 		cmocka_unit_test(test_pool_runs),
