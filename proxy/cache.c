@@ -230,6 +230,9 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 	uint64_t cancel = 0, resume = 0;
 	int filler = 0, seen_fill = 0;
 
+	/* a path source is read in place: nothing to cache */
+	if (px_source_is_path(core, asset, source))
+		return PX_EAGAIN;
 	pthread_mutex_lock(&core->cache_lock);
 	for (;;) {
 		if (s->state == CACHE_EMPTY) {

@@ -104,7 +104,12 @@ struct px_session {
 	_Atomic size_t source;     /* changed only by a cutover, under prov_lock */
 	size_t prov;               /* the source's provider; under prov_lock */
 	uint64_t id, client;
-	int fd;                    /* a path source, opened once */
+	/* path sources' descriptors by source index, -1 until first used
+	 * (px_session_fd); kept until the session ends, since a reader may be
+	 * in pread on one while a cutover moves the session; under fd_lock */
+	int *fds;
+	size_t nfds;
+	pthread_mutex_t fd_lock;
 	char who[96];              /* "session N asset ID", for logs */
 	int64_t created;           /* core clock, ms */
 
@@ -310,6 +315,15 @@ void px_session_leave(struct px_session *s);
  * thread.
  */
 enum px_status px_session_switch(struct px_session *s, size_t source) PX_WUR;
+
+/* The session's descriptor of path source `source`, opened (and its size
+ * checked) on first use; -1 when it cannot be used (then logged, and dead
+ * for the asset when missing or of another size). */
+int px_session_fd(struct px_session *s, size_t source);
+
+/* Whether source `source` of asset `asset` is a path (read with pread), not
+ * a URL (read through transfers). */
+int px_source_is_path(const struct px_core *core, size_t asset, size_t source);
 
 /* A read of the session failed for good: reopens get a new session. */
 void px_session_failed(struct px_session *s);

@@ -85,8 +85,11 @@ static void grant_waiters(struct px_core *core, struct prov_rt *p);
 /* Frees a session nobody holds: no handle, no transfer, not listed. */
 static void session_free_locked(struct px_session *s)
 {
-	if (s->fd >= 0)
-		close(s->fd);
+	for (size_t i = 0; i < s->nfds; i++)
+		if (s->fds[i] >= 0)
+			close(s->fds[i]);
+	free(s->fds);
+	pthread_mutex_destroy(&s->fd_lock);
 	pthread_mutex_destroy(&s->cut_lock);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
@@ -656,16 +659,25 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 		return st;
 	}
 	s = calloc(1, sizeof(*s));
-	if (!s) {
+	/* room for the sources the asset may gain while mounted */
+	size_t nfds = a->nsources + PX_SPARE_SOURCES;
+	int *fds = s ? malloc(nfds * sizeof(*fds)) : NULL;
+	if (!s || !fds) {
+		free(s);
+		free(fds);
 		pthread_mutex_unlock(&core->prov_lock);
 		return PX_ENOMEM;
 	}
+	for (size_t i = 0; i < nfds; i++)
+		fds[i] = -1;
 	s->core = core;
 	s->asset = asset;
 	s->source = src;
 	s->prov = a->sources[src].provider;
 	s->client = client;
-	s->fd = -1;
+	s->fds = fds;
+	s->nfds = nfds;
+	pthread_mutex_init(&s->fd_lock, NULL);
 	s->id = atomic_fetch_add(&core->next_session, 1) + 1;
 	s->created = core->now();
 	s->nhandles = 1;
@@ -683,13 +695,10 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 	core->sessions = s;
 	pthread_mutex_unlock(&core->prov_lock);
 
-	if (a->sources[src].path) {
-		s->fd = open_path(core, asset, src);
-		if (s->fd < 0) {
-			/* it went away between the check and now */
-			px_session_leave(s);
-			return PX_ENOSOURCE;
-		}
+	if (a->sources[src].path && px_session_fd(s, src) < 0) {
+		/* it went away between the check and now */
+		px_session_leave(s);
+		return PX_ENOSOURCE;
 	}
 	px_debug("session", "%s client %llu: source %s (provider %s)", s->who,
 		 (unsigned long long)client,
@@ -697,6 +706,26 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 		 prov_name(core, s->prov));
 	*out = s;
 	return PX_OK;
+}
+
+int px_session_fd(struct px_session *s, size_t source)
+{
+	int fd = -1;
+	if (!px_source_is_path(s->core, s->asset, source))
+		return -1;
+	pthread_mutex_lock(&s->fd_lock);
+	if (source < s->nfds) {
+		if (s->fds[source] < 0)
+			s->fds[source] = open_path(s->core, s->asset, source);
+		fd = s->fds[source];
+	}
+	pthread_mutex_unlock(&s->fd_lock);
+	return fd;
+}
+
+int px_source_is_path(const struct px_core *core, size_t asset, size_t source)
+{
+	return core->cat->assets[asset].sources[source].path != NULL;
 }
 
 void px_session_leave(struct px_session *s)

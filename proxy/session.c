@@ -17,14 +17,19 @@
  * reader that gives up at its deadline can leave at once: the fetch thread
  * drops the last reference when the cancelled transfer ends.
  *
- * A failed transfer is retried on the same source with a short backoff
- * while it keeps failing transiently (reset, premature end, 5xx, broken
- * range headers), at most cfg->retries times in a row without a new byte.
- * A 404/410 marks the source dead for the asset so that later sessions skip
- * it; the current session fails its read rather than switch to bytes
- * nobody has proved identical.
+ * A failed transfer cuts over, inside the read and at the same offset, to
+ * a standby proven identical (standby.c); when none can take over, it is
+ * retried on the same source with a short backoff while it keeps failing
+ * transiently (reset, premature end, 5xx, broken range headers), at most
+ * cfg->retries times in a row without a new byte. A 404/410 marks the
+ * source dead for the asset so that later sessions skip it.
  *
- * A path source is read with pread(), which the kernel bounds.
+ * A path source is read with pread() on the session's descriptor of it
+ * (px_session_fd), which the kernel bounds. A pread that fails (an I/O
+ * error, a file that shrank) cuts over the same way, and standbys of
+ * either kind take over: a session that moves to a path ends its stream
+ * and reads the path in place; one that moves to a URL reads through
+ * transfers again.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,7 +56,6 @@ struct px_handle {
 	struct px_handle *prev, *next;   /* core->handles, under handles_lock */
 	struct px_handle *snext;         /* sess->handles, under sess->lock */
 	size_t asset;
-	int fd;               /* the session's path source, borrowed */
 	const char *who;      /* the session's */
 
 	pthread_mutex_t lock; /* guards what follows */
@@ -111,13 +115,6 @@ static void w_done(void *ctx, const struct px_fetch_result *res)
 	waiter_unref(w);
 }
 
-static const char *src_name(const struct px_handle *s)
-{
-	const struct px_source *src =
-		&s->core->cat->assets[s->asset].sources[atomic_load(&s->sess->source)];
-	return src->url ? src->url : src->path;
-}
-
 enum px_status px_handle_open(struct px_core *core, size_t asset, uint64_t client,
 			      struct px_handle **out)
 {
@@ -141,7 +138,6 @@ enum px_status px_handle_open(struct px_core *core, size_t asset, uint64_t clien
 	h->core = core;
 	h->sess = sess;
 	h->asset = asset;
-	h->fd = sess->fd;
 	h->who = sess->who;
 	h->next_off = -1;
 	pthread_mutex_init(&h->lock, NULL);
@@ -226,22 +222,34 @@ uint64_t px_handle_session_id(const struct px_handle *h)
 	return h->sess->id;
 }
 
-static enum px_status read_path(struct px_handle *s, int64_t off, size_t len,
-				unsigned char *buf, size_t *got)
+/* Whether the session reads its active source with pread. */
+static int on_path(const struct px_handle *s)
 {
+	return px_source_is_path(s->core, s->asset, atomic_load(&s->sess->source));
+}
+
+/* [off, off+len) of path source `source` with pread; *got: bytes read. A
+ * failure says what happened in detail. */
+static enum px_status read_path(struct px_handle *s, size_t source, int64_t off, size_t len,
+				unsigned char *buf, size_t *got, char *detail, size_t detlen)
+{
+	int fd = px_session_fd(s->sess, source);
+	if (fd < 0) {
+		snprintf(detail, detlen, "cannot be opened, or has another size");
+		return PX_EIO;
+	}
 	while (*got < len) {
-		ssize_t n = pread(s->fd, buf + *got, len - *got, off + (int64_t)*got);
+		ssize_t n = pread(fd, buf + *got, len - *got, off + (int64_t)*got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			px_warn("session", "%s: %s: read at %lld: %s", s->who, src_name(s),
-				(long long)(off + (int64_t)*got), strerror(errno));
+			snprintf(detail, detlen, "%s", strerror(errno));
 			return PX_EIO;
 		}
 		if (n == 0) {
 			/* shorter than when it was opened: never pad, fail */
-			px_warn("session", "%s: %s shrank below %lld bytes", s->who, src_name(s),
-				(long long)(off + (int64_t)*got));
+			snprintf(detail, detlen, "shrank below %lld bytes",
+				 (long long)(off + (int64_t)*got));
 			return PX_ESIZE;
 		}
 		*got += (size_t)n;
@@ -256,11 +264,14 @@ static enum px_status fetch_once(struct px_handle *s, size_t source, int64_t off
 				 char *detail, size_t detlen, int *stalled, struct waiter **keep)
 {
 	struct px_core *core = s->core;
-	struct waiter *w = malloc(sizeof(*w) + len);
+	struct waiter *w;
 	enum px_status st;
 	uint64_t id;
 
 	*got = 0;
+	if (px_source_is_path(core, s->asset, source))
+		return read_path(s, source, off, len, buf, got, detail, detlen);
+	w = malloc(sizeof(*w) + len);
 	if (!w)
 		return PX_ENOMEM;
 	memset(w, 0, sizeof(*w));
@@ -398,8 +409,9 @@ static void regions(const struct px_handle *s, int64_t *head_end, int64_t *tail_
 	*tail_start = size - cfg->tail_size > *head_end ? size - cfg->tail_size : *head_end;
 }
 
-/* Reads [off, off+len) with bounded range requests, retrying transient
- * failures on the same source. */
+/* Reads [off, off+len) with bounded range requests (pread for a path
+ * source), retrying transient failures on the same source. A failure cuts
+ * over to a standby of either kind, at the same offset. */
 static enum px_status read_direct(struct px_handle *s, int64_t off, size_t len, void *out,
 				  int64_t deadline, struct waiter **keep)
 {
@@ -410,7 +422,8 @@ static enum px_status read_direct(struct px_handle *s, int64_t off, size_t len, 
 	size_t got = 0, source = 0;
 	int fails = 0;
 
-	core->n_direct++;
+	if (!on_path(s))
+		core->n_direct++;
 	while (got < len) {
 		char detail[200];
 		size_t n = 0;
@@ -438,9 +451,9 @@ static enum px_status read_direct(struct px_handle *s, int64_t off, size_t len, 
 		if (st == PX_EBUSY || st == PX_ESHUTDOWN || st == PX_ENOMEM ||
 		    (st == PX_ETIMEDOUT && !stalled))
 			break;
+		const struct px_source *src = &core->cat->assets[s->asset].sources[source];
 		px_warn("session", "%s: %s: read at %lld: %s (%s)", s->who,
-			core->cat->assets[s->asset].sources[source].url, (long long)pos,
-			px_strerror(st), detail);
+			src->url ? src->url : src->path, (long long)pos, px_strerror(st), detail);
 		if (st == PX_ENOTFOUND || st == PX_ESIZE)
 			rt->dead[source] = 1; /* for later sessions */
 		/* a standby takes over at the same offset, checked against the
@@ -520,6 +533,9 @@ static enum px_status read_middle(struct px_handle *s, int64_t off, size_t len, 
 	struct px_stream *st;
 	enum px_status rc;
 
+	/* streams are transfers: a session that moved to a path reads it */
+	if (on_path(s))
+		return read_direct_zc(s, off, len, buf, deadline, zc);
 	pthread_mutex_lock(&s->lock);
 	int seq = s->next_off >= 0 && off >= s->next_off - SEQ_BACK &&
 		  off <= s->next_off + SEQ_GAP && s->seq_run >= SEQ_RUN;
@@ -603,9 +619,14 @@ static enum px_status handle_read(struct px_handle *s, int64_t off, size_t len,
 		return PX_OK;
 	if ((int64_t)len > size - off)
 		len = (size_t)(size - off);
-	if (s->fd >= 0) {
-		st = read_path(s, off, len, buf, got);
+	if (on_path(s)) {
+		st = read_direct(s, off, len, buf, deadline, NULL);
+		*got = st == PX_OK ? len : 0;
 		note_read(s, off, *got);
+		if (*got) {
+			struct iovec v = { buf, *got };
+			keep_tail(s, off + (int64_t)*got, &v, 1);
+		}
 		return st;
 	}
 
@@ -682,7 +703,7 @@ enum px_status px_handle_read_zc(struct px_handle *s, int64_t off, size_t len,
 	zc->asset = s->asset;
 	zc->held[0] = zc->held[1] = 0;
 	if (off >= head_end && off >= 0 && len > 0 && off + (int64_t)len <= tail_start &&
-	    s->fd < 0) {
+	    !on_path(s)) {
 		/* all of it between head and tail: a stream may hold it */
 		st = read_middle(s, off, len, buf, px_now_ms() + cfg->read_timeout_ms, 1, zc);
 		got = st == PX_OK ? len : 0;

@@ -19,7 +19,8 @@
  * and give them up to playback.
  *
  * Cutover (px_cutover). When the active source fails under a read, the
- * session's next standby takes over: verified ones first, then the fewest
+ * session's next standby takes over, a URL or a path alike: verified ones
+ * first, then the fewest
  * sessions on their provider, then the provider's name; rejected,
  * abandoned, dead and auth-refused ones are skipped. A verified standby
  * only passes the seam check (its bytes just before the cut equal the
@@ -461,10 +462,10 @@ static size_t candidates(struct px_core *core, struct px_session *s, size_t acti
 	for (size_t k = 0; k < a->nsources && n < cap; k++) {
 		const struct prov_rt *p = &core->provs[a->sources[k].provider];
 		int st = rt->src[k].state;
-		/* a session reads HTTP sources through transfers, a path source
-		 * through its own descriptor: it changes within its kind only */
+		/* of either kind: a session reads a URL through transfers and a
+		 * path with pread, whichever is active at the moment */
 		if (k == active || rt->dead[k] || st == VS_REJECTED || st == VS_ABANDONED ||
-		    p->auth_failed || !a->sources[k].url != !a->sources[active].url)
+		    p->auth_failed)
 			continue;
 		out[n++] = k;
 	}
@@ -574,6 +575,9 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 				continue;
 			}
 		}
+		/* a path must open, with the asset's size, before the move */
+		if (px_source_is_path(core, s->asset, k) && px_session_fd(s, k) < 0)
+			continue;
 		if (px_session_switch(s, k) != PX_OK) {
 			px_info("cutover", "%s: %s: its provider is at its limit", s->who,
 				src_name(core, s->asset, k));

@@ -296,9 +296,18 @@ static void s_done(void *ctx, const struct px_fetch_result *res)
 static enum px_status submit(struct px_stream *st, int64_t deadline)
 {
 	struct px_core *core = st->core;
-	struct sx *x = malloc(sizeof(*x));
+	struct sx *x;
 	uint64_t id = 0;
 
+	if (px_source_is_path(core, st->asset, atomic_load(&st->sess->source))) {
+		/* a cutover moved the session to a path source, which is read
+		 * in place: this stream is over, its readers read directly */
+		st->closed = 1;
+		st->gen++;
+		pthread_cond_broadcast(&st->cond);
+		return PX_EAGAIN;
+	}
+	x = malloc(sizeof(*x));
 	if (!x)
 		return PX_ENOMEM;
 	st->gen++;
@@ -584,7 +593,7 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 					if (gen0 != st->gen)
 						continue; /* another reader restarted it */
 					core->n_stream_restarts++;
-					if (submit(st, deadline) != PX_OK && st->ended) {
+					if (submit(st, deadline) != PX_OK && st->ended && !st->closed) {
 						rc = st->err;
 						break;
 					}
@@ -615,7 +624,7 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 					continue; /* another reader restarted it meanwhile */
 			}
 			core->n_stream_restarts++;
-			if (submit(st, deadline) != PX_OK && st->ended) {
+			if (submit(st, deadline) != PX_OK && st->ended && !st->closed) {
 				rc = st->err;
 				break;
 			}

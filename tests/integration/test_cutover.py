@@ -128,6 +128,62 @@ def test_stopped_origin_mid_read(seamfs, data, make_origin):
     assert status(m)['cutovers']['total'] >= 1
 
 
+def mixed_cat(data, first, second, name='mid.bin'):
+    """An asset with two sources of either kind, p1 first by name: each is
+    ('url', origin) or ('path', file)."""
+    def src(kind, where, prov):
+        return ({'url': where.url(name)} if kind == 'url' else {'path': str(where)}) | \
+            {'provider': prov}
+    return {'providers': [{'name': 'p1'}, {'name': 'p2'}],
+            'assets': [{'id': 'movie', 'path': 'movie.bin', 'size': data[name].size,
+                        'mtime': 1700000000,
+                        'sources': [src(*first, 'p1'), src(*second, 'p2')]}]}
+
+
+def test_failed_url_cuts_over_to_a_path(seamfs, data, make_origin, tmp_path):
+    """The active source is a URL, the standby a local copy: the read goes
+    on from the file at the same offset."""
+    copy = tmp_path / 'copy.bin'
+    shutil.copyfile(data['mid.bin'].path, copy)
+    o1 = make_origin(data.dir)
+    m = seamfs.mount(mixed_cat(data, ('url', o1), ('path', copy)), read_timeout=20,
+                     options=OPTS)
+    f, h = start_reading(m)
+    o1.rule('/mid.bin', reset_at=FAULT_AT)
+    try:
+        assert read_rest(f, h) == data['mid.bin'].sha256
+    finally:
+        f.close()
+    last = status(m)['cutovers']['recent'][0]
+    assert last['from'] == o1.url('mid.bin') and last['to'] == str(copy), last
+    assert last['offset'] >= 64 * KIB
+    # the origin sent less than the file: the copy served the rest
+    assert sum(r['bytes_sent'] for r in o1.log()['requests']
+               if r['path'] == '/mid.bin') < data['mid.bin'].size
+
+
+def test_failed_path_cuts_over_to_a_url(seamfs, data, make_origin, tmp_path):
+    """The active source is a local file that shrinks under the reader (a
+    replaced or half-synced copy): a URL standby takes over at the offset
+    where the file ended, checked against the bytes already read."""
+    copy = tmp_path / 'copy.bin'
+    shutil.copyfile(data['mid.bin'].path, copy)
+    o2 = make_origin(data.dir)
+    m = seamfs.mount(mixed_cat(data, ('path', copy), ('url', o2)), read_timeout=20,
+                     options=OPTS)
+    f, h = start_reading(m)
+    os.truncate(copy, FAULT_AT)
+    try:
+        assert read_rest(f, h) == data['mid.bin'].sha256
+    finally:
+        f.close()
+    st = status(m)
+    last = st['cutovers']['recent'][0]
+    assert last['from'] == str(copy) and last['to'] == o2.url('mid.bin'), last
+    assert last['reason'] == 'size', last
+    assert any(r['path'] == '/mid.bin' and r['bytes_sent'] > MIB for r in o2.log()['requests'])
+
+
 def test_unverified_standby_is_verified_on_demand(seamfs, data, make_origin):
     o1, o2 = make_origin(data.dir), make_origin(data.dir)
     m = seamfs.mount(cat_for(data, [o1, o2]), read_timeout=20,
