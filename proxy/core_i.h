@@ -234,6 +234,8 @@ enum px_status px_stream_start(struct px_core *core, struct px_session *sess, si
 /* Whether the stream's transfer is paused with no reader waiting on it: a
  * slot its session may take back. */
 int px_stream_idle(struct px_stream *st);
+/* Whether the stream is over (closed, or ended by a cutover to a path). */
+int px_stream_closed(struct px_stream *st);
 
 /*
  * Reads [off, off+len) from the stream's window, waiting (until deadline)

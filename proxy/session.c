@@ -551,12 +551,13 @@ static enum px_status read_middle(struct px_handle *s, int64_t off, size_t len, 
 			px_stream_unref(st);
 			return rc;
 		}
-		if (behind) {
+		if (behind && !px_stream_closed(st)) {
 			/* a straggler behind a sequential run: the stream stays */
 			px_stream_unref(st);
 			return read_direct_zc(s, off, len, buf, deadline, zc);
 		}
-		/* off is outside the window: this stream has served its run */
+		/* off is outside the window, or the stream is over (a cutover
+		 * to a path ended it): it has served its run */
 		pthread_mutex_lock(&s->lock);
 		if (s->stream == st) {
 			s->stream = NULL;

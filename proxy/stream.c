@@ -419,6 +419,14 @@ void px_stream_close(struct px_stream *st)
 	px_stream_unref(st);
 }
 
+int px_stream_closed(struct px_stream *st)
+{
+	pthread_mutex_lock(&st->lock);
+	int closed = st->closed;
+	pthread_mutex_unlock(&st->lock);
+	return closed;
+}
+
 int px_stream_idle(struct px_stream *st)
 {
 	pthread_mutex_lock(&st->lock);

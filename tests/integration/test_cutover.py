@@ -184,6 +184,31 @@ def test_failed_path_cuts_over_to_a_url(seamfs, data, make_origin, tmp_path):
     assert any(r['path'] == '/mid.bin' and r['bytes_sent'] > MIB for r in o2.log()['requests'])
 
 
+def test_url_to_path_and_back(seamfs, data, make_origin, tmp_path):
+    """Both ways in one read run: the URL fails once and the copy takes
+    over; the copy then ends early and the URL, which served the first
+    bytes and stays verified, takes over again."""
+    copy = tmp_path / 'copy.bin'
+    shutil.copyfile(data['mid.bin'].path, copy)
+    o1 = make_origin(data.dir)
+    m = seamfs.mount(mixed_cat(data, ('url', o1), ('path', copy)), read_timeout=20,
+                     options=OPTS)
+    f, h = start_reading(m)
+    o1.rule('/mid.bin', reset_at=FAULT_AT)
+    try:
+        while f.tell() < FAULT_AT + MIB:
+            h.update(f.read(256 * KIB))
+        assert status(m)['cutovers']['total'] == 1
+        o1.clear()
+        os.truncate(copy, FAULT_AT + 2 * MIB)
+        assert read_rest(f, h) == data['mid.bin'].sha256
+    finally:
+        f.close()
+    recent = status(m)['cutovers']['recent']
+    assert [(c['from'], c['to']) for c in recent[:2]] == [
+        (str(copy), o1.url('mid.bin')), (o1.url('mid.bin'), str(copy))], recent
+
+
 def test_unverified_standby_is_verified_on_demand(seamfs, data, make_origin):
     o1, o2 = make_origin(data.dir), make_origin(data.dir)
     m = seamfs.mount(cat_for(data, [o1, o2]), read_timeout=20,
