@@ -263,9 +263,12 @@ struct px_fetch_params px_source_range(const struct px_core *core, size_t asset,
 		.url = src->url, .headers = (const char *const *)p->headers,
 		.nheaders = p->nheaders, .offset = off, .length = len,
 		.expect_size = core->assets[asset].size,
-		/* a provider with a connection limit keeps no idle connection
-		 * beside its transfers: the limit holds for sockets too */
-		.no_reuse = p->max_connections > 0,
+		/* a provider with a connection limit on more than one host keeps
+		 * no idle connection beside its transfers, so that the limit
+		 * holds for sockets too; on one host, idle ones are reused
+		 * (prov_rt.host) and seeks cost no new handshake */
+		.no_reuse = p->max_connections > 0 &&
+			    atomic_load(&core->provs[src->provider].multi_host),
 	};
 	return fp;
 }

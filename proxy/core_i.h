@@ -88,6 +88,13 @@ struct prov_rt {
 	uint64_t n_ok, n_bad, n_waits, n_busy, n_preempted, n_evicted, n_probes, n_auth;
 	struct xrec *bgs;          /* background transfers, for preemption */
 	struct slot_wait *waitq;   /* waiting for a slot, oldest first */
+	/* the host:port of its first URL source, and whether another one has
+	 * a URL elsewhere: a provider with a connection limit reuses idle
+	 * connections only while all its URLs are on one host (curl keeps
+	 * idle connections per host, and reuses one before it opens another,
+	 * so its sockets stay within the limit) */
+	char host[300];
+	_Atomic int multi_host;
 };
 
 /*
@@ -322,6 +329,10 @@ enum px_status px_session_switch(struct px_session *s, size_t source) PX_WUR;
  * checked) on first use; -1 when it cannot be used (then logged, and dead
  * for the asset when missing or of another size). */
 int px_session_fd(struct px_session *s, size_t source);
+
+/* Notes that provider prov has a source at url (NULL: a path): see
+ * prov_rt.host. prov_lock held, or no other thread yet. */
+void px_provider_note_source(struct px_core *core, size_t prov, const char *url);
 
 /* Whether source `source` of asset `asset` is a path (read with pread), not
  * a URL (read through transfers). */

@@ -45,6 +45,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "catalog_i.h"
 #include "core_i.h"
 #include "log.h"
 
@@ -867,6 +868,22 @@ void px_providers_init(struct px_core *core)
 		core->provs[i].drained = cat->providers[i].drained;
 		core->provs[i].probe_asset = -1;
 	}
+	for (size_t i = 0; i < cat->nassets; i++)
+		for (size_t k = 0; k < cat->assets[i].nsources; k++)
+			px_provider_note_source(core, cat->assets[i].sources[k].provider,
+						cat->assets[i].sources[k].url);
+}
+
+void px_provider_note_source(struct px_core *core, size_t prov, const char *url)
+{
+	struct prov_rt *p = &core->provs[prov];
+	char hp[300];
+	if (!url || px_catalog_bad_url(url, hp, sizeof(hp)))
+		return;
+	if (!p->host[0])
+		snprintf(p->host, sizeof(p->host), "%s", hp);
+	else if (strcmp(p->host, hp) != 0)
+		atomic_store(&p->multi_host, 1);
 }
 
 void px_providers_start(struct px_core *core, int thread)

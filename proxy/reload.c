@@ -140,6 +140,7 @@ static void merge_sources(struct px_core *core, size_t ai, const struct px_asset
 		size_t n = a->nsources;
 		a->sources[n] = na->sources[j];
 		a->sources[n].provider = map[na->sources[j].provider];
+		px_provider_note_source(core, a->sources[n].provider, a->sources[n].url);
 		rt->dead[n] = 0;
 		memset(&rt->src[n], 0, sizeof(rt->src[n]));
 		a->nsources = n + 1;
@@ -177,6 +178,7 @@ static long add_asset(struct px_core *core, const struct px_asset *na, const siz
 			continue;
 		srcs[a->nsources] = na->sources[j];
 		srcs[a->nsources].provider = map[na->sources[j].provider];
+		px_provider_note_source(core, srcs[a->nsources].provider, srcs[a->nsources].url);
 		a->nsources++;
 	}
 	rt->size = na->size;

@@ -172,6 +172,7 @@ enum px_status px_core_add_source(struct px_core *core, const char *asset_id, co
 			else
 				src->path = s;
 			src->provider = prov;
+			px_provider_note_source(core, prov, src->url);
 			rt->dead[k] = 0;
 			memset(&rt->src[k], 0, sizeof(rt->src[k]));
 			a->nsources = k + 1;   /* published last */

@@ -592,6 +592,38 @@ static void test_reload(void **state)
 	rig_free(r);
 }
 
+/* A limited provider reuses idle connections while its URLs are on one
+ * host, and closes each after use once they span two (curl keeps idle
+ * connections per host: only then could they pass the limit). */
+static void test_reuse_while_one_host(void **state)
+{
+	static const char *const names[] = { "a", "b" };
+	char err[512];
+	(void)state;
+	struct rig *r = rig_new(names, 2, 2, NULL);
+	rig_start(r);
+	assert_false(px_source_range(r->core, 0, 0, 0, 10).no_reuse);
+	assert_false(px_source_range(r->core, 0, 1, 0, 10).no_reuse);
+	/* the same host again changes nothing */
+	assert_int_equal(px_core_add_source(r->core, "a", "http://a.test/copy.bin", "a", err,
+					    sizeof(err)), PX_OK);
+	assert_false(px_source_range(r->core, 0, 0, 0, 10).no_reuse);
+	/* another host under provider a: a's transfers stop reusing, b's do not */
+	assert_int_equal(px_core_add_source(r->core, "a", "http://elsewhere.test/a.bin", "a", err,
+					    sizeof(err)), PX_OK);
+	assert_true(px_source_range(r->core, 0, 0, 0, 10).no_reuse);
+	assert_false(px_source_range(r->core, 0, 1, 0, 10).no_reuse);
+	rig_free(r);
+
+	/* without a limit, always reuse */
+	r = rig_new(names, 2, 0, NULL);
+	rig_start(r);
+	assert_int_equal(px_core_add_source(r->core, "a", "http://elsewhere.test/a.bin", "a", err,
+					    sizeof(err)), PX_OK);
+	assert_false(px_source_range(r->core, 0, 0, 0, 10).no_reuse);
+	rig_free(r);
+}
+
 int main(void)
 {
 	g_data = malloc(SIZE);
@@ -610,6 +642,7 @@ int main(void)
 		cmocka_unit_test(test_background_yields_to_playback),
 		cmocka_unit_test(test_liveness_drop_and_return),
 		cmocka_unit_test(test_reload),
+		cmocka_unit_test(test_reuse_while_one_host),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	free(g_data);
