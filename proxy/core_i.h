@@ -88,11 +88,12 @@ struct prov_rt {
 	uint64_t n_ok, n_bad, n_waits, n_busy, n_preempted, n_evicted, n_probes, n_auth;
 	struct xrec *bgs;          /* background transfers, for preemption */
 	struct slot_wait *waitq;   /* waiting for a slot, oldest first */
-	/* the host:port of its first URL source, and whether another one has
-	 * a URL elsewhere: a provider with a connection limit reuses idle
-	 * connections only while all its URLs are on one host (curl keeps
-	 * idle connections per host, and reuses one before it opens another,
-	 * so its sockets stay within the limit) */
+	/* the host:port of its first URL source, and whether its connections
+	 * may go to another host (a URL elsewhere, or a redirect seen): a
+	 * provider with a connection limit reuses idle connections only while
+	 * they all go to one host (curl keeps idle connections per host, and
+	 * reuses one before it opens another, so its sockets stay within the
+	 * limit) */
 	char host[300];
 	_Atomic int multi_host;
 };

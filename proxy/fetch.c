@@ -310,8 +310,11 @@ static void finish(struct px_fetch *f, struct xfer *x, CURLcode rc, enum px_stat
 	}
 	if (x->easy) {
 		curl_off_t ft = -1;
+		long redirects = 0;
 		if (curl_easy_getinfo(x->easy, CURLINFO_FILETIME_T, &ft) == CURLE_OK && ft >= 0)
 			r->mtime = (int64_t)ft;
+		if (curl_easy_getinfo(x->easy, CURLINFO_REDIRECT_COUNT, &redirects) == CURLE_OK)
+			r->redirects = (int)redirects;
 		curl_multi_remove_handle(f->multi, x->easy);
 		if (f->npool < FETCH_EASY_POOL) {
 			curl_easy_reset(x->easy);

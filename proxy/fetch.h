@@ -42,6 +42,7 @@ struct px_fetch_result {
 	char etag[128];                  /* the final response's ETag as sent
 					  * (quotes, W/), "" if none or longer */
 	int64_t bytes;                   /* bytes delivered through on_data */
+	int redirects;                   /* redirects followed to get there */
 	char detail[200];                /* what happened, in words, for logs */
 };
 

@@ -316,6 +316,15 @@ static void x_done(void *ctx, const struct px_fetch_result *res)
 		note_outcome(core, p, x->prov, res);
 		pthread_mutex_unlock(&core->prov_lock);
 	}
+	/* a redirect means connections to other hosts (a CDN): idle ones
+	 * there could sit beside transfers elsewhere, so no more reuse */
+	if (res->redirects > 0 && !atomic_load(&p->multi_host)) {
+		pthread_mutex_lock(&core->prov_lock);
+		if (!atomic_exchange(&p->multi_host, 1) && p->max)
+			px_info("provider", "provider %s redirects: its connections are closed "
+				"after each transfer from now on", core->cat->providers[x->prov].name);
+		pthread_mutex_unlock(&core->prov_lock);
+	}
 	x->inner.on_done(x->inner.ctx, res);
 	pthread_mutex_lock(&core->prov_lock);
 	give_back(p, x);

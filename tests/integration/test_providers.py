@@ -175,6 +175,34 @@ def test_connection_limit_holds_through_reopen_and_seek_churn(seamfs, data, orig
     assert p1['transfers'] <= 2
 
 
+def test_redirecting_limited_provider_stops_reusing(seamfs, data, origins):
+    """A limited provider whose URL redirects to another host (a CDN):
+    once a redirect is seen its connections are closed after each transfer,
+    so idle ones to one host never sit beside transfers to another."""
+    front, cdn = origins[0], origins[1]
+    front.rule('/moved.bin', redirect=cdn.url('big.bin'))
+    cat = {'providers': [{'name': 'p1', 'max_connections': 2}],
+           'assets': [{'id': 'movie', 'path': 'movie.bin', 'size': data['big.bin'].size,
+                       'mtime': 1700000000,
+                       'sources': [{'url': front.url('moved.bin'), 'provider': 'p1'}]}]}
+    m = seamfs.mount(cat)
+    ref = open(data['big.bin'].path, 'rb').read()
+    rnd = random.Random(7)
+    with open(m.path('movie.bin'), 'rb', buffering=0) as f:
+        for i in range(30):
+            off = rnd.randrange(0, len(ref) - MIB)
+            f.seek(off)
+            assert f.read(64 * KIB) == ref[off:off + 64 * KIB], f'seek {i}: wrong bytes'
+    assert 'provider p1 redirects' in m.log()
+    log = cdn.log()
+    n = len([r for r in log['requests'] if r['path'] == '/big.bin'])
+    assert n >= 30
+    # the transfers that ran before the first redirect was seen may have
+    # reused; every later one had its own connection
+    assert log['connections_total'] >= n - 4, (log['connections_total'], n)
+    assert log['max_concurrent'] <= 2 and front.log()['max_concurrent'] <= 2
+
+
 def test_stopped_origin_avoided_then_used_again(seamfs, data, origins):
     a, b = origins[0], origins[1]
     m = seamfs.mount(multi_catalog(data, [a, b]),
