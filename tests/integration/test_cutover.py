@@ -140,14 +140,22 @@ def mixed_cat(data, first, second, name='mid.bin'):
                         'sources': [src(*first, 'p1'), src(*second, 'p2')]}]}
 
 
+def mixed_mount(seamfs, data, make_origin, tmp_path, url_first):
+    """mid.bin as one asset with two sources, an origin's URL and a local
+    copy, the URL first (p1, so active) or the copy first."""
+    copy = tmp_path / 'copy.bin'
+    shutil.copyfile(data['mid.bin'].path, copy)
+    o = make_origin(data.dir)
+    srcs = [('url', o), ('path', copy)]
+    m = seamfs.mount(mixed_cat(data, *(srcs if url_first else srcs[::-1])), read_timeout=20,
+                     options=OPTS)
+    return m, o, copy
+
+
 def test_failed_url_cuts_over_to_a_path(seamfs, data, make_origin, tmp_path):
     """The active source is a URL, the standby a local copy: the read goes
     on from the file at the same offset."""
-    copy = tmp_path / 'copy.bin'
-    shutil.copyfile(data['mid.bin'].path, copy)
-    o1 = make_origin(data.dir)
-    m = seamfs.mount(mixed_cat(data, ('url', o1), ('path', copy)), read_timeout=20,
-                     options=OPTS)
+    m, o1, copy = mixed_mount(seamfs, data, make_origin, tmp_path, url_first=True)
     f, h = start_reading(m)
     o1.rule('/mid.bin', reset_at=FAULT_AT)
     try:
@@ -166,11 +174,7 @@ def test_failed_path_cuts_over_to_a_url(seamfs, data, make_origin, tmp_path):
     """The active source is a local file that shrinks under the reader (a
     replaced or half-synced copy): a URL standby takes over at the offset
     where the file ended, checked against the bytes already read."""
-    copy = tmp_path / 'copy.bin'
-    shutil.copyfile(data['mid.bin'].path, copy)
-    o2 = make_origin(data.dir)
-    m = seamfs.mount(mixed_cat(data, ('path', copy), ('url', o2)), read_timeout=20,
-                     options=OPTS)
+    m, o2, copy = mixed_mount(seamfs, data, make_origin, tmp_path, url_first=False)
     f, h = start_reading(m)
     os.truncate(copy, FAULT_AT)
     try:
@@ -188,11 +192,7 @@ def test_url_to_path_and_back(seamfs, data, make_origin, tmp_path):
     """Both ways in one read run: the URL fails once and the copy takes
     over; the copy then ends early and the URL, which served the first
     bytes and stays verified, takes over again."""
-    copy = tmp_path / 'copy.bin'
-    shutil.copyfile(data['mid.bin'].path, copy)
-    o1 = make_origin(data.dir)
-    m = seamfs.mount(mixed_cat(data, ('url', o1), ('path', copy)), read_timeout=20,
-                     options=OPTS)
+    m, o1, copy = mixed_mount(seamfs, data, make_origin, tmp_path, url_first=True)
     f, h = start_reading(m)
     o1.rule('/mid.bin', reset_at=FAULT_AT)
     try:
