@@ -20,14 +20,14 @@
  *
  * Cutover (px_cutover). When the active source fails under a read, the
  * session's next standby takes over, a URL or a path alike: verified ones
- * first, then the fewest
- * sessions on their provider, then the provider's name; rejected,
- * abandoned, dead and auth-refused ones are skipped. A verified standby
- * only passes the seam check (its bytes just before the cut equal the
- * bytes the old source gave); an unverified one gets the size gate and the
- * whole sweep now, within the read's deadline. The session then moves to
- * it (px_session_switch) and the read goes on at the same offset. The
- * source that failed stays a verified standby: it served these very bytes.
+ * first, then the fewest sessions on their provider, then the provider's
+ * name; rejected, abandoned, dead and auth-refused ones are skipped. A
+ * verified standby only passes the seam check (its bytes just before the
+ * cut equal the bytes the old source gave); an unverified one gets the
+ * size gate and the whole sweep now, within the read's deadline. The
+ * session then moves to it (px_session_switch) and the read goes on at the
+ * same offset. The source that failed stays a verified standby: it served
+ * these very bytes.
  *
  * Lock: core->vf_lock guards the states, the reference and the counters;
  * never held across I/O.

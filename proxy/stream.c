@@ -28,7 +28,8 @@
  * at the first byte the window lacks, at most cfg->retries times in a row
  * without a new byte, with a short backoff: the bytes already in the
  * window stay. Each transfer carries a generation; the bytes and the end
- * of a superseded transfer are ignored.
+ * of a superseded transfer are ignored. A cutover that moves the session
+ * to a path source ends the stream (closed): its readers read the path.
  *
  * Lifetime: the session holds one reference, each transfer one; the window
  * goes back to the budget with the last. Lock: st->lock only, never held
