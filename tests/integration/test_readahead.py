@@ -35,6 +35,18 @@ def file_requests(origin, name):
             if r['path'] == '/' + name and r['range'] != 'bytes=0-0']
 
 
+def run_all(fns, secs=120):
+    """Runs each of fns in its own thread, all at once; every one must end
+    within secs (together)."""
+    threads = [threading.Thread(target=fn, daemon=True) for fn in fns]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + secs
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+        assert not t.is_alive(), f'a reader is still blocked after {secs} s'
+
+
 def test_64_concurrent_readers(seamfs, data, origin):
     names = ['big.bin', 'mid.bin', 'odd.bin', 'clip.mkv']
     m = seamfs.mount(catalog(*[asset(n, f'F/{n}', origin.url(n)) for n in names]),
@@ -55,13 +67,7 @@ def test_64_concurrent_readers(seamfs, data, origin):
                 h.update(b)
         results[i] = (name, h.hexdigest())
 
-    threads = [threading.Thread(target=reader, args=(i,), daemon=True) for i in range(64)]
-    for t in threads:
-        t.start()
-    deadline = time.monotonic() + 120
-    for t in threads:
-        t.join(max(0.0, deadline - time.monotonic()))
-        assert not t.is_alive(), 'a reader is still blocked after 120 s'
+    run_all([lambda i=i: reader(i) for i in range(64)])
     for i, r in enumerate(results):
         assert r is not None, f'reader {i} did not finish'
         assert r[1] == data[r[0]].sha256, f'reader {i}: {r[0]} differs'
@@ -192,11 +198,5 @@ def test_large_kernel_readahead(seamfs, data, origin):
         bounded(whole, 60, 'read big.bin alone')
         assert not errors, errors
         drop()
-    threads = [threading.Thread(target=fn, daemon=True) for fn in (whole, whole, seeker)]
-    for t in threads:
-        t.start()
-    deadline = time.monotonic() + 120
-    for t in threads:
-        t.join(max(0.0, deadline - time.monotonic()))
-        assert not t.is_alive(), 'a reader is still blocked after 120 s'
+    run_all([whole, whole, seeker])
     assert not errors, errors
