@@ -180,7 +180,9 @@ class Origin:
 
         Keywords are the rule keys: status, no_range, delay_ms, reset_at,
         truncate_at, stall_at, stall_ms, corrupt_from, length_delta,
-        content_range, redirect, count.  Booleans become 1/0.
+        content_range, redirect, serve, content_type, content_encoding,
+        framing, cap, count.  Values go out as str(value), percent-encoded;
+        booleans become 1/0.
         """
         if not path.startswith("/"):
             path = "/" + path

@@ -5,11 +5,13 @@
  * test attach per-path "rules" that make responses fail in controlled ways:
  * a forced status, ignored ranges, delays, connection resets, truncation,
  * stalls, corrupted bytes, lying lengths and Content-Range headers,
- * redirects.  Rules are set with plain GET requests under /_ctl/ on the same
- * port, so a test needs nothing but an HTTP client.  Every finished or
- * aborted response goes into an in-memory log that tests read back as JSON
- * to check what the client under test really asked for.  The protocol is
- * described in README.md beside this file.
+ * redirects, another file's bytes, odd Content-Type/Content-Encoding, gzip
+ * bodies, read-to-close or chunked framing, short 206 answers.  Rules are
+ * set with plain GET requests under /_ctl/ on the same port, so a test
+ * needs nothing but an HTTP client.  Every finished or aborted response
+ * goes into an in-memory log that tests read back as JSON to check what the
+ * client under test really asked for.  The protocol is described in
+ * README.md beside this file.
  *
  * Design: the main thread owns the listening socket and starts one detached
  * thread per connection.  Every socket is non-blocking and every wait is a
@@ -17,8 +19,10 @@
  * makes readable for good, so shutdown cuts through any transfer, delay or
  * stall at once.  Shared state (rules, log, counters, listener state) sits
  * behind one mutex, taken a couple of times per request; bodies are sent
- * straight from pread() in 256 KiB writes.  Linux-only (POLLRDHUP,
- * SIOCOUTQ), like the filesystem it tests.
+ * straight from pread() in 256 KiB writes (64 KiB chunks when chunked).  A
+ * gzip body is the one exception: it is compressed whole into memory first,
+ * since its length must be known before the headers.  Linux-only
+ * (POLLRDHUP, SIOCOUTQ), like the filesystem it tests.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -50,10 +54,13 @@
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define REQ_MAX (16 * 1024)           /* request head limit, beyond: 431 */
 #define HDR_MAX (REQ_MAX + 4096)      /* a Location may be nearly REQ_MAX */
 #define CHUNK (256 * 1024)
+#define HTTP_CHUNK_MAX (64 * 1024)      /* framing=chunked: payload per chunk */
+#define GZIP_SPAN_MAX (256ull << 20)    /* compressed in memory: beyond, 500 */
 #define NONE UINT64_MAX
 #define DEFAULT_STALL_MS 600000
 #define LINGER_MS 1000
@@ -64,11 +71,15 @@
 #define SHUTDOWN_GRACE_MS 1000
 
 enum cr_mode { CR_NORMAL, CR_MISSING, CR_SHIFT, CR_TOTAL };
+enum framing { FR_LENGTH, FR_CLOSE, FR_CHUNKED };
 
 struct rule {
 	struct rule *next;
 	char *path;
 	char *redirect;
+	char *serve;            /* answer with this file under the root instead */
+	char *content_type;     /* replaces the Content-Type of file answers */
+	char *content_encoding; /* header value; "gzip" also compresses the body */
 	int status;
 	bool no_range;
 	uint64_t delay_ms;
@@ -77,6 +88,8 @@ struct rule {
 	uint64_t stall_ms;
 	int64_t length_delta;
 	enum cr_mode content_range;
+	enum framing framing;
+	uint64_t cap;   /* 0: none; else a 206 covers at most this many bytes */
 	uint64_t count; /* 0: unlimited */
 };
 
@@ -775,13 +788,29 @@ static void rule_init(struct rule *r)
 	r->stall_ms = DEFAULT_STALL_MS;
 }
 
-static void rule_free(struct rule *r)
+/* Frees the strings a rule owns: those of a stored rule and those of a rule_take() copy. */
+static void rule_strings_free(struct rule *r)
 {
-	if (!r)
-		return;
 	free(r->path);
 	free(r->redirect);
+	free(r->serve);
+	free(r->content_type);
+	free(r->content_encoding);
+	r->path = r->redirect = r->serve = r->content_type = r->content_encoding = NULL;
+}
+
+static void rule_free(struct rule *r)
+{
+	if (r)
+		rule_strings_free(r);
 	free(r);
+}
+
+/* Replaces an owned string of a rule. */
+static void set_str(char **slot, const char *v)
+{
+	free(*slot);
+	*slot = xstrdup(v);
 }
 
 /* Location values end up verbatim in a header: no controls, no blanks. */
@@ -791,6 +820,20 @@ static bool header_safe(const char *s)
 		if ((unsigned char)*s <= 0x20 || *s == 0x7f)
 			return false;
 	return true;
+}
+
+/*
+ * Content-Type and Content-Encoding values are sent as given, so they may
+ * hold blanks ("text/html; charset=utf-8") but no CR/LF or other controls
+ * that would split or end the header block.
+ */
+static bool header_value_ok(const char *s)
+{
+	size_t n = strlen(s);
+	bool ok = n > 0 && s[0] != ' ' && s[0] != '\t' && s[n - 1] != ' ' && s[n - 1] != '\t';
+	for (; ok && *s; s++)
+		ok = ((unsigned char)*s >= 0x20 || *s == '\t') && *s != 0x7f;
+	return ok;
 }
 
 static void sb_pct_encode_path(struct sbuf *sb, const char *s)
@@ -819,8 +862,7 @@ static const char *rule_set_key(struct rule *r, const char *k, const char *v, ch
 	if (!strcmp(k, "path")) {
 		if (v[0] != '/')
 			BAD();
-		free(r->path);
-		r->path = xstrdup(v);
+		set_str(&r->path, v);
 	} else if (!strcmp(k, "status")) {
 		if (!parse_u64(v, &u) || u < 200 || u > 599)
 			BAD();
@@ -874,8 +916,32 @@ static const char *rule_set_key(struct rule *r, const char *k, const char *v, ch
 		bool abs = !strncmp(v, "http://", 7) || !strncmp(v, "https://", 8);
 		if (abs ? !header_safe(v) : v[0] != '/')
 			BAD();
-		free(r->redirect);
-		r->redirect = xstrdup(v);
+		set_str(&r->redirect, v);
+	} else if (!strcmp(k, "serve")) {
+		/* checked like a request path when used: a missing file is a 404 then, not an error now */
+		if (v[0] != '/')
+			BAD();
+		set_str(&r->serve, v);
+	} else if (!strcmp(k, "content_type")) {
+		if (!header_value_ok(v))
+			BAD();
+		set_str(&r->content_type, v);
+	} else if (!strcmp(k, "content_encoding")) {
+		if (!header_value_ok(v))
+			BAD();
+		set_str(&r->content_encoding, v);
+	} else if (!strcmp(k, "framing")) {
+		if (!strcmp(v, "length"))
+			r->framing = FR_LENGTH;
+		else if (!strcmp(v, "close"))
+			r->framing = FR_CLOSE;
+		else if (!strcmp(v, "chunked"))
+			r->framing = FR_CHUNKED;
+		else
+			BAD();
+	} else if (!strcmp(k, "cap")) {
+		if (!parse_u64(v, &r->cap) || r->cap == 0)
+			BAD();
 	} else if (!strcmp(k, "count")) {
 		if (!parse_u64(v, &r->count) || r->count == 0)
 			BAD();
@@ -939,7 +1005,15 @@ static const char *rule_from_query(const char *query, char *msg, size_t mlen)
 	return NULL;
 }
 
-/* Copies the rule for path into *out (caller frees out->redirect); counts down count=K rules. */
+static char *dup_or_null(const char *s)
+{
+	return s ? xstrdup(s) : NULL;
+}
+
+/*
+ * Copies the rule for path into *out, with its own strings (caller frees
+ * them with rule_strings_free); counts down count=K rules.
+ */
 static bool rule_take(const char *path, struct rule *out)
 {
 	bool found = false;
@@ -953,7 +1027,10 @@ static bool rule_take(const char *path, struct rule *out)
 		*out = *r;
 		out->next = NULL;
 		out->path = NULL;
-		out->redirect = r->redirect ? xstrdup(r->redirect) : NULL;
+		out->redirect = dup_or_null(r->redirect);
+		out->serve = dup_or_null(r->serve);
+		out->content_type = dup_or_null(r->content_type);
+		out->content_encoding = dup_or_null(r->content_encoding);
 		found = true;
 		if (r->count && --r->count == 0) {
 			*pp = r->next;
@@ -1061,157 +1138,342 @@ static uint64_t clip_at(uint64_t lim, uint64_t ev, uint64_t pos)
 }
 
 /*
- * Sends file bytes [start, end).  Offset events only fire when their offset
- * lies inside that span; a stall at the same offset as a reset/truncate
- * happens first.
+ * A short answer (404, 416, 500, forced status, redirect) after the rule's
+ * delay_ms, which applies to every kind of answer.  The status is set
+ * before the delay so that a delay cut short still logs what was coming.
  */
-static enum body_result send_body(struct conn *c, int fd, uint64_t start, uint64_t end,
-				  const struct rule *r)
+static enum next answer_short(struct conn *c, const struct rule *r, int status, bool want_close,
+			      const char *extra, bool head)
 {
+	enum next nx;
+
+	c->lstatus = status;
+	if (r->delay_ms && conn_sleep(c, r->delay_ms) < 0) {
+		log_finish(c, false);
+		nx = NEXT_DROP;
+	} else {
+		nx = simple_logged(c, status, want_close, extra, head);
+	}
+	return nx;
+}
+
+/*
+ * What a 200/206 file answer sends, settled before its headers go out.
+ * The body is file bytes [start, end) or, with gzip, their compressed
+ * form.  Offset rules count body bytes from `start` on either way, so they
+ * fire inside [start, start + blen): file offsets for plain bodies,
+ * positions in the compressed stream for gzip ones.
+ */
+struct file_answer {
+	int fd;
+	uint64_t start, end; /* the file span answered */
+	unsigned char *gz;   /* owned: the span gzip-compressed, or NULL */
+	uint64_t blen;       /* body bytes, without chunk framing */
+	bool chunked;
+};
+
+/*
+ * Compresses file bytes [start, end) into one gzip member, as a server
+ * compressing on the fly would send it.  Level 1: any valid stream will do,
+ * and a 64 MiB body must not take long under sanitizers.  Returns 0 with
+ * fa->gz and fa->blen set; -1 when the span is over GZIP_SPAN_MAX, the file
+ * shrank or zlib failed.
+ */
+static int gzip_span(struct conn *c, struct file_answer *fa)
+{
+	z_stream zs;
+	unsigned char *out = NULL;
+	uint64_t pos = fa->start;
+	bool live = false;
+	int rc = -1;
+
+	memset(&zs, 0, sizeof zs);
+	if (fa->end - fa->start > GZIP_SPAN_MAX)
+		goto out;
+	/* windowBits 15 + 16 = 31: a gzip wrapper, not zlib's */
+	if (deflateInit2(&zs, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		goto out;
+	live = true;
+	/* an output buffer of the bound's size never fills, so deflate never waits for room */
+	uLong bound = deflateBound(&zs, (uLong)(fa->end - fa->start));
+	out = xmalloc(bound);
+	zs.next_out = out;
+	zs.avail_out = (uInt)bound;
+	if (!c->body)
+		c->body = xmalloc(CHUNK);
+	for (;;) {
+		if (zs.avail_in == 0 && pos < fa->end) {
+			size_t want = fa->end - pos > CHUNK ? CHUNK : (size_t)(fa->end - pos);
+			ssize_t n = pread(fa->fd, c->body, want, (off_t)pos);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				goto out;
+			zs.next_in = c->body;
+			zs.avail_in = (uInt)n;
+			pos += (uint64_t)n;
+		}
+		int zr = deflate(&zs, pos == fa->end ? Z_FINISH : Z_NO_FLUSH);
+		if (zr == Z_STREAM_END)
+			break;
+		/* with input and room deflate always progresses: anything else is a failure */
+		if (zr != Z_OK)
+			goto out;
+	}
+	fa->gz = out;
+	fa->blen = zs.total_out;
+	out = NULL;
+	rc = 0;
+out:
+	if (live)
+		deflateEnd(&zs);
+	free(out);
+	return rc;
+}
+
+/* XORs the bytes of p, body offsets pos.., that lie at corrupt_from or after. */
+static void corrupt(unsigned char *p, size_t n, uint64_t pos, uint64_t from)
+{
+	if (from != NONE && pos + n > from)
+		for (size_t i = from > pos ? (size_t)(from - pos) : 0; i < n; i++)
+			p[i] ^= 0x5A;
+}
+
+/*
+ * Sends one piece of a body, as a chunk of its own when chunked.  Only
+ * payload bytes count for the log.  The chunk's CRLF goes out without
+ * MSG_MORE so that a stall or a reset after it finds the whole chunk sent.
+ */
+static int send_piece(struct conn *c, const unsigned char *p, size_t n, bool chunked)
+{
+	char hdr[32];
+	int rc;
+
+	if (chunked) {
+		int hl = snprintf(hdr, sizeof hdr, "%zx\r\n", n);
+		rc = send_all(c, hdr, (size_t)hl, MSG_MORE, NULL);
+		if (rc == 0)
+			rc = send_all(c, p, n, MSG_MORE, &c->lbytes);
+		if (rc == 0)
+			rc = send_all(c, "\r\n", 2, 0, NULL);
+	} else {
+		rc = send_all(c, p, n, 0, &c->lbytes);
+	}
+	return rc;
+}
+
+/*
+ * Sends the body of fa.  Offset events only fire when their offset lies
+ * inside the span sent; a stall at the same offset as a reset/truncate
+ * happens first.  Pieces end at event offsets, so with chunked framing a
+ * truncation or reset falls between whole chunks, and the last-chunk is
+ * what never comes.
+ */
+static enum body_result send_body(struct conn *c, const struct file_answer *fa, const struct rule *r)
+{
+	uint64_t start = fa->start, end = fa->start + fa->blen;
 	uint64_t stall = r->stall_ms ? in_span(r->stall_at, start, end) : NONE;
 	uint64_t reset = in_span(r->reset_at, start, end);
 	uint64_t trunc = in_span(r->truncate_at, start, end);
+	uint64_t step = fa->chunked ? HTTP_CHUNK_MAX : CHUNK;
 	uint64_t pos = start;
+	enum body_result res = BODY_OK;
 
 	if (!c->body)
 		c->body = xmalloc(CHUNK);
 	while (pos < end) {
 		if (pos == stall) {
 			stall = NONE;
-			if (conn_sleep(c, r->stall_ms) < 0)
-				return BODY_FAIL;
+			if (conn_sleep(c, r->stall_ms) < 0) {
+				res = BODY_FAIL;
+				goto out;
+			}
 		}
-		if (pos == reset)
-			return BODY_RESET;
-		if (pos == trunc)
-			return BODY_TRUNC;
+		if (pos == reset) {
+			res = BODY_RESET;
+			goto out;
+		}
+		if (pos == trunc) {
+			res = BODY_TRUNC;
+			goto out;
+		}
 
-		uint64_t lim = end - pos > CHUNK ? pos + CHUNK : end;
+		uint64_t lim = end - pos > step ? pos + step : end;
 		lim = clip_at(lim, stall, pos);
 		lim = clip_at(lim, reset, pos);
 		lim = clip_at(lim, trunc, pos);
-		ssize_t n = pread(fd, c->body, (size_t)(lim - pos), (off_t)pos);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return BODY_FAIL; /* the file shrank: the promised length cannot be kept */
-		if (r->corrupt_from != NONE && pos + (uint64_t)n > r->corrupt_from) {
-			uint64_t i = r->corrupt_from > pos ? r->corrupt_from - pos : 0;
-			for (; i < (uint64_t)n; i++)
-				c->body[i] ^= 0x5A;
+		size_t n = (size_t)(lim - pos);
+		if (fa->gz) {
+			/* a copy, so that corrupt_from leaves fa alone */
+			memcpy(c->body, fa->gz + (pos - start), n);
+		} else {
+			ssize_t got = pread(fa->fd, c->body, n, (off_t)pos);
+			if (got < 0 && errno == EINTR)
+				continue;
+			if (got <= 0) {
+				res = BODY_FAIL; /* the file shrank: the promised length cannot be kept */
+				goto out;
+			}
+			n = (size_t)got;
 		}
-		if (pos + (uint64_t)n == end)
+		corrupt(c->body, n, pos, r->corrupt_from);
+		if (!fa->chunked && pos + n == end)
 			mark_finishing(c);
-		if (send_all(c, c->body, (size_t)n, 0, &c->lbytes) < 0)
-			return BODY_FAIL;
-		pos += (uint64_t)n;
+		if (send_piece(c, c->body, n, fa->chunked) < 0) {
+			res = BODY_FAIL;
+			goto out;
+		}
+		pos += n;
 	}
-	return BODY_OK;
+	if (fa->chunked) {
+		mark_finishing(c);
+		if (send_all(c, "0\r\n\r\n", 5, 0, NULL) < 0)
+			res = BODY_FAIL;
+	}
+out:
+	return res;
 }
 
+/* Clients that show pages (and captive-portal checks) go by the type; to seamfs all else is bytes. */
+static const char *default_type(const char *name)
+{
+	size_t n = strlen(name);
+	bool html = (n >= 5 && !strcasecmp(name + n - 5, ".html")) ||
+		    (n >= 4 && !strcasecmp(name + n - 4, ".htm"));
+	return html ? "text/html; charset=utf-8" : "application/octet-stream";
+}
+
+/*
+ * Answers a GET or HEAD from fd, the file that `name` names (the request's
+ * path, or the rule's serve=): 200, 206 or 416, or 500 if gzip fails.
+ */
 static enum next serve_file(struct conn *c, struct req *rq, const struct rule *r, int fd,
-			    const struct stat *st, bool want_close)
+			    const struct stat *st, const char *name, bool want_close)
 {
 	uint64_t size = (uint64_t)st->st_size;
-	uint64_t a = 0, b = 0, start = 0, end = size;
+	uint64_t a = 0, b = 0;
 	int64_t adv_s = (int64_t)size + r->length_delta;
 	uint64_t adv = adv_s < 0 ? 0 : (uint64_t)adv_s; /* a negative length would only be noise */
+	struct file_answer fa = { .fd = fd, .end = size, .chunked = r->framing == FR_CHUNKED };
 	enum range_result rr = RANGE_NONE;
-	char lm[64];
+	enum body_result br = BODY_OK;
+	char lm[64], validators[192];
 	int status = 200;
+	bool has_body;
+	enum next nx = NEXT_DROP;
 
 	if (rq->range && !r->no_range)
 		rr = parse_range(rq->range, size, &a, &b);
 	http_date(st->st_mtime, lm, sizeof lm);
+	snprintf(validators, sizeof validators, "Last-Modified: %s\r\nETag: \"%" PRIx64 "-%llx\"\r\n",
+		 lm, size, (unsigned long long)st->st_mtime);
 
 	if (rr == RANGE_UNSAT) {
 		char extra[512];
-		snprintf(extra, sizeof extra,
-			 "Content-Range: bytes */%" PRIu64 "\r\nAccept-Ranges: bytes\r\n"
-			 "Last-Modified: %s\r\nETag: \"%" PRIx64 "-%llx\"\r\n",
-			 adv, lm, size, (unsigned long long)st->st_mtime);
-		c->lstatus = 416;
-		if (r->delay_ms && conn_sleep(c, r->delay_ms) < 0) {
-			log_finish(c, false);
-			return NEXT_DROP;
-		}
-		return simple_logged(c, 416, want_close, extra, rq->head);
+		snprintf(extra, sizeof extra, "Content-Range: bytes */%" PRIu64 "\r\nAccept-Ranges: bytes\r\n%s",
+			 adv, validators);
+		nx = answer_short(c, r, 416, want_close, extra, rq->head);
+		goto out;
 	}
 	if (rr == RANGE_OK) {
 		status = 206;
-		start = a;
-		end = b + 1;
+		fa.start = a;
+		fa.end = b + 1;
+		/* cap: a legal short answer, which the Content-Range below describes */
+		if (r->cap && r->cap < fa.end - fa.start)
+			fa.end = fa.start + r->cap;
 	}
-	/* With a lying length the stream framing is broken; end the connection after it. */
-	if (status == 200 && !rq->head && r->length_delta != 0)
+	fa.blen = fa.end - fa.start;
+	if (r->content_encoding && !strcmp(r->content_encoding, "gzip") && gzip_span(c, &fa) < 0) {
+		nx = answer_short(c, r, 500, want_close, NULL, rq->head);
+		goto out;
+	}
+	/* Without a length the body ends with the connection; with a lying length
+	 * the stream framing is broken, so the connection ends after it too. */
+	if (r->framing == FR_CLOSE ||
+	    (r->framing == FR_LENGTH && status == 200 && !rq->head && r->length_delta != 0))
 		want_close = true;
 
 	begin_headers(c, status, want_close);
-	hput(&c->h, "Content-Type: application/octet-stream\r\n");
-	hput(&c->h, "Content-Length: %" PRIu64 "\r\n", status == 200 ? adv : end - start);
+	hput(&c->h, "Content-Type: %s\r\n", r->content_type ? r->content_type : default_type(name));
+	if (r->content_encoding)
+		hput(&c->h, "Content-Encoding: %s\r\n", r->content_encoding);
+	if (r->framing == FR_LENGTH) {
+		int64_t len = (int64_t)fa.blen + (status == 200 ? r->length_delta : 0);
+		hput(&c->h, "Content-Length: %" PRIu64 "\r\n", len < 0 ? 0 : (uint64_t)len);
+	} else if (fa.chunked) {
+		hput(&c->h, "Transfer-Encoding: chunked\r\n");
+	}
 	if (status == 206) {
 		switch (r->content_range) {
 		case CR_NORMAL:
-			hput(&c->h, "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n", start,
-			     end - 1, adv);
+			hput(&c->h, "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n", fa.start,
+			     fa.end - 1, adv);
 			break;
 		case CR_MISSING:
 			break;
 		case CR_SHIFT:
 			hput(&c->h, "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n",
-			     start + 1, end, adv);
+			     fa.start + 1, fa.end, adv);
 			break;
 		case CR_TOTAL:
-			hput(&c->h, "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n", start,
-			     end - 1, size + 1000);
+			hput(&c->h, "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n", fa.start,
+			     fa.end - 1, size + 1000);
 			break;
 		}
 	}
 	if (!r->no_range)
 		hput(&c->h, "Accept-Ranges: bytes\r\n");
-	hput(&c->h, "Last-Modified: %s\r\nETag: \"%" PRIx64 "-%llx\"\r\n\r\n", lm, size,
-	     (unsigned long long)st->st_mtime);
+	hput(&c->h, "%s\r\n", validators);
 	c->lstatus = status;
 
 	if (r->delay_ms && conn_sleep(c, r->delay_ms) < 0) {
 		log_finish(c, false);
-		return NEXT_DROP;
+		goto out;
 	}
-	bool has_body = !rq->head && end > start;
+	/* a chunked body always has at least its last-chunk */
+	has_body = !rq->head && (fa.blen > 0 || fa.chunked);
 	if (!has_body)
 		mark_finishing(c);
 	if (send_all(c, c->h.b, c->h.n, has_body ? MSG_MORE : 0, NULL) < 0) {
 		log_finish(c, false);
-		return NEXT_DROP;
+		goto out;
 	}
-	if (!has_body) {
-		log_finish(c, true);
-		return want_close ? NEXT_CLOSE : NEXT_KEEP;
-	}
-	switch (send_body(c, fd, start, end, r)) {
+	if (has_body)
+		br = send_body(c, &fa, r);
+	switch (br) {
 	case BODY_OK:
 		log_finish(c, true);
-		return want_close ? NEXT_CLOSE : NEXT_KEEP;
+		nx = want_close ? NEXT_CLOSE : NEXT_KEEP;
+		break;
 	case BODY_RESET:
 		log_finish(c, false);
 		wait_drained(c);
 		close_reset(c);
-		return NEXT_GONE;
+		nx = NEXT_GONE;
+		break;
 	case BODY_TRUNC:
 		log_finish(c, false);
 		close_graceful(c);
-		return NEXT_GONE;
+		nx = NEXT_GONE;
+		break;
 	case BODY_FAIL:
+		log_finish(c, false);
+		nx = NEXT_DROP;
 		break;
 	}
-	log_finish(c, false);
-	return NEXT_DROP;
+out:
+	free(fa.gz);
+	return nx;
 }
 
 static enum next serve_get(struct conn *c, struct req *rq, bool want_close)
 {
 	struct rule r;
 	struct stat st;
+	struct sbuf extra = { 0 };
+	const char *name;
+	int fd = -1;
 	enum next nx;
 
 	if (!rule_take(rq->path, &r))
@@ -1230,7 +1492,6 @@ static enum next serve_get(struct conn *c, struct req *rq, bool want_close)
 		}
 	}
 	if (r.redirect || r.status) {
-		struct sbuf extra = { 0 };
 		int status = r.status ? r.status : 302;
 		if (r.redirect) {
 			if (status < 300 || status > 399)
@@ -1244,32 +1505,22 @@ static enum next serve_get(struct conn *c, struct req *rq, bool want_close)
 		} else if (status == 401) {
 			sb_printf(&extra, "WWW-Authenticate: Basic realm=\"seam-origin\"\r\n");
 		}
-		c->lstatus = status;
-		if (r.delay_ms && conn_sleep(c, r.delay_ms) < 0) {
-			log_finish(c, false);
-			nx = NEXT_DROP;
-		} else {
-			nx = simple_logged(c, status, want_close, extra.p, rq->head);
-		}
-		free(extra.p);
-		free(r.redirect);
-		return nx;
+		nx = answer_short(c, &r, status, want_close, extra.p, rq->head);
+		goto out;
 	}
 
-	int fd = open_under_root(rq->path, &st);
-	if (fd < 0) {
-		c->lstatus = 404;
-		if (r.delay_ms && conn_sleep(c, r.delay_ms) < 0) {
-			log_finish(c, false);
-			nx = NEXT_DROP;
-		} else {
-			nx = simple_logged(c, 404, want_close, NULL, rq->head);
-		}
-	} else {
-		nx = serve_file(c, rq, &r, fd, &st, want_close);
+	/* serve= swaps the file and nothing else: ranges and every other key apply to it */
+	name = r.serve ? r.serve : rq->path;
+	fd = open_under_root(name, &st);
+	if (fd < 0)
+		nx = answer_short(c, &r, 404, want_close, NULL, rq->head);
+	else
+		nx = serve_file(c, rq, &r, fd, &st, name, want_close);
+out:
+	if (fd >= 0)
 		close(fd);
-	}
-	free(r.redirect);
+	free(extra.p);
+	rule_strings_free(&r);
 	return nx;
 }
 

@@ -8,6 +8,7 @@ the wire (resets, early EOF, lying lengths, pipelining).
 """
 
 import email.utils
+import gzip
 import hashlib
 import http.client
 import os
@@ -27,6 +28,9 @@ from origin import Origin, OriginError  # noqa: E402
 SIZE = 3 * 1024 * 1024 + 123  # not a multiple of the server's chunk size
 BIG = 64 * 1024 * 1024
 UNICODE_NAME = "sub dir/\u00fcn\u00ef code #1?.bin"
+TEXT = b"".join(b"line %06d of a very compressible text file\n" % i for i in range(40000))
+PAGE = b"<!doctype html><title>Sign in</title><form>login</form>\n"
+HUGE = 300 * 1024 * 1024  # sparse: over the server's 256 MiB gzip limit, costs no disk
 
 
 def _find_binary():
@@ -76,12 +80,18 @@ def files(tmp_path_factory):
         "empty.bin": b"",
         "big.bin": os.urandom(BIG),
         UNICODE_NAME: os.urandom(4096),
+        "same-size.bin": os.urandom(SIZE),  # the "wrong file of the right length"
+        "text.txt": TEXT,
+        "login.html": PAGE,
+        "old.HTM": PAGE,
     })
     for name, content in data.items():
         p = root / name
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(content)
     (root / "dir").mkdir()
+    with open(root / "huge.bin", "wb") as f:
+        f.truncate(HUGE)
     os.symlink(str(base / "secret.txt"), str(root / "escape.txt"))
     os.symlink("a.bin", str(root / "inside.bin"))
     return {"base": base, "root": root, "data": data}
@@ -181,6 +191,25 @@ class Raw:
             return True
         except socket.timeout:
             return False
+
+    def chunked(self):
+        """A chunked body: (payload, chunk sizes, True if the last-chunk came).
+        Stops early, with False, at EOF or a reset."""
+        data, sizes = b"", []
+        try:
+            while True:
+                while b"\r\n" not in self.buf:
+                    self._more()
+                line, self.buf = self.buf.split(b"\r\n", 1)
+                n = int(line.split(b";")[0], 16)
+                if n == 0:
+                    assert self.body(2) == b"\r\n"  # no trailers
+                    return data, sizes, True
+                data += self.body(n)
+                assert self.body(2) == b"\r\n"
+                sizes.append(n)
+        except (EOFError, ConnectionResetError):
+            return data, sizes, False
 
     def close(self):
         self.s.close()
@@ -791,6 +820,14 @@ def test_combined_rules(srv, data):
     ({"count": 0}, "count"),
     ({"redirect": "elsewhere"}, "redirect"),
     ({"delay_ms": ""}, "delay_ms"),
+    ({"serve": "relative.bin"}, "serve"),
+    ({"content_type": ""}, "content_type"),
+    ({"content_type": "text/html\r\nX-Evil: 1"}, "content_type"),
+    ({"content_encoding": ""}, "content_encoding"),
+    ({"content_encoding": " gzip"}, "content_encoding"),
+    ({"framing": "weird"}, "framing"),
+    ({"cap": 0}, "cap"),
+    ({"cap": -5}, "cap"),
 ])
 def test_rule_errors(srv, kw, key):
     with pytest.raises(OriginError, match="400 .*'%s'" % key):
@@ -832,6 +869,306 @@ def test_log_escapes_odd_paths(srv):
     raw.head()
     raw.close()
     assert srv.requests()[-1]["path"] == '/q"\\\n\u00ff\u00e9'
+
+
+# -- serve, content type and encoding, framing, cap -----------------------------
+
+
+def test_serve_other_file(srv, files, data):
+    srv.rule("/a.bin", serve="/same-size.bin")
+    other = data["same-size.bin"]
+    r, body = request(srv, "/a.bin")
+    st = os.stat(files["root"] / "same-size.bin")
+    assert (r.status, r.getheader("Content-Length")) == (200, str(SIZE))
+    assert r.getheader("ETag") == '"%x-%x"' % (SIZE, int(st.st_mtime))
+    assert sha(body) == sha(other) and sha(body) != sha(data["a.bin"])
+    r, body = request(srv, "/a.bin", headers={"Range": "bytes=100-199"})
+    assert (r.status, r.getheader("Content-Range")) == (206, "bytes 100-199/%d" % SIZE)
+    assert body == other[100:200]
+    q = srv.requests()[-1]
+    assert (q["path"], q["status"], q["bytes_sent"]) == ("/a.bin", 206, 100)
+
+
+def test_serve_uses_the_other_files_size(srv, data):
+    srv.rule("/a.bin", serve="/small.txt")
+    r, body = request(srv, "/a.bin")
+    assert (r.status, body, r.getheader("Content-Length")) == (200, data["small.txt"], "12")
+    r, body = request(srv, "/a.bin", headers={"Range": "bytes=100-"})
+    assert (r.status, r.getheader("Content-Range")) == (416, "bytes */12")
+    srv.rule("/a.bin", serve="/" + UNICODE_NAME)  # a decoded path, like a request's
+    assert request(srv, "/a.bin")[1] == data[UNICODE_NAME]
+
+
+@pytest.mark.parametrize("target", ["/missing.bin", "/dir", "/../secret.txt", "/escape.txt"])
+def test_serve_missing_or_unsafe_is_404(srv, target):
+    srv.rule("/a.bin", serve=target)
+    r, body = request(srv, "/a.bin")
+    assert r.status == 404
+
+
+def test_serve_combines_with_other_keys(srv, data):
+    srv.rule("/a.bin", serve="/same-size.bin", truncate_at=5000)
+    raw = Raw(srv.port)
+    raw.get("/a.bin", "Range: bytes=1000-\r\n")
+    status, h = raw.head()
+    assert (status, h["content-range"]) == (206, "bytes 1000-%d/%d" % (SIZE - 1, SIZE))
+    got, err = raw.until_close()
+    raw.close()
+    assert err is None and got == data["same-size.bin"][1000:5000]
+
+
+def test_redirect_to_a_served_login_page(srv):
+    srv.rule("/a.bin", redirect="/login")
+    srv.rule("/login", serve="/login.html")  # a path with no file of its own
+    with urllib.request.urlopen(srv.url("a.bin"), timeout=10) as resp:
+        assert resp.read() == PAGE
+        assert resp.headers["Content-Type"] == "text/html; charset=utf-8"
+    assert [(q["path"], q["status"]) for q in srv.requests()] == [("/a.bin", 302), ("/login", 200)]
+
+
+@pytest.mark.parametrize("path,ctype", [
+    ("/login.html", "text/html; charset=utf-8"),
+    ("/old.HTM", "text/html; charset=utf-8"),
+    ("/text.txt", "application/octet-stream"),
+    ("/a.bin", "application/octet-stream"),
+])
+def test_default_content_type(srv, path, ctype):
+    r, _ = request(srv, path)
+    assert r.getheader("Content-Type") == ctype
+    r, _ = request(srv, path, headers={"Range": "bytes=0-1"})
+    assert (r.status, r.getheader("Content-Type")) == (206, ctype)
+
+
+def test_content_type_override(srv, data):
+    srv.rule("/a.bin", content_type="text/html; charset=iso-8859-1")
+    for method in ("GET", "HEAD"):
+        r, _ = request(srv, "/a.bin", method)
+        assert r.getheader("Content-Type") == "text/html; charset=iso-8859-1"
+    r, body = request(srv, "/a.bin", headers={"Range": "bytes=5-9"})
+    assert (r.status, r.getheader("Content-Type"), body) == (206, "text/html; charset=iso-8859-1",
+                                                             data["a.bin"][5:10])
+    r, _ = request(srv, "/a.bin", headers={"Range": "bytes=%d-" % SIZE})
+    assert (r.status, r.getheader("Content-Type")) == (416, "text/plain")  # not a file answer
+    srv.rule("/a.bin", serve="/login.html")  # the default follows the file actually sent
+    assert request(srv, "/a.bin")[0].getheader("Content-Type") == "text/html; charset=utf-8"
+
+
+def test_gzip_full_body(srv, data):
+    srv.rule("/text.txt", content_encoding="gzip")
+    raw = Raw(srv.port)
+    raw.get("/text.txt")
+    status, h = raw.head()
+    assert (status, h["content-encoding"]) == (200, "gzip")
+    n = int(h["content-length"])
+    assert n < len(TEXT) // 4  # really compressed
+    body = raw.body(n)
+    assert gzip.decompress(body) == TEXT
+    raw.get("/small.txt")  # the length was right: the connection is still in step
+    s, h2 = raw.head()
+    assert raw.body(int(h2["content-length"])) == data["small.txt"]
+    raw.close()
+    q = srv.requests("/text.txt")[-1]
+    assert (q["status"], q["bytes_sent"], q["complete"]) == (200, n, True)
+    r, _ = request(srv, "/text.txt", "HEAD")
+    assert r.getheader("Content-Length") == str(n) and r.getheader("Content-Encoding") == "gzip"
+
+
+@pytest.mark.parametrize("path,spec,start,end", [
+    ("/text.txt", "bytes=1000-199999", 1000, 199999),
+    ("/a.bin", "bytes=100000-", 100000, SIZE - 1),
+    ("/a.bin", "bytes=-10", SIZE - 10, SIZE - 1),
+])
+def test_gzip_range(srv, data, path, spec, start, end):
+    srv.rule(path, content_encoding="gzip")
+    orig = data[path[1:]]
+    r, body = request(srv, path, headers={"Range": spec})
+    assert r.status == 206 and r.getheader("Content-Encoding") == "gzip"
+    assert r.getheader("Content-Range") == "bytes %d-%d/%d" % (start, end, len(orig))
+    assert r.getheader("Content-Length") == str(len(body))
+    assert sha(gzip.decompress(body)) == sha(orig[start:end + 1])
+
+
+def test_gzip_empty_file_and_other_encodings(srv, data):
+    srv.rule("/empty.bin", content_encoding="gzip")
+    r, body = request(srv, "/empty.bin")
+    assert r.status == 200 and body and gzip.decompress(body) == b""
+    srv.rule("/small.txt", content_encoding="identity")
+    r, body = request(srv, "/small.txt")
+    assert (r.getheader("Content-Encoding"), body) == ("identity", data["small.txt"])
+    srv.rule("/small.txt", content_encoding="br")  # a lie: the body is not brotli
+    r, body = request(srv, "/small.txt")
+    assert (r.getheader("Content-Encoding"), body) == ("br", data["small.txt"])
+
+
+def test_gzip_offsets_count_compressed_bytes(srv):
+    srv.rule("/text.txt", content_encoding="gzip")
+    full = request(srv, "/text.txt", headers={"Range": "bytes=500-"})[1]
+    srv.rule("/text.txt", content_encoding="gzip", truncate_at=500 + 300)
+    raw = Raw(srv.port)
+    raw.get("/text.txt", "Range: bytes=500-\r\n")
+    status, h = raw.head()
+    assert (status, h["content-length"]) == (206, str(len(full)))
+    got, err = raw.until_close()
+    raw.close()
+    assert err is None and got == full[:300]
+
+
+def test_gzip_span_over_limit_is_500(srv):
+    srv.rule("/huge.bin", content_encoding="gzip")
+    r, _ = request(srv, "/huge.bin", "HEAD")
+    assert r.status == 500
+    r, body = request(srv, "/huge.bin", headers={"Range": "bytes=0-9"})
+    assert r.status == 206 and gzip.decompress(body) == bytes(10)
+
+
+@pytest.mark.parametrize("rng", [None, (1000, 2_000_000)])
+def test_framing_close(srv, data, rng):
+    srv.rule("/a.bin", framing="close")
+    raw = Raw(srv.port)
+    raw.get("/a.bin", "Range: bytes=%d-%d\r\n" % rng if rng else "")
+    status, h = raw.head()
+    assert status == (206 if rng else 200)
+    assert "content-length" not in h and "transfer-encoding" not in h
+    assert h["connection"] == "close"
+    got, err = raw.until_close()  # the end of the body is the end of the connection
+    raw.close()
+    start, end = rng if rng else (0, SIZE - 1)
+    assert err is None and sha(got) == sha(data["a.bin"][start:end + 1])
+    if rng:
+        assert h["content-range"] == "bytes %d-%d/%d" % (start, end, SIZE)
+    q = srv.requests("/a.bin")[-1]
+    assert (q["bytes_sent"], q["complete"]) == (end - start + 1, True)
+
+
+def test_framing_close_with_gzip_and_truncate(srv):
+    srv.rule("/text.txt", framing="close", content_encoding="gzip")
+    raw = Raw(srv.port)
+    raw.get("/text.txt")
+    status, h = raw.head()
+    assert "content-length" not in h and h["content-encoding"] == "gzip"
+    full, err = raw.until_close()
+    raw.close()
+    assert gzip.decompress(full) == TEXT
+    srv.rule("/text.txt", framing="close", content_encoding="gzip", truncate_at=1000)
+    raw = Raw(srv.port)
+    raw.get("/text.txt")
+    raw.head()
+    got, err = raw.until_close()
+    raw.close()
+    assert err is None and got == full[:1000]
+    assert srv.requests("/text.txt")[-1]["complete"] is False
+
+
+@pytest.mark.parametrize("rng", [None, (100, 1_000_099)])
+def test_framing_chunked(srv, data, rng):
+    srv.rule("/a.bin", framing="chunked")
+    raw = Raw(srv.port)
+    raw.get("/a.bin", "Range: bytes=%d-%d\r\n" % rng if rng else "")
+    status, h = raw.head()
+    assert status == (206 if rng else 200)
+    assert h["transfer-encoding"] == "chunked" and "content-length" not in h
+    got, sizes, done = raw.chunked()
+    start, end = rng if rng else (0, SIZE - 1)
+    assert done and sha(got) == sha(data["a.bin"][start:end + 1])
+    assert max(sizes) == 64 * 1024 and all(0 < n <= 64 * 1024 for n in sizes)
+    raw.get("/small.txt")  # the last-chunk was right: the connection is still in step
+    s, h2 = raw.head()
+    assert raw.body(int(h2["content-length"])) == data["small.txt"]
+    raw.close()
+    q = srv.requests("/a.bin")[-1]
+    assert (q["bytes_sent"], q["complete"]) == (end - start + 1, True)  # payload only
+
+
+def test_framing_chunked_through_http_client(srv, data):
+    srv.rule("/text.txt", framing="chunked", content_encoding="gzip")
+    r, body = request(srv, "/text.txt", headers={"Range": "bytes=10-99999"})
+    assert r.status == 206 and r.getheader("Transfer-Encoding") == "chunked"
+    assert gzip.decompress(body) == TEXT[10:100000]
+    srv.rule("/empty.bin", framing="chunked")  # an empty body is just the last-chunk
+    raw = Raw(srv.port)
+    raw.get("/empty.bin")
+    raw.head()
+    assert raw.chunked() == (b"", [], True)
+    raw.send(b"HEAD /empty.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+    s, h = raw.head()
+    assert h["transfer-encoding"] == "chunked"
+    raw.get("/small.txt")  # the HEAD had no body, not even a last-chunk
+    s, h = raw.head()
+    assert raw.body(int(h["content-length"])) == data["small.txt"]
+    raw.close()
+
+
+def test_framing_chunked_truncate(srv, data):
+    n = 1_000_000 + 7  # not on a chunk boundary
+    srv.rule("/a.bin", framing="chunked", truncate_at=n)
+    raw = Raw(srv.port)
+    raw.get("/a.bin")
+    status, h = raw.head()
+    assert (status, h["transfer-encoding"]) == (200, "chunked")
+    got, sizes, done = raw.chunked()
+    assert not done  # no last-chunk: a FIN right after the last whole chunk
+    assert raw.buf == b"" and raw.closed()
+    raw.close()
+    assert sha(got) == sha(data["a.bin"][:n])
+    q = srv.requests("/a.bin")[-1]
+    assert (q["bytes_sent"], q["complete"]) == (n, False)
+
+
+def test_framing_chunked_reset_stall_corrupt(srv, data):
+    n = 700_001
+    srv.rule("/a.bin", framing="chunked", stall_at=300_000, stall_ms=600, corrupt_from=600_000, reset_at=n)
+    raw = Raw(srv.port)
+    t0 = time.monotonic()
+    raw.get("/a.bin")
+    raw.head()
+    time.sleep(0.3)  # the reset comes while bytes are still unread: they must survive
+    got, sizes, done = raw.chunked()
+    raw.close()
+    assert not done and time.monotonic() - t0 >= 0.55
+    orig = data["a.bin"]
+    assert sha(got) == sha(orig[:600_000] + bytes(b ^ 0x5A for b in orig[600_000:n]))
+
+
+def test_framing_chunked_length_delta_keeps_connection(srv, data):
+    srv.rule("/small.txt", framing="chunked", length_delta=100)  # no length to lie about
+    raw = Raw(srv.port)
+    raw.get("/small.txt")
+    s, h = raw.head()
+    assert "connection" not in h and raw.chunked() == (data["small.txt"], [12], True)
+    raw.close()
+
+
+def test_cap(srv, data):
+    n = 100_000
+    srv.rule("/a.bin", cap=n)
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    r, body = request(srv, "/a.bin", headers={"Range": "bytes=0-"}, conn=c)
+    assert (r.status, r.getheader("Content-Range")) == (206, "bytes 0-%d/%d" % (n - 1, SIZE))
+    assert r.getheader("Content-Length") == str(n) and body == data["a.bin"][:n]
+    r, body = request(srv, "/a.bin", headers={"Range": "bytes=%d-" % n}, conn=c)  # the follow-up
+    assert r.getheader("Content-Range") == "bytes %d-%d/%d" % (n, 2 * n - 1, SIZE)
+    assert body == data["a.bin"][n:2 * n]
+    r, body = request(srv, "/a.bin", headers={"Range": "bytes=5-%d" % (10 * n)}, conn=c)
+    assert (r.getheader("Content-Range"), body) == ("bytes 5-%d/%d" % (n + 4, SIZE), data["a.bin"][5:n + 5])
+    r, body = request(srv, "/a.bin", headers={"Range": "bytes=10-19"}, conn=c)  # already short enough
+    assert (r.getheader("Content-Range"), body) == ("bytes 10-19/%d" % SIZE, data["a.bin"][10:20])
+    r, body = request(srv, "/a.bin", headers={"Range": "bytes=%d-" % (SIZE - 10)}, conn=c)
+    assert r.getheader("Content-Range") == "bytes %d-%d/%d" % (SIZE - 10, SIZE - 1, SIZE)
+    r, body = request(srv, "/a.bin", conn=c)  # no Range: the whole file
+    assert r.status == 200 and sha(body) == sha(data["a.bin"])
+    c.close()
+    assert [q["bytes_sent"] for q in srv.requests("/a.bin")] == [n, n, n, 10, 10, SIZE]
+
+
+def test_cap_with_gzip_and_chunked(srv):
+    srv.rule("/text.txt", cap=1000, content_encoding="gzip", framing="chunked")
+    raw = Raw(srv.port)
+    raw.get("/text.txt", "Range: bytes=50-\r\n")
+    status, h = raw.head()
+    assert (status, h["content-range"]) == (206, "bytes 50-1049/%d" % len(TEXT))
+    got, sizes, done = raw.chunked()
+    raw.close()
+    assert done and gzip.decompress(got) == TEXT[50:1050]
 
 
 # -- speed ----------------------------------------------------------------
