@@ -30,6 +30,7 @@
 #include "fingerprint.h"
 #include "hash.h"
 #include "log.h"
+#include "httpparse.h"
 #include "rangeread.h"
 #include "store.h"
 #include "verdict.h"
@@ -352,7 +353,7 @@ static void report(struct run *r, const struct px_asset *a, const struct src *s,
 	}
 }
 
-static enum px_status open_source(struct run *r, struct src *s)
+static enum px_status open_source(struct run *r, struct src *s, int html_ok)
 {
 	const struct px_source *ps = s->s;
 	enum px_status st;
@@ -366,6 +367,7 @@ static enum px_status open_source(struct run *r, struct src *s)
 	}
 	if (st != PX_OK)
 		return st;
+	px_rangeread_set_html_ok(s->rr, html_ok);
 	s->reader = px_rangeread_reader(s->rr);
 	s->probe = px_rangeread_probe(s->rr, &s->seen, s->probe_why, sizeof(s->probe_why));
 	return PX_OK;
@@ -414,7 +416,7 @@ static enum px_status check_asset(struct run *r, const struct px_asset *a)
 		srcs[i].s = &a->sources[i];
 		srcs[i].name = a->sources[i].url ? a->sources[i].url : a->sources[i].path;
 		progress(r, a->id, 0);
-		if (open_source(r, &srcs[i]) != PX_OK)
+		if (open_source(r, &srcs[i], px_http_is_html_path(a->path)) != PX_OK)
 			goto out;
 		if (size < 0 && srcs[i].probe == PX_OK)
 			size = srcs[i].seen.size; /* the catalog gives none: the first answer */

@@ -101,6 +101,7 @@ static int f_data(void *ctx, int64_t off, const void *buf, size_t len)
 	} else if (off == s->start + s->filled && s->filled + (int64_t)len <= s->len) {
 		memcpy(s->buf + s->filled, buf, len);
 		s->filled += (int64_t)len;
+		s->last_byte = px_now_ms();
 		/* wake the readers once one has all its bytes, not at every
 		 * chunk; and hold the rest of the fill until one of them has
 		 * taken its bytes: on a small machine the fill's own copying
@@ -176,6 +177,7 @@ static enum px_status start_fill(struct px_core *core, struct px_session *sess, 
 	s->filled = 0;
 	s->wake_at = INT64_MAX;
 	s->held = s->paused = 0;
+	s->last_byte = px_now_ms();
 	s->source = source;
 	s->xid = 0;
 	core->cache_used += slen;
@@ -284,12 +286,20 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 		}
 		if (off + (int64_t)len < s->wake_at)
 			s->wake_at = off + (int64_t)len;
-		struct timespec ts = { deadline / 1000, (deadline % 1000) * 1000000 };
+		/* wait for our bytes, the deadline, or a stall: no byte of the
+		 * fill for stall_timeout while it runs */
+		int64_t until = s->last_byte + core->cfg->stall_timeout_ms;
+		if (s->paused || until > deadline)
+			until = deadline;
+		struct timespec ts = { until / 1000, (until % 1000) * 1000000 };
 		if (px_now_ms() >= deadline ||
 		    (pthread_cond_timedwait(&core->cache_cond, &core->cache_lock, &ts) != 0 &&
-		     s->state == CACHE_FILLING && s->filled < need)) {
-			/* a fill that did not bring our bytes within a whole read
-			 * timeout is stuck: end it, the next reader starts afresh */
+		     s->state == CACHE_FILLING && s->filled < need &&
+		     (px_now_ms() >= deadline ||
+		      (!s->paused && px_now_ms() >= s->last_byte + core->cfg->stall_timeout_ms)))) {
+			/* a fill that stalled, or did not bring our bytes within
+			 * a whole read timeout, is stuck: end it, the next reader
+			 * starts afresh; the caller cuts over (PX_ETIMEDOUT) */
 			cancel = s->xid;
 			st = PX_ETIMEDOUT;
 			break;

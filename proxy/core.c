@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "core_i.h"
+#include "httpparse.h"
 #include "log.h"
 #include "state.h"
 #include "transcode.h"
@@ -269,6 +270,7 @@ struct px_fetch_params px_source_range(const struct px_core *core, size_t asset,
 		 * (prov_rt.host) and seeks cost no new handshake */
 		.no_reuse = p->max_connections > 0 &&
 			    atomic_load(&core->provs[src->provider].multi_host),
+		.html_ok = px_http_is_html_path(core->cat->assets[asset].path),
 	};
 	return fp;
 }

@@ -27,6 +27,7 @@ struct cache_slot {
 	int held;                  /* a reader's bytes are in: the fill waits
 				    * until it has taken them */
 	int paused;                /* the fill's transfer is paused (held) */
+	int64_t last_byte;         /* when the fill last brought bytes (ms) */
 };
 
 /* A source's verification state (standby.c), under core->vf_lock. */
@@ -36,6 +37,14 @@ struct src_rt {
 	int inconclusive;          /* inconclusive checks in a row */
 	int64_t checked;           /* core clock of the last check */
 	char why[200];             /* the last verdict, in words */
+	/* the source's own recent failures (px_source_failed), read without
+	 * the lock: until bad_until (core clock) a failed source goes last in
+	 * every choice, and new sessions avoid it while another can serve */
+	_Atomic int64_t bad_until;
+	_Atomic int nbad;          /* failures in a row, for the backoff */
+	int64_t abandoned_at;      /* VS_ABANDONED since (core clock) */
+	_Atomic int screened;      /* served bytes matched a reference sample */
+	int abandons;              /* times abandoned, for the retry backoff */
 };
 
 /* One cutover, for the status. */
@@ -58,7 +67,13 @@ struct asset_rt {
 	struct vf_fingerprint *ref; /* the reference fingerprint, NULL until known */
 	char ref_id[17];
 	int ref_busy;              /* being taken */
+	_Atomic int ref_known;     /* ref is set: read without the lock */
+	int64_t ref_retry_at;      /* core clock: no new attempt before */
+	int ref_fails;             /* attempts in a row that found no agreement */
+	int ref_unconfirmed;       /* ref is the served source's alone: kept in
+				    * memory, no verdict against it is stored */
 	_Atomic int served;        /* some session has served bytes */
+	_Atomic int served_by;     /* who: 0 none yet, k+1 source k alone, -1 several */
 	int64_t served_at;
 	int64_t size;              /* -1 until known; fixed once listed */
 	int64_t mtime;
@@ -385,6 +400,31 @@ enum px_status px_cutover(struct px_session *s, size_t failed, int64_t off, enum
 /* A read of s failed with nothing left to cut over to: counted, logged
  * and shown as fallback_exhausted. */
 void px_standby_exhausted(struct px_session *s, int64_t off, enum px_status why);
+
+/*
+ * Source k of the asset failed on its own account (why, detail: a stall,
+ * a reset, an answer that is not the asset): until a backoff passes (5 s,
+ * doubling with each failure in a row, at most 2 min) it goes last among
+ * cutover candidates and new sessions avoid it while another source can
+ * serve. Any thread; takes no lock.
+ */
+void px_source_failed(struct px_core *core, size_t asset, size_t k, enum px_status why,
+		      const char *detail);
+/* Source k served bytes: its failures are forgotten. */
+void px_source_good(struct px_core *core, size_t asset, size_t k);
+/* Whether source k failed within its backoff, at core clock now. */
+int px_source_bad(const struct px_core *core, size_t asset, size_t k, int64_t now);
+
+/*
+ * The bytes [off, ...) in iov that source k of the asset is about to give
+ * a reader, compared with the reference fingerprint's samples they cover
+ * wholly, until one matched (or the source is verified): PX_EMISMATCH, and
+ * the source rejected for the asset, when one differs: a wrong file of the
+ * right length never reaches the reader. PX_OK otherwise, also when there
+ * is no reference or no sample to compare. Any thread but the fetch thread.
+ */
+enum px_status px_standby_screen(struct px_core *core, size_t asset, size_t k, int64_t off,
+				 const struct iovec *iov, int iovcnt);
 
 const char *px_standby_state_name(int state);
 const char *px_cutover_reason_name(enum px_status st);

@@ -49,11 +49,9 @@ struct xfer {
 	int cancel;
 	int64_t paused_at;    /* monotonic ms when on_data paused it, 0: running */
 
-	/* response state, reset at each status line */
-	int status;
-	int64_t clen;
-	int have_cr;
-	struct px_content_range cr;
+	/* the response's head, reset at each status line */
+	struct px_http_head head;
+	int html_ok;
 
 	int checked;          /* response validated, body_pos is meaningful */
 	int64_t body_pos;     /* absolute offset of the next body byte */
@@ -97,9 +95,7 @@ void px_fetch_global_cleanup(void)
 
 static void xfer_reset_response(struct xfer *x)
 {
-	x->status = 0;
-	x->clen = -1;
-	x->have_cr = 0;
+	px_http_head_reset(&x->head);
 }
 
 /* Checks the final response once its headers are complete. Sets x->fail or
@@ -107,101 +103,22 @@ static void xfer_reset_response(struct xfer *x)
 static void check_response(struct xfer *x)
 {
 	struct px_fetch_result *r = &x->res;
+	struct px_http_want w = { x->offset, x->length, x->expect_size, x->html_ok };
 	x->checked = 1;
-	r->http_status = x->status;
-	switch (x->status) {
-	case 206:
-		if (!x->have_cr || x->cr.first < 0) {
-			x->fail = PX_EBADRESP;
-			snprintf(r->detail, sizeof(r->detail), "206 without a valid Content-Range");
-			return;
-		}
-		if (x->cr.first != x->offset) {
-			x->fail = PX_EBADRESP;
-			snprintf(r->detail, sizeof(r->detail),
-				 "Content-Range starts at %lld, asked for %lld",
-				 (long long)x->cr.first, (long long)x->offset);
-			return;
-		}
-		if (x->clen >= 0 && x->clen != x->cr.last - x->cr.first + 1) {
-			x->fail = PX_EBADRESP;
-			snprintf(r->detail, sizeof(r->detail),
-				 "Content-Length %lld disagrees with Content-Range %lld-%lld",
-				 (long long)x->clen, (long long)x->cr.first, (long long)x->cr.last);
-			return;
-		}
-		r->size = x->cr.total;
-		x->body_pos = x->cr.first;
-		break;
-	case 200:
-		r->size = x->clen;
-		x->body_pos = 0;
-		if (x->offset > 0)
-			px_debug("fetch", "%s ignores Range: skipping %lld bytes", x->url,
-				 (long long)x->offset);
-		break;
-	case 404:
-	case 410:
-		x->fail = PX_ENOTFOUND;
-		break;
-	case 401:
-	case 403:
-	case 407:
-		x->fail = PX_EAUTH;
-		break;
-	case 416:
-		if (x->length == 0 && x->offset == 0 && x->have_cr && x->cr.total == 0) {
-			r->size = 0; /* probing an empty resource */
-			return;
-		}
-		x->fail = PX_ESIZE;
-		snprintf(r->detail, sizeof(r->detail),
-			 "HTTP 416: the source has no byte %lld", (long long)x->offset);
-		return;
-	default:
-		x->fail = x->status >= 500 && x->status < 600 ? PX_ESERVER : PX_EBADRESP;
-		break;
-	}
-	if (x->fail) {
-		snprintf(r->detail, sizeof(r->detail), "HTTP %d", x->status);
-		return;
-	}
-	if (x->expect_size >= 0 && r->size >= 0 && r->size != x->expect_size) {
-		/* a probe asks the size itself: a different one is the source's
-		 * size. In a read it may be one broken answer: worth a retry. */
-		x->fail = x->length == 0 ? PX_ESIZE : PX_EBADRESP;
-		snprintf(r->detail, sizeof(r->detail), "the source has %lld bytes, the asset %lld",
-			 (long long)r->size, (long long)x->expect_size);
-	}
+	r->http_status = x->head.status;
+	snprintf(r->etag, sizeof(r->etag), "%s", x->head.etag);
+	x->fail = px_http_judge(&x->head, &w, &x->body_pos, &r->size, r->detail,
+				sizeof(r->detail));
+	if (x->fail == PX_OK && x->head.status == 200 && x->offset > 0)
+		px_debug("fetch", "%s ignores Range: skipping %lld bytes", x->url,
+			 (long long)x->offset);
 }
 
 static size_t on_header(char *buf, size_t size, size_t n, void *ud)
 {
 	struct xfer *x = ud;
 	size_t len = size * n;
-	const char *name, *value;
-	size_t nl, vl;
-	int status;
-
-	if (px_http_status_line(buf, len, &status) == PX_OK) {
-		xfer_reset_response(x);
-		x->status = status;
-		x->res.etag[0] = '\0'; /* a redirect's ETag is not the resource's */
-		return len;
-	}
-	if (px_http_header(buf, len, &name, &nl, &value, &vl) != PX_OK)
-		return len;
-	if (px_http_name_is(name, nl, "Content-Length")) {
-		if (px_http_content_length(value, vl, &x->clen) != PX_OK)
-			x->clen = -1;
-	} else if (px_http_name_is(name, nl, "Content-Range")) {
-		x->have_cr = px_http_content_range(value, vl, &x->cr) == PX_OK;
-	} else if (px_http_name_is(name, nl, "ETag")) {
-		/* kept whole or not at all: a cut ETag could match another */
-		size_t keep = vl < sizeof(x->res.etag) && !memchr(value, '\0', vl) ? vl : 0;
-		memcpy(x->res.etag, value, keep);
-		x->res.etag[keep] = '\0';
-	}
+	px_http_head_line(&x->head, buf, len);
 	return len;
 }
 
@@ -220,14 +137,14 @@ static size_t on_write(char *buf, size_t size, size_t n, void *ud)
 		/* a probe needs the headers only; let a one-byte 206 finish so the
 		 * connection stays open for the next request */
 		x->finished_early = 1;
-		return x->status == 206 && x->cr.last == x->cr.first ? len : 0;
+		return x->head.status == 206 && x->head.cr.last == x->head.cr.first ? len : 0;
 	}
 	int64_t start = x->body_pos, end = x->body_pos + (int64_t)len;
 	int64_t want_end = x->offset + x->length;
-	if (x->status == 206 && end > x->cr.last + 1) {
+	if (x->head.status == 206 && end > x->head.cr.last + 1) {
 		x->fail = PX_EBADRESP;
 		snprintf(x->res.detail, sizeof(x->res.detail),
-			 "body runs past the Content-Range end %lld", (long long)x->cr.last);
+			 "body runs past the Content-Range end %lld", (long long)x->head.cr.last);
 		return 0;
 	}
 	int64_t from = start > x->offset ? start : x->offset;
@@ -244,7 +161,7 @@ static size_t on_write(char *buf, size_t size, size_t n, void *ud)
 	x->body_pos = end;
 	if (end >= want_end) {
 		x->finished_early = 1;
-		return end == want_end && x->status == 206 && end == x->cr.last + 1 ? len : 0;
+		return end == want_end && x->head.status == 206 && end == x->head.cr.last + 1 ? len : 0;
 	}
 	return len;
 }
@@ -299,7 +216,7 @@ static void finish(struct px_fetch *f, struct xfer *x, CURLcode rc, enum px_stat
 				check_response(x);
 			st = x->fail;
 			if (st == PX_OK && x->length > 0 && x->body_pos < x->offset + x->length &&
-			    !(x->status == 206 && x->body_pos == x->cr.last + 1)) {
+			    !(x->head.status == 206 && x->body_pos == x->head.cr.last + 1)) {
 				/* the body ended cleanly but before the bytes asked for */
 				st = PX_ETRANSFER;
 				snprintf(r->detail, sizeof(r->detail),
@@ -536,6 +453,7 @@ static enum px_status fetch_submit(void *impl, const struct px_fetch_params *p,
 	x->length = p->length;
 	x->expect_size = p->expect_size;
 	x->no_reuse = p->no_reuse;
+	x->html_ok = p->html_ok;
 	x->res.size = x->res.mtime = -1;
 	x->id = atomic_fetch_add(&f->next_id, 1) + 1;
 	*id = x->id;

@@ -5,9 +5,13 @@
  * the asset must have) and get its bytes and its outcome through callbacks.
  * The fetch module checks the response against the HTTP range contract
  * (206 + Content-Range starting where asked, 200 = the whole resource from
- * byte 0, the advertised total equal to the asset's size, no premature end)
- * and delivers only bytes at their true absolute offsets. A response that
- * breaks the contract ends the transfer with a status, never with data.
+ * byte 0 with a known length, the advertised total equal to the asset's
+ * size, identity encoding, no HTML page for a file that is not HTML, no
+ * premature end; see px_http_judge) and delivers only bytes at their true
+ * absolute offsets. A response that breaks the contract ends the transfer
+ * with a status, never with data. A 206 that covers less than was asked
+ * (an origin that caps its answers) ends PX_OK with fewer bytes: the
+ * caller asks for the rest.
  *
  * The rest of the core uses transfers through struct px_fetch_ops, so unit
  * tests can put a fake in its place.
@@ -29,6 +33,8 @@ struct px_fetch_params {
 	int64_t expect_size;             /* the asset's size, -1 if not known yet */
 	int no_reuse;                    /* close the connection when done: no idle
 					  * keep-alive connection outlives the transfer */
+	int html_ok;                     /* the asset is an HTML file: a text/html
+					  * answer may be its bytes */
 };
 
 /* A transfer paused this long (ms) is ended by the fetch thread. */

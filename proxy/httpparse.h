@@ -43,4 +43,51 @@ enum px_status px_http_content_length(const char *v, size_t len, int64_t *out) P
 enum px_status px_http_content_range(const char *v, size_t len,
 				     struct px_content_range *out) PX_WUR;
 
+/*
+ * A response head as seamfs judges it, built line by line from the header
+ * lines libcurl hands over (a status line starts a new head: a redirect's
+ * headers never mix with the final response's).
+ */
+struct px_http_head {
+	int status;               /* 0 until a status line came */
+	int64_t clen;             /* Content-Length, -1: none or unparsable */
+	int have_cr;
+	struct px_content_range cr;
+	int chunked;              /* a Transfer-Encoding other than identity */
+	int html;                 /* Content-Type text/html or application/xhtml+xml */
+	char encoding[32];        /* a Content-Encoding other than identity, "" */
+	char etag[128];           /* as sent, "" if none or longer */
+};
+
+void px_http_head_reset(struct px_http_head *h);
+
+/* Feeds one line (len bytes, not NUL terminated, CRLF included or not).
+ * Returns 1 when it was a status line (the head was reset), else 0. */
+int px_http_head_line(struct px_http_head *h, const char *line, size_t len);
+
+/* What a transfer asked for. */
+struct px_http_want {
+	int64_t offset, length;   /* length 0: a probe (size only) */
+	int64_t expect_size;      /* the asset's size, -1 when not known */
+	int html_ok;              /* the asset is itself an HTML file */
+};
+
+/*
+ * Whether a final response head proves it carries the asked bytes of the
+ * asset, before any body byte is used. Identity encoding only; a 200 only
+ * with a known length equal to the asset's size (any length for a probe of
+ * an asset of unknown size); a 206 only with a Content-Range that starts
+ * where asked and agrees with Content-Length; an HTML page only for an HTML
+ * asset. PX_OK sets *body_pos (the absolute offset of the first body byte)
+ * and *size (the total it gave, -1 none). Otherwise: PX_ENOTASSET (an
+ * answer that is not the asset's bytes: HTML, compressed, unknown length),
+ * PX_EBADRESP (a broken range answer), PX_ESIZE (a probe's other size, a
+ * 416), PX_ENOTFOUND, PX_EAUTH, PX_ESERVER; why says it in words.
+ */
+enum px_status px_http_judge(const struct px_http_head *h, const struct px_http_want *w,
+			     int64_t *body_pos, int64_t *size, char *why, size_t whylen) PX_WUR;
+
+/* Whether a file name or path ends in .html or .htm (any case). */
+int px_http_is_html_path(const char *path);
+
 #endif

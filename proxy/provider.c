@@ -131,6 +131,15 @@ static int health(const struct px_core *core, const struct prov_rt *p, int64_t n
 	return now - p->bad_since >= core->cfg->liveness_ttl_ms ? 2 : 1;
 }
 
+/* A source's health: its provider's, or down while the source itself
+ * failed recently (an HTML answer, a stall, a reset: px_source_failed). */
+static int source_health(const struct px_core *core, size_t asset, size_t k,
+			 const struct prov_rt *p, int64_t now)
+{
+	int h = health(core, p, now);
+	return h < 2 && px_source_bad(core, asset, k, now) ? 2 : h;
+}
+
 /* Ends closed sessions whose TTL has passed; returns the next expiry. */
 static int64_t expire_sessions(struct px_core *core, int64_t now)
 {
@@ -512,7 +521,7 @@ static int choose(struct px_core *core, size_t asset, int64_t now, size_t *src,
 			continue;
 		}
 		any = 1;
-		if (health(core, p, now) < 2)
+		if (source_health(core, asset, i, p, now) < 2)
 			any_up = 1;
 	}
 	if (!any) {
@@ -526,7 +535,7 @@ static int choose(struct px_core *core, size_t asset, int64_t now, size_t *src,
 		const struct prov_rt *p = &core->provs[pi];
 		if (dead[i] || p->drained || p->auth_failed)
 			continue;
-		int h = health(core, p, now);
+		int h = source_health(core, asset, i, p, now);
 		if (any_up && h == 2)
 			continue;
 		if (!has_room(p) || p->waitq) {
@@ -540,7 +549,7 @@ static int choose(struct px_core *core, size_t asset, int64_t now, size_t *src,
 		}
 		if (best >= 0) {
 			const struct prov_rt *b = &core->provs[a->sources[best].provider];
-			int hb = health(core, b, now);
+			int hb = source_health(core, asset, (size_t)best, b, now);
 			size_t bi = a->sources[best].provider;
 			if (hb < h || (hb == h && b->sessions < p->sessions) ||
 			    (hb == h && b->sessions == p->sessions &&

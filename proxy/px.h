@@ -34,6 +34,9 @@ enum px_status {
 	PX_ENOSOURCE,    /* no source of the asset can serve */
 	PX_ESHUTDOWN,    /* the core is stopping */
 	PX_EBUSY,        /* every provider that could serve is at its limit */
+	PX_ENOTASSET,    /* an answer that is not the asset's bytes: an HTML page,
+			  * compressed, of unknown length */
+	PX_EMISMATCH,    /* bytes that differ from the asset's reference */
 	PX_STATUS_COUNT
 };
 

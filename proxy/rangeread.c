@@ -40,6 +40,7 @@ struct px_rangeread {
 	int64_t timeout_ms;
 	unsigned parallel;
 	int64_t size;
+	int html_ok;
 	/* path */
 	char *path;
 	int fd;
@@ -138,7 +139,7 @@ static void start_item(struct px_rangeread *rr, struct batch *b, struct item *it
 	struct px_fetch_params fp = {
 		.url = rr->url, .headers = (const char *const *)rr->headers,
 		.nheaders = rr->nheaders, .offset = it->off, .length = (int64_t)it->len,
-		.expect_size = it->len ? rr->size : -1,
+		.expect_size = it->len ? rr->size : -1, .html_ok = rr->html_ok,
 	};
 	struct px_fetch_cb cb = { it_data, it_done, it };
 	uint64_t id = 0;
@@ -384,6 +385,11 @@ void px_rangeread_free(struct px_rangeread *rr)
 	free(rr->url);
 	free(rr->path);
 	free(rr);
+}
+
+void px_rangeread_set_html_ok(struct px_rangeread *rr, int ok)
+{
+	rr->html_ok = ok;
 }
 
 void px_rangeread_set_size(struct px_rangeread *rr, int64_t size)

@@ -46,6 +46,10 @@ enum px_status px_rangeread_new_path(const char *path, struct px_rangeread **out
  * NULL: no-op. */
 void px_rangeread_free(struct px_rangeread *rr);
 
+/* Whether an HTML answer may be the source's bytes (the asset is an HTML
+ * file); by default a text/html answer fails the read. */
+void px_rangeread_set_html_ok(struct px_rangeread *rr, int ok);
+
 /* The size the source must have from now on (-1: any); a response
  * advertising another total fails the read. */
 void px_rangeread_set_size(struct px_rangeread *rr, int64_t size);

@@ -66,7 +66,15 @@ struct px_handle {
 	unsigned char tail[4096]; /* the last bytes a read gave, for a seam check */
 	size_t tail_len;
 	int64_t tail_end;     /* offset just past them */
+	/* the last read that failed (recent_failure) */
+	int64_t fail_off, fail_end, fail_at;
+	enum px_status fail_st;
 };
+
+/* A failed read is remembered this long: the kernel retries a failed
+ * read-ahead page at once, synchronously, and the application must get
+ * its error within read_timeout of asking, not after a second one. */
+#define FAIL_MEMORY_MS 2000
 
 struct waiter {
 	pthread_mutex_t lock;
@@ -482,10 +490,7 @@ static enum px_status read_direct(struct px_handle *s, int64_t off, size_t len, 
 	}
 	if (got == len)
 		return PX_OK;
-	if (st != PX_EBUSY && st != PX_ESHUTDOWN && st != PX_ENOMEM) {
-		px_session_failed(s->sess); /* a reopen starts afresh */
-		px_standby_exhausted(s->sess, off + (int64_t)got, st);
-	}
+	/* px_handle_read() counts and logs the failure */
 	return st == PX_OK ? PX_ETRANSFER : st;
 }
 
@@ -601,6 +606,24 @@ static enum px_status read_middle(struct px_handle *s, int64_t off, size_t len, 
 	return read_direct_zc(s, off, len, buf, deadline, zc);
 }
 
+/* A head or tail fill stalled under the read at pos (got bytes of it in
+ * buf so far): a standby takes over before the read goes on directly, so
+ * the reader pays one stall, not two. PX_EAGAIN: read directly now;
+ * PX_ETIMEDOUT at the read's deadline. */
+static enum px_status cache_stalled(struct px_handle *s, size_t source, int64_t pos,
+				    unsigned char *buf, size_t got, int64_t deadline)
+{
+	unsigned char seam[4096];
+	if (px_now_ms() >= deadline)
+		return PX_ETIMEDOUT;
+	const struct px_source *src = &s->core->cat->assets[s->asset].sources[source];
+	px_warn("session", "%s: %s: read at %lld: stalled: no byte of the cached range within "
+		"stall_timeout", s->who, src->url ? src->url : src->path, (long long)pos);
+	size_t nseam = seam_bytes(s, pos, buf + got, got, seam);
+	(void)px_cutover(s->sess, source, pos, PX_ETIMEDOUT, seam, nseam, deadline);
+	return PX_EAGAIN;
+}
+
 /* px_handle_read(); the head and tail fills this read held are left in
  * held[0] and held[1] (0: none) for the caller to resume. */
 static enum px_status handle_read(struct px_handle *s, int64_t off, size_t len,
@@ -639,18 +662,23 @@ static enum px_status handle_read(struct px_handle *s, int64_t off, size_t len,
 		if (pos < head_end) {
 			if ((int64_t)n > head_end - pos)
 				n = (size_t)(head_end - pos);
-			st = px_cache_read(core, s->sess, s->asset, 0, atomic_load(&s->sess->source), 0,
+			size_t source = atomic_load(&s->sess->source);
+			st = px_cache_read(core, s->sess, s->asset, 0, source, 0,
 					   head_end, pos, n, buf + *got, deadline, &held[0]);
+			if (st == PX_ETIMEDOUT)
+				st = cache_stalled(s, source, pos, buf, *got, deadline);
 			if (st == PX_EAGAIN)
 				st = read_direct(s, pos, n, buf + *got, deadline, NULL);
 		} else if (pos >= tail_start) {
 			/* a stream that got here already has these bytes */
 			st = read_middle(s, pos, n, buf + *got, deadline, 0, NULL);
+			size_t source = atomic_load(&s->sess->source);
 			if (st == PX_EAGAIN)
-				st = px_cache_read(core, s->sess, s->asset, 1,
-						   atomic_load(&s->sess->source), tail_start,
+				st = px_cache_read(core, s->sess, s->asset, 1, source, tail_start,
 						   size - tail_start, pos, n, buf + *got, deadline,
 						   &held[1]);
+			if (st == PX_ETIMEDOUT)
+				st = cache_stalled(s, source, pos, buf, *got, deadline);
 			if (st == PX_EAGAIN)
 				st = read_direct(s, pos, n, buf + *got, deadline, NULL);
 		} else {
@@ -679,17 +707,113 @@ static void release_held(struct px_core *core, size_t asset, uint64_t held[2])
 	}
 }
 
+/* Whether [off, off+len) overlaps a read of this handle that failed
+ * within FAIL_MEMORY_MS: *st is its status. */
+static int recent_failure(struct px_handle *s, int64_t off, size_t len, enum px_status *st)
+{
+	pthread_mutex_lock(&s->lock);
+	int hit = s->fail_at && px_now_ms() - s->fail_at < FAIL_MEMORY_MS &&
+		  off < s->fail_end && off + (int64_t)len > s->fail_off;
+	if (hit)
+		*st = s->fail_st;
+	pthread_mutex_unlock(&s->lock);
+	return hit;
+}
+
+/* Every read that fails is counted, logged with its cause and remembered
+ * (recent_failure); the session takes no more joins. */
+static void read_failed(struct px_handle *s, int64_t off, size_t len, enum px_status st,
+			int again, int64_t t0)
+{
+	if (st == PX_ESHUTDOWN || st == PX_EINVAL)
+		return;
+	/* only a failure that took its time is remembered: a quick one (a
+	 * 404, a refused connection) costs a retry nothing */
+	if (!again && px_now_ms() - t0 >= s->core->cfg->stall_timeout_ms) {
+		pthread_mutex_lock(&s->lock);
+		s->fail_off = off;
+		s->fail_end = off + (int64_t)len;
+		s->fail_at = px_now_ms();
+		s->fail_st = st;
+		pthread_mutex_unlock(&s->lock);
+	}
+	if (again) {
+		px_warn("session", "%s: read at %lld (%zu bytes) failed again at once: %s, "
+			"as it did %d ms ago", s->who, (long long)off, len, px_strerror(st),
+			FAIL_MEMORY_MS);
+		return;
+	}
+	if (st != PX_EBUSY && st != PX_ENOMEM)
+		px_session_failed(s->sess); /* a reopen starts afresh */
+	px_standby_exhausted(s->sess, off, st);
+}
+
+/* Screens the bytes source gave this read (px_standby_screen). PX_OK: they
+ * may go out. PX_EAGAIN: they were not the asset's, the session cut over,
+ * read again. PX_EMISMATCH: not the asset's, and nothing could take over. */
+static enum px_status screen(struct px_handle *s, size_t source, int64_t off,
+			     const struct iovec *iov, int iovcnt)
+{
+	struct px_core *core = s->core;
+	/* a read that a cutover split holds bytes of two sources: whose
+	 * sample it would be is unclear, and both were checked at the seam */
+	if (atomic_load(&s->sess->source) != source)
+		return PX_OK;
+	if (px_standby_screen(core, s->asset, source, off, iov, iovcnt) == PX_OK)
+		return PX_OK;
+	const struct px_source *src = &core->cat->assets[s->asset].sources[source];
+	px_warn("session", "%s: %s: read at %lld: the bytes differ from the asset's reference: "
+		"not served", s->who, src->url ? src->url : src->path, (long long)off);
+	/* nothing it gave may serve again: the window, the seam bytes */
+	pthread_mutex_lock(&s->lock);
+	struct px_stream *st = s->stream;
+	s->stream = NULL;
+	s->tail_len = 0;
+	pthread_mutex_unlock(&s->lock);
+	px_stream_close(st);
+	if (px_cutover(s->sess, source, off, PX_EMISMATCH, NULL, 0,
+		       px_now_ms() + core->cfg->read_timeout_ms) != PX_OK)
+		return PX_EMISMATCH;
+	return PX_EAGAIN;
+}
+
 enum px_status px_handle_read(struct px_handle *s, int64_t off, size_t len,
 			       void *out, size_t *got)
 {
 	uint64_t held[2] = { 0, 0 };
-	enum px_status st = handle_read(s, off, len, out, got, held);
-	release_held(s->core, s->asset, held);
+	int64_t t0 = px_now_ms();
+	enum px_status st;
+
+	*got = 0;
+	if (recent_failure(s, off, len, &st)) {
+		read_failed(s, off, len, st, 1, 0);
+		return st;
+	}
+	for (int tries = 0;; tries++) {
+		size_t source = atomic_load(&s->sess->source);
+		st = handle_read(s, off, len, out, got, held);
+		release_held(s->core, s->asset, held);
+		if (st != PX_OK || !*got)
+			break;
+		struct iovec v = { out, *got };
+		st = screen(s, source, off, &v, 1);
+		if (st != PX_EAGAIN)
+			break;
+		if (tries == 3) {
+			st = PX_EMISMATCH;
+			break;
+		}
+	}
+	if (st != PX_OK) {
+		*got = 0;
+		read_failed(s, off, len, st, 0, t0);
+	}
 	return st;
 }
 
-enum px_status px_handle_read_zc(struct px_handle *s, int64_t off, size_t len,
-				  void *buf, struct px_zc *zc)
+/* px_handle_read_zc() without the screening and the failure accounting. */
+static enum px_status handle_read_zc(struct px_handle *s, int64_t off, size_t len,
+				     void *buf, struct px_zc *zc)
 {
 	const struct px_config *cfg = s->core->cfg;
 	int64_t head_end, tail_start;
@@ -722,6 +846,39 @@ enum px_status px_handle_read_zc(struct px_handle *s, int64_t off, size_t len,
 	} else if (st == PX_OK) {
 		keep_tail(s, off + (int64_t)len, zc->iov, zc->iovcnt);
 	}
+	return st;
+}
+
+enum px_status px_handle_read_zc(struct px_handle *s, int64_t off, size_t len,
+				  void *buf, struct px_zc *zc)
+{
+	int64_t t0 = px_now_ms();
+	enum px_status st;
+
+	memset(zc, 0, sizeof(*zc));
+	if (recent_failure(s, off, len, &st)) {
+		read_failed(s, off, len, st, 1, 0);
+		return st;
+	}
+	for (int tries = 0;; tries++) {
+		size_t source = atomic_load(&s->sess->source);
+		st = handle_read_zc(s, off, len, buf, zc);
+		if (st != PX_OK)
+			break;
+		st = screen(s, source, off, zc->iov, zc->iovcnt);
+		if (st == PX_OK)
+			break;
+		px_handle_zc_done(zc);
+		zc->iovcnt = 0;
+		if (st != PX_EAGAIN)
+			break;
+		if (tries == 3) {
+			st = PX_EMISMATCH;
+			break;
+		}
+	}
+	if (st != PX_OK)
+		read_failed(s, off, len, st, 0, t0);
 	return st;
 }
 

@@ -38,11 +38,13 @@
 #include <string.h>
 
 #include "core_i.h"
+#include "httpparse.h"
 #include "log.h"
 #include "pool.h"
 #include "rangeread.h"
 #include "seam.h"
 #include "store.h"
+#include "hash.h"
 #include "verdict.h"
 
 #define SAMPLE_TIMEOUT_MS 5000   /* one sample read in the background */
@@ -111,71 +113,329 @@ static enum px_status open_reader(struct px_core *core, size_t asset, size_t k,
 		st = px_rangeread_new_http(&g->ops, src->url, (const char *const *)p->headers,
 					   p->nheaders, timeout, sess ? 8 : 2, out);
 	}
-	if (st == PX_OK)
+	if (st == PX_OK) {
 		px_rangeread_set_size(*out, core->assets[asset].size);
+		px_rangeread_set_html_ok(*out, px_http_is_html_path(core->cat->assets[asset].path));
+	}
 	return st;
+}
+
+/* ---- a source's own failures */
+
+#define BAD_BASE_MS 5000
+#define BAD_MAX_MS 120000
+
+void px_source_failed(struct px_core *core, size_t asset, size_t k, enum px_status why,
+		      const char *detail)
+{
+	struct src_rt *sr = &core->assets[asset].src[k];
+	int n = atomic_fetch_add(&sr->nbad, 1);
+	int64_t wait = BAD_BASE_MS << (n < 5 ? n : 5);
+	if (wait > BAD_MAX_MS)
+		wait = BAD_MAX_MS;
+	atomic_store(&sr->bad_until, core->now() + wait);
+	px_debug("source", "asset %s: %s failed (%s%s%s): last in every choice for %lld ms",
+		 core->cat->assets[asset].id, src_name(core, asset, k), px_strerror(why),
+		 detail && detail[0] ? ": " : "", detail ? detail : "", (long long)wait);
+}
+
+void px_source_good(struct px_core *core, size_t asset, size_t k)
+{
+	struct src_rt *sr = &core->assets[asset].src[k];
+	if (atomic_load(&sr->nbad) || atomic_load(&sr->bad_until)) {
+		atomic_store(&sr->nbad, 0);
+		atomic_store(&sr->bad_until, 0);
+	}
+}
+
+int px_source_bad(const struct px_core *core, size_t asset, size_t k, int64_t now)
+{
+	const struct src_rt *sr = core->assets[asset].src;
+	return sr && now < atomic_load(&sr[k].bad_until);
+}
+
+/* Whether a failed read says "the other side did not answer" (load, an
+ * outage), not something about its bytes: no verdict comes of it. */
+static int no_answer(enum px_status st)
+{
+	switch (st) {
+	case PX_ETIMEDOUT:
+	case PX_ECONNECT:
+	case PX_ETRANSFER:
+	case PX_ESERVER:
+	case PX_ECANCELED:
+	case PX_EBUSY:
+	case PX_ESHUTDOWN:
+	case PX_ENOMEM:
+	case PX_EIO:
+		return 1;
+	default:
+		return 0;
+	}
 }
 
 /* ---- the reference */
 
-/* Takes or loads the asset's reference fingerprint from source k (the one
- * that served first). Background; any thread but the fetch thread. */
+static void apply_verdict(struct px_core *core, size_t asset, size_t k,
+			  const struct vf_verdict *v);
+
+/* Stores source k's fingerprint (and, when v is not NULL, its verdict
+ * against the reference) in the verifier's store. */
+static void store_fp(struct px_core *core, size_t asset, size_t k, const struct vf_seen *seen,
+		     const struct vf_fingerprint *fp, const struct vf_verdict *v, int reference)
+{
+	const struct px_asset *a = &core->cat->assets[asset];
+	struct vf_record rec;
+	char err[300];
+	if (!core->vstore)
+		return;
+	pthread_mutex_lock(&core->vf_lock);
+	int unconfirmed = core->assets[asset].ref_unconfirmed;
+	pthread_mutex_unlock(&core->vf_lock);
+	if (unconfirmed && v && v->outcome != VF_SIZE_MISMATCH)
+		return; /* a verdict against a reference no second source backs */
+	memset(&rec, 0, sizeof(rec));
+	rec.seen = *seen;
+	rec.has_fp = fp && vf_fingerprint_complete(fp);
+	if (rec.has_fp)
+		rec.fp = *fp;
+	if (v) {
+		rec.has_verdict = 1;
+		rec.verdict = *v;
+		pthread_mutex_lock(&core->vf_lock);
+		snprintf(rec.ref, sizeof(rec.ref), "%s",
+			 v->outcome == VF_SIZE_MISMATCH ? "" : core->assets[asset].ref_id);
+		pthread_mutex_unlock(&core->vf_lock);
+	}
+	if (!reference && rec.has_fp) {
+		/* a new record of the reference's own source keeps it the
+		 * reference (a put without the flag would end that) */
+		struct vf_record cur;
+		char name[VF_STORE_MAX_NAME];
+		reference = vf_store_reference(core->vstore, a->id, name, sizeof(name), &cur) &&
+			    strcmp(name, src_name(core, asset, k)) == 0;
+	}
+	if (vf_store_put(core->vstore, a->id, src_name(core, asset, k), &rec, reference, err,
+			 sizeof(err)) != PX_OK)
+		px_warn("verify", "asset %s: could not store a fingerprint: %s", a->id, err);
+}
+
+/* Installs fp as the asset's reference unless one came meanwhile (one
+ * that no second source backed gives way to one that is). */
+static void set_reference(struct px_core *core, size_t asset, const struct vf_fingerprint *fp)
+{
+	struct asset_rt *rt = &core->assets[asset];
+	struct vf_fingerprint *mine = malloc(sizeof(*mine));
+	pthread_mutex_lock(&core->vf_lock);
+	if (mine && rt->ref && rt->ref_unconfirmed) {
+		*mine = *fp;
+		free(rt->ref);
+		rt->ref = mine;
+		mine = NULL;
+		rt->ref_unconfirmed = 0;
+		if (vf_fingerprint_id(rt->ref, rt->ref_id) != PX_OK)
+			rt->ref_id[0] = '\0';
+	} else if (!rt->ref && mine) {
+		*mine = *fp;
+		rt->ref = mine;
+		mine = NULL;
+		atomic_store(&rt->ref_known, 1);
+		if (vf_fingerprint_id(rt->ref, rt->ref_id) != PX_OK)
+			rt->ref_id[0] = '\0';
+		rt->ref_fails = 0;
+	}
+	pthread_cond_broadcast(&core->vf_cond);
+	pthread_mutex_unlock(&core->vf_lock);
+	free(mine);
+}
+
+/*
+ * Takes the asset's reference from its sources' own answers: fingerprints
+ * of the sources in order[] (each size-gated, each read bounded by per_ms
+ * from its start and by deadline, 0: none), until two complete ones agree.
+ * That one becomes the reference, and every source whose fingerprint was
+ * taken gets its verdict against it (the two that agreed are verified).
+ * A source that does not answer gives no verdict. Returns 1 when the asset
+ * has a reference.
+ */
+static int agree_reference(struct px_core *core, size_t asset, const size_t *order, size_t n,
+			   struct px_session *sess, int64_t per_ms, int64_t deadline)
+{
+	struct asset_rt *rt = &core->assets[asset];
+	const struct px_asset *a = &core->cat->assets[asset];
+	struct vf_fingerprint *fps = calloc(n ? n : 1, sizeof(*fps));
+	struct vf_seen *seen = calloc(n ? n : 1, sizeof(*seen));
+	unsigned char *have = calloc(n ? n : 1, 1);
+	long agreed = -1;
+	size_t taken = 0;
+
+	if (!fps || !seen || !have)
+		goto out;
+	for (size_t i = 0; i < n && agreed < 0; i++) {
+		size_t k = order[i];
+		int64_t now = px_now_ms();
+		int64_t until = now + per_ms;
+		struct px_rangeread *rr = NULL;
+		struct gate g;
+		char why[200] = "";
+		size_t bad;
+		if (deadline && now >= deadline)
+			break;
+		if (deadline && until > deadline)
+			until = deadline;
+		if (open_reader(core, asset, k, sess, sess ? until : 0, &g, &rr) != PX_OK)
+			continue;
+		px_rangeread_set_size(rr, -1);
+		enum px_status st = px_rangeread_probe(rr, &seen[i], why, sizeof(why));
+		if (st == PX_OK && seen[i].size != rt->size) {
+			struct vf_verdict v = { .outcome = VF_SIZE_MISMATCH, .sample = -1,
+						.offset = -1, .size = seen[i].size };
+			snprintf(v.why, sizeof(v.why), "size %lld, the asset's is %lld",
+				 (long long)seen[i].size, (long long)rt->size);
+			pthread_mutex_lock(&core->vf_lock);
+			apply_verdict(core, asset, k, &v);
+			pthread_mutex_unlock(&core->vf_lock);
+			store_fp(core, asset, k, &seen[i], NULL, &v, 0);
+			px_rangeread_free(rr);
+			continue;
+		}
+		if (st == PX_OK) {
+			px_rangeread_set_size(rr, rt->size);
+			struct vf_reader r = px_rangeread_reader(rr);
+			st = vf_fingerprint_take(&r, rt->size, &fps[i], &bad, why, sizeof(why));
+		}
+		px_rangeread_free(rr);
+		if (st != PX_OK) {
+			px_info("verify", "asset %s: no fingerprint of %s for the reference: %s%s%s",
+				a->id, src_name(core, asset, k), px_strerror(st), why[0] ? ": " : "",
+				why);
+			if (no_answer(st) || st == PX_ENOTASSET)
+				px_source_failed(core, asset, k, st, why);
+			continue;
+		}
+		have[i] = 1;
+		taken++;
+		for (size_t j = 0; j < i; j++) {
+			struct vf_verdict v;
+			if (!have[j])
+				continue;
+			vf_verdict_compare(&fps[j], &fps[i], &v);
+			if (v.outcome == VF_MATCH) {
+				agreed = (long)i;
+				break;
+			}
+		}
+	}
+	if (agreed >= 0) {
+		set_reference(core, asset, &fps[agreed]);
+		store_fp(core, asset, order[agreed], &seen[agreed], &fps[agreed], NULL, 1);
+		px_info("verify", "asset %s: reference fingerprint taken from %s, which another "
+			"source agrees with (%zu samples)", a->id,
+			src_name(core, asset, order[agreed]), fps[agreed].plan.n);
+		/* every fingerprint taken gets its verdict against it */
+		for (size_t i = 0; i < n; i++) {
+			struct vf_verdict v;
+			if (!have[i])
+				continue;
+			vf_verdict_compare(&fps[agreed], &fps[i], &v);
+			pthread_mutex_lock(&core->vf_lock);
+			apply_verdict(core, asset, order[i], &v);
+			pthread_mutex_unlock(&core->vf_lock);
+			store_fp(core, asset, order[i], &seen[i], &fps[i], &v, 0);
+		}
+	} else {
+		/* no two agree. The bytes readers got are the served source's:
+		 * only a source identical to it may take over, so its
+		 * fingerprint judges the others for now, in memory: nothing of
+		 * it is stored, and an agreement later replaces it */
+		int by = atomic_load(&rt->served_by);
+		for (size_t i = 0; i < n && by > 0; i++) {
+			if (!have[i] || order[i] != (size_t)by - 1)
+				continue;
+			set_reference(core, asset, &fps[i]);
+			pthread_mutex_lock(&core->vf_lock);
+			rt->ref_unconfirmed = 1;
+			pthread_mutex_unlock(&core->vf_lock);
+			px_info("verify", "asset %s: no two sources agree; %s, which served the "
+				"readers, judges the others until two do", a->id,
+				src_name(core, asset, order[i]));
+			for (size_t j = 0; j < n; j++) {
+				struct vf_verdict v;
+				if (!have[j])
+					continue;
+				vf_verdict_compare(&fps[i], &fps[j], &v);
+				pthread_mutex_lock(&core->vf_lock);
+				apply_verdict(core, asset, order[j], &v);
+				pthread_mutex_unlock(&core->vf_lock);
+			}
+			break;
+		}
+		pthread_mutex_lock(&core->vf_lock);
+		int fails = ++rt->ref_fails;
+		int64_t wait = 2000LL << (fails < 8 ? fails : 8);
+		rt->ref_retry_at = core->now() + wait;
+		pthread_mutex_unlock(&core->vf_lock);
+		px_info("verify", "asset %s: no reference yet: %zu fingerprint(s) taken, no two "
+			"agree; next try in %lld s", a->id, taken, (long long)wait / 1000);
+	}
+out:
+	free(fps);
+	free(seen);
+	free(have);
+	pthread_mutex_lock(&core->vf_lock);
+	int ok = rt->ref != NULL;
+	pthread_mutex_unlock(&core->vf_lock);
+	return ok;
+}
+
+/* The asset's sources that may give a reference: `first` (the one that
+ * served) first, then the others that are not dead or rejected, sources
+ * that failed lately last. Returns how many were put in out. */
+static size_t reference_order(struct px_core *core, size_t asset, size_t first, size_t *out,
+			      size_t cap)
+{
+	const struct px_asset *a = &core->cat->assets[asset];
+	struct asset_rt *rt = &core->assets[asset];
+	int64_t now = core->now();
+	size_t n = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t k = 0; k < a->nsources && n < cap; k++) {
+			size_t src = k == 0 ? first : k <= first ? k - 1 : k;
+			int bad = px_source_bad(core, asset, src, now);
+			pthread_mutex_lock(&core->vf_lock);
+			int st = rt->src[src].state;
+			pthread_mutex_unlock(&core->vf_lock);
+			if (rt->dead[src] || st == VS_REJECTED || bad != pass)
+				continue;
+			out[n++] = src;
+		}
+	}
+	return n;
+}
+
+/* Takes or loads the asset's reference fingerprint, from source k (the one
+ * that served) and a second source that agrees with it. Background; any
+ * thread but the fetch thread. */
 static void take_reference(struct px_core *core, size_t asset, size_t k)
 {
 	const struct px_asset *a = &core->cat->assets[asset];
 	struct asset_rt *rt = &core->assets[asset];
-	struct vf_fingerprint *fp = calloc(1, sizeof(*fp));
-	struct px_rangeread *rr = NULL;
 	struct vf_record rec;
-	struct gate g;
-	char name[VF_STORE_MAX_NAME], why[200] = "", err[300];
-	size_t bad;
-	enum px_status st = PX_ENOMEM;
+	char name[VF_STORE_MAX_NAME];
+	size_t order[64];
 
-	if (!fp)
-		goto out;
 	if (core->vstore && vf_store_reference(core->vstore, a->id, name, sizeof(name), &rec) &&
 	    rec.has_fp && rec.fp.size == rt->size) {
-		*fp = rec.fp;
-		st = PX_OK;
+		set_reference(core, asset, &rec.fp);
 		px_debug("verify", "asset %s: reference fingerprint from the store (%s)", a->id, name);
-		goto out;
+	} else {
+		size_t n = reference_order(core, asset, k, order, 64);
+		(void)agree_reference(core, asset, order, n, NULL, SAMPLE_TIMEOUT_MS, 0);
 	}
-	st = open_reader(core, asset, k, NULL, 0, &g, &rr);
-	if (st != PX_OK)
-		goto out;
-	struct vf_reader r = px_rangeread_reader(rr);
-	st = vf_fingerprint_take(&r, rt->size, fp, &bad, why, sizeof(why));
-	if (st != PX_OK)
-		goto out;
-	if (core->vstore) {
-		memset(&rec, 0, sizeof(rec));
-		rec.seen.size = rt->size;
-		rec.seen.mtime = -1;
-		rec.has_fp = 1;
-		rec.fp = *fp;
-		if (vf_store_put(core->vstore, a->id, src_name(core, asset, k), &rec, 1, err,
-				 sizeof(err)) != PX_OK)
-			px_warn("verify", "asset %s: could not store the reference: %s", a->id, err);
-	}
-	px_info("verify", "asset %s: reference fingerprint taken from %s (%zu samples)", a->id,
-		src_name(core, asset, k), fp->plan.n);
-out:
-	px_rangeread_free(rr);
 	pthread_mutex_lock(&core->vf_lock);
 	rt->ref_busy = 0;
-	if (st == PX_OK && !rt->ref) {
-		rt->ref = fp;
-		fp = NULL;
-		if (vf_fingerprint_id(rt->ref, rt->ref_id) != PX_OK)
-			rt->ref_id[0] = '\0';
-	} else if (st != PX_OK) {
-		px_warn("verify", "asset %s: no reference fingerprint yet: %s%s%s", a->id,
-			px_strerror(st), why[0] ? ": " : "", why);
-	}
 	pthread_cond_broadcast(&core->vf_cond);
 	pthread_mutex_unlock(&core->vf_lock);
-	free(fp);
 }
 
 /* ---- verifying one source */
@@ -201,9 +461,13 @@ static void apply_verdict(struct px_core *core, size_t asset, size_t k,
 		break;
 	case VF_INCONCLUSIVE:
 		sr->state = ++sr->inconclusive >= ABANDON_AFTER ? VS_ABANDONED : VS_UNKNOWN;
+		if (sr->state == VS_ABANDONED) {
+			sr->abandoned_at = core->now();
+			sr->abandons++;
+		}
 		px_info("verify", "asset %s: %s inconclusive (%d in a row%s): %s", id,
 			src_name(core, asset, k), sr->inconclusive,
-			sr->state == VS_ABANDONED ? ", abandoned" : "", v->why);
+			sr->state == VS_ABANDONED ? ", abandoned for now" : "", v->why);
 		break;
 	}
 	sr->checked = core->now();
@@ -214,6 +478,10 @@ static void apply_verdict(struct px_core *core, size_t asset, size_t k,
  * Verifies source k against the reference: the size gate, then the stored
  * fingerprint if it is still valid, else the sampled sweep. sess/deadline:
  * see open_reader. Fills *v. Updates the source's state and the store.
+ * Only the source's own answers make a verdict: with no reference yet, or
+ * when the source did not answer (a timeout, a refused connection, a
+ * stall), its state stays unverified, uncounted, and a source that did not
+ * answer goes last for a while (px_source_failed).
  */
 static void verify_source(struct px_core *core, size_t asset, size_t k,
 			  struct px_session *sess, int64_t deadline, struct vf_verdict *v)
@@ -225,8 +493,10 @@ static void verify_source(struct px_core *core, size_t asset, size_t k,
 	struct vf_record rec;
 	struct vf_seen seen;
 	struct gate g;
-	char why[200] = "", err[300];
+	char why[200] = "";
 	enum px_status st;
+	int counts = 1;         /* the outcome is a verdict on the source */
+	size_t bad;
 
 	memset(v, 0, sizeof(*v));
 	v->outcome = VF_INCONCLUSIVE;
@@ -242,15 +512,18 @@ static void verify_source(struct px_core *core, size_t asset, size_t k,
 	pthread_mutex_unlock(&core->vf_lock);
 	if (!ref || !cand) {
 		snprintf(v->why, sizeof(v->why), "out of memory");
+		counts = 0;
 		goto out;
 	}
 	if (!have_ref) {
 		snprintf(v->why, sizeof(v->why), "no reference fingerprint of the asset yet");
+		counts = 0;
 		goto out;
 	}
 	st = open_reader(core, asset, k, sess, deadline, &g, &rr);
 	if (st != PX_OK) {
 		snprintf(v->why, sizeof(v->why), "%s", px_strerror(st));
+		counts = 0;
 		goto out;
 	}
 	/* the size gate first: a source of another size is read no further */
@@ -261,6 +534,10 @@ static void verify_source(struct px_core *core, size_t asset, size_t k,
 			rt->dead[k] = 1;
 		if (st == PX_EAUTH)
 			px_provider_auth_failed(core, a->sources[k].provider, why);
+		if (no_answer(st) || st == PX_ENOTFOUND || st == PX_EAUTH) {
+			counts = 0;
+			px_source_failed(core, asset, k, st, why);
+		}
 		snprintf(v->why, sizeof(v->why), "size unknown: %s (%s)", px_strerror(st), why);
 		goto out;
 	}
@@ -269,43 +546,45 @@ static void verify_source(struct px_core *core, size_t asset, size_t k,
 		v->outcome = VF_SIZE_MISMATCH;
 		snprintf(v->why, sizeof(v->why), "size %lld, the asset's is %lld",
 			 (long long)seen.size, (long long)rt->size);
-		goto store;
+		store_fp(core, asset, k, &seen, NULL, v, 0);
+		goto out;
 	}
 	px_rangeread_set_size(rr, rt->size);
 	if (core->vstore && vf_store_get(core->vstore, a->id, src_name(core, asset, k), &seen,
 					 &rec) && rec.has_fp) {
 		vf_verdict_compare(ref, &rec.fp, v);
-		goto done; /* nothing new to store */
+		goto out; /* nothing new to store */
 	}
 	struct vf_reader r = px_rangeread_reader(rr);
-	if (vf_verdict_check(ref, seen.size, &r, v, cand) != PX_OK) {
-		v->outcome = VF_INCONCLUSIVE;
-		if (!v->why[0])
-			snprintf(v->why, sizeof(v->why), "could not check");
+	st = vf_fingerprint_take(&r, seen.size, cand, &bad, why, sizeof(why));
+	if (st == PX_ENOMEM) {
+		snprintf(v->why, sizeof(v->why), "out of memory");
+		counts = 0;
+		goto out;
 	}
-store:
-	if (core->vstore && v->outcome != VF_INCONCLUSIVE) {
-		memset(&rec, 0, sizeof(rec));
-		rec.seen = seen;
-		rec.has_fp = v->outcome != VF_SIZE_MISMATCH && vf_fingerprint_complete(cand);
-		if (rec.has_fp)
-			rec.fp = *cand;
-		rec.has_verdict = 1;
-		rec.verdict = *v;
-		pthread_mutex_lock(&core->vf_lock);
-		snprintf(rec.ref, sizeof(rec.ref), "%s",
-			 v->outcome == VF_SIZE_MISMATCH ? "" : rt->ref_id);
-		pthread_mutex_unlock(&core->vf_lock);
-		if (vf_store_put(core->vstore, a->id, src_name(core, asset, k), &rec, 0, err,
-				 sizeof(err)) != PX_OK)
-			px_warn("verify", "asset %s: could not store a verdict: %s", a->id, err);
+	/* a sample that differs is proof, whatever else could not be read */
+	vf_verdict_compare(ref, cand, v);
+	v->size = seen.size;
+	if (v->outcome == VF_INCONCLUSIVE && no_answer(st)) {
+		counts = 0;
+		px_source_failed(core, asset, k, st, why);
+		snprintf(v->why, sizeof(v->why), "no answer: %s%s%s", px_strerror(st),
+			 why[0] ? ": " : "", why);
 	}
-done:
-	;
+	if (v->outcome != VF_INCONCLUSIVE)
+		store_fp(core, asset, k, &seen, cand, v, 0);
 out:
 	px_rangeread_free(rr);
 	pthread_mutex_lock(&core->vf_lock);
-	apply_verdict(core, asset, k, v);
+	if (counts) {
+		apply_verdict(core, asset, k, v);
+	} else {
+		struct src_rt *sr = &rt->src[k];
+		if (sr->state == VS_VERIFYING)
+			sr->state = VS_UNKNOWN;
+		sr->checked = core->now();
+		snprintf(sr->why, sizeof(sr->why), "%s", v->why);
+	}
 	pthread_mutex_unlock(&core->vf_lock);
 	free(ref);
 	free(cand);
@@ -366,17 +645,35 @@ static int queue_job(struct px_core *core, size_t asset, size_t k, int reference
 void px_standby_served(struct px_core *core, size_t asset, size_t source)
 {
 	struct asset_rt *rt = &core->assets[asset];
+	int by = atomic_load(&rt->served_by);
+	if (by != (int)source + 1 && by != -1) {
+		int want = by == 0 ? (int)source + 1 : -1;
+		if (!atomic_compare_exchange_strong(&rt->served_by, &by, want) &&
+		    by != (int)source + 1)
+			atomic_store(&rt->served_by, -1);
+	}
+	px_source_good(core, asset, source);
 	if (atomic_load(&rt->served))
 		return;
+	/* the reference is not taken here: a library scan serves every file
+	 * and must cost no sample requests. px_standby_tick() takes it once
+	 * a session has played for standby_delay. One kept from an earlier
+	 * run costs a file read, and lets the first bytes be screened. */
 	pthread_mutex_lock(&core->vf_lock);
-	if (!rt->served) {
+	int first = !rt->served;
+	if (first) {
 		rt->served = 1;
 		rt->served_at = core->now();
-		if (!rt->ref && !rt->ref_busy && core->cat->assets[asset].nsources > 1 &&
-		    queue_job(core, asset, source, 1))
-			rt->ref_busy = 1;
 	}
+	int load = first && !rt->ref && core->vstore && core->cat->assets[asset].nsources > 1;
 	pthread_mutex_unlock(&core->vf_lock);
+	if (load) {
+		struct vf_record rec;
+		char name[VF_STORE_MAX_NAME];
+		if (vf_store_reference(core->vstore, core->cat->assets[asset].id, name, sizeof(name),
+				       &rec) && rec.has_fp && rec.fp.size == rt->size)
+			set_reference(core, asset, &rec.fp);
+	}
 }
 
 void px_standby_tick(struct px_core *core)
@@ -405,10 +702,12 @@ void px_standby_tick(struct px_core *core)
 		size_t asset = assets[2 * i], active = assets[2 * i + 1];
 		struct asset_rt *rt = &core->assets[asset];
 		const struct px_asset *a = &core->cat->assets[asset];
-		if (!rt->ref) {
-			if (!rt->ref_busy && a->nsources > 1 && queue_job(core, asset, active, 1))
+		if (!rt->ref || rt->ref_unconfirmed) {
+			if (!rt->ref_busy && a->nsources > 1 && now >= rt->ref_retry_at &&
+			    queue_job(core, asset, active, 1))
 				rt->ref_busy = 1;
-			continue;
+			if (!rt->ref)
+				continue;
 		}
 		int busy = 0, done = 0;
 		for (size_t k = 0; k < a->nsources; k++) {
@@ -417,7 +716,24 @@ void px_standby_tick(struct px_core *core)
 		}
 		for (size_t k = 0; k < a->nsources && done + busy < cfg->max_standby; k++) {
 			struct src_rt *sr = &rt->src[k];
-			if (k == active || sr->state != VS_UNKNOWN || rt->dead[k])
+			/* an abandoned source is tried again after a backoff
+			 * (1, 2, 4 ... 30 min), or once its provider answers
+			 * the liveness check after it was abandoned */
+			if (sr->state == VS_ABANDONED && !rt->dead[k]) {
+				const struct prov_rt *pv = &core->provs[a->sources[k].provider];
+				int sh = sr->abandons < 6 ? sr->abandons : 6;
+				int64_t wait = 60000LL << (sh > 0 ? sh - 1 : 0);
+				if (wait > 1800000)
+					wait = 1800000;
+				if (now - sr->abandoned_at >= wait || pv->last_good > sr->abandoned_at) {
+					sr->state = VS_UNKNOWN;
+					sr->inconclusive = 0;
+					px_info("verify", "asset %s: %s is tried again after it was "
+						"abandoned", a->id, src_name(core, asset, k));
+				}
+			}
+			if (k == active || sr->state != VS_UNKNOWN || rt->dead[k] ||
+			    px_source_bad(core, asset, k, now))
 				continue;
 			/* an inconclusive source is tried again, not at once */
 			if (sr->inconclusive && now - sr->checked < 2000LL << sr->inconclusive)
@@ -445,18 +761,27 @@ static const char *reason_name(enum px_status st)
 	case PX_ENOTFOUND: return "not_found";
 	case PX_EAUTH: return "auth";
 	case PX_ESIZE: return "size";
+	case PX_ENOTASSET: return "not_asset";
+	case PX_EMISMATCH: return "mismatch";
 	default: return "error";
 	}
 }
 
-/* Candidates for session s, best first, into out (at most cap). */
+/* Candidates for session s, best first, into out (at most cap): sources
+ * that did not fail lately before those that did (a stalled or dead origin
+ * is tried last, not first), then verified ones, then the fewest sessions
+ * on their provider, then the provider's name. */
 static size_t candidates(struct px_core *core, struct px_session *s, size_t active,
 			 size_t *out, size_t cap)
 {
 	const struct px_asset *a = &core->cat->assets[s->asset];
 	struct asset_rt *rt = &core->assets[s->asset];
+	int64_t now = core->now();
+	unsigned char bad[64];
 	size_t n = 0;
 
+	if (cap > 64)
+		cap = 64;
 	pthread_mutex_lock(&core->prov_lock);
 	pthread_mutex_lock(&core->vf_lock);
 	for (size_t k = 0; k < a->nsources && n < cap; k++) {
@@ -467,24 +792,30 @@ static size_t candidates(struct px_core *core, struct px_session *s, size_t acti
 		if (k == active || rt->dead[k] || st == VS_REJECTED || st == VS_ABANDONED ||
 		    p->auth_failed)
 			continue;
+		bad[n] = (unsigned char)(px_source_bad(core, s->asset, k, now) ||
+					 (p->bad_since && now - p->bad_since >= core->cfg->liveness_ttl_ms));
 		out[n++] = k;
 	}
-	/* insertion sort: verified first, then fewest sessions, then name */
+	/* insertion sort on (bad, not verified, sessions, name) */
 	for (size_t i = 1; i < n; i++) {
 		for (size_t j = i; j > 0; j--) {
 			size_t x = out[j - 1], y = out[j];
 			const struct prov_rt *px = &core->provs[a->sources[x].provider];
 			const struct prov_rt *py = &core->provs[a->sources[y].provider];
 			int vx = rt->src[x].state == VS_VERIFIED, vy = rt->src[y].state == VS_VERIFIED;
-			int swap = vy > vx ||
+			int bx = bad[j - 1], by = bad[j];
+			int swap = by < bx ||
+				   (by == bx && (vy > vx ||
 				   (vy == vx && (py->sessions < px->sessions ||
 						 (py->sessions == px->sessions &&
 						  strcmp(core->cat->providers[a->sources[y].provider].name,
-							 core->cat->providers[a->sources[x].provider].name) < 0)));
+							 core->cat->providers[a->sources[x].provider].name) < 0)))));
 			if (!swap)
 				break;
 			out[j - 1] = y;
 			out[j] = x;
+			bad[j - 1] = (unsigned char)by;
+			bad[j] = (unsigned char)bx;
 		}
 	}
 	pthread_mutex_unlock(&core->vf_lock);
@@ -529,46 +860,125 @@ enum px_status px_cutover(struct px_session *s, size_t failed, int64_t off, enum
 	return rc;
 }
 
-/* px_cutover() with the session's cut_lock held. */
+/* Whether source k answers with the asset's size, before until. A source
+ * of another size is rejected for good; one that does not answer goes last
+ * for a while. */
+static int size_gate(struct px_core *core, struct px_session *s, size_t k, int64_t until)
+{
+	struct asset_rt *rt = &core->assets[s->asset];
+	struct px_rangeread *rr = NULL;
+	struct vf_seen seen;
+	struct gate g;
+	char why[200] = "";
+	int ok = 0;
+
+	if (open_reader(core, s->asset, k, s, until, &g, &rr) != PX_OK)
+		return 0;
+	px_rangeread_set_size(rr, -1);
+	enum px_status st = px_rangeread_probe(rr, &seen, why, sizeof(why));
+	px_rangeread_free(rr);
+	if (st != PX_OK) {
+		if (st == PX_ENOTFOUND)
+			rt->dead[k] = 1;
+		if (no_answer(st) || st == PX_ENOTASSET)
+			px_source_failed(core, s->asset, k, st, why);
+	} else if (seen.size != rt->size) {
+		struct vf_verdict v = { .outcome = VF_SIZE_MISMATCH, .sample = -1, .offset = -1,
+					.size = seen.size };
+		snprintf(v.why, sizeof(v.why), "size %lld, the asset's is %lld",
+			 (long long)seen.size, (long long)rt->size);
+		pthread_mutex_lock(&core->vf_lock);
+		apply_verdict(core, s->asset, k, &v);
+		pthread_mutex_unlock(&core->vf_lock);
+	} else {
+		ok = 1;
+	}
+	return ok;
+}
+
+/* px_cutover() with the session's cut_lock held. Each candidate gets at
+ * most stall_timeout for its checks (and the read's deadline bounds all):
+ * a standby that does not answer costs the reader no more than a stall. */
 static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_t off,
 				     enum px_status why, const void *seam, size_t n,
 				     int64_t deadline)
 {
 	struct px_core *core = s->core;
 	const struct px_asset *a = &core->cat->assets[s->asset];
+	struct asset_rt *rt = &core->assets[s->asset];
 	size_t cand[64];
 	int64_t t0 = px_now_ms();
+	int64_t per = core->cfg->stall_timeout_ms > 0 ? core->cfg->stall_timeout_ms : 3000;
 
 	if (why == PX_ENOTFOUND)
-		core->assets[s->asset].dead[failed] = 1;
+		rt->dead[failed] = 1;
 	if (why == PX_EAUTH)
 		px_provider_auth_failed(core, a->sources[failed].provider, "HTTP 401/403");
+	if (why != PX_EAUTH && why != PX_ENOTFOUND)
+		px_source_failed(core, s->asset, failed, why, "under a read");
 	size_t nc = candidates(core, s, failed, cand, 64);
+	pthread_mutex_lock(&core->vf_lock);
+	int have_ref = rt->ref != NULL;
+	pthread_mutex_unlock(&core->vf_lock);
+	if (!have_ref && nc > 0) {
+		/* no reference yet: the candidates' own answers make one, from
+		 * two that agree (the failed source last, unless it stopped
+		 * answering: after a reset it may still answer elsewhere) */
+		size_t order[65];
+		memcpy(order, cand, nc * sizeof(*cand));
+		order[nc] = failed;
+		int with_failed = why != PX_ETIMEDOUT && why != PX_ECONNECT && why != PX_ENOTASSET &&
+				  why != PX_EMISMATCH;
+		(void)agree_reference(core, s->asset, order, nc + (size_t)with_failed, s, per,
+				      deadline);
+		nc = candidates(core, s, failed, cand, 64);
+	}
 	for (size_t i = 0; i < nc && px_now_ms() < deadline; i++) {
 		size_t k = cand[i];
+		int64_t until = px_now_ms() + per;
 		struct vf_verdict v;
+		if (until > deadline)
+			until = deadline;
 		pthread_mutex_lock(&core->vf_lock);
-		int verified = core->assets[s->asset].src[k].state == VS_VERIFIED;
+		int verified = rt->src[k].state == VS_VERIFIED;
 		pthread_mutex_unlock(&core->vf_lock);
-		if (!verified) {
+		int by = atomic_load(&rt->served_by);
+		pthread_mutex_lock(&core->vf_lock);
+		have_ref = rt->ref != NULL;
+		pthread_mutex_unlock(&core->vf_lock);
+		if (!verified && !have_ref && (by == 0 || by == (int)k + 1)) {
+			/* nothing of the asset was served by another source yet:
+			 * no byte can mix, the size gate is all a move needs (a
+			 * broken first source never served, its pages are none) */
+			if (!size_gate(core, s, k, until))
+				continue;
+		} else if (!verified) {
 			/* the size gate and the sweep, now, within the read's time */
-			verify_source(core, s->asset, k, s, deadline, &v);
+			verify_source(core, s->asset, k, s, until, &v);
 			if (v.outcome != VF_MATCH)
 				continue;
+			until = px_now_ms() + per;
+			if (until > deadline)
+				until = deadline;
 		}
 		if (n > 0 && off >= (int64_t)n) {
 			struct px_rangeread *rr = NULL;
 			struct gate g;
-			if (open_reader(core, s->asset, k, s, deadline, &g, &rr) != PX_OK)
+			if (open_reader(core, s->asset, k, s, until, &g, &rr) != PX_OK)
 				continue;
 			struct vf_reader r = px_rangeread_reader(rr);
 			enum px_status st = vf_seam_check(&r, off, seam, n, &v);
 			px_rangeread_free(rr);
 			if (st != PX_OK || v.outcome != VF_MATCH) {
-				pthread_mutex_lock(&core->vf_lock);
-				if (st == PX_OK)
+				if (st == PX_OK && v.outcome == VF_MISMATCH) {
+					pthread_mutex_lock(&core->vf_lock);
 					apply_verdict(core, s->asset, k, &v);
-				pthread_mutex_unlock(&core->vf_lock);
+					pthread_mutex_unlock(&core->vf_lock);
+				} else {
+					/* it did not answer: not a verdict */
+					px_source_failed(core, s->asset, k,
+							 st != PX_OK ? st : PX_ETIMEDOUT, v.why);
+				}
 				px_warn("cutover", "%s: %s: seam check at %lld: %s", s->who,
 					src_name(core, s->asset, k), (long long)off,
 					st == PX_OK ? v.why : px_strerror(st));
@@ -583,10 +993,13 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 				src_name(core, s->asset, k));
 			continue;
 		}
-		/* the source that failed served these bytes: a verified standby */
+		/* the source that failed served these bytes: a verified standby,
+		 * unless they were not the asset's */
+		int by_now = atomic_load(&rt->served_by);
 		pthread_mutex_lock(&core->vf_lock);
-		if (core->assets[s->asset].src[failed].state != VS_REJECTED)
-			core->assets[s->asset].src[failed].state = VS_VERIFIED;
+		if (rt->src[failed].state != VS_REJECTED && why != PX_EMISMATCH &&
+		    why != PX_ENOTASSET && (by_now == (int)failed + 1 || by_now == -1))
+			rt->src[failed].state = VS_VERIFIED;
 		pthread_mutex_unlock(&core->vf_lock);
 		int64_t took = px_now_ms() - t0;
 		record(core, s, off, failed, k, why, took);
@@ -610,8 +1023,8 @@ void px_standby_exhausted(struct px_session *s, int64_t off, enum px_status why)
 	pthread_mutex_lock(&core->prov_lock);
 	s->exhausted = 1;
 	pthread_mutex_unlock(&core->prov_lock);
-	px_warn("cutover", "%s offset %lld: fallback_exhausted (%s)", s->who, (long long)off,
-		px_strerror(why));
+	px_warn("cutover", "%s offset %lld: the read fails with %s: no source could serve it "
+		"(fallback_exhausted)", s->who, (long long)off, px_strerror(why));
 }
 
 const char *px_standby_state_name(int state)
@@ -689,4 +1102,71 @@ void px_standby_release(struct px_core *core)
 	}
 	pthread_cond_destroy(&core->vf_cond);
 	pthread_mutex_destroy(&core->vf_lock);
+}
+
+/* ---- the first bytes a source gives */
+
+enum px_status px_standby_screen(struct px_core *core, size_t asset, size_t k, int64_t off,
+				 const struct iovec *iov, int iovcnt)
+{
+	struct asset_rt *rt = &core->assets[asset];
+	struct src_rt *sr = &rt->src[k];
+	unsigned char chunk[VF_SAMPLE_LEN], want[VF_HASH_LEN], got[VF_HASH_LEN];
+	size_t len = 0;
+	long hit = -1;
+
+	/* the read path's cost: two atomic loads, until a reference exists */
+	if (atomic_load(&sr->screened) || !atomic_load(&rt->ref_known))
+		return PX_OK;
+	for (int i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	int64_t end = off + (int64_t)len;
+	pthread_mutex_lock(&core->vf_lock);
+	if (sr->state == VS_VERIFIED) {
+		atomic_store(&sr->screened, 1); /* the whole sweep said as much */
+	} else if (rt->ref) {
+		/* the samples are chunk-aligned: a page-aligned read of 4 KiB or
+		 * more covers one whole when it reaches its offset */
+		const struct vf_fingerprint *ref = rt->ref;
+		for (size_t i = 0; i < ref->plan.n && ref->plan.off[i] < end; i++) {
+			if (ref->plan.off[i] >= off && ref->plan.off[i] + ref->plan.len[i] <= end &&
+			    ref->have[i]) {
+				hit = (long)i;
+				memcpy(want, ref->sha[i], sizeof(want));
+				break;
+			}
+		}
+	}
+	int64_t soff = hit >= 0 ? rt->ref->plan.off[hit] : 0;
+	size_t slen = hit >= 0 ? rt->ref->plan.len[hit] : 0;
+	pthread_mutex_unlock(&core->vf_lock);
+	if (hit < 0)
+		return PX_OK;
+	/* gather the sample's bytes out of the reply's pieces */
+	size_t skip = (size_t)(soff - off), n = 0;
+	for (int i = 0; i < iovcnt && n < slen; i++) {
+		size_t l = iov[i].iov_len;
+		if (skip >= l) {
+			skip -= l;
+			continue;
+		}
+		size_t take = l - skip < slen - n ? l - skip : slen - n;
+		memcpy(chunk + n, (const unsigned char *)iov[i].iov_base + skip, take);
+		n += take;
+		skip = 0;
+	}
+	if (vf_hash_once(chunk, slen, got) != PX_OK)
+		return PX_OK; /* cannot hash: nothing proven either way */
+	if (memcmp(got, want, sizeof(got)) == 0) {
+		atomic_store(&sr->screened, 1);
+		return PX_OK;
+	}
+	struct vf_verdict v = { .outcome = VF_MISMATCH, .sample = hit, .offset = soff,
+				.size = rt->size };
+	snprintf(v.why, sizeof(v.why), "the bytes it served at %lld differ from the "
+		 "reference's sample %ld", (long long)soff, hit);
+	pthread_mutex_lock(&core->vf_lock);
+	apply_verdict(core, asset, k, &v);
+	pthread_mutex_unlock(&core->vf_lock);
+	return PX_EMISMATCH;
 }

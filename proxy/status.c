@@ -24,6 +24,8 @@ const char *px_strerror(enum px_status st)
 	case PX_ENOSOURCE: return "no source can serve";
 	case PX_ESHUTDOWN: return "shutting down";
 	case PX_EBUSY: return "all providers at their limit";
+	case PX_ENOTASSET: return "not the asset's bytes";
+	case PX_EMISMATCH: return "bytes differ from the asset's reference";
 	case PX_STATUS_COUNT: break;
 	}
 	return "unknown status";

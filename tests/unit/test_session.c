@@ -664,18 +664,19 @@ static void test_notfound_no_retry(void **state)
 	r->fake.fail_from = 1;
 	r->fake.fail_count = 1;
 	r->fake.fail_status = PX_ENOTFOUND;
-	assert_int_equal(px_handle_read(r->s, 0, sizeof(buf), buf, &got), PX_ENOTFOUND);
-	assert_int_equal(fake_nreq(&r->fake), 1);
-	/* the session keeps its source: nothing switches it to other bytes ... */
-	assert_int_equal(px_handle_read(r->s, 0, sizeof(buf), buf, &got), PX_OK);
-	assert_string_equal(fake_req(&r->fake, 2).url, URL0);
-	/* ... but a new session skips the dead one */
+	/* nothing of the asset was served yet, so no byte can mix: the read
+	 * moves to the other source at once (its size gate only), no retry */
+	read_check(r->s, 0, sizeof(buf));
+	assert_string_equal(fake_req(&r->fake, 1).url, URL0);
+	assert_string_equal(fake_req(&r->fake, fake_nreq(&r->fake)).url, URL1);
+	/* and a new session skips the dead one */
 	struct px_handle *s2 = NULL;
 	assert_int_equal(px_handle_open(r->core, 0, 43, &s2), PX_OK);
 	int64_t off = 777;
+	int before = fake_nreq(&r->fake);
 	read_check(s2, off, 4000);
-	assert_string_equal(fake_req(&r->fake, 3).url, URL1);
-	assert_int_equal(fake_req(&r->fake, 3).nheaders, 0);
+	assert_string_equal(fake_req(&r->fake, before + 1).url, URL1);
+	assert_int_equal(fake_req(&r->fake, before + 1).nheaders, 0);
 	assert_int_not_equal(px_handle_session_id(s2), px_handle_session_id(r->s));
 	px_handle_close(s2);
 	rig_free(r);
@@ -714,8 +715,9 @@ static void test_size_mismatch_marks_dead(void **state)
 	r->fake.fail_from = 1;
 	r->fake.fail_count = 1;
 	r->fake.fail_status = PX_ESIZE;
-	assert_int_equal(px_handle_read(r->s, 0, sizeof(buf), buf, &got), PX_ESIZE);
-	assert_int_equal(fake_nreq(&r->fake), 1);
+	/* the read itself moves to URL1 (nothing was served yet) */
+	assert_int_equal(px_handle_read(r->s, 0, sizeof(buf), buf, &got), PX_OK);
+	assert_string_equal(fake_req(&r->fake, 1).url, URL0);
 	struct px_handle *s2 = NULL;
 	assert_int_equal(px_handle_open(r->core, 0, 43, &s2), PX_OK);
 	read_check(s2, 0, 100);
