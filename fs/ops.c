@@ -351,8 +351,16 @@ static void tc_open(fuse_req_t req, struct fs_ctx *ctx, size_t asset,
 		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)f | FS_FH_TRANSCODE;
-	/* only committed segments are served, and they never change */
-	fi->keep_cache = 1;
+	/* Direct I/O, no page cache: a read of a segment not yet written
+	 * waits for its writer. As a buffered read it would go out as the
+	 * kernel's read-ahead, an async request holding one of the
+	 * connection's few background slots (max_background, 12) all that
+	 * time, and a dozen such readers would starve the writers, whose
+	 * input is read through this mount with the same slots. A direct read
+	 * is a plain request holding only a worker thread (64), and waits
+	 * for its own bytes, not for 1 MiB of read-ahead beyond the live
+	 * edge. Serving it again is a pread of a local segment. */
+	fi->direct_io = 1;
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		px_transcode_close(f);
 }

@@ -17,20 +17,37 @@
  *    player's seek: kill, recover, start at that segment) once that one has
  *    committed two segments, so that distant readers take turns.
  *
+ * A writer's input: once fs/ says the mount serves reads
+ * (px_transcode_set_input_root), the source asset's file in the mount, so
+ * that the daemon's own read path chooses the source, balances, verifies
+ * standbys and cuts over for the writer as for any player; a writer never
+ * sees a dead origin that has identical peers. Before that (the plans, at
+ * mount) and without a mount (unit tests, `-s`), the sources themselves:
+ * the plan tries each in catalog order until one answers, and a writer
+ * that fails reading one (exit 1) is restarted on the next. Readers of a
+ * transcode use direct I/O (fs/ops.c), so that their waits for segments
+ * never hold the kernel's background request slots the writer's input
+ * reads need.
+ *
  * The supervisor thread polls, with no fixed sleep, an eventfd (new writers,
  * stop), each writer's pidfd (death) and stdout ("committed K"), and wakes on
- * a timer of heartbeat/2 to check leases. When a writer dies (signal, crash,
- * out of memory) or its lease is orphaned (then it is killed first),
+ * a timer of heartbeat/2 to check leases or when a restart's backoff ends.
+ * When a writer dies (signal, crash, out of memory), fails (exit 1: its
+ * input failed; 3: its lease was taken) or its lease is orphaned (then it
+ * is killed first), it is started again after a backoff of 250 ms, doubled
+ * with each failure in a row that made no segment servable; the sixth
+ * gives up (EIO to readers of unwritten segments). Before each start,
  * recovery claims the lease by compare-and-set, trusts the listed segments
  * that still have size S and their listed mtime except the newest, removes
- * every other file, rewrites the playlist, and restarts the writer at the
- * first untrusted segment (the writer encodes one segment before it and
- * throws it away). Waiting readers just go on waiting.
+ * every other file, rewrites the playlist, and the writer starts at the
+ * first untrusted segment (it encodes one segment before it and throws it
+ * away). Waiting readers just go on waiting, bounded by read_timeout.
  *
  * Lock order: tc->lock is the only lock. It is held while a writer is
- * started (lease claim, recovery's removals, posix_spawn: short, and atomic
- * with the job's state) and while the supervisor reads a playlist; never
- * across a pread of a segment or a wait for a child's output.
+ * started (lease claim, recovery's removals, fs/'s in_mount walk of the
+ * tree in memory, posix_spawn: short, and atomic with the job's state) and
+ * while the supervisor reads a playlist; never across a pread of a
+ * segment, a wait for a child's output, or anything that enters the mount.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -61,12 +78,25 @@
 
 extern char **environ;
 
-#define MAX_CRASHES 5       /* restarts in a row without a new segment */
+/*
+ * A writer that fails (exits non-zero, or dies without being asked to) is
+ * started again after a backoff that doubles with each failure in a row:
+ * 250 ms, 500 ms, 1 s, 2 s, 4 s (8 s at most); a segment that becomes
+ * servable resets it. The sixth failure in a row gives up (reads of unwritten segments get
+ * EIO), so restarts span at least 7.75 s: longer than a cutover of the
+ * input (stall_timeout 3 s plus a request) or a source coming back.
+ */
+#define MAX_CRASHES 5           /* restarts in a row without a new segment */
+#define BACKOFF_FIRST_MS 250
+#define BACKOFF_MAX_MS 8000     /* also: no new start this soon after giving up */
+#define MAX_HEADER_ARGS 16      /* provider headers passed to a writer */
 
 struct job {
 	size_t asset;
 	const struct px_asset *a;
 	const struct px_asset *src;
+	size_t direct;         /* the source read when not through the mount:
+				* the one that planned, the next after a failure */
 	char dir[PATH_MAX];
 	char pl_path[PATH_MAX + 16];
 	struct px_seg_plan plan;
@@ -87,8 +117,12 @@ struct job {
 	uint32_t queued_from;
 	struct px_lease lease;
 	int have_lease;
-	int failed;            /* the last writer failed (not a crash) */
-	int crashes;
+	int via_mount;         /* the running writer reads through the mount */
+	int failed;            /* gave up: reads of unwritten segments fail */
+	int64_t failed_ms;     /* when the supervisor gave up (px_now_ms) */
+	int crashes;           /* failures in a row without a new segment */
+	int64_t retry_at;      /* backing off: restart then (px_now_ms), 0: not */
+	uint32_t retry_from;
 	int nopen;
 	uint64_t recoveries;   /* recovery passes run */
 };
@@ -112,6 +146,9 @@ struct px_transcode {
 	int evfd;
 	pthread_t thread;
 	int thread_started;
+	char *input_root;      /* the mount writers read through; NULL: none */
+	int (*in_mount)(void *arg, const char *id, const char *path);
+	void *in_mount_arg;
 };
 
 struct px_tcfile {
@@ -165,22 +202,50 @@ static void profile_key(const struct px_transcode *tc, const struct job *j, char
 	(void)tc;
 }
 
-/* argv for seamfs-writer: the input and profile, plus extra. Strings are
- * borrowed from the catalog or from bufs. */
-static size_t profile_argv(const struct px_transcode *tc, const struct job *j, char **argv,
-			   char bufs[4][32])
+/*
+ * What a writer reads. Through the mount when there is one and it lists
+ * the source asset: the path in the mount (written into buf), no headers;
+ * the daemon's read path then picks, balances and cuts over the source.
+ * Else source k of the source asset itself; *hdr is that source when its
+ * provider's headers go along (a URL), NULL otherwise. Under tc->lock
+ * (or before the thread starts).
+ */
+static const char *writer_input(const struct px_transcode *tc, const struct job *j, size_t k,
+				char *buf, size_t cap, const struct px_source **hdr)
 {
-	const struct px_source *s = &j->src->sources[0];
-	const struct px_provider *p = &tc->cat->providers[s->provider];
+	const struct px_source *s = &j->src->sources[k < j->src->nsources ? k : 0];
+	*hdr = NULL;
+	if (tc->input_root && (!tc->in_mount ||
+			       tc->in_mount(tc->in_mount_arg, j->src->id, j->src->path))) {
+		int n = snprintf(buf, cap, "%s/%s", tc->input_root, j->src->path);
+		if (n > 0 && (size_t)n < cap)
+			return buf;
+	}
+	if (s->url)
+		*hdr = s;
+	return s->url ? s->url : s->path;
+}
+
+/* argv for seamfs-writer: the input (hdr: the source whose provider's
+ * headers go along, or NULL) and profile, plus extra. Strings are
+ * borrowed from the catalog, input or bufs. */
+static size_t profile_argv(const struct px_transcode *tc, const struct job *j, char **argv,
+			   char bufs[4][32], const char *input, const struct px_source *hdr)
+{
+	const struct px_provider *p = hdr ? &tc->cat->providers[hdr->provider] : NULL;
 	size_t n = 0;
 	argv[n++] = (char *)tc->writer;
 	argv[n++] = NULL; /* the verb, set by the caller */
 	argv[n++] = "--input";
-	argv[n++] = s->url ? s->url : s->path;
-	for (size_t i = 0; s->url && i < p->nheaders; i++) {
+	argv[n++] = (char *)input;
+	/* the callers' argv has room for MAX_HEADER_ARGS of them */
+	for (size_t i = 0; p && i < p->nheaders && i < MAX_HEADER_ARGS; i++) {
 		argv[n++] = "--header";
 		argv[n++] = p->headers[i];
 	}
+	if (p && p->nheaders > MAX_HEADER_ARGS)
+		px_warn("transcode", "asset %s: provider %s has %zu headers; the writer gets the "
+			"first %d", j->a->id, p->name, p->nheaders, MAX_HEADER_ARGS);
 	snprintf(bufs[3], 32, "%d", seg_secs(j));
 	if (j->remux) {
 		argv[n++] = "--remux";
@@ -344,18 +409,29 @@ static enum px_status write_plan_file(const char *path, const char *key, json_t 
 
 #define PLAN_MAX_BYTES (64 << 20)
 
-/* Runs `seamfs-writer plan`, bounded by probe_timeout; *out is its JSON. */
-static enum px_status run_plan(struct px_transcode *tc, struct job *j, json_t **out)
+/* Runs `seamfs-writer plan` on source k of the source asset, until
+ * deadline; *out is its JSON. PX_EAGAIN: that plan failed or took too
+ * long (the writer's stderr says why), another source may do. */
+static enum px_status run_plan(struct px_transcode *tc, struct job *j, size_t k,
+			       int64_t deadline, json_t **out)
 {
-	char *argv[64], bufs[4][32], *buf = NULL;
-	size_t n = profile_argv(tc, j, argv, bufs), got = 0, cap = 0;
+	char *argv[64], bufs[4][32], *buf = NULL, stimeout[24];
+	const struct px_source *s = &j->src->sources[k], *hdr = s->url ? s : NULL;
+	const char *input = s->url ? s->url : s->path;
+	size_t n = profile_argv(tc, j, argv, bufs, input, hdr), got = 0, cap = 0;
 	pid_t pid;
 	int fd, status = 0;
 	enum px_status st;
-	int64_t deadline = px_now_ms() + tc->cfg->probe_timeout_ms;
+	/* a source that accepts and then says nothing must leave time for the
+	 * next one: no byte for connect_timeout ends this attempt */
+	int64_t io = tc->cfg->connect_timeout_ms;
 
 	*out = NULL;
 	argv[1] = "plan";
+	snprintf(stimeout, sizeof(stimeout), "%lld",
+		 (long long)(io > 0 && io < 30000 ? io : 30000));
+	argv[n++] = "--io-timeout-ms";
+	argv[n++] = stimeout;
 	argv[n] = NULL;
 	if ((st = spawn(argv, &pid, &fd)) != PX_OK)
 		return st;
@@ -379,16 +455,17 @@ static enum px_status run_plan(struct px_transcode *tc, struct job *j, json_t **
 	close(fd);
 	if (px_now_ms() >= deadline) {
 		kill(pid, SIGKILL);
-		px_error("transcode", "asset %s: planning took longer than probe_timeout",
-			 j->a->id);
+		px_error("transcode", "asset %s: planning from %s took longer than probe_timeout",
+			 j->a->id, input);
 	}
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !buf) {
-		px_error("transcode", "asset %s: %s plan failed (exit %d); its stderr says why",
-			 j->a->id, tc->writer, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		px_error("transcode", "asset %s: planning from %s failed (%s plan: exit %d); its "
+			 "stderr says why", j->a->id, input, tc->writer,
+			 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 		free(buf);
-		return PX_EIO;
+		return PX_EAGAIN;
 	}
 	buf[got] = '\0';
 	json_error_t je;
@@ -419,6 +496,15 @@ static struct px_seg_seen *look(const struct job *j, const struct px_playlist *p
 		}
 	}
 	return seen;
+}
+
+/* How many segments of j are trusted. Under tc->lock. */
+static uint32_t trusted(const struct job *j)
+{
+	uint32_t n = 0;
+	for (uint32_t k = 0; j->ok && k < j->plan.nseg; k++)
+		n += j->ok[k] != 0;
+	return n;
 }
 
 /* Recomputes j->ok from the playlist on disk. seen: check the files too.
@@ -479,9 +565,29 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t 
 		nftw(j->dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
 		if (px_mkdir_p(j->dir, 0755))
 			return PX_EIO;
-		json_t *root;
-		if ((st = run_plan(tc, j, &root)) != PX_OK)
-			return st;
+		/* each source in catalog order, the first that answers plans:
+		 * a dead first origin must not keep the asset out of the mount */
+		json_t *root = NULL;
+		int64_t deadline = px_now_ms() + tc->cfg->probe_timeout_ms;
+		st = PX_EAGAIN;
+		for (size_t k = 0; k < j->src->nsources && st == PX_EAGAIN; k++) {
+			const struct px_source *s = &j->src->sources[k];
+			if (k && px_now_ms() >= deadline) {
+				px_error("transcode", "asset %s: probe_timeout spent; sources %zu.. of "
+					 "%zu not tried", j->a->id, k + 1, j->src->nsources);
+				break;
+			}
+			/* anything but PX_EAGAIN is the writer's fault, not the source's */
+			if ((st = run_plan(tc, j, k, deadline, &root)) == PX_OK) {
+				j->direct = k;
+				if (k)
+					px_info("transcode", "asset %s: planned from %s (source %zu of "
+						"%zu)", j->a->id, s->url ? s->url : s->path, k + 1,
+						j->src->nsources);
+			}
+		}
+		if (st != PX_OK)
+			return st == PX_EAGAIN ? PX_EIO : st;
 		st = plan_from_json(j, root, &j->plan, "the writer's plan");
 		/* a remux's writer reads the plan back: keeping it is not optional */
 		if (st == PX_OK && write_plan_file(path, key, root) != PX_OK) {
@@ -638,7 +744,9 @@ static enum px_status hold_lease(struct px_transcode *tc, struct job *j)
 static void start_writer(struct px_transcode *tc, struct job *j, uint32_t from)
 {
 	char *argv[96], bufs[4][32], sfrom[16], snseg[16], sbytes[32], sgen[24], shb[24];
-	char speed[32];
+	char speed[32], inbuf[PATH_MAX];
+	const struct px_source *hdr;
+	const char *input;
 	size_t n;
 
 	if (j->pid || tc->stopping)
@@ -670,7 +778,8 @@ static void start_writer(struct px_transcode *tc, struct job *j, uint32_t from)
 		pthread_cond_broadcast(&tc->cond);
 		return;
 	}
-	n = profile_argv(tc, j, argv, bufs);
+	input = writer_input(tc, j, j->direct, inbuf, sizeof(inbuf), &hdr);
+	n = profile_argv(tc, j, argv, bufs, input, hdr);
 	argv[1] = "run";
 	snprintf(sfrom, sizeof(sfrom), "%u", from);
 	snprintf(snseg, sizeof(snseg), "%u", j->plan.nseg);
@@ -704,15 +813,17 @@ static void start_writer(struct px_transcode *tc, struct job *j, uint32_t from)
 	j->edge = from;
 	j->failed = 0;
 	j->restart_at = -1;
+	j->retry_at = 0;
+	j->via_mount = input == inbuf;
 	j->outlen = 0;
 	tc->nwriters++;
 	if (from)
 		px_info("transcode", "writer pid %d started: asset %s session %s, segments %u..%u "
-			"(warm-up %u)", (int)j->pid, j->a->id, j->lease.session, from,
-			j->plan.nseg - 1, from - 1);
+			"(warm-up %u), input %s", (int)j->pid, j->a->id, j->lease.session, from,
+			j->plan.nseg - 1, from - 1, input);
 	else
-		px_info("transcode", "writer pid %d started: asset %s session %s, segments 0..%u",
-			(int)j->pid, j->a->id, j->lease.session, j->plan.nseg - 1);
+		px_info("transcode", "writer pid %d started: asset %s session %s, segments 0..%u, "
+			"input %s", (int)j->pid, j->a->id, j->lease.session, j->plan.nseg - 1, input);
 	wake(tc);
 }
 
@@ -728,12 +839,33 @@ static void run_queue(struct px_transcode *tc)
 	}
 }
 
-/* The writer of j has exited with status. Under tc->lock. */
+/* Gives the lease of j back (no writer will use it now). Under tc->lock. */
+static void drop_lease(struct px_transcode *tc, struct job *j)
+{
+	if (j->have_lease && px_lease_release(tc->leases, &j->lease) != PX_OK)
+		px_warn("transcode", "lease: asset %s: could not release", j->a->id);
+	j->have_lease = 0;
+}
+
+/* The backoff before the restart that follows failure number n in a row. */
+static int64_t backoff_ms(int n)
+{
+	int64_t d = BACKOFF_FIRST_MS;
+	for (int i = 1; i < n && d < BACKOFF_MAX_MS; i++)
+		d *= 2;
+	return d < BACKOFF_MAX_MS ? d : BACKOFF_MAX_MS;
+}
+
+/*
+ * The writer of j has exited with status. Under tc->lock, on the
+ * supervisor's thread (which also starts the writer once a backoff ends).
+ */
 static void writer_ended(struct px_transcode *tc, struct job *j, int status)
 {
 	pid_t pid = j->pid;
 	int64_t restart = j->restart_at;
 	uint32_t from = j->from;
+	int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 
 	if (j->pidfd >= 0)
 		close(j->pidfd);
@@ -741,52 +873,97 @@ static void writer_ended(struct px_transcode *tc, struct job *j, int status)
 		close(j->outfd);
 	j->pidfd = j->outfd = -1;
 	j->pid = 0;
+	j->restart_at = -1;
 	tc->nwriters--;
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+	if (code == 0) {
 		px_info("transcode", "writer pid %d of asset %s stopped cleanly", (int)pid,
 			j->a->id);
 		refresh(tc, j, 0);
 		j->crashes = 0;
-		if (j->have_lease && px_lease_release(tc->leases, &j->lease) != PX_OK)
-			px_warn("transcode", "lease: asset %s: could not release", j->a->id);
-		j->have_lease = 0;
+		drop_lease(tc, j);
 	} else if (tc->stopping) {
 		/* killed by us at unmount; recovery happens at the next start */
-	} else if (WIFEXITED(status) && WEXITSTATUS(status) != 3) {
+	} else if (restart >= 0) {
+		/* killed by us for a seek: recovery (in start_writer) claims the
+		 * lease by CAS, trusts, cleans, and starts where the seek asked,
+		 * at once, behind the jobs already waiting for a slot */
+		if (j->nopen > 0) {
+			run_queue(tc);
+			start_writer(tc, j, (uint32_t)restart);
+		} else {
+			drop_lease(tc, j);
+		}
+	} else if (code == 2 || code == 4) {
+		/* its command line, or a segment that never fits: the same again */
 		px_error("transcode", "writer pid %d of asset %s failed (exit %d); reads of "
-			 "unwritten segments fail", (int)pid, j->a->id, WEXITSTATUS(status));
+			 "unwritten segments fail", (int)pid, j->a->id, code);
 		j->failed = 1;
-		if (j->have_lease && px_lease_release(tc->leases, &j->lease) != PX_OK)
-			px_warn("transcode", "lease: asset %s: could not release", j->a->id);
-		j->have_lease = 0;
+		j->failed_ms = px_now_ms();
+		drop_lease(tc, j);
 	} else {
-		if (restart < 0) {
-			j->crashes++;
-			px_warn("transcode", "writer pid %d of asset %s died (%s %d) before "
-				"segment %lld; recovering", (int)pid, j->a->id,
-				WIFSIGNALED(status) ? "signal" : "exit",
-				WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
+		/* input lost (exit 1), lease taken over (3), killed or crashed:
+		 * worth another run, after a backoff */
+		j->crashes++;
+		if (code > 0)
+			px_warn("transcode", "writer pid %d of asset %s failed (exit %d) before segment "
+				"%lld", (int)pid, j->a->id, code, (long long)j->edge);
+		else
+			px_warn("transcode", "writer pid %d of asset %s died (signal %d) before segment "
+				"%lld; recovering", (int)pid, j->a->id, WTERMSIG(status),
 				(long long)j->edge);
+		if (code == 1 && !j->via_mount && j->src->nsources > 1) {
+			/* no mount to cut over for it: the next run reads the next source */
+			j->direct = (j->direct + 1) % j->src->nsources;
+			const struct px_source *s = &j->src->sources[j->direct];
+			px_info("transcode", "asset %s: the next writer reads source %zu of %zu, %s",
+				j->a->id, j->direct + 1, j->src->nsources, s->url ? s->url : s->path);
 		}
 		if (j->crashes > MAX_CRASHES) {
-			px_error("transcode", "asset %s: writer died %d times in a row; giving up",
+			px_error("transcode", "asset %s: writer failed %d times in a row; giving up",
 				 j->a->id, j->crashes);
 			j->failed = 1;
+			j->failed_ms = px_now_ms();
+			drop_lease(tc, j);
 		} else if (j->nopen > 0) {
-			/* recovery (in start_writer) claims the lease by CAS, trusts,
-			 * cleans, and restarts at the first untrusted segment from
-			 * where the dead writer began (or where the seek asked);
-			 * behind the jobs already waiting for a slot */
-			run_queue(tc);
-			start_writer(tc, j, restart >= 0 ? (uint32_t)restart : from);
-		} else if (j->have_lease) {
-			if (px_lease_release(tc->leases, &j->lease) != PX_OK)
-				px_warn("transcode", "lease: asset %s: could not release", j->a->id);
-			j->have_lease = 0;
+			/* recovery runs when it starts; readers go on waiting, bounded
+			 * by read_timeout */
+			int64_t d = backoff_ms(j->crashes);
+			j->retry_at = px_now_ms() + d;
+			j->retry_from = from;
+			px_info("transcode", "asset %s: restarting its writer in %lld ms (failure %d of "
+				"%d in a row)", j->a->id, (long long)d, j->crashes, MAX_CRASHES);
+		} else {
+			drop_lease(tc, j);
 		}
 	}
 	run_queue(tc);
 	pthread_cond_broadcast(&tc->cond);
+}
+
+/* Starts the writers whose backoff has ended; returns when the next one
+ * ends (px_now_ms), or INT64_MAX. Under tc->lock, on the supervisor's
+ * thread. */
+static int64_t retry_due(struct px_transcode *tc)
+{
+	int64_t now = px_now_ms(), next = INT64_MAX;
+	for (size_t i = 0; i < tc->cat->nassets; i++) {
+		struct job *j = &tc->jobs[i];
+		if (!j->retry_at)
+			continue;
+		if (j->retry_at > now) {
+			if (j->retry_at < next)
+				next = j->retry_at;
+			continue;
+		}
+		j->retry_at = 0;
+		if (j->nopen > 0 && !j->pid && !j->failed) {
+			start_writer(tc, j, j->retry_from);
+		} else if (!j->pid) {
+			drop_lease(tc, j);
+		}
+		pthread_cond_broadcast(&tc->cond);
+	}
+	return next;
 }
 
 /* Lines from a writer's stdout. Under tc->lock. */
@@ -814,7 +991,6 @@ static void writer_output(struct px_transcode *tc, struct job *j)
 		*nl = '\0';
 		if (sscanf(line, "committed %u", &k) == 1 && k < j->plan.nseg) {
 			j->edge = (int64_t)k + 1;
-			j->crashes = 0;
 			changed = 1;
 		}
 		line = nl + 1;
@@ -823,8 +999,16 @@ static void writer_output(struct px_transcode *tc, struct job *j)
 	memmove(j->out, line, j->outlen + 1);
 	if (j->outlen == sizeof(j->out) - 1)
 		j->outlen = 0; /* not ours: a line this long */
-	if (changed)
+	if (changed) {
+		uint32_t before = trusted(j);
 		refresh(tc, j, 0);
+		/* progress resets the backoff: a segment that became servable.
+		 * Not a commit as such: a restarted writer first commits again
+		 * the newest entry that recovery distrusted, and one that dies
+		 * right after that has made no progress */
+		if (trusted(j) > before)
+			j->crashes = 0;
+	}
 }
 
 /* Kills writers whose lease is orphaned. Under tc->lock. */
@@ -863,6 +1047,9 @@ static void *supervisor_main(void *arg)
 	pthread_mutex_lock(&tc->lock);
 	while (!tc->stopping) {
 		size_t np = 0;
+		/* writers whose backoff ended start first, so that their fds are
+		 * polled too; poll's timeout ends the next backoff */
+		int64_t due = retry_due(tc);
 		pf[np++] = (struct pollfd){ tc->evfd, POLLIN, 0 };
 		for (size_t i = 0; i < n; i++) {
 			struct job *j = &tc->jobs[i];
@@ -877,7 +1064,7 @@ static void *supervisor_main(void *arg)
 				pf[np++] = (struct pollfd){ j->outfd, POLLIN, 0 };
 			}
 		}
-		int64_t wait = next_check - px_now_ms();
+		int64_t wait = (due < next_check ? due : next_check) - px_now_ms();
 		pthread_mutex_unlock(&tc->lock);
 		int r = poll(pf, np, wait < 0 ? 0 : (int)wait);
 		pthread_mutex_lock(&tc->lock);
@@ -1066,6 +1253,31 @@ out:
 	return st;
 }
 
+void px_transcode_set_input_root(struct px_transcode *tc, const char *mountpoint,
+				 int (*in_mount)(void *arg, const char *id, const char *path),
+				 void *arg)
+{
+	char *root = mountpoint ? strdup(mountpoint) : NULL;
+	if (!tc) {
+		free(root);
+		return;
+	}
+	if (mountpoint && (!root || mountpoint[0] != '/')) {
+		px_warn("transcode", "writers read their sources directly: mount point %s %s",
+			mountpoint, root ? "is not absolute" : "not kept (out of memory)");
+		free(root);
+		root = NULL;
+	}
+	pthread_mutex_lock(&tc->lock);
+	free(tc->input_root);
+	tc->input_root = root;
+	tc->in_mount = in_mount;
+	tc->in_mount_arg = arg;
+	pthread_mutex_unlock(&tc->lock);
+	if (root)
+		px_info("transcode", "writers read their input through the mount at %s", root);
+}
+
 void px_transcode_stop(struct px_transcode *tc)
 {
 	if (!tc)
@@ -1112,6 +1324,7 @@ void px_transcode_free(struct px_transcode *tc)
 	pthread_cond_destroy(&tc->cond);
 	free(tc->queue);
 	free(tc->jobs);
+	free(tc->input_root);
 	free(tc);
 }
 
@@ -1164,9 +1377,17 @@ static enum px_status wait_segment(struct px_transcode *tc, struct job *j, uint3
 		}
 		if (j->ok[k])
 			break;
-		if (j->failed && tried) {
-			st = PX_EIO;
-			break;
+		if (j->failed) {
+			/* this read's own start failed, or the supervisor gave up a
+			 * moment ago: fail. A later read starts a new series of
+			 * restarts, but not sooner than BACKOFF_MAX_MS after giving
+			 * up, so that retried reads cannot restart it in a loop */
+			if (tried || px_now_ms() < j->failed_ms + BACKOFF_MAX_MS) {
+				st = PX_EIO;
+				break;
+			}
+			j->failed = 0;
+			j->crashes = 0;
 		}
 		if (j->pid) {
 			int64_t edge = j->edge;
@@ -1185,10 +1406,11 @@ static enum px_status wait_segment(struct px_transcode *tc, struct job *j, uint3
 					kill(j->pid, SIGKILL);
 				}
 			}
-		} else if (tried < 3 && (!tried || !j->failed) && !j->queued) {
+		} else if (j->retry_at) {
+			/* a failed writer backs off; the supervisor starts it again */
+		} else if (tried < 3 && !j->queued) {
 			/* a writer that stops at once (caught up) gets two more
 			 * chances, then the deadline decides */
-			j->failed = 0;
 			tried++;
 			start_writer(tc, j, k);
 			continue;
@@ -1273,8 +1495,7 @@ size_t px_transcode_snapshot(struct px_transcode *tc, struct px_tc_info *out, si
 		memset(o, 0, sizeof(*o));
 		o->asset = i;
 		o->segments = j->plan.nseg;
-		for (uint32_t k = 0; j->ok && k < j->plan.nseg; k++)
-			o->committed += j->ok[k] != 0;
+		o->committed = trusted(j);
 		o->writer_pid = (int64_t)j->pid;
 		o->recoveries = j->recoveries;
 		o->readers = j->nopen;

@@ -5,7 +5,9 @@
  *
  * The daemon never links the FFmpeg libraries: it runs `seamfs-writer
  * plan` once per asset to learn the file's size and `seamfs-writer run
- * --from N` to write. See docs/transcode.md.
+ * --from N` to write. Once the mount serves reads, writers read their
+ * input through it (px_transcode_set_input_root), so the daemon's own read
+ * path balances and cuts over for them. See docs/transcode.md.
  */
 #ifndef SEAMFS_TRANSCODE_H
 #define SEAMFS_TRANSCODE_H
@@ -39,12 +41,34 @@ void px_transcode_stop(struct px_transcode *tc);
 /*
  * The fixed size of transcode or remux asset `asset` (a catalog index):
  * from the plan kept in its work directory if the profile is unchanged,
- * else by running `seamfs-writer plan` (bounded by probe_timeout). On
- * failure logs why (naming the asset and the cause) and returns it.
- * Call before serving, from one thread.
+ * else by running `seamfs-writer plan` on the source asset's sources, each
+ * in catalog order until one answers (all of them bounded by one
+ * probe_timeout). On failure logs why (naming the asset, each source and
+ * the cause) and returns it. Call before serving, from one thread.
  */
 enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset,
 				 int64_t *size) PX_WUR;
+
+/*
+ * From now on writers read their input through the mount at mountpoint
+ * (absolute; copied): MOUNTPOINT/<the source asset's path>, with no
+ * provider headers, so that the daemon's read path chooses, balances and
+ * cuts over the source for them exactly as for any reader. in_mount(arg,
+ * id, path) tells whether the source asset with that id is in the mount's
+ * tree at that path now (one left out at mount or removed by a reload is
+ * not; then that writer reads the sources directly); NULL: always. It is
+ * called under the supervisor's lock and must not touch the mount.
+ * Writers already running keep their input. NULL mountpoint: read the
+ * sources directly again. NULL tc: no-op.
+ *
+ * Call once the mount serves reads with several FUSE workers: a reader of
+ * a transcode holds a worker while it waits for a segment, and the writer
+ * it waits for needs another one for its input (never with `-s`).
+ * Any thread.
+ */
+void px_transcode_set_input_root(struct px_transcode *tc, const char *mountpoint,
+				 int (*in_mount)(void *arg, const char *id, const char *path),
+				 void *arg);
 
 /* Opens a handle on a planned asset. client (the caller's pid) is for logs. */
 enum px_status px_transcode_open(struct px_transcode *tc, size_t asset, uint64_t client,
@@ -53,9 +77,10 @@ enum px_status px_transcode_open(struct px_transcode *tc, size_t asset, uint64_t
 /*
  * Reads [off, off+len) into buf: *got == len, or less only at the end of
  * the file (0 at or past it). Serves only committed segments; waits for
- * segments being written, starts or restarts the writer as needed, never
- * longer than read_timeout in all (PX_ETIMEDOUT). A failing writer:
- * PX_EIO. Several threads may read one handle at once.
+ * segments being written, starts or restarts the writer as needed (after
+ * a failure, with backoff), never longer than read_timeout in all
+ * (PX_ETIMEDOUT). A writer that keeps failing: PX_EIO. Several threads may
+ * read one handle at once.
  */
 enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, void *buf,
 				 size_t *got) PX_WUR;

@@ -131,14 +131,16 @@ static void av_log_to_px(void *avcl, int level, const char *fmt, va_list vl)
 static enum px_status open_input(struct wr *w)
 {
 	AVDictionary *o = NULL;
-	char hdrs[8192] = "";
+	char hdrs[8192] = "", tmo[32];
 	int rc;
 	for (size_t i = 0; i < w->a->nheaders; i++)
 		snprintf(hdrs + strlen(hdrs), sizeof(hdrs) - strlen(hdrs), "%s\r\n",
 			 w->a->headers[i]);
 	if (hdrs[0])
 		av_dict_set(&o, "headers", hdrs, 0);
-	av_dict_set(&o, "rw_timeout", "30000000", 0);
+	snprintf(tmo, sizeof(tmo), "%lld",
+		 (long long)(w->a->io_timeout_ms > 0 ? w->a->io_timeout_ms : 30000) * 1000);
+	av_dict_set(&o, "rw_timeout", tmo, 0);
 	av_log_set_callback(av_log_to_px);
 	rc = avformat_open_input(&w->ic, w->a->input, NULL, &o);
 	av_dict_free(&o);
@@ -146,6 +148,10 @@ static enum px_status open_input(struct wr *w)
 		return averr(w, rc, "cannot open");
 	if ((rc = avformat_find_stream_info(w->ic, NULL)) < 0)
 		return averr(w, rc, "cannot read stream info");
+	/* a read error the demuxer got past while opening (an index at the
+	 * tail it could not read) is not one of the stream: read_frame asks */
+	if (w->ic->pb)
+		w->ic->pb->error = 0;
 	w->vi = av_find_best_stream(w->ic, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
 	w->ai = av_find_best_stream(w->ic, AVMEDIA_TYPE_AUDIO, -1, -1, NULL, 0);
 	if (w->vi < 0) {
@@ -158,6 +164,17 @@ static enum px_status open_input(struct wr *w)
 	w->t0_us = vs->start_time != AV_NOPTS_VALUE
 		   ? av_rescale_q(vs->start_time, vs->time_base, AV_TIME_BASE_Q) : 0;
 	return PX_OK;
+}
+
+/* av_read_frame, except that an input that failed is not its end: some
+ * demuxers report a read error (EIO from the mount, a dropped connection)
+ * as AVERROR_EOF, and the segments after it must not be committed short. */
+static int read_frame(struct wr *w, AVPacket *pkt)
+{
+	int rc = av_read_frame(w->ic, pkt);
+	if (rc == AVERROR_EOF && w->ic->pb && w->ic->pb->error < 0)
+		rc = w->ic->pb->error;
+	return rc;
 }
 
 static int64_t duration_us(const struct wr *w)
@@ -815,7 +832,7 @@ enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen)
 		(long long)a->video_bps, a->from ? "warm-up segment" : "no warm-up before",
 		w.next_flush);
 	while (!w.stop && st == PX_OK) {
-		rc = av_read_frame(w.ic, in);
+		rc = read_frame(&w, in);
 		if (rc == AVERROR_EOF)
 			break;
 		if (rc < 0) {
@@ -937,7 +954,7 @@ static enum px_status remux_pass(struct wr *w, uint32_t from)
 		}
 	}
 	while (!w->stop && st == PX_OK) {
-		rc = av_read_frame(w->ic, in);
+		rc = read_frame(w, in);
 		if (rc == AVERROR_EOF)
 			break;
 		if (rc < 0) {
@@ -991,7 +1008,7 @@ enum px_status px_writer_remux_plan(const struct px_writer_args *a, char **json,
 	const int64_t D = av_rescale_q((int64_t)a->segment_seconds * AV_TIME_BASE, AV_TIME_BASE_Q,
 				       vs->time_base);
 	/* pass 1: where segments start */
-	while ((rc = av_read_frame(w.ic, in)) >= 0) {
+	while ((rc = read_frame(&w, in)) >= 0) {
 		if (in->stream_index == w.vi && in->pts != AV_NOPTS_VALUE) {
 			int64_t e = in->pts + (in->duration > 0 ? in->duration : 0);
 			if (end == AV_NOPTS_VALUE || e > end)

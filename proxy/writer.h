@@ -20,6 +20,7 @@ struct px_writer_args {
 	int64_t video_bps, audio_bps;
 	int segment_seconds;
 	int remux;                /* stream copy: px_writer_remux_* */
+	int64_t io_timeout_ms;    /* a network input silent this long fails; 0: 30 s */
 	/* run only */
 	const char *work_dir;
 	uint32_t from;

@@ -9,6 +9,12 @@
  *       prints "committed K" per segment and "done" at a clean stop
  * profile: --height H --video-bitrate B --audio-bitrate B
  *          --segment-seconds D [--header "Name: value"]... [--remux]
+ *          [--io-timeout-ms MS]
+ *
+ * SRC is a URL, a local path, or the source asset's file in the seamfs
+ * mount (the daemon passes that once its mount serves reads, so that its
+ * read path balances and cuts over the writer's input). --io-timeout-ms
+ * bounds a network input that stops sending (default 30000).
  *
  * Exit: 0 clean stop, 1 failure (one "seamfs-writer: ..." line on stderr),
  * 2 bad command line, 3 lease taken over, 4 segment does not fit S.
@@ -23,7 +29,7 @@
 #include "writer.h"
 
 enum { O_INPUT = 1, O_HEADER, O_HEIGHT, O_VB, O_AB, O_SEC, O_REMUX, O_WORK, O_FROM,
-       O_NSEG, O_SBYTES, O_LDIR, O_LKEY, O_LGEN, O_HB, O_LOG, O_SPEED };
+       O_NSEG, O_SBYTES, O_LDIR, O_LKEY, O_LGEN, O_HB, O_LOG, O_SPEED, O_IOTIMEOUT };
 
 static const struct option opts[] = {
 	{ "input", required_argument, NULL, O_INPUT },
@@ -43,6 +49,7 @@ static const struct option opts[] = {
 	{ "heartbeat-ms", required_argument, NULL, O_HB },
 	{ "log-level", required_argument, NULL, O_LOG },
 	{ "max-speed", required_argument, NULL, O_SPEED },
+	{ "io-timeout-ms", required_argument, NULL, O_IOTIMEOUT },
 	{ NULL, 0, NULL, 0 }
 };
 
@@ -118,6 +125,10 @@ int main(int argc, char **argv)
 		case O_HB:
 			if (num("heartbeat-ms", optarg, 10, 3600000, &v)) goto out;
 			a.heartbeat_ms = v;
+			break;
+		case O_IOTIMEOUT:
+			if (num("io-timeout-ms", optarg, 100, 3600000, &v)) goto out;
+			a.io_timeout_ms = v;
 			break;
 		case O_SPEED: {
 			char *end;

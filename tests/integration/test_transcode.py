@@ -1,12 +1,14 @@
 """Transcoded assets through the real daemon and the real seamfs-writer.
 
 The source is the session's 20 s 320x240 H.264+AAC clip (made at test time
-with ffmpeg's lavfi testsrc2 + sine), served by nginx. Each test gets its own
-work directory. Every wait is bounded; the fixtures unmount and stop
+with ffmpeg's lavfi testsrc2 + sine), served by nginx; the failover tests give
+it three sources (seam-origins that stall, drop and refuse on command, and
+nginx). Each test gets its own work directory. Every wait is bounded; the fixtures unmount and stop
 everything, also on failure; the writer is only ever killed by its PID,
 found among the daemon's children.
 """
 
+import errno
 import hashlib
 import json
 import os
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MIB, bounded, catalog, sha256_file, wait_until
+from conftest import MIB, Mount, bounded, catalog, sha256_file, wait_until
 
 PROFILE = {'height': 180, 'video_bitrate': 300000, 'audio_bitrate': 64000,
            'segment_seconds': 2}
@@ -420,3 +422,342 @@ def test_remount_serves_committed_work(seamfs, data, nginx, tmp_path):
     assert (st2.st_size, st2.st_ino, st2.st_mtime) == (st1.st_size, st1.st_ino, st1.st_mtime)
     assert bounded(lambda: read_sequential(f), 60, 'second read')[0] == digest
     assert 'writer pid' not in m2.log()
+
+
+# --------------------------------------------------------------------------
+# The writer's input fails over like any reader (issue 13)
+# --------------------------------------------------------------------------
+
+def three_source_catalog(data, first, nginx, third, **profile):
+    """clip.mkv with three sources holding the same bytes, the fault-injecting
+    origin `first` in catalog order and by provider name (so both the plan
+    and the balancer try it first), and its transcode."""
+    p = dict(PROFILE)
+    p.update(profile)
+    p['of'] = 'clip'
+    return {'providers': [{'name': 'a-origin'}, {'name': 'b-nginx'}, {'name': 'c-origin'}],
+            'assets': [{'id': 'clip', 'path': 'clip.mkv', 'size': data['clip.mkv'].size,
+                        'mtime': 1700000000,
+                        'sources': [{'url': first.url('clip.mkv'), 'provider': 'a-origin'},
+                                    {'url': nginx.url('clip.mkv'), 'provider': 'b-nginx'},
+                                    {'url': third.url('clip.mkv'), 'provider': 'c-origin'}]},
+                       {'id': 'clip-180', 'path': 'Transcoded/clip 180p.ts', 'transcode': p}]}
+
+
+# Small shared head and tail, so that the writer's input is streamed from a
+# source rather than served from the cache; standbys verified at once.
+FAILOVER_OPTS = ['head_size=256K', 'tail_size=256K', 'standby_delay=0',
+                 'liveness_interval=0']
+
+
+def between_samples(size):
+    """An offset in the middle third of a file of `size` bytes that no
+    verification sample (20 ranges of 4 KiB, verifier/sample.c) covers, so a
+    stall there never holds up a fingerprint."""
+    chunks = (size + 4095) // 4096
+    n = min(chunks, 20)
+    ks = list(range(chunks)) if n == chunks else [i * (chunks - 1) // (n - 1) for i in range(n)]
+    gaps = [(b - a, a, b) for a, b in zip(ks, ks[1:])
+            if size // 3 <= a * 4096 and b * 4096 <= 2 * size // 3]
+    _, a, b = max(gaps)
+    return (a + 1) * 4096 + ((b - a - 1) * 4096) // 2
+
+
+def ffprobe_duration(path):
+    r = subprocess.run(['ffprobe', '-v', 'error', '-show_entries', 'format=duration',
+                        '-of', 'default=nw=1:nk=1', str(path)],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode(errors='replace')
+    return float(r.stdout.strip())
+
+
+def status_json(m):
+    with open(m.path('.seamfs/status.json')) as f:
+        return json.load(f)
+
+
+def test_writer_input_cuts_over_when_origin_dies(seamfs, data, nginx, make_origin, tmp_path):
+    """The writer reads its input through the mount: when the origin it
+    streams from dies mid-transcode (it stalls there first, so the death
+    surely falls mid-run; then it drops every connection and refuses new
+    ones), the daemon cuts the writer's session over to an identical source
+    and the writer never notices. The reader gets the whole file, which
+    decodes clean and lasts the clip's 20 s."""
+    o1, o3 = make_origin(data.dir), make_origin(data.dir)
+    work = tmp_path / 'work'
+    m = seamfs.mount(three_source_catalog(data, o1, nginx, o3), read_timeout=30,
+                     options=[f'work_dir={work}'] + FAILOVER_OPTS)
+    job = work / 'clip-180'
+    plan = plan_of(job)
+    f = m.path('Transcoded/clip 180p.ts')
+    # from here on the first origin delivers the clip only up to mid-file
+    o1.rule('/clip.mkv', stall_at=between_samples(data['clip.mkv'].size), stall_ms=600000)
+    box = {}
+
+    def reader():
+        try:
+            box['result'] = read_sequential(f, 64 * 1024)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            box['error'] = e
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
+        assert not playlist_entries(job)[1], 'the writer finished before the origin died'
+        o1.down(drop=True)
+    finally:
+        t.join(90)
+    assert not t.is_alive(), 'the reader is still blocked 90 s after the origin died'
+    assert 'error' not in box, repr(box.get('error'))
+    digest, n = box['result']
+    assert n == plan['size']
+    assert digest == committed_concat_sha(job, plan['segments'])
+    rc, err = bounded(lambda: decode_errors(f), 120, 'decoding through the mount')
+    assert rc == 0 and not err.strip(), err
+    duration = bounded(lambda: ffprobe_duration(f), 60, 'probing the duration')
+    assert abs(duration - plan['duration_us'] / 1e6) < 0.5, (duration, plan)
+    assert abs(duration - 20.0) < 0.5, duration
+    # the writer's session was cut over, away from the dead origin ...
+    st = status_json(m)
+    assert st['cutovers']['total'] >= 1, st['cutovers']
+    moves = [(c['from'], c['to']) for c in st['cutovers']['recent']]
+    assert any(fr == o1.url('clip.mkv') and to in (nginx.url('clip.mkv'), o3.url('clip.mkv'))
+               for fr, to in moves), moves
+    # ... which the other sources then served: the rest of the stream, not
+    # only their verification samples (20 x 4 KiB each)
+    served = sum(r['bytes_sent'] for r in o3.requests('/clip.mkv')) + sum(
+        int(ln.split()[5]) for ln in nginx.access_log().splitlines() if '/clip.mkv ' in ln)
+    assert served > 400 * 1024, served
+    # and the writer never saw the death: no failure, no restart
+    log = m.log()
+    assert 'failed (exit' not in log and 'died (' not in log and 'restarting in' not in log, log
+    (tc,) = st['transcodes']
+    assert tc['committed'] == plan['segments'] and not tc['failed']
+
+
+def test_plan_and_writer_skip_a_dead_first_source(seamfs, data, nginx, make_origin, tmp_path):
+    """A first source that is dead before the mount: the plan falls back to
+    the next source in catalog order, and the writer (through the mount)
+    reads from the live ones; the transcode is listed and reads whole."""
+    o1, o3 = make_origin(data.dir), make_origin(data.dir)
+    o1.down(drop=True)
+    work = tmp_path / 'work'
+    m = seamfs.mount(three_source_catalog(data, o1, nginx, o3), read_timeout=30,
+                     options=[f'work_dir={work}'] + FAILOVER_OPTS)
+    job = work / 'clip-180'
+    plan = plan_of(job)
+    f = m.path('Transcoded/clip 180p.ts')
+    assert os.stat(f).st_size == plan['size']
+    assert plan['segments'] == 10
+    digest, n = bounded(lambda: read_sequential(f), 90, 'reading the transcode')
+    assert n == plan['size']
+    assert digest == committed_concat_sha(job, plan['segments'])
+    rc, err = bounded(lambda: decode_errors(f), 120, 'decoding through the mount')
+    assert rc == 0 and not err.strip(), err
+    log = m.log()
+    assert f'asset clip-180: planning from {o1.url("clip.mkv")} failed' in log, log
+    assert f'asset clip-180: planned from {nginx.url("clip.mkv")}' in log, log
+
+
+def test_writer_restarts_back_off_through_an_outage(seamfs, data, make_origin, tmp_path):
+    """The input's only source dies mid-transcode: the writer's reads fail
+    (EIO from the mount), and the writer is restarted after 250 ms, 500 ms,
+    1 s, ... rather than five times at once. The source comes back after the
+    second failure; a restart then finishes the file and the reader, which
+    kept waiting (bounded by read_timeout), gets all of it."""
+    o1 = make_origin(data.dir)
+    work = tmp_path / 'work'
+    p = dict(PROFILE, of='clip')
+    cat = {'providers': [{'name': 'a-origin'}],
+           'assets': [{'id': 'clip', 'path': 'clip.mkv', 'size': data['clip.mkv'].size,
+                       'mtime': 1700000000,
+                       'sources': [{'url': o1.url('clip.mkv'), 'provider': 'a-origin'}]},
+                      {'id': 'clip-180', 'path': 'Transcoded/clip 180p.ts', 'transcode': p}]}
+    m = seamfs.mount(cat, read_timeout=60,
+                     options=[f'work_dir={work}', 'retries=0'] + FAILOVER_OPTS)
+    job = work / 'clip-180'
+    plan = plan_of(job)
+    f = m.path('Transcoded/clip 180p.ts')
+    o1.rule('/clip.mkv', stall_at=between_samples(data['clip.mkv'].size), stall_ms=600000)
+    box = {}
+
+    def reader():
+        try:
+            box['result'] = read_sequential(f, 64 * 1024)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            box['error'] = e
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
+        assert not playlist_entries(job)[1], 'the writer finished before the origin died'
+        o1.down(drop=True)
+        wait_until(lambda: 'restarting its writer in 500 ms (failure 2 of 5' in m.log(), 30,
+                   'the second failed writer')
+        o1.clear()
+        o1.up()
+    finally:
+        t.join(90)
+    assert not t.is_alive(), 'the reader is still blocked 90 s after the origin died'
+    assert 'error' not in box, repr(box.get('error'))
+    digest, n = box['result']
+    assert n == plan['size']
+    assert digest == committed_concat_sha(job, plan['segments'])
+    rc, err = bounded(lambda: decode_errors(f), 120, 'decoding through the mount')
+    assert rc == 0 and not err.strip(), err
+    log = m.log()
+    assert 'restarting its writer in 250 ms (failure 1 of 5' in log, log
+    assert 'giving up' not in log, log
+    # the restarts backed off, and each start but the first followed a backoff
+    assert 'restarting its writer in 500 ms (failure 2 of 5' in log, log
+    starts = log.count(' started: asset clip-180 ')
+    assert starts == log.count('restarting its writer in') + 1, log
+
+
+def test_writer_gives_up_after_backoffs(seamfs, data, make_origin, tmp_path):
+    """The input's only source dies for good: the writer is restarted five
+    times, 250 ms, 500 ms, 1 s, 2 s and 4 s apart, then the supervisor gives
+    up and the waiting reader gets EIO, long before read_timeout; a read
+    right after that fails at once instead of starting the writer again."""
+    o1 = make_origin(data.dir)
+    work = tmp_path / 'work'
+    p = dict(PROFILE, of='clip')
+    cat = {'providers': [{'name': 'a-origin'}],
+           'assets': [{'id': 'clip', 'path': 'clip.mkv', 'size': data['clip.mkv'].size,
+                       'mtime': 1700000000,
+                       'sources': [{'url': o1.url('clip.mkv'), 'provider': 'a-origin'}]},
+                      {'id': 'clip-180', 'path': 'Transcoded/clip 180p.ts', 'transcode': p}]}
+    m = seamfs.mount(cat, read_timeout=120,
+                     options=[f'work_dir={work}', 'retries=0'] + FAILOVER_OPTS)
+    job = work / 'clip-180'
+    plan = plan_of(job)
+    f = m.path('Transcoded/clip 180p.ts')
+    o1.rule('/clip.mkv', stall_at=between_samples(data['clip.mkv'].size), stall_ms=600000)
+    box = {}
+
+    def reader():
+        try:
+            box['result'] = read_sequential(f, 64 * 1024)
+        except BaseException as e:  # noqa: BLE001 - checked below
+            box['error'] = e
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
+        o1.down(drop=True)
+    finally:
+        t.join(60)
+    assert not t.is_alive(), 'the reader is still blocked 60 s after the origin died'
+    assert isinstance(box.get('error'), OSError) and box['error'].errno == errno.EIO, box
+    log = m.log()
+    for n, ms in enumerate((250, 500, 1000, 2000, 4000), 1):
+        assert f'restarting its writer in {ms} ms (failure {n} of 5 in a row)' in log, log
+    assert 'writer failed 6 times in a row; giving up' in log, log
+    assert log.count(' started: asset clip-180 ') == 6, log
+
+    def read_last_segment():
+        with open(f, 'rb', buffering=0) as fh:
+            return os.pread(fh.fileno(), 188, plan['size'] - 188)
+    with pytest.raises(OSError) as e:
+        bounded(read_last_segment, 30, 'a read after giving up')
+    assert e.value.errno == errno.EIO
+    assert m.log().count(' started: asset clip-180 ') == 6
+
+
+def test_waiting_readers_do_not_starve_the_writer(seamfs, data, nginx, make_origin, tmp_path):
+    """Fourteen players open fourteen transcodes with one writer slot: all
+    but one wait, some until read_timeout. Their waits must not hold what
+    the running writer needs to read its input through the mount (the
+    kernel's dozen background request slots of a buffered read did): the
+    first two transcodes are written one after the other and read well
+    within read_timeout."""
+    o1, o3 = make_origin(data.dir), make_origin(data.dir)
+    work = tmp_path / 'work'
+    cat = three_source_catalog(data, o1, nginx, o3)
+    for i in range(14):
+        cat['assets'].append({'id': f'clip-{i}', 'path': f'Queue/clip {i}.ts',
+                              'transcode': dict(PROFILE, of='clip')})
+    m = seamfs.mount(cat, read_timeout=12,
+                     options=[f'work_dir={work}', 'max_writers=1', 'writer_max_speed=8'] +
+                     FAILOVER_OPTS)
+    res = {}
+
+    def head(i):
+        fd = os.open(m.path(f'Queue/clip {i}.ts'), os.O_RDONLY)
+        try:
+            res[i] = os.pread(fd, 4096, 0)
+        except OSError as e:
+            res[i] = e
+        finally:
+            os.close(fd)
+
+    threads = []
+    for i in range(14):
+        threads.append(threading.Thread(target=head, args=(i,), daemon=True))
+        threads[-1].start()
+        time.sleep(0.05)     # in order: clip-0 gets the writer, clip-1 is next
+    for th in threads:
+        th.join(60)
+    assert not any(th.is_alive() for th in threads), 'a reader is still blocked'
+    for i in (0, 1):
+        assert isinstance(res[i], bytes), (i, res[i])
+        assert res[i] == (work / f'clip-{i}' / 'seg-000000.ts').read_bytes()[:4096]
+    # the rest got their bytes or, waiting in line, EIO at read_timeout
+    assert all(isinstance(r, bytes) or r.errno == errno.EIO for r in res.values()), res
+    # and the two writers ran through before the first waiting reader's
+    # read_timeout (12 s; they need some 2.5 s each at 8x): a writer
+    # starved by the waiting readers only goes on once their reads expire
+    log = m.log()
+    done0 = log.find(' of asset clip-0 stopped cleanly')
+    done1 = log.find(' of asset clip-1 stopped cleanly')
+    expired = log.find('not committed within read_timeout')
+    assert 0 <= done0 < done1 and (expired < 0 or done1 < expired), log
+
+
+def test_single_threaded_writer_reads_the_next_source(seamfs, data, nginx, make_origin,
+                                                     tmp_path):
+    """With `-s` (one FUSE thread, which a waiting reader holds) writers read
+    the sources directly; a writer whose source dies fails, and its
+    replacement, after the backoff, reads the next source in catalog order."""
+    o1, o3 = make_origin(data.dir), make_origin(data.dir)
+    work = tmp_path / 'work'
+    cat = seamfs.write_catalog(three_source_catalog(data, o1, nginx, o3))
+    mnt = seamfs.new_mountpoint()
+    argv = seamfs.argv(cat, mnt, 30, [f'work_dir={work}'] + FAILOVER_OPTS)
+    argv.insert(1, '-s')
+    m = Mount(argv, cat, mnt, seamfs.state_dir, tmp_path / 'seamfs-single.stderr')
+    seamfs.mounts.append(m)          # unmounted by the fixture, also on failure
+    m.start()
+    job = work / 'clip-180'
+    plan = plan_of(job)
+    f = m.path('Transcoded/clip 180p.ts')
+    o1.rule('/clip.mkv', stall_at=between_samples(data['clip.mkv'].size), stall_ms=600000)
+    box = {}
+
+    def reader():
+        try:
+            box['result'] = read_sequential(f, 64 * 1024)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            box['error'] = e
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
+        assert not playlist_entries(job)[1], 'the writer finished before the origin died'
+        o1.down(drop=True)
+    finally:
+        t.join(90)
+    assert not t.is_alive(), 'the reader is still blocked 90 s after the origin died'
+    assert 'error' not in box, repr(box.get('error'))
+    digest, n = box['result']
+    assert n == plan['size']
+    assert digest == committed_concat_sha(job, plan['segments'])
+    log = m.log()
+    assert f'segments 0..9, input {o1.url("clip.mkv")}' in log, log
+    assert f'the next writer reads source 2 of 3, {nginx.url("clip.mkv")}' in log, log
+    assert f'), input {nginx.url("clip.mkv")}' in log, log
+    assert 'through the mount' not in log, log
