@@ -26,6 +26,12 @@ export ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:detect_leaks=1:exitcode=86
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=87
 meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3
 
+echo "== chaos soak, short (bench/soak.sh): 8 readers, every byte checked, ASan build"
+soak_dir=$(mktemp -d)
+bash bench/soak.sh --short --seamfs build-asan/seamfs --origin build-asan/tests/server/seam-origin \
+  --work "$soak_dir"
+rm -rf "$soak_dir"
+
 echo "== fuzz targets, a short run each (corpora in tests/fuzz/corpus)"
 # every tests/fuzz/fuzz_NAME.c is a target with its corpus in corpus/NAME
 fuzzers=$(cd tests/fuzz && ls fuzz_*.c | sed 's/^fuzz_//; s/\.c$//')
