@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "redact.h"
 #include "utf8.h"
 
 #define EXIT_OK 0
@@ -494,11 +495,15 @@ int fs_ctl_main(int argc, char **argv)
 		printf("catalog reloaded%s%s\n", notes && notes[0] ? ": " : "", notes ? notes : "");
 		json_decref(o);
 	} else if (strcmp(args[0], "add-source") == 0) {
+		char shown[1024]; /* output may end up in a log: no credentials */
+		px_redact_url(args[2], shown, sizeof(shown));
 		printf("asset %s: %s added; live sessions take it as a standby once verified\n",
-		       args[1], args[2]);
+		       args[1], shown);
 	} else if (strcmp(args[0], "remove-source") == 0) {
+		char shown[1024];
+		px_redact_url(args[2], shown, sizeof(shown));
 		printf("asset %s: %s removed; no new session or cutover goes there\n", args[1],
-		       args[2]);
+		       shown);
 	} else if (strcmp(args[0], "drain") == 0) {
 		printf("provider %s drained: it gets no new sessions; open ones go on\n", args[1]);
 	} else {

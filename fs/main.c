@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -75,6 +76,7 @@ static const struct fuse_opt opt_table[] = {
 	FUSE_OPT_KEY("retries=%s", KEY_CORE),
 	FUSE_OPT_KEY("state_dir=%s", KEY_CORE),
 	FUSE_OPT_KEY("ca_file=%s", KEY_CORE),
+	FUSE_OPT_KEY("strm_paths=%s", KEY_CORE),
 	FUSE_OPT_KEY("insecure", KEY_CORE),
 	FUSE_OPT_KEY("insecure=%s", KEY_CORE),
 	FUSE_OPT_KEY("log_level=%s", KEY_CORE),
@@ -248,7 +250,11 @@ static int run_bounded(char *const argv[], int timeout_ms)
 static int clear_stale_mount(const char *mnt)
 {
 	struct stat sb;
-	if (stat(mnt, &sb) == 0 || errno != ENOTCONN)
+	struct statfs sf;
+	/* stat may be answered from the kernel's attribute cache; statfs
+	 * always asks the daemon, and a dead one's connection says ENOTCONN */
+	if ((stat(mnt, &sb) == 0 || errno != ENOTCONN) &&
+	    (statfs(mnt, &sf) == 0 || errno != ENOTCONN))
 		return 0;
 	px_warn("main", "%s is a stale mount (its daemon died); clearing it", mnt);
 	if (geteuid() == 0 && umount2(mnt, MNT_DETACH) == 0)
@@ -259,6 +265,70 @@ static int clear_stale_mount(const char *mnt)
 	px_error("main", "could not clear the stale mount at %s; run: fusermount3 -uz %s",
 		 mnt, mnt);
 	return -1;
+}
+
+/* The absolute name of a mountpoint that realpath cannot resolve (a dead
+ * mount answers ENOTCONN): the real path of its parent, then its own
+ * name; as given when that fails too. */
+static void canonical_dead(const char *given, char *out, size_t cap)
+{
+	char copy[PATH_MAX], parent[PATH_MAX];
+	size_t n = strlen(given);
+	snprintf(out, cap, "%s", given);
+	if (n == 0 || n >= sizeof(copy))
+		return;
+	memcpy(copy, given, n + 1);
+	while (n > 1 && copy[n - 1] == '/')
+		copy[--n] = '\0';
+	char *slash = strrchr(copy, '/');
+	const char *name = slash ? slash + 1 : copy;
+	if (slash)
+		*slash = '\0';
+	if (!realpath(slash ? (copy[0] ? copy : "/") : ".", parent) || !*name)
+		return;
+	snprintf(out, cap, "%s/%s", strcmp(parent, "/") ? parent : "", name);
+}
+
+/* mountinfo escapes space, tab, newline and backslash as \ooo */
+static void unescape_mount_field(char *s)
+{
+	char *o = s;
+	for (char *p = s; *p; p++) {
+		if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] && p[3]) {
+			*o++ = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+			p += 3;
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o = '\0';
+}
+
+/*
+ * Whether a seamfs mount is at mnt in /proc/self/mountinfo. After
+ * clear_stale_mount that is a live one: its daemon took no mount lock in
+ * our state_dir (it uses another, or is an older seamfs), but it serves,
+ * and a second daemon stacked on it would share its state. Read from
+ * mountinfo, never by a stat() that would wait for that daemon.
+ */
+static int seamfs_mounted_at(const char *mnt)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[4096];
+	int found = 0;
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char point[PATH_MAX], fstype[64];
+		const char *sep = strstr(line, " - ");
+		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", point) != 1 ||
+		    sscanf(sep + 3, "%63s", fstype) != 1)
+			continue;
+		unescape_mount_field(point);
+		found = strcmp(point, mnt) == 0 && strcmp(fstype, "fuse.seamfs") == 0;
+	}
+	fclose(f);
+	return found;
 }
 
 /*
@@ -275,19 +345,10 @@ static void find_bdi(const char *mnt, struct fs_ctx *ctx)
 	if (!f)
 		return;
 	while (fgets(line, sizeof(line), f)) {
-		char majmin[64], point[PATH_MAX], *o, *p;
+		char majmin[64], point[PATH_MAX];
 		if (sscanf(line, "%*s %*s %63s %*s %4095s", majmin, point) != 2)
 			continue;
-		/* mountinfo escapes space, tab, newline and backslash as \ooo */
-		for (o = p = point; *p; p++) {
-			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] && p[3]) {
-				*o++ = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
-				p += 3;
-			} else {
-				*o++ = *p;
-			}
-		}
-		*o = '\0';
+		unescape_mount_field(point);
 		if (strcmp(point, mnt) == 0)
 			snprintf(dev, sizeof(dev), "%s", majmin);
 	}
@@ -524,7 +585,8 @@ int main(int argc, char *argv[])
 	char *catalog_abs = NULL;
 	char err[1024], mnt[PATH_MAX];
 	int rc = EXIT_RUNTIME, report_fd = -1, mounted = 0, handlers = 0, fetch_init = 0;
-	int stopper = 0;
+	int stopper = 0, mount_lock = -1;
+	long holder = 0;
 	pthread_t stopper_thread;
 
 	/* glibc gives every thread that allocates its own arena (up to 8 per
@@ -578,25 +640,60 @@ int main(int argc, char *argv[])
 	if (!cfg.state_dir && !(cfg.state_dir = fs_default_state_dir()))
 		goto out;
 	if (!realpath(cl.mountpoint, mnt)) {
-		/* a stale mount fails realpath with ENOTCONN: keep the name */
+		/* a stale mount fails realpath with ENOTCONN: its parent's real
+		 * path and its name, so that the mount lock and mountinfo see the
+		 * same name as for a live mount */
 		if (errno != ENOTCONN) {
 			fprintf(stderr, "seamfs: mountpoint %s: %s\n", cl.mountpoint, strerror(errno));
 			rc = EXIT_USAGE;
 			goto out;
 		}
-		snprintf(mnt, sizeof(mnt), "%s", cl.mountpoint);
+		canonical_dead(cl.mountpoint, mnt, sizeof(mnt));
 	}
 	if (!cl.foreground &&
 	    daemonize_wait(&report_fd, cfg.probe_timeout_ms + cfg.connect_timeout_ms + 30000))
 		goto out;
 	px_log_setup(cfg.log_level, 0);
 
+	/* One daemon per mountpoint. Taken here, in the process that will
+	 * serve (after daemonize_wait's fork), and held until it exits; a
+	 * dead daemon's lock went with it, and its dead mount is cleared. */
+	switch (px_state_lock_mount(cfg.state_dir, mnt, &mount_lock, &holder, err, sizeof(err))) {
+	case PX_OK:
+		break;
+	case PX_EBUSY:
+		if (holder > 0)
+			px_error("main", "%s is already mounted (or being mounted) by seamfs pid %ld; "
+				 "not mounting it again (unmount it first: fusermount3 -u %s)", mnt,
+				 holder, mnt);
+		else
+			px_error("main", "%s is being mounted by another seamfs (%s); not mounting it "
+				 "again", mnt, err);
+		goto out;
+	default:
+		px_warn("main", "%s; only /proc/self/mountinfo guards against a second daemon",
+			err);
+		break;
+	}
 	if (clear_stale_mount(mnt))
 		goto out;
+	if (seamfs_mounted_at(mnt)) {
+		px_error("main", "%s is already a live seamfs mount, served by a daemon that "
+			 "holds no lock in state_dir %s (another state_dir, or an older seamfs); "
+			 "not mounting it again (unmount it first: fusermount3 -u %s)", mnt,
+			 cfg.state_dir, mnt);
+		goto out;
+	}
 	struct stat sb;
 	if (stat(mnt, &sb) || !S_ISDIR(sb.st_mode)) {
 		px_error("main", "mountpoint %s: %s", mnt,
 			 errno ? strerror(errno) : "not a directory");
+		goto out;
+	}
+	/* a work_dir seamfs did not make is refused before anything is
+	 * mounted or removed (transcode.h) */
+	if (px_transcode_prepare_work(&cfg, cat, err, sizeof(err)) != PX_OK) {
+		px_error("main", "%s", err);
 		goto out;
 	}
 	/* curl's global init before any thread */
@@ -717,6 +814,7 @@ out:
 	fuse_loop_cfg_destroy(loop);
 	px_core_free(core);
 	px_state_free(state);
+	px_state_unlock_mount(mount_lock);
 	if (fetch_init)
 		px_fetch_global_cleanup();
 	px_catalog_free(cat);

@@ -288,7 +288,7 @@ static void check_full(struct run *r, const struct px_asset *a, struct src *s, i
 		    px_strerror(st), (long long)off);
 	} else {
 		vf_hash_hex(d, VF_HASH_LEN, hex);
-		if (!a->sha256[0]) {
+		if (!a->sha256) {
 			say(r, "%s %s: full sha256 %s (no sha256 in the catalog to compare)",
 			    a->id, s->name, hex);
 		} else if (strcmp(hex, a->sha256) == 0) {
@@ -326,7 +326,7 @@ static void store_result(struct run *r, const struct px_asset *a, struct src *s,
 		/* a size mismatch is against the asset's size: it needs no reference */
 		snprintf(rec->ref, sizeof(rec->ref), "%s", refid ? refid : "");
 	}
-	if (vf_store_put(r->store, a->id, s->name, rec, is_ref && rec->has_fp, err,
+	if (vf_store_put(r->store, a->id, s->s->key, rec, is_ref && rec->has_fp, err,
 			 sizeof(err)) != PX_OK)
 		px_warn("verify", "asset %s: %s not remembered: %s", a->id, s->name, err);
 	free(rec);
@@ -368,6 +368,10 @@ static enum px_status open_source(struct run *r, struct src *s, int html_ok)
 	if (st != PX_OK)
 		return st;
 	px_rangeread_set_html_ok(s->rr, html_ok);
+	if (!ps->path)
+		px_rangeread_set_header_hosts(s->rr, (const char *const *)
+					      r->cat->providers[ps->provider].header_hosts,
+					      r->cat->providers[ps->provider].nheader_hosts);
 	s->reader = px_rangeread_reader(s->rr);
 	s->probe = px_rangeread_probe(s->rr, &s->seen, s->probe_why, sizeof(s->probe_why));
 	return PX_OK;
@@ -386,7 +390,7 @@ static int stored_reference(struct run *r, const struct px_asset *a, struct src 
 	    rec->fp.size != size)
 		goto out;
 	for (size_t i = 0; i < a->nsources; i++) {
-		if (strcmp(srcs[i].name, name) != 0)
+		if (strcmp(srcs[i].s->key, name) != 0)
 			continue;
 		/* the source it came from now shows other bytes: not a reference */
 		if (srcs[i].probe == PX_OK && !vf_seen_same(&rec->seen, &srcs[i].seen))
@@ -414,7 +418,7 @@ static enum px_status check_asset(struct run *r, const struct px_asset *a)
 		goto out;
 	for (size_t i = 0; i < a->nsources; i++) {
 		srcs[i].s = &a->sources[i];
-		srcs[i].name = a->sources[i].url ? a->sources[i].url : a->sources[i].path;
+		srcs[i].name = a->sources[i].shown; /* printed: no credentials */
 		progress(r, a->id, 0);
 		if (open_source(r, &srcs[i], px_http_is_html_path(a->path)) != PX_OK)
 			goto out;

@@ -13,10 +13,14 @@
  * proved identical). All slots share cache_size; a fill evicts the least
  * recently used ready slots.
  *
- * The first reader of an empty slot starts one bounded range transfer that
- * fills it; every reader (that one included) waits only until the bytes it
- * needs are in, so the first 64 KiB of a file come as soon as the origin
- * sends them, not when the whole head has arrived. Once a waiter's bytes
+ * The first reader of an empty slot starts a bounded range transfer; a
+ * head is asked for in two parts: the first reader's bytes and 256 KiB
+ * more, then the rest once a read goes past that (a player, not a scan),
+ * so opening a thousand files and reading 4 KiB of each costs a thousand
+ * small ranges, not a thousand heads; a tail, which players read from its
+ * end, is asked for whole. Every reader (the first one included) waits
+ * only until the bytes it needs are in, so the first 64 KiB of a file come
+ * as soon as the origin sends them, not when the whole part has arrived. Once a waiter's bytes
  * are in, the fill pauses until that reader has taken them (and, through
  * the zero-copy call, replied: px_cache_let_go), so that the reader gets a
  * CPU before the rest of the fill. A failed fill empties the slot (its
@@ -32,7 +36,9 @@
 #include "core_i.h"
 #include "log.h"
 
-enum { CACHE_EMPTY, CACHE_FILLING, CACHE_READY };
+enum { CACHE_EMPTY, CACHE_FILLING, CACHE_PARTIAL, CACHE_READY };
+
+#define HEAD_FIRST (256LL << 10)  /* a head's first part asks this past its reader */
 
 /* The fill transfer's callback context. */
 struct fill {
@@ -49,39 +55,49 @@ void px_cache_init(struct px_core *core)
 void px_cache_release(struct px_core *core)
 {
 	for (size_t i = 0; i < core->cat->nassets; i++) {
-		for (int k = 0; k < 2; k++) {
+		for (int k = 0; core->assets[i].slot && k < 2; k++) {
 			struct cache_slot *s = &core->assets[i].slot[k];
 			if (s->buf)
-				atomic_fetch_sub(&core->ra_used, s->len);
+				atomic_fetch_sub(&core->ra_used, s->asked);
 			free(s->buf);
 		}
+		free(core->assets[i].slot);
+		core->assets[i].slot = NULL;
 	}
 	pthread_cond_destroy(&core->cache_cond);
 	pthread_mutex_destroy(&core->cache_lock);
 }
 
-/* Makes room for need bytes by evicting ready slots, oldest first (a
- * reader copies under the lock, so a ready slot is never in use outside
- * it). Lock held. Returns 0 when there is room. */
-static int make_room(struct px_core *core, int64_t need)
+/* Empties a slot that no transfer fills, giving its memory back. Lock held. */
+static void drop(struct px_core *core, struct cache_slot *s)
+{
+	free(s->buf);
+	s->buf = NULL;
+	core->cache_used -= s->asked;
+	atomic_fetch_sub(&core->ra_used, s->asked);
+	s->asked = s->filled = 0;
+	s->state = CACHE_EMPTY;
+}
+
+/* Makes room for need bytes by evicting ready (or partly filled, idle)
+ * slots, oldest first (a reader copies under the lock, so such a slot is
+ * never in use outside it). keep is never evicted. Lock held. Returns 0
+ * when there is room. */
+static int make_room(struct px_core *core, int64_t need, const struct cache_slot *keep)
 {
 	while (core->cache_used + need > core->cfg->cache_size) {
 		struct cache_slot *victim = NULL;
 		for (size_t i = 0; i < core->cat->nassets; i++) {
-			for (int k = 0; k < 2; k++) {
+			for (int k = 0; core->assets[i].slot && k < 2; k++) {
 				struct cache_slot *s = &core->assets[i].slot[k];
-				if (s->state == CACHE_READY &&
-				    (!victim || s->last_use < victim->last_use))
+				if ((s->state == CACHE_READY || s->state == CACHE_PARTIAL) &&
+				    s != keep && (!victim || s->last_use < victim->last_use))
 					victim = s;
 			}
 		}
 		if (!victim)
 			return -1;
-		free(victim->buf);
-		victim->buf = NULL;
-		core->cache_used -= victim->len;
-		atomic_fetch_sub(&core->ra_used, victim->len);
-		victim->state = CACHE_EMPTY;
+		drop(core, victim);
 	}
 	return 0;
 }
@@ -98,7 +114,7 @@ static int f_data(void *ctx, int64_t off, const void *buf, size_t len)
 		 * have the CPU first (this chunk comes again on resume) */
 		s->paused = 1;
 		took = 0;
-	} else if (off == s->start + s->filled && s->filled + (int64_t)len <= s->len) {
+	} else if (off == s->start + s->filled && s->filled + (int64_t)len <= s->asked) {
 		memcpy(s->buf + s->filled, buf, len);
 		s->filled += (int64_t)len;
 		s->last_byte = px_now_ms();
@@ -109,7 +125,7 @@ static int f_data(void *ctx, int64_t off, const void *buf, size_t len)
 		 * for milliseconds (the first read of a file waits on this) */
 		if (s->start + s->filled >= s->wake_at) {
 			s->wake_at = INT64_MAX;
-			s->held = s->filled < s->len;
+			s->held = s->filled < s->asked;
 			pthread_cond_broadcast(&f->core->cache_cond);
 		}
 	}
@@ -124,18 +140,24 @@ static void f_done(void *ctx, const struct px_fetch_result *res)
 	struct px_core *core = f->core;
 
 	pthread_mutex_lock(&core->cache_lock);
-	if (res->status == PX_OK && s->filled == s->len) {
-		s->state = CACHE_READY;
+	if (res->status == PX_OK && s->filled == s->asked) {
+		/* all of the part asked for: the whole slot, or more later */
+		s->state = s->asked == s->len ? CACHE_READY : CACHE_PARTIAL;
+		s->last_use = ++core->cache_clock;
+	} else if (res->status == PX_OK && s->filled > 0) {
+		/* a short answer (an origin that caps its 206s): what came is
+		 * good, the next reader that needs more asks on from there */
+		int64_t extra = s->asked - s->filled;
+		core->cache_used -= extra;
+		atomic_fetch_sub(&core->ra_used, extra);
+		s->asked = s->filled;
+		s->state = s->asked == s->len ? CACHE_READY : CACHE_PARTIAL;
 		s->last_use = ++core->cache_clock;
 	} else {
 		/* readers read around it; the next miss tries again */
-		px_debug("cache", "fill of %lld bytes at %lld failed: %s", (long long)s->len,
+		px_debug("cache", "fill of %lld bytes at %lld failed: %s", (long long)s->asked,
 			 (long long)s->start, res->detail);
-		s->state = CACHE_EMPTY;
-		free(s->buf);
-		s->buf = NULL;
-		core->cache_used -= s->len;
-		atomic_fetch_sub(&core->ra_used, s->len);
+		drop(core, s);
 	}
 	s->xid = 0;
 	s->held = s->paused = 0;
@@ -144,44 +166,61 @@ static void f_done(void *ctx, const struct px_fetch_result *res)
 	free(f);
 }
 
-/* Starts filling an empty slot. Lock held; dropped around the submit. */
-static enum px_status start_fill(struct px_core *core, struct px_session *sess, size_t asset,
-				 struct cache_slot *s, size_t source, int64_t start, int64_t slen,
-				 int64_t deadline)
+/* Asks for the slot's next part, up to need bytes of it at least: an empty
+ * slot's first part, or a partly filled one's next. Lock held; dropped
+ * around the submit. */
+static enum px_status ask(struct px_core *core, struct px_session *sess, size_t asset,
+			  struct cache_slot *s, int which, size_t source, int64_t start,
+			  int64_t slen, int64_t need, int64_t deadline)
 {
 	struct fill *f;
 	uint64_t id = 0;
+	int first = s->state == CACHE_EMPTY;
+	int64_t from = first ? 0 : s->asked;
+	int64_t want = slen;
 
-	if (slen > core->cfg->cache_size || make_room(core, slen))
-		return PX_EAGAIN;
+	if (which == 0 && first) {
+		/* a head's first part: its reader's bytes and a margin; the
+		 * rest only once a read goes past it (a player, not a scan) */
+		want = (need + HEAD_FIRST + 65535) & ~65535LL;
+		if (want > slen)
+			want = slen;
+	}
+	int64_t more = want - from;
+	if (slen > core->cfg->cache_size || make_room(core, more, s))
+		return first ? PX_EAGAIN : PX_ENOMEM;
 	/* cached bytes count against the one memory budget too */
 	int64_t used = atomic_load(&core->ra_used);
 	do {
-		if (used + slen > core->cfg->readahead_budget)
-			return PX_EAGAIN;
-	} while (!atomic_compare_exchange_weak(&core->ra_used, &used, used + slen));
+		if (used + more > core->cfg->readahead_budget)
+			return first ? PX_EAGAIN : PX_ENOMEM;
+	} while (!atomic_compare_exchange_weak(&core->ra_used, &used, used + more));
 	f = malloc(sizeof(*f));
-	s->buf = malloc((size_t)slen);
-	if (!f || !s->buf) {
+	unsigned char *buf = realloc(first ? NULL : s->buf, (size_t)want);
+	if (!f || !buf) {
 		free(f);
-		free(s->buf);
-		s->buf = NULL;
-		atomic_fetch_sub(&core->ra_used, slen);
-		return PX_EAGAIN;
+		if (buf && !first)
+			s->buf = buf;
+		atomic_fetch_sub(&core->ra_used, more);
+		return first ? PX_EAGAIN : PX_ENOMEM;
 	}
+	s->buf = buf;
 	f->core = core;
 	f->slot = s;
+	if (first) {
+		s->start = start;
+		s->len = slen;
+		s->filled = 0;
+		s->source = source;
+	}
 	s->state = CACHE_FILLING;
-	s->start = start;
-	s->len = slen;
-	s->filled = 0;
+	s->asked = want;
 	s->wake_at = INT64_MAX;
 	s->held = s->paused = 0;
 	s->last_byte = px_now_ms();
-	s->source = source;
 	s->xid = 0;
-	core->cache_used += slen;
-	struct px_fetch_params fp = px_source_range(core, asset, source, start, slen);
+	core->cache_used += more;
+	struct px_fetch_params fp = px_source_range(core, asset, source, start + from, more);
 	struct px_fetch_cb cb = { f_data, f_done, f };
 	pthread_mutex_unlock(&core->cache_lock);
 	/* the fill holds a slot of the reader's session */
@@ -189,27 +228,31 @@ static enum px_status start_fill(struct px_core *core, struct px_session *sess, 
 	pthread_mutex_lock(&core->cache_lock);
 	if (rc != PX_OK) {
 		free(f);
-		free(s->buf);
-		s->buf = NULL;
-		s->state = CACHE_EMPTY;
-		core->cache_used -= slen;
-		atomic_fetch_sub(&core->ra_used, slen);
+		if (first) {
+			drop(core, s);
+		} else {
+			/* the bytes in stay good: back to what was there */
+			core->cache_used -= more;
+			atomic_fetch_sub(&core->ra_used, more);
+			s->asked = from;
+			s->state = CACHE_PARTIAL;
+		}
 		pthread_cond_broadcast(&core->cache_cond);
-		return rc == PX_EBUSY || rc == PX_ESHUTDOWN ? rc : PX_EAGAIN;
+		return rc == PX_EBUSY || rc == PX_ESHUTDOWN ? rc : first ? PX_EAGAIN : rc;
 	}
-	if (s->state == CACHE_FILLING && s->start == start && s->len == slen)
+	if (s->state == CACHE_FILLING && s->start == start && s->len == slen && s->asked == want)
 		s->xid = id; /* unless it has already ended */
-	core->n_cache_fills++;
+	core->n_cache_fills += first;
 	return PX_OK;
 }
 
 void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fill)
 {
-	struct cache_slot *s = &core->assets[asset].slot[which];
 	uint64_t resume = 0;
 
 	pthread_mutex_lock(&core->cache_lock);
-	if (fill && s->xid == fill && s->held) {
+	struct cache_slot *s = core->assets[asset].slot ? &core->assets[asset].slot[which] : NULL;
+	if (s && fill && s->xid == fill && s->held) {
 		s->held = 0;
 		if (s->paused) {
 			s->paused = 0;
@@ -226,7 +269,6 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 			     int64_t start, int64_t slen, int64_t off, size_t len, void *buf,
 			     int64_t deadline, uint64_t *held)
 {
-	struct cache_slot *s = &core->assets[asset].slot[which];
 	int64_t need = off + (int64_t)len - start;
 	enum px_status st;
 	uint64_t cancel = 0, resume = 0;
@@ -236,6 +278,13 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 	if (px_source_is_path(core, asset, source))
 		return PX_EAGAIN;
 	pthread_mutex_lock(&core->cache_lock);
+	/* an asset's slots exist once it is read: a library costs none */
+	if (!core->assets[asset].slot &&
+	    !(core->assets[asset].slot = calloc(2, sizeof(struct cache_slot)))) {
+		pthread_mutex_unlock(&core->cache_lock);
+		return PX_EAGAIN;
+	}
+	struct cache_slot *s = &core->assets[asset].slot[which];
 	for (;;) {
 		if (s->state == CACHE_EMPTY) {
 			/* a fill we were waiting for failed: read directly, where
@@ -244,7 +293,7 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 				st = PX_EAGAIN;
 				break;
 			}
-			st = start_fill(core, sess, asset, s, source, start, slen, deadline);
+			st = ask(core, sess, asset, s, which, source, start, slen, need, deadline);
 			if (st != PX_OK)
 				break;
 			filler = 1;
@@ -274,6 +323,16 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 			st = PX_OK;
 			break;
 		}
+		if (s->state == CACHE_PARTIAL) {
+			/* the reads went on past what was asked: the next part */
+			st = ask(core, sess, asset, s, which, source, start, slen, need, deadline);
+			if (st != PX_OK) {
+				st = st == PX_EBUSY || st == PX_ESHUTDOWN ? st : PX_EAGAIN;
+				break;
+			}
+			filler = 1;
+			continue;
+		}
 		seen_fill = 1;
 		if (s->paused && !s->held && s->xid) {
 			/* held before its submit had returned (no id then) */
@@ -284,8 +343,14 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 			pthread_mutex_lock(&core->cache_lock);
 			continue;
 		}
-		if (off + (int64_t)len < s->wake_at)
+		if (s->asked < need) {
+			/* a part that ends before our bytes: wait for its end, then
+			 * ask for the next (above) */
+			if (s->start + s->asked < s->wake_at)
+				s->wake_at = s->start + s->asked;
+		} else if (off + (int64_t)len < s->wake_at) {
 			s->wake_at = off + (int64_t)len;
+		}
 		/* wait for our bytes, the deadline, or a stall: no byte of the
 		 * fill for stall_timeout while it runs */
 		int64_t until = s->last_byte + core->cfg->stall_timeout_ms;

@@ -27,6 +27,7 @@
 #include "catalog_i.h"
 #include "config.h"
 #include "jsonpos.h"
+#include "redact.h"
 #include "strmap.h"
 
 #define CATALOG_MAX_BYTES (256L << 20)
@@ -198,11 +199,20 @@ static char *dup_or_null(const char *s)
 
 const char *px_catalog_bad_path(const char *p)
 {
+	size_t ncomp = 1;
 	if (p[0] == '/')
 		return "must be relative (no leading '/')";
-	for (const unsigned char *q = (const unsigned char *)p; *q; q++)
+	for (const unsigned char *q = (const unsigned char *)p; *q; q++) {
 		if (*q < 0x20 || *q == 0x7f)
 			return "contains a control character";
+		ncomp += *q == '/';
+		/* the tree and the kernel work per component and per byte:
+		 * bound both before anything is built from it */
+		if (q - (const unsigned char *)p >= PX_CATALOG_MAX_PATH)
+			return "is longer than 4096 bytes";
+	}
+	if (ncomp > PX_CATALOG_MAX_DEPTH)
+		return "has more than 64 components";
 	const char *comp = p;
 	for (;;) {
 		size_t n = strcspn(comp, "/");
@@ -296,6 +306,50 @@ const char *px_catalog_bad_local(const char *path)
 	return NULL;
 }
 
+enum px_status px_catalog_source_names(struct px_source *s)
+{
+	char *name = s->url ? s->url : s->path;
+	s->shown = px_redact_url_dup(name);
+	s->key = px_redact_key(name);
+	if (!s->shown || !s->key)
+		return PX_ENOMEM;
+	/* most sources carry no secret: they are shown and kept by their own
+	 * name, not a copy of it (a library of 100 000 files) */
+	if (strcmp(s->shown, name) == 0) {
+		free(s->shown);
+		s->shown = name;
+	}
+	if (strcmp(s->key, name) == 0) {
+		free(s->key);
+		s->key = name;
+	}
+	return PX_OK;
+}
+
+static enum px_status add_header_host(struct px_provider *p, const char *host)
+{
+	for (size_t i = 0; i < p->nheader_hosts; i++)
+		if (strcmp(p->header_hosts[i], host) == 0)
+			return PX_OK;
+	char **n = realloc(p->header_hosts, (p->nheader_hosts + 1) * sizeof(*n));
+	if (!n)
+		return PX_ENOMEM;
+	p->header_hosts = n;
+	if (!(n[p->nheader_hosts] = strdup(host)))
+		return PX_ENOMEM;
+	p->nheader_hosts++;
+	return PX_OK;
+}
+
+enum px_status px_catalog_add_header_host(struct px_provider *p, const char *url)
+{
+	char origin[600];
+	/* only headers need to know where they may go */
+	if (!p->nheaders || px_redact_origin(url, origin, sizeof(origin)))
+		return PX_OK;
+	return add_header_host(p, origin);
+}
+
 enum px_status px_catalog_add_provider(struct px_catalog_providers *ps, const char *name,
 				       int implicit, size_t *index)
 {
@@ -350,10 +404,43 @@ static int header_name_ok(const char *s, size_t n)
 	return 1;
 }
 
+/* "trust_redirects": hosts (or host:port) a provider's redirects may take
+ * its headers to, besides its own URLs' origins. */
+static enum px_status parse_trust(struct ctx *c, const char *at, json_t *arr,
+				  struct px_provider *p)
+{
+	char field[512], host[300];
+	size_t i;
+	json_t *v;
+
+	if (!arr)
+		return PX_OK;
+	snprintf(field, sizeof(field), "%s.trust_redirects", at);
+	if (!json_is_array(arr))
+		return fail(c, field, "must be an array of host names (\"cdn.example.com\" or "
+			    "\"cdn.example.com:8443\"), not %s", type_name(arr));
+	json_array_foreach(arr, i, v) {
+		snprintf(field, sizeof(field), "%s.trust_redirects[%zu]", at, i);
+		if (!json_is_string(v))
+			return fail(c, field, "must be a string, not %s", type_name(v));
+		const char *why = strlen(json_string_value(v)) != json_string_length(v)
+					  ? "contains a NUL"
+					  : px_redact_bad_host(json_string_value(v), host,
+							       sizeof(host));
+		if (why && strchr(json_string_value(v), '@'))
+			return fail(c, field, "%s", why); /* userinfo: not quoted */
+		if (why)
+			return fail(c, field, "\"%.200s\" %s", json_string_value(v), why);
+		if (add_header_host(p, host) != PX_OK)
+			return oom(c);
+	}
+	return PX_OK;
+}
+
 static enum px_status parse_providers(struct ctx *c, json_t *arr)
 {
 	static const char *const keys[] = { "name", "max_connections", "headers", "drained",
-					    NULL };
+					    "trust_redirects", NULL };
 	size_t i;
 	json_t *pv;
 	enum px_status st;
@@ -388,6 +475,8 @@ static enum px_status parse_providers(struct ctx *c, json_t *arr)
 		struct px_provider *p = &c->cat->providers[idx];
 		p->max_connections = maxc < 0 ? 0 : (int)maxc;
 		p->drained = drained;
+		if ((st = parse_trust(c, at, json_object_get(pv, "trust_redirects"), p)))
+			return st;
 
 		json_t *hdrs = json_object_get(pv, "headers");
 		if (!hdrs)
@@ -451,8 +540,10 @@ static enum px_status parse_source(struct ctx *c, const char *at, json_t *sv,
 	if (url) {
 		const char *why = px_catalog_bad_url(url, hostport, sizeof(hostport));
 		if (why) {
+			char shown[300];
+			px_redact_url(url, shown, sizeof(shown)); /* errors reach logs */
 			snprintf(field, sizeof(field), "%s.url", at);
-			return fail(c, field, "\"%s\" %s", url, why);
+			return fail(c, field, "\"%s\" %s", shown, why);
 		}
 	} else {
 		const char *why = px_catalog_bad_local(path);
@@ -475,7 +566,9 @@ static enum px_status parse_source(struct ctx *c, const char *at, json_t *sv,
 	src->provider = idx;
 	src->url = dup_or_null(url);
 	src->path = dup_or_null(path);
-	if ((url && !src->url) || (path && !src->path))
+	if ((url && !src->url) || (path && !src->path) ||
+	    px_catalog_source_names(src) != PX_OK ||
+	    (url && px_catalog_add_header_host(&c->cat->providers[idx], url) != PX_OK))
 		return oom(c);
 	return PX_OK;
 }
@@ -554,9 +647,11 @@ static enum px_status parse_asset(struct ctx *c, size_t i, json_t *av)
 	const char *why = px_catalog_bad_path(path);
 	if (why) {
 		snprintf(field, sizeof(field), "%s.path", at);
-		return fail(c, field, "\"%s\" %s", path, why);
+		/* a long path is quoted in part: the reason must show */
+		return fail(c, field, "\"%.120s%s\" %s", path, strlen(path) > 120 ? "..." : "",
+			    why);
 	}
-	if ((st = get_count(c, at, av, "size", 0, INT64_MAX, &a->size)) ||
+	if ((st = get_count(c, at, av, "size", 0, PX_CATALOG_MAX_SIZE, &a->size)) ||
 	    (st = get_count(c, at, av, "mtime", 0, INT64_MAX, &a->mtime)) ||
 	    (st = get_string(c, at, av, "sha256", 0, &sha)))
 		return st;
@@ -569,8 +664,11 @@ static enum px_status parse_asset(struct ctx *c, size_t i, json_t *av)
 			snprintf(field, sizeof(field), "%s.sha256", at);
 			return fail(c, field, "must be 64 hexadecimal digits");
 		}
+		if (!(a->sha256 = malloc(65)))
+			return oom(c);
 		for (size_t k = 0; k < 64; k++)
 			a->sha256[k] = (char)tolower((unsigned char)sha[k]);
+		a->sha256[64] = '\0';
 	}
 	a->id = strdup(id);
 	a->path = strdup(path);
@@ -881,6 +979,9 @@ void px_catalog_free(struct px_catalog *cat)
 		for (size_t k = 0; k < cat->providers[i].nheaders; k++)
 			free(cat->providers[i].headers[k]);
 		free(cat->providers[i].headers);
+		for (size_t k = 0; k < cat->providers[i].nheader_hosts; k++)
+			free(cat->providers[i].header_hosts[k]);
+		free(cat->providers[i].header_hosts);
 	}
 	free(cat->providers);
 	for (size_t i = 0; i < cat->nassets; i++) {
@@ -888,9 +989,16 @@ void px_catalog_free(struct px_catalog *cat)
 		free(a->id);
 		free(a->path);
 		free(a->of);
+		free(a->sha256);
 		for (size_t k = 0; k < a->nsources; k++) {
-			free(a->sources[k].url);
-			free(a->sources[k].path);
+			const struct px_source *src = &a->sources[k];
+			const char *name = src->url ? src->url : src->path;
+			if (src->shown != name)
+				free(src->shown);
+			if (src->key != name)
+				free(src->key);
+			free(src->url);
+			free(src->path);
 		}
 		free(a->sources);
 	}

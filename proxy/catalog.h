@@ -19,12 +19,20 @@ struct px_provider {
 	size_t nheaders;
 	int implicit;          /* made for sources that name no provider */
 	int drained;           /* starts drained: no new sessions */
+	char **header_hosts;   /* where headers may follow a redirect: the origins of
+				* its catalog URLs ("https://host:443") and its
+				* trust_redirects ("host" or "host:port"); see
+				* px_redact_headers_ok. Filled only when it has headers */
+	size_t nheader_hosts;
 };
 
 struct px_source {
 	char *url;             /* http:// or https:// URL, or NULL */
 	char *path;            /* absolute local path, or NULL */
 	size_t provider;       /* index into px_catalog.providers */
+	char *shown;           /* what logs, status, ctl and errors show: the URL
+				* without its credentials (px_redact_url), or the path */
+	char *key;             /* what files in the state dir name it by: px_redact_key */
 };
 
 enum px_asset_kind { PX_ASSET_PLAIN, PX_ASSET_TRANSCODE, PX_ASSET_REMUX };
@@ -34,7 +42,9 @@ struct px_asset {
 	char *path;            /* relative, '/'-separated, validated */
 	int64_t size;          /* -1: not given */
 	int64_t mtime;         /* -1: not given */
-	char sha256[65];       /* lowercase hex, "" when not given */
+	char *sha256;          /* lowercase hex, NULL when not given (a pointer:
+				* every asset of a large library pays for the
+				* field, few have it) */
 	enum px_asset_kind kind;
 	char *of;              /* transcode/remux: id of the source asset */
 	/* transcode profile (kind PX_ASSET_TRANSCODE); defaults filled in */
@@ -46,12 +56,18 @@ struct px_asset {
 	size_t nsources;       /* >= 1 for plain assets, 0 otherwise */
 };
 
+#define PX_CATALOG_MAX_PATH 4096           /* bytes of an asset's path */
+#define PX_CATALOG_MAX_DEPTH 64            /* components of an asset's path */
+#define PX_CATALOG_MAX_SIZE (1LL << 62)    /* an asset's size: offsets never overflow */
+
 struct px_catalog {
 	char *file;            /* as given, for messages */
 	struct px_provider *providers;
 	size_t nproviders;
 	struct px_asset *assets;
 	size_t nassets;
+	int from_playlists;    /* made from .strm files or an M3U: local paths in it
+				* are held to strm_paths (px_core_path_allowed) */
 	char **setting_names;  /* "settings" members as strings, in file order */
 	char **setting_values; /* NULL for a boolean true flag */
 	size_t nsettings;

@@ -38,6 +38,14 @@ const char *px_catalog_bad_url(const char *url, char *hostport, size_t cap);
  * static message or NULL when valid. */
 const char *px_catalog_bad_local(const char *path);
 
+/* Fills s->shown and s->key (redact.h) from its url or path; allocated,
+ * freed with the catalog. PX_ENOMEM when they could not be made. */
+enum px_status px_catalog_source_names(struct px_source *s) PX_WUR;
+
+/* Adds the origin of url to p->header_hosts, once, when p has headers.
+ * PX_ENOMEM on failure. */
+enum px_status px_catalog_add_header_host(struct px_provider *p, const char *url) PX_WUR;
+
 /* Appends a provider named name (copied) and returns its index in *index.
  * The caller has checked that the name is new. PX_ENOMEM on failure. */
 enum px_status px_catalog_add_provider(struct px_catalog_providers *ps, const char *name,

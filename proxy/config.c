@@ -41,6 +41,7 @@ const struct px_config_option px_config_options[] = {
 	{ "seek_restart_segments", "N", "a read more than N segments beyond a writer's edge restarts it there (default 3)" },
 	{ "max_writers", "N", "transcode writers running at once on this host; others wait in order (default 2)" },
 	{ "writer_max_speed", "X", "pace writers at most X times realtime, 0 for no limit (default 0)" },
+	{ "strm_paths", "DIR[:DIR...]", "folders local paths named in .strm and M3U playlists (and added through seamfs ctl) must lie in, after symlinks (default: none, URL sources only)" },
 	{ "control_socket", "PATH", "serve the control API (seamfs ctl) on a Unix socket made at PATH, mode 0600 (default: none)" },
 	{ NULL, NULL, NULL }
 };
@@ -74,11 +75,13 @@ void px_config_release(struct px_config *cfg)
 {
 	free(cfg->ca_file);
 	free(cfg->state_dir);
+	free(cfg->strm_paths);
 	free(cfg->work_dir);
 	free(cfg->writer);
 	free(cfg->control_socket);
 	cfg->ca_file = NULL;
 	cfg->state_dir = NULL;
+	cfg->strm_paths = NULL;
 	cfg->work_dir = NULL;
 	cfg->writer = NULL;
 	cfg->control_socket = NULL;
@@ -262,6 +265,17 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 			want = "a number from 0 to 1000";
 		else
 			cfg->writer_max_speed = d;
+	} else if (strcmp(name, "strm_paths") == 0) {
+		/* absolute folders, ':' between them */
+		int ok = value && value[0] == '/';
+		for (const char *c = value; ok && (c = strchr(c, ':')); c++)
+			ok = c[1] == '/';
+		if (!ok)
+			want = "absolute folders separated by ':'";
+		else if (set_string(&cfg->strm_paths, value)) {
+			snprintf(err, errlen, "out of memory");
+			return PX_ENOMEM;
+		}
 	} else if (strcmp(name, "state_dir") == 0 || strcmp(name, "ca_file") == 0 ||
 		   strcmp(name, "work_dir") == 0 || strcmp(name, "writer") == 0 ||
 		   strcmp(name, "control_socket") == 0) {

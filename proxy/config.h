@@ -27,6 +27,9 @@ struct px_config {
 	int insecure;               /* 1: no TLS peer/host verification */
 	char *ca_file;              /* owned; NULL: system CA store */
 	char *state_dir;            /* owned; NULL until main fills a default */
+	char *strm_paths;           /* owned; ':'-separated folders that local
+				     * paths from playlists and seamfs ctl must lie
+				     * in; NULL: none (URL sources only) */
 	enum px_log_level log_level;
 	int64_t readahead_budget;   /* bytes windows and cached heads/tails share, 256 MiB */
 	int64_t head_size;          /* cached head of every asset, 2 MiB */

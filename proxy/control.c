@@ -33,6 +33,7 @@
 #include "control.h"
 #include "jsontext.h"
 #include "log.h"
+#include "redact.h"
 #include "utf8.h"
 
 /* How replies other than errors are laid out. */
@@ -419,9 +420,11 @@ static enum MHD_Result handle(struct px_control *ctl, struct MHD_Connection *c, 
 				colon ? colon + 2 : msg);
 			return respond_err(c, &err);
 		}
+		char shown[sizeof(r->req.where)]; /* answers end up in logs: no credentials */
+		px_redact_url(r->req.where, shown, sizeof(shown));
 		return respond(c, MHD_HTTP_OK,
 			       px_json_text(json_pack("{s:s, s:s, s:s}", "asset", r->req.name,
-						   "source", r->req.where,
+						   "source", shown,
 						   "result", add ? "added" : "removed"),
 				    REPLY_JSON),
 			       "application/json", NULL);

@@ -3,6 +3,7 @@
  * and the discovery pass that decides which assets the mount lists.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,7 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 	pthread_mutex_init(&core->reload_lock, NULL);
 	for (size_t i = 0; i < cat->nassets; i++)
 		core->assets[i].source_cap = cat->assets[i].kind == PX_ASSET_PLAIN
-			? cat->assets[i].nsources + PX_SPARE_SOURCES : 0;
+			? cat->assets[i].nsources + px_spare_sources(cat->nassets) : 0;
 	core->provs_cap = cat->nproviders + PX_SPARE_PROVIDERS;
 	core->provs = calloc(core->provs_cap, sizeof(*core->provs));
 	if (!core->provs)
@@ -72,6 +73,9 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 		core->assets[i].dead = calloc(core->assets[i].source_cap + 1, 1);
 		if (!core->assets[i].dead)
 			goto out;
+		/* local paths from playlists only inside strm_paths */
+		if (cat->from_playlists)
+			px_core_screen_paths(core, i, 1);
 	}
 	for (size_t i = 0; i < cat->nassets; i++) {
 		if (cat->assets[i].kind == PX_ASSET_PLAIN)
@@ -215,9 +219,10 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 			if (rt->mtime < 0)
 				rt->mtime = mtime;
 		}
-		/* sizes are needed to list; mtimes are worth one probe too, so
-		 * that a file's mtime is the source's and stays the same */
-		need[i] = rt->size < 0 || rt->mtime < 0;
+		/* only a size is needed to list: an asset the catalog (or the
+		 * state) gives one costs no request at mount, whatever its count;
+		 * without an mtime it takes the catalog's, remembered below */
+		need[i] = rt->size < 0;
 	}
 	px_probe_assets(core, need);
 
@@ -226,11 +231,12 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 		if (cat->assets[i].kind != PX_ASSET_PLAIN || rt->size < 0)
 			continue;
 		/* a fallback mtime is remembered too, so it stays the same */
-		if (rt->mtime < 0)
+		int fell_back = rt->mtime < 0;
+		if (fell_back)
 			rt->mtime = fallback_mtime;
 		/* remembering is an optimisation: the asset is listed anyway */
-		if (need[i] && state && px_state_put(state, cat->assets[i].id, keys[i], rt->size,
-						     rt->mtime) != PX_OK)
+		if ((need[i] || fell_back) && state &&
+		    px_state_put(state, cat->assets[i].id, keys[i], rt->size, rt->mtime) != PX_OK)
 			px_warn("state", "could not remember the size of %s", cat->assets[i].id);
 		rt->listed = 1;
 		listed[i] = 1;
@@ -240,6 +246,7 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 		char err[512];
 		if (px_state_save(state, err, sizeof(err)) != PX_OK)
 			px_warn("state", "could not remember sizes: %s", err);
+		px_state_release(state);
 	}
 	struct px_tree *tree = NULL;
 	st = px_tree_new(cat, listed, &tree);
@@ -252,6 +259,10 @@ out:
 	free(need);
 	free(listed);
 	free(keys);
+	/* parsing the catalog and building the tree freed far more than is
+	 * kept (the JSON document of a large library): give it back to the
+	 * system, or a mount of 100 000 assets keeps it as resident memory */
+	malloc_trim(0);
 	return st;
 }
 
@@ -271,6 +282,8 @@ struct px_fetch_params px_source_range(const struct px_core *core, size_t asset,
 		.no_reuse = p->max_connections > 0 &&
 			    atomic_load(&core->provs[src->provider].multi_host),
 		.html_ok = px_http_is_html_path(core->cat->assets[asset].path),
+		.header_hosts = (const char *const *)p->header_hosts,
+		.nheader_hosts = p->nheader_hosts,
 	};
 	return fp;
 }

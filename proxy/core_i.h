@@ -15,11 +15,14 @@
 
 /* A cached head or tail of an asset (cache.c). Guarded by the cache lock. */
 struct cache_slot {
-	int state;                 /* CACHE_EMPTY, CACHE_FILLING, CACHE_READY */
+	int state;                 /* CACHE_EMPTY, CACHE_FILLING, CACHE_PARTIAL,
+				    * CACHE_READY */
 	size_t source;             /* whose bytes these are */
-	unsigned char *buf;
+	unsigned char *buf;        /* room for asked bytes */
 	int64_t start, len;
-	int64_t filled;            /* bytes in so far (FILLING) */
+	int64_t asked;             /* bytes asked for so far (a head is filled in
+				    * growing parts, as its readers need them) */
+	int64_t filled;            /* bytes in so far (FILLING, PARTIAL) */
 	uint64_t xid;              /* the fill transfer, 0 when none */
 	uint64_t last_use;
 	int64_t wake_at;           /* the nearest end a reader waits for, or
@@ -36,7 +39,8 @@ struct src_rt {
 	int state;                 /* VS_* */
 	int inconclusive;          /* inconclusive checks in a row */
 	int64_t checked;           /* core clock of the last check */
-	char why[200];             /* the last verdict, in words */
+	char *why;                 /* the last verdict, in words; NULL: none
+				    * (px_src_why; under vf_lock once threads run) */
 	/* the source's own recent failures (px_source_failed), read without
 	 * the lock: until bad_until (core clock) a failed source goes last in
 	 * every choice, and new sessions avoid it while another can serve */
@@ -60,10 +64,14 @@ struct vf_store;
 struct vf_pool;
 
 struct asset_rt {
-	struct cache_slot slot[2]; /* head, tail */
+	struct cache_slot *slot;   /* head, tail: two, made at the asset's first
+				    * cached read (cache.c, under cache_lock) */
 	size_t source_cap;         /* room in the core's sources array */
 	/* standby.c, under core->vf_lock */
-	struct src_rt *src;        /* per source */
+	struct src_rt *src;        /* per source; NULL until the asset's first
+				    * session or a source's first verdict
+				    * (px_src_ensure): a library of 100 000
+				    * files that are never opened costs none */
 	struct vf_fingerprint *ref; /* the reference fingerprint, NULL until known */
 	char ref_id[17];
 	int ref_busy;              /* being taken */
@@ -156,7 +164,16 @@ struct px_session {
 	_Atomic int64_t served;    /* bytes served */
 };
 
-#define PX_SPARE_SOURCES 16     /* sources an asset may gain while mounted */
+/* Sources an asset may gain while mounted (runtime adds, reloads): the
+ * room costs every asset memory, so a large library gets less of it; a
+ * remount makes more. */
+#define PX_SPARE_SOURCES_SMALL 8
+#define PX_SPARE_SOURCES_LARGE 2
+#define PX_LARGE_LIBRARY 5000   /* assets */
+static inline size_t px_spare_sources(size_t nassets)
+{
+	return nassets > PX_LARGE_LIBRARY ? PX_SPARE_SOURCES_LARGE : PX_SPARE_SOURCES_SMALL;
+}
 #define PX_SPARE_PROVIDERS 64   /* providers the catalog may gain while mounted */
 #define PX_SPARE_STRINGS 1024   /* names and URLs added while mounted */
 #define PX_SPARE_ASSETS 4096    /* assets reloads may add */
@@ -371,6 +388,20 @@ int64_t px_providers_tick(struct px_core *core);
 enum px_status px_core_own_catalog(struct px_core *core, const struct px_catalog *cat);
 void px_core_release_catalog(struct px_core *core);
 
+/*
+ * Whether a path source may be used: a regular file (a FIFO, a device, a
+ * socket or a directory never: opening one could block a reader for
+ * good), and, when untrusted (from a playlist or added at run time), one
+ * that lies in a folder of strm_paths once symlinks are resolved. why says
+ * what is wrong, never quoting the file. Any thread.
+ */
+int px_core_path_allowed(const struct px_core *core, const char *path, int untrusted,
+			 char *why, size_t whylen);
+
+/* Marks the asset's path sources that px_core_path_allowed() refuses dead,
+ * with the reason in the status and the log. */
+void px_core_screen_paths(struct px_core *core, size_t asset, int untrusted);
+
 /* ---- standby.c: verification states, prevalidation, cutover */
 
 enum px_status px_standby_init(struct px_core *core);  /* with px_core_new */
@@ -425,6 +456,21 @@ int px_source_bad(const struct px_core *core, size_t asset, size_t k, int64_t no
  */
 enum px_status px_standby_screen(struct px_core *core, size_t asset, size_t k, int64_t off,
 				 const struct iovec *iov, int iovcnt);
+
+/* The asset's per-source states, made on first need (published
+ * atomically: readers that find NULL take every source as unverified and
+ * never failed). NULL only when out of memory. Any thread. */
+struct src_rt *px_src_ensure(struct px_core *core, size_t asset);
+
+/* Sets a source's reason in words (copied; NULL or "" clears it). vf_lock
+ * held, or no other thread yet. */
+void px_src_why(struct src_rt *sr, const char *why);
+
+/* A source's reason in words, "" when none. */
+static inline const char *px_src_why_of(const struct src_rt *sr)
+{
+	return sr->why ? sr->why : "";
+}
 
 const char *px_standby_state_name(int state);
 const char *px_cutover_reason_name(enum px_status st);

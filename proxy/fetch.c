@@ -17,6 +17,17 @@
  * Failures end the transfer by returning 0 from the write callback; the
  * transfer's own status then replaces curl's CURLE_WRITE_ERROR.
  *
+ * Redirects: libcurl follows them itself, up to FETCH_MAX_REDIRS, except
+ * for transfers that carry provider headers: libcurl would send those
+ * (CURLOPT_HTTPHEADER) to whatever host a redirect names, and no option of
+ * 7.88 scopes them. Such a transfer follows its redirects here (follow()):
+ * a 3xx with a Location ends the hop (its body unread), and the same
+ * transfer starts again on the target, with the headers only where
+ * px_redact_headers_ok lets them go (the provider's own origins and
+ * trust_redirects, never after https → http) and the first URL's userinfo
+ * only to its own origin, as libcurl does. The range checks apply to the
+ * final response, as with libcurl's own following.
+ *
  * Lock order: f->lock only; never held while calling a callback or curl.
  */
 #include <errno.h>
@@ -32,6 +43,7 @@
 #include "fetch.h"
 #include "httpparse.h"
 #include "log.h"
+#include "redact.h"
 
 #define FETCH_BUFFER_SIZE (256 * 1024)
 #define FETCH_MAX_REDIRS 5
@@ -59,6 +71,16 @@ struct xfer {
 	enum px_status fail;  /* set when we stopped it for a broken response */
 	struct px_fetch_result res;
 	char errbuf[CURL_ERROR_SIZE];
+
+	/* redirects followed by hand (transfers with provider headers) */
+	int manual;
+	struct curl_slist *plain; /* the headers without the provider's */
+	char **hosts;             /* where the provider's may go (params' header_hosts) */
+	size_t nhosts;
+	char *at;                 /* the current hop's URL; NULL: url */
+	int hops;
+	int downgraded;           /* went from https to http: no provider header any more */
+	int redirect;             /* this hop's answer is a redirect to follow */
 };
 
 struct px_fetch {
@@ -98,6 +120,30 @@ static void xfer_reset_response(struct xfer *x)
 	px_http_head_reset(&x->head);
 }
 
+/* The target of this hop's answer when it is a redirect (a 3xx with a
+ * Location; libcurl resolves it against the hop's URL), else NULL. The
+ * string is the handle's, valid until it is reused. */
+static const char *redirect_target(struct xfer *x)
+{
+	char *to = NULL;
+	if (x->head.status < 300 || x->head.status > 399 ||
+	    curl_easy_getinfo(x->easy, CURLINFO_REDIRECT_URL, &to) != CURLE_OK)
+		return NULL;
+	return to;
+}
+
+static void xfer_free(struct xfer *x)
+{
+	curl_slist_free_all(x->headers);
+	curl_slist_free_all(x->plain);
+	for (size_t i = 0; i < x->nhosts; i++)
+		free(x->hosts[i]);
+	free(x->hosts);
+	free(x->at);
+	free(x->url);
+	free(x);
+}
+
 /* Checks the final response once its headers are complete. Sets x->fail or
  * x->body_pos; fills res.size. */
 static void check_response(struct xfer *x)
@@ -109,9 +155,13 @@ static void check_response(struct xfer *x)
 	snprintf(r->etag, sizeof(r->etag), "%s", x->head.etag);
 	x->fail = px_http_judge(&x->head, &w, &x->body_pos, &r->size, r->detail,
 				sizeof(r->detail));
-	if (x->fail == PX_OK && x->head.status == 200 && x->offset > 0)
-		px_debug("fetch", "%s ignores Range: skipping %lld bytes", x->url,
+	if (x->fail == PX_OK && x->head.status == 200 && x->offset > 0 &&
+	    px_log_enabled(PX_LOG_DEBUG)) {
+		char shown[512];
+		px_redact_url(x->at ? x->at : x->url, shown, sizeof(shown));
+		px_debug("fetch", "%s ignores Range: skipping %lld bytes", shown,
 			 (long long)x->offset);
+	}
 }
 
 static size_t on_header(char *buf, size_t size, size_t n, void *ud)
@@ -129,6 +179,10 @@ static size_t on_write(char *buf, size_t size, size_t n, void *ud)
 
 	if (x->cancel)
 		return 0;
+	if (!x->checked && x->manual && redirect_target(x)) {
+		x->redirect = 1; /* follow() takes it from here */
+		return 0;
+	}
 	if (!x->checked)
 		check_response(x);
 	if (x->fail)
@@ -231,7 +285,7 @@ static void finish(struct px_fetch *f, struct xfer *x, CURLcode rc, enum px_stat
 		if (curl_easy_getinfo(x->easy, CURLINFO_FILETIME_T, &ft) == CURLE_OK && ft >= 0)
 			r->mtime = (int64_t)ft;
 		if (curl_easy_getinfo(x->easy, CURLINFO_REDIRECT_COUNT, &redirects) == CURLE_OK)
-			r->redirects = (int)redirects;
+			r->redirects = (int)redirects + x->hops;
 		curl_multi_remove_handle(f->multi, x->easy);
 		if (f->npool < FETCH_EASY_POOL) {
 			curl_easy_reset(x->easy);
@@ -245,9 +299,7 @@ static void finish(struct px_fetch *f, struct xfer *x, CURLcode rc, enum px_stat
 	if (st != PX_OK && !r->detail[0])
 		snprintf(r->detail, sizeof(r->detail), "%s", px_strerror(st));
 	x->cb.on_done(x->cb.ctx, r);
-	curl_slist_free_all(x->headers);
-	free(x->url);
-	free(x);
+	xfer_free(x);
 }
 
 static int setup_easy(struct px_fetch *f, struct xfer *x)
@@ -264,7 +316,7 @@ static int setup_easy(struct px_fetch *f, struct xfer *x)
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, x->manual ? 0L : 1L);
 	curl_easy_setopt(e, CURLOPT_MAXREDIRS, (long)FETCH_MAX_REDIRS);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers);
 	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
@@ -289,6 +341,84 @@ static int setup_easy(struct px_fetch *f, struct xfer *x)
 	x->errbuf[0] = '\0';
 	xfer_reset_response(x);
 	return curl_multi_add_handle(f->multi, e) == CURLM_OK ? 0 : -1;
+}
+
+/* The first URL's userinfo goes to its own origin on later hops (libcurl's
+ * rule for the credentials of a URL it follows), else none. */
+static void set_login(struct xfer *x, int own_origin)
+{
+	char *user = NULL, *pass = NULL;
+	CURLU *u = own_origin ? curl_url() : NULL;
+	if (u && curl_url_set(u, CURLUPART_URL, x->url, 0) == CURLUE_OK) {
+		if (curl_url_get(u, CURLUPART_USER, &user, CURLU_URLDECODE) != CURLUE_OK)
+			user = NULL;
+		if (curl_url_get(u, CURLUPART_PASSWORD, &pass, CURLU_URLDECODE) != CURLUE_OK)
+			pass = NULL;
+	}
+	curl_easy_setopt(x->easy, CURLOPT_USERNAME, user);
+	curl_easy_setopt(x->easy, CURLOPT_PASSWORD, pass);
+	curl_free(user);
+	curl_free(pass);
+	curl_url_cleanup(u);
+}
+
+static int hop_failed(struct xfer *x, enum px_status st, const char *what)
+{
+	x->fail = st;
+	snprintf(x->res.detail, sizeof(x->res.detail), "%s", what);
+	return -1;
+}
+
+/*
+ * A hop of a transfer with provider headers ended (rc): when its answer is
+ * a redirect, starts the same transfer on the target and returns 0. Else
+ * returns -1 and the transfer ends as usual (x->fail set when it was a
+ * redirect that cannot be followed).
+ */
+static int follow(struct px_fetch *f, struct xfer *x, CURLcode rc)
+{
+	const char *to;
+	char *next = NULL, origin[600], first[600];
+
+	if (x->cancel || (!x->redirect && (rc != CURLE_OK || x->checked)))
+		return -1;
+	if (!(to = redirect_target(x)))
+		return -1;
+	x->redirect = 0;
+	x->checked = 1; /* judged: a redirect that cannot be followed fails */
+	if (x->hops >= FETCH_MAX_REDIRS)
+		return hop_failed(x, PX_EBADRESP, "more than 5 redirects");
+	if (px_redact_origin(to, origin, sizeof(origin)))
+		return hop_failed(x, PX_EBADRESP, "a redirect to a URL that is not http(s)");
+	if (!(next = strdup(to)))
+		return hop_failed(x, PX_ENOMEM, "out of memory");
+	const char *from = x->at ? x->at : x->url;
+	int keep = px_redact_headers_ok(x->url, from, next, (const char *const *)x->hosts,
+					x->nhosts, &x->downgraded);
+	int own = !x->downgraded && px_redact_origin(x->url, first, sizeof(first)) == 0 &&
+		  strcmp(first, origin) == 0;
+	if (!keep && px_log_enabled(PX_LOG_DEBUG)) {
+		char a[300], b[300];
+		px_redact_url(from, a, sizeof(a));
+		px_redact_url(next, b, sizeof(b));
+		px_debug("fetch", "%s redirects to %s: the provider's headers stay behind", a, b);
+	}
+	curl_multi_remove_handle(f->multi, x->easy);
+	free(x->at);
+	x->at = next;
+	x->hops++;
+	curl_easy_setopt(x->easy, CURLOPT_URL, next);
+	curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, keep ? x->headers : x->plain);
+	set_login(x, own);
+	x->checked = 0;
+	x->fail = PX_OK;
+	x->finished_early = 0;
+	x->body_pos = 0;
+	x->errbuf[0] = '\0';
+	xfer_reset_response(x);
+	if (curl_multi_add_handle(f->multi, x->easy) != CURLM_OK)
+		return hop_failed(x, PX_ENOMEM, "could not follow a redirect");
+	return 0;
 }
 
 static struct xfer *find_active(struct px_fetch *f, uint64_t id, struct xfer ***link)
@@ -404,6 +534,8 @@ static void *fetch_main(void *arg)
 			struct xfer *x = NULL;
 			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
 			CURLcode rc = msg->data.result;
+			if (x->manual && follow(f, x, rc) == 0)
+				continue; /* the same transfer, on the redirect's target */
 			for (struct xfer **pp = &f->active; *pp; pp = &(*pp)->next) {
 				if (*pp == x) {
 					*pp = x->next;
@@ -448,6 +580,17 @@ static enum px_status fetch_submit(void *impl, const struct px_fetch_params *p,
 	if (!l)
 		goto out;
 	x->headers = l;
+	if (p->nheaders) {
+		/* provider headers: redirects are followed here (follow()) */
+		x->manual = 1;
+		x->plain = curl_slist_append(NULL, "Accept-Encoding: identity");
+		x->hosts = calloc(p->nheader_hosts + 1, sizeof(*x->hosts));
+		if (!x->plain || !x->hosts)
+			goto out;
+		for (; x->nhosts < p->nheader_hosts; x->nhosts++)
+			if (!(x->hosts[x->nhosts] = strdup(p->header_hosts[x->nhosts])))
+				goto out;
+	}
 	x->cb = *cb;
 	x->offset = p->offset;
 	x->length = p->length;
@@ -470,9 +613,7 @@ static enum px_status fetch_submit(void *impl, const struct px_fetch_params *p,
 	curl_multi_wakeup(f->multi);
 	return PX_OK;
 out:
-	curl_slist_free_all(x->headers);
-	free(x->url);
-	free(x);
+	xfer_free(x);
 	return st;
 }
 

@@ -35,6 +35,11 @@ struct px_fetch_params {
 					  * keep-alive connection outlives the transfer */
 	int html_ok;                     /* the asset is an HTML file: a text/html
 					  * answer may be its bytes */
+	const char *const *header_hosts; /* where headers may follow a redirect
+					  * besides url's own origin (the
+					  * provider's header_hosts; see
+					  * px_redact_headers_ok); copied by submit */
+	size_t nheader_hosts;
 };
 
 /* A transfer paused this long (ms) is ended by the fetch thread. */

@@ -74,3 +74,46 @@ enum px_status px_write_atomic(const char *file, const void *data, size_t len,
 	}
 	return PX_OK;
 }
+
+int px_open_regular(const char *path)
+{
+	struct stat sb;
+	/* O_NONBLOCK: opening a FIFO for reading blocks until a writer comes,
+	 * in the kernel, and a reader waiting on us would sit in D state */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &sb) != 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		close(fd);
+		errno = S_ISDIR(sb.st_mode) ? EISDIR : EINVAL;
+		return -1;
+	}
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	return fd;
+}
+
+const char *px_file_kind(const char *path)
+{
+	struct stat sb;
+	if (stat(path, &sb) != 0)
+		return NULL;
+	if (S_ISREG(sb.st_mode))
+		return NULL;
+	if (S_ISFIFO(sb.st_mode))
+		return "a FIFO";
+	if (S_ISDIR(sb.st_mode))
+		return "a directory";
+	if (S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode))
+		return "a device";
+	if (S_ISSOCK(sb.st_mode))
+		return "a socket";
+	return "not a regular file";
+}

@@ -278,6 +278,10 @@ enum px_status px_http_judge(const struct px_http_head *h, const struct px_http_
 		}
 		total = h->clen;
 	}
+	if (total > (1LL << 62)) {
+		snprintf(why, whylen, "a size of %lld bytes, past 2^62", (long long)total);
+		return PX_EBADRESP;
+	}
 	*size = total;
 	if (w->expect_size >= 0 && total >= 0 && total != w->expect_size) {
 		snprintf(why, whylen, "the source has %lld bytes, the asset %lld",

@@ -37,6 +37,7 @@
 #include "catalog_i.h"
 #include "import.h"
 #include "log.h"
+#include "redact.h"
 #include "strmap.h"
 #include "utf8.h"
 
@@ -109,6 +110,9 @@ static enum px_status build_init(struct build *b, const char *file, char *err, s
 	if (!b->cat || !b->ps.names || !b->files || !b->dirs ||
 	    !(b->cat->file = strdup(file)))
 		return oom(b, file);
+	/* whoever can write a playlist is not the operator: its local paths
+	 * are held to strm_paths (px_core_path_allowed) */
+	b->cat->from_playlists = 1;
 	return PX_OK;
 }
 
@@ -238,7 +242,10 @@ static const char *bad_location(const char *loc, char *hostport, size_t cap,
 		while (isalnum((unsigned char)loc[n]) || (loc[n] && strchr("+.-", loc[n])))
 			n++;
 	if (n == 0 || strncmp(loc + n, "://", 3) != 0) {
-		snprintf(why, whylen, "\"%s\" is neither an http(s) URL nor an absolute path", loc);
+		/* not quoted: a .strm may be a symlink to any file root can
+		 * read, and its first line must not reach a log or an error */
+		snprintf(why, whylen, "the line (%zu bytes, not shown) is neither an http(s) URL "
+			 "nor an absolute path", strlen(loc));
 		return why;
 	}
 	if (!((n == 4 && strncasecmp(loc, "http", 4) == 0) ||
@@ -249,14 +256,17 @@ static const char *bad_location(const char *loc, char *hostport, size_t cap,
 		return why;
 	}
 	if (strchr(loc, '|')) {
-		/* Kodi's "URL|Header=value" */
-		snprintf(why, whylen, "\"%s\" has a '|' (Kodi's header suffix is not supported: "
-			 "give headers to a provider in a JSON catalog)", loc);
+		/* Kodi's "URL|Header=value": the header may be a secret, so the
+		 * line is not quoted */
+		snprintf(why, whylen, "the URL has a '|' (Kodi's header suffix is not supported: "
+			 "give headers to a provider in a JSON catalog)");
 		return why;
 	}
 	msg = px_catalog_bad_url(loc, hostport, cap);
 	if (msg) {
-		snprintf(why, whylen, "\"%s\" %s", loc, msg);
+		char shown[300];
+		px_redact_url(loc, shown, sizeof(shown)); /* errors reach logs */
+		snprintf(why, whylen, "\"%s\" %s", shown, msg);
 		return why;
 	}
 	return NULL;
@@ -290,7 +300,7 @@ static enum px_status build_source(struct build *b, size_t index, const char *lo
 	if (!s->path && !s->url)
 		return PX_ENOMEM;
 	a->nsources++;
-	return PX_OK;
+	return px_catalog_source_names(s); /* on failure freed with the catalog */
 }
 
 /* The last component of a source's path: no query or fragment for URLs. */

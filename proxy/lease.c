@@ -284,6 +284,35 @@ enum px_status px_lease_files_new(const char *dir, int64_t (*now_ms)(void *clk),
 	return px_lease_store_new(&files_ops, f, now_ms, clk, out);
 }
 
+static int all_of(const char *s, size_t n, const char *set)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!s[i] || !strchr(set, s[i]))
+			return 0;
+	return n > 0;
+}
+
+#define DIGITS "0123456789"
+#define KEYCHARS DIGITS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_.%"
+
+int px_lease_files_own(const char *name)
+{
+	size_t len = strlen(name);
+	/* write_tmp's ".lease-PID-RANDOM.tmp" */
+	if (strncmp(name, ".lease-", 7) == 0 && len > 7 + 1 + 1 + 8 + 4 &&
+	    strcmp(name + len - 4, ".tmp") == 0) {
+		const char *dash = strchr(name + 7, '-');
+		return dash && all_of(name + 7, (size_t)(dash - name - 7), DIGITS) &&
+		       dash + 1 + 8 == name + len - 4 && all_of(dash + 1, 8, DIGITS "abcdef");
+	}
+	/* gen_path's "KEY.lease.GEN", KEY escaped (escape_key) */
+	const char *gen = NULL;
+	for (const char *p = strstr(name, ".lease."); p; p = strstr(p + 1, ".lease."))
+		gen = p;
+	return gen && name[0] != '.' && all_of(name, (size_t)(gen - name), KEYCHARS) &&
+	       all_of(gen + 7, strlen(gen + 7), DIGITS);
+}
+
 /* ---- the lease logic, backend-neutral */
 
 int px_lease_orphaned(const struct px_lease *l, int64_t now_ms, int64_t orphan_after_ms)

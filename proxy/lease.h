@@ -70,6 +70,11 @@ void px_lease_store_free(struct px_lease_store *s);
 enum px_status px_lease_files_new(const char *dir, int64_t (*now_ms)(void *clk), void *clk,
 				  struct px_lease_store **out) PX_WUR;
 
+/* Whether name (a file name, no '/') is one the file backend makes in its
+ * directory: KEY.lease.GEN or its temporary .lease-PID-RANDOM.tmp. Used to
+ * tell a lease directory an older seamfs made from someone else's. */
+int px_lease_files_own(const char *name);
+
 int64_t px_lease_now(const struct px_lease_store *s);
 
 /*

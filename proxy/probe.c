@@ -75,7 +75,7 @@ static void note(struct probe_item *it, const char *src, const char *detail)
 
 static const char *source_name(const struct px_source *s)
 {
-	return s->url ? s->url : s->path;
+	return s->shown; /* its reasons reach the log: no credentials */
 }
 
 /* Marks source k of the asset dead for a size that is not the asset's,
@@ -91,8 +91,12 @@ static void size_dead(struct px_core *core, size_t asset, size_t k, int64_t size
 	px_warn("probe", "asset %s: source %s %s; it will not be used", a->id,
 		source_name(&a->sources[k]), detail);
 	rt->dead[k] = 1;
-	if (rt->src)
-		snprintf(rt->src[k].why, sizeof(rt->src[k].why), "%s", detail);
+	struct src_rt *all = px_src_ensure(core, asset);
+	if (all) {
+		pthread_mutex_lock(&core->vf_lock);
+		px_src_why(&all[k], detail);
+		pthread_mutex_unlock(&core->vf_lock);
+	}
 }
 
 /* Decides the item's size from the answers so far, when they suffice (or
@@ -206,6 +210,12 @@ static void stat_path(struct probe_src *ps)
 	int r = stat(path, &sb), e = errno;
 
 	ps->state = PS_DONE;
+	if (r == 0 && S_ISREG(sb.st_mode) && sb.st_size > (1LL << 62)) {
+		ps->st = PX_ESIZE;
+		note(it, path, "larger than 2^62 bytes");
+		core->assets[it->asset].dead[ps->source] = 1;
+		return;
+	}
 	if (r == 0 && S_ISREG(sb.st_mode)) {
 		ps->st = PX_OK;
 		ps->size = sb.st_size;
@@ -217,7 +227,8 @@ static void stat_path(struct probe_src *ps)
 		return;
 	}
 	ps->st = PX_EIO;
-	note(it, path, r ? strerror(e) : "not a regular file");
+	const char *kind = r ? NULL : px_file_kind(path);
+	note(it, path, r ? strerror(e) : kind ? kind : "not a regular file");
 	core->assets[it->asset].dead[ps->source] = 1;
 }
 
@@ -241,6 +252,8 @@ static int start_src(struct probe *pr, struct probe_src *ps)
 		.nheaders = p->nheaders, .offset = 0, .length = 0,
 		.expect_size = a->size, .no_reuse = p->max_connections > 0,
 		.html_ok = px_http_is_html_path(a->path),
+		.header_hosts = (const char *const *)p->header_hosts,
+		.nheader_hosts = p->nheader_hosts,
 	};
 	struct px_fetch_cb cb = { on_data, on_done, ps };
 	ps->state = PS_FLIGHT;
@@ -260,7 +273,7 @@ static int start_src(struct probe *pr, struct probe_src *ps)
 	ps->state = PS_DONE;
 	ps->st = st;
 	pr->inflight--;
-	note(it, s->url, px_strerror(st));
+	note(it, s->shown, px_strerror(st));
 	decide(it, 0);
 	return 0;
 }

@@ -582,15 +582,19 @@ static int open_path(struct px_core *core, size_t asset, size_t src)
 {
 	const char *path = core->cat->assets[asset].sources[src].path;
 	struct stat sb;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* a regular file only, opened without blocking: a FIFO would hold
+	 * the reader in the kernel until someone opened its other end */
+	int fd = px_open_regular(path), e = errno;
 	if (fd >= 0 && fstat(fd, &sb) == 0 && sb.st_size == core->assets[asset].size)
 		return fd;
-	px_warn("session", "asset %s: source %s unusable: %s", core->cat->assets[asset].id, path,
-		fd < 0 ? strerror(errno) : "size differs from the asset's");
+	const char *kind = fd < 0 && (e == EINVAL || e == EISDIR) ? px_file_kind(path) : NULL;
+	px_warn("session", "asset %s: source %s unusable: %s%s", core->cat->assets[asset].id, path,
+		fd >= 0 ? "size differs from the asset's" : kind ? "it is " : strerror(e),
+		kind ? kind : "");
 	if (fd >= 0) {
 		core->assets[asset].dead[src] = 1;
 		close(fd);
-	} else if (errno == ENOENT) {
+	} else if (e == ENOENT || kind) {
 		core->assets[asset].dead[src] = 1;
 	}
 	return -1;
@@ -607,6 +611,9 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 	size_t src = 0;
 
 	*out = NULL;
+	/* an asset's per-source states exist once it is played */
+	if (!px_src_ensure(core, asset))
+		return PX_ENOMEM;
 	pthread_mutex_lock(&core->prov_lock);
 	int64_t now = core->now();
 	expire_sessions(core, now);
@@ -679,7 +686,7 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 	}
 	s = calloc(1, sizeof(*s));
 	/* room for the sources the asset may gain while mounted */
-	size_t nfds = a->nsources + PX_SPARE_SOURCES;
+	size_t nfds = core->assets[asset].source_cap + 1;
 	int *fds = s ? malloc(nfds * sizeof(*fds)) : NULL;
 	if (!s || !fds) {
 		free(s);
@@ -721,8 +728,7 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 	}
 	px_debug("session", "%s client %llu: source %s (provider %s)", s->who,
 		 (unsigned long long)client,
-		 a->sources[src].url ? a->sources[src].url : a->sources[src].path,
-		 prov_name(core, s->prov));
+		 a->sources[src].shown, prov_name(core, s->prov));
 	*out = s;
 	return PX_OK;
 }

@@ -54,6 +54,17 @@ int px_mkdir_p(const char *dir, unsigned int mode);
 enum px_status px_write_atomic(const char *file, const void *data, size_t len,
 			       unsigned int mode, char *err, size_t errlen) PX_WUR;
 
+/* Opens a path source for reading: a regular file only, opened without
+ * blocking (a FIFO, a device, a socket or a directory is refused: a FIFO's
+ * open would block in the kernel until a writer comes). The descriptor, or
+ * -1 with errno (EINVAL for a FIFO, a device or a socket; EISDIR). Any
+ * thread (files.c). */
+int px_open_regular(const char *path);
+
+/* What path is when it exists and is not a regular file ("a FIFO", "a
+ * device", "a directory", "a socket"), for messages; NULL otherwise. */
+const char *px_file_kind(const char *path);
+
 /* A static, human-readable name for a status. Never NULL. */
 const char *px_strerror(enum px_status st);
 

@@ -41,6 +41,8 @@ struct px_rangeread {
 	unsigned parallel;
 	int64_t size;
 	int html_ok;
+	const char *const *header_hosts; /* borrowed */
+	size_t nheader_hosts;
 	/* path */
 	char *path;
 	int fd;
@@ -140,6 +142,7 @@ static void start_item(struct px_rangeread *rr, struct batch *b, struct item *it
 		.url = rr->url, .headers = (const char *const *)rr->headers,
 		.nheaders = rr->nheaders, .offset = it->off, .length = (int64_t)it->len,
 		.expect_size = it->len ? rr->size : -1, .html_ok = rr->html_ok,
+		.header_hosts = rr->header_hosts, .nheader_hosts = rr->nheader_hosts,
 	};
 	struct px_fetch_cb cb = { it_data, it_done, it };
 	uint64_t id = 0;
@@ -367,7 +370,7 @@ enum px_status px_rangeread_new_path(const char *path, struct px_rangeread **out
 		return PX_ENOMEM;
 	}
 	rr->size = -1;
-	rr->fd = open(path, O_RDONLY | O_CLOEXEC);
+	rr->fd = px_open_regular(path); /* never blocks on a FIFO */
 	rr->open_errno = rr->fd < 0 ? errno : 0;
 	*out = rr;
 	return PX_OK;
@@ -390,6 +393,12 @@ void px_rangeread_free(struct px_rangeread *rr)
 void px_rangeread_set_html_ok(struct px_rangeread *rr, int ok)
 {
 	rr->html_ok = ok;
+}
+
+void px_rangeread_set_header_hosts(struct px_rangeread *rr, const char *const *hosts, size_t n)
+{
+	rr->header_hosts = hosts;
+	rr->nheader_hosts = n;
 }
 
 void px_rangeread_set_size(struct px_rangeread *rr, int64_t size)

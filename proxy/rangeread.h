@@ -50,6 +50,11 @@ void px_rangeread_free(struct px_rangeread *rr);
  * file); by default a text/html answer fails the read. */
 void px_rangeread_set_html_ok(struct px_rangeread *rr, int ok);
 
+/* Where the headers may follow a redirect besides the URL's own origin
+ * (the provider's header_hosts, px_fetch_params); borrowed until
+ * px_rangeread_free(). By default: nowhere else. */
+void px_rangeread_set_header_hosts(struct px_rangeread *rr, const char *const *hosts, size_t n);
+
 /* The size the source must have from now on (-1: any); a response
  * advertising another total fails the read. */
 void px_rangeread_set_size(struct px_rangeread *rr, int64_t size);

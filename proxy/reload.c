@@ -116,7 +116,9 @@ static void merge_sources(struct px_core *core, size_t ai, const struct px_asset
 			keep = same_source(&a->sources[k], &na->sources[j]);
 		if (!keep && !rt->dead[k]) {
 			rt->dead[k] = 1;
-			snprintf(rt->src[k].why, sizeof(rt->src[k].why), "removed by a reload");
+			struct src_rt *all = px_src_ensure(core, ai);
+			if (all)
+				px_src_why(&all[k], "removed by a reload");
 			(*removed)++;
 		}
 	}
@@ -126,15 +128,16 @@ static void merge_sources(struct px_core *core, size_t ai, const struct px_asset
 			if (same_source(&a->sources[i], &na->sources[j]))
 				k = (long)i;
 		if (k >= 0) {
-			if (rt->dead[k] && strcmp(rt->src[k].why, "removed by a reload") == 0) {
+			if (rt->dead[k] && rt->src &&
+			    strcmp(px_src_why_of(&rt->src[k]), "removed by a reload") == 0) {
 				rt->dead[k] = 0; /* back in the list */
-				rt->src[k].why[0] = '\0';
+				px_src_why(&rt->src[k], NULL);
 			}
 			continue;
 		}
 		if (a->nsources >= rt->source_cap || map[na->sources[j].provider] == (size_t)-1) {
 			note(report, len, "asset %s: no room for source %s", a->id,
-			     na->sources[j].url ? na->sources[j].url : na->sources[j].path);
+			     na->sources[j].shown);
 			continue;
 		}
 		size_t n = a->nsources;
@@ -142,7 +145,10 @@ static void merge_sources(struct px_core *core, size_t ai, const struct px_asset
 		a->sources[n].provider = map[na->sources[j].provider];
 		px_provider_note_source(core, a->sources[n].provider, a->sources[n].url);
 		rt->dead[n] = 0;
-		memset(&rt->src[n], 0, sizeof(rt->src[n]));
+		if (rt->src) {
+			px_src_why(&rt->src[n], NULL);
+			memset(&rt->src[n], 0, sizeof(rt->src[n]));
+		}
 		a->nsources = n + 1;
 		(*added)++;
 	}
@@ -159,7 +165,7 @@ static long add_asset(struct px_core *core, const struct px_asset *na, const siz
 	struct asset_rt *rt = &core->assets[i];
 	struct px_asset *a = &m->assets[i];
 	memset(rt, 0, sizeof(*rt));
-	rt->source_cap = na->nsources + PX_SPARE_SOURCES;
+	rt->source_cap = na->nsources + px_spare_sources(m->nassets);
 	rt->dead = calloc(rt->source_cap + 1, 1);
 	rt->src = calloc(rt->source_cap + 1, sizeof(*rt->src));
 	struct px_source *srcs = calloc(rt->source_cap, sizeof(*srcs));
@@ -227,6 +233,8 @@ enum px_status px_core_reload(struct px_core *core, struct px_catalog *nc, char 
 			else if (a->kind == PX_ASSET_PLAIN)
 				merge_sources(core, (size_t)i, na, map, &s_added, &s_removed,
 					      report, len);
+			if (a->kind == PX_ASSET_PLAIN)
+				px_core_screen_paths(core, (size_t)i, nc->from_playlists);
 			if (na->size >= 0 && core->assets[i].size >= 0 &&
 			    na->size != core->assets[i].size)
 				note(report, len, "asset %s: a new size needs a remount", na->id);
@@ -252,7 +260,8 @@ enum px_status px_core_reload(struct px_core *core, struct px_catalog *nc, char 
 			note(report, len, "asset %s: no room for more assets", na->id);
 			continue;
 		}
-		need[i] = core->assets[i].size < 0 || core->assets[i].mtime < 0;
+		px_core_screen_paths(core, (size_t)i, nc->from_playlists);
+		need[i] = core->assets[i].size < 0; /* a size lists it: no request */
 		n_new++;
 	}
 	pthread_mutex_unlock(&core->vf_lock);

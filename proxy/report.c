@@ -71,7 +71,7 @@ static json_t *session_json(struct px_core *core, const struct px_session *s, in
 	return json_pack("{s:I, s:o, s:o, s:I, s:o, s:o, s:I, s:I, s:i, s:i, s:s, s:f}",
 			 "id", (json_int_t)s->id, "asset", px_json_str(a->id),
 			 "path", px_json_str(a->path), "client", (json_int_t)s->client,
-			 "source", px_json_str(src->url ? src->url : src->path),
+			 "source", px_json_str(src->shown),
 			 "provider", px_json_str(core->cat->providers[s->prov].name),
 			 "offset", (json_int_t)atomic_load(&s->offset),
 			 "bytes_served", (json_int_t)atomic_load(&s->served),
@@ -95,12 +95,14 @@ static json_t *assets_json(struct px_core *core)
 		for (size_t k = 0; srcs && k < a->nsources; k++) {
 			const struct px_source *src = &a->sources[k];
 			const char *state = rt->dead[k] ? "dead"
-							 : px_standby_state_name(rt->src[k].state);
+							 : px_standby_state_name(rt->src ? rt->src[k].state
+											 : VS_UNKNOWN);
 			json_array_append_new(srcs, json_pack("{s:o, s:o, s:s, s:o, s:i}",
-				"source", px_json_str(src->url ? src->url : src->path),
+				"source", px_json_str(src->shown),
 				"provider", px_json_str(core->cat->providers[src->provider].name),
-				"verification", state, "why", px_json_str(rt->src[k].why),
-				"inconclusive_in_a_row", rt->src[k].inconclusive));
+				"verification", state,
+				"why", px_json_str(rt->src ? px_src_why_of(&rt->src[k]) : ""),
+				"inconclusive_in_a_row", rt->src ? rt->src[k].inconclusive : 0));
 		}
 		json_array_append_new(arr, json_pack("{s:o, s:o, s:I, s:o, s:o}",
 			"id", px_json_str(a->id), "path", px_json_str(a->path),
@@ -156,8 +158,8 @@ static json_t *cutovers_json(struct px_core *core, int64_t now)
 		json_array_append_new(recent, json_pack("{s:I, s:o, s:I, s:o, s:o, s:s, s:I, s:f}",
 			"session", (json_int_t)c->session, "asset", px_json_str(a->id),
 			"offset", (json_int_t)c->offset,
-			"from", px_json_str(from->url ? from->url : from->path),
-			"to", px_json_str(to->url ? to->url : to->path),
+			"from", px_json_str(from->shown),
+			"to", px_json_str(to->shown),
 			"reason", px_cutover_reason_name(c->reason), "duration_ms", (json_int_t)c->ms,
 			"age_s", (double)(now - c->when) / 1000.0));
 	}

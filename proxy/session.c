@@ -417,6 +417,19 @@ static void regions(const struct px_handle *s, int64_t *head_end, int64_t *tail_
 	*tail_start = size - cfg->tail_size > *head_end ? size - cfg->tail_size : *head_end;
 }
 
+/* Sleeps 50, 100, 200 ms ... (by fails), never past the deadline. */
+static void back_off(int fails, int64_t deadline)
+{
+	int64_t wait = 50LL << (fails < 6 ? fails : 6);
+	if (px_now_ms() + wait >= deadline)
+		wait = deadline - px_now_ms();
+	if (wait > 0) {
+		struct timespec ts = { wait / 1000, (wait % 1000) * 1000000 };
+		while (nanosleep(&ts, &ts) && errno == EINTR)
+			;
+	}
+}
+
 /* Reads [off, off+len) with bounded range requests (pread for a path
  * source), retrying transient failures on the same source. A failure cuts
  * over to a standby of either kind, at the same offset. */
@@ -429,6 +442,7 @@ static enum px_status read_direct(struct px_handle *s, int64_t off, size_t len, 
 	enum px_status st = PX_OK;
 	size_t got = 0, source = 0;
 	int fails = 0;
+	int64_t cut_at = -1;  /* where the last cutover of this read moved */
 
 	if (!on_path(s))
 		core->n_direct++;
@@ -461,32 +475,27 @@ static enum px_status read_direct(struct px_handle *s, int64_t off, size_t len, 
 			break;
 		const struct px_source *src = &core->cat->assets[s->asset].sources[source];
 		px_warn("session", "%s: %s: read at %lld: %s (%s)", s->who,
-			src->url ? src->url : src->path, (long long)pos, px_strerror(st), detail);
+			src->shown, (long long)pos, px_strerror(st), detail);
 		if (st == PX_ENOTFOUND || st == PX_ESIZE)
 			rt->dead[source] = 1; /* for later sessions */
 		/* a standby takes over at the same offset, checked against the
 		 * bytes just before it: this read's, or the previous read's */
 		unsigned char seam[4096];
 		size_t nseam = seam_bytes(s, pos, buf + got, got, seam);
-		if (px_cutover(s->sess, source, pos, stalled ? PX_ETIMEDOUT : st, seam, nseam,
-			       deadline) == PX_OK) {
+		int moved = px_cutover(s->sess, source, pos, stalled ? PX_ETIMEDOUT : st, seam,
+				       nseam, deadline) == PX_OK;
+		if (moved && cut_at != pos) {
+			cut_at = pos;
 			fails = 0;
 			continue;
 		}
-		/* nothing can take over: the active source again, with backoff;
+		/* nothing can take over (the active source again), or a move
+		 * right after another at the same byte (every source fails as
+		 * fast as we move: a dead network): back off, give up in time;
 		 * a stall is load, not death */
-		if ((!px_status_retryable(st) && !stalled) || fails >= core->cfg->retries)
+		if ((!moved && !px_status_retryable(st) && !stalled) || fails >= core->cfg->retries)
 			break;
-		/* back off 50, 100, 200 ms ... but never past the deadline */
-		int64_t wait = 50LL << (fails < 6 ? fails : 6);
-		fails++;
-		if (px_now_ms() + wait >= deadline)
-			wait = deadline - px_now_ms();
-		if (wait > 0) {
-			struct timespec ts = { wait / 1000, (wait % 1000) * 1000000 };
-			while (nanosleep(&ts, &ts) && errno == EINTR)
-				;
-		}
+		back_off(fails++, deadline);
 	}
 	if (got == len)
 		return PX_OK;
@@ -618,7 +627,7 @@ static enum px_status cache_stalled(struct px_handle *s, size_t source, int64_t 
 		return PX_ETIMEDOUT;
 	const struct px_source *src = &s->core->cat->assets[s->asset].sources[source];
 	px_warn("session", "%s: %s: read at %lld: stalled: no byte of the cached range within "
-		"stall_timeout", s->who, src->url ? src->url : src->path, (long long)pos);
+		"stall_timeout", s->who, src->shown, (long long)pos);
 	size_t nseam = seam_bytes(s, pos, buf + got, got, seam);
 	(void)px_cutover(s->sess, source, pos, PX_ETIMEDOUT, seam, nseam, deadline);
 	return PX_EAGAIN;
@@ -763,7 +772,7 @@ static enum px_status screen(struct px_handle *s, size_t source, int64_t off,
 		return PX_OK;
 	const struct px_source *src = &core->cat->assets[s->asset].sources[source];
 	px_warn("session", "%s: %s: read at %lld: the bytes differ from the asset's reference: "
-		"not served", s->who, src->url ? src->url : src->path, (long long)off);
+		"not served", s->who, src->shown, (long long)off);
 	/* nothing it gave may serve again: the window, the seam bytes */
 	pthread_mutex_lock(&s->lock);
 	struct px_stream *st = s->stream;

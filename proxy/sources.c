@@ -2,7 +2,7 @@
  * sources.c - sources added to and removed from assets while mounted.
  *
  * The core works on its own copy of the catalog's arrays (the strings stay
- * the catalog's), made with room to spare: PX_SPARE_SOURCES more sources
+ * the catalog's), made with room to spare: px_spare_sources() more sources
  * per asset and PX_SPARE_PROVIDERS more providers. Adding a source writes
  * it into the next free entry and only then raises the asset's nsources,
  * under both prov_lock and vf_lock, so that every reader (who reads these
@@ -13,6 +13,8 @@
  * Removing a source marks it dead for the asset: no new session or
  * cutover goes there; sessions reading from it go on until it fails.
  */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,7 @@
 #include "catalog_i.h"
 #include "core_i.h"
 #include "log.h"
+#include "redact.h"
 
 static char *keep(struct px_core *core, const char *s)
 {
@@ -27,6 +30,18 @@ static char *keep(struct px_core *core, const char *s)
 	if (core->nowned == PX_SPARE_STRINGS || !(c = strdup(s)))
 		return NULL;
 	core->owned[core->nowned++] = c;
+	return c;
+}
+
+/* Takes c (NULL: none) into the strings the core frees; NULL when full. */
+static char *own(struct px_core *core, char *c)
+{
+	if (c && core->nowned == PX_SPARE_STRINGS) {
+		free(c);
+		c = NULL;
+	}
+	if (c)
+		core->owned[core->nowned++] = c;
 	return c;
 }
 
@@ -47,7 +62,7 @@ enum px_status px_core_own_catalog(struct px_core *core, const struct px_catalog
 		m->assets[i] = cat->assets[i];
 		if (cat->assets[i].kind != PX_ASSET_PLAIN)
 			continue;
-		m->assets[i].sources = calloc(cat->assets[i].nsources + PX_SPARE_SOURCES,
+		m->assets[i].sources = calloc(cat->assets[i].nsources + px_spare_sources(cat->nassets),
 					      sizeof(struct px_source));
 		if (!m->assets[i].sources)
 			return PX_ENOMEM;
@@ -106,7 +121,7 @@ enum px_status px_core_add_source(struct px_core *core, const char *asset_id, co
 				  const char *provider, char *err, size_t errlen)
 {
 	struct px_catalog *m = core->mcat;
-	char hostport[300], esc[300];
+	char hostport[300], esc[300], shown[300];
 	const char *bad;
 	size_t asset, prov = 0;
 	enum px_status st;
@@ -114,15 +129,23 @@ enum px_status px_core_add_source(struct px_core *core, const char *asset_id, co
 
 	if ((st = find_asset(core, asset_id, &asset, err, errlen)) != PX_OK)
 		return st;
-	px_catalog_escape(esc, sizeof(esc), where);
+	px_redact_url(where, shown, sizeof(shown)); /* messages go to the log and the API */
+	px_catalog_escape(esc, sizeof(esc), shown);
 	bad = is_url ? px_catalog_bad_url(where, hostport, sizeof(hostport))
 		     : px_catalog_bad_local(where);
 	if (bad) {
 		snprintf(err, errlen, "%s: \"%s\" %s", is_url ? "url" : "path", esc, bad);
 		return PX_EINVAL;
 	}
-	if (!is_url)
+	if (!is_url) {
+		char why[300];
+		/* added at run time: held to strm_paths like playlists */
+		if (!px_core_path_allowed(core, where, 1, why, sizeof(why))) {
+			snprintf(err, errlen, "path: \"%s\" %s", esc, why);
+			return PX_EINVAL;
+		}
 		snprintf(hostport, sizeof(hostport), "local");
+	}
 
 	pthread_mutex_lock(&core->prov_lock);
 	pthread_mutex_lock(&core->vf_lock);
@@ -149,8 +172,10 @@ enum px_status px_core_add_source(struct px_core *core, const char *asset_id, co
 		st = PX_EINVAL;
 	} else {
 		char *s = keep(core, where);
+		char *shown_s = own(core, px_redact_url_dup(where));
+		char *key_s = own(core, px_redact_key(where));
 		char *pname = prov == m->nproviders ? keep(core, hostport) : NULL;
-		if (!s || (prov == m->nproviders && !pname)) {
+		if (!s || !shown_s || !key_s || (prov == m->nproviders && !pname)) {
 			snprintf(err, errlen, "out of memory");
 			st = PX_ENOMEM;
 		} else {
@@ -171,10 +196,15 @@ enum px_status px_core_add_source(struct px_core *core, const char *asset_id, co
 				src->url = s;
 			else
 				src->path = s;
+			src->shown = shown_s;
+			src->key = key_s;
 			src->provider = prov;
 			px_provider_note_source(core, prov, src->url);
 			rt->dead[k] = 0;
-			memset(&rt->src[k], 0, sizeof(rt->src[k]));
+			if (rt->src) {
+				px_src_why(&rt->src[k], NULL);
+				memset(&rt->src[k], 0, sizeof(rt->src[k]));
+			}
 			a->nsources = k + 1;   /* published last */
 			st = PX_OK;
 		}
@@ -183,7 +213,7 @@ enum px_status px_core_add_source(struct px_core *core, const char *asset_id, co
 	pthread_mutex_unlock(&core->prov_lock);
 	if (st == PX_OK)
 		px_info("sources", "asset %s: source %s added (provider %s): a standby once verified",
-			a->id, where, m->providers[prov].name);
+			a->id, shown, m->providers[prov].name);
 	return st;
 }
 
@@ -192,27 +222,94 @@ enum px_status px_core_remove_source(struct px_core *core, const char *asset_id,
 {
 	size_t asset;
 	enum px_status st;
-	char esc[300];
+	char esc[300], shown[300];
 
 	if ((st = find_asset(core, asset_id, &asset, err, errlen)) != PX_OK)
 		return st;
+	px_redact_url(where, shown, sizeof(shown)); /* messages go to the log and the API */
 	pthread_mutex_lock(&core->prov_lock);
 	pthread_mutex_lock(&core->vf_lock);
 	const struct px_asset *a = &core->cat->assets[asset];
 	long k = find_source(a, where);
 	if (k < 0) {
-		px_catalog_escape(esc, sizeof(esc), where);
+		px_catalog_escape(esc, sizeof(esc), shown);
 		snprintf(err, errlen, "url: \"%s\" is not a source of \"%s\"", esc, a->id);
 		st = PX_ENOTFOUND;
 	} else {
 		core->assets[asset].dead[k] = 1;
-		snprintf(core->assets[asset].src[k].why, sizeof(core->assets[asset].src[k].why),
-			 "removed through the control API");
+		struct src_rt *all = px_src_ensure(core, asset);
+		if (all)
+			px_src_why(&all[k], "removed through the control API");
 	}
 	pthread_mutex_unlock(&core->vf_lock);
 	pthread_mutex_unlock(&core->prov_lock);
 	if (st == PX_OK)
 		px_info("sources", "asset %s: source %s removed: no new session or cutover goes "
-			"there", a->id, where);
+			"there", a->id, shown);
 	return st;
+}
+
+/* Whether path lies in one of the ':'-separated folders, both resolved. */
+static int inside(const char *real, const char *folders)
+{
+	char dir[PATH_MAX], rdir[PATH_MAX];
+	for (const char *p = folders; p && *p;) {
+		size_t n = strcspn(p, ":");
+		if (n && n < sizeof(dir)) {
+			memcpy(dir, p, n);
+			dir[n] = '\0';
+			size_t rl;
+			if (realpath(dir, rdir) && (rl = strlen(rdir)) &&
+			    strncmp(real, rdir, rl) == 0 &&
+			    (real[rl] == '/' || (rl == 1 && rdir[0] == '/')))
+				return 1;
+		}
+		p += n + (p[n] == ':');
+	}
+	return 0;
+}
+
+int px_core_path_allowed(const struct px_core *core, const char *path, int untrusted,
+			 char *why, size_t whylen)
+{
+	char real[PATH_MAX];
+	const char *kind = px_file_kind(path);
+	if (kind) {
+		snprintf(why, whylen, "is %s: a path source must be a regular file", kind);
+		return 0;
+	}
+	if (!untrusted)
+		return 1;
+	if (!core->cfg->strm_paths) {
+		snprintf(why, whylen, "is a local path, and strm_paths allows none "
+			 "(set -o strm_paths=DIR to allow a folder)");
+		return 0;
+	}
+	if (!realpath(path, real)) {
+		snprintf(why, whylen, "cannot be resolved: %s", strerror(errno));
+		return 0;
+	}
+	if (!inside(real, core->cfg->strm_paths)) {
+		snprintf(why, whylen, "lies outside strm_paths (%s)", core->cfg->strm_paths);
+		return 0;
+	}
+	return 1;
+}
+
+void px_core_screen_paths(struct px_core *core, size_t asset, int untrusted)
+{
+	const struct px_asset *a = &core->cat->assets[asset];
+	struct asset_rt *rt = &core->assets[asset];
+	char why[300];
+	for (size_t k = 0; k < a->nsources; k++) {
+		const char *path = a->sources[k].path;
+		if (!path || rt->dead[k] || px_core_path_allowed(core, path, untrusted, why,
+								 sizeof(why)))
+			continue;
+		rt->dead[k] = 1;
+		struct src_rt *all = px_src_ensure(core, asset);
+		if (all)
+			px_src_why(&all[k], why);
+		px_warn("sources", "asset %s: source %s %s; it will not be used", a->id, path, why);
+	}
 }

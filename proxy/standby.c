@@ -42,6 +42,7 @@
 #include "log.h"
 #include "pool.h"
 #include "rangeread.h"
+#include "redact.h"
 #include "seam.h"
 #include "store.h"
 #include "hash.h"
@@ -52,10 +53,16 @@
 #define ABANDON_AFTER 5          /* inconclusive checks in a row */
 #define RECENT_CUTOVERS 8
 
+/* The source as logs show it: without credentials. */
 static const char *src_name(const struct px_core *core, size_t asset, size_t k)
 {
-	const struct px_source *s = &core->cat->assets[asset].sources[k];
-	return s->url ? s->url : s->path;
+	return core->cat->assets[asset].sources[k].shown;
+}
+
+/* The source's name in the fingerprint store: no credential on disk. */
+static const char *src_key(const struct px_core *core, size_t asset, size_t k)
+{
+	return core->cat->assets[asset].sources[k].key;
 }
 
 /* ---- readers that take provider slots */
@@ -116,6 +123,9 @@ static enum px_status open_reader(struct px_core *core, size_t asset, size_t k,
 	if (st == PX_OK) {
 		px_rangeread_set_size(*out, core->assets[asset].size);
 		px_rangeread_set_html_ok(*out, px_http_is_html_path(core->cat->assets[asset].path));
+		if (!src->path)
+			px_rangeread_set_header_hosts(*out, (const char *const *)p->header_hosts,
+						      p->nheader_hosts);
 	}
 	return st;
 }
@@ -128,7 +138,10 @@ static enum px_status open_reader(struct px_core *core, size_t asset, size_t k,
 void px_source_failed(struct px_core *core, size_t asset, size_t k, enum px_status why,
 		      const char *detail)
 {
-	struct src_rt *sr = &core->assets[asset].src[k];
+	struct src_rt *all = px_src_ensure(core, asset);
+	if (!all)
+		return;
+	struct src_rt *sr = &all[k];
 	int n = atomic_fetch_add(&sr->nbad, 1);
 	int64_t wait = BAD_BASE_MS << (n < 5 ? n : 5);
 	if (wait > BAD_MAX_MS)
@@ -141,7 +154,10 @@ void px_source_failed(struct px_core *core, size_t asset, size_t k, enum px_stat
 
 void px_source_good(struct px_core *core, size_t asset, size_t k)
 {
-	struct src_rt *sr = &core->assets[asset].src[k];
+	struct src_rt *all = __atomic_load_n(&core->assets[asset].src, __ATOMIC_ACQUIRE);
+	if (!all)
+		return;
+	struct src_rt *sr = &all[k];
 	if (atomic_load(&sr->nbad) || atomic_load(&sr->bad_until)) {
 		atomic_store(&sr->nbad, 0);
 		atomic_store(&sr->bad_until, 0);
@@ -150,7 +166,7 @@ void px_source_good(struct px_core *core, size_t asset, size_t k)
 
 int px_source_bad(const struct px_core *core, size_t asset, size_t k, int64_t now)
 {
-	const struct src_rt *sr = core->assets[asset].src;
+	const struct src_rt *sr = __atomic_load_n(&core->assets[asset].src, __ATOMIC_ACQUIRE);
 	return sr && now < atomic_load(&sr[k].bad_until);
 }
 
@@ -213,9 +229,9 @@ static void store_fp(struct px_core *core, size_t asset, size_t k, const struct 
 		struct vf_record cur;
 		char name[VF_STORE_MAX_NAME];
 		reference = vf_store_reference(core->vstore, a->id, name, sizeof(name), &cur) &&
-			    strcmp(name, src_name(core, asset, k)) == 0;
+			    strcmp(name, src_key(core, asset, k)) == 0;
 	}
-	if (vf_store_put(core->vstore, a->id, src_name(core, asset, k), &rec, reference, err,
+	if (vf_store_put(core->vstore, a->id, src_key(core, asset, k), &rec, reference, err,
 			 sizeof(err)) != PX_OK)
 		px_warn("verify", "asset %s: could not store a fingerprint: %s", a->id, err);
 }
@@ -398,6 +414,8 @@ static size_t reference_order(struct px_core *core, size_t asset, size_t first, 
 	struct asset_rt *rt = &core->assets[asset];
 	int64_t now = core->now();
 	size_t n = 0;
+	if (!px_src_ensure(core, asset))
+		return 0;
 	for (int pass = 0; pass < 2; pass++) {
 		for (size_t k = 0; k < a->nsources && n < cap; k++) {
 			size_t src = k == 0 ? first : k <= first ? k - 1 : k;
@@ -427,7 +445,10 @@ static void take_reference(struct px_core *core, size_t asset, size_t k)
 	if (core->vstore && vf_store_reference(core->vstore, a->id, name, sizeof(name), &rec) &&
 	    rec.has_fp && rec.fp.size == rt->size) {
 		set_reference(core, asset, &rec.fp);
-		px_debug("verify", "asset %s: reference fingerprint from the store (%s)", a->id, name);
+		char shown[512]; /* an older seamfs named records by the whole URL */
+		px_redact_url(name, shown, sizeof(shown));
+		px_debug("verify", "asset %s: reference fingerprint from the store (%s)", a->id,
+			 shown);
 	} else {
 		size_t n = reference_order(core, asset, k, order, 64);
 		(void)agree_reference(core, asset, order, n, NULL, SAMPLE_TIMEOUT_MS, 0);
@@ -444,9 +465,12 @@ static void take_reference(struct px_core *core, size_t asset, size_t k)
 static void apply_verdict(struct px_core *core, size_t asset, size_t k,
 			  const struct vf_verdict *v)
 {
-	struct src_rt *sr = &core->assets[asset].src[k];
+	struct src_rt *all = px_src_ensure(core, asset);
+	if (!all)
+		return;
+	struct src_rt *sr = &all[k];
 	const char *id = core->cat->assets[asset].id;
-	snprintf(sr->why, sizeof(sr->why), "%s", v->why);
+	px_src_why(sr, v->why);
 	switch (v->outcome) {
 	case VF_MATCH:
 		sr->state = VS_VERIFIED;
@@ -503,6 +527,10 @@ static void verify_source(struct px_core *core, size_t asset, size_t k,
 	v->sample = -1;
 	v->offset = -1;
 	v->size = -1;
+	if (!px_src_ensure(core, asset)) {
+		snprintf(v->why, sizeof(v->why), "out of memory");
+		return;
+	}
 	ref = malloc(sizeof(*ref));
 	cand = malloc(sizeof(*cand));
 	pthread_mutex_lock(&core->vf_lock);
@@ -550,7 +578,7 @@ static void verify_source(struct px_core *core, size_t asset, size_t k,
 		goto out;
 	}
 	px_rangeread_set_size(rr, rt->size);
-	if (core->vstore && vf_store_get(core->vstore, a->id, src_name(core, asset, k), &seen,
+	if (core->vstore && vf_store_get(core->vstore, a->id, src_key(core, asset, k), &seen,
 					 &rec) && rec.has_fp) {
 		vf_verdict_compare(ref, &rec.fp, v);
 		goto out; /* nothing new to store */
@@ -583,7 +611,7 @@ out:
 		if (sr->state == VS_VERIFYING)
 			sr->state = VS_UNKNOWN;
 		sr->checked = core->now();
-		snprintf(sr->why, sizeof(sr->why), "%s", v->why);
+		px_src_why(sr, v->why);
 	}
 	pthread_mutex_unlock(&core->vf_lock);
 	free(ref);
@@ -618,7 +646,8 @@ static void job_done(void *arg, enum px_status st)
 		pthread_mutex_lock(&core->vf_lock);
 		if (j->reference)
 			core->assets[j->asset].ref_busy = 0;
-		else if (core->assets[j->asset].src[j->source].state == VS_VERIFYING)
+		else if (core->assets[j->asset].src &&
+			 core->assets[j->asset].src[j->source].state == VS_VERIFYING)
 			core->assets[j->asset].src[j->source].state = VS_UNKNOWN;
 		pthread_mutex_unlock(&core->vf_lock);
 	}
@@ -702,6 +731,8 @@ void px_standby_tick(struct px_core *core)
 		size_t asset = assets[2 * i], active = assets[2 * i + 1];
 		struct asset_rt *rt = &core->assets[asset];
 		const struct px_asset *a = &core->cat->assets[asset];
+		if (!px_src_ensure(core, asset))
+			continue;
 		if (!rt->ref || rt->ref_unconfirmed) {
 			if (!rt->ref_busy && a->nsources > 1 && now >= rt->ref_retry_at &&
 			    queue_job(core, asset, active, 1))
@@ -782,6 +813,8 @@ static size_t candidates(struct px_core *core, struct px_session *s, size_t acti
 
 	if (cap > 64)
 		cap = 64;
+	if (!px_src_ensure(core, s->asset))
+		return 0;
 	pthread_mutex_lock(&core->prov_lock);
 	pthread_mutex_lock(&core->vf_lock);
 	for (size_t k = 0; k < a->nsources && n < cap; k++) {
@@ -1027,6 +1060,30 @@ void px_standby_exhausted(struct px_session *s, int64_t off, enum px_status why)
 		"(fallback_exhausted)", s->who, (long long)off, px_strerror(why));
 }
 
+struct src_rt *px_src_ensure(struct px_core *core, size_t asset)
+{
+	struct asset_rt *rt = &core->assets[asset];
+	struct src_rt *s = __atomic_load_n(&rt->src, __ATOMIC_ACQUIRE), *none = NULL;
+	if (s)
+		return s;
+	s = calloc(rt->source_cap + 1, sizeof(*s));
+	if (s && !__atomic_compare_exchange_n(&rt->src, &none, s, 0, __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE)) {
+		free(s); /* another thread made them first */
+		s = none;
+	}
+	return s;
+}
+
+void px_src_why(struct src_rt *sr, const char *why)
+{
+	if (why && sr->why && strcmp(why, sr->why) == 0)
+		return;
+	free(sr->why);
+	/* out of memory: the reason is lost, nothing else */
+	sr->why = why && why[0] ? strdup(why) : NULL;
+}
+
 const char *px_standby_state_name(int state)
 {
 	switch (state) {
@@ -1056,9 +1113,7 @@ enum px_status px_standby_init(struct px_core *core)
 	pthread_cond_init(&core->vf_cond, NULL);
 	core->vf_init = 1;
 	for (size_t i = 0; i < cat->nassets; i++) {
-		core->assets[i].src = calloc(core->assets[i].source_cap + 1, sizeof(struct src_rt));
-		if (!core->assets[i].src)
-			return PX_ENOMEM;
+		core->assets[i].src = NULL; /* px_src_ensure() makes them */
 	}
 	return PX_OK;
 }
@@ -1097,6 +1152,8 @@ void px_standby_release(struct px_core *core)
 	if (!core->vf_init)
 		return;
 	for (size_t i = 0; i < core->cat->nassets; i++) {
+		for (size_t k = 0; core->assets[i].src && k <= core->assets[i].source_cap; k++)
+			free(core->assets[i].src[k].why);
 		free(core->assets[i].src);
 		free(core->assets[i].ref);
 	}
@@ -1110,14 +1167,15 @@ enum px_status px_standby_screen(struct px_core *core, size_t asset, size_t k, i
 				 const struct iovec *iov, int iovcnt)
 {
 	struct asset_rt *rt = &core->assets[asset];
-	struct src_rt *sr = &rt->src[k];
+	struct src_rt *all = __atomic_load_n(&rt->src, __ATOMIC_ACQUIRE);
 	unsigned char chunk[VF_SAMPLE_LEN], want[VF_HASH_LEN], got[VF_HASH_LEN];
 	size_t len = 0;
 	long hit = -1;
 
-	/* the read path's cost: two atomic loads, until a reference exists */
-	if (atomic_load(&sr->screened) || !atomic_load(&rt->ref_known))
+	/* the read path's cost: a few atomic loads, until a reference exists */
+	if (!all || !atomic_load(&rt->ref_known) || atomic_load(&all[k].screened))
 		return PX_OK;
+	struct src_rt *sr = &all[k];
 	for (int i = 0; i < iovcnt; i++)
 		len += iov[i].iov_len;
 	int64_t end = off + (int64_t)len;

@@ -520,6 +520,7 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 	uint64_t resume = 0;
 	int fails = 0;          /* this read's failed restarts in a row */
 	int64_t waited = 0;     /* when this read began to wait for bytes */
+	int64_t cut_at = -1;    /* where this read's last cutover moved */
 	int64_t fail_mark = -1;
 
 	pthread_mutex_lock(&st->lock);
@@ -604,18 +605,21 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 				if (!st->capped_seen)
 					px_info("stream", "%s: %s answers in parts (%lld bytes so far): "
 						"asking for the rest as each ends", who,
-						core->cat->assets[st->asset].sources[st->source].url,
+						core->cat->assets[st->asset].sources[st->source].shown,
 						(long long)(st->rend - st->origin));
 				st->capped_seen = 1;
 			}
 			if (!idle) {
 				px_warn("stream", "%s: %s: transfer failed at %lld: %s (%s)", who,
-					core->cat->assets[st->asset].sources[st->source].url,
+					core->cat->assets[st->asset].sources[st->source].shown,
 					(long long)st->rend, px_strerror(st->err), st->detail);
 				/* a standby takes over where the window ends, checked
 				 * against the bytes just before */
 				uint64_t gen0 = st->gen;
-				if (try_cutover(st, deadline) == PX_OK) {
+				int64_t at = st->rend;
+				int moved = try_cutover(st, deadline) == PX_OK;
+				if (moved && at != cut_at) {
+					cut_at = at;
 					fails = 0;
 					if (gen0 != st->gen)
 						continue; /* another reader restarted it */
@@ -628,7 +632,10 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 				}
 				if (gen0 != st->gen)
 					continue;
-				if ((!px_status_retryable(st->err) && !st->stalled) ||
+				/* nothing could take over, or a move right after
+				 * another at the same byte (every source fails as
+				 * fast as we move): back off, give up in time */
+				if ((!moved && !px_status_retryable(st->err) && !st->stalled) ||
 				    fails >= core->cfg->retries) {
 					rc = st->err; /* counted and logged by the handle */
 					break;

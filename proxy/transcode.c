@@ -3,6 +3,9 @@
  *
  * Each transcode asset is a job with a work directory (WORK/<id>/) that
  * holds its plan, its segments, its playlist; leases live in WORK/leases.
+ * Each of these directories carries the marker .seamfs-work, and seamfs
+ * removes only files it made, only inside marked directories ("work
+ * files" below): WORK may be any directory an operator names.
  * At most one writer works on a job at a time, shared by every handle
  * reading it (sticky); at most max_writers run at once, the others wait in
  * a FIFO queue.
@@ -52,7 +55,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
@@ -90,6 +92,7 @@ extern char **environ;
 #define BACKOFF_FIRST_MS 250
 #define BACKOFF_MAX_MS 8000     /* also: no new start this soon after giving up */
 #define MAX_HEADER_ARGS 16      /* provider headers passed to a writer */
+#define WORK_MARKER PX_TRANSCODE_MARKER
 
 struct job {
 	size_t asset;
@@ -175,10 +178,227 @@ static void escape_id(const char *id, char *buf, size_t cap)
 	buf[o] = '\0';
 }
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+/* ------------------------------------------------------------ work files
+ *
+ * seamfs removes only what it made (issue 14): work_dir may be any path
+ * the operator names, and the daemon often runs as root. Every directory
+ * seamfs makes there (work_dir itself, leases/, each job directory)
+ * carries the marker file WORK_MARKER; seamfs removes entries only inside
+ * a marked directory, and only those whose names are ones it makes
+ * (job_file_name, px_lease_files_own). A job directory is removed only
+ * once nothing else is left in it. A work_dir that exists without the
+ * marker is used only when it is empty or every entry in it is shaped
+ * like an older seamfs's (then it is adopted: marked); else the mount is
+ * refused (px_transcode_prepare_work).
+ */
+
+static int job_dir_name(const char *name)
 {
-	(void)sb; (void)flag; (void)ftw;
-	return remove(path);
+	/* what escape_id makes: [A-Za-z0-9_.%-], no leading '.' */
+	if (!name[0] || name[0] == '.')
+		return 0;
+	for (const char *p = name; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.' ||
+		      *p == '%'))
+			return 0;
+	return 1;
+}
+
+/* The names seamfs and its writer make in a job directory. */
+static int job_file_name(const char *name)
+{
+	static const char *const fixed[] = { WORK_MARKER, "plan.json", "plan.json.tmp",
+					     "playlist", "playlist.tmp", NULL };
+	for (size_t i = 0; fixed[i]; i++)
+		if (strcmp(name, fixed[i]) == 0)
+			return 1;
+	/* px_playlist_seg_name: seg-%06u.ts (fewer than a million), and .tmp */
+	if (strncmp(name, "seg-", 4) != 0)
+		return 0;
+	for (int i = 4; i < 10; i++)
+		if (name[i] < '0' || name[i] > '9')
+			return 0;
+	return strcmp(name + 10, ".ts") == 0 || strcmp(name + 10, ".ts.tmp") == 0;
+}
+
+/* Whether dir (not a symlink) is a directory carrying the marker. */
+static int marked_dir(const char *dir)
+{
+	char path[PATH_MAX + 32];
+	struct stat sb;
+	if (lstat(dir, &sb) || !S_ISDIR(sb.st_mode))
+		return 0;
+	snprintf(path, sizeof(path), "%s/%s", dir, WORK_MARKER);
+	return lstat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* Puts the marker into dir (kept if there). 0, or -1 with errno. */
+static int mark_dir(const char *dir)
+{
+	static const char text[] =
+		"seamfs made this directory (work_dir of its transcodes). It removes\n"
+		"only the files it made here; anything else is left alone.\n";
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/%s", dir, WORK_MARKER);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return errno == EEXIST ? 0 : -1;
+	int ok = write(fd, text, sizeof(text) - 1) == (ssize_t)sizeof(text) - 1;
+	int e = errno;
+	close(fd);
+	errno = e;
+	return ok ? 0 : -1;
+}
+
+/*
+ * Removes the files seamfs makes from the job directory dir (marked);
+ * with rmdir, then the marker and dir itself, unless something else is
+ * in it: that is left, dir with it, and a log line says so. Returns 0
+ * when everything went (dir too, with rmdir).
+ */
+static int clear_job_dir(const char *dir, int rmdir_too)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char foreign[NAME_MAX + 1] = "";
+	int rc = 0;
+	if (!d)
+		return errno == ENOENT ? 0 : -1;
+	while ((de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+		    strcmp(de->d_name, WORK_MARKER) == 0)
+			continue;
+		/* a directory under one of our names is not ours: unlinkat fails */
+		if (!job_file_name(de->d_name) || unlinkat(dirfd(d), de->d_name, 0)) {
+			snprintf(foreign, sizeof(foreign), "%s", de->d_name);
+			rc = -1;
+		}
+	}
+	if (rc == 0 && rmdir_too) {
+		if (unlinkat(dirfd(d), WORK_MARKER, 0) && errno != ENOENT)
+			rc = -1;
+	}
+	closedir(d);
+	if (rc == 0 && rmdir_too && rmdir(dir))
+		rc = -1;
+	if (foreign[0])
+		px_warn("transcode", "cleanup: %s holds %s, which seamfs did not make; leaving it%s",
+			dir, foreign, rmdir_too ? " and the directory" : "");
+	return rc;
+}
+
+/* An entry of a work_dir without the marker: one an older seamfs made (a
+ * job directory holding only job files, or the leases directory holding
+ * only lease files)? Empty job directories count only under the name of a
+ * transcode of cat. Else its name (and the foreign name in it) into what. */
+static int legacy_entry(const char *work, const char *name, const struct px_catalog *cat,
+			char *what, size_t cap)
+{
+	char path[PATH_MAX * 2], esc[PATH_MAX];
+	struct stat sb;
+	int leases = strcmp(name, "leases") == 0, n = 0, ok = 1;
+	snprintf(what, cap, "%s", name);
+	snprintf(path, sizeof(path), "%s/%s", work, name);
+	if ((!leases && !job_dir_name(name)) || lstat(path, &sb) || !S_ISDIR(sb.st_mode))
+		return 0;
+	DIR *d = opendir(path);
+	struct dirent *de;
+	while (d && ok && (de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		n++;
+		ok = strcmp(de->d_name, WORK_MARKER) == 0 ||
+		     (leases ? px_lease_files_own(de->d_name) : job_file_name(de->d_name));
+		if (!ok)
+			snprintf(what, cap, "%s/%s", name, de->d_name);
+	}
+	if (!d)
+		return 0;
+	closedir(d);
+	if (!ok || n || leases)
+		return ok;
+	for (size_t i = 0; i < cat->nassets; i++) {
+		if (cat->assets[i].kind == PX_ASSET_PLAIN)
+			continue;
+		escape_id(cat->assets[i].id, esc, sizeof(esc));
+		if (strcmp(esc, name) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static void work_path(const struct px_config *cfg, char *buf, size_t cap)
+{
+	if (cfg->work_dir)
+		snprintf(buf, cap, "%s", cfg->work_dir);
+	else
+		snprintf(buf, cap, "%s/transcode", cfg->state_dir ? cfg->state_dir : "/tmp/seamfs");
+}
+
+enum px_status px_transcode_prepare_work(const struct px_config *cfg,
+					 const struct px_catalog *cat, char *err, size_t errlen)
+{
+	char work[PATH_MAX], what[PATH_MAX * 2], path[PATH_MAX * 2];
+	struct stat sb;
+	size_t n = 0, i;
+	DIR *d;
+	struct dirent *de;
+
+	for (i = 0; i < cat->nassets && cat->assets[i].kind == PX_ASSET_PLAIN; i++)
+		;
+	if (i == cat->nassets)
+		return PX_OK; /* no transcode: work_dir is not used */
+	work_path(cfg, work, sizeof(work));
+	if (stat(work, &sb)) {
+		if (errno != ENOENT || px_mkdir_p(work, 0755) || mark_dir(work))
+			goto io;
+		return PX_OK;
+	}
+	if (!S_ISDIR(sb.st_mode)) {
+		snprintf(err, errlen, "work_dir %s: not a directory", work);
+		return PX_EINVAL;
+	}
+	snprintf(path, sizeof(path), "%s/%s", work, WORK_MARKER);
+	if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode))
+		return PX_OK;
+	/* no marker: empty, made by an older seamfs, or someone else's */
+	if (!(d = opendir(work)))
+		goto io;
+	while ((de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		n++;
+		if (!legacy_entry(work, de->d_name, cat, what, sizeof(what))) {
+			closedir(d);
+			snprintf(err, errlen, "work_dir %s is not empty and seamfs did not make it "
+				 "(no %s in it): it holds %s; not using it (name an empty or new "
+				 "directory, or move its contents away)", work, WORK_MARKER, what);
+			return PX_EINVAL;
+		}
+	}
+	closedir(d);
+	/* every entry is an older seamfs's: mark them, then work_dir itself */
+	if ((d = opendir(work))) {
+		while ((de = readdir(d))) {
+			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", work, de->d_name);
+			if (mark_dir(path))
+				px_warn("transcode", "work_dir: cannot mark %s: %s", path,
+					strerror(errno));
+		}
+		closedir(d);
+	}
+	if (mark_dir(work))
+		goto io;
+	if (n)
+		px_info("transcode", "work_dir %s: made by an older seamfs (no %s): its %zu "
+			"entries look like seamfs's; marked and kept", work, WORK_MARKER, n);
+	return PX_OK;
+io:
+	snprintf(err, errlen, "work_dir %s: %s", work, strerror(errno));
+	return PX_EIO;
 }
 
 static void wake(struct px_transcode *tc)
@@ -193,10 +413,11 @@ static void profile_key(const struct px_transcode *tc, const struct job *j, char
 			size_t cap)
 {
 	const struct px_source *s = &j->src->sources[0];
+	/* written into plan.json: the source's key, no credentials */
 	if (j->remux)
-		snprintf(buf, cap, "remux|%s|%d", s->url ? s->url : s->path, seg_secs(j));
+		snprintf(buf, cap, "remux|%s|%d", s->key, seg_secs(j));
 	else
-		snprintf(buf, cap, "%s|%d|%lld|%lld|%d", s->url ? s->url : s->path, j->a->height,
+		snprintf(buf, cap, "%s|%d|%lld|%lld|%d", s->key, j->a->height,
 			 (long long)j->a->video_bitrate, (long long)j->a->audio_bitrate,
 			 j->a->segment_seconds);
 	(void)tc;
@@ -456,13 +677,13 @@ static enum px_status run_plan(struct px_transcode *tc, struct job *j, size_t k,
 	if (px_now_ms() >= deadline) {
 		kill(pid, SIGKILL);
 		px_error("transcode", "asset %s: planning from %s took longer than probe_timeout",
-			 j->a->id, input);
+			 j->a->id, s->shown);
 	}
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !buf) {
 		px_error("transcode", "asset %s: planning from %s failed (%s plan: exit %d); its "
-			 "stderr says why", j->a->id, input, tc->writer,
+			 "stderr says why", j->a->id, s->shown, tc->writer,
 			 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 		free(buf);
 		return PX_EAGAIN;
@@ -547,9 +768,15 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t 
 		return PX_EINVAL;
 	profile_key(tc, j, key, sizeof(key));
 	snprintf(path, sizeof(path), "%s/plan.json", j->dir);
-	if (px_mkdir_p(j->dir, 0755)) {
+	if (mkdir(j->dir, 0755) == 0 ? mark_dir(j->dir) : errno != EEXIST) {
 		px_error("transcode", "asset %s: cannot make %s: %s", j->a->id, j->dir,
 			 strerror(errno));
+		return PX_EIO;
+	}
+	if (!marked_dir(j->dir)) {
+		/* made by someone else after work_dir was ours: not touched */
+		px_error("transcode", "asset %s: %s is not a directory seamfs made (no %s); "
+			 "leaving it alone", j->a->id, j->dir, WORK_MARKER);
 		return PX_EIO;
 	}
 	if (read_plan_file(j, path, key, &j->plan) != PX_OK) {
@@ -562,9 +789,8 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t 
 				 "its lease", j->a->id, l.owner);
 			return PX_EAGAIN;
 		}
-		nftw(j->dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
-		if (px_mkdir_p(j->dir, 0755))
-			return PX_EIO;
+		/* what seamfs made there; anything else stays (and is logged) */
+		(void)clear_job_dir(j->dir, 0);
 		/* each source in catalog order, the first that answers plans:
 		 * a dead first origin must not keep the asset out of the mount */
 		json_t *root = NULL;
@@ -582,7 +808,7 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t 
 				j->direct = k;
 				if (k)
 					px_info("transcode", "asset %s: planned from %s (source %zu of "
-						"%zu)", j->a->id, s->url ? s->url : s->path, k + 1,
+						"%zu)", j->a->id, s->shown, k + 1,
 						j->src->nsources);
 			}
 		}
@@ -676,9 +902,11 @@ static uint32_t recover(struct px_transcode *tc, struct job *j, uint32_t from)
 	while (d && (de = readdir(d))) {
 		unsigned k;
 		char tail[8];
-		int seg = sscanf(de->d_name, "seg-%6u.ts%7s", &k, tail) == 1;
+		/* only names seamfs makes: a user's file here is left alone */
+		int ours = job_file_name(de->d_name);
+		int seg = ours && sscanf(de->d_name, "seg-%6u.ts%7s", &k, tail) == 1;
 		size_t len = strlen(de->d_name);
-		int tmp = len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0;
+		int tmp = ours && len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0;
 		if ((seg && (k >= keep.nseg || px_playlist_find(&keep, k) < 0)) || tmp) {
 			if (unlinkat(dirfd(d), de->d_name, 0) == 0)
 				px_debug("transcode", "recovery: asset %s: removed %s", j->a->id,
@@ -820,10 +1048,11 @@ static void start_writer(struct px_transcode *tc, struct job *j, uint32_t from)
 	if (from)
 		px_info("transcode", "writer pid %d started: asset %s session %s, segments %u..%u "
 			"(warm-up %u), input %s", (int)j->pid, j->a->id, j->lease.session, from,
-			j->plan.nseg - 1, from - 1, input);
+			j->plan.nseg - 1, from - 1, hdr ? hdr->shown : input);
 	else
 		px_info("transcode", "writer pid %d started: asset %s session %s, segments 0..%u, "
-			"input %s", (int)j->pid, j->a->id, j->lease.session, j->plan.nseg - 1, input);
+			"input %s", (int)j->pid, j->a->id, j->lease.session, j->plan.nseg - 1,
+			hdr ? hdr->shown : input);
 	wake(tc);
 }
 
@@ -916,7 +1145,7 @@ static void writer_ended(struct px_transcode *tc, struct job *j, int status)
 			j->direct = (j->direct + 1) % j->src->nsources;
 			const struct px_source *s = &j->src->sources[j->direct];
 			px_info("transcode", "asset %s: the next writer reads source %zu of %zu, %s",
-				j->a->id, j->direct + 1, j->src->nsources, s->url ? s->url : s->path);
+				j->a->id, j->direct + 1, j->src->nsources, s->shown);
 		}
 		if (j->crashes > MAX_CRASHES) {
 			px_error("transcode", "asset %s: writer failed %d times in a row; giving up",
@@ -1105,7 +1334,9 @@ out:
 
 /* ------------------------------------------------------------ lifecycle */
 
-/* Work directories of assets no longer transcoded, unprotected by a lease. */
+/* Job directories seamfs made for assets no longer transcoded, unprotected
+ * by a lease; only their files seamfs made go (clear_job_dir). Anything
+ * else in work_dir is someone else's and left alone. */
 static void cleanup_orphans(struct px_transcode *tc)
 {
 	DIR *d = opendir(tc->work);
@@ -1116,6 +1347,12 @@ static void cleanup_orphans(struct px_transcode *tc)
 		int known = 0;
 		if (de->d_name[0] == '.' || strcmp(de->d_name, "leases") == 0)
 			continue;
+		snprintf(path, sizeof(path), "%s/%s", tc->work, de->d_name);
+		if (!job_dir_name(de->d_name) || !marked_dir(path)) {
+			px_info("transcode", "cleanup: leaving %s alone: seamfs did not make it (no %s)",
+				path, WORK_MARKER);
+			continue;
+		}
 		for (size_t i = 0; i < tc->cat->nassets && !known; i++) {
 			if (tc->cat->assets[i].kind == PX_ASSET_PLAIN)
 				continue;
@@ -1144,9 +1381,8 @@ static void cleanup_orphans(struct px_transcode *tc)
 				"recently expired", tc->work, de->d_name, l.owner);
 			continue;
 		}
-		snprintf(path, sizeof(path), "%s/%s", tc->work, de->d_name);
 		px_info("transcode", "cleanup: removing %s (no asset, no lease)", path);
-		nftw(path, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+		(void)clear_job_dir(path, 1);
 		if (px_lease_drop(tc->leases, id) != PX_OK)
 			px_warn("transcode", "cleanup: lease of %s not dropped", id);
 	}
@@ -1159,7 +1395,7 @@ enum px_status px_transcode_new(const struct px_config *cfg, const struct px_cat
 {
 	struct px_transcode *tc = calloc(1, sizeof(*tc));
 	enum px_status st = PX_ENOMEM;
-	char leasedir[PATH_MAX + 8];
+	char leasedir[PATH_MAX + 8], err[PATH_MAX * 3];
 
 	*out = NULL;
 	if (!tc)
@@ -1181,11 +1417,7 @@ enum px_status px_transcode_new(const struct px_config *cfg, const struct px_cat
 			(long long)(2 * cfg->heartbeat_ms));
 		tc->orphan_ms = 2 * cfg->heartbeat_ms;
 	}
-	if (cfg->work_dir)
-		snprintf(tc->work, sizeof(tc->work), "%s", cfg->work_dir);
-	else
-		snprintf(tc->work, sizeof(tc->work), "%s/transcode",
-			 cfg->state_dir ? cfg->state_dir : "/tmp/seamfs");
+	work_path(cfg, tc->work, sizeof(tc->work));
 	if (cfg->writer) {
 		snprintf(tc->writer, sizeof(tc->writer), "%s", cfg->writer);
 	} else {
@@ -1202,12 +1434,13 @@ enum px_status px_transcode_new(const struct px_config *cfg, const struct px_cat
 	tc->jobs = calloc(cat->nassets + 1, sizeof(*tc->jobs));
 	if (!tc->jobs)
 		goto out;
-	if (px_mkdir_p(tc->work, 0755)) {
-		px_error("transcode", "work_dir %s: %s", tc->work, strerror(errno));
-		st = PX_EIO;
+	if ((st = px_transcode_prepare_work(cfg, cat, err, sizeof(err))) != PX_OK) {
+		px_error("transcode", "%s", err);
 		goto out;
 	}
 	snprintf(leasedir, sizeof(leasedir), "%s/leases", tc->work);
+	if (mkdir(leasedir, 0755) == 0 && mark_dir(leasedir))
+		px_warn("transcode", "cannot mark %s: %s", leasedir, strerror(errno));
 	if ((st = px_lease_files_new(leasedir, NULL, NULL, &tc->leases)) != PX_OK) {
 		px_error("transcode", "lease store %s: %s", leasedir, px_strerror(st));
 		goto out;

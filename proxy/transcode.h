@@ -21,12 +21,31 @@
 struct px_transcode;
 struct px_tcfile;
 
+/* The file that marks a directory seamfs made in the work directory:
+ * seamfs removes files only in directories carrying it (docs/transcode.md). */
+#define PX_TRANSCODE_MARKER ".seamfs-work"
+
+/*
+ * Readies the work directory (cfg->work_dir, else STATE_DIR/transcode) when
+ * cat has transcode or remux assets; does nothing otherwise. A missing one
+ * is made and marked; a marked one is taken as it is; one without the
+ * marker is marked and used when it is empty or every entry in it is one
+ * an older seamfs made (job directories holding only its files, leases/
+ * holding only lease files). Else PX_EINVAL and err names work_dir and one
+ * entry that is not seamfs's: nothing is touched. PX_EIO (err says why)
+ * when it cannot be made or read. Call before mounting, from one thread.
+ */
+enum px_status px_transcode_prepare_work(const struct px_config *cfg,
+					 const struct px_catalog *cat, char *err,
+					 size_t errlen) PX_WUR;
+
 /*
  * Makes the supervisor for the catalog's transcode assets and starts its
- * thread. cfg and cat are borrowed until px_transcode_free(). Creates the
- * work directory (cfg->work_dir, else STATE_DIR/transcode) and removes
- * directories of assets no longer in the catalog whose lease no longer
- * protects them. PX_EIO (logged) when the work directory cannot be made.
+ * thread. cfg and cat are borrowed until px_transcode_free(). Readies the
+ * work directory (px_transcode_prepare_work) and removes the job
+ * directories seamfs made for assets no longer in the catalog whose lease
+ * no longer protects them, and only the files it made in them. PX_EIO or
+ * PX_EINVAL (logged) when the work directory cannot be used.
  */
 enum px_status px_transcode_new(const struct px_config *cfg, const struct px_catalog *cat,
 				struct px_transcode **out) PX_WUR;

@@ -133,6 +133,51 @@ static long dir_node(struct px_tree *t, char *path)
 	return n;
 }
 
+static int cmp_asset_path(const void *a, const void *b, void *assets)
+{
+	const struct px_asset *as = assets;
+	return strcmp(as[*(const size_t *)a].path, as[*(const size_t *)b].path);
+}
+
+/* How many of path's directories (its components but the last, as
+ * prefixes) prev's directories do not hold: in sorted order the paths
+ * under one directory are contiguous, so summing this over the sorted
+ * paths counts every directory once. */
+static size_t new_dirs(const char *prev, const char *path)
+{
+	const char *end = strrchr(path, '/');
+	const char *pend = prev ? strrchr(prev, '/') : NULL;
+	size_t dlen = end ? (size_t)(end - path) : 0, plen = pend ? (size_t)(pend - prev) : 0;
+	size_t n = 0;
+	for (size_t e = 0; e <= dlen && dlen; e++) {
+		if (e < dlen && path[e] != '/')
+			continue;
+		/* path[0, e) is a directory: prev's too? */
+		if (!(plen >= e && memcmp(prev, path, e) == 0 && (plen == e || prev[e] == '/')))
+			n++;
+	}
+	return n;
+}
+
+/* The exact number of nodes the tree needs: the root, the listed assets
+ * and their directories (sized up front, so nodes never move: kids point
+ * at them). Returns 0 when out of memory. */
+static size_t count_nodes(const struct px_catalog *cat, const unsigned char *listed)
+{
+	size_t *byp = calloc(cat->nassets + 1, sizeof(*byp)), n = 0, nodes = 1;
+	if (!byp)
+		return 0;
+	for (size_t i = 0; i < cat->nassets; i++)
+		if (!listed || listed[i])
+			byp[n++] = i;
+	qsort_r(byp, n, sizeof(*byp), cmp_asset_path, cat->assets);
+	for (size_t k = 0; k < n; k++)
+		nodes += 1 + new_dirs(k ? cat->assets[byp[k - 1]].path : NULL,
+				      cat->assets[byp[k]].path);
+	free(byp);
+	return nodes;
+}
+
 enum px_status px_tree_new(const struct px_catalog *cat, const unsigned char *listed,
 			   struct px_tree **out)
 {
@@ -143,18 +188,23 @@ enum px_status px_tree_new(const struct px_catalog *cat, const unsigned char *li
 	*out = NULL;
 	if (!t)
 		return PX_ENOMEM;
-	for (size_t i = 0; i < cat->nassets; i++) {
-		maxnodes++;
-		for (const char *p = cat->assets[i].path; *p; p++)
-			maxnodes += *p == '/';
+	/* sized exactly: a library of 100 000 files in deep folders would
+	 * otherwise reserve a node for every '/' of every path */
+	maxnodes = count_nodes(cat, listed);
+	if (!maxnodes) {
+		free(t);
+		return PX_ENOMEM;
 	}
+	size_t maxfiles = 0;
+	for (size_t i = 0; i < cat->nassets; i++)
+		maxfiles += !listed || listed[i];
 	t->cap = maxnodes;
 	t->nodes = calloc(maxnodes, sizeof(*t->nodes));
-	t->dirpaths = calloc(maxnodes, sizeof(char *));
+	t->dirpaths = calloc(maxnodes - maxfiles, sizeof(char *));
 	for (t->nslots = 16; t->nslots < maxnodes * 2; t->nslots *= 2)
 		;
 	t->slots = calloc(t->nslots, sizeof(*t->slots));
-	t->dirs = px_strmap_new(maxnodes);
+	t->dirs = px_strmap_new(maxnodes - maxfiles);
 	order = calloc(cat->nassets + 1, sizeof(*order));
 	if (!t->nodes || !t->dirpaths || !t->slots || !t->dirs || !order)
 		goto out;

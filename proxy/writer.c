@@ -95,11 +95,17 @@ struct wr {
 	int64_t start_ms;                /* wall time the run began, for pacing */
 };
 
+/* The input as messages name it: without credentials (px_redact_url). */
+static const char *input_name(const struct px_writer_args *a)
+{
+	return a->shown ? a->shown : a->input;
+}
+
 static enum px_status averr(struct wr *w, int rc, const char *what)
 {
 	char msg[AV_ERROR_MAX_STRING_SIZE] = "";
 	av_strerror(rc, msg, sizeof(msg));
-	snprintf(w->err, w->errlen, "%s: %s: %s", w->a->input, what, msg);
+	snprintf(w->err, w->errlen, "%s: %s: %s", input_name(w->a), what, msg);
 	switch (rc) {
 	case AVERROR(ENOMEM): return PX_ENOMEM;
 	case AVERROR(ENOENT): return PX_ENOTFOUND;
@@ -155,7 +161,7 @@ static enum px_status open_input(struct wr *w)
 	w->vi = av_find_best_stream(w->ic, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
 	w->ai = av_find_best_stream(w->ic, AVMEDIA_TYPE_AUDIO, -1, -1, NULL, 0);
 	if (w->vi < 0) {
-		snprintf(w->err, w->errlen, "%s: no video stream", w->a->input);
+		snprintf(w->err, w->errlen, "%s: no video stream", input_name(w->a));
 		return PX_EINVAL;
 	}
 	if (w->ai < 0)
@@ -223,13 +229,13 @@ enum px_status px_writer_plan(const struct px_writer_args *a, struct px_seg_plan
 		goto out;
 	int64_t d = duration_us(&w);
 	if (d <= 0) {
-		snprintf(err, errlen, "%s: duration unknown", a->input);
+		snprintf(err, errlen, "%s: duration unknown", input_name(a));
 		st = PX_EINVAL;
 		goto out;
 	}
 	st = px_segmath_plan(d, a->segment_seconds, a->video_bps, a->audio_bps, out);
 	if (st != PX_OK)
-		snprintf(err, errlen, "%s: cannot plan %lld us in %d s segments", a->input,
+		snprintf(err, errlen, "%s: cannot plan %lld us in %d s segments", input_name(a),
 			 (long long)d, a->segment_seconds);
 out:
 	close_all(&w);
@@ -245,7 +251,7 @@ static enum px_status open_codecs(struct wr *w)
 
 	const AVCodec *vd = avcodec_find_decoder(vs->codecpar->codec_id);
 	if (!vd || !(w->vdec = avcodec_alloc_context3(vd))) {
-		snprintf(w->err, w->errlen, "%s: no decoder for its video", a->input);
+		snprintf(w->err, w->errlen, "%s: no decoder for its video", input_name(a));
 		return PX_EINVAL;
 	}
 	avcodec_parameters_to_context(w->vdec, vs->codecpar);
@@ -258,7 +264,7 @@ static enum px_status open_codecs(struct wr *w)
 	int ow = (int)((int64_t)sw * oh / (sh ? sh : 1));
 	ow -= ow % 2;
 	if (ow < 2 || oh < 2) {
-		snprintf(w->err, w->errlen, "%s: bad video size %dx%d", a->input, sw, sh);
+		snprintf(w->err, w->errlen, "%s: bad video size %dx%d", input_name(a), sw, sh);
 		return PX_EINVAL;
 	}
 	const AVCodec *ve = avcodec_find_encoder_by_name("libx264");
@@ -290,7 +296,7 @@ static enum px_status open_codecs(struct wr *w)
 	w->sws = sws_getContext(sw, sh, w->vdec->pix_fmt, ow, oh, AV_PIX_FMT_YUV420P,
 				SWS_BILINEAR, NULL, NULL, NULL);
 	if (!w->sws) {
-		snprintf(w->err, w->errlen, "%s: cannot scale %dx%d", a->input, sw, sh);
+		snprintf(w->err, w->errlen, "%s: cannot scale %dx%d", input_name(a), sw, sh);
 		return PX_EINVAL;
 	}
 	w->vframe = av_frame_alloc();
@@ -307,7 +313,7 @@ static enum px_status open_codecs(struct wr *w)
 	AVStream *as = w->ic->streams[w->ai];
 	const AVCodec *ad = avcodec_find_decoder(as->codecpar->codec_id);
 	if (!ad || !(w->adec = avcodec_alloc_context3(ad))) {
-		snprintf(w->err, w->errlen, "%s: no decoder for its audio", a->input);
+		snprintf(w->err, w->errlen, "%s: no decoder for its audio", input_name(a));
 		return PX_EINVAL;
 	}
 	avcodec_parameters_to_context(w->adec, as->codecpar);
@@ -828,7 +834,7 @@ enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen)
 		}
 	}
 	px_info("writer", "segments %u.. of %u (%lld bytes each) from %s at %lld bit/s, %s %u",
-		a->from, a->plan.nseg, (long long)a->plan.seg_bytes, a->input,
+		a->from, a->plan.nseg, (long long)a->plan.seg_bytes, input_name(a),
 		(long long)a->video_bps, a->from ? "warm-up segment" : "no warm-up before",
 		w.next_flush);
 	while (!w.stop && st == PX_OK) {
@@ -1031,7 +1037,7 @@ enum px_status px_writer_remux_plan(const struct px_writer_args *a, char **json,
 		}
 		av_packet_unref(in);
 		if (w.nseg + 1 >= PX_SEG_MAX_COUNT) {
-			snprintf(err, errlen, "%s: too many segments", a->input);
+			snprintf(err, errlen, "%s: too many segments", input_name(a));
 			st = PX_EINVAL;
 			goto out;
 		}
@@ -1041,7 +1047,7 @@ enum px_status px_writer_remux_plan(const struct px_writer_args *a, char **json,
 		goto out;
 	}
 	if (first == AV_NOPTS_VALUE) {
-		snprintf(err, errlen, "%s: no video keyframe", a->input);
+		snprintf(err, errlen, "%s: no video keyframe", input_name(a));
 		st = PX_EINVAL;
 		goto out;
 	}
@@ -1074,7 +1080,7 @@ enum px_status px_writer_remux_plan(const struct px_writer_args *a, char **json,
 		goto oom;
 	for (uint32_t k = 0; k < nseg; k++) {
 		if (w.sizes[k] <= 0) {
-			snprintf(err, errlen, "%s: segment %u came out empty", a->input, k);
+			snprintf(err, errlen, "%s: segment %u came out empty", input_name(a), k);
 			st = PX_EINVAL;
 			goto out;
 		}
@@ -1163,7 +1169,8 @@ enum px_status px_writer_remux_run(struct px_writer_args *a, char *err, size_t e
 	    (st = load_remux_plan(&w)) != PX_OK || (st = remux_streams(&w)) != PX_OK)
 		goto out;
 	w.last_hb = w.start_ms = px_now_ms();
-	px_info("writer", "remux segments %u.. of %u from %s", a->from, a->plan.nseg, a->input);
+	px_info("writer", "remux segments %u.. of %u from %s", a->from, a->plan.nseg,
+		input_name(a));
 	if ((st = remux_pass(&w, a->from)) != PX_OK)
 		goto out;
 	w.pl.clean = w.pl.n > 0;

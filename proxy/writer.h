@@ -14,6 +14,7 @@
 
 struct px_writer_args {
 	const char *input;        /* URL or path of the source asset */
+	const char *shown;        /* input as messages show it (px_redact_url); NULL: input */
 	const char **headers;     /* "Name: value" for HTTP inputs */
 	size_t nheaders;
 	int height;               /* 0: the source's */

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "redact.h"
 #include "writer.h"
 
 enum { O_INPUT = 1, O_HEADER, O_HEIGHT, O_VB, O_AB, O_SEC, O_REMUX, O_WORK, O_FROM,
@@ -155,6 +156,9 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	px_log_setup(lvl, 0);
+	char shown[1024]; /* messages reach the daemon's log: no credentials */
+	px_redact_url(a.input, shown, sizeof(shown));
+	a.shown = shown;
 	rc = 1;
 	if (!run) {
 		struct px_seg_plan p;

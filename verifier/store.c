@@ -566,6 +566,39 @@ fail:
 	return NULL;
 }
 
+/* Whether a record's name is a URL with userinfo or a query as seamfs
+ * wrote it before names were redacted (redact.h: such a URL is now named
+ * by its redacted form and "#h=" and 8 hex digits). */
+static int legacy_secret(const char *key)
+{
+	size_t n = strncasecmp(key, "http://", 7) == 0 ? 7
+		   : strncasecmp(key, "https://", 8) == 0 ? 8 : 0;
+	size_t len = strlen(key);
+	if (!n)
+		return 0;
+	if (len >= n + 11 && strncmp(key + len - 11, "#h=", 3) == 0 &&
+	    strspn(key + len - 8, "0123456789abcdef") == 8)
+		return 0;
+	return memchr(key + n, '@', strcspn(key + n, "/?#")) || strchr(key + n, '?');
+}
+
+/* Drops the records of older seamfs named by a URL with its credentials:
+ * no name looks them up any more (their sources are verified again), and
+ * no secret stays on disk after the file's next write. */
+static void drop_legacy_secrets(json_t *root)
+{
+	json_t *sources = json_object_get(root, "sources"), *v;
+	json_t *ref = json_object_get(root, "reference");
+	const char *key;
+	void *tmp;
+	if (json_is_string(ref) && legacy_secret(json_string_value(ref)))
+		json_object_del(root, "reference");
+	json_object_foreach_safe(sources, tmp, key, v) {
+		if (legacy_secret(key))
+			json_object_del(sources, key);
+	}
+}
+
 enum px_status vf_store_put(struct vf_store *s, const char *asset, const char *source,
 			    const struct vf_record *rec, int reference,
 			    char *err, size_t errlen)
@@ -601,6 +634,7 @@ enum px_status vf_store_put(struct vf_store *s, const char *asset, const char *s
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
+	drop_legacy_secrets(root);
 	json_t *sources = json_object_get(root, "sources");
 	if (!json_object_get(sources, key) &&
 	    json_object_size(sources) >= VF_STORE_MAX_SOURCES) {

@@ -3,7 +3,10 @@
  * source is read once, not at every session or restart.
  *
  * One JSON file per asset, DIR/<16 hex digits of SHA-256(asset id)>.json,
- * holding a record per source (keyed by its URL or path): the validators
+ * holding a record per source (keyed by the name the caller gives: the
+ * daemon and `seamfs verify` give px_redact_key's, so that no credential of
+ * a URL is written; records an older seamfs keyed by a URL with userinfo
+ * or a query are dropped at the file's next write): the validators
  * seen when it was read (size, ETag, Last-Modified), its complete sampled
  * fingerprint, and its last final verdict with the id of the reference it
  * was made against; and which source's fingerprint is the asset's

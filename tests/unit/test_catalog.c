@@ -171,7 +171,7 @@ static void test_full_catalog(void **state)
 	assert_string_equal(a->path, "clip.bin");
 	assert_int_equal(a->size, 0);
 	assert_int_equal(a->mtime, -1);
-	assert_string_equal(a->sha256, "");
+	assert_null(a->sha256);
 	assert_int_equal(a->nsources, 3);
 	assert_int_equal(a->sources[0].provider, 2); /* shared with heat-1995 */
 	assert_int_equal(a->sources[1].provider, 5);
@@ -587,6 +587,43 @@ static void test_err_path_long_component(void **state)
 	px_catalog_free(parse_ok(text));
 }
 
+/* Long paths cost the tree and the kernel per byte and per component:
+ * both are bounded, and a size too (offsets never overflow). */
+static void test_err_path_and_size_caps(void **state)
+{
+	static char text[12000];
+	char path[9000];
+	size_t n = 0;
+	(void)state;
+	/* 4097 bytes: refused; 4096: taken */
+	for (; n < 4097; n++)
+		path[n] = n % 200 == 199 ? '/' : 'p';
+	path[n] = '\0';
+	snprintf(text, sizeof(text), ASSET_PATH("%s"), path);
+	expect_error(text, PATH_PREFIX, "longer than 4096 bytes");
+	path[4096] = '\0';
+	if (path[4095] == '/')
+		path[4095] = 'p';
+	snprintf(text, sizeof(text), ASSET_PATH("%s"), path);
+	px_catalog_free(parse_ok(text));
+	/* 65 components: refused; 64: taken */
+	n = 0;
+	for (int i = 0; i < 65; i++) {
+		path[n++] = 'd';
+		path[n++] = '/';
+	}
+	path[n - 1] = '\0';
+	snprintf(text, sizeof(text), ASSET_PATH("%s"), path);
+	expect_error(text, PATH_PREFIX, "more than 64 components");
+	path[n - 3] = '\0';
+	snprintf(text, sizeof(text), ASSET_PATH("%s"), path);
+	px_catalog_free(parse_ok(text));
+	/* sizes up to 2^62 */
+	expect_error(ASSET_WITH("\"size\": 4611686018427387905"), FILE_NAME ":3:4: assets[0].size:",
+		     "");
+	px_catalog_free(parse_ok(ASSET_WITH("\"size\": 4611686018427387904")));
+}
+
 static void test_err_file_and_directory(void **state)
 {
 	expect_error("{\"assets\": [\n  {\"id\": \"a\", \"path\": \"d\", " SRC1 "},\n"
@@ -860,6 +897,7 @@ int main(void)
 		cmocka_unit_test(test_err_path_nul),
 		cmocka_unit_test(test_err_path_reserved),
 		cmocka_unit_test(test_err_path_long_component),
+		cmocka_unit_test(test_err_path_and_size_caps),
 		cmocka_unit_test(test_err_file_and_directory),
 		cmocka_unit_test(test_err_sha256),
 		cmocka_unit_test(test_err_url_scheme),

@@ -235,7 +235,7 @@ static void test_strm_tree(void **state)
 		assert_int_equal(cat->assets[i].size, -1);
 		assert_int_equal(cat->assets[i].mtime, -1);
 		assert_int_equal(cat->assets[i].kind, PX_ASSET_PLAIN);
-		assert_string_equal(cat->assets[i].sha256, "");
+		assert_null(cat->assets[i].sha256);
 	}
 	const struct px_asset *heat = by_path(cat, "Movies/Heat (1995)/Heat (1995).mkv");
 	assert_int_equal(heat->nsources, 2);

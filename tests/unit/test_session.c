@@ -932,14 +932,16 @@ static void test_discover_no_probe_when_known(void **state)
 	rig_free(r);
 }
 
+/* A size lists an asset: no request at mount, whatever the count of
+ * assets; without an mtime it takes the catalog's (issue 14: a catalog of
+ * 360 000 sized assets probed every URL for 26 s). */
 static void test_discover_probes_mtime(void **state)
 {
 	struct rig *r = rig_init(WITH_SIZE, 0, 4096);
 	rig_discover(r, NULL, 5);
-	assert_int_equal(fake_nreq(&r->fake), 1);
-	assert_int_equal(fake_req(&r->fake, 1).expect_size, DATA_SIZE);
+	assert_int_equal(fake_nreq(&r->fake), 0);
 	assert_int_equal(px_core_asset_size(r->core, 0), DATA_SIZE);
-	assert_int_equal(px_core_asset_mtime(r->core, 0), FAKE_MTIME);
+	assert_int_equal(px_core_asset_mtime(r->core, 0), 5);
 	rig_free(r);
 }
 
@@ -1012,12 +1014,13 @@ static void test_discover_size_mismatch(void **state)
 	blob_catalog(text, sizeof(text), DATA_SIZE - 1, WITH_SIZE);
 	r = rig_init_text(text, 0, 4096);
 	rig_discover(r, NULL, 5);
-	assert_int_equal(fake_nreq(&r->fake), 1);
-	/* listed with the catalog's size, but no source may serve it */
+	assert_int_equal(fake_nreq(&r->fake), 0); /* a size lists it: no request */
+	/* listed with the catalog's size; the source's other size shows at its
+	 * first transfer, whose answer px_http_judge refuses (test_httpparse:
+	 * the fake fetcher here gives no totals) */
 	assert_int_equal(px_core_asset_size(r->core, 0), DATA_SIZE - 1);
 	assert_int_equal(px_core_asset_mtime(r->core, 0), 5);
-	assert_int_equal(px_handle_open(r->core, 0, 1, &s), PX_ENOSOURCE);
-	assert_int_equal(fake_nreq(&r->fake), 1);
+	(void)s;
 	rig_free(r);
 }
 
@@ -1109,7 +1112,7 @@ static void test_discover_remembers_sizes(void **state)
 	r->fake.fail_count = 1000;
 	r->fake.fail_status = PX_ECONNECT;
 	rig_discover(r, st, 5);
-	assert_int_equal(fake_nreq(&r->fake), 1);
+	assert_int_equal(fake_nreq(&r->fake), 0);
 	assert_int_equal(px_core_asset_size(r->core, 0), 1000);
 	assert_int_equal(px_core_asset_mtime(r->core, 0), 5);
 	rig_free(r);
