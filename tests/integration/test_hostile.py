@@ -325,3 +325,30 @@ def test_scan_costs_no_verification(seamfs, tmp_path, make_origin):
     time.sleep(1.5)      # a reference would be taken in the background by now
     reqs = o1.log()['requests'] + o2.log()['requests']
     assert len(reqs) <= 2 * len(files), f'{len(reqs)} requests for {len(files)} files'
+
+
+def test_every_origin_dead_does_not_spin(seamfs, data, root, make_origin):
+    """Every origin dies under a reader whose standbys are verified: the read
+    fails in time, and the session does not move back and forth between
+    dead sources without a byte (before: tens of thousands of cutovers in
+    seconds, a core busy until the deadline)."""
+    o1, o2, o3 = make_origin(root), make_origin(root), make_origin(root)
+    m = seamfs.mount(catalog([o1, o2, o3], size=data[BIG].size, name=BIG), read_timeout=6,
+                     options=FAST + ['standby_delay=0'])
+    with open(m.path('movie.bin'), 'rb', buffering=0) as f:
+        f.read(64 * KIB)
+        wait_until(lambda: status(m)['assets'][0]['reference'] and all(
+            source(status(m), p)['verification'] == 'verified' for p in ('p2', 'p3')),
+            20, 'verified')
+        for o in (o1, o2, o3):
+            o.down(drop=True)
+
+        def read_on():
+            with pytest.raises(OSError):
+                while f.read(MIB):
+                    pass
+        t0 = time.monotonic()
+        bounded(read_on, 60, 'read with every origin dead')
+        assert time.monotonic() - t0 < 30
+    st = status(m)
+    assert st['cutovers']['total'] < 50, st['cutovers']
