@@ -44,6 +44,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, 'tests', 'integration'))
 from origin import Origin  # noqa: E402
+from mountlib import daemon_env, fs_mounted, say, unmount  # noqa: E402
 
 MIB = 1024 * 1024
 NAME = 'media.bin'
@@ -54,37 +55,6 @@ READ_CAP = 120.0                # bound on the timed read of one round (s)
 SLOW_AWAY = 0.25
 NEAR_BEFORE = 4 * MIB           # "across the fault": reads from 4 MiB before it
 NEAR_AFTER = 32 * MIB           # to 32 MiB after it                # a gap this long away from the fault is reported as noise
-
-
-def say(*a):
-    print('==>', *a, file=sys.stderr, flush=True)
-
-
-def daemon_env():
-    # libcurl would send the loopback requests to a proxy
-    return {k: v for k, v in os.environ.items()
-            if k.lower() not in ('http_proxy', 'https_proxy', 'all_proxy', 'no_proxy')}
-
-
-def fs_mounted(mnt):
-    with open('/proc/mounts') as f:
-        return any(line.split()[1] == mnt and line.split()[2] == 'fuse.seamfs' for line in f)
-
-
-def any_mounted(mnt):
-    with open('/proc/mounts') as f:
-        return any(line.split()[1] == mnt for line in f)
-
-
-def unmount(mnt):
-    for _ in range(20):
-        if not any_mounted(mnt):
-            return True
-        if subprocess.run(['fusermount3', '-u', mnt], capture_output=True).returncode == 0:
-            return True
-        time.sleep(0.25)
-    subprocess.run(['fusermount3', '-uz', mnt], capture_output=True)
-    return False
 
 
 def stop(proc, timeout=10):

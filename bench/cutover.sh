@@ -65,27 +65,17 @@ if ! [[ $SIZE_MIB =~ ^[0-9]+$ ]] || [ "$SIZE_MIB" -lt 128 ]; then
 	die "--size-mib: a number, at least 128"
 fi
 
-WORK=$(realpath -m "$WORK")
-: "${OUT:=$WORK/out}"
-OUT=$(realpath -m "$OUT")
-MNT=$WORK/mnt
-PIDFILE=$WORK/pids
-HELPER_PID=
+work_paths
 
 # The helper stops what it started itself; should it die first, the PIDs it
 # left in PIDFILE (seamfs, the two origins) are stopped here, one by one.
 cleanup() {
-	local rc=$? pid
+	local rc=$?
 	set +e
 	trap - EXIT INT TERM
 	stop_pid "$HELPER_PID" cutover.py
 	unmount_dir "$MNT"
-	if [ -s "$PIDFILE" ]; then
-		while read -r pid; do
-			[[ $pid =~ ^[0-9]+$ ]] && stop_pid "$pid" "helper child"
-		done <"$PIDFILE"
-	fi
-	rm -f "$PIDFILE"
+	stop_pidfile "$PIDFILE"
 	[ $rc -ne 0 ] && printf 'cutover.sh: stopped (exit %d); mount and servers cleaned up\n' "$rc" >&2
 	exit $rc
 }

@@ -45,3 +45,26 @@ unmount_dir() {
 	warn "$1 stays busy; detaching it lazily"
 	fusermount3 -uz "$1" 2>/dev/null || true
 }
+
+# WORK and OUT (default WORK/out) made absolute; MNT and PIDFILE below WORK;
+# no helper yet.
+work_paths() {
+	WORK=$(realpath -m "$WORK")
+	: "${OUT:=$WORK/out}"
+	OUT=$(realpath -m "$OUT")
+	MNT=$WORK/mnt
+	PIDFILE=$WORK/pids
+	HELPER_PID=
+}
+
+# Stops, by PID, what a helper left listed in the file $1 (one PID a line)
+# should it have died before cleaning up; then removes the file.
+stop_pidfile() {
+	local pid
+	if [ -s "$1" ]; then
+		while read -r pid; do
+			[[ $pid =~ ^[0-9]+$ ]] && stop_pid "$pid" "helper child"
+		done <"$1"
+	fi
+	rm -f "$1" "$1.tmp"
+}

@@ -64,28 +64,18 @@ done
 [[ $ASSETS =~ ^[1-9][0-9]*$ ]] || die "--assets: not a positive number: $ASSETS"
 [[ $SETTLE =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--settle: not a number of seconds: $SETTLE"
 
-WORK=$(realpath -m "$WORK")
-: "${OUT:=$WORK/out}"
-OUT=$(realpath -m "$OUT")
-MNT=$WORK/mnt
-PIDFILE=$WORK/pids
-HELPER_PID=
+work_paths
 
 # The helper stops what it started itself (seamfs; its origins are threads
 # of its own); should it die first, the seamfs PID it left in PIDFILE is
 # stopped here.
 cleanup() {
-	local rc=$? pid
+	local rc=$?
 	set +e
 	trap - EXIT INT TERM
 	stop_pid "$HELPER_PID" scale.py
 	unmount_dir "$MNT"
-	if [ -s "$PIDFILE" ]; then
-		while read -r pid; do
-			[[ $pid =~ ^[0-9]+$ ]] && stop_pid "$pid" "helper child"
-		done <"$PIDFILE"
-	fi
-	rm -f "$PIDFILE" "$PIDFILE.tmp"
+	stop_pidfile "$PIDFILE"
 	rm -f "$WORK"/catalogs/*.json "$WORK"/catalogs/*.json.tmp
 	[ $rc -ne 0 ] && printf 'scale.sh: stopped (exit %d); mount and daemon cleaned up\n' "$rc" >&2
 	exit $rc

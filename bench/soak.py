@@ -60,6 +60,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, 'tests', 'integration'))
 from origin import Origin, OriginError  # noqa: E402
+from mountlib import daemon_env, fs_mounted, say, unmount  # noqa: E402
 
 MIB = 1024 * 1024
 READ = MIB                  # one read(2) of a reader
@@ -89,37 +90,6 @@ ACTIONS = {
     'gzip': {'keys': {'content_encoding': 'gzip'}},
     'cap_206': {'keys': {'cap': '65536'}},
 }
-
-
-def say(*a):
-    print('==>', *a, file=sys.stderr, flush=True)
-
-
-def daemon_env():
-    # libcurl would send the loopback requests to a proxy
-    return {k: v for k, v in os.environ.items()
-            if k.lower() not in ('http_proxy', 'https_proxy', 'all_proxy', 'no_proxy')}
-
-
-def fs_mounted(mnt):
-    with open('/proc/mounts') as f:
-        return any(ln.split()[1] == mnt and ln.split()[2] == 'fuse.seamfs' for ln in f)
-
-
-def any_mounted(mnt):
-    with open('/proc/mounts') as f:
-        return any(ln.split()[1] == mnt for ln in f)
-
-
-def unmount(mnt):
-    for _ in range(40):
-        if not any_mounted(mnt):
-            return True
-        if subprocess.run(['fusermount3', '-u', mnt], capture_output=True).returncode == 0:
-            return True
-        time.sleep(0.25)
-    subprocess.run(['fusermount3', '-uz', mnt], capture_output=True)
-    return False
 
 
 def nearest_rank(sorted_xs, q):
@@ -987,7 +957,7 @@ def run(args):
         if sampler is not None:
             sampler.stop_ev.set()
         if proc is not None:
-            unmount(mnt)
+            unmount(mnt, tries=40)
             try:
                 daemon_rc = proc.wait(15)
             except subprocess.TimeoutExpired:

@@ -94,12 +94,7 @@ if ! [[ $SIZE_MIB =~ ^[0-9]+$ ]] || [ "$SIZE_MIB" -lt 8 ]; then
 fi
 [ -z "$SEED" ] || [[ $SEED =~ ^[0-9]+$ ]] || broke "--seed: not a number: $SEED"
 
-WORK=$(realpath -m "$WORK")
-: "${OUT:=$WORK/out}"
-OUT=$(realpath -m "$OUT")
-MNT=$WORK/mnt
-PIDFILE=$WORK/pids
-HELPER_PID=
+work_paths
 
 # The helper stops what it started itself; should it die first, the PIDs it
 # left in PIDFILE (seamfs, the origins, the readers) are stopped here, one by

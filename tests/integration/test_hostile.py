@@ -11,7 +11,6 @@ source on each, providers p1, p2, p3, so sessions start on p1."""
 import hashlib
 import json
 import os
-import shutil
 import time
 
 import pytest
@@ -67,6 +66,17 @@ def served(o, path='/' + NAME):
 
 def read_all(m, timeout=60):
     return bounded(lambda: sha256_file(m.path('movie.bin')), timeout, 'whole read')
+
+
+def read_rest(f, h, timeout=60):
+    """Reads f on to its end into the hash h (bounded); the hex digest."""
+    def rest():
+        while True:
+            b = f.read(MIB)
+            if not b:
+                return h.hexdigest()
+            h.update(b)
+    return bounded(rest, timeout, 'read across the failure')
 
 
 HOSTILE = {
@@ -174,14 +184,7 @@ def test_html_source_first_across_a_remount(seamfs, data, root, make_origin):
         assert active in ('p2', 'p3')
         other = {'p2': o3, 'p3': o2}[active]
         ({'p2': o2, 'p3': o3}[active]).rule('/' + NAME, reset_at=FAULT_AT)
-
-        def rest():
-            while True:
-                b = f.read(MIB)
-                if not b:
-                    return h.hexdigest()
-                h.update(b)
-        assert bounded(rest, 60, 'read across the reset') == data[NAME].sha256
+        assert read_rest(f, h) == data[NAME].sha256
     assert served(other) > MIB
     assert status(m)['cutovers']['total'] >= 1
 
@@ -247,14 +250,7 @@ def test_outage_of_every_origin_poisons_nothing(seamfs, data, root, make_origin)
     with open(path, 'rb') as f:
         h = hashlib.sha256(f.read(64 * KIB))
         o1.rule('/' + NAME, reset_at=FAULT_AT)
-
-        def rest():
-            while True:
-                b = f.read(MIB)
-                if not b:
-                    return h.hexdigest()
-                h.update(b)
-        assert bounded(rest, 60, 'read across the reset') == data[NAME].sha256
+        assert read_rest(f, h) == data[NAME].sha256
     assert status(m)['cutovers']['total'] >= 1
 
 

@@ -6,10 +6,8 @@ or `seamfs ctl add-source` may name a local file only inside the folders of
 /etc/shadow through the mount; errors never quote a file that is not a
 playlist."""
 
-import errno
 import json
 import os
-import stat
 import subprocess
 
 import pytest

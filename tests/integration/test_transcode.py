@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MIB, Mount, bounded, catalog, sha256_file, wait_until
+from conftest import Mount, bounded, catalog, sha256_file, wait_until
 
 PROFILE = {'height': 180, 'video_bitrate': 300000, 'audio_bitrate': 64000,
            'segment_seconds': 2}
@@ -101,6 +101,32 @@ def read_sequential(path, chunk=256 * 1024):
     return h.hexdigest(), n
 
 
+def start_reader(f):
+    """Reads f whole in a thread (read_sequential); returns the thread and a
+    box that gets 'result' (digest, bytes) or 'error'."""
+    box = {}
+
+    def reader():
+        try:
+            box['result'] = read_sequential(f, 64 * 1024)
+        except BaseException as e:  # noqa: BLE001 - reported by assert_read_whole
+            box['error'] = e
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    return t, box
+
+
+def assert_read_whole(t, box, job, plan, blocked):
+    """The reader of start_reader() ended without an error, and read every
+    byte of the plan: the committed segments in order."""
+    assert not t.is_alive(), blocked
+    assert 'error' not in box, repr(box.get('error'))
+    digest, n = box['result']
+    assert n == plan['size']
+    assert digest == committed_concat_sha(job, plan['segments'])
+
+
 def test_transcode_whole_file(seamfs, data, nginx, tmp_path):
     m, job = mount_tc(seamfs, nginx, tmp_path)
     f = m.path('Transcoded/clip 180p.ts')
@@ -131,16 +157,7 @@ def test_writer_killed_mid_run(seamfs, data, nginx, tmp_path):
     m, job = mount_tc(seamfs, nginx, tmp_path, options=['writer_max_speed=3'])
     f = m.path('Transcoded/clip 180p.ts')
     plan = plan_of(job)
-    box = {}
-
-    def reader():
-        try:
-            box['result'] = read_sequential(f, 64 * 1024)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            box['error'] = e
-
-    t = threading.Thread(target=reader, daemon=True)
-    t.start()
+    t, box = start_reader(f)
     try:
         wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
         entries, clean = playlist_entries(job)
@@ -240,16 +257,7 @@ def test_hung_writer_lease_orphaned(seamfs, data, nginx, tmp_path):
                       options=['writer_max_speed=3', 'heartbeat=0.5', 'orphan_after=2'])
     f = m.path('Transcoded/clip 180p.ts')
     plan = plan_of(job)
-    box = {}
-
-    def reader():
-        try:
-            box['result'] = read_sequential(f, 64 * 1024)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            box['error'] = e
-
-    t = threading.Thread(target=reader, daemon=True)
-    t.start()
+    t, box = start_reader(f)
     stopped = None
     try:
         wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
@@ -318,16 +326,7 @@ def test_remux_killed_restart_identical(seamfs, data, nginx, tmp_path):
     f = m.path('clip.ts')
     assert os.stat(f).st_size == plan['size'] == sum(plan['sizes'])
     assert plan['segment_bytes'] == 0 and len(plan['starts']) == plan['segments'] - 1
-    box = {}
-
-    def reader():
-        try:
-            box['result'] = read_sequential(f, 64 * 1024)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            box['error'] = e
-
-    t = threading.Thread(target=reader, daemon=True)
-    t.start()
+    t, box = start_reader(f)
     try:
         wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
         assert not playlist_entries(job)[1], 'the writer finished before it could be killed'
@@ -492,27 +491,14 @@ def test_writer_input_cuts_over_when_origin_dies(seamfs, data, nginx, make_origi
     f = m.path('Transcoded/clip 180p.ts')
     # from here on the first origin delivers the clip only up to mid-file
     o1.rule('/clip.mkv', stall_at=between_samples(data['clip.mkv'].size), stall_ms=600000)
-    box = {}
-
-    def reader():
-        try:
-            box['result'] = read_sequential(f, 64 * 1024)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            box['error'] = e
-
-    t = threading.Thread(target=reader, daemon=True)
-    t.start()
+    t, box = start_reader(f)
     try:
         wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
         assert not playlist_entries(job)[1], 'the writer finished before the origin died'
         o1.down(drop=True)
     finally:
         t.join(90)
-    assert not t.is_alive(), 'the reader is still blocked 90 s after the origin died'
-    assert 'error' not in box, repr(box.get('error'))
-    digest, n = box['result']
-    assert n == plan['size']
-    assert digest == committed_concat_sha(job, plan['segments'])
+    assert_read_whole(t, box, job, plan, 'the reader is still blocked 90 s after the origin died')
     rc, err = bounded(lambda: decode_errors(f), 120, 'decoding through the mount')
     assert rc == 0 and not err.strip(), err
     duration = bounded(lambda: ffprobe_duration(f), 60, 'probing the duration')
@@ -560,12 +546,10 @@ def test_plan_and_writer_skip_a_dead_first_source(seamfs, data, nginx, make_orig
     assert f'asset clip-180: planned from {nginx.url("clip.mkv")}' in log, log
 
 
-def test_writer_restarts_back_off_through_an_outage(seamfs, data, make_origin, tmp_path):
-    """The input's only source dies mid-transcode: the writer's reads fail
-    (EIO from the mount), and the writer is restarted after 250 ms, 500 ms,
-    1 s, ... rather than five times at once. The source comes back after the
-    second failure; a restart then finishes the file and the reader, which
-    kept waiting (bounded by read_timeout), gets all of it."""
+def one_source_transcode_reader(seamfs, data, make_origin, tmp_path, read_timeout):
+    """A transcode whose input has one source, a seam-origin that stalls
+    mid-file, and a reader started on it: (origin, mount, job dir, plan,
+    reader thread, box) for assert_read_whole()."""
     o1 = make_origin(data.dir)
     work = tmp_path / 'work'
     p = dict(PROFILE, of='clip')
@@ -574,22 +558,24 @@ def test_writer_restarts_back_off_through_an_outage(seamfs, data, make_origin, t
                        'mtime': 1700000000,
                        'sources': [{'url': o1.url('clip.mkv'), 'provider': 'a-origin'}]},
                       {'id': 'clip-180', 'path': 'Transcoded/clip 180p.ts', 'transcode': p}]}
-    m = seamfs.mount(cat, read_timeout=60,
+    m = seamfs.mount(cat, read_timeout=read_timeout,
                      options=[f'work_dir={work}', 'retries=0'] + FAILOVER_OPTS)
     job = work / 'clip-180'
     plan = plan_of(job)
-    f = m.path('Transcoded/clip 180p.ts')
     o1.rule('/clip.mkv', stall_at=between_samples(data['clip.mkv'].size), stall_ms=600000)
-    box = {}
+    t, box = start_reader(m.path('Transcoded/clip 180p.ts'))
+    return o1, m, job, plan, t, box
 
-    def reader():
-        try:
-            box['result'] = read_sequential(f, 64 * 1024)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            box['error'] = e
 
-    t = threading.Thread(target=reader, daemon=True)
-    t.start()
+def test_writer_restarts_back_off_through_an_outage(seamfs, data, make_origin, tmp_path):
+    """The input's only source dies mid-transcode: the writer's reads fail
+    (EIO from the mount), and the writer is restarted after 250 ms, 500 ms,
+    1 s, ... rather than five times at once. The source comes back after the
+    second failure; a restart then finishes the file and the reader, which
+    kept waiting (bounded by read_timeout), gets all of it."""
+    o1, m, job, plan, t, box = one_source_transcode_reader(seamfs, data, make_origin,
+                                                            tmp_path, 60)
+    f = m.path('Transcoded/clip 180p.ts')
     try:
         wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
         assert not playlist_entries(job)[1], 'the writer finished before the origin died'
@@ -600,11 +586,7 @@ def test_writer_restarts_back_off_through_an_outage(seamfs, data, make_origin, t
         o1.up()
     finally:
         t.join(90)
-    assert not t.is_alive(), 'the reader is still blocked 90 s after the origin died'
-    assert 'error' not in box, repr(box.get('error'))
-    digest, n = box['result']
-    assert n == plan['size']
-    assert digest == committed_concat_sha(job, plan['segments'])
+    assert_read_whole(t, box, job, plan, 'the reader is still blocked 90 s after the origin died')
     rc, err = bounded(lambda: decode_errors(f), 120, 'decoding through the mount')
     assert rc == 0 and not err.strip(), err
     log = m.log()
@@ -621,30 +603,9 @@ def test_writer_gives_up_after_backoffs(seamfs, data, make_origin, tmp_path):
     times, 250 ms, 500 ms, 1 s, 2 s and 4 s apart, then the supervisor gives
     up and the waiting reader gets EIO, long before read_timeout; a read
     right after that fails at once instead of starting the writer again."""
-    o1 = make_origin(data.dir)
-    work = tmp_path / 'work'
-    p = dict(PROFILE, of='clip')
-    cat = {'providers': [{'name': 'a-origin'}],
-           'assets': [{'id': 'clip', 'path': 'clip.mkv', 'size': data['clip.mkv'].size,
-                       'mtime': 1700000000,
-                       'sources': [{'url': o1.url('clip.mkv'), 'provider': 'a-origin'}]},
-                      {'id': 'clip-180', 'path': 'Transcoded/clip 180p.ts', 'transcode': p}]}
-    m = seamfs.mount(cat, read_timeout=120,
-                     options=[f'work_dir={work}', 'retries=0'] + FAILOVER_OPTS)
-    job = work / 'clip-180'
-    plan = plan_of(job)
+    o1, m, job, plan, t, box = one_source_transcode_reader(seamfs, data, make_origin,
+                                                            tmp_path, 120)
     f = m.path('Transcoded/clip 180p.ts')
-    o1.rule('/clip.mkv', stall_at=between_samples(data['clip.mkv'].size), stall_ms=600000)
-    box = {}
-
-    def reader():
-        try:
-            box['result'] = read_sequential(f, 64 * 1024)
-        except BaseException as e:  # noqa: BLE001 - checked below
-            box['error'] = e
-
-    t = threading.Thread(target=reader, daemon=True)
-    t.start()
     try:
         wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
         o1.down(drop=True)
@@ -735,27 +696,14 @@ def test_single_threaded_writer_reads_the_next_source(seamfs, data, nginx, make_
     plan = plan_of(job)
     f = m.path('Transcoded/clip 180p.ts')
     o1.rule('/clip.mkv', stall_at=between_samples(data['clip.mkv'].size), stall_ms=600000)
-    box = {}
-
-    def reader():
-        try:
-            box['result'] = read_sequential(f, 64 * 1024)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            box['error'] = e
-
-    t = threading.Thread(target=reader, daemon=True)
-    t.start()
+    t, box = start_reader(f)
     try:
         wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
         assert not playlist_entries(job)[1], 'the writer finished before the origin died'
         o1.down(drop=True)
     finally:
         t.join(90)
-    assert not t.is_alive(), 'the reader is still blocked 90 s after the origin died'
-    assert 'error' not in box, repr(box.get('error'))
-    digest, n = box['result']
-    assert n == plan['size']
-    assert digest == committed_concat_sha(job, plan['segments'])
+    assert_read_whole(t, box, job, plan, 'the reader is still blocked 90 s after the origin died')
     log = m.log()
     assert f'segments 0..9, input {o1.url("clip.mkv")}' in log, log
     assert f'the next writer reads source 2 of 3, {nginx.url("clip.mkv")}' in log, log
