@@ -10,12 +10,14 @@
  * as more than half the sources agree, else once every source has answered
  * or failed (a tie goes to the size named first in catalog order); sources
  * that answered another size are dead for the asset, and the log and the
- * status say which and why. A login page behind a redirect, listed first,
- * cannot make a movie an 81-byte file.
+ * status say which and why (answers still on their way when every size is
+ * decided get PROBE_GRACE_MS more). A login page behind a redirect, listed
+ * first, cannot make a movie an 81-byte file.
  *
- * An asset whose size the catalog gives asks its sources in catalog order
- * until one agrees (for its mtime); a source of another size is dead: the
- * content-length gate, applied before any byte is served.
+ * An asset whose size the catalog gives is not probed at all (core.c); a
+ * reload's new asset with a size likewise. A source of another size is
+ * refused at its first transfer (px_http_judge): the content-length gate,
+ * applied before any byte is served.
  *
  * All assets are probed at once, at most PROBE_PARALLEL transfers in
  * flight, and the whole pass is bounded by probe_timeout: what has not
@@ -32,6 +34,7 @@
 #include "log.h"
 
 #define PROBE_PARALLEL 32
+#define PROBE_GRACE_MS 1000  /* for answers after every size is decided */
 
 enum { PS_WAIT, PS_FLIGHT, PS_DONE };
 
@@ -190,6 +193,11 @@ static void on_done(void *ctx, const struct px_fetch_result *res)
 	} else if (a->size >= 0 && ps->size != a->size) {
 		size_dead(core, it->asset, ps->source, ps->size, a->size, "the catalog says");
 		ps->st = PX_ESIZE;
+	} else if (it->decided && core->assets[it->asset].size >= 0 &&
+		   ps->size != core->assets[it->asset].size) {
+		/* came after the majority decided: outvoted all the same */
+		size_dead(core, it->asset, ps->source, ps->size, core->assets[it->asset].size,
+			  "the other sources agree on");
 	}
 	ps->state = PS_DONE;
 	pr->inflight--;
@@ -376,6 +384,16 @@ void px_probe_assets(struct px_core *core, const unsigned char *need)
 		if (!open_left)
 			break;
 		if (!px_cond_wait_until(&pr.cond, &pr.lock, &pr.changed, deadline))
+			break;
+	}
+	/* every size is decided: answers on their way still get a moment
+	 * (PROBE_GRACE_MS), so that a source of another size is named as one */
+	int64_t grace = px_now_ms() + PROBE_GRACE_MS;
+	if (grace > deadline)
+		grace = deadline;
+	while (pr.inflight > 0 && px_now_ms() < grace) {
+		pr.changed = 0;
+		if (!px_cond_wait_until(&pr.cond, &pr.lock, &pr.changed, grace))
 			break;
 	}
 	/* deadline: cancel what is left and wait (briefly) for the callbacks,
