@@ -845,10 +845,142 @@ static enum px_status parse_settings(struct ctx *c, json_t *obj)
 	return PX_OK;
 }
 
-enum px_status px_catalog_parse(const char *file, const char *text, size_t len,
-				struct px_catalog **out, char *err, size_t errlen)
+/* ---- a catalog's assets, one at a time
+ *
+ * jansson builds a tree of the whole document, about 1 KB for each asset
+ * of a library: a catalog of 100 000 files held that beside its own text
+ * and the catalog being built from it (a peak of 200-300 MiB). So the
+ * document is parsed with its "assets" array blanked out (the same bytes,
+ * spaces inside the brackets: every position stays), and each element of
+ * the array is parsed on its own, used and freed. Anything unusual (no
+ * such array, an escaped key, an element that does not parse) falls back
+ * to the whole-document parse, whose messages are then the same as ever.
+ */
+
+/* Moves *p past the string that starts there; -1 when it never ends. */
+static int skip_string(const char *t, size_t len, size_t *p)
+{
+	for ((*p)++; *p < len; (*p)++) {
+		if (t[*p] == '\\')
+			(*p)++;
+		else if (t[*p] == '"')
+			return (*p)++, 0;
+	}
+	return -1;
+}
+
+static void skip_space(const char *t, size_t len, size_t *p)
+{
+	while (*p < len && (t[*p] == ' ' || t[*p] == '\t' || t[*p] == '\r' || t[*p] == '\n'))
+		(*p)++;
+}
+
+/* Moves *p past the value that starts there (not checked: jansson does). */
+static int skip_value(const char *t, size_t len, size_t *p)
+{
+	if (*p >= len)
+		return -1;
+	if (t[*p] == '"')
+		return skip_string(t, len, p);
+	if (t[*p] != '{' && t[*p] != '[') {
+		while (*p < len && !strchr(",}] \t\r\n", t[*p]) && t[*p])
+			(*p)++;
+		return 0;
+	}
+	int depth = 0;
+	while (*p < len) {
+		char ch = t[*p];
+		if (ch == '"') {
+			if (skip_string(t, len, p))
+				return -1;
+			continue;
+		}
+		if (ch == '{' || ch == '[')
+			depth++;
+		else if ((ch == '}' || ch == ']') && --depth == 0)
+			return (*p)++, 0;
+		(*p)++;
+	}
+	return -1;
+}
+
+/* Where the top-level member "assets" holds an array: [*a0, *a1) spans it,
+ * brackets included. 0 when there is none to stream (then the document is
+ * parsed whole). */
+static int find_assets(const char *t, size_t len, size_t *a0, size_t *a1)
+{
+	size_t p = 0;
+	int found = 0;
+	skip_space(t, len, &p);
+	if (p >= len || t[p++] != '{')
+		return 0;
+	for (;;) {
+		skip_space(t, len, &p);
+		if (p < len && t[p] == '}')
+			return found;
+		size_t k0 = p;
+		if (p >= len || t[p] != '"' || skip_string(t, len, &p))
+			return 0;
+		size_t k1 = p;
+		skip_space(t, len, &p);
+		if (p >= len || t[p++] != ':')
+			return 0;
+		skip_space(t, len, &p);
+		size_t v0 = p;
+		if (skip_value(t, len, &p))
+			return 0;
+		if (k1 - k0 == 8 && memcmp(t + k0, "\"assets\"", 8) == 0 && t[v0] == '[') {
+			if (found)
+				return 0; /* twice: the whole parse says so */
+			found = 1;
+			*a0 = v0;
+			*a1 = p;
+		}
+		skip_space(t, len, &p);
+		if (p < len && t[p] == ',')
+			p++;
+		else
+			return p < len && t[p] == '}' ? found : 0;
+	}
+}
+
+/* The elements of the array at [a0, a1): their count, and (when spans is
+ * not NULL) where each starts and ends. -1 when it is not a plain list. */
+static long array_elements(const char *t, size_t a0, size_t a1, size_t *spans)
+{
+	size_t p = a0 + 1;
+	long n = 0;
+	skip_space(t, a1, &p);
+	if (p < a1 && t[p] == ']')
+		return 0;
+	for (;;) {
+		size_t v0 = p;
+		if (skip_value(t, a1, &p))
+			return -1;
+		if (spans) {
+			spans[2 * n] = v0;
+			spans[2 * n + 1] = p;
+		}
+		n++;
+		skip_space(t, a1, &p);
+		if (p < a1 && t[p] == ',') {
+			p++;
+			skip_space(t, a1, &p);
+			continue;
+		}
+		return p < a1 && t[p] == ']' ? n : -1;
+	}
+}
+
+/* px_catalog_parse(); stream: the assets one at a time, PX_EAGAIN when
+ * the document does not lend itself to that (nothing said, nothing kept). */
+static enum px_status parse_text(const char *file, const char *text, size_t len, int stream,
+				 struct px_catalog **out, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "providers", "assets", "settings", NULL };
+	const int flags = JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL;
+	size_t a0 = 0, a1 = 0, *spans = NULL;
+	long nel = -1;
 	struct ctx c = { .file = file, .text = text, .len = len, .err = err, .errlen = errlen };
 	json_error_t jerr;
 	json_t *root = NULL;
@@ -871,7 +1003,23 @@ enum px_status px_catalog_parse(const char *file, const char *text, size_t len,
 		st = PX_EINVAL;
 		goto out;
 	}
-	root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+	if (stream) {
+		char *skel = NULL;
+		st = PX_EAGAIN;
+		if (!find_assets(text, len, &a0, &a1) ||
+		    (nel = array_elements(text, a0, a1, NULL)) < 0 ||
+		    !(spans = malloc(2 * ((size_t)nel + 1) * sizeof(*spans))) ||
+		    array_elements(text, a0, a1, spans) != nel || !(skel = malloc(len)))
+			goto out;
+		memcpy(skel, text, len);
+		memset(skel + a0 + 1, ' ', a1 - a0 - 2);
+		root = json_loadb(skel, len, flags, &jerr);
+		free(skel);
+		if (!root)
+			goto out;
+	} else {
+		root = json_loadb(text, len, flags, &jerr);
+	}
 	if (!root) {
 		snprintf(err, errlen, "%s:%d:%d: (syntax): %s", file, jerr.line,
 			 jerr.column < 1 ? 1 : jerr.column, jerr.text);
@@ -896,16 +1044,24 @@ enum px_status px_catalog_parse(const char *file, const char *text, size_t len,
 		st = fail(&c, "assets", "must be an array, not %s", type_name(assets));
 		goto out;
 	}
-	c.cat->assets = calloc(json_array_size(assets) + 1, sizeof(*c.cat->assets));
+	size_t count = stream ? (size_t)nel : json_array_size(assets);
+	c.cat->assets = calloc(count + 1, sizeof(*c.cat->assets));
 	if (!c.cat->assets) {
 		st = oom(&c);
 		goto out;
 	}
-	size_t i;
-	json_t *av;
-	json_array_foreach(assets, i, av) {
+	for (size_t i = 0; i < count; i++) {
+		json_t *av = stream ? json_loadb(text + spans[2 * i], spans[2 * i + 1] - spans[2 * i],
+						 flags | JSON_DECODE_ANY, &jerr)
+				    : json_incref(json_array_get(assets, i));
+		if (!av) {
+			st = PX_EAGAIN; /* the whole parse says where and why */
+			goto out;
+		}
 		c.cat->nassets++;
-		if ((st = parse_asset(&c, i, av)))
+		st = parse_asset(&c, i, av);
+		json_decref(av);
+		if (st)
 			goto out;
 	}
 	if ((st = check_assets(&c)))
@@ -917,8 +1073,18 @@ enum px_status px_catalog_parse(const char *file, const char *text, size_t len,
 	c.cat = NULL;
 out:
 	json_decref(root);
+	free(spans);
 	px_strmap_free(c.ps.names);
 	px_catalog_free(c.cat);
+	return st;
+}
+
+enum px_status px_catalog_parse(const char *file, const char *text, size_t len,
+				struct px_catalog **out, char *err, size_t errlen)
+{
+	enum px_status st = parse_text(file, text, len, 1, out, err, errlen);
+	if (st == PX_EAGAIN)
+		st = parse_text(file, text, len, 0, out, err, errlen);
 	return st;
 }
 

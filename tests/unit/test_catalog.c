@@ -624,6 +624,32 @@ static void test_err_path_and_size_caps(void **state)
 	px_catalog_free(parse_ok(ASSET_WITH("\"size\": 4611686018427387904")));
 }
 
+/* The assets are parsed one at a time (a large library's JSON tree is never
+ * held whole); what does not lend itself to that is parsed whole, with the
+ * same outcome and the same messages. */
+static void test_assets_one_at_a_time(void **state)
+{
+	(void)state;
+	/* an escaped key, a second array member after it, odd spacing */
+	struct px_catalog *cat = parse_ok("{\"ass\\u0065ts\": [ {\"id\": \"a\", \"path\": \"a\", " SRC1
+					  "} ] , \"providers\" : [ ]}");
+	assert_int_equal(cat->nassets, 1);
+	px_catalog_free(cat);
+	cat = parse_ok("{\"assets\":[{\"id\":\"a\",\"path\":\"a\"," SRC1 "},\n\t"
+		       "{\"id\":\"b\",\"path\":\"d/b]\\\"}[\"," SRC1 "}]}");
+	assert_int_equal(cat->nassets, 2);
+	assert_string_equal(cat->assets[1].path, "d/b]\"}[");
+	px_catalog_free(cat);
+	/* a syntax error inside an element, and a duplicate key inside one:
+	 * jansson's messages for the whole document */
+	expect_error("{\"assets\": [\n  {\"id\": \"a\", \"path\": \"a\", " SRC1 "},\n"
+		     "  {\"id\": \"b\", \"path\": }]}", FILE_NAME ":3:", "(syntax):");
+	expect_error("{\"assets\": [\n  {\"id\": \"a\", \"id\": \"b\", \"path\": \"a\", " SRC1
+		     "}]}", FILE_NAME ":2:", "(syntax):");
+	/* an element that is not an object: the field's own message */
+	expect_error("{\"assets\": [\n  42]}", FILE_NAME ":2:3: assets[0]:", "object");
+}
+
 static void test_err_file_and_directory(void **state)
 {
 	expect_error("{\"assets\": [\n  {\"id\": \"a\", \"path\": \"d\", " SRC1 "},\n"
@@ -898,6 +924,7 @@ int main(void)
 		cmocka_unit_test(test_err_path_reserved),
 		cmocka_unit_test(test_err_path_long_component),
 		cmocka_unit_test(test_err_path_and_size_caps),
+		cmocka_unit_test(test_assets_one_at_a_time),
 		cmocka_unit_test(test_err_file_and_directory),
 		cmocka_unit_test(test_err_sha256),
 		cmocka_unit_test(test_err_url_scheme),
