@@ -91,7 +91,6 @@ extern char **environ;
 #define MAX_CRASHES 5           /* restarts in a row without a new segment */
 #define BACKOFF_FIRST_MS 250
 #define BACKOFF_MAX_MS 8000     /* also: no new start this soon after giving up */
-#define MAX_HEADER_ARGS 16      /* provider headers passed to a writer */
 #define WORK_MARKER PX_TRANSCODE_MARKER
 
 struct job {
@@ -449,24 +448,32 @@ static const char *writer_input(const struct px_transcode *tc, const struct job 
 
 /* argv for seamfs-writer: the input (hdr: the source whose provider's
  * headers go along, or NULL) and profile, plus extra. Strings are
- * borrowed from the catalog, input or bufs. */
+ * borrowed from the catalog, input or bufs. A URL and its headers may
+ * carry secrets, and a command line is readable by every local user in
+ * /proc: they go to the writer's stdin instead ("--input -"), in
+ * *secret (malloc'd, for spawn(); NULL when none, or out of memory). */
 static size_t profile_argv(const struct px_transcode *tc, const struct job *j, char **argv,
-			   char bufs[4][32], const char *input, const struct px_source *hdr)
+			   char bufs[4][32], const char *input, const struct px_source *hdr,
+			   char **secret)
 {
 	const struct px_provider *p = hdr ? &tc->cat->providers[hdr->provider] : NULL;
 	size_t n = 0;
+	*secret = NULL;
 	argv[n++] = (char *)tc->writer;
 	argv[n++] = NULL; /* the verb, set by the caller */
 	argv[n++] = "--input";
 	argv[n++] = (char *)input;
-	/* the callers' argv has room for MAX_HEADER_ARGS of them */
-	for (size_t i = 0; p && i < p->nheaders && i < MAX_HEADER_ARGS; i++) {
-		argv[n++] = "--header";
-		argv[n++] = p->headers[i];
+	if (hdr) {
+		size_t len = strlen(input) + 2;
+		for (size_t i = 0; p && i < p->nheaders; i++)
+			len += strlen(p->headers[i]) + 1;
+		if ((*secret = malloc(len))) {
+			size_t o = (size_t)snprintf(*secret, len, "%s\n", input);
+			for (size_t i = 0; p && i < p->nheaders; i++)
+				o += (size_t)snprintf(*secret + o, len - o, "%s\n", p->headers[i]);
+			argv[n - 1] = "-";
+		}
 	}
-	if (p && p->nheaders > MAX_HEADER_ARGS)
-		px_warn("transcode", "asset %s: provider %s has %zu headers; the writer gets the "
-			"first %d", j->a->id, p->name, p->nheaders, MAX_HEADER_ARGS);
 	snprintf(bufs[3], 32, "%d", seg_secs(j));
 	if (j->remux) {
 		argv[n++] = "--remux";
@@ -488,18 +495,30 @@ static size_t profile_argv(const struct px_transcode *tc, const struct job *j, c
 	return n;
 }
 
-/* posix_spawn with stdout to a new pipe (its read end in *outfd). */
-static enum px_status spawn(char **argv, pid_t *pid, int *outfd)
+/* posix_spawn with stdout to a new pipe (its read end in *outfd); stdin
+ * is /dev/null, or a pipe that carries secret (profile_argv) and ends. */
+static enum px_status spawn(char **argv, pid_t *pid, int *outfd, const char *secret)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
 	sigset_t none, def;
-	int p[2];
+	int p[2], in[2] = { -1, -1 };
 	enum px_status st = PX_EIO;
-	if (pipe2(p, O_CLOEXEC))
+	/* a secret fits a pipe's buffer (64 KiB): written at once, below */
+	if (secret && (strlen(secret) > 60000 || pipe2(in, O_CLOEXEC)))
 		return PX_EIO;
+	if (pipe2(p, O_CLOEXEC)) {
+		if (secret) {
+			close(in[0]);
+			close(in[1]);
+		}
+		return PX_EIO;
+	}
 	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+	if (secret)
+		posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
+	else
+		posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
 	/* the calling thread may block signals and libfuse ignores SIGPIPE:
 	 * the writer starts with neither (SIGPIPE ends it when the daemon is
@@ -518,6 +537,16 @@ static enum px_status spawn(char **argv, pid_t *pid, int *outfd)
 	posix_spawnattr_destroy(&at);
 	posix_spawn_file_actions_destroy(&fa);
 	close(p[1]);
+	if (secret) {
+		close(in[0]);
+		if (!rc) {
+			size_t len = strlen(secret);
+			ssize_t w = write(in[1], secret, len); /* fits the pipe: no wait */
+			if (w != (ssize_t)len)
+				px_warn("transcode", "could not hand the writer its input");
+		}
+		close(in[1]);
+	}
 	if (rc) {
 		px_error("transcode", "cannot run %s: %s", argv[0], strerror(rc));
 		close(p[0]);
@@ -639,7 +668,8 @@ static enum px_status run_plan(struct px_transcode *tc, struct job *j, size_t k,
 	char *argv[64], bufs[4][32], *buf = NULL, stimeout[24];
 	const struct px_source *s = &j->src->sources[k], *hdr = s->url ? s : NULL;
 	const char *input = s->url ? s->url : s->path;
-	size_t n = profile_argv(tc, j, argv, bufs, input, hdr), got = 0, cap = 0;
+	char *secret;
+	size_t n = profile_argv(tc, j, argv, bufs, input, hdr, &secret), got = 0, cap = 0;
 	pid_t pid;
 	int fd, status = 0;
 	enum px_status st;
@@ -654,7 +684,9 @@ static enum px_status run_plan(struct px_transcode *tc, struct job *j, size_t k,
 	argv[n++] = "--io-timeout-ms";
 	argv[n++] = stimeout;
 	argv[n] = NULL;
-	if ((st = spawn(argv, &pid, &fd)) != PX_OK)
+	st = spawn(argv, &pid, &fd, secret);
+	free(secret);
+	if (st != PX_OK)
 		return st;
 	for (;;) {
 		struct pollfd pf = { fd, POLLIN, 0 };
@@ -1007,7 +1039,8 @@ static void start_writer(struct px_transcode *tc, struct job *j, uint32_t from)
 		return;
 	}
 	input = writer_input(tc, j, j->direct, inbuf, sizeof(inbuf), &hdr);
-	n = profile_argv(tc, j, argv, bufs, input, hdr);
+	char *secret;
+	n = profile_argv(tc, j, argv, bufs, input, hdr, &secret);
 	argv[1] = "run";
 	snprintf(sfrom, sizeof(sfrom), "%u", from);
 	snprintf(snseg, sizeof(snseg), "%u", j->plan.nseg);
@@ -1027,7 +1060,9 @@ static void start_writer(struct px_transcode *tc, struct job *j, uint32_t from)
 		argv[n++] = speed;
 	}
 	argv[n] = NULL;
-	if (spawn(argv, &j->pid, &j->outfd) != PX_OK) {
+	enum px_status sst = spawn(argv, &j->pid, &j->outfd, secret);
+	free(secret);
+	if (sst != PX_OK) {
 		j->pid = 0;
 		j->failed = 1;
 		pthread_cond_broadcast(&tc->cond);

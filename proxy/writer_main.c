@@ -12,6 +12,9 @@
  *          [--io-timeout-ms MS]
  *
  * SRC is a URL, a local path, or the source asset's file in the seamfs
+ * mount; "-" reads it from stdin (first line), with the headers on the
+ * lines after it: a URL's credentials and a provider's headers must not
+ * stand on a command line, which every local user can read. It is the
  * mount (the daemon passes that once its mount serves reads, so that its
  * read path balances and cuts over the writer's input). --io-timeout-ms
  * bounds a network input that stops sending (default 30000).
@@ -67,13 +70,48 @@ static int num(const char *name, const char *v, long long min, long long max, lo
 	return 0;
 }
 
+#define STDIN_MAX 65536
+#define STDIN_HEADERS 64
+
+/* "--input -": the input on stdin's first line, headers on the lines after
+ * it (added to a's, whose array has room for STDIN_HEADERS more). *text
+ * keeps the bytes the strings point into. NULL when there is no input. */
+static const char *input_from_stdin(struct px_writer_args *a, char **text)
+{
+	char *buf = malloc(STDIN_MAX + 1);
+	size_t got = 0;
+	ssize_t r;
+	if (!buf)
+		return NULL;
+	while (got < STDIN_MAX && (r = read(STDIN_FILENO, buf + got, STDIN_MAX - got)) != 0) {
+		if (r < 0)
+			break;
+		got += (size_t)r;
+	}
+	buf[got] = '\0';
+	*text = buf;
+	char *line = buf, *input = NULL;
+	for (int added = 0; line && *line;) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = '\0';
+		if (!input)
+			input = line;
+		else if (*line && added++ < STDIN_HEADERS)
+			a->headers[a->nheaders++] = line;
+		line = nl ? nl + 1 : NULL;
+	}
+	return input && *input ? input : NULL;
+}
+
 int main(int argc, char **argv)
 {
 	struct px_writer_args a = { .segment_seconds = 2, .video_bps = 1000000,
 				    .audio_bps = 128000, .heartbeat_ms = 10000 };
 	const char *ldir = NULL, *lkey = NULL;
 	long long v, gen = 0, nseg = 0, sbytes = 0;
-	const char **hdrs = calloc((size_t)argc + 1, sizeof(*hdrs));
+	const char **hdrs = calloc((size_t)argc + STDIN_HEADERS + 1, sizeof(*hdrs));
+	char *stdin_text = NULL;
 	enum px_log_level lvl = PX_LOG_INFO;
 	char err[2048] = "";
 	int rc = 2, c;
@@ -155,6 +193,10 @@ int main(int argc, char **argv)
 								 : "unexpected argument");
 		goto out;
 	}
+	if (strcmp(a.input, "-") == 0 && !(a.input = input_from_stdin(&a, &stdin_text))) {
+		fprintf(stderr, "seamfs-writer: --input -: no input on stdin\n");
+		goto out;
+	}
 	px_log_setup(lvl, 0);
 	char shown[1024]; /* messages reach the daemon's log: no credentials */
 	px_redact_url(a.input, shown, sizeof(shown));
@@ -232,5 +274,6 @@ int main(int argc, char **argv)
 out:
 	px_lease_store_free(a.leases);
 	free(hdrs);
+	free(stdin_text);
 	return rc;
 }

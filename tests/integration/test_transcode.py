@@ -709,3 +709,38 @@ def test_single_threaded_writer_reads_the_next_source(seamfs, data, nginx, make_
     assert f'the next writer reads source 2 of 3, {nginx.url("clip.mkv")}' in log, log
     assert f'), input {nginx.url("clip.mkv")}' in log, log
     assert 'through the mount' not in log, log
+
+
+def test_writer_command_line_carries_no_secret(seamfs, data, make_origin, tmp_path):
+    """A writer that reads a source itself (here under -s) gets a URL with a
+    token and the provider's headers on its stdin, never on its command
+    line, which every local user can read in /proc."""
+    o1 = make_origin(data.dir)
+    work = tmp_path / 'work'
+    url = o1.url('clip.mkv') + '?token=SECRETTOKEN42'
+    cat = seamfs.write_catalog({
+        'providers': [{'name': 'a-origin', 'headers': {'X-Api-Key': 'SECRETKEY77'}}],
+        'assets': [{'id': 'clip', 'path': 'clip.mkv', 'size': data['clip.mkv'].size,
+                    'mtime': 1700000000, 'sources': [{'url': url, 'provider': 'a-origin'}]},
+                   {'id': 'clip-180', 'path': 'Transcoded/clip 180p.ts',
+                    'transcode': dict(PROFILE, of='clip')}]})
+    mnt = seamfs.new_mountpoint()
+    argv = seamfs.argv(cat, mnt, 30, [f'work_dir={work}', 'writer_max_speed=2'])
+    argv.insert(1, '-s')
+    m = Mount(argv, cat, mnt, seamfs.state_dir, tmp_path / 'seamfs-single.stderr')
+    seamfs.mounts.append(m)          # unmounted by the fixture, also on failure
+    m.start()
+    job = work / 'clip-180'
+    plan = plan_of(job)
+    t, box = start_reader(m.path('Transcoded/clip 180p.ts'))
+    try:
+        pids = wait_until(lambda: writer_pids(m.pid), 20, 'the writer process')
+        cmdline = Path(f'/proc/{pids[0]}/cmdline').read_bytes()
+    finally:
+        t.join(90)
+    assert b'SECRETTOKEN42' not in cmdline and b'SECRETKEY77' not in cmdline, cmdline
+    assert b'--input\0-\0' in cmdline, cmdline
+    assert_read_whole(t, box, job, plan, 'the reader is still blocked 90 s after it began')
+    # the writer read its input, handed over on stdin
+    reqs = [r for r in o1.log()['requests'] if r['path'] == '/clip.mkv']
+    assert reqs and all(r['status'] in (200, 206) for r in reqs), reqs
