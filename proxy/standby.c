@@ -236,14 +236,15 @@ static void store_fp(struct px_core *core, size_t asset, size_t k, const struct 
 		px_warn("verify", "asset %s: could not store a fingerprint: %s", a->id, err);
 }
 
-/* Installs fp as the asset's reference unless one came meanwhile (one
- * that no second source backed gives way to one that is). */
-static void set_reference(struct px_core *core, size_t asset, const struct vf_fingerprint *fp)
+/* Installs fp as the asset's reference unless one came meanwhile; one
+ * that no second source backed (confirmed 0) gives way to one that is. */
+static void set_reference(struct px_core *core, size_t asset, const struct vf_fingerprint *fp,
+			  int confirmed)
 {
 	struct asset_rt *rt = &core->assets[asset];
 	struct vf_fingerprint *mine = malloc(sizeof(*mine));
 	pthread_mutex_lock(&core->vf_lock);
-	if (mine && rt->ref && rt->ref_unconfirmed) {
+	if (mine && rt->ref && rt->ref_unconfirmed && confirmed) {
 		*mine = *fp;
 		free(rt->ref);
 		rt->ref = mine;
@@ -259,6 +260,7 @@ static void set_reference(struct px_core *core, size_t asset, const struct vf_fi
 		if (vf_fingerprint_id(rt->ref, rt->ref_id) != PX_OK)
 			rt->ref_id[0] = '\0';
 		rt->ref_fails = 0;
+		rt->ref_unconfirmed = !confirmed;
 	}
 	pthread_cond_broadcast(&core->vf_cond);
 	pthread_mutex_unlock(&core->vf_lock);
@@ -343,7 +345,7 @@ static int agree_reference(struct px_core *core, size_t asset, const size_t *ord
 		}
 	}
 	if (agreed >= 0) {
-		set_reference(core, asset, &fps[agreed]);
+		set_reference(core, asset, &fps[agreed], 1);
 		store_fp(core, asset, order[agreed], &seen[agreed], &fps[agreed], NULL, 1);
 		px_info("verify", "asset %s: reference fingerprint taken from %s, which another "
 			"source agrees with (%zu samples)", a->id,
@@ -368,10 +370,7 @@ static int agree_reference(struct px_core *core, size_t asset, const size_t *ord
 		for (size_t i = 0; i < n && by > 0; i++) {
 			if (!have[i] || order[i] != (size_t)by - 1)
 				continue;
-			set_reference(core, asset, &fps[i]);
-			pthread_mutex_lock(&core->vf_lock);
-			rt->ref_unconfirmed = 1;
-			pthread_mutex_unlock(&core->vf_lock);
+			set_reference(core, asset, &fps[i], 0);
 			px_info("verify", "asset %s: no two sources agree; %s, which served the "
 				"readers, judges the others until two do", a->id,
 				src_name(core, asset, order[i]));
@@ -444,7 +443,7 @@ static void take_reference(struct px_core *core, size_t asset, size_t k)
 
 	if (core->vstore && vf_store_reference(core->vstore, a->id, name, sizeof(name), &rec) &&
 	    rec.has_fp && rec.fp.size == rt->size) {
-		set_reference(core, asset, &rec.fp);
+		set_reference(core, asset, &rec.fp, 1);
 		char shown[512]; /* an older seamfs named records by the whole URL */
 		px_redact_url(name, shown, sizeof(shown));
 		px_debug("verify", "asset %s: reference fingerprint from the store (%s)", a->id,
@@ -701,7 +700,7 @@ void px_standby_served(struct px_core *core, size_t asset, size_t source)
 		char name[VF_STORE_MAX_NAME];
 		if (vf_store_reference(core->vstore, core->cat->assets[asset].id, name, sizeof(name),
 				       &rec) && rec.has_fp && rec.fp.size == rt->size)
-			set_reference(core, asset, &rec.fp);
+			set_reference(core, asset, &rec.fp, 1);
 	}
 }
 
