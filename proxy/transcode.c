@@ -148,6 +148,9 @@ struct px_transcode {
 	int evfd;
 	pthread_t thread;
 	int thread_started;
+	struct px_tcfile *files;   /* open, under lock: freed at px_transcode_free
+				    * if FUSE did not release them before the
+				    * unmount */
 	char *input_root;      /* the mount writers read through; NULL: none */
 	int (*in_mount)(void *arg, const char *id, const char *path);
 	void *in_mount_arg;
@@ -157,6 +160,7 @@ struct px_tcfile {
 	struct px_transcode *tc;
 	struct job *job;
 	uint64_t client;
+	struct px_tcfile *prev, *next; /* tc->files, under tc->lock */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -1585,6 +1589,11 @@ void px_transcode_free(struct px_transcode *tc)
 		free(j->ok);
 		free(j->offs);
 	}
+	while (tc->files) {
+		struct px_tcfile *f = tc->files;
+		tc->files = f->next;
+		free(f);
+	}
 	if (tc->evfd >= 0)
 		close(tc->evfd);
 	px_lease_store_free(tc->leases);
@@ -1612,6 +1621,10 @@ enum px_status px_transcode_open(struct px_transcode *tc, size_t asset, uint64_t
 	f->job = j;
 	f->client = client;
 	pthread_mutex_lock(&tc->lock);
+	f->next = tc->files;
+	if (f->next)
+		f->next->prev = f;
+	tc->files = f;
 	j->nopen++;
 	pthread_mutex_unlock(&tc->lock);
 	*out = f;
@@ -1624,6 +1637,12 @@ void px_transcode_close(struct px_tcfile *f)
 		return;
 	pthread_mutex_lock(&f->tc->lock);
 	f->job->nopen--;
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		f->tc->files = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
 	pthread_mutex_unlock(&f->tc->lock);
 	free(f);
 }
