@@ -44,7 +44,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, 'tests', 'integration'))
 from origin import Origin  # noqa: E402
-from mountlib import daemon_env, fs_mounted, say, unmount  # noqa: E402
+from mountlib import Pids, daemon_env, fs_mounted, random_file, say, stop, unmount  # noqa: E402
 
 MIB = 1024 * 1024
 NAME = 'media.bin'
@@ -57,58 +57,9 @@ NEAR_BEFORE = 4 * MIB           # "across the fault": reads from 4 MiB before it
 NEAR_AFTER = 32 * MIB           # to 32 MiB after it                # a gap this long away from the fault is reported as noise
 
 
-def stop(proc, timeout=10):
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
-
-
-class Pids:
-    """The PIDs this helper started, one a line, so that cutover.sh's trap can
-    stop them by PID should this process die without cleaning up."""
-
-    def __init__(self, path):
-        self.path = path
-        self.pids = set()
-        self._write()
-
-    def add(self, pid):
-        self.pids.add(pid)
-        self._write()
-
-    def remove(self, pid):
-        self.pids.discard(pid)
-        self._write()
-
-    def _write(self):
-        tmp = self.path + '.tmp'
-        with open(tmp, 'w') as f:
-            f.write(''.join(f'{p}\n' for p in sorted(self.pids)))
-        os.replace(tmp, self.path)
-
-
 def make_data(data_dir, size_mib):
     path = os.path.join(data_dir, NAME)
-    want = size_mib * MIB
-    if not (os.path.exists(path) and os.path.getsize(path) == want
-            and os.path.exists(path + '.sha256')):
-        say(f'generating {NAME} ({size_mib} MiB of random bytes)')
-        h = hashlib.sha256()
-        with open(path + '.tmp', 'wb') as f:
-            for _ in range(size_mib):
-                b = os.urandom(MIB)
-                h.update(b)
-                f.write(b)
-        os.replace(path + '.tmp', path)
-        with open(path + '.sha256', 'w') as f:
-            f.write(h.hexdigest() + '\n')
-    with open(path + '.sha256') as f:
-        return path, want, f.read().strip()
+    return path, size_mib * MIB, random_file(path, size_mib, MIB)
 
 
 def status(mnt):

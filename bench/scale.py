@@ -40,6 +40,8 @@ import sys
 import threading
 import time
 
+from mountlib import Pids, stop  # noqa: E402 (bench/, the script's own folder)
+
 MIB = 1024 * 1024
 KB = 1024
 BASE_TIME = 1_600_000_000
@@ -108,47 +110,6 @@ def unmount(mnt, budget=15.0):
     except subprocess.TimeoutExpired:
         pass
     return False
-
-
-def stop(proc, timeout=10):
-    """SIGTERM to this PID, then SIGKILL; True when SIGTERM sufficed."""
-    if proc is None or proc.poll() is not None:
-        return True
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout)
-        return True
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            pass
-        return False
-
-
-class Pids:
-    """The PIDs this helper started, one a line, so that scale.sh's trap can
-    stop them by PID should this process die without cleaning up."""
-
-    def __init__(self, path):
-        self.path = path
-        self.pids = set()
-        self._write()
-
-    def add(self, pid):
-        self.pids.add(pid)
-        self._write()
-
-    def remove(self, pid):
-        self.pids.discard(pid)
-        self._write()
-
-    def _write(self):
-        tmp = self.path + '.tmp'
-        with open(tmp, 'w') as f:
-            f.write(''.join(f'{p}\n' for p in sorted(self.pids)))
-        os.replace(tmp, self.path)
 
 
 # ---- the counting origin

@@ -60,7 +60,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, 'tests', 'integration'))
 from origin import Origin, OriginError  # noqa: E402
-from mountlib import daemon_env, fs_mounted, say, unmount  # noqa: E402
+from mountlib import Pids, daemon_env, fs_mounted, random_file, say, unmount  # noqa: E402
 
 MIB = 1024 * 1024
 READ = MIB                  # one read(2) of a reader
@@ -111,33 +111,6 @@ def fmt_bytes(n):
 
 def fmt_ms(s):
     return '-' if s is None else f'{s * 1000:.1f} ms'
-
-
-class Pids:
-    """The PIDs this helper started, one a line, so that soak.sh's trap can
-    stop them by PID should this process die without cleaning up."""
-
-    def __init__(self, path):
-        self.path = path
-        self.pids = set()
-        self.lock = threading.Lock()
-        self._write()
-
-    def add(self, pid):
-        with self.lock:
-            self.pids.add(pid)
-            self._write()
-
-    def remove(self, pid):
-        with self.lock:
-            self.pids.discard(pid)
-            self._write()
-
-    def _write(self):
-        tmp = self.path + '.tmp'
-        with open(tmp, 'w') as f:
-            f.write(''.join(f'{p}\n' for p in sorted(self.pids)))
-        os.replace(tmp, self.path)
 
 
 # --------------------------------------------------------------------------
@@ -382,20 +355,8 @@ def make_data(data_dir, nfiles, size_mib):
     for i in range(1, nfiles + 1):
         name = f'soak-{i:02d}.bin'
         path = os.path.join(data_dir, name)
-        if not (os.path.exists(path) and os.path.getsize(path) == want
-                and os.path.exists(path + '.sha256')):
-            say(f'generating {name} ({size_mib} MiB of random bytes)')
-            h = hashlib.sha256()
-            with open(path + '.tmp', 'wb') as f:
-                for _ in range(size_mib):
-                    b = os.urandom(MIB)
-                    h.update(b)
-                    f.write(b)
-            os.replace(path + '.tmp', path)
-            with open(path + '.sha256', 'w') as f:
-                f.write(h.hexdigest() + '\n')
-        with open(path + '.sha256') as f:
-            files.append({'name': name, 'disk': path, 'size': want, 'sha256': f.read().strip()})
+        files.append({'name': name, 'disk': path, 'size': want,
+                      'sha256': random_file(path, size_mib, MIB)})
     with open(os.path.join(data_dir, 'expired.html'), 'wb') as f:
         f.write(EXPIRED_HTML)
     return files

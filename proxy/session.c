@@ -67,8 +67,9 @@ struct px_handle {
 	size_t tail_len;
 	int64_t tail_end;     /* offset just past them */
 	/* the last read that failed (recent_failure) */
-	int64_t fail_off, fail_end, fail_at;
+	int64_t fail_off, fail_end;
 	enum px_status fail_st;
+	_Atomic int64_t fail_at; /* 0: none; read without the lock first */
 };
 
 /* A failed read is remembered this long: the kernel retries a failed
@@ -720,8 +721,12 @@ static void release_held(struct px_core *core, size_t asset, uint64_t held[2])
  * within FAIL_MEMORY_MS: *st is its status. */
 static int recent_failure(struct px_handle *s, int64_t off, size_t len, enum px_status *st)
 {
+	/* the read path's cost while nothing failed: one atomic load */
+	if (!atomic_load(&s->fail_at))
+		return 0;
 	pthread_mutex_lock(&s->lock);
-	int hit = s->fail_at && px_now_ms() - s->fail_at < FAIL_MEMORY_MS &&
+	int64_t at = atomic_load(&s->fail_at);
+	int hit = px_now_ms() - at < FAIL_MEMORY_MS &&
 		  off < s->fail_end && off + (int64_t)len > s->fail_off;
 	if (hit)
 		*st = s->fail_st;
@@ -742,7 +747,7 @@ static void read_failed(struct px_handle *s, int64_t off, size_t len, enum px_st
 		pthread_mutex_lock(&s->lock);
 		s->fail_off = off;
 		s->fail_end = off + (int64_t)len;
-		s->fail_at = px_now_ms();
+		atomic_store(&s->fail_at, px_now_ms());
 		s->fail_st = st;
 		pthread_mutex_unlock(&s->lock);
 	}

@@ -489,16 +489,7 @@ def test_writer_input_cuts_over_when_origin_dies(seamfs, data, nginx, make_origi
     job = work / 'clip-180'
     plan = plan_of(job)
     f = m.path('Transcoded/clip 180p.ts')
-    # from here on the first origin delivers the clip only up to mid-file
-    o1.rule('/clip.mkv', stall_at=between_samples(data['clip.mkv'].size), stall_ms=600000)
-    t, box = start_reader(f)
-    try:
-        wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
-        assert not playlist_entries(job)[1], 'the writer finished before the origin died'
-        o1.down(drop=True)
-    finally:
-        t.join(90)
-    assert_read_whole(t, box, job, plan, 'the reader is still blocked 90 s after the origin died')
+    read_while_first_origin_dies(o1, data, job, plan, f)
     rc, err = bounded(lambda: decode_errors(f), 120, 'decoding through the mount')
     assert rc == 0 and not err.strip(), err
     duration = bounded(lambda: ffprobe_duration(f), 60, 'probing the duration')
@@ -544,6 +535,22 @@ def test_plan_and_writer_skip_a_dead_first_source(seamfs, data, nginx, make_orig
     log = m.log()
     assert f'asset clip-180: planning from {o1.url("clip.mkv")} failed' in log, log
     assert f'asset clip-180: planned from {nginx.url("clip.mkv")}' in log, log
+
+
+def read_while_first_origin_dies(o1, data, job, plan, f):
+    """Reads the transcode f whole while its writer's first source, o1,
+    stalls mid-file and then dies after two committed segments; every byte
+    read is the committed segments' (assert_read_whole)."""
+    # from here on the first origin delivers the clip only up to mid-file
+    o1.rule('/clip.mkv', stall_at=between_samples(data['clip.mkv'].size), stall_ms=600000)
+    t, box = start_reader(f)
+    try:
+        wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
+        assert not playlist_entries(job)[1], 'the writer finished before the origin died'
+        o1.down(drop=True)
+    finally:
+        t.join(90)
+    assert_read_whole(t, box, job, plan, 'the reader is still blocked 90 s after the origin died')
 
 
 def one_source_transcode_reader(seamfs, data, make_origin, tmp_path, read_timeout):
@@ -695,15 +702,7 @@ def test_single_threaded_writer_reads_the_next_source(seamfs, data, nginx, make_
     job = work / 'clip-180'
     plan = plan_of(job)
     f = m.path('Transcoded/clip 180p.ts')
-    o1.rule('/clip.mkv', stall_at=between_samples(data['clip.mkv'].size), stall_ms=600000)
-    t, box = start_reader(f)
-    try:
-        wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
-        assert not playlist_entries(job)[1], 'the writer finished before the origin died'
-        o1.down(drop=True)
-    finally:
-        t.join(90)
-    assert_read_whole(t, box, job, plan, 'the reader is still blocked 90 s after the origin died')
+    read_while_first_origin_dies(o1, data, job, plan, f)
     log = m.log()
     assert f'segments 0..9, input {o1.url("clip.mkv")}' in log, log
     assert f'the next writer reads source 2 of 3, {nginx.url("clip.mkv")}' in log, log
