@@ -38,8 +38,10 @@
 #include "fs.h"
 #include "import.h"
 #include "log.h"
+#include "reload.h"
 #include "state.h"
 #include "transcode.h"
+#include "statedir.h"
 #include "verify.h"
 
 #define EXIT_RUNTIME 1
@@ -196,21 +198,6 @@ static void usage(FILE *out)
 		"\n"
 		"exit status: 0 clean stop, 1 runtime or mount failure, 2 bad command line,\n"
 		"3 bad catalog.\n");
-}
-
-char *fs_default_state_dir(void)
-{
-	const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
-	char buf[PATH_MAX];
-	if (geteuid() == 0)
-		snprintf(buf, sizeof(buf), "/var/lib/seamfs");
-	else if (xdg && xdg[0] == '/')
-		snprintf(buf, sizeof(buf), "%s/seamfs", xdg);
-	else if (home && home[0] == '/')
-		snprintf(buf, sizeof(buf), "%s/.local/state/seamfs", home);
-	else
-		snprintf(buf, sizeof(buf), "/tmp/seamfs-%u", (unsigned)geteuid());
-	return strdup(buf);
 }
 
 /* Runs argv with a bounded wait; returns its exit status or -1. */
@@ -473,7 +460,7 @@ static void *stopper_main(void *arg)
 			char report[1024];
 			px_info("main", "SIGHUP: reading the catalog again");
 			/* on failure the old catalog stays; the core logged why */
-			if (px_core_reload_file(core, report, sizeof(report)) != PX_OK)
+			if (px_reload_file(core, report, sizeof(report)) != PX_OK)
 				px_debug("main", "reload refused");
 			continue;
 		}
@@ -600,6 +587,10 @@ int main(int argc, char *argv[])
 	 * 256 MiB), at some 10% of those readers' throughput (bench/). */
 	mallopt(M_ARENA_MAX, 2);
 	mallopt(M_MMAP_THRESHOLD, 512 * 1024);
+	/* a pipe or socket whose reader is gone is an EPIPE to handle, never
+	 * the daemon's end: ignored from the start, not only once libfuse's
+	 * handlers are in (writers are spawned with it back to default) */
+	signal(SIGPIPE, SIG_IGN);
 	if (argc > 1 && strcmp(argv[1], "verify") == 0)
 		return fs_verify_main(argc - 1, argv + 1);
 	if (argc > 1 && strcmp(argv[1], "ctl") == 0)

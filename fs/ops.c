@@ -19,6 +19,7 @@
 
 #include "fs.h"
 #include "log.h"
+#include "metrics.h"
 #include "session.h"
 #include "transcode.h"
 #include "tree.h"
@@ -330,7 +331,7 @@ static void note_readahead(struct fs_ctx *ctx)
 	char *end;
 	long long kb = strtoll(val, &end, 10);
 	if (end != val && kb >= 0 && kb < (1LL << 30))
-		px_core_set_kernel_readahead(ctx->core, kb * 1024);
+		px_stream_set_kernel_readahead(ctx->core, kb * 1024);
 }
 
 /*
@@ -461,24 +462,19 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		tc_read(req, size, off, fi);
 		return;
 	}
-	char *buf = malloc(size ? size : 1);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	/* the bytes may be sent straight from the stream's window: one copy
-	 * less on the hottest path */
+	/* the bytes may be sent straight from the stream's window or the
+	 * transfer's buffer, and copies go to the worker's own buffer in the
+	 * core: no allocation per read */
 	struct px_zc zc;
 	int64_t t0 = px_now_us();
-	st = px_handle_read_zc(s, off, size, buf, &zc);
-	px_core_note_read(ctx_of(req)->core, px_now_us() - t0);
+	st = px_handle_read_zc(s, off, size, NULL, &zc);
+	px_metrics_note_read(ctx_of(req)->core, px_now_us() - t0);
 	if (st == PX_OK) {
 		fuse_reply_iov(req, zc.iov, zc.iovcnt);
 		px_handle_zc_done(&zc);
 	} else {
 		fuse_reply_err(req, fs_errno(st));
 	}
-	free(buf);
 }
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -14,13 +14,15 @@
 #include <sys/stat.h>
 
 #include "fs.h"
+#include "metrics.h"
+#include "report.h"
 
 static const struct {
 	const char *name;
 	char *(*make)(struct px_core *core);
 } files[] = {
-	{ "status.json", px_core_status_json },
-	{ "metrics", px_core_metrics_text },
+	{ "status.json", px_report_json },
+	{ "metrics", px_metrics_text },
 };
 
 #define NFILES (sizeof(files) / sizeof(files[0]))

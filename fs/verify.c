@@ -34,6 +34,7 @@
 #include "rangeread.h"
 #include "store.h"
 #include "verdict.h"
+#include "statedir.h"
 #include "verify.h"
 
 #define EXIT_MISMATCH 1

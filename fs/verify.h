@@ -11,10 +11,4 @@
  * anything else has started. */
 int fs_verify_main(int argc, char **argv);
 
-/* The default state directory (main.c), chosen from the environment there
- * so the core never reads it: /var/lib/seamfs as root, else
- * $XDG_STATE_HOME/seamfs or ~/.local/state/seamfs. malloc'd; NULL when out
- * of memory. */
-char *fs_default_state_dir(void);
-
 #endif

@@ -1,6 +1,11 @@
 /*
- * core.c - the core context: settings, catalog, fetcher, per-asset state,
- * and the discovery pass that decides which assets the mount lists.
+ * core.c - the composition root: builds the core's context (settings, the
+ * catalog copy, the fetcher, per-asset and per-provider state) from the
+ * layers below, runs the discovery pass that decides which assets the
+ * mount lists, owns the monitor thread that calls each layer's periodic
+ * tick, and wires the one call that must go up a layer (a provider at its
+ * limit asks the read layer for idle streams' slots: core->yield_idle).
+ * The only file that sees every layer; docs/architecture.md maps them.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -9,33 +14,61 @@
 #include <string.h>
 #include <time.h>
 
-#include "core_i.h"
+#include "cache.h"
+#include "clock.h"
+#include "context.h"
+#include "core.h"
 #include "httpparse.h"
 #include "log.h"
+#include "probe.h"
+#include "provider.h"
+#include "rangeread.h"
+#include "session_i.h"
+#include "sources.h"
+#include "standby.h"
 #include "state.h"
 #include "transcode.h"
+#include "tree.h"
 
-void px_cond_init_mono(pthread_cond_t *c)
+/*
+ * The monitor thread: the core's periodic work, at most a second apart or
+ * sooner when a tick says so: sessions' TTLs and providers' liveness
+ * probes (provider.c), then prevalidation of standbys (standby.c).
+ */
+static void *monitor_main(void *arg)
 {
-	pthread_condattr_t attr;
-	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(c, &attr);
-	pthread_condattr_destroy(&attr);
+	struct px_core *core = arg;
+	pthread_mutex_lock(&core->prov_lock);
+	while (!core->stopping) {
+		pthread_mutex_unlock(&core->prov_lock);
+		int64_t next = px_providers_tick(core);
+		px_standby_tick(core);
+		pthread_mutex_lock(&core->prov_lock);
+		/* the core clock is the real one here; next may be INT64_MAX
+		 * (nothing due): never add to it */
+		int64_t now = core->now();
+		int64_t delay = next > now ? next - now : 0;
+		if (delay > 1000)
+			delay = 1000;
+		int64_t wake = px_now_ms() + delay;
+		if (!core->stopping) {
+			struct timespec ts = { wake / 1000, (wake % 1000) * 1000000 };
+			pthread_cond_timedwait(&core->prov_cond, &core->prov_lock, &ts);
+		}
+	}
+	pthread_mutex_unlock(&core->prov_lock);
+	return NULL;
 }
 
-int px_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, const int *flag,
-		       int64_t deadline_ms)
+static void monitor_stop(struct px_core *core)
 {
-	struct timespec ts = { deadline_ms / 1000, (deadline_ms % 1000) * 1000000 };
-	while (!*flag) {
-		if (px_now_ms() >= deadline_ms)
-			return 0;
-		int rc = pthread_cond_timedwait(c, m, &ts);
-		if (rc == ETIMEDOUT && !*flag)
-			return 0;
-	}
-	return 1;
+	pthread_mutex_lock(&core->prov_lock);
+	core->stopping = 1;
+	pthread_cond_broadcast(&core->prov_cond);
+	pthread_mutex_unlock(&core->prov_lock);
+	if (core->monitor_started)
+		pthread_join(core->monitor, NULL);
+	core->monitor_started = 0;
 }
 
 enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog *cat,
@@ -48,7 +81,7 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 	if (!core)
 		return PX_ENOMEM;
 	core->cfg = cfg;
-	if (px_core_own_catalog(core, cat) != PX_OK)
+	if (px_sources_own_catalog(core, cat) != PX_OK)
 		goto out;
 	core->assets_cap = cat->nassets + PX_SPARE_ASSETS;
 	core->assets = calloc(core->assets_cap + 1, sizeof(*core->assets));
@@ -64,6 +97,8 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 		goto out;
 	px_cache_init(core);
 	px_providers_init(core);
+	/* a session at its provider's limit gives back its idle streams' slots */
+	core->yield_idle = px_session_yield_idle;
 	pthread_mutex_init(&core->handles_lock, NULL);
 	if ((st = px_standby_init(core)) != PX_OK)
 		goto out;
@@ -75,7 +110,7 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 			goto out;
 		/* local paths from playlists only inside strm_paths */
 		if (cat->from_playlists)
-			px_core_screen_paths(core, i, 1);
+			px_sources_screen_paths(core, i, 1);
 	}
 	for (size_t i = 0; i < cat->nassets; i++) {
 		if (cat->assets[i].kind == PX_ASSET_PLAIN)
@@ -107,6 +142,7 @@ void px_core_free(struct px_core *core)
 		/* before the fetcher stops: their streams' transfers end with it */
 		px_handles_close_all(core);
 		pthread_mutex_destroy(&core->handles_lock);
+		monitor_stop(core);
 		px_providers_release(core);
 		/* verification jobs end while the fetcher still runs */
 		px_standby_stop(core);
@@ -126,6 +162,7 @@ void px_core_free(struct px_core *core)
 			(unsigned long long)core->stream_wait_us / 1000,
 			(unsigned long long)core->n_direct);
 		px_cache_release(core);
+		px_source_preps_free(core);
 		for (size_t i = 0; i < core->cat->nassets; i++)
 			free((void *)core->assets[i].dead);
 		for (size_t i = core->cat->nassets; i < core->assets_cap; i++)
@@ -140,7 +177,7 @@ void px_core_free(struct px_core *core)
 	}
 	if (core->assets)
 		pthread_mutex_destroy(&core->reload_lock);
-	px_core_release_catalog(core);
+	px_sources_release_catalog(core);
 	free(core);
 }
 
@@ -252,7 +289,14 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 	st = px_tree_new(cat, listed, &tree);
 	atomic_store(&core->tree, tree);
 	if (st == PX_OK) {
-		px_providers_start(core, core->fetch != NULL);
+		px_providers_start(core);
+		if (core->fetch) {
+			if (pthread_create(&core->monitor, NULL, monitor_main, core) == 0)
+				core->monitor_started = 1;
+			else
+				px_warn("core", "could not start the monitor thread: sessions "
+					"expire only at opens, and providers are not probed");
+		}
 		st = px_standby_start(core);
 	}
 out:
@@ -264,28 +308,6 @@ out:
 	 * system, or a mount of 100 000 assets keeps it as resident memory */
 	malloc_trim(0);
 	return st;
-}
-
-struct px_fetch_params px_source_range(const struct px_core *core, size_t asset,
-				       size_t source, int64_t off, int64_t len)
-{
-	const struct px_source *src = &core->cat->assets[asset].sources[source];
-	const struct px_provider *p = &core->cat->providers[src->provider];
-	struct px_fetch_params fp = {
-		.url = src->url, .headers = (const char *const *)p->headers,
-		.nheaders = p->nheaders, .offset = off, .length = len,
-		.expect_size = core->assets[asset].size,
-		/* a provider with a connection limit on more than one host keeps
-		 * no idle connection beside its transfers, so that the limit
-		 * holds for sockets too; on one host, idle ones are reused
-		 * (prov_rt.host) and seeks cost no new handshake */
-		.no_reuse = p->max_connections > 0 &&
-			    atomic_load(&core->provs[src->provider].multi_host),
-		.html_ok = px_http_is_html_path(core->cat->assets[asset].path),
-		.header_hosts = (const char *const *)p->header_hosts,
-		.nheader_hosts = p->nheader_hosts,
-	};
-	return fp;
 }
 
 const struct px_tree *px_core_tree(const struct px_core *core)

@@ -1,5 +1,5 @@
 /*
- * fuzz_redact.c - libFuzzer target for proxy/redact.c.
+ * fuzz_redact.c - libFuzzer target for proxy/catalog/redact.c.
  *
  * The input is one string (cut at its first NUL). px_redact_url must
  * return the same length whatever the buffer, write a NUL-terminated

@@ -1,5 +1,12 @@
 /*
  * fake_fetch.c - the fake fetcher of the core's unit tests (fake_fetch.h).
+ *
+ * Every request is logged at submit with its plan (where it stops, with
+ * which status, whether it hangs). An inline request is served inside
+ * submit, one chunk at a time, until it ends or its consumer pauses it;
+ * then, as every threaded request, it is served by the fake's thread, which
+ * moves each open request one chunk per pass, ends the cancelled ones and
+ * sleeps on f->cond when nothing can move. Callbacks run without the lock.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -33,9 +40,21 @@ static void fake_finish(struct fake *f, struct fake_req *r, enum px_status st)
 	res.status = st;
 	res.size = -1;
 	res.mtime = -1;
-	res.http_status = st == PX_OK ? 206 : st == PX_ENOTFOUND ? 404 : st == PX_ESERVER ? 503 : 0;
+	if (r->length == 0 && st == PX_OK && f->mtime) {
+		/* a probe: the totals an origin's answer carries */
+		res.size = f->size;
+		res.mtime = f->mtime;
+		snprintf(res.etag, sizeof(res.etag), "%s", f->etag);
+	}
+	res.http_status = st == PX_OK ? 206 : st == PX_ENOTFOUND ? 404 : st == PX_EAUTH ? 403 :
+			  st == PX_ESERVER ? 503 : 0;
 	res.bytes = r->bytes;
-	snprintf(res.detail, sizeof(res.detail), "fake: %s", px_strerror(st));
+	/* as the real fetcher's, an HTTP error's detail names its status */
+	if (res.http_status >= 400)
+		snprintf(res.detail, sizeof(res.detail), "fake: %s (HTTP %d)", px_strerror(st),
+			 res.http_status);
+	else
+		snprintf(res.detail, sizeof(res.detail), "fake: %s", px_strerror(st));
 	if (r->done)
 		f->problems++;
 	/* a cancelled transfer delivers nothing more (one chunk may have been
@@ -69,10 +88,12 @@ static void fake_step(struct fake *f, struct fake_req *r)
 		n = (int64_t)f->chunk;
 	if (r->pos < r->offset || r->pos + n > r->offset + r->length)
 		f->problems++;
+	/* a skewed request breaks the contract: its later chunks one byte off */
+	int64_t at = r->pos + (r->skew && r->pos > r->offset ? 1 : 0);
 	r->in_data = 1;
 	r->resume_pending = 0;
 	pthread_mutex_unlock(&f->lock);
-	int took = r->cb.on_data(r->cb.ctx, r->pos, r->data + r->pos, (size_t)n);
+	int took = r->cb.on_data(r->cb.ctx, at, r->data + r->pos, (size_t)n);
 	pthread_mutex_lock(&f->lock);
 	r->in_data = 0;
 	fake_sample(f);
@@ -99,6 +120,8 @@ static void *fake_thread(void *arg)
 	pthread_mutex_lock(&f->lock);
 	for (;;) {
 		int active = 0, moved = 0;
+		int gate = f->gate_open > 0 && f->open_reqs < f->gate_open &&
+			   !(f->gate_nreq > 0 && f->nreq >= f->gate_nreq);
 		for (int i = 0; i < f->nreq; i++) {
 			struct fake_req *r = f->reqs[i];
 			if (!r->queued || r->done)
@@ -107,7 +130,7 @@ static void *fake_thread(void *arg)
 			if (f->stop || (r->cancelled && !f->hold_cancel)) {
 				fake_finish(f, r, r->cancelled ? PX_ECANCELED : PX_ESHUTDOWN);
 				moved = 1;
-			} else if (!r->hang && !r->paused && !r->cancelled) {
+			} else if (!r->hang && !r->paused && !r->cancelled && !gate) {
 				fake_step(f, r);
 				moved = 1;
 			}
@@ -128,9 +151,15 @@ static enum px_status fake_submit(void *impl, const struct px_fetch_params *p,
 	struct fake_req *r = calloc(1, sizeof(*r));
 
 	pthread_mutex_lock(&f->lock);
-	if (!r) {
+	if (!r || f->submit_status != PX_OK) {
+		enum px_status st = PX_ENOMEM;
+		if (r) {
+			st = f->submit_status;
+			f->refused++;
+		}
 		pthread_mutex_unlock(&f->lock);
-		return PX_ENOMEM;
+		free(r);
+		return st;
 	}
 	if (f->nreq == f->capreq) {
 		int ncap = f->capreq ? f->capreq * 2 : 64;
@@ -149,6 +178,9 @@ static enum px_status fake_submit(void *impl, const struct px_fetch_params *p,
 	r->length = p->length;
 	r->expect_size = p->expect_size;
 	snprintf(r->url, sizeof(r->url), "%s", p->url ? p->url : "(null)");
+	r->nheaders = p->nheaders;
+	if (p->nheaders)
+		snprintf(r->header0, sizeof(r->header0), "%s", p->headers[0]);
 	r->data = f->data_for ? f->data_for(p->url) : NULL;
 	r->cb = *cb;
 	int failing = f->fail_from && r->index >= f->fail_from &&
@@ -157,6 +189,7 @@ static enum px_status fake_submit(void *impl, const struct px_fetch_params *p,
 	if (failing && r->index > f->fail_from && f->fail_after_more >= 0)
 		fail_after = f->fail_after_more;
 	r->hang = f->hang_from && r->index >= f->hang_from;
+	r->skew = f->skew_index == r->index;
 	r->final = failing ? f->fail_status : PX_OK;
 	r->pos = p->offset;
 	int64_t end = p->offset + p->length;
@@ -165,7 +198,9 @@ static enum px_status fake_submit(void *impl, const struct px_fetch_params *p,
 	/* nobody should ask for bytes that do not exist; a probe (length 0,
 	 * a cutover's size gate) asks for the first byte, size unknown */
 	if (!r->data || p->length < 0 || p->offset < 0 || p->offset >= f->size ||
-	    (p->length > 0 && p->expect_size != f->size) ||
+	    (p->length > 0 && p->length > f->size - p->offset) ||
+	    (p->length > 0 && p->expect_size != f->size &&
+	     !(f->size_unknown_ok && p->expect_size == -1)) ||
 	    (p->length == 0 && (p->offset != 0 || p->expect_size >= 0)))
 		f->problems++;
 	if (!r->data)
@@ -253,17 +288,22 @@ void fake_init(struct fake *f, int64_t size, int threaded, size_t chunk)
 	assert_int_equal(pthread_create(&f->thread, NULL, fake_thread, f), 0);
 }
 
-/* Stops the fetch thread (ending what is left with PX_ESHUTDOWN), frees the
- * log and, when check is set, asserts that every transfer ended exactly
- * once and nothing odd was seen. */
+void fake_stop(struct fake *f)
+{
+	pthread_mutex_lock(&f->lock);
+	int was = f->stopped;
+	f->stop = 1;
+	f->stopped = 1;
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+	if (!was)
+		pthread_join(f->thread, NULL);
+}
+
 void fake_destroy(struct fake *f, int check)
 {
 	int bad_done = 0, problems, unknown;
-	pthread_mutex_lock(&f->lock);
-	f->stop = 1;
-	pthread_cond_broadcast(&f->cond);
-	pthread_mutex_unlock(&f->lock);
-	pthread_join(f->thread, NULL);
+	fake_stop(f);
 	for (int i = 0; i < f->nreq; i++) {
 		if (f->reqs[i]->done != 1 && !bad_done)
 			bad_done = i + 1;
@@ -296,6 +336,25 @@ struct fake_req fake_req(struct fake *f, int i)
 	struct fake_req r = *f->reqs[i - 1];
 	pthread_mutex_unlock(&f->lock);
 	return r;
+}
+
+struct fake_counts fake_counts(struct fake *f)
+{
+	struct fake_counts c;
+	pthread_mutex_lock(&f->lock);
+	c.nreq = f->nreq;
+	c.ncancel = f->ncancel;
+	c.ndone = f->ndone;
+	c.npause = f->npause;
+	c.nresume = f->nresume;
+	c.refused = f->refused;
+	c.max_open_reqs = f->max_open_reqs;
+	c.max_open_streams = f->max_open_streams;
+	c.delivered = f->delivered;
+	c.watch_max = f->watch_max;
+	c.last_cancel = f->last_cancel;
+	pthread_mutex_unlock(&f->lock);
+	return c;
 }
 
 int fake_nreq(struct fake *f)

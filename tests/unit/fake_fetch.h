@@ -1,10 +1,14 @@
 /*
- * fake_fetch.h - a fake fetcher for the core's unit tests: a struct
- * px_fetch_ops that serves in-memory bytes per URL in chunks, inline or
- * from its own thread, failing or hanging chosen requests, honouring pause
- * and resume as the real fetch thread does, and logging every request and
- * cancel. Threads other than the test's never call cmocka's asserts: they
- * count problems, which fake_destroy() asserts on.
+ * fake_fetch.h - the fake fetcher of the core's unit tests, the only one:
+ * a struct px_fetch_ops that serves in-memory bytes per URL in chunks,
+ * inline or from its own thread, failing, hanging or refusing chosen
+ * requests, honouring pause and resume as the real fetch thread does, and
+ * logging every request and cancel (in the spirit of mountpoint-s3's
+ * failure_client). Threads other than the test's never call cmocka's
+ * asserts: they count problems, which fake_destroy() asserts on.
+ *
+ * The test thread sets the fields marked "set after fake_init()" before
+ * the first request, or later under f->lock (FAKE_SET).
  */
 #ifndef SEAMFS_TEST_FAKE_FETCH_H
 #define SEAMFS_TEST_FAKE_FETCH_H
@@ -20,10 +24,13 @@ struct fake_req {
 	int index;                /* 1-based order of submit */
 	int64_t offset, length, expect_size;
 	char url[128];
+	size_t nheaders;
+	char header0[128];        /* the first header, "" when none */
 	const unsigned char *data;
 	struct px_fetch_cb cb;
 	/* the plan, fixed at submit */
 	int hang;
+	int skew;                 /* chunks after the first come one byte off */
 	int stream;               /* open-ended: reaches the end of the data */
 	enum px_status final;     /* status after the bytes */
 	int64_t pos, limit;
@@ -64,7 +71,8 @@ struct fake {
 	int fast_end;             /* threaded: submit returns only after the
 				   * transfer ended (or paused), as when a quick
 				   * failure beats the caller */
-	int hold_cancel;          /* cancelled transfers wait for the test */
+	int hold_cancel;          /* cancelled transfers wait for the test (or
+				   * fake_stop): a wedged fetcher */
 	/* sampling of the read-ahead budget */
 	_Atomic int64_t *watch;
 	int64_t watch_max;
@@ -77,14 +85,61 @@ struct fake {
 	int ncancel, ncancel_unknown, ndone, npause, nresume, nresume_late;
 	uint64_t last_cancel;
 	int problems;             /* seen off the test thread */
+
+	/* --- added for the tests that had their own fakes; set after
+	 * fake_init(), all off by default */
+	/* what a probe (length 0) that succeeds reports, as an origin's answer
+	 * does: the size, this mtime and this ETag; mtime 0: no totals (size
+	 * and mtime -1, as for every range answer) */
+	int64_t mtime;
+	char etag[64];
+	int skew_index;           /* this request (1-based) delivers its chunks
+				   * after the first one byte off */
+	enum px_status submit_status; /* not PX_OK: submit refuses with it; the
+				   * request is counted in refused, not logged */
+	int refused;
+	/* threaded: no request moves until gate_open are open at once, or
+	 * gate_nreq (when > 0) have been submitted; 0: no gate. Shows how many
+	 * requests a caller keeps in flight (max_open_reqs). Cancels pass. */
+	int gate_open, gate_nreq;
+	int size_unknown_ok;      /* ranges may come with expect_size -1 (a
+				   * reader not yet told the size), not only
+				   * with the fake's size */
+	int stopped;              /* fake_stop() has run */
 };
 
+/* The counters of the log, read at once under the lock. */
+struct fake_counts {
+	int nreq, ncancel, ndone, npause, nresume, refused;
+	int max_open_reqs, max_open_streams;
+	int64_t delivered, watch_max;
+	uint64_t last_cancel;
+};
+
+/* Changes a field of the fake under its lock, as a test does while the
+ * fake's thread or the core's threads run. */
+#define FAKE_SET(f, field, v) \
+	do { \
+		pthread_mutex_lock(&(f)->lock); \
+		(f)->field = (v); \
+		pthread_cond_broadcast(&(f)->cond); \
+		pthread_mutex_unlock(&(f)->lock); \
+	} while (0)
+
 void fake_init(struct fake *f, int64_t size, int threaded, size_t chunk);
+/* Stops the fetch thread, ending every transfer still open (PX_ESHUTDOWN,
+ * a cancelled one PX_ECANCELED) with its on_done, as the real fetcher's
+ * stop does; the log stays readable until fake_destroy(). Idempotent.
+ * A request submitted after it never ends (fake_destroy's check says so). */
+void fake_stop(struct fake *f);
+/* fake_stop(), then frees the log and, when check is set, asserts that
+ * every transfer ended exactly once and nothing odd was seen. */
 void fake_destroy(struct fake *f, int check);
 struct px_fetch_ops fake_ops(struct fake *f);
 /* A copy of request i (1-based). */
 struct fake_req fake_req(struct fake *f, int i);
 int fake_nreq(struct fake *f);
+struct fake_counts fake_counts(struct fake *f);
 /* Waits, at most ms, until pred holds (checked under the lock). */
 int fake_wait(struct fake *f, int (*pred)(struct fake *, int), int arg, int64_t ms);
 int all_ended(struct fake *f, int unused);

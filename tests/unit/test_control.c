@@ -27,8 +27,10 @@
 #include "catalog.h"
 #include "config.h"
 #include "control.h"
+#include "report.h"
 #include "core.h"
 #include "fake_fetch.h"
+#include "rig.h"
 
 /* ------------------------------------------------------------ parsing */
 
@@ -186,47 +188,41 @@ static void test_body(void **state)
 
 /* ------------------------------------------------------------ the server */
 
-struct rig {
-	struct px_config cfg;
-	struct px_catalog *cat;
-	struct fake fake;
-	struct px_fetch_ops ops;
-	struct px_core *core;
+/* A server's surroundings: a started rig (rig.h) with two providers, one
+ * with a slash in its name, and a private directory for the socket. The
+ * tests make no transfer: the rig is released without checking the
+ * fake's log. */
+struct server {
+	struct rig *rig;
+	struct px_core *core;      /* the rig's */
 	char dir[64], sock[128];
 };
 
-static struct rig *rig_new(void)
+static struct server *server_new(void)
 {
-	struct rig *r = calloc(1, sizeof(*r));
-	char err[512];
 	static const char text[] =
 		"{\"providers\": [{\"name\": \"p1\"}, {\"name\": \"a/b\"}],"
 		" \"assets\": [{\"id\": \"a\", \"path\": \"a.bin\", \"size\": 1000,"
 		" \"sources\": [{\"url\": \"http://p1.test/a\", \"provider\": \"p1\"},"
 		" {\"url\": \"http://ab.test/a\", \"provider\": \"a/b\"}]}]}";
+	struct rig_opts o = { .catalog = text, .size = 1000, .threaded = 0, .chunk = 1000 };
+	struct server *r = calloc(1, sizeof(*r));
 
 	assert_non_null(r);
-	px_config_init(&r->cfg);
-	fake_init(&r->fake, 1000, 0, 1000);
-	r->ops = fake_ops(&r->fake);
-	if (px_catalog_parse("t.json", text, sizeof(text) - 1, &r->cat, err, sizeof(err)) != PX_OK)
-		fail_msg("catalog: %s", err);
-	assert_int_equal(px_core_new(&r->cfg, r->cat, &r->ops, &r->core), PX_OK);
-	assert_int_equal(px_core_discover(r->core, NULL, 0), PX_OK);
+	r->rig = rig_new(&o);
+	rig_start(r->rig, NULL, 0);
+	r->core = r->rig->core;
 	snprintf(r->dir, sizeof(r->dir), "/tmp/seamfs-ctl-XXXXXX");
 	assert_non_null(mkdtemp(r->dir));
 	snprintf(r->sock, sizeof(r->sock), "%s/ctl.sock", r->dir);
 	return r;
 }
 
-static void rig_free(struct rig *r)
+static void server_free(struct server *r)
 {
 	unlink(r->sock);
 	rmdir(r->dir);
-	px_core_free(r->core);
-	fake_destroy(&r->fake, 0);
-	px_catalog_free(r->cat);
-	px_config_release(&r->cfg);
+	rig_release(r->rig, 0);
 	free(r);
 }
 
@@ -284,9 +280,9 @@ static void expect_error(char *ans, const char *field)
 	free(ans);
 }
 
-static int drained(struct rig *r, const char *name)
+static int drained(struct server *r, const char *name)
 {
-	char *js = px_core_status_json(r->core);
+	char *js = px_report_json(r->core);
 	json_t *o = json_loads(js, 0, NULL), *p;
 	size_t i;
 	int d = -1;
@@ -340,7 +336,7 @@ static void test_source_bodies(void **state)
 
 static void test_server(void **state)
 {
-	struct rig *r = rig_new();
+	struct server *r = server_new();
 	struct px_control *ctl = NULL, *second = NULL;
 	struct stat sb;
 	int status;
@@ -425,12 +421,12 @@ static void test_server(void **state)
 	assert_int_equal(lstat(r->sock, &sb), -1);
 	assert_int_equal(errno, ENOENT);
 	px_control_stop(NULL);
-	rig_free(r);
+	server_free(r);
 }
 
 static void test_start_refusals(void **state)
 {
-	struct rig *r = rig_new();
+	struct server *r = server_new();
 	struct px_control *ctl = NULL;
 	struct stat sb;
 	(void)state;
@@ -466,7 +462,7 @@ static void test_start_refusals(void **state)
 	longp[sizeof(longp) - 1] = '\0';
 	assert_int_not_equal(px_control_start(r->core, longp, &ctl), PX_OK);
 	assert_int_not_equal(px_control_start(r->core, "/nonexistent-dir/ctl.sock", &ctl), PX_OK);
-	rig_free(r);
+	server_free(r);
 }
 
 int main(void)
@@ -476,8 +472,8 @@ int main(void)
 		cmocka_unit_test(test_percent_decode),
 		cmocka_unit_test(test_body),
 		cmocka_unit_test(test_source_bodies),
-		cmocka_unit_test(test_server),
-		cmocka_unit_test(test_start_refusals),
+		cmocka_unit_test_teardown(test_server, rig_teardown),
+		cmocka_unit_test_teardown(test_start_refusals, rig_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -63,7 +63,7 @@ static void test_status_line_good(void **state)
 }
 
 /*
- * Regression test for a fixed bug (proxy/httpparse.c, px_http_status_line): "if (len < 12 ...)" rejects
+ * Regression test for a fixed bug (proxy/source/httpparse.c, px_http_status_line): "if (len < 12 ...)" rejects
  * the shortest valid lines. httpparse.h names "HTTP/2 200" as an example,
  * but it is 10 bytes long and is refused with PX_EINVAL (as is "HTTP/2 200 ",
  * 11 bytes). Expected PX_OK with status 200. The minimum is 10

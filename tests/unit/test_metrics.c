@@ -1,5 +1,5 @@
 /*
- * test_metrics.c - histo.c and metrics.c, and px_core_drain(): histogram
+ * test_metrics.c - histo.c and metrics.c, and px_provider_drain(): histogram
  * buckets at and around their bounds, and the metrics text of a core with
  * awkward provider names checked by a strict parser of the Prometheus text
  * exposition format 0.0.4 (below): HELP and TYPE once per family and before
@@ -24,8 +24,17 @@
 #include "catalog.h"
 #include "config.h"
 #include "core.h"
-#include "core_i.h"
+#include "context.h"
+#include "rangeread.h"
+#include "health.h"
+#include "metrics.h"
+#include "provider.h"
+#include "reload.h"
+#include "report.h"
+#include "sources.h"
+#include "standby.h"
 #include "fake_fetch.h"
+#include "rig.h"
 #include "histo.h"
 #include "session.h"
 #include "utf8.h"
@@ -353,26 +362,16 @@ static void test_parser_rejects(void **state)
 
 /* ------------------------------------------------------------ the core */
 
-struct rig {
-	struct px_config cfg;
-	struct px_catalog *cat;
-	struct fake fake;
-	struct px_fetch_ops ops;
-	struct px_core *core;
-};
-
 static const unsigned char *data_for(const char *url)
 {
 	(void)url;
 	return g_data;
 }
 
-/* Two providers: "plain" (or rename0) and one whose name needs escaping
- * in a label. */
+/* A rig (rig.h) with two providers: "plain" (or rename0) and one whose
+ * name needs escaping in a label. Started. */
 static struct rig *rig_new_named(const char *rename0)
 {
-	struct rig *r = calloc(1, sizeof(*r));
-	char err[512];
 	static const char text[] =
 		"{\"providers\": [{\"name\": \"plain\", \"max_connections\": 3},"
 		" {\"name\": \"we\\\"ird\\\\na\\nme\"}],"
@@ -380,61 +379,40 @@ static struct rig *rig_new_named(const char *rename0)
 		" \"mtime\": 1600000000, \"sources\": ["
 		"  {\"url\": \"http://plain.test/a.bin\", \"provider\": \"plain\"},"
 		"  {\"url\": \"http://weird.test/a.bin\", \"provider\": \"we\\\"ird\\\\na\\nme\"}]}]}";
+	struct rig_opts o = {
+		.catalog = text, .size = SIZE, .threaded = 1, .chunk = 64 * 1024,
+		.data_for = data_for, .fallback = g_data, .stream_min = 1 << 20,
+	};
+	struct rig *r = rig_new(&o);
 
-	assert_non_null(r);
-	px_config_init(&r->cfg);
 	r->cfg.read_timeout_ms = 5000;
 	r->cfg.head_size = 0;
 	r->cfg.tail_size = 0;
-	fake_init(&r->fake, SIZE, 1, 64 * 1024);
-	r->fake.data_for = data_for;
-	r->fake.fallback = g_data;
-	r->fake.stream_min = 1 << 20;
-	r->ops = fake_ops(&r->fake);
-	if (px_catalog_parse("test.json", text, sizeof(text) - 1, &r->cat, err, sizeof(err)) != PX_OK)
-		fail_msg("catalog: %s", err);
 	if (rename0) {
 		/* what an imported URL's host may be: not UTF-8 */
 		free(r->cat->providers[0].name);
 		r->cat->providers[0].name = strdup(rename0);
 		assert_non_null(r->cat->providers[0].name);
 	}
-	assert_int_equal(px_core_new(&r->cfg, r->cat, &r->ops, &r->core), PX_OK);
-	assert_int_equal(px_core_discover(r->core, NULL, 0), PX_OK);
+	rig_start(r, NULL, 0);
 	return r;
 }
 
-static struct rig *rig_new(void)
+static struct rig *metrics_rig(void)
 {
 	return rig_new_named(NULL);
 }
 
-static void rig_free(struct rig *r)
-{
-	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
-	px_core_free(r->core);
-	fake_destroy(&r->fake, 1);
-	px_catalog_free(r->cat);
-	px_config_release(&r->cfg);
-	free(r);
-}
-
 static const char *session_provider(struct rig *r, struct px_handle *h)
 {
-	uint64_t id = px_handle_session_id(h);
-	const char *name = NULL;
-	pthread_mutex_lock(&r->core->prov_lock);
-	for (struct px_session *s = r->core->sessions; s; s = s->next)
-		if (s->id == id)
-			name = r->cat->providers[s->prov].name;
-	pthread_mutex_unlock(&r->core->prov_lock);
-	assert_non_null(name);
-	return name;
+	long prov = px_provider_of_session(r->core, px_handle_session_id(h));
+	assert_true(prov >= 0 && (size_t)prov < r->cat->nproviders);
+	return r->cat->providers[prov].name;
 }
 
 static void test_metrics_text(void **state)
 {
-	struct rig *r = rig_new();
+	struct rig *r = metrics_rig();
 	struct px_handle *h = NULL;
 	unsigned char buf[70000];
 	size_t got = 0;
@@ -446,10 +424,13 @@ static void test_metrics_text(void **state)
 	assert_int_equal(px_handle_read(h, 1000, sizeof(buf), buf, &got), PX_OK);
 	assert_int_equal(got, sizeof(buf));
 	assert_memory_equal(buf, g_data + 1000, sizeof(buf));
-	px_core_note_read(r->core, 1500);
-	px_core_note_read(r->core, 40000000);
+	px_metrics_note_read(r->core, 1500);
+	px_metrics_note_read(r->core, 40000000);
+	/* the read may return before its transfer's on_done has counted the
+	 * answer: let the transfer end */
+	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
 
-	char *text = px_core_metrics_text(r->core);
+	char *text = px_metrics_text(r->core);
 	assert_non_null(text);
 	if (expo_parse(&e, text) != 0)
 		fail_msg("%s\n--- text:\n%s", e.err, text);
@@ -462,8 +443,10 @@ static void test_metrics_text(void **state)
 	assert_true(value_of(text, "seamfs_read_latency_seconds_bucket{le=\"30\"}") == 1);
 	assert_true(value_of(text, "seamfs_read_latency_seconds_bucket{le=\"+Inf\"}") == 2);
 	assert_true(value_of(text, "seamfs_first_byte_seconds_count") >= 1);
+	/* the read's one transfer, answered well; no liveness probe yet (the
+	 * first comes liveness_interval after the start) */
 	assert_true(value_of(text, "seamfs_provider_answers_total{provider=\"plain\","
-				   "result=\"good\"}") >= 0);
+				   "result=\"good\"}") == 1);
 	assert_true(value_of(text, "seamfs_readahead_budget_bytes") == (double)r->cfg.readahead_budget);
 	free(text);
 	px_handle_close(h);
@@ -472,37 +455,81 @@ static void test_metrics_text(void **state)
 
 static void test_drain_and_resume(void **state)
 {
-	struct rig *r = rig_new();
+	struct rig *r = metrics_rig();
 	struct px_handle *h1 = NULL, *h2 = NULL, *h3 = NULL;
 	unsigned char buf[4096];
 	size_t got = 0;
 	const char *weird = r->cat->providers[1].name;
 	(void)state;
 
-	assert_int_equal(px_core_drain(r->core, "nobody", 1), PX_ENOTFOUND);
+	assert_int_equal(px_provider_drain(r->core, "nobody", 1), PX_ENOTFOUND);
 	assert_int_equal(px_handle_open(r->core, 0, 1, &h1), PX_OK);
 	assert_string_equal(session_provider(r, h1), "plain");
-	assert_int_equal(px_core_drain(r->core, "plain", 1), PX_OK);
-	assert_int_equal(px_core_drain(r->core, "plain", 1), PX_OK); /* idempotent */
+	assert_int_equal(px_provider_drain(r->core, "plain", 1), PX_OK);
+	assert_int_equal(px_provider_drain(r->core, "plain", 1), PX_OK); /* idempotent */
 	/* a new client goes elsewhere; the open session reads on */
 	assert_int_equal(px_handle_open(r->core, 0, 2, &h2), PX_OK);
 	assert_string_equal(session_provider(r, h2), weird);
 	assert_int_equal(px_handle_read(h1, 5000, sizeof(buf), buf, &got), PX_OK);
 	assert_memory_equal(buf, g_data + 5000, sizeof(buf));
-	char *text = px_core_metrics_text(r->core);
+	char *text = px_metrics_text(r->core);
 	assert_true(value_of(text, "seamfs_provider_drained{provider=\"plain\"}") == 1);
 	assert_true(value_of(text, "seamfs_provider_state{provider=\"plain\",state=\"drained\"}") == 1);
 	free(text);
-	char *js = px_core_status_json(r->core);
+	char *js = px_report_json(r->core);
 	assert_non_null(strstr(js, "\"state\": \"drained\""));
 	free(js);
 	/* resumed: the tie (one session each) goes to the first by name */
-	assert_int_equal(px_core_drain(r->core, "plain", 0), PX_OK);
+	assert_int_equal(px_provider_drain(r->core, "plain", 0), PX_OK);
 	assert_int_equal(px_handle_open(r->core, 0, 3, &h3), PX_OK);
 	assert_string_equal(session_provider(r, h3), "plain");
 	px_handle_close(h1);
 	px_handle_close(h2);
 	px_handle_close(h3);
+	rig_free(r);
+}
+
+/* Cutovers whose triggers share a reason's name ("error": a local I/O
+ * error, a premature end of file) are one series, summed: a scraper takes
+ * a series once, and two lines of one series break the whole scrape. */
+static void test_cutover_reasons_one_series(void **state)
+{
+	static const char text[] =
+		"{\"assets\": [{\"id\": \"a\", \"path\": \"a.bin\", \"size\": 3145745,"
+		" \"mtime\": 1600000000, \"sources\": ["
+		"  {\"url\": \"http://one.test/a.bin\"}, {\"url\": \"http://two.test/a.bin\"}]}]}";
+	struct rig_opts o = {
+		.catalog = text, .size = SIZE, .threaded = 1, .chunk = 64 * 1024,
+		.data_for = data_for, .fallback = g_data, .stream_min = 1 << 20,
+		.mtime = 1600000000,
+	};
+	struct rig *r = rig_new(&o);
+	unsigned char buf[4096];
+	size_t got = 0;
+	(void)state;
+
+	r->cfg.head_size = 0;
+	r->cfg.tail_size = 0;
+	rig_start(r, NULL, 0);
+	struct px_handle *h = rig_open(r, 0, 1);
+	struct px_session *s = px_handle_session(h);
+	int64_t deadline = px_now_ms() + 5000;
+	assert_int_equal(px_cutover(s, 0, 8192, PX_EIO, NULL, 0, deadline), PX_OK);
+	assert_int_equal(px_provider_of_session(r->core, px_handle_session_id(h)), 1);
+	assert_int_equal(px_cutover(s, 1, 8192, PX_EOF, NULL, 0, deadline), PX_OK);
+	assert_int_equal(px_provider_of_session(r->core, px_handle_session_id(h)), 0);
+	assert_int_equal(px_handle_read(h, 8192, sizeof(buf), buf, &got), PX_OK);
+	assert_memory_equal(buf, g_data + 8192, sizeof(buf));
+
+	char *m = px_metrics_text(r->core);
+	assert_non_null(m);
+	const char *series = "seamfs_cutovers_total{reason=\"error\"} ";
+	const char *at = strstr(m, series);
+	assert_non_null(at);
+	assert_null(strstr(at + 1, series));
+	assert_true(value_of(m, "seamfs_cutovers_total{reason=\"error\"}") == 2);
+	free(m);
+	rig_close(r, h);
 	rig_free(r);
 }
 
@@ -513,7 +540,7 @@ static void test_label_not_utf8(void **state)
 	struct expo e;
 	(void)state;
 
-	char *text = px_core_metrics_text(r->core);
+	char *text = px_metrics_text(r->core);
 	assert_non_null(text);
 	if (expo_parse(&e, text) != 0)
 		fail_msg("%s\n--- text:\n%s", e.err, text);
@@ -528,9 +555,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_histo_buckets),
 		cmocka_unit_test(test_parser_rejects),
-		cmocka_unit_test(test_metrics_text),
-		cmocka_unit_test(test_drain_and_resume),
-		cmocka_unit_test(test_label_not_utf8),
+		cmocka_unit_test_teardown(test_metrics_text, rig_teardown),
+		cmocka_unit_test_teardown(test_drain_and_resume, rig_teardown),
+		cmocka_unit_test_teardown(test_label_not_utf8, rig_teardown),
+		cmocka_unit_test_teardown(test_cutover_reasons_one_series, rig_teardown),
 	};
 	g_data = malloc(SIZE);
 	for (size_t i = 0; i < SIZE; i++)

@@ -22,8 +22,17 @@
 #include "catalog.h"
 #include "config.h"
 #include "core.h"
-#include "core_i.h"
+#include "context.h"
+#include "rangeread.h"
+#include "health.h"
+#include "metrics.h"
+#include "provider.h"
+#include "reload.h"
+#include "report.h"
+#include "sources.h"
+#include "standby.h"
 #include "fake_fetch.h"
+#include "rig.h"
 #include "session.h"
 
 #define KiB (1LL << 10)
@@ -49,39 +58,16 @@ static const unsigned char *data_for(const char *url)
 	return strncmp(url, "http://", 7) == 0 ? g_data : NULL;
 }
 
-struct rig {
-	struct px_config cfg;
-	struct px_catalog *cat;
-	struct fake fake;
-	struct px_fetch_ops ops;
-	struct px_core *core;
-};
-
 /*
- * A rig with one asset whose sources are on the providers named in names
- * (catalog order), each with max_connections maxc (0: none); drained names
- * one provider that starts drained (NULL: none). Threaded fake.
+ * A rig (rig.h) with one asset whose sources are on the providers named in
+ * names (catalog order), each with max_connections maxc (0: none); drained
+ * names one provider that starts drained (NULL: none). Threaded fake, the
+ * fake clock.
  */
-static struct rig *rig_new(const char *const *names, int n, int maxc, const char *drained)
+static struct rig *provider_rig(const char *const *names, int n, int maxc, const char *drained)
 {
-	struct rig *r = calloc(1, sizeof(*r));
-	char text[4096], err[512];
+	char text[4096];
 	size_t k = 0;
-
-	assert_non_null(r);
-	px_config_init(&r->cfg);
-	r->cfg.read_timeout_ms = 5000;
-	r->cfg.admission_timeout_ms = 300;
-	r->cfg.head_size = 0;
-	r->cfg.tail_size = 0;
-	r->cfg.session_ttl_ms = 15000;
-	r->cfg.liveness_ttl_ms = 30000;
-	r->cfg.liveness_interval_ms = 10000;
-	fake_init(&r->fake, SIZE, 1, 64 * KiB);
-	r->fake.data_for = data_for;
-	r->fake.fallback = g_data;
-	r->fake.stream_min = 1 * MiB;
-	r->ops = fake_ops(&r->fake);
 
 	k += (size_t)snprintf(text + k, sizeof(text) - k, "{\"providers\": [");
 	for (int i = 0; i < n; i++) {
@@ -103,27 +89,21 @@ static struct rig *rig_new(const char *const *names, int n, int maxc, const char
 				      i ? ", " : "", names[i], names[i]);
 	k += (size_t)snprintf(text + k, sizeof(text) - k, "]}]}");
 	assert_true(k < sizeof(text));
-	if (px_catalog_parse("test.json", text, k, &r->cat, err, sizeof(err)) != PX_OK)
-		fail_msg("catalog: %s", err);
+
+	struct rig_opts o = {
+		.catalog = text, .size = SIZE, .threaded = 1, .chunk = 64 * KiB,
+		.data_for = data_for, .fallback = g_data, .stream_min = 1 * MiB,
+		.clock = fake_now,
+	};
+	struct rig *r = rig_new(&o);
+	r->cfg.read_timeout_ms = 5000;
+	r->cfg.admission_timeout_ms = 300;
+	r->cfg.head_size = 0;
+	r->cfg.tail_size = 0;
+	r->cfg.session_ttl_ms = 15000;
+	r->cfg.liveness_ttl_ms = 30000;
+	r->cfg.liveness_interval_ms = 10000;
 	return r;
-}
-
-static void rig_start(struct rig *r)
-{
-	assert_int_equal(px_core_new(&r->cfg, r->cat, &r->ops, &r->core), PX_OK);
-	px_core_set_clock(r->core, fake_now);
-	assert_int_equal(px_core_discover(r->core, NULL, 0), PX_OK);
-}
-
-static void rig_free(struct rig *r)
-{
-	/* cancelled transfers end on the fake's thread: let them */
-	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
-	px_core_free(r->core);
-	fake_destroy(&r->fake, 1);
-	px_catalog_free(r->cat);
-	px_config_release(&r->cfg);
-	free(r);
 }
 
 static size_t prov_of(struct rig *r, const char *name)
@@ -137,23 +117,14 @@ static size_t prov_of(struct rig *r, const char *name)
 
 static int sessions_on(struct rig *r, const char *name)
 {
-	pthread_mutex_lock(&r->core->prov_lock);
-	int n = r->core->provs[prov_of(r, name)].sessions;
-	pthread_mutex_unlock(&r->core->prov_lock);
-	return n;
+	return px_provider_sessions(r->core, prov_of(r, name));
 }
 
 static const char *provider_of(struct rig *r, struct px_handle *h)
 {
-	uint64_t id = px_handle_session_id(h);
-	const char *name = NULL;
-	pthread_mutex_lock(&r->core->prov_lock);
-	for (struct px_session *s = r->core->sessions; s; s = s->next)
-		if (s->id == id)
-			name = r->cat->providers[s->prov].name;
-	pthread_mutex_unlock(&r->core->prov_lock);
-	assert_non_null(name);
-	return name;
+	long prov = px_provider_of_session(r->core, px_handle_session_id(h));
+	assert_true(prov >= 0 && (size_t)prov < r->cat->nproviders);
+	return r->cat->providers[prov].name;
 }
 
 static void read_check(struct px_handle *h, int64_t off, size_t len)
@@ -181,8 +152,8 @@ static struct px_handle *open_as(struct rig *r, uint64_t client)
 static void test_tie_broken_by_name(void **state)
 {
 	static const char *const names[] = { "beta", "alpha", "gamma" };
-	struct rig *r = rig_new(names, 3, 0, NULL);
-	rig_start(r);
+	struct rig *r = provider_rig(names, 3, 0, NULL);
+	rig_start(r, NULL, 0);
 	struct px_handle *h1 = open_as(r, 1), *h2 = open_as(r, 2), *h3 = open_as(r, 3),
 			 *h4 = open_as(r, 4);
 	/* equal counts: the first by name, whatever the catalog order */
@@ -202,9 +173,9 @@ static void test_tie_broken_by_name(void **state)
 static void test_burst_spreads_evenly(void **state)
 {
 	static const char *const names[] = { "p1", "p2", "p3" };
-	struct rig *r = rig_new(names, 3, 0, NULL);
+	struct rig *r = provider_rig(names, 3, 0, NULL);
 	struct px_handle *h[100];
-	rig_start(r);
+	rig_start(r, NULL, 0);
 	/* 100 opens at once, before any byte moves: each counts at once */
 	for (int i = 0; i < 100; i++)
 		h[i] = open_as(r, 100 + (uint64_t)i);
@@ -219,14 +190,14 @@ static void test_burst_spreads_evenly(void **state)
 static void test_drained_gets_no_session(void **state)
 {
 	static const char *const names[] = { "a", "b" };
-	struct rig *r = rig_new(names, 2, 0, "a");
-	rig_start(r);
+	struct rig *r = provider_rig(names, 2, 0, "a");
+	rig_start(r, NULL, 0);
 	struct px_handle *h[6];
 	for (int i = 0; i < 6; i++)
 		h[i] = open_as(r, 10 + (uint64_t)i);
 	assert_int_equal(sessions_on(r, "a"), 0);
 	assert_int_equal(sessions_on(r, "b"), 6);
-	char *js = px_core_status_json(r->core);
+	char *js = px_report_json(r->core);
 	assert_non_null(js);
 	assert_non_null(strstr(js, "\"state\": \"drained\""));
 	free(js);
@@ -236,8 +207,8 @@ static void test_drained_gets_no_session(void **state)
 
 	/* every provider drained: nothing can serve, said in words */
 	static const char *const one[] = { "only" };
-	r = rig_new(one, 1, 0, "only");
-	rig_start(r);
+	r = provider_rig(one, 1, 0, "only");
+	rig_start(r, NULL, 0);
 	struct px_handle *x = NULL;
 	assert_int_equal(px_handle_open(r->core, 0, 1, &x), PX_ENOSOURCE);
 	assert_null(x);
@@ -249,8 +220,8 @@ static void test_drained_gets_no_session(void **state)
 static void test_reopen_joins_until_ttl(void **state)
 {
 	static const char *const names[] = { "a", "b" };
-	struct rig *r = rig_new(names, 2, 0, NULL);
-	rig_start(r);
+	struct rig *r = provider_rig(names, 2, 0, NULL);
+	rig_start(r, NULL, 0);
 	struct px_handle *h = open_as(r, 7);
 	uint64_t id = px_handle_session_id(h);
 	const char *prov = provider_of(r, h);
@@ -320,9 +291,9 @@ static void *reader_thread(void *arg)
 static void test_slots_hold_through_churn(void **state)
 {
 	static const char *const names[] = { "solo" };
-	struct rig *r = rig_new(names, 1, 2, NULL);
+	struct rig *r = provider_rig(names, 1, 2, NULL);
 	r->cfg.admission_timeout_ms = 5000;
-	rig_start(r);
+	rig_start(r, NULL, 0);
 	/* one client reopens and seeks 50 times in a row while a handle of its
 	 * own and another client's read beside it: never more than 2
 	 * transfers open at once, and every read is served */
@@ -361,8 +332,8 @@ static void test_slots_hold_through_churn(void **state)
 static void test_wait_then_refuse_at_limit(void **state)
 {
 	static const char *const names[] = { "x", "y" };
-	struct rig *r = rig_new(names, 2, 1, NULL);
-	rig_start(r);
+	struct rig *r = provider_rig(names, 2, 1, NULL);
+	rig_start(r, NULL, 0);
 	struct px_handle *a = open_as(r, 1), *b = open_as(r, 2), *c = NULL;
 	/* both providers hold one session each: a third client waits for
 	 * admission_timeout, then is refused */
@@ -370,7 +341,7 @@ static void test_wait_then_refuse_at_limit(void **state)
 	assert_int_equal(px_handle_open(r->core, 0, 3, &c), PX_EBUSY);
 	int64_t took = px_now_ms() - t0;
 	assert_true(took >= 250 && took < 3000);
-	char *js = px_core_status_json(r->core);
+	char *js = px_report_json(r->core);
 	assert_non_null(strstr(js, "all providers at their limit"));
 	free(js);
 
@@ -395,32 +366,32 @@ struct opener {
 	uint64_t client;
 	enum px_status st;
 	struct px_handle *h;
+	_Atomic int returned;      /* px_handle_open has returned */
 };
 
 static void *open_thread(void *arg)
 {
 	struct opener *o = arg;
 	o->st = px_handle_open(o->r->core, 0, o->client, &o->h);
+	atomic_store(&o->returned, 1);
 	return NULL;
 }
 
 static void test_waiter_admitted_when_slot_frees(void **state)
 {
 	static const char *const names[] = { "x" };
-	struct rig *r = rig_new(names, 1, 1, NULL);
+	struct rig *r = provider_rig(names, 1, 1, NULL);
 	r->cfg.admission_timeout_ms = 5000;
 	r->cfg.session_ttl_ms = 0; /* a close ends the session at once */
-	rig_start(r);
+	rig_start(r, NULL, 0);
 	struct px_handle *a = open_as(r, 1);
-	struct opener o = { r, 2, PX_EINVAL, NULL };
+	struct opener o = { r, 2, PX_EINVAL, NULL, 0 };
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, open_thread, &o), 0);
 	/* it waits: nothing frees */
 	struct timespec ts = { 0, 200 * 1000000 };
 	nanosleep(&ts, NULL);
-	pthread_mutex_lock(&r->core->prov_lock);
-	int waiting = o.h == NULL;
-	pthread_mutex_unlock(&r->core->prov_lock);
+	int waiting = !atomic_load(&o.returned);
 	assert_true(waiting);
 	px_handle_close(a);
 	pthread_join(t, NULL);
@@ -453,9 +424,9 @@ static void bg_done(void *ctx, const struct px_fetch_result *res)
 static void test_background_yields_to_playback(void **state)
 {
 	static const char *const names[] = { "x" };
-	struct rig *r = rig_new(names, 1, 1, NULL);
+	struct rig *r = provider_rig(names, 1, 1, NULL);
 	r->cfg.admission_timeout_ms = 3000;
-	rig_start(r);
+	rig_start(r, NULL, 0);
 	/* a background transfer (say, a verification probe) that never ends
 	 * by itself holds the only slot */
 	struct bg b = { PTHREAD_MUTEX_INITIALIZER, 0, PX_OK };
@@ -476,12 +447,12 @@ static void test_background_yields_to_playback(void **state)
 	struct px_handle *h = open_as(r, 1);
 	read_check(h, 777, 99999);
 	pthread_mutex_lock(&b.lock);
-	assert_int_equal(b.done, 1);
-	assert_int_equal(b.st, PX_ECANCELED);
+	int bdone = b.done;
+	enum px_status bst = b.st;
 	pthread_mutex_unlock(&b.lock);
-	pthread_mutex_lock(&r->fake.lock);
-	assert_true(r->fake.max_open_reqs <= 1);
-	pthread_mutex_unlock(&r->fake.lock);
+	assert_int_equal(bdone, 1);
+	assert_int_equal(bst, PX_ECANCELED);
+	assert_true(fake_counts(&r->fake).max_open_reqs <= 1);
 	px_handle_close(h);
 	rig_free(r);
 }
@@ -491,9 +462,9 @@ static void test_background_yields_to_playback(void **state)
 static void test_liveness_drop_and_return(void **state)
 {
 	static const char *const names[] = { "a", "b" };
-	struct rig *r = rig_new(names, 2, 0, NULL);
+	struct rig *r = provider_rig(names, 2, 0, NULL);
 	r->cfg.retries = 0;
-	rig_start(r);
+	rig_start(r, NULL, 0);
 	/* a's connection is refused */
 	struct px_handle *h = open_as(r, 1);
 	assert_string_equal(provider_of(r, h), "a");
@@ -515,7 +486,7 @@ static void test_liveness_drop_and_return(void **state)
 	px_handle_close(y);
 	/* after liveness_ttl it is down, and the status says why */
 	advance(30001);
-	char *js = px_core_status_json(r->core);
+	char *js = px_report_json(r->core);
 	assert_non_null(strstr(js, "\"state\": \"down\""));
 	assert_non_null(strstr(js, "connection failed"));
 	free(js);
@@ -527,7 +498,7 @@ static void test_liveness_drop_and_return(void **state)
 	assert_true(fake_nreq(&r->fake) > n);
 	assert_true(strstr(fake_req(&r->fake, n + 1).url, "a.test") != NULL ||
 		    strstr(fake_req(&r->fake, fake_nreq(&r->fake)).url, "a.test") != NULL);
-	js = px_core_status_json(r->core);
+	js = px_report_json(r->core);
 	assert_null(strstr(js, "\"state\": \"down\""));
 	free(js);
 	advance(20000);
@@ -545,8 +516,8 @@ static void test_liveness_drop_and_return(void **state)
 static void test_reload(void **state)
 {
 	static const char *const names[] = { "a", "b" };
-	struct rig *r = rig_new(names, 2, 0, NULL);
-	rig_start(r);
+	struct rig *r = provider_rig(names, 2, 0, NULL);
+	rig_start(r, NULL, 0);
 	struct px_handle *h = open_as(r, 1);
 	read_check(h, 100, 5000);
 	char text[2048], report[1024], err[512];
@@ -567,7 +538,7 @@ static void test_reload(void **state)
 	if (px_catalog_parse("new.json", text, (size_t)n, &nc, err, sizeof(err)) != PX_OK)
 		fail_msg("catalog: %s", err);
 	const struct px_tree *before = px_core_tree(r->core);
-	assert_int_equal(px_core_reload(r->core, nc, report, sizeof(report)), PX_OK);
+	assert_int_equal(px_reload_catalog(r->core, nc, report, sizeof(report)), PX_OK);
 	assert_non_null(strstr(report, "asset clash: its path clashes"));
 	assert_non_null(strstr(report, "asset a: a new path needs a remount"));
 	assert_non_null(px_tree_lookup(px_core_tree(r->core), PX_TREE_ROOT, "a.bin"));
@@ -583,7 +554,7 @@ static void test_reload(void **state)
 	assert_int_equal(px_handle_open(r->core, (size_t)f->asset, 2, &h2), PX_OK);
 	read_check(h2, 4096, 10000);
 	px_handle_close(h2);
-	char *js = px_core_status_json(r->core);
+	char *js = px_report_json(r->core);
 	assert_non_null(strstr(js, "http://c.test/a.bin"));
 	free(js);
 	/* the old handle reads on from its source */
@@ -600,25 +571,25 @@ static void test_reuse_while_one_host(void **state)
 	static const char *const names[] = { "a", "b" };
 	char err[512];
 	(void)state;
-	struct rig *r = rig_new(names, 2, 2, NULL);
-	rig_start(r);
+	struct rig *r = provider_rig(names, 2, 2, NULL);
+	rig_start(r, NULL, 0);
 	assert_false(px_source_range(r->core, 0, 0, 0, 10).no_reuse);
 	assert_false(px_source_range(r->core, 0, 1, 0, 10).no_reuse);
 	/* the same host again changes nothing */
-	assert_int_equal(px_core_add_source(r->core, "a", "http://a.test/copy.bin", "a", err,
+	assert_int_equal(px_sources_add(r->core, "a", "http://a.test/copy.bin", "a", err,
 					    sizeof(err)), PX_OK);
 	assert_false(px_source_range(r->core, 0, 0, 0, 10).no_reuse);
 	/* another host under provider a: a's transfers stop reusing, b's do not */
-	assert_int_equal(px_core_add_source(r->core, "a", "http://elsewhere.test/a.bin", "a", err,
+	assert_int_equal(px_sources_add(r->core, "a", "http://elsewhere.test/a.bin", "a", err,
 					    sizeof(err)), PX_OK);
 	assert_true(px_source_range(r->core, 0, 0, 0, 10).no_reuse);
 	assert_false(px_source_range(r->core, 0, 1, 0, 10).no_reuse);
 	rig_free(r);
 
 	/* without a limit, always reuse */
-	r = rig_new(names, 2, 0, NULL);
-	rig_start(r);
-	assert_int_equal(px_core_add_source(r->core, "a", "http://elsewhere.test/a.bin", "a", err,
+	r = provider_rig(names, 2, 0, NULL);
+	rig_start(r, NULL, 0);
+	assert_int_equal(px_sources_add(r->core, "a", "http://elsewhere.test/a.bin", "a", err,
 					    sizeof(err)), PX_OK);
 	assert_false(px_source_range(r->core, 0, 0, 0, 10).no_reuse);
 	rig_free(r);
@@ -632,17 +603,17 @@ int main(void)
 	for (int64_t i = 0; i < SIZE; i++)
 		g_data[i] = (unsigned char)((i * 2654435761u) >> 13);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_tie_broken_by_name),
-		cmocka_unit_test(test_burst_spreads_evenly),
-		cmocka_unit_test(test_drained_gets_no_session),
-		cmocka_unit_test(test_reopen_joins_until_ttl),
-		cmocka_unit_test(test_slots_hold_through_churn),
-		cmocka_unit_test(test_wait_then_refuse_at_limit),
-		cmocka_unit_test(test_waiter_admitted_when_slot_frees),
-		cmocka_unit_test(test_background_yields_to_playback),
-		cmocka_unit_test(test_liveness_drop_and_return),
-		cmocka_unit_test(test_reload),
-		cmocka_unit_test(test_reuse_while_one_host),
+		cmocka_unit_test_teardown(test_tie_broken_by_name, rig_teardown),
+		cmocka_unit_test_teardown(test_burst_spreads_evenly, rig_teardown),
+		cmocka_unit_test_teardown(test_drained_gets_no_session, rig_teardown),
+		cmocka_unit_test_teardown(test_reopen_joins_until_ttl, rig_teardown),
+		cmocka_unit_test_teardown(test_slots_hold_through_churn, rig_teardown),
+		cmocka_unit_test_teardown(test_wait_then_refuse_at_limit, rig_teardown),
+		cmocka_unit_test_teardown(test_waiter_admitted_when_slot_frees, rig_teardown),
+		cmocka_unit_test_teardown(test_background_yields_to_playback, rig_teardown),
+		cmocka_unit_test_teardown(test_liveness_drop_and_return, rig_teardown),
+		cmocka_unit_test_teardown(test_reload, rig_teardown),
+		cmocka_unit_test_teardown(test_reuse_while_one_host, rig_teardown),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	free(g_data);

@@ -4,10 +4,10 @@
  * window (stream.c) and the choice between them and direct bounded reads
  * (session.c).
  *
- * The fake is the one of test_session.c (a struct px_fetch_ops serving an
- * in-memory buffer in chunks, inline or from its own thread, failing or
- * hanging chosen requests, logging every request and cancel), extended for
- * streams:
+ * The fake is the shared one (fake_fetch.h: a struct px_fetch_ops serving
+ * an in-memory buffer in chunks, inline or from its own thread, failing or
+ * hanging chosen requests, logging every request and cancel), on the
+ * shared rig (rig.h). What these tests use of it for streams:
  *  - each URL serves its own bytes (a shifted view of one buffer), so bytes
  *    of the wrong asset or source are caught by memcmp;
  *  - requests whose range is open-ended (reaches the end and is longer than
@@ -41,11 +41,21 @@
 #include "catalog.h"
 #include "config.h"
 #include "core.h"
-#include "core_i.h"
+#include "cache.h"
+#include "context.h"
+#include "rangeread.h"
+#include "health.h"
+#include "metrics.h"
+#include "provider.h"
+#include "reload.h"
+#include "report.h"
+#include "sources.h"
+#include "standby.h"
 #include "fetch.h"
 #include "log.h"
 #include "session.h"
 #include "fake_fetch.h"
+#include "rig.h"
 
 #define KiB (1LL << 10)
 #define MiB (1LL << 20)
@@ -92,59 +102,19 @@ static int64_t now_ms(void)
 
 /* ------------------------------------------------------------------ rig */
 
-#define MAX_SESS 8
-
-struct rig {
-	struct px_config cfg;
-	struct px_catalog *cat;
-	struct fake fake;
-	struct px_fetch_ops ops;
-	struct px_core *core;
-	int64_t size;             /* of every asset */
-	pthread_mutex_t sess_lock;
-	struct px_handle *sess[MAX_SESS];
-};
-
 /*
- * Rigs live on the heap and are registered here, so that a test that fails
- * an assert (cmocka longjmps out of it) still has its fetch thread stopped
- * and its memory freed by the teardown.
+ * A rig (rig.h) with nassets assets a0.. of size bytes each, size and mtime
+ * in the catalog (no probe), each with the origin source and, when two is
+ * set, the mirror. The config is the default one with a 10 s read timeout
+ * and a 2 MiB head and 1 MiB tail; change r->cfg before ra_start().
+ * rig_free() also checks that every window went back to the budget.
  */
-#define MAX_RIGS 2
-static struct rig *g_rigs[MAX_RIGS];
-
-/*
- * nassets assets a0.. of size bytes each, size and mtime in the catalog (no
- * probe), each with the origin source and, when two is set, the mirror.
- * The config is the default one with a 10 s read timeout; change r->cfg
- * before rig_start().
- */
-static struct rig *rig_new(int nassets, int64_t size, int threaded, size_t chunk, int two)
+static struct rig *asset_rig(int nassets, int64_t size, int threaded, size_t chunk, int two)
 {
-	char text[4096], err[512] = "";
+	char text[4096];
 	size_t n = 0;
-	struct rig *r = calloc(1, sizeof(*r));
-	int slot = 0;
 
-	assert_non_null(r);
 	assert_true(size <= DATA_SIZE);
-	while (slot < MAX_RIGS && g_rigs[slot])
-		slot++;
-	assert_true(slot < MAX_RIGS);
-	g_rigs[slot] = r;
-	r->size = size;
-	pthread_mutex_init(&r->sess_lock, NULL);
-	px_config_init(&r->cfg);
-	r->cfg.read_timeout_ms = 10000;
-	r->cfg.retries = 3;
-	r->cfg.head_size = 2 * MiB;
-	r->cfg.tail_size = 1 * MiB;
-	fake_init(&r->fake, size, threaded, chunk);
-	r->fake.data_for = url_data;
-	r->fake.fallback = g_data;
-	r->fake.stream_min = STREAM_MIN;
-	r->ops = fake_ops(&r->fake);
-
 	n += (size_t)snprintf(text + n, sizeof(text) - n, "{\"assets\": [");
 	for (int k = 0; k < nassets; k++) {
 		char u0[64], u1[64];
@@ -160,16 +130,25 @@ static struct rig *rig_new(int nassets, int64_t size, int threaded, size_t chunk
 	}
 	n += (size_t)snprintf(text + n, sizeof(text) - n, "]}");
 	assert_true(n < sizeof(text));
-	if (px_catalog_parse("t.json", text, strlen(text), &r->cat, err, sizeof(err)) != PX_OK)
-		fail_msg("catalog: %s", err);
+
+	struct rig_opts o = {
+		.catalog = text, .size = size, .threaded = threaded, .chunk = chunk,
+		.data_for = url_data, .fallback = g_data, .stream_min = STREAM_MIN,
+		.check_budget = 1,
+	};
+	struct rig *r = rig_new(&o);
+	r->cfg.read_timeout_ms = 10000;
+	r->cfg.retries = 3;
+	r->cfg.head_size = 2 * MiB;
+	r->cfg.tail_size = 1 * MiB;
 	return r;
 }
 
-/* Makes the core (no probe: sizes are in the catalog). */
-static void rig_start(struct rig *r)
+/* Makes the core (no probe: sizes are in the catalog); the fake samples
+ * the read-ahead budget on its data path from then on. */
+static void ra_start(struct rig *r)
 {
-	assert_int_equal(px_core_new(&r->cfg, r->cat, &r->ops, &r->core), PX_OK);
-	assert_int_equal(px_core_discover(r->core, NULL, 0), PX_OK);
+	rig_start(r, NULL, 0);
 	assert_int_equal(px_core_listed(r->core), r->cat->nassets);
 	assert_int_equal(fake_nreq(&r->fake), 0);
 	pthread_mutex_lock(&r->fake.lock);
@@ -177,95 +156,10 @@ static void rig_start(struct rig *r)
 	pthread_mutex_unlock(&r->fake.lock);
 }
 
-static struct px_handle *rig_open(struct rig *r, int asset)
-{
-	struct px_handle *s = NULL;
-	assert_int_equal(px_handle_open(r->core, (size_t)asset, 42, &s), PX_OK);
-	assert_non_null(s);
-	pthread_mutex_lock(&r->sess_lock);
-	int i = 0;
-	while (i < MAX_SESS && r->sess[i])
-		i++;
-	if (i < MAX_SESS)
-		r->sess[i] = s;
-	pthread_mutex_unlock(&r->sess_lock);
-	assert_true(i < MAX_SESS);
-	return s;
-}
-
-/* Any thread. */
-static void rig_close(struct rig *r, struct px_handle *s)
-{
-	pthread_mutex_lock(&r->sess_lock);
-	for (int i = 0; i < MAX_SESS; i++)
-		if (r->sess[i] == s)
-			r->sess[i] = NULL;
-	pthread_mutex_unlock(&r->sess_lock);
-	px_handle_close(s);
-}
-
-/* The budget the stream windows hold: ra_used less the cached heads and
- * tails, which the budget covers too and which stay after the sessions. */
+/* The budget the stream windows hold (rig_window_bytes). */
 static int64_t ra_used(struct rig *r)
 {
-	pthread_mutex_lock(&r->core->cache_lock);
-	int64_t cached = r->core->cache_used;
-	pthread_mutex_unlock(&r->core->cache_lock);
-	return atomic_load(&r->core->ra_used) - cached;
-}
-
-/* Frees the rig; check: assert that every transfer ended exactly once and
- * that every window went back to the budget. */
-static void rig_release(struct rig *r, int check)
-{
-	for (int i = 0; i < MAX_RIGS; i++)
-		if (g_rigs[i] == r)
-			g_rigs[i] = NULL;
-	for (int i = 0; i < MAX_SESS; i++)
-		px_handle_close(r->sess[i]);
-	/* the fake first: no callback may come after the core is gone */
-	fake_destroy(&r->fake, 0);
-	int64_t used = r->core ? ra_used(r) : 0;
-	px_core_free(r->core);
-	px_catalog_free(r->cat);
-	px_config_release(&r->cfg);
-	pthread_mutex_destroy(&r->sess_lock);
-	free(r);
-	if (check)
-		assert_int_equal(used, 0);
-}
-
-static void rig_free(struct rig *r)
-{
-	/* the checks of the fake, while the rig is still whole */
-	int bad_done = 0, problems, unknown;
-	pthread_mutex_lock(&r->sess_lock);
-	for (int i = 0; i < MAX_SESS; i++) {
-		px_handle_close(r->sess[i]);
-		r->sess[i] = NULL;
-	}
-	pthread_mutex_unlock(&r->sess_lock);
-	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
-	pthread_mutex_lock(&r->fake.lock);
-	for (int i = 0; i < r->fake.nreq; i++)
-		if (r->fake.reqs[i]->done != 1 && !bad_done)
-			bad_done = i + 1;
-	problems = r->fake.problems;
-	unknown = r->fake.ncancel_unknown;
-	pthread_mutex_unlock(&r->fake.lock);
-	if (bad_done)
-		fail_msg("request %d did not get exactly one on_done", bad_done);
-	assert_int_equal(problems, 0);
-	assert_int_equal(unknown, 0);
-	rig_release(r, 1);
-}
-
-static int teardown(void **state)
-{
-	for (int i = 0; i < MAX_RIGS; i++)
-		if (g_rigs[i])
-			rig_release(g_rigs[i], 0);
-	return 0;
+	return rig_window_bytes(r);
 }
 
 /* Reads [off, off+len) of asset through s and compares with what source
@@ -341,9 +235,9 @@ static struct summary summarize(struct rig *r)
  */
 static void sequential_growth(int threaded, size_t chunk)
 {
-	struct rig *r = rig_new(1, DATA_SIZE, threaded, chunk, 0);
-	rig_start(r);
-	struct px_handle *s = rig_open(r, 0);
+	struct rig *r = asset_rig(1, DATA_SIZE, threaded, chunk, 0);
+	ra_start(r);
+	struct px_handle *s = rig_open(r, 0, 42);
 	int64_t max_used = 0;
 
 	for (int64_t off = 0; off < r->size; off += BLOCK) {
@@ -444,9 +338,9 @@ static int read_until_paused(struct rig *r, struct px_handle *s)
  */
 static void test_reorder_tolerance(void **state)
 {
-	struct rig *r = rig_new(1, DATA_SIZE, 1, 32 * 1024, 0);
-	rig_start(r);
-	struct px_handle *s = rig_open(r, 0);
+	struct rig *r = asset_rig(1, DATA_SIZE, 1, 32 * 1024, 0);
+	ra_start(r);
+	struct px_handle *s = rig_open(r, 0, 42);
 	int64_t nblk = (r->size + BLOCK - 1) / BLOCK;
 
 	for (int64_t k = 0; k < nblk; k += 2) {
@@ -485,15 +379,15 @@ static void test_reorder_tolerance(void **state)
  */
 static void test_short_forward_skip(void **state)
 {
-	struct rig *r = rig_new(1, 24 * MiB + 777, 1, 10000, 0);
+	struct rig *r = asset_rig(1, 24 * MiB + 777, 1, 10000, 0);
 	r->cfg.read_timeout_ms = 2000;
-	rig_start(r);
-	struct px_handle *s = rig_open(r, 0);
+	ra_start(r);
+	struct px_handle *s = rig_open(r, 0, 42);
 	int64_t off = 3 * MiB;
 	read_until_paused(r, s);
 	struct summary m;
 	/*
-	 * Regression test for a fixed bug (proxy/stream.c, s_data/room with px_stream_read): a read that
+	 * Regression test for a fixed bug (proxy/read/stream.c, s_data/room with px_stream_read): a read that
 	 * needs bytes beyond the fill limit raises the limit to its own end
 	 * (want), and the paused transfer is resumed; but s_data pauses again
 	 * whenever the next chunk is larger than the room left before want.
@@ -523,10 +417,10 @@ static void test_short_forward_skip(void **state)
  */
 static void forward_by_kernel_readahead(int64_t kernel_ra, int want_streams)
 {
-	struct rig *r = rig_new(1, 48 * MiB + 777, 1, 64 * 1024, 0);
-	rig_start(r);
-	px_core_set_kernel_readahead(r->core, kernel_ra);
-	struct px_handle *s = rig_open(r, 0);
+	struct rig *r = asset_rig(1, 48 * MiB + 777, 1, 64 * 1024, 0);
+	ra_start(r);
+	px_stream_set_kernel_readahead(r->core, kernel_ra);
+	struct px_handle *s = rig_open(r, 0, 42);
 	int64_t off;
 	int si = read_until_paused(r, s);
 	struct summary m;
@@ -585,11 +479,7 @@ static void *zc_reader_main(void *arg)
 static int head_waiter(struct rig *r)
 {
 	for (int i = 0; i < 500; i++) {
-		pthread_mutex_lock(&r->core->cache_lock);
-		int waiting = r->core->assets[0].slot &&
-			      r->core->assets[0].slot[0].wake_at == BLOCK;
-		pthread_mutex_unlock(&r->core->cache_lock);
-		if (waiting)
+		if (px_cache_wake_at(r->core, 0, 0) == BLOCK)
 			return 1;
 		struct timespec ts = { 0, 10 * 1000000 };
 		nanosleep(&ts, NULL);
@@ -599,10 +489,10 @@ static int head_waiter(struct rig *r)
 
 static void test_fill_held_for_first_reader(void **state)
 {
-	struct rig *r = rig_new(1, 24 * MiB + 55, 1, 16 * 1024, 0);
-	rig_start(r);
+	struct rig *r = asset_rig(1, 24 * MiB + 55, 1, 16 * 1024, 0);
+	ra_start(r);
 	r->fake.hang_from = 1;  /* the head fill waits for the test */
-	struct px_handle *s = rig_open(r, 0);
+	struct px_handle *s = rig_open(r, 0, 42);
 	struct zc_reader z = { .s = s, .buf = malloc((size_t)BLOCK) };
 	assert_non_null(z.buf);
 	pthread_mutex_init(&z.lock, NULL);
@@ -663,9 +553,9 @@ static void test_fill_held_for_first_reader(void **state)
  */
 static void test_direct_read_zero_copy(void **state)
 {
-	struct rig *r = rig_new(1, 24 * MiB + 55, 1, 16 * 1024, 0);
-	rig_start(r);
-	struct px_handle *s = rig_open(r, 0);
+	struct rig *r = asset_rig(1, 24 * MiB + 55, 1, 16 * 1024, 0);
+	ra_start(r);
+	struct px_handle *s = rig_open(r, 0, 42);
 	unsigned char *buf = malloc((size_t)BLOCK);
 	assert_non_null(buf);
 	int64_t offs[] = { 9 * MiB + 4096, 17 * MiB, 5 * MiB + 12345 };
@@ -699,9 +589,9 @@ static void test_direct_read_zero_copy(void **state)
  */
 static void test_far_jump_forward(void **state)
 {
-	struct rig *r = rig_new(1, DATA_SIZE, 1, 64 * 1024, 0);
-	rig_start(r);
-	struct px_handle *s = rig_open(r, 0);
+	struct rig *r = asset_rig(1, DATA_SIZE, 1, 64 * 1024, 0);
+	ra_start(r);
+	struct px_handle *s = rig_open(r, 0, 42);
 	int64_t off, jump = 8 * MiB + 32 * MiB;
 
 	for (off = 0; off < 8 * MiB; off += BLOCK)
@@ -748,9 +638,9 @@ static void test_far_jump_forward(void **state)
  */
 static void test_far_jump_backward(void **state)
 {
-	struct rig *r = rig_new(1, DATA_SIZE, 1, 64 * 1024, 0);
-	rig_start(r);
-	struct px_handle *s = rig_open(r, 0);
+	struct rig *r = asset_rig(1, DATA_SIZE, 1, 64 * 1024, 0);
+	ra_start(r);
+	struct px_handle *s = rig_open(r, 0, 42);
 	int64_t off, back = 6 * MiB;
 
 	for (off = 0; off < 24 * MiB; off += BLOCK)
@@ -766,7 +656,7 @@ static void test_far_jump_backward(void **state)
 		read_check(r, s, 0, 0, off, BLOCK);
 	m = summarize(r);
 	/*
-	 * Regression test for a fixed bug (proxy/session.c, read_middle, with px_stream_read's *behind):
+	 * Regression test for a fixed bug (proxy/read/session.c, read_middle, with px_stream_read's *behind):
 	 * any read before the stream's kept bytes is taken for a straggler of
 	 * the sequential run, however far back it is: it is read directly and
 	 * the stream stays. After a jump back of 18 MiB every later read is
@@ -818,10 +708,10 @@ static int stream_submitted(struct fake *f, int unused)
 
 static void test_jump_ends_stream_under_waiter(void **state)
 {
-	struct rig *r = rig_new(1, 64 * MiB + 999, 1, 64 * 1024, 0);
-	rig_start(r);
+	struct rig *r = asset_rig(1, 64 * MiB + 999, 1, 64 * 1024, 0);
+	ra_start(r);
 	r->fake.hang_from = 3;  /* requests 1-2 fill the head (two parts), 3 is the stream */
-	struct px_handle *s = rig_open(r, 0);
+	struct px_handle *s = rig_open(r, 0, 42);
 	int64_t off;
 	for (off = 0; off < 2 * MiB; off += BLOCK)
 		read_check(r, s, 0, 0, off, BLOCK);
@@ -903,16 +793,16 @@ static void *reader_main(void *arg)
 
 static void test_budget_pressure(void **state)
 {
-	struct rig *r = rig_new(NSESS, BUDGET_SIZE, 1, 64 * 1024, 0);
+	struct rig *r = asset_rig(NSESS, BUDGET_SIZE, 1, 64 * 1024, 0);
 	pthread_barrier_t bar;
 	pthread_t th[NSESS];
 	struct reader rd[NSESS];
 
 	r->cfg.readahead_budget = 16 * MiB;
-	rig_start(r);
+	ra_start(r);
 	pthread_barrier_init(&bar, NULL, NSESS);
 	for (int i = 0; i < NSESS; i++) {
-		rd[i] = (struct reader){ r, rig_open(r, i), i, &bar, 0, 0 };
+		rd[i] = (struct reader){ r, rig_open(r, i, 42), i, &bar, 0, 0 };
 		assert_int_equal(pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
 	}
 	for (int i = 0; i < NSESS; i++)
@@ -948,14 +838,14 @@ static void test_budget_pressure(void **state)
  */
 static void test_head_tail_cache(void **state)
 {
-	struct rig *r = rig_new(1, DATA_SIZE, 1, 64 * 1024, 1);
-	rig_start(r);
+	struct rig *r = asset_rig(1, DATA_SIZE, 1, 64 * 1024, 1);
+	ra_start(r);
 	char u0[64], u1[64];
 	src_url(u0, sizeof(u0), 0, 0);
 	src_url(u1, sizeof(u1), 0, 1);
 
 	for (int i = 0; i < 50; i++) {
-		struct px_handle *s = rig_open(r, 0);
+		struct px_handle *s = rig_open(r, 0, 42);
 		read_check(r, s, 0, 0, 0, 64 * 1024);
 		read_check(r, s, 0, 0, r->size - 64 * 1024, 64 * 1024);
 		rig_close(r, s);
@@ -979,7 +869,7 @@ static void test_head_tail_cache(void **state)
 	assert_int_equal(ra_used(r), 0);
 
 	/* the origin answers 404 to a later session: dead for this asset */
-	struct px_handle *s = rig_open(r, 0);
+	struct px_handle *s = rig_open(r, 0, 42);
 	unsigned char buf[4096];
 	size_t got;
 	pthread_mutex_lock(&r->fake.lock);
@@ -995,7 +885,7 @@ static void test_head_tail_cache(void **state)
 
 	/* a new session reads the mirror, whose bytes differ: not the cache */
 	int n = fake_nreq(&r->fake);
-	s = rig_open(r, 0);
+	s = rig_open(r, 0, 42);
 	read_check(r, s, 0, 1, 0, 64 * 1024);
 	read_check(r, s, 0, 1, r->size - 64 * 1024, 64 * 1024);
 	read_check(r, s, 0, 1, 5000, 3000);
@@ -1005,7 +895,7 @@ static void test_head_tail_cache(void **state)
 	for (int i = n + 1; i <= fake_nreq(&r->fake); i++)
 		assert_string_equal(fake_req(&r->fake, i).url, u1);
 	/* a second session on the mirror: the same, still no cache hit */
-	s = rig_open(r, 0);
+	s = rig_open(r, 0, 42);
 	read_check(r, s, 0, 1, 100, 64 * 1024);
 	rig_close(r, s);
 	assert_int_equal(r->core->n_cache_hits, 98);
@@ -1025,14 +915,14 @@ static void read_all(struct rig *r, struct px_handle *s)
 
 static void stream_fails_once(int threaded, size_t chunk, int64_t after)
 {
-	struct rig *r = rig_new(1, 24 * MiB + 999, threaded, chunk, 0);
-	rig_start(r);
+	struct rig *r = asset_rig(1, 24 * MiB + 999, threaded, chunk, 0);
+	ra_start(r);
 	/* requests 1 and 2 fill the head, request 3 is the stream */
 	r->fake.fail_from = 3;
 	r->fake.fail_count = 1;
 	r->fake.fail_status = PX_ETRANSFER;
 	r->fake.fail_after = after;
-	struct px_handle *s = rig_open(r, 0);
+	struct px_handle *s = rig_open(r, 0, 42);
 	read_all(r, s);
 	struct summary m = summarize(r);
 	assert_int_equal(m.streams, 2);
@@ -1075,16 +965,16 @@ static void test_stream_fails_once(void **state)
  */
 static void test_stream_fails_persistently(void **state)
 {
-	struct rig *r = rig_new(1, 24 * MiB + 999, 1, 64 * 1024, 0);
+	struct rig *r = asset_rig(1, 24 * MiB + 999, 1, 64 * 1024, 0);
 	r->cfg.read_timeout_ms = 3000;
 	r->cfg.retries = 3;
-	rig_start(r);
+	ra_start(r);
 	r->fake.fail_from = 3; /* the stream: 1 and 2 fill the head */
 	r->fake.fail_count = 1000;
 	r->fake.fail_status = PX_ETRANSFER;
 	r->fake.fail_after = 1 * MiB;
 	r->fake.fail_after_more = 0;
-	struct px_handle *s = rig_open(r, 0);
+	struct px_handle *s = rig_open(r, 0, 42);
 	int64_t off;
 	enum px_status st = PX_OK;
 	static unsigned char buf[BLOCK];
@@ -1114,7 +1004,7 @@ static void test_stream_fails_persistently(void **state)
 
 	/*
 	 * The source is back.
-	 * Regression test for a fixed bug (proxy/stream.c, px_stream_read): the count of failures without
+	 * Regression test for a fixed bug (proxy/read/stream.c, px_stream_read): the count of failures without
 	 * progress (st->fails) lives in the stream, not in the read, and only a
 	 * new byte resets it; once a read has used up cfg->retries, every later
 	 * read of that session that needs a byte past the window fails at once
@@ -1139,11 +1029,11 @@ static void test_stream_fails_persistently(void **state)
 /* Many retries allowed, a short read_timeout: the deadline ends the read. */
 static void test_stream_fails_until_deadline(void **state)
 {
-	struct rig *r = rig_new(1, 24 * MiB + 999, 1, 64 * 1024, 0);
+	struct rig *r = asset_rig(1, 24 * MiB + 999, 1, 64 * 1024, 0);
 	r->cfg.read_timeout_ms = 300;
 	r->cfg.retries = 50;
-	rig_start(r);
-	struct px_handle *s = rig_open(r, 0);
+	ra_start(r);
+	struct px_handle *s = rig_open(r, 0, 42);
 	/* let the window fill, then every restart fails at once */
 	int si = read_until_paused(r, s);
 	struct summary m = summarize(r);
@@ -1188,7 +1078,7 @@ static void test_stream_fails_until_deadline(void **state)
  * (a refused connection on loopback beats the caller): the stream restarts
  * it like any other failure.
  *
- * Regression test for a fixed bug (proxy/stream.c, submit): after the fetcher's submit returns, submit
+ * Regression test for a fixed bug (proxy/read/stream.c, submit): after the fetcher's submit returns, submit
  * reads x->gen, but x (the transfer's callback context) is freed by s_done
  * when the transfer has already ended: a heap use after free. In a plain
  * build the freed bytes usually differ, so the stream cancels a transfer
@@ -1199,14 +1089,14 @@ static void test_stream_fails_until_deadline(void **state)
  */
 static void test_stream_fails_before_submit_returns(void **state)
 {
-	struct rig *r = rig_new(1, 24 * MiB + 999, 1, 64 * 1024, 0);
-	rig_start(r);
+	struct rig *r = asset_rig(1, 24 * MiB + 999, 1, 64 * 1024, 0);
+	ra_start(r);
 	r->fake.fail_from = 3; /* the stream: 1 and 2 fill the head */
 	r->fake.fail_count = 1;
 	r->fake.fail_status = PX_ECONNECT;
 	r->fake.fail_after = 0;
 	r->fake.fast_end = 1;
-	struct px_handle *s = rig_open(r, 0);
+	struct px_handle *s = rig_open(r, 0, 42);
 	read_all(r, s);
 	struct summary m = summarize(r);
 	assert_int_equal(m.streams, 2);
@@ -1222,10 +1112,10 @@ static void test_stream_fails_before_submit_returns(void **state)
  */
 static void test_stream_idle_end(void **state)
 {
-	struct rig *r = rig_new(1, 24 * MiB + 999, 1, 64 * 1024, 0);
+	struct rig *r = asset_rig(1, 24 * MiB + 999, 1, 64 * 1024, 0);
 	r->cfg.retries = 0;
-	rig_start(r);
-	struct px_handle *s = rig_open(r, 0);
+	ra_start(r);
+	struct px_handle *s = rig_open(r, 0, 42);
 	int64_t off = 3 * MiB;
 	int a = read_until_paused(r, s);
 	struct summary m;
@@ -1256,11 +1146,11 @@ static void test_stream_idle_end(void **state)
  */
 static void test_stream_hangs(void **state)
 {
-	struct rig *r = rig_new(1, 24 * MiB + 999, 1, 64 * 1024, 0);
+	struct rig *r = asset_rig(1, 24 * MiB + 999, 1, 64 * 1024, 0);
 	r->cfg.read_timeout_ms = 300;
-	rig_start(r);
+	ra_start(r);
 	r->fake.hang_from = 3;  /* requests 1 and 2 fill the head */
-	struct px_handle *s = rig_open(r, 0);
+	struct px_handle *s = rig_open(r, 0, 42);
 	int64_t off;
 	for (off = 0; off < 2 * MiB; off += BLOCK)
 		read_check(r, s, 0, 0, off, BLOCK);
@@ -1283,12 +1173,11 @@ static void test_stream_hangs(void **state)
 
 	rig_close(r, s);
 	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
-	pthread_mutex_lock(&r->fake.lock);
-	assert_int_equal(r->fake.ncancel, 1);
-	assert_int_equal(r->fake.last_cancel, q.id);
-	assert_int_equal(r->fake.reqs[2]->done, 1);
-	assert_int_equal(r->fake.ndone, 3);
-	pthread_mutex_unlock(&r->fake.lock);
+	struct fake_counts c = fake_counts(&r->fake);
+	assert_int_equal(c.ncancel, 1);
+	assert_int_equal(c.last_cancel, q.id);
+	assert_int_equal(fake_req(&r->fake, 3).done, 1);
+	assert_int_equal(c.ndone, 3);
 	assert_int_equal(ra_used(r), 0);
 	rig_free(r);
 }
@@ -1303,9 +1192,9 @@ static void test_stream_hangs(void **state)
  */
 static void close_while_paused(int inline_fake)
 {
-	struct rig *r = rig_new(1, DATA_SIZE, !inline_fake, 64 * 1024, 0);
-	rig_start(r);
-	struct px_handle *s = rig_open(r, 0);
+	struct rig *r = asset_rig(1, DATA_SIZE, !inline_fake, 64 * 1024, 0);
+	ra_start(r);
+	struct px_handle *s = rig_open(r, 0, 42);
 	int a = read_until_paused(r, s);
 	int64_t used = ra_used(r);
 	assert_true(used > 0);
@@ -1317,7 +1206,7 @@ static void close_while_paused(int inline_fake)
 	assert_true(fake_wait(&r->fake, req_cancelled, a, 5000));
 	struct fake_req q = fake_req(&r->fake, a);
 	assert_int_equal(q.done, 0);
-	assert_int_equal(r->fake.last_cancel, q.id);
+	assert_int_equal(fake_counts(&r->fake).last_cancel, q.id);
 	/* the transfer still refers to the window */
 	assert_int_equal(ra_used(r), used);
 
@@ -1330,9 +1219,7 @@ static void close_while_paused(int inline_fake)
 	assert_int_equal(q.done, 1);
 	assert_int_equal(q.bytes, q.bytes_at_cancel);
 	assert_int_equal(ra_used(r), 0);
-	pthread_mutex_lock(&r->fake.lock);
-	assert_int_equal(r->fake.ncancel, 1);
-	pthread_mutex_unlock(&r->fake.lock);
+	assert_int_equal(fake_counts(&r->fake).ncancel, 1);
 	rig_free(r);
 }
 
@@ -1362,26 +1249,26 @@ int main(int argc, char **argv)
 		cmocka_set_skip_filter(argv[2]);
 
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_sequential_growth_threaded, teardown),
-		cmocka_unit_test_teardown(test_sequential_growth_odd_chunks, teardown),
-		cmocka_unit_test_teardown(test_sequential_growth_inline, teardown),
-		cmocka_unit_test_teardown(test_reorder_tolerance, teardown),
-		cmocka_unit_test_teardown(test_short_forward_skip, teardown),
-		cmocka_unit_test_teardown(test_forward_within_kernel_readahead, teardown),
-		cmocka_unit_test_teardown(test_far_jump_forward, teardown),
-		cmocka_unit_test_teardown(test_far_jump_backward, teardown),
-		cmocka_unit_test_teardown(test_jump_ends_stream_under_waiter, teardown),
-		cmocka_unit_test_teardown(test_budget_pressure, teardown),
-		cmocka_unit_test_teardown(test_head_tail_cache, teardown),
-		cmocka_unit_test_teardown(test_fill_held_for_first_reader, teardown),
-		cmocka_unit_test_teardown(test_direct_read_zero_copy, teardown),
-		cmocka_unit_test_teardown(test_stream_fails_once, teardown),
-		cmocka_unit_test_teardown(test_stream_fails_persistently, teardown),
-		cmocka_unit_test_teardown(test_stream_fails_until_deadline, teardown),
-		cmocka_unit_test_teardown(test_stream_fails_before_submit_returns, teardown),
-		cmocka_unit_test_teardown(test_stream_idle_end, teardown),
-		cmocka_unit_test_teardown(test_stream_hangs, teardown),
-		cmocka_unit_test_teardown(test_close_while_paused, teardown),
+		cmocka_unit_test_teardown(test_sequential_growth_threaded, rig_teardown),
+		cmocka_unit_test_teardown(test_sequential_growth_odd_chunks, rig_teardown),
+		cmocka_unit_test_teardown(test_sequential_growth_inline, rig_teardown),
+		cmocka_unit_test_teardown(test_reorder_tolerance, rig_teardown),
+		cmocka_unit_test_teardown(test_short_forward_skip, rig_teardown),
+		cmocka_unit_test_teardown(test_forward_within_kernel_readahead, rig_teardown),
+		cmocka_unit_test_teardown(test_far_jump_forward, rig_teardown),
+		cmocka_unit_test_teardown(test_far_jump_backward, rig_teardown),
+		cmocka_unit_test_teardown(test_jump_ends_stream_under_waiter, rig_teardown),
+		cmocka_unit_test_teardown(test_budget_pressure, rig_teardown),
+		cmocka_unit_test_teardown(test_head_tail_cache, rig_teardown),
+		cmocka_unit_test_teardown(test_fill_held_for_first_reader, rig_teardown),
+		cmocka_unit_test_teardown(test_direct_read_zero_copy, rig_teardown),
+		cmocka_unit_test_teardown(test_stream_fails_once, rig_teardown),
+		cmocka_unit_test_teardown(test_stream_fails_persistently, rig_teardown),
+		cmocka_unit_test_teardown(test_stream_fails_until_deadline, rig_teardown),
+		cmocka_unit_test_teardown(test_stream_fails_before_submit_returns, rig_teardown),
+		cmocka_unit_test_teardown(test_stream_idle_end, rig_teardown),
+		cmocka_unit_test_teardown(test_stream_hangs, rig_teardown),
+		cmocka_unit_test_teardown(test_close_while_paused, rig_teardown),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	free(g_data);

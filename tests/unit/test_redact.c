@@ -1,5 +1,5 @@
 /*
- * test_redact.c - sources without their secrets (proxy/redact.c): what a
+ * test_redact.c - sources without their secrets (proxy/catalog/redact.c): what a
  * URL looks like redacted, cut to a short buffer, as a store key and as an
  * origin; where a provider's headers may follow a redirect; the
  * trust_redirects entries the catalog takes; and the fingerprint store

@@ -1,14 +1,15 @@
 /*
- * test_session.c - reads and size discovery against a fake fetcher.
+ * test_session.c - reads and size discovery against the fake fetcher.
  *
- * The fake is a struct px_fetch_ops in the spirit of mountpoint-s3's
- * failure_client: it serves an in-memory buffer, calling on_data in chunks
- * of a chosen size, either inline from submit ("sync") or from its own
- * fetch thread that interleaves all transfers one chunk at a time, as the
- * real fetch thread does. It can fail a chosen run of requests (with a
- * chosen status, after delivering n bytes), never answer until cancelled,
- * refuse submits, or deliver bytes at a wrong offset. It logs every request
- * and cancel, and checks that every transfer got exactly one on_done.
+ * The fake is the shared one (fake_fetch.h), in the spirit of
+ * mountpoint-s3's failure_client: it serves an in-memory buffer, calling
+ * on_data in chunks of a chosen size, either inline from submit ("sync") or
+ * from its own fetch thread that interleaves all transfers one chunk at a
+ * time, as the real fetch thread does. It can fail a chosen run of requests
+ * (with a chosen status, after delivering n bytes), never answer until
+ * cancelled, refuse submits, or deliver bytes at a wrong offset. It logs
+ * every request and cancel, and checks that every transfer got exactly one
+ * on_done. The core runs on the shared rig (rig.h).
  *
  * Threads other than the test's own never call cmocka's asserts: they count
  * problems into the fake, and the test thread asserts on the counts.
@@ -31,8 +32,10 @@
 #include "catalog.h"
 #include "config.h"
 #include "core.h"
+#include "fake_fetch.h"
 #include "fetch.h"
 #include "log.h"
+#include "rig.h"
 #include "session.h"
 #include "state.h"
 #include "tree.h"
@@ -45,324 +48,13 @@
 
 static unsigned char *g_data;
 
-/* ------------------------------------------------------------- the fake */
-
-struct fake_req {
-	uint64_t id;
-	int index;                /* 1-based order of submit */
-	int64_t offset, length, expect_size;
-	char url[128];
-	size_t nheaders;
-	char header0[128];
-	struct px_fetch_cb cb;
-	/* the plan, fixed at submit */
-	int hang;
-	int skew;
-	enum px_status final;     /* status after the bytes */
-	int64_t pos, limit;
-	/* progress; under the fake's lock */
-	int queued;               /* on the fetch thread */
-	int cancelled;
-	int paused;               /* on_data said pause; waits for resume */
-	int done;                 /* on_done calls */
-	int ended;                /* on_done has returned */
-	int64_t bytes;
-};
-
-struct fake {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	pthread_t thread;
-	int stop;
-	/* what it serves */
-	const unsigned char *data;
-	int64_t size, mtime;
-	size_t chunk;
-	int threaded;
-	/* faults: requests fail_from .. fail_from+fail_count-1 fail */
-	int fail_from, fail_count;
-	enum px_status fail_status;
-	int64_t fail_after;       /* bytes delivered before failing */
-	int hang_from;            /* requests from this one on never answer */
-	int skew_index;           /* this request delivers its chunks after
-				   * the first one byte off */
-	int fast_end;             /* threaded: submit returns after on_done, as
-				   * when a refused connection beats the caller */
-	enum px_status submit_status;
-	/* log */
-	struct fake_req **reqs;
-	int nreq, capreq;
-	int ncancel, ncancel_unknown, ndone, refused, npause, nresume;
-	uint64_t last_cancel;
-	int problems;             /* seen off the test thread */
-};
-
-static void fake_finish(struct fake *f, struct fake_req *r, enum px_status st)
-{
-	struct px_fetch_result res;
-	memset(&res, 0, sizeof(res));
-	res.status = st;
-	res.size = -1;
-	res.mtime = -1;
-	if (r->length == 0 && st == PX_OK) {
-		res.size = f->size;
-		res.mtime = f->mtime;
-	}
-	res.http_status = st == PX_OK ? 206 : st == PX_ENOTFOUND ? 404 : st == PX_EAUTH ? 403 :
-			  st == PX_ESERVER ? 503 : 0;
-	res.bytes = r->bytes;
-	snprintf(res.detail, sizeof(res.detail), "fake: %s", px_strerror(st));
-	if (r->done)
-		f->problems++;
-	r->done++;
-	f->ndone++;
-	pthread_mutex_unlock(&f->lock);
-	r->cb.on_done(r->cb.ctx, &res);
-	pthread_mutex_lock(&f->lock);
-	r->ended = 1;
-	pthread_cond_broadcast(&f->cond);
-}
-
-/* Delivers one chunk of r, or ends it. Called with the lock held. */
-static void fake_step(struct fake *f, struct fake_req *r)
-{
-	if (r->pos >= r->limit) {
-		fake_finish(f, r, r->final);
-		return;
-	}
-	int64_t n = r->limit - r->pos;
-	if (n > (int64_t)f->chunk)
-		n = (int64_t)f->chunk;
-	int64_t at = r->pos + (r->skew && r->pos > r->offset ? 1 : 0);
-	if (r->pos < r->offset || r->pos + n > r->offset + r->length)
-		f->problems++;
-	pthread_mutex_unlock(&f->lock);
-	int took = r->cb.on_data(r->cb.ctx, at, f->data + r->pos, (size_t)n);
-	pthread_mutex_lock(&f->lock);
-	if (!took) {
-		/* back-pressure: the same chunk again after resume */
-		r->paused = 1;
-		f->npause++;
-		return;
-	}
-	r->pos += n;
-	r->bytes += n;
-}
-
-static void *fake_thread(void *arg)
-{
-	struct fake *f = arg;
-	pthread_mutex_lock(&f->lock);
-	for (;;) {
-		int active = 0, moved = 0;
-		for (int i = 0; i < f->nreq; i++) {
-			struct fake_req *r = f->reqs[i];
-			if (!r->queued || r->done)
-				continue;
-			active++;
-			if (r->cancelled || f->stop) {
-				fake_finish(f, r, r->cancelled ? PX_ECANCELED : PX_ESHUTDOWN);
-				moved = 1;
-			} else if (!r->hang && !r->paused) {
-				fake_step(f, r);
-				moved = 1;
-			}
-		}
-		if (f->stop && !active)
-			break;
-		if (!moved)
-			pthread_cond_wait(&f->cond, &f->lock);
-	}
-	pthread_mutex_unlock(&f->lock);
-	return NULL;
-}
-
-static enum px_status fake_submit(void *impl, const struct px_fetch_params *p,
-				  const struct px_fetch_cb *cb, uint64_t *id)
-{
-	struct fake *f = impl;
-	struct fake_req *r = calloc(1, sizeof(*r));
-
-	pthread_mutex_lock(&f->lock);
-	if (!r || f->submit_status != PX_OK) {
-		enum px_status st = r ? f->submit_status : PX_ENOMEM;
-		f->refused++;
-		pthread_mutex_unlock(&f->lock);
-		free(r);
-		return st;
-	}
-	if (f->nreq == f->capreq) {
-		int ncap = f->capreq ? f->capreq * 2 : 64;
-		struct fake_req **nr = realloc(f->reqs, (size_t)ncap * sizeof(*nr));
-		if (!nr) {
-			pthread_mutex_unlock(&f->lock);
-			free(r);
-			return PX_ENOMEM;
-		}
-		f->reqs = nr;
-		f->capreq = ncap;
-	}
-	r->index = f->nreq + 1;
-	r->id = 7000 + (uint64_t)r->index;
-	r->offset = p->offset;
-	r->length = p->length;
-	r->expect_size = p->expect_size;
-	snprintf(r->url, sizeof(r->url), "%s", p->url ? p->url : "(null)");
-	r->nheaders = p->nheaders;
-	if (p->nheaders)
-		snprintf(r->header0, sizeof(r->header0), "%s", p->headers[0]);
-	r->cb = *cb;
-	int failing = f->fail_from && r->index >= f->fail_from &&
-		      r->index < f->fail_from + f->fail_count;
-	r->hang = f->hang_from && r->index >= f->hang_from;
-	r->skew = f->skew_index == r->index;
-	r->final = failing ? f->fail_status : PX_OK;
-	r->pos = p->offset;
-	if (p->length == 0) {
-		r->limit = r->pos; /* a probe: no bytes, the size in on_done */
-	} else {
-		int64_t end = p->offset + p->length;
-		if (end > f->size)
-			end = f->size;
-		if (p->offset >= f->size || p->offset < 0 || p->length < 0)
-			f->problems++; /* nobody should ask for bytes that do not exist */
-		if (failing && end > p->offset + f->fail_after)
-			end = p->offset + f->fail_after;
-		r->limit = end > r->pos ? end : r->pos;
-	}
-	r->queued = f->threaded || r->hang;
-	f->reqs[f->nreq++] = r;
-	*id = r->id;
-	if (r->queued) {
-		pthread_cond_broadcast(&f->cond);
-		while (f->fast_end && !r->ended && !f->stop)
-			pthread_cond_wait(&f->cond, &f->lock);
-	} else {
-		/* inline: every byte and the end before submit returns, unless
-		 * the consumer pauses: then the fetch thread takes it over */
-		while (!r->done && !r->paused)
-			fake_step(f, r);
-		if (r->paused) {
-			r->queued = 1;
-			pthread_cond_broadcast(&f->cond);
-		}
-	}
-	pthread_mutex_unlock(&f->lock);
-	return PX_OK;
-}
-
-static void fake_cancel(void *impl, uint64_t id)
-{
-	struct fake *f = impl;
-	pthread_mutex_lock(&f->lock);
-	f->last_cancel = id;
-	if (id <= 7000 || id > 7000 + (uint64_t)f->nreq) {
-		f->ncancel_unknown++;
-	} else {
-		f->ncancel++;
-		f->reqs[id - 7001]->cancelled = 1;
-		pthread_cond_broadcast(&f->cond);
-	}
-	pthread_mutex_unlock(&f->lock);
-}
-
-static void fake_resume(void *impl, uint64_t id)
-{
-	struct fake *f = impl;
-	pthread_mutex_lock(&f->lock);
-	if (id > 7000 && id <= 7000 + (uint64_t)f->nreq && f->reqs[id - 7001]->paused) {
-		f->reqs[id - 7001]->paused = 0;
-		f->nresume++;
-		pthread_cond_broadcast(&f->cond);
-	}
-	pthread_mutex_unlock(&f->lock);
-}
-
-static void fake_init(struct fake *f, int threaded, size_t chunk)
-{
-	memset(f, 0, sizeof(*f));
-	pthread_mutex_init(&f->lock, NULL);
-	pthread_cond_init(&f->cond, NULL);
-	f->data = g_data;
-	f->size = DATA_SIZE;
-	f->mtime = FAKE_MTIME;
-	f->chunk = chunk;
-	f->threaded = threaded;
-	f->submit_status = PX_OK;
-	assert_int_equal(pthread_create(&f->thread, NULL, fake_thread, f), 0);
-}
-
-/* Stops the fetch thread (ending what is left with PX_ESHUTDOWN), frees the
- * log and, when check is set, asserts that every transfer ended exactly
- * once and nothing odd was seen. */
-static void fake_destroy(struct fake *f, int check)
-{
-	int bad_done = 0, problems, unknown;
-	pthread_mutex_lock(&f->lock);
-	f->stop = 1;
-	pthread_cond_broadcast(&f->cond);
-	pthread_mutex_unlock(&f->lock);
-	pthread_join(f->thread, NULL);
-	for (int i = 0; i < f->nreq; i++) {
-		if (f->reqs[i]->done != 1 && !bad_done)
-			bad_done = i + 1;
-		free(f->reqs[i]);
-	}
-	problems = f->problems;
-	unknown = f->ncancel_unknown;
-	free(f->reqs);
-	pthread_cond_destroy(&f->cond);
-	pthread_mutex_destroy(&f->lock);
-	if (!check)
-		return;
-	if (bad_done)
-		fail_msg("request %d did not get exactly one on_done", bad_done);
-	assert_int_equal(problems, 0);
-	assert_int_equal(unknown, 0);
-}
-
-static struct px_fetch_ops fake_ops(struct fake *f)
-{
-	struct px_fetch_ops ops = { fake_submit, fake_cancel, fake_resume, f };
-	return ops;
-}
-
-/* A copy of request i (1-based). */
-static struct fake_req fake_req(struct fake *f, int i)
-{
-	pthread_mutex_lock(&f->lock);
-	assert_true(i >= 1 && i <= f->nreq);
-	struct fake_req r = *f->reqs[i - 1];
-	pthread_mutex_unlock(&f->lock);
-	return r;
-}
-
-static int fake_nreq(struct fake *f)
-{
-	pthread_mutex_lock(&f->lock);
-	int n = f->nreq;
-	pthread_mutex_unlock(&f->lock);
-	return n;
-}
-
 /* ------------------------------------------------------------------ rig */
 
-struct rig {
-	struct px_config cfg;
-	struct px_catalog *cat;
-	struct fake fake;
-	struct px_fetch_ops ops;
-	struct px_core *core;
-	struct px_handle *s;
-};
-
-/*
- * Rigs live on the heap and are registered here, so that a test that fails
- * an assert (cmocka longjmps out of it) still has its fetch thread stopped
- * and its memory freed by the teardown, never left running on a dead stack.
- */
-#define MAX_RIGS 4
-static struct rig *g_rigs[MAX_RIGS];
+/* Both sources serve the same bytes. */
+static const unsigned char *data_for(const char *url)
+{
+	return url && (strcmp(url, URL0) == 0 || strcmp(url, URL1) == 0) ? g_data : NULL;
+}
 
 enum { WITH_SIZE = 1, WITH_MTIME = 2, TWO_SOURCES = 4 };
 
@@ -382,17 +74,15 @@ static void blob_catalog(char *buf, size_t cap, int64_t size, int flags)
 		 sz, mt, (flags & TWO_SOURCES) ? ", {\"url\": \"" URL1 "\"}" : "");
 }
 
+/* A rig (rig.h) on the catalog text; the fake serves g_data, inline or
+ * threaded in chunks of chunk bytes, and a probe reports FAKE_MTIME. */
 static struct rig *rig_init_text(const char *text, int threaded, size_t chunk)
 {
-	char err[512] = "";
-	struct rig *r = calloc(1, sizeof(*r));
-	int slot = 0;
-	assert_non_null(r);
-	while (slot < MAX_RIGS && g_rigs[slot])
-		slot++;
-	assert_true(slot < MAX_RIGS);
-	g_rigs[slot] = r;
-	px_config_init(&r->cfg);
+	struct rig_opts o = {
+		.catalog = text, .size = DATA_SIZE, .threaded = threaded, .chunk = chunk,
+		.data_for = data_for, .fallback = g_data, .mtime = FAKE_MTIME,
+	};
+	struct rig *r = rig_new(&o);
 	r->cfg.read_timeout_ms = 10000;
 	r->cfg.probe_timeout_ms = 10000;
 	r->cfg.retries = 3;
@@ -401,10 +91,6 @@ static struct rig *rig_init_text(const char *text, int threaded, size_t chunk)
 	r->cfg.head_size = 0;
 	r->cfg.tail_size = 0;
 	r->cfg.readahead_budget = 0;
-	fake_init(&r->fake, threaded, chunk);
-	r->ops = fake_ops(&r->fake);
-	if (px_catalog_parse("t.json", text, strlen(text), &r->cat, err, sizeof(err)) != PX_OK)
-		fail_msg("catalog: %s", err);
 	return r;
 }
 
@@ -418,44 +104,14 @@ static struct rig *rig_init(int flags, int threaded, size_t chunk)
 /* Makes the core and runs discovery. */
 static void rig_discover(struct rig *r, struct px_state *state, int64_t fallback_mtime)
 {
-	assert_int_equal(px_core_new(&r->cfg, r->cat, &r->ops, &r->core), PX_OK);
-	assert_non_null(r->core);
-	assert_int_equal(px_core_discover(r->core, state, fallback_mtime), PX_OK);
+	rig_start(r, state, fallback_mtime);
 	assert_non_null(px_core_tree(r->core));
 }
 
-static void rig_open(struct rig *r)
+/* The handle these tests read through. */
+static struct px_handle *open_blob(struct rig *r)
 {
-	assert_int_equal(px_handle_open(r->core, 0, 42, &r->s), PX_OK);
-	assert_non_null(r->s);
-}
-
-static void rig_release(struct rig *r, int check)
-{
-	for (int i = 0; i < MAX_RIGS; i++)
-		if (g_rigs[i] == r)
-			g_rigs[i] = NULL;
-	px_handle_close(r->s);
-	r->s = NULL;
-	/* the fake first: no callback may come after the core is gone */
-	fake_destroy(&r->fake, check);
-	px_core_free(r->core);
-	px_catalog_free(r->cat);
-	px_config_release(&r->cfg);
-	free(r);
-}
-
-static void rig_free(struct rig *r)
-{
-	rig_release(r, 1);
-}
-
-static int teardown(void **state)
-{
-	for (int i = 0; i < MAX_RIGS; i++)
-		if (g_rigs[i])
-			rig_release(g_rigs[i], 0);
-	return 0;
+	return rig_open(r, 0, 42);
 }
 
 /* Reads and checks the bytes against g_data. */
@@ -497,14 +153,14 @@ static void random_reads(int threaded, size_t chunk, size_t maxlen, int count, u
 	struct rig *r = rig_init(WITH_SIZE | WITH_MTIME, threaded, chunk);
 	rig_discover(r, NULL, 0);
 	assert_int_equal(fake_nreq(&r->fake), 0); /* size and mtime known: no probe */
-	rig_open(r);
+	struct px_handle *s = open_blob(r);
 	for (int i = 0; i < count; i++) {
 		int64_t off = (int64_t)(xorshift(&seed) % (uint64_t)DATA_SIZE);
 		size_t len = 1 + (size_t)(xorshift(&seed) % maxlen);
 		if (i % 8 == 0)
 			off = DATA_SIZE - 1 - (int64_t)(xorshift(&seed) % 1000); /* near the end */
 		int before = fake_nreq(&r->fake);
-		read_check(r->s, off, len);
+		read_check(s, off, len);
 		/* one request for exactly the bytes wanted, clamped to the end */
 		assert_int_equal(fake_nreq(&r->fake), before + 1);
 		struct fake_req q = fake_req(&r->fake, before + 1);
@@ -542,32 +198,32 @@ static void test_clamp_and_eof(void **state)
 	size_t got;
 	r = rig_init(WITH_SIZE | WITH_MTIME, 0, 4096);
 	rig_discover(r, NULL, 0);
-	rig_open(r);
+	struct px_handle *s = open_blob(r);
 
 	/* the last 10 bytes, asked as 100 */
-	read_check(r->s, DATA_SIZE - 10, 100);
+	read_check(s, DATA_SIZE - 10, 100);
 	assert_int_equal(fake_req(&r->fake, 1).length, 10);
 	/* the whole file in one read */
-	read_check(r->s, 0, (size_t)DATA_SIZE + 4096);
+	read_check(s, 0, (size_t)DATA_SIZE + 4096);
 	assert_int_equal(fake_req(&r->fake, 2).length, DATA_SIZE);
 	int n = fake_nreq(&r->fake);
 
 	/* at and past the end: 0 bytes, no request */
 	got = 99;
-	assert_int_equal(px_handle_read(r->s, DATA_SIZE, sizeof(buf), buf, &got), PX_OK);
+	assert_int_equal(px_handle_read(s, DATA_SIZE, sizeof(buf), buf, &got), PX_OK);
 	assert_int_equal(got, 0);
 	got = 99;
-	assert_int_equal(px_handle_read(r->s, DATA_SIZE + 12345, sizeof(buf), buf, &got), PX_OK);
+	assert_int_equal(px_handle_read(s, DATA_SIZE + 12345, sizeof(buf), buf, &got), PX_OK);
 	assert_int_equal(got, 0);
 	got = 99;
-	assert_int_equal(px_handle_read(r->s, INT64_MAX, sizeof(buf), buf, &got), PX_OK);
+	assert_int_equal(px_handle_read(s, INT64_MAX, sizeof(buf), buf, &got), PX_OK);
 	assert_int_equal(got, 0);
 	/* nothing asked: nothing fetched */
 	got = 99;
-	assert_int_equal(px_handle_read(r->s, 5, 0, buf, &got), PX_OK);
+	assert_int_equal(px_handle_read(s, 5, 0, buf, &got), PX_OK);
 	assert_int_equal(got, 0);
 	/* a negative offset is an error */
-	assert_int_equal(px_handle_read(r->s, -1, sizeof(buf), buf, &got), PX_EINVAL);
+	assert_int_equal(px_handle_read(s, -1, sizeof(buf), buf, &got), PX_EINVAL);
 	assert_int_equal(fake_nreq(&r->fake), n);
 	rig_free(r);
 }
@@ -578,13 +234,13 @@ static void retry_resumes(int threaded, size_t chunk, int64_t fail_after)
 {
 	struct rig *r = rig_init(WITH_SIZE | WITH_MTIME, threaded, chunk);
 	rig_discover(r, NULL, 0);
-	rig_open(r);
+	struct px_handle *s = open_blob(r);
 	r->fake.fail_from = 1;
 	r->fake.fail_count = 1;
 	r->fake.fail_status = PX_ETRANSFER;
 	r->fake.fail_after = fail_after;
 
-	read_check(r->s, 1000, 20000);
+	read_check(s, 1000, 20000);
 	assert_int_equal(fake_nreq(&r->fake), 2);
 	struct fake_req a = fake_req(&r->fake, 1), b = fake_req(&r->fake, 2);
 	assert_int_equal(a.offset, 1000);
@@ -617,11 +273,11 @@ static void test_retries_exhausted(void **state)
 		r = rig_init(WITH_SIZE | WITH_MTIME, (int)(k % 2), 1000);
 		r->cfg.retries = 2;
 		rig_discover(r, NULL, 0);
-		rig_open(r);
+		struct px_handle *s = open_blob(r);
 		r->fake.fail_from = 1;
 		r->fake.fail_count = 1000;
 		r->fake.fail_status = transient[k];
-		assert_int_equal(px_handle_read(r->s, 300, sizeof(buf), buf, &got),
+		assert_int_equal(px_handle_read(s, 300, sizeof(buf), buf, &got),
 				 transient[k]);
 		/* one attempt and `retries` more, all at the same offset */
 		assert_int_equal(fake_nreq(&r->fake), 3);
@@ -638,13 +294,13 @@ static void test_progress_resets_retry_budget(void **state)
 	struct rig *r = rig_init(WITH_SIZE | WITH_MTIME, 0, 256);
 	r->cfg.retries = 1;
 	rig_discover(r, NULL, 0);
-	rig_open(r);
+	struct px_handle *s = open_blob(r);
 	/* four requests each deliver 1000 bytes and fail; the fifth succeeds */
 	r->fake.fail_from = 1;
 	r->fake.fail_count = 4;
 	r->fake.fail_status = PX_ETRANSFER;
 	r->fake.fail_after = 1000;
-	read_check(r->s, 100, 5000);
+	read_check(s, 100, 5000);
 	assert_int_equal(fake_nreq(&r->fake), 5);
 	for (int i = 1; i <= 5; i++) {
 		assert_int_equal(fake_req(&r->fake, i).offset, 100 + 1000 * (i - 1));
@@ -660,13 +316,13 @@ static void test_notfound_no_retry(void **state)
 	size_t got;
 	r = rig_init(WITH_SIZE | WITH_MTIME | TWO_SOURCES, 1, 4096);
 	rig_discover(r, NULL, 0);
-	rig_open(r);
+	struct px_handle *s = open_blob(r);
 	r->fake.fail_from = 1;
 	r->fake.fail_count = 1;
 	r->fake.fail_status = PX_ENOTFOUND;
 	/* nothing of the asset was served yet, so no byte can mix: the read
 	 * moves to the other source at once (its size gate only), no retry */
-	read_check(r->s, 0, sizeof(buf));
+	read_check(s, 0, sizeof(buf));
 	assert_string_equal(fake_req(&r->fake, 1).url, URL0);
 	assert_string_equal(fake_req(&r->fake, fake_nreq(&r->fake)).url, URL1);
 	/* and a new session skips the dead one */
@@ -677,18 +333,18 @@ static void test_notfound_no_retry(void **state)
 	read_check(s2, off, 4000);
 	assert_string_equal(fake_req(&r->fake, before + 1).url, URL1);
 	assert_int_equal(fake_req(&r->fake, before + 1).nheaders, 0);
-	assert_int_not_equal(px_handle_session_id(s2), px_handle_session_id(r->s));
+	assert_int_not_equal(px_handle_session_id(s2), px_handle_session_id(s));
 	px_handle_close(s2);
 	rig_free(r);
 
 	/* with one source only, a later open finds nothing to serve */
 	r = rig_init(WITH_SIZE | WITH_MTIME, 0, 4096);
 	rig_discover(r, NULL, 0);
-	rig_open(r);
+	s = open_blob(r);
 	r->fake.fail_from = 1;
 	r->fake.fail_count = 1;
 	r->fake.fail_status = PX_ENOTFOUND;
-	assert_int_equal(px_handle_read(r->s, 0, sizeof(buf), buf, &got), PX_ENOTFOUND);
+	assert_int_equal(px_handle_read(s, 0, sizeof(buf), buf, &got), PX_ENOTFOUND);
 	s2 = (struct px_handle *)&got;
 	assert_int_equal(px_handle_open(r->core, 0, 43, &s2), PX_ENOSOURCE);
 	assert_null(s2);
@@ -696,10 +352,10 @@ static void test_notfound_no_retry(void **state)
 }
 
 /*
- * Regression test for a fixed bug (proxy/session.c, px_session_read): a transfer that ends with PX_ESIZE
+ * Regression test for a fixed bug (proxy/read/session.c, px_session_read): a transfer that ends with PX_ESIZE
  * (the source's total differs from the asset's size) is not retried, right,
  * but the source is not marked dead either: only PX_ENOTFOUND sets
- * rt->dead. core_i.h defines dead as "404/410 or wrong size seen", and
+ * rt->dead. source/context.h defines dead as "404/410 or wrong size seen", and
  * DESIGN.md's content-length gate says a mismatch rejects the source for
  * good for this asset (probe.c does so at mount). Expected: a new session
  * skips source 0 and reads from URL1; actual: it picks URL0 again.
@@ -711,12 +367,12 @@ static void test_size_mismatch_marks_dead(void **state)
 	size_t got;
 	r = rig_init(WITH_SIZE | WITH_MTIME | TWO_SOURCES, 0, 4096);
 	rig_discover(r, NULL, 0);
-	rig_open(r);
+	struct px_handle *s = open_blob(r);
 	r->fake.fail_from = 1;
 	r->fake.fail_count = 1;
 	r->fake.fail_status = PX_ESIZE;
 	/* the read itself moves to URL1 (nothing was served yet) */
-	assert_int_equal(px_handle_read(r->s, 0, sizeof(buf), buf, &got), PX_OK);
+	assert_int_equal(px_handle_read(s, 0, sizeof(buf), buf, &got), PX_OK);
 	assert_string_equal(fake_req(&r->fake, 1).url, URL0);
 	struct px_handle *s2 = NULL;
 	assert_int_equal(px_handle_open(r->core, 0, 43, &s2), PX_OK);
@@ -733,11 +389,11 @@ static void test_auth_no_retry(void **state)
 	size_t got;
 	r = rig_init(WITH_SIZE | WITH_MTIME, 0, 4096);
 	rig_discover(r, NULL, 0);
-	rig_open(r);
+	struct px_handle *s = open_blob(r);
 	r->fake.fail_from = 1;
 	r->fake.fail_count = 1000;
 	r->fake.fail_status = PX_EAUTH;
-	assert_int_equal(px_handle_read(r->s, 10, sizeof(buf), buf, &got), PX_EAUTH);
+	assert_int_equal(px_handle_read(s, 10, sizeof(buf), buf, &got), PX_EAUTH);
 	assert_int_equal(fake_nreq(&r->fake), 1);
 	rig_free(r);
 }
@@ -750,28 +406,27 @@ static void test_read_timeout(void **state)
 	r = rig_init(WITH_SIZE | WITH_MTIME, 0, 4096);
 	r->cfg.read_timeout_ms = 200;
 	rig_discover(r, NULL, 0);
-	rig_open(r);
+	struct px_handle *s = open_blob(r);
 	r->fake.hang_from = 1;
 
 	int64_t t0 = now_ms();
-	enum px_status st = px_handle_read(r->s, 0, sizeof(buf), buf, &got);
+	enum px_status st = px_handle_read(s, 0, sizeof(buf), buf, &got);
 	int64_t took = now_ms() - t0;
 	assert_int_equal(st, PX_ETIMEDOUT);
 	assert_true(took >= 190);
 	/* on_done after cancel was honoured: no wait for the 2 s grace */
 	if (took > 1500)
 		fail_msg("read took %lld ms with read_timeout 200 ms", (long long)took);
-	pthread_mutex_lock(&r->fake.lock);
-	assert_int_equal(r->fake.nreq, 1);        /* a timeout is not retried */
-	assert_int_equal(r->fake.ncancel, 1);
-	assert_int_equal(r->fake.last_cancel, r->fake.reqs[0]->id);
-	assert_int_equal(r->fake.reqs[0]->done, 1); /* ended by the cancel */
-	assert_int_equal(r->fake.ndone, 1);
-	pthread_mutex_unlock(&r->fake.lock);
+	struct fake_counts c = fake_counts(&r->fake);
+	assert_int_equal(c.nreq, 1);        /* a timeout is not retried */
+	assert_int_equal(c.ncancel, 1);
+	assert_int_equal(c.last_cancel, fake_req(&r->fake, 1).id);
+	assert_int_equal(fake_req(&r->fake, 1).done, 1); /* ended by the cancel */
+	assert_int_equal(c.ndone, 1);
 
 	/* the session still works afterwards */
 	r->fake.hang_from = 0;
-	read_check(r->s, 5, 500);
+	read_check(s, 5, 500);
 	rig_free(r);
 }
 
@@ -784,12 +439,12 @@ static void test_read_timeout_bounds_retries(void **state)
 	r->cfg.read_timeout_ms = 300;
 	r->cfg.retries = 20;
 	rig_discover(r, NULL, 0);
-	rig_open(r);
+	struct px_handle *s = open_blob(r);
 	r->fake.fail_from = 1;
 	r->fake.fail_count = 1000;
 	r->fake.fail_status = PX_ESERVER;
 	int64_t t0 = now_ms();
-	enum px_status st = px_handle_read(r->s, 0, sizeof(buf), buf, &got);
+	enum px_status st = px_handle_read(s, 0, sizeof(buf), buf, &got);
 	int64_t took = now_ms() - t0;
 	assert_true(st == PX_ETIMEDOUT || st == PX_ESERVER);
 	assert_true(took >= 250);
@@ -806,9 +461,9 @@ static void test_submit_refused(void **state)
 	size_t got;
 	r = rig_init(WITH_SIZE | WITH_MTIME, 0, 4096);
 	rig_discover(r, NULL, 0);
-	rig_open(r);
+	struct px_handle *s = open_blob(r);
 	r->fake.submit_status = PX_ESHUTDOWN;
-	assert_int_equal(px_handle_read(r->s, 0, sizeof(buf), buf, &got), PX_ESHUTDOWN);
+	assert_int_equal(px_handle_read(s, 0, sizeof(buf), buf, &got), PX_ESHUTDOWN);
 	assert_int_equal(r->fake.refused, 1);
 	assert_int_equal(fake_nreq(&r->fake), 0);
 	rig_free(r);
@@ -818,12 +473,12 @@ static void test_bytes_out_of_order(void **state)
 {
 	struct rig *r = rig_init(WITH_SIZE | WITH_MTIME, 0, 4096);
 	rig_discover(r, NULL, 0);
-	rig_open(r);
+	struct px_handle *s = open_blob(r);
 	/* the first response puts its bytes after its first chunk one off: a
 	 * transfer that breaks the contract is not trusted, not even its
 	 * first chunk, and the retry asks for the whole range again */
 	r->fake.skew_index = 1;
-	read_check(r->s, 4096, 10000);
+	read_check(s, 4096, 10000);
 	assert_int_equal(fake_nreq(&r->fake), 2);
 	assert_int_equal(fake_req(&r->fake, 2).offset, 4096);
 	assert_int_equal(fake_req(&r->fake, 2).length, 10000);
@@ -865,14 +520,14 @@ static void test_concurrent_readers(void **state)
 	struct reader rd[NT];
 	r = rig_init(WITH_SIZE | WITH_MTIME, 1, 8192);
 	rig_discover(r, NULL, 0);
-	rig_open(r);
+	struct px_handle *s = open_blob(r);
 	/* a transient failure now and then, too */
 	r->fake.fail_from = 17;
 	r->fake.fail_count = 3;
 	r->fake.fail_status = PX_ETRANSFER;
 	r->fake.fail_after = 100;
 	for (int i = 0; i < NT; i++) {
-		rd[i] = (struct reader){ r->s, 1000 + (uint64_t)i, 0 };
+		rd[i] = (struct reader){ s, 1000 + (uint64_t)i, 0 };
 		assert_int_equal(pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
 	}
 	for (int i = 0; i < NT; i++)
@@ -910,8 +565,8 @@ static void test_discover_probes_size(void **state)
 	assert_string_equal(px_core_catalog(r->core)->assets[0].id, r->cat->assets[0].id);
 
 	/* reads then know the size */
-	rig_open(r);
-	read_check(r->s, DATA_SIZE - 100, 1000);
+	struct px_handle *s = open_blob(r);
+	read_check(s, DATA_SIZE - 100, 1000);
 	assert_int_equal(fake_req(&r->fake, 2).expect_size, DATA_SIZE);
 	rig_free(r);
 
@@ -963,7 +618,7 @@ static void discover_next_source(int threaded, int fast_end)
 }
 
 /*
- * Regression test for a fixed bug (proxy/probe.c, px_probe_assets): when a probe transfer ends before
+ * Regression test for a fixed bug (proxy/source/probe.c, px_probe_assets): when a probe transfer ends before
  * advance() takes pr.lock back after submit (advance drops the lock around
  * submit), a failed first source is never followed by the next one:
  * on_done has already set inflight 0 and moved it->source on, so the loop
@@ -1057,11 +712,10 @@ static void test_probe_timeout(void **state)
 	if (took > 1500)
 		fail_msg("discovery took %lld ms with probe_timeout 200 ms", (long long)took);
 	assert_int_equal(px_core_listed(r->core), 0);
-	pthread_mutex_lock(&r->fake.lock);
-	assert_int_equal(r->fake.nreq, 1);
-	assert_int_equal(r->fake.ncancel, 1);
-	assert_int_equal(r->fake.ndone, 1);
-	pthread_mutex_unlock(&r->fake.lock);
+	struct fake_counts c = fake_counts(&r->fake);
+	assert_int_equal(c.nreq, 1);
+	assert_int_equal(c.ncancel, 1);
+	assert_int_equal(c.ndone, 1);
 	rig_free(r);
 }
 
@@ -1138,22 +792,22 @@ static void test_path_source(void **state)
 	r = rig_init_text(text, 0, 4096);
 	rig_discover(r, NULL, 5);
 	assert_int_equal(px_core_asset_size(r->core, 0), DATA_SIZE);
-	rig_open(r);
+	struct px_handle *s = open_blob(r);
 	uint64_t seed = 99;
 	for (int i = 0; i < 50; i++) {
 		int64_t off = (int64_t)(xorshift(&seed) % (uint64_t)DATA_SIZE);
-		read_check(r->s, off, 1 + (size_t)(xorshift(&seed) % 100000));
+		read_check(s, off, 1 + (size_t)(xorshift(&seed) % 100000));
 	}
-	read_check(r->s, DATA_SIZE - 3, 100);
-	read_check(r->s, DATA_SIZE, 100);
+	read_check(s, DATA_SIZE - 3, 100);
+	read_check(s, DATA_SIZE, 100);
 	assert_int_equal(fake_nreq(&r->fake), 0);
 
 	/* the file shrinks under an open session: fail, never pad */
 	assert_int_equal(truncate(file, DATA_SIZE / 2), 0);
 	unsigned char buf[100];
 	size_t got;
-	read_check(r->s, 10, 100);
-	assert_int_equal(px_handle_read(r->s, DATA_SIZE - 200, sizeof(buf), buf, &got),
+	read_check(s, 10, 100);
+	assert_int_equal(px_handle_read(s, DATA_SIZE - 200, sizeof(buf), buf, &got),
 			 PX_ESIZE);
 	/* and a new session refuses a file of the wrong size */
 	struct px_handle *s2 = NULL;
@@ -1173,31 +827,31 @@ int main(void)
 		g_data[i] = (unsigned char)(xorshift(&seed) >> 29);
 
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_random_reads_sync, teardown),
-		cmocka_unit_test_teardown(test_random_reads_threaded, teardown),
-		cmocka_unit_test_teardown(test_clamp_and_eof, teardown),
-		cmocka_unit_test_teardown(test_retry_resumes, teardown),
-		cmocka_unit_test_teardown(test_retries_exhausted, teardown),
-		cmocka_unit_test_teardown(test_progress_resets_retry_budget, teardown),
-		cmocka_unit_test_teardown(test_notfound_no_retry, teardown),
-		cmocka_unit_test_teardown(test_size_mismatch_marks_dead, teardown),
-		cmocka_unit_test_teardown(test_auth_no_retry, teardown),
-		cmocka_unit_test_teardown(test_read_timeout, teardown),
-		cmocka_unit_test_teardown(test_read_timeout_bounds_retries, teardown),
-		cmocka_unit_test_teardown(test_submit_refused, teardown),
-		cmocka_unit_test_teardown(test_bytes_out_of_order, teardown),
-		cmocka_unit_test_teardown(test_concurrent_readers, teardown),
-		cmocka_unit_test_teardown(test_discover_probes_size, teardown),
-		cmocka_unit_test_teardown(test_discover_no_probe_when_known, teardown),
-		cmocka_unit_test_teardown(test_discover_probes_mtime, teardown),
-		cmocka_unit_test_teardown(test_discover_next_source_sync, teardown),
-		cmocka_unit_test_teardown(test_discover_next_source_fast_failure, teardown),
-		cmocka_unit_test_teardown(test_discover_unknown_left_out, teardown),
-		cmocka_unit_test_teardown(test_discover_size_mismatch, teardown),
-		cmocka_unit_test_teardown(test_discover_derived_left_out, teardown),
-		cmocka_unit_test_teardown(test_probe_timeout, teardown),
-		cmocka_unit_test_teardown(test_discover_remembers_sizes, teardown),
-		cmocka_unit_test_teardown(test_path_source, teardown),
+		cmocka_unit_test_teardown(test_random_reads_sync, rig_teardown),
+		cmocka_unit_test_teardown(test_random_reads_threaded, rig_teardown),
+		cmocka_unit_test_teardown(test_clamp_and_eof, rig_teardown),
+		cmocka_unit_test_teardown(test_retry_resumes, rig_teardown),
+		cmocka_unit_test_teardown(test_retries_exhausted, rig_teardown),
+		cmocka_unit_test_teardown(test_progress_resets_retry_budget, rig_teardown),
+		cmocka_unit_test_teardown(test_notfound_no_retry, rig_teardown),
+		cmocka_unit_test_teardown(test_size_mismatch_marks_dead, rig_teardown),
+		cmocka_unit_test_teardown(test_auth_no_retry, rig_teardown),
+		cmocka_unit_test_teardown(test_read_timeout, rig_teardown),
+		cmocka_unit_test_teardown(test_read_timeout_bounds_retries, rig_teardown),
+		cmocka_unit_test_teardown(test_submit_refused, rig_teardown),
+		cmocka_unit_test_teardown(test_bytes_out_of_order, rig_teardown),
+		cmocka_unit_test_teardown(test_concurrent_readers, rig_teardown),
+		cmocka_unit_test_teardown(test_discover_probes_size, rig_teardown),
+		cmocka_unit_test_teardown(test_discover_no_probe_when_known, rig_teardown),
+		cmocka_unit_test_teardown(test_discover_probes_mtime, rig_teardown),
+		cmocka_unit_test_teardown(test_discover_next_source_sync, rig_teardown),
+		cmocka_unit_test_teardown(test_discover_next_source_fast_failure, rig_teardown),
+		cmocka_unit_test_teardown(test_discover_unknown_left_out, rig_teardown),
+		cmocka_unit_test_teardown(test_discover_size_mismatch, rig_teardown),
+		cmocka_unit_test_teardown(test_discover_derived_left_out, rig_teardown),
+		cmocka_unit_test_teardown(test_probe_timeout, rig_teardown),
+		cmocka_unit_test_teardown(test_discover_remembers_sizes, rig_teardown),
+		cmocka_unit_test_teardown(test_path_source, rig_teardown),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	free(g_data);

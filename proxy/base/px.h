@@ -1,0 +1,81 @@
+/*
+ * px.h - the core's status codes and common macros.
+ *
+ * Every fallible function of proxy/ and verifier/ returns an enum px_status.
+ * Foreign codes (CURLcode, HTTP status, errno of the state files) are
+ * translated into it once, at the edge that sees them; fs/ translates it to
+ * an errno in one place.
+ */
+#ifndef SEAMFS_PX_H
+#define SEAMFS_PX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PX_WUR __attribute__((warn_unused_result))
+#define PX_PRINTF(f, a) __attribute__((format(printf, f, a)))
+
+enum px_status {
+	PX_OK = 0,
+	PX_EOF,          /* outcome: no byte at or after the offset */
+	PX_EAGAIN,       /* outcome: not now; the same request may succeed when
+			  * made again (the read's source changed under it, a
+			  * lease another holds) */
+	PX_ENOMEM,
+	PX_EINVAL,       /* bad argument or bad input */
+	PX_EIO,          /* local I/O error (pread, state files) */
+	PX_ETIMEDOUT,    /* a bounded wait expired */
+	PX_ECANCELED,    /* the caller cancelled the transfer */
+	PX_ECONNECT,     /* could not connect or resolve */
+	PX_ETRANSFER,    /* reset, premature end, receive error */
+	PX_EBADRESP,     /* a response that breaks the HTTP range contract */
+	PX_ESIZE,        /* the source's size differs from the asset's */
+	PX_ENOTFOUND,    /* HTTP 404/410, or ENOENT on a path source */
+	PX_EAUTH,        /* HTTP 401/403, or EACCES on a path source */
+	PX_ESERVER,      /* HTTP 5xx */
+	PX_ENOSOURCE,    /* no source of the asset can serve */
+	PX_ESHUTDOWN,    /* the core is stopping */
+	PX_EBUSY,        /* every provider that could serve is at its limit */
+	PX_ENOTASSET,    /* an answer that is not the asset's bytes: an HTML page,
+			  * compressed, of unknown length */
+	PX_EMISMATCH,    /* bytes that differ from the asset's reference */
+	PX_EDECLINED,    /* outcome: not served this way (a read tier that does
+			  * not hold the bytes, a parse that needs the whole
+			  * document): the caller takes the next way */
+	PX_EEXIST,       /* it is there already */
+	PX_STATUS_COUNT
+};
+
+/* Milliseconds and microseconds on CLOCK_MONOTONIC (clock.c). Any thread. */
+int64_t px_now_ms(void);
+int64_t px_now_us(void);
+
+/* Makes dir and its missing parents with mode (files.c). 0, or -1 with
+ * errno set (ENAMETOOLONG past PATH_MAX). Any thread. */
+int px_mkdir_p(const char *dir, unsigned int mode);
+
+/* Replaces file with len bytes of data: FILE.tmp (made with mode), write,
+ * fsync, rename, fsync of the directory. A crash leaves the old file or the
+ * new one. PX_EIO with "PATH: reason" in err. Any thread. */
+enum px_status px_write_atomic(const char *file, const void *data, size_t len,
+			       unsigned int mode, char *err, size_t errlen) PX_WUR;
+
+/* Opens a path source for reading: a regular file only, opened without
+ * blocking (a FIFO, a device, a socket or a directory is refused: a FIFO's
+ * open would block in the kernel until a writer comes). The descriptor, or
+ * -1 with errno (EINVAL for a FIFO, a device or a socket; EISDIR). Any
+ * thread (files.c). */
+int px_open_regular(const char *path);
+
+/* What path is when it exists and is not a regular file ("a FIFO", "a
+ * device", "a directory", "a socket"), for messages; NULL otherwise. */
+const char *px_file_kind(const char *path);
+
+/* A static, human-readable name for a status. Never NULL. */
+const char *px_strerror(enum px_status st);
+
+/* Whether a failed transfer with this status is worth retrying on the same
+ * source: resets, premature ends, 5xx, connection failures. Not 404, not auth. */
+int px_status_retryable(enum px_status st);
+
+#endif

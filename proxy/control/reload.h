@@ -1,0 +1,31 @@
+/*
+ * reload.h - applying a new catalog while mounted (reload.c).
+ */
+#ifndef SEAMFS_RELOAD_H
+#define SEAMFS_RELOAD_H
+
+#include <stddef.h>
+#include "px.h"
+
+struct px_core;
+
+/*
+ * Applies a new, valid catalog while mounted (reload.c): new assets
+ * appear, assets gone from it are no longer listed (open files read on),
+ * sources of known assets are added and removed, providers' limits and
+ * drain apply. Takes ownership of cat (kept until px_core_free). What
+ * needs a remount (a known asset's new path, kind or size, a new
+ * transcode) is left as it was and said in report, one line. PX_OK when
+ * applied; else nothing visible changed. Any thread but a FUSE worker's.
+ */
+enum px_status px_reload_catalog(struct px_core *core, struct px_catalog *cat, char *report,
+			      size_t len) PX_WUR;
+
+/*
+ * Reads the catalog file again (JSON, .strm directory or M3U) and applies
+ * it with px_reload_catalog(). An unreadable or invalid catalog keeps the old
+ * one: the error, naming the file, line and field, is in report, the log
+ * and the status. Any thread but a FUSE worker's.
+ */
+enum px_status px_reload_file(struct px_core *core, char *report, size_t len) PX_WUR;
+#endif

@@ -1,0 +1,217 @@
+/*
+ * report.c - the core's state as JSON, for .seamfs/status.json.
+ *
+ * Formats a snapshot (snapshot.c: providers, sessions and admission as
+ * one copy under the providers' lock, verification and cutovers as one
+ * under vf_lock, the atomic counters) with no lock held, so one status is
+ * consistent within each of those parts. Times are ages in seconds, on
+ * the core's clock at the snapshot.
+ */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+#include "snapshot.h"
+#include "standby.h"
+#include "jsontext.h"
+
+static json_t *provider_json(const struct px_snap_provider *p, int64_t now)
+{
+	const char *state = px_snapshot_state_name(p->state);
+	const char *why = "";
+
+	if (p->state == PX_SNAP_DRAINED)
+		why = "drained: no new sessions";
+	else if (p->state == PX_SNAP_AUTH_ERROR)
+		why = p->auth_why;
+	else if (p->state == PX_SNAP_DOWN || p->state == PX_SNAP_FAILING)
+		why = p->why;
+	json_t *o = json_pack("{s:o, s:s, s:o, s:b, s:i, s:i, s:i, s:i, s:b}",
+			      "name", px_json_str(p->name), "state", state,
+			      "why", px_json_str(why),
+			      "live", p->state != PX_SNAP_DOWN,
+			      "sessions", (json_int_t)p->sessions,
+			      "transfers", (json_int_t)p->xfers,
+			      "background_transfers", (json_int_t)p->bg,
+			      "slots_held", (json_int_t)p->held,
+			      "drained", p->drained);
+	if (!o)
+		return NULL;
+	json_object_set_new(o, "max_connections",
+			    p->max ? json_integer(p->max) : json_null());
+	json_object_set_new(o, "at_limit", json_boolean(p->max && p->held >= p->max));
+	json_object_set_new(o, "auth_error", p->auth_failed ? px_json_str(p->auth_why) : json_null());
+	json_object_set_new(o, "auth_errors", json_integer((json_int_t)p->n_auth));
+	json_object_set_new(o, "last_good_age_s",
+			    p->last_good ? json_real((double)(now - p->last_good) / 1000.0)
+					 : json_null());
+	json_object_set_new(o, "counters",
+			    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+				      "good_answers", (json_int_t)p->n_ok,
+				      "bad_answers", (json_int_t)p->n_bad,
+				      "slot_waits", (json_int_t)p->n_waits,
+				      "slot_timeouts", (json_int_t)p->n_busy,
+				      "background_preempted", (json_int_t)p->n_preempted,
+				      "lingering_sessions_ended", (json_int_t)p->n_evicted,
+				      "liveness_probes", (json_int_t)p->n_probes));
+	return o;
+}
+
+static json_t *session_json(const struct px_snap_session *s, int64_t now)
+{
+	return json_pack("{s:I, s:o, s:o, s:I, s:o, s:o, s:I, s:I, s:i, s:i, s:s, s:f}",
+			 "id", (json_int_t)s->id, "asset", px_json_str(s->asset),
+			 "path", px_json_str(s->path), "client", (json_int_t)s->client,
+			 "source", px_json_str(s->source),
+			 "provider", px_json_str(s->provider),
+			 "offset", (json_int_t)s->offset,
+			 "bytes_served", (json_int_t)s->served,
+			 "handles", s->nhandles, "transfers", s->xfers,
+			 "state", s->exhausted ? "fallback_exhausted" : s->nhandles ? "open" : "lingering",
+			 "age_s", (double)(now - s->created) / 1000.0);
+}
+
+/* Assets that have more than one source: each source with its
+ * verification state. */
+static json_t *assets_json(const struct px_snapshot *snap)
+{
+	json_t *arr = json_array();
+	for (size_t i = 0; arr && i < snap->nshown; i++) {
+		const struct px_snap_asset *a = &snap->assets[i];
+		json_t *srcs = json_array();
+		for (size_t k = 0; srcs && k < a->nsources; k++) {
+			const struct px_snap_source *src = &a->sources[k];
+			json_array_append_new(srcs, json_pack("{s:o, s:o, s:s, s:o, s:i}",
+				"source", px_json_str(src->source),
+				"provider", px_json_str(src->provider),
+				"verification", src->verification,
+				"why", px_json_str(src->why),
+				"inconclusive_in_a_row", src->inconclusive));
+		}
+		json_array_append_new(arr, json_pack("{s:o, s:o, s:I, s:o, s:o}",
+			"id", px_json_str(a->id), "path", px_json_str(a->path),
+			"size", (json_int_t)a->size,
+			"reference", px_json_str(a->reference), "sources", srcs));
+	}
+	return arr;
+}
+
+static json_t *transcodes_json(const struct px_snapshot *snap)
+{
+	json_t *arr = json_array();
+	for (size_t i = 0; arr && i < snap->ntranscodes; i++) {
+		const struct px_tc_info *t = &snap->transcodes[i].info;
+		json_array_append_new(arr, json_pack(
+			"{s:o, s:i, s:i, s:I, s:o, s:b, s:o, s:I, s:i, s:b, s:b}",
+			"asset", px_json_str(snap->transcodes[i].asset),
+			"segments", (int)t->segments, "committed", (int)t->committed,
+			"writer_pid", (json_int_t)t->writer_pid, "owner", px_json_str(t->owner),
+			"lease_held", t->lease_held,
+			"heartbeat_age_s", t->heartbeat_age_ms >= 0
+				? json_real((double)t->heartbeat_age_ms / 1000.0) : json_null(),
+			"recoveries", (json_int_t)t->recoveries, "readers", t->readers,
+			"queued", t->queued, "failed", t->failed));
+	}
+	return arr;
+}
+
+static json_t *cutovers_json(const struct px_snapshot *snap)
+{
+	json_t *o = json_object(), *by = json_object(), *recent = json_array();
+	uint64_t total = 0;
+	for (int st = 0; st < PX_STATUS_COUNT; st++) {
+		if (!snap->n_cutovers[st])
+			continue;
+		const char *name = px_cutover_reason_name((enum px_status)st);
+		json_t *old = json_object_get(by, name);
+		json_int_t prev = old ? json_integer_value(old) : 0;
+		json_object_set_new(by, name, json_integer(prev + (json_int_t)snap->n_cutovers[st]));
+		total += snap->n_cutovers[st];
+	}
+	for (size_t i = 0; i < snap->nrecent; i++) {
+		const struct px_snap_cutover *c = &snap->recent[i];
+		json_array_append_new(recent, json_pack("{s:I, s:o, s:I, s:o, s:o, s:s, s:I, s:f}",
+			"session", (json_int_t)c->session, "asset", px_json_str(c->asset),
+			"offset", (json_int_t)c->offset,
+			"from", px_json_str(c->from),
+			"to", px_json_str(c->to),
+			"reason", px_cutover_reason_name(c->reason), "duration_ms", (json_int_t)c->ms,
+			"age_s", (double)(snap->now - c->when) / 1000.0));
+	}
+	json_object_set_new(o, "total", json_integer((json_int_t)total));
+	json_object_set_new(o, "by_reason", by);
+	json_object_set_new(o, "recent", recent);
+	json_object_set_new(o, "fallback_exhausted", json_integer((json_int_t)snap->n_exhausted));
+	json_object_set_new(o, "last_fallback_exhausted", px_json_str(snap->exhausted_why));
+	json_object_set_new(o, "verifications",
+			    json_pack("{s:I, s:I, s:I, s:I}",
+				      "match", (json_int_t)snap->n_verified[0],
+				      "mismatch", (json_int_t)snap->n_verified[1],
+				      "size_mismatch", (json_int_t)snap->n_verified[2],
+				      "inconclusive", (json_int_t)snap->n_verified[3]));
+	return o;
+}
+
+char *px_report_json(struct px_core *core)
+{
+	struct px_snapshot *snap = NULL;
+	json_t *root = json_object(), *provs = json_array(), *sess = json_array();
+	char *out = NULL;
+
+	if (!root || !provs || !sess || px_snapshot_new(core, PX_SNAPSHOT_ROWS, &snap) != PX_OK) {
+		json_decref(provs);
+		json_decref(sess);
+		goto out;
+	}
+	int64_t now = snap->now;
+	json_object_set_new(root, "version", json_string(SEAMFS_VERSION));
+	json_object_set_new(root, "providers", provs);
+	json_object_set_new(root, "sessions", sess);
+
+	for (size_t i = 0; i < snap->nprovs; i++)
+		json_array_append_new(provs, provider_json(&snap->provs[i], now));
+	for (size_t i = 0; i < snap->nsessions; i++)
+		json_array_append_new(sess, session_json(&snap->sessions[i], now));
+	json_object_set_new(root, "admission",
+			    json_pack("{s:I, s:o, s:o}",
+				      "refused_at_limit", (json_int_t)snap->n_admit_busy,
+				      "last_refusal", px_json_str(snap->admit_why),
+				      "last_refusal_age_s",
+				      snap->admit_when ? json_real((double)(now - snap->admit_when) /
+								   1000.0)
+						       : json_null()));
+	json_object_set_new(root, "reload",
+			    json_pack("{s:I, s:b, s:o, s:o}", "reloads",
+				      (json_int_t)snap->n_reloads, "ok",
+				      snap->n_reloads ? snap->reload_ok : 1, "last",
+				      px_json_str(snap->reload_msg), "last_age_s",
+				      snap->reload_when ? json_real((double)(now - snap->reload_when) /
+								    1000.0)
+							: json_null()));
+	json_object_set_new(root, "assets", assets_json(snap));
+	json_object_set_new(root, "transcodes", transcodes_json(snap));
+	json_object_set_new(root, "cutovers", cutovers_json(snap));
+
+	json_object_set_new(root, "reads",
+			    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+				      "head_tail_cache_hits", (json_int_t)snap->n_cache_hits,
+				      "head_tail_cache_fills", (json_int_t)snap->n_cache_fills,
+				      "streams", (json_int_t)snap->n_streams,
+				      "stream_restarts", (json_int_t)snap->n_stream_restarts,
+				      "stream_waits", (json_int_t)snap->n_stream_waits,
+				      "stream_wait_ms", (json_int_t)(snap->stream_wait_us / 1000),
+				      "direct_reads", (json_int_t)snap->n_direct));
+	json_object_set_new(root, "memory",
+			    json_pack("{s:I, s:I, s:I, s:I}",
+				      "readahead_used", (json_int_t)snap->ra_used,
+				      "readahead_budget", (json_int_t)snap->ra_budget,
+				      "cache_used", (json_int_t)snap->cache_used,
+				      "cache_size", (json_int_t)snap->cache_size));
+	out = px_json_text(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+	root = NULL;
+out:
+	px_snapshot_free(snap);
+	json_decref(root);
+	return out;
+}

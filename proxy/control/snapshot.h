@@ -1,0 +1,144 @@
+/*
+ * snapshot.h - the core's state copied for reporting (snapshot.c): what
+ * status.json (report.c) and the metrics (metrics.c) show, taken by one
+ * call, so that neither of them reads the context or takes its locks.
+ *
+ * A snapshot is plain data: numbers, fixed arrays and strings it owns. It
+ * points into neither the core nor its catalog, so it may be kept, read
+ * and formatted with no lock held, after the core has changed or gone.
+ */
+#ifndef SEAMFS_SNAPSHOT_H
+#define SEAMFS_SNAPSHOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "histo.h"
+#include "px.h"
+#include "transcode.h"
+
+struct px_core;
+
+/* What to copy besides the counters and the providers: the rows
+ * status.json lists (sessions, assets with standbys, recent cutovers,
+ * transcodes). The metrics do without them. */
+#define PX_SNAPSHOT_ROWS 0x1u
+
+/* A provider's state as the status names it; the order is the metrics'. */
+enum px_snap_state {
+	PX_SNAP_LIVE,
+	PX_SNAP_FAILING,           /* answering badly, for less than liveness_ttl */
+	PX_SNAP_DOWN,              /* answering badly for liveness_ttl */
+	PX_SNAP_DRAINED,           /* takes no new session (before the others) */
+	PX_SNAP_AUTH_ERROR,        /* its credentials refused (401/403) */
+	PX_SNAP_NSTATES
+};
+
+struct px_snap_provider {
+	char *name;
+	enum px_snap_state state;
+	char why[200];             /* its last bad answer, in words */
+	int auth_failed;
+	char auth_why[200];        /* why its credentials count as refused */
+	int sessions, xfers, bg, held, max, drained;
+	int64_t last_good;         /* core clock, ms; 0: never */
+	uint64_t n_ok, n_bad, n_waits, n_busy, n_preempted, n_evicted, n_probes, n_auth;
+};
+
+struct px_snap_session {
+	uint64_t id, client;
+	char *asset, *path;        /* the asset's id and path */
+	char *source, *provider;   /* the source as shown (no credentials), its provider */
+	int64_t offset, served;    /* where the last read ended; bytes served */
+	int64_t created;           /* core clock, ms */
+	int nhandles, xfers, exhausted;
+};
+
+struct px_snap_source {
+	char *source, *provider;
+	const char *verification;  /* a static name: "dead", or its VS_* state's */
+	char *why;                 /* the last verdict, in words; "" when none */
+	int inconclusive;          /* inconclusive checks in a row */
+};
+
+/* An asset the status lists: listed, with more than one source. */
+struct px_snap_asset {
+	char *id, *path;
+	int64_t size;
+	char reference[17];        /* the reference fingerprint's id, "" when none */
+	struct px_snap_source *sources;
+	size_t nsources;
+};
+
+struct px_snap_cutover {
+	uint64_t session;
+	char *asset, *from, *to;   /* the asset's id, the sources as shown */
+	int64_t offset, ms, when;  /* when: core clock, ms */
+	enum px_status reason;
+};
+
+struct px_snap_transcode {
+	struct px_tc_info info;    /* px_transcode_snapshot()'s */
+	char *asset;               /* the asset's id */
+};
+
+#define PX_SNAP_RECENT 8        /* cutovers the core remembers */
+
+struct px_snapshot {
+	int64_t now;               /* the core clock when taken (ms): ages go by it */
+
+	/* the last reload (reload_lock; PX_SNAPSHOT_ROWS, else zeroes) */
+	uint64_t n_reloads;
+	int reload_ok;
+	char reload_msg[1024];
+	int64_t reload_when;       /* core clock; 0: never */
+
+	/* the catalog's assets, those the mount lists */
+	size_t nassets, nlisted;
+	/* providers and sessions (prov_lock) */
+	struct px_snap_provider *provs;
+	size_t nprovs;
+	struct px_snap_session *sessions; /* PX_SNAPSHOT_ROWS; else NULL */
+	size_t nsessions;
+	uint64_t sessions_open, sessions_lingering; /* by handles, always counted */
+	uint64_t n_admit_busy;
+	char admit_why[300];
+	int64_t admit_when;        /* core clock; 0: never */
+
+	/* verification and cutovers (vf_lock) */
+	struct px_snap_asset *assets; /* PX_SNAPSHOT_ROWS; else NULL */
+	size_t nshown;
+	uint64_t n_cutovers[PX_STATUS_COUNT]; /* by trigger */
+	struct px_snap_cutover recent[PX_SNAP_RECENT]; /* PX_SNAPSHOT_ROWS: newest first */
+	size_t nrecent;
+	uint64_t n_verified[4];    /* match, mismatch, size_mismatch, inconclusive */
+	uint64_t n_exhausted;
+	char exhausted_why[300];
+
+	/* transcodes (the supervisor's own copy) */
+	struct px_snap_transcode *transcodes; /* PX_SNAPSHOT_ROWS; else NULL */
+	size_t ntranscodes;
+
+	/* reads and memory (atomics; cache_used under cache_lock) */
+	uint64_t n_cache_hits, n_cache_fills, n_streams, n_stream_restarts;
+	uint64_t n_stream_waits, stream_wait_us, n_direct;
+	int64_t ra_used, ra_budget, cache_used, cache_size;
+	struct px_histo_snap h_read, h_ttfb;
+};
+
+/*
+ * Copies the core's state into a new snapshot (*out, freed with
+ * px_snapshot_free). what: 0, or PX_SNAPSHOT_ROWS. Takes each of the
+ * core's locks once and alone, never two at once, and never across
+ * formatting (snapshot.c). PX_ENOMEM, *out NULL, when out of memory. Any
+ * thread that holds none of the core's locks.
+ */
+enum px_status px_snapshot_new(struct px_core *core, unsigned what,
+			       struct px_snapshot **out) PX_WUR;
+
+/* Frees a snapshot and everything it owns. NULL: no-op. */
+void px_snapshot_free(struct px_snapshot *s);
+
+/* "live", "failing", "down", "drained", "auth_error". Never NULL. */
+const char *px_snapshot_state_name(enum px_snap_state st);
+
+#endif

@@ -1,0 +1,420 @@
+/*
+ * cache.c - the heads and tails of assets, shared by every session.
+ *
+ * Players and library scanners open a file, read its head (container
+ * header), jump to its tail (index, cues, moov) and come back; scanners
+ * stop there. Each asset's first head_size and last tail_size bytes are
+ * fetched once, as one bounded range, and served to every later open from
+ * memory, so a rescan or a reopen costs no transfer and never starts a
+ * long stream.
+ *
+ * A slot remembers which source filled it: a session reading another
+ * source does not use it (an open file never mixes bytes of sources not
+ * proved identical). All slots share cache_size; a fill evicts the least
+ * recently used ready slots.
+ *
+ * The first reader of an empty slot starts a bounded range transfer; a
+ * head is asked for in two parts: the first reader's bytes and 256 KiB
+ * more, then the rest once a read goes past that (a player, not a scan),
+ * so opening a thousand files and reading 4 KiB of each costs a thousand
+ * small ranges, not a thousand heads; a tail, which players read from its
+ * end, is asked for whole. Every reader (the first one included) waits
+ * only until the bytes it needs are in, so the first 64 KiB of a file come
+ * as soon as the origin sends them, not when the whole part has arrived. Once a waiter's bytes
+ * are in, the fill pauses until that reader has taken them (and, through
+ * the zero-copy call, replied: px_cache_let_go), so that the reader gets a
+ * CPU before the rest of the fill. A failed fill empties the slot (its
+ * readers read around it); a fill that brings nobody's bytes within a read
+ * timeout is cancelled.
+ *
+ * Lock: core->cache_lock guards every slot and the accounting; never held
+ * across the fetcher's submit, cancel or resume.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache.h"
+#include "clock.h"
+#include "provider.h"
+#include "rangeread.h"
+#include "log.h"
+
+/* A cached head or tail of an asset (cache.c). Guarded by the cache lock. */
+struct cache_slot {
+	int state;                 /* CACHE_EMPTY, CACHE_FILLING, CACHE_PARTIAL,
+				    * CACHE_READY */
+	size_t source;             /* whose bytes these are */
+	unsigned char *buf;        /* room for asked bytes */
+	int64_t start, len;
+	int64_t asked;             /* bytes asked for so far (a head is filled in
+				    * growing parts, as its readers need them) */
+	int64_t filled;            /* bytes in so far (FILLING, PARTIAL) */
+	uint64_t xid;              /* the fill transfer, 0 when none */
+	uint64_t last_use;
+	int64_t wake_at;           /* the nearest end a reader waits for, or
+				    * INT64_MAX (FILLING) */
+	int held;                  /* a reader's bytes are in: the fill waits
+				    * until it has taken them */
+	int paused;                /* the fill's transfer is paused (held) */
+	int64_t last_byte;         /* when the fill last brought bytes (ms) */
+};
+
+enum { CACHE_EMPTY, CACHE_FILLING, CACHE_PARTIAL, CACHE_READY };
+
+#define HEAD_FIRST (256LL << 10)  /* a head's first part asks this past its reader */
+
+/* The fill transfer's callback context. */
+struct fill {
+	struct px_core *core;
+	struct cache_slot *slot;
+};
+
+void px_cache_init(struct px_core *core)
+{
+	pthread_mutex_init(&core->cache_lock, NULL);
+	px_cond_init_mono(&core->cache_cond);
+}
+
+void px_cache_release(struct px_core *core)
+{
+	for (size_t i = 0; i < core->cat->nassets; i++) {
+		for (int k = 0; core->assets[i].slot && k < 2; k++) {
+			struct cache_slot *s = &core->assets[i].slot[k];
+			if (s->buf)
+				atomic_fetch_sub(&core->ra_used, s->asked);
+			free(s->buf);
+		}
+		free(core->assets[i].slot);
+		core->assets[i].slot = NULL;
+	}
+	pthread_cond_destroy(&core->cache_cond);
+	pthread_mutex_destroy(&core->cache_lock);
+}
+
+/* Empties a slot that no transfer fills, giving its memory back. Lock held. */
+static void drop(struct px_core *core, struct cache_slot *s)
+{
+	free(s->buf);
+	s->buf = NULL;
+	core->cache_used -= s->asked;
+	atomic_fetch_sub(&core->ra_used, s->asked);
+	s->asked = s->filled = 0;
+	s->state = CACHE_EMPTY;
+}
+
+/* Makes room for need bytes by evicting ready (or partly filled, idle)
+ * slots, oldest first (a reader copies under the lock, so such a slot is
+ * never in use outside it). keep is never evicted. Lock held. Returns 0
+ * when there is room. */
+static int make_room(struct px_core *core, int64_t need, const struct cache_slot *keep)
+{
+	while (core->cache_used + need > core->cfg->cache_size) {
+		struct cache_slot *victim = NULL;
+		for (size_t i = 0; i < core->cat->nassets; i++) {
+			for (int k = 0; core->assets[i].slot && k < 2; k++) {
+				struct cache_slot *s = &core->assets[i].slot[k];
+				if ((s->state == CACHE_READY || s->state == CACHE_PARTIAL) &&
+				    s != keep && (!victim || s->last_use < victim->last_use))
+					victim = s;
+			}
+		}
+		if (!victim)
+			return -1;
+		drop(core, victim);
+	}
+	return 0;
+}
+
+static int f_data(void *ctx, int64_t off, const void *buf, size_t len)
+{
+	struct fill *f = ctx;
+	struct cache_slot *s = f->slot;
+	int took = 1;
+	pthread_mutex_lock(&f->core->cache_lock);
+	/* the fetcher delivers in order, inside the range asked for */
+	if (off == s->start + s->filled && s->held) {
+		/* a reader has its bytes and has not taken them yet: let it
+		 * have the CPU first (this chunk comes again on resume) */
+		s->paused = 1;
+		took = 0;
+	} else if (off == s->start + s->filled && s->filled + (int64_t)len <= s->asked) {
+		memcpy(s->buf + s->filled, buf, len);
+		s->filled += (int64_t)len;
+		s->last_byte = px_now_ms();
+		/* wake the readers once one has all its bytes, not at every
+		 * chunk; and hold the rest of the fill until one of them has
+		 * taken its bytes: on a small machine the fill's own copying
+		 * and the origin's sending would keep the reader from a CPU
+		 * for milliseconds (the first read of a file waits on this) */
+		if (s->start + s->filled >= s->wake_at) {
+			s->wake_at = INT64_MAX;
+			s->held = s->filled < s->asked;
+			pthread_cond_broadcast(&f->core->cache_cond);
+		}
+	}
+	pthread_mutex_unlock(&f->core->cache_lock);
+	return took;
+}
+
+static void f_done(void *ctx, const struct px_fetch_result *res)
+{
+	struct fill *f = ctx;
+	struct cache_slot *s = f->slot;
+	struct px_core *core = f->core;
+
+	pthread_mutex_lock(&core->cache_lock);
+	if (res->status == PX_OK && s->filled == s->asked) {
+		/* all of the part asked for: the whole slot, or more later */
+		s->state = s->asked == s->len ? CACHE_READY : CACHE_PARTIAL;
+		s->last_use = ++core->cache_clock;
+	} else if (res->status == PX_OK && s->filled > 0) {
+		/* a short answer (an origin that caps its 206s): what came is
+		 * good, the next reader that needs more asks on from there */
+		int64_t extra = s->asked - s->filled;
+		core->cache_used -= extra;
+		atomic_fetch_sub(&core->ra_used, extra);
+		s->asked = s->filled;
+		s->state = s->asked == s->len ? CACHE_READY : CACHE_PARTIAL;
+		s->last_use = ++core->cache_clock;
+	} else {
+		/* readers read around it; the next miss tries again */
+		px_debug("cache", "fill of %lld bytes at %lld failed: %s", (long long)s->asked,
+			 (long long)s->start, res->detail);
+		drop(core, s);
+	}
+	s->xid = 0;
+	s->held = s->paused = 0;
+	pthread_cond_broadcast(&core->cache_cond);
+	pthread_mutex_unlock(&core->cache_lock);
+	free(f);
+}
+
+/* Asks for the slot's next part, up to need bytes of it at least: an empty
+ * slot's first part, or a partly filled one's next. Lock held; dropped
+ * around the submit. */
+static enum px_status ask(struct px_core *core, struct px_session *sess, size_t asset,
+			  struct cache_slot *s, int which, size_t source, int64_t start,
+			  int64_t slen, int64_t need, int64_t deadline)
+{
+	struct fill *f;
+	uint64_t id = 0;
+	int first = s->state == CACHE_EMPTY;
+	int64_t from = first ? 0 : s->asked;
+	int64_t want = slen;
+
+	if (which == 0 && first) {
+		/* a head's first part: its reader's bytes and a margin; the
+		 * rest only once a read goes past it (a player, not a scan) */
+		want = (need + HEAD_FIRST + 65535) & ~65535LL;
+		if (want > slen)
+			want = slen;
+	}
+	int64_t more = want - from;
+	if (slen > core->cfg->cache_size || make_room(core, more, s))
+		return first ? PX_EDECLINED : PX_ENOMEM;
+	/* cached bytes count against the one memory budget too */
+	int64_t used = atomic_load(&core->ra_used);
+	do {
+		if (used + more > core->cfg->readahead_budget)
+			return first ? PX_EDECLINED : PX_ENOMEM;
+	} while (!atomic_compare_exchange_weak(&core->ra_used, &used, used + more));
+	f = malloc(sizeof(*f));
+	unsigned char *buf = realloc(first ? NULL : s->buf, (size_t)want);
+	if (!f || !buf) {
+		free(f);
+		if (buf && !first)
+			s->buf = buf;
+		atomic_fetch_sub(&core->ra_used, more);
+		return first ? PX_EDECLINED : PX_ENOMEM;
+	}
+	s->buf = buf;
+	f->core = core;
+	f->slot = s;
+	if (first) {
+		s->start = start;
+		s->len = slen;
+		s->filled = 0;
+		s->source = source;
+	}
+	s->state = CACHE_FILLING;
+	s->asked = want;
+	s->wake_at = INT64_MAX;
+	s->held = s->paused = 0;
+	s->last_byte = px_now_ms();
+	s->xid = 0;
+	core->cache_used += more;
+	struct px_fetch_params fp = px_source_range(core, asset, source, start + from, more);
+	struct px_fetch_cb cb = { f_data, f_done, f };
+	pthread_mutex_unlock(&core->cache_lock);
+	/* the fill holds a slot of the reader's session */
+	enum px_status rc = px_xfer_submit(core, sess->prov, sess, 0, deadline, &fp, &cb, &id);
+	pthread_mutex_lock(&core->cache_lock);
+	if (rc != PX_OK) {
+		free(f);
+		if (first) {
+			drop(core, s);
+		} else {
+			/* the bytes in stay good: back to what was there */
+			core->cache_used -= more;
+			atomic_fetch_sub(&core->ra_used, more);
+			s->asked = from;
+			s->state = CACHE_PARTIAL;
+		}
+		pthread_cond_broadcast(&core->cache_cond);
+		return rc == PX_EBUSY || rc == PX_ESHUTDOWN ? rc : first ? PX_EDECLINED : rc;
+	}
+	if (s->state == CACHE_FILLING && s->start == start && s->len == slen && s->asked == want)
+		s->xid = id; /* unless it has already ended */
+	core->n_cache_fills += first;
+	return PX_OK;
+}
+
+void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fill)
+{
+	uint64_t resume = 0;
+
+	pthread_mutex_lock(&core->cache_lock);
+	struct cache_slot *s = core->assets[asset].slot ? &core->assets[asset].slot[which] : NULL;
+	if (s && fill && s->xid == fill && s->held) {
+		s->held = 0;
+		if (s->paused) {
+			s->paused = 0;
+			resume = fill;
+		}
+	}
+	pthread_mutex_unlock(&core->cache_lock);
+	if (resume)
+		core->ops.resume(core->ops.impl, resume);
+}
+
+enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size_t asset,
+			     int which, size_t source,
+			     int64_t start, int64_t slen, int64_t off, size_t len, void *buf,
+			     int64_t deadline, uint64_t *held)
+{
+	int64_t need = off + (int64_t)len - start;
+	enum px_status st;
+	uint64_t cancel = 0, resume = 0;
+	int filler = 0, seen_fill = 0;
+
+	/* a path source is read in place: nothing to cache */
+	if (px_source_is_path(core, asset, source))
+		return PX_EDECLINED;
+	pthread_mutex_lock(&core->cache_lock);
+	/* an asset's slots exist once it is read: a library costs none */
+	if (!core->assets[asset].slot &&
+	    !(core->assets[asset].slot = calloc(2, sizeof(struct cache_slot)))) {
+		pthread_mutex_unlock(&core->cache_lock);
+		return PX_EDECLINED;
+	}
+	struct cache_slot *s = &core->assets[asset].slot[which];
+	for (;;) {
+		if (s->state == CACHE_EMPTY) {
+			/* a fill we were waiting for failed: read directly, where
+			 * failures are retried with backoff and counted */
+			if (filler || seen_fill) {
+				st = PX_EDECLINED;
+				break;
+			}
+			st = ask(core, sess, asset, s, which, source, start, slen, need, deadline);
+			if (st != PX_OK)
+				break;
+			filler = 1;
+			continue;
+		}
+		if (s->source != source || s->start != start || s->len != slen) {
+			st = PX_EDECLINED; /* another source's bytes: not ours to serve */
+			break;
+		}
+		/* ready, or filled far enough: a reader waits only for its bytes */
+		if (s->state == CACHE_READY || s->filled >= need) {
+			memcpy(buf, s->buf + (off - start), len);
+			s->last_use = ++core->cache_clock;
+			/* taken: the held fill goes on, now or (when the caller
+			 * can tell) once the reply is out */
+			if (s->held && held && s->xid) {
+				*held = s->xid;
+			} else {
+				s->held = 0;
+				if (s->paused && s->xid) {
+					s->paused = 0;
+					resume = s->xid;
+				}
+			}
+			if (!filler)
+				core->n_cache_hits++; /* served without a transfer of its own */
+			st = PX_OK;
+			break;
+		}
+		if (s->state == CACHE_PARTIAL) {
+			/* the reads went on past what was asked: the next part */
+			st = ask(core, sess, asset, s, which, source, start, slen, need, deadline);
+			if (st != PX_OK) {
+				st = st == PX_EBUSY || st == PX_ESHUTDOWN ? st : PX_EDECLINED;
+				break;
+			}
+			filler = 1;
+			continue;
+		}
+		seen_fill = 1;
+		if (s->paused && !s->held && s->xid) {
+			/* held before its submit had returned (no id then) */
+			s->paused = 0;
+			uint64_t id = s->xid;
+			pthread_mutex_unlock(&core->cache_lock);
+			core->ops.resume(core->ops.impl, id);
+			pthread_mutex_lock(&core->cache_lock);
+			continue;
+		}
+		if (s->asked < need) {
+			/* a part that ends before our bytes: wait for its end, then
+			 * ask for the next (above) */
+			if (s->start + s->asked < s->wake_at)
+				s->wake_at = s->start + s->asked;
+		} else if (off + (int64_t)len < s->wake_at) {
+			s->wake_at = off + (int64_t)len;
+		}
+		/* wait for our bytes, the deadline, or a stall: no byte of the
+		 * fill for stall_timeout while it runs */
+		int64_t until = s->last_byte + core->cfg->stall_timeout_ms;
+		if (s->paused || until > deadline)
+			until = deadline;
+		struct timespec ts = { until / 1000, (until % 1000) * 1000000 };
+		if (px_now_ms() >= deadline ||
+		    (pthread_cond_timedwait(&core->cache_cond, &core->cache_lock, &ts) != 0 &&
+		     s->state == CACHE_FILLING && s->filled < need &&
+		     (px_now_ms() >= deadline ||
+		      (!s->paused && px_now_ms() >= s->last_byte + core->cfg->stall_timeout_ms)))) {
+			/* a fill that stalled, or did not bring our bytes within
+			 * a whole read timeout, is stuck: end it, the next reader
+			 * starts afresh; the caller cuts over (PX_ETIMEDOUT) */
+			cancel = s->xid;
+			st = PX_ETIMEDOUT;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&core->cache_lock);
+	if (resume)
+		core->ops.resume(core->ops.impl, resume);
+	if (cancel)
+		core->ops.cancel(core->ops.impl, cancel);
+	return st;
+}
+
+int64_t px_cache_wake_at(struct px_core *core, size_t asset, int which)
+{
+	int64_t at = -1;
+	pthread_mutex_lock(&core->cache_lock);
+	if (core->assets[asset].slot)
+		at = core->assets[asset].slot[which].wake_at;
+	pthread_mutex_unlock(&core->cache_lock);
+	return at;
+}
+
+int64_t px_cache_used(struct px_core *core)
+{
+	pthread_mutex_lock(&core->cache_lock);
+	int64_t used = core->cache_used;
+	pthread_mutex_unlock(&core->cache_lock);
+	return used;
+}

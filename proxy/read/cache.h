@@ -1,0 +1,48 @@
+/*
+ * cache.h - heads and tails of assets, shared by all sessions (cache.c).
+ * Internal to read/.
+ */
+#ifndef SEAMFS_CACHE_H
+#define SEAMFS_CACHE_H
+
+#include <stdint.h>
+#include "context.h"
+#include "px.h"
+
+struct px_session;
+
+/* ---- cache.c: heads and tails of assets, shared by all sessions */
+
+/*
+ * Copies [off, off+len), which lies inside slot `which` (0 head, 1 tail,
+ * spanning [start, start+slen)) of the asset as served by source, from the
+ * cache. On a miss it starts one transfer that fills the whole slot and
+ * waits (until deadline) only for the bytes asked for. PX_EDECLINED: not served
+ * from the cache (another source's bytes, no room, the fill failed): read
+ * directly. PX_ETIMEDOUT at the deadline.
+ * A fill holds its transfer once a waiting reader's bytes are in, so that
+ * the reader gets a CPU before the rest comes. The reader that takes them
+ * lets it go on at once; or, when held is not NULL and the fill is held,
+ * *held is set to the fill's id and the fill waits until the caller, its
+ * reply out, calls px_cache_let_go().
+ */
+enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size_t asset,
+			     int which, size_t source,
+			     int64_t start, int64_t slen, int64_t off, size_t len, void *buf,
+			     int64_t deadline, uint64_t *held);
+
+void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fill);
+void px_cache_init(struct px_core *core);
+void px_cache_release(struct px_core *core);
+
+/* The end a reader of slot `which` (0 head, 1 tail) of the asset waits
+ * for, INT64_MAX when none waits, -1 when the asset has no slots yet. */
+int64_t px_cache_wake_at(struct px_core *core, size_t asset, int which);
+
+/* The bytes the cached heads and tails hold (filled or asked for), which
+ * count against the read-ahead budget (core->ra_used) beside the streams'
+ * windows. Takes cache_lock; any thread that holds none of the core's
+ * locks. */
+int64_t px_cache_used(struct px_core *core);
+
+#endif

@@ -1,0 +1,75 @@
+/*
+ * retry.c - what a read does after a failed transfer.
+ *
+ * A read is served by a stream (stream.c) or by direct range requests and
+ * preads (session.c); both end up here when the bytes they wait for do not
+ * come, so a failure means the same whichever tier met it. The order of
+ * remedies follows DESIGN.md: first a standby proven identical takes over
+ * in place, at the same byte (px_cutover, which checks the seam); when
+ * none can, the same source is tried again with a growing backoff while
+ * the failure looks transient; a read that keeps failing without a new
+ * byte, or that reaches its deadline, fails with the
+ * cause, and the handle counts it (fallback_exhausted) and marks the
+ * session failed so that a reopen starts afresh.
+ *
+ * Two cutovers of one read at the same byte mean every source fails as
+ * fast as the session moves (a dead network): the second one counts as a
+ * failure and backs off like a retry, so a read never spins between
+ * sources.
+ */
+#include <errno.h>
+#include <time.h>
+
+#include "context.h"
+#include "log.h"
+#include "provider.h"
+#include "retry.h"
+#include "standby.h"
+
+#define BACKOFF_BASE_MS 50
+#define LAST_TRY_MS 10   /* less time than this left: no last attempt */
+
+enum px_status px_retry_failed(struct px_retry *r, struct px_session *sess, size_t source,
+			       int64_t pos, enum px_status st, int stalled, const char *detail,
+			       const void *seam, size_t nseam, int64_t deadline, const char *who)
+{
+	struct px_core *core = sess->core;
+	size_t asset = sess->asset;
+
+	if (st == PX_EBUSY || st == PX_ESHUTDOWN || st == PX_ENOMEM ||
+	    (st == PX_ETIMEDOUT && !stalled))
+		return st;
+	if (pos > r->mark)
+		r->fails = 0;   /* progress: the retry budget starts afresh */
+	r->mark = pos;
+	px_warn("read", "%s: %s: read at %lld failed: %s (%s)", who,
+		core->cat->assets[asset].sources[source].shown, (long long)pos,
+		px_strerror(st), detail && detail[0] ? detail : px_strerror(st));
+	if (st == PX_ENOTFOUND || st == PX_ESIZE)
+		core->assets[asset].dead[source] = 1; /* for later sessions */
+	int moved = px_cutover(sess, source, pos, stalled ? PX_ETIMEDOUT : st, seam, nseam,
+			       deadline) == PX_OK;
+	if (moved && r->cut_at != pos) {
+		r->cut_at = pos;
+		r->fails = 0;
+		return PX_OK;
+	}
+	/* nothing can take over (the session's source again), or a move right
+	 * after another at the same byte: a stall is load, not death */
+	if ((!moved && !px_status_retryable(st) && !stalled) || r->fails >= core->cfg->retries)
+		return st;
+	int64_t wait = (int64_t)BACKOFF_BASE_MS << (r->fails < 6 ? r->fails : 6);
+	int64_t left = deadline - px_now_ms();
+	r->fails++;
+	/* the read's whole budget is for getting its bytes: a backoff that
+	 * would outlast it is cut to half of what is left, so that one last
+	 * attempt still fits */
+	if (left < 2 * LAST_TRY_MS)
+		return PX_ETIMEDOUT;
+	if (wait > left - LAST_TRY_MS)
+		wait = left / 2;
+	struct timespec ts = { wait / 1000, (wait % 1000) * 1000000 };
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+	return PX_OK;
+}

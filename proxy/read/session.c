@@ -1,0 +1,950 @@
+/*
+ * session.c - serving a session's reads from its source.
+ *
+ * A read of an HTTP source is served, in this order of preference:
+ *  - from the asset's cached head or tail (cache.c), filled once for all
+ *    sessions: scans and reopens cost no transfer;
+ *  - from the session's stream (stream.c), which a sequential run of reads
+ *    (SEQ_RUN bytes in a row) earns: one open-ended transfer with a
+ *    read-ahead window;
+ *  - by a bounded range request of exactly the bytes wanted ("direct"):
+ *    random access fetches what it reads and no more.
+ *
+ * A direct read asks the fetcher for exactly the bytes wanted
+ * and waits for them on a condition variable, with the read's deadline
+ * (read_timeout from the read's start). The buffer the fetch thread writes
+ * into belongs to a small reference-counted waiter, not to the reader, so a
+ * reader that gives up at its deadline can leave at once: the fetch thread
+ * drops the last reference when the cancelled transfer ends.
+ *
+ * A failed transfer cuts over, inside the read and at the same offset, to
+ * a standby proven identical (standby.c); when none can take over, it is
+ * retried on the same source with a short backoff while it keeps failing
+ * transiently (reset, premature end, 5xx, broken range headers), at most
+ * cfg->retries times in a row without a new byte. A 404/410 marks the
+ * source dead for the asset so that later sessions skip it.
+ *
+ * A path source is read with pread() on the session's descriptor of it
+ * (px_session_fd), which the kernel bounds. A pread that fails (an I/O
+ * error, a file that shrank) cuts over the same way, and standbys of
+ * either kind take over: a session that moves to a path ends its stream
+ * and reads the path in place; one that moves to a URL reads through
+ * transfers again.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "clock.h"
+#include "context.h"
+#include "health.h"
+#include "provider.h"
+#include "rangeread.h"
+#include "retry.h"
+#include "session_i.h"
+#include "standby.h"
+#include "stream.h"
+#include "log.h"
+#include "session.h"
+
+#define CANCEL_GRACE_MS 2000
+#define SEQ_BACK (4LL << 20)   /* kernel read-ahead reorders this much... */
+#define SEQ_GAP (4LL << 20)    /* ...both ways */
+#define SEQ_RUN (512LL << 10)  /* sequential bytes that earn a stream */
+
+/* One open file handle of a session: its own transfers and its own
+ * sequential-run tracking; the source is its session's. */
+struct px_handle {
+	struct px_core *core;
+	struct px_session *sess;
+	struct px_handle *prev, *next;   /* core->handles, under handles_lock */
+	struct px_handle *snext;         /* sess->handles, under sess->lock */
+	size_t asset;
+	const char *who;      /* the session's */
+
+	pthread_mutex_t lock; /* guards what follows */
+	struct px_stream *stream;
+	int starting;         /* a reader is starting the stream */
+	int64_t next_off;     /* where the last read ended */
+	int64_t seq_run;      /* bytes read in a row up to next_off */
+	unsigned char tail[4096]; /* the last bytes a read gave, for a seam check */
+	size_t tail_len;
+	int64_t tail_end;     /* offset just past them */
+	/* the last read that failed (recent_failure) */
+	int64_t fail_off, fail_end;
+	enum px_status fail_st;
+	_Atomic int64_t fail_at; /* 0: none; read without the lock first */
+};
+
+/* A failed read is remembered this long: the kernel retries a failed
+ * read-ahead page at once, synchronously, and the application must get
+ * its error within read_timeout of asking, not after a second one. */
+#define FAIL_MEMORY_MS 2000
+
+struct waiter {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	_Atomic int refs;
+	int done;
+	int64_t start;        /* offset of buf[0] */
+	size_t cap, filled;
+	int disorder;         /* bytes came at an offset we did not expect */
+	_Atomic int64_t last_byte; /* when bytes last came (ms) */
+	struct px_fetch_result res;
+	unsigned char buf[];
+};
+
+static void waiter_unref(struct waiter *w)
+{
+	if (atomic_fetch_sub(&w->refs, 1) == 1) {
+		pthread_cond_destroy(&w->cond);
+		pthread_mutex_destroy(&w->lock);
+		free(w);
+	}
+}
+
+static int w_data(void *ctx, int64_t off, const void *buf, size_t len)
+{
+	struct waiter *w = ctx;
+	/* only the fetch thread writes buf and filled until done is set */
+	if (off != w->start + (int64_t)w->filled || len > w->cap - w->filled) {
+		w->disorder = 1;
+		return 1;
+	}
+	memcpy(w->buf + w->filled, buf, len);
+	w->filled += len;
+	atomic_store(&w->last_byte, px_now_ms());
+	return 1;
+}
+
+static void w_done(void *ctx, const struct px_fetch_result *res)
+{
+	struct waiter *w = ctx;
+	pthread_mutex_lock(&w->lock);
+	w->res = *res;
+	w->done = 1;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	waiter_unref(w);
+}
+
+enum px_status px_handle_open(struct px_core *core, size_t asset, uint64_t client,
+			      struct px_handle **out)
+{
+	struct asset_rt *rt = &core->assets[asset];
+	struct px_session *sess;
+	struct px_handle *h;
+	enum px_status st;
+
+	*out = NULL;
+	if (!rt->listed)
+		return PX_ENOSOURCE;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return PX_ENOMEM;
+	st = px_session_enter(core, asset, client, px_now_ms() + core->cfg->admission_timeout_ms,
+			      &sess);
+	if (st != PX_OK) {
+		free(h);
+		return st;
+	}
+	h->core = core;
+	h->sess = sess;
+	h->asset = asset;
+	h->who = sess->who;
+	h->next_off = -1;
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_mutex_lock(&sess->lock);
+	h->snext = sess->handles;
+	sess->handles = h;
+	pthread_mutex_unlock(&sess->lock);
+	pthread_mutex_lock(&core->handles_lock);
+	h->next = core->handles;
+	if (h->next)
+		h->next->prev = h;
+	core->handles = h;
+	pthread_mutex_unlock(&core->handles_lock);
+	*out = h;
+	return PX_OK;
+}
+
+void px_handle_close(struct px_handle *h)
+{
+	if (!h)
+		return;
+	struct px_session *sess = h->sess;
+	pthread_mutex_lock(&h->core->handles_lock);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		h->core->handles = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&h->core->handles_lock);
+	pthread_mutex_lock(&sess->lock);
+	for (struct px_handle **pp = &sess->handles; *pp; pp = &(*pp)->snext) {
+		if (*pp == h) {
+			*pp = h->snext;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&sess->lock);
+	/* the stream's transfer is cancelled here; its slot frees when the
+	 * fetcher has closed it */
+	px_stream_close(h->stream);
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+	px_session_leave(sess);
+}
+
+void px_handles_close_all(struct px_core *core)
+{
+	size_t n = 0;
+	while (core->handles) {
+		px_handle_close(core->handles);
+		n++;
+	}
+	if (n)
+		px_debug("session", "closed %zu handle(s) left open at unmount", n);
+}
+
+int px_session_yield_idle(struct px_session *sess)
+{
+	struct px_stream *idle[16];
+	int n = 0;
+
+	pthread_mutex_lock(&sess->lock);
+	for (struct px_handle *h = sess->handles; h && n < 16; h = h->snext) {
+		pthread_mutex_lock(&h->lock);
+		if (h->stream && px_stream_idle(h->stream)) {
+			idle[n++] = h->stream;
+			h->stream = NULL;
+		}
+		pthread_mutex_unlock(&h->lock);
+	}
+	pthread_mutex_unlock(&sess->lock);
+	for (int i = 0; i < n; i++)
+		px_stream_close(idle[i]);
+	if (n)
+		px_debug("session", "%s: closed %d idle stream(s) to free a slot", sess->who, n);
+	return n;
+}
+
+struct px_session *px_handle_session(struct px_handle *h)
+{
+	return h->sess;
+}
+
+uint64_t px_handle_session_id(const struct px_handle *h)
+{
+	return h->sess->id;
+}
+
+/* Whether the session reads its active source with pread. */
+static int on_path(const struct px_handle *s)
+{
+	return px_source_is_path(s->core, s->asset, atomic_load(&s->sess->source));
+}
+
+/* [off, off+len) of path source `source` with pread; *got: bytes read. A
+ * failure says what happened in detail. */
+static enum px_status read_path(struct px_handle *s, size_t source, int64_t off, size_t len,
+				unsigned char *buf, size_t *got, char *detail, size_t detlen)
+{
+	int fd = px_session_fd(s->sess, source);
+	if (fd < 0) {
+		snprintf(detail, detlen, "cannot be opened, or has another size");
+		return PX_EIO;
+	}
+	while (*got < len) {
+		ssize_t n = pread(fd, buf + *got, len - *got, off + (int64_t)*got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			snprintf(detail, detlen, "%s", strerror(errno));
+			return PX_EIO;
+		}
+		if (n == 0) {
+			/* shorter than when it was opened: never pad, fail */
+			snprintf(detail, detlen, "shrank below %lld bytes",
+				 (long long)(off + (int64_t)*got));
+			return PX_ESIZE;
+		}
+		*got += (size_t)n;
+	}
+	return PX_OK;
+}
+
+/* One transfer of [off, off+len); copies what arrived in order into buf.
+ * Returns the transfer's status; *got = bytes copied. */
+static enum px_status fetch_once(struct px_handle *s, size_t source, int64_t off, size_t len,
+				 unsigned char *buf, size_t *got, int64_t deadline,
+				 char *detail, size_t detlen, int *stalled, struct waiter **keep)
+{
+	struct px_core *core = s->core;
+	struct waiter *w;
+	enum px_status st;
+	uint64_t id;
+
+	*got = 0;
+	if (px_source_is_path(core, s->asset, source))
+		return read_path(s, source, off, len, buf, got, detail, detlen);
+	w = malloc(sizeof(*w) + len);
+	if (!w)
+		return PX_ENOMEM;
+	memset(w, 0, sizeof(*w));
+	pthread_mutex_init(&w->lock, NULL);
+	px_cond_init_mono(&w->cond);
+	w->refs = 2;
+	w->start = off;
+	w->cap = len;
+	struct px_fetch_params fp = px_source_range(core, s->asset, source, off, (int64_t)len);
+	struct px_fetch_cb cb = { w_data, w_done, w };
+	st = px_xfer_submit(core, core->cat->assets[s->asset].sources[source].provider, s->sess, 0,
+			    deadline, &fp, &cb, &id);
+	if (st != PX_OK) {
+		w->refs = 1;
+		waiter_unref(w);
+		snprintf(detail, detlen, "%s", px_strerror(st));
+		return st;
+	}
+	/* wait for the end, the deadline, or a stall: no byte for
+	 * stall_timeout, which a standby may cure */
+	atomic_store(&w->last_byte, px_now_ms());
+	pthread_mutex_lock(&w->lock);
+	const char *gave_up = NULL;
+	while (!w->done) {
+		int64_t stall_at = atomic_load(&w->last_byte) + core->cfg->stall_timeout_ms;
+		int64_t until = stall_at < deadline ? stall_at : deadline;
+		if (px_cond_wait_until(&w->cond, &w->lock, &w->done, until))
+			break;
+		if (px_now_ms() >= deadline) {
+			gave_up = "no answer within read_timeout";
+			break;
+		}
+		if (px_now_ms() >= atomic_load(&w->last_byte) + core->cfg->stall_timeout_ms) {
+			gave_up = "stalled: no byte within stall_timeout";
+			*stalled = 1;
+			break;
+		}
+	}
+	if (gave_up) {
+		pthread_mutex_unlock(&w->lock);
+		core->ops.cancel(core->ops.impl, id);
+		pthread_mutex_lock(&w->lock);
+		/* the bytes that did arrive are still good: wait briefly for the
+		 * cancel so that they can be used, else leave them */
+		px_cond_wait_until(&w->cond, &w->lock, &w->done, px_now_ms() + CANCEL_GRACE_MS);
+		if (!w->done) {
+			pthread_mutex_unlock(&w->lock);
+			waiter_unref(w);
+			snprintf(detail, detlen, "%s", gave_up);
+			return PX_ETIMEDOUT;
+		}
+		w->res.status = PX_ETIMEDOUT;
+		snprintf(w->res.detail, sizeof(w->res.detail), "%s", gave_up);
+	}
+	pthread_mutex_unlock(&w->lock);
+	/* done: the fetch thread no longer touches buf */
+	st = w->res.status;
+	if (w->disorder) {
+		st = PX_EBADRESP;
+		snprintf(w->res.detail, sizeof(w->res.detail), "bytes arrived out of order");
+		w->filled = 0;
+	}
+	if (keep && st == PX_OK && w->filled == len) {
+		/* all of it: the caller replies from the transfer's buffer and
+		 * lets go of it then (one buffer and one copy less) */
+		*keep = w;
+		*got = len;
+		return PX_OK;
+	}
+	memcpy(buf, w->buf, w->filled);
+	*got = w->filled;
+	snprintf(detail, detlen, "%s", w->res.detail);
+	if (st == PX_OK && w->filled == 0) {
+		st = PX_ETRANSFER;
+		snprintf(detail, detlen, "the response carried none of the bytes asked for");
+	}
+	waiter_unref(w);
+	return st;
+}
+
+/* One read being served: what its tiers share. */
+struct read_op {
+	struct px_handle *h;
+	int64_t deadline;
+	int seq;                /* it continues a run that earns a stream */
+	struct px_stream *st;   /* the handle's stream, referenced, or NULL */
+	unsigned char *buf;     /* the read's first byte goes here */
+	size_t got;             /* bytes in so far */
+	int copied;             /* some came other than from the stream */
+	struct px_zc *zc;       /* the whole read may stay where it is */
+	uint64_t *held;         /* head and tail fills held for the reply */
+};
+
+/*
+ * A reader thread's buffer for the bytes a read copies (cached heads and
+ * tails, preads, a direct read in parts, a stream with no pin free): made
+ * at the thread's first such read, grown to the largest, freed when the
+ * thread ends. A FUSE worker replies before it reads again, so one per
+ * thread is enough, and a steady run of reads allocates nothing.
+ */
+struct scratch {
+	size_t cap;
+	unsigned char buf[];
+};
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_init(void)
+{
+	(void)pthread_key_create(&scratch_key, free);
+}
+
+static unsigned char *scratch(size_t len)
+{
+	pthread_once(&scratch_once, scratch_init);
+	struct scratch *sc = pthread_getspecific(scratch_key);
+	if (sc && sc->cap >= len)
+		return sc->buf;
+	free(sc);
+	sc = malloc(sizeof(*sc) + len);
+	if (sc)
+		sc->cap = len;
+	(void)pthread_setspecific(scratch_key, sc);
+	return sc ? sc->buf : NULL;
+}
+
+/* The bytes the old source gave just before pos, for a cutover's seam
+ * check: the end of this read's bytes so far (have bytes before p), else
+ * the window of the handle's stream, else the last copied read's when it
+ * ended at pos. Returns how many were put in out. */
+static size_t seam_bytes(struct px_handle *s, struct px_stream *st, int64_t pos,
+			 const unsigned char *p, size_t have, unsigned char out[4096])
+{
+	size_t n = 0;
+	if (have > 0) {
+		n = have < 4096 ? have : 4096;
+		memcpy(out, p - n, n);
+		return n;
+	}
+	if (st && (n = px_stream_bytes_before(st, pos, out, 4096)) > 0)
+		return n;
+	pthread_mutex_lock(&s->lock);
+	if (s->tail_end == pos && s->tail_len) {
+		n = s->tail_len;
+		memcpy(out, s->tail, n);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+/* Keeps the last bytes of a read that ended at end, for seam_bytes(): only
+ * for bytes that came other than from a stream, whose window keeps its
+ * own. */
+static void keep_tail(struct px_handle *s, int64_t end, const struct iovec *iov, int iovcnt)
+{
+	size_t total = 0;
+	for (int i = 0; i < iovcnt; i++)
+		total += iov[i].iov_len;
+	size_t n = total < sizeof(s->tail) ? total : sizeof(s->tail);
+	size_t skip = total - n, k = 0;
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < iovcnt && k < n; i++) {
+		size_t l = iov[i].iov_len;
+		if (skip >= l) {
+			skip -= l;
+			continue;
+		}
+		size_t take = l - skip < n - k ? l - skip : n - k;
+		memcpy(s->tail + k, (const unsigned char *)iov[i].iov_base + skip, take);
+		k += take;
+		skip = 0;
+	}
+	s->tail_len = n;
+	s->tail_end = end;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Where the asset's cached head ends and its cached tail starts. */
+static void regions(const struct px_handle *s, int64_t *head_end, int64_t *tail_start)
+{
+	const struct px_config *cfg = s->core->cfg;
+	int64_t size = s->core->assets[s->asset].size;
+	*head_end = cfg->head_size < size ? cfg->head_size : size;
+	*tail_start = size - cfg->tail_size > *head_end ? size - cfg->tail_size : *head_end;
+}
+
+/* Reads [off, off+len) with bounded range requests (pread for a path
+ * source), retrying transient failures on the same source. A failure cuts
+ * over to a standby of either kind, at the same offset. */
+static enum px_status read_direct(struct px_handle *s, struct px_stream *stream, int64_t off,
+				  size_t len, void *out, int64_t deadline, struct waiter **keep)
+{
+	struct px_core *core = s->core;
+	unsigned char *buf = out;
+	enum px_status st = PX_OK;
+	struct px_retry retry = PX_RETRY_INIT;
+	size_t got = 0;
+
+	if (!on_path(s))
+		core->n_direct++;
+	while (got < len) {
+		char detail[200];
+		size_t n = 0;
+		int stalled = 0;
+
+		if (px_now_ms() >= deadline) {
+			st = PX_ETIMEDOUT;
+			break;
+		}
+		size_t source = atomic_load(&s->sess->source);
+		/* only a first attempt that brings everything is kept */
+		st = fetch_once(s, source, off + (int64_t)got, len - got, buf + got, &n, deadline,
+				detail, sizeof(detail), &stalled, got ? NULL : keep);
+		got += n;
+		if (got == len) {
+			st = PX_OK; /* every byte is here, whatever came after */
+			break;
+		}
+		if (st == PX_OK)
+			continue;
+		/* a standby takes over at the same offset, checked against the
+		 * bytes just before it: this read's, or the previous read's */
+		int64_t pos = off + (int64_t)got;
+		unsigned char seam[4096];
+		size_t nseam = seam_bytes(s, stream, pos, buf + got, got, seam);
+		st = px_retry_failed(&retry, s->sess, source, pos, st, stalled, detail, seam, nseam,
+				     deadline, s->who);
+		if (st != PX_OK)
+			break;
+	}
+	if (got == len)
+		return PX_OK;
+	/* px_handle_read() counts and logs the failure */
+	return st == PX_OK ? PX_ETRANSFER : st;
+}
+
+/* read_direct(); with zc, a read that one transfer brings whole is replied
+ * from that transfer's buffer, which zc holds until px_handle_zc_done(). */
+static enum px_status read_direct_zc(struct read_op *op, int64_t off, size_t len,
+				     unsigned char *buf, struct px_zc *zc)
+{
+	struct waiter *w = NULL;
+	enum px_status st = read_direct(op->h, op->st, off, len, buf, op->deadline,
+				       zc ? &w : NULL);
+	if (st == PX_OK && w) {
+		zc->wt = w;
+		zc->iov[0].iov_base = w->buf;
+		zc->iov[0].iov_len = len;
+		zc->iovcnt = 1;
+	} else if (w) {
+		waiter_unref(w);
+	}
+	op->copied = 1;
+	return st;
+}
+
+/* [off, off+len) from op->st, pinned in its window when zc asks. */
+static enum px_status stream_read(struct read_op *op, int64_t off, size_t len,
+				  unsigned char *buf, int *behind, struct px_zc *zc)
+{
+	struct px_stream *st = op->st;
+	if (!zc)
+		return px_stream_read(st, off, len, buf, op->deadline, op->h->who, behind);
+	enum px_status rc = px_stream_read_pinned(st, off, len, buf, op->deadline, op->h->who,
+						  behind, zc->iov, &zc->iovcnt, &zc->pin);
+	if (rc == PX_OK && zc->iovcnt)
+		zc->st = st;
+	return rc;
+}
+
+/* Ends the handle's stream when it is still st (a jump left it behind, or
+ * a cutover to a path ended it). */
+static void end_stream(struct px_handle *s, struct px_stream *st)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->stream == st) {
+		s->stream = NULL;
+		px_stream_close(st);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * The stream tier: [off, off+len) from the handle's stream when it holds
+ * or is about to hold them; else, between head and tail (middle), a new
+ * stream when the read continues a run that earns one. PX_EDECLINED: not
+ * the stream's (a straggler behind it, a read in the tail it has not
+ * reached, no stream to be had): the next tier serves. A stream a jump
+ * left behind has served its run and ends.
+ */
+static enum px_status read_stream(struct read_op *op, int64_t off, size_t len,
+				  unsigned char *buf, int middle, struct px_zc *zc)
+{
+	struct px_handle *s = op->h;
+	enum px_status rc;
+	int behind;
+
+	if (op->st) {
+		rc = stream_read(op, off, len, buf, &behind, zc);
+		if (rc != PX_EDECLINED || !middle)
+			return rc;
+		if (behind && !px_stream_closed(op->st))
+			return PX_EDECLINED; /* a straggler: the stream stays */
+		end_stream(s, op->st);
+		px_stream_unref(op->st);
+		op->st = NULL;
+	}
+	if (!middle || !op->seq)
+		return PX_EDECLINED;
+	/* one reader starts the stream; the kernel's parallel read-ahead
+	 * reads meanwhile go direct rather than start streams of their own */
+	pthread_mutex_lock(&s->lock);
+	int mine = !s->stream && !s->starting;
+	s->starting |= mine;
+	pthread_mutex_unlock(&s->lock);
+	if (!mine)
+		return PX_EDECLINED;
+	struct px_stream *st;
+	rc = px_stream_start(s->core, s->sess, s->asset, off, op->deadline, &st);
+	pthread_mutex_lock(&s->lock);
+	s->starting = 0;
+	if (rc == PX_OK)
+		s->stream = st;
+	pthread_mutex_unlock(&s->lock);
+	if (rc == PX_EBUSY || rc == PX_ESHUTDOWN)
+		return rc;
+	if (rc != PX_OK) {
+		px_debug("session", "%s: no read-ahead budget left: direct reads", s->who);
+		return PX_EDECLINED;
+	}
+	px_stream_ref(st);
+	op->st = st;
+	return stream_read(op, off, len, buf, &behind, zc);
+}
+
+/* A head or tail fill stalled under the read at pos: a standby takes over
+ * before the read goes on directly, so the reader pays one stall, not two.
+ * PX_EDECLINED: read directly now; PX_ETIMEDOUT at the read's deadline. */
+static enum px_status cache_stalled(struct read_op *op, size_t source, int64_t pos)
+{
+	struct px_handle *s = op->h;
+	unsigned char seam[4096];
+	if (px_now_ms() >= op->deadline)
+		return PX_ETIMEDOUT;
+	const struct px_source *src = &s->core->cat->assets[s->asset].sources[source];
+	px_warn("session", "%s: %s: read at %lld: stalled: no byte of the cached range within "
+		"stall_timeout", s->who, src->shown, (long long)pos);
+	size_t nseam = seam_bytes(s, op->st, pos, op->buf + op->got, op->got, seam);
+	(void)px_cutover(s->sess, source, pos, PX_ETIMEDOUT, seam, nseam, op->deadline);
+	return PX_EDECLINED;
+}
+
+/*
+ * Serves [pos, pos+n), which lies in one region of the asset, choosing its
+ * tier. All of it in one place, in order of preference:
+ *  - a path source: pread;
+ *  - the head: the cached head, else direct;
+ *  - the middle: the stream, else direct;
+ *  - the tail: a stream that already reaches it, else the cached tail,
+ *    else direct.
+ * zc (only when this span is the whole read): the bytes may stay in the
+ * stream's window or the transfer's buffer.
+ */
+static enum px_status serve_span(struct read_op *op, int path, int region, int64_t pos,
+				 size_t n, unsigned char *buf, struct px_zc *zc)
+{
+	struct px_handle *s = op->h;
+	struct px_core *core = s->core;
+	enum px_status st = PX_EDECLINED;
+	int64_t head_end, tail_start, size = core->assets[s->asset].size;
+
+	if (path)
+		return read_direct_zc(op, pos, n, buf, NULL);
+	regions(s, &head_end, &tail_start);
+	if (region != 0)
+		st = read_stream(op, pos, n, buf, region == 1, zc);
+	if (st == PX_EDECLINED && region != 1) {
+		int tail = region == 2;
+		size_t source = atomic_load(&s->sess->source);
+		st = px_cache_read(core, s->sess, s->asset, tail, source, tail ? tail_start : 0,
+				   tail ? size - tail_start : head_end, pos, n, buf, op->deadline,
+				   &op->held[tail]);
+		op->copied = 1;
+		if (st == PX_ETIMEDOUT)
+			st = cache_stalled(op, source, pos);
+	}
+	if (st == PX_EDECLINED)
+		st = read_direct_zc(op, pos, n, buf, zc);
+	return st;
+}
+
+/*
+ * Counts the read in the handle's sequential run (count: a read's first
+ * try) and takes a reference to its stream: the handle's lock, once for
+ * the read. Returns whether the run before it earns a stream.
+ */
+static int begin_read(struct px_handle *s, int64_t off, size_t len, int count,
+		      struct px_stream **st)
+{
+	pthread_mutex_lock(&s->lock);
+	int near = s->next_off >= 0 && off >= s->next_off - SEQ_BACK &&
+		   off <= s->next_off + SEQ_GAP;
+	int seq = near && s->seq_run >= SEQ_RUN;
+	if (count && near) {
+		s->seq_run += (int64_t)len;
+		if (off + (int64_t)len > s->next_off)
+			s->next_off = off + (int64_t)len;
+	} else if (count) {
+		s->seq_run = 0;
+		s->next_off = off + (int64_t)len;
+	}
+	*st = s->stream;
+	if (*st)
+		px_stream_ref(*st);
+	pthread_mutex_unlock(&s->lock);
+	return seq;
+}
+
+/* One try of a read of [off, off+len) (len within the asset) into buf, or
+ * left where it is (zc). The head and tail fills it held are in held. */
+static enum px_status serve(struct px_handle *s, int64_t off, size_t len, unsigned char *buf,
+			    struct px_zc *zc, uint64_t held[2], int count, size_t *got)
+{
+	struct px_core *core = s->core;
+	struct read_op op = { .h = s, .buf = buf, .zc = zc, .held = held,
+			      .deadline = px_now_ms() + core->cfg->read_timeout_ms };
+	int64_t head_end, tail_start;
+	enum px_status st = PX_OK;
+
+	op.seq = begin_read(s, off, len, count, &op.st);
+	int path = on_path(s);
+	regions(s, &head_end, &tail_start);
+	while (op.got < len && st == PX_OK) {
+		int64_t pos = off + (int64_t)op.got;
+		size_t n = len - op.got;
+		int region = path ? 1 : pos < head_end ? 0 : pos >= tail_start ? 2 : 1;
+		if (region == 0 && (int64_t)n > head_end - pos)
+			n = (size_t)(head_end - pos);
+		else if (region == 1 && !path && (int64_t)n > tail_start - pos)
+			n = (size_t)(tail_start - pos);
+		/* the bytes stay where they are only when one span is the read */
+		struct px_zc *z = zc && n == len && !path ? zc : NULL;
+		st = serve_span(&op, path, region, pos, n, buf + op.got, z);
+		if (st == PX_OK)
+			op.got += n;
+	}
+	if (op.st)
+		px_stream_unref(op.st);
+	*got = op.got;
+	if (op.got)
+		px_standby_served(core, s->asset, atomic_load(&s->sess->source));
+	atomic_store(&s->sess->offset, off + (int64_t)op.got);
+	atomic_fetch_add(&s->sess->served, (int64_t)op.got);
+	if (op.got && op.copied) {
+		struct iovec v = { buf, op.got };
+		if (zc && zc->iovcnt)
+			keep_tail(s, off + (int64_t)op.got, zc->iov, zc->iovcnt);
+		else
+			keep_tail(s, off + (int64_t)op.got, &v, 1);
+	}
+	return op.got == len ? PX_OK : st;
+}
+
+/* Lets the head and tail fills held for this read's reply go on. */
+static void release_held(struct px_core *core, size_t asset, uint64_t held[2])
+{
+	for (int i = 0; i < 2; i++) {
+		if (held[i])
+			px_cache_let_go(core, asset, i, held[i]);
+		held[i] = 0;
+	}
+}
+
+/* Whether [off, off+len) overlaps a read of this handle that failed
+ * within FAIL_MEMORY_MS: *st is its status. */
+static int recent_failure(struct px_handle *s, int64_t off, size_t len, enum px_status *st)
+{
+	/* the read path's cost while nothing failed: one atomic load */
+	if (!atomic_load(&s->fail_at))
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	int64_t at = atomic_load(&s->fail_at);
+	int hit = px_now_ms() - at < FAIL_MEMORY_MS &&
+		  off < s->fail_end && off + (int64_t)len > s->fail_off;
+	if (hit)
+		*st = s->fail_st;
+	pthread_mutex_unlock(&s->lock);
+	return hit;
+}
+
+/* Every read that fails is counted, logged with its cause and remembered
+ * (recent_failure); the session takes no more joins. */
+static void read_failed(struct px_handle *s, int64_t off, size_t len, enum px_status st,
+			int again, int64_t t0)
+{
+	if (st == PX_ESHUTDOWN || st == PX_EINVAL)
+		return;
+	/* only a failure that took its time is remembered: a quick one (a
+	 * 404, a refused connection) costs a retry nothing */
+	if (!again && px_now_ms() - t0 >= s->core->cfg->stall_timeout_ms) {
+		pthread_mutex_lock(&s->lock);
+		s->fail_off = off;
+		s->fail_end = off + (int64_t)len;
+		atomic_store(&s->fail_at, px_now_ms());
+		s->fail_st = st;
+		pthread_mutex_unlock(&s->lock);
+	}
+	if (again) {
+		px_warn("session", "%s: read at %lld (%zu bytes) failed again at once: %s, "
+			"as it did %d ms ago", s->who, (long long)off, len, px_strerror(st),
+			FAIL_MEMORY_MS);
+		return;
+	}
+	if (st != PX_EBUSY && st != PX_ENOMEM)
+		px_session_failed(s->sess); /* a reopen starts afresh */
+	px_standby_exhausted(s->sess, off, st);
+}
+
+/* Screens the bytes source gave this read (px_standby_screen). PX_OK: they
+ * may go out. PX_EAGAIN: they were not the asset's, the session cut over,
+ * read again. PX_EMISMATCH: not the asset's, and nothing could take over. */
+static enum px_status screen(struct px_handle *s, size_t source, int64_t off,
+			     const struct iovec *iov, int iovcnt)
+{
+	struct px_core *core = s->core;
+	/* a read that a cutover split holds bytes of two sources: whose
+	 * sample it would be is unclear, and both were checked at the seam */
+	if (atomic_load(&s->sess->source) != source)
+		return PX_OK;
+	if (px_standby_screen(core, s->asset, source, off, iov, iovcnt) == PX_OK)
+		return PX_OK;
+	const struct px_source *src = &core->cat->assets[s->asset].sources[source];
+	px_warn("session", "%s: %s: read at %lld: the bytes differ from the asset's reference: "
+		"not served", s->who, src->shown, (long long)off);
+	/* nothing it gave may serve again: the window, the seam bytes */
+	pthread_mutex_lock(&s->lock);
+	struct px_stream *st = s->stream;
+	s->stream = NULL;
+	s->tail_len = 0;
+	pthread_mutex_unlock(&s->lock);
+	px_stream_close(st);
+	if (px_cutover(s->sess, source, off, PX_EMISMATCH, NULL, 0,
+		       px_now_ms() + core->cfg->read_timeout_ms) != PX_OK)
+		return PX_EMISMATCH;
+	return PX_EAGAIN;
+}
+
+/* The read's length within the asset: 0 at or past its end. */
+static size_t clamp(const struct px_handle *s, int64_t off, size_t len)
+{
+	int64_t size = s->core->assets[s->asset].size;
+	if (off >= size)
+		return 0;
+	return (int64_t)len > size - off ? (size_t)(size - off) : len;
+}
+
+enum px_status px_handle_read(struct px_handle *s, int64_t off, size_t len,
+			       void *out, size_t *got)
+{
+	uint64_t held[2] = { 0, 0 };
+	int64_t t0 = px_now_ms();
+	enum px_status st;
+
+	*got = 0;
+	if (off < 0)
+		return PX_EINVAL;
+	if (!(len = clamp(s, off, len)))
+		return PX_OK;
+	if (recent_failure(s, off, len, &st)) {
+		read_failed(s, off, len, st, 1, 0);
+		return st;
+	}
+	for (int tries = 0;; tries++) {
+		size_t source = atomic_load(&s->sess->source);
+		st = serve(s, off, len, out, NULL, held, tries == 0, got);
+		release_held(s->core, s->asset, held);
+		if (st != PX_OK)
+			break;
+		struct iovec v = { out, *got };
+		st = screen(s, source, off, &v, 1);
+		if (st != PX_EAGAIN)
+			break;
+		if (tries == 3) {
+			st = PX_EMISMATCH;
+			break;
+		}
+	}
+	if (st != PX_OK) {
+		*got = 0;
+		read_failed(s, off, len, st, 0, t0);
+	}
+	return st;
+}
+
+enum px_status px_handle_read_zc(struct px_handle *s, int64_t off, size_t len,
+				  void *buf, struct px_zc *zc)
+{
+	int64_t t0 = px_now_ms();
+	enum px_status st;
+	size_t got;
+
+	memset(zc, 0, sizeof(*zc));
+	zc->core = s->core;
+	zc->asset = s->asset;
+	if (off < 0)
+		return PX_EINVAL;
+	len = clamp(s, off, len);
+	if (!buf && !(buf = scratch(len ? len : 1)))
+		return PX_ENOMEM;
+	if (recent_failure(s, off, len, &st)) {
+		read_failed(s, off, len, st, 1, 0);
+		return st;
+	}
+	for (int tries = 0;; tries++) {
+		size_t source = atomic_load(&s->sess->source);
+		st = len ? serve(s, off, len, buf, zc, zc->held, tries == 0, &got) : PX_OK;
+		if (st != PX_OK) {
+			px_handle_zc_done(zc);
+			break;
+		}
+		if (!zc->iovcnt) {
+			zc->iov[0].iov_base = buf;
+			zc->iov[0].iov_len = len;
+			zc->iovcnt = 1;
+		}
+		st = screen(s, source, off, zc->iov, zc->iovcnt);
+		if (st == PX_OK)
+			break;
+		px_handle_zc_done(zc);
+		zc->iovcnt = 0;
+		if (st != PX_EAGAIN)
+			break;
+		if (tries == 3) {
+			st = PX_EMISMATCH;
+			break;
+		}
+	}
+	if (st != PX_OK)
+		read_failed(s, off, len, st, 0, t0);
+	return st;
+}
+
+void px_handle_zc_done(struct px_zc *zc)
+{
+	if (zc->st)
+		px_stream_unpin(zc->st, zc->pin);
+	zc->st = NULL;
+	if (zc->wt)
+		waiter_unref((struct waiter *)zc->wt);
+	zc->wt = NULL;
+	if (zc->core)
+		release_held(zc->core, zc->asset, zc->held);
+}

@@ -1,0 +1,70 @@
+/*
+ * stream.h - a session's open-ended transfer and its read-ahead window
+ * (stream.c). Internal to read/.
+ */
+#ifndef SEAMFS_STREAM_H
+#define SEAMFS_STREAM_H
+
+#include <stdint.h>
+#include <sys/uio.h>
+#include "context.h"
+#include "px.h"
+
+struct px_session;
+/* ---- stream.c: a session's open-ended transfer and read-ahead window */
+struct px_stream;
+
+/*
+ * Starts a stream of the session's source at off, its window reserved from
+ * the read-ahead budget, its transfers in the session's provider slots
+ * (waiting until deadline for one). PX_ENOMEM when the budget has no room for even the
+ * smallest window: the caller reads without one.
+ */
+enum px_status px_stream_start(struct px_core *core, struct px_session *sess, size_t asset,
+			       int64_t off, int64_t deadline, struct px_stream **out);
+
+/* Whether the stream's transfer is paused with no reader waiting on it: a
+ * slot its session may take back. */
+int px_stream_idle(struct px_stream *st);
+/* Whether the stream is over (closed, or ended by a cutover to a path). */
+int px_stream_closed(struct px_stream *st);
+
+/*
+ * Reads [off, off+len) from the stream's window, waiting (until deadline)
+ * for bytes still on their way and restarting a failed transfer at the
+ * byte it stopped, up to cfg->retries times without progress.
+ * PX_EDECLINED when off is behind the window (*behind set: a straggler of a
+ * sequential run; read it directly, keep the stream) or too far ahead of
+ * it (a jump: the caller ends this stream). A read waiting on a stream
+ * that another thread closes gets PX_EDECLINED with *behind set too: it reads
+ * directly, never fails for it.
+ */
+enum px_status px_stream_read(struct px_stream *st, int64_t off, size_t len, void *buf,
+			      int64_t deadline, const char *who, int *behind);
+
+/*
+ * Like px_stream_read(), but when iov is not NULL the bytes are not copied:
+ * iov (two entries; *iovcnt set) points into the window, which keeps them
+ * until px_stream_unpin(st, *pin). Falls back to copying into buf (iovcnt 0)
+ * when no pin slot is free.
+ */
+enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t len, void *buf,
+				     int64_t deadline, const char *who, int *behind,
+				     struct iovec *iov, int *iovcnt, int *pin);
+void px_stream_unpin(struct px_stream *st, int pin);
+
+/* Cancels the transfer and drops the session's reference; the window is
+ * freed when the last reference goes. */
+void px_stream_close(struct px_stream *st);
+
+/* Extra references for a reader that uses the stream outside the session's
+ * lock. */
+void px_stream_ref(struct px_stream *st);
+void px_stream_unref(struct px_stream *st);
+
+/* Copies up to max of the bytes just before pos that the window still
+ * holds into out (a cutover's seam check); 0 when it holds none. Any
+ * thread; takes the stream's lock. */
+size_t px_stream_bytes_before(struct px_stream *st, int64_t pos, unsigned char *out, size_t max);
+
+#endif

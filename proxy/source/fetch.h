@@ -1,0 +1,122 @@
+/*
+ * fetch.h - HTTP(S) range transfers, driven by one thread through libcurl.
+ *
+ * Callers describe a transfer (URL, headers, the byte range wanted, the size
+ * the asset must have) and get its bytes and its outcome through callbacks.
+ * The fetch module checks the response against the HTTP range contract
+ * (206 + Content-Range starting where asked, 200 = the whole resource from
+ * byte 0 with a known length, the advertised total equal to the asset's
+ * size, identity encoding, no HTML page for a file that is not HTML, no
+ * premature end; see px_http_judge) and delivers only bytes at their true
+ * absolute offsets. A response that breaks the contract ends the transfer
+ * with a status, never with data. A 206 that covers less than was asked
+ * (an origin that caps its answers) ends PX_OK with fewer bytes: the
+ * caller asks for the rest.
+ *
+ * The rest of the core uses transfers through struct px_fetch_ops, so unit
+ * tests can put a fake in its place.
+ */
+#ifndef SEAMFS_FETCH_H
+#define SEAMFS_FETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "config.h"
+#include "px.h"
+
+struct px_fetch_params {
+	const char *url;                 /* copied by submit */
+	const char *const *headers;      /* "Name: value", copied by submit */
+	size_t nheaders;
+	int64_t offset;                  /* first byte wanted */
+	int64_t length;                  /* bytes wanted; 0: probe (size, mtime) */
+	int64_t expect_size;             /* the asset's size, -1 if not known yet */
+	int no_reuse;                    /* close the connection when done: no idle
+					  * keep-alive connection outlives the transfer */
+	int html_ok;                     /* the asset is an HTML file: a text/html
+					  * answer may be its bytes */
+	const char *const *header_hosts; /* where headers may follow a redirect
+					  * besides url's own origin (the
+					  * provider's header_hosts; see
+					  * px_redact_headers_ok); copied by submit */
+	size_t nheader_hosts;
+	/* NULL, or what url, headers and header_hosts make, prepared once
+	 * (px_fetch_prep_new): then submit copies nothing of them */
+	const struct px_fetch_prep *prep;
+};
+
+/*
+ * What every transfer of one source sends: its URL, its headers (with
+ * "Accept-Encoding: identity") and where they may follow a redirect, made
+ * once from p's url, headers and header_hosts (copied), for transfers that
+ * name it in their params' prep: a transfer then allocates no copy of them.
+ * Read-only once made, so any thread may submit with it; the caller keeps
+ * it until every transfer that named it has ended (its on_done returned).
+ * PX_ENOMEM on failure.
+ */
+struct px_fetch_prep;
+enum px_status px_fetch_prep_new(const struct px_fetch_params *p,
+				 struct px_fetch_prep **out) PX_WUR;
+void px_fetch_prep_free(struct px_fetch_prep *p);
+
+/* A transfer paused this long (ms) is ended by the fetch thread. */
+#define PX_FETCH_IDLE_MS 30000
+
+struct px_fetch_result {
+	enum px_status status;
+	int http_status;                 /* final response's status, 0 if none */
+	int64_t size;                    /* total size the response gave, -1 if none */
+	int64_t mtime;                   /* Last-Modified as Unix time, -1 if none */
+	char etag[128];                  /* the final response's ETag as sent
+					  * (quotes, W/), "" if none or longer */
+	int64_t bytes;                   /* bytes delivered through on_data */
+	int redirects;                   /* redirects followed to get there */
+	char detail[200];                /* what happened, in words, for logs */
+};
+
+struct px_fetch_cb {
+	/* Fetch thread: bytes [off, off+len) of the resource, in increasing
+	 * offset order, all inside the range asked for. Must not block.
+	 * Returns 1 when it took the bytes, 0 to pause the transfer: then
+	 * nothing was taken, and the same bytes come again after resume. */
+	int (*on_data)(void *ctx, int64_t off, const void *buf, size_t len);
+	/* Fetch thread, exactly once per submitted transfer, last. */
+	void (*on_done)(void *ctx, const struct px_fetch_result *res);
+	void *ctx;
+};
+
+struct px_fetch_ops {
+	/* Any thread. Starts a transfer; *id names it for cancel. On failure no
+	 * callback is ever called. */
+	enum px_status (*submit)(void *impl, const struct px_fetch_params *p,
+				 const struct px_fetch_cb *cb, uint64_t *id);
+	/* Any thread. Ends the transfer soon; on_done still comes, exactly once
+	 * (PX_ECANCELED unless it had already finished). Unknown ids: no-op. */
+	void (*cancel)(void *impl, uint64_t id);
+	/* Any thread. Resumes a transfer that on_data paused. A transfer that
+	 * stays paused for the idle timeout is ended (PX_ECANCELED, "idle"),
+	 * which frees its connection. Unknown ids: no-op. */
+	void (*resume)(void *impl, uint64_t id);
+	void *impl;
+};
+
+struct px_fetch;
+
+/* Starts the fetch thread. cfg is borrowed until px_fetch_free(). */
+enum px_status px_fetch_new(const struct px_config *cfg, struct px_fetch **out) PX_WUR;
+
+/* Any thread but the fetch thread: ends every transfer (PX_ESHUTDOWN, from
+ * the fetch thread) and refuses new ones. Returns at once; idempotent. */
+void px_fetch_stop(struct px_fetch *f);
+
+/* Stops the thread (as px_fetch_stop, then waits for it) and frees. */
+void px_fetch_free(struct px_fetch *f);
+
+/* The ops table of a real fetcher. */
+struct px_fetch_ops px_fetch_ops(struct px_fetch *f);
+
+/* Called once by main, before any thread starts / after all have ended. */
+enum px_status px_fetch_global_init(void) PX_WUR;
+void px_fetch_global_cleanup(void);
+
+#endif

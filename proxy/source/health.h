@@ -1,0 +1,70 @@
+/*
+ * health.h - each source's standing for an asset (health.c): its verification
+ * state, its recent failures and their backoff, its reason in words.
+ * Providers, probes, sources and the standby verifier all read it.
+ */
+#ifndef SEAMFS_HEALTH_H
+#define SEAMFS_HEALTH_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include "px.h"
+
+struct px_core;
+
+/* A source's verification state (standby.c), under core->vf_lock. */
+enum { VS_UNKNOWN, VS_VERIFYING, VS_VERIFIED, VS_REJECTED, VS_ABANDONED };
+struct src_rt {
+	int state;                 /* VS_* */
+	int inconclusive;          /* inconclusive checks in a row */
+	int64_t checked;           /* core clock of the last check */
+	char *why;                 /* the last verdict, in words; NULL: none
+				    * (px_src_why; under vf_lock once threads run) */
+	/* the source's own recent failures (px_source_failed), read without
+	 * the lock: until bad_until (core clock) a failed source goes last in
+	 * every choice, and new sessions avoid it while another can serve */
+	_Atomic int64_t bad_until;
+	_Atomic int nbad;          /* failures in a row, for the backoff */
+	int64_t abandoned_at;      /* VS_ABANDONED since (core clock) */
+	_Atomic int screened;      /* served bytes matched a reference sample */
+	int abandons;              /* times abandoned, for the retry backoff */
+};
+
+/*
+ * Source k of the asset failed on its own account (why, detail: a stall,
+ * a reset, an answer that is not the asset): until a backoff passes (5 s,
+ * doubling with each failure in a row, at most 2 min) it goes last among
+ * cutover candidates and new sessions avoid it while another source can
+ * serve. Any thread; takes no lock.
+ */
+void px_source_failed(struct px_core *core, size_t asset, size_t k, enum px_status why,
+		      const char *detail);
+/* Source k served bytes: its failures are forgotten. */
+void px_source_good(struct px_core *core, size_t asset, size_t k);
+/* Whether source k failed within its backoff, at core clock now. */
+int px_source_bad(const struct px_core *core, size_t asset, size_t k, int64_t now);
+
+/* Whether source k was rejected for the asset (another size, a sample
+ * that differs): no session starts there, no cutover goes there. Any
+ * thread; takes no lock (a verdict is a single store). */
+int px_source_rejected(const struct px_core *core, size_t asset, size_t k);
+
+/* The asset's per-source states, made on first need (published
+ * atomically: readers that find NULL take every source as unverified and
+ * never failed). NULL only when out of memory. Any thread. */
+struct src_rt *px_src_ensure(struct px_core *core, size_t asset);
+
+/* Sets a source's reason in words (copied; NULL or "" clears it). vf_lock
+ * held, or no other thread yet. */
+void px_src_why(struct src_rt *sr, const char *why);
+
+/* A source's reason in words, "" when none. */
+static inline const char *px_src_why_of(const struct src_rt *sr)
+{
+	return sr->why ? sr->why : "";
+}
+
+const char *px_standby_state_name(int state);
+
+#endif

@@ -1,0 +1,439 @@
+/*
+ * probe.c - size discovery at mount time.
+ *
+ * An asset whose size the catalog does not give asks every one of its
+ * sources, in parallel: a Range: bytes=0-0 request gives the total in its
+ * Content-Range (or Content-Length from a server that ignores ranges) and
+ * Last-Modified; a path source is stat()ed. Only answers that prove they
+ * are the file count (px_http_judge: never an HTML page, a compressed or
+ * unknown-length body). The size that most answers agree on wins, as soon
+ * as more than half the sources agree, else once every source has answered
+ * or failed (a tie goes to the size named first in catalog order); sources
+ * that answered another size are dead for the asset, and the log and the
+ * status say which and why (answers still on their way when every size is
+ * decided get PROBE_GRACE_MS more). A login page behind a redirect, listed
+ * first, cannot make a movie an 81-byte file.
+ *
+ * An asset whose size the catalog gives is not probed at all (core.c); a
+ * reload's new asset with a size likewise. A source of another size is
+ * refused at its first transfer (px_http_judge): the content-length gate,
+ * applied before any byte is served.
+ *
+ * All assets are probed at once, at most PROBE_PARALLEL transfers in
+ * flight, and the whole pass is bounded by probe_timeout: what has not
+ * answered by then is cancelled, and the answers that came decide.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "clock.h"
+#include "context.h"
+#include "health.h"
+#include "probe.h"
+#include "provider.h"
+#include "rangeread.h"
+#include "httpparse.h"
+#include "log.h"
+
+#define PROBE_PARALLEL 32
+#define PROBE_GRACE_MS 1000  /* for answers after every size is decided */
+
+enum { PS_WAIT, PS_FLIGHT, PS_DONE };
+
+/* One source of an asset being probed. */
+struct probe_src {
+	struct probe_item *it;
+	size_t source;
+	int state;            /* PS_*, under pr->lock */
+	uint64_t id;
+	enum px_status st;    /* its answer */
+	int64_t size, mtime;
+};
+
+struct probe_item {
+	struct probe *pr;
+	size_t asset;
+	struct probe_src *srcs; /* one per source, catalog order */
+	size_t n;
+	int parallel;         /* the size is unknown: ask every source at once */
+	int decided;
+	char why[400];        /* what went wrong so far, for the log */
+};
+
+struct probe {
+	struct px_core *core;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct probe_item *items;
+	size_t nitems, inflight;
+	int changed;          /* a transfer ended: the driver has work */
+	int64_t deadline;
+};
+
+/* Adds "SOURCE: what happened" to the item's reasons. */
+static void note(struct probe_item *it, const char *src, const char *detail)
+{
+	size_t n = strlen(it->why);
+	if (n + 8 < sizeof(it->why))
+		snprintf(it->why + n, sizeof(it->why) - n, "%s%s: %s", n ? "; " : "", src, detail);
+}
+
+static const char *source_name(const struct px_source *s)
+{
+	return s->shown; /* its reasons reach the log: no credentials */
+}
+
+/* Marks source k of the asset dead for a size that is not the asset's,
+ * with the reason in its status. */
+static void size_dead(struct px_core *core, size_t asset, size_t k, int64_t size,
+		      int64_t want, const char *whose)
+{
+	struct asset_rt *rt = &core->assets[asset];
+	const struct px_asset *a = &core->cat->assets[asset];
+	char detail[160];
+	snprintf(detail, sizeof(detail), "has %lld bytes, %s %lld", (long long)size, whose,
+		 (long long)want);
+	px_warn("probe", "asset %s: source %s %s; it will not be used", a->id,
+		source_name(&a->sources[k]), detail);
+	rt->dead[k] = 1;
+	struct src_rt *all = px_src_ensure(core, asset);
+	if (all) {
+		pthread_mutex_lock(&core->vf_lock);
+		px_src_why(&all[k], detail);
+		pthread_mutex_unlock(&core->vf_lock);
+	}
+}
+
+/* Decides the item's size from the answers so far, when they suffice (or
+ * final is set: no more will come). Lock held. */
+static void decide(struct probe_item *it, int final)
+{
+	struct px_core *core = it->pr->core;
+	struct asset_rt *rt = &core->assets[it->asset];
+	const struct px_asset *a = &core->cat->assets[it->asset];
+	long best = -1;
+	size_t best_votes = 0, pending = 0;
+
+	if (it->decided)
+		return;
+	for (size_t i = 0; i < it->n; i++) {
+		struct probe_src *ps = &it->srcs[i];
+		if (ps->state != PS_DONE) {
+			pending++;
+			continue;
+		}
+		if (ps->st != PX_OK || ps->size < 0)
+			continue;
+		size_t votes = 0;
+		for (size_t j = 0; j < it->n; j++)
+			votes += it->srcs[j].state == PS_DONE && it->srcs[j].st == PX_OK &&
+				 it->srcs[j].size == ps->size;
+		if (votes > best_votes) {
+			best_votes = votes;
+			best = (long)i;
+		}
+	}
+	if (a->size >= 0) {
+		/* the catalog's size: one source that agrees is enough */
+		if (best < 0 && pending && !final)
+			return;
+	} else if (!final && pending && best_votes * 2 <= it->n) {
+		return; /* no majority yet, and answers are still to come */
+	}
+	it->decided = 1;
+	if (best < 0)
+		return;
+	const struct probe_src *win = &it->srcs[best];
+	rt->size = win->size;
+	for (size_t i = 0; i < it->n; i++) {
+		const struct probe_src *ps = &it->srcs[i];
+		if (ps->state == PS_DONE && ps->st == PX_OK && ps->size == win->size &&
+		    rt->mtime < 0)
+			rt->mtime = ps->mtime;
+	}
+	for (size_t i = 0; i < it->n; i++) {
+		const struct probe_src *ps = &it->srcs[i];
+		if (ps->state == PS_DONE && ps->st == PX_OK && ps->size >= 0 &&
+		    ps->size != win->size)
+			size_dead(core, it->asset, ps->source, ps->size, win->size,
+				  best_votes > 1 ? "the other sources agree on"
+						 : "the size taken is");
+	}
+}
+
+static int on_data(void *ctx, int64_t off, const void *buf, size_t len)
+{
+	(void)ctx; (void)off; (void)buf; (void)len;
+	return 1;
+}
+
+static void on_done(void *ctx, const struct px_fetch_result *res)
+{
+	struct probe_src *ps = ctx;
+	struct probe_item *it = ps->it;
+	struct probe *pr = it->pr;
+	struct px_core *core = pr->core;
+	const struct px_asset *a = &core->cat->assets[it->asset];
+
+	pthread_mutex_lock(&pr->lock);
+	ps->st = res->status;
+	ps->size = res->size;
+	ps->mtime = res->mtime;
+	if (res->status == PX_OK && res->size < 0)
+		ps->st = PX_EBADRESP;
+	if (ps->st != PX_OK) {
+		note(it, source_name(&a->sources[ps->source]),
+		     res->status == PX_OK ? "the answer gave no size" : res->detail);
+		if (res->status == PX_ENOTFOUND)
+			core->assets[it->asset].dead[ps->source] = 1;
+		else if (res->status == PX_ESIZE && a->size >= 0 && res->size >= 0)
+			size_dead(core, it->asset, ps->source, res->size, a->size, "the catalog says");
+		else if (res->status == PX_ESIZE)
+			core->assets[it->asset].dead[ps->source] = 1;
+		else if (res->status == PX_ENOTASSET)
+			px_source_failed(core, it->asset, ps->source, res->status, res->detail);
+	} else if (a->size >= 0 && ps->size != a->size) {
+		size_dead(core, it->asset, ps->source, ps->size, a->size, "the catalog says");
+		ps->st = PX_ESIZE;
+	} else if (it->decided && core->assets[it->asset].size >= 0 &&
+		   ps->size != core->assets[it->asset].size) {
+		/* came after the majority decided: outvoted all the same */
+		size_dead(core, it->asset, ps->source, ps->size, core->assets[it->asset].size,
+			  "the other sources agree on");
+	}
+	ps->state = PS_DONE;
+	pr->inflight--;
+	decide(it, 0);
+	pr->changed = 1;
+	pthread_cond_signal(&pr->cond);
+	pthread_mutex_unlock(&pr->lock);
+}
+
+/* Answers source ps from the file system (a path source). Lock held. */
+static void stat_path(struct probe_src *ps)
+{
+	struct probe_item *it = ps->it;
+	struct px_core *core = it->pr->core;
+	const struct px_asset *a = &core->cat->assets[it->asset];
+	const char *path = a->sources[ps->source].path;
+	struct stat sb;
+	int r = stat(path, &sb), e = errno;
+
+	ps->state = PS_DONE;
+	if (r == 0 && S_ISREG(sb.st_mode) && sb.st_size > (1LL << 62)) {
+		ps->st = PX_ESIZE;
+		note(it, path, "larger than 2^62 bytes");
+		core->assets[it->asset].dead[ps->source] = 1;
+		return;
+	}
+	if (r == 0 && S_ISREG(sb.st_mode)) {
+		ps->st = PX_OK;
+		ps->size = sb.st_size;
+		ps->mtime = sb.st_mtime;
+		if (a->size >= 0 && ps->size != a->size) {
+			size_dead(core, it->asset, ps->source, ps->size, a->size, "the catalog says");
+			ps->st = PX_ESIZE;
+		}
+		return;
+	}
+	ps->st = PX_EIO;
+	const char *kind = r ? NULL : px_file_kind(path);
+	note(it, path, r ? strerror(e) : kind ? kind : "not a regular file");
+	core->assets[it->asset].dead[ps->source] = 1;
+}
+
+/* Starts source ps of its item. Called with the lock held (dropped around
+ * the submit); returns 1 if a transfer was started. */
+static int start_src(struct probe *pr, struct probe_src *ps)
+{
+	struct px_core *core = pr->core;
+	struct probe_item *it = ps->it;
+	const struct px_asset *a = &core->cat->assets[it->asset];
+	const struct px_source *s = &a->sources[ps->source];
+
+	if (s->path) {
+		stat_path(ps);
+		decide(it, 0);
+		return 0;
+	}
+	const struct px_provider *p = &core->cat->providers[s->provider];
+	struct px_fetch_params fp = {
+		.url = s->url, .headers = (const char *const *)p->headers,
+		.nheaders = p->nheaders, .offset = 0, .length = 0,
+		.expect_size = a->size, .no_reuse = p->max_connections > 0,
+		.html_ok = px_http_is_html_path(a->path),
+		.header_hosts = (const char *const *)p->header_hosts,
+		.nheader_hosts = p->nheader_hosts,
+	};
+	struct px_fetch_cb cb = { on_data, on_done, ps };
+	ps->state = PS_FLIGHT;
+	pr->inflight++;
+	/* submit never calls back before returning with the real fetcher;
+	 * a fake may, so drop the lock around it */
+	pthread_mutex_unlock(&pr->lock);
+	/* background work: waits for a slot of a provider at its limit,
+	 * within the probe's time */
+	uint64_t id = 0;
+	enum px_status st = px_xfer_submit(core, s->provider, NULL, 1, pr->deadline, &fp, &cb, &id);
+	pthread_mutex_lock(&pr->lock);
+	if (st == PX_OK) {
+		ps->id = id;
+		return 1;
+	}
+	ps->state = PS_DONE;
+	ps->st = st;
+	pr->inflight--;
+	note(it, s->shown, px_strerror(st));
+	decide(it, 0);
+	return 0;
+}
+
+/* The next source of the item to start, or NULL: every source at once
+ * while the size is unknown, else one after another until one agrees. */
+static struct probe_src *next_src(struct probe_item *it)
+{
+	if (it->decided)
+		return NULL;
+	for (size_t i = 0; i < it->n; i++) {
+		struct probe_src *ps = &it->srcs[i];
+		if (ps->state == PS_WAIT)
+			return ps;
+		if (ps->state == PS_FLIGHT && !it->parallel)
+			return NULL;
+	}
+	return NULL;
+}
+
+/* Whether the item is over: decided, or nothing left to ask. */
+static int item_over(struct probe_item *it)
+{
+	if (it->decided)
+		return 1;
+	for (size_t i = 0; i < it->n; i++)
+		if (it->srcs[i].state != PS_DONE)
+			return 0;
+	decide(it, 1);
+	return 1;
+}
+
+void px_probe_assets(struct px_core *core, const unsigned char *need)
+{
+	struct probe pr = { .core = core };
+	const struct px_catalog *cat = core->cat;
+	int64_t deadline = px_now_ms() + core->cfg->probe_timeout_ms;
+	size_t nsrcs = 0;
+	struct probe_src *srcs = NULL;
+
+	pr.deadline = deadline;
+	for (size_t i = 0; i < cat->nassets; i++) {
+		if (need[i]) {
+			pr.nitems++;
+			nsrcs += cat->assets[i].nsources;
+		}
+	}
+	if (!pr.nitems)
+		return;
+	pr.items = calloc(pr.nitems, sizeof(*pr.items));
+	srcs = calloc(nsrcs + 1, sizeof(*srcs));
+	if (!pr.items || !srcs) {
+		px_error("probe", "out of memory: no sizes discovered");
+		free(pr.items);
+		free(srcs);
+		return;
+	}
+	for (size_t i = 0, k = 0, m = 0; i < cat->nassets; i++) {
+		if (!need[i])
+			continue;
+		struct probe_item *it = &pr.items[k++];
+		it->pr = &pr;
+		it->asset = i;
+		it->srcs = &srcs[m];
+		it->n = cat->assets[i].nsources;
+		it->parallel = cat->assets[i].size < 0;
+		for (size_t j = 0; j < it->n; j++) {
+			srcs[m + j].it = it;
+			srcs[m + j].source = j;
+			srcs[m + j].size = srcs[m + j].mtime = -1;
+		}
+		m += it->n;
+	}
+	pthread_mutex_init(&pr.lock, NULL);
+	px_cond_init_mono(&pr.cond);
+	px_info("probe", "discovering %zu asset size(s) (up to %lld ms)", pr.nitems,
+		(long long)core->cfg->probe_timeout_ms);
+
+	pthread_mutex_lock(&pr.lock);
+	size_t first = 0; /* items before it are over */
+	while (px_now_ms() < deadline) {
+		/* keep PROBE_PARALLEL transfers going, items in catalog order */
+		pr.changed = 0;
+		int open_left = 0;
+		for (size_t k = first; k < pr.nitems && pr.inflight < PROBE_PARALLEL; k++) {
+			struct probe_item *it = &pr.items[k];
+			struct probe_src *ps;
+			while (pr.inflight < PROBE_PARALLEL && (ps = next_src(it)))
+				start_src(&pr, ps);
+			if (k == first && item_over(it))
+				first++;
+		}
+		while (first < pr.nitems && item_over(&pr.items[first]))
+			first++;
+		open_left = first < pr.nitems;
+		/* a transfer that ended while start_src() had dropped the lock
+		 * may have left an item to move on: look again */
+		if (pr.changed)
+			continue;
+		if (!open_left)
+			break;
+		if (!px_cond_wait_until(&pr.cond, &pr.lock, &pr.changed, deadline))
+			break;
+	}
+	/* every size is decided: answers on their way still get a moment
+	 * (PROBE_GRACE_MS), so that a source of another size is named as one */
+	int64_t grace = px_now_ms() + PROBE_GRACE_MS;
+	if (grace > deadline)
+		grace = deadline;
+	while (pr.inflight > 0 && px_now_ms() < grace) {
+		pr.changed = 0;
+		if (!px_cond_wait_until(&pr.cond, &pr.lock, &pr.changed, grace))
+			break;
+	}
+	/* deadline: cancel what is left and wait (briefly) for the callbacks,
+	 * which touch pr */
+	for (size_t k = 0; k < nsrcs; k++) {
+		struct probe_src *ps = &srcs[k];
+		if (ps->state == PS_FLIGHT) {
+			note(ps->it, source_name(&cat->assets[ps->it->asset].sources[ps->source]),
+			     "no answer within probe_timeout");
+			core->ops.cancel(core->ops.impl, ps->id);
+		}
+	}
+	while (pr.inflight > 0) {
+		pr.changed = 0;
+		if (!px_cond_wait_until(&pr.cond, &pr.lock, &pr.changed, px_now_ms() + 10000)) {
+			/* cannot happen with a live fetch thread; never free pr under it */
+			px_error("probe", "transfers did not end after cancel; waiting on");
+		}
+	}
+	/* what answered in time decides */
+	for (size_t k = 0; k < pr.nitems; k++)
+		decide(&pr.items[k], 1);
+	pthread_mutex_unlock(&pr.lock);
+
+	for (size_t k = 0; k < pr.nitems; k++) {
+		struct probe_item *it = &pr.items[k];
+		struct asset_rt *rt = &core->assets[it->asset];
+		if (rt->size < 0 && it->why[0] == '\0')
+			snprintf(it->why, sizeof(it->why), "not probed within probe_timeout");
+		if (rt->size < 0)
+			px_warn("probe", "asset %s left out: size unknown (%s)",
+				cat->assets[it->asset].id, it->why);
+	}
+	pthread_cond_destroy(&pr.cond);
+	pthread_mutex_destroy(&pr.lock);
+	free(pr.items);
+	free(srcs);
+}

@@ -1,0 +1,1034 @@
+/*
+ * provider.c - providers at run time: connection slots, sessions, liveness.
+ *
+ * Slots. A provider with max_connections = N never has more than N open
+ * transfers: every transfer of the core (a session's stream and direct
+ * reads, head/tail cache fills, size probes, liveness probes) is submitted
+ * through px_xfer_submit(), which takes a slot first and gives it back
+ * only after the transfer's on_done, that is after the fetcher has closed
+ * or pooled its connection: a superseded transfer is closed before its
+ * slot is reused. A session also keeps one slot reserved while it has no
+ * transfer open, so that its own next read, seek or reopen is admitted at
+ * the limit; a session's first transfer uses that reservation. The slots a
+ * provider has taken ("held") are therefore
+ *     sum over its sessions of max(xfers, reserved) + background transfers.
+ * At the limit a waiter, in this order: cancels a background transfer
+ * (background work yields to playback), expires a closed session that
+ * lingers for reopens, closes an idle stream of its own session (a handle
+ * takes over its session's idle slot), then waits on prov_cond until its
+ * deadline: PX_EBUSY, "all providers at their limit".
+ *
+ * Sessions. An open joins the session of the same client and asset when
+ * there is one (open, or closed less than session_ttl ago), else a new
+ * session takes, among the asset's sources whose provider is not drained
+ * and has room, the one whose provider has the fewest sessions, the first
+ * by provider name on a tie. Providers that answer badly come after those
+ * that answer well, and providers down for liveness_ttl are left out while
+ * any other can serve. A session counts from the moment it is directed, so
+ * a burst of opens spreads.
+ *
+ * Liveness. Every transfer's outcome counts (passive): an HTTP answer
+ * below 500 or any byte is good; a refused or timed-out connection, a
+ * reset before any byte or a 5xx is bad. The monitor thread also asks each
+ * provider for one byte every liveness_interval (active). A provider whose
+ * answers have been bad for liveness_ttl is down; its first good answer
+ * brings it back.
+ *
+ * TTLs and liveness go by core->now, so unit tests drive them with a fake
+ * clock; waits for slots use the real monotonic clock.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "clock.h"
+#include "context.h"
+#include "health.h"
+#include "provider.h"
+#include "rangeread.h"
+#include "log.h"
+
+/* One transfer submitted through px_xfer_submit(). */
+struct xrec {
+	struct px_core *core;
+	size_t prov;
+	struct px_session *sess;
+	unsigned gen;            /* sess->gen at submit */
+	int loose;               /* for a session, but not on its provider (a
+				  * reader that has not seen its cutover yet):
+				  * one slot of its own, like a moved one */
+	int bg;
+	int refs;                /* the submitter and the transfer; prov_lock */
+	int started;             /* id is valid */
+	int cancelled;
+	uint64_t id;
+	int64_t submitted_us;    /* for the time to first byte */
+	int got_data;            /* fetch thread only */
+	struct xrec *prev, *next; /* p->bgs when bg */
+	struct px_fetch_cb inner;
+};
+
+/* A transfer waiting for a slot: granted in turn (FIFO) when one frees. */
+struct slot_wait {
+	struct slot_wait *next;
+	struct px_session *sess;   /* NULL: background */
+	int granted;
+};
+
+static int contrib(const struct px_session *s)
+{
+	return s->xfers > s->reserved ? s->xfers : s->reserved;
+}
+
+static void grant_waiters(struct px_core *core, struct prov_rt *p);
+
+/* Frees a session nobody holds: no handle, no transfer, not listed. */
+static void session_free_locked(struct px_session *s)
+{
+	for (size_t i = 0; i < s->nfds; i++)
+		if (s->fds[i] >= 0)
+			close(s->fds[i]);
+	free(s->fds);
+	pthread_mutex_destroy(&s->fd_lock);
+	pthread_mutex_destroy(&s->cut_lock);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+static int session_gone(const struct px_session *s)
+{
+	return !s->listed && s->nhandles == 0 && s->xfers == 0 && s->xfers_moved == 0;
+}
+
+/* Takes the session out of the list and gives back its reservation. The
+ * caller frees it when session_gone(). prov_lock held. */
+static void session_unlist(struct px_core *core, struct px_session *s)
+{
+	struct prov_rt *p = &core->provs[s->prov];
+	if (!s->listed)
+		return;
+	int before = contrib(s);
+	s->reserved = 0;
+	p->held -= before - contrib(s);
+	p->sessions--;
+	s->listed = 0;
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		core->sessions = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	grant_waiters(core, p);
+	pthread_cond_broadcast(&core->prov_cond);
+}
+
+/* 0 live, 1 failing, 2 down. */
+static int health(const struct px_core *core, const struct prov_rt *p, int64_t now)
+{
+	if (!p->bad_since)
+		return 0;
+	return now - p->bad_since >= core->cfg->liveness_ttl_ms ? 2 : 1;
+}
+
+/* A source's health: its provider's, or down while the source itself
+ * failed recently (an HTML answer, a stall, a reset: px_source_failed). */
+static int source_health(const struct px_core *core, size_t asset, size_t k,
+			 const struct prov_rt *p, int64_t now)
+{
+	int h = health(core, p, now);
+	return h < 2 && px_source_bad(core, asset, k, now) ? 2 : h;
+}
+
+/* Ends closed sessions whose TTL has passed; returns the next expiry. */
+static int64_t expire_sessions(struct px_core *core, int64_t now)
+{
+	int64_t next = INT64_MAX;
+	struct px_session *s = core->sessions, *nx;
+	for (; s; s = nx) {
+		nx = s->next;
+		if (s->nhandles)
+			continue;
+		int64_t at = s->closed_at + core->cfg->session_ttl_ms;
+		if (now >= at) {
+			px_debug("session", "%s: ended (no reopen within session_ttl)", s->who);
+			session_unlist(core, s);
+			if (session_gone(s))
+				session_free_locked(s);
+		} else if (at < next) {
+			next = at;
+		}
+	}
+	return next;
+}
+
+/* Ends the closed session of provider p that has waited longest for a
+ * reopen, to free its slot. Returns 1 if there was one. */
+static int evict_lingering(struct px_core *core, size_t prov, const struct px_session *keep)
+{
+	struct px_session *best = NULL;
+	for (struct px_session *s = core->sessions; s; s = s->next)
+		if (s->prov == prov && s != keep && !s->nhandles && !s->xfers && s->reserved &&
+		    (!best || s->closed_at < best->closed_at))
+			best = s;
+	if (!best)
+		return 0;
+	px_debug("session", "%s: ended early: its slot is needed", best->who);
+	core->provs[prov].n_evicted++;
+	session_unlist(core, best);
+	if (session_gone(best))
+		session_free_locked(best);
+	return 1;
+}
+
+static int has_room(const struct prov_rt *p)
+{
+	return p->max == 0 || p->held < p->max;
+}
+
+/* Whether a transfer of sess (NULL: background) can take a slot now. */
+static int can_take(const struct prov_rt *p, const struct px_session *sess)
+{
+	if (sess && sess->xfers < sess->reserved)
+		return 1; /* its reservation */
+	return has_room(p);
+}
+
+/* Counts a transfer of sess (NULL: background) in p's slots. */
+static void take(struct prov_rt *p, struct px_session *sess)
+{
+	p->xfers++;
+	if (!sess) {
+		p->bg++;
+		p->held++;
+	} else {
+		int before = contrib(sess);
+		sess->xfers++;
+		p->held += contrib(sess) - before;
+	}
+}
+
+/* Hands freed slots to waiters, oldest first; a waiter that cannot take
+ * one does not hold back a later one that can (its own reservation). */
+static void grant_waiters(struct px_core *core, struct prov_rt *p)
+{
+	int any = 0;
+	/* playback first, then background work */
+	for (int pass = 0; pass < 2; pass++) {
+		for (struct slot_wait **pw = &p->waitq; *pw;) {
+			struct slot_wait *w = *pw;
+			if ((pass == 0) != (w->sess != NULL) || !can_take(p, w->sess)) {
+				pw = &w->next;
+				continue;
+			}
+			take(p, w->sess);
+			w->granted = 1;
+			*pw = w->next;
+			any = 1;
+		}
+	}
+	if (any)
+		pthread_cond_broadcast(&core->prov_cond);
+}
+
+static int queued(const struct prov_rt *p, const struct px_session *sess)
+{
+	for (const struct slot_wait *w = p->waitq; w; w = w->next)
+		if (w->sess == sess)
+			return 1;
+	return 0;
+}
+
+/* Records a transfer's outcome for liveness. prov_lock held. */
+static void note_outcome(struct px_core *core, struct prov_rt *p, size_t prov,
+			 const struct px_fetch_result *res)
+{
+	int64_t now = core->now();
+	int good = res->status == PX_OK || res->bytes > 0 ||
+		   (res->http_status > 0 && res->http_status < 500);
+	int bad = !good && (res->status == PX_ECONNECT || res->status == PX_ETIMEDOUT ||
+			    res->status == PX_ETRANSFER || res->status == PX_ESERVER);
+	const char *name = core->cat->providers[prov].name;
+	if (good) {
+		p->n_ok++;
+		p->last_good = now;
+		if (p->bad_since)
+			px_info("provider", "provider %s answers again", name);
+		p->bad_since = 0;
+	} else if (bad) {
+		p->n_bad++;
+		p->last_bad = now;
+		snprintf(p->why, sizeof(p->why), "%s (%s)", px_strerror(res->status), res->detail);
+		if (!p->bad_since) {
+			p->bad_since = now;
+			px_warn("provider", "provider %s: %s", name, p->why);
+		}
+	}
+}
+
+static void xrec_unref(struct xrec *x)
+{
+	if (--x->refs == 0)
+		free(x);
+}
+
+/* Gives back the slot transfer x held on p: a background one, one counted
+ * on its provider alone (left by a cutover, or loose), or one of its
+ * session's. Frees a session nobody holds any more. prov_lock held. */
+static void give_back(struct prov_rt *p, struct xrec *x)
+{
+	struct px_session *s = x->sess;
+	p->xfers--;
+	if (x->bg) {
+		p->bg--;
+		p->held--;
+		if (x->prev)
+			x->prev->next = x->next;
+		else
+			p->bgs = x->next;
+		if (x->next)
+			x->next->prev = x->prev;
+		return;
+	}
+	if (x->loose || x->gen != s->gen) {
+		s->xfers_moved--;
+		p->held--;
+	} else {
+		int before = contrib(s);
+		s->xfers--;
+		p->held -= before - contrib(s);
+	}
+	if (session_gone(s))
+		session_free_locked(s);
+}
+
+static int x_data(void *ctx, int64_t off, const void *buf, size_t len)
+{
+	struct xrec *x = ctx;
+	if (!x->got_data) {
+		x->got_data = 1;
+		px_histo_observe_us(&x->core->h_ttfb, px_now_us() - x->submitted_us);
+	}
+	return x->inner.on_data(x->inner.ctx, off, buf, len);
+}
+
+static void x_done(void *ctx, const struct px_fetch_result *res)
+{
+	struct xrec *x = ctx;
+	struct px_core *core = x->core;
+	struct prov_rt *p = &core->provs[x->prov];
+
+	/* the outcome first, so a reader that sees the end sees it counted;
+	 * then the owner; the slot frees last, when the transfer is over */
+	if (!(res->status == PX_ECANCELED && res->bytes == 0)) {
+		pthread_mutex_lock(&core->prov_lock);
+		note_outcome(core, p, x->prov, res);
+		pthread_mutex_unlock(&core->prov_lock);
+	}
+	/* a redirect means connections to other hosts (a CDN): idle ones
+	 * there could sit beside transfers elsewhere, so no more reuse */
+	if (res->redirects > 0 && !atomic_load(&p->multi_host)) {
+		pthread_mutex_lock(&core->prov_lock);
+		if (!atomic_exchange(&p->multi_host, 1) && p->max)
+			px_info("provider", "provider %s redirects: its connections are closed "
+				"after each transfer from now on", core->cat->providers[x->prov].name);
+		pthread_mutex_unlock(&core->prov_lock);
+	}
+	x->inner.on_done(x->inner.ctx, res);
+	pthread_mutex_lock(&core->prov_lock);
+	give_back(p, x);
+	grant_waiters(core, p);
+	pthread_cond_broadcast(&core->prov_cond);
+	xrec_unref(x);
+	pthread_mutex_unlock(&core->prov_lock);
+}
+
+/* Cancels one background transfer of p that is not cancelled yet. prov_lock
+ * held, dropped around the cancel. Returns 1 if it did. */
+static int preempt_bg(struct px_core *core, struct prov_rt *p)
+{
+	struct xrec *x = p->bgs;
+	while (x && (x->cancelled || !x->started))
+		x = x->next;
+	if (!x)
+		return 0;
+	x->cancelled = 1;
+	x->refs++;
+	p->n_preempted++;
+	uint64_t id = x->id;
+	pthread_mutex_unlock(&core->prov_lock);
+	core->ops.cancel(core->ops.impl, id);
+	pthread_mutex_lock(&core->prov_lock);
+	xrec_unref(x);
+	return 1;
+}
+
+/* Waits on prov_cond until the real-clock deadline. 0 when it passed. */
+static int wait_until(struct px_core *core, int64_t deadline)
+{
+	if (px_now_ms() >= deadline)
+		return 0;
+	struct timespec ts = { deadline / 1000, (deadline % 1000) * 1000000 };
+	pthread_cond_timedwait(&core->prov_cond, &core->prov_lock, &ts);
+	return 1;
+}
+
+enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_session *sess,
+			      int bg, int64_t deadline, const struct px_fetch_params *fp,
+			      const struct px_fetch_cb *cb, uint64_t *id)
+{
+	struct prov_rt *p = &core->provs[prov];
+	struct xrec *x = calloc(1, sizeof(*x));
+	enum px_status st = PX_OK;
+	int yielded = 0;
+
+	if (!x)
+		return PX_ENOMEM;
+	x->core = core;
+	x->prov = prov;
+	x->sess = bg ? NULL : sess;
+	x->bg = bg || !sess;
+	x->inner = *cb;
+	x->refs = 2;
+
+	pthread_mutex_lock(&core->prov_lock);
+	if (x->sess && x->sess->prov != prov) {
+		/* counted like a transfer left behind by a cutover */
+		x->loose = 1;
+		x->sess = NULL;
+	}
+	/* its own reservation needs no turn; shared room is taken in turn */
+	int now_ok = can_take(p, x->sess) &&
+		     (!p->waitq || (x->sess && x->sess->xfers < x->sess->reserved &&
+				    !queued(p, x->sess)));
+	if (now_ok) {
+		take(p, x->sess);
+	} else {
+		struct slot_wait w = { NULL, x->sess, 0 };
+		struct slot_wait **tail = &p->waitq;
+		while (*tail)
+			tail = &(*tail)->next;
+		*tail = &w;
+		p->n_waits++;
+		grant_waiters(core, p); /* it may be its turn already */
+		while (!w.granted) {
+			if (core->stopping) {
+				st = PX_ESHUTDOWN;
+			} else if (!x->bg && preempt_bg(core, p)) {
+				continue;
+			} else if (evict_lingering(core, prov, x->sess)) {
+				continue;
+			} else if (x->sess && !yielded) {
+				yielded = 1;
+				pthread_mutex_unlock(&core->prov_lock);
+				int n = core->yield_idle ? core->yield_idle(x->sess) : 0;
+				pthread_mutex_lock(&core->prov_lock);
+				if (n)
+					continue;
+			} else {
+				/* wake now and then to look for idle streams again */
+				int64_t slice = px_now_ms() + 200;
+				if (!wait_until(core, slice < deadline ? slice : deadline)) {
+					p->n_busy++;
+					st = PX_EBUSY;
+				}
+				yielded = 0;
+			}
+			if (st != PX_OK && !w.granted) {
+				for (struct slot_wait **pw = &p->waitq; *pw; pw = &(*pw)->next) {
+					if (*pw == &w) {
+						*pw = w.next;
+						break;
+					}
+				}
+				break;
+			}
+			st = PX_OK;
+		}
+		if (st != PX_OK) {
+			pthread_mutex_unlock(&core->prov_lock);
+			free(x);
+			return st;
+		}
+	}
+	if (x->loose) {
+		/* taken as background work; it is not: a session's, not
+		 * preemptible */
+		p->bg--;
+		x->bg = 0;
+		x->sess = sess;
+		sess->xfers_moved++;
+		x->gen = sess->gen - 1;
+	} else if (x->sess) {
+		x->gen = x->sess->gen;
+	}
+	if (p->max && p->xfers > p->max)
+		px_error("provider", "provider %s: %d transfers open, over its limit of %d",
+			 core->cat->providers[prov].name, p->xfers, p->max);
+	if (x->bg) {
+		x->next = p->bgs;
+		if (x->next)
+			x->next->prev = x;
+		p->bgs = x;
+	}
+	pthread_mutex_unlock(&core->prov_lock);
+
+	struct px_fetch_cb wrap = { x_data, x_done, x };
+	x->submitted_us = px_now_us();
+	st = core->ops.submit(core->ops.impl, fp, &wrap, id);
+
+	pthread_mutex_lock(&core->prov_lock);
+	if (st != PX_OK) {
+		/* never started: give the slot back as x_done would */
+		give_back(p, x);
+		grant_waiters(core, p);
+		pthread_cond_broadcast(&core->prov_cond);
+		x->refs = 1;
+	} else {
+		x->id = *id;
+		x->started = 1;
+	}
+	xrec_unref(x);
+	pthread_mutex_unlock(&core->prov_lock);
+	return st;
+}
+
+/* ---- sessions */
+
+static const char *prov_name(const struct px_core *core, size_t prov)
+{
+	return core->cat->providers[prov].name;
+}
+
+/* Picks the source for a new session: *src set, returns 1; 0 when every
+ * candidate is at its limit; -1 when none can serve at all (why set). */
+static int choose(struct px_core *core, size_t asset, int64_t now, size_t *src,
+		  char *why, size_t whylen)
+{
+	const struct px_asset *a = &core->cat->assets[asset];
+	const unsigned char *dead = (const unsigned char *)core->assets[asset].dead;
+	int any = 0, any_up = 0, ndrained = 0, ndead = 0, nrejected = 0;
+	long best = -1;
+
+	for (size_t i = 0; i < a->nsources; i++) {
+		const struct prov_rt *p = &core->provs[a->sources[i].provider];
+		if (dead[i]) {
+			ndead++;
+			continue;
+		}
+		if (px_source_rejected(core, asset, i)) {
+			nrejected++;
+			continue;
+		}
+		if (p->drained || p->auth_failed) {
+			ndrained++;
+			continue;
+		}
+		any = 1;
+		if (source_health(core, asset, i, p, now) < 2)
+			any_up = 1;
+	}
+	if (!any) {
+		snprintf(why, whylen, "no source can serve (%d dead, %d rejected, %d on drained "
+			 "or auth-refused providers)",
+			 ndead, nrejected, ndrained);
+		return -1;
+	}
+	for (size_t i = 0; i < a->nsources; i++) {
+		size_t pi = a->sources[i].provider;
+		const struct prov_rt *p = &core->provs[pi];
+		if (dead[i] || p->drained || p->auth_failed || px_source_rejected(core, asset, i))
+			continue;
+		int h = source_health(core, asset, i, p, now);
+		if (any_up && h == 2)
+			continue;
+		if (!has_room(p) || p->waitq) {
+			/* a closed session lingering there, or background work,
+			 * gives its slot up; transfers waiting there go first */
+			int yields = p->bg > 0;
+			for (struct px_session *s = core->sessions; s && !yields; s = s->next)
+				yields = s->prov == pi && !s->nhandles && !s->xfers && s->reserved;
+			if (!yields)
+				continue;
+		}
+		if (best >= 0) {
+			const struct prov_rt *b = &core->provs[a->sources[best].provider];
+			int hb = source_health(core, asset, (size_t)best, b, now);
+			size_t bi = a->sources[best].provider;
+			if (hb < h || (hb == h && b->sessions < p->sessions) ||
+			    (hb == h && b->sessions == p->sessions &&
+			     strcmp(prov_name(core, bi), prov_name(core, pi)) <= 0))
+				continue;
+		}
+		best = (long)i;
+	}
+	if (best < 0) {
+		size_t n = 0;
+		n += (size_t)snprintf(why, whylen, "all providers at their limit (");
+		for (size_t i = 0; i < a->nsources && n < whylen; i++) {
+			size_t pi = a->sources[i].provider;
+			if (dead[i] || core->provs[pi].drained)
+				continue;
+			n += (size_t)snprintf(why + n, whylen - n, "%s%s %d/%d", n > 30 ? ", " : "",
+					      prov_name(core, pi), core->provs[pi].held,
+					      core->provs[pi].max);
+		}
+		if (n < whylen)
+			snprintf(why + n, whylen - n, ")");
+		return 0;
+	}
+	*src = (size_t)best;
+	return 1;
+}
+
+/* Opens and checks a path source for a new session. */
+static int open_path(struct px_core *core, size_t asset, size_t src)
+{
+	const char *path = core->cat->assets[asset].sources[src].path;
+	struct stat sb;
+	/* a regular file only, opened without blocking: a FIFO would hold
+	 * the reader in the kernel until someone opened its other end */
+	int fd = px_open_regular(path), e = errno;
+	if (fd >= 0 && fstat(fd, &sb) == 0 && sb.st_size == core->assets[asset].size)
+		return fd;
+	const char *kind = fd < 0 && (e == EINVAL || e == EISDIR) ? px_file_kind(path) : NULL;
+	px_warn("session", "asset %s: source %s unusable: %s%s", core->cat->assets[asset].id, path,
+		fd >= 0 ? "size differs from the asset's" : kind ? "it is " : strerror(e),
+		kind ? kind : "");
+	if (fd >= 0) {
+		core->assets[asset].dead[src] = 1;
+		close(fd);
+	} else if (e == ENOENT || kind) {
+		core->assets[asset].dead[src] = 1;
+	}
+	return -1;
+}
+
+enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t client,
+				int64_t deadline, struct px_session **out)
+{
+	const struct px_asset *a = &core->cat->assets[asset];
+	struct px_session *s;
+	enum px_status st = PX_OK;
+	char why[300] = "";
+	int waited = 0;
+	size_t src = 0;
+
+	*out = NULL;
+	/* an asset's per-source states exist once it is played */
+	if (!px_src_ensure(core, asset))
+		return PX_ENOMEM;
+	pthread_mutex_lock(&core->prov_lock);
+	int64_t now = core->now();
+	expire_sessions(core, now);
+	for (s = core->sessions; s; s = s->next)
+		if (s->asset == asset && s->client == client && !s->failed &&
+		    !core->assets[asset].dead[s->source] &&
+		    health(core, &core->provs[s->prov], now) < 2)
+			break;
+	if (s) {
+		s->nhandles++;
+		pthread_mutex_unlock(&core->prov_lock);
+		px_debug("session", "%s: joined by client %llu", s->who, (unsigned long long)client);
+		*out = s;
+		return PX_OK;
+	}
+	for (;;) {
+		if (core->stopping) {
+			st = PX_ESHUTDOWN;
+			break;
+		}
+		int r = choose(core, asset, core->now(), &src, why, sizeof(why));
+		if (r < 0) {
+			st = PX_ENOSOURCE;
+			break;
+		}
+		if (r == 1) {
+			struct prov_rt *p = &core->provs[a->sources[src].provider];
+			if ((!has_room(p) || p->waitq) &&
+			    !evict_lingering(core, a->sources[src].provider, NULL)) {
+				/* background work there gives way: wait for its end */
+				preempt_bg(core, p);
+				if (!wait_until(core, deadline)) {
+					st = PX_EBUSY;
+					snprintf(why, sizeof(why), "all providers at their limit "
+						 "(background work did not end in time)");
+					break;
+				}
+				continue;
+			}
+			if (!a->sources[src].path)
+				break;
+			/* a path source must open and have the size: check it
+			 * outside the lock, then choose again */
+			pthread_mutex_unlock(&core->prov_lock);
+			int fd = open_path(core, asset, src);
+			pthread_mutex_lock(&core->prov_lock);
+			if (fd < 0)
+				continue;
+			close(fd);
+			break;
+		}
+		if (!waited) {
+			waited = 1;
+			px_info("session", "asset %s: open waits: %s", a->id, why);
+		}
+		if (!wait_until(core, deadline)) {
+			st = PX_EBUSY;
+			break;
+		}
+	}
+	if (st != PX_OK) {
+		snprintf(core->admit_why, sizeof(core->admit_why), "asset %s: %s", a->id,
+			 st == PX_EBUSY ? why : st == PX_ESHUTDOWN ? "shutting down" : why);
+		core->admit_when = core->now();
+		if (st == PX_EBUSY)
+			core->n_admit_busy++;
+		pthread_mutex_unlock(&core->prov_lock);
+		px_warn("session", "asset %s: open refused: %s", a->id, why);
+		return st;
+	}
+	s = calloc(1, sizeof(*s));
+	/* room for the sources the asset may gain while mounted */
+	size_t nfds = core->assets[asset].source_cap + 1;
+	int *fds = s ? malloc(nfds * sizeof(*fds)) : NULL;
+	if (!s || !fds) {
+		free(s);
+		free(fds);
+		pthread_mutex_unlock(&core->prov_lock);
+		return PX_ENOMEM;
+	}
+	for (size_t i = 0; i < nfds; i++)
+		fds[i] = -1;
+	s->core = core;
+	s->asset = asset;
+	s->source = src;
+	s->prov = a->sources[src].provider;
+	s->client = client;
+	s->fds = fds;
+	s->nfds = nfds;
+	pthread_mutex_init(&s->fd_lock, NULL);
+	s->id = atomic_fetch_add(&core->next_session, 1) + 1;
+	s->created = core->now();
+	s->nhandles = 1;
+	s->reserved = 1;
+	s->listed = 1;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->cut_lock, NULL);
+	snprintf(s->who, sizeof(s->who), "session %llu asset %s", (unsigned long long)s->id, a->id);
+	struct prov_rt *p = &core->provs[s->prov];
+	p->held += contrib(s);
+	p->sessions++;
+	s->next = core->sessions;
+	if (s->next)
+		s->next->prev = s;
+	core->sessions = s;
+	pthread_mutex_unlock(&core->prov_lock);
+
+	if (a->sources[src].path && px_session_fd(s, src) < 0) {
+		/* it went away between the check and now */
+		px_session_leave(s);
+		return PX_ENOSOURCE;
+	}
+	px_debug("session", "%s client %llu: source %s (provider %s)", s->who,
+		 (unsigned long long)client,
+		 a->sources[src].shown, prov_name(core, s->prov));
+	*out = s;
+	return PX_OK;
+}
+
+int px_session_fd(struct px_session *s, size_t source)
+{
+	int fd = -1;
+	if (!px_source_is_path(s->core, s->asset, source))
+		return -1;
+	pthread_mutex_lock(&s->fd_lock);
+	if (source < s->nfds) {
+		if (s->fds[source] < 0)
+			s->fds[source] = open_path(s->core, s->asset, source);
+		fd = s->fds[source];
+	}
+	pthread_mutex_unlock(&s->fd_lock);
+	return fd;
+}
+
+void px_session_leave(struct px_session *s)
+{
+	struct px_core *core;
+	if (!s)
+		return;
+	core = s->core;
+	pthread_mutex_lock(&core->prov_lock);
+	s->nhandles--;
+	if (s->nhandles == 0) {
+		s->closed_at = core->now();
+		if (s->failed || core->cfg->session_ttl_ms == 0 || core->stopping)
+			session_unlist(core, s);
+		if (session_gone(s))
+			session_free_locked(s);
+	}
+	pthread_cond_broadcast(&core->prov_cond);
+	pthread_mutex_unlock(&core->prov_lock);
+}
+
+void px_session_failed(struct px_session *s)
+{
+	pthread_mutex_lock(&s->core->prov_lock);
+	s->failed = 1;
+	pthread_mutex_unlock(&s->core->prov_lock);
+}
+
+/* ---- liveness probes and the monitor */
+
+struct lprobe {
+	struct px_core *core;
+	size_t prov;
+};
+
+static int lp_data(void *ctx, int64_t off, const void *buf, size_t len)
+{
+	(void)ctx, (void)off, (void)buf, (void)len;
+	return 1;
+}
+
+static void lp_done(void *ctx, const struct px_fetch_result *res)
+{
+	struct lprobe *lp = ctx;
+	struct px_core *core = lp->core;
+	(void)res; /* x_done records the outcome */
+	pthread_mutex_lock(&core->prov_lock);
+	core->provs[lp->prov].probing = 0;
+	pthread_mutex_unlock(&core->prov_lock);
+	free(lp);
+}
+
+/* Asks provider i for one byte, if a slot is free. prov_lock held, dropped
+ * around the submit. */
+static void probe_provider(struct px_core *core, size_t i, int64_t now)
+{
+	struct prov_rt *p = &core->provs[i];
+	struct lprobe *lp = malloc(sizeof(*lp));
+	uint64_t id;
+
+	if (!lp)
+		return;
+	lp->core = core;
+	lp->prov = i;
+	p->probing = 1;
+	p->last_probe = now;
+	p->n_probes++;
+	struct px_fetch_params fp = px_source_range(core, (size_t)p->probe_asset,
+						    p->probe_source, 0, 1);
+	struct px_fetch_cb cb = { lp_data, lp_done, lp };
+	pthread_mutex_unlock(&core->prov_lock);
+	/* no waiting: a provider busy with playback is clearly alive */
+	enum px_status st = px_xfer_submit(core, i, NULL, 1, px_now_ms(), &fp, &cb, &id);
+	pthread_mutex_lock(&core->prov_lock);
+	if (st != PX_OK) {
+		p->probing = 0;
+		free(lp);
+	}
+}
+
+int64_t px_providers_tick(struct px_core *core)
+{
+	const struct px_config *cfg = core->cfg;
+	pthread_mutex_lock(&core->prov_lock);
+	int64_t now = core->now();
+	int64_t next = expire_sessions(core, now);
+	for (size_t i = 0; cfg->liveness_interval_ms && i < core->cat->nproviders; i++) {
+		struct prov_rt *p = &core->provs[i];
+		if (p->probe_asset < 0 || core->stopping)
+			continue;
+		/* any answer within the interval says as much as a probe */
+		int64_t last = p->last_good > p->last_bad ? p->last_good : p->last_bad;
+		if (last < p->last_probe)
+			last = p->last_probe;
+		int64_t due = last + cfg->liveness_interval_ms;
+		if (!p->probing && now >= due) {
+			probe_provider(core, i, now);
+			due = now + cfg->liveness_interval_ms;
+		}
+		if (due < next)
+			next = due;
+	}
+	pthread_mutex_unlock(&core->prov_lock);
+	return next;
+}
+
+void px_providers_init(struct px_core *core)
+{
+	const struct px_catalog *cat = core->cat;
+	pthread_mutex_init(&core->prov_lock, NULL);
+	px_cond_init_mono(&core->prov_cond);
+	if (!core->now)
+		core->now = px_now_ms;
+	for (size_t i = 0; i < cat->nproviders; i++) {
+		core->provs[i].max = cat->providers[i].max_connections;
+		core->provs[i].drained = cat->providers[i].drained;
+		core->provs[i].probe_asset = -1;
+	}
+	for (size_t i = 0; i < cat->nassets; i++)
+		for (size_t k = 0; k < cat->assets[i].nsources; k++)
+			px_provider_note_source(core, cat->assets[i].sources[k].provider,
+						cat->assets[i].sources[k].url);
+}
+
+void px_provider_note_source(struct px_core *core, size_t prov, const char *url)
+{
+	struct prov_rt *p = &core->provs[prov];
+	char hp[300];
+	if (!url || px_catalog_bad_url(url, hp, sizeof(hp)))
+		return;
+	if (!p->host[0])
+		snprintf(p->host, sizeof(p->host), "%s", hp);
+	else if (strcmp(p->host, hp) != 0)
+		atomic_store(&p->multi_host, 1);
+}
+
+void px_providers_start(struct px_core *core)
+{
+	const struct px_catalog *cat = core->cat;
+	pthread_mutex_lock(&core->prov_lock);
+	/* each provider's probe asks for the first byte of its first listed
+	 * HTTP source */
+	for (size_t i = 0; i < cat->nassets; i++) {
+		if (!core->assets[i].listed)
+			continue;
+		for (size_t k = 0; k < cat->assets[i].nsources; k++) {
+			struct prov_rt *p = &core->provs[cat->assets[i].sources[k].provider];
+			if (!cat->assets[i].sources[k].url || p->probe_asset >= 0)
+				continue;
+			p->probe_asset = (long)i;
+			p->probe_source = k;
+			p->last_probe = core->now();
+		}
+	}
+	pthread_mutex_unlock(&core->prov_lock);
+}
+
+void px_providers_release(struct px_core *core)
+{
+	pthread_mutex_lock(&core->prov_lock);
+	core->stopping = 1;
+	pthread_cond_broadcast(&core->prov_cond);
+	pthread_mutex_unlock(&core->prov_lock);
+}
+
+void px_sessions_free_all(struct px_core *core)
+{
+	pthread_mutex_lock(&core->prov_lock);
+	while (core->sessions) {
+		struct px_session *s = core->sessions;
+		session_unlist(core, s);
+		if (session_gone(s))
+			session_free_locked(s);
+		else
+			px_error("session", "%s: still has %d transfer(s) at exit", s->who, s->xfers);
+	}
+	pthread_mutex_unlock(&core->prov_lock);
+	pthread_cond_destroy(&core->prov_cond);
+	pthread_mutex_destroy(&core->prov_lock);
+}
+
+enum px_status px_session_switch(struct px_session *s, size_t source)
+{
+	struct px_core *core = s->core;
+	size_t prov = core->cat->assets[s->asset].sources[source].provider;
+	enum px_status st = PX_OK;
+
+	pthread_mutex_lock(&core->prov_lock);
+	struct prov_rt *to = &core->provs[prov];
+	if (prov != s->prov && !has_room(to) && !evict_lingering(core, prov, s)) {
+		/* background work there gives way; a cutover does not wait */
+		preempt_bg(core, to);
+		st = PX_EBUSY;
+		goto out;
+	}
+	if (prov != s->prov) {
+		struct prov_rt *from = &core->provs[s->prov];
+		/* its open transfers stay counted where they are, one slot each,
+		 * until they end; the reservation moves */
+		int before = contrib(s);
+		from->held -= before - s->xfers;
+		from->sessions--;
+		s->xfers_moved += s->xfers;
+		s->xfers = 0;
+		s->gen++;
+		s->prov = prov;
+		to->sessions++;
+		to->held += contrib(s);
+		grant_waiters(core, from);
+	}
+	atomic_store(&s->source, source);
+	pthread_cond_broadcast(&core->prov_cond);
+out:
+	pthread_mutex_unlock(&core->prov_lock);
+	return st;
+}
+
+void px_provider_auth_failed(struct px_core *core, size_t prov, const char *why)
+{
+	pthread_mutex_lock(&core->prov_lock);
+	struct prov_rt *p = &core->provs[prov];
+	p->n_auth++;
+	if (!p->auth_failed) {
+		p->auth_failed = 1;
+		snprintf(p->auth_why, sizeof(p->auth_why), "authentication refused: %s", why);
+		px_error("provider", "provider %s: authentication refused (%s): its credentials "
+			 "are not used for new sessions or cutovers", core->cat->providers[prov].name,
+			 why);
+	}
+	pthread_mutex_unlock(&core->prov_lock);
+}
+
+/* ---- the control API */
+
+enum px_status px_provider_drain(struct px_core *core, const char *provider, int drained)
+{
+	const struct px_catalog *cat = core->cat;
+	size_t i = 0;
+
+	while (i < cat->nproviders && strcmp(cat->providers[i].name, provider) != 0)
+		i++;
+	if (i == cat->nproviders)
+		return PX_ENOTFOUND;
+	pthread_mutex_lock(&core->prov_lock);
+	int was = core->provs[i].drained;
+	core->provs[i].drained = drained ? 1 : 0;
+	/* an open waiting for a slot may choose a resumed provider */
+	pthread_cond_broadcast(&core->prov_cond);
+	pthread_mutex_unlock(&core->prov_lock);
+	if (was != (drained ? 1 : 0))
+		px_info("provider", "provider %s %s", provider,
+			drained ? "drained: no new sessions, open ones go on"
+				: "resumed: takes new sessions again");
+	return PX_OK;
+}
+
+/* ---- read-only queries */
+
+long px_provider_of_session(struct px_core *core, uint64_t session_id)
+{
+	long prov = -1;
+	pthread_mutex_lock(&core->prov_lock);
+	for (const struct px_session *s = core->sessions; s; s = s->next)
+		if (s->id == session_id)
+			prov = (long)s->prov;
+	pthread_mutex_unlock(&core->prov_lock);
+	return prov;
+}
+
+int px_provider_sessions(struct px_core *core, size_t prov)
+{
+	int n = -1;
+	pthread_mutex_lock(&core->prov_lock);
+	if (prov < core->cat->nproviders)
+		n = core->provs[prov].sessions;
+	pthread_mutex_unlock(&core->prov_lock);
+	return n;
+}

@@ -1,0 +1,181 @@
+/*
+ * provider.h - providers' connection slots, sessions (admission, joins,
+ * expiry), liveness (provider.c).
+ */
+#ifndef SEAMFS_PROVIDER_H
+#define SEAMFS_PROVIDER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include "context.h"
+#include "fetch.h"
+#include "px.h"
+
+/* A provider at run time (provider.c). Guarded by core->prov_lock. */
+struct xrec;
+struct slot_wait;
+struct prov_rt {
+	int max;                   /* max_connections, 0: no limit */
+	int held;                  /* slots taken: transfers, plus one reserved
+				    * by each session that has none open */
+	int xfers;                 /* transfers open now */
+	int bg;                    /* background transfers among them */
+	int sessions;              /* sessions whose source is here */
+	int drained;               /* no new sessions */
+	int64_t bad_since;         /* first bad answer since the last good one, 0: none */
+	int64_t last_good, last_bad, last_probe;
+	int probing;               /* an active probe is in flight */
+	int auth_failed;           /* 401/403: its credentials are refused */
+	char auth_why[200];
+	long probe_asset;          /* what the active probe asks for, -1: nothing */
+	size_t probe_source;
+	char why[200];             /* the last bad answer, in words */
+	uint64_t n_ok, n_bad, n_waits, n_busy, n_preempted, n_evicted, n_probes, n_auth;
+	struct xrec *bgs;          /* background transfers, for preemption */
+	struct slot_wait *waitq;   /* waiting for a slot, oldest first */
+	/* the host:port of its first URL source, and whether its connections
+	 * may go to another host (a URL elsewhere, or a redirect seen): a
+	 * provider with a connection limit reuses idle connections only while
+	 * they all go to one host (curl keeps idle connections per host, and
+	 * reuses one before it opens another, so its sockets stay within the
+	 * limit) */
+	char host[300];
+	_Atomic int multi_host;
+};
+
+/*
+ * A session: one client's playback of one asset (provider.c admits, joins
+ * and expires them; session.c reads through them). It fixes the source;
+ * each open file handle of it reads through its own transfers.
+ * Lock order: session lock, then stream locks; prov_lock is taken alone.
+ */
+struct px_handle;
+struct px_session {
+	struct px_core *core;
+	struct px_session *prev, *next; /* core->sessions, under prov_lock */
+	size_t asset;
+	_Atomic size_t source;     /* changed only by a cutover, under prov_lock */
+	size_t prov;               /* the source's provider; under prov_lock */
+	uint64_t id, client;
+	/* path sources' descriptors by source index, -1 until first used
+	 * (px_session_fd); kept until the session ends, since a reader may be
+	 * in pread on one while a cutover moves the session; under fd_lock */
+	int *fds;
+	size_t nfds;
+	pthread_mutex_t fd_lock;
+	char who[96];              /* "session N asset ID", for logs */
+	int64_t created;           /* core clock, ms */
+
+	/* under prov_lock */
+	int nhandles;              /* open handles */
+	int xfers;                 /* open transfers on its provider */
+	int xfers_moved;           /* open transfers on providers it left */
+	unsigned gen;              /* counts cutovers: transfers of an older
+				    * generation count on the provider they
+				    * were made to */
+	int exhausted;             /* a read failed with nothing to cut over to */
+	int reserved;              /* holds a slot of its provider for reopens */
+	int listed;                /* in core->sessions: may be joined */
+	int failed;                /* a read failed for good: no more joins */
+	int64_t closed_at;         /* when nhandles last fell to 0 */
+
+	pthread_mutex_t lock;      /* guards handles */
+	pthread_mutex_t cut_lock;  /* one cutover of the session at a time */
+	struct px_handle *handles;
+	_Atomic int64_t offset;    /* where the last read ended */
+	_Atomic int64_t served;    /* bytes served */
+};
+
+/* ---- provider.c: slots, sessions, liveness */
+
+void px_providers_init(struct px_core *core);
+void px_providers_release(struct px_core *core);
+
+/* Picks each provider's liveness probe. After discovery; core.c's monitor
+ * thread then calls px_providers_tick(). */
+void px_providers_start(struct px_core *core);
+
+/* Frees the sessions left after every handle closed and every transfer
+ * ended; at px_core_free only. */
+void px_sessions_free_all(struct px_core *core);
+
+/*
+ * Submits a transfer of provider prov, holding one of its slots until the
+ * transfer's on_done has returned. sess: the session it serves (its
+ * reserved slot is used first), or NULL with bg set for background work,
+ * which yields its slot to playback (cancelled: PX_ECANCELED). At the
+ * limit, waits until deadline (ms), then PX_EBUSY. Never from the fetch
+ * thread. Otherwise as ops.submit.
+ */
+enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_session *sess,
+			      int bg, int64_t deadline, const struct px_fetch_params *p,
+			      const struct px_fetch_cb *cb, uint64_t *id);
+
+/*
+ * Admits an open of an asset by client: joins the client's session of the
+ * asset when it has one, else makes one on the chosen source (fewest
+ * sessions, first by name). Waits until deadline when every provider is at
+ * its limit: PX_EBUSY. PX_ENOSOURCE when no source can serve. The session
+ * counts one more handle until px_session_leave().
+ */
+enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t client,
+				int64_t deadline, struct px_session **out);
+void px_session_leave(struct px_session *s);
+
+/*
+ * Moves the session to another source of its asset (a cutover): its
+ * reservation moves to that source's provider, which must have room
+ * (PX_EBUSY otherwise: nothing changes); transfers still open on the old
+ * provider stay counted there until they end. Any thread but the fetch
+ * thread.
+ */
+enum px_status px_session_switch(struct px_session *s, size_t source) PX_WUR;
+
+/* The session's descriptor of path source `source`, opened (and its size
+ * checked) on first use; -1 when it cannot be used (then logged, and dead
+ * for the asset when missing or of another size). */
+int px_session_fd(struct px_session *s, size_t source);
+
+/* Notes that provider prov has a source at url (NULL: a path): see
+ * prov_rt.host. prov_lock held, or no other thread yet. */
+void px_provider_note_source(struct px_core *core, size_t prov, const char *url);
+
+/* A read of the session failed for good: reopens get a new session. */
+void px_session_failed(struct px_session *s);
+
+
+/* Expires sessions and runs liveness probes due at the core's clock;
+ * returns when it next has work (core clock, ms). The monitor thread calls
+ * it; unit tests call it with a fake clock. */
+int64_t px_providers_tick(struct px_core *core);
+
+
+/* Marks provider prov's credentials refused (HTTP 401/403): no new
+ * sessions or cutovers go there; reported as an authentication error. */
+void px_provider_auth_failed(struct px_core *core, size_t prov, const char *why);
+
+/*
+ * Drains (drained 1) or resumes (0) the provider of that name: a drained
+ * provider gets no new session; sessions on it go on. PX_ENOTFOUND when
+ * no provider has the name. Idempotent. Any thread.
+ */
+enum px_status px_provider_drain(struct px_core *core, const char *provider, int drained) PX_WUR;
+
+/* ---- read-only queries (tests and tools; each takes prov_lock alone) */
+
+/*
+ * The provider (its catalog index) that the listed session with that id
+ * reads from now, -1 when no listed session has the id (it ended, failed
+ * for good, or never was). Any thread that holds none of the core's locks.
+ */
+long px_provider_of_session(struct px_core *core, uint64_t session_id);
+
+/*
+ * The number of sessions whose source is on provider prov, open ones and
+ * those lingering for a reopen alike; -1 when there is no such provider.
+ * Any thread that holds none of the core's locks.
+ */
+int px_provider_sessions(struct px_core *core, size_t prov);
+
+#endif

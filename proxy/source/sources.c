@@ -1,0 +1,318 @@
+/*
+ * sources.c - sources added to and removed from assets while mounted.
+ *
+ * The core works on its own copy of the catalog's arrays (the strings stay
+ * the catalog's), made with room to spare: px_spare_sources() more sources
+ * per asset and PX_SPARE_PROVIDERS more providers. Adding a source writes
+ * it into the next free entry and only then raises the asset's nsources,
+ * under both prov_lock and vf_lock, so that every reader (who reads these
+ * under one of the two) sees either the old list or the new one. A new
+ * source starts unverified: live sessions of the asset take it as a
+ * standby, verified before use (standby.c); new sessions may choose it.
+ *
+ * Removing a source marks it dead for the asset: no new session or
+ * cutover goes there; sessions reading from it go on until it fails.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog.h"
+#include "context.h"
+#include "health.h"
+#include "provider.h"
+#include "sources.h"
+#include "log.h"
+#include "redact.h"
+
+static char *keep(struct px_core *core, const char *s)
+{
+	char *c;
+	if (core->nowned == PX_SPARE_STRINGS || !(c = strdup(s)))
+		return NULL;
+	core->owned[core->nowned++] = c;
+	return c;
+}
+
+/* Takes c (NULL: none) into the strings the core frees; NULL when full. */
+static char *own(struct px_core *core, char *c)
+{
+	if (c && core->nowned == PX_SPARE_STRINGS) {
+		free(c);
+		c = NULL;
+	}
+	if (c)
+		core->owned[core->nowned++] = c;
+	return c;
+}
+
+enum px_status px_sources_own_catalog(struct px_core *core, const struct px_catalog *cat)
+{
+	struct px_catalog *m = calloc(1, sizeof(*m));
+	if (!m)
+		return PX_ENOMEM;
+	*m = *cat;
+	m->assets = calloc(cat->nassets + PX_SPARE_ASSETS + 1, sizeof(*m->assets));
+	m->providers = calloc(cat->nproviders + PX_SPARE_PROVIDERS, sizeof(*m->providers));
+	core->mcat = m;
+	core->cat = m;
+	if (!m->assets || !m->providers)
+		return PX_ENOMEM;
+	memcpy(m->providers, cat->providers, cat->nproviders * sizeof(*m->providers));
+	for (size_t i = 0; i < cat->nassets; i++) {
+		m->assets[i] = cat->assets[i];
+		if (cat->assets[i].kind != PX_ASSET_PLAIN)
+			continue;
+		m->assets[i].sources = calloc(cat->assets[i].nsources + px_spare_sources(cat->nassets),
+					      sizeof(struct px_source));
+		if (!m->assets[i].sources)
+			return PX_ENOMEM;
+		memcpy(m->assets[i].sources, cat->assets[i].sources,
+		       cat->assets[i].nsources * sizeof(struct px_source));
+	}
+	return PX_OK;
+}
+
+void px_sources_release_catalog(struct px_core *core)
+{
+	struct px_catalog *m = core->mcat;
+	for (size_t i = 0; i < core->nowned; i++)
+		free(core->owned[i]);
+	if (!m)
+		return;
+	/* assets a reload added have sources arrays of the core's too */
+	for (size_t i = 0; m->assets && i < m->nassets; i++)
+		if (m->assets[i].kind == PX_ASSET_PLAIN)
+			free(m->assets[i].sources);
+	free(m->assets);
+	free(m->providers);
+	free(m);
+}
+
+static long find_source(const struct px_asset *a, const char *where)
+{
+	for (size_t k = 0; k < a->nsources; k++) {
+		const struct px_source *s = &a->sources[k];
+		if ((s->url && strcmp(s->url, where) == 0) || (s->path && strcmp(s->path, where) == 0))
+			return (long)k;
+	}
+	return -1;
+}
+
+/* The asset an API request names, listed and plain. */
+static enum px_status find_asset(struct px_core *core, const char *id, size_t *out, char *err,
+				 size_t errlen)
+{
+	long i = px_catalog_find(core->cat, id);
+	char esc[200];
+	px_catalog_escape(esc, sizeof(esc), id);
+	if (i < 0 || !core->assets[i].listed) {
+		snprintf(err, errlen, "asset: no listed asset with id \"%s\"", esc);
+		return PX_ENOTFOUND;
+	}
+	if (core->cat->assets[i].kind != PX_ASSET_PLAIN) {
+		snprintf(err, errlen, "asset: \"%s\" is a transcode or remux; it has no sources", esc);
+		return PX_EINVAL;
+	}
+	*out = (size_t)i;
+	return PX_OK;
+}
+
+enum px_status px_sources_add(struct px_core *core, const char *asset_id, const char *where,
+				  const char *provider, char *err, size_t errlen)
+{
+	struct px_catalog *m = core->mcat;
+	char hostport[300], esc[300], shown[300];
+	const char *bad;
+	size_t asset, prov = 0;
+	enum px_status st;
+	int is_url = strstr(where, "://") != NULL;
+
+	if ((st = find_asset(core, asset_id, &asset, err, errlen)) != PX_OK)
+		return st;
+	px_redact_url(where, shown, sizeof(shown)); /* messages go to the log and the API */
+	px_catalog_escape(esc, sizeof(esc), shown);
+	bad = is_url ? px_catalog_bad_url(where, hostport, sizeof(hostport))
+		     : px_catalog_bad_local(where);
+	if (bad) {
+		snprintf(err, errlen, "%s: \"%s\" %s", is_url ? "url" : "path", esc, bad);
+		return PX_EINVAL;
+	}
+	if (!is_url) {
+		char why[300];
+		/* added at run time: held to strm_paths like playlists */
+		if (!px_sources_path_allowed(core, where, 1, why, sizeof(why))) {
+			snprintf(err, errlen, "path: \"%s\" %s", esc, why);
+			return PX_EINVAL;
+		}
+		snprintf(hostport, sizeof(hostport), "local");
+	}
+
+	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(&core->vf_lock);
+	struct px_asset *a = &m->assets[asset];
+	struct asset_rt *rt = &core->assets[asset];
+	const char *want = provider ? provider : hostport;
+	while (prov < m->nproviders && strcmp(m->providers[prov].name, want) != 0)
+		prov++;
+	if (find_source(a, where) >= 0) {
+		snprintf(err, errlen, "%s: \"%s\" is already a source of \"%s\"",
+			 is_url ? "url" : "path", esc, a->id);
+		st = PX_EEXIST;
+	} else if (a->nsources >= rt->source_cap) {
+		snprintf(err, errlen, "asset: \"%s\" has room for %zu sources while mounted",
+			 a->id, rt->source_cap);
+		st = PX_EINVAL;
+	} else if (prov == m->nproviders && provider) {
+		px_catalog_escape(esc, sizeof(esc), provider);
+		snprintf(err, errlen, "provider: no provider named \"%s\"", esc);
+		st = PX_ENOTFOUND;
+	} else if (prov == m->nproviders && m->nproviders >= core->provs_cap) {
+		snprintf(err, errlen, "url: no room for another provider while mounted "
+			 "(name an existing one)");
+		st = PX_EINVAL;
+	} else {
+		char *s = keep(core, where);
+		char *shown_s = own(core, px_redact_url_dup(where));
+		char *key_s = own(core, px_redact_key(where));
+		char *pname = prov == m->nproviders ? keep(core, hostport) : NULL;
+		if (!s || !shown_s || !key_s || (prov == m->nproviders && !pname)) {
+			snprintf(err, errlen, "out of memory");
+			st = PX_ENOMEM;
+		} else {
+			if (prov == m->nproviders) {
+				/* the implicit provider of a host seen for the first time */
+				struct px_provider *p = &m->providers[prov];
+				memset(p, 0, sizeof(*p));
+				p->name = pname;
+				p->implicit = 1;
+				memset(&core->provs[prov], 0, sizeof(core->provs[prov]));
+				core->provs[prov].probe_asset = -1;
+				m->nproviders++;
+			}
+			size_t k = a->nsources;
+			struct px_source *src = &a->sources[k];
+			memset(src, 0, sizeof(*src));
+			if (is_url)
+				src->url = s;
+			else
+				src->path = s;
+			src->shown = shown_s;
+			src->key = key_s;
+			src->provider = prov;
+			px_provider_note_source(core, prov, src->url);
+			rt->dead[k] = 0;
+			if (rt->src) {
+				px_src_why(&rt->src[k], NULL);
+				memset(&rt->src[k], 0, sizeof(rt->src[k]));
+			}
+			a->nsources = k + 1;   /* published last */
+			st = PX_OK;
+		}
+	}
+	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->prov_lock);
+	if (st == PX_OK)
+		px_info("sources", "asset %s: source %s added (provider %s): a standby once verified",
+			a->id, shown, m->providers[prov].name);
+	return st;
+}
+
+enum px_status px_sources_remove(struct px_core *core, const char *asset_id,
+				     const char *where, char *err, size_t errlen)
+{
+	size_t asset;
+	enum px_status st;
+	char esc[300], shown[300];
+
+	if ((st = find_asset(core, asset_id, &asset, err, errlen)) != PX_OK)
+		return st;
+	px_redact_url(where, shown, sizeof(shown)); /* messages go to the log and the API */
+	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(&core->vf_lock);
+	const struct px_asset *a = &core->cat->assets[asset];
+	long k = find_source(a, where);
+	if (k < 0) {
+		px_catalog_escape(esc, sizeof(esc), shown);
+		snprintf(err, errlen, "url: \"%s\" is not a source of \"%s\"", esc, a->id);
+		st = PX_ENOTFOUND;
+	} else {
+		core->assets[asset].dead[k] = 1;
+		struct src_rt *all = px_src_ensure(core, asset);
+		if (all)
+			px_src_why(&all[k], "removed through the control API");
+	}
+	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->prov_lock);
+	if (st == PX_OK)
+		px_info("sources", "asset %s: source %s removed: no new session or cutover goes "
+			"there", a->id, shown);
+	return st;
+}
+
+/* Whether path lies in one of the ':'-separated folders, both resolved. */
+static int inside(const char *real, const char *folders)
+{
+	char dir[PATH_MAX], rdir[PATH_MAX];
+	for (const char *p = folders; p && *p;) {
+		size_t n = strcspn(p, ":");
+		if (n && n < sizeof(dir)) {
+			memcpy(dir, p, n);
+			dir[n] = '\0';
+			size_t rl;
+			if (realpath(dir, rdir) && (rl = strlen(rdir)) &&
+			    strncmp(real, rdir, rl) == 0 &&
+			    (real[rl] == '/' || (rl == 1 && rdir[0] == '/')))
+				return 1;
+		}
+		p += n + (p[n] == ':');
+	}
+	return 0;
+}
+
+int px_sources_path_allowed(const struct px_core *core, const char *path, int untrusted,
+			 char *why, size_t whylen)
+{
+	char real[PATH_MAX];
+	const char *kind = px_file_kind(path);
+	if (kind) {
+		snprintf(why, whylen, "is %s: a path source must be a regular file", kind);
+		return 0;
+	}
+	if (!untrusted)
+		return 1;
+	if (!core->cfg->strm_paths) {
+		snprintf(why, whylen, "is a local path, and strm_paths allows none "
+			 "(set -o strm_paths=DIR to allow a folder)");
+		return 0;
+	}
+	if (!realpath(path, real)) {
+		snprintf(why, whylen, "cannot be resolved: %s", strerror(errno));
+		return 0;
+	}
+	if (!inside(real, core->cfg->strm_paths)) {
+		snprintf(why, whylen, "lies outside strm_paths (%s)", core->cfg->strm_paths);
+		return 0;
+	}
+	return 1;
+}
+
+void px_sources_screen_paths(struct px_core *core, size_t asset, int untrusted)
+{
+	const struct px_asset *a = &core->cat->assets[asset];
+	struct asset_rt *rt = &core->assets[asset];
+	char why[300];
+	for (size_t k = 0; k < a->nsources; k++) {
+		const char *path = a->sources[k].path;
+		if (!path || rt->dead[k] || px_sources_path_allowed(core, path, untrusted, why,
+								 sizeof(why)))
+			continue;
+		rt->dead[k] = 1;
+		struct src_rt *all = px_src_ensure(core, asset);
+		if (all)
+			px_src_why(&all[k], why);
+		px_warn("sources", "asset %s: source %s %s; it will not be used", a->id, path, why);
+	}
+}

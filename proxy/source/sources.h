@@ -1,0 +1,52 @@
+/*
+ * sources.h - the core's own copy of the catalog, sources added and
+ * removed at run time, and which path sources may be used (sources.c).
+ */
+#ifndef SEAMFS_SOURCES_H
+#define SEAMFS_SOURCES_H
+
+#include <stddef.h>
+#include "context.h"
+#include "px.h"
+
+/* ---- sources.c: the core's copy of the catalog, sources added at run time */
+
+/* Makes core->cat a copy of cat's arrays with room to spare. */
+enum px_status px_sources_own_catalog(struct px_core *core, const struct px_catalog *cat);
+void px_sources_release_catalog(struct px_core *core);
+
+/*
+ * Whether a path source may be used: a regular file (a FIFO, a device, a
+ * socket or a directory never: opening one could block a reader for
+ * good), and, when untrusted (from a playlist or added at run time), one
+ * that lies in a folder of strm_paths once symlinks are resolved. why says
+ * what is wrong, never quoting the file. Any thread.
+ */
+int px_sources_path_allowed(const struct px_core *core, const char *path, int untrusted,
+			 char *why, size_t whylen);
+
+/* Marks the asset's path sources that px_sources_path_allowed() refuses dead,
+ * with the reason in the status and the log. */
+void px_sources_screen_paths(struct px_core *core, size_t asset, int untrusted);
+
+/*
+ * Adds a source to a listed plain asset while mounted: where is an
+ * http(s) URL or an absolute path; provider names an existing provider, or
+ * NULL for the URL's implicit one (host:port, made if new). Live sessions
+ * of the asset take it as a standby once it is verified. On failure writes
+ * "FIELD: what is wrong" into err: PX_ENOTFOUND (no such asset or
+ * provider), PX_EINVAL (bad URL or path, no room), PX_EEXIST (already a
+ * source). Any thread.
+ */
+enum px_status px_sources_add(struct px_core *core, const char *asset_id, const char *where,
+				  const char *provider, char *err, size_t errlen) PX_WUR;
+
+/*
+ * Removes a source (its URL or path) from an asset: no new session or
+ * cutover goes there; sessions reading it go on. PX_ENOTFOUND with err
+ * naming the field when the asset or the source is unknown. Any thread.
+ */
+enum px_status px_sources_remove(struct px_core *core, const char *asset_id,
+				     const char *where, char *err, size_t errlen) PX_WUR;
+
+#endif

@@ -1,0 +1,92 @@
+/*
+ * standby.h - verification of standby sources, prevalidation, and the
+ * cutover of a session to a verified standby (standby.c).
+ */
+#ifndef SEAMFS_STANDBY_H
+#define SEAMFS_STANDBY_H
+
+#include <stdint.h>
+#include <sys/uio.h>
+#include "context.h"
+#include "px.h"
+
+struct px_session;
+
+/* ---- standby.c: verification states, prevalidation, cutover */
+
+enum px_status px_standby_init(struct px_core *core);  /* with px_core_new */
+enum px_status px_standby_start(struct px_core *core); /* after discovery */
+void px_standby_stop(struct px_core *core);            /* ends the workers */
+void px_standby_release(struct px_core *core);
+
+/* Bytes of the asset came from source: the first time, its reference
+ * fingerprint is taken in the background. Any thread. */
+void px_standby_served(struct px_core *core, size_t asset, size_t source);
+
+/* Starts prevalidation of the standbys of assets that have played for
+ * standby_delay. The monitor thread, or a unit test. */
+void px_standby_tick(struct px_core *core);
+
+/*
+ * The session's source `failed` failed under a read at off (why: the
+ * trigger). Takes the next standby that proves identical (verified and the
+ * seam check on seam[0..n), the bytes the old source gave just before off;
+ * or verified now, before deadline) and moves the session to it: PX_OK.
+ * PX_OK at once when another reader of the session already cut over.
+ * PX_ENOSOURCE when none can take over. Never holds a lock across I/O.
+ */
+enum px_status px_cutover(struct px_session *s, size_t failed, int64_t off, enum px_status why,
+			  const void *seam, size_t n, int64_t deadline);
+
+/* A read of s failed with nothing left to cut over to: counted, logged
+ * and shown as fallback_exhausted. */
+void px_standby_exhausted(struct px_session *s, int64_t off, enum px_status why);
+
+
+/*
+ * The bytes [off, ...) in iov that source k of the asset is about to give
+ * a reader, compared with the reference fingerprint's samples they cover
+ * wholly, until one matched (or the source is verified): PX_EMISMATCH, and
+ * the source rejected for the asset, when one differs: a wrong file of the
+ * right length never reaches the reader. PX_OK otherwise, also when there
+ * is no reference or no sample to compare. Any thread but the fetch thread.
+ */
+enum px_status px_standby_screen(struct px_core *core, size_t asset, size_t k, int64_t off,
+				 const struct iovec *iov, int iovcnt);
+
+const char *px_cutover_reason_name(enum px_status st);
+
+/* ---- verdicts and references from outside the background verifier */
+
+struct vf_fingerprint;
+struct vf_verdict;
+
+/*
+ * Applies verdict v on source k of the asset, the way the verifier does
+ * once it has checked the source (the same code): VF_MATCH makes it a
+ * verified standby, VF_MISMATCH and VF_SIZE_MISMATCH reject it for good
+ * (no session starts there, no cutover goes there), VF_INCONCLUSIVE counts
+ * one more inconclusive check in a row (abandoned at the 5th). Sets the
+ * source's reason to v->why, counts the verdict and logs it. Writes nothing
+ * to the verifier's store: a stored verdict goes with the fingerprint it
+ * came from. Does nothing when the asset's per-source states cannot be
+ * made (out of memory). Takes vf_lock; any thread that holds none of the
+ * core's locks.
+ */
+void px_standby_apply_verdict(struct px_core *core, size_t asset, size_t k,
+			      const struct vf_verdict *v);
+
+/*
+ * Makes fp (copied; the caller keeps it) the asset's reference
+ * fingerprint, as confirmed as one loaded from the verifier's store: the
+ * first bytes sources give are screened against it and standbys verified
+ * against it. A reference the asset has already stays, unless no second
+ * source backed it (then fp replaces it); PX_OK either way, and also when
+ * there was no memory for the copy (the asset goes on without one).
+ * PX_EINVAL, nothing changed, when fp is not of the asset's size or not
+ * complete. Takes vf_lock; any thread that holds none of the core's locks.
+ */
+enum px_status px_standby_set_reference(struct px_core *core, size_t asset,
+					const struct vf_fingerprint *fp) PX_WUR;
+
+#endif

@@ -1,0 +1,1801 @@
+/*
+ * transcode.c - the transcode supervisor: writers, leases, recovery, reads.
+ *
+ * Each transcode asset is a job with a work directory (WORK/<id>/) that
+ * holds its plan, its segments, its playlist; leases live in WORK/leases.
+ * Each of these directories carries the marker .seamfs-work, and seamfs
+ * removes only files it made, only inside marked directories ("work
+ * files" below): WORK may be any directory an operator names.
+ * At most one writer works on a job at a time, shared by every handle
+ * reading it (sticky); at most max_writers run at once, the others wait in
+ * a FIFO queue.
+ *
+ * A read maps each byte to segment off / S. A segment is served once it
+ * is trusted by the playlist rule (listed, and not the newest entry unless
+ * the writer stopped cleanly): a byte that was served is never written
+ * again. A read of a segment not yet trusted:
+ *  - waits (bounded by read_timeout) when a writer's edge will reach it
+ *    within seek_restart_segments segments;
+ *  - else starts a writer there, or restarts the running one there (a
+ *    player's seek: kill, recover, start at that segment) once that one has
+ *    committed two segments, so that distant readers take turns.
+ *
+ * A writer's input: once fs/ says the mount serves reads
+ * (px_transcode_set_input_root), the source asset's file in the mount, so
+ * that the daemon's own read path chooses the source, balances, verifies
+ * standbys and cuts over for the writer as for any player; a writer never
+ * sees a dead origin that has identical peers. Before that (the plans, at
+ * mount) and without a mount (unit tests, `-s`), the sources themselves:
+ * the plan tries each in catalog order until one answers, and a writer
+ * that fails reading one (exit 1) is restarted on the next. Readers of a
+ * transcode use direct I/O (fs/ops.c), so that their waits for segments
+ * never hold the kernel's background request slots the writer's input
+ * reads need.
+ *
+ * The supervisor thread polls, with no fixed sleep, an eventfd (new writers,
+ * stop), each writer's pidfd (death) and stdout ("committed K"), and wakes on
+ * a timer of heartbeat/2 to check leases or when a restart's backoff ends.
+ * When a writer dies (signal, crash, out of memory), fails (exit 1: its
+ * input failed; 3: its lease was taken) or its lease is orphaned (then it
+ * is killed first), it is started again after a backoff of 250 ms, doubled
+ * with each failure in a row that made no segment servable; the sixth
+ * gives up (EIO to readers of unwritten segments). Before each start,
+ * recovery claims the lease by compare-and-set, trusts the listed segments
+ * that still have size S and their listed mtime except the newest, removes
+ * every other file, rewrites the playlist, and the writer starts at the
+ * first untrusted segment (it encodes one segment before it and throws it
+ * away). Waiting readers just go on waiting, bounded by read_timeout.
+ *
+ * Lock order: tc->lock is the only lock. It is held while a writer is
+ * started (lease claim, recovery's removals, fs/'s in_mount walk of the
+ * tree in memory, posix_spawn: short, and atomic with the job's state) and
+ * while the supervisor reads a playlist; never across a pread of a
+ * segment, a wait for a child's output, or anything that enters the mount.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "lease.h"
+#include "log.h"
+#include "playlist.h"
+#include "segmath.h"
+#include "transcode.h"
+
+extern char **environ;
+
+/*
+ * A writer that fails (exits non-zero, or dies without being asked to) is
+ * started again after a backoff that doubles with each failure in a row:
+ * 250 ms, 500 ms, 1 s, 2 s, 4 s (8 s at most); a segment that becomes
+ * servable resets it. The sixth failure in a row gives up (reads of unwritten segments get
+ * EIO), so restarts span at least 7.75 s: longer than a cutover of the
+ * input (stall_timeout 3 s plus a request) or a source coming back.
+ */
+#define MAX_CRASHES 5           /* restarts in a row without a new segment */
+#define BACKOFF_FIRST_MS 250
+#define BACKOFF_MAX_MS 8000     /* also: no new start this soon after giving up */
+#define WORK_MARKER PX_TRANSCODE_MARKER
+
+struct job {
+	size_t asset;
+	const struct px_asset *a;
+	const struct px_asset *src;
+	size_t direct;         /* the source read when not through the mount:
+				* the one that planned, the next after a failure */
+	char dir[PATH_MAX];
+	char pl_path[PATH_MAX + 16];
+	struct px_seg_plan plan;
+	int planned;
+	int remux;             /* stream copy: segment sizes vary */
+	int64_t *offs;         /* remux: segment k is [offs[k], offs[k+1]) */
+
+	/* under tc->lock */
+	unsigned char *ok;     /* per segment: trusted, may be served */
+	pid_t pid;             /* running writer, 0: none */
+	int pidfd, outfd;
+	char out[256];
+	size_t outlen;
+	uint32_t from;         /* the running writer's first kept segment */
+	int64_t edge;          /* the next segment it will commit */
+	int64_t restart_at;    /* a seek asked for a restart here, -1: none */
+	int queued;
+	uint32_t queued_from;
+	struct px_lease lease;
+	int have_lease;
+	int via_mount;         /* the running writer reads through the mount */
+	int failed;            /* gave up: reads of unwritten segments fail */
+	int64_t failed_ms;     /* when the supervisor gave up (px_now_ms) */
+	int crashes;           /* failures in a row without a new segment */
+	int64_t retry_at;      /* backing off: restart then (px_now_ms), 0: not */
+	uint32_t retry_from;
+	int nopen;
+	uint64_t recoveries;   /* recovery passes run */
+};
+
+struct px_transcode {
+	const struct px_config *cfg;
+	const struct px_catalog *cat;
+	char work[PATH_MAX];
+	char writer[PATH_MAX];
+	char owner[128];
+	int64_t orphan_ms;
+	struct px_lease_store *leases;
+	struct job *jobs;      /* one per catalog asset; used for transcodes */
+
+	pthread_mutex_t lock;  /* guards jobs' run-time state and what follows */
+	pthread_cond_t cond;   /* any job changed */
+	int nwriters;
+	size_t *queue;         /* jobs waiting for a writer slot, FIFO */
+	size_t nqueue;
+	int stopping;
+	int evfd;
+	pthread_t thread;
+	int thread_started;
+	struct px_tcfile *files;   /* open, under lock: freed at px_transcode_free
+				    * if FUSE did not release them before the
+				    * unmount */
+	char *input_root;      /* the mount writers read through; NULL: none */
+	int (*in_mount)(void *arg, const char *id, const char *path);
+	void *in_mount_arg;
+};
+
+struct px_tcfile {
+	struct px_transcode *tc;
+	struct job *job;
+	uint64_t client;
+	struct px_tcfile *prev, *next; /* tc->files, under tc->lock */
+};
+
+/* ------------------------------------------------------------ helpers */
+
+static int seg_secs(const struct job *j);
+
+static void escape_id(const char *id, char *buf, size_t cap)
+{
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)id; *p && o + 4 < cap; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' ||
+		    (*p == '.' && p != (const unsigned char *)id))
+			buf[o++] = (char)*p;
+		else
+			o += (size_t)snprintf(buf + o, cap - o, "%%%02X", *p);
+	}
+	buf[o] = '\0';
+}
+
+/* ------------------------------------------------------------ work files
+ *
+ * seamfs removes only what it made (issue 14): work_dir may be any path
+ * the operator names, and the daemon often runs as root. Every directory
+ * seamfs makes there (work_dir itself, leases/, each job directory)
+ * carries the marker file WORK_MARKER; seamfs removes entries only inside
+ * a marked directory, and only those whose names are ones it makes
+ * (job_file_name, px_lease_files_own). A job directory is removed only
+ * once nothing else is left in it. A work_dir that exists without the
+ * marker is used only when it is empty or every entry in it is shaped
+ * like an older seamfs's (then it is adopted: marked); else the mount is
+ * refused (px_transcode_prepare_work).
+ */
+
+static int job_dir_name(const char *name)
+{
+	/* what escape_id makes: [A-Za-z0-9_.%-], no leading '.' */
+	if (!name[0] || name[0] == '.')
+		return 0;
+	for (const char *p = name; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.' ||
+		      *p == '%'))
+			return 0;
+	return 1;
+}
+
+/* The names seamfs and its writer make in a job directory. */
+static int job_file_name(const char *name)
+{
+	static const char *const fixed[] = { WORK_MARKER, "plan.json", "plan.json.tmp",
+					     "playlist", "playlist.tmp", NULL };
+	for (size_t i = 0; fixed[i]; i++)
+		if (strcmp(name, fixed[i]) == 0)
+			return 1;
+	/* px_playlist_seg_name: seg-%06u.ts (fewer than a million), and .tmp */
+	if (strncmp(name, "seg-", 4) != 0)
+		return 0;
+	for (int i = 4; i < 10; i++)
+		if (name[i] < '0' || name[i] > '9')
+			return 0;
+	return strcmp(name + 10, ".ts") == 0 || strcmp(name + 10, ".ts.tmp") == 0;
+}
+
+/* Whether dir (not a symlink) is a directory carrying the marker. */
+static int marked_dir(const char *dir)
+{
+	char path[PATH_MAX + 32];
+	struct stat sb;
+	if (lstat(dir, &sb) || !S_ISDIR(sb.st_mode))
+		return 0;
+	snprintf(path, sizeof(path), "%s/%s", dir, WORK_MARKER);
+	return lstat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* Puts the marker into dir (kept if there). 0, or -1 with errno. */
+static int mark_dir(const char *dir)
+{
+	static const char text[] =
+		"seamfs made this directory (work_dir of its transcodes). It removes\n"
+		"only the files it made here; anything else is left alone.\n";
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/%s", dir, WORK_MARKER);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return errno == EEXIST ? 0 : -1;
+	int ok = write(fd, text, sizeof(text) - 1) == (ssize_t)sizeof(text) - 1;
+	int e = errno;
+	close(fd);
+	errno = e;
+	return ok ? 0 : -1;
+}
+
+/*
+ * Removes the files seamfs makes from the job directory dir (marked);
+ * with rmdir, then the marker and dir itself, unless something else is
+ * in it: that is left, dir with it, and a log line says so. Returns 0
+ * when everything went (dir too, with rmdir).
+ */
+static int clear_job_dir(const char *dir, int rmdir_too)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char foreign[NAME_MAX + 1] = "";
+	int rc = 0;
+	if (!d)
+		return errno == ENOENT ? 0 : -1;
+	while ((de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+		    strcmp(de->d_name, WORK_MARKER) == 0)
+			continue;
+		/* a directory under one of our names is not ours: unlinkat fails */
+		if (!job_file_name(de->d_name) || unlinkat(dirfd(d), de->d_name, 0)) {
+			snprintf(foreign, sizeof(foreign), "%s", de->d_name);
+			rc = -1;
+		}
+	}
+	if (rc == 0 && rmdir_too) {
+		if (unlinkat(dirfd(d), WORK_MARKER, 0) && errno != ENOENT)
+			rc = -1;
+	}
+	closedir(d);
+	if (rc == 0 && rmdir_too && rmdir(dir))
+		rc = -1;
+	if (foreign[0])
+		px_warn("transcode", "cleanup: %s holds %s, which seamfs did not make; leaving it%s",
+			dir, foreign, rmdir_too ? " and the directory" : "");
+	return rc;
+}
+
+/* An entry of a work_dir without the marker: one an older seamfs made (a
+ * job directory holding only job files, or the leases directory holding
+ * only lease files)? Empty job directories count only under the name of a
+ * transcode of cat. Else its name (and the foreign name in it) into what. */
+static int legacy_entry(const char *work, const char *name, const struct px_catalog *cat,
+			char *what, size_t cap)
+{
+	char path[PATH_MAX * 2], esc[PATH_MAX];
+	struct stat sb;
+	int leases = strcmp(name, "leases") == 0, n = 0, ok = 1;
+	snprintf(what, cap, "%s", name);
+	snprintf(path, sizeof(path), "%s/%s", work, name);
+	if ((!leases && !job_dir_name(name)) || lstat(path, &sb) || !S_ISDIR(sb.st_mode))
+		return 0;
+	DIR *d = opendir(path);
+	struct dirent *de;
+	while (d && ok && (de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		n++;
+		ok = strcmp(de->d_name, WORK_MARKER) == 0 ||
+		     (leases ? px_lease_files_own(de->d_name) : job_file_name(de->d_name));
+		if (!ok)
+			snprintf(what, cap, "%s/%s", name, de->d_name);
+	}
+	if (!d)
+		return 0;
+	closedir(d);
+	if (!ok || n || leases)
+		return ok;
+	for (size_t i = 0; i < cat->nassets; i++) {
+		if (cat->assets[i].kind == PX_ASSET_PLAIN)
+			continue;
+		escape_id(cat->assets[i].id, esc, sizeof(esc));
+		if (strcmp(esc, name) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static void work_path(const struct px_config *cfg, char *buf, size_t cap)
+{
+	if (cfg->work_dir)
+		snprintf(buf, cap, "%s", cfg->work_dir);
+	else
+		snprintf(buf, cap, "%s/transcode", cfg->state_dir ? cfg->state_dir : "/tmp/seamfs");
+}
+
+enum px_status px_transcode_prepare_work(const struct px_config *cfg,
+					 const struct px_catalog *cat, char *err, size_t errlen)
+{
+	char work[PATH_MAX], what[PATH_MAX * 2], path[PATH_MAX * 2];
+	struct stat sb;
+	size_t n = 0, i;
+	DIR *d;
+	struct dirent *de;
+
+	for (i = 0; i < cat->nassets && cat->assets[i].kind == PX_ASSET_PLAIN; i++)
+		;
+	if (i == cat->nassets)
+		return PX_OK; /* no transcode: work_dir is not used */
+	work_path(cfg, work, sizeof(work));
+	if (stat(work, &sb)) {
+		if (errno != ENOENT || px_mkdir_p(work, 0755) || mark_dir(work))
+			goto io;
+		return PX_OK;
+	}
+	if (!S_ISDIR(sb.st_mode)) {
+		snprintf(err, errlen, "work_dir %s: not a directory", work);
+		return PX_EINVAL;
+	}
+	snprintf(path, sizeof(path), "%s/%s", work, WORK_MARKER);
+	if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode))
+		return PX_OK;
+	/* no marker: empty, made by an older seamfs, or someone else's */
+	if (!(d = opendir(work)))
+		goto io;
+	while ((de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		n++;
+		if (!legacy_entry(work, de->d_name, cat, what, sizeof(what))) {
+			closedir(d);
+			snprintf(err, errlen, "work_dir %s is not empty and seamfs did not make it "
+				 "(no %s in it): it holds %s; not using it (name an empty or new "
+				 "directory, or move its contents away)", work, WORK_MARKER, what);
+			return PX_EINVAL;
+		}
+	}
+	closedir(d);
+	/* every entry is an older seamfs's: mark them, then work_dir itself */
+	if ((d = opendir(work))) {
+		while ((de = readdir(d))) {
+			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", work, de->d_name);
+			if (mark_dir(path))
+				px_warn("transcode", "work_dir: cannot mark %s: %s", path,
+					strerror(errno));
+		}
+		closedir(d);
+	}
+	if (mark_dir(work))
+		goto io;
+	if (n)
+		px_info("transcode", "work_dir %s: made by an older seamfs (no %s): its %zu "
+			"entries look like seamfs's; marked and kept", work, WORK_MARKER, n);
+	return PX_OK;
+io:
+	snprintf(err, errlen, "work_dir %s: %s", work, strerror(errno));
+	return PX_EIO;
+}
+
+static void wake(struct px_transcode *tc)
+{
+	uint64_t one = 1;
+	ssize_t w = write(tc->evfd, &one, sizeof(one));
+	(void)w;
+}
+
+/* The profile's identity: a plan made for another profile is not reused. */
+static void profile_key(const struct px_transcode *tc, const struct job *j, char *buf,
+			size_t cap)
+{
+	const struct px_source *s = &j->src->sources[0];
+	/* written into plan.json: the source's key, no credentials */
+	if (j->remux)
+		snprintf(buf, cap, "remux|%s|%d", s->key, seg_secs(j));
+	else
+		snprintf(buf, cap, "%s|%d|%lld|%lld|%d", s->key, j->a->height,
+			 (long long)j->a->video_bitrate, (long long)j->a->audio_bitrate,
+			 j->a->segment_seconds);
+	(void)tc;
+}
+
+/*
+ * What a writer reads. Through the mount when there is one and it lists
+ * the source asset: the path in the mount (written into buf), no headers;
+ * the daemon's read path then picks, balances and cuts over the source.
+ * Else source k of the source asset itself; *hdr is that source when its
+ * provider's headers go along (a URL), NULL otherwise. Under tc->lock
+ * (or before the thread starts).
+ */
+static const char *writer_input(const struct px_transcode *tc, const struct job *j, size_t k,
+				char *buf, size_t cap, const struct px_source **hdr)
+{
+	const struct px_source *s = &j->src->sources[k < j->src->nsources ? k : 0];
+	*hdr = NULL;
+	if (tc->input_root && (!tc->in_mount ||
+			       tc->in_mount(tc->in_mount_arg, j->src->id, j->src->path))) {
+		int n = snprintf(buf, cap, "%s/%s", tc->input_root, j->src->path);
+		if (n > 0 && (size_t)n < cap)
+			return buf;
+	}
+	if (s->url)
+		*hdr = s;
+	return s->url ? s->url : s->path;
+}
+
+/* argv for seamfs-writer: the input (hdr: the source whose provider's
+ * headers go along, or NULL) and profile, plus extra. Strings are
+ * borrowed from the catalog, input or bufs. A URL and its headers may
+ * carry secrets, and a command line is readable by every local user in
+ * /proc: they go to the writer's stdin instead ("--input -"), in
+ * *secret (malloc'd, for spawn(); NULL when none, or out of memory). */
+static size_t profile_argv(const struct px_transcode *tc, const struct job *j, char **argv,
+			   char bufs[4][32], const char *input, const struct px_source *hdr,
+			   char **secret)
+{
+	const struct px_provider *p = hdr ? &tc->cat->providers[hdr->provider] : NULL;
+	size_t n = 0;
+	*secret = NULL;
+	argv[n++] = (char *)tc->writer;
+	argv[n++] = NULL; /* the verb, set by the caller */
+	argv[n++] = "--input";
+	argv[n++] = (char *)input;
+	if (hdr) {
+		size_t len = strlen(input) + 2;
+		for (size_t i = 0; p && i < p->nheaders; i++)
+			len += strlen(p->headers[i]) + 1;
+		if ((*secret = malloc(len))) {
+			size_t o = (size_t)snprintf(*secret, len, "%s\n", input);
+			for (size_t i = 0; p && i < p->nheaders; i++)
+				o += (size_t)snprintf(*secret + o, len - o, "%s\n", p->headers[i]);
+			argv[n - 1] = "-";
+		}
+	}
+	snprintf(bufs[3], 32, "%d", seg_secs(j));
+	if (j->remux) {
+		argv[n++] = "--remux";
+		argv[n++] = "--segment-seconds";
+		argv[n++] = bufs[3];
+		return n;
+	}
+	snprintf(bufs[0], 32, "%d", j->a->height);
+	snprintf(bufs[1], 32, "%lld", (long long)j->a->video_bitrate);
+	snprintf(bufs[2], 32, "%lld", (long long)j->a->audio_bitrate);
+	argv[n++] = "--height";
+	argv[n++] = bufs[0];
+	argv[n++] = "--video-bitrate";
+	argv[n++] = bufs[1];
+	argv[n++] = "--audio-bitrate";
+	argv[n++] = bufs[2];
+	argv[n++] = "--segment-seconds";
+	argv[n++] = bufs[3];
+	return n;
+}
+
+/* posix_spawn with stdout to a new pipe (its read end in *outfd); stdin
+ * is /dev/null, or a pipe that carries secret (profile_argv) and ends. */
+static enum px_status spawn(char **argv, pid_t *pid, int *outfd, const char *secret)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, def;
+	int p[2], in[2] = { -1, -1 };
+	enum px_status st = PX_EIO;
+	/* a secret fits a pipe's buffer (64 KiB): written at once, below */
+	if (secret && (strlen(secret) > 60000 || pipe2(in, O_CLOEXEC)))
+		return PX_EIO;
+	if (pipe2(p, O_CLOEXEC)) {
+		if (secret) {
+			close(in[0]);
+			close(in[1]);
+		}
+		return PX_EIO;
+	}
+	posix_spawn_file_actions_init(&fa);
+	if (secret)
+		posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
+	else
+		posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
+	/* the calling thread may block signals and libfuse ignores SIGPIPE:
+	 * the writer starts with neither (SIGPIPE ends it when the daemon is
+	 * gone) */
+	posix_spawnattr_init(&at);
+	sigemptyset(&none);
+	sigemptyset(&def);
+	sigaddset(&def, SIGPIPE);
+	sigaddset(&def, SIGTERM);
+	sigaddset(&def, SIGINT);
+	sigaddset(&def, SIGHUP);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &def);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	int rc = posix_spawn(pid, argv[0], &fa, &at, argv, environ);
+	posix_spawnattr_destroy(&at);
+	posix_spawn_file_actions_destroy(&fa);
+	close(p[1]);
+	if (secret) {
+		/* written while our copy of the read end is open: a writer that
+		 * exits without reading its input must not end the daemon with
+		 * SIGPIPE (this may run before libfuse ignores it) */
+		if (!rc) {
+			size_t len = strlen(secret);
+			ssize_t w = write(in[1], secret, len); /* fits the pipe: no wait */
+			if (w != (ssize_t)len)
+				px_warn("transcode", "could not hand the writer its input");
+		}
+		close(in[0]);
+		close(in[1]);
+	}
+	if (rc) {
+		px_error("transcode", "cannot run %s: %s", argv[0], strerror(rc));
+		close(p[0]);
+		return st;
+	}
+	*outfd = p[0];
+	return PX_OK;
+}
+
+/* ------------------------------------------------------------ planning */
+
+static int seg_secs(const struct job *j)
+{
+	return j->a->segment_seconds ? j->a->segment_seconds : 2; /* remux: 2 */
+}
+
+/* Bytes of segment k and where it starts in the file. */
+static int64_t seg_size(const struct job *j, uint32_t k)
+{
+	return j->remux ? j->offs[k + 1] - j->offs[k] : j->plan.seg_bytes;
+}
+
+static int64_t seg_start(const struct job *j, uint32_t k)
+{
+	return j->remux ? j->offs[k] : (int64_t)k * j->plan.seg_bytes;
+}
+
+/* The segment holding byte off (< size). */
+static uint32_t seg_at(const struct job *j, int64_t off)
+{
+	if (!j->remux)
+		return (uint32_t)(off / j->plan.seg_bytes);
+	uint32_t lo = 0, hi = j->plan.nseg - 1;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo + 1) / 2;
+		if (j->offs[mid] <= off)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+/* Fills p (and j->offs for a remux) from a writer's plan; PX_EINVAL with a
+ * log line naming what is wrong. */
+static enum px_status plan_from_json(struct job *j, json_t *root, struct px_seg_plan *p,
+				     const char *what)
+{
+	json_int_t n = json_integer_value(json_object_get(root, "segments"));
+	json_int_t s = json_integer_value(json_object_get(root, "segment_bytes"));
+	json_t *sizes = json_object_get(root, "sizes");
+	int64_t *offs = NULL;
+	if (n < 1 || n > PX_SEG_MAX_COUNT || s < 0 || s % PX_TS_PACKET || (!j->remux && !s) ||
+	    (j->remux && (s || !json_is_array(sizes) || json_array_size(sizes) != (size_t)n))) {
+		px_error("transcode", "asset %s: %s is not a valid %s plan", j->a->id, what,
+			 j->remux ? "remux" : "transcode");
+		return PX_EINVAL;
+	}
+	if (j->remux) {
+		if (!(offs = calloc((size_t)n + 1, sizeof(*offs))))
+			return PX_ENOMEM;
+		for (json_int_t k = 0; k < n; k++) {
+			json_int_t b = json_integer_value(json_array_get(sizes, (size_t)k));
+			if (b <= 0 || b % PX_TS_PACKET || offs[k] > INT64_MAX / 2) {
+				px_error("transcode", "asset %s: %s: segment %lld has size %lld",
+					 j->a->id, what, (long long)k, (long long)b);
+				free(offs);
+				return PX_EINVAL;
+			}
+			offs[k + 1] = offs[k] + b;
+		}
+	}
+	free(j->offs);
+	j->offs = offs;
+	p->nseg = (uint32_t)n;
+	p->seg_bytes = s;
+	p->duration_us = json_integer_value(json_object_get(root, "duration_us"));
+	p->seg_us = (int64_t)seg_secs(j) * 1000000;
+	p->size = j->remux ? offs[n] : (int64_t)n * s;
+	return PX_OK;
+}
+
+static enum px_status read_plan_file(struct job *j, const char *path, const char *key,
+				     struct px_seg_plan *p)
+{
+	json_error_t je;
+	json_t *root = json_load_file(path, 0, &je);
+	enum px_status st = PX_ENOTFOUND;
+	if (!root)
+		return st;
+	json_t *k = json_object_get(root, "profile");
+	if (json_is_string(k) && strcmp(json_string_value(k), key) == 0)
+		st = plan_from_json(j, root, p, path);
+	json_decref(root);
+	return st;
+}
+
+/* Keeps the writer's plan (the writer of a remux reads it back). */
+static enum px_status write_plan_file(const char *path, const char *key, json_t *root)
+{
+	char tmp[PATH_MAX + 8];
+	enum px_status st = PX_EIO;
+	if (json_object_set_new(root, "profile", json_string(key)))
+		return PX_ENOMEM;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if (json_dump_file(root, tmp, JSON_COMPACT) == 0 && rename(tmp, path) == 0)
+		st = PX_OK;
+	return st;
+}
+
+#define PLAN_MAX_BYTES (64 << 20)
+
+/* Runs `seamfs-writer plan` on source k of the source asset, until
+ * deadline; *out is its JSON. PX_EAGAIN: that plan failed or took too
+ * long (the writer's stderr says why), another source may do. */
+static enum px_status run_plan(struct px_transcode *tc, struct job *j, size_t k,
+			       int64_t deadline, json_t **out)
+{
+	char *argv[64], bufs[4][32], *buf = NULL, stimeout[24];
+	const struct px_source *s = &j->src->sources[k], *hdr = s->url ? s : NULL;
+	const char *input = s->url ? s->url : s->path;
+	char *secret;
+	size_t n = profile_argv(tc, j, argv, bufs, input, hdr, &secret), got = 0, cap = 0;
+	pid_t pid;
+	int fd, status = 0;
+	enum px_status st;
+	/* a source that accepts and then says nothing must leave time for the
+	 * next one: no byte for connect_timeout ends this attempt */
+	int64_t io = tc->cfg->connect_timeout_ms;
+
+	*out = NULL;
+	argv[1] = "plan";
+	snprintf(stimeout, sizeof(stimeout), "%lld",
+		 (long long)(io > 0 && io < 30000 ? io : 30000));
+	argv[n++] = "--io-timeout-ms";
+	argv[n++] = stimeout;
+	argv[n] = NULL;
+	st = spawn(argv, &pid, &fd, secret);
+	free(secret);
+	if (st != PX_OK)
+		return st;
+	for (;;) {
+		struct pollfd pf = { fd, POLLIN, 0 };
+		int64_t left = deadline - px_now_ms();
+		if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
+			break;
+		if (got + 4096 > cap) {
+			char *nb = cap < PLAN_MAX_BYTES ? realloc(buf, cap ? 2 * cap : 65536) : NULL;
+			if (!nb)
+				break;
+			buf = nb;
+			cap = cap ? 2 * cap : 65536;
+		}
+		ssize_t r = read(fd, buf + got, cap - got - 1);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	close(fd);
+	if (px_now_ms() >= deadline) {
+		kill(pid, SIGKILL);
+		px_error("transcode", "asset %s: planning from %s took longer than probe_timeout",
+			 j->a->id, s->shown);
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !buf) {
+		px_error("transcode", "asset %s: planning from %s failed (%s plan: exit %d); its "
+			 "stderr says why", j->a->id, s->shown, tc->writer,
+			 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		free(buf);
+		return PX_EAGAIN;
+	}
+	buf[got] = '\0';
+	json_error_t je;
+	*out = json_loads(buf, 0, &je);
+	if (!*out) {
+		px_error("transcode", "asset %s: the writer's plan is not JSON: \"%.200s\"",
+			 j->a->id, buf);
+		st = PX_EINVAL;
+	}
+	free(buf);
+	return st;
+}
+
+/* What is on disk now for each listed entry. */
+static struct px_seg_seen *look(const struct job *j, const struct px_playlist *pl)
+{
+	struct px_seg_seen *seen = calloc(pl->n + 1, sizeof(*seen));
+	for (size_t i = 0; seen && i < pl->n; i++) {
+		char name[64], path[PATH_MAX + 80];
+		struct stat sb;
+		px_playlist_seg_name(pl->e[i].index, name, sizeof(name));
+		snprintf(path, sizeof(path), "%s/%s", j->dir, name);
+		if (stat(path, &sb) == 0) {
+			seen[i].exists = 1;
+			seen[i].size = sb.st_size;
+			seen[i].mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 +
+					   sb.st_mtim.tv_nsec;
+		}
+	}
+	return seen;
+}
+
+/* How many segments of j are trusted. Under tc->lock. */
+static uint32_t trusted(const struct job *j)
+{
+	uint32_t n = 0;
+	for (uint32_t k = 0; j->ok && k < j->plan.nseg; k++)
+		n += j->ok[k] != 0;
+	return n;
+}
+
+/* Recomputes j->ok from the playlist on disk. seen: check the files too.
+ * Under tc->lock (or before the thread starts). */
+static void refresh(struct px_transcode *tc, struct job *j, int check_files)
+{
+	struct px_playlist pl;
+	char err[512];
+	enum px_status st = px_playlist_load(j->pl_path, &pl, err, sizeof(err));
+	if (st == PX_ENOTFOUND)
+		return;
+	if (st != PX_OK) {
+		px_warn("transcode", "asset %s: %s", j->a->id, err);
+		return;
+	}
+	if (pl.seg_bytes == j->plan.seg_bytes && pl.nseg == j->plan.nseg) {
+		unsigned char *t = calloc(pl.n + 1, 1);
+		struct px_seg_seen *seen = check_files ? look(j, &pl) : NULL;
+		if (t && (!check_files || seen)) {
+			px_playlist_trust(&pl, seen, t);
+			for (size_t i = 0; i < pl.n; i++)
+				if (t[i] && pl.e[i].size == seg_size(j, pl.e[i].index))
+					j->ok[pl.e[i].index] = 1;
+		}
+		free(t);
+		free(seen);
+	}
+	px_playlist_release(&pl);
+	pthread_cond_broadcast(&tc->cond);
+}
+
+enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t *size)
+{
+	struct job *j = &tc->jobs[asset];
+	char key[8192], path[PATH_MAX + 16];
+	enum px_status st;
+
+	*size = -1;
+	if (!j->a || !j->src)
+		return PX_EINVAL;
+	profile_key(tc, j, key, sizeof(key));
+	snprintf(path, sizeof(path), "%s/plan.json", j->dir);
+	if (mkdir(j->dir, 0755) == 0 ? mark_dir(j->dir) : errno != EEXIST) {
+		px_error("transcode", "asset %s: cannot make %s: %s", j->a->id, j->dir,
+			 strerror(errno));
+		return PX_EIO;
+	}
+	if (!marked_dir(j->dir)) {
+		/* made by someone else after work_dir was ours: not touched */
+		px_error("transcode", "asset %s: %s is not a directory seamfs made (no %s); "
+			 "leaving it alone", j->a->id, j->dir, WORK_MARKER);
+		return PX_EIO;
+	}
+	if (read_plan_file(j, path, key, &j->plan) != PX_OK) {
+		struct px_lease l;
+		/* another profile's segments are stale; only if nobody works there */
+		if (px_lease_get(tc->leases, j->a->id, &l) == PX_OK &&
+		    px_lease_protects(&l, px_lease_now(tc->leases), tc->orphan_ms, tc->orphan_ms) &&
+		    strcmp(l.owner, tc->owner) != 0) {
+			px_error("transcode", "asset %s: its profile changed but %s still holds "
+				 "its lease", j->a->id, l.owner);
+			return PX_EAGAIN;
+		}
+		/* what seamfs made there; anything else stays (and is logged) */
+		(void)clear_job_dir(j->dir, 0);
+		/* each source in catalog order, the first that answers plans:
+		 * a dead first origin must not keep the asset out of the mount */
+		json_t *root = NULL;
+		int64_t deadline = px_now_ms() + tc->cfg->probe_timeout_ms;
+		st = PX_EAGAIN;
+		for (size_t k = 0; k < j->src->nsources && st == PX_EAGAIN; k++) {
+			const struct px_source *s = &j->src->sources[k];
+			if (k && px_now_ms() >= deadline) {
+				px_error("transcode", "asset %s: probe_timeout spent; sources %zu.. of "
+					 "%zu not tried", j->a->id, k + 1, j->src->nsources);
+				break;
+			}
+			/* anything but PX_EAGAIN is the writer's fault, not the source's */
+			if ((st = run_plan(tc, j, k, deadline, &root)) == PX_OK) {
+				j->direct = k;
+				if (k)
+					px_info("transcode", "asset %s: planned from %s (source %zu of "
+						"%zu)", j->a->id, s->shown, k + 1,
+						j->src->nsources);
+			}
+		}
+		if (st != PX_OK)
+			return st == PX_EAGAIN ? PX_EIO : st;
+		st = plan_from_json(j, root, &j->plan, "the writer's plan");
+		/* a remux's writer reads the plan back: keeping it is not optional */
+		if (st == PX_OK && write_plan_file(path, key, root) != PX_OK) {
+			px_error("transcode", "asset %s: cannot keep its plan in %s", j->a->id, path);
+			st = j->remux ? PX_EIO : PX_OK;
+		}
+		json_decref(root);
+		if (st != PX_OK)
+			return st;
+	}
+	free(j->ok);
+	j->ok = calloc(j->plan.nseg + 1, 1);
+	if (!j->ok)
+		return PX_ENOMEM;
+	pthread_mutex_lock(&tc->lock);
+	j->planned = 1;
+	refresh(tc, j, 1);
+	pthread_mutex_unlock(&tc->lock);
+	if (j->remux)
+		px_info("transcode", "asset %s: remux in %u segments (%lld bytes, %.1f s)",
+			j->a->id, j->plan.nseg, (long long)j->plan.size,
+			(double)j->plan.duration_us / 1e6);
+	else
+		px_info("transcode", "asset %s: %u segments of %lld bytes (%lld bytes, %.1f s)",
+			j->a->id, j->plan.nseg, (long long)j->plan.seg_bytes,
+			(long long)j->plan.size, (double)j->plan.duration_us / 1e6);
+	*size = j->plan.size;
+	return PX_OK;
+}
+
+/* ------------------------------------------------------------ writers */
+
+/*
+ * Recovery: with the lease held, keeps the trusted entries of the playlist
+ * and removes every other file; returns the first segment >= from that is
+ * not trusted. Under tc->lock.
+ */
+static uint32_t recover(struct px_transcode *tc, struct job *j, uint32_t from)
+{
+	j->recoveries++;
+	struct px_playlist pl, keep;
+	char err[512];
+	unsigned char *t = NULL;
+	struct px_seg_seen *seen = NULL;
+	size_t ntrust = 0;
+	enum px_status st = px_playlist_load(j->pl_path, &pl, err, sizeof(err));
+
+	px_playlist_init(&keep, j->plan.seg_bytes, j->plan.nseg);
+	if (st == PX_OK && (pl.seg_bytes != j->plan.seg_bytes || pl.nseg != j->plan.nseg)) {
+		snprintf(err, sizeof(err), "%s: lists %u x %lld bytes, the plan %u x %lld",
+			 j->pl_path, pl.nseg, (long long)pl.seg_bytes, j->plan.nseg,
+			 (long long)j->plan.seg_bytes);
+		st = PX_EINVAL;
+	}
+	if (st == PX_OK) {
+		t = calloc(pl.n + 1, 1);
+		seen = look(j, &pl);
+		if (t && seen)
+			ntrust = px_playlist_trust(&pl, seen, t);
+		for (size_t i = 0; t && seen && i < pl.n; i++) {
+			if (t[i] && pl.e[i].size != seg_size(j, pl.e[i].index)) {
+				px_warn("transcode", "recovery: asset %s: segment %u has %lld bytes, "
+					"the plan %lld", j->a->id, pl.e[i].index,
+					(long long)pl.e[i].size,
+					(long long)seg_size(j, pl.e[i].index));
+				t[i] = 0;
+				ntrust--;
+			}
+			if (!t[i]) {
+				px_info("transcode", "recovery: asset %s: segment %u distrusted (%s)",
+					j->a->id, pl.e[i].index,
+					i + 1 == pl.n && !pl.clean ? "the newest listed"
+								    : "changed on disk");
+				continue;
+			}
+			if (px_playlist_add(&keep, pl.e[i].index, pl.e[i].size,
+					    pl.e[i].mtime_ns) != PX_OK)
+				ntrust--;
+		}
+	} else if (st != PX_ENOTFOUND) {
+		px_warn("transcode", "recovery: asset %s: %s; starting afresh", j->a->id, err);
+	}
+	/* leftovers: .tmp files, unlisted or distrusted segments */
+	DIR *d = opendir(j->dir);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		unsigned k;
+		char tail[8];
+		/* only names seamfs makes: a user's file here is left alone */
+		int ours = job_file_name(de->d_name);
+		int seg = ours && sscanf(de->d_name, "seg-%6u.ts%7s", &k, tail) == 1;
+		size_t len = strlen(de->d_name);
+		int tmp = ours && len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0;
+		if ((seg && (k >= keep.nseg || px_playlist_find(&keep, k) < 0)) || tmp) {
+			if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+				px_debug("transcode", "recovery: asset %s: removed %s", j->a->id,
+					 de->d_name);
+		}
+	}
+	if (d)
+		closedir(d);
+	keep.clean = keep.n > 0;
+	if (px_playlist_save(&keep, j->pl_path, err, sizeof(err)) != PX_OK)
+		px_error("transcode", "recovery: asset %s: %s", j->a->id, err);
+	memset(j->ok, 0, j->plan.nseg);
+	for (size_t i = 0; i < keep.n; i++)
+		j->ok[keep.e[i].index] = 1;
+	uint32_t first = from < j->plan.nseg ? from : 0;
+	while (first < j->plan.nseg && j->ok[first])
+		first++;
+	if (st == PX_OK)
+		px_info("transcode", "recovery: asset %s: %zu of %zu listed segments trusted; "
+			"first untrusted from %u is %u", j->a->id, ntrust, pl.n, from, first);
+	px_playlist_release(&keep);
+	if (st == PX_OK)
+		px_playlist_release(&pl);
+	free(t);
+	free(seen);
+	return first;
+}
+
+/* Holds j's lease: claims it by compare-and-set (again, if ours: the new
+ * generation fences any writer of the old one). Under tc->lock. */
+static enum px_status hold_lease(struct px_transcode *tc, struct job *j)
+{
+	struct px_lease cur;
+	int64_t orphan = tc->orphan_ms;
+	/* a holder on this host whose daemon and writer are gone is orphaned
+	 * now, not after orphan_after */
+	if (px_lease_get(tc->leases, j->a->id, &cur) == PX_OK && !cur.released) {
+		char host[64] = "";
+		gethostname(host, sizeof(host) - 1);
+		size_t hl = strlen(host);
+		long opid = strncmp(cur.owner, host, hl) == 0 && cur.owner[hl] == ':'
+			    ? strtol(cur.owner + hl + 1, NULL, 10) : 0;
+		if (opid > 0 && kill((pid_t)opid, 0) && errno == ESRCH &&
+		    (cur.writer_pid <= 0 || (kill((pid_t)cur.writer_pid, 0) && errno == ESRCH)))
+			orphan = -1;
+	}
+	enum px_status st = px_lease_claim(tc->leases, j->a->id, tc->owner, orphan, &j->lease);
+	if (st == PX_OK) {
+		j->have_lease = 1;
+		px_info("transcode", "lease: asset %s session %s generation %" PRIu64 " claimed by %s",
+			j->a->id, j->lease.session, j->lease.gen, tc->owner);
+	} else if (st == PX_EAGAIN) {
+		px_warn("transcode", "lease: asset %s is held by %s (generation %" PRIu64 ")",
+			j->a->id, j->lease.owner, j->lease.gen);
+	} else {
+		px_error("transcode", "lease: asset %s: %s", j->a->id, px_strerror(st));
+	}
+	return st;
+}
+
+/* Starts a writer for j at segment `from` now, or queues it when the host
+ * has max_writers running. Under tc->lock. */
+static void start_writer(struct px_transcode *tc, struct job *j, uint32_t from)
+{
+	char *argv[96], bufs[4][32], sfrom[16], snseg[16], sbytes[32], sgen[24], shb[24];
+	char speed[32], inbuf[PATH_MAX];
+	const struct px_source *hdr;
+	const char *input;
+	size_t n;
+
+	if (j->pid || tc->stopping)
+		return;
+	if (j->queued) {
+		j->queued_from = from;
+		return;
+	}
+	if (tc->nwriters >= tc->cfg->max_writers) {
+		size_t *q = realloc(tc->queue, (tc->nqueue + 1) * sizeof(*q));
+		if (!q)
+			return;
+		tc->queue = q;
+		tc->queue[tc->nqueue++] = j->asset;
+		j->queued = 1;
+		j->queued_from = from;
+		px_info("transcode", "asset %s: %d writers running; waiting in line (%zu)",
+			j->a->id, tc->nwriters, tc->nqueue);
+		return;
+	}
+	if (hold_lease(tc, j) != PX_OK) {
+		j->failed = 1;
+		pthread_cond_broadcast(&tc->cond);
+		return;
+	}
+	from = recover(tc, j, from);
+	if (from >= j->plan.nseg) {
+		/* everything from there on is already trusted */
+		pthread_cond_broadcast(&tc->cond);
+		return;
+	}
+	input = writer_input(tc, j, j->direct, inbuf, sizeof(inbuf), &hdr);
+	char *secret;
+	n = profile_argv(tc, j, argv, bufs, input, hdr, &secret);
+	argv[1] = "run";
+	snprintf(sfrom, sizeof(sfrom), "%u", from);
+	snprintf(snseg, sizeof(snseg), "%u", j->plan.nseg);
+	snprintf(sbytes, sizeof(sbytes), "%lld", (long long)j->plan.seg_bytes);
+	snprintf(sgen, sizeof(sgen), "%" PRIu64, j->lease.gen);
+	snprintf(shb, sizeof(shb), "%lld", (long long)tc->cfg->heartbeat_ms);
+	char leasedir[PATH_MAX + 8];
+	snprintf(leasedir, sizeof(leasedir), "%s/leases", tc->work);
+	const char *extra[] = { "--work-dir", j->dir, "--from", sfrom, "--segments", snseg,
+		"--segment-bytes", sbytes, "--lease-dir", leasedir, "--lease-key", j->a->id,
+		"--lease-gen", sgen, "--heartbeat-ms", shb, NULL };
+	for (size_t i = 0; extra[i]; i++)
+		argv[n++] = (char *)extra[i];
+	if (tc->cfg->writer_max_speed > 0) {
+		snprintf(speed, sizeof(speed), "%g", tc->cfg->writer_max_speed);
+		argv[n++] = "--max-speed";
+		argv[n++] = speed;
+	}
+	argv[n] = NULL;
+	enum px_status sst = spawn(argv, &j->pid, &j->outfd, secret);
+	free(secret);
+	if (sst != PX_OK) {
+		j->pid = 0;
+		j->failed = 1;
+		pthread_cond_broadcast(&tc->cond);
+		return;
+	}
+	j->pidfd = (int)syscall(SYS_pidfd_open, j->pid, 0);
+	if (j->pidfd < 0)
+		px_warn("transcode", "pidfd_open: %s; writer deaths seen at its pipe's end",
+			strerror(errno));
+	j->from = from;
+	j->edge = from;
+	j->failed = 0;
+	j->restart_at = -1;
+	j->retry_at = 0;
+	j->via_mount = input == inbuf;
+	j->outlen = 0;
+	tc->nwriters++;
+	if (from)
+		px_info("transcode", "writer pid %d started: asset %s session %s, segments %u..%u "
+			"(warm-up %u), input %s", (int)j->pid, j->a->id, j->lease.session, from,
+			j->plan.nseg - 1, from - 1, hdr ? hdr->shown : input);
+	else
+		px_info("transcode", "writer pid %d started: asset %s session %s, segments 0..%u, "
+			"input %s", (int)j->pid, j->a->id, j->lease.session, j->plan.nseg - 1,
+			hdr ? hdr->shown : input);
+	wake(tc);
+}
+
+/* Starts the next queued job if a slot is free. Under tc->lock. */
+static void run_queue(struct px_transcode *tc)
+{
+	while (tc->nqueue && tc->nwriters < tc->cfg->max_writers && !tc->stopping) {
+		struct job *j = &tc->jobs[tc->queue[0]];
+		memmove(tc->queue, tc->queue + 1, (tc->nqueue - 1) * sizeof(*tc->queue));
+		tc->nqueue--;
+		j->queued = 0;
+		start_writer(tc, j, j->queued_from);
+	}
+}
+
+/* Gives the lease of j back (no writer will use it now). Under tc->lock. */
+static void drop_lease(struct px_transcode *tc, struct job *j)
+{
+	if (j->have_lease && px_lease_release(tc->leases, &j->lease) != PX_OK)
+		px_warn("transcode", "lease: asset %s: could not release", j->a->id);
+	j->have_lease = 0;
+}
+
+/* The backoff before the restart that follows failure number n in a row. */
+static int64_t backoff_ms(int n)
+{
+	int64_t d = BACKOFF_FIRST_MS;
+	for (int i = 1; i < n && d < BACKOFF_MAX_MS; i++)
+		d *= 2;
+	return d < BACKOFF_MAX_MS ? d : BACKOFF_MAX_MS;
+}
+
+/*
+ * The writer of j has exited with status. Under tc->lock, on the
+ * supervisor's thread (which also starts the writer once a backoff ends).
+ */
+static void writer_ended(struct px_transcode *tc, struct job *j, int status)
+{
+	pid_t pid = j->pid;
+	int64_t restart = j->restart_at;
+	uint32_t from = j->from;
+	int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+
+	if (j->pidfd >= 0)
+		close(j->pidfd);
+	if (j->outfd >= 0)
+		close(j->outfd);
+	j->pidfd = j->outfd = -1;
+	j->pid = 0;
+	j->restart_at = -1;
+	tc->nwriters--;
+	if (code == 0) {
+		px_info("transcode", "writer pid %d of asset %s stopped cleanly", (int)pid,
+			j->a->id);
+		refresh(tc, j, 0);
+		j->crashes = 0;
+		drop_lease(tc, j);
+	} else if (tc->stopping) {
+		/* killed by us at unmount; recovery happens at the next start */
+	} else if (restart >= 0) {
+		/* killed by us for a seek: recovery (in start_writer) claims the
+		 * lease by CAS, trusts, cleans, and starts where the seek asked,
+		 * at once, behind the jobs already waiting for a slot */
+		if (j->nopen > 0) {
+			run_queue(tc);
+			start_writer(tc, j, (uint32_t)restart);
+		} else {
+			drop_lease(tc, j);
+		}
+	} else if (code == 2 || code == 4) {
+		/* its command line, or a segment that never fits: the same again */
+		px_error("transcode", "writer pid %d of asset %s failed (exit %d); reads of "
+			 "unwritten segments fail", (int)pid, j->a->id, code);
+		j->failed = 1;
+		j->failed_ms = px_now_ms();
+		drop_lease(tc, j);
+	} else {
+		/* input lost (exit 1), lease taken over (3), killed or crashed:
+		 * worth another run, after a backoff */
+		j->crashes++;
+		if (code > 0)
+			px_warn("transcode", "writer pid %d of asset %s failed (exit %d) before segment "
+				"%lld", (int)pid, j->a->id, code, (long long)j->edge);
+		else
+			px_warn("transcode", "writer pid %d of asset %s died (signal %d) before segment "
+				"%lld; recovering", (int)pid, j->a->id, WTERMSIG(status),
+				(long long)j->edge);
+		if (code == 1 && !j->via_mount && j->src->nsources > 1) {
+			/* no mount to cut over for it: the next run reads the next source */
+			j->direct = (j->direct + 1) % j->src->nsources;
+			const struct px_source *s = &j->src->sources[j->direct];
+			px_info("transcode", "asset %s: the next writer reads source %zu of %zu, %s",
+				j->a->id, j->direct + 1, j->src->nsources, s->shown);
+		}
+		if (j->crashes > MAX_CRASHES) {
+			px_error("transcode", "asset %s: writer failed %d times in a row; giving up",
+				 j->a->id, j->crashes);
+			j->failed = 1;
+			j->failed_ms = px_now_ms();
+			drop_lease(tc, j);
+		} else if (j->nopen > 0) {
+			/* recovery runs when it starts; readers go on waiting, bounded
+			 * by read_timeout */
+			int64_t d = backoff_ms(j->crashes);
+			j->retry_at = px_now_ms() + d;
+			j->retry_from = from;
+			px_info("transcode", "asset %s: restarting its writer in %lld ms (failure %d of "
+				"%d in a row)", j->a->id, (long long)d, j->crashes, MAX_CRASHES);
+		} else {
+			drop_lease(tc, j);
+		}
+	}
+	run_queue(tc);
+	pthread_cond_broadcast(&tc->cond);
+}
+
+/* Starts the writers whose backoff has ended; returns when the next one
+ * ends (px_now_ms), or INT64_MAX. Under tc->lock, on the supervisor's
+ * thread. */
+static int64_t retry_due(struct px_transcode *tc)
+{
+	int64_t now = px_now_ms(), next = INT64_MAX;
+	for (size_t i = 0; i < tc->cat->nassets; i++) {
+		struct job *j = &tc->jobs[i];
+		if (!j->retry_at)
+			continue;
+		if (j->retry_at > now) {
+			if (j->retry_at < next)
+				next = j->retry_at;
+			continue;
+		}
+		j->retry_at = 0;
+		if (j->nopen > 0 && !j->pid && !j->failed) {
+			start_writer(tc, j, j->retry_from);
+		} else if (!j->pid) {
+			drop_lease(tc, j);
+		}
+		pthread_cond_broadcast(&tc->cond);
+	}
+	return next;
+}
+
+/* Lines from a writer's stdout. Under tc->lock. */
+static void writer_output(struct px_transcode *tc, struct job *j)
+{
+	ssize_t r = read(j->outfd, j->out + j->outlen, sizeof(j->out) - 1 - j->outlen);
+	if (r <= 0) {
+		/* end of output: the death comes through the pidfd (or here) */
+		if (j->pidfd < 0) {
+			int status;
+			if (waitpid(j->pid, &status, 0) == j->pid)
+				writer_ended(tc, j, status);
+		} else {
+			close(j->outfd);
+			j->outfd = -1;
+		}
+		return;
+	}
+	j->outlen += (size_t)r;
+	j->out[j->outlen] = '\0';
+	char *line = j->out, *nl;
+	int changed = 0;
+	while ((nl = strchr(line, '\n'))) {
+		unsigned k;
+		*nl = '\0';
+		if (sscanf(line, "committed %u", &k) == 1 && k < j->plan.nseg) {
+			j->edge = (int64_t)k + 1;
+			changed = 1;
+		}
+		line = nl + 1;
+	}
+	j->outlen = strlen(line);
+	memmove(j->out, line, j->outlen + 1);
+	if (j->outlen == sizeof(j->out) - 1)
+		j->outlen = 0; /* not ours: a line this long */
+	if (changed) {
+		uint32_t before = trusted(j);
+		refresh(tc, j, 0);
+		/* progress resets the backoff: a segment that became servable.
+		 * Not a commit as such: a restarted writer first commits again
+		 * the newest entry that recovery distrusted, and one that dies
+		 * right after that has made no progress */
+		if (trusted(j) > before)
+			j->crashes = 0;
+	}
+}
+
+/* Kills writers whose lease is orphaned. Under tc->lock. */
+static void check_leases(struct px_transcode *tc)
+{
+	int64_t now = px_lease_now(tc->leases);
+	for (size_t i = 0; i < tc->cat->nassets; i++) {
+		struct job *j = &tc->jobs[i];
+		struct px_lease l;
+		if (!j->pid || px_lease_get(tc->leases, j->a->id, &l) != PX_OK)
+			continue;
+		if (l.gen == j->lease.gen && px_lease_orphaned(&l, now, tc->orphan_ms)) {
+			px_warn("transcode", "lease: asset %s session %s orphaned (no heartbeat for "
+				"%lld ms); killing writer pid %d", j->a->id, l.session,
+				(long long)(now - l.heartbeat_ms), (int)j->pid);
+			kill(j->pid, SIGKILL);
+		}
+	}
+}
+
+static void *supervisor_main(void *arg)
+{
+	struct px_transcode *tc = arg;
+	size_t n = tc->cat->nassets;
+	struct pollfd *pf = calloc(2 * n + 1, sizeof(*pf));
+	size_t *who = calloc(2 * n + 1, sizeof(*who));
+	sigset_t all;
+	int64_t next_check = px_now_ms() + tc->cfg->heartbeat_ms / 2;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	if (!pf || !who) {
+		px_error("transcode", "supervisor: out of memory");
+		goto out;
+	}
+	pthread_mutex_lock(&tc->lock);
+	while (!tc->stopping) {
+		size_t np = 0;
+		/* writers whose backoff ended start first, so that their fds are
+		 * polled too; poll's timeout ends the next backoff */
+		int64_t due = retry_due(tc);
+		pf[np++] = (struct pollfd){ tc->evfd, POLLIN, 0 };
+		for (size_t i = 0; i < n; i++) {
+			struct job *j = &tc->jobs[i];
+			if (!j->pid)
+				continue;
+			if (j->pidfd >= 0) {
+				who[np] = i;
+				pf[np++] = (struct pollfd){ j->pidfd, POLLIN, 0 };
+			}
+			if (j->outfd >= 0) {
+				who[np] = i;
+				pf[np++] = (struct pollfd){ j->outfd, POLLIN, 0 };
+			}
+		}
+		int64_t wait = (due < next_check ? due : next_check) - px_now_ms();
+		pthread_mutex_unlock(&tc->lock);
+		int r = poll(pf, np, wait < 0 ? 0 : (int)wait);
+		pthread_mutex_lock(&tc->lock);
+		if (r < 0 && errno != EINTR)
+			break;
+		if (pf[0].revents) {
+			uint64_t v;
+			ssize_t rd = read(tc->evfd, &v, sizeof(v));
+			(void)rd;
+		}
+		for (size_t k = 1; r > 0 && k < np; k++) {
+			struct job *j = &tc->jobs[who[k]];
+			if (!pf[k].revents || !j->pid)
+				continue;
+			if (pf[k].fd == j->outfd) {
+				writer_output(tc, j);
+			} else if (pf[k].fd == j->pidfd) {
+				int status;
+				/* drain what it printed before it died */
+				while (j->outfd >= 0 && poll(&(struct pollfd){ j->outfd, POLLIN, 0 },
+							    1, 0) > 0 && j->pid)
+					writer_output(tc, j);
+				if (j->pid && waitpid(j->pid, &status, 0) == j->pid)
+					writer_ended(tc, j, status);
+			}
+		}
+		if (px_now_ms() >= next_check) {
+			check_leases(tc);
+			next_check = px_now_ms() + tc->cfg->heartbeat_ms / 2;
+		}
+	}
+	pthread_mutex_unlock(&tc->lock);
+out:
+	free(pf);
+	free(who);
+	return NULL;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+/* Job directories seamfs made for assets no longer transcoded, unprotected
+ * by a lease; only their files seamfs made go (clear_job_dir). Anything
+ * else in work_dir is someone else's and left alone. */
+static void cleanup_orphans(struct px_transcode *tc)
+{
+	DIR *d = opendir(tc->work);
+	struct dirent *de;
+	int64_t now = px_lease_now(tc->leases);
+	while (d && (de = readdir(d))) {
+		char path[PATH_MAX * 2], esc[PATH_MAX];
+		int known = 0;
+		if (de->d_name[0] == '.' || strcmp(de->d_name, "leases") == 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", tc->work, de->d_name);
+		if (!job_dir_name(de->d_name) || !marked_dir(path)) {
+			px_info("transcode", "cleanup: leaving %s alone: seamfs did not make it (no %s)",
+				path, WORK_MARKER);
+			continue;
+		}
+		for (size_t i = 0; i < tc->cat->nassets && !known; i++) {
+			if (tc->cat->assets[i].kind == PX_ASSET_PLAIN)
+				continue;
+			escape_id(tc->cat->assets[i].id, esc, sizeof(esc));
+			known = strcmp(esc, de->d_name) == 0;
+		}
+		if (known)
+			continue;
+		/* a lease is keyed by the asset id, which the name escapes */
+		char id[PATH_MAX];
+		size_t o = 0;
+		for (const char *p = de->d_name; *p && o + 1 < sizeof(id); p++) {
+			unsigned v;
+			if (p[0] == '%' && sscanf(p + 1, "%2x", &v) == 1) {
+				id[o++] = (char)v;
+				p += 2;
+			} else {
+				id[o++] = *p;
+			}
+		}
+		id[o] = '\0';
+		struct px_lease l;
+		if (px_lease_get(tc->leases, id, &l) == PX_OK &&
+		    px_lease_protects(&l, now, tc->orphan_ms, tc->orphan_ms)) {
+			px_info("transcode", "cleanup: keeping %s/%s: its lease (%s) is live or "
+				"recently expired", tc->work, de->d_name, l.owner);
+			continue;
+		}
+		px_info("transcode", "cleanup: removing %s (no asset, no lease)", path);
+		(void)clear_job_dir(path, 1);
+		if (px_lease_drop(tc->leases, id) != PX_OK)
+			px_warn("transcode", "cleanup: lease of %s not dropped", id);
+	}
+	if (d)
+		closedir(d);
+}
+
+enum px_status px_transcode_new(const struct px_config *cfg, const struct px_catalog *cat,
+				struct px_transcode **out)
+{
+	struct px_transcode *tc = calloc(1, sizeof(*tc));
+	enum px_status st = PX_ENOMEM;
+	char leasedir[PATH_MAX + 8], err[PATH_MAX * 3];
+
+	*out = NULL;
+	if (!tc)
+		return PX_ENOMEM;
+	tc->cfg = cfg;
+	tc->cat = cat;
+	tc->evfd = -1;
+	pthread_mutex_init(&tc->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&tc->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	tc->orphan_ms = cfg->orphan_after_ms > 0 ? cfg->orphan_after_ms : 3 * cfg->heartbeat_ms;
+	if (tc->orphan_ms <= cfg->heartbeat_ms) {
+		/* every writer would look orphaned between two heartbeats */
+		px_warn("transcode", "orphan_after (%lld ms) is not above heartbeat (%lld ms); "
+			"using %lld ms", (long long)tc->orphan_ms, (long long)cfg->heartbeat_ms,
+			(long long)(2 * cfg->heartbeat_ms));
+		tc->orphan_ms = 2 * cfg->heartbeat_ms;
+	}
+	work_path(cfg, tc->work, sizeof(tc->work));
+	if (cfg->writer) {
+		snprintf(tc->writer, sizeof(tc->writer), "%s", cfg->writer);
+	} else {
+		char self[PATH_MAX];
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		self[n > 0 ? n : 0] = '\0';
+		char *slash = strrchr(self, '/');
+		if (slash)
+			*slash = '\0';
+		snprintf(tc->writer, sizeof(tc->writer), "%s/seamfs-writer",
+			 slash ? self : "/usr/bin");
+	}
+	px_lease_make_owner(tc->owner, sizeof(tc->owner));
+	tc->jobs = calloc(cat->nassets + 1, sizeof(*tc->jobs));
+	if (!tc->jobs)
+		goto out;
+	if ((st = px_transcode_prepare_work(cfg, cat, err, sizeof(err))) != PX_OK) {
+		px_error("transcode", "%s", err);
+		goto out;
+	}
+	snprintf(leasedir, sizeof(leasedir), "%s/leases", tc->work);
+	if (mkdir(leasedir, 0755) == 0 && mark_dir(leasedir))
+		px_warn("transcode", "cannot mark %s: %s", leasedir, strerror(errno));
+	if ((st = px_lease_files_new(leasedir, NULL, NULL, &tc->leases)) != PX_OK) {
+		px_error("transcode", "lease store %s: %s", leasedir, px_strerror(st));
+		goto out;
+	}
+	for (size_t i = 0; i < cat->nassets; i++) {
+		struct job *j = &tc->jobs[i];
+		char esc[PATH_MAX];
+		long src;
+		j->asset = i;
+		j->pidfd = j->outfd = -1;
+		j->restart_at = -1;
+		if (cat->assets[i].kind == PX_ASSET_PLAIN)
+			continue;
+		j->a = &cat->assets[i];
+		j->remux = j->a->kind == PX_ASSET_REMUX;
+		src = px_catalog_find(cat, j->a->of);
+		if (src < 0 || cat->assets[src].nsources == 0)
+			continue; /* the catalog validated it; defensive */
+		j->src = &cat->assets[src];
+		escape_id(j->a->id, esc, sizeof(esc));
+		snprintf(j->dir, sizeof(j->dir), "%s/%s", tc->work, esc);
+		snprintf(j->pl_path, sizeof(j->pl_path), "%s/playlist", j->dir);
+	}
+	cleanup_orphans(tc);
+	tc->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (tc->evfd < 0) {
+		st = PX_EIO;
+		goto out;
+	}
+	if (pthread_create(&tc->thread, NULL, supervisor_main, tc)) {
+		st = PX_EIO;
+		goto out;
+	}
+	tc->thread_started = 1;
+	px_info("transcode", "work_dir %s, writer %s, owner %s, heartbeat %lld ms, orphan "
+		"after %lld ms, %d writers at most", tc->work, tc->writer, tc->owner,
+		(long long)cfg->heartbeat_ms, (long long)tc->orphan_ms, cfg->max_writers);
+	*out = tc;
+	tc = NULL;
+	st = PX_OK;
+out:
+	px_transcode_free(tc);
+	return st;
+}
+
+void px_transcode_set_input_root(struct px_transcode *tc, const char *mountpoint,
+				 int (*in_mount)(void *arg, const char *id, const char *path),
+				 void *arg)
+{
+	char *root = mountpoint ? strdup(mountpoint) : NULL;
+	if (!tc) {
+		free(root);
+		return;
+	}
+	if (mountpoint && (!root || mountpoint[0] != '/')) {
+		px_warn("transcode", "writers read their sources directly: mount point %s %s",
+			mountpoint, root ? "is not absolute" : "not kept (out of memory)");
+		free(root);
+		root = NULL;
+	}
+	pthread_mutex_lock(&tc->lock);
+	free(tc->input_root);
+	tc->input_root = root;
+	tc->in_mount = in_mount;
+	tc->in_mount_arg = arg;
+	pthread_mutex_unlock(&tc->lock);
+	if (root)
+		px_info("transcode", "writers read their input through the mount at %s", root);
+}
+
+void px_transcode_stop(struct px_transcode *tc)
+{
+	if (!tc)
+		return;
+	pthread_mutex_lock(&tc->lock);
+	tc->stopping = 1;
+	pthread_cond_broadcast(&tc->cond);
+	pthread_mutex_unlock(&tc->lock);
+	if (tc->evfd >= 0)
+		wake(tc);
+}
+
+void px_transcode_free(struct px_transcode *tc)
+{
+	if (!tc)
+		return;
+	px_transcode_stop(tc);
+	if (tc->thread_started)
+		pthread_join(tc->thread, NULL);
+	for (size_t i = 0; tc->jobs && i < tc->cat->nassets; i++) {
+		struct job *j = &tc->jobs[i];
+		if (j->pid) {
+			int status;
+			kill(j->pid, SIGKILL);
+			while (waitpid(j->pid, &status, 0) < 0 && errno == EINTR)
+				;
+			px_info("transcode", "writer pid %d of asset %s stopped at unmount",
+				(int)j->pid, j->a->id);
+		}
+		if (j->pidfd >= 0)
+			close(j->pidfd);
+		if (j->outfd >= 0)
+			close(j->outfd);
+		/* released, the lease's grace still protects the files */
+		if (j->have_lease && px_lease_release(tc->leases, &j->lease) != PX_OK)
+			px_warn("transcode", "lease: asset %s: could not release", j->a->id);
+		free(j->ok);
+		free(j->offs);
+	}
+	while (tc->files) {
+		struct px_tcfile *f = tc->files;
+		tc->files = f->next;
+		free(f);
+	}
+	if (tc->evfd >= 0)
+		close(tc->evfd);
+	px_lease_store_free(tc->leases);
+	pthread_mutex_destroy(&tc->lock);
+	pthread_cond_destroy(&tc->cond);
+	free(tc->queue);
+	free(tc->jobs);
+	free(tc->input_root);
+	free(tc);
+}
+
+/* ------------------------------------------------------------ reads */
+
+enum px_status px_transcode_open(struct px_transcode *tc, size_t asset, uint64_t client,
+				 struct px_tcfile **out)
+{
+	struct px_tcfile *f;
+	*out = NULL;
+	if (!tc || asset >= tc->cat->nassets || !tc->jobs[asset].planned)
+		return PX_EINVAL;
+	struct job *j = &tc->jobs[asset];
+	if (!(f = calloc(1, sizeof(*f))))
+		return PX_ENOMEM;
+	f->tc = tc;
+	f->job = j;
+	f->client = client;
+	pthread_mutex_lock(&tc->lock);
+	f->next = tc->files;
+	if (f->next)
+		f->next->prev = f;
+	tc->files = f;
+	j->nopen++;
+	pthread_mutex_unlock(&tc->lock);
+	*out = f;
+	return PX_OK;
+}
+
+void px_transcode_close(struct px_tcfile *f)
+{
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->tc->lock);
+	f->job->nopen--;
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		f->tc->files = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	pthread_mutex_unlock(&f->tc->lock);
+	free(f);
+}
+
+/* Waits until segment k is trusted, driving the writer there. */
+static enum px_status wait_segment(struct px_transcode *tc, struct job *j, uint32_t k,
+				   int64_t deadline, uint64_t client)
+{
+	enum px_status st = PX_OK;
+	int tried = 0;
+	struct timespec ts = { deadline / 1000, (deadline % 1000) * 1000000 };
+	const int64_t ahead = tc->cfg->seek_restart_segments;
+
+	pthread_mutex_lock(&tc->lock);
+	for (;;) {
+		if (tc->stopping) {
+			st = PX_ESHUTDOWN;
+			break;
+		}
+		if (j->ok[k])
+			break;
+		if (j->failed) {
+			/* this read's own start failed, or the supervisor gave up a
+			 * moment ago: fail. A later read starts a new series of
+			 * restarts, but not sooner than BACKOFF_MAX_MS after giving
+			 * up, so that retried reads cannot restart it in a loop */
+			if (tried || px_now_ms() < j->failed_ms + BACKOFF_MAX_MS) {
+				st = PX_EIO;
+				break;
+			}
+			j->failed = 0;
+			j->crashes = 0;
+		}
+		if (j->pid) {
+			int64_t edge = j->edge;
+			/* a writer is preempted only once it has made progress
+			 * (two commits: the first is then trusted), so readers far
+			 * apart take turns instead of killing each other's writers */
+			if ((k < j->from || (int64_t)k > edge + ahead) &&
+			    edge >= (int64_t)j->from + 2) {
+				if (j->restart_at < 0) {
+					px_info("transcode", "asset %s: read of segment %u by pid %llu is "
+						"outside the writer's reach (%u..%lld + %lld); "
+						"restarting it there", j->a->id, k,
+						(unsigned long long)client, j->from, (long long)edge,
+						(long long)ahead);
+					j->restart_at = k;
+					kill(j->pid, SIGKILL);
+				}
+			}
+		} else if (j->retry_at) {
+			/* a failed writer backs off; the supervisor starts it again */
+		} else if (tried < 3 && !j->queued) {
+			/* a writer that stops at once (caught up) gets two more
+			 * chances, then the deadline decides */
+			tried++;
+			start_writer(tc, j, k);
+			continue;
+		} else if (j->queued) {
+			j->queued_from = k;
+		}
+		if (px_now_ms() >= deadline) {
+			st = PX_ETIMEDOUT;
+			break;
+		}
+		int rc = pthread_cond_timedwait(&tc->cond, &tc->lock, &ts);
+		if (rc == ETIMEDOUT && !j->ok[k]) {
+			st = PX_ETIMEDOUT;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&tc->lock);
+	if (st == PX_ETIMEDOUT)
+		px_warn("transcode", "asset %s: segment %u not committed within read_timeout "
+			"(pid %llu)", j->a->id, k, (unsigned long long)client);
+	return st;
+}
+
+enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, void *buf,
+				 size_t *got)
+{
+	struct px_transcode *tc = f->tc;
+	struct job *j = f->job;
+	int64_t deadline = px_now_ms() + tc->cfg->read_timeout_ms;
+	enum px_status st = PX_OK;
+	size_t done = 0;
+
+	*got = 0;
+	if (off < 0)
+		return PX_EINVAL;
+	if (off >= j->plan.size)
+		return PX_OK;
+	if ((int64_t)len > j->plan.size - off)
+		len = (size_t)(j->plan.size - off);
+	while (done < len) {
+		int64_t at = off + (int64_t)done;
+		uint32_t k = seg_at(j, at);
+		int64_t within = at - seg_start(j, k), S = seg_size(j, k);
+		size_t n = len - done;
+		char name[64], path[PATH_MAX + 80];
+		if ((int64_t)n > S - within)
+			n = (size_t)(S - within);
+		if ((st = wait_segment(tc, j, k, deadline, f->client)) != PX_OK)
+			break;
+		px_playlist_seg_name(k, name, sizeof(name));
+		snprintf(path, sizeof(path), "%s/%s", j->dir, name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t r = fd >= 0 ? pread(fd, (char *)buf + done, n, within) : -1;
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		if (r != (ssize_t)n) {
+			px_error("transcode", "asset %s: committed segment %s: %s", j->a->id, path,
+				 r < 0 ? strerror(e) : "short read (changed on disk?)");
+			st = PX_EIO;
+			break;
+		}
+		done += n;
+	}
+	if (st == PX_OK)
+		*got = done;
+	return st;
+}
+
+size_t px_transcode_snapshot(struct px_transcode *tc, struct px_tc_info *out, size_t cap)
+{
+	size_t n = 0;
+	if (!tc)
+		return 0;
+	pthread_mutex_lock(&tc->lock);
+	int64_t now = px_lease_now(tc->leases);
+	for (size_t i = 0; i < tc->cat->nassets && n < cap; i++) {
+		const struct job *j = &tc->jobs[i];
+		if (!j->a || !j->planned)
+			continue;
+		struct px_tc_info *o = &out[n++];
+		memset(o, 0, sizeof(*o));
+		o->asset = i;
+		o->segments = j->plan.nseg;
+		o->committed = trusted(j);
+		o->writer_pid = (int64_t)j->pid;
+		o->recoveries = j->recoveries;
+		o->readers = j->nopen;
+		o->queued = j->queued;
+		o->failed = j->failed;
+		/* the last owner stays known after the writer let the lease go */
+		snprintf(o->owner, sizeof(o->owner), "%s", j->lease.owner);
+		o->lease_held = j->have_lease;
+		o->heartbeat_age_ms = j->have_lease ? now - j->lease.heartbeat_ms : -1;
+	}
+	pthread_mutex_unlock(&tc->lock);
+	return n;
+}

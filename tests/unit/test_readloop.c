@@ -1,0 +1,289 @@
+/*
+ * test_readloop.c - the one read loop (read/retry.c) and the read path's
+ * costs: a stream and a direct read fail the same way (the session is
+ * marked failed, so a reopen by the same client starts afresh; a source
+ * that is gone is dead for later sessions whichever tier met the 404), and
+ * a steady run of stream reads allocates nothing.
+ *
+ * On the fake fetcher (fake_fetch.h) in the shared rig (rig.h); every read
+ * is checked byte for byte against what the fake serves.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core.h"
+#include "fake_fetch.h"
+#include "rig.h"
+#include "session.h"
+
+#define KiB (1LL << 10)
+#define MiB (1LL << 20)
+#define SIZE (16 * MiB)
+#define BLOCK (128 * KiB)
+#define ORIGIN "http://alpha.test/a0.bin"  /* first by name: sessions start here */
+#define MIRROR "http://beta.test/a0.bin"
+#define OTHER "http://alpha.test/a1.bin"   /* another asset of the origin's provider */
+
+static unsigned char *g_data;
+
+/* Both sources serve the same bytes: they are copies of one asset. */
+static const unsigned char *same_data(const char *url)
+{
+	return url && (strcmp(url, ORIGIN) == 0 || strcmp(url, MIRROR) == 0 ||
+		       strcmp(url, OTHER) == 0) ? g_data : NULL;
+}
+
+static _Atomic int64_t g_clock = 1000000;
+static int64_t test_clock(void)
+{
+	return g_clock;
+}
+
+/* One asset of SIZE bytes with the origin and, when two, the mirror; a
+ * 2 MiB head (a run through it earns a stream: request 3, after the head's
+ * two parts) and a 1 MiB tail; 2 retries. */
+static struct rig *loop_rig(int two)
+{
+	char text[1024];
+	snprintf(text, sizeof(text),
+		 "{\"assets\": [{\"id\": \"a0\", \"path\": \"a0.bin\", \"size\": %lld, "
+		 "\"mtime\": 1600000000, \"sources\": [{\"url\": \"%s\"}%s%s%s]},\n"
+		 " {\"id\": \"a1\", \"path\": \"a1.bin\", \"size\": %lld, "
+		 "\"mtime\": 1600000000, \"sources\": [{\"url\": \"%s\"}]}]}",
+		 (long long)SIZE, ORIGIN, two ? ", {\"url\": \"" : "", two ? MIRROR : "",
+		 two ? "\"}" : "", (long long)SIZE, OTHER);
+	struct rig_opts o = {
+		.catalog = text, .size = SIZE, .threaded = 1, .chunk = 64 * KiB,
+		.data_for = same_data, .fallback = g_data, .stream_min = 1 * MiB,
+		.clock = test_clock, .mtime = 1600000000,
+	};
+	struct rig *r = rig_new(&o);
+	r->cfg.read_timeout_ms = 10000;
+	r->cfg.retries = 2;
+	r->cfg.head_size = 2 * MiB;
+	r->cfg.tail_size = 1 * MiB;
+	return r;
+}
+
+static enum px_status read_check(struct px_handle *h, int64_t off, size_t len)
+{
+	unsigned char *buf = malloc(len);
+	size_t got = 0;
+	assert_non_null(buf);
+	enum px_status st = px_handle_read(h, off, len, buf, &got);
+	if (st == PX_OK) {
+		assert_int_equal(got, len);
+		if (memcmp(buf, g_data + off, len) != 0)
+			fail_msg("wrong bytes at %lld", (long long)off);
+	}
+	free(buf);
+	return st;
+}
+
+/* Index (1-based) of the first open-ended request (a stream), 0: none. */
+static int first_stream(struct rig *r)
+{
+	for (int i = 1; i <= fake_nreq(&r->fake); i++)
+		if (fake_req(&r->fake, i).stream)
+			return i;
+	return 0;
+}
+
+/* Reads from 0 in BLOCKs until a read fails; returns its status (PX_OK
+ * when the whole asset came). */
+static enum px_status read_on(struct px_handle *h, int64_t *at)
+{
+	enum px_status st = PX_OK;
+	for (*at = 0; *at < SIZE && st == PX_OK; *at += BLOCK)
+		st = read_check(h, *at, BLOCK);
+	return st;
+}
+
+/* A stream's source fails for good with no standby: the read fails, the
+ * session is failed, and the same client's reopen gets a new session; the
+ * same for a direct read. */
+static void test_reopen_after_failure(void **state)
+{
+	for (int tier = 0; tier < 2; tier++) {
+		struct rig *r = loop_rig(0);
+		rig_start(r, NULL, 0);
+		struct px_handle *h = rig_open(r, 0, 42);
+		uint64_t id = px_handle_session_id(h);
+		pthread_mutex_lock(&r->fake.lock);
+		/* after the head's parts, the stream (2 MiB in, then 5xx) or
+		 * the direct read (5xx at once); every restart fails at once */
+		int first = tier == 0 ? 3 : 2;
+		r->fake.fail_from = first;
+		r->fake.fail_count = 1000;
+		r->fake.fail_status = PX_ESERVER;
+		r->fake.fail_after = tier == 0 ? 2 * MiB : 0;
+		r->fake.fail_after_more = 0;
+		pthread_mutex_unlock(&r->fake.lock);
+		enum px_status st;
+		if (tier == 0) {
+			int64_t at;
+			st = read_on(h, &at);
+			assert_int_equal(first_stream(r), 3); /* a stream met the failure */
+		} else {
+			assert_int_equal(read_check(h, 0, 64 * KiB), PX_OK); /* the head */
+			st = read_check(h, 9 * MiB, 64 * KiB);           /* a direct read */
+			assert_int_equal(first_stream(r), 0);
+		}
+		assert_int_equal(st, PX_ESERVER);
+		/* the first failure and cfg->retries restarts, no more */
+		assert_int_equal(fake_nreq(&r->fake), first + r->cfg.retries);
+		rig_close(r, h);
+		h = rig_open(r, 0, 42);
+		assert_true(px_handle_session_id(h) != id);
+		rig_close(r, h);
+		rig_free(r);
+	}
+}
+
+/* A stream's source turns out to have another size mid-stream (its answer
+ * to a restart says so): the mirror takes over at the same byte and every
+ * byte is right; the origin is dead for the asset, as a direct read that
+ * met it would have made it (the cutover marks only a 404 dead), so
+ * a later session reads the mirror, not the origin it would otherwise pick
+ * first once the failure's backoff is over and its provider answers well
+ * again (another of its assets reads fine). */
+static void test_stream_wrong_size_dead_for_later_sessions(void **state)
+{
+	struct rig *r = loop_rig(1);
+	rig_start(r, NULL, 0);
+	struct px_handle *h = rig_open(r, 0, 42);
+	pthread_mutex_lock(&r->fake.lock);
+	r->fake.fail_from = 3;
+	r->fake.fail_count = 1;
+	r->fake.fail_status = PX_ESIZE;
+	r->fake.fail_after = 3 * MiB;
+	pthread_mutex_unlock(&r->fake.lock);
+	int64_t at;
+	assert_int_equal(read_on(h, &at), PX_OK);
+	int s = first_stream(r);
+	assert_true(s == 3);
+	assert_string_equal(fake_req(&r->fake, s).url, ORIGIN);
+	assert_string_equal(fake_req(&r->fake, fake_nreq(&r->fake)).url, MIRROR);
+	rig_close(r, h);
+	h = rig_open(r, 1, 42);
+	assert_int_equal(read_check(h, 9 * MiB, 64 * KiB), PX_OK);
+	assert_string_equal(fake_req(&r->fake, fake_nreq(&r->fake)).url, OTHER);
+	rig_close(r, h);
+
+	g_clock += 3600 * 1000; /* every backoff and linger is over */
+	h = rig_open(r, 0, 43);
+	int n = fake_nreq(&r->fake);
+	assert_int_equal(read_check(h, 9 * MiB, 64 * KiB), PX_OK);
+	assert_true(fake_nreq(&r->fake) > n);
+	assert_string_equal(fake_req(&r->fake, n + 1).url, MIRROR);
+	rig_close(r, h);
+	rig_free(r);
+}
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+#define NO_MALLOC_COUNT 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define NO_MALLOC_COUNT 1
+#endif
+
+#ifndef NO_MALLOC_COUNT
+/* Allocations made by this thread while t_counting is set: the test's own
+ * malloc, calloc and realloc in front of glibc's. */
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t a, size_t b);
+extern void *__libc_realloc(void *p, size_t n);
+static __thread int t_counting;
+static __thread long t_allocs;
+
+void *malloc(size_t n)
+{
+	t_allocs += t_counting;
+	return __libc_malloc(n);
+}
+
+void *calloc(size_t a, size_t b)
+{
+	t_allocs += t_counting;
+	return __libc_calloc(a, b);
+}
+
+void *realloc(void *p, size_t n)
+{
+	t_allocs += t_counting;
+	return __libc_realloc(p, n);
+}
+#endif
+
+/* Reads served from a stream's window (zero-copy, no caller buffer, as
+ * fs/ reads) allocate nothing once the run is going. */
+static void test_stream_reads_allocate_nothing(void **state)
+{
+#ifdef NO_MALLOC_COUNT
+	skip();
+#else
+	struct rig *r = loop_rig(0);
+	rig_start(r, NULL, 0);
+	struct px_handle *h = rig_open(r, 0, 42);
+	long allocs = 0;
+	int reads = 0;
+	for (int64_t off = 0; off + BLOCK <= SIZE - MiB; off += BLOCK) {
+		struct px_zc zc;
+		int counted = off >= 4 * MiB; /* the stream runs by then */
+		t_counting = counted;
+		enum px_status st = px_handle_read_zc(h, off, BLOCK, NULL, &zc);
+		t_counting = 0;
+		assert_int_equal(st, PX_OK);
+		int64_t pos = off;
+		for (int i = 0; i < zc.iovcnt; i++) {
+			assert_memory_equal(zc.iov[i].iov_base, g_data + pos, zc.iov[i].iov_len);
+			pos += (int64_t)zc.iov[i].iov_len;
+		}
+		assert_int_equal(pos, off + BLOCK);
+		t_counting = counted;
+		px_handle_zc_done(&zc);
+		t_counting = 0;
+		allocs += t_allocs;
+		t_allocs = 0;
+		reads += counted;
+	}
+	assert_int_equal(first_stream(r), 3);
+	assert_true(reads >= 64);
+	if (allocs)
+		fail_msg("%ld allocations in %d stream reads", allocs, reads);
+	rig_close(r, h);
+	rig_free(r);
+#endif
+}
+
+int main(void)
+{
+	g_data = malloc((size_t)SIZE);
+	if (!g_data)
+		return 1;
+	uint32_t x = 2463534242u;
+	for (int64_t i = 0; i < SIZE; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		g_data[i] = (unsigned char)x;
+	}
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_reopen_after_failure, rig_teardown),
+		cmocka_unit_test_teardown(test_stream_wrong_size_dead_for_later_sessions,
+					  rig_teardown),
+		cmocka_unit_test_teardown(test_stream_reads_allocate_nothing, rig_teardown),
+	};
+	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	free(g_data);
+	return rc;
+}
