@@ -396,3 +396,12 @@ int req_cancelled(struct fake *f, int i)
 	return i >= 1 && i <= f->nreq && f->reqs[i - 1]->cancelled;
 }
 
+void fake_fail_next(struct fake *f, int count, enum px_status st, int64_t after)
+{
+	pthread_mutex_lock(&f->lock);
+	f->fail_from = f->nreq + 1;
+	f->fail_count = count;
+	f->fail_status = st;
+	f->fail_after = after;
+	pthread_mutex_unlock(&f->lock);
+}

@@ -146,4 +146,8 @@ int all_ended(struct fake *f, int unused);
 int req_paused(struct fake *f, int i);
 int req_cancelled(struct fake *f, int i);
 
+/* From the next request on, `count` requests deliver `after` bytes and
+ * then end with st (the fail_* fields, set under the lock). Any thread. */
+void fake_fail_next(struct fake *f, int count, enum px_status st, int64_t after);
+
 #endif

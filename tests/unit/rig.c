@@ -146,3 +146,28 @@ int rig_teardown(void **state)
 			rig_release(g_rigs[i], 0);
 	return 0;
 }
+
+static _Atomic int64_t g_rig_clock = RIG_CLOCK_START;
+
+int64_t rig_clock(void)
+{
+	return atomic_load(&g_rig_clock);
+}
+
+void rig_advance(int64_t ms)
+{
+	atomic_fetch_add(&g_rig_clock, ms);
+}
+
+void rig_read_check(struct px_handle *h, const unsigned char *data, int64_t off, size_t len)
+{
+	unsigned char *buf = malloc(len ? len : 1);
+	size_t got = 0;
+	assert_non_null(buf);
+	enum px_status st = px_handle_read(h, off, len, buf, &got);
+	int same = st == PX_OK && got == len && memcmp(buf, data + off, len) == 0;
+	free(buf); /* before a failed assert longjmps */
+	if (!same)
+		fail_msg("read %lld+%zu: %s, %zu bytes%s", (long long)off, len, px_strerror(st),
+			 got, st == PX_OK && got == len ? ", wrong ones" : "");
+}

@@ -92,4 +92,14 @@ void rig_free(struct rig *r);   /* rig_release(r, 1) */
 /* A cmocka teardown: releases, unchecked, every rig a test left. */
 int rig_teardown(void **state);
 
+/* Reads [off, off+len) through h and fails the test unless every byte
+ * equals data[off..]: the bytes the fake serves. Test thread only. */
+void rig_read_check(struct px_handle *h, const unsigned char *data, int64_t off, size_t len);
+
+/* A clock for the core's TTLs, backoffs and liveness that moves only when
+ * a test moves it (opts.clock = rig_clock): starts at RIG_CLOCK_START ms. */
+#define RIG_CLOCK_START 1000000
+int64_t rig_clock(void);
+void rig_advance(int64_t ms);
+
 #endif

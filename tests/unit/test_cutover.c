@@ -54,13 +54,8 @@ static unsigned char *g_data;    /* the asset */
 static unsigned char *g_bad;     /* the same size; differs in sample 0 and at SEAM_BAD */
 static const char *g_bad_host;   /* the URL that serves g_bad, NULL: none */
 static char g_dir[256];
-static _Atomic int64_t g_now = 1000000;
 #define SEAM_BAD 168000          /* inside the seam bytes before 170000 */
 
-static int64_t fake_now(void)
-{
-	return atomic_load(&g_now);
-}
 
 static const unsigned char *data_for(const char *url)
 {
@@ -106,7 +101,7 @@ static struct rig *rig_cut(const char *const *names, int n, const char *const *p
 	assert_true(k < sizeof(text));
 	struct rig_opts o = { .catalog = text, .size = SIZE, .threaded = 1, .chunk = 64 * KiB,
 			      .data_for = data_for, .fallback = g_data, .stream_min = SIZE + 1,
-			      .clock = fake_now };
+			      .clock = rig_clock };
 	struct rig *r = rig_new(&o);
 	g_bad_host = NULL;
 	r->cfg.read_timeout_ms = 10000;
@@ -316,28 +311,9 @@ static struct cut last_cut(struct rig *r, uint64_t *n)
 	return c;
 }
 
-/* The next `count` requests deliver `after` bytes, then end with st. */
-static void fail_next(struct rig *r, int count, enum px_status st, int64_t after)
-{
-	pthread_mutex_lock(&r->fake.lock);
-	r->fake.fail_from = r->fake.nreq + 1;
-	r->fake.fail_count = count;
-	r->fake.fail_status = st;
-	r->fake.fail_after = after;
-	pthread_mutex_unlock(&r->fake.lock);
-}
-
 static void read_check(struct px_handle *h, int64_t off, size_t len)
 {
-	unsigned char *buf = malloc(len);
-	size_t got = 0;
-	assert_non_null(buf);
-	enum px_status st = px_handle_read(h, off, len, buf, &got);
-	int same = st == PX_OK && got == len && memcmp(buf, g_data + off, len) == 0;
-	free(buf); /* before a failed assert longjmps */
-	if (!same)
-		fail_msg("read %lld+%zu: %s, %zu bytes%s", (long long)off, len, px_strerror(st),
-			 got, st == PX_OK && got == len ? ", wrong ones" : "");
+	rig_read_check(h, g_data, off, len);
 }
 
 /* Whether request i (0: any) went to a URL containing host. */
@@ -376,7 +352,7 @@ static void test_verified_first(void **state)
 	/* the source that failed served these bytes: a verified standby,
 	 * last for a while */
 	assert_int_equal(state_of(r, 0), VS_VERIFIED);
-	assert_true(px_source_bad(r->core, 0, 0, fake_now()));
+	assert_true(px_source_bad(r->core, 0, 0, rig_clock()));
 	/* a second reader that saw the same failure follows: no new cutover */
 	assert_int_equal(px_cutover(s, 0, 5000, PX_ETRANSFER, NULL, 0, px_now_ms() + 5000), PX_OK);
 	last_cut(r, &n);
@@ -426,15 +402,15 @@ static void test_failed_goes_last(void **state)
 	for (size_t k = 0; k < 4; k++)
 		set_state(r, k, VS_VERIFIED);
 	for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++) {
-		int64_t t = fake_now();
+		int64_t t = rig_clock();
 		px_source_failed(r->core, 0, 1, PX_ETIMEDOUT, "test");
 		assert_true(px_source_bad(r->core, 0, 1, t + waits[i] - 1));
 		assert_false(px_source_bad(r->core, 0, 1, t + waits[i]));
 	}
 	px_source_good(r->core, 0, 1);
-	assert_false(px_source_bad(r->core, 0, 1, fake_now()));
+	assert_false(px_source_bad(r->core, 0, 1, rig_clock()));
 	px_source_failed(r->core, 0, 1, PX_ETIMEDOUT, "test"); /* afresh: 5 s */
-	assert_false(px_source_bad(r->core, 0, 1, fake_now() + 5000));
+	assert_false(px_source_bad(r->core, 0, 1, rig_clock() + 5000));
 
 	struct px_handle *h = rig_open(r, 0, 1);
 	assert_int_equal(source_of(r, h), 0);
@@ -445,7 +421,7 @@ static void test_failed_goes_last(void **state)
 	assert_int_equal(px_cutover(s, 0, 0, PX_EAUTH, NULL, 0, dl), PX_OK);
 	assert_int_equal(source_of(r, h), 2);
 	/* after it: b again, before d */
-	atomic_fetch_add(&g_now, 5000);
+	rig_advance(5000);
 	assert_int_equal(px_cutover(s, 2, 0, PX_ETRANSFER, NULL, 0, dl), PX_OK);
 	assert_int_equal(source_of(r, h), 1);
 	read_check(h, 7, 100000);
@@ -465,7 +441,7 @@ static void read_cuts_over(enum px_status why)
 	struct px_handle *h = rig_open(r, 0, 1);
 	read_check(h, 0, 4096);
 	int i = fake_nreq(&r->fake);
-	fail_next(r, 1, why, 70000);
+	fake_fail_next(&r->fake, 1, why, 70000);
 	read_check(h, 100000, 300000);
 	assert_int_equal(fake_nreq(&r->fake), i + 3);
 	struct fake_req a = fake_req(&r->fake, i + 1), seam = fake_req(&r->fake, i + 2),
@@ -507,7 +483,7 @@ static void test_seam_mismatch_refuses(void **state)
 	struct px_handle *h = rig_open(r, 0, 1);
 	read_check(h, 0, 4096);
 	int i = fake_nreq(&r->fake);
-	fail_next(r, 1, PX_ETRANSFER, 70000);
+	fake_fail_next(&r->fake, 1, PX_ETRANSFER, 70000);
 	read_check(h, 100000, 300000);
 	assert_int_equal(state_of(r, 1), VS_REJECTED);
 	assert_int_equal(verified(r, VF_MISMATCH), 1);
@@ -568,7 +544,7 @@ static void test_no_standby_exhausted(void **state)
 	read_check(h, 0, 4096);
 	uint64_t id = px_handle_session_id(h);
 	int i = fake_nreq(&r->fake);
-	fail_next(r, 1000, PX_ETRANSFER, 0);
+	fake_fail_next(&r->fake, 1000, PX_ETRANSFER, 0);
 	int64_t t0 = px_now_ms();
 	assert_int_equal(px_handle_read(h, 1000, sizeof(buf), buf, &got), PX_ETRANSFER);
 	assert_true(px_now_ms() - t0 < r->cfg.read_timeout_ms);
@@ -583,7 +559,7 @@ static void test_no_standby_exhausted(void **state)
 	assert_int_equal(px_cutover(sess_of(r, h), 0, 1000, PX_ETRANSFER, NULL, 0,
 				    px_now_ms() + 2000), PX_ENOSOURCE);
 	/* the failed session is not joined again */
-	fail_next(r, 0, PX_OK, 0);
+	fake_fail_next(&r->fake, 0, PX_OK, 0);
 	struct px_handle *h2 = rig_open(r, 0, 1);
 	assert_int_not_equal(px_handle_session_id(h2), id);
 	read_check(h2, 1000, 5000);
@@ -624,7 +600,7 @@ static void test_unverified_path_standbys(void **state)
 	struct px_handle *h = rig_open(r, 0, 1);
 	assert_int_equal(source_of(r, h), 0);
 	read_check(h, 0, 4096);
-	fail_next(r, 1, PX_ETRANSFER, 70000);
+	fake_fail_next(&r->fake, 1, PX_ETRANSFER, 70000);
 	read_check(h, 100000, 300000);
 	assert_int_equal(state_of(r, 1), VS_REJECTED);
 	assert_int_equal(state_of(r, 2), VS_REJECTED);

@@ -40,17 +40,8 @@
 #define SIZE (8 * MiB + 777)
 
 static unsigned char *g_data;
-static _Atomic int64_t g_now = 1000000;
 
-static int64_t fake_now(void)
-{
-	return atomic_load(&g_now);
-}
 
-static void advance(int64_t ms)
-{
-	atomic_fetch_add(&g_now, ms);
-}
 
 /* Every source holds the same bytes. */
 static const unsigned char *data_for(const char *url)
@@ -93,7 +84,7 @@ static struct rig *provider_rig(const char *const *names, int n, int maxc, const
 	struct rig_opts o = {
 		.catalog = text, .size = SIZE, .threaded = 1, .chunk = 64 * KiB,
 		.data_for = data_for, .fallback = g_data, .stream_min = 1 * MiB,
-		.clock = fake_now,
+		.clock = rig_clock,
 	};
 	struct rig *r = rig_new(&o);
 	r->cfg.read_timeout_ms = 5000;
@@ -233,7 +224,7 @@ static void test_reopen_joins_until_ttl(void **state)
 
 	/* client 7 reopens within the TTL: the same session and source,
 	 * also after seeks and while two handles are open at once */
-	advance(14000);
+	rig_advance(14000);
 	h = open_as(r, 7);
 	struct px_handle *h2 = open_as(r, 7);
 	assert_int_equal(px_handle_session_id(h), id);
@@ -251,7 +242,7 @@ static void test_reopen_joins_until_ttl(void **state)
 	px_handle_close(h2);
 
 	/* past the TTL the session is gone: a new one */
-	advance(15001);
+	rig_advance(15001);
 	px_providers_tick(r->core);
 	h = open_as(r, 7);
 	assert_int_not_equal(px_handle_session_id(h), id);
@@ -485,14 +476,14 @@ static void test_liveness_drop_and_return(void **state)
 	px_handle_close(x);
 	px_handle_close(y);
 	/* after liveness_ttl it is down, and the status says why */
-	advance(30001);
+	rig_advance(30001);
 	char *js = px_report_json(r->core);
 	assert_non_null(strstr(js, "\"state\": \"down\""));
 	assert_non_null(strstr(js, "connection failed"));
 	free(js);
 	/* its first good answer (the active probe) brings it back */
 	int n = fake_nreq(&r->fake);
-	advance(10001);
+	rig_advance(10001);
 	px_providers_tick(r->core);
 	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
 	assert_true(fake_nreq(&r->fake) > n);
@@ -501,7 +492,7 @@ static void test_liveness_drop_and_return(void **state)
 	js = px_report_json(r->core);
 	assert_null(strstr(js, "\"state\": \"down\""));
 	free(js);
-	advance(20000);
+	rig_advance(20000);
 	px_providers_tick(r->core); /* the lingering sessions end */
 	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
 	h = open_as(r, 9);

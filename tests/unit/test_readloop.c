@@ -40,11 +40,6 @@ static const unsigned char *same_data(const char *url)
 		       strcmp(url, OTHER) == 0) ? g_data : NULL;
 }
 
-static _Atomic int64_t g_clock = 1000000;
-static int64_t test_clock(void)
-{
-	return g_clock;
-}
 
 /* One asset of SIZE bytes with the origin and, when two, the mirror; a
  * 2 MiB head (a run through it earns a stream: request 3, after the head's
@@ -62,7 +57,7 @@ static struct rig *loop_rig(int two)
 	struct rig_opts o = {
 		.catalog = text, .size = SIZE, .threaded = 1, .chunk = 64 * KiB,
 		.data_for = same_data, .fallback = g_data, .stream_min = 1 * MiB,
-		.clock = test_clock, .mtime = 1600000000,
+		.clock = rig_clock, .mtime = 1600000000,
 	};
 	struct rig *r = rig_new(&o);
 	r->cfg.read_timeout_ms = 10000;
@@ -177,7 +172,7 @@ static void test_stream_wrong_size_dead_for_later_sessions(void **state)
 	assert_string_equal(fake_req(&r->fake, fake_nreq(&r->fake)).url, OTHER);
 	rig_close(r, h);
 
-	g_clock += 3600 * 1000; /* every backoff and linger is over */
+	rig_advance(3600 * 1000); /* every backoff and linger is over */
 	h = rig_open(r, 0, 43);
 	int n = fake_nreq(&r->fake);
 	assert_int_equal(read_check(h, 9 * MiB, 64 * KiB), PX_OK);

@@ -38,18 +38,9 @@
 #define SIZE (16 * MiB + 4321)
 
 static unsigned char *g_data;
-static _Atomic int64_t g_now = 5000000;
 static char g_dir[256], g_catfile[300];
 
-static int64_t fake_now(void)
-{
-	return atomic_load(&g_now);
-}
 
-static void advance(int64_t ms)
-{
-	atomic_fetch_add(&g_now, ms);
-}
 
 static const unsigned char *data_for(const char *url)
 {
@@ -84,7 +75,7 @@ static struct rig *rig_report(void)
 {
 	struct rig_opts o = { .catalog = catalog(""), .size = SIZE, .threaded = 1,
 			      .chunk = 64 * KiB, .data_for = data_for, .fallback = g_data,
-			      .stream_min = SIZE + 1, .clock = fake_now };
+			      .stream_min = SIZE + 1, .clock = rig_clock };
 	struct rig *r = rig_new(&o);
 	r->cfg.read_timeout_ms = 10000;
 	r->cfg.admission_timeout_ms = 100;
@@ -247,15 +238,7 @@ static void all_zero(json_t *o)
 
 static void read_check(struct px_handle *h, int64_t off, size_t len)
 {
-	unsigned char *buf = malloc(len);
-	size_t got = 0;
-	assert_non_null(buf);
-	enum px_status st = px_handle_read(h, off, len, buf, &got);
-	int same = st == PX_OK && got == len && memcmp(buf, g_data + off, len) == 0;
-	free(buf); /* before a failed assert longjmps */
-	if (!same)
-		fail_msg("read %lld+%zu: %s, %zu bytes%s", (long long)off, len, px_strerror(st),
-			 got, st == PX_OK && got == len ? ", wrong ones" : "");
+	rig_read_check(h, g_data, off, len);
 }
 
 /* ----------------------------------------------------------------- tests */
@@ -322,7 +305,7 @@ static void test_sessions_and_reads(void **state)
 {
 	static const int64_t mid[] = { 1 * MiB, 6 * MiB, 11 * MiB, 3 * MiB, 8 * MiB };
 	struct rig *r = rig_report();
-	int64_t t0 = fake_now();
+	int64_t t0 = rig_clock();
 	struct px_handle *h1 = rig_open(r, 0, 11);
 	read_check(h1, 0, 4096);
 	read_check(h1, 8192, 4096);
@@ -333,7 +316,7 @@ static void test_sessions_and_reads(void **state)
 	read_check(h2, 5 * MiB, 4096);
 	uint64_t id1 = px_handle_session_id(h1), id2 = px_handle_session_id(h2);
 	rig_close(r, h2);
-	advance(2500);
+	rig_advance(2500);
 
 	json_t *js = report(r);
 	check_shape(js);
@@ -381,7 +364,7 @@ static void test_sessions_and_reads(void **state)
 	json_t *m = get(js, "memory");
 	assert_int_equal(num(m, "cache_used"), 512 * KiB);
 	assert_int_equal(num(m, "readahead_used"), 512 * KiB);
-	assert_true(fake_now() - t0 == 2500);
+	assert_true(rig_clock() - t0 == 2500);
 	rig_free(r);
 }
 
@@ -390,17 +373,6 @@ static enum px_status mem_read(void *ctx, int64_t off, size_t len, void *buf, si
 	memcpy(buf, (const unsigned char *)ctx + off, len);
 	*got = len;
 	return PX_OK;
-}
-
-/* The next `count` requests deliver `after` bytes, then end with st. */
-static void fail_next(struct rig *r, int count, enum px_status st, int64_t after)
-{
-	pthread_mutex_lock(&r->fake.lock);
-	r->fake.fail_from = r->fake.nreq + 1;
-	r->fake.fail_count = count;
-	r->fake.fail_status = st;
-	r->fake.fail_after = after;
-	pthread_mutex_unlock(&r->fake.lock);
 }
 
 /* A forced cutover's record, the failed read's fallback_exhausted, the
@@ -428,10 +400,10 @@ static void test_cutover_exhausted_admission(void **state)
 
 	struct px_handle *h = rig_open(r, 0, 11);
 	read_check(h, 1 * MiB, 4096);
-	fail_next(r, 1, PX_ETRANSFER, 70000);
+	fake_fail_next(&r->fake, 1, PX_ETRANSFER, 70000);
 	read_check(h, 2 * MiB, 300000);
 	uint64_t id = px_handle_session_id(h);
-	advance(1500);
+	rig_advance(1500);
 	json_t *js = report(r);
 	check_shape(js);
 	json_t *c = get(js, "cutovers");
@@ -470,10 +442,10 @@ static void test_cutover_exhausted_admission(void **state)
 	/* "solo" has one source: its reads fail with nothing to take over */
 	struct px_handle *hs = rig_open(r, 1, 33);
 	uint64_t ids = px_handle_session_id(hs);
-	fail_next(r, 1000, PX_ETRANSFER, 0);
+	fake_fail_next(&r->fake, 1000, PX_ETRANSFER, 0);
 	assert_int_equal(px_handle_read(hs, 4 * MiB, sizeof(buf), buf, &got), PX_ETRANSFER);
 	/* and tiny (one slot, held by that session) refuses another client */
-	fail_next(r, 0, PX_OK, 0);
+	fake_fail_next(&r->fake, 0, PX_OK, 0);
 	struct px_handle *x = NULL;
 	assert_int_equal(px_handle_open(r->core, 1, 44, &x), PX_EBUSY);
 	px_provider_auth_failed(r->core, 1, "HTTP 403");
@@ -503,7 +475,7 @@ static void test_cutover_exhausted_admission(void **state)
 	assert_non_null(strstr(str(pb, "auth_error"), "HTTP 403"));
 	assert_int_equal(num(pb, "auth_errors"), 1);
 	/* failing for liveness_ttl: down */
-	advance(r->cfg.liveness_ttl_ms);
+	rig_advance(r->cfg.liveness_ttl_ms);
 	js = report(r);
 	pt = find(get(js, "providers"), "name", "tiny", 0);
 	assert_string_equal(str(pt, "state"), "down");
@@ -530,7 +502,7 @@ static void test_reload(void **state)
 		0);
 	assert_int_equal(px_reload_file(r->core, rep, sizeof(rep)), PX_OK);
 	assert_int_equal(px_core_listed(r->core), 3);
-	advance(1000);
+	rig_advance(1000);
 	json_t *rl = get(report(r), "reload");
 	assert_int_equal(num(rl, "reloads"), 1);
 	assert_true(json_is_true(get(rl, "ok")));
