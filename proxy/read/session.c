@@ -56,6 +56,8 @@
 #define SEQ_BACK (4LL << 20)   /* kernel read-ahead reorders this much... */
 #define SEQ_GAP (4LL << 20)    /* ...both ways */
 #define SEQ_RUN (512LL << 10)  /* sequential bytes that earn a stream */
+#define JUMP_FILL (256LL << 10) /* a stream started at a seek runs this far
+				 * ahead at first, then grows */
 
 /* One open file handle of a session: its own transfers and its own
  * sequential-run tracking; the source is its session's. */
@@ -72,6 +74,11 @@ struct px_handle {
 	int starting;         /* a reader is starting the stream */
 	int64_t next_off;     /* where the last read ended */
 	int64_t seq_run;      /* bytes read in a row up to next_off */
+	int seek_credit;      /* a jump into the middle starts a stream at once:
+			       * the handle's last run earned a stream (a player
+			       * that seeks, not a scanner or a random reader);
+			       * spent by the stream it starts, so a random
+			       * reader after a run wastes at most one */
 	unsigned char tail[4096]; /* the last bytes a read gave, for a seam check */
 	size_t tail_len;
 	int64_t tail_end;     /* offset just past them */
@@ -379,7 +386,7 @@ static enum px_status fetch_once(struct px_handle *s, size_t source, int64_t off
 struct read_op {
 	struct px_handle *h;
 	int64_t deadline;
-	int seq;                /* it continues a run that earns a stream */
+	int seq;                /* it earns a stream: 1 a run, 2 a seek */
 	struct px_stream *st;   /* the handle's stream, referenced, or NULL */
 	unsigned char *buf;     /* the read's first byte goes here */
 	size_t got;             /* bytes in so far */
@@ -607,13 +614,16 @@ static enum px_status read_stream(struct read_op *op, int64_t off, size_t len,
 	/* one reader starts the stream; the kernel's parallel read-ahead
 	 * reads meanwhile go direct rather than start streams of their own */
 	pthread_mutex_lock(&s->lock);
-	int mine = !s->stream && !s->starting;
+	int mine = !s->stream && !s->starting && (op->seq == 1 || s->seek_credit);
 	s->starting |= mine;
+	if (mine && op->seq == 2)
+		s->seek_credit = 0; /* spent on this jump */
 	pthread_mutex_unlock(&s->lock);
 	if (!mine)
 		return PX_EDECLINED;
 	struct px_stream *st;
-	rc = px_stream_start(s->core, s->sess, s->asset, off, op->deadline, &st);
+	rc = px_stream_start(s->core, s->sess, s->asset, off, op->seq == 2 ? JUMP_FILL : 0,
+			     op->deadline, &st);
 	pthread_mutex_lock(&s->lock);
 	s->starting = 0;
 	if (rc == PX_OK)
@@ -689,7 +699,10 @@ static enum px_status serve_span(struct read_op *op, int path, int region, int64
 /*
  * Counts the read in the handle's sequential run (count: a read's first
  * try) and takes a reference to its stream: the handle's lock, once for
- * the read. Returns whether the run before it earns a stream.
+ * the read. Returns whether the read earns a stream: 1 when the run before
+ * it is long enough, 2 when it jumps and the handle's last run earned a
+ * stream (the stream then starts at the jump, with a small first window),
+ * 0 otherwise.
  */
 static int begin_read(struct px_handle *s, int64_t off, size_t len, int count,
 		      struct px_stream **st)
@@ -697,11 +710,13 @@ static int begin_read(struct px_handle *s, int64_t off, size_t len, int count,
 	pthread_mutex_lock(&s->lock);
 	int near = s->next_off >= 0 && off >= s->next_off - SEQ_BACK &&
 		   off <= s->next_off + SEQ_GAP;
-	int seq = near && s->seq_run >= SEQ_RUN;
+	int seq = near && s->seq_run >= SEQ_RUN ? 1 : !near && s->seek_credit ? 2 : 0;
 	if (count && near) {
 		s->seq_run += (int64_t)len;
 		if (off + (int64_t)len > s->next_off)
 			s->next_off = off + (int64_t)len;
+		if (s->seq_run >= SEQ_RUN)
+			s->seek_credit = 1;
 	} else if (count) {
 		s->seq_run = 0;
 		s->next_off = off + (int64_t)len;

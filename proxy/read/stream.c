@@ -375,7 +375,8 @@ static enum px_status submit(struct px_stream *st, int64_t deadline)
 }
 
 enum px_status px_stream_start(struct px_core *core, struct px_session *sess, size_t asset,
-			       int64_t off, int64_t deadline, struct px_stream **out)
+			       int64_t off, int64_t first_fill, int64_t deadline,
+			       struct px_stream **out)
 {
 	int64_t size = core->assets[asset].size;
 	int64_t want = size - off + KEEP_BEHIND;
@@ -404,7 +405,9 @@ enum px_status px_stream_start(struct px_core *core, struct px_session *sess, si
 	st->cap = cap;
 	st->origin = st->rstart = st->rend = st->consumed = off;
 	st->wake_at = INT64_MAX;
-	st->fill = FILL_START < cap - KEEP_BEHIND ? FILL_START : cap - KEEP_BEHIND;
+	st->fill = first_fill > 0 ? first_fill : FILL_START;
+	if (st->fill > cap - KEEP_BEHIND)
+		st->fill = cap - KEEP_BEHIND;
 	st->refs = 1;
 	for (int i = 0; i < MAX_PINS; i++)
 		st->pins[i] = -1;

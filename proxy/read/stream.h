@@ -17,11 +17,14 @@ struct px_stream;
 /*
  * Starts a stream of the session's source at off, its window reserved from
  * the read-ahead budget, its transfers in the session's provider slots
- * (waiting until deadline for one). PX_ENOMEM when the budget has no room for even the
- * smallest window: the caller reads without one.
+ * (waiting until deadline for one). The transfer runs first_fill bytes
+ * ahead of the reader at first (0: the default, 2 MiB), a limit that
+ * doubles while the reader keeps up. PX_ENOMEM when the budget has no room
+ * for even the smallest window: the caller reads without one.
  */
 enum px_status px_stream_start(struct px_core *core, struct px_session *sess, size_t asset,
-			       int64_t off, int64_t deadline, struct px_stream **out);
+			       int64_t off, int64_t first_fill, int64_t deadline,
+			       struct px_stream **out);
 
 /* Whether the stream's transfer is paused with no reader waiting on it: a
  * slot its session may take back. */

@@ -583,9 +583,11 @@ static void test_direct_read_zero_copy(void **state)
 /* ------------------------------------------------------- 3. far jumps */
 
 /*
- * A jump far ahead (32 MiB) ends the stream (its transfer cancelled); the
- * reads after it go direct until they run sequentially again, and then a
- * new stream starts where they are. Never two streams open at once.
+ * A jump far ahead (32 MiB) ends the stream (its transfer cancelled) and,
+ * since the run before it earned a stream (a player that seeks), the read
+ * at the jump starts the new stream right there: a seek costs one request,
+ * not a run of direct reads first. The old transfer is cancelled as the new
+ * one starts, so at most two are open for that moment.
  */
 static void test_far_jump_forward(void **state)
 {
@@ -611,24 +613,16 @@ static void test_far_jump_forward(void **state)
 	struct fake_req qa = fake_req(&r->fake, a);
 	assert_true(qa.cancelled);
 	assert_int_equal(qa.done, 1);
-	/* the new one starts near the jump, after a short direct run that
-	 * covers exactly the bytes before it */
+	/* the new one is the jump's first request, at the jump */
 	struct fake_req qb = fake_req(&r->fake, b);
-	assert_true(qb.offset >= jump && qb.offset <= jump + MiB);
+	assert_int_equal(b, before + 1);
+	assert_int_equal(qb.offset, jump);
 	assert_int_equal(qb.length, r->size - qb.offset);
-	int64_t at = jump;
-	for (int i = before + 1; i < b; i++) {
-		struct fake_req q = fake_req(&r->fake, i);
-		assert_false(q.stream);
-		assert_int_equal(q.offset, at);
-		at += q.length;
-	}
-	assert_int_equal(at, qb.offset);
 	assert_int_equal(r->core->n_streams, 2);
 	pthread_mutex_lock(&r->fake.lock);
 	int max_open = r->fake.max_open_streams;
 	pthread_mutex_unlock(&r->fake.lock);
-	assert_int_equal(max_open, 1);
+	assert_true(max_open <= 2);
 	rig_free(r);
 }
 

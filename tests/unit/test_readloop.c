@@ -182,6 +182,45 @@ static void test_stream_wrong_size_dead_for_later_sessions(void **state)
 	rig_free(r);
 }
 
+/* Streams started (open-ended requests) from request `from` on. */
+static int streams_since(struct rig *r, int from)
+{
+	int n = 0;
+	for (int i = from; i <= fake_nreq(&r->fake); i++)
+		n += fake_req(&r->fake, i).stream;
+	return n;
+}
+
+/* A seek after a run that earned a stream starts the new stream at the
+ * seek's first read (one request, at the jump); a reader that then reads
+ * at random costs that one stream and no more: its other reads are exact
+ * range requests. */
+static void test_seek_streams_at_once_random_does_not(void **state)
+{
+	struct rig *r = loop_rig(0);
+	rig_start(r, NULL, 0);
+	struct px_handle *h = rig_open(r, 0, 42);
+	for (int64_t off = 0; off < 4 * MiB; off += BLOCK)
+		assert_int_equal(read_check(h, off, BLOCK), PX_OK);
+	assert_int_equal(streams_since(r, 1), 1);
+
+	int n = fake_nreq(&r->fake);
+	assert_int_equal(read_check(h, 11 * MiB, BLOCK), PX_OK);
+	struct fake_req q = fake_req(&r->fake, n + 1);
+	assert_true(q.stream);
+	assert_int_equal(q.offset, 11 * MiB);
+
+	n = fake_nreq(&r->fake);
+	static const int64_t at[] = { 3, 13, 7, 9, 5, 14, 6, 4, 12, 8 };
+	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)
+		assert_int_equal(read_check(h, at[i] * MiB + 4096 * (int64_t)i, 64 * KiB), PX_OK);
+	assert_int_equal(streams_since(r, n + 1), 0);
+	for (int i = n + 1; i <= fake_nreq(&r->fake); i++)
+		assert_int_equal(fake_req(&r->fake, i).length, 64 * KiB);
+	rig_close(r, h);
+	rig_free(r);
+}
+
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
 #define NO_MALLOC_COUNT 1
@@ -277,6 +316,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_stream_wrong_size_dead_for_later_sessions,
 					  rig_teardown),
 		cmocka_unit_test_teardown(test_stream_reads_allocate_nothing, rig_teardown),
+		cmocka_unit_test_teardown(test_seek_streams_at_once_random_does_not,
+					  rig_teardown),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	free(g_data);
