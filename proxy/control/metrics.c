@@ -212,6 +212,9 @@ char *px_metrics_text(struct px_core *core)
 	family(&b, "seamfs_cache_hits_total", "counter",
 	       "Reads answered from the shared head/tail cache.");
 	sample(&b, "seamfs_cache_hits_total", snap->n_cache_hits);
+	family(&b, "seamfs_scans_from_cache_total", "counter",
+	       "Opens that read only cached heads and tails (library scans), closed.");
+	sample(&b, "seamfs_scans_from_cache_total", snap->n_scans_cached);
 	family(&b, "seamfs_cache_fills_total", "counter", "Head/tail cache fills started.");
 	sample(&b, "seamfs_cache_fills_total", snap->n_cache_fills);
 	family(&b, "seamfs_streams_total", "counter", "Streaming transfers started.");

@@ -281,6 +281,7 @@ static void take_reads(struct px_core *core, struct px_snapshot *s)
 	s->cache_used = core->cache_used;
 	pthread_mutex_unlock(&core->cache_lock);
 	s->n_cache_hits = atomic_load(&core->n_cache_hits);
+	s->n_scans_cached = atomic_load(&core->n_scans_cached);
 	s->n_cache_fills = atomic_load(&core->n_cache_fills);
 	s->n_streams = atomic_load(&core->n_streams);
 	s->n_stream_restarts = atomic_load(&core->n_stream_restarts);

@@ -120,6 +120,7 @@ struct px_snapshot {
 
 	/* reads and memory (atomics; cache_used under cache_lock) */
 	uint64_t n_cache_hits, n_cache_fills, n_streams, n_stream_restarts;
+	uint64_t n_scans_cached;   /* handles that read only cached bytes */
 	uint64_t n_stream_waits, stream_wait_us, n_direct;
 	int64_t ra_used, ra_budget, cache_used, cache_size;
 	struct px_histo_snap h_read, h_ttfb;

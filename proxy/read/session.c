@@ -82,6 +82,9 @@ struct px_handle {
 	unsigned char tail[4096]; /* the last bytes a read gave, for a seam check */
 	size_t tail_len;
 	int64_t tail_end;     /* offset just past them */
+	/* reads it served (scans: px_handle_close), atomics */
+	_Atomic uint64_t n_cached;   /* wholly from the head/tail cache */
+	_Atomic uint64_t n_fetched;  /* with a stream, a transfer or a pread */
 	/* the last read that failed (recent_failure) */
 	int64_t fail_off, fail_end;
 	enum px_status fail_st;
@@ -201,6 +204,9 @@ void px_handle_close(struct px_handle *h)
 		}
 	}
 	pthread_mutex_unlock(&sess->lock);
+	/* only cached heads and tails read: a library scan the cache served */
+	if (atomic_load(&h->n_cached) && !atomic_load(&h->n_fetched))
+		atomic_fetch_add(&h->core->n_scans_cached, 1);
 	/* the stream's transfer is cancelled here; its slot frees when the
 	 * fetcher has closed it */
 	px_stream_close(h->stream);
@@ -391,6 +397,7 @@ struct read_op {
 	unsigned char *buf;     /* the read's first byte goes here */
 	size_t got;             /* bytes in so far */
 	int copied;             /* some came other than from the stream */
+	int fetched;            /* some came other than from the cache */
 	struct px_zc *zc;       /* the whole read may stay where it is */
 	uint64_t *held;         /* head and tail fills held for the reply */
 };
@@ -676,8 +683,10 @@ static enum px_status serve_span(struct read_op *op, int path, int region, int64
 	enum px_status st = PX_EDECLINED;
 	int64_t head_end, tail_start, size = core->assets[s->asset].size;
 
-	if (path)
+	if (path) {
+		op->fetched = 1;
 		return read_direct_zc(op, pos, n, buf, NULL);
+	}
 	regions(s, &head_end, &tail_start);
 	if (region != 0)
 		st = read_stream(op, pos, n, buf, region == 1, zc);
@@ -688,9 +697,12 @@ static enum px_status serve_span(struct read_op *op, int path, int region, int64
 				   tail ? size - tail_start : head_end, pos, n, buf, op->deadline,
 				   &op->held[tail]);
 		op->copied = 1;
+		if (st == PX_OK)
+			return PX_OK; /* the one way that fetches nothing of its own */
 		if (st == PX_ETIMEDOUT)
 			st = cache_stalled(op, source, pos);
 	}
+	op->fetched = 1;
 	if (st == PX_EDECLINED)
 		st = read_direct_zc(op, pos, n, buf, zc);
 	return st;
@@ -758,6 +770,8 @@ static enum px_status serve(struct px_handle *s, int64_t off, size_t len, unsign
 	}
 	if (op.st)
 		px_stream_unref(op.st);
+	if (op.got == len && count)
+		atomic_fetch_add(op.fetched ? &s->n_fetched : &s->n_cached, 1);
 	*got = op.got;
 	if (op.got)
 		px_standby_served(core, s->asset, atomic_load(&s->sess->source));

@@ -155,6 +155,9 @@ struct px_core {
 
 	/* counters, for the log and later the status */
 	_Atomic uint64_t n_cache_hits, n_cache_fills, n_streams, n_direct, n_stream_restarts;
+	/* handles closed after reading only cached heads and tails: library
+	 * scans (ffprobe, a scraper) that cost no transfer of their own */
+	_Atomic uint64_t n_scans_cached;
 	_Atomic int64_t kernel_ra;  /* px_stream_set_kernel_readahead(), 0: unknown */
 	_Atomic uint64_t n_stream_waits, stream_wait_us; /* reads that waited for bytes */
 

@@ -22,6 +22,7 @@
 #include "fake_fetch.h"
 #include "rig.h"
 #include "session.h"
+#include "snapshot.h"
 
 #define KiB (1LL << 10)
 #define MiB (1LL << 20)
@@ -221,6 +222,38 @@ static void test_seek_streams_at_once_random_does_not(void **state)
 	rig_free(r);
 }
 
+static uint64_t scans_from_cache(struct rig *r)
+{
+	struct px_snapshot *snap = NULL;
+	assert_int_equal(px_snapshot_new(r->core, 0, &snap), PX_OK);
+	uint64_t n = snap->n_scans_cached;
+	px_snapshot_free(snap);
+	return n;
+}
+
+/* An open that reads only the cached head and tail (a library scan) is
+ * counted when it closes; one that also fetched from the middle is not,
+ * nor one that read nothing. */
+static void test_scans_from_cache(void **state)
+{
+	struct rig *r = loop_rig(0);
+	rig_start(r, NULL, 0);
+	struct px_handle *h = rig_open(r, 0, 42);
+	assert_int_equal(read_check(h, 0, 64 * KiB), PX_OK);
+	assert_int_equal(read_check(h, SIZE - 64 * KiB, 64 * KiB), PX_OK);
+	assert_int_equal(scans_from_cache(r), 0); /* still open */
+	rig_close(r, h);
+	assert_int_equal(scans_from_cache(r), 1);
+	h = rig_open(r, 0, 43);
+	assert_int_equal(read_check(h, 4096, 4096), PX_OK);
+	assert_int_equal(read_check(h, 9 * MiB, 4096), PX_OK);
+	rig_close(r, h);
+	h = rig_open(r, 0, 44);
+	rig_close(r, h);
+	assert_int_equal(scans_from_cache(r), 1);
+	rig_free(r);
+}
+
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
 #define NO_MALLOC_COUNT 1
@@ -318,6 +351,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_stream_reads_allocate_nothing, rig_teardown),
 		cmocka_unit_test_teardown(test_seek_streams_at_once_random_does_not,
 					  rig_teardown),
+		cmocka_unit_test_teardown(test_scans_from_cache, rig_teardown),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	free(g_data);

@@ -221,7 +221,8 @@ static void check_shape(json_t *js)
 	exact_keys(get(js, "admission"), "admission",
 		   "refused_at_limit last_refusal last_refusal_age_s");
 	exact_keys(get(js, "reads"), "reads", "head_tail_cache_hits head_tail_cache_fills "
-		   "streams stream_restarts stream_waits stream_wait_ms direct_reads");
+		   "scans_from_cache streams stream_restarts stream_waits stream_wait_ms "
+		   "direct_reads");
 	exact_keys(get(js, "memory"), "memory",
 		   "readahead_used readahead_budget cache_used cache_size");
 }

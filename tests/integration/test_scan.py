@@ -1,0 +1,68 @@
+"""Library scans: ffprobe of an MP4 whose index (moov) is at its end, as
+Jellyfin's and Kodi's scanners run it, costs the origin the file's cached
+head and tail and little more, and the status counts the scan.  The origin
+is seam-origin, whose log has the bytes each request sent."""
+import json
+import subprocess
+
+import pytest
+
+from conftest import KIB, MIB, bounded, sha256_file, wait_until
+
+HEAD = 2 * MIB      # head_size's default
+TAIL = 1 * MIB      # tail_size's default
+SCAN_SLACK = 512 * KIB
+
+
+@pytest.fixture
+def mp4(tmp_path):
+    """An 8 s 720p H.264 + AAC MP4 with the index at its end (the mp4
+    muxer's default: no faststart), several MiB so that head and tail are
+    a small part of it."""
+    d = tmp_path / 'www'
+    d.mkdir()
+    p = d / 'clip.mp4'
+    cmd = ['ffmpeg', '-nostdin', '-hide_banner', '-loglevel', 'error', '-y',
+           '-f', 'lavfi', '-i', 'testsrc2=size=1280x720:rate=25:duration=8',
+           '-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=48000:duration=8',
+           '-c:v', 'libx264', '-preset', 'ultrafast', '-b:v', '8M', '-pix_fmt', 'yuv420p',
+           '-c:a', 'aac', '-b:a', '96k', '-shortest', str(p)]
+    r = subprocess.run(cmd, capture_output=True, timeout=120)
+    if r.returncode != 0:
+        pytest.fail(f'ffmpeg failed: {r.stderr.decode(errors="replace")}')
+    body = p.read_bytes()
+    assert len(body) > HEAD + TAIL + 2 * MIB, len(body)
+    assert body.rfind(b'moov') > len(body) - TAIL, 'the index is not at the end'
+    return p
+
+
+def sent(o, path):
+    return sum(r['bytes_sent'] for r in o.log()['requests'] if r['path'] == path)
+
+
+def scans(m):
+    with open(m.path('.seamfs/status.json')) as f:
+        return json.load(f)['reads']['scans_from_cache']
+
+
+def test_ffprobe_scan_costs_head_and_tail(seamfs, make_origin, mp4):
+    o = make_origin(mp4.parent)
+    size = mp4.stat().st_size
+    m = seamfs.mount({'assets': [{
+        'id': 'clip', 'path': 'clip.mp4', 'size': size, 'mtime': 1700000000,
+        'sources': [{'url': o.url('clip.mp4')}]}]})
+    r = subprocess.run(['ffprobe', '-v', 'error', '-show_entries',
+                        'format=duration:stream=codec_name', '-of', 'json',
+                        m.path('clip.mp4')], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode(errors='replace')
+    info = json.loads(r.stdout)
+    assert sorted(s['codec_name'] for s in info['streams']) == ['aac', 'h264']
+    assert abs(float(info['format']['duration']) - 8.0) < 0.5
+    # the scan's cost at the origin: head, tail and little more
+    scanned = sent(o, '/clip.mp4')
+    assert scanned <= HEAD + TAIL + SCAN_SLACK, f'{scanned} bytes for one scan of {size}'
+    # counted once ffprobe's open is released (FUSE releases after close)
+    wait_until(lambda: scans(m) >= 1, 10, 'the scan counted')
+    # and the bytes through the mount are the file's
+    assert bounded(lambda: sha256_file(m.path('clip.mp4')), 60, 'whole read') == \
+        sha256_file(mp4)
