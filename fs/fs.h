@@ -6,6 +6,7 @@
 
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -22,6 +23,10 @@ struct fs_ctx {
 	int64_t dir_mtime;      /* directories' mtime: the catalog's */
 	char bdi_readahead[128]; /* the mount's read_ahead_kb file, "" if unknown */
 	atomic_int readahead_set;
+	/* open status files (status.c), freed at exit if FUSE did not release
+	 * them before the unmount */
+	pthread_mutex_t blobs_lock;
+	struct fs_blob *blobs;
 };
 
 /* The lowlevel operations; userdata is a struct fs_ctx. */
@@ -45,6 +50,8 @@ struct fs_blob {
 	uint32_t magic;
 	char *data;
 	size_t len;
+	struct fs_ctx *ctx;
+	struct fs_blob *prev, *next; /* ctx->blobs, under blobs_lock */
 };
 
 /* Whether ino is the folder or one of its files. */
@@ -56,6 +63,10 @@ void fs_status_stat(const struct fs_ctx *ctx, fuse_ino_t ino, struct stat *st);
 size_t fs_status_children(fuse_ino_t ino, size_t i, const char **name, fuse_ino_t *child);
 /* Makes the snapshot of a status file; 0 or an errno. */
 int fs_status_open(struct fs_ctx *ctx, fuse_ino_t ino, struct fs_blob **out);
+/* Frees an open status file (its release). NULL: no-op. */
 void fs_blob_free(struct fs_blob *b);
+/* Frees the status files still open: after the session loop, at exit (a
+ * release queued behind the unmount never comes). */
+void fs_status_free_all(struct fs_ctx *ctx);
 
 #endif

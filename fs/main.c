@@ -568,7 +568,7 @@ int main(int argc, char *argv[])
 	struct px_control *control = NULL;
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *loop = NULL;
-	struct fs_ctx ctx = { 0 };
+	struct fs_ctx ctx = { .blobs_lock = PTHREAD_MUTEX_INITIALIZER };
 	char *catalog_abs = NULL;
 	char err[1024], mnt[PATH_MAX];
 	int rc = EXIT_RUNTIME, report_fd = -1, mounted = 0, handlers = 0, fetch_init = 0;
@@ -803,6 +803,7 @@ out:
 	if (se)
 		fuse_session_destroy(se);
 	fuse_loop_cfg_destroy(loop);
+	fs_status_free_all(&ctx);
 	px_core_free(core);
 	px_state_free(state);
 	px_state_unlock_mount(mount_lock);

@@ -90,6 +90,14 @@ int fs_status_open(struct fs_ctx *ctx, fuse_ino_t ino, struct fs_blob **out)
 	b->magic = FS_BLOB_MAGIC;
 	b->data = text;
 	b->len = strlen(text);
+	b->ctx = ctx;
+	b->prev = NULL;
+	pthread_mutex_lock(&ctx->blobs_lock);
+	b->next = ctx->blobs;
+	if (b->next)
+		b->next->prev = b;
+	ctx->blobs = b;
+	pthread_mutex_unlock(&ctx->blobs_lock);
 	*out = b;
 	return 0;
 }
@@ -98,6 +106,20 @@ void fs_blob_free(struct fs_blob *b)
 {
 	if (!b)
 		return;
+	pthread_mutex_lock(&b->ctx->blobs_lock);
+	if (b->prev)
+		b->prev->next = b->next;
+	else
+		b->ctx->blobs = b->next;
+	if (b->next)
+		b->next->prev = b->prev;
+	pthread_mutex_unlock(&b->ctx->blobs_lock);
 	free(b->data);
 	free(b);
+}
+
+void fs_status_free_all(struct fs_ctx *ctx)
+{
+	while (ctx->blobs)
+		fs_blob_free(ctx->blobs);
 }

@@ -3,11 +3,15 @@
 Every test mounts the real daemon (SEAMFS_BIN) in the foreground against real
 servers on 127.0.0.1: nginx for an honest origin, seam-origin (origin.py) for
 faults.  The fixtures here give each test a private directory, generate the
-test data once per session (random bytes, an ffmpeg clip), start and stop the
-servers and the daemon, and bound every wait.  Teardown always runs: unmount
-with fusermount3 -u (then -uz), wait for the daemon, SIGKILL what is left.
-Processes are only ever stopped by their own PID (or the process group the
-harness created for them).
+test data once per session (random bytes, an ffmpeg clip; under meson, once
+per file), start and stop the servers and the daemon, and bound every wait.
+Teardown always runs: unmount with fusermount3 -u (then -uz), wait for the
+daemon, SIGKILL what is left.  Processes are only ever stopped by their own
+PID (or the process group the harness created for them).  Each file may run
+in a pytest of its own beside the others (tests/integration/meson.build):
+servers listen on ports the kernel picks, a port a test takes down stays
+held (origin.hold_port), and every path is the test's own (tmp_path, or
+mkdtemp for short socket paths).
 
 Helpers that tests import (`from conftest import ...`) live at the top.
 """
@@ -25,6 +29,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from origin import hold_port as held_port   # tests/integration/origin.py
 
 HERE = Path(__file__).resolve().parent
 KIB = 1024
@@ -98,6 +104,18 @@ def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(('127.0.0.1', 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture
+def dead_port():
+    """A port nothing answers on for the whole test: held, not listening
+    (origin.hold_port), so no server of a test running beside this one
+    can get it."""
+    s = held_port(0)
+    try:
+        yield s.getsockname()[1]
+    finally:
+        s.close()
 
 
 def can_connect(port):
@@ -319,6 +337,7 @@ class Nginx:
         self.dir = Path(workdir)
         self.proc = None
         self.port = None
+        self._held = None
 
     @property
     def base_url(self):
@@ -367,10 +386,18 @@ class Nginx:
             self.proc = None  # lost the port race; try another one
         pytest.fail('nginx: no free port after 5 attempts')
 
-    def stop(self):
+    def stop(self, hold_port=False):
+        """Stops nginx.  hold_port: for a server that dies mid-test, the port
+        stays held (origin.hold_port) until the next stop(), the fixture's
+        at the latest."""
+        if self._held is not None:
+            self._held.close()
+            self._held = None
         if self.proc is not None:
             stop_process(self.proc, signal.SIGTERM, EXIT_WAIT, group=True)
             self.proc = None
+            if hold_port:
+                self._held = held_port(self.port)
 
 
 @pytest.fixture

@@ -6,7 +6,9 @@ tests/server/README.md).  Control requests share one kept-alive
 connection: after down() no new connection can reach the server, so up()
 has to travel over one opened before (with SIGUSR1 as the fallback).
 Every wait here is bounded so a broken server fails a test instead of
-hanging it.  Standard library only.
+hanging it.  While a server is down (or stopped with hold_port=True) its
+port stays held (hold_port()), so that tests running beside this one
+cannot take it.  Standard library only.
 """
 
 import http.client
@@ -20,7 +22,26 @@ import threading
 import time
 import urllib.parse
 
-__all__ = ["Origin", "OriginError"]
+__all__ = ["Origin", "OriginError", "hold_port"]
+
+
+def hold_port(port):
+    """A socket bound to 127.0.0.1:port that does not listen, or None if the
+    port cannot be bound.  Connections to the port are refused as if nothing
+    were there, but no other process's bind(0) or connect() gets the port
+    while it is held, and a server that sets SO_REUSEADDR (seam-origin,
+    nginx) can listen on it again meanwhile.  Tests run in parallel (one
+    pytest per file): without it a server another test starts could get the
+    port of one this test took down, and serve its reads or keep it from
+    coming back.  port 0: a port the kernel picks, held (a dead address)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        s.close()
+        return None
+    return s
 
 
 class OriginError(RuntimeError):
@@ -42,6 +63,7 @@ class Origin:
         self.stderr_path = os.path.join(self.workdir, "seam-origin.stderr")
         self._ctl_conn = None
         self._ctl_lock = threading.Lock()
+        self._held = None       # hold_port() socket while down or stopped
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -97,9 +119,12 @@ class Origin:
             return ""
         return ": " + text if text else ""
 
-    def stop(self):
-        """SIGTERM, up to 5 s to exit, then SIGKILL.  Safe to call twice."""
+    def stop(self, hold_port=False):
+        """SIGTERM, up to 5 s to exit, then SIGKILL.  Safe to call twice.
+        hold_port: for a server that dies mid-test, the port stays held
+        (hold_port()) until the next stop(), the fixture's at the latest."""
         proc, self.proc = self.proc, None
+        self._release()
         if proc is None:
             return None
         self._drop_ctl_conn()
@@ -115,7 +140,18 @@ class Origin:
                 proc.wait(timeout=5)
         if proc.stdout is not None:
             proc.stdout.close()
+        if hold_port:
+            self._hold()
         return proc.returncode
+
+    def _hold(self):
+        if self._held is None and self.port is not None:
+            self._held = hold_port(self.port)
+
+    def _release(self):
+        if self._held is not None:
+            self._held.close()
+            self._held = None
 
     @property
     def running(self):
@@ -201,10 +237,12 @@ class Origin:
         drop=True: then every connection that has carried a file request is
         closed too (the control connection survives for up())."""
         self._ctl("down", [("drop", "1")] if drop else None)
+        self._hold()
 
     def up(self, timeout=5):
         try:
             self._ctl("up")
+            self._release()
             return
         except (ConnectionError, OSError, http.client.HTTPException):
             if not self.running:
@@ -215,6 +253,7 @@ class Origin:
         while True:
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                self._release()
                 return
             except OSError:
                 if time.monotonic() >= deadline:

@@ -336,7 +336,7 @@ def test_ffmpeg_decodes_while_active_nginx_stops(seamfs, data, nginx, make_origi
                        source_state(status(m), 'b-origin')['verification'] == 'verified',
                        20, 'standby verified')
             time.sleep(2)
-            nginx.stop()
+            nginx.stop(hold_port=True)
             out, err = p.communicate(timeout=90)
         finally:
             if p.poll() is None:
@@ -382,7 +382,7 @@ print(h.hexdigest())
                                 stderr=subprocess.PIPE, text=True) for _ in range(8)]
     try:
         time.sleep(1.0)
-        o1.stop()                         # the active source dies
+        o1.stop(hold_port=True)           # the active source dies
         for r in readers:
             out, err = r.communicate(timeout=90)
             assert r.returncode == 0, err

@@ -235,7 +235,7 @@ def test_origin_gone_gives_eio(seamfs, data, origin, tmp_path):
     rt = 5
     m, f = mount_one(seamfs, data, origin, read_timeout=rt)
     port = origin.port
-    origin.stop()
+    origin.stop(hold_port=True)
     off, err, took = bounded(lambda: read_until_error(f, data.bytes('mid.bin')),
                              3 * rt + 30, 'read')
     assert err is not None and err.errno == errno.EIO, f'{err!r}, want EIO'

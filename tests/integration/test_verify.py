@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MIB, Nginx, free_port, sha256_bytes, sha256_file
+from conftest import MIB, Nginx, sha256_bytes, sha256_file
 
 S = 4096
 GIB = 1 << 30
@@ -246,8 +246,8 @@ def test_unknown_asset_id(seamfs_cli, tmp_path, site, media):
     assert '/ref.bin' not in site.nginx.access_log()
 
 
-def test_dead_source_is_inconclusive(seamfs_cli, tmp_path, site, media):
-    dead = f'http://127.0.0.1:{free_port()}/ref.bin'
+def test_dead_source_is_inconclusive(seamfs_cli, tmp_path, site, media, dead_port):
+    dead = f'http://127.0.0.1:{dead_port}/ref.bin'
     cat = write_catalog(tmp_path, [{
         'id': 'movie', 'path': 'movie.mkv', 'size': media['size'],
         'sources': [{'url': site.url('ref.bin')}, {'url': dead},
