@@ -16,6 +16,9 @@
 #   --budget-mib N seamfs's read-ahead budget the RSS target is checked against
 #                  (default: readahead_budget of --seamfs-opt, else 256)
 #   --no-rclone    skip the rclone column
+#   --net          run bench/net.sh instead (the read engine on real networks:
+#                  the FUSE ceiling, a 25 ms origin, a 4 MiB/s cap, paced
+#                  viewers), with the other options; see bench/README.md
 #
 # Needs root (mounts, drop_caches). Installs fio rclone nginx-light curl ffmpeg
 # with apt-get when one is missing. Exits 0 whether targets are met or not; a
@@ -38,6 +41,15 @@ USE_RCLONE=1
 
 # shellcheck source=bench/lib.sh
 . "$(dirname "$(realpath "$0")")/lib.sh"
+
+# --net: bench/net.sh measures instead; every other option goes to it
+for a in "$@"; do
+	if [ "$a" = --net ]; then
+		net_args=()
+		for b in "$@"; do [ "$b" = --net ] || net_args+=("$b"); done
+		exec "$BENCH/net.sh" "${net_args[@]}"
+	fi
+done
 
 while [ $# -gt 0 ]; do
 	case $1 in

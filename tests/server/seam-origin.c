@@ -10,8 +10,9 @@
  * set with plain GET requests under /_ctl/ on the same port, so a test
  * needs nothing but an HTTP client.  Every finished or aborted response
  * goes into an in-memory log that tests read back as JSON to check what the
- * client under test really asked for.  The protocol is described in
- * README.md beside this file.
+ * client under test really asked for.  --delay-ms makes the whole server a
+ * distant one: every GET or HEAD answer waits that long before its first
+ * byte.  The protocol is described in README.md beside this file.
  *
  * Design: the main thread owns the listening socket and starts one detached
  * thread per connection.  Every socket is non-blocking and every wait is a
@@ -152,6 +153,7 @@ static char *g_root;
 static size_t g_root_len;
 static bool g_verbose;
 static uint64_t g_idle_ms = 300000;
+static uint64_t g_delay_ms; /* --delay-ms: added to every GET/HEAD answer's delay_ms */
 static size_t g_log_max = 100000;
 static uint16_t g_port;
 
@@ -1478,6 +1480,9 @@ static enum next serve_get(struct conn *c, struct req *rq, bool want_close)
 
 	if (!rule_take(rq->path, &r))
 		rule_init(&r);
+	/* --delay-ms: a distant origin, one round trip before every answer's
+	 * first byte; it adds to the rule's own delay, so both are one wait */
+	r.delay_ms = r.delay_ms > UINT64_MAX - g_delay_ms ? UINT64_MAX : r.delay_ms + g_delay_ms;
 
 	if (r.status && r.status_after != NONE) {
 		/* "5xx after N bytes": a response that would carry byte N ends
@@ -2112,7 +2117,7 @@ static int write_port_file(const char *path, uint16_t port)
 static void usage(FILE *f)
 {
 	fputs("usage: seam-origin --root DIR [--port-file FILE] [--port N] [--verbose]\n"
-	      "                   [--idle-ms N] [--log-max N]\n"
+	      "                   [--idle-ms N] [--log-max N] [--delay-ms N]\n"
 	      "Serves DIR on 127.0.0.1 for tests; see tests/server/README.md.\n",
 	      f);
 }
@@ -2147,6 +2152,10 @@ int main(int argc, char **argv)
 			i++;
 		} else if (!strcmp(a, "--idle-ms")) {
 			if (!arg_u64(a, val, (uint64_t)INT64_MAX, &g_idle_ms))
+				return 2;
+			i++;
+		} else if (!strcmp(a, "--delay-ms")) {
+			if (!arg_u64(a, val, 86400000, &g_delay_ms))
 				return 2;
 			i++;
 		} else if (!strcmp(a, "--log-max")) {

@@ -601,6 +601,73 @@ def test_delay_interrupted_by_client(srv):
     assert (q["status"], q["bytes_sent"], q["complete"]) == (200, 0, False)
 
 
+# --delay-ms N: a distant origin. Only lower bounds are checked: a loaded
+# machine may add to a wait, it can never shorten one.
+FAR_MS = 150
+
+
+def _first_byte(raw, send):
+    """Seconds from sending a request to its complete response head."""
+    t0 = time.monotonic()
+    send()
+    status, h = raw.head()
+    return time.monotonic() - t0, status, h
+
+
+def test_delay_option_delays_every_answer(files, data):
+    """Every GET or HEAD answer waits N ms before its first byte, again for
+    each request on a kept-alive connection, as one round trip per request
+    would; a rule's delay_ms adds to it."""
+    with own_server(files, "--delay-ms", str(FAR_MS), name="far") as o:
+        raw = Raw(o.port)
+        cases = [
+            (lambda: raw.get("/small.txt"), 200, data["small.txt"]),
+            (lambda: raw.get("/a.bin", "Range: bytes=100-4195\r\n"), 206, data["a.bin"][100:4196]),
+            (lambda: raw.get("/missing.bin"), 404, None),
+            (lambda: raw.get("/a.bin", "Range: bytes=%d-\r\n" % SIZE), 416, None),
+            (lambda: raw.send(b"HEAD /a.bin HTTP/1.1\r\nHost: t\r\n\r\n"), 200, b""),
+        ]
+        for send, want, body in cases:
+            waited, status, h = _first_byte(raw, send)
+            assert status == want
+            assert waited >= (FAR_MS - 5) / 1000.0, "status %d after %.3f s" % (status, waited)
+            n = 0 if body == b"" else int(h["content-length"])
+            got = raw.body(n)
+            if body:
+                assert got == body
+        o.rule("/small.txt", delay_ms=100, count=1)
+        waited, status, _ = _first_byte(raw, lambda: raw.get("/small.txt"))
+        assert status == 200
+        assert waited >= (FAR_MS + 100 - 5) / 1000.0
+        raw.close()
+        log = o.wait_log(lambda lg: len(lg["requests"]) == 6, timeout=5)
+        assert all(q["complete"] for q in log["requests"])
+        assert len({q["conn"] for q in log["requests"]}) == 1
+
+
+def test_delay_option_spares_control_requests(files):
+    """Control requests are answered at once (a 60 s delay on them would time
+    out the wrapper's calls); a file request is still waiting, and a client
+    that leaves during the wait is logged as an aborted answer."""
+    with own_server(files, "--delay-ms", "60000", name="far-ctl") as o:
+        o.rule("/a.bin", cap=10)
+        raw = Raw(o.port)
+        raw.get("/small.txt")
+        raw.s.settimeout(0.3)
+        with pytest.raises(socket.timeout):
+            raw.s.recv(1)
+        raw.close()
+        log = o.wait_log(lambda lg: lg["requests"], timeout=5)
+        q = log["requests"][0]
+        assert (q["path"], q["status"], q["bytes_sent"], q["complete"]) == ("/small.txt", 200, 0, False)
+
+
+def test_delay_option_bad_value(files, tmp_path):
+    o = Origin(BIN, files["root"], tmp_path / "w", extra_args=["--delay-ms", "soon"])
+    with pytest.raises(OriginError, match="--delay-ms"):
+        o.start(timeout=5)
+
+
 @pytest.mark.parametrize("rng,start", [(None, 0), ("bytes=1000-", 1000)])
 def test_reset_at(srv, data, rng, start):
     n = 1_500_001
