@@ -470,7 +470,13 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	st = px_handle_read_zc(s, off, size, NULL, &zc);
 	px_metrics_note_read(ctx_of(req)->core, px_now_us() - t0);
 	if (st == PX_OK) {
-		fuse_reply_iov(req, zc.iov, zc.iovcnt);
+		/* one piece (the usual case) goes out with fuse_reply_buf, which
+		 * allocates nothing; fuse_reply_iov allocates an array per call,
+		 * so it is kept for a window's wrap, one read in a ring's worth */
+		if (zc.iovcnt == 1)
+			fuse_reply_buf(req, zc.iov[0].iov_base, zc.iov[0].iov_len);
+		else
+			fuse_reply_iov(req, zc.iov, zc.iovcnt);
 		px_handle_zc_done(&zc);
 	} else {
 		fuse_reply_err(req, fs_errno(st));
