@@ -375,7 +375,8 @@ static void tc_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_inf
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	enum px_status st = px_transcode_read(f, off, size, buf, &got);
+	enum px_status st = px_transcode_read(f, off, size, buf,
+					      (uint64_t)fuse_req_ctx(req)->pid, &got);
 	if (st == PX_OK)
 		fuse_reply_buf(req, buf, got);
 	else

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -60,6 +61,52 @@ enum px_status px_playlist_add(struct px_playlist *pl, uint32_t index, int64_t s
 	pl->n++;
 	pl->clean = 0;
 	return PX_OK;
+}
+
+enum px_status px_playlist_add_closed(struct px_playlist *pl, uint32_t index, int64_t size,
+				      int64_t mtime_ns)
+{
+	int clean = pl->clean;
+	enum px_status st = px_playlist_add(pl, index, size, mtime_ns);
+	if (st != PX_OK)
+		return st;
+	if (clean || pl->n < 2) {
+		/* after a clean stop (or into an empty list) nothing is open */
+		pl->clean = clean || pl->n == 1;
+		return PX_OK;
+	}
+	/* the open newest entry stays the newest */
+	struct px_playlist_entry open = pl->e[pl->n - 2];
+	pl->e[pl->n - 2] = pl->e[pl->n - 1];
+	pl->e[pl->n - 1] = open;
+	return PX_OK;
+}
+
+int px_playlist_lock(const char *dir)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/%s", dir, PX_PLAYLIST_LOCK_FILE);
+	/* read-write: flock over NFS is a POSIX write lock, which needs it */
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	while (flock(fd, LOCK_EX)) {
+		if (errno != EINTR) {
+			int e = errno;
+			close(fd);
+			errno = e;
+			return -1;
+		}
+	}
+	return fd;
+}
+
+void px_playlist_unlock(int fd)
+{
+	if (fd < 0)
+		return;
+	flock(fd, LOCK_UN);
+	close(fd);
 }
 
 /* A decimal in [0, max] that fills [p, end) exactly. */

@@ -10,6 +10,9 @@
  *   K SIZE MTIME_NS         segment K committed (in commit order)
  *   #CLEAN                  the writer stopped cleanly after the line above
  * A writer rewrites the whole list (tmp + fsync + rename) after each commit.
+ * Several writers may work in one directory at once (the main writer and
+ * short probe runs, docs/transcode.md "Seeks"): each update is then a
+ * load, change and save of the list on disk under px_playlist_lock().
  * The structs are plain values owned by the caller; no thread-safety beyond
  * that.
  */
@@ -65,6 +68,29 @@ enum px_status px_playlist_save(const struct px_playlist *pl, const char *path,
  * already listed. */
 enum px_status px_playlist_add(struct px_playlist *pl, uint32_t index, int64_t size,
 			       int64_t mtime_ns) PX_WUR;
+
+/*
+ * Appends an entry of a run that has ended (a probe's, written whole before
+ * it is listed): when the list does not end #CLEAN its newest entry belongs
+ * to a writer that has not moved past it, and the new entry goes before
+ * that one, which stays the newest and so distrusted; else at the end,
+ * and #CLEAN stays. PX_EINVAL as px_playlist_add.
+ */
+enum px_status px_playlist_add_closed(struct px_playlist *pl, uint32_t index, int64_t size,
+				      int64_t mtime_ns) PX_WUR;
+
+/*
+ * The lock that makes a load, change and save of the list in directory dir
+ * one step for every writer of it: an exclusive flock(2) on the directory's
+ * marker file (PX_PLAYLIST_LOCK_FILE, which seamfs makes in every job
+ * directory), waited for. Returns the descriptor for px_playlist_unlock(),
+ * or -1 when dir has no marker (not a job directory seamfs made: a writer
+ * run by hand, the only one there) or it cannot be locked (errno).
+ */
+#define PX_PLAYLIST_LOCK_FILE ".seamfs-work"
+int px_playlist_lock(const char *dir);
+/* Releases px_playlist_lock()'s lock; -1: no-op. */
+void px_playlist_unlock(int fd);
 
 /* Position of index in commit order, or -1. */
 long px_playlist_find(const struct px_playlist *pl, uint32_t index);

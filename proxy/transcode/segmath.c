@@ -57,3 +57,66 @@ int64_t px_segmath_start_us(const struct px_seg_plan *p, uint32_t k)
 {
 	return (int64_t)k * p->seg_us;
 }
+
+/* ------------------------------------------------------------ seeks */
+
+void px_seek_note(struct px_seek_hist *h, uint32_t k)
+{
+	if (h->n < PX_SEEK_SETTLE_READS) {
+		h->seg[h->n++] = k;
+		return;
+	}
+	for (unsigned i = 1; i < PX_SEEK_SETTLE_READS; i++)
+		h->seg[i - 1] = h->seg[i];
+	h->seg[PX_SEEK_SETTLE_READS - 1] = k;
+}
+
+int px_seek_settled(const struct px_seek_hist *h, uint32_t k)
+{
+	if (h->n < PX_SEEK_SETTLE_READS)
+		return 0;
+	for (unsigned i = 0; i < PX_SEEK_SETTLE_READS; i++)
+		if (h->seg[i] > k || k - h->seg[i] > PX_SEEK_SETTLE_SPAN)
+			return 0;
+	return 1;
+}
+
+enum px_seek_action px_seek_decide(const struct px_seek_view *v, uint32_t k)
+{
+	if (v->probe_covers)
+		return PX_SEEK_WAIT;
+	if (!v->main_running) {
+		if (v->first_read || v->settled)
+			return PX_SEEK_START;
+		if (v->slot_free)
+			return PX_SEEK_PROBE;
+		return v->probes_running ? PX_SEEK_WAIT : PX_SEEK_START;
+	}
+	if (k >= v->main_from && (int64_t)k <= v->main_edge + v->ahead)
+		return PX_SEEK_WAIT;
+	int movable = v->main_edge >= (int64_t)v->main_from + 2;
+	if (v->settled && movable)
+		return PX_SEEK_MOVE;
+	if (v->slot_free)
+		return PX_SEEK_PROBE;
+	return movable && !v->probes_running ? PX_SEEK_MOVE : PX_SEEK_WAIT;
+}
+
+uint32_t px_seek_probe_until(uint32_t k, uint32_t read_last, uint32_t nseg,
+			     const unsigned char *ok, uint32_t stop_at)
+{
+	uint64_t until = (uint64_t)k + PX_SEEK_PROBE_SEGMENTS - 1;
+	if (read_last > until)
+		until = read_last;
+	if (until > (uint64_t)k + PX_SEEK_PROBE_MAX - 1)
+		until = (uint64_t)k + PX_SEEK_PROBE_MAX - 1;
+	if (until > (uint64_t)nseg - 1)
+		until = nseg - 1;
+	for (uint64_t j = (uint64_t)k + 1; j <= until; j++) {
+		if (ok[j] || j >= stop_at) {
+			until = j - 1;
+			break;
+		}
+	}
+	return (uint32_t)until;
+}

@@ -13,12 +13,22 @@
  * A read maps each byte to segment off / S. A segment is served once it
  * is trusted by the playlist rule (listed, and not the newest entry unless
  * the writer stopped cleanly): a byte that was served is never written
- * again. A read of a segment not yet trusted:
- *  - waits (bounded by read_timeout) when a writer's edge will reach it
- *    within seek_restart_segments segments;
- *  - else starts a writer there, or restarts the running one there (a
- *    player's seek: kill, recover, start at that segment) once that one has
- *    committed two segments, so that distant readers take turns.
+ * again. A read of a segment not yet trusted (px_seek_decide, segmath.c;
+ * docs/transcode.md "Seeks"):
+ *  - waits (bounded by read_timeout) when the main writer's edge will
+ *    reach it within seek_restart_segments segments, or a probe writes it;
+ *  - far from the main writer, gets a probe: a short writer run of just
+ *    the segments the read needs, beside the main writer, sharing
+ *    max_writers, listing its segments when it ends (a player's seek
+ *    bisects the file: a handful of far reads, none worth a restart);
+ *  - moves the main writer there (kill, recover, start at that segment)
+ *    only when the handle's reads settle there, and once it has committed
+ *    two segments, so that distant readers take turns;
+ *  - of a reader whose process has exited, starts nothing and fails.
+ * Several writers may thus work in one job directory: every playlist
+ * update is a load, change and save under the directory's flock
+ * (px_playlist_lock), recovery included, and recovery leaves the files of
+ * running probes alone.
  *
  * A writer's input: once fs/ says the mount serves reads
  * (px_transcode_set_input_root), the source asset's file in the mount, so
@@ -65,6 +75,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -92,6 +103,21 @@ extern char **environ;
 #define BACKOFF_FIRST_MS 250
 #define BACKOFF_MAX_MS 8000     /* also: no new start this soon after giving up */
 #define WORK_MARKER PX_TRANSCODE_MARKER
+
+/* A probe: a short writer run of the few segments a far read needs
+ * (docs/transcode.md "Seeks"), beside the job's main writer. */
+#define PROBES_MAX 4
+struct probe {
+	pid_t pid;             /* 0: slot free */
+	int pidfd, outfd;
+	char out[256];
+	size_t outlen;
+	uint32_t from, until;  /* writes from..until */
+	int64_t started_ms;
+};
+
+/* Why a main writer starts: what its recovery pass counts as. */
+enum start_why { START_READ, START_SEEK, START_RETRY };
 
 struct job {
 	size_t asset;
@@ -126,7 +152,13 @@ struct job {
 	int64_t retry_at;      /* backing off: restart then (px_now_ms), 0: not */
 	uint32_t retry_from;
 	int nopen;
-	uint64_t recoveries;   /* recovery passes run */
+	uint64_t recoveries;   /* writer starts that recovered from a failure */
+	uint64_t seeks;        /* main writer moves to where reads settled */
+	struct probe probes[PROBES_MAX];
+	int nprobes;           /* running probe runs */
+	int yielded;           /* the main writer runs niced while probes run */
+	int nice_was;          /* its nice value before */
+	enum start_why queued_why;
 };
 
 struct px_transcode {
@@ -141,7 +173,8 @@ struct px_transcode {
 
 	pthread_mutex_t lock;  /* guards jobs' run-time state and what follows */
 	pthread_cond_t cond;   /* any job changed */
-	int nwriters;
+	int nwriters;          /* main writers and probes running */
+	int nprobes;           /* probes running, of every job */
 	size_t *queue;         /* jobs waiting for a writer slot, FIFO */
 	size_t nqueue;
 	int stopping;
@@ -161,6 +194,10 @@ struct px_tcfile {
 	struct job *job;
 	uint64_t client;
 	struct px_tcfile *prev, *next; /* tc->files, under tc->lock */
+	/* under tc->lock: where this handle's reads began (the settle rule) */
+	struct px_seek_hist hist;
+	uint64_t reads;
+	int gone_logged;
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -216,13 +253,15 @@ static int job_file_name(const char *name)
 	for (size_t i = 0; fixed[i]; i++)
 		if (strcmp(name, fixed[i]) == 0)
 			return 1;
-	/* px_playlist_seg_name: seg-%06u.ts (fewer than a million), and .tmp */
+	/* px_playlist_seg_name: seg-%06u.ts (fewer than a million), and .tmp;
+	 * a probe's before it is listed: .probe.tmp (PX_WRITER_PROBE_TMP) */
 	if (strncmp(name, "seg-", 4) != 0)
 		return 0;
 	for (int i = 4; i < 10; i++)
 		if (name[i] < '0' || name[i] > '9')
 			return 0;
-	return strcmp(name + 10, ".ts") == 0 || strcmp(name + 10, ".ts.tmp") == 0;
+	return strcmp(name + 10, ".ts") == 0 || strcmp(name + 10, ".ts.tmp") == 0 ||
+	       strcmp(name + 10, ".ts.probe.tmp") == 0;
 }
 
 /* Whether dir (not a symlink) is a directory carrying the marker. */
@@ -885,20 +924,34 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t 
 
 /* ------------------------------------------------------------ writers */
 
+/* Whether a running probe of j writes segment k. Under tc->lock. */
+static int probe_covers(const struct job *j, uint32_t k)
+{
+	for (int i = 0; i < PROBES_MAX; i++)
+		if (j->probes[i].pid && k >= j->probes[i].from && k <= j->probes[i].until)
+			return 1;
+	return 0;
+}
+
 /*
  * Recovery: with the lease held, keeps the trusted entries of the playlist
- * and removes every other file; returns the first segment >= from that is
- * not trusted. Under tc->lock.
+ * and removes every other file, except the segments running probes are
+ * writing (their NAME.probe.tmp, listed when they finish); returns the
+ * first segment >= from that is not trusted. *repaired: it distrusted an
+ * entry or removed a leftover. Under tc->lock; takes the playlist's lock
+ * so that no probe lists its segments in between.
  */
-static uint32_t recover(struct px_transcode *tc, struct job *j, uint32_t from)
+static uint32_t recover(struct px_transcode *tc, struct job *j, uint32_t from, int *repaired)
 {
-	j->recoveries++;
 	struct px_playlist pl, keep;
 	char err[512];
 	unsigned char *t = NULL;
 	struct px_seg_seen *seen = NULL;
 	size_t ntrust = 0;
+	int lk = px_playlist_lock(j->dir);
 	enum px_status st = px_playlist_load(j->pl_path, &pl, err, sizeof(err));
+
+	*repaired = 0;
 
 	px_playlist_init(&keep, j->plan.seg_bytes, j->plan.nseg);
 	if (st == PX_OK && (pl.seg_bytes != j->plan.seg_bytes || pl.nseg != j->plan.nseg)) {
@@ -922,6 +975,7 @@ static uint32_t recover(struct px_transcode *tc, struct job *j, uint32_t from)
 				ntrust--;
 			}
 			if (!t[i]) {
+				*repaired = 1;
 				px_info("transcode", "recovery: asset %s: segment %u distrusted (%s)",
 					j->a->id, pl.e[i].index,
 					i + 1 == pl.n && !pl.clean ? "the newest listed"
@@ -946,10 +1000,14 @@ static uint32_t recover(struct px_transcode *tc, struct job *j, uint32_t from)
 		int seg = ours && sscanf(de->d_name, "seg-%6u.ts%7s", &k, tail) == 1;
 		size_t len = strlen(de->d_name);
 		int tmp = ours && len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0;
+		if ((seg || tmp) && sscanf(de->d_name, "seg-%6u", &k) == 1 && probe_covers(j, k))
+			continue; /* a running probe's: it lists them when it ends */
 		if ((seg && (k >= keep.nseg || px_playlist_find(&keep, k) < 0)) || tmp) {
-			if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+			if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
+				*repaired = 1;
 				px_debug("transcode", "recovery: asset %s: removed %s", j->a->id,
 					 de->d_name);
+			}
 		}
 	}
 	if (d)
@@ -957,6 +1015,7 @@ static uint32_t recover(struct px_transcode *tc, struct job *j, uint32_t from)
 	keep.clean = keep.n > 0;
 	if (px_playlist_save(&keep, j->pl_path, err, sizeof(err)) != PX_OK)
 		px_error("transcode", "recovery: asset %s: %s", j->a->id, err);
+	px_playlist_unlock(lk);
 	memset(j->ok, 0, j->plan.nseg);
 	for (size_t i = 0; i < keep.n; i++)
 		j->ok[keep.e[i].index] = 1;
@@ -1006,15 +1065,94 @@ static enum px_status hold_lease(struct px_transcode *tc, struct job *j)
 	return st;
 }
 
-/* Starts a writer for j at segment `from` now, or queues it when the host
- * has max_writers running. Under tc->lock. */
-static void start_writer(struct px_transcode *tc, struct job *j, uint32_t from)
+/*
+ * While probes of j run, its main writer gives them the CPU: a reader
+ * waits for a probe now, while the main writer is ahead of its readers or
+ * about to be moved (docs/transcode.md "Seeks"). It runs YIELD_NICE
+ * nicer meanwhile and gets its priority back when the last probe ends
+ * (a daemon without CAP_SYS_NICE cannot give it back: that writer stays
+ * nicer until it ends; the next one starts at the usual priority). Under
+ * tc->lock.
+ */
+#define YIELD_NICE 10
+#define GONE_CHECK_MS 250       /* how often a waiting read looks at its reader */
+static void main_yield(struct job *j, int yield)
+{
+	if (!j->pid || yield == j->yielded)
+		return;
+	if (yield) {
+		errno = 0;
+		int cur = getpriority(PRIO_PROCESS, (id_t)j->pid);
+		if (errno)
+			return;
+		j->nice_was = cur;
+		j->yielded = setpriority(PRIO_PROCESS, (id_t)j->pid,
+					 cur + YIELD_NICE > 19 ? 19 : cur + YIELD_NICE) == 0;
+		return;
+	}
+	if (setpriority(PRIO_PROCESS, (id_t)j->pid, j->nice_was))
+		px_debug("transcode", "asset %s: writer pid %d keeps its lower priority: %s",
+			 j->a->id, (int)j->pid, strerror(errno));
+	j->yielded = 0;
+}
+
+/*
+ * Spawns `seamfs-writer run` for j from segment `from` under j's lease (a
+ * probe run when until >= 0: segments from..until only). *via_mount: its
+ * input is the mount; *shown: its input as the log shows it. Under
+ * tc->lock.
+ */
+static enum px_status spawn_run(struct px_transcode *tc, struct job *j, uint32_t from,
+				int64_t until, pid_t *pid, int *outfd, int *via_mount,
+				char *shown, size_t shown_cap)
 {
 	char *argv[96], bufs[4][32], sfrom[16], snseg[16], sbytes[32], sgen[24], shb[24];
-	char speed[32], inbuf[PATH_MAX];
+	char speed[32], suntil[16], inbuf[PATH_MAX];
 	const struct px_source *hdr;
-	const char *input;
-	size_t n;
+	const char *input = writer_input(tc, j, j->direct, inbuf, sizeof(inbuf), &hdr);
+	char *secret;
+	size_t n = profile_argv(tc, j, argv, bufs, input, hdr, &secret);
+
+	argv[1] = "run";
+	snprintf(sfrom, sizeof(sfrom), "%u", from);
+	snprintf(snseg, sizeof(snseg), "%u", j->plan.nseg);
+	snprintf(sbytes, sizeof(sbytes), "%lld", (long long)j->plan.seg_bytes);
+	snprintf(sgen, sizeof(sgen), "%" PRIu64, j->lease.gen);
+	snprintf(shb, sizeof(shb), "%lld", (long long)tc->cfg->heartbeat_ms);
+	char leasedir[PATH_MAX + 8];
+	snprintf(leasedir, sizeof(leasedir), "%s/leases", tc->work);
+	const char *extra[] = { "--work-dir", j->dir, "--from", sfrom, "--segments", snseg,
+		"--segment-bytes", sbytes, "--lease-dir", leasedir, "--lease-key", j->a->id,
+		"--lease-gen", sgen, "--heartbeat-ms", shb, NULL };
+	for (size_t i = 0; extra[i]; i++)
+		argv[n++] = (char *)extra[i];
+	if (tc->cfg->writer_max_speed > 0 && until < 0) {
+		/* a probe is not paced: a reader waits for it */
+		snprintf(speed, sizeof(speed), "%g", tc->cfg->writer_max_speed);
+		argv[n++] = "--max-speed";
+		argv[n++] = speed;
+	}
+	if (until >= 0) {
+		snprintf(suntil, sizeof(suntil), "%lld", (long long)until);
+		argv[n++] = "--probe-until";
+		argv[n++] = suntil;
+	}
+	argv[n] = NULL;
+	enum px_status st = spawn(argv, pid, outfd, secret);
+	free(secret);
+	*via_mount = input == inbuf;
+	snprintf(shown, shown_cap, "%s", hdr ? hdr->shown : input);
+	return st;
+}
+
+/* Starts the main writer for j at segment `from` now, or queues it when
+ * the host has max_writers running. why: what its recovery counts as.
+ * Under tc->lock. */
+static void start_writer(struct px_transcode *tc, struct job *j, uint32_t from,
+			 enum start_why why)
+{
+	char shown[PATH_MAX];
+	int repaired;
 
 	if (j->pid || tc->stopping)
 		return;
@@ -1030,46 +1168,30 @@ static void start_writer(struct px_transcode *tc, struct job *j, uint32_t from)
 		tc->queue[tc->nqueue++] = j->asset;
 		j->queued = 1;
 		j->queued_from = from;
+		j->queued_why = why;
 		px_info("transcode", "asset %s: %d writers running; waiting in line (%zu)",
 			j->a->id, tc->nwriters, tc->nqueue);
 		return;
 	}
-	if (hold_lease(tc, j) != PX_OK) {
+	/* a new generation fences any writer of an older one; not while our
+	 * own probes run under the current one (they would be fenced too) */
+	if (!(j->have_lease && j->nprobes) && hold_lease(tc, j) != PX_OK) {
 		j->failed = 1;
 		pthread_cond_broadcast(&tc->cond);
 		return;
 	}
-	from = recover(tc, j, from);
+	from = recover(tc, j, from, &repaired);
+	/* a restart after a failure is a recovery, and so is a start that
+	 * found a dead writer's leftovers; a seek is not (j->seeks) */
+	if (why == START_RETRY || (why == START_READ && repaired))
+		j->recoveries++;
 	if (from >= j->plan.nseg) {
 		/* everything from there on is already trusted */
 		pthread_cond_broadcast(&tc->cond);
 		return;
 	}
-	input = writer_input(tc, j, j->direct, inbuf, sizeof(inbuf), &hdr);
-	char *secret;
-	n = profile_argv(tc, j, argv, bufs, input, hdr, &secret);
-	argv[1] = "run";
-	snprintf(sfrom, sizeof(sfrom), "%u", from);
-	snprintf(snseg, sizeof(snseg), "%u", j->plan.nseg);
-	snprintf(sbytes, sizeof(sbytes), "%lld", (long long)j->plan.seg_bytes);
-	snprintf(sgen, sizeof(sgen), "%" PRIu64, j->lease.gen);
-	snprintf(shb, sizeof(shb), "%lld", (long long)tc->cfg->heartbeat_ms);
-	char leasedir[PATH_MAX + 8];
-	snprintf(leasedir, sizeof(leasedir), "%s/leases", tc->work);
-	const char *extra[] = { "--work-dir", j->dir, "--from", sfrom, "--segments", snseg,
-		"--segment-bytes", sbytes, "--lease-dir", leasedir, "--lease-key", j->a->id,
-		"--lease-gen", sgen, "--heartbeat-ms", shb, NULL };
-	for (size_t i = 0; extra[i]; i++)
-		argv[n++] = (char *)extra[i];
-	if (tc->cfg->writer_max_speed > 0) {
-		snprintf(speed, sizeof(speed), "%g", tc->cfg->writer_max_speed);
-		argv[n++] = "--max-speed";
-		argv[n++] = speed;
-	}
-	argv[n] = NULL;
-	enum px_status sst = spawn(argv, &j->pid, &j->outfd, secret);
-	free(secret);
-	if (sst != PX_OK) {
+	if (spawn_run(tc, j, from, -1, &j->pid, &j->outfd, &j->via_mount, shown,
+		      sizeof(shown)) != PX_OK) {
 		j->pid = 0;
 		j->failed = 1;
 		pthread_cond_broadcast(&tc->cond);
@@ -1079,23 +1201,84 @@ static void start_writer(struct px_transcode *tc, struct job *j, uint32_t from)
 	if (j->pidfd < 0)
 		px_warn("transcode", "pidfd_open: %s; writer deaths seen at its pipe's end",
 			strerror(errno));
+	j->yielded = 0;
+	if (j->nprobes)
+		main_yield(j, 1);
 	j->from = from;
 	j->edge = from;
 	j->failed = 0;
 	j->restart_at = -1;
 	j->retry_at = 0;
-	j->via_mount = input == inbuf;
 	j->outlen = 0;
 	tc->nwriters++;
 	if (from)
 		px_info("transcode", "writer pid %d started: asset %s session %s, segments %u..%u "
 			"(warm-up %u), input %s", (int)j->pid, j->a->id, j->lease.session, from,
-			j->plan.nseg - 1, from - 1, hdr ? hdr->shown : input);
+			j->plan.nseg - 1, from - 1, shown);
 	else
 		px_info("transcode", "writer pid %d started: asset %s session %s, segments 0..%u, "
 			"input %s", (int)j->pid, j->a->id, j->lease.session, j->plan.nseg - 1,
-			hdr ? hdr->shown : input);
+			shown);
 	wake(tc);
+}
+
+/* Whether a probe may start now: a writer slot is free and no main writer
+ * waits in line for one. Under tc->lock. */
+static int probe_slot_free(const struct px_transcode *tc)
+{
+	return tc->nwriters < tc->cfg->max_writers && tc->nqueue == 0 && !tc->stopping;
+}
+
+/*
+ * Starts a probe run of j for segments from..until beside its main writer
+ * (docs/transcode.md "Seeks"): it never touches the main writer, and its
+ * segments are listed, and so trusted, when it ends. PX_EBUSY when no
+ * slot is free; PX_EAGAIN (j->failed set) when the lease is someone
+ * else's. Under tc->lock.
+ */
+static enum px_status start_probe(struct px_transcode *tc, struct job *j, uint32_t from,
+				  uint32_t until)
+{
+	char shown[PATH_MAX];
+	struct probe *p = NULL;
+	int via;
+
+	for (int i = 0; i < PROBES_MAX && !p; i++)
+		if (!j->probes[i].pid)
+			p = &j->probes[i];
+	if (!p || !probe_slot_free(tc))
+		return PX_EBUSY;
+	/* under the current generation when held: a new one would fence the
+	 * running writers of this job, which are ours */
+	if (!j->have_lease && hold_lease(tc, j) != PX_OK) {
+		j->failed = 1;
+		j->failed_ms = px_now_ms();
+		pthread_cond_broadcast(&tc->cond);
+		return PX_EAGAIN;
+	}
+	memset(p, 0, sizeof(*p));
+	p->pidfd = p->outfd = -1;
+	if (spawn_run(tc, j, from, until, &p->pid, &p->outfd, &via, shown, sizeof(shown)) !=
+	    PX_OK) {
+		p->pid = 0;
+		return PX_EIO;
+	}
+	p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+	p->from = from;
+	p->until = until;
+	p->started_ms = px_now_ms();
+	j->nprobes++;
+	tc->nprobes++;
+	main_yield(j, 1);
+	tc->nwriters++;
+	if (from)
+		px_info("transcode", "probe pid %d for asset %s started: segments %u..%u (warm-up "
+			"%u), input %s", (int)p->pid, j->a->id, from, until, from - 1, shown);
+	else
+		px_info("transcode", "probe pid %d for asset %s started: segments %u..%u, input %s",
+			(int)p->pid, j->a->id, from, until, shown);
+	wake(tc);
+	return PX_OK;
 }
 
 /* Starts the next queued job if a slot is free. Under tc->lock. */
@@ -1106,13 +1289,16 @@ static void run_queue(struct px_transcode *tc)
 		memmove(tc->queue, tc->queue + 1, (tc->nqueue - 1) * sizeof(*tc->queue));
 		tc->nqueue--;
 		j->queued = 0;
-		start_writer(tc, j, j->queued_from);
+		start_writer(tc, j, j->queued_from, j->queued_why);
 	}
 }
 
-/* Gives the lease of j back (no writer will use it now). Under tc->lock. */
+/* Gives the lease of j back once no writer of it runs (main or probe) and
+ * none is due to restart. Under tc->lock. */
 static void drop_lease(struct px_transcode *tc, struct job *j)
 {
+	if (j->pid || j->nprobes || j->retry_at || j->queued)
+		return;
 	if (j->have_lease && px_lease_release(tc->leases, &j->lease) != PX_OK)
 		px_warn("transcode", "lease: asset %s: could not release", j->a->id);
 	j->have_lease = 0;
@@ -1160,7 +1346,7 @@ static void writer_ended(struct px_transcode *tc, struct job *j, int status)
 		 * at once, behind the jobs already waiting for a slot */
 		if (j->nopen > 0) {
 			run_queue(tc);
-			start_writer(tc, j, (uint32_t)restart);
+			start_writer(tc, j, (uint32_t)restart, START_SEEK);
 		} else {
 			drop_lease(tc, j);
 		}
@@ -1228,7 +1414,7 @@ static int64_t retry_due(struct px_transcode *tc)
 		}
 		j->retry_at = 0;
 		if (j->nopen > 0 && !j->pid && !j->failed) {
-			start_writer(tc, j, j->retry_from);
+			start_writer(tc, j, j->retry_from, START_RETRY);
 		} else if (!j->pid) {
 			drop_lease(tc, j);
 		}
@@ -1282,7 +1468,71 @@ static void writer_output(struct px_transcode *tc, struct job *j)
 	}
 }
 
-/* Kills writers whose lease is orphaned. Under tc->lock. */
+/* Lines from a probe's stdout ("committed K" once it listed them). Under
+ * tc->lock. */
+static void probe_output(struct px_transcode *tc, struct job *j, struct probe *p)
+{
+	ssize_t r = read(p->outfd, p->out + p->outlen, sizeof(p->out) - 1 - p->outlen);
+	if (r <= 0) {
+		/* end of output: the death comes through the pidfd (or here) */
+		close(p->outfd);
+		p->outfd = -1;
+		return;
+	}
+	p->outlen += (size_t)r;
+	p->out[p->outlen] = '\0';
+	char *line = p->out, *nl;
+	int changed = 0;
+	while ((nl = strchr(line, '\n'))) {
+		unsigned k;
+		*nl = '\0';
+		changed |= sscanf(line, "committed %u", &k) == 1;
+		line = nl + 1;
+	}
+	p->outlen = strlen(line);
+	memmove(p->out, line, p->outlen + 1);
+	if (p->outlen == sizeof(p->out) - 1)
+		p->outlen = 0;
+	if (changed)
+		refresh(tc, j, 0);
+}
+
+/* A probe of j has exited with status. Its failure is not the main
+ * writer's: no backoff, no count; a reader still waiting for its segments
+ * asks again (at most three probes per read) or waits for the main
+ * writer. Under tc->lock, on the supervisor's thread. */
+static void probe_ended(struct px_transcode *tc, struct job *j, struct probe *p, int status)
+{
+	int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	if (p->outfd >= 0)
+		close(p->outfd);
+	if (code == 0)
+		px_info("transcode", "probe pid %d of asset %s done: segments %u..%u in %lld ms",
+			(int)p->pid, j->a->id, p->from, p->until,
+			(long long)(px_now_ms() - p->started_ms));
+	else if (code > 0)
+		px_warn("transcode", "probe pid %d of asset %s failed (exit %d); segments %u..%u "
+			"not written", (int)p->pid, j->a->id, code, p->from, p->until);
+	else
+		px_warn("transcode", "probe pid %d of asset %s died (signal %d); segments %u..%u "
+			"not written", (int)p->pid, j->a->id, WTERMSIG(status), p->from, p->until);
+	memset(p, 0, sizeof(*p));
+	p->pidfd = p->outfd = -1;
+	j->nprobes--;
+	tc->nprobes--;
+	if (!j->nprobes)
+		main_yield(j, 0);
+	tc->nwriters--;
+	refresh(tc, j, 0);
+	drop_lease(tc, j);
+	run_queue(tc);
+	pthread_cond_broadcast(&tc->cond);
+}
+
+/* Kills writers whose lease is orphaned, and probes that ran longer than
+ * any reader waits for them (read_timeout). Under tc->lock. */
 static void check_leases(struct px_transcode *tc)
 {
 	int64_t now = px_lease_now(tc->leases);
@@ -1298,20 +1548,35 @@ static void check_leases(struct px_transcode *tc)
 			kill(j->pid, SIGKILL);
 		}
 	}
+	int64_t mono = px_now_ms();
+	for (size_t i = 0; i < tc->cat->nassets; i++) {
+		struct job *j = &tc->jobs[i];
+		for (int q = 0; q < PROBES_MAX; q++) {
+			struct probe *p = &j->probes[q];
+			if (p->pid && mono - p->started_ms > tc->cfg->read_timeout_ms) {
+				px_warn("transcode", "probe pid %d of asset %s still running after "
+					"read_timeout; killing it", (int)p->pid, j->a->id);
+				kill(p->pid, SIGKILL);
+			}
+		}
+	}
 }
 
 static void *supervisor_main(void *arg)
 {
 	struct px_transcode *tc = arg;
 	size_t n = tc->cat->nassets;
-	struct pollfd *pf = calloc(2 * n + 1, sizeof(*pf));
-	size_t *who = calloc(2 * n + 1, sizeof(*who));
+	/* per job: the main writer's pidfd and stdout, and each probe's */
+	size_t cap = 2 * n * (1 + PROBES_MAX) + 1;
+	struct pollfd *pf = calloc(cap, sizeof(*pf));
+	size_t *who = calloc(cap, sizeof(*who));
+	int *whop = calloc(cap, sizeof(*whop));    /* probe slot, -1: the main writer */
 	sigset_t all;
 	int64_t next_check = px_now_ms() + tc->cfg->heartbeat_ms / 2;
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	if (!pf || !who) {
+	if (!pf || !who || !whop) {
 		px_error("transcode", "supervisor: out of memory");
 		goto out;
 	}
@@ -1324,14 +1589,31 @@ static void *supervisor_main(void *arg)
 		pf[np++] = (struct pollfd){ tc->evfd, POLLIN, 0 };
 		for (size_t i = 0; i < n; i++) {
 			struct job *j = &tc->jobs[i];
+			for (int q = 0; q < PROBES_MAX; q++) {
+				struct probe *p = &j->probes[q];
+				if (!p->pid)
+					continue;
+				if (p->pidfd >= 0) {
+					who[np] = i;
+					whop[np] = q;
+					pf[np++] = (struct pollfd){ p->pidfd, POLLIN, 0 };
+				}
+				if (p->outfd >= 0) {
+					who[np] = i;
+					whop[np] = q;
+					pf[np++] = (struct pollfd){ p->outfd, POLLIN, 0 };
+				}
+			}
 			if (!j->pid)
 				continue;
 			if (j->pidfd >= 0) {
 				who[np] = i;
+				whop[np] = -1;
 				pf[np++] = (struct pollfd){ j->pidfd, POLLIN, 0 };
 			}
 			if (j->outfd >= 0) {
 				who[np] = i;
+				whop[np] = -1;
 				pf[np++] = (struct pollfd){ j->outfd, POLLIN, 0 };
 			}
 		}
@@ -1348,6 +1630,28 @@ static void *supervisor_main(void *arg)
 		}
 		for (size_t k = 1; r > 0 && k < np; k++) {
 			struct job *j = &tc->jobs[who[k]];
+			if (whop[k] >= 0) {
+				struct probe *p = &j->probes[whop[k]];
+				if (!pf[k].revents || !p->pid)
+					continue;
+				if (pf[k].fd == p->outfd) {
+					probe_output(tc, j, p);
+					/* no pidfd: the end of its output is its end */
+					if (p->outfd < 0 && p->pidfd < 0) {
+						int status;
+						if (waitpid(p->pid, &status, 0) == p->pid)
+							probe_ended(tc, j, p, status);
+					}
+				} else if (pf[k].fd == p->pidfd) {
+					int status;
+					while (p->outfd >= 0 &&
+					       poll(&(struct pollfd){ p->outfd, POLLIN, 0 }, 1, 0) > 0)
+						probe_output(tc, j, p);
+					if (waitpid(p->pid, &status, 0) == p->pid)
+						probe_ended(tc, j, p, status);
+				}
+				continue;
+			}
 			if (!pf[k].revents || !j->pid)
 				continue;
 			if (pf[k].fd == j->outfd) {
@@ -1371,6 +1675,7 @@ static void *supervisor_main(void *arg)
 out:
 	free(pf);
 	free(who);
+	free(whop);
 	return NULL;
 }
 
@@ -1494,6 +1799,8 @@ enum px_status px_transcode_new(const struct px_config *cfg, const struct px_cat
 		j->asset = i;
 		j->pidfd = j->outfd = -1;
 		j->restart_at = -1;
+		for (int q = 0; q < PROBES_MAX; q++)
+			j->probes[q].pidfd = j->probes[q].outfd = -1;
 		if (cat->assets[i].kind == PX_ASSET_PLAIN)
 			continue;
 		j->a = &cat->assets[i];
@@ -1586,6 +1893,19 @@ void px_transcode_free(struct px_transcode *tc)
 			close(j->pidfd);
 		if (j->outfd >= 0)
 			close(j->outfd);
+		for (int q = 0; q < PROBES_MAX; q++) {
+			struct probe *p = &j->probes[q];
+			if (p->pid) {
+				int status;
+				kill(p->pid, SIGKILL);
+				while (waitpid(p->pid, &status, 0) < 0 && errno == EINTR)
+					;
+			}
+			if (p->pid && p->pidfd >= 0)
+				close(p->pidfd);
+			if (p->pid && p->outfd >= 0)
+				close(p->outfd);
+		}
 		/* released, the lease's grace still protects the files */
 		if (j->have_lease && px_lease_release(tc->leases, &j->lease) != PX_OK)
 			px_warn("transcode", "lease: asset %s: could not release", j->a->id);
@@ -1609,6 +1929,66 @@ void px_transcode_free(struct px_transcode *tc)
 }
 
 /* ------------------------------------------------------------ reads */
+
+/* The process (thread group) of thread tid, from /proc; 0 when unknown
+ * (a caller that is not a process here, as in the core's unit tests). */
+static pid_t tgid_of(uint64_t tid)
+{
+	char path[64], buf[1024];
+	pid_t tgid = 0;
+	if (tid == 0 || tid > INT32_MAX)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%llu/status", (unsigned long long)tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	const char *t = strstr(buf, "\nTgid:");
+	if (t)
+		tgid = (pid_t)strtol(t + 7, NULL, 10);
+	return tgid > 0 ? tgid : 0;
+}
+
+/*
+ * Whether the process of the thread that reads (tgid: its thread group,
+ * from the FUSE request) has exited or is being killed: its thread-group
+ * leader is gone, a zombie (the process exited while this thread still
+ * waits in a read here), or has SIGKILL pending (a thread that waits in a
+ * read here cannot die before we answer). A player that quits cannot take
+ * such a read back; it must not start or move a writer, as a living
+ * reader's read would. The reading thread, not the opener: a handle may be
+ * read by a process the opener handed it to.
+ */
+static int client_gone(pid_t tgid)
+{
+	char path[64], buf[2048];
+	if (tgid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tgid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT || errno == ESRCH;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	const char *st = strstr(buf, "\nState:");
+	if (st) {
+		st += 8;
+		while (*st == ' ' || *st == '\t')
+			st++;
+		if (*st == 'Z' || *st == 'X')
+			return 1;
+	}
+	static const char *const pend[] = { "\nSigPnd:", "\nShdPnd:" };
+	for (size_t i = 0; i < 2; i++) {
+		const char *p = strstr(buf, pend[i]);
+		if (p && (strtoull(p + 8, NULL, 16) & (1ULL << (SIGKILL - 1))))
+			return 1;
+	}
+	return 0;
+}
 
 enum px_status px_transcode_open(struct px_transcode *tc, size_t asset, uint64_t client,
 				 struct px_tcfile **out)
@@ -1650,14 +2030,32 @@ void px_transcode_close(struct px_tcfile *f)
 	free(f);
 }
 
-/* Waits until segment k is trusted, driving the writer there. */
-static enum px_status wait_segment(struct px_transcode *tc, struct job *j, uint32_t k,
-				   int64_t deadline, uint64_t client)
+/* client_gone(tgid), logged once per handle. Under tc->lock. */
+static int reader_gone(struct px_tcfile *f, pid_t tgid)
 {
+	if (!client_gone(tgid))
+		return 0;
+	if (!f->gone_logged++)
+		px_info("transcode", "asset %s: pid %d has exited; its reads start no writer",
+			f->job->a->id, (int)tgid);
+	return 1;
+}
+
+/*
+ * Waits until segment k (of a read whose last segment is read_last) is
+ * trusted, getting a writer there as px_seek_decide says: wait for one
+ * that will get there, start the main writer, run a probe, or move the
+ * main writer. settled, first: the settle rule for this read and whether
+ * it is the handle's first (segmath.h).
+ */
+static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
+				   uint32_t read_last, int settled, int first, int64_t deadline)
+{
+	struct px_transcode *tc = f->tc;
+	struct job *j = f->job;
 	enum px_status st = PX_OK;
-	int tried = 0;
-	struct timespec ts = { deadline / 1000, (deadline % 1000) * 1000000 };
-	const int64_t ahead = tc->cfg->seek_restart_segments;
+	int tried = 0, probed = 0;
+	int64_t checked = px_now_ms();
 
 	pthread_mutex_lock(&tc->lock);
 	for (;;) {
@@ -1672,66 +2070,116 @@ static enum px_status wait_segment(struct px_transcode *tc, struct job *j, uint3
 			 * moment ago: fail. A later read starts a new series of
 			 * restarts, but not sooner than BACKOFF_MAX_MS after giving
 			 * up, so that retried reads cannot restart it in a loop */
-			if (tried || px_now_ms() < j->failed_ms + BACKOFF_MAX_MS) {
+			if (tried || probed || px_now_ms() < j->failed_ms + BACKOFF_MAX_MS) {
 				st = PX_EIO;
 				break;
 			}
 			j->failed = 0;
 			j->crashes = 0;
 		}
-		if (j->pid) {
-			int64_t edge = j->edge;
-			/* a writer is preempted only once it has made progress
-			 * (two commits: the first is then trusted), so readers far
-			 * apart take turns instead of killing each other's writers */
-			if ((k < j->from || (int64_t)k > edge + ahead) &&
-			    edge >= (int64_t)j->from + 2) {
-				if (j->restart_at < 0) {
-					px_info("transcode", "asset %s: read of segment %u by pid %llu is "
-						"outside the writer's reach (%u..%lld + %lld); "
-						"restarting it there", j->a->id, k,
-						(unsigned long long)client, j->from, (long long)edge,
-						(long long)ahead);
-					j->restart_at = k;
-					kill(j->pid, SIGKILL);
-				}
-			}
-		} else if (j->retry_at) {
+		enum px_seek_action act = PX_SEEK_WAIT;
+		if (j->queued) {
+			j->queued_from = k;
+		} else if (!j->retry_at) {
 			/* a failed writer backs off; the supervisor starts it again */
-		} else if (tried < 3 && !j->queued) {
+			struct px_seek_view v = {
+				.main_running = j->pid != 0, .main_from = j->from,
+				.main_edge = j->edge, .ahead = tc->cfg->seek_restart_segments,
+				.probe_covers = probe_covers(j, k), .slot_free = probe_slot_free(tc),
+				.probes_running = tc->nprobes,
+				.settled = settled, .first_read = first };
+			act = px_seek_decide(&v, k);
+			if ((act == PX_SEEK_START && tried >= 3) ||
+			    (act == PX_SEEK_PROBE && probed >= 3) ||
+			    (act == PX_SEEK_MOVE && j->restart_at >= 0))
+				act = PX_SEEK_WAIT; /* asked already: the deadline decides */
+		}
+		if (act != PX_SEEK_WAIT && reader_gone(f, tgid)) {
+			st = PX_ECANCELED;
+			break;
+		}
+		if (act == PX_SEEK_START) {
 			/* a writer that stops at once (caught up) gets two more
 			 * chances, then the deadline decides */
 			tried++;
-			start_writer(tc, j, k);
+			start_writer(tc, j, k, START_READ);
 			continue;
-		} else if (j->queued) {
-			j->queued_from = k;
 		}
-		if (px_now_ms() >= deadline) {
+		if (act == PX_SEEK_PROBE) {
+			uint32_t stop_at = UINT32_MAX;
+			if (j->pid && j->from > k)
+				stop_at = j->from;
+			for (int q = 0; q < PROBES_MAX; q++)
+				if (j->probes[q].pid && j->probes[q].from > k &&
+				    j->probes[q].from < stop_at)
+					stop_at = j->probes[q].from;
+			uint32_t until = px_seek_probe_until(k, read_last, j->plan.nseg, j->ok,
+							     stop_at);
+			probed++;
+			if (start_probe(tc, j, k, until) == PX_OK) {
+				if (j->pid)
+					px_info("transcode", "asset %s: read of segment %u by pid %llu "
+						"is outside the writer's reach (%u..%lld + %lld); a probe "
+						"writes it, the writer goes on", j->a->id, k,
+						(unsigned long long)f->client, j->from,
+						(long long)j->edge,
+						(long long)tc->cfg->seek_restart_segments);
+				continue;
+			}
+		}
+		if (act == PX_SEEK_MOVE) {
+			if (settled)
+				px_info("transcode", "asset %s: reads of pid %llu settled at segment "
+					"%u, outside the writer's reach (%u..%lld + %lld); restarting "
+					"it there", j->a->id, (unsigned long long)f->client, k,
+					j->from, (long long)j->edge,
+					(long long)tc->cfg->seek_restart_segments);
+			else
+				px_info("transcode", "asset %s: read of segment %u by pid %llu is "
+					"outside the writer's reach (%u..%lld + %lld) and no writer "
+					"slot is free for a probe; restarting it there", j->a->id, k,
+					(unsigned long long)f->client, j->from, (long long)j->edge,
+					(long long)tc->cfg->seek_restart_segments);
+			j->restart_at = k;
+			j->seeks++;
+			kill(j->pid, SIGKILL);
+		}
+		int64_t now = px_now_ms();
+		if (now >= deadline) {
 			st = PX_ETIMEDOUT;
 			break;
 		}
-		int rc = pthread_cond_timedwait(&tc->cond, &tc->lock, &ts);
-		if (rc == ETIMEDOUT && !j->ok[k]) {
-			st = PX_ETIMEDOUT;
-			break;
+		/* a reader that dies while it waits is answered within
+		 * GONE_CHECK_MS: its process cannot end before we answer */
+		if (tgid > 0 && now >= checked + GONE_CHECK_MS) {
+			checked = now;
+			if (reader_gone(f, tgid)) {
+				st = PX_ECANCELED;
+				break;
+			}
 		}
+		int64_t until = tgid > 0 && checked + GONE_CHECK_MS < deadline
+				? checked + GONE_CHECK_MS : deadline;
+		struct timespec ts = { until / 1000, (until % 1000) * 1000000 };
+		pthread_cond_timedwait(&tc->cond, &tc->lock, &ts);
 	}
 	pthread_mutex_unlock(&tc->lock);
 	if (st == PX_ETIMEDOUT)
 		px_warn("transcode", "asset %s: segment %u not committed within read_timeout "
-			"(pid %llu)", j->a->id, k, (unsigned long long)client);
+			"(pid %llu)", j->a->id, k, (unsigned long long)f->client);
 	return st;
 }
 
 enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, void *buf,
-				 size_t *got)
+				 uint64_t reader, size_t *got)
 {
 	struct px_transcode *tc = f->tc;
 	struct job *j = f->job;
 	int64_t deadline = px_now_ms() + tc->cfg->read_timeout_ms;
 	enum px_status st = PX_OK;
 	size_t done = 0;
+	pid_t tgid = 0;     /* the reader's process, looked up when it matters */
+	int looked = 0;
 
 	*got = 0;
 	if (off < 0)
@@ -1740,6 +2188,16 @@ enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, v
 		return PX_OK;
 	if ((int64_t)len > j->plan.size - off)
 		len = (size_t)(j->plan.size - off);
+	uint32_t first_seg = seg_at(j, off), last_seg = seg_at(j, off + (int64_t)len - 1);
+	/* the settle rule looks at this handle's reads before this one */
+	pthread_mutex_lock(&tc->lock);
+	struct px_seek_hist hist = f->hist;
+	int first = f->reads++ == 0;
+	px_seek_note(&f->hist, first_seg);
+	pthread_mutex_unlock(&tc->lock);
+	px_debug("transcode", "asset %s: read of %zu bytes at %lld (segments %u..%u) by pid %llu",
+		 j->a->id, len, (long long)off, first_seg, last_seg,
+		 (unsigned long long)f->client);
 	while (done < len) {
 		int64_t at = off + (int64_t)done;
 		uint32_t k = seg_at(j, at);
@@ -1748,7 +2206,10 @@ enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, v
 		char name[64], path[PATH_MAX + 80];
 		if ((int64_t)n > S - within)
 			n = (size_t)(S - within);
-		if ((st = wait_segment(tc, j, k, deadline, f->client)) != PX_OK)
+		if (!looked++)
+			tgid = tgid_of(reader);
+		if ((st = wait_segment(f, tgid, k, last_seg, px_seek_settled(&hist, k), first,
+				       deadline)) != PX_OK)
 			break;
 		px_playlist_seg_name(k, name, sizeof(name));
 		snprintf(path, sizeof(path), "%s/%s", j->dir, name);
@@ -1788,6 +2249,7 @@ size_t px_transcode_snapshot(struct px_transcode *tc, struct px_tc_info *out, si
 		o->committed = trusted(j);
 		o->writer_pid = (int64_t)j->pid;
 		o->recoveries = j->recoveries;
+		o->seeks = j->seeks;
 		o->readers = j->nopen;
 		o->queued = j->queued;
 		o->failed = j->failed;

@@ -98,11 +98,13 @@ enum px_status px_transcode_open(struct px_transcode *tc, size_t asset, uint64_t
  * the file (0 at or past it). Serves only committed segments; waits for
  * segments being written, starts or restarts the writer as needed (after
  * a failure, with backoff), never longer than read_timeout in all
- * (PX_ETIMEDOUT). A writer that keeps failing: PX_EIO. Several threads may
- * read one handle at once.
+ * (PX_ETIMEDOUT). A writer that keeps failing: PX_EIO. reader: the thread
+ * that reads (FUSE's request pid; 0: unknown): a read whose process has
+ * exited or is being killed starts and moves no writer (PX_ECANCELED).
+ * Several threads may read one handle at once.
  */
 enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, void *buf,
-				 size_t *got) PX_WUR;
+				 uint64_t reader, size_t *got) PX_WUR;
 
 /* Closes a handle. NULL: no-op. */
 void px_transcode_close(struct px_tcfile *f);
@@ -115,7 +117,8 @@ struct px_tc_info {
 	char owner[128];               /* the lease's (last) owner, "" if never */
 	int lease_held;                /* this daemon holds the lease now */
 	int64_t heartbeat_age_ms;      /* since the lease's last renewal, -1: not held */
-	uint64_t recoveries;
+	uint64_t recoveries;           /* writer starts that recovered from a failure */
+	uint64_t seeks;                /* main writer moves to where reads settled */
 	int readers, queued, failed;
 };
 

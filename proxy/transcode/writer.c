@@ -47,6 +47,7 @@
 #define TS_OFFSET_90K (10LL * 90000) /* constant output offset, every run */
 #define OUT_RATE 48000
 #define MAX_PENDING 100000           /* packets waiting for their segment */
+#define PROBE_WARMUP_US 500000       /* a probe's warm-up: 0.5 s, not a segment */
 
 struct pending {
 	AVPacket *pkt;
@@ -349,6 +350,28 @@ static uint32_t seg_of_us(const struct wr *w, int64_t t_us)
 
 /* ---- segments */
 
+static enum px_status load_playlist(struct wr *w);
+
+/* What the writer does with segment k that is listed already (its bytes
+ * may have been served: never written again). A probe skips it. The main
+ * writer skips a short listed run (a probe's: encoding through it costs
+ * less than a restart after it) and stops at a longer one, or at one that
+ * reaches the end (docs/transcode.md "Seeks"). */
+enum { LISTED_NO, LISTED_SKIP, LISTED_STOP };
+#define SKIP_LISTED 2
+
+static int listed(const struct wr *w, uint32_t k)
+{
+	uint32_t run = 0;
+	while (k + run < w->a->plan.nseg && px_playlist_find(&w->pl, k + run) >= 0)
+		run++;
+	if (!run)
+		return LISTED_NO;
+	if (w->a->probe)
+		return LISTED_SKIP;
+	return run <= SKIP_LISTED && k + run < w->a->plan.nseg ? LISTED_SKIP : LISTED_STOP;
+}
+
 static enum px_status heartbeat(struct wr *w, int force)
 {
 	struct px_writer_args *a = w->a;
@@ -368,16 +391,23 @@ static enum px_status heartbeat(struct wr *w, int force)
 	return st == PX_EAGAIN ? st : PX_OK;
 }
 
+/*
+ * Writes segment k as NAME.tmp and fsyncs it. The main writer then, under
+ * the playlist lock, renames it into place and lists it, unless another
+ * run (a probe) listed k meanwhile: then PX_EEXIST and the file is
+ * dropped. A probe keeps NAME.probe.tmp until px_writer_publish() lists
+ * all its segments at once.
+ */
 static enum px_status commit(struct wr *w, uint32_t k, const uint8_t *data, int64_t len)
 {
 	char name[64], path[4200], tmp[4300];
 	struct stat sb;
 	enum px_status st = PX_EIO;
-	int fd;
+	int fd, lk = -1;
 
 	px_playlist_seg_name(k, name, sizeof(name));
 	snprintf(path, sizeof(path), "%s/%s", w->a->work_dir, name);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	snprintf(tmp, sizeof(tmp), "%s%s", path, w->a->probe ? PX_WRITER_PROBE_TMP : ".tmp");
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		snprintf(w->err, w->errlen, "%s: %s", tmp, strerror(errno));
@@ -387,11 +417,29 @@ static enum px_status commit(struct wr *w, uint32_t k, const uint8_t *data, int6
 		ssize_t n = write(fd, data + off, (size_t)(len - off));
 		if (n <= 0) {
 			snprintf(w->err, w->errlen, "%s: %s", tmp, strerror(errno));
-			goto out;
+			close(fd);
+			return PX_EIO;
 		}
 		off += n;
 	}
-	if (fsync(fd) || rename(tmp, path) || stat(path, &sb)) {
+	if (fsync(fd)) {
+		snprintf(w->err, w->errlen, "%s: %s", tmp, strerror(errno));
+		close(fd);
+		return PX_EIO;
+	}
+	close(fd);
+	if (w->a->probe)
+		return heartbeat(w, 0);
+	lk = px_playlist_lock(w->a->work_dir);
+	if ((st = load_playlist(w)) != PX_OK)
+		goto out;
+	if (px_playlist_find(&w->pl, k) >= 0) {
+		unlink(tmp);
+		st = PX_EEXIST;
+		goto out;
+	}
+	st = PX_EIO;
+	if (rename(tmp, path) || stat(path, &sb)) {
 		snprintf(w->err, w->errlen, "%s: %s", path, strerror(errno));
 		goto out;
 	}
@@ -402,6 +450,8 @@ static enum px_status commit(struct wr *w, uint32_t k, const uint8_t *data, int6
 	}
 	if ((st = px_playlist_save(&w->pl, w->pl_path, w->err, w->errlen)) != PX_OK)
 		goto out;
+	px_playlist_unlock(lk);
+	lk = -1;
 	printf("committed %u\n", k);
 	if (fflush(stdout)) {
 		/* nobody reads us: the daemon that started us is gone */
@@ -411,8 +461,39 @@ static enum px_status commit(struct wr *w, uint32_t k, const uint8_t *data, int6
 	}
 	st = heartbeat(w, 1);
 out:
-	close(fd);
+	px_playlist_unlock(lk);
 	return st;
+}
+
+/*
+ * Pads n muxed packets (data) with pad null packets into out, spread
+ * evenly after them: after data packet i come the nulls that bring the
+ * count to floor((i+1) * pad / n). A player seeks in MPEG-TS by
+ * interpolating byte offsets between timestamps; with the padding in one
+ * block (a third of a segment, timestamp-less) every seek to a segment
+ * boundary landed in it, and the search fell back to bisecting the file,
+ * a writer run per step (docs/transcode.md "Seeks"). Spread, timestamps
+ * grow with the offset inside a segment too, and no long run of nulls
+ * ends the file (which made probes lose its duration).
+ */
+static void pad_spread(uint8_t *out, const uint8_t *data, int64_t n, int64_t pad)
+{
+	int64_t o = 0, done = 0;
+	for (int64_t i = 0; i < n || done < pad; i++) {
+		if (i < n) {
+			memcpy(out + o, data + i * PX_TS_PACKET, PX_TS_PACKET);
+			o += PX_TS_PACKET;
+		}
+		int64_t upto = i + 1 >= n ? pad : (i + 1) * pad / n;
+		for (; done < upto; done++, o += PX_TS_PACKET) {
+			uint8_t *q = out + o;
+			q[0] = 0x47;
+			q[1] = 0x1f;
+			q[2] = 0xff;
+			q[3] = 0x10;
+			memset(q + 4, 0xff, PX_TS_PACKET - 4);
+		}
+	}
 }
 
 /* Muxes the pending packets of segment k, pads to S and commits. */
@@ -426,13 +507,21 @@ static enum px_status mux_segment(struct wr *w, uint32_t k)
 	int rc, len = 0;
 	int keep = k >= w->first;
 
-	if (keep && !w->dry && px_playlist_find(&w->pl, k) >= 0) {
-		/* an earlier run made it and it is trusted: never rewrite bytes
-		 * that may have been served */
-		px_info("writer", "segment %u is already committed; stopping here", k);
-		w->stop = 1;
-		st = PX_OK;
-		goto drop;
+	if (keep && !w->dry) {
+		/* another run made it (an earlier one, or a probe just now):
+		 * never rewrite bytes that may have been served */
+		if ((st = load_playlist(w)) != PX_OK)
+			goto out;
+		int what = listed(w, k);
+		if (what == LISTED_STOP) {
+			px_info("writer", "segment %u is already committed; stopping here", k);
+			w->stop = 1;
+			goto drop;
+		}
+		if (what == LISTED_SKIP) {
+			px_debug("writer", "segment %u is already committed; encoding past it", k);
+			keep = 0;
+		}
 	}
 	if (!keep) {
 		st = PX_OK; /* the warm-up segment: encoded, not kept */
@@ -522,18 +611,16 @@ static enum px_status mux_segment(struct wr *w, uint32_t k)
 	out = malloc((size_t)S);
 	if (!out)
 		goto out;
-	/* the last segment's padding goes first: trailing nulls confuse probes */
-	int64_t pad = S - len, at = k + 1 == w->a->plan.nseg && pad ? 0 : len;
-	memcpy(out + (at ? 0 : pad), buf, (size_t)len);
-	for (int64_t i = 0; i < pad; i += PX_TS_PACKET) {
-		uint8_t *q = out + at + i;
-		q[0] = 0x47;
-		q[1] = 0x1f;
-		q[2] = 0xff;
-		q[3] = 0x10;
-		memset(q + 4, 0xff, PX_TS_PACKET - 4);
+	pad_spread(out, buf, len / PX_TS_PACKET, (S - len) / PX_TS_PACKET);
+	if ((st = commit(w, k, out, S)) == PX_EEXIST) {
+		/* a probe listed it while this run encoded it */
+		st = PX_OK;
+		if (listed(w, k) == LISTED_STOP) {
+			px_info("writer", "segment %u is already committed; stopping here", k);
+			w->stop = 1;
+		}
 	}
-	if ((st = commit(w, k, out, S)) != PX_OK)
+	if (st != PX_OK)
 		goto out;
 drop:;
 	size_t j = 0;
@@ -563,6 +650,10 @@ static enum px_status flush_ready(struct wr *w)
 	enum px_status st = PX_OK;
 	while (!w->stop && w->next_flush < w->a->plan.nseg) {
 		uint32_t k = w->next_flush;
+		if (w->a->probe && !w->dry && k > w->a->probe_until) {
+			w->stop = 1; /* a probe's segments are all written */
+			break;
+		}
 		int vdone = w->v_eof || w->v_done_seg > (int64_t)k;
 		int adone = !w->apar || w->a_eof || w->a_done_seg > (int64_t)k;
 		if (!vdone || !adone)
@@ -742,11 +833,14 @@ static enum px_status decode(struct wr *w, AVCodecContext *dec, const AVPacket *
 	return rc == AVERROR(EAGAIN) || rc == AVERROR_EOF ? PX_OK : averr(w, rc, "decode");
 }
 
-static enum px_status start_playlist(struct wr *w)
+/* Loads the playlist on disk into w->pl (again: other writers of the
+ * directory, probe runs, may have listed segments since). */
+static enum px_status load_playlist(struct wr *w)
 {
 	struct px_writer_args *a = w->a;
 	enum px_status st;
 	snprintf(w->pl_path, sizeof(w->pl_path), "%s/playlist", a->work_dir);
+	px_playlist_release(&w->pl);
 	st = px_playlist_load(w->pl_path, &w->pl, w->err, w->errlen);
 	if (st == PX_ENOTFOUND) {
 		px_playlist_init(&w->pl, a->plan.seg_bytes, a->plan.nseg);
@@ -761,6 +855,20 @@ static enum px_status start_playlist(struct wr *w)
 		return PX_EINVAL;
 	}
 	return PX_OK;
+}
+
+/* The clean stop of the main writer: #CLEAN after its last entry, in the
+ * list as it is on disk now. */
+static enum px_status save_clean(struct wr *w)
+{
+	int lk = px_playlist_lock(w->a->work_dir);
+	enum px_status st = load_playlist(w);
+	if (st == PX_OK) {
+		w->pl.clean = w->pl.n > 0;
+		st = px_playlist_save(&w->pl, w->pl_path, w->err, w->errlen);
+	}
+	px_playlist_unlock(lk);
+	return st;
 }
 
 /* Sleeps until the wall clock catches up with the media written divided by
@@ -796,7 +904,7 @@ enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen)
 			 a->plan.nseg - 1);
 		return PX_EINVAL;
 	}
-	if ((st = start_playlist(&w)) != PX_OK || (st = open_input(&w)) != PX_OK ||
+	if ((st = load_playlist(&w)) != PX_OK || (st = open_input(&w)) != PX_OK ||
 	    (st = open_codecs(&w)) != PX_OK)
 		goto out;
 	w.frame = av_frame_alloc();
@@ -821,6 +929,13 @@ enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen)
 	w.first = a->from;
 	w.next_flush = a->from ? a->from - 1 : 0;
 	w.skip_us = px_segmath_start_us(&a->plan, w.next_flush);
+	if (a->probe && a->from) {
+		/* a reader waits for a probe: it warms up on the end of the
+		 * segment before only (the encoders need a few frames) */
+		int64_t s = px_segmath_start_us(&a->plan, a->from) - PROBE_WARMUP_US;
+		if (s > w.skip_us)
+			w.skip_us = s;
+	}
 	w.last_hb = w.start_ms = px_now_ms();
 	if (w.skip_us > 0) {
 		/* land on the keyframe before, a second early; decode up to the
@@ -879,8 +994,9 @@ enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen)
 		if ((st = flush_ready(&w)) != PX_OK)
 			goto out;
 	}
-	w.pl.clean = w.pl.n > 0;
-	if ((st = px_playlist_save(&w.pl, w.pl_path, err, errlen)) != PX_OK)
+	if (a->probe)
+		goto out; /* px_writer_publish lists its segments */
+	if ((st = save_clean(&w)) != PX_OK)
 		goto out;
 	printf("done\n");
 	fflush(stdout);
@@ -1165,7 +1281,7 @@ enum px_status px_writer_remux_run(struct px_writer_args *a, char *err, size_t e
 			 a->plan.nseg - 1);
 		return PX_EINVAL;
 	}
-	if ((st = start_playlist(&w)) != PX_OK || (st = open_input(&w)) != PX_OK ||
+	if ((st = load_playlist(&w)) != PX_OK || (st = open_input(&w)) != PX_OK ||
 	    (st = load_remux_plan(&w)) != PX_OK || (st = remux_streams(&w)) != PX_OK)
 		goto out;
 	w.last_hb = w.start_ms = px_now_ms();
@@ -1173,12 +1289,73 @@ enum px_status px_writer_remux_run(struct px_writer_args *a, char *err, size_t e
 		input_name(a));
 	if ((st = remux_pass(&w, a->from)) != PX_OK)
 		goto out;
-	w.pl.clean = w.pl.n > 0;
-	if ((st = px_playlist_save(&w.pl, w.pl_path, err, errlen)) != PX_OK)
+	if (a->probe)
+		goto out; /* px_writer_publish lists its segments */
+	if ((st = save_clean(&w)) != PX_OK)
 		goto out;
 	printf("done\n");
 	fflush(stdout);
 out:
 	close_all(&w);
+	return st;
+}
+
+/* ------------------------------------------------------------ probes */
+
+enum px_status px_writer_publish(struct px_writer_args *a, uint32_t from, char *err,
+				 size_t errlen)
+{
+	struct wr w = { .a = a, .err = err, .errlen = errlen };
+	uint32_t listed_now[PX_WRITER_PROBE_MAX];
+	size_t n = 0;
+	enum px_status st;
+	int lk;
+
+	/* a probe whose lease was taken over lists nothing (fencing) */
+	if (a->leases && px_lease_heartbeat(a->leases, &a->lease) == PX_EAGAIN) {
+		snprintf(err, errlen, "lease of %s (generation %llu) was taken over; not listing "
+			 "segments %u..%u", a->lease.key, (unsigned long long)a->lease.gen, from,
+			 a->probe_until);
+		return PX_EAGAIN;
+	}
+	lk = px_playlist_lock(a->work_dir);
+	if ((st = load_playlist(&w)) != PX_OK)
+		goto out;
+	for (uint32_t k = from; k <= a->probe_until && k < a->plan.nseg; k++) {
+		char name[64], path[4200], tmp[4300];
+		struct stat sb;
+		px_playlist_seg_name(k, name, sizeof(name));
+		snprintf(path, sizeof(path), "%s/%s", a->work_dir, name);
+		snprintf(tmp, sizeof(tmp), "%s%s", path, PX_WRITER_PROBE_TMP);
+		if (stat(tmp, &sb))
+			continue; /* skipped: listed when the probe came to it */
+		if (px_playlist_find(&w.pl, k) >= 0) {
+			unlink(tmp); /* the main writer listed it meanwhile */
+			continue;
+		}
+		if (rename(tmp, path) || stat(path, &sb)) {
+			snprintf(err, errlen, "%s: %s", path, strerror(errno));
+			st = PX_EIO;
+			goto out;
+		}
+		int64_t mt = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+		if ((st = px_playlist_add_closed(&w.pl, k, sb.st_size, mt)) != PX_OK) {
+			snprintf(err, errlen, "segment %u cannot be listed", k);
+			goto out;
+		}
+		if (n < PX_WRITER_PROBE_MAX)
+			listed_now[n++] = k;
+	}
+	if (n && (st = px_playlist_save(&w.pl, w.pl_path, err, errlen)) != PX_OK)
+		goto out;
+	px_playlist_unlock(lk);
+	lk = -1;
+	for (size_t i = 0; i < n; i++)
+		printf("committed %u\n", listed_now[i]);
+	printf("done\n");
+	fflush(stdout);
+out:
+	px_playlist_unlock(lk);
+	px_playlist_release(&w.pl);
 	return st;
 }

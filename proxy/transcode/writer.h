@@ -30,8 +30,17 @@ struct px_writer_args {
 	struct px_lease lease;
 	int64_t heartbeat_ms;
 	double max_speed;         /* pace at most this times realtime, 0: free */
+	int probe;                /* a probe run: segments from..probe_until only,
+				   * each kept as NAME.probe.tmp until
+				   * px_writer_publish() lists them together */
+	uint32_t probe_until;
 	uint32_t overflow_seg;    /* out: the segment that did not fit (PX_ESIZE) */
 };
+
+/* A probe's segments before they are listed: seg-NNNNNN.ts.probe.tmp. */
+#define PX_WRITER_PROBE_TMP ".probe.tmp"
+/* The most segments one probe run writes. */
+#define PX_WRITER_PROBE_MAX 16
 
 /* Probes the input and plans the segments. On failure err names the input
  * and what went wrong. */
@@ -58,5 +67,16 @@ enum px_status px_writer_remux_plan(const struct px_writer_args *a, char **json,
 /* Writes segments a->from.. of a remux planned in a->work_dir/plan.json,
  * each exactly its planned size (PX_ESIZE otherwise), as px_writer_run. */
 enum px_status px_writer_remux_run(struct px_writer_args *a, char *err, size_t errlen) PX_WUR;
+
+/*
+ * The end of a probe run (a->probe): lists the segments from..probe_until
+ * it wrote (NAME.probe.tmp, renamed into place) in one update of the
+ * playlist under its lock, each as a closed entry (px_playlist_add_closed:
+ * the probe has moved past all of them), skipping any another run listed
+ * meanwhile; then prints "committed K" for each and "done". PX_EAGAIN,
+ * listing nothing, when the lease was taken over.
+ */
+enum px_status px_writer_publish(struct px_writer_args *a, uint32_t from, char *err,
+				 size_t errlen) PX_WUR;
 
 #endif

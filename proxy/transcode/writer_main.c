@@ -5,8 +5,10 @@
  *       prints {"duration_us":..,"segments":N,"segment_bytes":S,"size":..}
  *   seamfs-writer run --input SRC [profile] --work-dir DIR --from N
  *       --segments N --segment-bytes S [--lease-dir DIR --lease-key KEY
- *       --lease-gen G --heartbeat-ms MS] [--max-speed X]
- *       prints "committed K" per segment and "done" at a clean stop
+ *       --lease-gen G --heartbeat-ms MS] [--max-speed X] [--probe-until K]
+ *       prints "committed K" per segment and "done" at a clean stop;
+ *       with --probe-until, a probe run: segments N..K only, listed
+ *       together at the end (docs/transcode.md "Seeks")
  * profile: --height H --video-bitrate B --audio-bitrate B
  *          --segment-seconds D [--header "Name: value"]... [--remux]
  *          [--io-timeout-ms MS]
@@ -33,7 +35,8 @@
 #include "writer.h"
 
 enum { O_INPUT = 1, O_HEADER, O_HEIGHT, O_VB, O_AB, O_SEC, O_REMUX, O_WORK, O_FROM,
-       O_NSEG, O_SBYTES, O_LDIR, O_LKEY, O_LGEN, O_HB, O_LOG, O_SPEED, O_IOTIMEOUT };
+       O_NSEG, O_SBYTES, O_LDIR, O_LKEY, O_LGEN, O_HB, O_LOG, O_SPEED, O_IOTIMEOUT,
+       O_PROBE };
 
 static const struct option opts[] = {
 	{ "input", required_argument, NULL, O_INPUT },
@@ -54,6 +57,7 @@ static const struct option opts[] = {
 	{ "log-level", required_argument, NULL, O_LOG },
 	{ "max-speed", required_argument, NULL, O_SPEED },
 	{ "io-timeout-ms", required_argument, NULL, O_IOTIMEOUT },
+	{ "probe-until", required_argument, NULL, O_PROBE },
 	{ NULL, 0, NULL, 0 }
 };
 
@@ -169,6 +173,11 @@ int main(int argc, char **argv)
 			if (num("io-timeout-ms", optarg, 100, 3600000, &v)) goto out;
 			a.io_timeout_ms = v;
 			break;
+		case O_PROBE:
+			if (num("probe-until", optarg, 0, PX_SEG_MAX_COUNT, &v)) goto out;
+			a.probe = 1;
+			a.probe_until = (uint32_t)v;
+			break;
 		case O_SPEED: {
 			char *end;
 			a.max_speed = strtod(optarg, &end);
@@ -231,6 +240,13 @@ int main(int argc, char **argv)
 		rc = 2;
 		goto out;
 	}
+	if (a.probe && (a.probe_until < a.from ||
+			a.probe_until - a.from >= PX_WRITER_PROBE_MAX)) {
+		fprintf(stderr, "seamfs-writer: --probe-until %u: must be --from to --from + %d\n",
+			a.probe_until, PX_WRITER_PROBE_MAX - 1);
+		rc = 2;
+		goto out;
+	}
 	a.plan.nseg = (uint32_t)nseg;
 	a.plan.seg_bytes = sbytes;
 	a.plan.seg_us = (int64_t)a.segment_seconds * 1000000;
@@ -255,6 +271,7 @@ int main(int argc, char **argv)
 	/* a segment that does not fit S is written again, and what follows it,
 	 * at a lower video bitrate: segments are independent, so only the
 	 * overflowing one is lost (TRANSCODE-NOTES) */
+	uint32_t first = a.from;
 	for (int tries = 0;; tries++) {
 		st = a.remux ? px_writer_remux_run(&a, err, sizeof(err))
 			     : px_writer_run(&a, err, sizeof(err));
@@ -265,6 +282,8 @@ int main(int argc, char **argv)
 		a.from = a.overflow_seg;
 		a.video_bps = a.video_bps * 3 / 4;
 	}
+	if (st == PX_OK && a.probe)
+		st = px_writer_publish(&a, first, err, sizeof(err));
 	if (st != PX_OK) {
 		fprintf(stderr, "seamfs-writer: %s\n", err);
 		rc = st == PX_EAGAIN ? 3 : st == PX_ESIZE ? 4 : 1;

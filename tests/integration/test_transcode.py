@@ -190,25 +190,38 @@ def test_writer_killed_mid_run(seamfs, data, nginx, tmp_path):
 
 
 def test_far_seek_restarts_writer(seamfs, data, nginx, tmp_path):
+    """A far read is written by a probe beside the running writer, which
+    goes on; a player that then reads on from there (its reads settle)
+    moves the writer, which restarts just past the probe's segment."""
     m, job = mount_tc(seamfs, nginx, tmp_path,
                       options=['writer_max_speed=2', 'seek_restart_segments=1'])
     f = m.path('Transcoded/clip 180p.ts')
     plan = plan_of(job)
     S, nseg = plan['segment_bytes'], plan['segments']
-    target = nseg - 2
+    target = nseg - 3
 
     def head_then_seek():
         with open(f, 'rb', buffering=0) as fh:
             head = os.pread(fh.fileno(), 188, 0)
             far = os.pread(fh.fileno(), 4096, target * S + 1000)
-        return head, far
+            # a player reads on from where it seeked
+            on = b''
+            while len(on) < S:
+                on += os.pread(fh.fileno(), 65536, target * S + 5096 + len(on))
+        return head, far, on
 
-    head, far = bounded(head_then_seek, 60, 'head read then far seek')
+    head, far, on = bounded(head_then_seek, 60, 'head read then far seek')
     assert head[0] == 0x47
-    assert far == (job / f'seg-{target:06d}.ts').read_bytes()[1000:1000 + 4096]
+    seg = (job / f'seg-{target:06d}.ts').read_bytes()
+    assert far == seg[1000:1000 + 4096]
+    assert on == (seg + (job / f'seg-{target + 1:06d}.ts').read_bytes())[5096:5096 + len(on)]
     log = m.log()
-    assert f'read of segment {target} ' in log and 'restarting it there' in log, log
-    assert f'segments {target}..{nseg - 1} (warm-up {target - 1})' in log, log
+    # the far read: a probe of its segment, the writer kept
+    assert f'read of segment {target} ' in log and 'a probe writes it, the writer goes on' in log
+    assert f'started: segments {target}..{target} (warm-up {target - 1})' in log, log
+    # reading on settles there: the writer moves, past the probe's segment
+    assert 'restarting it there' in log, log
+    assert f'segments {target + 1}..{nseg - 1} (warm-up {target})' in log, log
     # segments between the two runs were never written by the first writer
     entries, _ = playlist_entries(job)
     assert target in {i for i, _ in entries}

@@ -164,6 +164,44 @@ static void test_trust_variable(void **state)
 	px_playlist_release(&pl);
 }
 
+/* A probe's entries, listed when it ended, never become the newest entry
+ * of a writer that has not moved past it. */
+static void test_add_closed(void **state)
+{
+	struct px_playlist pl;
+	unsigned char t[8];
+	(void)state;
+	px_playlist_init(&pl, 1880, 90);
+	/* into an empty list: closed, so trusted at once */
+	assert_int_equal(px_playlist_add_closed(&pl, 88, 1880, 1), PX_OK);
+	assert_true(pl.clean);
+	assert_int_equal(px_playlist_trust(&pl, NULL, t), 1);
+	/* a main writer's entries: its newest is open */
+	assert_int_equal(px_playlist_add(&pl, 0, 1880, 2), PX_OK);
+	assert_int_equal(px_playlist_add(&pl, 1, 1880, 3), PX_OK);
+	assert_false(pl.clean);
+	/* a probe's go before the open one, which stays distrusted */
+	assert_int_equal(px_playlist_add_closed(&pl, 59, 1880, 4), PX_OK);
+	assert_int_equal(px_playlist_add_closed(&pl, 60, 1880, 5), PX_OK);
+	assert_int_equal(pl.n, 5);
+	assert_int_equal(pl.e[4].index, 1);
+	assert_int_equal(pl.e[2].index, 59);
+	assert_int_equal(pl.e[3].index, 60);
+	assert_int_equal(px_playlist_trust(&pl, NULL, t), 4);
+	assert_false(t[4]);
+	/* after a clean stop: at the end, and the list stays clean */
+	pl.clean = 1;
+	assert_int_equal(px_playlist_add_closed(&pl, 29, 1880, 6), PX_OK);
+	assert_true(pl.clean);
+	assert_int_equal(pl.e[5].index, 29);
+	assert_int_equal(px_playlist_trust(&pl, NULL, t), 6);
+	/* listed twice or out of range: refused */
+	assert_int_equal(px_playlist_add_closed(&pl, 29, 1880, 7), PX_EINVAL);
+	assert_int_equal(px_playlist_add_closed(&pl, 90, 1880, 7), PX_EINVAL);
+	assert_int_equal(pl.n, 6);
+	px_playlist_release(&pl);
+}
+
 static void test_seg_name(void **state)
 {
 	char buf[32];
@@ -180,6 +218,7 @@ int main(void)
 		cmocka_unit_test(test_save_load),
 		cmocka_unit_test(test_trust),
 		cmocka_unit_test(test_trust_variable),
+		cmocka_unit_test(test_add_closed),
 		cmocka_unit_test(test_seg_name),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

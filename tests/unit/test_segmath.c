@@ -80,6 +80,117 @@ static void test_offsets(void **state)
 	assert_int_equal(px_segmath_start_us(&p, 3), 6000000);
 }
 
+/* The settle rule: the handle's two reads before this one began within
+ * the two segments before it (or in it). */
+static void test_seek_settled(void **state)
+{
+	struct px_seek_hist h = { { 0 }, 0 };
+	(void)state;
+	assert_false(px_seek_settled(&h, 0));      /* no history: a first read */
+	px_seek_note(&h, 59);
+	assert_false(px_seek_settled(&h, 59));     /* one read is not a place */
+	px_seek_note(&h, 60);
+	assert_true(px_seek_settled(&h, 61));      /* 59, 60, then 61: reading on */
+	assert_true(px_seek_settled(&h, 60));
+	assert_false(px_seek_settled(&h, 62));     /* 59 is 3 back */
+	assert_false(px_seek_settled(&h, 59));     /* 60 lies ahead of 59 */
+	/* a bisection: 59, 29, 59, 44, ... never settles between its points */
+	px_seek_note(&h, 59);
+	px_seek_note(&h, 29);
+	assert_false(px_seek_settled(&h, 44));
+	assert_false(px_seek_settled(&h, 59));
+	px_seek_note(&h, 59);
+	assert_false(px_seek_settled(&h, 44));
+	/* the history keeps the last two only */
+	px_seek_note(&h, 88);
+	px_seek_note(&h, 89);
+	assert_true(px_seek_settled(&h, 90));
+	assert_int_equal(h.n, PX_SEEK_SETTLE_READS);
+}
+
+static struct px_seek_view view(int running, uint32_t from, int64_t edge)
+{
+	struct px_seek_view v = { .main_running = running, .main_from = from,
+				  .main_edge = edge, .ahead = 3, .slot_free = 1 };
+	return v;
+}
+
+/* Which writer serves a read of an uncommitted segment. */
+static void test_seek_decide(void **state)
+{
+	struct px_seek_view v;
+	(void)state;
+	/* no main writer: the first read starts it, a far one gets a probe,
+	 * a settled one starts it there */
+	v = view(0, 0, 0);
+	v.first_read = 1;
+	assert_int_equal(px_seek_decide(&v, 0), PX_SEEK_START);
+	v.first_read = 0;
+	assert_int_equal(px_seek_decide(&v, 88), PX_SEEK_PROBE);
+	v.settled = 1;
+	assert_int_equal(px_seek_decide(&v, 61), PX_SEEK_START);
+	/* no slot for a probe: wait for a running probe to end; with none
+	 * running (main writers of other assets hold them) the start waits in
+	 * line */
+	v = view(0, 0, 0);
+	v.slot_free = 0;
+	v.probes_running = 1;
+	assert_int_equal(px_seek_decide(&v, 88), PX_SEEK_WAIT);
+	v.probes_running = 0;
+	assert_int_equal(px_seek_decide(&v, 88), PX_SEEK_START);
+
+	/* a main writer at 0..9: within its reach (edge + 3) wait */
+	v = view(1, 0, 9);
+	assert_int_equal(px_seek_decide(&v, 5), PX_SEEK_WAIT);
+	assert_int_equal(px_seek_decide(&v, 12), PX_SEEK_WAIT);
+	/* far ahead or behind: a probe; it never moves the main writer */
+	assert_int_equal(px_seek_decide(&v, 13), PX_SEEK_PROBE);
+	v = view(1, 20, 30);
+	assert_int_equal(px_seek_decide(&v, 19), PX_SEEK_PROBE);
+	/* a probe already writes it: wait */
+	v.probe_covers = 1;
+	assert_int_equal(px_seek_decide(&v, 19), PX_SEEK_WAIT);
+	/* settled far away: move it, once it has committed two segments */
+	v = view(1, 0, 9);
+	v.settled = 1;
+	assert_int_equal(px_seek_decide(&v, 61), PX_SEEK_MOVE);
+	v = view(1, 40, 41);
+	v.settled = 1;
+	assert_int_equal(px_seek_decide(&v, 61), PX_SEEK_PROBE);
+	v.slot_free = 0;
+	assert_int_equal(px_seek_decide(&v, 61), PX_SEEK_WAIT);
+	/* no slot free: wait for a running probe to end; with none running
+	 * (main writers hold every slot) move it as a far read always did */
+	v = view(1, 0, 9);
+	v.slot_free = 0;
+	v.probes_running = 1;
+	assert_int_equal(px_seek_decide(&v, 61), PX_SEEK_WAIT);
+	v.probes_running = 0;
+	assert_int_equal(px_seek_decide(&v, 61), PX_SEEK_MOVE);
+	v = view(1, 0, 1);
+	v.slot_free = 0;
+	assert_int_equal(px_seek_decide(&v, 61), PX_SEEK_WAIT);
+}
+
+/* How far a probe writes. */
+static void test_seek_probe_until(void **state)
+{
+	unsigned char ok[90] = { 0 };
+	(void)state;
+	assert_int_equal(px_seek_probe_until(59, 59, 90, ok, UINT32_MAX), 59);
+	/* a read crossing into the next segment */
+	assert_int_equal(px_seek_probe_until(59, 60, 90, ok, UINT32_MAX), 60);
+	/* a long read, capped */
+	assert_int_equal(px_seek_probe_until(10, 30, 90, ok, UINT32_MAX),
+			 10 + PX_SEEK_PROBE_MAX - 1);
+	/* never past the end */
+	assert_int_equal(px_seek_probe_until(89, 89, 90, ok, UINT32_MAX), 89);
+	/* it ends before a committed segment or where another writer starts */
+	ok[61] = 1;
+	assert_int_equal(px_seek_probe_until(59, 65, 90, ok, UINT32_MAX), 60);
+	assert_int_equal(px_seek_probe_until(59, 65, 90, ok, 60), 59);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -87,6 +198,9 @@ int main(void)
 		cmocka_unit_test(test_tail),
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_offsets),
+		cmocka_unit_test(test_seek_settled),
+		cmocka_unit_test(test_seek_decide),
+		cmocka_unit_test(test_seek_probe_until),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,276 @@
+"""A player's seek in a transcoded (or remuxed) MPEG-TS file.
+
+A player seeks in MPEG-TS by bisecting the file on timestamps: small reads
+far apart, then it reads on from one place. Reads far from the running
+writer's edge are written by probes (short writer runs of just those
+segments, beside it); the writer moves only once a handle's reads settle
+at a new place (docs/transcode.md "Seeks"). These tests read like that and
+check bytes (every byte read equals the same byte read whole from a fresh
+mount), who wrote what (the log), and the status counters; never timings.
+
+The source is a 60 s clip (320x240 H.264 + AAC, ffmpeg lavfi) made once
+per module beside the session's data and served by nginx: 30 segments of
+2 s, room for a bisection far from the writer.
+"""
+
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from conftest import bounded, catalog, make_clip, wait_until
+from test_transcode import PROFILE, playlist_entries, plan_of, writer_pids
+
+CLIP = 'clip60.mkv'
+SECONDS = 60
+NSEG = 30
+TARGET = 20          # the segment the "player" seeks to
+
+
+@pytest.fixture(scope='module')
+def clip60(data, tmp_path_factory):
+    path = data.dir / CLIP
+    if not path.exists():
+        make_clip(path, SECONDS, '320x240', tmp_path_factory.mktemp('ffmpeg60') / 'ffmpeg.log')
+    return data.add(CLIP)
+
+
+def seek_catalog(nginx, kind):
+    src = {'id': 'clip60', 'path': CLIP, 'sources': [{'url': nginx.url(CLIP)}]}
+    if kind == 'remux':
+        return catalog(src, {'id': 'clip60-ts', 'path': 'clip60.ts', 'remux': {'of': 'clip60'}})
+    return catalog(src, {'id': 'clip60-ts', 'path': 'clip60.ts',
+                         'transcode': dict(PROFILE, of='clip60')})
+
+
+def status_row(m):
+    with open(m.path('.seamfs/status.json')) as f:
+        (row,) = json.load(f)['transcodes']
+    return row
+
+
+def seg_bounds(plan):
+    """[start of segment k] for k in 0..nseg (the last is the size)."""
+    if plan['segment_bytes']:
+        return [k * plan['segment_bytes'] for k in range(plan['segments'] + 1)]
+    out = [0]
+    for s in plan['sizes']:
+        out.append(out[-1] + s)
+    return out
+
+
+def bisect_then_play(path, bounds, job):
+    """Reads like a player's seek to segment TARGET: the head, the tail,
+    then small reads at bisection points below the target, each followed
+    by a read at the upper bound (as ffmpeg's search does), then on
+    sequentially from the target to the end in 64 KiB reads. Returns
+    [(offset, bytes)] of every read."""
+    size = bounds[-1]
+    got = []
+
+    def rd(fd, off, n):
+        b = os.pread(fd, n, off)
+        got.append((off, b))
+        return b
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        rd(fd, 0, 188)
+        # the writer the head read started has committed two segments:
+        # from then on a settled read may move it
+        wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 60, 'two committed segments')
+        rd(fd, size - 4096, 4096)
+        upper = bounds[TARGET] + 5000
+        rd(fd, upper, 2048)
+        for k in (TARGET // 2, 3 * TARGET // 4, TARGET - 2, TARGET - 1):
+            rd(fd, bounds[k] + 3000, 2048)
+            rd(fd, upper, 2048)
+        off = bounds[TARGET]
+        while off < size:
+            b = rd(fd, off, 64 * 1024)
+            assert b, f'no bytes at {off}'
+            off += len(b)
+    finally:
+        os.close(fd)
+    return got
+
+
+def whole_file(path):
+    with open(path, 'rb') as f:
+        return f.read()
+
+
+def check_pieces(got, whole):
+    assert got
+    for off, b in got:
+        assert hashlib.sha256(b).hexdigest() == \
+            hashlib.sha256(whole[off:off + len(b)]).hexdigest(), f'bytes at {off} differ'
+
+
+def longest_null_run(seg):
+    """The longest run of MPEG-TS null packets (PID 0x1FFF) in a segment."""
+    run = best = 0
+    for i in range(0, len(seg), 188):
+        if seg[i] == 0x47 and seg[i + 1] & 0x1f == 0x1f and seg[i + 2] == 0xff:
+            run += 1
+            best = max(best, run)
+        else:
+            run = 0
+    return best
+
+
+def assert_probes_not_restarts(log, aid):
+    """The far reads were written by probes beside the main writer, which
+    moved once, when the reads settled at the target."""
+    probes = re.findall(rf'probe pid \d+ for asset {aid} started: segments (\d+)\.\.(\d+)', log)
+    assert len(probes) >= 3, log
+    assert 'a probe writes it, the writer goes on' in log, log
+    moves = re.findall(r'reads of pid \d+ settled at segment (\d+), outside the '
+                       r"writer's reach .*; restarting it there", log)
+    assert len(moves) == 1, log
+    assert TARGET <= int(moves[0]) <= TARGET + 2, (moves, log)
+    # two main writer runs: the first read's, and the moved one
+    assert len(re.findall(rf'writer pid \d+ started: asset {aid} ', log)) == 2, log
+    assert 'died (' not in log and 'failed (exit' not in log, log
+
+
+def test_bisecting_reader_transcode(seamfs, data, clip60, nginx, tmp_path):
+    """A transcode: a player's seek is served by probes; the main writer is
+    not restarted by them and moves once, when the reads settle. Every byte
+    read equals the same byte of a full sequential read from a fresh mount
+    of the same work directory (nothing served was written again), and the
+    file decodes; the status counts one seek, no recovery."""
+    work = tmp_path / 'work'
+    cat = seek_catalog(nginx, 'transcode')
+    m = seamfs.mount(cat, read_timeout=30,
+                     options=[f'work_dir={work}', 'writer_max_speed=2',
+                              'seek_restart_segments=1'])
+    job = work / 'clip60-ts'
+    plan = plan_of(job)
+    assert plan['segments'] == NSEG
+    f = m.path('clip60.ts')
+    got = bounded(lambda: bisect_then_play(f, seg_bounds(plan), job), 100, 'the seek')
+    row = status_row(m)
+    assert row['seeks'] == 1 and row['recoveries'] == 0, row
+    log = m.log()
+    assert_probes_not_restarts(log, 'clip60-ts')
+    assert m.unmount() == 0
+    assert not list(job.glob('*.tmp'))
+
+    m2 = seamfs.mount(cat, read_timeout=30, options=[f'work_dir={work}'], mnt=m.mnt)
+    whole = bounded(lambda: whole_file(f), 100, 'the whole file from a fresh mount')
+    assert len(whole) == plan['size']
+    check_pieces(got, whole)
+    entries, _ = playlist_entries(job)
+    assert {i for i, _ in entries} == set(range(NSEG))
+    # the padding is spread between the muxed packets, not one block: a
+    # player's interpolating search finds timestamps all through a segment
+    for k in range(NSEG):
+        seg = (job / f'seg-{k:06d}.ts').read_bytes()
+        assert len(seg) == plan['segment_bytes']
+        assert longest_null_run(seg) <= 4, (k, longest_null_run(seg))
+    r = subprocess.run(['ffmpeg', '-nostdin', '-v', 'error', '-i', f, '-f', 'null', '-'],
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0 and not r.stderr.strip(), r.stderr.decode(errors='replace')
+    assert status_row(m2)['recoveries'] == 0
+
+
+def test_bisecting_reader_remux(seamfs, data, clip60, nginx, tmp_path):
+    """A remux (restarted segments are byte-identical to a full run's): the
+    bisecting reader's bytes equal a full sequential read from a fresh
+    mount with a work directory of its own, written by one writer from the
+    start."""
+    cat = seek_catalog(nginx, 'remux')
+    work = tmp_path / 'work'
+    m = seamfs.mount(cat, read_timeout=30,
+                     options=[f'work_dir={work}', 'writer_max_speed=2',
+                              'seek_restart_segments=1'])
+    job = work / 'clip60-ts'
+    plan = plan_of(job)
+    f = m.path('clip60.ts')
+    got = bounded(lambda: bisect_then_play(f, seg_bounds(plan), job), 100, 'the seek')
+    row = status_row(m)
+    assert row['seeks'] == 1 and row['recoveries'] == 0, row
+    assert_probes_not_restarts(m.log(), 'clip60-ts')
+    assert m.unmount() == 0
+
+    other = tmp_path / 'work-fresh'
+    m2 = seamfs.mount(cat, read_timeout=30, options=[f'work_dir={other}'])
+    whole = bounded(lambda: whole_file(m2.path('clip60.ts')), 100, 'a fresh full read')
+    assert len(whole) == plan['size']
+    check_pieces(got, whole)
+    assert 'probe pid' not in m2.log()
+
+
+CHILD = r"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.pread(fd, 188, 0)
+print('head', flush=True)
+os.pread(fd, 4096, int(sys.argv[2]))
+print('far', flush=True)
+"""
+
+
+def test_reads_of_an_exited_player_start_nothing(seamfs, data, clip60, nginx, tmp_path):
+    """One writer slot (max_writers=1), so no probe: a far read moves the
+    writer, as before probes, once the writer may be moved (it has
+    committed two segments since it started). A first player's far read
+    has just moved it; a second player's far read must wait, and that
+    player is killed meanwhile. Its read, which the kernel still waits
+    for, must not move the writer when it could: it is answered with an
+    error and starts nothing."""
+    work = tmp_path / 'work'
+    m = seamfs.mount(seek_catalog(nginx, 'transcode'), read_timeout=60,
+                     options=[f'work_dir={work}', 'writer_max_speed=1', 'max_writers=1',
+                              'log_level=debug'])
+    job = work / 'clip60-ts'
+    plan = plan_of(job)
+    S = plan['segment_bytes']
+    f = m.path('clip60.ts')
+    box = {}
+
+    def first_player():
+        with open(f, 'rb', buffering=0) as fh:
+            box['head'] = os.pread(fh.fileno(), 188, 0)
+            box['far'] = os.pread(fh.fileno(), 4096, 10 * S + 1000)
+
+    t = threading.Thread(target=first_player, daemon=True)
+    t.start()
+    child = None
+    try:
+        wait_until(lambda: 'restarting it there' in m.log(), 60, 'the first player\'s move')
+        started = wait_until(lambda: re.findall(r'writer pid (\d+) started: asset clip60-ts '
+                                                r'session \S+, segments 10\.\.', m.log()),
+                             30, 'the moved writer')
+        moved = int(started[0])
+        far = TARGET * S + 1000
+        child = subprocess.Popen([sys.executable, '-c', CHILD, f, str(far)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert bounded(child.stdout.readline, 30, 'the head read') == b'head\n'
+        wait_until(lambda: f'read of 4096 bytes at {far} ' in m.log(), 30, 'the far read')
+        child.send_signal(signal.SIGKILL)
+        wait_until(lambda: 'has exited; its reads start no writer' in m.log(), 60,
+                   'the dead player\'s read answered')
+        child.wait(30)
+    finally:
+        t.join(60)
+        if child is not None and child.poll() is None:
+            child.kill()
+            child.wait(30)
+    assert not t.is_alive() and box['far'] == \
+        (job / 'seg-000010.ts').read_bytes()[1000:1000 + 4096]
+    log = m.log()
+    assert f'pid {child.pid} has exited' in log, log
+    assert log.count('restarting it there') == 1 and 'probe pid' not in log, log
+    assert 'no writer slot is free for a probe' in log, log
+    row = status_row(m)
+    assert row['seeks'] == 1 and row['recoveries'] == 0, row
+    assert row['writer_pid'] in (moved, 0), (row, moved)
+    assert writer_pids(m.pid) in ([], [moved])
