@@ -94,6 +94,8 @@ WORK=$(realpath -m "$WORK")
 OUT=$(realpath -m "$OUT")
 DATA=$WORK/data
 NGX=$WORK/nginx
+ACCESS=$NGX/access.log
+NGINX_PORTS=19000-19999
 MNT=$WORK/mnt
 LOGS=$OUT/logs
 FILE=alloc-${SIZE_MIB}M.bin
@@ -121,7 +123,6 @@ trap 'warn interrupted; exit 130' INT TERM
 trap 'printf "allocs.sh: failed at line %s: %s\n" "$LINENO" "$BASH_COMMAND" >&2' ERR
 
 is_mounted() { awk -v m="$1" -v t="$2" '$2 == m && $3 == t { f = 1 } END { exit !f }' /proc/mounts; }
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 
 # ---------------------------------------------------------------- setup
@@ -141,62 +142,6 @@ make_data() {
 }
 
 # nginx as bench.sh starts it: private prefix, daemon off, sendfile, keep-alive.
-start_nginx() {
-	local port user i
-	mkdir -p "$NGX/tmp"
-	user='user root;'
-	id www-data >/dev/null 2>&1 && user='user www-data;'
-	for port in $(shuf -i 19000-19999 -n 40); do
-		port_free "$port" || continue
-		cat >"$NGX/nginx.conf" <<-EOF
-		daemon off;
-		worker_processes 1;
-		$user
-		pid $NGX/nginx.pid;
-		error_log $NGX/error.log warn;
-		events { worker_connections 1024; }
-		http {
-		    access_log $NGX/access.log;
-		    client_body_temp_path $NGX/tmp/body;
-		    proxy_temp_path $NGX/tmp/proxy;
-		    fastcgi_temp_path $NGX/tmp/fastcgi;
-		    uwsgi_temp_path $NGX/tmp/uwsgi;
-		    scgi_temp_path $NGX/tmp/scgi;
-		    types { }
-		    default_type application/octet-stream;
-		    sendfile on;
-		    keepalive_requests 1000000;
-		    keepalive_timeout 300s;
-		    server {
-		        listen 127.0.0.1:$port;
-		        root $DATA;
-		    }
-		}
-		EOF
-		rm -f "$NGX/nginx.pid"
-		setsid nginx -p "$NGX" -c "$NGX/nginx.conf" -e "$NGX/error.log" \
-			</dev/null >>"$NGX/stdout.log" 2>&1 &
-		NGINX_PID=$!
-		for ((i = 0; i < 100; i++)); do
-			if [ -s "$NGX/nginx.pid" ] && ! port_free "$port"; then
-				PORT=$port
-				URL=http://127.0.0.1:$PORT
-				say "nginx (pid $NGINX_PID) serving $DATA on $URL"
-				return
-			fi
-			alive "$NGINX_PID" || break
-			sleep 0.1
-		done
-		stop_pid "$NGINX_PID" nginx
-		NGINX_PID=
-		grep -q 'Address already in use' "$NGX/error.log" 2>/dev/null || {
-			tail -n 5 "$NGX/error.log" >&2
-			die "nginx did not start"
-		}
-	done
-	die "no free port found for nginx"
-}
-
 write_catalog() {
 	cat >"$CATALOG" <<-EOF
 	{

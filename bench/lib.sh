@@ -68,3 +68,71 @@ stop_pidfile() {
 	fi
 	rm -f "$1" "$1.tmp"
 }
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# Starts a private nginx (daemon off, under setsid) serving $DATA on a free
+# port of 127.0.0.1 (one of 40 random ones in $NGINX_PORTS, default
+# 18000-18999), its prefix and logs in $NGX, an access log at $ACCESS (the
+# format "bench": time, connection, status, bytes sent, body bytes, URI,
+# Range, user agent). Sets NGINX_PID, PORT and URL; dies when it cannot.
+start_nginx() {
+	local port user i
+	mkdir -p "$NGX/tmp"
+	user='user root;'
+	id www-data >/dev/null 2>&1 && user='user www-data;'
+	for port in $(shuf -i "${NGINX_PORTS:-18000-18999}" -n 40); do
+		port_free "$port" || continue
+		cat >"$NGX/nginx.conf" <<-EOF
+		daemon off;
+		worker_processes 2;
+		$user
+		pid $NGX/nginx.pid;
+		error_log $NGX/error.log warn;
+		events { worker_connections 1024; }
+		http {
+		    log_format bench '\$msec \$connection \$status \$bytes_sent \$body_bytes_sent '
+		                     '"\$request_uri" "\$http_range" "\$http_user_agent"';
+		    access_log $ACCESS bench;
+		    client_body_temp_path $NGX/tmp/body;
+		    proxy_temp_path $NGX/tmp/proxy;
+		    fastcgi_temp_path $NGX/tmp/fastcgi;
+		    uwsgi_temp_path $NGX/tmp/uwsgi;
+		    scgi_temp_path $NGX/tmp/scgi;
+		    types { }
+		    default_type application/octet-stream;
+		    sendfile on;
+		    keepalive_requests 1000000;
+		    keepalive_timeout 300s;
+		    server {
+		        listen 127.0.0.1:$port;
+		        root $DATA;
+		        autoindex on;
+		        autoindex_exact_size on;
+		    }
+		}
+		EOF
+		rm -f "$NGX/nginx.pid"
+		: >"$ACCESS"
+		setsid nginx -p "$NGX" -c "$NGX/nginx.conf" -e "$NGX/error.log" \
+			</dev/null >>"$NGX/stdout.log" 2>&1 &
+		NGINX_PID=$!
+		for ((i = 0; i < 100; i++)); do
+			if [ -s "$NGX/nginx.pid" ] && ! port_free "$port"; then
+				PORT=$port
+				URL=http://127.0.0.1:$PORT
+				say "nginx (pid $NGINX_PID) serving $DATA on $URL"
+				return
+			fi
+			alive "$NGINX_PID" || break
+			sleep 0.1
+		done
+		stop_pid "$NGINX_PID" nginx
+		NGINX_PID=
+		grep -q 'Address already in use' "$NGX/error.log" 2>/dev/null || {
+			tail -n 5 "$NGX/error.log" >&2
+			die "nginx did not start"
+		}
+	done
+	die "no free port found for nginx"
+}
