@@ -418,3 +418,18 @@ int64_t px_cache_used(struct px_core *core)
 	pthread_mutex_unlock(&core->cache_lock);
 	return used;
 }
+
+int px_cache_holds(struct px_core *core, size_t asset, int which, size_t source, int64_t off,
+		   int64_t len)
+{
+	int holds = 0;
+	pthread_mutex_lock(&core->cache_lock);
+	const struct cache_slot *s = core->assets[asset].slot ? &core->assets[asset].slot[which]
+							      : NULL;
+	if (s && s->source == source && (s->state == CACHE_READY || s->state == CACHE_PARTIAL)) {
+		int64_t end = s->start + (s->state == CACHE_READY ? s->len : s->filled);
+		holds = off >= s->start && off + len <= end;
+	}
+	pthread_mutex_unlock(&core->cache_lock);
+	return holds;
+}

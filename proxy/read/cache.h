@@ -45,4 +45,9 @@ int64_t px_cache_wake_at(struct px_core *core, size_t asset, int which);
  * locks. */
 int64_t px_cache_used(struct px_core *core);
 
+/* Whether slot `which` (0 head, 1 tail) of the asset holds [off, off+len)
+ * of source's bytes now, with no fill to wait for. Takes the cache lock. */
+int px_cache_holds(struct px_core *core, size_t asset, int which, size_t source, int64_t off,
+		   int64_t len);
+
 #endif

@@ -754,13 +754,25 @@ static enum px_status serve(struct px_handle *s, int64_t off, size_t len, unsign
 	op.seq = begin_read(s, off, len, count, &op.st);
 	int path = on_path(s);
 	regions(s, &head_end, &tail_start);
+	/* a read across the head's end or the tail's start whose cached part
+	 * is not there yet is one read of the middle: a fill and a range in
+	 * turn would cost two round trips where one request does */
+	int whole = path;
+	if (!whole) {
+		int64_t end = off + (int64_t)len;
+		size_t source = atomic_load(&s->sess->source);
+		whole = (off < head_end && end > head_end &&
+			 !px_cache_holds(core, s->asset, 0, source, off, head_end - off)) ||
+			(off < tail_start && end > tail_start &&
+			 !px_cache_holds(core, s->asset, 1, source, tail_start, end - tail_start));
+	}
 	while (op.got < len && st == PX_OK) {
 		int64_t pos = off + (int64_t)op.got;
 		size_t n = len - op.got;
-		int region = path ? 1 : pos < head_end ? 0 : pos >= tail_start ? 2 : 1;
+		int region = whole ? 1 : pos < head_end ? 0 : pos >= tail_start ? 2 : 1;
 		if (region == 0 && (int64_t)n > head_end - pos)
 			n = (size_t)(head_end - pos);
-		else if (region == 1 && !path && (int64_t)n > tail_start - pos)
+		else if (region == 1 && !whole && (int64_t)n > tail_start - pos)
 			n = (size_t)(tail_start - pos);
 		/* the bytes stay where they are only when one span is the read */
 		struct px_zc *z = zc && n == len && !path ? zc : NULL;

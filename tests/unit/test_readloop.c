@@ -222,6 +222,42 @@ static void test_seek_streams_at_once_random_does_not(void **state)
 	rig_free(r);
 }
 
+/* A read across the cached tail's start (or the head's end) whose cached
+ * part is not there yet is one request of exactly its bytes, not a range
+ * and a fill in turn (two round trips on a distant origin); once the tail
+ * is cached, its part comes from there. */
+static void test_straddling_read_one_request(void **state)
+{
+	struct rig *r = loop_rig(0);
+	rig_start(r, NULL, 0);
+	struct px_handle *h = rig_open(r, 0, 42);
+	int64_t tail_start = SIZE - MiB, head_end = 2 * MiB;
+
+	assert_int_equal(read_check(h, tail_start - 64 * KiB, 128 * KiB), PX_OK);
+	assert_int_equal(fake_nreq(&r->fake), 1);
+	struct fake_req q = fake_req(&r->fake, 1);
+	assert_int_equal(q.offset, tail_start - 64 * KiB);
+	assert_int_equal(q.length, 128 * KiB);
+
+	assert_int_equal(read_check(h, head_end - 4096, 8192), PX_OK);
+	assert_int_equal(fake_nreq(&r->fake), 2);
+	q = fake_req(&r->fake, 2);
+	assert_int_equal(q.offset, head_end - 4096);
+	assert_int_equal(q.length, 8192);
+
+	/* the tail, read on its own, is filled and kept; then a read across
+	 * its start takes its part from the cache */
+	assert_int_equal(read_check(h, SIZE - 4096, 4096), PX_OK);
+	int n = fake_nreq(&r->fake);
+	assert_int_equal(read_check(h, tail_start - 8192, 16384), PX_OK);
+	assert_int_equal(fake_nreq(&r->fake), n + 1);
+	q = fake_req(&r->fake, n + 1);
+	assert_int_equal(q.offset, tail_start - 8192);
+	assert_int_equal(q.length, 8192);
+	rig_close(r, h);
+	rig_free(r);
+}
+
 static uint64_t scans_from_cache(struct rig *r)
 {
 	struct px_snapshot *snap = NULL;
@@ -352,6 +388,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_seek_streams_at_once_random_does_not,
 					  rig_teardown),
 		cmocka_unit_test_teardown(test_scans_from_cache, rig_teardown),
+		cmocka_unit_test_teardown(test_straddling_read_one_request, rig_teardown),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	free(g_data);
