@@ -27,7 +27,6 @@ hang the run. Standard library only.
 
 import argparse
 import json
-import mmap
 import os
 import random
 import select
@@ -56,19 +55,9 @@ VIEW_BS = 64 * 1024
 RATES = (('8 Mbit/s', 1_000_000), ('25 Mbit/s', 3_125_000))   # bytes per second
 
 # ------------------------------------------------------------ child probes
-# Reads into one page-aligned buffer, as a player's or dd's would.
-_BUF = mmap.mmap(-1, 32 * MIB)
-_VIEW = memoryview(_BUF)
-
-
-def exact_pread(fd, n, off, at=0):
-    got = 0
-    while got < n:
-        k = os.preadv(fd, [_VIEW[at + got:at + n]], off + got)
-        if k == 0:
-            raise OSError(0, f'short read: {got} of {n} bytes at offset {off} (EOF)')
-        got += k
-    return _VIEW[at:at + n]
+# Reads go into tools.py's page-aligned buffer, as a player's or dd's would.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tools import exact_pread  # noqa: E402  (bench/tools.py, beside this file)
 
 
 def same_bytes(path, data_path, spans):
