@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "context.h"
 #include "core.h"
+#include "hosts.h"
 #include "httpparse.h"
 #include "log.h"
 #include "probe.h"
@@ -71,8 +72,33 @@ static void monitor_stop(struct px_core *core)
 	core->monitor_started = 0;
 }
 
+/* What this host's heartbeat reports to the cluster (hosts.c's thread):
+ * sessions with an open handle, and transcode writers running here. */
+static void host_counts(void *arg, int *sessions, int *writers)
+{
+	struct px_core *core = arg;
+	struct px_tc_info info[64];
+	int n = 0;
+	pthread_mutex_lock(&core->prov_lock);
+	for (const struct px_session *x = core->sessions; x; x = x->next)
+		n += x->nhandles > 0;
+	pthread_mutex_unlock(&core->prov_lock);
+	*sessions = n;
+	*writers = 0;
+	size_t nt = px_transcode_snapshot(core->tc, info, sizeof(info) / sizeof(info[0]));
+	for (size_t i = 0; i < nt; i++)
+		*writers += info[i].writers;
+}
+
 enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog *cat,
 			   const struct px_fetch_ops *ops, struct px_core **out)
+{
+	return px_core_new_cluster(cfg, cat, ops, NULL, NULL, out);
+}
+
+enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_catalog *cat,
+				   const struct px_fetch_ops *ops, struct px_store *store,
+				   struct px_hosts *hosts, struct px_core **out)
 {
 	enum px_status st = PX_ENOMEM;
 	struct px_core *core = calloc(1, sizeof(*core));
@@ -81,6 +107,8 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 	if (!core)
 		return PX_ENOMEM;
 	core->cfg = cfg;
+	core->store = store;
+	core->hosts = hosts;
 	if (px_sources_own_catalog(core, cat) != PX_OK)
 		goto out;
 	core->assets_cap = cat->nassets + PX_SPARE_ASSETS;
@@ -115,7 +143,7 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 	for (size_t i = 0; i < cat->nassets; i++) {
 		if (cat->assets[i].kind == PX_ASSET_PLAIN)
 			continue;
-		if (px_transcode_new(cfg, cat, &core->tc) != PX_OK)
+		if (px_transcode_new(cfg, cat, core->store, &core->tc) != PX_OK)
 			px_error("core", "transcoded assets cannot be served (see above)");
 		break;
 	}
@@ -125,6 +153,11 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 		if ((st = px_fetch_new(cfg, &core->fetch)) != PX_OK)
 			goto out;
 		core->ops = px_fetch_ops(core->fetch);
+	}
+	if (hosts) {
+		px_hosts_set_counts(hosts, host_counts, core);
+		if (px_hosts_start(hosts) != PX_OK)
+			px_warn("core", "could not start the cluster heartbeat thread");
 	}
 	*out = core;
 	core = NULL;
