@@ -58,6 +58,7 @@ static const struct route {
 	{ "POST", "/v1/assets/*/sources", PX_CTL_ADD_SOURCE },
 	{ "POST", "/v1/assets/*/sources/remove", PX_CTL_REMOVE_SOURCE },
 	{ "POST", "/v1/reload", PX_CTL_RELOAD },
+	{ "GET", "/v1/hosts", PX_CTL_HOSTS },
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
@@ -177,6 +178,7 @@ int px_ctl_match(const char *method, const char *url, struct px_ctl_request *req
 	}
 	if (!hit) {
 		set_err(err, 404, "path", "no such path (routes: GET /v1/status, GET /v1/metrics, "
+			"GET /v1/hosts, "
 			"POST /v1/providers/NAME/drain, POST /v1/providers/NAME/resume, "
 			"POST /v1/assets/ID/sources, POST /v1/assets/ID/sources/remove, "
 			"POST /v1/reload)");
@@ -275,7 +277,7 @@ int px_ctl_check_body(struct px_ctl_request *req, const char *body, size_t len,
 		return 0; /* no body: the other routes take that */
 	}
 	if (req->route == PX_CTL_STATUS || req->route == PX_CTL_METRICS ||
-	    req->route == PX_CTL_RELOAD) {
+	    req->route == PX_CTL_RELOAD || req->route == PX_CTL_HOSTS) {
 		set_err(err, 400, "body", "this request takes no body");
 		return -1;
 	}
@@ -384,6 +386,9 @@ static enum MHD_Result handle(struct px_control *ctl, struct MHD_Connection *c, 
 	case PX_CTL_METRICS:
 		return respond(c, MHD_HTTP_OK, px_metrics_text(ctl->core),
 			       "text/plain; version=0.0.4; charset=utf-8", NULL);
+	case PX_CTL_HOSTS:
+		return respond(c, MHD_HTTP_OK, px_report_hosts(ctl->core), "application/json",
+			       NULL);
 	case PX_CTL_DRAIN:
 	case PX_CTL_RESUME: {
 		int drain = r->req.route == PX_CTL_DRAIN;
