@@ -1074,6 +1074,11 @@ again:
 		}
 		px_warn("transcode", "recovery: asset %s: %s; starting afresh", j->a->id, err);
 	}
+	/* cluster mode, no list in the store (never written, or the store
+	 * restarted empty): segment files there are kept, untrusted, since
+	 * another host may still serve what it trusted before; the new
+	 * writer's files carry its own generation */
+	int keep_segments = tc->store && st == PX_ENOTFOUND;
 	/* leftovers: .tmp files, unlisted or distrusted segments (in cluster
 	 * mode also the files of generations fenced now) */
 	DIR *d = opendir(j->dir);
@@ -1095,6 +1100,8 @@ again:
 		}
 		if (probe_covers(j, k) && (!tc->store || g == j->lease.gen))
 			continue; /* a running probe's: it lists them when it ends */
+		if (keep_segments && tail[0] == '\0' && g != j->lease.gen)
+			continue;
 		long at = k < keep.nseg ? px_playlist_find(&keep, k) : -1;
 		int listed = at >= 0 && tail[0] == '\0' && keep.e[at].gen == g;
 		if (!listed) {

@@ -328,11 +328,18 @@ def test_redis_stopped_mid_read(redis, seamfs, data, nginx, tmp_path):
     st = status(a)['store']
     assert st['last_error'] and time.monotonic() - t0 < 5
     # Redis comes back empty on the same port: both hosts register again
+    # within a heartbeat or two (0.5 s each, plus the reconnect backoff)
     redis.start()
+    assert resp(redis.port, 'EXISTS', 'seamfs:host:alpha', 'seamfs:host:beta') == 0
+    t0 = time.monotonic()
+    wait_until(lambda: resp(redis.port, 'EXISTS', 'seamfs:host:alpha',
+                            'seamfs:host:beta') == 2, HOSTS_WAIT, 'both hosts registered again')
+    assert time.monotonic() - t0 < 3
     for m in (a, b):
+        wait_until(lambda m=m: status(m)['store']['connected'] is True, HOSTS_WAIT,
+                   f'{m.mnt.name} connected again')
         wait_until(lambda m=m: hosts_of(m) == ['alpha', 'beta'], HOSTS_WAIT,
                    f'both hosts listed again in {m.mnt.name}')
-    assert status(a)['store']['connected'] is True
     assert 'answers again' in a.log()
 
 
