@@ -41,10 +41,12 @@ static const char RENEW[] =
 	"return 1\n";
 
 /* KEYS[1] lease, KEYS[2] playlist; ARGV gen, ver, text. {1, newver};
- * {-1, gen} fenced; {0, ver} the version moved. */
+ * {-1, gen} fenced; {0, ver} the version moved; {-2, 0} no lease stored
+ * (the store lost it: its holder's renewal puts it back). */
 static const char PL_PUT[] =
 	"local g = redis.call('HGET', KEYS[1], 'gen')\n"
-	"if g ~= ARGV[1] then return {-1, tonumber(g or '0')} end\n"
+	"if not g then return {-2, 0} end\n"
+	"if g ~= ARGV[1] then return {-1, tonumber(g)} end\n"
 	"local v = tonumber(redis.call('HGET', KEYS[2], 'ver') or '0')\n"
 	"if v ~= tonumber(ARGV[2]) then return {0, v} end\n"
 	"redis.call('HSET', KEYS[2], 'text', ARGV[3], 'ver', v + 1, 'gen', ARGV[1])\n"
@@ -249,7 +251,7 @@ enum px_status px_tcstore_pl_put(struct px_store *st, const char *id, uint64_t g
 		if (what == 1)
 			*newver = (uint64_t)px_reply_int(r, 1);
 		else
-			s = what < 0 ? PX_EAGAIN : PX_EEXIST;
+			s = what == -2 ? PX_ENOTFOUND : what < 0 ? PX_EAGAIN : PX_EEXIST;
 	}
 	px_reply_free(r);
 	return s;

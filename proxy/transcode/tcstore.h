@@ -41,7 +41,9 @@ enum px_status px_tcstore_pl_get(struct px_store *st, const char *id, char **tex
  * still gen and the playlist's version still ver (0: none stored), in one
  * script. PX_OK (*newver the new version); PX_EAGAIN: gen is not the
  * lease's (fenced: a takeover happened); PX_EEXIST: the version moved
- * (load again and redo the change); else the store did not answer.
+ * (load again and redo the change); PX_ENOTFOUND: no lease is stored (the
+ * store lost it; the holder renews, which puts it back, and tries again);
+ * else the store did not answer.
  */
 enum px_status px_tcstore_pl_put(struct px_store *st, const char *id, uint64_t gen,
 				 uint64_t ver, const char *text, size_t len,

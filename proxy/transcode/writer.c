@@ -84,6 +84,9 @@ struct wr {
 	char pl_path[4096];
 	uint64_t plver;                  /* cluster mode: the version of pl */
 	int pl_loaded;                   /* cluster mode: pl came from the store */
+	char *pl_known;                  /* cluster mode: the list as the store last
+					  * had it (loaded or saved), to put back
+					  * if the store loses it */
 	pid_t ppid;                      /* the daemon that started us */
 	int stop;                        /* caught up with a listed segment */
 	/* the streams as muxed: the encoders', or the input's for a remux */
@@ -223,6 +226,8 @@ static void close_all(struct wr *w)
 	avcodec_parameters_free(&w->apar);
 	avformat_close_input(&w->ic);
 	px_playlist_release(&w->pl);
+	free(w->pl_known);
+	w->pl_known = NULL;
 }
 
 enum px_status px_writer_plan(const struct px_writer_args *a, struct px_seg_plan *out,
@@ -410,10 +415,19 @@ static enum px_status store_load(struct wr *w, int strict)
 	enum px_status st = px_tcstore_pl_get(a->store, a->lease.key, &text, &len, &ver);
 	snprintf(w->pl_path, sizeof(w->pl_path), "store:%s", a->lease.key);
 	if (st == PX_ENOTFOUND) {
-		if (w->pl_loaded && w->pl.n) {
+		if (w->pl_known) {
+			/* the list as the store last had it (not ours with a change
+			 * whose save failed) goes back with the next change */
+			struct px_playlist pl;
 			if (w->plver)
 				px_warn("writer", "the store lost the playlist of %s (restarted "
 					"empty?); putting ours back", a->lease.key);
+			st = px_playlist_parse(w->pl_path, w->pl_known, strlen(w->pl_known), &pl,
+					       w->err, w->errlen);
+			if (st != PX_OK)
+				return st;
+			px_playlist_release(&w->pl);
+			w->pl = pl;
 			w->plver = 0;
 			return PX_OK;
 		}
@@ -432,9 +446,12 @@ static enum px_status store_load(struct wr *w, int strict)
 	}
 	struct px_playlist pl;
 	st = px_playlist_parse(w->pl_path, text, len, &pl, w->err, w->errlen);
-	free(text);
-	if (st != PX_OK)
+	if (st != PX_OK) {
+		free(text);
 		return st;
+	}
+	free(w->pl_known);
+	w->pl_known = text;
 	if (pl.seg_bytes != a->plan.seg_bytes || pl.nseg != a->plan.nseg) {
 		snprintf(w->err, w->errlen, "%s: lists %u segments of %lld bytes, the plan says "
 			 "%u of %lld", w->pl_path, pl.nseg, (long long)pl.seg_bytes,
@@ -461,9 +478,20 @@ static enum px_status store_save(struct wr *w)
 		return PX_ENOMEM;
 	enum px_status st = px_tcstore_pl_put(w->a->store, w->a->lease.key, w->a->lease.gen,
 					      w->plver, text, len, &nv);
-	free(text);
-	if (st == PX_OK)
+	if (st == PX_OK) {
 		w->plver = nv;
+		free(w->pl_known);
+		w->pl_known = text;
+		text = NULL;
+	}
+	free(text);
+	if (st == PX_ENOTFOUND && w->a->leases) {
+		/* the store lost our lease (restarted empty): the renewal puts it
+		 * back (or finds another generation: fenced); then again */
+		px_warn("writer", "the store lost the lease of %s; renewing it", w->a->lease.key);
+		st = px_lease_heartbeat(w->a->leases, &w->a->lease);
+		return st == PX_OK ? PX_EEXIST : st == PX_EAGAIN ? PX_EAGAIN : PX_EIO;
+	}
 	return st;
 }
 
@@ -1578,6 +1606,8 @@ static enum px_status publish_store(struct wr *w, uint32_t from)
 	st = PX_OK;
 out:
 	px_playlist_release(&w->pl);
+	free(w->pl_known);
+	w->pl_known = NULL;
 	return st;
 }
 

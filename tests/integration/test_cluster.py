@@ -487,3 +487,37 @@ def test_fencing_stopped_writer(redis, seamfs, data, nginx, tmp_path):
         h.update(got)
     assert h.hexdigest() == boxb['result'][0]
     assert 'takeover: asset clip-ts from alpha:' in b.log()
+
+
+def test_redis_restarted_empty_mid_transcode(redis, seamfs, data, nginx, tmp_path):
+    """A running writer keeps its work through a Redis outage and a restart
+    that lost everything: it waits to list what it wrote, puts its lease and
+    its list back, and the reader gets the whole file, every byte listed."""
+    work = tmp_path / 'work'
+    a = mount_host(seamfs, tc_cat(nginx), redis, 'alpha', work,
+                   options=['writer_max_speed=2'])
+    f = a.path('clip.ts')
+    job = work / 'clip-ts'
+    plan = json.loads((job / 'plan.json').read_text())
+    t, box = start_reader(f)
+    wait_until(lambda: len(store_playlist(redis, 'clip-ts')[0]) >= 2, 40,
+               'two segments committed')
+    gen = int(store_lease(redis, 'clip-ts')['gen'])
+    redis.stop()
+    time.sleep(1.5)
+    redis.start()
+    t.join(90)
+    assert not t.is_alive(), 'the reader is still blocked'
+    assert 'error' not in box, repr(box.get('error'))
+    digest, n = box['result']
+    assert n == plan['size']
+    lease = store_lease(redis, 'clip-ts')
+    assert int(lease['gen']) == gen, 'the holder put its lease back'
+    entries, clean = store_playlist(redis, 'clip-ts')
+    assert clean and sorted(k for k, _, _ in entries) == list(range(plan['segments']))
+    h = hashlib.sha256()
+    for k, _, g in sorted(entries):
+        h.update(seg_file(job, k, g).read_bytes())
+    assert h.hexdigest() == digest
+    assert writer_pids(a.pid) == []
+    assert 'was fenced' not in a.log()
