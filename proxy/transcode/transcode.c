@@ -266,6 +266,15 @@ static int job_file_name(const char *name)
 	for (size_t i = 0; fixed[i]; i++)
 		if (strcmp(name, fixed[i]) == 0)
 			return 1;
+	/* write_plan_file's plan.json.PID.tmp */
+	if (strncmp(name, "plan.json.", 10) == 0) {
+		const char *p = name + 10;
+		if (*p < '0' || *p > '9')
+			return 0;
+		while (*p >= '0' && *p <= '9')
+			p++;
+		return strcmp(p, ".tmp") == 0;
+	}
 	/* px_playlist_seg_file: seg-%06u.ts (fewer than a million), in
 	 * cluster mode seg-%06u.gGEN.ts, and .tmp; a probe's before it is
 	 * listed: .probe.tmp (PX_WRITER_PROBE_TMP) */
@@ -707,13 +716,17 @@ static enum px_status read_plan_file(struct job *j, const char *path, const char
 /* Keeps the writer's plan (the writer of a remux reads it back). */
 static enum px_status write_plan_file(const char *path, const char *key, json_t *root)
 {
-	char tmp[PATH_MAX + 8];
+	char tmp[PATH_MAX + 32];
 	enum px_status st = PX_EIO;
 	if (json_object_set_new(root, "profile", json_string(key)))
 		return PX_ENOMEM;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	/* a name of this process's own: hosts sharing work_dir may plan the
+	 * same asset at once (each writes the same plan; one rename wins) */
+	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
 	if (json_dump_file(root, tmp, JSON_COMPACT) == 0 && rename(tmp, path) == 0)
 		st = PX_OK;
+	else
+		unlink(tmp);
 	return st;
 }
 
