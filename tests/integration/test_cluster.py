@@ -521,3 +521,39 @@ def test_redis_restarted_empty_mid_transcode(redis, seamfs, data, nginx, tmp_pat
     assert h.hexdigest() == digest
     assert writer_pids(a.pid) == []
     assert 'was fenced' not in a.log()
+
+
+def test_fingerprints_shared(redis, seamfs, data, make_origin, tmp_path):
+    """Verdicts made on A are B's: B (its own state_dir) takes A's reference
+    and A's verdicts from the store, and reads no sample of the standbys."""
+    from test_cutover import OPTS, cat_for, flipped_copy, read_rest, source_state, start_reading
+    flipped = flipped_copy(data, tmp_path)
+    good, same, bad = make_origin(data.dir), make_origin(data.dir), make_origin(flipped)
+    cat = cat_for(data, [good, same, bad])
+    work = tmp_path / 'work'
+    a = mount_host(seamfs, cat, redis, 'alpha', work, options=OPTS)
+    f, h = start_reading(a, verified=('p2',))
+    try:
+        wait_until(lambda: source_state(status(a), 'p3')['verification'] == 'rejected', 20,
+                   "A's verdict on the flipped copy")
+        assert read_rest(f, h) == data['mid.bin'].sha256
+    finally:
+        f.close()
+    assert resp(redis.port, 'KEYS', 'seamfs:vf:*'), 'no fingerprint in the store'
+    for o in (good, same, bad):
+        o.clear()
+    b = mount_host(seamfs, cat, redis, 'beta', work, options=OPTS)
+    f, h = start_reading(b, verified=('p2',))
+    try:
+        wait_until(lambda: source_state(status(b), 'p3')['verification'] == 'rejected', 20,
+                   "A's verdict used on B")
+        assert 'sample' in source_state(status(b), 'p3')['why']
+        assert read_rest(f, h) == data['mid.bin'].sha256
+    finally:
+        f.close()
+    # B sampled nothing: the reference's origin served only the read (no
+    # 4 KiB sample), the standbys at most a 1-byte size probe
+    assert not any(1 < r['bytes_sent'] <= 8192 for r in good.log()['requests']), \
+        good.log()['requests']
+    for o in (same, bad):
+        assert all(r['bytes_sent'] <= 1 for r in o.log()['requests']), o.log()['requests']
