@@ -20,6 +20,7 @@
 #include "core.h"
 #include "hosts.h"
 #include "httpparse.h"
+#include "kvstore.h"
 #include "log.h"
 #include "probe.h"
 #include "provider.h"
@@ -90,6 +91,28 @@ static void host_counts(void *arg, int *sessions, int *writers)
 		*writers += info[i].writers;
 }
 
+/*
+ * Cluster mode, on the heartbeat thread after each heartbeat: drains and
+ * resumes made on any host (`seamfs ctl drain`, control.c puts them in
+ * PREFIX:drains, "1" drained, "0" resumed) apply here too. A provider the
+ * hash does not name keeps what the catalog or this host said.
+ */
+static void cluster_tick(void *arg)
+{
+	struct px_core *core = arg;
+	char key[256];
+	struct px_reply *r = NULL;
+	if (px_store_key(core->store, key, sizeof(key), "drains") < 0)
+		return;
+	const char *argv[] = { "HGETALL", key };
+	if (px_store_call(core->store, 2, argv, NULL, &r) == PX_OK && r->type == PX_REPLY_ARRAY)
+		for (size_t i = 0; i + 1 < r->n; i += 2)
+			if (px_provider_drain(core, px_reply_str(r, i),
+					      strcmp(px_reply_str(r, i + 1), "1") == 0) == PX_OK)
+				continue; /* a provider of another catalog: not ours */
+	px_reply_free(r);
+}
+
 enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog *cat,
 			   const struct px_fetch_ops *ops, struct px_core **out)
 {
@@ -156,6 +179,7 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 	}
 	if (hosts) {
 		px_hosts_set_counts(hosts, host_counts, core);
+		px_hosts_set_tick(hosts, cluster_tick, core);
 		if (px_hosts_start(hosts) != PX_OK)
 			px_warn("core", "could not start the cluster heartbeat thread");
 	}

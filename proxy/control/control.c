@@ -30,7 +30,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "context.h"
 #include "control.h"
+#include "kvstore.h"
 #include "metrics.h"
 #include "provider.h"
 #include "reload.h"
@@ -404,9 +406,23 @@ static enum MHD_Result handle(struct px_control *ctl, struct MHD_Connection *c, 
 			set_err(&err, 500, "", "%s", px_strerror(st));
 			return respond_err(c, &err);
 		}
+		int cluster = 0;
+		if (ctl->core->store) {
+			/* cluster mode: every host applies it at its next heartbeat */
+			char key[256];
+			const char *argv[] = { "HSET", key, r->req.name, drain ? "1" : "0" };
+			if (px_store_key(ctl->core->store, key, sizeof(key), "drains") >= 0 &&
+			    px_store_call(ctl->core->store, 4, argv, NULL, NULL) == PX_OK)
+				cluster = 1;
+			else
+				px_warn("control", "%s of provider %s applies to this host only: the "
+					"store %s does not answer", drain ? "drain" : "resume",
+					r->req.name, px_store_url(ctl->core->store));
+		}
 		return respond(c, MHD_HTTP_OK,
-			       px_json_text(json_pack("{s:s, s:b}", "provider", r->req.name,
-						   "drained", drain), REPLY_JSON),
+			       px_json_text(json_pack("{s:s, s:b, s:b}", "provider", r->req.name,
+						   "drained", drain, "cluster", cluster),
+					    REPLY_JSON),
 			       "application/json", NULL);
 	}
 	case PX_CTL_ADD_SOURCE:

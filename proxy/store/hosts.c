@@ -25,6 +25,8 @@ struct px_hosts {
 	int64_t heartbeat_ms;
 	void (*counts)(void *arg, int *sessions, int *writers);
 	void *counts_arg;
+	void (*tick)(void *arg);
+	void *tick_arg;
 
 	pthread_mutex_t lock;     /* what follows */
 	pthread_cond_t cond;
@@ -281,8 +283,11 @@ static void *heartbeat_main(void *arg)
 			h->lost = 0;
 		}
 		px_reply_free(r);
-		if (st == PX_OK)
+		if (st == PX_OK) {
 			refresh_list(h);
+			if (h->tick)
+				h->tick(h->tick_arg);
+		}
 		pthread_mutex_lock(&h->lock);
 		if (!h->stopping)
 			px_cond_wait_until(&h->cond, &h->lock, &h->stopping,
@@ -290,6 +295,12 @@ static void *heartbeat_main(void *arg)
 	}
 	pthread_mutex_unlock(&h->lock);
 	return NULL;
+}
+
+void px_hosts_set_tick(struct px_hosts *h, void (*tick)(void *arg), void *arg)
+{
+	h->tick = tick;
+	h->tick_arg = arg;
 }
 
 enum px_status px_hosts_start(struct px_hosts *h)

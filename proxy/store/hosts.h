@@ -60,6 +60,11 @@ enum px_status px_hosts_join(struct px_store *st, const char *host_id, int64_t h
 void px_hosts_set_counts(struct px_hosts *h, void (*counts)(void *arg, int *sessions,
 							   int *writers), void *arg);
 
+/* Called on the heartbeat thread after each heartbeat the store answered
+ * (the cluster's other periodic reads: shared drains, core.c). Set before
+ * start. */
+void px_hosts_set_tick(struct px_hosts *h, void (*tick)(void *arg), void *arg);
+
 /* Starts the heartbeat thread. */
 enum px_status px_hosts_start(struct px_hosts *h) PX_WUR;
 

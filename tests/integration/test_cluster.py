@@ -557,3 +557,25 @@ def test_fingerprints_shared(redis, seamfs, data, make_origin, tmp_path):
         good.log()['requests']
     for o in (same, bad):
         assert all(r['bytes_sent'] <= 1 for r in o.log()['requests']), o.log()['requests']
+
+
+def test_drain_applies_to_every_host(redis, seamfs, data, nginx, tmp_path):
+    cat = catalog({'id': 'one', 'path': 'one.bin',
+                   'sources': [{'url': nginx.url('mid.bin'), 'provider': 'origin'}]},
+                  providers=[{'name': 'origin'}])
+    work = tmp_path / 'work'
+    sa, sb = tmp_path / 'a.sock', tmp_path / 'b.sock'
+    a = mount_host(seamfs, cat, redis, 'alpha', work, options=[f'control_socket={sa}'])
+    b = mount_host(seamfs, cat, redis, 'beta', work, options=[f'control_socket={sb}'])
+
+    def drained(m):
+        (p,) = status(m)['providers']
+        return p['drained']
+    r = seamfs.run(['ctl', '--socket', sa, 'drain', 'origin'])
+    assert r.returncode == 0, r.stderr
+    assert drained(a)
+    wait_until(lambda: drained(b), HOSTS_WAIT, "A's drain applied on B")
+    r = seamfs.run(['ctl', '--socket', sb, 'resume', 'origin'])
+    assert r.returncode == 0, r.stderr
+    wait_until(lambda: not drained(a), HOSTS_WAIT, "B's resume applied on A")
+    assert 'provider origin drained' in b.log() and 'provider origin resumed' in a.log()
