@@ -138,7 +138,7 @@ def mount_host(seamfs, cat, redis, host_id, work, *, options=(), read_timeout=30
     state = seamfs.dir / f'state-{host_id}'
     state.mkdir(exist_ok=True)
     opts = [f'store={redis.url}', f'host_id={host_id}', f'work_dir={work}',
-            'heartbeat=0.5', 'orphan_after=2'] + list(options)
+            'heartbeat=0.5', 'orphan_after=3'] + list(options)
     return seamfs.mount(cat, read_timeout=read_timeout, options=opts, state_dir=state,
                         mnt=seamfs.new_mountpoint(name or f'mnt-{host_id}'), wait=wait)
 
