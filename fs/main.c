@@ -94,6 +94,7 @@ static const struct fuse_opt opt_table[] = {
 	FUSE_OPT_KEY("stall_timeout=%s", KEY_CORE),
 	FUSE_OPT_KEY("standby_delay=%s", KEY_CORE),
 	FUSE_OPT_KEY("max_standby=%s", KEY_CORE),
+	FUSE_OPT_KEY("max_streams=%s", KEY_CORE),
 	FUSE_OPT_KEY("work_dir=%s", KEY_CORE),
 	FUSE_OPT_KEY("writer=%s", KEY_CORE),
 	FUSE_OPT_KEY("heartbeat=%s", KEY_CORE),

@@ -34,6 +34,7 @@ const struct px_config_option px_config_options[] = {
 	{ "stall_timeout", "SECONDS", "no byte this long while a read waits: cut over to a standby (default 3)" },
 	{ "standby_delay", "SECONDS", "playback time before an asset's standbys are verified; 0: at once (default 120)" },
 	{ "max_standby", "N", "standbys verified ahead per asset, 0 to 64 (default 5)" },
+	{ "max_streams", "N", "range transfers one playback may run at once while it waits on a slow source, within its provider's spare slots; 1 disables (default 4)" },
 	{ "work_dir", "DIR", "where transcode writers put segments, playlists and leases (default STATE_DIR/transcode)" },
 	{ "writer", "PATH", "the seamfs-writer program (default: beside seamfs)" },
 	{ "heartbeat", "SECONDS", "how often a writer renews its lease (default 10)" },
@@ -66,6 +67,7 @@ void px_config_init(struct px_config *cfg)
 	cfg->stall_timeout_ms = 3000;
 	cfg->standby_delay_ms = 120000;
 	cfg->max_standby = 5;
+	cfg->max_streams = 4;
 	cfg->heartbeat_ms = 10000;
 	cfg->seek_restart_segments = 3;
 	cfg->max_writers = 2;
@@ -247,6 +249,9 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 	} else if (strcmp(name, "max_standby") == 0) {
 		if (parse_int(value, 0, 64, &cfg->max_standby))
 			want = "a whole number from 0 to 64";
+	} else if (strcmp(name, "max_streams") == 0) {
+		if (parse_int(value, 1, 16, &cfg->max_streams))
+			want = "a whole number from 1 to 16";
 	} else if (strcmp(name, "heartbeat") == 0 || strcmp(name, "orphan_after") == 0) {
 		if (parse_seconds(value, 3600, name[0] == 'h' ? &cfg->heartbeat_ms
 							      : &cfg->orphan_after_ms))

@@ -43,6 +43,7 @@ struct px_config {
 	int64_t stall_timeout_ms;   /* no byte this long while a reader waits: a cutover, 3 s */
 	int64_t standby_delay_ms;   /* playback before standbys are verified, 120 s */
 	int max_standby;            /* standbys verified per asset, 5 */
+	int max_streams;            /* transfers per playback while starved, 4 */
 	/* transcoded assets (transcode.c) */
 	char *work_dir;             /* owned; NULL: state_dir/transcode */
 	char *writer;               /* owned; NULL: seamfs-writer beside the daemon */

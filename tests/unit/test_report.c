@@ -203,7 +203,7 @@ static void check_shape(json_t *js)
 	}
 	json_array_foreach(get(js, "sessions"), i, o)
 		exact_keys(o, "session", "id asset path client source provider offset "
-			   "bytes_served handles transfers state age_s");
+			   "bytes_served handles transfers streams state age_s");
 	json_array_foreach(get(js, "assets"), i, o) {
 		exact_keys(o, "asset", "id path size reference sources");
 		json_array_foreach(get(o, "sources"), j, p)
@@ -222,7 +222,7 @@ static void check_shape(json_t *js)
 		   "refused_at_limit last_refusal last_refusal_age_s");
 	exact_keys(get(js, "reads"), "reads", "head_tail_cache_hits head_tail_cache_fills "
 		   "scans_from_cache streams stream_restarts stream_waits stream_wait_ms "
-		   "direct_reads");
+		   "parallel_streams parallel_parts direct_reads");
 	exact_keys(get(js, "memory"), "memory",
 		   "readahead_used readahead_budget cache_used cache_size");
 }
