@@ -60,6 +60,8 @@
 #define MAX_LISTING_BYTES (16L << 20)
 #define MAX_REDIRECTS 5
 #define MAX_ENTRIES 1000000        /* directory entries walked per mirror */
+#define MAX_ATTEMPTS 6             /* of one request that is answered "busy" */
+#define RETRY_BASE_MS 200          /* then 400, 800, ... ms later */
 
 static const char *const default_exts[] = {
 	"mkv", "mp4", "m4v", "avi", "mov", "ts", "m2ts", "webm", "wmv", "mpg", "mpeg", "flv",
@@ -110,6 +112,8 @@ struct job {
 	char *url;
 	char *rel;                  /* JOB_LIST: the directory's path below the root, "" or "a/b/" */
 	int depth;
+	int attempt;                /* 0 the first time */
+	int64_t not_before;         /* a retry waits until then (px_now_ms) */
 	size_t file, copy;          /* JOB_HEAD, JOB_RANGE */
 	CURL *easy;
 	struct curl_slist *hdrs;
@@ -149,6 +153,7 @@ struct ctx {
 	size_t nlisted;
 	int running;
 	struct job *active;         /* started, not done */
+	struct job *delayed;        /* retries waiting for their time */
 	size_t heads, mismatches, head_failures, skipped;
 	int oom;
 };
@@ -165,13 +170,15 @@ static void say(const char *fmt, ...)
 }
 
 /* A URL as messages show it (credentials redacted; see README "Secrets"),
- * control characters escaped. Four rotating buffers. */
+ * control characters escaped; a path escaped. SHOWN_BUFS rotating buffers:
+ * one message uses at most that many. */
+#define SHOWN_BUFS 8
 static const char *shown(const char *loc)
 {
-	static char bufs[4][1200];
-	static int k;
+	static char bufs[SHOWN_BUFS][1200];
+	static unsigned k;
 	char tmp[1024];
-	char *b = bufs[k++ & 3];
+	char *b = bufs[k++ % SHOWN_BUFS];
 	px_redact_url(loc, tmp, sizeof(tmp));
 	px_catalog_escape(b, sizeof(bufs[0]), tmp);
 	return b;
@@ -919,10 +926,40 @@ static void transfer_why(struct job *j, CURLcode rc, char *why, size_t cap)
 			 : "");
 }
 
+/* Whether the answer says "busy, ask again" (lighttpd answers 503 to a
+ * listing while it builds too many at once), or the connection broke
+ * before an answer: then the same request is made again, later, up to
+ * MAX_ATTEMPTS times. */
+static int retry(struct ctx *c, struct job *j, CURLcode rc)
+{
+	int st = j->head.status;
+	int busy = (rc == CURLE_OK && (st == 429 || st == 502 || st == 503 || st == 504)) ||
+		   rc == CURLE_GOT_NOTHING || rc == CURLE_RECV_ERROR || rc == CURLE_SEND_ERROR ||
+		   rc == CURLE_PARTIAL_FILE;
+	if (!busy || j->attempt + 1 >= MAX_ATTEMPTS)
+		return 0;
+	struct job *r = new_job(j->kind, j->mirror, j->prov, j->url);
+	if (!r || (j->rel && !(r->rel = strdup(j->rel)))) {
+		free_job(r);
+		return -1;
+	}
+	r->depth = j->depth;
+	r->file = j->file;
+	r->copy = j->copy;
+	r->attempt = j->attempt + 1;
+	r->not_before = px_now_ms() + ((int64_t)RETRY_BASE_MS << j->attempt);
+	r->next = c->delayed;
+	c->delayed = r;
+	return 1;
+}
+
 static int list_done(struct ctx *c, struct job *j, CURLcode rc)
 {
 	struct mirror *m = &c->mirrors[j->mirror];
 	char why[600], err[512];
+	int again = retry(c, j, rc);
+	if (again)
+		return again < 0 ? -1 : 0;
 	if (j->binary && j->head.status == 200) {
 		say("mirror %s: %s%snot a directory listing: binary data, not an HTML page",
 		    shown(m->arg), strcmp(j->url, m->root) ? shown(j->url) : "",
@@ -1042,6 +1079,9 @@ static int head_done(struct ctx *c, struct job *j, CURLcode rc)
 	int64_t body_pos, size = -1;
 	struct px_http_want want = { .offset = 0, .length = 0, .expect_size = -1,
 				     .html_ok = px_http_is_html_path(f->rel) };
+	int again = retry(c, j, rc);
+	if (again)
+		return again < 0 ? -1 : 0;
 	c->heads++;
 	/* a range GET is stopped by us once its head is in */
 	int got_head = rc == CURLE_OK || (j->kind == JOB_RANGE && rc == CURLE_WRITE_ERROR &&
@@ -1064,6 +1104,7 @@ static int head_done(struct ctx *c, struct job *j, CURLcode rc)
 				return -1;
 			r->file = j->file;
 			r->copy = j->copy;
+			r->attempt = j->attempt;
 			enqueue(c, r, 1);
 			return 0;
 		}
@@ -1096,11 +1137,24 @@ static int walk_http(struct ctx *c)
 		enqueue(c, j, 0);
 	}
 	for (;;) {
+		/* retries whose time has come go first in their queue */
+		int64_t now = px_now_ms(), wait_ms = 1000;
+		for (struct job **pp = &c->delayed; *pp;) {
+			struct job *j = *pp;
+			if (j->not_before <= now) {
+				*pp = j->next;
+				enqueue(c, j, 1);
+			} else {
+				if (j->not_before - now < wait_ms)
+					wait_ms = j->not_before - now;
+				pp = &j->next;
+			}
+		}
 		if (start_jobs(c, multi)) {
 			rc = -1;
 			break;
 		}
-		if (c->running == 0)
+		if (c->running == 0 && !c->delayed)
 			break;
 		int still, done = 0, left;
 		curl_multi_perform(multi, &still);
@@ -1131,7 +1185,7 @@ static int walk_http(struct ctx *c)
 			}
 		}
 		if (!done)
-			curl_multi_poll(multi, NULL, 0, 1000, NULL);
+			curl_multi_poll(multi, NULL, 0, (int)wait_ms, NULL);
 	}
 out:
 	/* jobs still running or waiting (out of memory only) */
@@ -1148,6 +1202,11 @@ out:
 		struct job *j = c->active;
 		c->active = j->next;
 		curl_multi_remove_handle(multi, j->easy);
+		free_job(j);
+	}
+	while (c->delayed) {
+		struct job *j = c->delayed;
+		c->delayed = j->next;
 		free_job(j);
 	}
 	curl_multi_cleanup(multi);
