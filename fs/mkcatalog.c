@@ -933,7 +933,9 @@ static void transfer_why(struct job *j, CURLcode rc, char *why, size_t cap)
 static int retry(struct ctx *c, struct job *j, CURLcode rc)
 {
 	int st = j->head.status;
-	int busy = (rc == CURLE_OK && (st == 429 || st == 502 || st == 503 || st == 504)) ||
+	/* a range GET ends in a write error once its head is in: we stop it */
+	int answered = rc == CURLE_OK || (j->kind == JOB_RANGE && rc == CURLE_WRITE_ERROR);
+	int busy = (answered && (st == 429 || st == 502 || st == 503 || st == 504)) ||
 		   rc == CURLE_GOT_NOTHING || rc == CURLE_RECV_ERROR || rc == CURLE_SEND_ERROR ||
 		   rc == CURLE_PARTIAL_FILE;
 	if (!busy || j->attempt + 1 >= MAX_ATTEMPTS)
@@ -1747,7 +1749,7 @@ int fs_catalog_main(int argc, char **argv)
 		goto out_cleanup;
 	}
 	say("%zu asset(s) from %zu mirror(s): %zu new, %zu updated%s; %zu size mismatch(es), "
-	    "%zu copy(ies) without a size, %zu file(s) left out; %zu HEAD request(s)%s%s",
+	    "%zu copy(ies) without a size, %zu file(s) left out; %zu size request(s)%s%s",
 	    json_array_size(json_object_get(cat, "assets")), c.nmirrors, nnew, nkept,
 	    mg.root ? " (--merge)" : "", c.mismatches, c.head_failures, c.skipped, c.heads,
 	    o.output ? "; written to " : "", o.output ? o.output : "");

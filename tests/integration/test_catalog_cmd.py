@@ -12,7 +12,9 @@ which one lacks a file and holds another at a different size: the size
 mismatch is reported (file, both mirrors, both sizes) and that copy is not
 a source; the missing file has one source. --merge keeps ids (and the other
 fields of an asset) stable and adds new files; --provider and
---max-connections name providers and their limits. Bad input (an
+--max-connections name providers and their limits. A listing of no known
+server (Python's http.server) whose server refuses HEAD gets its sizes from
+one-byte range GETs. Bad input (an
 unreachable mirror, a page that is not a listing, a bad option, a bad
 --merge catalog) exits non-zero with one clear line, within a bound, and
 writes nothing.
@@ -435,3 +437,37 @@ def test_bad_input(servers, library, seamfs_cli, tmp_path, dead_port):
     # help
     r = run_catalog(seamfs_cli, '--help')
     assert r.returncode == 0 and r.stdout.startswith('usage: seamfs catalog')
+
+
+def test_generic_listing_without_head(library, seamfs_cli):
+    """Python's http.server: a "Directory listing for" page of no known
+    server (no sizes in it), and here HEAD refused (405): each size comes
+    from a one-byte range GET instead (answered 200 with the whole length,
+    as this server ignores Range)."""
+    import functools
+    import http.server
+    import threading
+
+    class NoHead(http.server.SimpleHTTPRequestHandler):
+        def do_HEAD(self):
+            self.send_error(405)
+
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(NoHead, directory=str(library))
+    srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
+    srv.handle_error = lambda *args: None   # we hang up once the head is in
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        url = f'http://127.0.0.1:{srv.server_address[1]}/'
+        r = ok_catalog(seamfs_cli, url)
+        cat = by_path(json.loads(r.stdout))
+        assert {p: a['size'] for p, a in cat.items()} == MEDIA
+        # a HEAD and a range GET per file
+        assert f'{2 * len(MEDIA)} size request(s)' in r.stderr
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join(10)
