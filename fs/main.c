@@ -37,6 +37,7 @@
 #include "fetch.h"
 #include "fs.h"
 #include "import.h"
+#include "mkcatalog.h"
 #include "log.h"
 #include "reload.h"
 #include "state.h"
@@ -172,6 +173,7 @@ static void usage(FILE *out)
 		"       mount -t fuse.seamfs CATALOG MOUNTPOINT -o OPTS\n"
 		"       seamfs verify [OPTIONS] CATALOG [ASSET-ID...]   (see seamfs verify --help)\n"
 		"       seamfs ctl [--socket PATH] [--json] SUBCOMMAND  (see seamfs ctl --help)\n"
+		"       seamfs catalog [OPTIONS] MIRROR...              (see seamfs catalog --help)\n"
 		"\n"
 		"Mounts the media assets listed in the JSON file CATALOG as plain, read-only\n"
 		"files under MOUNTPOINT, streaming their bytes from their HTTP(S) or local sources.\n"
@@ -596,6 +598,8 @@ int main(int argc, char *argv[])
 		return fs_verify_main(argc - 1, argv + 1);
 	if (argc > 1 && strcmp(argv[1], "ctl") == 0)
 		return fs_ctl_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "catalog") == 0)
+		return fs_catalog_main(argc - 1, argv + 1);
 	px_config_init(&cfg);
 	if (fuse_opt_parse(&args, &cl, opt_table, opt_proc) == -1 || cl.bad) {
 		usage(stderr);
