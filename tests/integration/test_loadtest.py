@@ -7,6 +7,7 @@ scan budget no read can meet), and a directory that is not a seamfs mount
 is refused."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -51,8 +52,10 @@ def library(seamfs, nginx, data):
 
 
 def run(mnt, profile, *extra, expect=0):
-    argv = [sys.executable, str(SCRIPT), str(mnt), profile, '--viewers', str(VIEWERS),
-            '--duration', str(DURATION)] + list(extra)
+    argv = [sys.executable, str(SCRIPT), str(mnt), profile, '--viewers', str(VIEWERS)]
+    if '--duration' not in extra:
+        argv += ['--duration', str(DURATION)]
+    argv += list(extra)
     env = dict(os.environ, SEAMFS_FIO_DIR=str(FIO_DIR))
     r = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_BOUND, env=env)
     assert r.returncode == expect, f'exit {r.returncode}\n{r.stdout}\n{r.stderr}'
@@ -66,17 +69,18 @@ def parse_table(text):
     assert lines[0].startswith('seamfs-loadtest: profile '), lines[0]
     i = lines.index(next(x for x in lines if x.startswith('JOB ')))
     head = lines[i].split()
-    assert head == ['JOB', 'MBIT', 'READS', 'BYTES', 'P50_MS', 'P99_MS', 'MAX_MS',
+    assert head == ['JOB', 'MBIT', 'READS', 'BYTES', 'SEEKS', 'P50_MS', 'P99_MS', 'MAX_MS',
                     'BUDGET_MS', 'STALLS', 'ERRORS', 'FILE'], head
     jobs = {}
     for line in lines[i + 1:]:
         if not line.strip():
             break
-        cells = line.split(None, 10)
-        assert len(cells) >= 10, line
-        row = dict(zip(head, cells + [''] * (11 - len(cells))))
+        cells = line.split(None, 11)
+        assert len(cells) >= 11, line
+        row = dict(zip(head, cells + [''] * (12 - len(cells))))
         for k in ('READS', 'BYTES', 'STALLS', 'ERRORS'):
             row[k] = int(row[k])
+        row['SEEKS'] = None if row['SEEKS'] == '-' else int(row['SEEKS'])
         for k in ('P50_MS', 'P99_MS', 'MAX_MS', 'BUDGET_MS', 'MBIT'):
             row[k] = None if row[k] == '-' else float(row[k])
         jobs[row['JOB']] = row
@@ -141,6 +145,11 @@ def test_profile(library, data, fio, profile):
             assert row['FILE'] in paths, row
         else:
             assert row['BUDGET_MS'] == 1000.0 and row['FILE'] == f'({len(big_enough)} files)'
+            assert row['SEEKS'] is None, row      # reads of many files: not counted
+    if 'viewer.0' in want:
+        # 64 MiB, read from its start for 2 s: in order, no jump
+        assert jobs['viewer.0']['FILE'] == LIBRARY['big.bin']
+        assert jobs['viewer.0']['SEEKS'] == 0, jobs['viewer.0']
     if nscan:
         # a scan reads heads and tails of every file of 1 MiB or more, once:
         # 256 KiB of head and 8 x 64 KiB about the tail each
@@ -161,6 +170,34 @@ def test_profile(library, data, fio, profile):
                    'the scan counted in status.json')
     assert 'providers at the end: 127.0.0.1:' in r.stdout
     check_bytes(m, data)
+
+
+def test_seekstorm_jumps(library, data, fio):
+    """Seekers jump every fourth read: in 10 s at 8 Mbit/s (about ten reads
+    of 1 MiB each) each jumps twice, to a random offset of a file of 8 or
+    64 MiB; at least one of those lands elsewhere than where the read
+    before ended (all four landing there has odds of 1 in 8^2 x 64^2)."""
+    r = run(library.mnt, 'seekstorm', '--duration', '10', '--min-size', '4M',
+            '--fail-on-stall')
+    jobs, _seam, result = parse_table(r.stdout)
+    seekers = [jobs[f'seeker.{k}'] for k in range(VIEWERS)]
+    assert {s['FILE'] for s in seekers} == {LIBRARY['big.bin'], LIBRARY['mid.bin']}
+    assert sum(s['SEEKS'] for s in seekers) >= 1, r.stdout
+    assert all(s['STALLS'] == 0 and s['ERRORS'] == 0 for s in seekers), r.stdout
+    assert result == 'result: ok: no stall, no error'
+    check_bytes(library, data)
+
+
+def test_fio_overrunning_its_bound_is_stopped(library, data, fio):
+    """--timeout shorter than the run: fio's whole process group is
+    stopped, the run fails (exit 3) and names fio's pid, and nothing of
+    that group is left."""
+    r = run(library.mnt, 'viewers', '--duration', '30', '--timeout', '2', expect=3)
+    m = re.search(r'fio did not finish within 2 s; stopped it \(pid (\d+)\)', r.stderr)
+    assert m, r.stderr
+    with pytest.raises(ProcessLookupError):
+        os.killpg(int(m.group(1)), 0)
+    check_bytes(library, data)
 
 
 def test_json(library, data, fio):
