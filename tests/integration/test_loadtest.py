@@ -227,6 +227,28 @@ def test_stall_detector_fails_the_run(library, data, fio):
     check_bytes(library, data)
 
 
+def test_failed_reads_are_errors(seamfs, nginx, data, fio, dead_port):
+    """A file whose only source refuses connections: the viewer's read
+    fails (EIO), the table shows the error on that viewer and seamfs's
+    failed reads, and --fail-on-stall exits 1; the good file beside it
+    still reads right."""
+    dead = 'Movies/Dead (1999)/Dead (1999).mkv'
+    m = seamfs.mount(catalog(
+        asset('dead', dead, f'http://127.0.0.1:{dead_port}/dead.mkv', size=8 * MIB,
+              mtime=1700000000),
+        asset('mid', LIBRARY['mid.bin'], nginx.url('mid.bin'), size=data['mid.bin'].size,
+              mtime=1700000000)))
+    r = run(m.mnt, 'viewers', '--viewers', '1', '--under', 'Movies/Dead (1999)',
+            '--fail-on-stall', expect=1)
+    jobs, seam, result = parse_table(r.stdout)
+    assert jobs['viewer.0']['FILE'] == dead and jobs['viewer.0']['ERRORS'] == 1, r.stdout
+    assert seam['failed_reads'][2] >= 1, r.stdout
+    assert result.startswith('result: FAIL: 1 read errors (fio), '), result
+    assert jobs['all']['ERRORS'] == 1
+    got = bounded(lambda: sha256_file(m.path(LIBRARY['mid.bin'])), 60, 'read mid')
+    assert got == data['mid.bin'].sha256
+
+
 def test_refuses_what_is_not_a_mount(tmp_path, fio):
     env = dict(os.environ, SEAMFS_FIO_DIR=str(FIO_DIR))
     r = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), 'viewers'],
