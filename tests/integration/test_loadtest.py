@@ -129,7 +129,7 @@ def test_profile(library, data, fio, profile):
     want = {}
     for role, mbit in rated:
         want[f'{role}.{sum(1 for k in want if k.startswith(role + "."))}'] = mbit
-    want.update({f'scan-head.0': None, f'scan-tail.0': None} if nscan else {})
+    want.update({'scan-head.0': None, 'scan-tail.0': None} if nscan else {})
     assert set(jobs) == set(want) | {'all'}, jobs
     paths = set(LIBRARY.values())
     big_enough = sorted(p for n, p in LIBRARY.items() if data[n].size >= MIB)
