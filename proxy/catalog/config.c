@@ -24,6 +24,7 @@ const struct px_config_option px_config_options[] = {
 	{ "ca_file", "PATH", "CA bundle for https sources (default: the system store)" },
 	{ "insecure", NULL, "do not verify TLS certificates (testing only)" },
 	{ "log_level", "LEVEL", "error, warn, info or debug (default info)" },
+	{ "log_file", "PATH", "append the log to PATH, reopened on SIGHUP (default: stderr with -f, else syslog)" },
 	{ "readahead_budget", "SIZE", "memory read-ahead windows and cached heads/tails share (default 256M)" },
 	{ "head_size", "SIZE", "bytes at the start of each file kept in the shared cache (default 2M)" },
 	{ "tail_size", "SIZE", "bytes at the end of each file kept in the shared cache (default 1M)" },
@@ -36,6 +37,7 @@ const struct px_config_option px_config_options[] = {
 	{ "stall_timeout", "SECONDS", "no byte this long while a read waits: cut over to a standby (default 3)" },
 	{ "standby_delay", "SECONDS", "playback time before an asset's standbys are verified; 0: at once (default 120)" },
 	{ "max_standby", "N", "standbys verified ahead per asset, 0 to 64 (default 5)" },
+	{ "max_streams", "N", "range transfers one playback may run at once while it waits on a slow source, within its provider's spare slots; 1 disables (default 4)" },
 	{ "work_dir", "DIR", "where transcode writers put segments, playlists and leases (default STATE_DIR/transcode)" },
 	{ "writer", "PATH", "the seamfs-writer program (default: beside seamfs)" },
 	{ "heartbeat", "SECONDS", "how often a writer renews its lease (default 10)" },
@@ -72,6 +74,7 @@ void px_config_init(struct px_config *cfg)
 	cfg->stall_timeout_ms = 3000;
 	cfg->standby_delay_ms = 120000;
 	cfg->max_standby = 5;
+	cfg->max_streams = 4;
 	cfg->heartbeat_ms = 10000;
 	cfg->seek_restart_segments = 3;
 	cfg->max_writers = 2;
@@ -90,6 +93,8 @@ void px_config_release(struct px_config *cfg)
 	free(cfg->host_id);
 	free(cfg->cluster);
 	cfg->store = cfg->store_password_file = cfg->host_id = cfg->cluster = NULL;
+	free(cfg->log_file);
+	cfg->log_file = NULL;
 	cfg->ca_file = NULL;
 	cfg->state_dir = NULL;
 	cfg->strm_paths = NULL;
@@ -258,6 +263,9 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 	} else if (strcmp(name, "max_standby") == 0) {
 		if (parse_int(value, 0, 64, &cfg->max_standby))
 			want = "a whole number from 0 to 64";
+	} else if (strcmp(name, "max_streams") == 0) {
+		if (parse_int(value, 1, 16, &cfg->max_streams))
+			want = "a whole number from 1 to 16";
 	} else if (strcmp(name, "heartbeat") == 0 || strcmp(name, "orphan_after") == 0) {
 		if (parse_seconds(value, 3600, name[0] == 'h' ? &cfg->heartbeat_ms
 							      : &cfg->orphan_after_ms))
@@ -305,14 +313,14 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 		}
 	} else if (strcmp(name, "state_dir") == 0 || strcmp(name, "ca_file") == 0 ||
 		   strcmp(name, "work_dir") == 0 || strcmp(name, "writer") == 0 ||
-		   strcmp(name, "control_socket") == 0 ||
+		   strcmp(name, "control_socket") == 0 || strcmp(name, "log_file") == 0 ||
 		   strcmp(name, "store_password_file") == 0) {
 		char **dst = strcmp(name, "state_dir") == 0 ? &cfg->state_dir
 			     : strcmp(name, "ca_file") == 0 ? &cfg->ca_file
 			     : strcmp(name, "work_dir") == 0 ? &cfg->work_dir
 			     : strcmp(name, "writer") == 0 ? &cfg->writer
 			     : strcmp(name, "store_password_file") == 0 ? &cfg->store_password_file
-			     : &cfg->control_socket;
+			     : strcmp(name, "log_file") == 0 ? &cfg->log_file : &cfg->control_socket;
 		if (value[0] != '/') {
 			want = "an absolute path";
 		} else if (set_string(dst, value)) {

@@ -31,6 +31,7 @@ struct px_config {
 				     * paths from playlists and seamfs ctl must lie
 				     * in; NULL: none (URL sources only) */
 	enum px_log_level log_level;
+	char *log_file;             /* owned; NULL: stderr (-f) or syslog */
 	int64_t readahead_budget;   /* bytes windows and cached heads/tails share, 256 MiB */
 	int64_t head_size;          /* cached head of every asset, 2 MiB */
 	int64_t tail_size;          /* cached tail of every asset, 1 MiB */
@@ -43,6 +44,7 @@ struct px_config {
 	int64_t stall_timeout_ms;   /* no byte this long while a reader waits: a cutover, 3 s */
 	int64_t standby_delay_ms;   /* playback before standbys are verified, 120 s */
 	int max_standby;            /* standbys verified per asset, 5 */
+	int max_streams;            /* transfers per playback while starved, 4 */
 	/* transcoded assets (transcode.c) */
 	char *work_dir;             /* owned; NULL: state_dir/transcode */
 	char *writer;               /* owned; NULL: seamfs-writer beside the daemon */

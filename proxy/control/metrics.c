@@ -229,6 +229,12 @@ char *px_metrics_text(struct px_core *core)
 	       "Time reads spent waiting for a stream's bytes.");
 	put(&b, "seamfs_stream_wait_seconds_total %.6f\n",
 	    (double)snap->stream_wait_us / 1e6);
+	family(&b, "seamfs_parallel_streams_total", "counter",
+	       "Streams that turned parallel: their reader outran one transfer.");
+	sample(&b, "seamfs_parallel_streams_total", snap->n_par_streams);
+	family(&b, "seamfs_parallel_parts_total", "counter",
+	       "Part transfers parallel streams started.");
+	sample(&b, "seamfs_parallel_parts_total", snap->n_parts);
 	family(&b, "seamfs_direct_reads_total", "counter", "Reads fetched by a range request.");
 	sample(&b, "seamfs_direct_reads_total", snap->n_direct);
 

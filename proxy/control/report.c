@@ -60,7 +60,7 @@ static json_t *provider_json(const struct px_snap_provider *p, int64_t now)
 
 static json_t *session_json(const struct px_snap_session *s, int64_t now)
 {
-	return json_pack("{s:I, s:o, s:o, s:I, s:o, s:o, s:I, s:I, s:i, s:i, s:s, s:f}",
+	return json_pack("{s:I, s:o, s:o, s:I, s:o, s:o, s:I, s:I, s:i, s:i, s:i, s:s, s:f}",
 			 "id", (json_int_t)s->id, "asset", px_json_str(s->asset),
 			 "path", px_json_str(s->path), "client", (json_int_t)s->client,
 			 "source", px_json_str(s->source),
@@ -68,6 +68,7 @@ static json_t *session_json(const struct px_snap_session *s, int64_t now)
 			 "offset", (json_int_t)s->offset,
 			 "bytes_served", (json_int_t)s->served,
 			 "handles", s->nhandles, "transfers", s->xfers,
+			 "streams", s->xfers + s->extra,
 			 "state", s->exhausted ? "fallback_exhausted" : s->nhandles ? "open" : "lingering",
 			 "age_s", (double)(now - s->created) / 1000.0);
 }
@@ -242,7 +243,7 @@ char *px_report_json(struct px_core *core)
 	json_object_set_new(root, "cutovers", cutovers_json(snap));
 
 	json_object_set_new(root, "reads",
-			    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+			    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 				      "head_tail_cache_hits", (json_int_t)snap->n_cache_hits,
 				      "head_tail_cache_fills", (json_int_t)snap->n_cache_fills,
 				      "scans_from_cache", (json_int_t)snap->n_scans_cached,
@@ -250,6 +251,8 @@ char *px_report_json(struct px_core *core)
 				      "stream_restarts", (json_int_t)snap->n_stream_restarts,
 				      "stream_waits", (json_int_t)snap->n_stream_waits,
 				      "stream_wait_ms", (json_int_t)(snap->stream_wait_us / 1000),
+				      "parallel_streams", (json_int_t)snap->n_par_streams,
+				      "parallel_parts", (json_int_t)snap->n_parts,
 				      "direct_reads", (json_int_t)snap->n_direct));
 	json_object_set_new(root, "memory",
 			    json_pack("{s:I, s:I, s:I, s:I}",
@@ -257,7 +260,10 @@ char *px_report_json(struct px_core *core)
 				      "readahead_budget", (json_int_t)snap->ra_budget,
 				      "cache_used", (json_int_t)snap->cache_used,
 				      "cache_size", (json_int_t)snap->cache_size));
-	out = px_json_text(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+	/* ages are whole milliseconds over 1000.0: 15 significant digits
+	 * print them as they are (2.721), where jansson's default 17 print
+	 * the double's noise (2.7210000000000001) */
+	out = px_json_text(root, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
 	root = NULL;
 out:
 	px_snapshot_free(snap);

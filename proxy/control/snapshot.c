@@ -91,6 +91,7 @@ static void take_session(const struct px_core *core, const struct px_session *x,
 	o->created = x->created;
 	o->nhandles = x->nhandles;
 	o->xfers = x->xfers;
+	o->extra = x->xfers_extra;
 	o->exhausted = x->exhausted;
 }
 
@@ -289,6 +290,8 @@ static void take_reads(struct px_core *core, struct px_snapshot *s)
 	s->n_streams = atomic_load(&core->n_streams);
 	s->n_stream_restarts = atomic_load(&core->n_stream_restarts);
 	s->n_stream_waits = atomic_load(&core->n_stream_waits);
+	s->n_par_streams = atomic_load(&core->n_par_streams);
+	s->n_parts = atomic_load(&core->n_parts);
 	s->stream_wait_us = atomic_load(&core->stream_wait_us);
 	s->n_direct = atomic_load(&core->n_direct);
 	s->ra_used = atomic_load(&core->ra_used);

@@ -53,6 +53,7 @@ struct px_snap_session {
 	int64_t offset, served;    /* where the last read ended; bytes served */
 	int64_t created;           /* core clock, ms */
 	int nhandles, xfers, exhausted;
+	int extra;                 /* its parallel read-ahead transfers */
 };
 
 struct px_snap_source {
@@ -135,6 +136,7 @@ struct px_snapshot {
 	uint64_t n_cache_hits, n_cache_fills, n_streams, n_stream_restarts;
 	uint64_t n_scans_cached;   /* handles that read only cached bytes */
 	uint64_t n_stream_waits, stream_wait_us, n_direct;
+	uint64_t n_par_streams, n_parts;
 	int64_t ra_used, ra_budget, cache_used, cache_size;
 	struct px_histo_snap h_read, h_ttfb;
 };

@@ -31,6 +31,25 @@
  * of a superseded transfer are ignored. A cutover that moves the session
  * to a path source ends the stream (closed): its readers read the path.
  *
+ * Parallel ranges: one connection of a CDN or debrid host often runs at a
+ * capped speed, far below what the reader takes. When a reader keeps
+ * waiting on a transfer that never pauses (STARVE_MS without the window
+ * reaching its fill limit) and runs below CAPPED_RATE (faster, it is this
+ * machine's CPU that holds it back, which more connections would only
+ * share further), and the provider has a spare slot, the stream
+ * turns parallel: its bytes ahead are split into parts of part_size()
+ * bytes, each brought by a bounded range request of its own, written
+ * into the ring at its offset; the window's end (rend) moves over the
+ * parts in order as each first one completes. The part the reader needs
+ * (parts[0]) takes the session's slot; the others are background work in
+ * spare slots only (PX_XFER_SPARE): an open or another session's stream
+ * cancels them, and their parts go back to wait for a slot. Up to
+ * cfg->max_streams parts run while a reader waits, one when none does. A
+ * part whose transfer fails goes through the same decision as the single
+ * transfer (retry.c): a cutover or a retry from the byte it reached. The
+ * open-ended transfer running when the stream turns parallel brings the
+ * first part and is cancelled at its end.
+ *
  * Lifetime: the session holds one reference, each transfer one; the window
  * goes back to the budget with the last. Lock: st->lock only, never held
  * while calling the fetcher or sleeping.
@@ -62,6 +81,15 @@
 #define CHUNK_MAX (256LL << 10) /* the largest piece on_data gets (fetch.c's buffer) */
 #define MAX_PINS 128            /* replies in flight straight from the window */
 #define RESUME_ROOM (1LL << 20) /* a paused transfer goes on once this much is free */
+#define STARVE_MS 500           /* a transfer that has not paused this long while
+				 * a reader waits is the slower of the two... */
+#define CAPPED_RATE (64LL << 20) /* ...and, below this many bytes a second, held
+				 * back by its connection (a per-connection cap),
+				 * not by this machine's CPU, which more
+				 * connections would not help */
+#define MAX_PARTS 32            /* parts ahead of the window's end */
+#define PART_MIN (256LL << 10)
+#define PART_MAX (4LL << 20)
 
 /* ...or, when the kernel reads further ahead, as far as its read-ahead
  * reaches: a sync window and two async ones, and a read's worth */
@@ -78,6 +106,22 @@ void px_stream_set_kernel_readahead(struct px_core *core, int64_t bytes)
 {
 	atomic_store(&core->kernel_ra, bytes > 0 ? bytes : 0);
 }
+
+/* A part of a parallel stream: bytes [from, end) that one range transfer
+ * brings, of which [from, pos) are in the ring. */
+struct part {
+	uint64_t id;            /* stable while the array shifts */
+	int64_t from, pos, end;
+	uint64_t gen;           /* of its running transfer, 0: none */
+	uint64_t xid;           /* that transfer's fetch id, 0 until known */
+	size_t source;
+	int failed;             /* its transfer ended early: err, detail */
+	int stalled;            /* we ended it: no byte for stall_timeout */
+	int deciding;           /* a reader is deciding on the failure */
+	enum px_status err;
+	char detail[160];
+	int64_t last_byte;      /* ms */
+};
 
 struct px_stream {
 	struct px_core *core;
@@ -113,12 +157,29 @@ struct px_stream {
 	enum px_status err;
 	char detail[200];
 	int closed;
+
+	int64_t last_pause;     /* when the transfer last paused or started (ms) */
+	int64_t pause_rend;     /* rend then */
+	int nwait;              /* readers waiting for bytes */
+	/* parallel ranges (par): parts[0..nparts) cover [rend, next_off) in
+	 * order, adjacent, and rend == parts[0].pos */
+	int par;
+	struct part parts[MAX_PARTS];
+	int nparts;
+	int64_t next_off;
+	int nrun;               /* part transfers whose on_done has not come */
+	uint64_t next_part;
+	uint64_t open_gen;      /* the open-ended transfer bringing parts[0] */
+	uint64_t open_xid;
+	uint64_t cut_xid;       /* it passed its part's end: cancel it */
+	int64_t par_next;       /* when to look for a spare slot again (ms) */
 };
 
 /* One transfer's callback context. */
 struct sx {
 	struct px_stream *st;
 	uint64_t gen;
+	int par;                /* it brings a part */
 };
 
 #define HUGE_PAGE (2LL << 20)
@@ -240,6 +301,134 @@ static int64_t room(struct px_stream *st)
 	return by_fill < by_cap ? by_fill : by_cap;
 }
 
+/* Copies bytes at offset at into the ring. Lock held; the caller made sure
+ * they fit beside the bytes kept. */
+static void ring_put(struct px_stream *st, int64_t at, const void *buf, size_t len)
+{
+	int64_t pos = at % st->cap;
+	size_t first = (size_t)(st->cap - pos) < len ? (size_t)(st->cap - pos) : len;
+	memcpy(st->ring + pos, buf, first);
+	memcpy(st->ring, (const unsigned char *)buf + first, len - first);
+}
+
+static struct part *part_by_gen(struct px_stream *st, uint64_t gen, int *idx)
+{
+	for (int i = 0; i < st->nparts; i++)
+		if (st->parts[i].gen == gen) {
+			*idx = i;
+			return &st->parts[i];
+		}
+	return NULL;
+}
+
+static struct part *part_by_id(struct px_stream *st, uint64_t id)
+{
+	for (int i = 0; i < st->nparts; i++)
+		if (st->parts[i].id == id)
+			return &st->parts[i];
+	return NULL;
+}
+
+/* Moves the window's end over the complete parts at the front and into
+ * the first incomplete one. Lock held. */
+static void par_advance(struct px_stream *st)
+{
+	int done = 0;
+	while (done < st->nparts && st->parts[done].pos >= st->parts[done].end)
+		done++;
+	if (done) {
+		/* a complete part's transfer may still be ending: its on_done
+		 * finds no part and only counts it */
+		memmove(st->parts, st->parts + done, (size_t)(st->nparts - done) * sizeof(st->parts[0]));
+		st->nparts -= done;
+	}
+	st->rend = st->nparts ? st->parts[0].pos : st->next_off;
+}
+
+/* A parallel stream's bytes: into the ring at their part's place. Lock
+ * held; returns what on_data returns. */
+static int par_data(struct px_stream *st, uint64_t gen, int64_t off, const void *buf, size_t len)
+{
+	int i = 0;
+	struct part *p = part_by_gen(st, gen, &i);
+	if (!p || p->pos >= p->end) {
+		/* the open-ended transfer past its part's end: paused until a
+		 * reader cancels it (par_pump) */
+		if (gen == st->open_gen) {
+			st->cut_xid = st->open_xid;
+			pthread_cond_broadcast(&st->cond);
+			return 0;
+		}
+		return 1; /* superseded: it is being cancelled */
+	}
+	if (p->err != PX_OK)
+		return 1; /* broken: its end decides */
+	if (off != p->pos) {
+		p->err = PX_EBADRESP;
+		snprintf(p->detail, sizeof(p->detail), "bytes at %lld, expected %lld",
+			 (long long)off, (long long)p->pos);
+		return 1;
+	}
+	size_t n = (int64_t)len < p->end - p->pos ? len : (size_t)(p->end - p->pos);
+	ring_put(st, p->pos, buf, n);
+	p->pos += (int64_t)n;
+	p->last_byte = st->last_byte = px_now_ms();
+	int complete = p->pos >= p->end;
+	if (i == 0)
+		par_advance(st);
+	/* a waiting reader has its bytes, or a part's lane is free for the
+	 * next one */
+	if (st->rend >= st->wake_at || complete) {
+		st->wake_at = INT64_MAX;
+		pthread_cond_broadcast(&st->cond);
+	}
+	if (n < len) {
+		st->cut_xid = st->open_xid; /* only the open-ended one runs past */
+		return 0;
+	}
+	return 1;
+}
+
+/* A parallel stream's transfer ended. Lock held. */
+static void par_done(struct px_stream *st, uint64_t gen, const struct px_fetch_result *res)
+{
+	int i;
+	st->nrun--;
+	if (gen == st->open_gen) {
+		if (st->cut_xid == st->open_xid)
+			st->cut_xid = 0;
+		st->open_gen = st->open_xid = 0;
+	}
+	struct part *p = part_by_gen(st, gen, &i);
+	if (p) {
+		p->gen = p->xid = 0;
+		if (p->pos < p->end) {
+			if (p->stalled) {
+				p->failed = 1;
+				p->err = PX_ETIMEDOUT;
+				snprintf(p->detail, sizeof(p->detail),
+					 "stalled: no byte within stall_timeout");
+			} else if (p->err != PX_OK) {
+				p->failed = 1; /* a broken answer (par_data) */
+			} else if (res->status == PX_ECANCELED) {
+				/* preempted by playback, or ended by us: it
+				 * waits for a slot again */
+			} else if (res->status == PX_OK && res->http_status == 206 && res->bytes > 0) {
+				/* a capped answer: the rest is asked for next */
+			} else {
+				p->failed = 1;
+				p->err = res->status != PX_OK ? res->status : PX_ETRANSFER;
+				if (res->status != PX_OK)
+					snprintf(p->detail, sizeof(p->detail), "%s", res->detail);
+				else
+					snprintf(p->detail, sizeof(p->detail),
+						 "transfer ended at byte %lld", (long long)p->pos);
+			}
+		}
+	}
+	pthread_cond_broadcast(&st->cond);
+}
+
 static int s_data(void *ctx, int64_t off, const void *buf, size_t len)
 {
 	struct sx *x = ctx;
@@ -247,7 +436,13 @@ static int s_data(void *ctx, int64_t off, const void *buf, size_t len)
 	int took = 1;
 
 	pthread_mutex_lock(&st->lock);
-	if (x->gen != st->gen || st->closed)
+	if (st->closed)
+		goto out; /* it is being cancelled */
+	if (st->par) {
+		took = par_data(st, x->gen, off, buf, len);
+		goto out;
+	}
+	if (x->gen != st->gen)
 		goto out; /* superseded: drop, it is being cancelled */
 	if (off != st->rend) {
 		/* the fetcher promises order; never store bytes at a guess */
@@ -259,13 +454,12 @@ static int s_data(void *ctx, int64_t off, const void *buf, size_t len)
 	reclaim(st);
 	if ((int64_t)len > room(st)) {
 		st->paused = 1;
+		st->last_pause = px_now_ms();
+		st->pause_rend = st->rend;
 		took = 0;
 		goto out;
 	}
-	int64_t pos = st->rend % st->cap;
-	size_t first = (size_t)(st->cap - pos) < len ? (size_t)(st->cap - pos) : len;
-	memcpy(st->ring + pos, buf, first);
-	memcpy(st->ring, (const unsigned char *)buf + first, len - first);
+	ring_put(st, st->rend, buf, len);
 	st->rend += (int64_t)len;
 	st->last_byte = px_now_ms();
 	/* wake the waiters once one of them has all its bytes, not at every
@@ -285,7 +479,9 @@ static void s_done(void *ctx, const struct px_fetch_result *res)
 	struct px_stream *st = x->st;
 
 	pthread_mutex_lock(&st->lock);
-	if (x->gen == st->gen) {
+	if (x->par || (st->open_gen && x->gen == st->open_gen)) {
+		par_done(st, x->gen, res);
+	} else if (x->gen == st->gen) {
 		st->ended = 1;
 		st->paused = 0;
 		if (st->err == PX_OK) {
@@ -335,11 +531,13 @@ static enum px_status submit(struct px_stream *st, int64_t deadline)
 	st->detail[0] = '\0';
 	st->paused = 0;
 	st->xid = 0;
-	st->last_byte = px_now_ms();
+	st->last_byte = st->last_pause = px_now_ms();
+	st->pause_rend = st->rend;
 	/* after a cutover, the session's new source */
 	st->source = atomic_load(&st->sess->source);
 	x->st = st;
 	x->gen = st->gen;
+	x->par = 0;
 	atomic_fetch_add(&st->refs, 1);
 	struct px_fetch_params fp = px_source_range(core, st->asset, st->source, st->rend,
 						    st->size - st->rend);
@@ -370,6 +568,232 @@ static enum px_status submit(struct px_stream *st, int64_t deadline)
 		pthread_mutex_unlock(&st->lock);
 		core->ops.cancel(core->ops.impl, id);
 		pthread_mutex_lock(&st->lock);
+	}
+	return PX_OK;
+}
+
+/* The size of a parallel stream's parts: the ring holds the bytes kept
+ * behind the reader and max_streams + 1 parts ahead. */
+static int64_t part_size(const struct px_stream *st)
+{
+	int n = st->core->cfg->max_streams;
+	int64_t sz = (st->cap - KEEP_BEHIND - CHUNK_MAX) / (n + 1);
+	sz &= ~((64LL << 10) - 1);
+	return sz < PART_MIN ? PART_MIN : sz > PART_MAX ? PART_MAX : sz;
+}
+
+/* Cancels every transfer of the stream: the lock is dropped around the
+ * cancels. Lock held. */
+static void cancel_all(struct px_stream *st)
+{
+	uint64_t ids[MAX_PARTS + 2];
+	int n = 0;
+	if (!st->ended && st->xid)
+		ids[n++] = st->xid;
+	if (st->open_xid)
+		ids[n++] = st->open_xid;
+	for (int i = 0; i < st->nparts; i++)
+		if (st->parts[i].xid)
+			ids[n++] = st->parts[i].xid;
+	if (!n)
+		return;
+	pthread_mutex_unlock(&st->lock);
+	for (int i = 0; i < n; i++)
+		st->core->ops.cancel(st->core->ops.impl, ids[i]);
+	pthread_mutex_lock(&st->lock);
+}
+
+/* Whether the stream should turn parallel: a reader waits on a transfer
+ * that has not paused for STARVE_MS and brought less than CAPPED_RATE
+ * meanwhile, and the rest of the asset is worth splitting. Lock held. */
+static int par_wanted(const struct px_stream *st, int64_t now)
+{
+	int64_t ms = now - st->last_pause;
+	return st->core->cfg->max_streams > 1 && !st->par && !st->closed && st->xid &&
+	       !st->ended && !st->paused && ms >= STARVE_MS && now >= st->par_next &&
+	       (st->rend - st->pause_rend) * 1000 / ms < CAPPED_RATE &&
+	       st->size - st->rend > 2 * part_size(st);
+}
+
+/* Turns the stream parallel: its running transfer brings the first part
+ * and is cancelled at its end. Lock held. */
+static void par_begin(struct px_stream *st)
+{
+	int64_t e = st->rend + part_size(st);
+	struct part *p = &st->parts[0];
+	memset(p, 0, sizeof(*p));
+	p->id = ++st->next_part;
+	p->from = p->pos = st->rend;
+	p->end = e < st->size ? e : st->size;
+	p->gen = st->gen;
+	p->xid = st->xid;
+	p->source = st->source;
+	p->last_byte = st->last_byte;
+	st->nparts = 1;
+	st->next_off = p->end;
+	st->nrun = 1;
+	st->open_gen = st->gen;
+	st->open_xid = st->xid;
+	st->xid = 0;
+	st->par = 1;
+	st->core->n_par_streams++;
+	px_debug("stream", "%s: the reader outruns one transfer at %lld: parallel ranges "
+		 "of %lld KiB", st->sess->who, (long long)st->rend,
+		 (long long)(part_size(st) >> 10));
+}
+
+/* The bytes just before parts[i]'s position that the ring holds, for a
+ * cutover's seam check. Lock held. */
+static size_t part_seam(struct px_stream *st, int i, unsigned char out[4096])
+{
+	const struct part *p = &st->parts[i];
+	int64_t lo = i == 0 ? st->rstart : p->from;
+	int64_t n = p->pos - lo < 4096 ? p->pos - lo : 4096;
+	for (int64_t k = 0; k < n; k++)
+		out[k] = st->ring[(p->pos - n + k) % st->cap];
+	return n > 0 ? (size_t)n : 0;
+}
+
+/*
+ * Runs a parallel stream's parts: cancels the open-ended transfer past its
+ * part, decides on a failed part (retry: the read's budget; NULL: leave it
+ * to a waiting reader) as a single transfer's failure is decided, and
+ * starts transfers for parts that have none, new parts ahead of them while
+ * a reader starves (up to max_streams; one otherwise, within the fill
+ * limit). parts[0] takes the session's slot, waiting until deadline for
+ * it; the others take spare slots only. Lock held; dropped around cancels,
+ * submits and decisions. PX_OK, or the status the waiting read fails with.
+ */
+static enum px_status par_pump(struct px_stream *st, int starving, int64_t deadline,
+			       const char *who, struct px_retry *retry)
+{
+	struct px_core *core = st->core;
+	for (int round = 0; round < 4 * MAX_PARTS; round++) {
+		if (st->closed)
+			return PX_OK;
+		if (st->cut_xid) {
+			uint64_t id = st->cut_xid;
+			st->cut_xid = 0;
+			pthread_mutex_unlock(&st->lock);
+			core->ops.cancel(core->ops.impl, id);
+			pthread_mutex_lock(&st->lock);
+			continue;
+		}
+		int i = 0;
+		while (retry && i < st->nparts && !(st->parts[i].failed && !st->parts[i].deciding))
+			i++;
+		if (retry && i < st->nparts) {
+			struct part *p = &st->parts[i];
+			unsigned char seam[4096];
+			char detail[sizeof(p->detail)];
+			size_t nseam = part_seam(st, i, seam);
+			memcpy(detail, p->detail, sizeof(detail));
+			uint64_t pid = p->id;
+			size_t failed = p->source;
+			int64_t at = p->pos;
+			enum px_status why = p->err;
+			int stalled = p->stalled;
+			p->deciding = 1;
+			pthread_mutex_unlock(&st->lock);
+			enum px_status next = px_retry_failed(retry, st->sess, failed, at, why, stalled,
+							      detail, seam, nseam, deadline, who);
+			pthread_mutex_lock(&st->lock);
+			p = part_by_id(st, pid);
+			if (p) {
+				p->deciding = 0;
+				if (next == PX_OK) {
+					p->failed = p->stalled = 0;
+					p->err = PX_OK;
+				}
+			}
+			if (next != PX_OK)
+				return next;
+			core->n_stream_restarts++;
+			continue;
+		}
+		size_t source = atomic_load(&st->sess->source);
+		if (px_source_is_path(core, st->asset, source)) {
+			/* a cutover moved the session to a path source: the
+			 * stream is over, its readers read the path */
+			st->closed = 1;
+			st->gen++;
+			pthread_cond_broadcast(&st->cond);
+			cancel_all(st);
+			return PX_OK;
+		}
+		int target = starving ? core->cfg->max_streams : 1;
+		int pick = -1;
+		for (i = 0; i < st->nparts && pick < 0; i++)
+			if (!st->parts[i].gen && !st->parts[i].failed &&
+			    st->parts[i].pos < st->parts[i].end)
+				pick = i;
+		if (pick > 0 && st->nrun >= target)
+			return PX_OK;
+		if (pick < 0) {
+			/* a new part at the end, if a lane is free and the ring
+			 * has room for it; ahead of the fill limit only for a
+			 * starving reader */
+			int64_t e = st->next_off + part_size(st);
+			if (e > st->size)
+				e = st->size;
+			reclaim(st);
+			if (st->nrun >= target || st->next_off >= st->size ||
+			    st->nparts == MAX_PARTS || e - st->rstart > st->cap ||
+			    (!starving && st->next_off >= st->consumed + st->fill))
+				return PX_OK;
+			struct part *n = &st->parts[st->nparts];
+			memset(n, 0, sizeof(*n));
+			n->id = ++st->next_part;
+			n->from = n->pos = st->next_off;
+			n->end = e;
+			st->next_off = e;
+			pick = st->nparts++;
+		}
+		struct part *p = &st->parts[pick];
+		struct sx *x = malloc(sizeof(*x));
+		if (!x)
+			return pick == 0 ? PX_ENOMEM : PX_OK;
+		int bg = pick != 0;
+		p->gen = ++st->gen;
+		p->xid = 0;
+		p->source = source;
+		p->err = PX_OK;
+		p->stalled = 0;
+		p->last_byte = px_now_ms();
+		x->st = st;
+		x->gen = p->gen;
+		x->par = 1;
+		atomic_fetch_add(&st->refs, 1);
+		st->nrun++;
+		uint64_t pid = p->id, gen = p->gen, id = 0;
+		struct px_fetch_params fp = px_source_range(core, st->asset, source, p->pos,
+							    p->end - p->pos);
+		struct px_fetch_cb cb = { s_data, s_done, x };
+		pthread_mutex_unlock(&st->lock);
+		enum px_status rc = px_xfer_submit(core,
+						   core->cat->assets[st->asset].sources[source].provider,
+						   st->sess, bg ? PX_XFER_SPARE : 0, deadline, &fp,
+						   &cb, &id);
+		pthread_mutex_lock(&st->lock);
+		p = part_by_id(st, pid);
+		if (rc != PX_OK) {
+			free(x); /* never started: no callback will come */
+			atomic_fetch_sub(&st->refs, 1);
+			st->nrun--;
+			if (p && p->gen == gen)
+				p->gen = 0;
+			/* no spare slot now: the part waits for the next turn */
+			return bg ? PX_OK : rc;
+		}
+		core->n_parts++;
+		if (p && p->gen == gen && !st->closed) {
+			p->xid = id;
+		} else {
+			/* ended already, or the stream closed meanwhile */
+			pthread_mutex_unlock(&st->lock);
+			core->ops.cancel(core->ops.impl, id);
+			pthread_mutex_lock(&st->lock);
+		}
 	}
 	return PX_OK;
 }
@@ -432,11 +856,9 @@ void px_stream_close(struct px_stream *st)
 	pthread_mutex_lock(&st->lock);
 	st->closed = 1;
 	st->gen++;
-	uint64_t id = st->ended ? 0 : st->xid;
 	pthread_cond_broadcast(&st->cond);
+	cancel_all(st);
 	pthread_mutex_unlock(&st->lock);
-	if (id)
-		st->core->ops.cancel(st->core->ops.impl, id);
 	px_stream_unref(st);
 }
 
@@ -451,7 +873,7 @@ int px_stream_closed(struct px_stream *st)
 int px_stream_idle(struct px_stream *st)
 {
 	pthread_mutex_lock(&st->lock);
-	int idle = !st->closed && !st->ended && st->paused && st->npins == 0;
+	int idle = !st->closed && !st->par && !st->ended && st->paused && st->npins == 0;
 	pthread_mutex_unlock(&st->lock);
 	return idle;
 }
@@ -589,6 +1011,49 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 			rc = PX_EDECLINED;
 			break;
 		}
+		if (st->par) {
+			/* parallel ranges: start what the parts need, then wait
+			 * for ours, cancelling a first part that stalls */
+			enum px_status prc = par_pump(st, 1, deadline, who, &retry);
+			if (prc != PX_OK) {
+				rc = prc;
+				break;
+			}
+			if (end <= st->rend || st->closed)
+				continue;
+			if (end > st->want)
+				st->want = end;
+			if (!waited) {
+				waited = px_now_us();
+				core->n_stream_waits++;
+			}
+			int64_t now = px_now_ms(), until = deadline;
+			if (now >= deadline) {
+				rc = PX_ETIMEDOUT;
+				break;
+			}
+			struct part *p0 = st->nparts ? &st->parts[0] : NULL;
+			if (p0 && p0->xid && !p0->stalled) {
+				int64_t stall_at = p0->last_byte + core->cfg->stall_timeout_ms;
+				if (now >= stall_at) {
+					p0->stalled = 1; /* its end (par_done) fails it */
+					uint64_t sid = p0->xid;
+					pthread_mutex_unlock(&st->lock);
+					core->ops.cancel(core->ops.impl, sid);
+					pthread_mutex_lock(&st->lock);
+					continue;
+				}
+				if (stall_at < until)
+					until = stall_at;
+			}
+			struct timespec ts = { until / 1000, (until % 1000) * 1000000 };
+			if (end < st->wake_at)
+				st->wake_at = end;
+			st->nwait++;
+			pthread_cond_timedwait(&st->cond, &st->lock, &ts);
+			st->nwait--;
+			continue;
+		}
 		if (st->ended) {
 			/* the transfer stopped before our bytes: restart it where
 			 * the window ends, unless it keeps failing */
@@ -650,6 +1115,19 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 			pthread_mutex_lock(&st->lock);
 			continue;
 		}
+		/* a transfer slower than its reader: more of them, if the
+		 * provider has a slot to spare (asked without our lock) */
+		if (par_wanted(st, px_now_ms())) {
+			size_t prov = core->cat->assets[st->asset].sources[st->source].provider;
+			pthread_mutex_unlock(&st->lock);
+			int spare = px_provider_spare(core, prov);
+			pthread_mutex_lock(&st->lock);
+			if (spare > 0 && par_wanted(st, px_now_ms())) {
+				par_begin(st);
+				continue;
+			}
+			st->par_next = px_now_ms() + STARVE_MS;
+		}
 		/* wait until the bytes come, the deadline, or a stall: no byte
 		 * for stall_timeout while we wait, which a standby may cure */
 		int64_t stall_at = st->last_byte + core->cfg->stall_timeout_ms;
@@ -685,6 +1163,10 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 		if (!resume)
 			resume = after_read(st, st->consumed);
 	}
+	/* a parallel stream's next parts, as the reader moves on: without
+	 * waiting for a slot, and failures are left to a waiting reader */
+	if (st->par && rc == PX_OK)
+		(void)par_pump(st, st->nwait > 0, px_now_ms(), who, NULL);
 	pthread_mutex_unlock(&st->lock);
 	if (resume)
 		core->ops.resume(core->ops.impl, resume);

@@ -157,6 +157,8 @@ struct px_core {
 
 	/* counters, for the log and later the status */
 	_Atomic uint64_t n_cache_hits, n_cache_fills, n_streams, n_direct, n_stream_restarts;
+	_Atomic uint64_t n_par_streams;  /* streams that turned parallel */
+	_Atomic uint64_t n_parts;        /* part transfers they started */
 	/* handles closed after reading only cached heads and tails: library
 	 * scans (ffprobe, a scraper) that cost no transfer of their own */
 	_Atomic uint64_t n_scans_cached;

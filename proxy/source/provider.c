@@ -38,6 +38,7 @@
  * clock; waits for slots use the real monotonic clock.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,8 @@ struct xrec {
 	struct px_core *core;
 	size_t prov;
 	struct px_session *sess;
+	struct px_session *extra; /* PX_XFER_SPARE: the session it reads ahead
+				   * for, kept alive (xfers_extra) until it ends */
 	unsigned gen;            /* sess->gen at submit */
 	int loose;               /* for a session, but not on its provider (a
 				  * reader that has not seen its cutover yet):
@@ -102,7 +105,8 @@ static void session_free_locked(struct px_session *s)
 
 static int session_gone(const struct px_session *s)
 {
-	return !s->listed && s->nhandles == 0 && s->xfers == 0 && s->xfers_moved == 0;
+	return !s->listed && s->nhandles == 0 && s->xfers == 0 && s->xfers_moved == 0 &&
+	       s->xfers_extra == 0;
 }
 
 /* Takes the session out of the list and gives back its reservation. The
@@ -292,6 +296,11 @@ static void give_back(struct prov_rt *p, struct xrec *x)
 			p->bgs = x->next;
 		if (x->next)
 			x->next->prev = x->prev;
+		if (x->extra) {
+			x->extra->xfers_extra--;
+			if (session_gone(x->extra))
+				session_free_locked(x->extra);
+		}
 		return;
 	}
 	if (x->loose || x->gen != s->gen) {
@@ -396,6 +405,18 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 	x->refs = 2;
 
 	pthread_mutex_lock(&core->prov_lock);
+	if (bg == PX_XFER_SPARE) {
+		/* spare room only: no waiting, no lingering session ended */
+		if (!has_room(p) || p->waitq) {
+			pthread_mutex_unlock(&core->prov_lock);
+			free(x);
+			return PX_EBUSY;
+		}
+		if (sess) {
+			x->extra = sess;
+			sess->xfers_extra++;
+		}
+	}
 	if (x->sess && x->sess->prov != prov) {
 		/* counted like a transfer left behind by a cutover */
 		x->loose = 1;
@@ -1011,6 +1032,15 @@ enum px_status px_provider_drain(struct px_core *core, const char *provider, int
 }
 
 /* ---- read-only queries */
+
+int px_provider_spare(struct px_core *core, size_t prov)
+{
+	struct prov_rt *p = &core->provs[prov];
+	pthread_mutex_lock(&core->prov_lock);
+	int n = p->waitq ? 0 : p->max == 0 ? INT_MAX : p->max - p->held;
+	pthread_mutex_unlock(&core->prov_lock);
+	return n > 0 ? n : 0;
+}
 
 long px_provider_of_session(struct px_core *core, uint64_t session_id)
 {

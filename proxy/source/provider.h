@@ -71,6 +71,8 @@ struct px_session {
 	int nhandles;              /* open handles */
 	int xfers;                 /* open transfers on its provider */
 	int xfers_moved;           /* open transfers on providers it left */
+	int xfers_extra;           /* background read-ahead transfers for it
+				    * (PX_XFER_SPARE), on any provider */
 	unsigned gen;              /* counts cutovers: transfers of an older
 				    * generation count on the provider they
 				    * were made to */
@@ -105,9 +107,13 @@ void px_sessions_free_all(struct px_core *core);
  * transfer's on_done has returned. sess: the session it serves (its
  * reserved slot is used first), or NULL with bg set for background work,
  * which yields its slot to playback (cancelled: PX_ECANCELED). At the
- * limit, waits until deadline (ms), then PX_EBUSY. Never from the fetch
- * thread. Otherwise as ops.submit.
+ * limit, waits until deadline (ms), then PX_EBUSY. bg PX_XFER_SPARE is
+ * background work for sess (which it keeps alive, counted in its
+ * xfers_extra): it takes a slot only when one is free now and nobody
+ * waits, PX_EBUSY at once otherwise. Never from the fetch thread.
+ * Otherwise as ops.submit.
  */
+#define PX_XFER_SPARE 2
 enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_session *sess,
 			      int bg, int64_t deadline, const struct px_fetch_params *p,
 			      const struct px_fetch_cb *cb, uint64_t *id);
@@ -163,6 +169,10 @@ void px_provider_auth_failed(struct px_core *core, size_t prov, const char *why)
 enum px_status px_provider_drain(struct px_core *core, const char *provider, int drained) PX_WUR;
 
 /* ---- read-only queries (tests and tools; each takes prov_lock alone) */
+
+/* Slots of provider prov free now for background work (INT_MAX without a
+ * limit; 0 while anyone waits for one). A hint: px_xfer_submit decides. */
+int px_provider_spare(struct px_core *core, size_t prov);
 
 /*
  * The provider (its catalog index) that the listed session with that id

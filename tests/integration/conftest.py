@@ -428,15 +428,16 @@ def origin_bin():
 
 @pytest.fixture
 def make_origin(origin_bin, tmp_path):
-    """Starts seam-origins serving a directory (make_origin(root)); stops them
-    all at the end of the test."""
+    """Starts seam-origins serving a directory (make_origin(root), with
+    seam-origin's extra_args if given); stops them all at the end of the
+    test."""
     from origin import Origin  # tests/integration/origin.py
     started = []
 
-    def make(root):
+    def make(root, extra_args=()):
         wd = tmp_path / f'origin{len(started) + 1}'
         wd.mkdir()
-        o = Origin(origin_bin, str(root), str(wd))
+        o = Origin(origin_bin, str(root), str(wd), extra_args=extra_args)
         started.append(o)
         o.start()
         return o

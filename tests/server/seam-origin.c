@@ -154,6 +154,7 @@ static size_t g_root_len;
 static bool g_verbose;
 static uint64_t g_idle_ms = 300000;
 static uint64_t g_delay_ms; /* --delay-ms: added to every GET/HEAD answer's delay_ms */
+static uint64_t g_rate;     /* --rate: bytes per second of each answer's body, 0: no cap */
 static size_t g_log_max = 100000;
 static uint16_t g_port;
 
@@ -1279,7 +1280,12 @@ static enum body_result send_body(struct conn *c, const struct file_answer *fa, 
 	uint64_t trunc = in_span(r->truncate_at, start, end);
 	uint64_t step = fa->chunked ? HTTP_CHUNK_MAX : CHUNK;
 	uint64_t pos = start;
+	uint64_t t0 = mono_ms();
 	enum body_result res = BODY_OK;
+
+	/* --rate: a CDN's per-connection cap, in pieces of 1/16 s */
+	if (g_rate && step > g_rate / 16)
+		step = g_rate / 16 > 1024 ? g_rate / 16 : 1024;
 
 	if (!c->body)
 		c->body = xmalloc(CHUNK);
@@ -1326,6 +1332,13 @@ static enum body_result send_body(struct conn *c, const struct file_answer *fa, 
 			goto out;
 		}
 		pos += n;
+		if (g_rate && pos < end) {
+			uint64_t due = t0 + (pos - start) * 1000 / g_rate, now = mono_ms();
+			if (due > now && conn_sleep(c, due - now) < 0) {
+				res = BODY_FAIL;
+				goto out;
+			}
+		}
 	}
 	if (fa->chunked) {
 		mark_finishing(c);
@@ -2117,7 +2130,7 @@ static int write_port_file(const char *path, uint16_t port)
 static void usage(FILE *f)
 {
 	fputs("usage: seam-origin --root DIR [--port-file FILE] [--port N] [--verbose]\n"
-	      "                   [--idle-ms N] [--log-max N] [--delay-ms N]\n"
+	      "                   [--idle-ms N] [--log-max N] [--delay-ms N] [--rate BYTES]\n"
 	      "Serves DIR on 127.0.0.1 for tests; see tests/server/README.md.\n",
 	      f);
 }
@@ -2156,6 +2169,10 @@ int main(int argc, char **argv)
 			i++;
 		} else if (!strcmp(a, "--delay-ms")) {
 			if (!arg_u64(a, val, 86400000, &g_delay_ms))
+				return 2;
+			i++;
+		} else if (!strcmp(a, "--rate")) {
+			if (!arg_u64(a, val, (uint64_t)1 << 40, &g_rate))
 				return 2;
 			i++;
 		} else if (!strcmp(a, "--log-max")) {

@@ -44,6 +44,7 @@ struct fake_req {
 	int ended;                /* on_done has returned */
 	int64_t bytes;
 	int64_t bytes_at_cancel;
+	int64_t next_us;          /* chunk_interval_us: its next chunk not before */
 };
 
 struct fake {
@@ -106,6 +107,9 @@ struct fake {
 				   * reader not yet told the size), not only
 				   * with the fake's size */
 	int stopped;              /* fake_stop() has run */
+	int64_t chunk_interval_us; /* threaded: each request delivers at most
+				   * one chunk this often, as an origin that
+				   * caps each connection's speed; 0: no cap */
 };
 
 /* The counters of the log, read at once under the lock. */

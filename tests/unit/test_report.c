@@ -206,7 +206,7 @@ static void check_shape(json_t *js)
 	}
 	json_array_foreach(get(js, "sessions"), i, o)
 		exact_keys(o, "session", "id asset path client source provider offset "
-			   "bytes_served handles transfers state age_s");
+			   "bytes_served handles transfers streams state age_s");
 	json_array_foreach(get(js, "assets"), i, o) {
 		exact_keys(o, "asset", "id path size reference sources");
 		json_array_foreach(get(o, "sources"), j, p)
@@ -225,7 +225,7 @@ static void check_shape(json_t *js)
 		   "refused_at_limit last_refusal last_refusal_age_s");
 	exact_keys(get(js, "reads"), "reads", "head_tail_cache_hits head_tail_cache_fills "
 		   "scans_from_cache streams stream_restarts stream_waits stream_wait_ms "
-		   "direct_reads");
+		   "parallel_streams parallel_parts direct_reads");
 	exact_keys(get(js, "memory"), "memory",
 		   "readahead_used readahead_budget cache_used cache_size");
 }
@@ -300,6 +300,34 @@ static void test_fresh(void **state)
 	assert_int_equal(num(m, "readahead_budget"), 64 * MiB);
 	assert_int_equal(num(m, "cache_used"), 0);
 	assert_int_equal(num(m, "cache_size"), 8 * MiB);
+	rig_free(r);
+}
+
+/* Ages are milliseconds: 2721 ms prints as 2.721, never as the double's
+ * 17 digits (2.7210000000000001). */
+static void test_ages_in_milliseconds(void **state)
+{
+	struct rig *r = rig_report();
+	struct px_handle *h = rig_open(r, 0, 11);
+	read_check(h, 0, 4096);
+	rig_advance(2721);
+	char *text = px_report_json(r->core);
+	assert_non_null(text);
+	const char *at = strstr(text, "\"last_good_age_s\": ");
+	assert_non_null(at);
+	at += strlen("\"last_good_age_s\": ");
+	if (strncmp(at, "2.721,", 6) && strncmp(at, "2.721\n", 6))
+		fail_msg("last_good_age_s: %.30s", at);
+	/* no real anywhere with more than three decimals */
+	for (const char *c = text; *c; c++) {
+		if (*c != '.' || c == text || c[-1] < '0' || c[-1] > '9')
+			continue;
+		size_t digits = strspn(c + 1, "0123456789");
+		if (digits > 3)
+			fail_msg("a number with %zu decimals: %.40s", digits, c - 5);
+	}
+	free(text);
+	rig_close(r, h);
 	rig_free(r);
 }
 
@@ -544,6 +572,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_fresh, teardown),
 		cmocka_unit_test_teardown(test_sessions_and_reads, teardown),
+		cmocka_unit_test_teardown(test_ages_in_milliseconds, teardown),
 		cmocka_unit_test_teardown(test_cutover_exhausted_admission, teardown),
 		cmocka_unit_test_teardown(test_reload, teardown),
 	};
