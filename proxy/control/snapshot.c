@@ -58,7 +58,7 @@ static enum px_snap_state state_of(const struct prov_rt *p, int64_t now, int64_t
 		return PX_SNAP_DRAINED;
 	if (p->auth_failed)
 		return PX_SNAP_AUTH_ERROR;
-	if (p->bad_since && now - p->bad_since >= ttl)
+	if ((p->bad_since && now - p->bad_since >= ttl) || p->remote_down)
 		return PX_SNAP_DOWN;
 	if (p->bad_since)
 		return PX_SNAP_FAILING;

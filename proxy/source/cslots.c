@@ -31,6 +31,12 @@
  * (a closed playback keeps its slot for session_ttl on its own host, which
  * would keep the other hosts out for that long).
  *
+ * Liveness: the same sync writes when this host found each provider down
+ * (liveness_ttl of bad answers) and its last good answer; the store keeps
+ * one record per provider (PREFIX:pdown), set by the first host that finds
+ * it down and ended by any good answer newer than it, and every host
+ * treats a record another host set as its own finding.
+ *
  * Degraded: when the store does not answer, each clustered provider gets
  * this host's local share, max / hosts (at least 1
  * slot; hosts as the heartbeat last listed them, px_cslots_set_hosts),
@@ -68,7 +74,7 @@ struct px_cslots {
 	pthread_t thread;
 	int64_t sync_ms, ttl_ms;
 	char slots_key[PX_STORE_PREFIX_MAX + 16], sess_key[PX_STORE_PREFIX_MAX + 16];
-	char want_key[PX_STORE_PREFIX_MAX + 16];
+	char want_key[PX_STORE_PREFIX_MAX + 16], down_key[PX_STORE_PREFIX_MAX + 16];
 	char self[PX_HOST_ID_MAX + 1]; /* a copy: main lets the hosts go first */
 	int degraded;              /* the last call got no answer (logged once) */
 	_Atomic uint64_t n_acquire, n_sync;
@@ -109,26 +115,52 @@ static const char ACQUIRE[] =
 	"return {g, others}\n";
 
 /* Writes host ARGV[1]'s holdings and sessions (ARGV[3..]: provider, slots,
- * sessions, ...; expiring ARGV[2] ms on) and returns per provider the other
- * hosts' live {slots, sessions, wants} (KEYS[1], KEYS[2], KEYS[3]). */
+ * sessions, down since, last good answer, ...; expiring ARGV[2] ms on) and
+ * returns per provider the other hosts' live {slots, sessions, wants}
+ * (KEYS[1], KEYS[2], KEYS[3]), then {down, answered} (KEYS[4]: provider
+ * -> "SINCE HOST" while a host finds it down, provider<US>up -> the last
+ * good answer that ended that): down, another host found it down and
+ * nobody saw it answer since; answered, a good answer came after this host
+ * found it down. */
 static const char SYNC[] =
 	"local t = redis.call('TIME')\n"
 	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
 	"local host, ttl = ARGV[1], tonumber(ARGV[2])\n"
-	"local n = (#ARGV - 2) / 3\n"
+	"local n = (#ARGV - 2) / 5\n"
 	"local idx, out = {}, {}\n"
 	"for i = 0, n - 1 do\n"
-	"  local prov = ARGV[3 + 3 * i]\n"
-	"  local vals = {tonumber(ARGV[4 + 3 * i]), tonumber(ARGV[5 + 3 * i])}\n"
+	"  local a = 3 + 5 * i\n"
+	"  local prov = ARGV[a]\n"
+	"  local vals = {tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])}\n"
+	"  local down, good = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])\n"
 	"  idx[prov] = i\n"
 	"  for k = 1, 2 do\n"
 	"    local f = host .. '\\31' .. prov\n"
 	"    if vals[k] > 0 then redis.call('HSET', KEYS[k], f, vals[k] .. ' ' .. (now + ttl))\n"
 	"    else redis.call('HDEL', KEYS[k], f) end\n"
 	"  end\n"
-	"  out[3 * i + 1] = 0\n"
-	"  out[3 * i + 2] = 0\n"
-	"  out[3 * i + 3] = 0\n"
+	"  local up = tonumber(redis.call('HGET', KEYS[4], prov .. '\\31up') or '0')\n"
+	"  local rec = redis.call('HGET', KEYS[4], prov)\n"
+	"  local since, who = nil, nil\n"
+	"  if rec then since, who = string.match(rec, '^(%d+) (.*)$') end\n"
+	"  since = tonumber(since)\n"
+	"  if good > up then\n"
+	"    up = good\n"
+	"    redis.call('HSET', KEYS[4], prov .. '\\31up', up)\n"
+	"  end\n"
+	"  if since and up > since then\n"
+	"    redis.call('HDEL', KEYS[4], prov)\n"
+	"    since = nil\n"
+	"  end\n"
+	"  if not since and down > 0 and down > up then\n"
+	"    redis.call('HSET', KEYS[4], prov, down .. ' ' .. host)\n"
+	"    since, who = down, host\n"
+	"  end\n"
+	"  out[5 * i + 1] = 0\n"
+	"  out[5 * i + 2] = 0\n"
+	"  out[5 * i + 3] = 0\n"
+	"  out[5 * i + 4] = (since and who ~= host) and 1 or 0\n"
+	"  out[5 * i + 5] = (down > 0 and up > down) and 1 or 0\n"
 	"end\n"
 	"for k = 1, 3 do\n"
 	"  local h = redis.call('HGETALL', KEYS[k])\n"
@@ -139,7 +171,7 @@ static const char SYNC[] =
 	"    if not at or not c or tonumber(exp) < now then redis.call('HDEL', KEYS[k], f)\n"
 	"    elseif string.sub(f, 1, at - 1) ~= host then\n"
 	"      local j = idx[string.sub(f, at + 1)]\n"
-	"      if j then out[3 * j + k] = out[3 * j + k] + tonumber(c) end\n"
+	"      if j then out[5 * j + k] = out[5 * j + k] + tonumber(c) end\n"
 	"    end\n"
 	"  end\n"
 	"end\n"
@@ -242,8 +274,8 @@ static void sync_once(struct px_cslots *cs, int leaving)
 {
 	struct px_core *core = cs->core;
 	size_t np = core->cat->nproviders, nargs = 2;
-	const char **args = calloc(2 + 3 * np, sizeof(*args));
-	char (*num)[16] = calloc(2 * np + 1, sizeof(*num));
+	const char **args = calloc(2 + 5 * np, sizeof(*args));
+	char (*num)[24] = calloc(4 * np + 1, sizeof(*num));
 	size_t *which = calloc(np + 1, sizeof(*which));
 	char ttl[24];
 	if (!args || !num || !which)
@@ -254,6 +286,8 @@ static void sync_once(struct px_cslots *cs, int leaving)
 	pthread_mutex_lock(&cs->call_lock);
 	size_t nw = 0;
 	int64_t now = core->now();
+	/* liveness times go to the store on its clock */
+	int64_t to_store = px_store_now_ms(core->store) - now;
 	pthread_mutex_lock(&core->prov_lock);
 	for (size_t i = 0; i < np; i++) {
 		struct prov_rt *p = &core->provs[i];
@@ -273,26 +307,37 @@ static void sync_once(struct px_cslots *cs, int leaving)
 		} else {
 			p->surplus_since = 0;
 		}
-		snprintf(num[2 * nw], sizeof(num[0]), "%d", p->granted);
-		snprintf(num[2 * nw + 1], sizeof(num[0]), "%d", leaving ? 0 : p->sessions);
+		int64_t down, good;
+		px_provider_liveness_times(core, i, now, &down, &good);
+		snprintf(num[4 * nw], sizeof(num[0]), "%d", p->granted);
+		snprintf(num[4 * nw + 1], sizeof(num[0]), "%d", leaving ? 0 : p->sessions);
+		snprintf(num[4 * nw + 2], sizeof(num[0]), "%lld",
+			 (long long)(down && !leaving ? down + to_store : 0));
+		snprintf(num[4 * nw + 3], sizeof(num[0]), "%lld",
+			 (long long)(good ? good + to_store : 0));
 		args[nargs++] = core->cat->providers[i].name;
-		args[nargs++] = num[2 * nw];
-		args[nargs++] = num[2 * nw + 1];
+		for (int k = 0; k < 4; k++)
+			args[nargs++] = num[4 * nw + k];
 		which[nw++] = i;
 	}
 	pthread_mutex_unlock(&core->prov_lock);
 	if (nw) {
-		const char *keys[] = { cs->slots_key, cs->sess_key, cs->want_key };
+		const char *keys[] = { cs->slots_key, cs->sess_key, cs->want_key, cs->down_key };
 		struct px_reply *r = NULL;
 		atomic_fetch_add(&cs->n_sync, 1);
-		enum px_status st = px_store_eval(core->store, SYNC, 3, keys, (int)nargs, args, &r);
-		if (st == PX_OK && r->type == PX_REPLY_ARRAY && r->n == 3 * nw) {
+		enum px_status st = px_store_eval(core->store, SYNC, 4, keys, (int)nargs, args, &r);
+		if (st == PX_OK && r->type == PX_REPLY_ARRAY && r->n == 5 * nw) {
 			answered(cs);
-			for (size_t k = 0; k < nw; k++)
+			for (size_t k = 0; k < nw; k++) {
 				px_provider_cluster_apply(core, which[k], 0,
-							  (int)px_reply_int(r, 3 * k),
-							  (int)px_reply_int(r, 3 * k + 1), 0,
-							  leaving ? 0 : (int)px_reply_int(r, 3 * k + 2));
+							  (int)px_reply_int(r, 5 * k),
+							  (int)px_reply_int(r, 5 * k + 1), 0,
+							  leaving ? 0 : (int)px_reply_int(r, 5 * k + 2));
+				if (!leaving)
+					px_provider_cluster_liveness(core, which[k],
+								     (int)px_reply_int(r, 5 * k + 3),
+								     (int)px_reply_int(r, 5 * k + 4));
+			}
 		} else if (!leaving) {
 			degrade(cs, st != PX_OK ? px_strerror(st) : "an answer that is not slots");
 		}
@@ -341,7 +386,8 @@ enum px_status px_cslots_start(struct px_core *core)
 	cs->ttl_ms = 3 * hb > 6 * cs->sync_ms ? 3 * hb : 6 * cs->sync_ms;
 	if (px_store_key(core->store, cs->slots_key, sizeof(cs->slots_key), "slots") < 0 ||
 	    px_store_key(core->store, cs->sess_key, sizeof(cs->sess_key), "psess") < 0 ||
-	    px_store_key(core->store, cs->want_key, sizeof(cs->want_key), "slotwant") < 0) {
+	    px_store_key(core->store, cs->want_key, sizeof(cs->want_key), "slotwant") < 0 ||
+	    px_store_key(core->store, cs->down_key, sizeof(cs->down_key), "pdown") < 0) {
 		free(cs);
 		return PX_EINVAL;
 	}

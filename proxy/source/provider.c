@@ -135,8 +135,8 @@ static void session_unlist(struct px_core *core, struct px_session *s)
 static int health(const struct px_core *core, const struct prov_rt *p, int64_t now)
 {
 	if (!p->bad_since)
-		return 0;
-	return now - p->bad_since >= core->cfg->liveness_ttl_ms ? 2 : 1;
+		return p->remote_down ? 2 : 0;
+	return now - p->bad_since >= core->cfg->liveness_ttl_ms || p->remote_down ? 2 : 1;
 }
 
 /* A source's health: its provider's, or down while the source itself
@@ -313,9 +313,10 @@ static void note_outcome(struct px_core *core, struct prov_rt *p, size_t prov,
 	if (good) {
 		p->n_ok++;
 		p->last_good = now;
-		if (p->bad_since)
+		if (p->bad_since || p->remote_down)
 			px_info("provider", "provider %s answers again", name);
 		p->bad_since = 0;
+		p->remote_down = 0; /* the next sync tells the other hosts */
 	} else if (bad) {
 		p->n_bad++;
 		p->last_bad = now;
@@ -1122,6 +1123,35 @@ void px_provider_cluster_apply(struct px_core *core, size_t prov, int delta, int
 	grant_waiters(core, p);
 	pthread_cond_broadcast(&core->prov_cond);
 	pthread_mutex_unlock(&core->prov_lock);
+}
+
+void px_provider_cluster_liveness(struct px_core *core, size_t prov, int remote_down,
+				  int answered)
+{
+	struct prov_rt *p = &core->provs[prov];
+	const char *name = core->cat->providers[prov].name;
+	pthread_mutex_lock(&core->prov_lock);
+	if (answered && p->bad_since) {
+		px_info("provider", "provider %s answers again (seen by another host)", name);
+		p->bad_since = 0;
+	}
+	if (remote_down && !p->remote_down) {
+		px_warn("provider", "provider %s is down (found by another host of the cluster)",
+			name);
+		if (!p->why[0])
+			snprintf(p->why, sizeof(p->why), "found down by another host of the cluster");
+	}
+	p->remote_down = remote_down;
+	pthread_mutex_unlock(&core->prov_lock);
+}
+
+void px_provider_liveness_times(const struct px_core *core, size_t prov, int64_t now,
+				int64_t *down_since, int64_t *last_good)
+{
+	const struct prov_rt *p = &core->provs[prov];
+	*down_since = p->bad_since && now - p->bad_since >= core->cfg->liveness_ttl_ms
+		? p->bad_since : 0;
+	*last_good = p->last_good;
 }
 
 long px_provider_of_session(struct px_core *core, uint64_t session_id)

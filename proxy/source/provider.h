@@ -51,6 +51,8 @@ struct prov_rt {
 	int others_sessions;       /* the other hosts' sessions here, at the last call */
 	int cl_degraded;           /* the store did not answer: a local share */
 	int64_t surplus_since;     /* granted > held since (core clock, ms), 0: not */
+	int remote_down;           /* another host found it down, and no host has
+				    * seen it answer since */
 	int cl_wants;              /* someone waits for a slot the cluster may give */
 };
 
@@ -193,6 +195,21 @@ int px_provider_cluster_need(const struct px_core *core, size_t prov);
  * thread but the fetch thread; takes prov_lock. */
 void px_provider_cluster_apply(struct px_core *core, size_t prov, int delta, int others_slots,
 			       int others_sessions, int degraded, int wanted);
+
+/*
+ * Cluster liveness: what the store says of provider prov: remote_down, it
+ * is down for this host too (another host found it down and nobody saw it
+ * answer since); answered, a host saw it answer after this host found it
+ * failing, which ends that here too. Takes prov_lock.
+ */
+void px_provider_cluster_liveness(struct px_core *core, size_t prov, int remote_down,
+				  int answered);
+
+/* For the sync: since when this host finds prov down (liveness_ttl of bad
+ * answers; core clock, 0: it does not) and its last good answer (0:
+ * none). prov_lock held. */
+void px_provider_liveness_times(const struct px_core *core, size_t prov, int64_t now,
+				int64_t *down_since, int64_t *last_good);
 
 /* ---- read-only queries (tests and tools; each takes prov_lock alone) */
 

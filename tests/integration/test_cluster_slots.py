@@ -228,3 +228,35 @@ def test_store_down_each_host_keeps_its_share(redis, seamfs, data, make_origin, 
         data['mid.bin'].sha256
     wait_until(lambda: not status(a)['providers'][0]['cluster']['local_share'], 10,
                'A leasing from the store again')
+
+
+def test_provider_down_on_one_host_is_down_for_all(redis, seamfs, data, make_origin,
+                                                    tmp_path):
+    """A probes its providers, B never does: when p1 stops answering, A finds
+    it down within liveness_ttl and B, told by the store, shows it down and
+    opens on p2 without trying p1 first (every byte right); when p1 answers
+    again, A's probe sees it and B shows it live again."""
+    o1, o2 = make_origin(data.dir), make_origin(data.dir)
+    cat = catalog({'id': 'movie', 'path': 'movie.bin', 'size': data['mid.bin'].size,
+                   'mtime': 1700000000,
+                   'sources': [{'url': o1.url('mid.bin'), 'provider': 'p1'},
+                               {'url': o2.url('mid.bin'), 'provider': 'p2'}]},
+                  providers=[{'name': 'p1'}, {'name': 'p2'}])
+    work = tmp_path / 'work'
+    a = mount_host(seamfs, cat, redis, 'alpha', work,
+                   options=['liveness_interval=0.2', 'liveness_ttl=1'])
+    b = mount_host(seamfs, cat, redis, 'beta', work,
+                   options=['liveness_interval=0', 'liveness_ttl=1'])
+
+    def state(m, name):
+        return next(p['state'] for p in status(m)['providers'] if p['name'] == name)
+    o1.down(drop=True)
+    wait_until(lambda: state(a, 'p1') == 'down', 15, 'A finds p1 down')
+    wait_until(lambda: state(b, 'p1') == 'down', 10, 'B told that p1 is down')
+    o2.clear()
+    assert bounded(lambda: sha256_file(b.path('movie.bin')), 60, 'B reads') == \
+        data['mid.bin'].sha256
+    assert [s['provider'] for s in status(b)['sessions']] == ['p2']
+    o1.up()
+    wait_until(lambda: state(a, 'p1') == 'live', 15, 'A sees p1 answer again')
+    wait_until(lambda: state(b, 'p1') == 'live', 10, 'B told that p1 answers')
