@@ -12,24 +12,8 @@ import signal
 import subprocess
 import sys
 
-from conftest import MIB, bounded, catalog, sha256_file, wait_until
+from conftest import MIB, bounded, catalog, run_viewers, sha256_file, wait_until
 from test_cluster import mount_host, redis, resp, status  # noqa: F401 (fixture)
-
-# A viewer in its own process (its own client and session): reads the whole
-# file with O_DIRECT (its bytes come through seamfs, not the page cache) and
-# prints the SHA-256.
-VIEWER = r'''
-import hashlib, os, sys
-h = hashlib.sha256()
-fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
-while True:
-    b = os.read(fd, 1 << 20)
-    if not b:
-        break
-    h.update(b)
-os.close(fd)
-print(h.hexdigest(), flush=True)
-'''
 
 # Opens the file, reads 64 KiB, says "ready" with their SHA-256 and waits
 # for a line: a playback that holds its slot.
@@ -71,20 +55,7 @@ def test_limit_holds_across_two_hosts(redis, seamfs, data, make_origin, tmp_path
     a = mount_host(seamfs, cat, redis, 'alpha', work, options=OPTS, read_timeout=60)
     b = mount_host(seamfs, cat, redis, 'beta', work, options=OPTS, read_timeout=60)
     o.clear()
-    procs = []
-    try:
-        for m in (a, b, a, b, a, b):
-            procs.append(subprocess.Popen([sys.executable, '-c', VIEWER, m.path('movie.bin')],
-                                          stdout=subprocess.PIPE, text=True))
-        for p in procs:
-            out, _ = p.communicate(timeout=120)
-            assert p.returncode == 0
-            assert out.split()[-1] == data['mid.bin'].sha256
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait(5)
+    run_viewers([m.path('movie.bin') for m in (a, b, a, b, a, b)], data['mid.bin'].sha256)
     log = o.log()
     assert log['max_concurrent'] <= 2, log['max_concurrent']
     for m in (a, b):
@@ -205,18 +176,7 @@ def test_store_down_each_host_keeps_its_share(redis, seamfs, data, make_origin, 
     port = redis.port
     redis.stop()
     o.clear()
-    procs = [subprocess.Popen([sys.executable, '-c', VIEWER, m.path('movie.bin')],
-                              stdout=subprocess.PIPE, text=True) for m in (a, b, a, b)]
-    try:
-        for p in procs:
-            out, _ = p.communicate(timeout=120)
-            assert p.returncode == 0
-            assert out.split()[-1] == data['mid.bin'].sha256
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait(5)
+    run_viewers([m.path('movie.bin') for m in (a, b, a, b)], data['mid.bin'].sha256)
     assert o.log()['max_concurrent'] <= 2
     for m in (a, b):
         cdn = status(m)['providers'][0]
