@@ -17,6 +17,7 @@
 #include "cache.h"
 #include "clock.h"
 #include "context.h"
+#include "copies.h"
 #include "core.h"
 #include "httpparse.h"
 #include "log.h"
@@ -143,6 +144,7 @@ void px_core_free(struct px_core *core)
 		px_handles_close_all(core);
 		pthread_mutex_destroy(&core->handles_lock);
 		monitor_stop(core);
+		px_copies_stop(core);
 		px_providers_release(core);
 		/* verification jobs end while the fetcher still runs */
 		px_standby_stop(core);
@@ -177,6 +179,7 @@ void px_core_free(struct px_core *core)
 	}
 	if (core->assets)
 		pthread_mutex_destroy(&core->reload_lock);
+	px_copies_free(core);
 	px_sources_release_catalog(core);
 	free(core);
 }
@@ -298,6 +301,8 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 					"expire only at opens, and providers are not probed");
 		}
 		st = px_standby_start(core);
+		if (st == PX_OK)
+			st = px_copies_start(core);
 	}
 out:
 	free(need);
