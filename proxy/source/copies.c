@@ -180,8 +180,8 @@ enum px_copy_wait px_copies_place(const struct px_place_in *s, size_t n, int64_t
 		if (!s[i].reachable || !s[i].copying || s[i].holds == 1)
 			continue;
 		eligible = 1;
-		/* no overflow: both at most PX_CATALOG_MAX_SIZE */
-		if (s[i].free_bytes < s[i].min_free + size)
+		/* free >= min_free + size, without the sum (it may overflow) */
+		if (s[i].free_bytes < size || s[i].free_bytes - size < s[i].min_free)
 			continue;
 		if (best < 0 || s[i].free_bytes > s[best].free_bytes)
 			best = (long)i;

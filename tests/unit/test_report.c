@@ -192,7 +192,8 @@ static void check_shape(json_t *js)
 	size_t i, j;
 	json_t *o, *p;
 	exact_keys(js, "status", "providers sessions assets cutovers transcodes reload "
-		   "admission reads memory | version");
+		   "admission reads memory copies | version");
+	exact_keys(get(js, "copies"), "copies", "storages jobs assets | host");
 	json_array_foreach(get(js, "providers"), i, o) {
 		exact_keys(o, "provider", "name state why live sessions transfers "
 			   "background_transfers slots_held max_connections at_limit drained "
