@@ -87,6 +87,7 @@
 #define BACKOFF_MAX_MS 60000
 #define MANIFEST ".seamfs-copies.json"
 #define SPARE_TRIES 3000        /* yields of one range (10 min at YIELD_MS) */
+#define RECHECK_MS 5000         /* an ETag check that could not be made: again after */
 
 struct storage {
 	char *name, *path, *host;    /* owned */
@@ -111,6 +112,10 @@ struct copy {
 	int stale;                   /* the asset changed: made again */
 	int64_t size;
 	char sha[65];
+	char src_key[300];           /* the source it was copied from (its key) */
+	char etag[128];              /* that source's ETag then; "" unknown */
+	int recheck;                 /* compare the source's ETag again */
+	int64_t recheck_at;          /* monotonic ms: not before */
 };
 
 enum { JOB_WAITING, JOB_COPYING, JOB_BACKOFF };
@@ -331,9 +336,10 @@ static void manifest_save(struct px_copies *cp, size_t si)
 		if (c->storage != si || c->stale)
 			continue;
 		json_object_set_new(all, core->cat->assets[c->asset].id,
-				    json_pack("{s:s, s:I, s:s}", "file",
+				    json_pack("{s:s, s:I, s:s, s:s, s:s}", "file",
 					      core->cat->assets[c->asset].path,
-					      "size", (json_int_t)c->size, "sha256", c->sha));
+					      "size", (json_int_t)c->size, "sha256", c->sha,
+					      "source", c->src_key, "etag", c->etag));
 	}
 	char *text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
 	json_decref(root);
@@ -420,6 +426,11 @@ static void manifest_load(struct px_copies *cp, size_t si)
 		c->storage = si;
 		c->size = size;
 		snprintf(c->sha, sizeof(c->sha), "%s", json_string_value(jsha));
+		const char *key = json_string_value(json_object_get(v, "source"));
+		const char *etag = json_string_value(json_object_get(v, "etag"));
+		snprintf(c->src_key, sizeof(c->src_key), "%s", key ? key : "");
+		snprintf(c->etag, sizeof(c->etag), "%s", etag ? etag : "");
+		c->recheck = c->etag[0] != '\0'; /* the origin may have changed meanwhile */
 		size_t ci = cp->nc - 1, k;
 		char sname[256], prov[300];
 		snprintf(sname, sizeof(sname), "%s", cp->st[si].name);
@@ -495,6 +506,28 @@ static enum px_status open_source(struct px_core *core, size_t asset, size_t k, 
 						      p->nheader_hosts);
 	}
 	return st;
+}
+
+/* Source k's ETag into etag: 0, 1 when no spare slot was free (ask
+ * later), -1 when it did not answer. */
+static int probe_etag(struct px_core *core, size_t asset, size_t k, char *etag, size_t n)
+{
+	struct gate g = { 0 };
+	struct px_rangeread *rr = NULL;
+	struct vf_seen seen;
+	char why[200];
+	int rc = -1;
+	if (open_source(core, asset, k, &g, &rr) == PX_OK) {
+		enum px_status st = px_rangeread_probe(rr, &seen, why, sizeof(why));
+		if (st == PX_OK) {
+			snprintf(etag, n, "%s", seen.etag);
+			rc = 0;
+		} else if (atomic_load(&g.busy) || st == PX_ECANCELED) {
+			rc = 1;
+		}
+	}
+	px_rangeread_free(rr);
+	return rc;
 }
 
 /* Waits ms unless stopping: 1 when stopping. */
@@ -763,6 +796,11 @@ static enum px_status make_copy(struct px_copies *cp, size_t ji, size_t asset, s
 		snprintf(why, n, "%s: %s", partial, strerror(errno));
 		return PX_EIO;
 	}
+	char etag[128] = "";
+	for (int tries = 0; tries < 10 && probe_etag(core, asset, (size_t)k, etag, sizeof(etag)) == 1;
+	     tries++)
+		if (pause_ms(cp, YIELD_MS))
+			break;
 	px_info("copies", "asset %s: copying from %s to storage %s (%s)",
 		core->cat->assets[asset].id, core->cat->assets[asset].sources[k].shown, sname,
 		partial);
@@ -846,6 +884,10 @@ static enum px_status make_copy(struct px_copies *cp, size_t ji, size_t asset, s
 		c->stale = 0;
 		c->size = core->assets[asset].size;
 		snprintf(c->sha, sizeof(c->sha), "%s", hex);
+		snprintf(c->src_key, sizeof(c->src_key), "%s",
+			 core->cat->assets[asset].sources[k].key);
+		snprintf(c->etag, sizeof(c->etag), "%s", etag);
+		c->recheck = 0;
 		manifest_save(cp, si);
 	}
 	pthread_mutex_unlock(&cp->lock);
@@ -912,6 +954,45 @@ static long evaluate(struct px_copies *cp, size_t *si_out)
 			px_warn("copies", "asset %s: %s: it stops serving", core->cat->assets[asset].id,
 				why);
 		}
+		pthread_mutex_lock(&cp->lock);
+	}
+	/* copies whose source may have changed (a reload, a remount): its ETag */
+	for (size_t i = 0; i < cp->nc; i++) {
+		struct copy *c = &cp->c[i];
+		if (!c->recheck || c->stale || !c->serving || px_now_ms() < c->recheck_at)
+			continue;
+		size_t asset = c->asset;
+		const struct px_asset *as = &core->cat->assets[asset];
+		long k = -1;
+		for (size_t j = 0; j < as->nsources && k < 0; j++)
+			if (!as->sources[j].storage && strcmp(as->sources[j].key, c->src_key) == 0)
+				k = (long)j;
+		if (k < 0 || core->assets[asset].dead[k]) {
+			c->recheck = 0; /* that source is gone: nothing to compare with */
+			continue;
+		}
+		char was[128], now[128] = "";
+		snprintf(was, sizeof(was), "%s", c->etag);
+		size_t ck = c->k;
+		pthread_mutex_unlock(&cp->lock);
+		int rc = probe_etag(core, asset, (size_t)k, now, sizeof(now));
+		pthread_mutex_lock(&cp->lock);
+		c = &cp->c[i];
+		if (rc != 0) {
+			c->recheck_at = px_now_ms() + RECHECK_MS;
+			continue;
+		}
+		c->recheck = 0;
+		if (!now[0] || strcmp(now, was) == 0)
+			continue;
+		c->stale = 1;
+		c->serving = 0;
+		manifest_save(cp, c->storage);
+		px_info("copies", "asset %s: source %s has a new ETag (%s, was %s): the copy on "
+			"storage %s is stale and stops serving", as->id, as->sources[k].shown, now,
+			was, cp->st[c->storage].name);
+		pthread_mutex_unlock(&cp->lock);
+		px_sources_drop(core, asset, ck, "stale copy: the asset changed");
 		pthread_mutex_lock(&cp->lock);
 	}
 	/* jobs */
@@ -1133,6 +1214,8 @@ void px_copies_reload(struct px_core *core, const struct px_catalog *nc)
 			struct copy *c = &cp->c[i];
 			if (c->asset != (size_t)a || c->stale)
 				continue;
+			c->recheck = c->etag[0] != '\0';
+			c->recheck_at = 0;
 			int changed = (na->sha256 && strcmp(na->sha256, c->sha) != 0) ||
 				      (na->size >= 0 && na->size != c->size);
 			if (!changed)

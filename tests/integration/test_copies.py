@@ -291,8 +291,9 @@ def test_changed_asset_makes_copy_stale_copying_off_until_enabled(seamfs, make_o
 def test_corrupted_transfer_is_rejected_and_retried(seamfs, data, make_origin, tmp_path):
     o = make_origin(data.dir)
     df = data['mid.bin']
-    # the first answer's bytes are changed from 300 KiB on
-    o.rule('/mid.bin', corrupt_from=300 * 1024, count=1)
+    # the first two answers (the ETag probe, the first range) change the
+    # bytes from 300 KiB on
+    o.rule('/mid.bin', corrupt_from=300 * 1024, count=2)
     disk = tmp_path / 'disk'
     disk.mkdir()
     cat = {'storages': [storage('disk', disk)],
@@ -312,8 +313,9 @@ def test_corrupted_transfer_without_catalog_sha_is_caught_by_the_second_source(
         seamfs, data, make_origin, tmp_path):
     o1, o2 = make_origin(data.dir), make_origin(data.dir)
     df = data['odd.bin']
-    o1.rule('/odd.bin', corrupt_from=2 * MIB + 100, count=3)
-    o2.rule('/odd.bin', corrupt_from=2 * MIB + 100, count=3)
+    # the ETag probe and the first three ranges: the last 2000 bytes of the
+    # third range changed, where no sample of the sweep lies
+    o1.rule('/odd.bin', corrupt_from=3 * MIB - 2000, count=4)
     disk = tmp_path / 'disk'
     disk.mkdir()
     a = entry('movie', 'movie.bin', df, o1.url('odd.bin'), copies=1, sha=False)
@@ -323,6 +325,7 @@ def test_corrupted_transfer_without_catalog_sha_is_caught_by_the_second_source(
     wait_copies(m, 'movie', 1, timeout=90)
     assert metrics(m)['seamfs_copies_failed_total'] >= 1
     assert sha256_file(disk / 'movie.bin') == df.sha256
+    assert "differs from source %s's" % o2.url('odd.bin') in m.log()
 
 
 def start_reader(path):
@@ -469,3 +472,34 @@ def test_copy_jobs_stay_within_max_connections_and_yield_to_viewers(seamfs, data
     assert sha256_file(disk / 'big.bin') == big.sha256
     log = o.log()
     assert log['max_concurrent'] <= 2, log['max_concurrent']
+
+
+def test_source_with_a_new_etag_makes_the_copy_stale_and_it_is_made_again(
+        seamfs, make_origin, tmp_path, sockdir):
+    root = tmp_path / 'root'
+    root.mkdir()
+    first, second = os.urandom(2 * MIB + 3), os.urandom(2 * MIB + 3)
+    (root / 'f.bin').write_bytes(first)
+    os.utime(root / 'f.bin', (1600000000, 1600000000))
+    o = make_origin(root)
+    disk = tmp_path / 'disk'
+    disk.mkdir()
+    # no sha256 in the catalog: the origin's ETag is what says it changed
+    cat = {'storages': [storage('disk', disk)],
+           'assets': [{'id': 'f', 'path': 'f.bin', 'size': len(first), 'copies': 1,
+                       'sources': [{'url': o.url('f.bin')}]}]}
+    path = seamfs.write_catalog(cat, 'catalog.json')
+    sock = os.path.join(sockdir, 'ctl.sock')
+    m = seamfs.mount(path, options=[f'control_socket={sock}'])
+    wait_copies(m, 'f', 1)
+    assert sha256_file(disk / 'f.bin') == hashlib.sha256(first).hexdigest()
+    assert json.loads((disk / '.seamfs-copies.json').read_text())['copies']['f']['etag']
+    (root / 'f.bin').write_bytes(second)
+    os.utime(root / 'f.bin', (1650000000, 1650000000))
+    assert ctl(seamfs, sock, 'reload').returncode == 0
+    want = hashlib.sha256(second).hexdigest()
+    wait_until(lambda: (disk / 'f.bin').exists() and sha256_file(disk / 'f.bin') == want
+               and copies_of(status(m), 'f') == ['disk'], COPY_WAIT, 'the copy made again')
+    assert metrics(m)['seamfs_copies_made_total'] == 2
+    o.stop(hold_port=True)
+    assert read_sha(m.path('f.bin')) == want
