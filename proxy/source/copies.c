@@ -44,9 +44,11 @@
  * is there at the asset's size (and whose SHA-256 equals the catalog's,
  * when the catalog has one) serves again without a new copy.
  *
- * Staleness. A reload that gives an asset another sha256 or size makes
- * its copies stop serving at once; the job makes them again, on the same
- * storage when it can. A copy whose storage becomes unreachable stops
+ * Staleness. A reload that gives an asset another sha256, or a source
+ * whose ETag changed since the copy (asked at mount and after each
+ * reload), makes its copies stop serving at once; the job makes them
+ * again, on the same storage when it can. A new size needs a remount: the
+ * manifest's size no longer matches then. A copy whose storage becomes unreachable stops
  * serving until it is back. A storage removed from the catalog: its
  * copies stop serving; no file is deleted.
  *
@@ -1216,8 +1218,9 @@ void px_copies_reload(struct px_core *core, const struct px_catalog *nc)
 				continue;
 			c->recheck = c->etag[0] != '\0';
 			c->recheck_at = 0;
-			int changed = (na->sha256 && strcmp(na->sha256, c->sha) != 0) ||
-				      (na->size >= 0 && na->size != c->size);
+			/* (a new size needs a remount: the manifest's size is
+			 * checked then) */
+			int changed = na->sha256 && strcmp(na->sha256, c->sha) != 0;
 			if (!changed)
 				continue;
 			/* a stale copy stops serving now; the job makes it again */

@@ -72,7 +72,8 @@ void px_copies_free(struct px_core *core);
  * After a reload merged nc (kept by the core): storages added, changed
  * or removed (a removed storage's copies stop serving; no file is
  * deleted), each asset's copies and sha256 taken from nc, copies of an
- * asset whose sha256 or size changed stop serving and are made again.
+ * asset whose sha256 changed stop serving and are made again, and every
+ * copy's source is asked its ETag again (another: the same).
  * The reloading thread.
  */
 void px_copies_reload(struct px_core *core, const struct px_catalog *nc);
