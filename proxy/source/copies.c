@@ -638,21 +638,33 @@ static long pick_source(struct px_core *core, size_t asset, long *second)
 	struct asset_rt *rt = &core->assets[asset];
 	int64_t now = core->now();
 	long best = -1, best_rank = -1;
+	size_t n = a->nsources;
+	unsigned char *refused = calloc(n + 1, 1), *failing = calloc(n + 1, 1);
 	*second = -1;
+	if (!refused || !failing) {
+		free(refused);
+		free(failing);
+		return -1;
+	}
+	pthread_mutex_lock(&core->prov_lock); /* taken alone */
+	for (size_t k = 0; k < n; k++) {
+		const struct prov_rt *p = &core->provs[a->sources[k].provider];
+		refused[k] = p->auth_failed != 0;
+		failing[k] = p->bad_since != 0;
+	}
+	pthread_mutex_unlock(&core->prov_lock);
 	pthread_mutex_lock(&core->vf_lock);
 	int served_by = atomic_load(&rt->served_by);
-	for (size_t k = 0; k < a->nsources; k++) {
-		if (rt->dead[k] || px_source_rejected(core, asset, k) || a->sources[k].storage)
-			continue;
-		const struct prov_rt *p = &core->provs[a->sources[k].provider];
-		if (p->auth_failed)
+	for (size_t k = 0; k < n; k++) {
+		if (rt->dead[k] || px_source_rejected(core, asset, k) || a->sources[k].storage ||
+		    refused[k])
 			continue;
 		int rank = 1;
 		if (rt->src && rt->src[k].state == VS_VERIFIED)
 			rank = 3;
 		else if (served_by == (int)k + 1)
 			rank = 2;
-		if (px_source_bad(core, asset, k, now) || p->bad_since)
+		if (px_source_bad(core, asset, k, now) || failing[k])
 			rank -= 1;
 		if (rank > best_rank) {
 			if (best >= 0)
@@ -664,6 +676,8 @@ static long pick_source(struct px_core *core, size_t asset, long *second)
 		}
 	}
 	pthread_mutex_unlock(&core->vf_lock);
+	free(refused);
+	free(failing);
 	return best;
 }
 
@@ -913,8 +927,36 @@ static long evaluate(struct px_copies *cp, size_t *si_out)
 	struct px_core *core = cp->core;
 	long run = -1;
 
-	/* storages: look again (statvfs on an NFS mount may take a moment:
-	 * this thread has nothing else to do) */
+	/* storages: look again, without the lock (statvfs on a hung NFS
+	 * mount must not hold the status up), on copies of their fields */
+	size_t nst = cp->nst;
+	struct storage *look = calloc(nst + 1, sizeof(*look));
+	for (size_t i = 0; look && i < nst; i++) {
+		look[i].name = strdup(cp->st[i].name);
+		look[i].path = cp->st[i].path ? strdup(cp->st[i].path) : NULL;
+		look[i].host = cp->st[i].host ? strdup(cp->st[i].host) : NULL;
+		look[i].in_catalog = cp->st[i].in_catalog && look[i].name && look[i].path &&
+				     (!cp->st[i].host || look[i].host);
+	}
+	pthread_mutex_unlock(&cp->lock);
+	for (size_t i = 0; look && i < nst; i++)
+		if (look[i].in_catalog)
+			storage_check(cp->host, &look[i]);
+	pthread_mutex_lock(&cp->lock);
+	for (size_t i = 0; look && i < nst; i++) {
+		long si = look[i].name ? find_storage(cp, look[i].name) : -1;
+		if (si >= 0 && look[i].in_catalog && cp->st[si].in_catalog &&
+		    strcmp(cp->st[si].path, look[i].path) == 0) {
+			struct storage *s = &cp->st[si];
+			s->reachable = look[i].reachable;
+			s->free_bytes = look[i].free_bytes;
+			snprintf(s->why, sizeof(s->why), "%s", look[i].why);
+		}
+		free(look[i].name);
+		free(look[i].path);
+		free(look[i].host);
+	}
+	free(look);
 	for (size_t i = 0; i < cp->nst; i++) {
 		struct storage *s = &cp->st[i];
 		if (!s->in_catalog) {
@@ -922,7 +964,6 @@ static long evaluate(struct px_copies *cp, size_t *si_out)
 			snprintf(s->why, sizeof(s->why), "not in the catalog");
 			continue;
 		}
-		storage_check(cp->host, s);
 		if (s->reachable && !s->loaded)
 			manifest_load(cp, i);
 	}

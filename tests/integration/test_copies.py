@@ -431,7 +431,8 @@ def test_role_off_while_a_job_runs(seamfs, data, make_origin, tmp_path, sockdir)
 
 def test_copy_jobs_stay_within_max_connections_and_yield_to_viewers(seamfs, data, make_origin,
                                                                     tmp_path):
-    o = make_origin(data.dir, extra_args=['--rate', str(16 * MIB)])
+    # paced: the copy of 64 MiB takes 8 s at least, the viewers come meanwhile
+    o = make_origin(data.dir, extra_args=['--rate', str(8 * MIB)])
     big = data['big.bin']
     disk = tmp_path / 'disk'
     disk.mkdir()
