@@ -504,3 +504,70 @@ def test_source_with_a_new_etag_makes_the_copy_stale_and_it_is_made_again(
     assert metrics(m)['seamfs_copies_made_total'] == 2
     o.stop(hold_port=True)
     assert read_sha(m.path('f.bin')) == want
+
+
+def test_local_disk_copy_preferred_and_another_hosts_disk_not_reachable(seamfs, data,
+                                                                       make_origin, tmp_path):
+    import socket
+    o = make_origin(data.dir)
+    df = data['mid.bin']
+    mine, theirs = tmp_path / 'mine', tmp_path / 'theirs'
+    mine.mkdir()
+    theirs.mkdir()
+    cat = {'storages': [storage('theirs', theirs, host='some-other-host'),
+                        storage('mine', mine, host=socket.gethostname())],
+           'assets': [entry('movie', 'movie.bin', df, o.url('mid.bin'), copies=2)]}
+    m = seamfs.mount(cat, options=['session_ttl=0'])
+    # one copy on this host's disk; the other host's disk is not reachable here
+    wait_until(lambda: copies_of(status(m), 'movie') == ['mine'], COPY_WAIT, 'the local copy')
+    wait_reason(m, 'movie', 'storage not ready')
+    st = next(s for s in status(m)['copies']['storages'] if s['name'] == 'theirs')
+    assert not st['reachable'] and 'some-other-host' in st['why'], st
+    assert not (theirs / 'movie.bin').exists()
+    readers = []
+    try:
+        for _ in range(4):
+            p = start_reader(m.path('movie.bin'))
+            readers.append(p)
+            assert p.stdout.readline().strip() == 'ready'
+        # a copy on this host's disk costs no connection: every session there
+        assert [s['provider'] for s in status(m)['sessions']] == ['storage:mine'] * 4
+        for p in readers:
+            p.stdin.write('go\n')
+            p.stdin.flush()
+        for p in readers:
+            out, _ = p.communicate(timeout=60)
+            assert out.strip() == df.sha256
+    finally:
+        for p in readers:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_storage_removed_by_reload_stops_serving_and_keeps_its_files(seamfs, data, make_origin,
+                                                                     tmp_path, sockdir):
+    o = make_origin(data.dir)
+    df = data['mid.bin']
+    disk = tmp_path / 'disk'
+    disk.mkdir()
+    cat = {'storages': [storage('disk', disk)],
+           'assets': [entry('movie', 'movie.bin', df, o.url('mid.bin'), copies=1)]}
+    path = seamfs.write_catalog(cat, 'catalog.json')
+    sock = os.path.join(sockdir, 'ctl.sock')
+    m = seamfs.mount(path, options=[f'control_socket={sock}'])
+    wait_copies(m, 'movie', 1)
+    del cat['storages']
+    path.write_text(json.dumps(cat))
+    assert ctl(seamfs, sock, 'reload').returncode == 0
+    wait_reason(m, 'movie', 'no storage')
+    assert copies_of(status(m), 'movie') == []
+    assert sha256_file(disk / 'movie.bin') == df.sha256
+    assert 'movie' in json.loads((disk / '.seamfs-copies.json').read_text())['copies']
+    assert read_sha(m.path('movie.bin')) == df.sha256
+    # back in the catalog: the copy serves again, no new copy made
+    cat['storages'] = [storage('disk', disk)]
+    path.write_text(json.dumps(cat))
+    assert ctl(seamfs, sock, 'reload').returncode == 0
+    wait_copies(m, 'movie', 1)
+    assert metrics(m)['seamfs_copies_made_total'] == 1
