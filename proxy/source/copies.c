@@ -156,6 +156,8 @@ struct px_copies {
 	unsigned char *sha_set;
 	size_t cap;                  /* assets_cap */
 	_Atomic uint64_t n_made, n_failed, n_bytes;
+	struct gate *reading;        /* the copy's reader, under lock: a stop
+				      * cancels its transfer */
 };
 
 /* ---- placement */
@@ -461,6 +463,8 @@ struct gate {
 	struct px_core *core;
 	size_t prov;
 	_Atomic int busy;            /* a submit found no spare slot */
+	_Atomic uint64_t id;         /* the transfer in flight, 0: none (ranges go
+				      * one at a time): cancelled at a stop */
 };
 
 static enum px_status g_submit(void *impl, const struct px_fetch_params *p,
@@ -471,6 +475,8 @@ static enum px_status g_submit(void *impl, const struct px_fetch_params *p,
 					   cb, id);
 	if (st == PX_EBUSY)
 		atomic_store(&g->busy, 1);
+	if (st == PX_OK)
+		atomic_store(&g->id, *id);
 	return st;
 }
 
@@ -566,6 +572,9 @@ static enum px_status stream_source(struct px_copies *cp, size_t ji, size_t asse
 		goto out;
 	if ((st = open_source(core, asset, k, &g, &rr)) != PX_OK)
 		goto out;
+	pthread_mutex_lock(&cp->lock);
+	cp->reading = &g;
+	pthread_mutex_unlock(&cp->lock);
 	struct vf_reader r = px_rangeread_reader(rr);
 	int yields = 0;
 	while (off < size) {
@@ -580,6 +589,10 @@ static enum px_status stream_source(struct px_copies *cp, size_t ji, size_t asse
 				goto out;
 			}
 			continue;
+		}
+		if (st != PX_OK && pause_ms(cp, 0)) {
+			st = PX_ESHUTDOWN;
+			goto out;
 		}
 		if (st != PX_OK) {
 			snprintf(why, n, "reading %s at %lld: %s",
@@ -621,6 +634,10 @@ static enum px_status stream_source(struct px_copies *cp, size_t ji, size_t asse
 out:
 	if (st == PX_ENOMEM)
 		snprintf(why, n, "out of memory");
+	pthread_mutex_lock(&cp->lock);
+	if (cp->reading == &g)
+		cp->reading = NULL;
+	pthread_mutex_unlock(&cp->lock);
 	px_rangeread_free(rr);
 	vf_hash_free(h);
 	free(buf);
@@ -1208,6 +1225,10 @@ void px_copies_stop(struct px_core *core)
 	pthread_mutex_lock(&cp->lock);
 	cp->stop = 1;
 	pthread_cond_broadcast(&cp->cond);
+	/* a range in flight ends now, not at its timeout */
+	uint64_t id = cp->reading ? atomic_load(&cp->reading->id) : 0;
+	if (id)
+		core->ops.cancel(core->ops.impl, id);
 	pthread_mutex_unlock(&cp->lock);
 	if (cp->started)
 		pthread_join(cp->thread, NULL);

@@ -571,3 +571,23 @@ def test_storage_removed_by_reload_stops_serving_and_keeps_its_files(seamfs, dat
     assert ctl(seamfs, sock, 'reload').returncode == 0
     wait_copies(m, 'movie', 1)
     assert metrics(m)['seamfs_copies_made_total'] == 1
+
+
+def test_unmount_ends_a_copy_stalled_mid_range_and_removes_its_partial(seamfs, data, make_origin,
+                                                                       tmp_path):
+    o = make_origin(data.dir)
+    df = data['big.bin']
+    # every answer stalls a minute half way into its range
+    o.rule('/big.bin', stall_at=MIB // 2, stall_ms=60000)
+    disk = tmp_path / 'disk'
+    disk.mkdir()
+    cat = {'storages': [storage('disk', disk)],
+           'assets': [entry('movie', 'movie.bin', df, o.url('big.bin'), copies=1)]}
+    m = seamfs.mount(cat)
+    wait_until(lambda: (job(status(m), 'movie') or {}).get('state') == 'copying', 20,
+               'the copy running')
+    wait_until(lambda: (disk / 'movie.bin.partial').exists(), 10, 'the .partial')
+    # the daemon exits within the unmount's bound (EXIT_WAIT), not killed
+    assert m.unmount() == 0
+    assert not (disk / 'movie.bin.partial').exists()
+    assert not (disk / 'movie.bin').exists()
