@@ -59,7 +59,7 @@ static void usage(FILE *out)
 		"    copies                 copy jobs, storages and where each asset is\n"
 		"    storage disable|enable|drain NAME\n"
 		"                           the storage's copying role off or on; drain also\n"
-		"                           sends no new session to its copies\n"
+		"                           moves the sessions off its copies\n"
 		"\n"
 		"options:\n"
 		"    --socket PATH          the control socket (default: $SEAMFS_CONTROL_SOCKET)\n"
@@ -585,7 +585,7 @@ int fs_ctl_main(int argc, char **argv)
 		printf("storage %s: %s\n", args[2],
 		       strcmp(args[1], "enable") == 0 ? "copying role on: new copies may go there"
 		       : strcmp(args[1], "drain") == 0 ? "copying role off and drained: no new copy "
-			 "and no new session goes there; open ones go on"
+			 "and no new session goes there; open ones move to another source"
 		       : "copying role off: running copies finish, new ones go elsewhere; its "
 			 "copies keep serving");
 	} else if (reload) {

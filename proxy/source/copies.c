@@ -52,6 +52,10 @@
  * serving until it is back. A storage removed from the catalog: its
  * copies stop serving; no file is deleted.
  *
+ * Roles. ctl turns a storage's copying role off or on; a drain also
+ * drains its copies' provider and moves their sessions away, each by a
+ * cutover at its offset (move_viewers).
+ *
  * Lock: cp->lock guards storages, copies and jobs; taken alone: calls
  * into sources.c, provider.c and standby.c are made without it.
  */
@@ -80,6 +84,7 @@
 #include "provider.h"
 #include "rangeread.h"
 #include "sources.h"
+#include "standby.h"
 #include "verdict.h"
 
 #define CHUNK (1 << 20)
@@ -98,6 +103,7 @@ struct storage {
 	int cat_copying;             /* the catalog's role, to see it change */
 	int copying;                 /* the role now (the catalog, then ctl) */
 	int drained;
+	int move_viewers;            /* drained: its sessions are to move away */
 	int in_catalog;
 	int loaded;                  /* its manifest was read */
 	/* looked at each second */
@@ -935,6 +941,64 @@ out:
 	return st;
 }
 
+/* ---- a drained storage's viewers */
+
+#define MOVE_MAX 256             /* sessions moved per pass; the rest next pass */
+
+/*
+ * Moves the sessions reading copies on provider prov_name to other
+ * sources of their assets, as a cutover at their offset (the seam: the
+ * bytes just before it, from the copy). A session with nowhere to go
+ * stays. Takes prov_lock alone; no other lock held.
+ */
+static void move_viewers(struct px_core *core, const char *prov_name)
+{
+	struct px_session **list = calloc(MOVE_MAX, sizeof(*list));
+	size_t n = 0;
+	if (!list)
+		return;
+	pthread_mutex_lock(&core->prov_lock);
+	long pi = -1;
+	for (size_t i = 0; i < core->cat->nproviders && pi < 0; i++)
+		if (strcmp(core->cat->providers[i].name, prov_name) == 0)
+			pi = (long)i;
+	for (struct px_session *s = core->sessions; s && pi >= 0 && n < MOVE_MAX; s = s->next) {
+		if (!s->listed || s->failed || (long)s->prov != pi)
+			continue;
+		s->nhandles++; /* held as a handle would, until px_session_leave */
+		list[n++] = s;
+	}
+	pthread_mutex_unlock(&core->prov_lock);
+	for (size_t i = 0; i < n; i++) {
+		struct px_session *s = list[i];
+		size_t k = atomic_load(&s->source);
+		int64_t off = atomic_load(&s->offset);
+		const char *path = core->cat->assets[s->asset].sources[k].path;
+		unsigned char seam[4096];
+		size_t len = off < (int64_t)sizeof(seam) ? (size_t)off : sizeof(seam), got = 0;
+		int fd = path ? px_open_regular(path) : -1;
+		while (fd >= 0 && got < len) {
+			ssize_t r = pread(fd, seam + got, len - got, off - (int64_t)len + (int64_t)got);
+			if (r <= 0 && !(r < 0 && errno == EINTR))
+				break;
+			if (r > 0)
+				got += (size_t)r;
+		}
+		if (fd >= 0)
+			close(fd);
+		enum px_status st = px_cutover(s, k, off, PX_EDECLINED, seam, got == len ? len : 0,
+					       px_now_ms() + core->cfg->read_timeout_ms);
+		if (st == PX_OK)
+			px_info("copies", "%s: moved off the drained storage's copy at offset %lld",
+				s->who, (long long)off);
+		else
+			px_warn("copies", "%s: no other source took it over (%s): it stays on the "
+				"drained storage's copy", s->who, px_strerror(st));
+		px_session_leave(s);
+	}
+	free(list);
+}
+
 /* ---- the thread */
 
 /* Brings storages, copies and jobs up to date; returns the job to run
@@ -943,6 +1007,18 @@ static long evaluate(struct px_copies *cp, size_t *si_out)
 {
 	struct px_core *core = cp->core;
 	long run = -1;
+
+	/* drained storages: their viewers go elsewhere */
+	for (size_t i = 0; i < cp->nst; i++) {
+		if (!cp->st[i].move_viewers)
+			continue;
+		cp->st[i].move_viewers = 0;
+		char prov[300];
+		snprintf(prov, sizeof(prov), "%s", cp->st[i].prov);
+		pthread_mutex_unlock(&cp->lock);
+		move_viewers(core, prov);
+		pthread_mutex_lock(&cp->lock);
+	}
 
 	/* storages: look again, without the lock (statvfs on a hung NFS
 	 * mount must not hold the status up), on copies of their fields */
@@ -1323,6 +1399,15 @@ enum px_status px_copies_role(struct px_core *core, const char *storage, int cop
 	/* the storage's provider exists once a copy is on it */
 	if (px_provider_drain(core, prov, drain) != PX_OK && drain)
 		px_info("copies", "storage %s: no copy serves from it yet", storage);
+	if (drain) {
+		/* drained first: then its viewers move (the copies thread) */
+		pthread_mutex_lock(&cp->lock);
+		i = find_storage(cp, storage);
+		if (i >= 0)
+			cp->st[i].move_viewers = 1;
+		kick(cp);
+		pthread_mutex_unlock(&cp->lock);
+	}
 	px_info("copies", "storage %s: copying role %s%s", storage, copying ? "on" : "off",
 		drain ? ", drained: no new sessions on its copies" : "");
 	return PX_OK;

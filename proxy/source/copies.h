@@ -80,9 +80,11 @@ void px_copies_reload(struct px_core *core, const struct px_catalog *nc);
 
 /*
  * The storage's copying role: copying 0 (disable) or 1 (enable); drain
- * also turns the role off and drains its copies' provider (no new
- * session goes there; sessions reading it go on). A running job ends as
- * it would. PX_ENOTFOUND when no storage has the name. Any thread.
+ * also turns the role off, drains its copies' provider (no new session
+ * goes there) and has the copies thread move the sessions reading them
+ * to other sources (a cutover at their offset). A running job ends as it
+ * would. PX_ENOTFOUND when no storage has the name. Any thread that holds
+ * none of the core's locks.
  */
 enum px_status px_copies_role(struct px_core *core, const char *storage, int copying,
 			      int drain) PX_WUR;

@@ -591,3 +591,44 @@ def test_unmount_ends_a_copy_stalled_mid_range_and_removes_its_partial(seamfs, d
     assert m.unmount() == 0
     assert not (disk / 'movie.bin.partial').exists()
     assert not (disk / 'movie.bin').exists()
+
+
+def test_drain_moves_the_viewers_off_the_storages_copies(seamfs, data, make_origin, tmp_path,
+                                                         sockdir):
+    import socket
+    o = make_origin(data.dir)
+    df = data['mid.bin']
+    disk = tmp_path / 'disk'
+    disk.mkdir()
+    cat = {'storages': [storage('disk', disk, host=socket.gethostname())],
+           'assets': [entry('movie', 'movie.bin', df, o.url('mid.bin'), copies=1)]}
+    sock = os.path.join(sockdir, 'ctl.sock')
+    m = seamfs.mount(cat, options=['session_ttl=0', f'control_socket={sock}'])
+    wait_copies(m, 'movie', 1)
+    readers = []
+    try:
+        for _ in range(2):
+            p = start_reader(m.path('movie.bin'))
+            readers.append(p)
+            assert p.stdout.readline().strip() == 'ready'
+        assert [s['provider'] for s in status(m)['sessions']] == ['storage:disk'] * 2
+        r = ctl(seamfs, sock, 'storage', 'drain', 'disk')
+        assert r.returncode == 0, r.stderr
+        wait_until(lambda: all(s['provider'] != 'storage:disk'
+                               for s in status(m)['sessions']), 20, 'the viewers moved')
+        assert len(status(m)['sessions']) == 2
+        for p in readers:
+            p.stdin.write('go\n')
+            p.stdin.flush()
+        for p in readers:
+            out, _ = p.communicate(timeout=60)
+            assert out.strip() == df.sha256
+    finally:
+        for p in readers:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    st = next(s for s in status(m)['copies']['storages'] if s['name'] == 'disk')
+    assert st['drained'] is True and st['copying'] is False
+    # a new viewer does not go there either
+    assert read_sha(m.path('movie.bin')) == df.sha256
