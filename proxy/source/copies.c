@@ -21,8 +21,8 @@
  * role change or a reload) lets it go on its own.
  *
  * The copy. One job at a time, on the copies thread: the source is a
- * live verified one of the asset (else the one that served, else any
- * live one), read in 1 MiB ranges through background transfers that take
+ * live verified one of the asset (an existing copy too; else the one
+ * that served, else any live one), read in 1 MiB ranges through background transfers that take
  * only a spare slot (PX_XFER_SPARE: free now, nobody waiting, preempted
  * by any viewer's open); a range that found no spare slot or was
  * preempted waits 200 ms and is asked again, costing no attempt. The bytes
@@ -652,23 +652,23 @@ out:
 
 /* ---- one copy */
 
-/* The source to copy from, and a second live source to check against
- * (-1: none). Copies are not taken as a second opinion: they came from
- * the same bytes. */
+/* The source to copy from: a verified one (a copy too: this host's disk
+ * costs no connection), else the one that served, else any live one; one
+ * that failed lately after the others. *second: the best other live
+ * source that is not a copy (a copy came from the same bytes: no second
+ * opinion), -1 when none. -1 when there is no source at all. */
 static long pick_source(struct px_core *core, size_t asset, long *second)
 {
 	const struct px_asset *a = &core->cat->assets[asset];
 	struct asset_rt *rt = &core->assets[asset];
 	int64_t now = core->now();
-	long best = -1, best_rank = -1;
 	size_t n = a->nsources;
+	int *rank = calloc(n + 1, sizeof(*rank));
 	unsigned char *refused = calloc(n + 1, 1), *failing = calloc(n + 1, 1);
+	long best = -1;
 	*second = -1;
-	if (!refused || !failing) {
-		free(refused);
-		free(failing);
-		return -1;
-	}
+	if (!rank || !refused || !failing)
+		goto out;
 	pthread_mutex_lock(&core->prov_lock); /* taken alone */
 	for (size_t k = 0; k < n; k++) {
 		const struct prov_rt *p = &core->provs[a->sources[k].provider];
@@ -679,26 +679,27 @@ static long pick_source(struct px_core *core, size_t asset, long *second)
 	pthread_mutex_lock(&core->vf_lock);
 	int served_by = atomic_load(&rt->served_by);
 	for (size_t k = 0; k < n; k++) {
-		if (rt->dead[k] || px_source_rejected(core, asset, k) || a->sources[k].storage ||
-		    refused[k])
+		rank[k] = -1;
+		if (rt->dead[k] || px_source_rejected(core, asset, k) || refused[k])
 			continue;
-		int rank = 1;
+		rank[k] = 2;
 		if (rt->src && rt->src[k].state == VS_VERIFIED)
-			rank = 3;
+			rank[k] = 4;
 		else if (served_by == (int)k + 1)
-			rank = 2;
+			rank[k] = 3;
 		if (px_source_bad(core, asset, k, now) || failing[k])
-			rank -= 1;
-		if (rank > best_rank) {
-			if (best >= 0)
-				*second = best;
-			best = (long)k;
-			best_rank = rank;
-		} else if (*second < 0) {
-			*second = (long)k;
-		}
+			rank[k] -= 2;
 	}
 	pthread_mutex_unlock(&core->vf_lock);
+	for (size_t k = 0; k < n; k++)
+		if (rank[k] >= 0 && (best < 0 || rank[k] > rank[best]))
+			best = (long)k;
+	for (size_t k = 0; k < n && best >= 0; k++)
+		if (rank[k] >= 0 && (long)k != best && !a->sources[k].storage &&
+		    (*second < 0 || rank[k] > rank[*second]))
+			*second = (long)k;
+out:
+	free(rank);
 	free(refused);
 	free(failing);
 	return best;
