@@ -11,5 +11,6 @@ apt-get install -y -q --no-install-recommends \
   build-essential clang meson ninja-build pkg-config git ca-certificates \
   libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev libjansson-dev libcmocka-dev \
   libmicrohttpd-dev zlib1g-dev \
-  nginx-light curl openssl ffmpeg python3 python3-pytest python3-pytest-timeout \
-  libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libswresample-dev
+  nginx-light lighttpd rclone curl openssl ffmpeg fio python3 python3-pytest python3-pytest-timeout \
+  libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libswresample-dev \
+  man-db groff-base systemd python3-yaml

@@ -9,6 +9,15 @@
  * failure. The child discovers sizes (bounded by probe_timeout) before it
  * mounts, so the first `ls` already shows every file.
  *
+ * Under systemd (Type=notify: $NOTIFY_SOCKET is set) the daemon does not
+ * fork, whatever -f says: the manager watches the PID it started, and
+ * READY=1 (sent where the parent above would be released) is what tells it
+ * the mount is up; stderr stays the log (the journal reads it).
+ *
+ * Everything that is quick to check is checked before anything slow (size
+ * discovery): the options (a misspelled one is named, with the closest
+ * known option), the log file, and the CATALOG/MOUNTPOINT pair.
+ *
  * Exit codes: 0 clean stop, 1 runtime or mount failure, 2 bad command line
  * or option, 3 bad catalog.
  */
@@ -22,13 +31,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <curl/curlver.h>
 #include <jansson.h>
 
 #include "config.h"
@@ -36,8 +45,11 @@
 #include "ctl.h"
 #include "fetch.h"
 #include "fs.h"
+#include "hash.h"
 #include "import.h"
+#include "mkcatalog.h"
 #include "log.h"
+#include "notify.h"
 #include "reload.h"
 #include "state.h"
 #include "transcode.h"
@@ -58,6 +70,8 @@ struct cmdline {
 	int version;
 	char **core_opts;       /* "name=value" or "name", applied after settings */
 	size_t ncore_opts;
+	char **fuse_opts;       /* the -o options passed on to libfuse, checked early */
+	size_t nfuse_opts;
 	int bad;
 };
 
@@ -82,6 +96,7 @@ static const struct fuse_opt opt_table[] = {
 	FUSE_OPT_KEY("insecure", KEY_CORE),
 	FUSE_OPT_KEY("insecure=%s", KEY_CORE),
 	FUSE_OPT_KEY("log_level=%s", KEY_CORE),
+	FUSE_OPT_KEY("log_file=%s", KEY_CORE),
 	FUSE_OPT_KEY("readahead_budget=%s", KEY_CORE),
 	FUSE_OPT_KEY("head_size=%s", KEY_CORE),
 	FUSE_OPT_KEY("tail_size=%s", KEY_CORE),
@@ -117,11 +132,40 @@ static const struct fuse_opt opt_table[] = {
 	FUSE_OPT_END
 };
 
+/* Appends a copy of s to a growable array of strings; -1 when out of memory. */
+static int push_str(char ***arr, size_t *n, const char *s)
+{
+	char **a = realloc(*arr, (*n + 1) * sizeof(*a));
+	if (!a)
+		return -1;
+	*arr = a;
+	if (!(a[*n] = strdup(s)))
+		return -1;
+	(*n)++;
+	return 0;
+}
+
+/* Whether arg ("name" or "name=value") names one of px_config_options. */
+static int is_core_opt(const char *arg)
+{
+	char name[64];
+	size_t n = strcspn(arg, "=");
+	if (n >= sizeof(name))
+		return 0;
+	memcpy(name, arg, n);
+	name[n] = '\0';
+	return px_config_known(name);
+}
+
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
 	struct cmdline *cl = data;
 	(void)outargs;
 
+	/* an option of px_config_options that opt_table does not list yet
+	 * is still seamfs's: the table of config.c is the one list */
+	if (key == FUSE_OPT_KEY_OPT && is_core_opt(arg))
+		key = KEY_CORE;
 	switch (key) {
 	case KEY_HELP: cl->help = 1; return 0;
 	case KEY_VERSION: cl->version = 1; return 0;
@@ -129,16 +173,8 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	case KEY_DEBUG: cl->debug = cl->foreground = 1; return 1;
 	case KEY_SINGLE: cl->single = 1; return 0;
 	case KEY_DISCARD: return 0;
-	case KEY_CORE: {
-		char **n = realloc(cl->core_opts, (cl->ncore_opts + 1) * sizeof(*n));
-		if (!n || !(n[cl->ncore_opts] = strdup(arg))) {
-			free(n);
-			return -1;
-		}
-		cl->core_opts = n;
-		cl->ncore_opts++;
-		return 0;
-	}
+	case KEY_CORE:
+		return push_str(&cl->core_opts, &cl->ncore_opts, arg) ? -1 : 0;
 	case FUSE_OPT_KEY_NONOPT:
 		if (!cl->catalog) {
 			cl->catalog = strdup(arg);
@@ -159,7 +195,9 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 			cl->bad = 1;
 			return 0;
 		}
-		return 1; /* a FUSE or kernel mount option: libfuse checks it */
+		/* a FUSE or kernel mount option: libfuse checks it, and
+		 * check_fuse_opts() asks it before anything slow */
+		return push_str(&cl->fuse_opts, &cl->nfuse_opts, arg) ? -1 : 1;
 	}
 	return 1;
 }
@@ -172,6 +210,7 @@ static void usage(FILE *out)
 		"       mount -t fuse.seamfs CATALOG MOUNTPOINT -o OPTS\n"
 		"       seamfs verify [OPTIONS] CATALOG [ASSET-ID...]   (see seamfs verify --help)\n"
 		"       seamfs ctl [--socket PATH] [--json] SUBCOMMAND  (see seamfs ctl --help)\n"
+		"       seamfs catalog [OPTIONS] MIRROR...              (see seamfs catalog --help)\n"
 		"\n"
 		"Mounts the media assets listed in the JSON file CATALOG as plain, read-only\n"
 		"files under MOUNTPOINT, streaming their bytes from their HTTP(S) or local sources.\n"
@@ -199,6 +238,280 @@ static void usage(FILE *out)
 		"\n"
 		"exit status: 0 clean stop, 1 runtime or mount failure, 2 bad command line,\n"
 		"3 bad catalog.\n");
+}
+
+/* The edit distance of two short names (SIZE_MAX when either is long). */
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), row[64];
+	if (la >= 64 || lb >= 64)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[lb];
+}
+
+/* Options of libfuse and mount(8) a user types most: for suggesting only
+ * (libfuse decides what it accepts). */
+static const char *const fuse_option_names[] = {
+	"allow_other", "allow_root", "auto_unmount", "default_permissions", "max_read",
+	"max_background", "congestion_threshold", "max_readahead", "fsname", "subtype",
+	"debug", "nodev", "nosuid", "noexec", "noatime", "nofail", "noauto", "_netdev", NULL
+};
+
+/* The known option closest to the name in opt ("name" or "name=value"),
+ * NULL when none is close enough to be a typo of it. */
+static const char *closest_option(const char *opt)
+{
+	char name[64];
+	size_t n = strcspn(opt, "="), best = SIZE_MAX;
+	const char *found = NULL;
+	if (n >= sizeof(name))
+		return NULL;
+	memcpy(name, opt, n);
+	name[n] = '\0';
+	for (const struct px_config_option *o = px_config_options; o->name; o++) {
+		size_t d = edit_distance(name, o->name);
+		if (d < best)
+			best = d, found = o->name;
+	}
+	for (const char *const *f = fuse_option_names; *f; f++) {
+		size_t d = edit_distance(name, *f);
+		if (d < best)
+			best = d, found = *f;
+	}
+	return best <= 1 + n / 4 ? found : NULL;
+}
+
+/* Appends head followed by value with ',' and '\' escaped (fuse_opt's
+ * quoting) to args. */
+static int add_quoted_arg(struct fuse_args *args, const char *head, const char *value)
+{
+	size_t n = strlen(head) + 2 * strlen(value) + 1;
+	char *buf = malloc(n), *p;
+	int rc;
+	if (!buf)
+		return -1;
+	p = buf + sprintf(buf, "%s", head);
+	for (const char *v = value; *v; v++) {
+		if (*v == ',' || *v == '\\')
+			*p++ = '\\';
+		*p++ = *v;
+	}
+	*p = '\0';
+	rc = fuse_opt_add_arg(args, buf);
+	free(buf);
+	return rc;
+}
+
+static void quiet_fuse_log(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	(void)level;
+	(void)fmt;
+	(void)ap;
+}
+
+/* Whether libfuse accepts the -o option opt: a session is made with it
+ * alone (nothing is mounted; libfuse's own complaint is kept quiet). */
+static int fuse_accepts(const char *opt)
+{
+	struct fuse_args a = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_lowlevel_ops none;
+	struct fuse_session *se = NULL;
+	memset(&none, 0, sizeof(none));
+	if (fuse_opt_add_arg(&a, "seamfs") == 0 && add_quoted_arg(&a, "-o", opt) == 0) {
+		fuse_set_log_func(quiet_fuse_log);
+		se = fuse_session_new(&a, &none, sizeof(none), NULL);
+		fuse_set_log_func(NULL);
+	}
+	fuse_opt_free_args(&a);
+	if (!se)
+		return 0;
+	fuse_session_destroy(se);
+	return 1;
+}
+
+/*
+ * Checks every -o option before anything slow: seamfs's own against
+ * px_config_set (bad values), the rest against libfuse (unknown names),
+ * so that `-o read_timout=20` fails at once, naming the option and the
+ * closest known one, not after every source was probed. Returns 0 or -1
+ * (the messages printed).
+ */
+static int check_options(const struct cmdline *cl)
+{
+	struct px_config scratch;
+	char err[512];
+	int bad = 0;
+
+	px_config_init(&scratch);
+	for (size_t i = 0; i < cl->ncore_opts; i++) {
+		char *copy = strdup(cl->core_opts[i]);
+		if (!copy) {
+			bad = 1;
+			break;
+		}
+		char *eq = strchr(copy, '=');
+		if (eq)
+			*eq++ = '\0';
+		if (px_config_set(&scratch, copy, eq, err, sizeof(err)) != PX_OK) {
+			fprintf(stderr, "seamfs: %s\n", err);
+			bad = 1;
+		}
+		free(copy);
+	}
+	px_config_release(&scratch);
+	for (size_t i = 0; i < cl->nfuse_opts; i++) {
+		if (fuse_accepts(cl->fuse_opts[i]))
+			continue;
+		const char *near = closest_option(cl->fuse_opts[i]);
+		size_t n = strcspn(cl->fuse_opts[i], "=");
+		fprintf(stderr, "seamfs: unknown option '%.*s'%s%s%s (seamfs --help lists them)\n",
+			(int)n, cl->fuse_opts[i], near ? "; did you mean '" : "", near ? near : "",
+			near ? "'?" : "");
+		bad = 1;
+	}
+	return bad ? -1 : 0;
+}
+
+/* Whether the file at path looks like a catalog (a JSON object or a
+ * playlist) rather than a mountpoint someone meant. */
+static int looks_like_catalog(const char *path)
+{
+	const char *dot = strrchr(path, '.');
+	if (dot && (strcasecmp(dot, ".json") == 0 || strcasecmp(dot, ".m3u") == 0 ||
+		    strcasecmp(dot, ".m3u8") == 0))
+		return 1;
+	FILE *f = fopen(path, "re");
+	int c = EOF;
+	if (f) {
+		do
+			c = fgetc(f);
+		while (c == ' ' || c == '\t' || c == '\n' || c == '\r');
+		fclose(f);
+	}
+	return c == '{' || c == '#';
+}
+
+/*
+ * The usual mistakes with the two places, named before the catalog is
+ * read: CATALOG and MOUNTPOINT swapped (a directory, then a catalog file),
+ * or a mountpoint that is a file. Returns 0 or -1 (the message printed).
+ * A mountpoint that cannot be stat()ed is left to the checks after (a
+ * stale mount is cleared there).
+ */
+static int check_places(const char *catalog, const char *mountpoint)
+{
+	struct stat c, m;
+	if (stat(mountpoint, &m) || S_ISDIR(m.st_mode))
+		return 0;
+	if (stat(catalog, &c) == 0 && S_ISDIR(c.st_mode) && S_ISREG(m.st_mode) &&
+	    looks_like_catalog(mountpoint)) {
+		fprintf(stderr, "seamfs: CATALOG and MOUNTPOINT look swapped: %s is a directory "
+			"and %s a catalog file; the catalog comes first: seamfs [-o OPTS] %s %s\n",
+			catalog, mountpoint, mountpoint, catalog);
+		return -1;
+	}
+	fprintf(stderr, "seamfs: mountpoint %s is %s, not a directory; mount on an (empty) "
+		"directory: seamfs [-o OPTS] CATALOG DIRECTORY\n", mountpoint,
+		S_ISREG(m.st_mode) ? "a regular file" : "not a directory");
+	return -1;
+}
+
+/* Where the daemon's log goes, for the start message. */
+static void log_destination(const struct px_config *cfg, int foreground, char *buf, size_t n)
+{
+	if (cfg->log_file)
+		snprintf(buf, n, "%s%s", cfg->log_file, foreground ? " and stderr" : "");
+	else if (foreground)
+		snprintf(buf, n, "stderr");
+	else if (access("/dev/log", W_OK) == 0)
+		snprintf(buf, n, "syslog, tag seamfs (journalctl -t seamfs)");
+	else
+		snprintf(buf, n, "syslog, but this host has no /dev/log: runtime messages will "
+			 "be lost; add -o log_file=PATH");
+}
+
+/* seamfs --version: seamfs's and the running libraries' versions, and the
+ * writer's (the only program that links FFmpeg), asked with a bound. */
+static void print_version(const struct px_config *cfg)
+{
+	char curl[128], self[PATH_MAX], writer[PATH_MAX + 32];
+	int maj = fuse_version() / 100, min = fuse_version() % 100;
+
+	px_fetch_version(curl, sizeof(curl));
+	printf("seamfs %s\n", SEAMFS_VERSION);
+	printf("libfuse %s (API %d.%d)\n", fuse_pkgversion(), maj, min);
+	printf("libcurl %s\n", curl);
+	printf("%s\n", vf_hash_library_version());
+	printf("jansson %s\n", jansson_version_str());
+	printf("libmicrohttpd %s\n", px_control_library_version());
+	fflush(stdout);
+	ssize_t k = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (cfg->writer) {
+		snprintf(writer, sizeof(writer), "%s", cfg->writer);
+	} else if (k > 0) {
+		self[k] = '\0';
+		char *slash = strrchr(self, '/');
+		if (slash)
+			*slash = '\0';
+		snprintf(writer, sizeof(writer), "%s/seamfs-writer", self);
+	} else {
+		snprintf(writer, sizeof(writer), "seamfs-writer");
+	}
+	char out[1024];
+	size_t len = 0;
+	int pfd[2], status = -1;
+	pid_t pid = -1;
+	if (pipe2(pfd, O_CLOEXEC) == 0) {
+		pid = fork();
+		if (pid == 0) {
+			dup2(pfd[1], STDOUT_FILENO);
+			execl(writer, writer, "--version", (char *)NULL);
+			_exit(127);
+		}
+		close(pfd[1]);
+		/* bounded: 5 s for the writer to answer */
+		for (int waited = 0; pid > 0 && waited < 5000 && len < sizeof(out) - 1;) {
+			struct pollfd p = { pfd[0], POLLIN, 0 };
+			if (poll(&p, 1, 100) == 0) {
+				waited += 100;
+				continue;
+			}
+			ssize_t r = read(pfd[0], out + len, sizeof(out) - 1 - len);
+			if (r <= 0)
+				break;
+			len += (size_t)r;
+		}
+		close(pfd[0]);
+	}
+	if (pid > 0) {
+		if (waitpid(pid, &status, WNOHANG) != pid) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+		}
+	}
+	out[len] = '\0';
+	/* its first line repeats seamfs's version: only the libraries */
+	const char *libs = strchr(out, '\n');
+	if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 && libs && libs[1])
+		fputs(libs + 1, stdout);
+	else
+		printf("FFmpeg: unknown (%s --version failed; transcodes need that writer)\n",
+		       writer);
 }
 
 /* Runs argv with a bounded wait; returns its exit status or -1. */
@@ -377,21 +690,9 @@ static int asset_in_tree(void *arg, const char *id, const char *path)
 /* Appends "-o" + opts to args, escaping ',' and '\' in value. */
 static int add_escaped_opt(struct fuse_args *args, const char *name, const char *value)
 {
-	size_t n = strlen(name) + 2 * strlen(value) + 4;
-	char *buf = malloc(n), *p;
-	int rc;
-	if (!buf)
-		return -1;
-	p = buf + sprintf(buf, "-o%s=", name);
-	for (const char *v = value; *v; v++) {
-		if (*v == ',' || *v == '\\')
-			*p++ = '\\';
-		*p++ = *v;
-	}
-	*p = '\0';
-	rc = fuse_opt_add_arg(args, buf);
-	free(buf);
-	return rc;
+	char head[64];
+	snprintf(head, sizeof(head), "-o%s=", name);
+	return add_quoted_arg(args, head, value);
 }
 
 static enum px_status apply_options(struct px_config *cfg, const struct px_catalog *cat,
@@ -444,9 +745,16 @@ static void on_stop_signal(int sig)
 	errno = saved;
 }
 
+/* What the stopper thread works with; main's, outlives the thread. */
+struct stopper_ctx {
+	struct px_core *core;
+	const struct fs_notify *notify;
+};
+
 static void *stopper_main(void *arg)
 {
-	struct px_core *core = arg;
+	struct stopper_ctx *sc = arg;
+	struct px_core *core = sc->core;
 	unsigned char c = 0;
 	ssize_t n;
 	sigset_t all;
@@ -459,14 +767,25 @@ static void *stopper_main(void *arg)
 		while (n < 0 && errno == EINTR);
 		if (n == 1 && c == SIGHUP) {
 			char report[1024];
+			/* logrotate's postrotate sends SIGHUP too: a new log file */
+			if (px_log_reopen() != PX_OK)
+				px_error("main", "cannot reopen the log file %s: %s; still writing "
+					 "the old one", px_log_file(), strerror(errno));
 			px_info("main", "SIGHUP: reading the catalog again");
 			/* on failure the old catalog stays; the core logged why */
-			if (px_reload_file(core, report, sizeof(report)) != PX_OK)
+			if (px_reload_file(core, report, sizeof(report)) != PX_OK) {
 				px_debug("main", "reload refused");
+				fs_notify_status(sc->notify, "reload refused (old catalog kept): "
+						 "%zu assets listed", px_core_listed(core));
+			} else {
+				fs_notify_status(sc->notify, "catalog reloaded: %zu assets listed",
+						 px_core_listed(core));
+			}
 			continue;
 		}
 		if (n == 1 && c != 0) {
 			px_info("main", "stopping on signal %d: ending the transfers in flight", c);
+			fs_notify_send(sc->notify, "STOPPING=1\nSTATUS=stopping: unmounting");
 			px_core_stop(core);
 		}
 		return NULL;
@@ -476,12 +795,12 @@ static void *stopper_main(void *arg)
 /* Installs on_stop_signal for SIGTERM, SIGINT and SIGHUP and starts the
  * stopper thread, which also reloads the catalog on SIGHUP. Returns 0 on
  * success. */
-static int start_stopper(struct fuse_session *se, struct px_core *core, pthread_t *thread)
+static int start_stopper(struct fuse_session *se, struct stopper_ctx *sc, pthread_t *thread)
 {
 	struct sigaction sa;
 	if (pipe2(stop_pipe, O_CLOEXEC))
 		return -1;
-	if (pthread_create(thread, NULL, stopper_main, core)) {
+	if (pthread_create(thread, NULL, stopper_main, sc)) {
 		close(stop_pipe[0]);
 		close(stop_pipe[1]);
 		stop_pipe[0] = stop_pipe[1] = -1;
@@ -516,8 +835,9 @@ static void end_stopper(pthread_t thread)
 	stop_pipe[0] = stop_pipe[1] = -1;
 }
 
-/* Daemon mode: the parent waits for one status byte from the child. */
-static int daemonize_wait(int *report_fd, int64_t bound_ms)
+/* Daemon mode: the parent waits for one status byte from the child, and
+ * says where the mount is and where its log goes. */
+static int daemonize_wait(int *report_fd, int64_t bound_ms, const char *mnt, const char *where)
 {
 	int pfd[2];
 	if (pipe2(pfd, O_CLOEXEC)) {
@@ -540,6 +860,12 @@ static int daemonize_wait(int *report_fd, int64_t bound_ms)
 					(long long)(bound_ms / 1000));
 			code = EXIT_RUNTIME;
 		}
+		if (code == 0)
+			fprintf(stderr, "seamfs: mounted on %s (daemon pid %ld); log: %s\n", mnt,
+				(long)pid, where);
+		else
+			fprintf(stderr, "seamfs: not mounted (exit %d); the daemon's log: %s\n", code,
+				where);
 		_exit(code);
 	}
 	close(pfd[0]);
@@ -576,6 +902,9 @@ int main(int argc, char *argv[])
 	int stopper = 0, mount_lock = -1;
 	long holder = 0;
 	pthread_t stopper_thread;
+	struct fs_notify notify;
+	struct stopper_ctx sc = { NULL, &notify };
+	char log_where[256];
 
 	/* glibc gives every thread that allocates its own arena (up to 8 per
 	 * core), and each keeps the 1 MiB read buffers it once held: with many
@@ -596,6 +925,10 @@ int main(int argc, char *argv[])
 		return fs_verify_main(argc - 1, argv + 1);
 	if (argc > 1 && strcmp(argv[1], "ctl") == 0)
 		return fs_ctl_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "catalog") == 0)
+		return fs_catalog_main(argc - 1, argv + 1);
+	/* read (and unset) before any thread: a manager waits for READY=1 */
+	int managed = fs_notify_open(&notify);
 	px_config_init(&cfg);
 	if (fuse_opt_parse(&args, &cl, opt_table, opt_proc) == -1 || cl.bad) {
 		usage(stderr);
@@ -608,8 +941,11 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	if (cl.version) {
-		printf("seamfs %s\nlibfuse %d\nlibcurl %s\njansson %s\n", SEAMFS_VERSION,
-		       fuse_version(), LIBCURL_VERSION, JANSSON_VERSION);
+		for (size_t i = 0; i < cl.ncore_opts; i++)
+			if (strncmp(cl.core_opts[i], "writer=", 7) == 0 &&
+			    px_config_set(&cfg, "writer", cl.core_opts[i] + 7, err, sizeof(err)))
+				break;
+		print_version(&cfg);
 		rc = 0;
 		goto out;
 	}
@@ -617,6 +953,10 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "seamfs: %s\n", !cl.catalog ? "missing CATALOG and MOUNTPOINT"
 							    : "missing MOUNTPOINT");
 		usage(stderr);
+		rc = EXIT_USAGE;
+		goto out;
+	}
+	if (check_options(&cl) || check_places(cl.catalog, cl.mountpoint)) {
 		rc = EXIT_USAGE;
 		goto out;
 	}
@@ -642,10 +982,23 @@ int main(int argc, char *argv[])
 		}
 		canonical_dead(cl.mountpoint, mnt, sizeof(mnt));
 	}
+	/* opened here, before the fork, so that a bad path fails at once; the
+	 * daemon inherits it */
+	if (cfg.log_file && px_log_open_file(cfg.log_file) != PX_OK) {
+		fprintf(stderr, "seamfs: log_file %s: %s\n", cfg.log_file, strerror(errno));
+		rc = EXIT_USAGE;
+		goto out;
+	}
+	/* under systemd the daemon stays the process it started */
+	if (managed)
+		cl.foreground = 1;
+	log_destination(&cfg, cl.foreground, log_where, sizeof(log_where));
 	if (!cl.foreground &&
-	    daemonize_wait(&report_fd, cfg.probe_timeout_ms + cfg.connect_timeout_ms + 30000))
+	    daemonize_wait(&report_fd, cfg.probe_timeout_ms + cfg.connect_timeout_ms + 30000, mnt,
+			   log_where))
 		goto out;
 	px_log_setup(cfg.log_level, 0);
+	fs_notify_status(&notify, "discovering the sizes of %zu assets", cat->nassets);
 
 	/* One daemon per mountpoint. Taken here, in the process that will
 	 * serve (after daemonize_wait's fork), and held until it exits; a
@@ -677,9 +1030,12 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	struct stat sb;
-	if (stat(mnt, &sb) || !S_ISDIR(sb.st_mode)) {
-		px_error("main", "mountpoint %s: %s", mnt,
-			 errno ? strerror(errno) : "not a directory");
+	if (stat(mnt, &sb)) {
+		px_error("main", "mountpoint %s: %s", mnt, strerror(errno));
+		goto out;
+	}
+	if (!S_ISDIR(sb.st_mode)) {
+		px_error("main", "mountpoint %s is not a directory", mnt);
 		goto out;
 	}
 	/* a work_dir seamfs did not make is refused before anything is
@@ -726,7 +1082,8 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	handlers = 1;
-	if (start_stopper(se, core, &stopper_thread)) {
+	sc.core = core;
+	if (start_stopper(se, &sc, &stopper_thread)) {
 		px_error("main", "cannot start the stopper thread");
 		goto out;
 	}
@@ -749,8 +1106,14 @@ int main(int argc, char *argv[])
 			 cfg.control_socket);
 		goto out;
 	}
-	px_info("main", "mounted %s on %s (read_timeout %lld ms, state %s)", cl.catalog, mnt,
-		(long long)cfg.read_timeout_ms, state ? px_state_file(state) : "none");
+	px_info("main", "mounted %s on %s (read_timeout %lld ms, state %s, log %s)", cl.catalog,
+		mnt, (long long)cfg.read_timeout_ms, state ? px_state_file(state) : "none",
+		log_where);
+	/* the mount is up (the kernel queues what comes before the loop
+	 * answers INIT): the manager may start what needs it */
+	fs_notify_send(&notify, "READY=1");
+	fs_notify_status(&notify, "mounted %s on %s: %zu of %zu assets listed", cl.catalog, mnt,
+			 px_core_listed(core), cat->nassets);
 	if (report_fd >= 0) {
 		/* the mount is up: let the parent return, then detach stdio */
 		report(&report_fd, 0);
@@ -791,6 +1154,8 @@ int main(int argc, char *argv[])
 	/* the loop reports the signal that ended it: that is a clean stop */
 	rc = r == 0 || r == SIGTERM || r == SIGINT || r == SIGHUP ? 0 : EXIT_RUNTIME;
 	px_info("main", "unmounting %s", mnt);
+	/* also after fusermount3 -u, which ends the loop without a signal */
+	fs_notify_send(&notify, "STOPPING=1\nSTATUS=unmounting");
 out:
 	if (report_fd >= 0)
 		report(&report_fd, (unsigned char)(rc ? rc : EXIT_RUNTIME));
@@ -816,6 +1181,10 @@ out:
 	for (size_t i = 0; i < cl.ncore_opts; i++)
 		free(cl.core_opts[i]);
 	free(cl.core_opts);
+	for (size_t i = 0; i < cl.nfuse_opts; i++)
+		free(cl.fuse_opts[i]);
+	free(cl.fuse_opts);
+	fs_notify_close(&notify);
 	free(cl.catalog);
 	free(cl.mountpoint);
 	fuse_opt_free_args(&args);

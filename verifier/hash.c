@@ -5,6 +5,7 @@
  */
 #include <stdlib.h>
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include "hash.h"
@@ -95,4 +96,9 @@ int vf_hash_unhex(const char *in, size_t len, unsigned char *out, size_t n)
 		out[i] = (unsigned char)(hi << 4 | lo);
 	}
 	return 0;
+}
+
+const char *vf_hash_library_version(void)
+{
+	return OpenSSL_version(OPENSSL_VERSION);
 }

@@ -8,6 +8,10 @@
 #include <stddef.h>
 #include "px.h"
 
+/* The running OpenSSL's version text ("OpenSSL 3.0.17 1 Jul 2025"), for
+ * --version. */
+const char *vf_hash_library_version(void);
+
 #define VF_HASH_LEN 32
 #define VF_HASH_HEX (2 * VF_HASH_LEN + 1)
 

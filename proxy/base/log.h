@@ -1,8 +1,9 @@
 /*
  * log.h - the one logger: level + component + message, one line per event.
  *
- * The sink is process-wide (it is the process's stderr or syslog, which are
- * process-wide too); everything else in the core is passed down explicitly.
+ * The sink is process-wide (it is the process's stderr, syslog or the file
+ * of log_file=, which are process-wide too); everything else in the core is
+ * passed down explicitly.
  * Any thread may log. Lines are written with a single write(2) so they are
  * never split or interleaved.
  */
@@ -17,6 +18,21 @@ enum px_log_level { PX_LOG_ERROR, PX_LOG_WARN, PX_LOG_INFO, PX_LOG_DEBUG };
 /* Called once by main before any thread starts. use_syslog: log to syslog
  * (daemon mode) instead of stderr. */
 void px_log_setup(enum px_log_level level, int use_syslog);
+
+/* Sends every line from now on to the file at path (appended, created 0640)
+ * in stderr's format: instead of syslog, and beside stderr while
+ * use_syslog is 0 (the foreground, a daemon before it detaches). Called by main before
+ * any thread starts. PX_EIO with errno set when it cannot be opened. */
+enum px_status px_log_open_file(const char *path) PX_WUR;
+
+/* Opens the log file again under its name (logrotate moved the old one
+ * away) and swaps it in atomically: a line written meanwhile lands in one
+ * of the two whole. PX_OK without a log file; PX_EIO (the old file stays)
+ * when it cannot be opened. Any thread. */
+enum px_status px_log_reopen(void) PX_WUR;
+
+/* The log file's path, NULL when there is none. */
+const char *px_log_file(void);
 
 /* Parses "error", "warn", "info", "debug". Returns PX_EINVAL otherwise. */
 enum px_status px_log_level_parse(const char *s, enum px_log_level *out) PX_WUR;

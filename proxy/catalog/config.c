@@ -22,6 +22,7 @@ const struct px_config_option px_config_options[] = {
 	{ "ca_file", "PATH", "CA bundle for https sources (default: the system store)" },
 	{ "insecure", NULL, "do not verify TLS certificates (testing only)" },
 	{ "log_level", "LEVEL", "error, warn, info or debug (default info)" },
+	{ "log_file", "PATH", "append the log to PATH, reopened on SIGHUP (default: stderr with -f, else syslog)" },
 	{ "readahead_budget", "SIZE", "memory read-ahead windows and cached heads/tails share (default 256M)" },
 	{ "head_size", "SIZE", "bytes at the start of each file kept in the shared cache (default 2M)" },
 	{ "tail_size", "SIZE", "bytes at the end of each file kept in the shared cache (default 1M)" },
@@ -82,6 +83,8 @@ void px_config_release(struct px_config *cfg)
 	free(cfg->work_dir);
 	free(cfg->writer);
 	free(cfg->control_socket);
+	free(cfg->log_file);
+	cfg->log_file = NULL;
 	cfg->ca_file = NULL;
 	cfg->state_dir = NULL;
 	cfg->strm_paths = NULL;
@@ -287,11 +290,12 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 		}
 	} else if (strcmp(name, "state_dir") == 0 || strcmp(name, "ca_file") == 0 ||
 		   strcmp(name, "work_dir") == 0 || strcmp(name, "writer") == 0 ||
-		   strcmp(name, "control_socket") == 0) {
+		   strcmp(name, "control_socket") == 0 || strcmp(name, "log_file") == 0) {
 		char **dst = strcmp(name, "state_dir") == 0 ? &cfg->state_dir
 			     : strcmp(name, "ca_file") == 0 ? &cfg->ca_file
 			     : strcmp(name, "work_dir") == 0 ? &cfg->work_dir
-			     : strcmp(name, "writer") == 0 ? &cfg->writer : &cfg->control_socket;
+			     : strcmp(name, "writer") == 0 ? &cfg->writer
+			     : strcmp(name, "log_file") == 0 ? &cfg->log_file : &cfg->control_socket;
 		if (value[0] != '/') {
 			want = "an absolute path";
 		} else if (set_string(dst, value)) {

@@ -31,6 +31,7 @@ struct px_config {
 				     * paths from playlists and seamfs ctl must lie
 				     * in; NULL: none (URL sources only) */
 	enum px_log_level log_level;
+	char *log_file;             /* owned; NULL: stderr (-f) or syslog */
 	int64_t readahead_budget;   /* bytes windows and cached heads/tails share, 256 MiB */
 	int64_t head_size;          /* cached head of every asset, 2 MiB */
 	int64_t tail_size;          /* cached tail of every asset, 1 MiB */

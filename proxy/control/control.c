@@ -712,3 +712,8 @@ void px_control_stop(struct px_control *ctl)
 	free(ctl->path);
 	free(ctl);
 }
+
+const char *px_control_library_version(void)
+{
+	return MHD_get_version();
+}

@@ -13,6 +13,9 @@
 #include <stddef.h>
 #include "px.h"
 
+/* The running libmicrohttpd's version ("0.9.75"), for --version. */
+const char *px_control_library_version(void);
+
 struct px_core;
 
 

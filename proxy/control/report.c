@@ -219,7 +219,10 @@ char *px_report_json(struct px_core *core)
 				      "readahead_budget", (json_int_t)snap->ra_budget,
 				      "cache_used", (json_int_t)snap->cache_used,
 				      "cache_size", (json_int_t)snap->cache_size));
-	out = px_json_text(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+	/* ages are whole milliseconds over 1000.0: 15 significant digits
+	 * print them as they are (2.721), where jansson's default 17 print
+	 * the double's noise (2.7210000000000001) */
+	out = px_json_text(root, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
 	root = NULL;
 out:
 	px_snapshot_free(snap);

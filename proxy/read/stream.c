@@ -34,7 +34,9 @@
  * Parallel ranges: one connection of a CDN or debrid host often runs at a
  * capped speed, far below what the reader takes. When a reader keeps
  * waiting on a transfer that never pauses (STARVE_MS without the window
- * reaching its fill limit) and the provider has a spare slot, the stream
+ * reaching its fill limit) and runs below CAPPED_RATE (faster, it is this
+ * machine's CPU that holds it back, which more connections would only
+ * share further), and the provider has a spare slot, the stream
  * turns parallel: its bytes ahead are split into parts of part_size()
  * bytes, each brought by a bounded range request of its own, written
  * into the ring at its offset; the window's end (rend) moves over the
@@ -80,7 +82,11 @@
 #define MAX_PINS 128            /* replies in flight straight from the window */
 #define RESUME_ROOM (1LL << 20) /* a paused transfer goes on once this much is free */
 #define STARVE_MS 500           /* a transfer that has not paused this long while
-				 * a reader waits is the slower of the two */
+				 * a reader waits is the slower of the two... */
+#define CAPPED_RATE (64LL << 20) /* ...and, below this many bytes a second, held
+				 * back by its connection (a per-connection cap),
+				 * not by this machine's CPU, which more
+				 * connections would not help */
 #define MAX_PARTS 32            /* parts ahead of the window's end */
 #define PART_MIN (256LL << 10)
 #define PART_MAX (4LL << 20)
@@ -153,6 +159,7 @@ struct px_stream {
 	int closed;
 
 	int64_t last_pause;     /* when the transfer last paused or started (ms) */
+	int64_t pause_rend;     /* rend then */
 	int nwait;              /* readers waiting for bytes */
 	/* parallel ranges (par): parts[0..nparts) cover [rend, next_off) in
 	 * order, adjacent, and rend == parts[0].pos */
@@ -448,6 +455,7 @@ static int s_data(void *ctx, int64_t off, const void *buf, size_t len)
 	if ((int64_t)len > room(st)) {
 		st->paused = 1;
 		st->last_pause = px_now_ms();
+		st->pause_rend = st->rend;
 		took = 0;
 		goto out;
 	}
@@ -524,6 +532,7 @@ static enum px_status submit(struct px_stream *st, int64_t deadline)
 	st->paused = 0;
 	st->xid = 0;
 	st->last_byte = st->last_pause = px_now_ms();
+	st->pause_rend = st->rend;
 	/* after a cutover, the session's new source */
 	st->source = atomic_load(&st->sess->source);
 	x->st = st;
@@ -595,13 +604,15 @@ static void cancel_all(struct px_stream *st)
 }
 
 /* Whether the stream should turn parallel: a reader waits on a transfer
- * that has not paused for STARVE_MS, and the rest of the asset is worth
- * splitting. Lock held. */
+ * that has not paused for STARVE_MS and brought less than CAPPED_RATE
+ * meanwhile, and the rest of the asset is worth splitting. Lock held. */
 static int par_wanted(const struct px_stream *st, int64_t now)
 {
+	int64_t ms = now - st->last_pause;
 	return st->core->cfg->max_streams > 1 && !st->par && !st->closed && st->xid &&
-	       !st->ended && !st->paused && now - st->last_pause >= STARVE_MS &&
-	       now >= st->par_next && st->size - st->rend > 2 * part_size(st);
+	       !st->ended && !st->paused && ms >= STARVE_MS && now >= st->par_next &&
+	       (st->rend - st->pause_rend) * 1000 / ms < CAPPED_RATE &&
+	       st->size - st->rend > 2 * part_size(st);
 }
 
 /* Turns the stream parallel: its running transfer brings the first part

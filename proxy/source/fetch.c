@@ -763,3 +763,9 @@ void px_fetch_free(struct px_fetch *f)
 	pthread_mutex_destroy(&f->lock);
 	free(f);
 }
+
+void px_fetch_version(char *buf, size_t len)
+{
+	const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+	snprintf(buf, len, "%s (%s)", v->version, v->ssl_version ? v->ssl_version : "no TLS");
+}

@@ -119,4 +119,8 @@ struct px_fetch_ops px_fetch_ops(struct px_fetch *f);
 enum px_status px_fetch_global_init(void) PX_WUR;
 void px_fetch_global_cleanup(void);
 
+/* libcurl's runtime version and its TLS backend ("8.4.0 (OpenSSL/3.0.17)")
+ * into buf, for --version. Any thread. */
+void px_fetch_version(char *buf, size_t len);
+
 #endif

@@ -1359,3 +1359,21 @@ out:
 	px_playlist_release(&w.pl);
 	return st;
 }
+
+void px_writer_versions(FILE *out)
+{
+	static const struct {
+		const char *name;
+		unsigned (*version)(void);
+	} libs[] = {
+		{ "libavformat", avformat_version }, { "libavcodec", avcodec_version },
+		{ "libavutil", avutil_version }, { "libswscale", swscale_version },
+		{ "libswresample", swresample_version },
+	};
+	fprintf(out, "FFmpeg %s\n", av_version_info());
+	for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++) {
+		unsigned v = libs[i].version();
+		fprintf(out, "%s %u.%u.%u\n", libs[i].name, AV_VERSION_MAJOR(v),
+			AV_VERSION_MINOR(v), AV_VERSION_MICRO(v));
+	}
+}

@@ -7,6 +7,7 @@
 #define SEAMFS_WRITER_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include "lease.h"
 #include "px.h"
@@ -76,6 +77,10 @@ enum px_status px_writer_remux_run(struct px_writer_args *a, char *err, size_t e
  * meanwhile; then prints "committed K" for each and "done". PX_EAGAIN,
  * listing nothing, when the lease was taken over.
  */
+/* The running FFmpeg libraries' versions, one "libavformat 59.27.100"
+ * line each, to out (seamfs-writer --version). */
+void px_writer_versions(FILE *out);
+
 enum px_status px_writer_publish(struct px_writer_args *a, uint32_t from, char *err,
 				 size_t errlen) PX_WUR;
 

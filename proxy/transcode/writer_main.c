@@ -121,6 +121,19 @@ int main(int argc, char **argv)
 	int rc = 2, c;
 	enum px_status st;
 
+	if (argc == 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)) {
+		printf("seamfs-writer %s\n", SEAMFS_VERSION);
+		px_writer_versions(stdout);
+		rc = 0;
+		goto out;
+	}
+	if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+		printf("usage: seamfs-writer plan|run --input SRC [options]\n"
+		       "       seamfs-writer --version\n"
+		       "The transcoding writer that seamfs starts; see seamfs-writer(1).\n");
+		rc = 0;
+		goto out;
+	}
 	if (!hdrs || argc < 2 || (strcmp(argv[1], "plan") && strcmp(argv[1], "run"))) {
 		fprintf(stderr, "usage: seamfs-writer plan|run --input SRC [options]\n");
 		goto out;

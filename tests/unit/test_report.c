@@ -301,6 +301,34 @@ static void test_fresh(void **state)
 	rig_free(r);
 }
 
+/* Ages are milliseconds: 2721 ms prints as 2.721, never as the double's
+ * 17 digits (2.7210000000000001). */
+static void test_ages_in_milliseconds(void **state)
+{
+	struct rig *r = rig_report();
+	struct px_handle *h = rig_open(r, 0, 11);
+	read_check(h, 0, 4096);
+	rig_advance(2721);
+	char *text = px_report_json(r->core);
+	assert_non_null(text);
+	const char *at = strstr(text, "\"last_good_age_s\": ");
+	assert_non_null(at);
+	at += strlen("\"last_good_age_s\": ");
+	if (strncmp(at, "2.721,", 6) && strncmp(at, "2.721\n", 6))
+		fail_msg("last_good_age_s: %.30s", at);
+	/* no real anywhere with more than three decimals */
+	for (const char *c = text; *c; c++) {
+		if (*c != '.' || c == text || c[-1] < '0' || c[-1] > '9')
+			continue;
+		size_t digits = strspn(c + 1, "0123456789");
+		if (digits > 3)
+			fail_msg("a number with %zu decimals: %.40s", digits, c - 5);
+	}
+	free(text);
+	rig_close(r, h);
+	rig_free(r);
+}
+
 /* Known reads: one head fill and one hit, one tail fill, six direct reads
  * in the middle (far apart: no stream), on two sessions. */
 static void test_sessions_and_reads(void **state)
@@ -542,6 +570,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_fresh, teardown),
 		cmocka_unit_test_teardown(test_sessions_and_reads, teardown),
+		cmocka_unit_test_teardown(test_ages_in_milliseconds, teardown),
 		cmocka_unit_test_teardown(test_cutover_exhausted_admission, teardown),
 		cmocka_unit_test_teardown(test_reload, teardown),
 	};

@@ -1,0 +1,81 @@
+/*
+ * notify.c - sd_notify(3)'s datagram protocol (see notify.h for why it is
+ * not libsystemd's).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "notify.h"
+
+int fs_notify_open(struct fs_notify *n)
+{
+	const char *e = getenv("NOTIFY_SOCKET");
+	size_t len = e ? strlen(e) : 0;
+
+	memset(n, 0, sizeof(*n));
+	n->fd = -1;
+	if (!e)
+		return 0;
+	/* an absolute path or "@name"; anything else (vsock addresses of
+	 * newer managers) is not ours to speak */
+	if ((e[0] == '/' || e[0] == '@') && len >= 2 && len < sizeof(n->path)) {
+		memcpy(n->path, e, len);
+		n->abstract = e[0] == '@';
+		if (n->abstract)
+			n->path[0] = '\0';
+		n->len = (int)len;
+		n->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	}
+	unsetenv("NOTIFY_SOCKET");
+	return n->fd >= 0;
+}
+
+void fs_notify_send(const struct fs_notify *n, const char *msg)
+{
+	struct sockaddr_un sa;
+	ssize_t w;
+
+	if (n->fd < 0)
+		return;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, n->path, (size_t)n->len);
+	socklen_t salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n->len +
+				      (n->abstract ? 0 : 1));
+	do
+		w = sendto(n->fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&sa, salen);
+	while (w < 0 && errno == EINTR);
+}
+
+void fs_notify_status(const struct fs_notify *n, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	int k;
+
+	if (n->fd < 0)
+		return;
+	k = snprintf(msg, sizeof(msg), "STATUS=");
+	va_start(ap, fmt);
+	vsnprintf(msg + k, sizeof(msg) - (size_t)k, fmt, ap);
+	va_end(ap);
+	/* one line: a newline would start another variable */
+	for (char *c = msg; *c; c++)
+		if (*c == '\n')
+			*c = ' ';
+	fs_notify_send(n, msg);
+}
+
+void fs_notify_close(struct fs_notify *n)
+{
+	if (n->fd >= 0)
+		close(n->fd);
+	n->fd = -1;
+}

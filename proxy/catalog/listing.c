@@ -1,0 +1,903 @@
+/*
+ * listing.c - the entries of an HTTP directory listing page (listing.h).
+ *
+ * One pass over the page, as a small HTML tokenizer: text, start tags with
+ * their attributes, end tags; comments, <script> and <style> skipped
+ * whole. Every byte is looked at a bounded number of times, whatever the
+ * input (a tag without its '>', a quote never closed), so a hostile page
+ * costs time in proportion to its length.
+ *
+ * Each <a href> that resolves to a child of the page's directory opens an
+ * entry; what follows its </a> up to the end of its row (</tr> or <tr> in
+ * the table formats, the end of the line in nginx's and Apache's <pre>
+ * formats) or the next link is where its size is looked for: an attribute
+ * (caddy's data-size, rclone's data-order) or the last size-like word of
+ * the text. Which of these is trusted depends on the server, told from the
+ * page's markup before the pass.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog.h"
+#include "listing.h"
+#include "strmap.h"
+
+#define MAX_SIZE_DIGITS 18          /* below 2^62, the catalog's bound */
+
+struct base {
+	int https;
+	const char *auth;           /* authority as given (userinfo kept) */
+	size_t authlen;
+	char host[256];             /* lowercase, without userinfo and port */
+	int port;
+	char *dir;                  /* the path up to and including its last '/' */
+	char *ddir;                 /* dir percent-decoded */
+	size_t dirslashes;          /* '/' in dir */
+};
+
+struct parse {
+	struct base b;
+	struct px_listing *l;
+	size_t cap;
+	struct px_strmap *names;
+	int rows;                   /* a row ends at <tr>/</tr>, not at a newline */
+	int oom;
+	/* the entry whose row is being read */
+	long pending;               /* index into l->entries, -1: none */
+	int closed;                 /* its </a> was seen: its row's rest follows */
+	int64_t attr_size;          /* -1: no data-size/data-order seen */
+	int64_t word_size;          /* last size-like word: bytes, -2 inexact, -1 none */
+};
+
+const char *px_listing_kind_name(enum px_listing_kind kind)
+{
+	switch (kind) {
+	case PX_LISTING_NGINX: return "nginx";
+	case PX_LISTING_APACHE: return "Apache";
+	case PX_LISTING_LIGHTTPD: return "lighttpd";
+	case PX_LISTING_CADDY: return "caddy";
+	case PX_LISTING_RCLONE: return "rclone";
+	case PX_LISTING_GENERIC: return "generic";
+	}
+	return "generic";
+}
+
+void px_listing_free(struct px_listing *l)
+{
+	if (!l)
+		return;
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->entries[i].name);
+		free(l->entries[i].url);
+	}
+	free(l->entries);
+	free(l);
+}
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Percent-decodes [s, s + n) into out (room for n + 1); a '%' without two
+ * hex digits stays as it is. Returns the decoded length (NUL-terminated). */
+static size_t pct_decode(const char *s, size_t n, char *out)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		int hi, lo;
+		if (s[i] == '%' && i + 2 < n &&
+		    (hi = hexval((unsigned char)s[i + 1])) >= 0 &&
+		    (lo = hexval((unsigned char)s[i + 2])) >= 0) {
+			out[o++] = (char)(hi * 16 + lo);
+			i += 2;
+		} else {
+			out[o++] = s[i];
+		}
+	}
+	out[o] = '\0';
+	return o;
+}
+
+char *px_listing_encode(const char *name)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t n = strlen(name);
+	char *out = malloc(3 * n + 1), *o = out;
+	if (!out)
+		return NULL;
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+		if (isalnum(*p) || strchr("-._~!$&'()*+,;=:@", *p)) {
+			*o++ = (char)*p;
+		} else {
+			*o++ = '%';
+			*o++ = hex[*p >> 4];
+			*o++ = hex[*p & 15];
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+/* A copy of [s, s + n) with the bytes a URL may not hold (controls,
+ * space, non-ASCII, "<>\^`{|} and a '%' that starts no escape)
+ * percent-encoded. */
+static char *url_clean(const char *s, size_t n)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char *out = malloc(3 * n + 1), *o = out;
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		int bad = c <= 0x20 || c >= 0x7f || strchr("\"<>\\^`{|}", c);
+		if (c == '%')
+			bad = !(i + 2 < n && hexval((unsigned char)s[i + 1]) >= 0 &&
+				hexval((unsigned char)s[i + 2]) >= 0);
+		if (bad) {
+			*o++ = '%';
+			*o++ = hex[c >> 4];
+			*o++ = hex[c & 15];
+		} else {
+			*o++ = (char)c;
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+/* host (lowercase) and port of an authority; -1 when malformed. */
+static int parse_authority(const char *a, size_t n, int https, char *host, size_t cap,
+			   int *port)
+{
+	const char *at = NULL;
+	for (size_t i = 0; i < n; i++)
+		if (a[i] == '@')
+			at = a + i;
+	if (at) {
+		n -= (size_t)(at + 1 - a);
+		a = at + 1;
+	}
+	size_t hlen;
+	const char *colon = NULL;
+	if (n && a[0] == '[') {
+		const char *rb = memchr(a, ']', n);
+		if (!rb)
+			return -1;
+		hlen = (size_t)(rb + 1 - a);
+		if (hlen < n) {
+			if (rb[1] != ':')
+				return -1;
+			colon = rb + 1;
+		}
+	} else {
+		colon = memchr(a, ':', n);
+		hlen = colon ? (size_t)(colon - a) : n;
+	}
+	if (hlen == 0 || hlen >= cap)
+		return -1;
+	for (size_t i = 0; i < hlen; i++)
+		host[i] = (char)tolower((unsigned char)a[i]);
+	host[hlen] = '\0';
+	*port = https ? 443 : 80;
+	if (colon && colon + 1 == a + n)
+		return -1;          /* "host:" */
+	if (colon) {
+		int p = 0;
+		for (const char *q = colon + 1; q < a + n; q++) {
+			if (!isdigit((unsigned char)*q) || (p = p * 10 + (*q - '0')) > 65535)
+				return -1;
+		}
+		*port = p;
+	}
+	return 0;
+}
+
+/* Length of the scheme at s ("http" of "http://"), 0 when it has none. */
+static size_t scheme_len(const char *s, size_t n)
+{
+	if (!n || !isalpha((unsigned char)s[0]))
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if (s[i] == ':')
+			return i;
+		if (!isalnum((unsigned char)s[i]) && !strchr("+-.", s[i]))
+			return 0;
+	}
+	return 0;
+}
+
+static int parse_base(struct base *b, const char *url)
+{
+	size_t n = strlen(url), skip;
+	char hostport[300];
+	if (px_catalog_bad_url(url, hostport, sizeof(hostport)))
+		return -1;          /* the catalog's rules: entries' URLs share its origin */
+	if (n >= 7 && strncasecmp(url, "http://", 7) == 0)
+		skip = 7;
+	else if (n >= 8 && strncasecmp(url, "https://", 8) == 0)
+		skip = 8, b->https = 1;
+	else
+		return -1;
+	b->auth = url + skip;
+	b->authlen = strcspn(b->auth, "/?#");
+	if (parse_authority(b->auth, b->authlen, b->https, b->host, sizeof(b->host), &b->port))
+		return -1;
+	const char *path = b->auth + b->authlen;
+	size_t plen = strcspn(path, "?#");
+	size_t keep = 0;
+	for (size_t i = 0; i < plen; i++)
+		if (path[i] == '/')
+			keep = i + 1;
+	if (keep == 0) {
+		b->dir = strdup("/");
+	} else {
+		b->dir = malloc(keep + 1);
+		if (b->dir) {
+			memcpy(b->dir, path, keep);
+			b->dir[keep] = '\0';
+		}
+	}
+	if (!b->dir || !(b->ddir = malloc(strlen(b->dir) + 1)))
+		return -2;
+	pct_decode(b->dir, strlen(b->dir), b->ddir);
+	for (const char *q = b->dir; *q; q++)
+		b->dirslashes += *q == '/';
+	return 0;
+}
+
+/* RFC 3986 5.2.4 on an absolute path (starting with '/') into out. */
+static void remove_dots(const char *in, char *out)
+{
+	size_t o = 0;
+	while (*in) {
+		if (strncmp(in, "/./", 3) == 0) {
+			in += 2;
+			continue;
+		}
+		if (strcmp(in, "/.") == 0) {
+			out[o++] = '/';
+			break;
+		}
+		if (strncmp(in, "/../", 4) == 0 || strcmp(in, "/..") == 0) {
+			while (o > 0 && out[o - 1] != '/')
+				o--;
+			if (o > 0)
+				o--;
+			if (in[3] == '\0') {
+				out[o++] = '/';
+				break;
+			}
+			in += 3;
+			continue;
+		}
+		out[o++] = *in++;
+		while (*in && *in != '/')
+			out[o++] = *in++;
+	}
+	out[o] = '\0';
+}
+
+/*
+ * The path an href leads to, dot segments removed, when it stays on the
+ * page's origin and has no query; NULL otherwise (or with p->oom set).
+ */
+static char *resolve(struct parse *p, const char *href, size_t n)
+{
+	const struct base *b = &p->b;
+	char *clean = malloc(n + 1), *joined = NULL, *out = NULL;
+	size_t c = 0;
+	if (!clean) {
+		p->oom = 1;
+		return NULL;
+	}
+	/* a browser drops blanks around the value and tabs and newlines in it */
+	while (n && isspace((unsigned char)*href))
+		href++, n--;
+	while (n && isspace((unsigned char)href[n - 1]))
+		n--;
+	for (size_t i = 0; i < n; i++)
+		if (href[i] != '\t' && href[i] != '\n' && href[i] != '\r')
+			clean[c++] = href[i];
+	clean[c] = '\0';
+	c = strcspn(clean, "#");
+	clean[c] = '\0';
+	if (c == 0 || strchr(clean, '?'))
+		goto out;               /* the page itself, a sort link, a query */
+	const char *path;
+	size_t sl = scheme_len(clean, c);
+	const char *rest = clean;
+	int https = b->https;
+	if (sl) {
+		if (sl == 4 && strncasecmp(clean, "http", 4) == 0)
+			https = 0;
+		else if (sl == 5 && strncasecmp(clean, "https", 5) == 0)
+			https = 1;
+		else
+			goto out;       /* mailto:, javascript:, ftp: */
+		rest = clean + sl + 1;
+		if (strncmp(rest, "//", 2) != 0)
+			goto out;
+	}
+	if (strncmp(rest, "//", 2) == 0) {
+		char host[256];
+		int port;
+		const char *auth = rest + 2;
+		size_t alen = strcspn(auth, "/");
+		if (https != b->https ||
+		    parse_authority(auth, alen, https, host, sizeof(host), &port) ||
+		    strcmp(host, b->host) != 0 || port != b->port)
+			goto out;       /* another origin */
+		path = auth[alen] ? auth + alen : "/";
+		joined = strdup(path);
+	} else if (rest[0] == '/') {
+		joined = strdup(rest);
+	} else {
+		joined = malloc(strlen(b->dir) + strlen(rest) + 1);
+		if (joined) {
+			strcpy(joined, b->dir);
+			strcat(joined, rest);
+		}
+	}
+	if (!joined || !(out = malloc(strlen(joined) + 2))) {
+		p->oom = 1;
+		goto out;
+	}
+	remove_dots(joined, out);
+out:
+	free(clean);
+	free(joined);
+	return out;
+}
+
+static int64_t entry_size(const struct parse *p, enum px_listing_kind kind)
+{
+	switch (kind) {
+	case PX_LISTING_CADDY:
+	case PX_LISTING_RCLONE:
+		return p->attr_size;
+	case PX_LISTING_NGINX:
+	case PX_LISTING_APACHE:
+	case PX_LISTING_LIGHTTPD:
+		return p->word_size >= 0 ? p->word_size : -1;
+	case PX_LISTING_GENERIC:
+		break;
+	}
+	return -1;
+}
+
+/* The entry being read gets what its row said. */
+static void finish(struct parse *p)
+{
+	if (p->pending >= 0) {
+		struct px_listing_entry *e = &p->l->entries[p->pending];
+		int64_t size = e->is_dir ? -1 : entry_size(p, p->l->kind);
+		if (e->size < 0)
+			e->size = size;
+	}
+	p->pending = -1;
+	p->closed = 0;
+}
+
+/* An <a href>: a new entry when it names a child of the page's directory. */
+static enum px_status link(struct parse *p, const char *href, size_t hlen)
+{
+	char *path = resolve(p, href, hlen), *dec = NULL, *name = NULL, *url = NULL;
+	enum px_status st = PX_OK;
+	finish(p);
+	if (!path)
+		return p->oom ? PX_ENOMEM : PX_OK;
+	/* the part of path that covers the page's directory, then the rest */
+	size_t slashes = 0, i = 0;
+	for (; path[i] && slashes < p->b.dirslashes; i++)
+		slashes += path[i] == '/';
+	if (slashes < p->b.dirslashes)
+		goto out;               /* above the directory */
+	if (!(dec = malloc(i + 1))) {
+		st = PX_ENOMEM;
+		goto out;
+	}
+	pct_decode(path, i, dec);
+	if (strcmp(dec, p->b.ddir) != 0)
+		goto out;               /* elsewhere on the server */
+	const char *rest = path + i;
+	size_t seg = strcspn(rest, "/");
+	int is_dir = rest[seg] == '/';
+	if (seg == 0 || (is_dir && rest[seg + 1] != '\0'))
+		goto out;               /* the directory itself, or deeper */
+	if (!(name = malloc(seg + 1))) {
+		st = PX_ENOMEM;
+		goto out;
+	}
+	size_t nlen = pct_decode(rest, seg, name);
+	if (nlen != strlen(name) || strchr(name, '/') || strcmp(name, ".") == 0 ||
+	    strcmp(name, "..") == 0)
+		goto out;               /* %00, %2F, %2E%2E: no file has that name */
+	size_t old;
+	if (px_strmap_get(p->names, name, &old)) {
+		/* the same entry again (an icon's link, then the name's): its
+		 * row goes on */
+		if (p->l->entries[old].is_dir == is_dir) {
+			p->pending = (long)old;
+			p->attr_size = p->word_size = -1;
+		}
+		goto out;
+	}
+	if (p->l->n >= PX_LISTING_MAX_ENTRIES) {
+		st = PX_EINVAL;
+		goto out;
+	}
+	size_t plen = strlen(path);
+	char *cpath = url_clean(path, plen);
+	if (!cpath || !(url = malloc(p->b.authlen + strlen(cpath) + 10))) {
+		free(cpath);
+		st = PX_ENOMEM;
+		goto out;
+	}
+	sprintf(url, "%s://%.*s%s", p->b.https ? "https" : "http", (int)p->b.authlen, p->b.auth,
+		cpath);
+	free(cpath);
+	if (p->l->n == p->cap) {
+		size_t ncap = p->cap ? 2 * p->cap : 32;
+		struct px_listing_entry *ne = realloc(p->l->entries, ncap * sizeof(*ne));
+		if (!ne) {
+			st = PX_ENOMEM;
+			goto out;
+		}
+		p->l->entries = ne;
+		p->cap = ncap;
+	}
+	struct px_listing_entry *e = &p->l->entries[p->l->n];
+	e->name = name;
+	e->url = url;
+	e->is_dir = is_dir;
+	e->size = -1;
+	if (px_strmap_put(p->names, e->name, p->l->n, NULL) != PX_OK) {
+		st = PX_ENOMEM;     /* e is not counted: the caller frees nothing twice */
+		goto out;
+	}
+	name = url = NULL;
+	p->pending = (long)p->l->n++;
+	p->attr_size = p->word_size = -1;
+out:
+	free(path);
+	free(dec);
+	free(name);
+	free(url);
+	return st;
+}
+
+/* A word of the text after a link: a byte count ("12345"), a size that is
+ * not exact ("1.2M", "12.0K", "1.5", "100B") or neither (a date, "-"). */
+static void word(struct parse *p, const char *w, size_t n)
+{
+	size_t d = 0;
+	while (d < n && isdigit((unsigned char)w[d]))
+		d++;
+	if (d == 0)
+		return;
+	if (d == n) {
+		if (d > MAX_SIZE_DIGITS) {
+			p->word_size = -2;
+			return;
+		}
+		int64_t v = 0;
+		for (size_t i = 0; i < d; i++)
+			v = v * 10 + (w[i] - '0');
+		p->word_size = v;
+		return;
+	}
+	size_t i = d;
+	if (w[i] == '.' || w[i] == ',') {
+		i++;
+		while (i < n && isdigit((unsigned char)w[i]))
+			i++;
+	}
+	if (i == n || strchr("KMGTPEkmgtpe", w[i]) || w[i] == 'B')
+		p->word_size = -2;      /* 1.2, 1.2M, 12K, 3.4GiB, 100B */
+}
+
+/* Text between tags: only that of an entry's row after its </a> counts. */
+static void text(struct parse *p, const char *s, size_t n)
+{
+	if (p->pending < 0 || !p->closed)
+		return;
+	size_t i = 0;
+	while (i < n) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '\n' && !p->rows) {
+			finish(p);
+			return;
+		}
+		if (isspace(c)) {
+			i++;
+			continue;
+		}
+		if (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] == 0xa0) {
+			i += 2;         /* a no-break space */
+			continue;
+		}
+		if (c == '&') {         /* &nbsp; and the like separate words */
+			while (i < n && s[i] != ';' && !isspace((unsigned char)s[i]))
+				i++;
+			i += i < n && s[i] == ';';
+			continue;
+		}
+		size_t w = i;
+		while (i < n && !isspace((unsigned char)s[i]) && s[i] != '&' &&
+		       !((unsigned char)s[i] == 0xc2 && i + 1 < n &&
+			 (unsigned char)s[i + 1] == 0xa0))
+			i++;
+		word(p, s + w, i - w);
+	}
+}
+
+/* Decodes the entities of an attribute value into out (room for n + 1):
+ * &amp; &lt; &gt; &quot; &apos; &nbsp; and numeric ones (as UTF-8); an
+ * unknown one stays as it is. Returns the length. */
+static size_t entities(const char *s, size_t n, char *out)
+{
+	static const struct { const char *name; const char *text; } named[] = {
+		{ "amp", "&" }, { "lt", "<" }, { "gt", ">" }, { "quot", "\"" },
+		{ "apos", "'" }, { "nbsp", "\xc2\xa0" },
+	};
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] != '&') {
+			out[o++] = s[i];
+			continue;
+		}
+		size_t semi = i + 1;
+		while (semi < n && semi - i <= 10 && s[semi] != ';')
+			semi++;
+		if (semi >= n || s[semi] != ';') {
+			out[o++] = s[i];
+			continue;
+		}
+		const char *e = s + i + 1;
+		size_t elen = semi - i - 1;
+		int done = 0;
+		if (elen >= 2 && e[0] == '#') {
+			unsigned long cp = 0;
+			int hex = e[1] == 'x' || e[1] == 'X', ok = 1;
+			size_t k = hex ? 2 : 1;
+			if (k >= elen)
+				ok = 0;
+			for (; ok && k < elen; k++) {
+				int v = hex ? hexval((unsigned char)e[k])
+					    : isdigit((unsigned char)e[k]) ? e[k] - '0' : -1;
+				if (v < 0 || cp > 0x10ffff)
+					ok = 0;
+				else
+					cp = cp * (hex ? 16 : 10) + (unsigned long)v;
+			}
+			if (ok) {
+				if (cp == 0 || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+					cp = 0xfffd;
+				/* UTF-8 of cp takes at most 4 bytes; &#N; takes 4 or more */
+				if (cp < 0x80) {
+					out[o++] = (char)cp;
+				} else if (cp < 0x800) {
+					out[o++] = (char)(0xc0 | (cp >> 6));
+					out[o++] = (char)(0x80 | (cp & 0x3f));
+				} else if (cp < 0x10000) {
+					out[o++] = (char)(0xe0 | (cp >> 12));
+					out[o++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+					out[o++] = (char)(0x80 | (cp & 0x3f));
+				} else {
+					out[o++] = (char)(0xf0 | (cp >> 18));
+					out[o++] = (char)(0x80 | ((cp >> 12) & 0x3f));
+					out[o++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+					out[o++] = (char)(0x80 | (cp & 0x3f));
+				}
+				done = 1;
+			}
+		} else {
+			for (size_t k = 0; k < sizeof(named) / sizeof(named[0]); k++) {
+				if (strlen(named[k].name) == elen &&
+				    strncmp(named[k].name, e, elen) == 0) {
+					size_t tl = strlen(named[k].text);
+					memcpy(out + o, named[k].text, tl);
+					o += tl;
+					done = 1;
+					break;
+				}
+			}
+		}
+		if (done)
+			i = semi;
+		else
+			out[o++] = s[i];
+	}
+	out[o] = '\0';
+	return o;
+}
+
+/* A whole non-negative number of at most MAX_SIZE_DIGITS digits, else -1. */
+static int64_t number(const char *s, size_t n)
+{
+	while (n && isspace((unsigned char)*s))
+		s++, n--;
+	while (n && isspace((unsigned char)s[n - 1]))
+		n--;
+	if (n == 0 || n > MAX_SIZE_DIGITS)
+		return -1;
+	int64_t v = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!isdigit((unsigned char)s[i]))
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	return v;
+}
+
+static int name_is(const char *s, size_t n, const char *want)
+{
+	return strlen(want) == n && strncasecmp(s, want, n) == 0;
+}
+
+/* Finds needle (lowercase ASCII) in [h, h + n) ignoring case; NULL if not. */
+static const char *ci_find(const char *h, size_t n, const char *needle)
+{
+	size_t m = strlen(needle);
+	if (m == 0 || m > n)
+		return NULL;
+	for (size_t i = 0; i + m <= n; i++) {
+		if (tolower((unsigned char)h[i]) != needle[0])
+			continue;
+		size_t k = 1;
+		while (k < m && tolower((unsigned char)h[i + k]) == needle[k])
+			k++;
+		if (k == m)
+			return h + i;
+	}
+	return NULL;
+}
+
+static int has(const char *h, size_t n, const char *needle)
+{
+	return memmem(h, n, needle, strlen(needle)) != NULL;
+}
+
+static int kind_of(const char *h, size_t n, enum px_listing_kind *kind)
+{
+	if (has(h, n, "data-size=\"") || ci_find(h, n, "caddyserver.com"))
+		*kind = PX_LISTING_CADDY;
+	else if (has(h, n, "<size>") || has(h, n, "data-order=\""))
+		*kind = PX_LISTING_RCLONE;
+	else if (has(h, n, "<div class=\"foot\">lighttpd") ||
+		 has(h, n, "summary=\"Directory Listing\"") || has(h, n, "<td class=\"n\">"))
+		*kind = PX_LISTING_LIGHTTPD;
+	else if (has(h, n, "<address>Apache") || has(h, n, "?C=N;O="))
+		*kind = PX_LISTING_APACHE;
+	else if (has(h, n, "<hr><pre>") && ci_find(h, n, "index of "))
+		*kind = PX_LISTING_NGINX;
+	else if (ci_find(h, n, "index of ") || ci_find(h, n, "directory listing"))
+		*kind = PX_LISTING_GENERIC;
+	else
+		return -1;
+	return 0;
+}
+
+struct attr {
+	const char *name, *value;
+	size_t nlen, vlen;
+};
+
+#define MAX_ATTRS 16
+
+/*
+ * The tag starting at h[i] == '<' (a start tag: its name and up to
+ * MAX_ATTRS attributes). Returns the index just past it; *tag_n 0 when it
+ * is not a start tag (an end tag sets *end).
+ */
+static size_t tag(const char *h, size_t n, size_t i, const char **tname, size_t *tag_n,
+		  int *end, struct attr *attrs, size_t *nattrs)
+{
+	size_t j = i + 1;
+	*tag_n = 0;
+	*end = 0;
+	*nattrs = 0;
+	if (j < n && h[j] == '/') {
+		*end = 1;
+		j++;
+	}
+	size_t t0 = j;
+	while (j < n && (isalnum((unsigned char)h[j]) || h[j] == '-' || h[j] == ':'))
+		j++;
+	*tname = h + t0;
+	*tag_n = j - t0;
+	for (;;) {
+		while (j < n && (isspace((unsigned char)h[j]) || h[j] == '/'))
+			j++;
+		if (j >= n)
+			return n;
+		if (h[j] == '>')
+			return j + 1;
+		size_t a0 = j;
+		while (j < n && !isspace((unsigned char)h[j]) && !strchr("=>/", h[j]))
+			j++;
+		if (j == a0)
+			j++;                /* a lone '=': step over it */
+		size_t a1 = j, v0 = j, v1 = j;
+		while (j < n && isspace((unsigned char)h[j]))
+			j++;
+		if (j < n && h[j] == '=') {
+			j++;
+			while (j < n && isspace((unsigned char)h[j]))
+				j++;
+			if (j < n && (h[j] == '"' || h[j] == '\'')) {
+				const char *q = memchr(h + j + 1, h[j], n - j - 1);
+				v0 = j + 1;
+				v1 = q ? (size_t)(q - h) : n;
+				j = q ? v1 + 1 : n;
+			} else {
+				v0 = j;
+				while (j < n && !isspace((unsigned char)h[j]) && h[j] != '>')
+					j++;
+				v1 = j;
+			}
+		}
+		if (*nattrs < MAX_ATTRS && a1 > a0) {
+			attrs[*nattrs].name = h + a0;
+			attrs[*nattrs].nlen = a1 - a0;
+			attrs[*nattrs].value = h + v0;
+			attrs[*nattrs].vlen = v1 - v0;
+			(*nattrs)++;
+		}
+	}
+}
+
+static enum px_status start_tag(struct parse *p, const char *name, size_t nlen,
+				const struct attr *attrs, size_t nattrs)
+{
+	if (name_is(name, nlen, "tr")) {
+		finish(p);
+		return PX_OK;
+	}
+	if (name_is(name, nlen, "a")) {
+		for (size_t k = 0; k < nattrs; k++) {
+			if (!name_is(attrs[k].name, attrs[k].nlen, "href"))
+				continue;
+			char *v = malloc(attrs[k].vlen + 1);
+			if (!v)
+				return PX_ENOMEM;
+			size_t vl = entities(attrs[k].value, attrs[k].vlen, v);
+			enum px_status st = link(p, v, vl);
+			free(v);
+			return st;
+		}
+		finish(p);              /* an <a> without href ends a row too */
+		return PX_OK;
+	}
+	if (p->pending >= 0 && p->closed && p->attr_size < 0) {
+		for (size_t k = 0; k < nattrs; k++) {
+			if (name_is(attrs[k].name, attrs[k].nlen,
+				    p->l->kind == PX_LISTING_CADDY ? "data-size" : "data-order")) {
+				p->attr_size = number(attrs[k].value, attrs[k].vlen);
+				break;
+			}
+		}
+	}
+	return PX_OK;
+}
+
+/* Skips raw text up to the end tag </name (ignoring case); the index of its
+ * '<', or n. */
+static size_t skip_raw(const char *h, size_t n, size_t i, const char *name)
+{
+	size_t m = strlen(name);
+	for (; i + 2 + m <= n; i++) {
+		if (h[i] == '<' && h[i + 1] == '/' && strncasecmp(h + i + 2, name, m) == 0)
+			return i;
+	}
+	return n;
+}
+
+enum px_status px_listing_parse(const char *base, const char *html, size_t len,
+				struct px_listing **out, char *err, size_t errlen)
+{
+	struct parse p = { .pending = -1, .attr_size = -1, .word_size = -1 };
+	enum px_status st = PX_OK;
+
+	*out = NULL;
+	int b = parse_base(&p.b, base);
+	if (b == -1) {
+		snprintf(err, errlen, "not an http:// or https:// URL");
+		st = PX_EINVAL;
+		goto out;
+	}
+	if (b < 0)
+		goto oom;
+	if (memchr(html, '\0', len)) {
+		snprintf(err, errlen, "not a directory listing: binary data, not an HTML page");
+		st = PX_EINVAL;
+		goto out;
+	}
+	enum px_listing_kind kind;
+	if (!memchr(html, '<', len) || kind_of(html, len, &kind)) {
+		snprintf(err, errlen, "not a directory listing: %s",
+			 memchr(html, '<', len)
+				 ? "an HTML page without an \"Index of\" title or the markup of "
+				   "nginx, Apache, lighttpd, caddy or rclone"
+				 : "not an HTML page");
+		st = PX_EINVAL;
+		goto out;
+	}
+	if (!(p.l = calloc(1, sizeof(*p.l))) || !(p.names = px_strmap_new(64)))
+		goto oom;
+	p.l->kind = kind;
+	p.rows = kind == PX_LISTING_LIGHTTPD || kind == PX_LISTING_CADDY ||
+		 kind == PX_LISTING_RCLONE ||
+		 (kind == PX_LISTING_APACHE && ci_find(html, len, "<table"));
+
+	size_t i = 0;
+	while (i < len) {
+		const char *lt = memchr(html + i, '<', len - i);
+		size_t next = lt ? (size_t)(lt - html) : len;
+		text(&p, html + i, next - i);
+		i = next;
+		if (i >= len)
+			break;
+		if (len - i >= 4 && memcmp(html + i, "<!--", 4) == 0) {
+			const char *e = memmem(html + i + 4, len - i - 4, "-->", 3);
+			i = e ? (size_t)(e - html) + 3 : len;
+			continue;
+		}
+		if (i + 1 < len && (html[i + 1] == '!' || html[i + 1] == '?')) {
+			const char *e = memchr(html + i, '>', len - i);
+			i = e ? (size_t)(e - html) + 1 : len;
+			continue;
+		}
+		if (i + 1 >= len || !(isalpha((unsigned char)html[i + 1]) || html[i + 1] == '/')) {
+			text(&p, html + i, 1);  /* a lone '<' is text */
+			i++;
+			continue;
+		}
+		const char *tname;
+		size_t tn, nattrs;
+		int end;
+		struct attr attrs[MAX_ATTRS];
+		i = tag(html, len, i, &tname, &tn, &end, attrs, &nattrs);
+		if (end) {
+			if (name_is(tname, tn, "a") && p.pending >= 0)
+				p.closed = 1;
+			else if (name_is(tname, tn, "tr") || name_is(tname, tn, "pre") ||
+				 name_is(tname, tn, "table"))
+				finish(&p);
+			continue;
+		}
+		if (name_is(tname, tn, "script") || name_is(tname, tn, "style")) {
+			i = skip_raw(html, len, i, name_is(tname, tn, "script") ? "script" : "style");
+			continue;
+		}
+		if ((st = start_tag(&p, tname, tn, attrs, nattrs)) != PX_OK) {
+			if (st == PX_ENOMEM)
+				goto oom;
+			snprintf(err, errlen, "the listing has more than %d entries",
+				 PX_LISTING_MAX_ENTRIES);
+			goto out;
+		}
+	}
+	finish(&p);
+	*out = p.l;
+	p.l = NULL;
+	goto out;
+oom:
+	snprintf(err, errlen, "out of memory");
+	st = PX_ENOMEM;
+out:
+	px_listing_free(p.l);
+	px_strmap_free(p.names);
+	free(p.b.dir);
+	free(p.b.ddir);
+	return st;
+}
