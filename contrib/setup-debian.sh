@@ -10,7 +10,7 @@ apt-get update -q
 apt-get install -y -q --no-install-recommends \
   build-essential clang meson ninja-build pkg-config git ca-certificates \
   libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev libjansson-dev libcmocka-dev \
-  libmicrohttpd-dev zlib1g-dev \
+  libmicrohttpd-dev zlib1g-dev libhiredis-dev redis-server \
   nginx-light lighttpd rclone curl openssl ffmpeg fio python3 python3-pytest python3-pytest-timeout \
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libswresample-dev \
   man-db groff-base systemd python3-yaml

@@ -47,6 +47,7 @@ static void usage(FILE *out)
 		"subcommands:\n"
 		"    status                 providers and sessions, as tables\n"
 		"    metrics                the metrics, in the Prometheus text format\n"
+		"    hosts                  cluster mode: the store and the cluster's hosts\n"
 		"    drain NAME [--reason TEXT]\n"
 		"                           the provider gets no new session; open ones go on\n"
 		"    resume NAME            the provider takes new sessions again\n"
@@ -423,6 +424,56 @@ static int print_status(const struct answer *ans)
 	return EXIT_OK;
 }
 
+/* `seamfs ctl hosts`: the store's state, then one row per host. */
+static int print_hosts(const struct answer *ans)
+{
+	json_error_t jerr;
+	json_t *root = json_loadb(ans->body, ans->len, 0, &jerr), *v;
+	size_t i;
+
+	if (!json_is_object(root)) {
+		fprintf(stderr, "seamfs ctl: the answer is not a JSON object: %s\n", jerr.text);
+		json_decref(root);
+		return EXIT_DAEMON;
+	}
+	json_t *store = json_object_get(root, "store");
+	if (!json_is_object(store)) {
+		printf("not in cluster mode (no store= option): this host is alone\n");
+		json_decref(root);
+		return EXIT_OK;
+	}
+	json_t *lat = json_object_get(store, "latency_ms");
+	printf("store %s, cluster %s, this host %s: %s", str(store, "url"), str(store, "cluster"),
+	       str(store, "host_id"),
+	       json_is_true(json_object_get(store, "connected")) ? "connected" : "NOT CONNECTED");
+	if (json_is_number(lat))
+		printf(", round trip %.2f ms", json_number_value(lat));
+	printf("\n");
+	if (str(store, "last_error")[0])
+		printf("last error: %s\n", str(store, "last_error"));
+	printf("\n");
+	struct table t = { 7, { "HOST", "PID", "HEARTBEAT_AGE_S", "UP_S", "SESSIONS", "WRITERS",
+				"VERSION" }, { 0, 1, 1, 1, 1, 1, 0 }, NULL, 0 };
+	json_array_foreach(json_object_get(root, "hosts"), i, v) {
+		char id[80], age[32], up[32];
+		snprintf(id, sizeof(id), "%s%s", str(v, "host_id"),
+			 json_is_true(json_object_get(v, "self")) ? " (this)" : "");
+		snprintf(age, sizeof(age), "%.1f",
+			 json_number_value(json_object_get(v, "heartbeat_age_s")));
+		snprintf(up, sizeof(up), "%.0f", json_number_value(json_object_get(v, "up_s")));
+		char *cells[7] = { id, num(json_object_get(v, "pid")), age, up,
+				   num(json_object_get(v, "sessions")),
+				   num(json_object_get(v, "writers")), (char *)str(v, "version") };
+		table_row(&t, cells);
+		free(cells[1]);
+		free(cells[4]);
+		free(cells[5]);
+	}
+	table_print(&t);
+	json_decref(root);
+	return EXIT_OK;
+}
+
 /* NAME as one path segment: everything but unreserved characters escaped. */
 static char *escape_segment(const char *s)
 {
@@ -482,7 +533,7 @@ int fs_ctl_main(int argc, char **argv)
 	}
 	int named = strcmp(args[0], "drain") == 0 || strcmp(args[0], "resume") == 0;
 	int plain = strcmp(args[0], "status") == 0 || strcmp(args[0], "metrics") == 0 ||
-		    strcmp(args[0], "copies") == 0;
+		    strcmp(args[0], "hosts") == 0 || strcmp(args[0], "copies") == 0;
 	int storage = strcmp(args[0], "storage") == 0;
 	if (storage && (nargs != 3 || !args[2][0] ||
 			(strcmp(args[1], "disable") && strcmp(args[1], "enable") &&
@@ -588,6 +639,8 @@ int fs_ctl_main(int argc, char **argv)
 			 "and no new session goes there; open ones move to another source"
 		       : "copying role off: running copies finish, new ones go elsewhere; its "
 			 "copies keep serving");
+	} else if (strcmp(args[0], "hosts") == 0) {
+		rc = print_hosts(&ans);
 	} else if (reload) {
 		json_t *o = json_loadb(ans.body, ans.len, 0, NULL);
 		const char *notes = json_string_value(json_object_get(o, "notes"));
@@ -612,7 +665,7 @@ out:
 	free(ans.body);
 	return rc;
 usage:
-	fprintf(stderr, "usage: seamfs ctl [--socket PATH] [--json] status|metrics|drain NAME|"
+	fprintf(stderr, "usage: seamfs ctl [--socket PATH] [--json] status|metrics|hosts|drain NAME|"
 		"resume NAME|add-source ID URL|remove-source ID URL|reload|copies|"
 		"storage disable|enable|drain NAME; see seamfs ctl --help\n");
 	return EXIT_USAGE;

@@ -46,12 +46,14 @@
 #include "fetch.h"
 #include "fs.h"
 #include "hash.h"
+#include "hosts.h"
 #include "import.h"
 #include "mkcatalog.h"
 #include "log.h"
 #include "notify.h"
 #include "reload.h"
 #include "state.h"
+#include "kvstore.h"
 #include "transcode.h"
 #include "statedir.h"
 #include "verify.h"
@@ -118,6 +120,10 @@ static const struct fuse_opt opt_table[] = {
 	FUSE_OPT_KEY("max_writers=%s", KEY_CORE),
 	FUSE_OPT_KEY("writer_max_speed=%s", KEY_CORE),
 	FUSE_OPT_KEY("control_socket=%s", KEY_CORE),
+	FUSE_OPT_KEY("store=%s", KEY_CORE),
+	FUSE_OPT_KEY("store_password_file=%s", KEY_CORE),
+	FUSE_OPT_KEY("host_id=%s", KEY_CORE),
+	FUSE_OPT_KEY("cluster=%s", KEY_CORE),
 	/* fstab and mount(8) options that mean nothing to a FUSE daemon */
 	FUSE_OPT_KEY("auto", KEY_DISCARD),
 	FUSE_OPT_KEY("noauto", KEY_DISCARD),
@@ -893,6 +899,8 @@ int main(int argc, char *argv[])
 	struct px_core *core = NULL;
 	struct px_state *state = NULL;
 	struct px_control *control = NULL;
+	struct px_store *store = NULL;
+	struct px_hosts *hosts = NULL;
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *loop = NULL;
 	struct fs_ctx ctx = { .blobs_lock = PTHREAD_MUTEX_INITIALIZER };
@@ -1050,7 +1058,29 @@ int main(int argc, char *argv[])
 	fetch_init = 1;
 	if (px_state_open(cfg.state_dir, cl.catalog, &state, err, sizeof(err)) != PX_OK)
 		px_warn("main", "%s; sizes will not be remembered", err);
-	if (px_core_new(&cfg, cat, NULL, &core) != PX_OK) {
+	/* cluster mode: the store must answer at mount (it says whether this
+	 * host_id is taken); later it may go away, and the mount goes on
+	 * degraded (docs/cluster.md) */
+	if (cfg.store) {
+		char hid[PX_HOST_ID_MAX + 1];
+		if (!cfg.host_id) {
+			px_host_id_default(hid, sizeof(hid));
+			if (!(cfg.host_id = strdup(hid)))
+				goto out;
+		}
+		if (px_store_new(cfg.store, cfg.store_password_file, cfg.cluster, &store, err,
+				 sizeof(err)) != PX_OK ||
+		    px_store_connect(store, err, sizeof(err)) != PX_OK) {
+			px_error("main", "%s; not mounting", err);
+			goto out;
+		}
+		if (px_hosts_join(store, cfg.host_id, cfg.heartbeat_ms, &hosts, err,
+				  sizeof(err)) != PX_OK) {
+			px_error("main", "%s; not mounting", err);
+			goto out;
+		}
+	}
+	if (px_core_new_cluster(&cfg, cat, NULL, store, hosts, &core) != PX_OK) {
 		px_error("main", "cannot start the core");
 		goto out;
 	}
@@ -1170,7 +1200,10 @@ out:
 		fuse_session_destroy(se);
 	fuse_loop_cfg_destroy(loop);
 	fs_status_free_all(&ctx);
+	/* the heartbeat reads the core: it stops first */
+	px_hosts_leave(hosts);
 	px_core_free(core);
+	px_store_free(store);
 	px_state_free(state);
 	px_state_unlock_mount(mount_lock);
 	if (fetch_init)

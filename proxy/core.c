@@ -19,7 +19,9 @@
 #include "context.h"
 #include "copies.h"
 #include "core.h"
+#include "hosts.h"
 #include "httpparse.h"
+#include "kvstore.h"
 #include "log.h"
 #include "probe.h"
 #include "provider.h"
@@ -72,8 +74,55 @@ static void monitor_stop(struct px_core *core)
 	core->monitor_started = 0;
 }
 
+/* What this host's heartbeat reports to the cluster (hosts.c's thread):
+ * sessions with an open handle, and transcode writers running here. */
+static void host_counts(void *arg, int *sessions, int *writers)
+{
+	struct px_core *core = arg;
+	struct px_tc_info info[64];
+	int n = 0;
+	pthread_mutex_lock(&core->prov_lock);
+	for (const struct px_session *x = core->sessions; x; x = x->next)
+		n += x->nhandles > 0;
+	pthread_mutex_unlock(&core->prov_lock);
+	*sessions = n;
+	*writers = 0;
+	size_t nt = px_transcode_snapshot(core->tc, info, sizeof(info) / sizeof(info[0]));
+	for (size_t i = 0; i < nt; i++)
+		*writers += info[i].writers;
+}
+
+/*
+ * Cluster mode, on the heartbeat thread after each heartbeat: drains and
+ * resumes made on any host (`seamfs ctl drain`, control.c puts them in
+ * PREFIX:drains, "1" drained, "0" resumed) apply here too. A provider the
+ * hash does not name keeps what the catalog or this host said.
+ */
+static void cluster_tick(void *arg)
+{
+	struct px_core *core = arg;
+	char key[256];
+	struct px_reply *r = NULL;
+	if (px_store_key(core->store, key, sizeof(key), "drains") < 0)
+		return;
+	const char *argv[] = { "HGETALL", key };
+	if (px_store_call(core->store, 2, argv, NULL, &r) == PX_OK && r->type == PX_REPLY_ARRAY)
+		for (size_t i = 0; i + 1 < r->n; i += 2)
+			if (px_provider_drain(core, px_reply_str(r, i),
+					      strcmp(px_reply_str(r, i + 1), "1") == 0) == PX_OK)
+				continue; /* a provider of another catalog: not ours */
+	px_reply_free(r);
+}
+
 enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog *cat,
 			   const struct px_fetch_ops *ops, struct px_core **out)
+{
+	return px_core_new_cluster(cfg, cat, ops, NULL, NULL, out);
+}
+
+enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_catalog *cat,
+				   const struct px_fetch_ops *ops, struct px_store *store,
+				   struct px_hosts *hosts, struct px_core **out)
 {
 	enum px_status st = PX_ENOMEM;
 	struct px_core *core = calloc(1, sizeof(*core));
@@ -82,6 +131,8 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 	if (!core)
 		return PX_ENOMEM;
 	core->cfg = cfg;
+	core->store = store;
+	core->hosts = hosts;
 	if (px_sources_own_catalog(core, cat) != PX_OK)
 		goto out;
 	core->assets_cap = cat->nassets + PX_SPARE_ASSETS;
@@ -116,7 +167,7 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 	for (size_t i = 0; i < cat->nassets; i++) {
 		if (cat->assets[i].kind == PX_ASSET_PLAIN)
 			continue;
-		if (px_transcode_new(cfg, cat, &core->tc) != PX_OK)
+		if (px_transcode_new(cfg, cat, core->store, &core->tc) != PX_OK)
 			px_error("core", "transcoded assets cannot be served (see above)");
 		break;
 	}
@@ -126,6 +177,12 @@ enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog 
 		if ((st = px_fetch_new(cfg, &core->fetch)) != PX_OK)
 			goto out;
 		core->ops = px_fetch_ops(core->fetch);
+	}
+	if (hosts) {
+		px_hosts_set_counts(hosts, host_counts, core);
+		px_hosts_set_tick(hosts, cluster_tick, core);
+		if (px_hosts_start(hosts) != PX_OK)
+			px_warn("core", "could not start the cluster heartbeat thread");
 	}
 	*out = core;
 	core = NULL;

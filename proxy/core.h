@@ -33,6 +33,18 @@ struct px_state;
  */
 enum px_status px_core_new(const struct px_config *cfg, const struct px_catalog *cat,
 			   const struct px_fetch_ops *ops, struct px_core **out) PX_WUR;
+
+/*
+ * The same in cluster mode (docs/cluster.md): store and hosts (borrowed
+ * until px_core_free; the hosts' heartbeat is started here, reporting the
+ * core's sessions and writers) are shared with the cluster's other
+ * daemons. NULL store: px_core_new.
+ */
+struct px_store;
+struct px_hosts;
+enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_catalog *cat,
+				   const struct px_fetch_ops *ops, struct px_store *store,
+				   struct px_hosts *hosts, struct px_core **out) PX_WUR;
 void px_core_free(struct px_core *core);
 
 /*

@@ -97,6 +97,9 @@ struct vf_store {
 	vf_log_fn log;
 	void *log_ctx;
 	pthread_mutex_t lock;     /* around every file's read-modify-write */
+	struct px_store *shared;  /* cluster mode: the same records in Redis
+				   * too (vf_store_share); NULL: files only */
+	int shared_failing;       /* the last shared call failed (logged once) */
 };
 
 static void logf_(struct vf_store *s, const char *fmt, ...) PX_PRINTF(2, 3);
@@ -139,6 +142,11 @@ enum px_status vf_store_open(const char *dir, vf_log_fn log, void *log_ctx,
 	pthread_mutex_init(&s->lock, NULL);
 	*out = s;
 	return PX_OK;
+}
+
+void vf_store_share(struct vf_store *s, struct px_store *shared)
+{
+	s->shared = shared;
 }
 
 void vf_store_free(struct vf_store *s)
@@ -393,9 +401,79 @@ enum px_status vf_store_parse(const char *asset, const char *text, size_t len,
 	return PX_OK;
 }
 
+/* The asset's key in the shared store: PREFIX:vf:<the file's name>. */
+static int shared_key(struct vf_store *s, const char *file, char *key, size_t cap)
+{
+	const char *base = strrchr(file, '/');
+	base = base ? base + 1 : file;
+	size_t n = strlen(base);
+	if (n > 5 && strcmp(base + n - 5, ".json") == 0)
+		n -= 5;
+	return px_store_key(s->shared, key, cap, "vf:%.*s", (int)n, base) < 0 ? -1 : 0;
+}
+
+static void shared_failed(struct vf_store *s, enum px_status st, const char *what)
+{
+	if (!s->shared_failing++)
+		logf_(s, "shared store %s: %s: %s; fingerprints and verdicts fall back to the "
+		      "local store until it answers", px_store_url(s->shared), what,
+		      px_strerror(st));
+}
+
+/* The asset's records as the cluster shares them (cluster mode), NULL
+ * when there are none or the store does not answer (then the local file
+ * is what there is). Called with the lock. */
+static json_t *load_shared(struct vf_store *s, const char *asset, const char *file)
+{
+	char key[600], err[400];
+	struct px_reply *r = NULL;
+	json_t *root = NULL;
+	if (shared_key(s, file, key, sizeof(key)))
+		return NULL;
+	const char *argv[] = { "GET", key };
+	enum px_status st = px_store_call(s->shared, 2, argv, NULL, &r);
+	if (st != PX_OK) {
+		shared_failed(s, st, "GET");
+	} else {
+		s->shared_failing = 0;
+		if (r->type == PX_REPLY_STR) {
+			root = parse_text(asset, r->str, r->len, err, sizeof(err));
+			if (!root)
+				logf_(s, "shared store: %s: corrupt record, treated as absent: %s", key,
+				      err);
+		}
+	}
+	px_reply_free(r);
+	return root;
+}
+
+static json_t *load_file(struct vf_store *s, const char *asset, const char *file);
+
+/* Reads and checks the asset's records: the local file's, and in cluster
+ * mode the shared store's over them (a source recorded there wins; one
+ * only here stays, so records made before the cluster are not lost). A
+ * new empty root when both are absent or corrupt (logged). NULL only
+ * without memory. Called with the lock. */
+static json_t *load(struct vf_store *s, const char *asset, const char *file)
+{
+	json_t *local = load_file(s, asset, file);
+	json_t *shared = s->shared && local ? load_shared(s, asset, file) : NULL;
+	if (!shared)
+		return local;
+	json_t *ls = json_object_get(local, "sources"), *ss = json_object_get(shared, "sources");
+	if (json_object_update_missing(ss, ls) ||
+	    (!json_object_get(shared, "reference") && json_object_get(local, "reference") &&
+	     json_object_set(shared, "reference", json_object_get(local, "reference")))) {
+		json_decref(shared);
+		return local;
+	}
+	json_decref(local);
+	return shared;
+}
+
 /* Reads and checks the asset's file: a new empty root when it is absent
  * or corrupt (logged). NULL only without memory. Called with the lock. */
-static json_t *load(struct vf_store *s, const char *asset, const char *file)
+static json_t *load_file(struct vf_store *s, const char *asset, const char *file)
 {
 	char err[400];
 	char *text = NULL;
@@ -661,6 +739,21 @@ enum px_status vf_store_put(struct vf_store *s, const char *asset, const char *s
 		goto out;
 	}
 	st = px_write_atomic(file, text, strlen(text), 0600, err, errlen);
+	if (s->shared) {
+		/* cluster mode: the other hosts read it there; the local file
+		 * stays the answer while the store does not (best effort: two
+		 * hosts writing one asset at once may lose one's update, as two
+		 * processes on one host may) */
+		char skey[600];
+		if (!shared_key(s, file, skey, sizeof(skey))) {
+			const char *argv[] = { "SET", skey, text };
+			enum px_status ss = px_store_call(s->shared, 3, argv, NULL, NULL);
+			if (ss != PX_OK)
+				shared_failed(s, ss, "SET");
+			else
+				s->shared_failing = 0;
+		}
+	}
 out:
 	close(lfd); /* lets the next process in */
 	pthread_mutex_unlock(&s->lock);

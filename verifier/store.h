@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "fingerprint.h"
+#include "kvstore.h"
 #include "px.h"
 #include "verdict.h"
 
@@ -65,6 +66,16 @@ struct vf_store;
 enum px_status vf_store_open(const char *dir, vf_log_fn log, void *log_ctx,
 			     struct vf_store **out, char *err, size_t errlen) PX_WUR;
 void vf_store_free(struct vf_store *s);
+
+/*
+ * Cluster mode (docs/cluster.md): the records are kept in shared (borrowed,
+ * until vf_store_free) too, under PREFIX:vf:<the file's name>, so that a
+ * source verified on one host is not sampled again on another, and a
+ * mismatch found on one is found by the others when they verify that
+ * source. Reads merge the shared records over the local file's; a store
+ * that does not answer leaves the local file as the answer (logged once).
+ */
+void vf_store_share(struct vf_store *s, struct px_store *shared);
 
 /*
  * Whether two sightings of a source show the same bytes: equal sizes (both

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "config.h"
+#include "hosts.h"
+#include "kvstore.h"
 
 const struct px_config_option px_config_options[] = {
 	{ "read_timeout", "SECONDS", "bound on one read; EIO when it expires (default 30)" },
@@ -46,6 +48,10 @@ const struct px_config_option px_config_options[] = {
 	{ "writer_max_speed", "X", "pace writers at most X times realtime, 0 for no limit (default 0)" },
 	{ "strm_paths", "DIR[:DIR...]", "folders local paths named in .strm and M3U playlists (and added through seamfs ctl) must lie in, after symlinks (default: none, URL sources only)" },
 	{ "control_socket", "PATH", "serve the control API (seamfs ctl) on a Unix socket made at PATH, mode 0600 (default: none)" },
+	{ "store", "URL", "cluster mode: share leases and hosts through Redis at redis://HOST[:PORT][/DB] or redis+unix:///PATH (default: none, one host)" },
+	{ "store_password_file", "PATH", "a file whose first line is the store's password (default: no AUTH)" },
+	{ "host_id", "NAME", "this daemon's name in the cluster, unique per store (default: the host name)" },
+	{ "cluster", "NAME", "the prefix of every key in the store, so clusters can share a Redis (default seamfs)" },
 	{ NULL, NULL, NULL }
 };
 
@@ -83,6 +89,11 @@ void px_config_release(struct px_config *cfg)
 	free(cfg->work_dir);
 	free(cfg->writer);
 	free(cfg->control_socket);
+	free(cfg->store);
+	free(cfg->store_password_file);
+	free(cfg->host_id);
+	free(cfg->cluster);
+	cfg->store = cfg->store_password_file = cfg->host_id = cfg->cluster = NULL;
 	free(cfg->log_file);
 	cfg->log_file = NULL;
 	cfg->ca_file = NULL;
@@ -288,13 +299,31 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 			snprintf(err, errlen, "out of memory");
 			return PX_ENOMEM;
 		}
+	} else if (strcmp(name, "store") == 0 || strcmp(name, "host_id") == 0 ||
+		   strcmp(name, "cluster") == 0) {
+		char why[300];
+		enum px_status v = name[0] == 's' ? px_store_check_url(value, why, sizeof(why))
+				   : name[0] == 'h' ? px_host_id_check(value, why, sizeof(why))
+				   : px_store_check_prefix(value, why, sizeof(why));
+		char **dst = name[0] == 's' ? &cfg->store : name[0] == 'h' ? &cfg->host_id
+								: &cfg->cluster;
+		if (v != PX_OK) {
+			snprintf(err, errlen, "option '%s': %s", name, why);
+			return PX_EINVAL;
+		}
+		if (set_string(dst, value)) {
+			snprintf(err, errlen, "out of memory");
+			return PX_ENOMEM;
+		}
 	} else if (strcmp(name, "state_dir") == 0 || strcmp(name, "ca_file") == 0 ||
 		   strcmp(name, "work_dir") == 0 || strcmp(name, "writer") == 0 ||
-		   strcmp(name, "control_socket") == 0 || strcmp(name, "log_file") == 0) {
+		   strcmp(name, "control_socket") == 0 || strcmp(name, "log_file") == 0 ||
+		   strcmp(name, "store_password_file") == 0) {
 		char **dst = strcmp(name, "state_dir") == 0 ? &cfg->state_dir
 			     : strcmp(name, "ca_file") == 0 ? &cfg->ca_file
 			     : strcmp(name, "work_dir") == 0 ? &cfg->work_dir
 			     : strcmp(name, "writer") == 0 ? &cfg->writer
+			     : strcmp(name, "store_password_file") == 0 ? &cfg->store_password_file
 			     : strcmp(name, "log_file") == 0 ? &cfg->log_file : &cfg->control_socket;
 		if (value[0] != '/') {
 			want = "an absolute path";

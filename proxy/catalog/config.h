@@ -55,6 +55,11 @@ struct px_config {
 	int max_writers;            /* concurrent writers on this host, 2 */
 	double writer_max_speed;    /* writer pace as a multiple of realtime, 0: free */
 	char *control_socket;       /* owned; NULL: no control API */
+	/* cluster mode (docs/cluster.md); NULL store: one host, nothing shared */
+	char *store;                /* owned; redis://HOST:PORT[/DB] or redis+unix:///PATH */
+	char *store_password_file;  /* owned; NULL: no AUTH */
+	char *host_id;              /* owned; NULL: the host name */
+	char *cluster;              /* owned; the keys' prefix; NULL: "seamfs" */
 };
 
 /* One option that the core knows, for --help and the README. */

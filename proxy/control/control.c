@@ -30,7 +30,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "context.h"
 #include "control.h"
+#include "kvstore.h"
 #include "metrics.h"
 #include "provider.h"
 #include "reload.h"
@@ -59,6 +61,7 @@ static const struct route {
 	{ "POST", "/v1/assets/*/sources", PX_CTL_ADD_SOURCE },
 	{ "POST", "/v1/assets/*/sources/remove", PX_CTL_REMOVE_SOURCE },
 	{ "POST", "/v1/reload", PX_CTL_RELOAD },
+	{ "GET", "/v1/hosts", PX_CTL_HOSTS },
 	{ "GET", "/v1/copies", PX_CTL_COPIES },
 	{ "POST", "/v1/storages/*/disable", PX_CTL_STORAGE_DISABLE },
 	{ "POST", "/v1/storages/*/enable", PX_CTL_STORAGE_ENABLE },
@@ -182,6 +185,7 @@ int px_ctl_match(const char *method, const char *url, struct px_ctl_request *req
 	}
 	if (!hit) {
 		set_err(err, 404, "path", "no such path (routes: GET /v1/status, GET /v1/metrics, "
+			"GET /v1/hosts, "
 			"POST /v1/providers/NAME/drain, POST /v1/providers/NAME/resume, "
 			"POST /v1/assets/ID/sources, POST /v1/assets/ID/sources/remove, "
 			"POST /v1/reload, GET /v1/copies, "
@@ -281,7 +285,8 @@ int px_ctl_check_body(struct px_ctl_request *req, const char *body, size_t len,
 		return 0; /* no body: the other routes take that */
 	}
 	if (req->route == PX_CTL_STATUS || req->route == PX_CTL_METRICS ||
-	    req->route == PX_CTL_RELOAD || req->route == PX_CTL_COPIES) {
+	    req->route == PX_CTL_RELOAD || req->route == PX_CTL_HOSTS ||
+	    req->route == PX_CTL_COPIES) {
 		set_err(err, 400, "body", "this request takes no body");
 		return -1;
 	}
@@ -390,6 +395,9 @@ static enum MHD_Result handle(struct px_control *ctl, struct MHD_Connection *c, 
 	case PX_CTL_METRICS:
 		return respond(c, MHD_HTTP_OK, px_metrics_text(ctl->core),
 			       "text/plain; version=0.0.4; charset=utf-8", NULL);
+	case PX_CTL_HOSTS:
+		return respond(c, MHD_HTTP_OK, px_report_hosts(ctl->core), "application/json",
+			       NULL);
 	case PX_CTL_DRAIN:
 	case PX_CTL_RESUME: {
 		int drain = r->req.route == PX_CTL_DRAIN;
@@ -405,9 +413,23 @@ static enum MHD_Result handle(struct px_control *ctl, struct MHD_Connection *c, 
 			set_err(&err, 500, "", "%s", px_strerror(st));
 			return respond_err(c, &err);
 		}
+		int cluster = 0;
+		if (ctl->core->store) {
+			/* cluster mode: every host applies it at its next heartbeat */
+			char key[256];
+			const char *argv[] = { "HSET", key, r->req.name, drain ? "1" : "0" };
+			if (px_store_key(ctl->core->store, key, sizeof(key), "drains") >= 0 &&
+			    px_store_call(ctl->core->store, 4, argv, NULL, NULL) == PX_OK)
+				cluster = 1;
+			else
+				px_warn("control", "%s of provider %s applies to this host only: the "
+					"store %s does not answer", drain ? "drain" : "resume",
+					r->req.name, px_store_url(ctl->core->store));
+		}
 		return respond(c, MHD_HTTP_OK,
-			       px_json_text(json_pack("{s:s, s:b}", "provider", r->req.name,
-						   "drained", drain), REPLY_JSON),
+			       px_json_text(json_pack("{s:s, s:b, s:b}", "provider", r->req.name,
+						   "drained", drain, "cluster", cluster),
+					    REPLY_JSON),
 			       "application/json", NULL);
 	}
 	case PX_CTL_ADD_SOURCE:

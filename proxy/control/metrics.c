@@ -297,6 +297,27 @@ char *px_metrics_text(struct px_core *core)
 		put(&b, "seamfs_verifications_total{outcome=\"%s\"} %llu\n", outcomes[k],
 		    (unsigned long long)snap->n_verified[k]);
 
+	if (snap->clustered) {
+		/* cluster mode (docs/cluster.md) */
+		family(&b, "seamfs_store_up", "gauge",
+		       "1 when the last call to the store (Redis) got an answer.");
+		sample(&b, "seamfs_store_up", (unsigned long long)snap->store.connected);
+		family(&b, "seamfs_store_latency_seconds", "gauge",
+		       "Round trip of the last call to the store.");
+		put(&b, "seamfs_store_latency_seconds %.6f\n",
+		    snap->store.latency_us >= 0 ? (double)snap->store.latency_us / 1e6 : 0.0);
+		family(&b, "seamfs_store_calls_total", "counter", "Calls to the store.");
+		sample(&b, "seamfs_store_calls_total", snap->store.calls);
+		family(&b, "seamfs_store_errors_total", "counter",
+		       "Calls to the store that failed (no answer, or an error answer).");
+		sample(&b, "seamfs_store_errors_total", snap->store.errors);
+		family(&b, "seamfs_cluster_hosts", "gauge",
+		       "Hosts registered in the cluster, as the last heartbeat listed them.");
+		sample(&b, "seamfs_cluster_hosts", snap->nhosts);
+		family(&b, "seamfs_transcode_takeovers_total", "counter",
+		       "Transcode leases this host took over from another host's writer.");
+		sample(&b, "seamfs_transcode_takeovers_total", snap->n_takeovers);
+	}
 	histogram(&b, "seamfs_read_latency_seconds",
 		  "Time to answer a read of a file, from the kernel's request to the reply.",
 		  &snap->h_read);

@@ -117,8 +117,50 @@ static json_t *transcodes_json(const struct px_snapshot *snap)
 			"seeks", (json_int_t)t->seeks,
 			"readers", t->readers,
 			"queued", t->queued, "failed", t->failed));
+		json_t *row = json_array_get(arr, json_array_size(arr) - 1);
+		if (row && snap->clustered) {
+			/* cluster mode: another host's writer followed, leases
+			 * taken over from another host */
+			json_object_set_new(row, "remote", json_boolean(t->remote));
+			json_object_set_new(row, "takeovers", json_integer((json_int_t)t->takeovers));
+		}
 	}
 	return arr;
+}
+
+/* The cluster's hosts, as the heartbeat last listed them. */
+static json_t *hosts_json(const struct px_snapshot *snap)
+{
+	json_t *arr = json_array();
+	for (size_t i = 0; arr && i < snap->nhosts; i++) {
+		const struct px_host_info *h = &snap->hosts[i];
+		json_array_append_new(arr, json_pack("{s:s, s:I, s:f, s:f, s:i, s:i, s:s, s:b}",
+			"host_id", h->id, "pid", (json_int_t)h->pid,
+			"heartbeat_age_s", (double)h->age_ms / 1000.0,
+			"up_s", (double)h->up_ms / 1000.0,
+			"sessions", h->sessions, "writers", h->writers,
+			"version", h->version, "self", h->self));
+	}
+	return arr;
+}
+
+/* The store: null without one (one host). */
+static json_t *store_json(const struct px_snapshot *snap)
+{
+	if (!snap->clustered)
+		return json_null();
+	const struct px_store_state *st = &snap->store;
+	return json_pack("{s:s, s:s, s:s, s:b, s:o, s:o, s:o, s:I, s:I, s:I, s:I}",
+		"url", snap->store_url, "cluster", snap->cluster, "host_id", snap->host_id,
+		"connected", st->connected,
+		"latency_ms", st->latency_us >= 0 ? json_real((double)st->latency_us / 1000.0)
+						  : json_null(),
+		"last_error", px_json_str(st->last_error),
+		"last_error_age_s", st->last_error_age_ms >= 0
+			? json_real((double)st->last_error_age_ms / 1000.0) : json_null(),
+		"calls", (json_int_t)st->calls, "errors", (json_int_t)st->errors,
+		"connects", (json_int_t)st->connects,
+		"takeovers", (json_int_t)snap->n_takeovers);
 }
 
 static json_t *cutovers_json(const struct px_snapshot *snap)
@@ -199,6 +241,9 @@ char *px_report_json(struct px_core *core)
 	json_object_set_new(root, "copies", copies ? json_loads(copies, 0, NULL) : json_null());
 	free(copies);
 	json_object_set_new(root, "transcodes", transcodes_json(snap));
+	json_object_set_new(root, "store", store_json(snap));
+	json_object_set_new(root, "hosts", snap->clustered ? hosts_json(snap)
+							   : json_array());
 	json_object_set_new(root, "cutovers", cutovers_json(snap));
 
 	json_object_set_new(root, "reads",
@@ -227,5 +272,19 @@ char *px_report_json(struct px_core *core)
 out:
 	px_snapshot_free(snap);
 	json_decref(root);
+	return out;
+}
+
+char *px_report_hosts(struct px_core *core)
+{
+	struct px_snapshot *snap = NULL;
+	char *out = NULL;
+	if (px_snapshot_new(core, 0, &snap) != PX_OK)
+		return NULL;
+	json_t *root = json_pack("{s:o, s:o, s:o}", "store", store_json(snap), "hosts",
+				 hosts_json(snap), "clustered", json_boolean(snap->clustered));
+	if (root)
+		out = px_json_text(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+	px_snapshot_free(snap);
 	return out;
 }

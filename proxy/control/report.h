@@ -17,4 +17,8 @@ struct px_core;
  * frees, or NULL when out of memory. Any thread.
  */
 char *px_report_json(struct px_core *core);
+
+/* The cluster's part alone: {"clustered", "store", "hosts"} (seamfs ctl
+ * hosts). Same ownership. */
+char *px_report_hosts(struct px_core *core);
 #endif

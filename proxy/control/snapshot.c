@@ -28,11 +28,14 @@
  * asset, as its status.json has. Transcodes: one row per planned one,
  * never one per asset.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "context.h"
 #include "health.h"
+#include "hosts.h"
+#include "kvstore.h"
 #include "provider.h"
 #include "snapshot.h"
 #include "transcode.h"
@@ -298,6 +301,30 @@ static void take_reads(struct px_core *core, struct px_snapshot *s)
 	px_histo_snapshot(&core->h_ttfb, &s->h_ttfb);
 }
 
+/* The store's state and the hosts the heartbeat last listed: copies, no
+ * call to the store (kvstore.c's own lock, hosts.c's). */
+static void take_cluster(struct px_core *core, struct px_snapshot *s)
+{
+	if (!core->store)
+		return;
+	s->clustered = 1;
+	snprintf(s->store_url, sizeof(s->store_url), "%s", px_store_url(core->store));
+	snprintf(s->cluster, sizeof(s->cluster), "%s", px_store_prefix(core->store));
+	if (core->hosts)
+		snprintf(s->host_id, sizeof(s->host_id), "%s", px_hosts_self(core->hosts));
+	px_store_state(core->store, &s->store);
+	s->nhosts = px_hosts_list(core->hosts, s->hosts, PX_HOSTS_MAX);
+	if (s->transcodes) {
+		for (size_t i = 0; i < s->ntranscodes; i++)
+			s->n_takeovers += s->transcodes[i].info.takeovers;
+	} else if (core->tc) {
+		struct px_tc_info info[64];
+		size_t n = px_transcode_snapshot(core->tc, info, 64);
+		for (size_t i = 0; i < n; i++)
+			s->n_takeovers += info[i].takeovers;
+	}
+}
+
 enum px_status px_snapshot_new(struct px_core *core, unsigned what, struct px_snapshot **out)
 {
 	struct px_snapshot *s = calloc(1, sizeof(*s));
@@ -316,6 +343,7 @@ enum px_status px_snapshot_new(struct px_core *core, unsigned what, struct px_sn
 	if ((st = take_verification(core, s, rows)) != PX_OK)
 		goto out;
 	take_reads(core, s);
+	take_cluster(core, s);
 	*out = s;
 	s = NULL;
 out:

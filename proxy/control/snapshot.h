@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "histo.h"
+#include "hosts.h"
+#include "kvstore.h"
 #include "px.h"
 #include "transcode.h"
 
@@ -118,6 +120,17 @@ struct px_snapshot {
 	/* transcodes (the supervisor's own copy) */
 	struct px_snap_transcode *transcodes; /* PX_SNAPSHOT_ROWS; else NULL */
 	size_t ntranscodes;
+
+	/* cluster mode (docs/cluster.md): the store and the hosts as the
+	 * heartbeat last listed them (no call to the store) */
+	int clustered;             /* 0: one host, the rest is zeroes */
+	char store_url[1024];
+	char cluster[PX_STORE_PREFIX_MAX + 1];
+	char host_id[PX_HOST_ID_MAX + 1];
+	struct px_store_state store;
+	struct px_host_info hosts[PX_HOSTS_MAX];
+	size_t nhosts;
+	uint64_t n_takeovers;      /* transcode leases taken over from another host */
 
 	/* reads and memory (atomics; cache_used under cache_lock) */
 	uint64_t n_cache_hits, n_cache_fills, n_streams, n_stream_restarts;

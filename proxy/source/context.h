@@ -27,6 +27,8 @@ struct src_rt;
 struct vf_fingerprint;
 struct vf_store;
 struct vf_pool;
+struct px_store;
+struct px_hosts;
 struct px_copies;
 
 struct asset_rt {
@@ -168,6 +170,10 @@ struct px_core {
 	/* durations for the metrics (lock-free): reads as fs/ answers them,
 	 * and each transfer's submit to its first byte (provider.c) */
 	struct px_histo h_read, h_ttfb;
+
+	/* cluster mode (docs/cluster.md), borrowed from main; NULL: one host */
+	struct px_store *store;
+	struct px_hosts *hosts;
 };
 
 #endif

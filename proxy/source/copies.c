@@ -6,7 +6,7 @@
  * storage is reachable when its host is this host (or it names none: NFS,
  * every host reads it), its directory exists and is writable, and statvfs
  * answers; the copies thread looks again every second. This host's id is
- * its host name (gethostname) until cluster mode gives one.
+ * the host_id option, else the host name (px_host_id_default).
  *
  * Placement (px_copies_place, pure). An asset that wants N copies
  * ("copies", else the copies setting) and has fewer that serve gets a
@@ -80,6 +80,7 @@
 #include "fingerprint.h"
 #include "hash.h"
 #include "health.h"
+#include "hosts.h"
 #include "log.h"
 #include "provider.h"
 #include "rangeread.h"
@@ -1277,8 +1278,10 @@ enum px_status px_copies_start(struct px_core *core)
 	}
 	for (size_t i = 0; i <= cp->cap; i++)
 		cp->want[i] = -2;
-	if (gethostname(cp->host, sizeof(cp->host) - 1) != 0)
-		snprintf(cp->host, sizeof(cp->host), "localhost");
+	if (core->cfg->host_id)
+		snprintf(cp->host, sizeof(cp->host), "%s", core->cfg->host_id);
+	else
+		px_host_id_default(cp->host, sizeof(cp->host));
 	pthread_mutex_init(&cp->lock, NULL);
 	px_cond_init_mono(&cp->cond);
 	core->copies = cp;

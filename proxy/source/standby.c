@@ -1052,6 +1052,10 @@ enum px_status px_standby_start(struct px_core *core)
 		snprintf(dir, sizeof(dir), "%s/fingerprints", core->cfg->state_dir);
 		if (vf_store_open(dir, store_log, NULL, &core->vstore, err, sizeof(err)) != PX_OK)
 			px_warn("verify", "fingerprints are not kept: %s", err);
+		/* cluster mode: fingerprints and verdicts are the cluster's
+		 * (docs/cluster.md) */
+		else if (core->store)
+			vf_store_share(core->vstore, core->store);
 	}
 	/* unit tests with a fake fetcher ask for workers explicitly */
 	if (!core->fetch && !core->verify_workers)

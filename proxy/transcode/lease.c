@@ -343,8 +343,15 @@ static void random_hex(char *buf, size_t nbytes)
 
 void px_lease_make_owner(char *buf, size_t cap)
 {
+	px_lease_make_owner_host(buf, cap, NULL);
+}
+
+void px_lease_make_owner_host(char *buf, size_t cap, const char *given)
+{
 	char host[64] = "localhost", rnd[17];
-	if (gethostname(host, sizeof(host) - 1))
+	if (given)
+		snprintf(host, sizeof(host), "%s", given);
+	else if (gethostname(host, sizeof(host) - 1))
 		snprintf(host, sizeof(host), "localhost");
 	host[sizeof(host) - 1] = '\0';
 	for (char *p = host; *p; p++)

@@ -117,5 +117,8 @@ int px_lease_protects(const struct px_lease *l, int64_t now_ms, int64_t orphan_a
 
 /* "host:pid:random" for this process into buf. */
 void px_lease_make_owner(char *buf, size_t cap);
+/* The same with host given (cluster mode: the host_id); NULL: the host
+ * name. */
+void px_lease_make_owner_host(char *buf, size_t cap, const char *host);
 
 #endif

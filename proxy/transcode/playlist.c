@@ -45,6 +45,12 @@ long px_playlist_find(const struct px_playlist *pl, uint32_t index)
 enum px_status px_playlist_add(struct px_playlist *pl, uint32_t index, int64_t size,
 			       int64_t mtime_ns)
 {
+	return px_playlist_add_gen(pl, index, size, mtime_ns, 0);
+}
+
+enum px_status px_playlist_add_gen(struct px_playlist *pl, uint32_t index, int64_t size,
+				   int64_t mtime_ns, uint64_t gen)
+{
 	if (index >= pl->nseg || px_playlist_find(pl, index) >= 0)
 		return PX_EINVAL;
 	if (pl->n == pl->cap) {
@@ -58,6 +64,7 @@ enum px_status px_playlist_add(struct px_playlist *pl, uint32_t index, int64_t s
 	pl->e[pl->n].index = index;
 	pl->e[pl->n].size = size;
 	pl->e[pl->n].mtime_ns = mtime_ns;
+	pl->e[pl->n].gen = gen;
 	pl->n++;
 	pl->clean = 0;
 	return PX_OK;
@@ -66,8 +73,14 @@ enum px_status px_playlist_add(struct px_playlist *pl, uint32_t index, int64_t s
 enum px_status px_playlist_add_closed(struct px_playlist *pl, uint32_t index, int64_t size,
 				      int64_t mtime_ns)
 {
+	return px_playlist_add_closed_gen(pl, index, size, mtime_ns, 0);
+}
+
+enum px_status px_playlist_add_closed_gen(struct px_playlist *pl, uint32_t index,
+					  int64_t size, int64_t mtime_ns, uint64_t gen)
+{
 	int clean = pl->clean;
-	enum px_status st = px_playlist_add(pl, index, size, mtime_ns);
+	enum px_status st = px_playlist_add_gen(pl, index, size, mtime_ns, gen);
 	if (st != PX_OK)
 		return st;
 	if (clean || pl->n < 2) {
@@ -126,12 +139,12 @@ static int parse_num(const char *p, const char *end, int64_t max, int64_t *out)
 	return 0;
 }
 
-/* Splits line [p, end) into up to 3 space-separated fields. */
-static int split3(const char *p, const char *end, const char *f[3], const char *fe[3])
+/* Splits line [p, end) into up to 4 space-separated fields. */
+static int split4(const char *p, const char *end, const char *f[4], const char *fe[4])
 {
 	int n = 0;
 	while (p < end) {
-		if (n == 3)
+		if (n == 4)
 			return -1;
 		f[n] = p;
 		while (p < end && *p != ' ')
@@ -163,14 +176,14 @@ enum px_status px_playlist_parse(const char *file, const char *text, size_t len,
 	}
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		const char *f[3], *fe[3];
+		const char *f[4], *fe[4];
 		lineno++;
 		if (!nl) {
 			snprintf(err, errlen, "%s:%d: last line has no newline (torn write)",
 				 file, lineno);
 			goto out;
 		}
-		int nf = split3(p, nl, f, fe);
+		int nf = split4(p, nl, f, fe);
 		if (lineno == 1) {
 			if (nf != 2 || fe[0] - f[0] != 16 || memcmp(f[0], "#SEAMFS-PLAYLIST", 16) ||
 			    fe[1] - f[1] != 1 || f[1][0] != '1') {
@@ -202,8 +215,8 @@ enum px_status px_playlist_parse(const char *file, const char *text, size_t len,
 				goto out;
 			}
 			pl->clean = 1;
-		} else if (nf == 3 && f[0][0] != '#') {
-			int64_t k, size, mt;
+		} else if ((nf == 3 || nf == 4) && f[0][0] != '#') {
+			int64_t k, size, mt, gen = 0;
 			if (!have_bytes || !have_count) {
 				snprintf(err, errlen, "%s:%d: segment before #SEGMENT-BYTES and "
 					 "#SEGMENTS", file, lineno);
@@ -211,8 +224,9 @@ enum px_status px_playlist_parse(const char *file, const char *text, size_t len,
 			}
 			if (parse_num(f[0], fe[0], PX_SEG_MAX_COUNT, &k) ||
 			    parse_num(f[1], fe[1], INT64_MAX, &size) ||
-			    parse_num(f[2], fe[2], INT64_MAX, &mt)) {
-				snprintf(err, errlen, "%s:%d: expected \"INDEX SIZE MTIME_NS\" "
+			    parse_num(f[2], fe[2], INT64_MAX, &mt) ||
+			    (nf == 4 && (parse_num(f[3], fe[3], INT64_MAX, &gen) || gen < 1))) {
+				snprintf(err, errlen, "%s:%d: expected \"INDEX SIZE MTIME_NS [GEN]\" "
 					 "(decimal numbers)", file, lineno);
 				goto out;
 			}
@@ -224,7 +238,8 @@ enum px_status px_playlist_parse(const char *file, const char *text, size_t len,
 					 : "size is not a positive multiple of 188");
 				goto out;
 			}
-			enum px_status r = px_playlist_add(pl, (uint32_t)k, size, mt);
+			enum px_status r = px_playlist_add_gen(pl, (uint32_t)k, size, mt,
+							       (uint64_t)gen);
 			if (r == PX_ENOMEM) {
 				snprintf(err, errlen, "%s: out of memory", file);
 				st = r;
@@ -290,23 +305,42 @@ out:
 	return st;
 }
 
+char *px_playlist_format(const struct px_playlist *pl, size_t *len_out)
+{
+	size_t cap = 128 + pl->n * 84, len = 0;
+	char *text = malloc(cap);
+
+	if (!text)
+		return NULL;
+	len += (size_t)snprintf(text + len, cap - len,
+				"#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES %lld\n#SEGMENTS %u\n",
+				(long long)pl->seg_bytes, pl->nseg);
+	for (size_t i = 0; i < pl->n; i++) {
+		if (pl->e[i].gen)
+			len += (size_t)snprintf(text + len, cap - len, "%u %lld %lld %llu\n",
+						pl->e[i].index, (long long)pl->e[i].size,
+						(long long)pl->e[i].mtime_ns,
+						(unsigned long long)pl->e[i].gen);
+		else
+			len += (size_t)snprintf(text + len, cap - len, "%u %lld %lld\n",
+						pl->e[i].index, (long long)pl->e[i].size,
+						(long long)pl->e[i].mtime_ns);
+	}
+	if (pl->clean)
+		len += (size_t)snprintf(text + len, cap - len, "#CLEAN\n");
+	*len_out = len;
+	return text;
+}
+
 enum px_status px_playlist_save(const struct px_playlist *pl, const char *path,
 				char *err, size_t errlen)
 {
 	enum px_status st;
-	size_t cap = 128 + pl->n * 64, len = 0;
-	char *text = malloc(cap);
+	size_t len = 0;
+	char *text = px_playlist_format(pl, &len);
 
 	if (!text)
 		return PX_ENOMEM;
-	len += (size_t)snprintf(text + len, cap - len,
-				"#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES %lld\n#SEGMENTS %u\n",
-				(long long)pl->seg_bytes, pl->nseg);
-	for (size_t i = 0; i < pl->n; i++)
-		len += (size_t)snprintf(text + len, cap - len, "%u %lld %lld\n", pl->e[i].index,
-					(long long)pl->e[i].size, (long long)pl->e[i].mtime_ns);
-	if (pl->clean)
-		len += (size_t)snprintf(text + len, cap - len, "#CLEAN\n");
 	st = px_write_atomic(path, text, len, 0644, err, errlen);
 	free(text);
 	return st;
@@ -331,4 +365,47 @@ size_t px_playlist_trust(const struct px_playlist *pl, const struct px_seg_seen 
 void px_playlist_seg_name(uint32_t k, char *buf, size_t cap)
 {
 	snprintf(buf, cap, "seg-%06u.ts", k);
+}
+
+void px_playlist_seg_file(uint32_t k, uint64_t gen, char *buf, size_t cap)
+{
+	if (gen)
+		snprintf(buf, cap, "seg-%06u.g%llu.ts", k, (unsigned long long)gen);
+	else
+		px_playlist_seg_name(k, buf, cap);
+}
+
+int px_playlist_seg_parse(const char *name, uint32_t *k, uint64_t *gen, char *tail,
+			  size_t tcap)
+{
+	const char *p = name + 4;
+	uint64_t v = 0;
+	if (strncmp(name, "seg-", 4) != 0)
+		return 0;
+	for (int i = 0; i < 6; i++, p++) {
+		if (*p < '0' || *p > '9')
+			return 0;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	*k = (uint32_t)v;
+	*gen = 0;
+	if (p[0] == '.' && p[1] == 'g') {
+		const char *q = p + 2;
+		uint64_t g = 0;
+		if (*q < '1' || *q > '9')
+			return 0;
+		for (; *q >= '0' && *q <= '9'; q++) {
+			if (g > (UINT64_MAX - 9) / 10)
+				return 0;
+			g = g * 10 + (uint64_t)(*q - '0');
+		}
+		*gen = g;
+		p = q;
+	}
+	if (strncmp(p, ".ts", 3) != 0)
+		return 0;
+	p += 3;
+	if (tail)
+		snprintf(tail, tcap, "%s", p);
+	return 1;
 }

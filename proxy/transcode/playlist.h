@@ -7,7 +7,10 @@
  *   #SEGMENT-BYTES S        every segment file has exactly S bytes (0: the
  *                           sizes vary, as in a remux; each line says its own)
  *   #SEGMENTS N             the file has N segments, 0..N-1
- *   K SIZE MTIME_NS         segment K committed (in commit order)
+ *   K SIZE MTIME_NS [GEN]   segment K committed (in commit order); GEN,
+ *                           in cluster mode only: the lease generation whose
+ *                           writer made it, which names its file
+ *                           (px_playlist_seg_file)
  *   #CLEAN                  the writer stopped cleanly after the line above
  * A writer rewrites the whole list (tmp + fsync + rename) after each commit.
  * Several writers may work in one directory at once (the main writer and
@@ -29,6 +32,7 @@ struct px_playlist_entry {
 	uint32_t index;
 	int64_t size;
 	int64_t mtime_ns;   /* of the segment file right after its rename */
+	uint64_t gen;       /* cluster mode: the generation that wrote it; 0 */
 };
 
 struct px_playlist {
@@ -64,10 +68,16 @@ enum px_status px_playlist_load(const char *path, struct px_playlist *pl,
 enum px_status px_playlist_save(const struct px_playlist *pl, const char *path,
 				char *err, size_t errlen) PX_WUR;
 
+/* The text px_playlist_save writes (malloc'd, *len its length); NULL when
+ * out of memory. */
+char *px_playlist_format(const struct px_playlist *pl, size_t *len);
+
 /* Appends an entry (clears clean). PX_EINVAL for an index out of range or
- * already listed. */
+ * already listed. Its gen is 0: px_playlist_add_gen sets one. */
 enum px_status px_playlist_add(struct px_playlist *pl, uint32_t index, int64_t size,
 			       int64_t mtime_ns) PX_WUR;
+enum px_status px_playlist_add_gen(struct px_playlist *pl, uint32_t index, int64_t size,
+				   int64_t mtime_ns, uint64_t gen) PX_WUR;
 
 /*
  * Appends an entry of a run that has ended (a probe's, written whole before
@@ -78,6 +88,8 @@ enum px_status px_playlist_add(struct px_playlist *pl, uint32_t index, int64_t s
  */
 enum px_status px_playlist_add_closed(struct px_playlist *pl, uint32_t index, int64_t size,
 				      int64_t mtime_ns) PX_WUR;
+enum px_status px_playlist_add_closed_gen(struct px_playlist *pl, uint32_t index,
+					  int64_t size, int64_t mtime_ns, uint64_t gen) PX_WUR;
 
 /*
  * The lock that makes a load, change and save of the list in directory dir
@@ -115,5 +127,16 @@ size_t px_playlist_trust(const struct px_playlist *pl, const struct px_seg_seen 
 
 /* The file name of segment k inside a work directory ("seg-000042.ts"). */
 void px_playlist_seg_name(uint32_t k, char *buf, size_t cap);
+/* The file of segment k written under lease generation gen: 0 (one host)
+ * px_playlist_seg_name's; else "seg-000042.g7.ts" (cluster mode: a name
+ * no writer of another generation makes, so that a fenced writer cannot
+ * replace a committed segment; docs/cluster.md). */
+void px_playlist_seg_file(uint32_t k, uint64_t gen, char *buf, size_t cap);
+/* Parses a segment file name: 1 when name is seg-NNNNNN[.gGEN].ts
+ * followed by tail ("" for the committed file, else ".tmp" or
+ * ".probe.tmp" and the like, copied into tail up to tcap), with *k and
+ * *gen (0 without .gGEN); 0 otherwise. */
+int px_playlist_seg_parse(const char *name, uint32_t *k, uint64_t *gen, char *tail,
+			  size_t tcap);
 
 #endif

@@ -87,6 +87,8 @@
 #include "log.h"
 #include "playlist.h"
 #include "segmath.h"
+#include "kvstore.h"
+#include "tcstore.h"
 #include "transcode.h"
 
 extern char **environ;
@@ -159,6 +161,15 @@ struct job {
 	int yielded;           /* the main writer runs niced while probes run */
 	int nice_was;          /* its nice value before */
 	enum start_why queued_why;
+	/* cluster mode (tc->store): the generation that wrote each trusted
+	 * segment (its file name), and another host's writer followed */
+	uint64_t *okgen;
+	int remote;            /* a live lease of another host holds the job (or
+				* the store does not answer): reads wait, the
+				* supervisor polls the store */
+	char remote_owner[128];
+	uint64_t plver;        /* the store's playlist version last read */
+	uint64_t takeovers;    /* leases claimed from another host's writer */
 };
 
 struct px_transcode {
@@ -169,6 +180,8 @@ struct px_transcode {
 	char owner[128];
 	int64_t orphan_ms;
 	struct px_lease_store *leases;
+	struct px_store *store;    /* cluster mode: borrowed; NULL: one host */
+	char host[64];             /* the owner strings' host part */
 	struct job *jobs;      /* one per catalog asset; used for transcodes */
 
 	pthread_mutex_t lock;  /* guards jobs' run-time state and what follows */
@@ -253,15 +266,25 @@ static int job_file_name(const char *name)
 	for (size_t i = 0; fixed[i]; i++)
 		if (strcmp(name, fixed[i]) == 0)
 			return 1;
-	/* px_playlist_seg_name: seg-%06u.ts (fewer than a million), and .tmp;
-	 * a probe's before it is listed: .probe.tmp (PX_WRITER_PROBE_TMP) */
-	if (strncmp(name, "seg-", 4) != 0)
-		return 0;
-	for (int i = 4; i < 10; i++)
-		if (name[i] < '0' || name[i] > '9')
+	/* write_plan_file's plan.json.PID.tmp */
+	if (strncmp(name, "plan.json.", 10) == 0) {
+		const char *p = name + 10;
+		if (*p < '0' || *p > '9')
 			return 0;
-	return strcmp(name + 10, ".ts") == 0 || strcmp(name + 10, ".ts.tmp") == 0 ||
-	       strcmp(name + 10, ".ts.probe.tmp") == 0;
+		while (*p >= '0' && *p <= '9')
+			p++;
+		return strcmp(p, ".tmp") == 0;
+	}
+	/* px_playlist_seg_file: seg-%06u.ts (fewer than a million), in
+	 * cluster mode seg-%06u.gGEN.ts, and .tmp; a probe's before it is
+	 * listed: .probe.tmp (PX_WRITER_PROBE_TMP) */
+	uint32_t k;
+	uint64_t gen;
+	char tail[16];
+	if (!px_playlist_seg_parse(name, &k, &gen, tail, sizeof(tail)))
+		return 0;
+	return strcmp(tail, "") == 0 || strcmp(tail, ".tmp") == 0 ||
+	       strcmp(tail, ".probe.tmp") == 0;
 }
 
 /* Whether dir (not a symlink) is a directory carrying the marker. */
@@ -693,13 +716,17 @@ static enum px_status read_plan_file(struct job *j, const char *path, const char
 /* Keeps the writer's plan (the writer of a remux reads it back). */
 static enum px_status write_plan_file(const char *path, const char *key, json_t *root)
 {
-	char tmp[PATH_MAX + 8];
+	char tmp[PATH_MAX + 32];
 	enum px_status st = PX_EIO;
 	if (json_object_set_new(root, "profile", json_string(key)))
 		return PX_ENOMEM;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	/* a name of this process's own: hosts sharing work_dir may plan the
+	 * same asset at once (each writes the same plan; one rename wins) */
+	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
 	if (json_dump_file(root, tmp, JSON_COMPACT) == 0 && rename(tmp, path) == 0)
 		st = PX_OK;
+	else
+		unlink(tmp);
 	return st;
 }
 
@@ -778,23 +805,56 @@ static enum px_status run_plan(struct px_transcode *tc, struct job *j, size_t k,
 	return st;
 }
 
-/* What is on disk now for each listed entry. */
-static struct px_seg_seen *look(const struct job *j, const struct px_playlist *pl)
+/* What is on disk now for each listed entry. In cluster mode a file
+ * named with its generation is never written again by anyone (its name is
+ * its writer's alone), and an mtime seen through another host's NFS
+ * client may differ from the writer's: existence and size are checked. */
+static struct px_seg_seen *look(const struct px_transcode *tc, const struct job *j,
+				const struct px_playlist *pl)
 {
 	struct px_seg_seen *seen = calloc(pl->n + 1, sizeof(*seen));
 	for (size_t i = 0; seen && i < pl->n; i++) {
 		char name[64], path[PATH_MAX + 80];
 		struct stat sb;
-		px_playlist_seg_name(pl->e[i].index, name, sizeof(name));
+		px_playlist_seg_file(pl->e[i].index, pl->e[i].gen, name, sizeof(name));
 		snprintf(path, sizeof(path), "%s/%s", j->dir, name);
 		if (stat(path, &sb) == 0) {
 			seen[i].exists = 1;
 			seen[i].size = sb.st_size;
-			seen[i].mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 +
-					   sb.st_mtim.tv_nsec;
+			seen[i].mtime_ns = tc->store ? pl->e[i].mtime_ns
+					   : (int64_t)sb.st_mtim.tv_sec * 1000000000 +
+					     sb.st_mtim.tv_nsec;
 		}
 	}
 	return seen;
+}
+
+/* The job's playlist: the file in its directory, or in cluster mode the
+ * store's (*ver its version there). PX_ENOTFOUND when there is none; in
+ * cluster mode a store that does not answer is its failure (err says). */
+static enum px_status load_list(const struct px_transcode *tc, const struct job *j,
+				struct px_playlist *pl, uint64_t *ver, char *err, size_t errlen)
+{
+	if (ver)
+		*ver = 0;
+	if (!tc->store)
+		return px_playlist_load(j->pl_path, pl, err, errlen);
+	char *text = NULL, what[PATH_MAX];
+	size_t len = 0;
+	uint64_t v = 0;
+	enum px_status st = px_tcstore_pl_get(tc->store, j->a->id, &text, &len, &v);
+	px_playlist_init(pl, 0, 0);
+	if (st != PX_OK) {
+		snprintf(err, errlen, "store %s: the playlist of %s: %s", px_store_url(tc->store),
+			 j->a->id, px_strerror(st));
+		return st;
+	}
+	snprintf(what, sizeof(what), "store:%s", j->a->id);
+	st = px_playlist_parse(what, text, len, pl, err, errlen);
+	free(text);
+	if (st == PX_OK && ver)
+		*ver = v;
+	return st;
 }
 
 /* How many segments of j are trusted. Under tc->lock. */
@@ -808,25 +868,43 @@ static uint32_t trusted(const struct job *j)
 
 /* Recomputes j->ok from the playlist on disk. seen: check the files too.
  * Under tc->lock (or before the thread starts). */
+static void apply_list(struct px_transcode *tc, struct job *j, struct px_playlist *pl,
+		       int check_files);
+
 static void refresh(struct px_transcode *tc, struct job *j, int check_files)
 {
 	struct px_playlist pl;
 	char err[512];
-	enum px_status st = px_playlist_load(j->pl_path, &pl, err, sizeof(err));
+	uint64_t ver = 0;
+	enum px_status st = load_list(tc, j, &pl, &ver, err, sizeof(err));
 	if (st == PX_ENOTFOUND)
 		return;
 	if (st != PX_OK) {
-		px_warn("transcode", "asset %s: %s", j->a->id, err);
+		if (!tc->store || st == PX_EINVAL)
+			px_warn("transcode", "asset %s: %s", j->a->id, err);
 		return;
 	}
+	if (ver)
+		j->plver = ver;
+	apply_list(tc, j, &pl, check_files);
+}
+
+/* Marks the trusted entries of pl (which it releases) servable. Under
+ * tc->lock (or before the thread starts). */
+static void apply_list(struct px_transcode *tc, struct job *j, struct px_playlist *pl_in,
+		       int check_files)
+{
+	struct px_playlist pl = *pl_in;
 	if (pl.seg_bytes == j->plan.seg_bytes && pl.nseg == j->plan.nseg) {
 		unsigned char *t = calloc(pl.n + 1, 1);
-		struct px_seg_seen *seen = check_files ? look(j, &pl) : NULL;
+		struct px_seg_seen *seen = check_files ? look(tc, j, &pl) : NULL;
 		if (t && (!check_files || seen)) {
 			px_playlist_trust(&pl, seen, t);
 			for (size_t i = 0; i < pl.n; i++)
-				if (t[i] && pl.e[i].size == seg_size(j, pl.e[i].index))
+				if (t[i] && pl.e[i].size == seg_size(j, pl.e[i].index)) {
 					j->ok[pl.e[i].index] = 1;
+					j->okgen[pl.e[i].index] = pl.e[i].gen;
+				}
 		}
 		free(t);
 		free(seen);
@@ -903,8 +981,10 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t 
 			return st;
 	}
 	free(j->ok);
+	free(j->okgen);
 	j->ok = calloc(j->plan.nseg + 1, 1);
-	if (!j->ok)
+	j->okgen = calloc(j->plan.nseg + 1, sizeof(*j->okgen));
+	if (!j->ok || !j->okgen)
 		return PX_ENOMEM;
 	pthread_mutex_lock(&tc->lock);
 	j->planned = 1;
@@ -948,21 +1028,29 @@ static uint32_t recover(struct px_transcode *tc, struct job *j, uint32_t from, i
 	unsigned char *t = NULL;
 	struct px_seg_seen *seen = NULL;
 	size_t ntrust = 0;
-	int lk = px_playlist_lock(j->dir);
-	enum px_status st = px_playlist_load(j->pl_path, &pl, err, sizeof(err));
+	uint64_t ver = 0;
+	/* one host: the directory's flock; cluster mode: the store's
+	 * compare-and-set (a flock a stopped writer of another host held
+	 * would stop everyone) */
+	int lk = tc->store ? -1 : px_playlist_lock(j->dir);
+	int tries = 0;
+	enum px_status st;
 
+again:
+	st = load_list(tc, j, &pl, &ver, err, sizeof(err));
 	*repaired = 0;
-
+	ntrust = 0;
 	px_playlist_init(&keep, j->plan.seg_bytes, j->plan.nseg);
 	if (st == PX_OK && (pl.seg_bytes != j->plan.seg_bytes || pl.nseg != j->plan.nseg)) {
 		snprintf(err, sizeof(err), "%s: lists %u x %lld bytes, the plan %u x %lld",
 			 j->pl_path, pl.nseg, (long long)pl.seg_bytes, j->plan.nseg,
 			 (long long)j->plan.seg_bytes);
+		px_playlist_release(&pl);
 		st = PX_EINVAL;
 	}
 	if (st == PX_OK) {
 		t = calloc(pl.n + 1, 1);
-		seen = look(j, &pl);
+		seen = look(tc, j, &pl);
 		if (t && seen)
 			ntrust = px_playlist_trust(&pl, seen, t);
 		for (size_t i = 0; t && seen && i < pl.n; i++) {
@@ -982,27 +1070,54 @@ static uint32_t recover(struct px_transcode *tc, struct job *j, uint32_t from, i
 								    : "changed on disk");
 				continue;
 			}
-			if (px_playlist_add(&keep, pl.e[i].index, pl.e[i].size,
-					    pl.e[i].mtime_ns) != PX_OK)
+			if (px_playlist_add_gen(&keep, pl.e[i].index, pl.e[i].size,
+						pl.e[i].mtime_ns, pl.e[i].gen) != PX_OK)
 				ntrust--;
 		}
 	} else if (st != PX_ENOTFOUND) {
+		if (tc->store && st != PX_EINVAL) {
+			/* the store does not answer: touch nothing (what it lists
+			 * is not known); the writer lists what it makes later */
+			px_warn("transcode", "recovery: asset %s: %s; leaving its files as they are",
+				j->a->id, err);
+			uint32_t first = from < j->plan.nseg ? from : 0;
+			while (first < j->plan.nseg && j->ok[first])
+				first++;
+			return first;
+		}
 		px_warn("transcode", "recovery: asset %s: %s; starting afresh", j->a->id, err);
 	}
-	/* leftovers: .tmp files, unlisted or distrusted segments */
+	/* cluster mode, no list in the store (never written, or the store
+	 * restarted empty): segment files there are kept, untrusted, since
+	 * another host may still serve what it trusted before; the new
+	 * writer's files carry its own generation */
+	int keep_segments = tc->store && st == PX_ENOTFOUND;
+	/* leftovers: .tmp files, unlisted or distrusted segments (in cluster
+	 * mode also the files of generations fenced now) */
 	DIR *d = opendir(j->dir);
 	struct dirent *de;
 	while (d && (de = readdir(d))) {
-		unsigned k;
-		char tail[8];
+		uint32_t k;
+		uint64_t g;
+		char tail[16];
 		/* only names seamfs makes: a user's file here is left alone */
-		int ours = job_file_name(de->d_name);
-		int seg = ours && sscanf(de->d_name, "seg-%6u.ts%7s", &k, tail) == 1;
-		size_t len = strlen(de->d_name);
-		int tmp = ours && len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0;
-		if ((seg || tmp) && sscanf(de->d_name, "seg-%6u", &k) == 1 && probe_covers(j, k))
+		if (!job_file_name(de->d_name) ||
+		    !px_playlist_seg_parse(de->d_name, &k, &g, tail, sizeof(tail))) {
+			size_t len = strlen(de->d_name);
+			if (!(job_file_name(de->d_name) && len > 4 &&
+			      strcmp(de->d_name + len - 4, ".tmp") == 0))
+				continue;
+			if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+				*repaired = 1;
+			continue;
+		}
+		if (probe_covers(j, k) && (!tc->store || g == j->lease.gen))
 			continue; /* a running probe's: it lists them when it ends */
-		if ((seg && (k >= keep.nseg || px_playlist_find(&keep, k) < 0)) || tmp) {
+		if (keep_segments && tail[0] == '\0' && g != j->lease.gen)
+			continue;
+		long at = k < keep.nseg ? px_playlist_find(&keep, k) : -1;
+		int listed = at >= 0 && tail[0] == '\0' && keep.e[at].gen == g;
+		if (!listed) {
 			if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
 				*repaired = 1;
 				px_debug("transcode", "recovery: asset %s: removed %s", j->a->id,
@@ -1013,12 +1128,40 @@ static uint32_t recover(struct px_transcode *tc, struct job *j, uint32_t from, i
 	if (d)
 		closedir(d);
 	keep.clean = keep.n > 0;
-	if (px_playlist_save(&keep, j->pl_path, err, sizeof(err)) != PX_OK)
-		px_error("transcode", "recovery: asset %s: %s", j->a->id, err);
+	if (!tc->store) {
+		if (px_playlist_save(&keep, j->pl_path, err, sizeof(err)) != PX_OK)
+			px_error("transcode", "recovery: asset %s: %s", j->a->id, err);
+	} else {
+		size_t len;
+		uint64_t nv = 0;
+		char *text = px_playlist_format(&keep, &len);
+		enum px_status ps = text ? px_tcstore_pl_put(tc->store, j->a->id, j->lease.gen, ver,
+							     text, len, &nv)
+					 : PX_ENOMEM;
+		free(text);
+		if (ps == PX_OK) {
+			j->plver = nv;
+		} else if (ps == PX_EEXIST && tries++ < 3) {
+			/* changed meanwhile (by a probe of ours): once more */
+			px_playlist_release(&keep);
+			if (st == PX_OK)
+				px_playlist_release(&pl);
+			free(t);
+			free(seen);
+			t = NULL;
+			seen = NULL;
+			goto again;
+		} else {
+			px_warn("transcode", "recovery: asset %s: the store did not take the cleaned "
+				"list: %s", j->a->id, px_strerror(ps));
+		}
+	}
 	px_playlist_unlock(lk);
 	memset(j->ok, 0, j->plan.nseg);
-	for (size_t i = 0; i < keep.n; i++)
+	for (size_t i = 0; i < keep.n; i++) {
 		j->ok[keep.e[i].index] = 1;
+		j->okgen[keep.e[i].index] = keep.e[i].gen;
+	}
 	uint32_t first = from < j->plan.nseg ? from : 0;
 	while (first < j->plan.nseg && j->ok[first])
 		first++;
@@ -1039,14 +1182,24 @@ static enum px_status hold_lease(struct px_transcode *tc, struct job *j)
 {
 	struct px_lease cur;
 	int64_t orphan = tc->orphan_ms;
+	int had = 0, other_host = 0;
+	size_t hl = strlen(tc->host);
+	enum px_status gst = px_lease_get(tc->leases, j->a->id, &cur);
+	if (tc->store && gst != PX_OK && gst != PX_ENOTFOUND && gst != PX_EINVAL) {
+		/* no claim while the store does not answer: the holder may be
+		 * alive on another host, which only the store can tell */
+		if (!j->remote)
+			px_warn("transcode", "lease: asset %s: store %s: %s; no writer starts until it "
+				"answers", j->a->id, px_store_url(tc->store), px_strerror(gst));
+		return gst;
+	}
 	/* a holder on this host whose daemon and writer are gone is orphaned
 	 * now, not after orphan_after */
-	if (px_lease_get(tc->leases, j->a->id, &cur) == PX_OK && !cur.released) {
-		char host[64] = "";
-		gethostname(host, sizeof(host) - 1);
-		size_t hl = strlen(host);
-		long opid = strncmp(cur.owner, host, hl) == 0 && cur.owner[hl] == ':'
+	if (gst == PX_OK && !cur.released) {
+		long opid = strncmp(cur.owner, tc->host, hl) == 0 && cur.owner[hl] == ':'
 			    ? strtol(cur.owner + hl + 1, NULL, 10) : 0;
+		had = 1;
+		other_host = !(strncmp(cur.owner, tc->host, hl) == 0 && cur.owner[hl] == ':');
 		if (opid > 0 && kill((pid_t)opid, 0) && errno == ESRCH &&
 		    (cur.writer_pid <= 0 || (kill((pid_t)cur.writer_pid, 0) && errno == ESRCH)))
 			orphan = -1;
@@ -1054,11 +1207,28 @@ static enum px_status hold_lease(struct px_transcode *tc, struct job *j)
 	enum px_status st = px_lease_claim(tc->leases, j->a->id, tc->owner, orphan, &j->lease);
 	if (st == PX_OK) {
 		j->have_lease = 1;
+		j->remote = 0;
 		px_info("transcode", "lease: asset %s session %s generation %" PRIu64 " claimed by %s",
 			j->a->id, j->lease.session, j->lease.gen, tc->owner);
+		if (tc->store && had && other_host) {
+			j->takeovers++;
+			px_warn("transcode", "takeover: asset %s from %s (generation %" PRIu64 ", no "
+				"heartbeat for %lld ms); writing it here from its last trusted "
+				"segment", j->a->id, cur.owner, cur.gen,
+				(long long)(px_lease_now(tc->leases) - cur.heartbeat_ms));
+		}
 	} else if (st == PX_EAGAIN) {
-		px_warn("transcode", "lease: asset %s is held by %s (generation %" PRIu64 ")",
-			j->a->id, j->lease.owner, j->lease.gen);
+		if (tc->store) {
+			/* another host's live writer: follow its commits */
+			if (!j->remote || strcmp(j->remote_owner, j->lease.owner))
+				px_info("transcode", "lease: asset %s is written by %s (generation %"
+					PRIu64 "); serving its segments as they are committed",
+					j->a->id, j->lease.owner, j->lease.gen);
+			snprintf(j->remote_owner, sizeof(j->remote_owner), "%s", j->lease.owner);
+		} else {
+			px_warn("transcode", "lease: asset %s is held by %s (generation %" PRIu64 ")",
+				j->a->id, j->lease.owner, j->lease.gen);
+		}
 	} else {
 		px_error("transcode", "lease: asset %s: %s", j->a->id, px_strerror(st));
 	}
@@ -1122,10 +1292,25 @@ static enum px_status spawn_run(struct px_transcode *tc, struct job *j, uint32_t
 	char leasedir[PATH_MAX + 8];
 	snprintf(leasedir, sizeof(leasedir), "%s/leases", tc->work);
 	const char *extra[] = { "--work-dir", j->dir, "--from", sfrom, "--segments", snseg,
-		"--segment-bytes", sbytes, "--lease-dir", leasedir, "--lease-key", j->a->id,
+		"--segment-bytes", sbytes, "--lease-key", j->a->id,
 		"--lease-gen", sgen, "--heartbeat-ms", shb, NULL };
 	for (size_t i = 0; extra[i]; i++)
 		argv[n++] = (char *)extra[i];
+	if (tc->store) {
+		/* cluster mode: the lease and the playlist are the store's; the
+		 * password goes by its file's name, never itself */
+		argv[n++] = "--store";
+		argv[n++] = (char *)px_store_url(tc->store);
+		argv[n++] = "--cluster";
+		argv[n++] = (char *)px_store_prefix(tc->store);
+		if (px_store_password_file(tc->store)) {
+			argv[n++] = "--store-password-file";
+			argv[n++] = (char *)px_store_password_file(tc->store);
+		}
+	} else {
+		argv[n++] = "--lease-dir";
+		argv[n++] = leasedir;
+	}
 	if (tc->cfg->writer_max_speed > 0 && until < 0) {
 		/* a probe is not paced: a reader waits for it */
 		snprintf(speed, sizeof(speed), "%g", tc->cfg->writer_max_speed);
@@ -1175,10 +1360,21 @@ static void start_writer(struct px_transcode *tc, struct job *j, uint32_t from,
 	}
 	/* a new generation fences any writer of an older one; not while our
 	 * own probes run under the current one (they would be fenced too) */
-	if (!(j->have_lease && j->nprobes) && hold_lease(tc, j) != PX_OK) {
-		j->failed = 1;
-		pthread_cond_broadcast(&tc->cond);
-		return;
+	if (!(j->have_lease && j->nprobes)) {
+		enum px_status hs = hold_lease(tc, j);
+		if (hs != PX_OK && tc->store && hs != PX_EINVAL) {
+			/* another host writes it (or the store cannot say): reads
+			 * wait, the supervisor follows the store */
+			j->remote = 1;
+			pthread_cond_broadcast(&tc->cond);
+			wake(tc);
+			return;
+		}
+		if (hs != PX_OK) {
+			j->failed = 1;
+			pthread_cond_broadcast(&tc->cond);
+			return;
+		}
 	}
 	from = recover(tc, j, from, &repaired);
 	/* a restart after a failure is a recovery, and so is a start that
@@ -1250,11 +1446,20 @@ static enum px_status start_probe(struct px_transcode *tc, struct job *j, uint32
 		return PX_EBUSY;
 	/* under the current generation when held: a new one would fence the
 	 * running writers of this job, which are ours */
-	if (!j->have_lease && hold_lease(tc, j) != PX_OK) {
-		j->failed = 1;
-		j->failed_ms = px_now_ms();
-		pthread_cond_broadcast(&tc->cond);
-		return PX_EAGAIN;
+	if (!j->have_lease) {
+		enum px_status hs = hold_lease(tc, j);
+		if (hs != PX_OK && tc->store && hs != PX_EINVAL) {
+			j->remote = 1;
+			pthread_cond_broadcast(&tc->cond);
+			wake(tc);
+			return PX_EAGAIN;
+		}
+		if (hs != PX_OK) {
+			j->failed = 1;
+			j->failed_ms = px_now_ms();
+			pthread_cond_broadcast(&tc->cond);
+			return PX_EAGAIN;
+		}
 	}
 	memset(p, 0, sizeof(*p));
 	p->pidfd = p->outfd = -1;
@@ -1350,6 +1555,16 @@ static void writer_ended(struct px_transcode *tc, struct job *j, int status)
 		} else {
 			drop_lease(tc, j);
 		}
+	} else if (code == 3 && tc->store) {
+		/* fenced: another host took the lease over (our writer was stopped
+		 * or cut off past orphan_after); it writes now, we follow */
+		px_warn("transcode", "writer pid %d of asset %s was fenced: its lease (generation %"
+			PRIu64 ") was taken over by another host; following that host's writer",
+			(int)pid, j->a->id, j->lease.gen);
+		j->have_lease = 0;
+		j->remote = 1;
+		j->crashes = 0;
+		refresh(tc, j, 0);
 	} else if (code == 2 || code == 4) {
 		/* its command line, or a segment that never fits: the same again */
 		px_error("transcode", "writer pid %d of asset %s failed (exit %d); reads of "
@@ -1518,6 +1733,10 @@ static void probe_ended(struct px_transcode *tc, struct job *j, struct probe *p,
 	else
 		px_warn("transcode", "probe pid %d of asset %s died (signal %d); segments %u..%u "
 			"not written", (int)p->pid, j->a->id, WTERMSIG(status), p->from, p->until);
+	if (code == 3 && tc->store && !j->pid) {
+		j->have_lease = 0; /* fenced: another host holds it now */
+		j->remote = 1;
+	}
 	memset(p, 0, sizeof(*p));
 	p->pidfd = p->outfd = -1;
 	j->nprobes--;
@@ -1541,7 +1760,11 @@ static void check_leases(struct px_transcode *tc)
 		struct px_lease l;
 		if (!j->pid || px_lease_get(tc->leases, j->a->id, &l) != PX_OK)
 			continue;
-		if (l.gen == j->lease.gen && px_lease_orphaned(&l, now, tc->orphan_ms)) {
+		/* cluster mode: a heartbeat longer, so that a host waiting to take
+		 * the lease over (it polls more often) gets it first: its takeover
+		 * fences this writer, our kill would only race it */
+		int64_t orphan = tc->orphan_ms + (tc->store ? tc->cfg->heartbeat_ms : 0);
+		if (l.gen == j->lease.gen && px_lease_orphaned(&l, now, orphan)) {
 			px_warn("transcode", "lease: asset %s session %s orphaned (no heartbeat for "
 				"%lld ms); killing writer pid %d", j->a->id, l.session,
 				(long long)(now - l.heartbeat_ms), (int)j->pid);
@@ -1562,6 +1785,72 @@ static void check_leases(struct px_transcode *tc)
 	}
 }
 
+/* How often a host that follows another's writer asks the store for its
+ * commits and its lease (cluster mode): heartbeat / 4, 100 to 500 ms. */
+static int64_t poll_ms(const struct px_transcode *tc)
+{
+	int64_t d = tc->cfg->heartbeat_ms / 4;
+	return d < 100 ? 100 : d > 500 ? 500 : d;
+}
+
+/*
+ * Cluster mode: for each job read here with no writer of ours, one call
+ * for the playlist's version and the lease. A new version: the list is
+ * read and its trusted segments become servable here (another host's
+ * writer committed them). A lease no live host holds any more (orphaned,
+ * released): the job is no longer remote, and a waiting read starts our
+ * writer, which claims it (the takeover). Under tc->lock, which it lets go
+ * around the store's calls.
+ */
+static void poll_remote(struct px_transcode *tc)
+{
+	for (size_t i = 0; i < tc->cat->nassets && !tc->stopping; i++) {
+		struct job *j = &tc->jobs[i];
+		if (!j->a || !j->planned || j->pid || j->nopen <= 0 ||
+		    trusted(j) == j->plan.nseg)
+			continue;
+		uint64_t oldver = j->plver, ver = 0, ver2 = 0;
+		struct px_lease l;
+		struct px_playlist pl;
+		char err[512];
+		int have_pl = 0;
+		pthread_mutex_unlock(&tc->lock);
+		enum px_status st = px_tcstore_poll(tc->store, j->a->id, &ver, &l);
+		if (st == PX_OK && ver && ver != oldver &&
+		    load_list(tc, j, &pl, &ver2, err, sizeof(err)) == PX_OK)
+			have_pl = 1;
+		int64_t now = px_lease_now(tc->leases);
+		pthread_mutex_lock(&tc->lock);
+		if (st != PX_OK)
+			continue; /* the store does not answer: nothing changes */
+		if (have_pl && pl.seg_bytes == j->plan.seg_bytes && pl.nseg == j->plan.nseg) {
+			uint32_t before = trusted(j);
+			j->plver = ver2;
+			apply_list(tc, j, &pl, 0);
+			if (trusted(j) > before)
+				px_debug("transcode", "asset %s: %u segments committed by %s", j->a->id,
+					 trusted(j) - before, l.owner);
+		} else if (have_pl) {
+			px_playlist_release(&pl);
+		}
+		int live_other = l.gen && !l.released &&
+				 !px_lease_orphaned(&l, now, tc->orphan_ms) &&
+				 strcmp(l.owner, tc->owner) != 0;
+		if (j->remote && !live_other) {
+			px_info("transcode", "asset %s: %s holds no live lease on it now (%s); a read "
+				"here may start its writer", j->a->id,
+				l.owner[0] ? l.owner : "no host",
+				!l.gen ? "none stored" : l.released ? "released"
+				: strcmp(l.owner, tc->owner) == 0 ? "ours" : "orphaned");
+			j->remote = 0;
+			pthread_cond_broadcast(&tc->cond);
+		} else if (live_other) {
+			j->remote = 1;
+			snprintf(j->remote_owner, sizeof(j->remote_owner), "%s", l.owner);
+		}
+	}
+}
+
 static void *supervisor_main(void *arg)
 {
 	struct px_transcode *tc = arg;
@@ -1573,6 +1862,7 @@ static void *supervisor_main(void *arg)
 	int *whop = calloc(cap, sizeof(*whop));    /* probe slot, -1: the main writer */
 	sigset_t all;
 	int64_t next_check = px_now_ms() + tc->cfg->heartbeat_ms / 2;
+	int64_t next_poll = px_now_ms();
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
@@ -1617,7 +1907,15 @@ static void *supervisor_main(void *arg)
 				pf[np++] = (struct pollfd){ j->outfd, POLLIN, 0 };
 			}
 		}
-		int64_t wait = (due < next_check ? due : next_check) - px_now_ms();
+		if (tc->store && px_now_ms() >= next_poll) {
+			poll_remote(tc);
+			next_poll = px_now_ms() + poll_ms(tc);
+			due = retry_due(tc);
+		}
+		int64_t wake_at = due < next_check ? due : next_check;
+		if (tc->store && next_poll < wake_at)
+			wake_at = next_poll;
+		int64_t wait = wake_at - px_now_ms();
 		pthread_mutex_unlock(&tc->lock);
 		int r = poll(pf, np, wait < 0 ? 0 : (int)wait);
 		pthread_mutex_lock(&tc->lock);
@@ -1738,7 +2036,7 @@ static void cleanup_orphans(struct px_transcode *tc)
 }
 
 enum px_status px_transcode_new(const struct px_config *cfg, const struct px_catalog *cat,
-				struct px_transcode **out)
+				struct px_store *store, struct px_transcode **out)
 {
 	struct px_transcode *tc = calloc(1, sizeof(*tc));
 	enum px_status st = PX_ENOMEM;
@@ -1777,7 +2075,15 @@ enum px_status px_transcode_new(const struct px_config *cfg, const struct px_cat
 		snprintf(tc->writer, sizeof(tc->writer), "%s/seamfs-writer",
 			 slash ? self : "/usr/bin");
 	}
-	px_lease_make_owner(tc->owner, sizeof(tc->owner));
+	tc->store = store;
+	if (store && cfg->host_id)
+		snprintf(tc->host, sizeof(tc->host), "%s", cfg->host_id);
+	else if (gethostname(tc->host, sizeof(tc->host) - 1))
+		snprintf(tc->host, sizeof(tc->host), "localhost");
+	for (char *p = tc->host; *p; p++)
+		if (*p == ' ' || *p == '\n' || *p == ':')
+			*p = '_';
+	px_lease_make_owner_host(tc->owner, sizeof(tc->owner), tc->host);
 	tc->jobs = calloc(cat->nassets + 1, sizeof(*tc->jobs));
 	if (!tc->jobs)
 		goto out;
@@ -1788,7 +2094,11 @@ enum px_status px_transcode_new(const struct px_config *cfg, const struct px_cat
 	snprintf(leasedir, sizeof(leasedir), "%s/leases", tc->work);
 	if (mkdir(leasedir, 0755) == 0 && mark_dir(leasedir))
 		px_warn("transcode", "cannot mark %s: %s", leasedir, strerror(errno));
-	if ((st = px_lease_files_new(leasedir, NULL, NULL, &tc->leases)) != PX_OK) {
+	if (store) {
+		/* cluster mode: the leases are the store's, shared by every host */
+		if ((st = px_lease_redis_new(store, &tc->leases)) != PX_OK)
+			goto out;
+	} else if ((st = px_lease_files_new(leasedir, NULL, NULL, &tc->leases)) != PX_OK) {
 		px_error("transcode", "lease store %s: %s", leasedir, px_strerror(st));
 		goto out;
 	}
@@ -1825,8 +2135,9 @@ enum px_status px_transcode_new(const struct px_config *cfg, const struct px_cat
 	}
 	tc->thread_started = 1;
 	px_info("transcode", "work_dir %s, writer %s, owner %s, heartbeat %lld ms, orphan "
-		"after %lld ms, %d writers at most", tc->work, tc->writer, tc->owner,
-		(long long)cfg->heartbeat_ms, (long long)tc->orphan_ms, cfg->max_writers);
+		"after %lld ms, %d writers at most, leases %s", tc->work, tc->writer, tc->owner,
+		(long long)cfg->heartbeat_ms, (long long)tc->orphan_ms, cfg->max_writers,
+		store ? px_store_url(store) : "in work_dir");
 	*out = tc;
 	tc = NULL;
 	st = PX_OK;
@@ -1910,6 +2221,7 @@ void px_transcode_free(struct px_transcode *tc)
 		if (j->have_lease && px_lease_release(tc->leases, &j->lease) != PX_OK)
 			px_warn("transcode", "lease: asset %s: could not release", j->a->id);
 		free(j->ok);
+		free(j->okgen);
 		free(j->offs);
 	}
 	while (tc->files) {
@@ -2080,6 +2392,11 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 		enum px_seek_action act = PX_SEEK_WAIT;
 		if (j->queued) {
 			j->queued_from = k;
+		} else if (tc->store && j->remote && !j->pid && !j->nprobes) {
+			/* another host's live writer holds the lease (or the store
+			 * cannot say): wait for its commits, which the supervisor
+			 * learns from the store; a takeover only once that lease
+			 * is orphaned (poll_remote) */
 		} else if (!j->retry_at) {
 			/* a failed writer backs off; the supervisor starts it again */
 			struct px_seek_view v = {
@@ -2211,9 +2528,20 @@ enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, v
 		if ((st = wait_segment(f, tgid, k, last_seg, px_seek_settled(&hist, k), first,
 				       deadline)) != PX_OK)
 			break;
-		px_playlist_seg_name(k, name, sizeof(name));
+		pthread_mutex_lock(&tc->lock);
+		uint64_t gen = j->okgen[k];
+		pthread_mutex_unlock(&tc->lock);
+		px_playlist_seg_file(k, gen, name, sizeof(name));
 		snprintf(path, sizeof(path), "%s/%s", j->dir, name);
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		/* cluster mode: a segment another host committed a moment ago may
+		 * not show yet through this host's NFS client (a cached "no such
+		 * file"): looked up again, for a second at most */
+		for (int i = 0; fd < 0 && errno == ENOENT && tc->store && i < 20; i++) {
+			struct timespec ts = { 0, 50 * 1000000 };
+			nanosleep(&ts, NULL);
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+		}
 		ssize_t r = fd >= 0 ? pread(fd, (char *)buf + done, n, within) : -1;
 		int e = errno;
 		if (fd >= 0)
@@ -2254,9 +2582,15 @@ size_t px_transcode_snapshot(struct px_transcode *tc, struct px_tc_info *out, si
 		o->queued = j->queued;
 		o->failed = j->failed;
 		/* the last owner stays known after the writer let the lease go */
-		snprintf(o->owner, sizeof(o->owner), "%s", j->lease.owner);
+		snprintf(o->owner, sizeof(o->owner), "%s",
+			 j->remote && j->remote_owner[0] ? j->remote_owner : j->lease.owner);
 		o->lease_held = j->have_lease;
+		o->remote = j->remote;
+		o->takeovers = j->takeovers;
 		o->heartbeat_age_ms = j->have_lease ? now - j->lease.heartbeat_ms : -1;
+		if (j->pid)
+			o->writers++;
+		o->writers += j->nprobes;
 	}
 	pthread_mutex_unlock(&tc->lock);
 	return n;

@@ -17,6 +17,7 @@
 #include "catalog.h"
 #include "config.h"
 #include "px.h"
+#include "kvstore.h"
 
 struct px_transcode;
 struct px_tcfile;
@@ -46,9 +47,14 @@ enum px_status px_transcode_prepare_work(const struct px_config *cfg,
  * directories seamfs made for assets no longer in the catalog whose lease
  * no longer protects them, and only the files it made in them. PX_EIO or
  * PX_EINVAL (logged) when the work directory cannot be used.
+ *
+ * store (borrowed, NULL: one host): cluster mode (docs/cluster.md): the
+ * leases and each job's playlist live in the store, shared with every
+ * host of the cluster, whose daemons share work_dir; cfg->host_id names
+ * this host in lease owners.
  */
 enum px_status px_transcode_new(const struct px_config *cfg, const struct px_catalog *cat,
-				struct px_transcode **out) PX_WUR;
+				struct px_store *store, struct px_transcode **out) PX_WUR;
 
 /* Kills the running writers, releases their leases, stops the thread.
  * Open handles must be closed first. NULL: no-op. */
@@ -120,6 +126,9 @@ struct px_tc_info {
 	uint64_t recoveries;           /* writer starts that recovered from a failure */
 	uint64_t seeks;                /* main writer moves to where reads settled */
 	int readers, queued, failed;
+	int writers;                   /* running here: the main writer and probes */
+	int remote;                    /* cluster mode: another host's writer is followed */
+	uint64_t takeovers;            /* cluster mode: leases taken over from another host */
 };
 
 /* Fills out[0..cap) with the planned transcodes; returns how many. NULL

@@ -42,6 +42,7 @@
 
 #include "log.h"
 #include "playlist.h"
+#include "tcstore.h"
 #include "writer.h"
 
 #define TS_OFFSET_90K (10LL * 90000) /* constant output offset, every run */
@@ -81,6 +82,12 @@ struct wr {
 	size_t npend, cappend;
 	struct px_playlist pl;
 	char pl_path[4096];
+	uint64_t plver;                  /* cluster mode: the version of pl */
+	int pl_loaded;                   /* cluster mode: pl came from the store */
+	char *pl_known;                  /* cluster mode: the list as the store last
+					  * had it (loaded or saved), to put back
+					  * if the store loses it */
+	pid_t ppid;                      /* the daemon that started us */
 	int stop;                        /* caught up with a listed segment */
 	/* the streams as muxed: the encoders', or the input's for a remux */
 	AVCodecParameters *vpar, *apar;
@@ -219,6 +226,8 @@ static void close_all(struct wr *w)
 	avcodec_parameters_free(&w->apar);
 	avformat_close_input(&w->ic);
 	px_playlist_release(&w->pl);
+	free(w->pl_known);
+	w->pl_known = NULL;
 }
 
 enum px_status px_writer_plan(const struct px_writer_args *a, struct px_seg_plan *out,
@@ -391,12 +400,203 @@ static enum px_status heartbeat(struct wr *w, int force)
 	return st == PX_EAGAIN ? st : PX_OK;
 }
 
+/* ---- cluster mode: the playlist in the store (tcstore.h) */
+
+/* Loads the store's playlist into w->pl. strict 0: a store that does not
+ * answer leaves w->pl as it is (PX_OK); the list that matters is checked
+ * again at the next change. A playlist the store lost (restarted empty)
+ * while we had one: ours stays, to be put back by the next change. */
+static enum px_status store_load(struct wr *w, int strict)
+{
+	struct px_writer_args *a = w->a;
+	char *text = NULL;
+	size_t len = 0;
+	uint64_t ver = 0;
+	enum px_status st = px_tcstore_pl_get(a->store, a->lease.key, &text, &len, &ver);
+	snprintf(w->pl_path, sizeof(w->pl_path), "store:%s", a->lease.key);
+	if (st == PX_ENOTFOUND) {
+		if (w->pl_known) {
+			/* the list as the store last had it (not ours with a change
+			 * whose save failed) goes back with the next change */
+			struct px_playlist pl;
+			if (w->plver)
+				px_warn("writer", "the store lost the playlist of %s (restarted "
+					"empty?); putting ours back", a->lease.key);
+			st = px_playlist_parse(w->pl_path, w->pl_known, strlen(w->pl_known), &pl,
+					       w->err, w->errlen);
+			if (st != PX_OK)
+				return st;
+			px_playlist_release(&w->pl);
+			w->pl = pl;
+			w->plver = 0;
+			return PX_OK;
+		}
+		px_playlist_release(&w->pl);
+		px_playlist_init(&w->pl, a->plan.seg_bytes, a->plan.nseg);
+		w->plver = 0;
+		w->pl_loaded = 1;
+		return PX_OK;
+	}
+	if (st != PX_OK) {
+		if (!strict && w->pl_loaded)
+			return PX_OK;
+		snprintf(w->err, w->errlen, "store %s: the playlist of %s: %s",
+			 px_store_url(a->store), a->lease.key, px_strerror(st));
+		return st;
+	}
+	struct px_playlist pl;
+	st = px_playlist_parse(w->pl_path, text, len, &pl, w->err, w->errlen);
+	if (st != PX_OK) {
+		free(text);
+		return st;
+	}
+	free(w->pl_known);
+	w->pl_known = text;
+	if (pl.seg_bytes != a->plan.seg_bytes || pl.nseg != a->plan.nseg) {
+		snprintf(w->err, w->errlen, "%s: lists %u segments of %lld bytes, the plan says "
+			 "%u of %lld", w->pl_path, pl.nseg, (long long)pl.seg_bytes,
+			 a->plan.nseg, (long long)a->plan.seg_bytes);
+		px_playlist_release(&pl);
+		return PX_EINVAL;
+	}
+	px_playlist_release(&w->pl);
+	w->pl = pl;
+	w->plver = ver;
+	w->pl_loaded = 1;
+	return PX_OK;
+}
+
+/* Puts w->pl into the store if our generation is current and nobody
+ * changed it since we loaded it. PX_OK, PX_EAGAIN (fenced), PX_EEXIST
+ * (changed: load and redo), or the store's failure. */
+static enum px_status store_save(struct wr *w)
+{
+	size_t len;
+	uint64_t nv = 0;
+	char *text = px_playlist_format(&w->pl, &len);
+	if (!text)
+		return PX_ENOMEM;
+	enum px_status st = px_tcstore_pl_put(w->a->store, w->a->lease.key, w->a->lease.gen,
+					      w->plver, text, len, &nv);
+	if (st == PX_OK) {
+		w->plver = nv;
+		free(w->pl_known);
+		w->pl_known = text;
+		text = NULL;
+	}
+	free(text);
+	if (st == PX_ENOTFOUND && w->a->leases) {
+		/* the store lost our lease (restarted empty): the renewal puts it
+		 * back (or finds another generation: fenced); then again */
+		px_warn("writer", "the store lost the lease of %s; renewing it", w->a->lease.key);
+		st = px_lease_heartbeat(w->a->leases, &w->a->lease);
+		return st == PX_OK ? PX_EEXIST : st == PX_EAGAIN ? PX_EAGAIN : PX_EIO;
+	}
+	return st;
+}
+
+/* A store that does not answer: waits a little before the caller tries
+ * again (a running writer keeps its work and lists it once the store is
+ * back; no takeover can happen meanwhile). PX_ECANCELED when the daemon
+ * that started us is gone. */
+static enum px_status store_wait(struct wr *w, enum px_status why, int *tries)
+{
+	int64_t d = 250LL << (*tries < 3 ? *tries : 3);
+	if (!(*tries)++)
+		px_warn("writer", "store %s: %s; waiting for it to list what is written",
+			px_store_url(w->a->store), px_strerror(why));
+	if (getppid() != w->ppid) {
+		snprintf(w->err, w->errlen, "the daemon that started this writer is gone");
+		return PX_ECANCELED;
+	}
+	struct timespec ts = { d / 1000, (d % 1000) * 1000000 };
+	nanosleep(&ts, NULL);
+	return PX_OK;
+}
+
+/* The fenced end of a run: nothing of ours is listed; our own file goes
+ * (it carries our generation: no other writer's). */
+static enum px_status fenced(struct wr *w, uint32_t k, const char *path)
+{
+	if (path)
+		unlink(path);
+	snprintf(w->err, w->errlen, "lease of %s (generation %llu) was taken over; segment %u "
+		 "not listed", w->a->lease.key, (unsigned long long)w->a->lease.gen, k);
+	return PX_EAGAIN;
+}
+
+/*
+ * The main writer's commit in cluster mode: the segment is written as
+ * seg-K.gGEN.ts.tmp, fsynced, linked to seg-K.gGEN.ts (link: a probe of
+ * this generation that made that name first keeps it), and listed by a
+ * compare-and-set in the store that also checks the generation. A fenced
+ * writer lists nothing and removes its file.
+ */
+static enum px_status commit_store(struct wr *w, uint32_t k, const char *tmp, int64_t len)
+{
+	char name[64], path[4200];
+	struct stat sb;
+	enum px_status st;
+	int tries = 0;
+
+	px_playlist_seg_file(k, w->a->lease.gen, name, sizeof(name));
+	snprintf(path, sizeof(path), "%s/%s", w->a->work_dir, name);
+	if (link(tmp, path)) {
+		int e = errno;
+		unlink(tmp);
+		if (e == EEXIST)
+			return PX_EEXIST; /* a probe of ours wrote it */
+		snprintf(w->err, w->errlen, "%s: %s", path, strerror(e));
+		return PX_EIO;
+	}
+	unlink(tmp);
+	if (stat(path, &sb)) {
+		snprintf(w->err, w->errlen, "%s: %s", path, strerror(errno));
+		return PX_EIO;
+	}
+	int64_t mt = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+	for (;;) {
+		if ((st = store_load(w, 1)) != PX_OK) {
+			if (st == PX_EINVAL || st == PX_ENOMEM)
+				return st;
+			if ((st = store_wait(w, st, &tries)) != PX_OK)
+				return st;
+			continue;
+		}
+		if (px_playlist_find(&w->pl, k) >= 0) {
+			unlink(path); /* listed meanwhile (an older generation's) */
+			return PX_EEXIST;
+		}
+		if ((st = px_playlist_add_gen(&w->pl, k, len, mt, w->a->lease.gen)) != PX_OK) {
+			snprintf(w->err, w->errlen, "segment %u cannot be listed", k);
+			return st;
+		}
+		st = store_save(w);
+		if (st == PX_OK)
+			break;
+		if (st == PX_EAGAIN)
+			return fenced(w, k, path);
+		if (st != PX_EEXIST && (st = store_wait(w, st, &tries)) != PX_OK)
+			return st;
+	}
+	if (tries)
+		px_info("writer", "store %s answers again; segment %u listed",
+			px_store_url(w->a->store), k);
+	printf("committed %u\n", k);
+	if (fflush(stdout)) {
+		snprintf(w->err, w->errlen, "stdout: %s; stopping", strerror(errno));
+		return PX_ECANCELED;
+	}
+	return heartbeat(w, 1);
+}
+
 /*
  * Writes segment k as NAME.tmp and fsyncs it. The main writer then, under
  * the playlist lock, renames it into place and lists it, unless another
  * run (a probe) listed k meanwhile: then PX_EEXIST and the file is
  * dropped. A probe keeps NAME.probe.tmp until px_writer_publish() lists
- * all its segments at once.
+ * all its segments at once. In cluster mode NAME carries the generation
+ * and the list is the store's (commit_store).
  */
 static enum px_status commit(struct wr *w, uint32_t k, const uint8_t *data, int64_t len)
 {
@@ -405,7 +605,7 @@ static enum px_status commit(struct wr *w, uint32_t k, const uint8_t *data, int6
 	enum px_status st = PX_EIO;
 	int fd, lk = -1;
 
-	px_playlist_seg_name(k, name, sizeof(name));
+	px_playlist_seg_file(k, w->a->store ? w->a->lease.gen : 0, name, sizeof(name));
 	snprintf(path, sizeof(path), "%s/%s", w->a->work_dir, name);
 	snprintf(tmp, sizeof(tmp), "%s%s", path, w->a->probe ? PX_WRITER_PROBE_TMP : ".tmp");
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -430,6 +630,8 @@ static enum px_status commit(struct wr *w, uint32_t k, const uint8_t *data, int6
 	close(fd);
 	if (w->a->probe)
 		return heartbeat(w, 0);
+	if (w->a->store)
+		return commit_store(w, k, tmp, len);
 	lk = px_playlist_lock(w->a->work_dir);
 	if ((st = load_playlist(w)) != PX_OK)
 		goto out;
@@ -509,8 +711,9 @@ static enum px_status mux_segment(struct wr *w, uint32_t k)
 
 	if (keep && !w->dry) {
 		/* another run made it (an earlier one, or a probe just now):
-		 * never rewrite bytes that may have been served */
-		if ((st = load_playlist(w)) != PX_OK)
+		 * never rewrite bytes that may have been served (a store that
+		 * does not answer: the list we have; commit checks again) */
+		if ((st = w->a->store ? store_load(w, 0) : load_playlist(w)) != PX_OK)
 			goto out;
 		int what = listed(w, k);
 		if (what == LISTED_STOP) {
@@ -839,6 +1042,8 @@ static enum px_status load_playlist(struct wr *w)
 {
 	struct px_writer_args *a = w->a;
 	enum px_status st;
+	if (a->store)
+		return store_load(w, 1);
 	snprintf(w->pl_path, sizeof(w->pl_path), "%s/playlist", a->work_dir);
 	px_playlist_release(&w->pl);
 	st = px_playlist_load(w->pl_path, &w->pl, w->err, w->errlen);
@@ -861,6 +1066,28 @@ static enum px_status load_playlist(struct wr *w)
  * list as it is on disk now. */
 static enum px_status save_clean(struct wr *w)
 {
+	if (w->a->store) {
+		enum px_status st;
+		int tries = 0;
+		for (;;) {
+			if ((st = store_load(w, 1)) == PX_OK) {
+				w->pl.clean = w->pl.n > 0;
+				if ((st = store_save(w)) == PX_OK || st == PX_EAGAIN)
+					break;
+				if (st == PX_EEXIST)
+					continue;
+			} else if (st == PX_EINVAL || st == PX_ENOMEM) {
+				break;
+			}
+			if ((st = store_wait(w, st, &tries)) != PX_OK)
+				break;
+		}
+		if (st == PX_EAGAIN)
+			snprintf(w->err, w->errlen, "lease of %s (generation %llu) was taken over; "
+				 "not marking the list clean", w->a->lease.key,
+				 (unsigned long long)w->a->lease.gen);
+		return st;
+	}
 	int lk = px_playlist_lock(w->a->work_dir);
 	enum px_status st = load_playlist(w);
 	if (st == PX_OK) {
@@ -891,7 +1118,7 @@ static void pace(struct wr *w)
 enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen)
 {
 	struct wr w = { .a = a, .err = err, .errlen = errlen, .v_last_pts = INT64_MIN,
-			.v_last_seg = -1, .v_done_seg = -1, .a_done_seg = -1 };
+			.v_last_seg = -1, .v_done_seg = -1, .a_done_seg = -1, .ppid = getppid() };
 	enum px_status st;
 	int rc;
 
@@ -1273,7 +1500,7 @@ out:
 enum px_status px_writer_remux_run(struct px_writer_args *a, char *err, size_t errlen)
 {
 	struct wr w = { .a = a, .err = err, .errlen = errlen, .remux = 1,
-			.v_done_seg = -1, .a_done_seg = -1 };
+			.v_done_seg = -1, .a_done_seg = -1, .ppid = getppid() };
 	enum px_status st;
 
 	if (a->from >= a->plan.nseg) {
@@ -1302,6 +1529,88 @@ out:
 
 /* ------------------------------------------------------------ probes */
 
+/* px_writer_publish in cluster mode: each NAME.probe.tmp linked to its
+ * generation's name (one the main writer made first stays its), then all
+ * of them listed in one compare-and-set that checks the generation. */
+static enum px_status publish_store(struct wr *w, uint32_t from)
+{
+	struct px_writer_args *a = w->a;
+	uint32_t ks[PX_WRITER_PROBE_MAX];
+	int64_t sizes[PX_WRITER_PROBE_MAX], mts[PX_WRITER_PROBE_MAX];
+	char paths[PX_WRITER_PROBE_MAX][4200];
+	size_t n = 0, listed_n = 0;
+	enum px_status st;
+	int tries = 0;
+
+	w->ppid = getppid();
+	for (uint32_t k = from; k <= a->probe_until && k < a->plan.nseg && n < PX_WRITER_PROBE_MAX;
+	     k++) {
+		char name[64], tmp[4300];
+		struct stat sb;
+		px_playlist_seg_file(k, a->lease.gen, name, sizeof(name));
+		snprintf(paths[n], sizeof(paths[n]), "%s/%s", a->work_dir, name);
+		snprintf(tmp, sizeof(tmp), "%s%s", paths[n], PX_WRITER_PROBE_TMP);
+		if (stat(tmp, &sb))
+			continue; /* skipped: listed when the probe came to it */
+		int rc = link(tmp, paths[n]);
+		int e = errno;
+		unlink(tmp);
+		if (rc && e == EEXIST)
+			continue; /* the main writer made it */
+		if (rc || stat(paths[n], &sb)) {
+			snprintf(w->err, w->errlen, "%s: %s", paths[n], strerror(rc ? e : errno));
+			st = PX_EIO;
+			goto out;
+		}
+		ks[n] = k;
+		sizes[n] = sb.st_size;
+		mts[n] = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+		n++;
+	}
+	for (;;) {
+		if ((st = store_load(w, 1)) != PX_OK) {
+			if (st == PX_EINVAL || st == PX_ENOMEM ||
+			    (st = store_wait(w, st, &tries)) != PX_OK)
+				goto out;
+			continue;
+		}
+		listed_n = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (px_playlist_find(&w->pl, ks[i]) >= 0)
+				continue;
+			if ((st = px_playlist_add_closed_gen(&w->pl, ks[i], sizes[i], mts[i],
+							     a->lease.gen)) != PX_OK)
+				goto out;
+			listed_n++;
+		}
+		if (!listed_n)
+			break;
+		if ((st = store_save(w)) == PX_OK)
+			break;
+		if (st == PX_EAGAIN) {
+			for (size_t i = 0; i < n; i++)
+				unlink(paths[i]);
+			snprintf(w->err, w->errlen, "lease of %s (generation %llu) was taken over; not "
+				 "listing segments %u..%u", a->lease.key,
+				 (unsigned long long)a->lease.gen, from, a->probe_until);
+			goto out;
+		}
+		if (st != PX_EEXIST && (st = store_wait(w, st, &tries)) != PX_OK)
+			goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (px_playlist_find(&w->pl, ks[i]) >= 0)
+			printf("committed %u\n", ks[i]);
+	printf("done\n");
+	fflush(stdout);
+	st = PX_OK;
+out:
+	px_playlist_release(&w->pl);
+	free(w->pl_known);
+	w->pl_known = NULL;
+	return st;
+}
+
 enum px_status px_writer_publish(struct px_writer_args *a, uint32_t from, char *err,
 				 size_t errlen)
 {
@@ -1318,6 +1627,8 @@ enum px_status px_writer_publish(struct px_writer_args *a, uint32_t from, char *
 			 a->probe_until);
 		return PX_EAGAIN;
 	}
+	if (a->store)
+		return publish_store(&w, from);
 	lk = px_playlist_lock(a->work_dir);
 	if ((st = load_playlist(&w)) != PX_OK)
 		goto out;

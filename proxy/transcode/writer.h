@@ -12,6 +12,7 @@
 #include "lease.h"
 #include "px.h"
 #include "segmath.h"
+#include "kvstore.h"
 
 struct px_writer_args {
 	const char *input;        /* URL or path of the source asset */
@@ -29,6 +30,11 @@ struct px_writer_args {
 	struct px_seg_plan plan;  /* as the daemon listed it */
 	struct px_lease_store *leases; /* NULL: no lease to renew */
 	struct px_lease lease;
+	/* cluster mode: the playlist lives in the store (tcstore.h), every
+	 * change checked against lease.gen there, and segment files carry
+	 * the generation in their names (px_playlist_seg_file); NULL: the
+	 * playlist file in work_dir, under its flock */
+	struct px_store *store;
 	int64_t heartbeat_ms;
 	double max_speed;         /* pace at most this times realtime, 0: free */
 	int probe;                /* a probe run: segments from..probe_until only,

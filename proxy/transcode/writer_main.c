@@ -6,6 +6,8 @@
  *   seamfs-writer run --input SRC [profile] --work-dir DIR --from N
  *       --segments N --segment-bytes S [--lease-dir DIR --lease-key KEY
  *       --lease-gen G --heartbeat-ms MS] [--max-speed X] [--probe-until K]
+ *       [--store URL [--store-password-file PATH] [--cluster NAME]
+ *        --lease-key KEY --lease-gen G --heartbeat-ms MS]
  *       prints "committed K" per segment and "done" at a clean stop;
  *       with --probe-until, a probe run: segments N..K only, listed
  *       together at the end (docs/transcode.md "Seeks")
@@ -21,6 +23,10 @@
  * read path balances and cuts over the writer's input). --io-timeout-ms
  * bounds a network input that stops sending (default 30000).
  *
+ * --store: cluster mode (docs/cluster.md): the lease and the playlist are
+ * in that Redis store, every listing checked there against generation G,
+ * and segment files are named with G.
+ *
  * Exit: 0 clean stop, 1 failure (one "seamfs-writer: ..." line on stderr),
  * 2 bad command line, 3 lease taken over, 4 segment does not fit S.
  */
@@ -32,11 +38,13 @@
 
 #include "log.h"
 #include "redact.h"
+#include "kvstore.h"
+#include "tcstore.h"
 #include "writer.h"
 
 enum { O_INPUT = 1, O_HEADER, O_HEIGHT, O_VB, O_AB, O_SEC, O_REMUX, O_WORK, O_FROM,
        O_NSEG, O_SBYTES, O_LDIR, O_LKEY, O_LGEN, O_HB, O_LOG, O_SPEED, O_IOTIMEOUT,
-       O_PROBE };
+       O_PROBE, O_STORE, O_STORE_PW, O_CLUSTER };
 
 static const struct option opts[] = {
 	{ "input", required_argument, NULL, O_INPUT },
@@ -58,6 +66,9 @@ static const struct option opts[] = {
 	{ "max-speed", required_argument, NULL, O_SPEED },
 	{ "io-timeout-ms", required_argument, NULL, O_IOTIMEOUT },
 	{ "probe-until", required_argument, NULL, O_PROBE },
+	{ "store", required_argument, NULL, O_STORE },
+	{ "store-password-file", required_argument, NULL, O_STORE_PW },
+	{ "cluster", required_argument, NULL, O_CLUSTER },
 	{ NULL, 0, NULL, 0 }
 };
 
@@ -112,7 +123,8 @@ int main(int argc, char **argv)
 {
 	struct px_writer_args a = { .segment_seconds = 2, .video_bps = 1000000,
 				    .audio_bps = 128000, .heartbeat_ms = 10000 };
-	const char *ldir = NULL, *lkey = NULL;
+	const char *ldir = NULL, *lkey = NULL, *surl = NULL, *spw = NULL, *scluster = NULL;
+	struct px_store *store = NULL;
 	long long v, gen = 0, nseg = 0, sbytes = 0;
 	const char **hdrs = calloc((size_t)argc + STDIN_HEADERS + 1, sizeof(*hdrs));
 	char *stdin_text = NULL;
@@ -174,6 +186,9 @@ int main(int argc, char **argv)
 			if (num("segment-bytes", optarg, 0, 1LL << 40, &sbytes)) goto out;
 			break;
 		case O_LDIR: ldir = optarg; break;
+		case O_STORE: surl = optarg; break;
+		case O_STORE_PW: spw = optarg; break;
+		case O_CLUSTER: scluster = optarg; break;
 		case O_LKEY: lkey = optarg; break;
 		case O_LGEN:
 			if (num("lease-gen", optarg, 1, 1LL << 62, &gen)) goto out;
@@ -264,7 +279,29 @@ int main(int argc, char **argv)
 	a.plan.seg_bytes = sbytes;
 	a.plan.seg_us = (int64_t)a.segment_seconds * 1000000;
 	a.plan.size = nseg * sbytes;
-	if (ldir) {
+	if (surl) {
+		if (!lkey || !gen || ldir) {
+			fprintf(stderr, "seamfs-writer: --store needs --lease-key and --lease-gen "
+				"(and no --lease-dir)\n");
+			rc = 2;
+			goto out;
+		}
+		if (px_store_new(surl, spw, scluster, &store, err, sizeof(err)) != PX_OK ||
+		    px_store_connect(store, err, sizeof(err)) != PX_OK) {
+			fprintf(stderr, "seamfs-writer: %s\n", err);
+			rc = 1;
+			goto out;
+		}
+		a.store = store;
+		if (px_lease_redis_new(store, &a.leases) != PX_OK ||
+		    px_lease_get(a.leases, lkey, &a.lease) != PX_OK ||
+		    a.lease.gen != (uint64_t)gen || a.lease.released) {
+			fprintf(stderr, "seamfs-writer: lease %s generation %lld is not held\n",
+				lkey, gen);
+			rc = 3;
+			goto out;
+		}
+	} else if (ldir) {
 		if (!lkey || !gen) {
 			fprintf(stderr, "seamfs-writer: --lease-dir needs --lease-key and "
 				"--lease-gen\n");
@@ -305,6 +342,7 @@ int main(int argc, char **argv)
 	rc = 0;
 out:
 	px_lease_store_free(a.leases);
+	px_store_free(store);
 	free(hdrs);
 	free(stdin_text);
 	return rc;

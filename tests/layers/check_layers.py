@@ -23,14 +23,16 @@ import sys
 # layer -> the layers its files may call (besides their own)
 ALLOWED = {
     'base': set(),
-    'verifier': {'base'},
-    'catalog': {'base', 'verifier'},
-    'source': {'base', 'verifier', 'catalog'},
-    'read': {'base', 'verifier', 'catalog', 'source'},
-    'transcode': {'base', 'catalog'},
-    'control': {'base', 'verifier', 'catalog', 'source', 'read', 'transcode'},
-    'core': {'base', 'verifier', 'catalog', 'source', 'read', 'transcode', 'control'},
-    'fs': {'base', 'verifier', 'catalog', 'source', 'read', 'transcode', 'control', 'core'},
+    'store': {'base'},
+    'verifier': {'base', 'store'},
+    'catalog': {'base', 'store', 'verifier'},
+    'source': {'base', 'store', 'verifier', 'catalog'},
+    'read': {'base', 'store', 'verifier', 'catalog', 'source'},
+    'transcode': {'base', 'store', 'catalog'},
+    'control': {'base', 'store', 'verifier', 'catalog', 'source', 'read', 'transcode'},
+    'core': {'base', 'store', 'verifier', 'catalog', 'source', 'read', 'transcode', 'control'},
+    'fs': {'base', 'store', 'verifier', 'catalog', 'source', 'read', 'transcode', 'control',
+           'core'},
 }
 
 

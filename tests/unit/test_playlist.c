@@ -69,8 +69,10 @@ static void test_parse_bad(void **state)
 	expect_bad("#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 188\n#SEGMENTS 0\n", "pl:3: #SEGMENTS");
 	expect_bad(HDR "0 1880 100", "pl:4: last line has no newline");
 	expect_bad(HDR "0 1880\n", "pl:4: unrecognised line");
-	expect_bad(HDR "0 1880 1 2\n", "pl:4: unrecognised line");
-	expect_bad(HDR "0 1880 x\n", "pl:4: expected \"INDEX SIZE MTIME_NS\"");
+	expect_bad(HDR "0 1880 1 2 3\n", "pl:4: unrecognised line");
+	expect_bad(HDR "0 1880 1 0\n", "pl:4: expected \"INDEX SIZE MTIME_NS [GEN]\"");
+	expect_bad(HDR "0 1880 1 x\n", "pl:4: expected");
+	expect_bad(HDR "0 1880 x\n", "pl:4: expected \"INDEX SIZE MTIME_NS [GEN]\"");
 	expect_bad(HDR "-1 1880 1\n", "pl:4: expected");
 	expect_bad(HDR "5 1880 1\n", "pl:4: segment 5: index beyond #SEGMENTS");
 	expect_bad(HDR "1 1881 1\n", "pl:4: segment 1: size is not #SEGMENT-BYTES");
@@ -204,10 +206,58 @@ static void test_add_closed(void **state)
 
 static void test_seg_name(void **state)
 {
-	char buf[32];
+	char buf[32], tail[16];
+	uint32_t k;
+	uint64_t g;
 	(void)state;
 	px_playlist_seg_name(42, buf, sizeof(buf));
 	assert_string_equal(buf, "seg-000042.ts");
+	px_playlist_seg_file(42, 0, buf, sizeof(buf));
+	assert_string_equal(buf, "seg-000042.ts");
+	px_playlist_seg_file(7, 1733000000123ULL, buf, sizeof(buf));
+	assert_string_equal(buf, "seg-000007.g1733000000123.ts");
+	assert_true(px_playlist_seg_parse(buf, &k, &g, tail, sizeof(tail)));
+	assert_int_equal(k, 7);
+	assert_int_equal(g, 1733000000123ULL);
+	assert_string_equal(tail, "");
+	assert_true(px_playlist_seg_parse("seg-000003.g2.ts.probe.tmp", &k, &g, tail,
+					  sizeof(tail)));
+	assert_int_equal(k, 3);
+	assert_int_equal(g, 2);
+	assert_string_equal(tail, ".probe.tmp");
+	assert_true(px_playlist_seg_parse("seg-000003.ts.tmp", &k, &g, tail, sizeof(tail)));
+	assert_int_equal(g, 0);
+	assert_string_equal(tail, ".tmp");
+	assert_false(px_playlist_seg_parse("seg-0000003.ts", &k, &g, tail, sizeof(tail)));
+	assert_false(px_playlist_seg_parse("seg-000003.g0.ts", &k, &g, tail, sizeof(tail)));
+	assert_false(px_playlist_seg_parse("seg-000003.gx.ts", &k, &g, tail, sizeof(tail)));
+	assert_false(px_playlist_seg_parse("seg-00003.ts", &k, &g, tail, sizeof(tail)));
+}
+
+/* Cluster mode: an entry's generation is kept through format and parse. */
+static void test_gen_round_trip(void **state)
+{
+	struct px_playlist pl, back;
+	char err[256] = "";
+	size_t len;
+	(void)state;
+	px_playlist_init(&pl, 1880, 5);
+	assert_int_equal(px_playlist_add_gen(&pl, 0, 1880, 100, 7), PX_OK);
+	assert_int_equal(px_playlist_add(&pl, 1, 1880, 200), PX_OK);
+	assert_int_equal(px_playlist_add_closed_gen(&pl, 3, 1880, 300, 9), PX_OK);
+	char *text = px_playlist_format(&pl, &len);
+	assert_non_null(text);
+	assert_non_null(strstr(text, "0 1880 100 7\n"));
+	assert_non_null(strstr(text, "1 1880 200\n"));
+	assert_int_equal(px_playlist_parse("pl", text, len, &back, err, sizeof(err)), PX_OK);
+	assert_int_equal(back.n, 3);
+	assert_int_equal(back.e[0].gen, 7);
+	assert_int_equal(back.e[1].index, 3); /* closed: before the open newest */
+	assert_int_equal(back.e[1].gen, 9);
+	assert_int_equal(back.e[2].gen, 0);
+	free(text);
+	px_playlist_release(&pl);
+	px_playlist_release(&back);
 }
 
 int main(void)
@@ -220,6 +270,7 @@ int main(void)
 		cmocka_unit_test(test_trust_variable),
 		cmocka_unit_test(test_add_closed),
 		cmocka_unit_test(test_seg_name),
+		cmocka_unit_test(test_gen_round_trip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

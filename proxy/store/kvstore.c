@@ -1,0 +1,666 @@
+/*
+ * kvstore.c - the Redis client of cluster mode (kvstore.h), on hiredis's
+ * blocking API with a connect timeout and a command timeout.
+ *
+ * One connection, under s->lock. A call takes the lock (waiting at most
+ * PX_STORE_COMMAND_MS), connects when there is no connection and the
+ * backoff allows, sends the command and reads the answer within
+ * PX_STORE_COMMAND_MS. A call without an answer (refused, timed out, torn,
+ * a protocol error) drops the connection and starts a backoff during which
+ * calls fail at once; the first call after it connects again. The reply is
+ * copied into a struct px_reply so that no other file sees hiredis.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "log.h"
+#include "kvstore.h"
+
+struct px_store {
+	char url[1024];
+	char host[256];
+	int port;
+	char path[1024];          /* UNIX socket; "" for TCP */
+	int db;
+	char *password;           /* NULL: no AUTH */
+	char password_file[1024];
+	char prefix[PX_STORE_PREFIX_MAX + 1];
+
+	pthread_mutex_t lock;     /* the connection and everything below */
+	redisContext *ctx;
+	int64_t retry_at;         /* monotonic ms: no connect before */
+	int64_t backoff_ms;
+	_Atomic int up;           /* also read without the lock */
+	int64_t latency_us;
+	char last_error[256];
+	int64_t last_error_at;    /* monotonic ms, 0: never */
+	int64_t down_since;
+	_Atomic int64_t clock_offset_ms; /* also read without the lock */
+	uint64_t calls, errors, connects;
+};
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- replies */
+
+static void reply_release(struct px_reply *r)
+{
+	free(r->str);
+	for (size_t i = 0; i < r->n; i++)
+		reply_release(&r->el[i]);
+	free(r->el);
+}
+
+void px_reply_free(struct px_reply *r)
+{
+	if (!r)
+		return;
+	reply_release(r);
+	free(r);
+}
+
+static int reply_copy(const redisReply *in, struct px_reply *o)
+{
+	memset(o, 0, sizeof(*o));
+	switch (in->type) {
+	case REDIS_REPLY_INTEGER:
+		o->type = PX_REPLY_INT;
+		o->integer = in->integer;
+		return 0;
+	case REDIS_REPLY_NIL:
+		o->type = PX_REPLY_NIL;
+		return 0;
+	case REDIS_REPLY_STRING:
+	case REDIS_REPLY_STATUS:
+	case REDIS_REPLY_ERROR:
+		o->type = in->type == REDIS_REPLY_STRING ? PX_REPLY_STR
+			  : in->type == REDIS_REPLY_STATUS ? PX_REPLY_STATUS : PX_REPLY_ERR;
+		o->len = in->len;
+		if (!(o->str = malloc(in->len + 1)))
+			return -1;
+		memcpy(o->str, in->str, in->len);
+		o->str[in->len] = '\0';
+		return 0;
+	case REDIS_REPLY_ARRAY:
+		o->type = PX_REPLY_ARRAY;
+		if (!(o->el = calloc(in->elements + 1, sizeof(*o->el))))
+			return -1;
+		for (size_t i = 0; i < in->elements; i++) {
+			o->n++;
+			if (reply_copy(in->element[i], &o->el[i]))
+				return -1;
+		}
+		return 0;
+	default:
+		o->type = PX_REPLY_NIL;
+		return 0;
+	}
+}
+
+const char *px_reply_str(const struct px_reply *r, size_t i)
+{
+	if (!r || r->type != PX_REPLY_ARRAY || i >= r->n)
+		return "";
+	const struct px_reply *e = &r->el[i];
+	return e->str && (e->type == PX_REPLY_STR || e->type == PX_REPLY_STATUS) ? e->str : "";
+}
+
+long long px_reply_int(const struct px_reply *r, size_t i)
+{
+	if (!r || r->type != PX_REPLY_ARRAY || i >= r->n)
+		return 0;
+	const struct px_reply *e = &r->el[i];
+	if (e->type == PX_REPLY_INT)
+		return e->integer;
+	if (e->type == PX_REPLY_STR && e->str)
+		return strtoll(e->str, NULL, 10);
+	return 0;
+}
+
+/* ---- URLs */
+
+struct url_parts {
+	char host[256];
+	int port;
+	char path[1024];
+	int db;
+};
+
+static int parse_db(const char *p, int *db)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(p, &end, 10);
+	if (errno || end == p || *end || v < 0 || v > 10000)
+		return -1;
+	*db = (int)v;
+	return 0;
+}
+
+static enum px_status parse_url(const char *url, struct url_parts *u, char *err, size_t errlen)
+{
+	memset(u, 0, sizeof(*u));
+	u->port = 6379;
+	if (strncmp(url, "redis+unix://", 13) == 0) {
+		const char *p = url + 13;
+		const char *q = strchr(p, '?');
+		size_t n = q ? (size_t)(q - p) : strlen(p);
+		if (p[0] != '/' || n < 2 || n >= sizeof(u->path)) {
+			snprintf(err, errlen, "store URL '%s': expected redis+unix:///PATH (an absolute "
+				 "path to Redis's socket)", url);
+			return PX_EINVAL;
+		}
+		memcpy(u->path, p, n);
+		u->path[n] = '\0';
+		if (q && (strncmp(q, "?db=", 4) || parse_db(q + 4, &u->db))) {
+			snprintf(err, errlen, "store URL '%s': the only query is ?db=N", url);
+			return PX_EINVAL;
+		}
+		return PX_OK;
+	}
+	if (strncmp(url, "redis://", 8) != 0) {
+		snprintf(err, errlen, "store URL '%s': expected redis://HOST[:PORT][/DB] or "
+			 "redis+unix:///PATH", url);
+		return PX_EINVAL;
+	}
+	const char *p = url + 8;
+	const char *slash = strchr(p, '/');
+	size_t hn = slash ? (size_t)(slash - p) : strlen(p);
+	if (memchr(p, '@', hn)) {
+		snprintf(err, errlen, "store URL: no user or password in it (a command line is "
+			 "readable by every local user); put the password in a file named by "
+			 "store_password_file=");
+		return PX_EINVAL;
+	}
+	char hostport[300];
+	if (hn == 0 || hn >= sizeof(hostport)) {
+		snprintf(err, errlen, "store URL '%s': no host", url);
+		return PX_EINVAL;
+	}
+	memcpy(hostport, p, hn);
+	hostport[hn] = '\0';
+	char *port = NULL;
+	if (hostport[0] == '[') {
+		char *rb = strchr(hostport, ']');
+		if (!rb || rb == hostport + 1 || (rb[1] && rb[1] != ':')) {
+			snprintf(err, errlen, "store URL '%s': bad [IPv6] host", url);
+			return PX_EINVAL;
+		}
+		*rb = '\0';
+		snprintf(u->host, sizeof(u->host), "%s", hostport + 1);
+		port = rb[1] == ':' ? rb + 2 : NULL;
+	} else {
+		port = strchr(hostport, ':');
+		if (port)
+			*port++ = '\0';
+		snprintf(u->host, sizeof(u->host), "%s", hostport);
+	}
+	if (!u->host[0]) {
+		snprintf(err, errlen, "store URL '%s': no host", url);
+		return PX_EINVAL;
+	}
+	if (port) {
+		char *end;
+		errno = 0;
+		long v = strtol(port, &end, 10);
+		if (errno || end == port || *end || v < 1 || v > 65535) {
+			snprintf(err, errlen, "store URL '%s': bad port", url);
+			return PX_EINVAL;
+		}
+		u->port = (int)v;
+	}
+	if (slash && slash[1] && parse_db(slash + 1, &u->db)) {
+		snprintf(err, errlen, "store URL '%s': the path is a database number (/0 to /10000)",
+			 url);
+		return PX_EINVAL;
+	}
+	return PX_OK;
+}
+
+enum px_status px_store_check_url(const char *url, char *err, size_t errlen)
+{
+	struct url_parts u;
+	return parse_url(url, &u, err, errlen);
+}
+
+enum px_status px_store_check_prefix(const char *name, char *err, size_t errlen)
+{
+	size_t n = strlen(name);
+	int ok = n >= 1 && n <= PX_STORE_PREFIX_MAX;
+	for (size_t i = 0; ok && i < n; i++)
+		ok = (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z') ||
+		     (name[i] >= '0' && name[i] <= '9') || name[i] == '.' || name[i] == '_' ||
+		     name[i] == '-';
+	if (!ok) {
+		snprintf(err, errlen, "cluster name '%s': 1 to %d of A-Z a-z 0-9 . _ -", name,
+			 PX_STORE_PREFIX_MAX);
+		return PX_EINVAL;
+	}
+	return PX_OK;
+}
+
+static enum px_status read_password(const char *file, char **out, char *err, size_t errlen)
+{
+	char buf[1024];
+	struct stat sb;
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	*out = NULL;
+	if (fd < 0) {
+		snprintf(err, errlen, "store_password_file %s: %s", file, strerror(errno));
+		return errno == EACCES ? PX_EAUTH : PX_EIO;
+	}
+	if (fstat(fd, &sb) == 0 && (sb.st_mode & 0077))
+		px_warn("store", "store_password_file %s is readable by others (mode %03o); "
+			"chmod 600 it", file, (unsigned)(sb.st_mode & 0777));
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0) {
+		snprintf(err, errlen, "store_password_file %s: %s", file, strerror(errno));
+		return PX_EIO;
+	}
+	buf[n] = '\0';
+	buf[strcspn(buf, "\r\n")] = '\0';
+	if (!buf[0]) {
+		snprintf(err, errlen, "store_password_file %s: empty (the password is its first "
+			 "line)", file);
+		return PX_EINVAL;
+	}
+	*out = strdup(buf);
+	memset(buf, 0, sizeof(buf));
+	return *out ? PX_OK : PX_ENOMEM;
+}
+
+enum px_status px_store_new(const char *url, const char *password_file, const char *prefix,
+			    struct px_store **out, char *err, size_t errlen)
+{
+	struct url_parts u;
+	enum px_status st;
+	*out = NULL;
+	if ((st = parse_url(url, &u, err, errlen)) != PX_OK)
+		return st;
+	if (!prefix)
+		prefix = PX_STORE_DEFAULT_PREFIX;
+	if ((st = px_store_check_prefix(prefix, err, errlen)) != PX_OK)
+		return st;
+	struct px_store *s = calloc(1, sizeof(*s));
+	if (!s)
+		return PX_ENOMEM;
+	snprintf(s->url, sizeof(s->url), "%s", url);
+	snprintf(s->host, sizeof(s->host), "%s", u.host);
+	snprintf(s->path, sizeof(s->path), "%s", u.path);
+	s->port = u.port;
+	s->db = u.db;
+	snprintf(s->prefix, sizeof(s->prefix), "%s", prefix);
+	if (password_file) {
+		snprintf(s->password_file, sizeof(s->password_file), "%s", password_file);
+		if ((st = read_password(password_file, &s->password, err, errlen)) != PX_OK) {
+			free(s);
+			return st;
+		}
+	}
+	pthread_mutex_init(&s->lock, NULL);
+	s->latency_us = -1;
+	s->backoff_ms = 250;
+	*out = s;
+	return PX_OK;
+}
+
+void px_store_free(struct px_store *s)
+{
+	if (!s)
+		return;
+	if (s->ctx)
+		redisFree(s->ctx);
+	if (s->password) {
+		memset(s->password, 0, strlen(s->password));
+		free(s->password);
+	}
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+/* ---- the connection (under s->lock) */
+
+static struct timeval tv_of(int64_t ms)
+{
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000) };
+	return tv;
+}
+
+static void note_error(struct px_store *s, const char *fmt, ...) PX_PRINTF(2, 3);
+static void note_error(struct px_store *s, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(s->last_error, sizeof(s->last_error), fmt, ap);
+	va_end(ap);
+	s->last_error_at = px_now_ms();
+	s->errors++;
+}
+
+/* Drops the connection after a call without an answer: calls fail at
+ * once until the backoff ends. */
+static void drop(struct px_store *s)
+{
+	if (s->ctx)
+		redisFree(s->ctx);
+	s->ctx = NULL;
+	if (s->up) {
+		px_warn("store", "%s: %s; the store is degraded (calls fail at once, retried "
+			"after %lld ms)", s->url, s->last_error, (long long)s->backoff_ms);
+		s->down_since = px_now_ms();
+	}
+	if (!s->down_since)
+		s->down_since = px_now_ms();
+	s->up = 0;
+	s->retry_at = px_now_ms() + s->backoff_ms;
+	s->backoff_ms = s->backoff_ms * 2 > PX_STORE_BACKOFF_MAX_MS ? PX_STORE_BACKOFF_MAX_MS
+								      : s->backoff_ms * 2;
+}
+
+/* The status of hiredis's context error (no reply came). */
+static enum px_status ctx_status(const redisContext *c)
+{
+	if (c->err == REDIS_ERR_PROTOCOL)
+		return PX_EBADRESP;
+	if (c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == ETIMEDOUT ||
+				       errno == EWOULDBLOCK || strstr(c->errstr, "timed out")))
+		return PX_ETIMEDOUT;
+	if (c->err == REDIS_ERR_EOF)
+		return PX_ECONNECT;
+	return PX_ECONNECT;
+}
+
+static int is_auth_error(const char *msg)
+{
+	return strncmp(msg, "NOAUTH", 6) == 0 || strncmp(msg, "WRONGPASS", 9) == 0 ||
+	       strstr(msg, "invalid password") || strstr(msg, "AUTH") ||
+	       strstr(msg, "without any password");
+}
+
+/* One command on the open connection: PX_OK with *rep, or the failure
+ * (the connection is then dropped, except for an error reply). */
+static enum px_status raw(struct px_store *s, int argc, const char **argv,
+			  const size_t *argvlen, redisReply **rep)
+{
+	int64_t t0 = px_now_us();
+	errno = 0;
+	*rep = redisCommandArgv(s->ctx, argc, argv, argvlen);
+	if (!*rep) {
+		enum px_status st = ctx_status(s->ctx);
+		if (st == PX_EBADRESP)
+			note_error(s, "not a Redis server? (%s)", s->ctx->errstr);
+		else if (st == PX_ETIMEDOUT)
+			note_error(s, "no answer within %d ms", PX_STORE_COMMAND_MS);
+		else
+			note_error(s, "%s", s->ctx->errstr[0] ? s->ctx->errstr : "connection lost");
+		drop(s);
+		return st;
+	}
+	s->latency_us = px_now_us() - t0;
+	return PX_OK;
+}
+
+/* Connects, authenticates, selects the database and checks that it is a
+ * Redis (PING), then reads its clock. Under s->lock. */
+static enum px_status connect_now(struct px_store *s)
+{
+	redisReply *r = NULL;
+	enum px_status st;
+	struct timeval ct = tv_of(PX_STORE_CONNECT_MS);
+
+	if (s->ctx)
+		redisFree(s->ctx);
+	errno = 0;
+	s->ctx = s->path[0] ? redisConnectUnixWithTimeout(s->path, ct)
+			    : redisConnectWithTimeout(s->host, s->port, ct);
+	if (!s->ctx || s->ctx->err) {
+		st = s->ctx ? ctx_status(s->ctx) : PX_ENOMEM;
+		if (st == PX_ETIMEDOUT || (s->ctx && strstr(s->ctx->errstr, "timed out")))
+			note_error(s, "no connection within %d ms", PX_STORE_CONNECT_MS);
+		else
+			note_error(s, "cannot connect: %s", s->ctx ? s->ctx->errstr : "out of memory");
+		drop(s);
+		return st == PX_ETIMEDOUT ? st : PX_ECONNECT;
+	}
+	redisSetTimeout(s->ctx, tv_of(PX_STORE_COMMAND_MS));
+	s->connects++;
+	if (s->password) {
+		const char *argv[] = { "AUTH", s->password };
+		if ((st = raw(s, 2, argv, NULL, &r)) != PX_OK)
+			return st;
+		if (r->type == REDIS_REPLY_ERROR) {
+			note_error(s, "AUTH refused: %.180s (store_password_file %s)", r->str,
+				   s->password_file);
+			freeReplyObject(r);
+			drop(s);
+			return PX_EAUTH;
+		}
+		freeReplyObject(r);
+	}
+	if (s->db) {
+		char db[16];
+		snprintf(db, sizeof(db), "%d", s->db);
+		const char *argv[] = { "SELECT", db };
+		if ((st = raw(s, 2, argv, NULL, &r)) != PX_OK)
+			return st;
+		if (r->type == REDIS_REPLY_ERROR) {
+			st = is_auth_error(r->str) ? PX_EAUTH : PX_EBADRESP;
+			note_error(s, "SELECT %d: %.180s", s->db, r->str);
+			freeReplyObject(r);
+			drop(s);
+			return st;
+		}
+		freeReplyObject(r);
+	}
+	const char *ping[] = { "PING" };
+	if ((st = raw(s, 1, ping, NULL, &r)) != PX_OK)
+		return st;
+	if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "PONG") != 0) {
+		if (r->type == REDIS_REPLY_ERROR && is_auth_error(r->str)) {
+			note_error(s, "Redis wants a password (%.160s): name a file holding it with "
+				   "store_password_file=", r->str);
+			st = PX_EAUTH;
+		} else {
+			note_error(s, "not a Redis server? PING answered \"%.100s\"",
+				   r->str ? r->str : "");
+			st = PX_EBADRESP;
+		}
+		freeReplyObject(r);
+		drop(s);
+		return st;
+	}
+	freeReplyObject(r);
+	/* the clock: Redis's TIME against ours at the middle of the trip */
+	const char *tm[] = { "TIME" };
+	int64_t before = wall_ms();
+	if ((st = raw(s, 1, tm, NULL, &r)) != PX_OK)
+		return st;
+	int64_t after = wall_ms();
+	if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+	    r->element[0]->type == REDIS_REPLY_STRING) {
+		int64_t server = strtoll(r->element[0]->str, NULL, 10) * 1000 +
+				 strtoll(r->element[1]->str, NULL, 10) / 1000;
+		s->clock_offset_ms = server - (before + after) / 2;
+	}
+	freeReplyObject(r);
+	if (!s->up && (s->down_since || s->connects > 1))
+		px_info("store", "%s answers again (after %lld ms)", s->url,
+			(long long)(s->down_since ? px_now_ms() - s->down_since : 0));
+	s->up = 1;
+	s->down_since = 0;
+	s->backoff_ms = 250;
+	return PX_OK;
+}
+
+static int lock_bounded(struct px_store *s)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += PX_STORE_COMMAND_MS / 1000;
+	ts.tv_nsec += (long)(PX_STORE_COMMAND_MS % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	return pthread_mutex_timedlock(&s->lock, &ts);
+}
+
+enum px_status px_store_connect(struct px_store *s, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&s->lock);
+	enum px_status st = connect_now(s);
+	if (st != PX_OK)
+		snprintf(err, errlen, "store %s: %s", s->url, s->last_error);
+	pthread_mutex_unlock(&s->lock);
+	return st;
+}
+
+enum px_status px_store_call(struct px_store *s, int argc, const char **argv,
+			     const size_t *argvlen, struct px_reply **out)
+{
+	redisReply *r = NULL;
+	enum px_status st;
+	if (out)
+		*out = NULL;
+	if (lock_bounded(s)) {
+		return PX_EBUSY;
+	}
+	s->calls++;
+	if (!s->ctx) {
+		if (px_now_ms() < s->retry_at) {
+			s->errors++;
+			pthread_mutex_unlock(&s->lock);
+			return PX_ECONNECT;
+		}
+		if ((st = connect_now(s)) != PX_OK) {
+			pthread_mutex_unlock(&s->lock);
+			return st;
+		}
+	}
+	if ((st = raw(s, argc, argv, argvlen, &r)) != PX_OK) {
+		pthread_mutex_unlock(&s->lock);
+		return st;
+	}
+	s->up = 1;
+	if (r->type == REDIS_REPLY_ERROR) {
+		st = is_auth_error(r->str) ? PX_EAUTH : PX_EBADRESP;
+		note_error(s, "%s: %.200s", argv[0], r->str);
+		if (st == PX_EAUTH || strncmp(r->str, "LOADING", 7) == 0)
+			drop(s); /* a restarted Redis wants AUTH again, or is not ready */
+	} else {
+		st = PX_OK;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (out) {
+		struct px_reply *o = calloc(1, sizeof(*o));
+		if (!o || reply_copy(r, o)) {
+			px_reply_free(o);
+			freeReplyObject(r);
+			return PX_ENOMEM;
+		}
+		*out = o;
+	}
+	freeReplyObject(r);
+	return st;
+}
+
+enum px_status px_store_eval(struct px_store *s, const char *script, int nkeys,
+			     const char **keys, int nargs, const char **args,
+			     struct px_reply **out)
+{
+	const char *argv[64];
+	char nk[16];
+	if (nkeys + nargs + 3 > (int)(sizeof(argv) / sizeof(argv[0])))
+		return PX_EINVAL;
+	snprintf(nk, sizeof(nk), "%d", nkeys);
+	int n = 0;
+	argv[n++] = "EVAL";
+	argv[n++] = script;
+	argv[n++] = nk;
+	for (int i = 0; i < nkeys; i++)
+		argv[n++] = keys[i];
+	for (int i = 0; i < nargs; i++)
+		argv[n++] = args[i];
+	return px_store_call(s, n, argv, NULL, out);
+}
+
+int px_store_key(const struct px_store *s, char *buf, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+	int n = snprintf(buf, cap, "%s:", s->prefix);
+	if (n < 0 || (size_t)n >= cap)
+		return -1;
+	va_start(ap, fmt);
+	int m = vsnprintf(buf + n, cap - (size_t)n, fmt, ap);
+	va_end(ap);
+	if (m < 0 || (size_t)(n + m) >= cap)
+		return -1;
+	return n + m;
+}
+
+const char *px_store_prefix(const struct px_store *s)
+{
+	return s->prefix;
+}
+
+const char *px_store_url(const struct px_store *s)
+{
+	return s->url;
+}
+
+const char *px_store_password_file(const struct px_store *s)
+{
+	return s->password_file[0] ? s->password_file : NULL;
+}
+
+int64_t px_store_now_ms(struct px_store *s)
+{
+	return wall_ms() + atomic_load(&s->clock_offset_ms);
+}
+
+int px_store_up(struct px_store *s)
+{
+	return atomic_load(&s->up);
+}
+
+void px_store_state(struct px_store *s, struct px_store_state *o)
+{
+	memset(o, 0, sizeof(*o));
+	/* bounded: a call in flight holds the lock for at most its timeouts */
+	if (lock_bounded(s)) {
+		o->connected = atomic_load(&s->up);
+		o->latency_us = -1;
+		snprintf(o->last_error, sizeof(o->last_error), "a call is taking long");
+		o->last_error_age_ms = 0;
+		o->clock_offset_ms = atomic_load(&s->clock_offset_ms);
+		return;
+	}
+	o->connected = s->up;
+	o->latency_us = s->latency_us;
+	snprintf(o->last_error, sizeof(o->last_error), "%s", s->last_error);
+	o->last_error_age_ms = s->last_error_at ? px_now_ms() - s->last_error_at : -1;
+	o->down_since_ms = s->down_since;
+	o->clock_offset_ms = s->clock_offset_ms;
+	o->calls = s->calls;
+	o->errors = s->errors;
+	o->connects = s->connects;
+	pthread_mutex_unlock(&s->lock);
+}

@@ -1,0 +1,57 @@
+/*
+ * tcstore.h - a transcode's shared records in the store (cluster mode):
+ * its lease (a Redis backend of struct px_lease_ops) and its playlist, the
+ * list of committed segments, whose every change is checked against the
+ * lease's generation in the same Lua script (docs/cluster.md, "Fencing").
+ *
+ * Keys, for asset ID (PREFIX from cluster=; the braces keep both in one
+ * Redis Cluster slot):
+ *   PREFIX:tc:{ID}:lease   hash: key, session, owner, gen, hb, released,
+ *                          writer_pid (px_lease's fields)
+ *   PREFIX:tc:{ID}:pl      hash: text (the playlist, playlist.h's format,
+ *                          each entry with its generation), ver (bumped at
+ *                          every change), gen (of the last change)
+ *
+ * Generations: a claim stores expect + 1, except on a key that holds
+ * nothing (never claimed, or the store lost it): then the store's clock in
+ * ms, so that no generation given out before the loss comes back.
+ * A renewal of a lease the store lost puts the holder's record back.
+ */
+#ifndef SEAMFS_TCSTORE_H
+#define SEAMFS_TCSTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "lease.h"
+#include "px.h"
+#include "kvstore.h"
+
+/* The lease store on st (borrowed: it must outlive the lease store). Its
+ * clock is the store's (px_store_now_ms). */
+enum px_status px_lease_redis_new(struct px_store *st, struct px_lease_store **out) PX_WUR;
+
+/* The stored playlist of asset id: *text (malloc'd, NUL-terminated, *len
+ * bytes) and its version. PX_ENOTFOUND when none; store failures as
+ * px_store_call's. */
+enum px_status px_tcstore_pl_get(struct px_store *st, const char *id, char **text,
+				 size_t *len, uint64_t *ver) PX_WUR;
+
+/*
+ * Replaces the playlist of id with text if the lease's generation is
+ * still gen and the playlist's version still ver (0: none stored), in one
+ * script. PX_OK (*newver the new version); PX_EAGAIN: gen is not the
+ * lease's (fenced: a takeover happened); PX_EEXIST: the version moved
+ * (load again and redo the change); PX_ENOTFOUND: no lease is stored (the
+ * store lost it; the holder renews, which puts it back, and tries again);
+ * else the store did not answer.
+ */
+enum px_status px_tcstore_pl_put(struct px_store *st, const char *id, uint64_t gen,
+				 uint64_t ver, const char *text, size_t len,
+				 uint64_t *newver) PX_WUR;
+
+/* One call for a host that follows another's writer: the playlist's
+ * version (0: none) and the lease (l->gen 0: none). */
+enum px_status px_tcstore_poll(struct px_store *st, const char *id, uint64_t *ver,
+			       struct px_lease *l) PX_WUR;
+
+#endif

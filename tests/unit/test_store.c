@@ -1,0 +1,410 @@
+/*
+ * test_store.c - the store layer (kvstore.c, hosts.c) and the transcode's
+ * records in it (tcstore.c: the Redis lease backend and the playlist's
+ * fenced compare-and-set) against a real redis-server, which the test
+ * starts on 127.0.0.1 on a port of its own (no persistence) and stops by
+ * its PID. Two struct px_store on one Redis play two hosts.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "hosts.h"
+#include "kvstore.h"
+#include "lease.h"
+#include "tcstore.h"
+
+static pid_t g_redis;
+static int g_port;
+static char g_url[64];
+
+static int free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    getsockname(fd, (struct sockaddr *)&sa, &len)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+static int can_connect(int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/* Starts redis-server on port (0: a free one); 0 when it answers. */
+static int redis_start(int port)
+{
+	for (int attempt = 0; attempt < 5; attempt++) {
+		int p = port ? port : free_port();
+		char sp[16];
+		snprintf(sp, sizeof(sp), "%d", p);
+		pid_t pid = fork();
+		if (pid == 0) {
+			int null = open("/dev/null", 2);
+			if (null >= 0) {
+				dup2(null, 1);
+				dup2(null, 2);
+			}
+			execlp("redis-server", "redis-server", "--port", sp, "--bind", "127.0.0.1",
+			       "--save", "", "--appendonly", "no", "--dir", "/tmp", (char *)NULL);
+			_exit(127);
+		}
+		for (int i = 0; i < 200; i++) {
+			if (can_connect(p)) {
+				g_redis = pid;
+				g_port = p;
+				snprintf(g_url, sizeof(g_url), "redis://127.0.0.1:%d", p);
+				return 0;
+			}
+			if (waitpid(pid, NULL, WNOHANG) == pid)
+				break;
+			sleep_ms(25);
+		}
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		if (port)
+			break;
+	}
+	return -1;
+}
+
+static void redis_stop(void)
+{
+	if (g_redis > 0) {
+		kill(g_redis, SIGKILL);
+		waitpid(g_redis, NULL, 0);
+	}
+	g_redis = 0;
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	if (redis_start(0)) {
+		fprintf(stderr, "cannot start redis-server (is it installed?)\n");
+		return -1;
+	}
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	redis_stop();
+	return 0;
+}
+
+static struct px_store *store_new(const char *prefix)
+{
+	struct px_store *s = NULL;
+	char err[512];
+	assert_int_equal(px_store_new(g_url, NULL, prefix, &s, err, sizeof(err)), PX_OK);
+	assert_int_equal(px_store_connect(s, err, sizeof(err)), PX_OK);
+	return s;
+}
+
+static void flush(struct px_store *s)
+{
+	const char *argv[] = { "FLUSHALL" };
+	assert_int_equal(px_store_call(s, 1, argv, NULL, NULL), PX_OK);
+}
+
+static void test_checks(void **state)
+{
+	char err[512];
+	(void)state;
+	assert_int_equal(px_store_check_url("redis://127.0.0.1:6379", err, sizeof(err)), PX_OK);
+	assert_int_equal(px_store_check_url("redis://cache.lan", err, sizeof(err)), PX_OK);
+	assert_int_equal(px_store_check_url("redis://[::1]:7000/3", err, sizeof(err)), PX_OK);
+	assert_int_equal(px_store_check_url("redis+unix:///run/redis.sock", err, sizeof(err)),
+			 PX_OK);
+	assert_int_equal(px_store_check_url("redis+unix:///run/r.sock?db=2", err, sizeof(err)),
+			 PX_OK);
+	assert_int_equal(px_store_check_url("redis://:pw@host:1", err, sizeof(err)), PX_EINVAL);
+	assert_non_null(strstr(err, "store_password_file"));
+	assert_int_equal(px_store_check_url("http://host", err, sizeof(err)), PX_EINVAL);
+	assert_int_equal(px_store_check_url("redis://host:0", err, sizeof(err)), PX_EINVAL);
+	assert_int_equal(px_store_check_url("redis://host:70000", err, sizeof(err)), PX_EINVAL);
+	assert_int_equal(px_store_check_url("redis://host/x", err, sizeof(err)), PX_EINVAL);
+	assert_int_equal(px_store_check_url("redis://", err, sizeof(err)), PX_EINVAL);
+	assert_int_equal(px_store_check_url("redis+unix://relative", err, sizeof(err)), PX_EINVAL);
+	assert_int_equal(px_store_check_prefix("seamfs-prod.2", err, sizeof(err)), PX_OK);
+	assert_int_equal(px_store_check_prefix("a:b", err, sizeof(err)), PX_EINVAL);
+	assert_int_equal(px_store_check_prefix("", err, sizeof(err)), PX_EINVAL);
+	assert_int_equal(px_host_id_check("node-1.lan", err, sizeof(err)), PX_OK);
+	assert_int_equal(px_host_id_check("bad id", err, sizeof(err)), PX_EINVAL);
+	char hid[PX_HOST_ID_MAX + 1];
+	px_host_id_default(hid, sizeof(hid));
+	assert_int_equal(px_host_id_check(hid, err, sizeof(err)), PX_OK);
+}
+
+static void test_calls_and_keys(void **state)
+{
+	struct px_store *s = store_new("unit");
+	struct px_reply *r = NULL;
+	char key[128];
+	(void)state;
+	flush(s);
+	assert_int_equal(px_store_key(s, key, sizeof(key), "x:%d", 7), 8);
+	assert_string_equal(key, "unit:x:7");
+	const char *set[] = { "SET", key, "v" };
+	assert_int_equal(px_store_call(s, 3, set, NULL, NULL), PX_OK);
+	const char *get[] = { "GET", key };
+	assert_int_equal(px_store_call(s, 2, get, NULL, &r), PX_OK);
+	assert_int_equal(r->type, PX_REPLY_STR);
+	assert_string_equal(r->str, "v");
+	px_reply_free(r);
+	/* an error answer is an answer: the connection stays */
+	const char *bad[] = { "NOSUCHCOMMAND" };
+	assert_int_equal(px_store_call(s, 1, bad, NULL, &r), PX_EBADRESP);
+	assert_int_equal(r->type, PX_REPLY_ERR);
+	px_reply_free(r);
+	struct px_store_state st;
+	px_store_state(s, &st);
+	assert_true(st.connected);
+	assert_true(st.latency_us >= 0);
+	assert_true(st.calls >= 3 && st.errors >= 1);
+	assert_true(px_store_up(s));
+	/* the store's clock is within a second of ours (same machine) */
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	int64_t wall = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	assert_true(llabs((long long)(px_store_now_ms(s) - wall)) < 1000);
+	px_store_free(s);
+}
+
+static void test_lease_cas_and_fencing(void **state)
+{
+	struct px_store *sa = store_new("unit"), *sb = store_new("unit");
+	struct px_lease_store *la = NULL, *lb = NULL;
+	struct px_lease a, b, got;
+	(void)state;
+	flush(sa);
+	assert_int_equal(px_lease_redis_new(sa, &la), PX_OK);
+	assert_int_equal(px_lease_redis_new(sb, &lb), PX_OK);
+	assert_int_equal(px_lease_get(la, "movie", &got), PX_ENOTFOUND);
+	/* host A claims: a fresh key gets the store's clock as generation */
+	assert_int_equal(px_lease_claim(la, "movie", "hostA:1:aa", 2000, &a), PX_OK);
+	assert_true(a.gen > 1000000000000ULL);
+	/* host B: refused while A is live */
+	assert_int_equal(px_lease_claim(lb, "movie", "hostB:2:bb", 2000, &b), PX_EAGAIN);
+	assert_string_equal(b.owner, "hostA:1:aa");
+	assert_int_equal(px_lease_heartbeat(la, &a), PX_OK);
+	/* A lists a segment under its generation */
+	uint64_t ver = 0, nv = 0;
+	const char *t1 = "#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 0\n#SEGMENTS 3\n0 188 1 1\n";
+	assert_int_equal(px_tcstore_pl_put(sa, "movie", a.gen, 0, t1, strlen(t1), &nv), PX_OK);
+	assert_int_equal(nv, 1);
+	/* a stale version is refused (load again, redo) */
+	assert_int_equal(px_tcstore_pl_put(sa, "movie", a.gen, 0, t1, strlen(t1), &nv),
+			 PX_EEXIST);
+	/* B takes over an orphan (orphan_after -1: at once) */
+	assert_int_equal(px_lease_claim(lb, "movie", "hostB:2:bb", -1, &b), PX_OK);
+	assert_int_equal(b.gen, a.gen + 1);
+	assert_string_equal(b.session, a.session);
+	/* A is fenced: no heartbeat, no listing, whatever version it holds */
+	assert_int_equal(px_lease_heartbeat(la, &a), PX_EAGAIN);
+	assert_int_equal(px_tcstore_pl_put(sa, "movie", a.gen, 1, t1, strlen(t1), &nv),
+			 PX_EAGAIN);
+	char *text = NULL;
+	size_t len = 0;
+	assert_int_equal(px_tcstore_pl_get(sb, "movie", &text, &len, &ver), PX_OK);
+	assert_int_equal(ver, 1);
+	assert_string_equal(text, t1);
+	free(text);
+	const char *t2 = "#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 0\n#SEGMENTS 3\n0 188 1 1\n"
+			 "1 188 2 2\n";
+	assert_int_equal(px_tcstore_pl_put(sb, "movie", b.gen, 1, t2, strlen(t2), &nv), PX_OK);
+	assert_int_equal(nv, 2);
+	/* the poll sees both */
+	assert_int_equal(px_tcstore_poll(sa, "movie", &ver, &got), PX_OK);
+	assert_int_equal(ver, 2);
+	assert_int_equal(got.gen, b.gen);
+	assert_string_equal(got.owner, "hostB:2:bb");
+	/* released: claimable at once by anyone */
+	assert_int_equal(px_lease_release(lb, &b), PX_OK);
+	assert_int_equal(px_lease_claim(la, "movie", "hostA:1:aa", 60000, &a), PX_OK);
+	assert_int_equal(a.gen, b.gen + 1);
+	assert_int_equal(px_lease_drop(la, "movie"), PX_OK);
+	assert_int_equal(px_tcstore_pl_get(sb, "movie", &text, &len, &ver), PX_ENOTFOUND);
+	px_lease_store_free(la);
+	px_lease_store_free(lb);
+	px_store_free(sa);
+	px_store_free(sb);
+}
+
+/* Redis restarted empty: the holder's renewal puts its lease back, and a
+ * new claim of the empty key never reuses a generation given before. */
+static void test_store_lost_data(void **state)
+{
+	struct px_store *s = store_new("unit");
+	struct px_lease_store *ls = NULL;
+	struct px_lease l, got;
+	(void)state;
+	flush(s);
+	assert_int_equal(px_lease_redis_new(s, &ls), PX_OK);
+	assert_int_equal(px_lease_claim(ls, "ep1", "h:1:x", 60000, &l), PX_OK);
+	uint64_t g1 = l.gen;
+	flush(s);
+	assert_int_equal(px_lease_heartbeat(ls, &l), PX_OK);
+	assert_int_equal(px_lease_get(ls, "ep1", &got), PX_OK);
+	assert_int_equal(got.gen, g1);
+	flush(s);
+	sleep_ms(3);
+	assert_int_equal(px_lease_claim(ls, "ep1", "h:2:y", 60000, &got), PX_OK);
+	assert_true(got.gen > g1);
+	/* the old holder is fenced by the new generation */
+	assert_int_equal(px_lease_heartbeat(ls, &l), PX_EAGAIN);
+	px_lease_store_free(ls);
+	px_store_free(s);
+}
+
+static void test_hosts(void **state)
+{
+	struct px_store *s1 = store_new("unit"), *s2 = store_new("unit");
+	struct px_hosts *h1 = NULL, *h2 = NULL, *dup = NULL;
+	char err[512];
+	(void)state;
+	flush(s1);
+	assert_int_equal(px_hosts_join(s1, "one", 100, &h1, err, sizeof(err)), PX_OK);
+	/* the same id while its holder lives (this very process): refused */
+	assert_int_equal(px_hosts_join(s2, "one", 100, &dup, err, sizeof(err)), PX_EEXIST);
+	assert_non_null(strstr(err, "host_id one is already registered"));
+	assert_non_null(strstr(err, g_url));
+	assert_int_equal(px_hosts_join(s2, "two", 100, &h2, err, sizeof(err)), PX_OK);
+	assert_int_equal(px_hosts_start(h1), PX_OK);
+	assert_int_equal(px_hosts_start(h2), PX_OK);
+	struct px_host_info list[PX_HOSTS_MAX];
+	size_t n = 0;
+	for (int i = 0; i < 100 && n != 2; i++) {
+		sleep_ms(20);
+		n = px_hosts_list(h1, list, PX_HOSTS_MAX);
+	}
+	assert_int_equal(n, 2);
+	assert_string_equal(list[0].id, "one");
+	assert_true(list[0].self);
+	assert_string_equal(list[1].id, "two");
+	assert_false(list[1].self);
+	assert_int_equal(list[1].pid, getpid());
+	assert_true(list[1].age_ms >= 0 && list[1].age_ms < 1000);
+	/* the store loses everything: both are back within a heartbeat or two */
+	flush(s1);
+	const char *ex[] = { "EXISTS", "unit:host:one", "unit:host:two" };
+	struct px_reply *r = NULL;
+	long long back = 0;
+	for (int i = 0; i < 100 && back != 2; i++) {
+		sleep_ms(20);
+		assert_int_equal(px_store_call(s1, 3, ex, NULL, &r), PX_OK);
+		back = r->integer;
+		px_reply_free(r);
+	}
+	assert_int_equal(back, 2);
+	px_hosts_leave(h2);
+	const char *ex2[] = { "EXISTS", "unit:host:two" };
+	assert_int_equal(px_store_call(s1, 2, ex2, NULL, &r), PX_OK);
+	assert_int_equal(r->integer, 0);
+	px_reply_free(r);
+	px_hosts_leave(h1);
+	px_store_free(s1);
+	px_store_free(s2);
+}
+
+/* Redis gone: calls fail, then fail at once during the backoff (no
+ * waiting on a dead store), the state says why; Redis back: calls work
+ * again after the backoff. */
+static void test_degraded(void **state)
+{
+	struct px_store *s = store_new("unit");
+	(void)state;
+	const char *ping[] = { "PING" };
+	assert_int_equal(px_store_call(s, 1, ping, NULL, NULL), PX_OK);
+	int port = g_port;
+	redis_stop();
+	assert_int_not_equal(px_store_call(s, 1, ping, NULL, NULL), PX_OK);
+	int64_t t0 = px_now_ms();
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(px_store_call(s, 1, ping, NULL, NULL), PX_ECONNECT);
+	assert_true(px_now_ms() - t0 < 100);
+	struct px_store_state st;
+	px_store_state(s, &st);
+	assert_false(st.connected);
+	assert_true(st.last_error[0] != '\0');
+	assert_false(px_store_up(s));
+	assert_int_equal(redis_start(port), 0);
+	enum px_status r = PX_ECONNECT;
+	for (int i = 0; i < 100 && r != PX_OK; i++) {
+		sleep_ms(50);
+		r = px_store_call(s, 1, ping, NULL, NULL);
+	}
+	assert_int_equal(r, PX_OK);
+	assert_true(px_store_up(s));
+	px_store_free(s);
+}
+
+/* Nothing listens: connect fails at once with a message naming the store. */
+static void test_unreachable(void **state)
+{
+	struct px_store *s = NULL;
+	char err[512], url[64];
+	(void)state;
+	int port = free_port();
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", port);
+	assert_int_equal(px_store_new(url, NULL, NULL, &s, err, sizeof(err)), PX_OK);
+	int64_t t0 = px_now_ms();
+	assert_int_equal(px_store_connect(s, err, sizeof(err)), PX_ECONNECT);
+	assert_true(px_now_ms() - t0 < PX_STORE_CONNECT_MS + 500);
+	assert_non_null(strstr(err, url));
+	px_store_free(s);
+	/* a password file that is not there */
+	assert_int_equal(px_store_new(url, "/nonexistent/pw", NULL, &s, err, sizeof(err)), PX_EIO);
+	assert_non_null(strstr(err, "/nonexistent/pw"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_checks),
+		cmocka_unit_test(test_calls_and_keys),
+		cmocka_unit_test(test_lease_cas_and_fencing),
+		cmocka_unit_test(test_store_lost_data),
+		cmocka_unit_test(test_hosts),
+		cmocka_unit_test(test_unreachable),
+		cmocka_unit_test(test_degraded),
+	};
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
