@@ -178,10 +178,12 @@ def test_placement_freest_wins_one_per_storage_min_free(seamfs, data, make_origi
     full = tmp_path / 'full'
     full.mkdir()
     a, b = data['mid.bin'], data['odd.bin']
+    # one: the copies setting's 1; two: its own 2
     cat = {'storages': [storage('small', small), storage('large', large),
                         storage('full', full, min_free_bytes=HUGE)],
-           'assets': [entry('one', 'one.bin', a, o.url('mid.bin'), copies=1),
-                      entry('two', 'two.bin', b, o.url('odd.bin'), copies=2)]}
+           'assets': [entry('one', 'one.bin', a, o.url('mid.bin')),
+                      entry('two', 'two.bin', b, o.url('odd.bin'), copies=2)],
+           'settings': {'copies': 1}}
     m = seamfs.mount(cat)
     # one copy: the freest storage (large); two copies: one on each that has
     # the room, never two on one disk, never on the one below min_free_bytes
