@@ -634,3 +634,22 @@ def test_drain_moves_the_viewers_off_the_storages_copies(seamfs, data, make_orig
     assert st['drained'] is True and st['copying'] is False
     # a new viewer does not go there either
     assert read_sha(m.path('movie.bin')) == df.sha256
+
+
+def test_a_broken_read_fails_the_attempt_and_the_copy_starts_again(seamfs, data, make_origin,
+                                                                   tmp_path):
+    o = make_origin(data.dir)
+    df = data['odd.bin']
+    # the ETag probe, then two ranges: the second cut by a reset
+    o.rule('/odd.bin', reset_at=MIB + 4096, count=3)
+    disk = tmp_path / 'disk'
+    disk.mkdir()
+    cat = {'storages': [storage('disk', disk)],
+           'assets': [entry('movie', 'movie.bin', df, o.url('odd.bin'), copies=1)]}
+    m = seamfs.mount(cat)
+    wait_copies(m, 'movie', 1)
+    assert metrics(m)['seamfs_copies_failed_total'] >= 1
+    assert 'reading %s at %d' % (o.url('odd.bin'), MIB) in m.log()
+    assert sha256_file(disk / 'movie.bin') == df.sha256
+    o.stop(hold_port=True)
+    assert read_sha(m.path('movie.bin')) == df.sha256
