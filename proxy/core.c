@@ -19,6 +19,7 @@
 #include "context.h"
 #include "copies.h"
 #include "core.h"
+#include "cslots.h"
 #include "hosts.h"
 #include "httpparse.h"
 #include "kvstore.h"
@@ -96,13 +97,16 @@ static void host_counts(void *arg, int *sessions, int *writers)
  * Cluster mode, on the heartbeat thread after each heartbeat: drains and
  * resumes made on any host (`seamfs ctl drain`, control.c puts them in
  * PREFIX:drains, "1" drained, "0" resumed) apply here too. A provider the
- * hash does not name keeps what the catalog or this host said.
+ * hash does not name keeps what the catalog or this host said. And the
+ * providers' slots learn how many hosts share a limit (cslots.c).
  */
 static void cluster_tick(void *arg)
 {
 	struct px_core *core = arg;
 	char key[256];
 	struct px_reply *r = NULL;
+	struct px_host_info hosts[PX_HOSTS_MAX];
+	px_cslots_set_hosts(core, (int)px_hosts_list(core->hosts, hosts, PX_HOSTS_MAX));
 	if (px_store_key(core->store, key, sizeof(key), "drains") < 0)
 		return;
 	const char *argv[] = { "HGETALL", key };
@@ -178,6 +182,13 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 			goto out;
 		core->ops = px_fetch_ops(core->fetch);
 	}
+	core->cluster_acquire = px_cslots_acquire;
+	if (hosts && px_cslots_start(core) != PX_OK) {
+		px_warn("core", "providers' slots cannot be shared with the cluster: each host "
+			"keeps to its own limit");
+		for (size_t i = 0; i < core->provs_cap; i++)
+			core->provs[i].cl = 0;
+	}
 	if (hosts) {
 		px_hosts_set_counts(hosts, host_counts, core);
 		px_hosts_set_tick(hosts, cluster_tick, core);
@@ -200,6 +211,8 @@ void px_core_free(struct px_core *core)
 		/* before the fetcher stops: their streams' transfers end with it */
 		px_handles_close_all(core);
 		pthread_mutex_destroy(&core->handles_lock);
+		/* every slot this host holds back to the cluster */
+		px_cslots_stop(core);
 		monitor_stop(core);
 		px_copies_stop(core);
 		px_providers_release(core);

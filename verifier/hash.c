@@ -9,6 +9,7 @@
 #include <openssl/evp.h>
 
 #include "hash.h"
+#include "utf8.h"
 
 struct vf_hash {
 	EVP_MD_CTX *ctx;
@@ -74,23 +75,13 @@ void vf_hash_hex(const unsigned char *in, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
-static int nibble(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int vf_hash_unhex(const char *in, size_t len, unsigned char *out, size_t n)
 {
 	if (len != 2 * n)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
-		int hi = nibble(in[2 * i]), lo = nibble(in[2 * i + 1]);
+		int hi = px_hex_digit((unsigned char)in[2 * i]);
+		int lo = px_hex_digit((unsigned char)in[2 * i + 1]);
 		if (hi < 0 || lo < 0)
 			return -1;
 		out[i] = (unsigned char)(hi << 4 | lo);

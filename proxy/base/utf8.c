@@ -86,3 +86,14 @@ char *px_utf8_latin1(const char *s, size_t n, int *changed)
 	free(in);
 	return out;
 }
+
+int px_hex_digit(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}

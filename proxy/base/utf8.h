@@ -29,4 +29,7 @@ void px_utf8_scrub(char *s);
  * when out of memory. */
 char *px_utf8_latin1(const char *s, size_t n, int *changed);
 
+/* The value of the hex digit c (0-9, a-f, A-F), -1 for any other byte. */
+int px_hex_digit(int c);
+
 #endif

@@ -23,6 +23,7 @@
 #include "catalog.h"
 #include "listing.h"
 #include "strmap.h"
+#include "utf8.h"
 
 #define MAX_SIZE_DIGITS 18          /* below 2^62, the catalog's bound */
 
@@ -76,17 +77,6 @@ void px_listing_free(struct px_listing *l)
 	free(l);
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Percent-decodes [s, s + n) into out (room for n + 1); a '%' without two
  * hex digits stays as it is. Returns the decoded length (NUL-terminated). */
 static size_t pct_decode(const char *s, size_t n, char *out)
@@ -95,8 +85,8 @@ static size_t pct_decode(const char *s, size_t n, char *out)
 	for (size_t i = 0; i < n; i++) {
 		int hi, lo;
 		if (s[i] == '%' && i + 2 < n &&
-		    (hi = hexval((unsigned char)s[i + 1])) >= 0 &&
-		    (lo = hexval((unsigned char)s[i + 2])) >= 0) {
+		    (hi = px_hex_digit((unsigned char)s[i + 1])) >= 0 &&
+		    (lo = px_hex_digit((unsigned char)s[i + 2])) >= 0) {
 			out[o++] = (char)(hi * 16 + lo);
 			i += 2;
 		} else {
@@ -140,8 +130,8 @@ static char *url_clean(const char *s, size_t n)
 		unsigned char c = (unsigned char)s[i];
 		int bad = c <= 0x20 || c >= 0x7f || strchr("\"<>\\^`{|}", c);
 		if (c == '%')
-			bad = !(i + 2 < n && hexval((unsigned char)s[i + 1]) >= 0 &&
-				hexval((unsigned char)s[i + 2]) >= 0);
+			bad = !(i + 2 < n && px_hex_digit((unsigned char)s[i + 1]) >= 0 &&
+				px_hex_digit((unsigned char)s[i + 2]) >= 0);
 		if (bad) {
 			*o++ = '%';
 			*o++ = hex[c >> 4];
@@ -572,7 +562,7 @@ static size_t entities(const char *s, size_t n, char *out)
 			if (k >= elen)
 				ok = 0;
 			for (; ok && k < elen; k++) {
-				int v = hex ? hexval((unsigned char)e[k])
+				int v = hex ? px_hex_digit((unsigned char)e[k])
 					    : isdigit((unsigned char)e[k]) ? e[k] - '0' : -1;
 				if (v < 0 || cp > 0x10ffff)
 					ok = 0;

@@ -86,25 +86,14 @@ static void set_err(struct px_ctl_error *err, int http, const char *field, const
 	px_utf8_scrub(err->error);
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 long px_ctl_percent_decode(const char *in, size_t len, char *out, size_t outlen)
 {
 	size_t o = 0;
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)in[i];
 		if (c == '%') {
-			int hi = i + 2 < len ? hexval(in[i + 1]) : -1;
-			int lo = hi >= 0 ? hexval(in[i + 2]) : -1;
+			int hi = i + 2 < len ? px_hex_digit((unsigned char)in[i + 1]) : -1;
+			int lo = hi >= 0 ? px_hex_digit((unsigned char)in[i + 2]) : -1;
 			if (hi < 0 || lo < 0)
 				return -1;
 			c = (unsigned char)(hi * 16 + lo);

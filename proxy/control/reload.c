@@ -94,6 +94,7 @@ static void merge_providers(struct px_core *core, const struct px_catalog *nc, s
 			m->providers[k] = *np;
 			memset(&core->provs[k], 0, sizeof(core->provs[k]));
 			core->provs[k].probe_asset = -1;
+			core->provs[k].cl = core->store != NULL;
 			core->provs[k].max = np->max_connections;
 			core->provs[k].drained = np->drained;
 			m->nproviders++;

@@ -42,6 +42,15 @@ static json_t *provider_json(const struct px_snap_provider *p, int64_t now)
 	json_object_set_new(o, "max_connections",
 			    p->max ? json_integer(p->max) : json_null());
 	json_object_set_new(o, "at_limit", json_boolean(p->max && p->held >= p->max));
+	/* cluster mode: max_connections is the cluster's; this host holds
+	 * slots_granted of it, the other hosts the rest */
+	json_object_set_new(o, "cluster",
+			    !p->cl ? json_null()
+				   : json_pack("{s:i, s:i, s:i, s:b}",
+					       "slots_granted", p->granted,
+					       "slots_other_hosts", p->others_slots,
+					       "sessions_other_hosts", p->others_sessions,
+					       "local_share", p->cl_degraded));
 	json_object_set_new(o, "auth_error", p->auth_failed ? px_json_str(p->auth_why) : json_null());
 	json_object_set_new(o, "auth_errors", json_integer((json_int_t)p->n_auth));
 	json_object_set_new(o, "last_good_age_s",

@@ -58,7 +58,7 @@ static enum px_snap_state state_of(const struct prov_rt *p, int64_t now, int64_t
 		return PX_SNAP_DRAINED;
 	if (p->auth_failed)
 		return PX_SNAP_AUTH_ERROR;
-	if (p->bad_since && now - p->bad_since >= ttl)
+	if ((p->bad_since && now - p->bad_since >= ttl) || p->remote_down)
 		return PX_SNAP_DOWN;
 	if (p->bad_since)
 		return PX_SNAP_FAILING;
@@ -127,6 +127,11 @@ static enum px_status take_providers(struct px_core *core, struct px_snapshot *s
 		o->bg = p->bg;
 		o->held = p->held;
 		o->max = p->max;
+		o->cl = p->cl;
+		o->granted = p->granted;
+		o->others_slots = p->others_slots;
+		o->others_sessions = p->others_sessions;
+		o->cl_degraded = p->cl_degraded;
 		o->drained = p->drained;
 		o->last_good = p->last_good;
 		o->n_ok = p->n_ok;

@@ -42,6 +42,8 @@ struct px_snap_provider {
 	int auth_failed;
 	char auth_why[200];        /* why its credentials count as refused */
 	int sessions, xfers, bg, held, max, drained;
+	int cl;                    /* cluster mode: the four below count */
+	int granted, others_slots, others_sessions, cl_degraded;
 	int64_t last_good;         /* core clock, ms; 0: never */
 	uint64_t n_ok, n_bad, n_waits, n_busy, n_preempted, n_evicted, n_probes, n_auth;
 };

@@ -58,6 +58,9 @@
 #define SEQ_RUN (512LL << 10)  /* sequential bytes that earn a stream */
 #define JUMP_FILL (256LL << 10) /* a stream started at a seek runs this far
 				 * ahead at first, then grows */
+#define FRESH_RUN (128LL << 10) /* a new handle's first read this long (a
+				 * player's, read ahead by the kernel) starts a
+				 * stream at once, as a seek after a run does */
 
 /* One open file handle of a session: its own transfers and its own
  * sequential-run tracking; the source is its session's. */
@@ -713,8 +716,8 @@ static enum px_status serve_span(struct read_op *op, int path, int region, int64
  * try) and takes a reference to its stream: the handle's lock, once for
  * the read. Returns whether the read earns a stream: 1 when the run before
  * it is long enough, 2 when it jumps and the handle's last run earned a
- * stream (the stream then starts at the jump, with a small first window),
- * 0 otherwise.
+ * stream, or it is the handle's first read and FRESH_RUN long (the stream
+ * then starts at the jump, with a small first window), 0 otherwise.
  */
 static int begin_read(struct px_handle *s, int64_t off, size_t len, int count,
 		      struct px_stream **st)
@@ -722,6 +725,14 @@ static int begin_read(struct px_handle *s, int64_t off, size_t len, int count,
 	pthread_mutex_lock(&s->lock);
 	int near = s->next_off >= 0 && off >= s->next_off - SEQ_BACK &&
 		   off <= s->next_off + SEQ_GAP;
+	/* a player that opens and starts at a position (resuming, or a seek
+	 * by reopening) reads there in the kernel's read-ahead size; a
+	 * scanner's or a random reader's reads are smaller, or in the cached
+	 * head and tail (or across their edges) */
+	int64_t size = s->core->assets[s->asset].size;
+	if (s->next_off < 0 && (int64_t)len >= FRESH_RUN && off >= s->core->cfg->head_size &&
+	    off + (int64_t)len <= size - s->core->cfg->tail_size)
+		s->seek_credit = 1;
 	int seq = near && s->seq_run >= SEQ_RUN ? 1 : !near && s->seek_credit ? 2 : 0;
 	if (count && near) {
 		s->seq_run += (int64_t)len;

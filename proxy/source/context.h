@@ -29,6 +29,7 @@ struct vf_store;
 struct vf_pool;
 struct px_store;
 struct px_hosts;
+struct px_cslots;
 struct px_copies;
 
 struct asset_rt {
@@ -133,6 +134,10 @@ struct px_core {
 	pthread_t monitor;          /* core.c */
 	/* closes a session's idle streams so a slot frees (read/: set by core.c) */
 	int (*yield_idle)(struct px_session *s);
+	/* cluster mode: asks the cluster for up to n more slots of provider
+	 * prov, returns how many came (cslots.c's px_cslots_acquire, set by
+	 * core.c; NULL on one host). No lock held. */
+	int (*cluster_acquire)(struct px_core *core, size_t prov, int n);
 	int monitor_started;
 	char admit_why[300];       /* the last open that could not be admitted */
 	int64_t admit_when;
@@ -174,6 +179,7 @@ struct px_core {
 	/* cluster mode (docs/cluster.md), borrowed from main; NULL: one host */
 	struct px_store *store;
 	struct px_hosts *hosts;
+	struct px_cslots *cslots;  /* providers' slots across hosts (cslots.c) */
 };
 
 #endif

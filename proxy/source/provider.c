@@ -136,8 +136,8 @@ static void session_unlist(struct px_core *core, struct px_session *s)
 static int health(const struct px_core *core, const struct prov_rt *p, int64_t now)
 {
 	if (!p->bad_since)
-		return 0;
-	return now - p->bad_since >= core->cfg->liveness_ttl_ms ? 2 : 1;
+		return p->remote_down ? 2 : 0;
+	return now - p->bad_since >= core->cfg->liveness_ttl_ms || p->remote_down ? 2 : 1;
 }
 
 /* A source's health: its provider's, or down while the source itself
@@ -190,9 +190,62 @@ static int evict_lingering(struct px_core *core, size_t prov, const struct px_se
 	return 1;
 }
 
+/* Whether p has a slot free here: under its limit, in cluster mode under
+ * the slots this host holds of the cluster's limit. */
 static int has_room(const struct prov_rt *p)
 {
-	return p->max == 0 || p->held < p->max;
+	return p->max == 0 || p->held < (p->cl ? p->granted : p->max);
+}
+
+/* In cluster mode: p uses all the slots it was granted... */
+static int cluster_need(const struct prov_rt *p)
+{
+	return p->cl && p->max && p->held >= p->granted;
+}
+
+/* ...and the cluster had room at the last call: worth choosing. */
+static int cluster_short(const struct prov_rt *p)
+{
+	return cluster_need(p) && p->granted + p->others_slots < p->max;
+}
+
+int px_provider_cluster_need(const struct px_core *core, size_t prov)
+{
+	return cluster_need(&core->provs[prov]);
+}
+
+/* Asks the cluster for a slot of prov: prov_lock held, dropped around the
+ * call. Returns 1 when one came. */
+static int cluster_take(struct px_core *core, size_t prov)
+{
+	if (!core->cluster_acquire)
+		return 0;
+	pthread_mutex_unlock(&core->prov_lock);
+	int got = core->cluster_acquire(core, prov, 1);
+	pthread_mutex_lock(&core->prov_lock);
+	return got > 0;
+}
+
+/* Cluster mode, every provider of the asset's sources at its limit: asks
+ * the cluster for a slot of each (a host that gets none leaves a want, and
+ * the others end their lingering sessions for it). prov_lock held, dropped
+ * around the calls. Returns 1 when one came. */
+static int cluster_ask(struct px_core *core, size_t asset)
+{
+	const struct px_asset *a = &core->cat->assets[asset];
+	int got = 0;
+	for (size_t i = 0; i < a->nsources && !got; i++) {
+		size_t pi = a->sources[i].provider;
+		if (cluster_need(&core->provs[pi]) && !core->provs[pi].drained)
+			got = cluster_take(core, pi);
+	}
+	return got;
+}
+
+/* Sessions on p, this host's and (cluster mode) the other hosts'. */
+static int sessions_all(const struct prov_rt *p)
+{
+	return p->sessions + p->others_sessions;
 }
 
 /* Whether a transfer of sess (NULL: background) can take a slot now. */
@@ -261,9 +314,10 @@ static void note_outcome(struct px_core *core, struct prov_rt *p, size_t prov,
 	if (good) {
 		p->n_ok++;
 		p->last_good = now;
-		if (p->bad_since)
+		if (p->bad_since || p->remote_down)
 			px_info("provider", "provider %s answers again", name);
 		p->bad_since = 0;
+		p->remote_down = 0; /* the next sync tells the other hosts */
 	} else if (bad) {
 		p->n_bad++;
 		p->last_bad = now;
@@ -444,6 +498,9 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 				continue;
 			} else if (evict_lingering(core, prov, x->sess)) {
 				continue;
+			} else if (cluster_need(p) && cluster_take(core, prov)) {
+				grant_waiters(core, p);
+				continue;
 			} else if (x->sess && !yielded) {
 				yielded = 1;
 				pthread_mutex_unlock(&core->prov_lock);
@@ -568,7 +625,7 @@ static int choose(struct px_core *core, size_t asset, int64_t now, size_t *src,
 		int h = source_health(core, asset, i, p, now);
 		if (any_up && h == 2)
 			continue;
-		if (!has_room(p) || p->waitq) {
+		if ((!has_room(p) || p->waitq) && !cluster_short(p)) {
 			/* a closed session lingering there, or background work,
 			 * gives its slot up; transfers waiting there go first */
 			int yields = p->bg > 0;
@@ -585,8 +642,8 @@ static int choose(struct px_core *core, size_t asset, int64_t now, size_t *src,
 			int lb = core->cat->providers[bi].local_disk;
 			int lp = core->cat->providers[pi].local_disk;
 			if (hb < h || (hb == h && lb > lp) ||
-			    (hb == h && lb == lp && b->sessions < p->sessions) ||
-			    (hb == h && lb == lp && b->sessions == p->sessions &&
+			    (hb == h && lb == lp && sessions_all(b) < sessions_all(p)) ||
+			    (hb == h && lb == lp && sessions_all(b) == sessions_all(p) &&
 			     strcmp(prov_name(core, bi), prov_name(core, pi)) <= 0))
 				continue;
 		}
@@ -675,6 +732,9 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 		}
 		if (r == 1) {
 			struct prov_rt *p = &core->provs[a->sources[src].provider];
+			if (!has_room(p) && cluster_need(p) &&
+			    cluster_take(core, a->sources[src].provider))
+				continue; /* a slot from the cluster: choose again */
 			if ((!has_room(p) || p->waitq) &&
 			    !evict_lingering(core, a->sources[src].provider, NULL)) {
 				/* background work there gives way: wait for its end */
@@ -699,6 +759,8 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 			close(fd);
 			break;
 		}
+		if (cluster_ask(core, asset))
+			continue;
 		if (!waited) {
 			waited = 1;
 			px_info("session", "asset %s: open waits: %s", a->id, why);
@@ -894,6 +956,7 @@ void px_providers_init(struct px_core *core)
 	if (!core->now)
 		core->now = px_now_ms;
 	for (size_t i = 0; i < cat->nproviders; i++) {
+		core->provs[i].cl = core->store != NULL;
 		core->provs[i].max = cat->providers[i].max_connections;
 		core->provs[i].drained = cat->providers[i].drained;
 		core->provs[i].probe_asset = -1;
@@ -969,6 +1032,8 @@ enum px_status px_session_switch(struct px_session *s, size_t source)
 
 	pthread_mutex_lock(&core->prov_lock);
 	struct prov_rt *to = &core->provs[prov];
+	if (prov != s->prov && !has_room(to) && cluster_need(to))
+		(void)cluster_take(core, prov);
 	if (prov != s->prov && !has_room(to) && !evict_lingering(core, prov, s)) {
 		/* background work there gives way; a cutover does not wait */
 		preempt_bg(core, to);
@@ -1045,6 +1110,53 @@ int px_provider_spare(struct px_core *core, size_t prov)
 	int n = p->waitq ? 0 : p->max == 0 ? INT_MAX : p->max - p->held;
 	pthread_mutex_unlock(&core->prov_lock);
 	return n > 0 ? n : 0;
+}
+
+void px_provider_cluster_apply(struct px_core *core, size_t prov, int delta, int others_slots,
+			       int others_sessions, int degraded, int wanted)
+{
+	struct prov_rt *p = &core->provs[prov];
+	pthread_mutex_lock(&core->prov_lock);
+	p->granted += delta;
+	if (p->granted < 0)
+		p->granted = 0;
+	p->others_slots = others_slots;
+	p->others_sessions = others_sessions;
+	p->cl_degraded = degraded;
+	if (wanted)
+		(void)evict_lingering(core, prov, NULL);
+	grant_waiters(core, p);
+	pthread_cond_broadcast(&core->prov_cond);
+	pthread_mutex_unlock(&core->prov_lock);
+}
+
+void px_provider_cluster_liveness(struct px_core *core, size_t prov, int remote_down,
+				  int answered)
+{
+	struct prov_rt *p = &core->provs[prov];
+	const char *name = core->cat->providers[prov].name;
+	pthread_mutex_lock(&core->prov_lock);
+	if (answered && p->bad_since) {
+		px_info("provider", "provider %s answers again (seen by another host)", name);
+		p->bad_since = 0;
+	}
+	if (remote_down && !p->remote_down) {
+		px_warn("provider", "provider %s is down (found by another host of the cluster)",
+			name);
+		if (!p->why[0])
+			snprintf(p->why, sizeof(p->why), "found down by another host of the cluster");
+	}
+	p->remote_down = remote_down;
+	pthread_mutex_unlock(&core->prov_lock);
+}
+
+void px_provider_liveness_times(const struct px_core *core, size_t prov, int64_t now,
+				int64_t *down_since, int64_t *last_good)
+{
+	const struct prov_rt *p = &core->provs[prov];
+	*down_since = p->bad_since && now - p->bad_since >= core->cfg->liveness_ttl_ms
+		? p->bad_since : 0;
+	*last_good = p->last_good;
 }
 
 long px_provider_of_session(struct px_core *core, uint64_t session_id)

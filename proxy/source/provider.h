@@ -42,6 +42,18 @@ struct prov_rt {
 	 * limit) */
 	char host[300];
 	_Atomic int multi_host;
+
+	/* cluster mode (store=): max is the cluster's limit, and this host may
+	 * use only the slots it holds of it (cslots.c) */
+	int cl;                    /* cluster mode */
+	int granted;               /* slots this host holds of max */
+	int others_slots;          /* the other hosts' holdings, at the last call */
+	int others_sessions;       /* the other hosts' sessions here, at the last call */
+	int cl_degraded;           /* the store did not answer: a local share */
+	int64_t surplus_since;     /* granted > held since (core clock, ms), 0: not */
+	int remote_down;           /* another host found it down, and no host has
+				    * seen it answer since */
+	int cl_wants;              /* someone waits for a slot the cluster may give */
 };
 
 /*
@@ -167,6 +179,37 @@ void px_provider_auth_failed(struct px_core *core, size_t prov, const char *why)
  * no provider has the name. Idempotent. Any thread.
  */
 enum px_status px_provider_drain(struct px_core *core, const char *provider, int drained) PX_WUR;
+
+/* ---- cluster mode (cslots.c calls these; prov_lock taken inside) */
+
+/* Whether provider prov needs another slot of the cluster's to take one
+ * more here: it is clustered, has a limit, and uses all it was granted.
+ * prov_lock held. */
+int px_provider_cluster_need(const struct px_core *core, size_t prov);
+
+/* Applies an answer of the store for provider prov: delta slots more (or
+ * fewer) held, the other hosts' slots and sessions; degraded: the store
+ * did not answer and granted is this host's local share; wanted: another
+ * host waits for a slot there, so a lingering session here ends. Wakes
+ * waiters (a slot another host gave back may be theirs to ask for). Any
+ * thread but the fetch thread; takes prov_lock. */
+void px_provider_cluster_apply(struct px_core *core, size_t prov, int delta, int others_slots,
+			       int others_sessions, int degraded, int wanted);
+
+/*
+ * Cluster liveness: what the store says of provider prov: remote_down, it
+ * is down for this host too (another host found it down and nobody saw it
+ * answer since); answered, a host saw it answer after this host found it
+ * failing, which ends that here too. Takes prov_lock.
+ */
+void px_provider_cluster_liveness(struct px_core *core, size_t prov, int remote_down,
+				  int answered);
+
+/* For the sync: since when this host finds prov down (liveness_ttl of bad
+ * answers; core clock, 0: it does not) and its last good answer (0:
+ * none). prov_lock held. */
+void px_provider_liveness_times(const struct px_core *core, size_t prov, int64_t now,
+				int64_t *down_since, int64_t *last_good);
 
 /* ---- read-only queries (tests and tools; each takes prov_lock alone) */
 

@@ -519,12 +519,15 @@ struct px_fetch_params px_source_range(struct px_core *core, size_t asset,
 		.url = src->url, .headers = (const char *const *)p->headers,
 		.nheaders = p->nheaders, .offset = off, .length = len,
 		.expect_size = core->assets[asset].size,
-		/* a provider with a connection limit on more than one host keeps
-		 * no idle connection beside its transfers, so that the limit
-		 * holds for sockets too; on one host, idle ones are reused
-		 * (prov_rt.host) and seeks cost no new handshake */
+		/* a provider with a connection limit on more than one host, or
+		 * shared by the hosts of a cluster (whose idle connections
+		 * the others' slots cannot see), keeps no idle connection
+		 * beside its transfers, so that the limit holds for sockets
+		 * too; on one host, idle ones are reused (prov_rt.host) and
+		 * seeks cost no new handshake */
 		.no_reuse = p->max_connections > 0 &&
-			    atomic_load(&core->provs[src->provider].multi_host),
+			    (atomic_load(&core->provs[src->provider].multi_host) ||
+			     core->provs[src->provider].cl),
 		.html_ok = px_http_is_html_path(core->cat->assets[asset].path),
 		.header_hosts = (const char *const *)p->header_hosts,
 		.nheader_hosts = p->nheader_hosts,

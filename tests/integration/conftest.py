@@ -24,6 +24,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -285,6 +286,42 @@ def data(tmp_path_factory):
     make_clip(root / 'clip.mkv', 20, '320x240', tmp_path_factory.mktemp('ffmpeg') / 'ffmpeg.log')
     d.add('clip.mkv')
     return d
+
+
+# A viewer in its own process (its own client, so its own session): reads
+# the whole file with O_DIRECT, so that its bytes come through seamfs and not
+# from a page cache another reader filled, and prints their SHA-256.
+VIEWER = r'''
+import hashlib, os, sys
+h = hashlib.sha256()
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+while True:
+    b = os.read(fd, 1 << 20)
+    if not b:
+        break
+    h.update(b)
+os.close(fd)
+print(h.hexdigest(), flush=True)
+'''
+
+
+def run_viewers(paths, sha, timeout=120):
+    """A VIEWER per path, all at once; asserts that each one exits 0 having
+    read bytes whose SHA-256 is sha. Kills those left, also on failure."""
+    procs = []
+    try:
+        for p in paths:
+            procs.append(subprocess.Popen([sys.executable, '-c', VIEWER, str(p)],
+                                          stdout=subprocess.PIPE, text=True))
+        for p in procs:
+            out, _ = p.communicate(timeout=timeout)
+            assert p.returncode == 0, f'viewer exited {p.returncode}'
+            assert out.split()[-1] == sha
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
 
 
 # --------------------------------------------------------------------------

@@ -8,23 +8,7 @@ import json
 import subprocess
 import sys
 
-from conftest import MIB, bounded, sha256_file, wait_until
-
-# A viewer in its own process (its own client and session): reads the whole
-# file with O_DIRECT, so its bytes come through seamfs, and prints the
-# SHA-256.
-VIEWER = r'''
-import hashlib, os, sys
-h = hashlib.sha256()
-fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
-while True:
-    b = os.read(fd, 1 << 20)
-    if not b:
-        break
-    h.update(b)
-os.close(fd)
-print(h.hexdigest(), flush=True)
-'''
+from conftest import MIB, VIEWER, bounded, sha256_file, wait_until
 
 
 def catalog(data, origin, max_connections, names=('big.bin',)):

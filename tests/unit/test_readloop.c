@@ -222,6 +222,35 @@ static void test_seek_streams_at_once_random_does_not(void **state)
 	rig_free(r);
 }
 
+/* A new handle whose first read is a player's (128 KiB, in the middle: it
+ * resumes at a position) starts a stream there at once, one request for
+ * the reads after it; a new handle's first small read (a scanner's, a
+ * random reader's 64 KiB) is one exact range and starts none. */
+static void test_fresh_handle_player_streams_at_once(void **state)
+{
+	struct rig *r = loop_rig(0);
+	rig_start(r, NULL, 0);
+	struct px_handle *h = rig_open(r, 0, 42);
+	int n = fake_nreq(&r->fake);
+	for (int64_t off = 9 * MiB; off < 11 * MiB; off += BLOCK)
+		assert_int_equal(read_check(h, off, BLOCK), PX_OK);
+	struct fake_req q = fake_req(&r->fake, n + 1);
+	assert_true(q.stream);
+	assert_int_equal(q.offset, 9 * MiB);
+	assert_int_equal(fake_nreq(&r->fake), n + 1);
+	rig_close(r, h);
+
+	h = rig_open(r, 0, 43);
+	n = fake_nreq(&r->fake);
+	assert_int_equal(read_check(h, 5 * MiB, 64 * KiB), PX_OK);
+	q = fake_req(&r->fake, n + 1);
+	assert_false(q.stream);
+	assert_int_equal(q.length, 64 * KiB);
+	assert_int_equal(streams_since(r, n + 1), 0);
+	rig_close(r, h);
+	rig_free(r);
+}
+
 /* A read across the cached tail's start (or the head's end) whose cached
  * part is not there yet is one request of exactly its bytes, not a range
  * and a fill in turn (two round trips on a distant origin); once the tail
@@ -389,6 +418,7 @@ int main(void)
 					  rig_teardown),
 		cmocka_unit_test_teardown(test_scans_from_cache, rig_teardown),
 		cmocka_unit_test_teardown(test_straddling_read_one_request, rig_teardown),
+		cmocka_unit_test_teardown(test_fresh_handle_player_streams_at_once, rig_teardown),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	free(g_data);

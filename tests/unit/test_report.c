@@ -200,7 +200,7 @@ static void check_shape(json_t *js)
 	json_array_foreach(get(js, "providers"), i, o) {
 		exact_keys(o, "provider", "name state why live sessions transfers "
 			   "background_transfers slots_held max_connections at_limit drained "
-			   "last_good_age_s counters auth_error | auth_errors");
+			   "last_good_age_s counters auth_error cluster | auth_errors");
 		exact_keys(get(o, "counters"), "provider counters", "good_answers bad_answers "
 			   "slot_waits slot_timeouts background_preempted lingering_sessions_ended "
 			   "liveness_probes");
