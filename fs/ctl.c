@@ -57,6 +57,10 @@ static void usage(FILE *out)
 		"    remove-source ID URL|PATH\n"
 		"                           no new session or cutover goes to that source\n"
 		"    reload                 read the catalog again (as SIGHUP does)\n"
+		"    copies                 copy jobs, storages and where each asset is\n"
+		"    storage disable|enable|drain NAME\n"
+		"                           the storage's copying role off or on; drain also\n"
+		"                           moves the sessions off its copies\n"
 		"\n"
 		"options:\n"
 		"    --socket PATH          the control socket (default: $SEAMFS_CONTROL_SOCKET)\n"
@@ -292,6 +296,69 @@ static void mib(char *b, size_t n, json_t *v)
 	snprintf(b, n, "%.1f MiB", (double)json_integer_value(v) / 1048576.0);
 }
 
+/* seamfs ctl copies: storages, jobs and locations as tables. */
+static int print_copies(const struct answer *ans)
+{
+	json_error_t jerr;
+	json_t *root = json_loadb(ans->body, ans->len, 0, &jerr), *v, *l;
+	size_t i, j;
+
+	if (!json_is_object(root)) {
+		fprintf(stderr, "seamfs ctl: the answer is not a JSON object: %s\n", jerr.text);
+		json_decref(root);
+		return EXIT_DAEMON;
+	}
+	struct table sg = { 6, { "STORAGE", "COPYING", "REACHABLE", "FREE", "COPIES", "WHY" },
+			    { 0, 0, 0, 1, 1, 0 }, NULL, 0 };
+	json_array_foreach(json_object_get(root, "storages"), i, v) {
+		char *cells[6] = { (char *)str(v, "name"),
+				   json_is_true(json_object_get(v, "copying")) ? "on" : "off",
+				   json_is_true(json_object_get(v, "reachable")) ? "yes" : "no",
+				   num(json_object_get(v, "free_bytes")),
+				   num(json_object_get(v, "copies")), (char *)str(v, "why") };
+		table_row(&sg, cells);
+		free(cells[3]);
+		free(cells[4]);
+	}
+	table_print(&sg);
+	printf("\n");
+	json_t *jobs = json_object_get(root, "jobs");
+	if (json_array_size(jobs) == 0) {
+		printf("no copy jobs\n");
+	} else {
+		struct table jt = { 6, { "ASSET", "STATE", "REASON", "DONE", "TOTAL", "BYTES/S" },
+				    { 0, 0, 0, 1, 1, 1 }, NULL, 0 };
+		json_array_foreach(jobs, i, v) {
+			char speed[32];
+			snprintf(speed, sizeof(speed), "%.0f",
+				 json_number_value(json_object_get(v, "speed_bytes_per_s")));
+			char *cells[6] = { (char *)str(v, "asset"), (char *)str(v, "state"),
+					   (char *)str(v, "reason"),
+					   num(json_object_get(v, "bytes_done")),
+					   num(json_object_get(v, "bytes_total")), speed };
+			table_row(&jt, cells);
+			free(cells[3]);
+			free(cells[4]);
+		}
+		table_print(&jt);
+	}
+	printf("\n");
+	struct table lt = { 5, { "ASSET", "KIND", "STORAGE", "VIEWERS", "WHERE" },
+			    { 0, 0, 0, 1, 0 }, NULL, 0 };
+	json_array_foreach(json_object_get(root, "assets"), i, v) {
+		json_array_foreach(json_object_get(v, "locations"), j, l) {
+			char *cells[5] = { (char *)str(v, "asset"), (char *)str(l, "kind"),
+					   (char *)str(l, "storage"),
+					   num(json_object_get(l, "viewers")), (char *)str(l, "where") };
+			table_row(&lt, cells);
+			free(cells[3]);
+		}
+	}
+	table_print(&lt);
+	json_decref(root);
+	return 0;
+}
+
 static int print_status(const struct answer *ans)
 {
 	json_error_t jerr;
@@ -466,10 +533,20 @@ int fs_ctl_main(int argc, char **argv)
 	}
 	int named = strcmp(args[0], "drain") == 0 || strcmp(args[0], "resume") == 0;
 	int plain = strcmp(args[0], "status") == 0 || strcmp(args[0], "metrics") == 0 ||
-		    strcmp(args[0], "hosts") == 0;
+		    strcmp(args[0], "hosts") == 0 || strcmp(args[0], "copies") == 0;
+	int storage = strcmp(args[0], "storage") == 0;
+	if (storage && (nargs != 3 || !args[2][0] ||
+			(strcmp(args[1], "disable") && strcmp(args[1], "enable") &&
+			 strcmp(args[1], "drain")))) {
+		fprintf(stderr, "seamfs ctl: storage takes disable, enable or drain and a NAME\n");
+		goto usage;
+	}
 	int reload = strcmp(args[0], "reload") == 0;
 	int src = strcmp(args[0], "add-source") == 0 || strcmp(args[0], "remove-source") == 0;
-	if ((!named && !plain && !src && !reload) || (named && (nargs != 2 || !args[1][0])) ||
+	if (storage) {
+		/* checked above */
+	} else if ((!named && !plain && !src && !reload) ||
+		   (named && (nargs != 2 || !args[1][0])) ||
 	    (reload && nargs != 1) ||
 	    (src && (nargs != 3 || !args[1][0] || !args[2][0])) ||
 	    (plain && nargs != 1) || (reason && strcmp(args[0], "drain") != 0) ||
@@ -488,7 +565,19 @@ int fs_ctl_main(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	if (plain) {
+	if (storage) {
+		char *name = escape_segment(args[2]), *target = NULL;
+		if (name && asprintf(&target, "/v1/storages/%s/%s", name, args[1]) < 0)
+			target = NULL;
+		if (!target) {
+			fprintf(stderr, "seamfs ctl: out of memory\n");
+			rc = EXIT_DAEMON;
+		} else {
+			rc = request(sock, "POST", target, NULL, &ans);
+		}
+		free(name);
+		free(target);
+	} else if (plain) {
 		char target[64];
 		snprintf(target, sizeof(target), "/v1/%s", args[0]);
 		rc = request(sock, "GET", target, NULL, &ans);
@@ -541,6 +630,15 @@ int fs_ctl_main(int argc, char **argv)
 		fwrite(ans.body, 1, ans.len, stdout);
 	} else if (strcmp(args[0], "status") == 0) {
 		rc = print_status(&ans);
+	} else if (strcmp(args[0], "copies") == 0) {
+		rc = print_copies(&ans);
+	} else if (storage) {
+		printf("storage %s: %s\n", args[2],
+		       strcmp(args[1], "enable") == 0 ? "copying role on: new copies may go there"
+		       : strcmp(args[1], "drain") == 0 ? "copying role off and drained: no new copy "
+			 "and no new session goes there; open ones move to another source"
+		       : "copying role off: running copies finish, new ones go elsewhere; its "
+			 "copies keep serving");
 	} else if (strcmp(args[0], "hosts") == 0) {
 		rc = print_hosts(&ans);
 	} else if (reload) {
@@ -568,6 +666,7 @@ out:
 	return rc;
 usage:
 	fprintf(stderr, "usage: seamfs ctl [--socket PATH] [--json] status|metrics|hosts|drain NAME|"
-		"resume NAME|add-source ID URL|remove-source ID URL|reload; see seamfs ctl --help\n");
+		"resume NAME|add-source ID URL|remove-source ID URL|reload|copies|"
+		"storage disable|enable|drain NAME; see seamfs ctl --help\n");
 	return EXIT_USAGE;
 }

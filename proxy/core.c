@@ -17,6 +17,7 @@
 #include "cache.h"
 #include "clock.h"
 #include "context.h"
+#include "copies.h"
 #include "core.h"
 #include "cslots.h"
 #include "hosts.h"
@@ -213,6 +214,7 @@ void px_core_free(struct px_core *core)
 		/* every slot this host holds back to the cluster */
 		px_cslots_stop(core);
 		monitor_stop(core);
+		px_copies_stop(core);
 		px_providers_release(core);
 		/* verification jobs end while the fetcher still runs */
 		px_standby_stop(core);
@@ -247,6 +249,7 @@ void px_core_free(struct px_core *core)
 	}
 	if (core->assets)
 		pthread_mutex_destroy(&core->reload_lock);
+	px_copies_free(core);
 	px_sources_release_catalog(core);
 	free(core);
 }
@@ -368,6 +371,8 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 					"expire only at opens, and providers are not probed");
 		}
 		st = px_standby_start(core);
+		if (st == PX_OK)
+			st = px_copies_start(core);
 	}
 out:
 	free(need);

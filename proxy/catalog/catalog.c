@@ -623,13 +623,14 @@ static enum px_status parse_derived(struct ctx *c, const char *at, json_t *av,
 static enum px_status parse_asset(struct ctx *c, size_t i, json_t *av)
 {
 	static const char *const keys[] = { "id", "path", "size", "sha256", "mtime",
-		"sources", "transcode", "remux", NULL };
+		"sources", "transcode", "remux", "copies", NULL };
 	struct px_asset *a = &c->cat->assets[i];
 	char at[256], field[128];
 	const char *id, *path, *sha;
 	enum px_status st;
 
 	a->size = a->mtime = -1;
+	a->copies = -1;
 	snprintf(at, sizeof(at), "assets[%zu]", i);
 	if (!json_is_object(av))
 		return fail(c, at, "must be an object, not %s", type_name(av));
@@ -655,6 +656,10 @@ static enum px_status parse_asset(struct ctx *c, size_t i, json_t *av)
 	    (st = get_count(c, at, av, "mtime", 0, INT64_MAX, &a->mtime)) ||
 	    (st = get_string(c, at, av, "sha256", 0, &sha)))
 		return st;
+	int64_t ncopies;
+	if ((st = get_count(c, at, av, "copies", 0, PX_CATALOG_MAX_COPIES, &ncopies)))
+		return st;
+	a->copies = (int)ncopies;
 	if (sha) {
 		size_t n = strlen(sha);
 		int hex = n == 64;
@@ -681,6 +686,11 @@ static enum px_status parse_asset(struct ctx *c, size_t i, json_t *av)
 	if (derived + (srcs != NULL) > 1) {
 		snprintf(field, sizeof(field), "%s.%s", at, srcs ? "sources" : "remux");
 		return fail(c, field, "an asset has one of \"sources\", \"transcode\" or \"remux\"");
+	}
+	if (derived && a->copies >= 0) {
+		snprintf(field, sizeof(field), "%s.copies", at);
+		return fail(c, field, "a transcode or remux has no copies (only assets with "
+			    "\"sources\")");
 	}
 	if (derived)
 		return parse_derived(c, at, av, a);
@@ -785,6 +795,71 @@ out:
 	px_strmap_free(ids);
 	px_strmap_free(paths);
 	return st;
+}
+
+/* "storages": where copies go. Names unique; paths absolute, distinct. */
+static enum px_status parse_storages(struct ctx *c, json_t *arr)
+{
+	static const char *const keys[] = { "name", "path", "host", "min_free_bytes",
+					    "copying", NULL };
+	struct px_catalog *cat = c->cat;
+	char at[64], field[128];
+	size_t i;
+	json_t *sv;
+	enum px_status st;
+
+	if (!json_is_array(arr))
+		return fail(c, "storages", "must be an array, not %s", type_name(arr));
+	cat->storages = calloc(json_array_size(arr) + 1, sizeof(*cat->storages));
+	if (!cat->storages)
+		return oom(c);
+	json_array_foreach(arr, i, sv) {
+		const char *name, *path, *host;
+		int64_t min_free;
+		snprintf(at, sizeof(at), "storages[%zu]", i);
+		if (!json_is_object(sv))
+			return fail(c, at, "must be an object, not %s", type_name(sv));
+		if ((st = check_keys(c, at, sv, keys, "a storage")) ||
+		    (st = get_string(c, at, sv, "name", 1, &name)) ||
+		    (st = get_string(c, at, sv, "path", 1, &path)) ||
+		    (st = get_string(c, at, sv, "host", 0, &host)) ||
+		    (st = get_count(c, at, sv, "min_free_bytes", 0, PX_CATALOG_MAX_SIZE, &min_free)))
+			return st;
+		for (const unsigned char *q = (const unsigned char *)name; *q; q++) {
+			if (*q < 0x20 || *q == 0x7f || *q == '/') {
+				snprintf(field, sizeof(field), "%s.name", at);
+				return fail(c, field, "must not contain '/' or control characters");
+			}
+		}
+		const char *why = px_catalog_bad_local(path);
+		if (why) {
+			snprintf(field, sizeof(field), "%s.path", at);
+			return fail(c, field, "\"%s\" %s", path, why);
+		}
+		json_t *role = json_object_get(sv, "copying");
+		if (role && !json_is_boolean(role)) {
+			snprintf(field, sizeof(field), "%s.copying", at);
+			return fail(c, field, "must be true or false, not %s", type_name(role));
+		}
+		for (size_t k = 0; k < cat->nstorages; k++) {
+			const char *dup = strcmp(cat->storages[k].name, name) == 0 ? "name"
+					  : strcmp(cat->storages[k].path, path) == 0 ? "path" : NULL;
+			if (dup) {
+				snprintf(field, sizeof(field), "%s.%s", at, dup);
+				return fail(c, field, "duplicate storage %s \"%s\" (also storages[%zu])",
+					    dup, dup[0] == 'n' ? name : path, k);
+			}
+		}
+		struct px_storage *s = &cat->storages[cat->nstorages++];
+		s->name = strdup(name);
+		s->path = strdup(path);
+		s->host = dup_or_null(host);
+		s->min_free_bytes = min_free < 0 ? PX_STORAGE_MIN_FREE_DEFAULT : min_free;
+		s->copying = role ? json_is_true(role) : 1;
+		if (!s->name || !s->path || (host && !s->host))
+			return oom(c);
+	}
+	return PX_OK;
 }
 
 static enum px_status parse_settings(struct ctx *c, json_t *obj)
@@ -977,7 +1052,7 @@ static long array_elements(const char *t, size_t a0, size_t a1, size_t *spans)
 static enum px_status parse_text(const char *file, const char *text, size_t len, int stream,
 				 struct px_catalog **out, char *err, size_t errlen)
 {
-	static const char *const keys[] = { "providers", "assets", "settings", NULL };
+	static const char *const keys[] = { "providers", "assets", "settings", "storages", NULL };
 	const int flags = JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL;
 	size_t a0 = 0, a1 = 0, *spans = NULL;
 	long nel = -1;
@@ -1068,6 +1143,9 @@ static enum px_status parse_text(const char *file, const char *text, size_t len,
 		goto out;
 	json_t *settings = json_object_get(root, "settings");
 	if (settings && (st = parse_settings(&c, settings)))
+		goto out;
+	json_t *storages = json_object_get(root, "storages");
+	if (storages && (st = parse_storages(&c, storages)))
 		goto out;
 	*out = c.cat;
 	c.cat = NULL;
@@ -1169,6 +1247,12 @@ void px_catalog_free(struct px_catalog *cat)
 		free(a->sources);
 	}
 	free(cat->assets);
+	for (size_t i = 0; i < cat->nstorages; i++) {
+		free(cat->storages[i].name);
+		free(cat->storages[i].path);
+		free(cat->storages[i].host);
+	}
+	free(cat->storages);
 	for (size_t i = 0; i < cat->nsettings; i++) {
 		free(cat->setting_names[i]);
 		free(cat->setting_values[i]);

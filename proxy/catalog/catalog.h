@@ -19,6 +19,8 @@ struct px_provider {
 	size_t nheaders;
 	int implicit;          /* made for sources that name no provider */
 	int drained;           /* starts drained: no new sessions */
+	int local_disk;        /* holds copies on this host's own disk (copies.c):
+				* preferred for new sessions */
 	char **header_hosts;   /* where headers may follow a redirect: the origins of
 				* its catalog URLs ("https://host:443") and its
 				* trust_redirects ("host" or "host:port"); see
@@ -33,6 +35,8 @@ struct px_source {
 	char *shown;           /* what logs, status, ctl and errors show: the URL
 				* without its credentials (px_redact_url), or the path */
 	char *key;             /* what files in the state dir name it by: px_redact_key */
+	const char *storage;   /* a copy (copies.c): its storage's name, borrowed
+				* from the core; NULL for the catalog's sources */
 };
 
 enum px_asset_kind { PX_ASSET_PLAIN, PX_ASSET_TRANSCODE, PX_ASSET_REMUX };
@@ -54,11 +58,25 @@ struct px_asset {
 	int segment_seconds;   /* 2..6, default 2 */
 	struct px_source *sources;
 	size_t nsources;       /* >= 1 for plain assets, 0 otherwise */
+	int copies;            /* "copies": copies wanted besides the sources;
+				* -1: not given (the copies setting) */
 };
+
+/* A place copies of assets go (docs/copies.md). */
+struct px_storage {
+	char *name;
+	char *path;            /* absolute directory */
+	char *host;            /* the host_id that owns it; NULL: every host (NFS) */
+	int64_t min_free_bytes; /* default 1 GiB */
+	int copying;           /* the copying role, default 1 */
+};
+
+#define PX_STORAGE_MIN_FREE_DEFAULT (1LL << 30)
 
 #define PX_CATALOG_MAX_PATH 4096           /* bytes of an asset's path */
 #define PX_CATALOG_MAX_DEPTH 64            /* components of an asset's path */
 #define PX_CATALOG_MAX_SIZE (1LL << 62)    /* an asset's size: offsets never overflow */
+#define PX_CATALOG_MAX_COPIES 64           /* an asset's "copies" */
 
 struct px_catalog {
 	char *file;            /* as given, for messages */
@@ -66,6 +84,8 @@ struct px_catalog {
 	size_t nproviders;
 	struct px_asset *assets;
 	size_t nassets;
+	struct px_storage *storages;
+	size_t nstorages;
 	int from_playlists;    /* made from .strm files or an M3U: local paths in it
 				* are held to strm_paths (px_sources_path_allowed) */
 	char **setting_names;  /* "settings" members as strings, in file order */

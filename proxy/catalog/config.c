@@ -37,6 +37,7 @@ const struct px_config_option px_config_options[] = {
 	{ "stall_timeout", "SECONDS", "no byte this long while a read waits: cut over to a standby (default 3)" },
 	{ "standby_delay", "SECONDS", "playback time before an asset's standbys are verified; 0: at once (default 120)" },
 	{ "max_standby", "N", "standbys verified ahead per asset, 0 to 64 (default 5)" },
+	{ "copies", "N", "copies of every plain asset kept on the catalog's storages besides its sources, where an asset gives no \"copies\" (default 0)" },
 	{ "max_streams", "N", "range transfers one playback may run at once while it waits on a slow source, within its provider's spare slots; 1 disables (default 4)" },
 	{ "work_dir", "DIR", "where transcode writers put segments, playlists and leases (default STATE_DIR/transcode)" },
 	{ "writer", "PATH", "the seamfs-writer program (default: beside seamfs)" },
@@ -262,6 +263,9 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 			want = "a number of seconds from 0 to 86400";
 	} else if (strcmp(name, "max_standby") == 0) {
 		if (parse_int(value, 0, 64, &cfg->max_standby))
+			want = "a whole number from 0 to 64";
+	} else if (strcmp(name, "copies") == 0) {
+		if (parse_int(value, 0, 64, &cfg->copies))
 			want = "a whole number from 0 to 64";
 	} else if (strcmp(name, "max_streams") == 0) {
 		if (parse_int(value, 1, 16, &cfg->max_streams))

@@ -152,6 +152,7 @@ static enum px_status build_asset(struct build *b, const char *id, const char *p
 	struct px_asset *a = &cat->assets[cat->nassets];
 	memset(a, 0, sizeof(*a));
 	a->size = a->mtime = -1;
+	a->copies = -1;
 	a->kind = PX_ASSET_PLAIN;
 	a->id = strdup(id);
 	a->path = strdup(path);

@@ -39,6 +39,7 @@
 #include "report.h"
 #include "sources.h"
 #include "jsontext.h"
+#include "copies.h"
 #include "log.h"
 #include "redact.h"
 #include "utf8.h"
@@ -61,6 +62,10 @@ static const struct route {
 	{ "POST", "/v1/assets/*/sources/remove", PX_CTL_REMOVE_SOURCE },
 	{ "POST", "/v1/reload", PX_CTL_RELOAD },
 	{ "GET", "/v1/hosts", PX_CTL_HOSTS },
+	{ "GET", "/v1/copies", PX_CTL_COPIES },
+	{ "POST", "/v1/storages/*/disable", PX_CTL_STORAGE_DISABLE },
+	{ "POST", "/v1/storages/*/enable", PX_CTL_STORAGE_ENABLE },
+	{ "POST", "/v1/storages/*/drain", PX_CTL_STORAGE_DRAIN },
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
@@ -172,7 +177,8 @@ int px_ctl_match(const char *method, const char *url, struct px_ctl_request *req
 			"GET /v1/hosts, "
 			"POST /v1/providers/NAME/drain, POST /v1/providers/NAME/resume, "
 			"POST /v1/assets/ID/sources, POST /v1/assets/ID/sources/remove, "
-			"POST /v1/reload)");
+			"POST /v1/reload, GET /v1/copies, "
+			"POST /v1/storages/NAME/disable|enable|drain)");
 		return -1;
 	}
 	req->route = hit->id;
@@ -268,7 +274,8 @@ int px_ctl_check_body(struct px_ctl_request *req, const char *body, size_t len,
 		return 0; /* no body: the other routes take that */
 	}
 	if (req->route == PX_CTL_STATUS || req->route == PX_CTL_METRICS ||
-	    req->route == PX_CTL_RELOAD || req->route == PX_CTL_HOSTS) {
+	    req->route == PX_CTL_RELOAD || req->route == PX_CTL_HOSTS ||
+	    req->route == PX_CTL_COPIES) {
 		set_err(err, 400, "body", "this request takes no body");
 		return -1;
 	}
@@ -454,6 +461,33 @@ static enum MHD_Result handle(struct px_control *ctl, struct MHD_Connection *c, 
 		return respond(c, MHD_HTTP_OK,
 			       px_json_text(json_pack("{s:b, s:s}", "reloaded", 1, "notes", report),
 				    REPLY_JSON),
+			       "application/json", NULL);
+	}
+	case PX_CTL_COPIES: {
+		char *text = px_copies_status(ctl->core);
+		json_t *js = text ? json_loads(text, 0, NULL) : NULL;
+		free(text);
+		if (!js) {
+			set_err(&err, 500, "", "out of memory");
+			return respond_err(c, &err);
+		}
+		return respond(c, MHD_HTTP_OK, px_json_text(js, REPLY_JSON), "application/json",
+			       NULL);
+	}
+	case PX_CTL_STORAGE_DISABLE:
+	case PX_CTL_STORAGE_ENABLE:
+	case PX_CTL_STORAGE_DRAIN: {
+		int on = r->req.route == PX_CTL_STORAGE_ENABLE;
+		int drain = r->req.route == PX_CTL_STORAGE_DRAIN;
+		enum px_status st = px_copies_role(ctl->core, r->req.name, on, drain);
+		if (st == PX_ENOTFOUND) {
+			set_err(&err, 404, "name", "no storage named \"%.200s\" in the catalog",
+				r->req.name);
+			return respond_err(c, &err);
+		}
+		return respond(c, MHD_HTTP_OK,
+			       px_json_text(json_pack("{s:s, s:b, s:b}", "storage", r->req.name,
+						   "copying", on, "drained", drain), REPLY_JSON),
 			       "application/json", NULL);
 	}
 	case PX_CTL_NROUTES:

@@ -35,6 +35,10 @@ enum px_ctl_route {
 	PX_CTL_REMOVE_SOURCE, /* POST /v1/assets/ID/sources/remove {"url"|"path"} */
 	PX_CTL_RELOAD,     /* POST /v1/reload */
 	PX_CTL_HOSTS,      /* GET /v1/hosts (cluster mode: the store and the hosts) */
+	PX_CTL_COPIES,     /* GET /v1/copies */
+	PX_CTL_STORAGE_DISABLE, /* POST /v1/storages/NAME/disable */
+	PX_CTL_STORAGE_ENABLE,  /* POST /v1/storages/NAME/enable */
+	PX_CTL_STORAGE_DRAIN,   /* POST /v1/storages/NAME/drain */
 	PX_CTL_NROUTES
 };
 

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "context.h"
+#include "copies.h"
 #include "metrics.h"
 #include "snapshot.h"
 #include "standby.h"
@@ -237,6 +238,16 @@ char *px_metrics_text(struct px_core *core)
 	sample(&b, "seamfs_parallel_parts_total", snap->n_parts);
 	family(&b, "seamfs_direct_reads_total", "counter", "Reads fetched by a range request.");
 	sample(&b, "seamfs_direct_reads_total", snap->n_direct);
+
+	uint64_t made, failed, copied;
+	px_copies_counters(core, &made, &failed, &copied);
+	family(&b, "seamfs_copies_made_total", "counter", "Copies made, verified and serving.");
+	sample(&b, "seamfs_copies_made_total", made);
+	family(&b, "seamfs_copies_failed_total", "counter",
+	       "Copy attempts that failed (a broken read or a mismatch).");
+	sample(&b, "seamfs_copies_failed_total", failed);
+	family(&b, "seamfs_copies_bytes_total", "counter", "Bytes written to copies.");
+	sample(&b, "seamfs_copies_bytes_total", copied);
 
 	family(&b, "seamfs_readahead_used_bytes", "gauge",
 	       "Read-ahead memory in use (windows and cached heads/tails).");

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "context.h"
+#include "copies.h"
 #include "reload.h"
 #include "health.h"
 #include "probe.h"
@@ -119,7 +120,7 @@ static void merge_sources(struct px_core *core, size_t ai, const struct px_asset
 	struct px_asset *a = &core->mcat->assets[ai];
 	struct asset_rt *rt = &core->assets[ai];
 	for (size_t k = 0; k < a->nsources; k++) {
-		int keep = 0;
+		int keep = a->sources[k].storage != NULL; /* a copy: copies.c's */
 		for (size_t j = 0; j < na->nsources && !keep; j++)
 			keep = same_source(&a->sources[k], &na->sources[j]);
 		if (!keep && !rt->dead[k]) {
@@ -307,6 +308,7 @@ enum px_status px_reload_catalog(struct px_core *core, struct px_catalog *nc, ch
 	core->old_trees[core->ncatalogs] = old;
 	if (core->on_reload)
 		core->on_reload(core->on_reload_ctx, old, tree);
+	px_copies_reload(core, nc);
 	px_info("reload", "catalog reloaded: %d asset(s) added, %d gone, %d source(s) added, "
 		"%d removed%s%s", n_new, n_gone, s_added, s_removed, report[0] ? "; " : "",
 		report);

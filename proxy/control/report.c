@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "copies.h"
 #include "report.h"
 #include "snapshot.h"
 #include "standby.h"
@@ -245,6 +246,9 @@ char *px_report_json(struct px_core *core)
 								    1000.0)
 							: json_null()));
 	json_object_set_new(root, "assets", assets_json(snap));
+	char *copies = px_copies_status(core);
+	json_object_set_new(root, "copies", copies ? json_loads(copies, 0, NULL) : json_null());
+	free(copies);
 	json_object_set_new(root, "transcodes", transcodes_json(snap));
 	json_object_set_new(root, "store", store_json(snap));
 	json_object_set_new(root, "hosts", snap->clustered ? hosts_json(snap)

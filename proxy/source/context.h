@@ -30,6 +30,7 @@ struct vf_pool;
 struct px_store;
 struct px_hosts;
 struct px_cslots;
+struct px_copies;
 
 struct asset_rt {
 	struct cache_slot *slot;   /* head, tail: two, made at the asset's first
@@ -111,6 +112,7 @@ struct px_core {
 	void *on_reload_ctx;
 	size_t nlisted;
 	struct px_transcode *tc;   /* transcoded assets; NULL when none */
+	struct px_copies *copies;  /* copies.c; NULL until px_copies_start */
 	_Atomic uint64_t next_session;
 
 	/* read-ahead windows share cfg->readahead_budget (stream.c) */

@@ -22,7 +22,8 @@
  * there is one (open, or closed less than session_ttl ago), else a new
  * session takes, among the asset's sources whose provider is not drained
  * and has room, the one whose provider has the fewest sessions, the first
- * by provider name on a tie. Providers that answer badly come after those
+ * by provider name on a tie; a copy on this host's own disk (copies.c)
+ * before any other. Providers that answer badly come after those
  * that answer well, and providers down for liveness_ttl are left out while
  * any other can serve. A session counts from the moment it is directed, so
  * a burst of opens spreads.
@@ -637,8 +638,12 @@ static int choose(struct px_core *core, size_t asset, int64_t now, size_t *src,
 			const struct prov_rt *b = &core->provs[a->sources[best].provider];
 			int hb = source_health(core, asset, (size_t)best, b, now);
 			size_t bi = a->sources[best].provider;
-			if (hb < h || (hb == h && sessions_all(b) < sessions_all(p)) ||
-			    (hb == h && sessions_all(b) == sessions_all(p) &&
+			/* a copy on this host's own disk costs no connection */
+			int lb = core->cat->providers[bi].local_disk;
+			int lp = core->cat->providers[pi].local_disk;
+			if (hb < h || (hb == h && lb > lp) ||
+			    (hb == h && lb == lp && sessions_all(b) < sessions_all(p)) ||
+			    (hb == h && lb == lp && sessions_all(b) == sessions_all(p) &&
 			     strcmp(prov_name(core, bi), prov_name(core, pi)) <= 0))
 				continue;
 		}

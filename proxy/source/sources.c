@@ -316,3 +316,89 @@ void px_sources_screen_paths(struct px_core *core, size_t asset, int untrusted)
 		px_warn("sources", "asset %s: source %s %s; it will not be used", a->id, path, why);
 	}
 }
+
+enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const char *path,
+				   const char *storage, const char *prov_name, int local_disk,
+				   size_t *kout)
+{
+	struct px_catalog *m = core->mcat;
+	enum px_status st = PX_OK;
+	size_t prov = 0;
+
+	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(&core->vf_lock);
+	struct px_asset *a = &m->assets[asset];
+	struct asset_rt *rt = &core->assets[asset];
+	struct src_rt *all = px_src_ensure(core, asset);
+	while (prov < m->nproviders && strcmp(m->providers[prov].name, prov_name) != 0)
+		prov++;
+	long k = find_source(a, path);
+	if (!all) {
+		st = PX_ENOMEM;
+	} else if (k < 0 && a->nsources >= rt->source_cap) {
+		st = PX_EINVAL;
+	} else if (prov == m->nproviders && m->nproviders >= core->provs_cap) {
+		st = PX_EINVAL;
+	} else if (prov == m->nproviders) {
+		/* the storage's own provider: no connection limit, its sessions
+		 * counted apart from the origin's */
+		char *pname = keep(core, prov_name);
+		if (!pname) {
+			st = PX_ENOMEM;
+		} else {
+			struct px_provider *p = &m->providers[prov];
+			memset(p, 0, sizeof(*p));
+			p->name = pname;
+			p->implicit = 1;
+			memset(&core->provs[prov], 0, sizeof(core->provs[prov]));
+			core->provs[prov].probe_asset = -1;
+			m->nproviders++;
+		}
+	}
+	if (st == PX_OK && prov < m->nproviders)
+		m->providers[prov].local_disk = local_disk;
+	if (st == PX_OK && k < 0) {
+		char *s = keep(core, path);
+		if (!s) {
+			st = PX_ENOMEM;
+		} else {
+			k = (long)a->nsources;
+			struct px_source *src = &a->sources[k];
+			memset(src, 0, sizeof(*src));
+			src->path = s;
+			src->shown = s;
+			src->key = s;
+			src->provider = prov;
+			src->storage = storage;
+			px_provider_note_source(core, prov, NULL);
+			rt->dead[k] = 0;
+			px_src_why(&all[k], NULL);
+			memset(&all[k], 0, sizeof(all[k]));
+			all[k].state = VS_VERIFIED;
+			a->nsources = (size_t)k + 1;   /* published last */
+		}
+	} else if (st == PX_OK) {
+		a->sources[k].storage = storage;
+		px_src_why(&all[k], NULL);
+		memset(&all[k], 0, sizeof(all[k]));
+		all[k].state = VS_VERIFIED;
+		rt->dead[k] = 0;
+	}
+	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->prov_lock);
+	if (st == PX_OK)
+		*kout = (size_t)k;
+	return st;
+}
+
+void px_sources_drop(struct px_core *core, size_t asset, size_t k, const char *why)
+{
+	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(&core->vf_lock);
+	core->assets[asset].dead[k] = 1;
+	struct src_rt *all = px_src_ensure(core, asset);
+	if (all)
+		px_src_why(&all[k], why);
+	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->prov_lock);
+}

@@ -876,6 +876,58 @@ static void test_err_first_wins(void **state)
 		     FILE_NAME ":2:15: assets[0].path:", "\"/a\" must be relative");
 }
 
+/* ---------------------------------------------------------------- copies */
+
+static void test_storages_and_copies(void **state)
+{
+	(void)state;
+	struct px_catalog *cat = parse_ok(
+		"{\"storages\": [{\"name\": \"disk1\", \"path\": \"/srv/copies\",\n"
+		"   \"host\": \"host-a\", \"min_free_bytes\": 5, \"copying\": false},\n"
+		"  {\"name\": \"nfs\", \"path\": \"/mnt/nfs\"}],\n"
+		" \"assets\": [{\"id\": \"a\", \"path\": \"a\", \"copies\": 2, " SRC1 "},\n"
+		"  {\"id\": \"b\", \"path\": \"b\", " SRC1 "}],\n"
+		" \"settings\": {\"copies\": 1}}");
+	assert_int_equal(cat->nstorages, 2);
+	assert_string_equal(cat->storages[0].name, "disk1");
+	assert_string_equal(cat->storages[0].path, "/srv/copies");
+	assert_string_equal(cat->storages[0].host, "host-a");
+	assert_int_equal(cat->storages[0].min_free_bytes, 5);
+	assert_int_equal(cat->storages[0].copying, 0);
+	assert_null(cat->storages[1].host);
+	assert_int_equal(cat->storages[1].min_free_bytes, PX_STORAGE_MIN_FREE_DEFAULT);
+	assert_int_equal(cat->storages[1].copying, 1);
+	assert_int_equal(cat->assets[0].copies, 2);
+	assert_int_equal(cat->assets[1].copies, -1);
+	px_catalog_free(cat);
+}
+
+static void test_err_storages(void **state)
+{
+	(void)state;
+	expect_error("{\"assets\": [], \"storages\": {}}", FILE_NAME ":1:16: storages:",
+		     "must be an array");
+	expect_error("{\"assets\": [],\n \"storages\": [{\"name\": \"d\"}]}",
+		     FILE_NAME ":2:15: storages[0].path:", "missing required field \"path\"");
+	expect_error("{\"assets\": [],\n \"storages\": [{\"name\": \"d\", \"path\": \"rel\"}]}",
+		     FILE_NAME ":2:29: storages[0].path:", "\"rel\"");
+	expect_error("{\"assets\": [],\n \"storages\": [{\"name\": \"d\", \"path\": \"/x\",\n"
+		     "  \"min_free_bytes\": -1}]}", FILE_NAME ":3:3: storages[0].min_free_bytes:",
+		     "-1 is out of range");
+	expect_error("{\"assets\": [],\n \"storages\": [{\"name\": \"d\", \"path\": \"/x\",\n"
+		     "  \"copying\": \"yes\"}]}", FILE_NAME ":3:3: storages[0].copying:",
+		     "must be true or false");
+	expect_error("{\"assets\": [],\n \"storages\": [{\"name\": \"d\", \"path\": \"/x\"},\n"
+		     "  {\"name\": \"d\", \"path\": \"/y\"}]}", FILE_NAME ":3:4: storages[1].name:",
+		     "duplicate storage name \"d\"");
+	expect_error("{\"assets\": [],\n \"storages\": [{\"name\": \"d\", \"path\": \"/x\",\n"
+		     "  \"size\": 1}]}", FILE_NAME ":3:3: storages[0].size:", "unknown key \"size\"");
+	expect_error("{\"assets\": [{\"id\": \"a\", \"path\": \"a\",\n  \"copies\": \"2\", " SRC1 "}]}",
+		     FILE_NAME ":2:3: assets[0].copies:", "must be a whole number");
+	expect_error("{\"assets\": [], \"settings\": {\"copies\": -1}}",
+		     FILE_NAME ":1:29: settings.copies:", "from 0 to 64");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -942,6 +994,8 @@ int main(void)
 		cmocka_unit_test(test_load_file),
 		cmocka_unit_test(test_err_truncated_buffer),
 		cmocka_unit_test(test_err_first_wins),
+		cmocka_unit_test(test_storages_and_copies),
+		cmocka_unit_test(test_err_storages),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

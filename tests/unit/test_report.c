@@ -192,10 +192,11 @@ static void check_shape(json_t *js)
 	size_t i, j;
 	json_t *o, *p;
 	exact_keys(js, "status", "providers sessions assets cutovers transcodes reload "
-		   "admission reads memory store hosts | version");
+		   "admission reads memory store hosts copies | version");
 	/* one host: no store, no hosts (cluster mode: test_cluster.py) */
 	assert_true(json_is_null(get(js, "store")));
 	assert_int_equal(json_array_size(get(js, "hosts")), 0);
+	exact_keys(get(js, "copies"), "copies", "storages jobs assets | host");
 	json_array_foreach(get(js, "providers"), i, o) {
 		exact_keys(o, "provider", "name state why live sessions transfers "
 			   "background_transfers slots_held max_connections at_limit drained "

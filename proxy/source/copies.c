@@ -1,0 +1,1566 @@
+/*
+ * copies.c - verified copies of assets on the catalog's storages.
+ *
+ * Storages. The catalog's "storages" (a name, a directory, the host that
+ * owns it when it is a local disk, min_free_bytes, the copying role). A
+ * storage is reachable when its host is this host (or it names none: NFS,
+ * every host reads it), its directory exists and is writable, and statvfs
+ * answers; the copies thread looks again every second. This host's id is
+ * the host_id option, else the host name (px_host_id_default).
+ *
+ * Placement (px_copies_place, pure). An asset that wants N copies
+ * ("copies", else the copies setting) and has fewer that serve gets a
+ * job. Its storage: reachable, the role on, no serving copy of the asset
+ * there, free space >= min_free_bytes + the asset's size; the freest of
+ * those. With none the job waits, spends no attempt, and says why, in
+ * this order: a storage holding a copy that does not serve is unreachable
+ * ("storage not ready") or has the role off ("copying off"); storages
+ * that would take it are all full ("no room"); storages with the role
+ * that lack the asset exist but none is reachable ("storage not ready");
+ * else "no storage". The next placement (every second, at once after a
+ * role change or a reload) lets it go on its own.
+ *
+ * The copy. One job at a time, on the copies thread: the source is a
+ * live verified one of the asset (an existing copy too; else the one
+ * that served, else any live one), read in 1 MiB ranges through background transfers that take
+ * only a spare slot (PX_XFER_SPARE: free now, nobody waiting, preempted
+ * by any viewer's open); a range that found no spare slot or was
+ * preempted waits 200 ms and is asked again, costing no attempt. The bytes
+ * go to STORAGE/ASSET-PATH.partial while a full SHA-256 runs over them.
+ * Then: the size; the catalog's sha256 when it has one; else the copy's
+ * sampled fingerprint against the asset's reference (or, before there is
+ * one, against the source's own samples read again) and, when a second
+ * source is live, that source's full SHA-256. Then fsync, rename, fsync
+ * of the directory, the manifest, and the copy becomes a verified path
+ * source of the asset (sources.c) on the storage's own provider
+ * ("storage:NAME", no connection limit, preferred for new sessions when
+ * the disk is this host's). A failed read or a mismatch fails the
+ * attempt: the .partial goes, the job retries from scratch after 1 s,
+ * doubling, at most 60 s.
+ *
+ * Persistence. Each storage holds STORAGE/.seamfs-copies.json: per asset
+ * id the file, size and full SHA-256 of its copy (written atomically).
+ * At mount, and when a reload brings a storage, a listed copy whose file
+ * is there at the asset's size (and whose SHA-256 equals the catalog's,
+ * when the catalog has one) serves again without a new copy.
+ *
+ * Staleness. A reload that gives an asset another sha256, or a source
+ * whose ETag changed since the copy (asked at mount and after each
+ * reload), makes its copies stop serving at once; the job makes them
+ * again, on the same storage when it can. A new size needs a remount: the
+ * manifest's size no longer matches then. A copy whose storage becomes unreachable stops
+ * serving until it is back. A storage removed from the catalog: its
+ * copies stop serving; no file is deleted.
+ *
+ * Roles. ctl turns a storage's copying role off or on; a drain also
+ * drains its copies' provider and moves their sessions away, each by a
+ * cutover at its offset (move_viewers).
+ *
+ * Lock: cp->lock guards storages, copies and jobs; taken alone: calls
+ * into sources.c, provider.c and standby.c are made without it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "catalog.h"
+#include "clock.h"
+#include "copies.h"
+#include "context.h"
+#include "fingerprint.h"
+#include "hash.h"
+#include "health.h"
+#include "hosts.h"
+#include "log.h"
+#include "provider.h"
+#include "rangeread.h"
+#include "sources.h"
+#include "standby.h"
+#include "verdict.h"
+
+#define CHUNK (1 << 20)
+#define YIELD_MS 200
+#define RANGE_TIMEOUT_MS 30000
+#define BACKOFF_FIRST_MS 1000
+#define BACKOFF_MAX_MS 60000
+#define MANIFEST ".seamfs-copies.json"
+#define SPARE_TRIES 3000        /* yields of one range (10 min at YIELD_MS) */
+#define RECHECK_MS 5000         /* an ETag check that could not be made: again after */
+
+struct storage {
+	char *name, *path, *host;    /* owned */
+	char prov[300];              /* "storage:NAME" */
+	int64_t min_free;
+	int cat_copying;             /* the catalog's role, to see it change */
+	int copying;                 /* the role now (the catalog, then ctl) */
+	int drained;
+	int move_viewers;            /* drained: its sessions are to move away */
+	int in_catalog;
+	int loaded;                  /* its manifest was read */
+	/* looked at each second */
+	int reachable;
+	int64_t free_bytes;
+	char why[200];               /* why not reachable */
+};
+
+struct copy {
+	size_t asset, storage;
+	size_t k;                    /* its source index, once registered */
+	int registered;
+	int serving;                 /* registered and not dropped */
+	int stale;                   /* the asset changed: made again */
+	int64_t size;
+	char sha[65];
+	char src_key[300];           /* the source it was copied from (its key) */
+	char etag[128];              /* that source's ETag then; "" unknown */
+	int recheck;                 /* compare the source's ETag again */
+	int64_t recheck_at;          /* monotonic ms: not before */
+};
+
+enum { JOB_WAITING, JOB_COPYING, JOB_BACKOFF };
+
+struct job {
+	size_t asset;
+	int state;
+	enum px_copy_wait wait;
+	size_t storage;              /* while copying */
+	int64_t done, total;
+	double speed;                /* bytes/s of the running copy */
+	int64_t started_ms;
+	int attempts;                /* failed in a row */
+	int64_t retry_at;            /* monotonic ms */
+	char error[240];             /* the last failure */
+};
+
+struct px_copies {
+	struct px_core *core;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;         /* monotonic */
+	pthread_t thread;
+	int started;
+	int stop;
+	int kick;
+	char host[256];
+	struct storage *st;
+	size_t nst, capst;
+	struct copy *c;
+	size_t nc, capc;
+	struct job *jobs;
+	size_t njobs, capjobs;
+	/* per asset, from the last reload (borrowed from its catalog) */
+	int *want;                   /* -2: the core's catalog says */
+	const char **sha;
+	unsigned char *sha_set;
+	size_t cap;                  /* assets_cap */
+	_Atomic uint64_t n_made, n_failed, n_bytes;
+	struct gate *reading;        /* the copy's reader, under lock: a stop
+				      * cancels its transfer */
+};
+
+/* ---- placement */
+
+const char *px_copy_wait_name(enum px_copy_wait w)
+{
+	switch (w) {
+	case PX_WAIT_NONE: return "";
+	case PX_WAIT_NO_STORAGE: return "no storage";
+	case PX_WAIT_NO_ROOM: return "no room";
+	case PX_WAIT_NOT_READY: return "storage not ready";
+	case PX_WAIT_COPYING_OFF: return "copying off";
+	}
+	return "";
+}
+
+enum px_copy_wait px_copies_place(const struct px_place_in *s, size_t n, int64_t size,
+				  size_t *pick)
+{
+	long best = -1;
+	int eligible = 0, held_unready = 0, held_off = 0, role_unready = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i].holds == 2 && !s[i].reachable)
+			held_unready = 1;
+		if (s[i].holds == 2 && s[i].reachable && !s[i].copying)
+			held_off = 1;
+		if (s[i].holds != 1 && s[i].copying && !s[i].reachable)
+			role_unready = 1;
+		if (!s[i].reachable || !s[i].copying || s[i].holds == 1)
+			continue;
+		eligible = 1;
+		/* free >= min_free + size, without the sum (it may overflow) */
+		if (s[i].free_bytes < size || s[i].free_bytes - size < s[i].min_free)
+			continue;
+		if (best < 0 || s[i].free_bytes > s[best].free_bytes)
+			best = (long)i;
+	}
+	if (best >= 0) {
+		*pick = (size_t)best;
+		return PX_WAIT_NONE;
+	}
+	if (held_unready)
+		return PX_WAIT_NOT_READY;
+	if (held_off)
+		return PX_WAIT_COPYING_OFF;
+	if (eligible)
+		return PX_WAIT_NO_ROOM;
+	if (role_unready)
+		return PX_WAIT_NOT_READY;
+	return PX_WAIT_NO_STORAGE;
+}
+
+/* ---- storages */
+
+static void storage_check(const char *host, struct storage *s)
+{
+	struct stat sb;
+	struct statvfs vb;
+	s->reachable = 0;
+	s->free_bytes = 0;
+	if (s->host && strcmp(s->host, host) != 0)
+		snprintf(s->why, sizeof(s->why), "a local disk of host %s", s->host);
+	else if (stat(s->path, &sb) != 0)
+		snprintf(s->why, sizeof(s->why), "%s", strerror(errno));
+	else if (!S_ISDIR(sb.st_mode))
+		snprintf(s->why, sizeof(s->why), "not a directory");
+	else if (access(s->path, W_OK) != 0)
+		snprintf(s->why, sizeof(s->why), "not writable: %s", strerror(errno));
+	else if (statvfs(s->path, &vb) != 0)
+		snprintf(s->why, sizeof(s->why), "statvfs: %s", strerror(errno));
+	else if (vb.f_flag & ST_RDONLY)
+		snprintf(s->why, sizeof(s->why), "mounted read-only");
+	else {
+		s->reachable = 1;
+		s->why[0] = '\0';
+		s->free_bytes = (int64_t)vb.f_bavail * (int64_t)vb.f_frsize;
+	}
+}
+
+static long find_storage(struct px_copies *cp, const char *name)
+{
+	for (size_t i = 0; i < cp->nst; i++)
+		if (strcmp(cp->st[i].name, name) == 0)
+			return (long)i;
+	return -1;
+}
+
+static long find_copy(struct px_copies *cp, size_t asset, size_t storage)
+{
+	for (size_t i = 0; i < cp->nc; i++)
+		if (cp->c[i].asset == asset && cp->c[i].storage == storage)
+			return (long)i;
+	return -1;
+}
+
+static long find_job(struct px_copies *cp, size_t asset)
+{
+	for (size_t i = 0; i < cp->njobs; i++)
+		if (cp->jobs[i].asset == asset)
+			return (long)i;
+	return -1;
+}
+
+static int grow(void **arr, size_t *cap, size_t n, size_t size)
+{
+	if (n < *cap)
+		return 0;
+	size_t ncap = *cap ? *cap * 2 : 8;
+	void *p = realloc(*arr, ncap * size);
+	if (!p)
+		return -1;
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+/* Takes in the catalog's storages: new ones added, known ones updated,
+ * missing ones marked out of the catalog. cp->lock held. */
+static void merge_storages(struct px_copies *cp, const struct px_catalog *cat)
+{
+	for (size_t i = 0; i < cp->nst; i++)
+		cp->st[i].in_catalog = 0;
+	for (size_t j = 0; j < cat->nstorages; j++) {
+		const struct px_storage *ns = &cat->storages[j];
+		long i = find_storage(cp, ns->name);
+		if (i < 0) {
+			if (grow((void **)&cp->st, &cp->capst, cp->nst, sizeof(*cp->st)))
+				continue;
+			struct storage *s = &cp->st[cp->nst];
+			memset(s, 0, sizeof(*s));
+			s->name = strdup(ns->name);
+			if (!s->name)
+				continue;
+			snprintf(s->prov, sizeof(s->prov), "storage:%s", ns->name);
+			s->copying = ns->copying;
+			s->cat_copying = ns->copying;
+			i = (long)cp->nst++;
+		}
+		struct storage *s = &cp->st[i];
+		if (!s->path || strcmp(s->path, ns->path) != 0)
+			s->loaded = 0; /* another directory: its manifest is read again */
+		free(s->path);
+		free(s->host);
+		s->path = strdup(ns->path);
+		s->host = ns->host ? strdup(ns->host) : NULL;
+		s->min_free = ns->min_free_bytes;
+		if (ns->copying != s->cat_copying)
+			s->copying = ns->copying; /* the catalog changed its mind: it wins */
+		s->cat_copying = ns->copying;
+		s->in_catalog = s->path != NULL;
+	}
+}
+
+/* ---- the manifest */
+
+static void manifest_path(const struct storage *s, char *out, size_t n)
+{
+	snprintf(out, n, "%s/%s", s->path, MANIFEST);
+}
+
+static void copy_file(struct px_core *core, const struct storage *s, size_t asset, char *out,
+		      size_t n)
+{
+	snprintf(out, n, "%s/%s", s->path, core->cat->assets[asset].path);
+}
+
+/* Rewrites storage si's manifest from the copies known there. cp->lock held. */
+static void manifest_save(struct px_copies *cp, size_t si)
+{
+	struct px_core *core = cp->core;
+	struct storage *s = &cp->st[si];
+	json_t *root = json_object(), *all = json_object();
+	char file[PATH_MAX], err[400];
+	if (!root || !all || json_object_set_new(root, "copies", all)) {
+		json_decref(root);
+		return;
+	}
+	for (size_t i = 0; i < cp->nc; i++) {
+		const struct copy *c = &cp->c[i];
+		if (c->storage != si || c->stale)
+			continue;
+		json_object_set_new(all, core->cat->assets[c->asset].id,
+				    json_pack("{s:s, s:I, s:s, s:s, s:s}", "file",
+					      core->cat->assets[c->asset].path,
+					      "size", (json_int_t)c->size, "sha256", c->sha,
+					      "source", c->src_key, "etag", c->etag));
+	}
+	char *text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
+	json_decref(root);
+	manifest_path(s, file, sizeof(file));
+	if (!text || px_write_atomic(file, text, strlen(text), 0644, err, sizeof(err)) != PX_OK)
+		px_warn("copies", "storage %s: the manifest could not be written: %s", s->name,
+			text ? err : "out of memory");
+	free(text);
+}
+
+/* The asset's sha256 now (the last reload's, else the core's catalog). */
+static const char *want_sha(struct px_copies *cp, size_t asset)
+{
+	if (asset < cp->cap && cp->sha_set[asset])
+		return cp->sha[asset];
+	return cp->core->cat->assets[asset].sha256;
+}
+
+static int want_copies(struct px_copies *cp, size_t asset)
+{
+	const struct px_asset *a = &cp->core->cat->assets[asset];
+	int n = asset < cp->cap && cp->want[asset] != -2 ? cp->want[asset] : a->copies;
+	return n >= 0 ? n : cp->core->cfg->copies;
+}
+
+/* Registers a copy as a source (no lock held). 0 on success. */
+static int register_copy(struct px_copies *cp, size_t asset, size_t si, const char *file,
+			 const char *storage_name, const char *prov, int local, size_t *k)
+{
+	enum px_status st = px_sources_add_copy(cp->core, asset, file, storage_name, prov, local, k);
+	if (st != PX_OK) {
+		px_warn("copies", "asset %s: copy %s could not become a source: %s",
+			cp->core->cat->assets[asset].id, file,
+			st == PX_EINVAL ? "no room for another source while mounted (remount)"
+					: px_strerror(st));
+		return -1;
+	}
+	(void)si;
+	return 0;
+}
+
+/* Reads storage si's manifest and registers what still matches. Called
+ * with cp->lock held; drops it around the registrations. */
+static void manifest_load(struct px_copies *cp, size_t si)
+{
+	struct px_core *core = cp->core;
+	char file[PATH_MAX];
+	json_error_t jerr;
+	cp->st[si].loaded = 1;
+	manifest_path(&cp->st[si], file, sizeof(file));
+	json_t *root = json_load_file(file, 0, &jerr);
+	if (!root) {
+		if (access(file, F_OK) == 0)
+			px_warn("copies", "storage %s: %s:%d: %s (its copies are made again)",
+				cp->st[si].name, file, jerr.line, jerr.text);
+		return;
+	}
+	json_t *all = json_object_get(root, "copies");
+	const char *id;
+	json_t *v;
+	json_object_foreach(all, id, v) {
+		long a = px_catalog_find(core->cat, id);
+		json_t *jsize = json_object_get(v, "size"), *jsha = json_object_get(v, "sha256");
+		if (a < 0 || !core->assets[a].listed || core->cat->assets[a].kind != PX_ASSET_PLAIN ||
+		    !json_is_integer(jsize) || !json_is_string(jsha) ||
+		    strlen(json_string_value(jsha)) != 64 || find_copy(cp, (size_t)a, si) >= 0)
+			continue;
+		int64_t size = json_integer_value(jsize);
+		const char *sha = want_sha(cp, (size_t)a);
+		struct stat sb;
+		char path[PATH_MAX];
+		copy_file(core, &cp->st[si], (size_t)a, path, sizeof(path));
+		if (size != core->assets[a].size || (sha && strcmp(sha, json_string_value(jsha))) ||
+		    stat(path, &sb) || !S_ISREG(sb.st_mode) || sb.st_size != size) {
+			px_info("copies", "asset %s: the copy on storage %s no longer matches the "
+				"asset: made again", id, cp->st[si].name);
+			continue;
+		}
+		if (grow((void **)&cp->c, &cp->capc, cp->nc, sizeof(*cp->c)))
+			break;
+		struct copy *c = &cp->c[cp->nc++];
+		memset(c, 0, sizeof(*c));
+		c->asset = (size_t)a;
+		c->storage = si;
+		c->size = size;
+		snprintf(c->sha, sizeof(c->sha), "%s", json_string_value(jsha));
+		const char *key = json_string_value(json_object_get(v, "source"));
+		const char *etag = json_string_value(json_object_get(v, "etag"));
+		snprintf(c->src_key, sizeof(c->src_key), "%s", key ? key : "");
+		snprintf(c->etag, sizeof(c->etag), "%s", etag ? etag : "");
+		c->recheck = c->etag[0] != '\0'; /* the origin may have changed meanwhile */
+		size_t ci = cp->nc - 1, k;
+		char sname[256], prov[300];
+		snprintf(sname, sizeof(sname), "%s", cp->st[si].name);
+		snprintf(prov, sizeof(prov), "%s", cp->st[si].prov);
+		int local = cp->st[si].host != NULL;
+		pthread_mutex_unlock(&cp->lock);
+		int ok = register_copy(cp, (size_t)a, si, path, cp->st[si].name, prov, local, &k) == 0;
+		pthread_mutex_lock(&cp->lock);
+		if (ok) {
+			cp->c[ci].k = k;
+			cp->c[ci].registered = cp->c[ci].serving = 1;
+			px_info("copies", "asset %s: copy on storage %s serves again (%s)", id, sname,
+				path);
+		} else {
+			cp->c[ci].stale = 1;
+		}
+	}
+	json_decref(root);
+}
+
+/* ---- reading a source in spare slots */
+
+/* An ops table whose submit takes only a spare slot of the provider. */
+struct gate {
+	struct px_fetch_ops ops;
+	struct px_core *core;
+	size_t prov;
+	_Atomic int busy;            /* a submit found no spare slot */
+	_Atomic uint64_t id;         /* the transfer in flight, 0: none (ranges go
+				      * one at a time): cancelled at a stop */
+};
+
+static enum px_status g_submit(void *impl, const struct px_fetch_params *p,
+			       const struct px_fetch_cb *cb, uint64_t *id)
+{
+	struct gate *g = impl;
+	enum px_status st = px_xfer_submit(g->core, g->prov, NULL, PX_XFER_SPARE, px_now_ms(), p,
+					   cb, id);
+	if (st == PX_EBUSY)
+		atomic_store(&g->busy, 1);
+	if (st == PX_OK)
+		atomic_store(&g->id, *id);
+	return st;
+}
+
+static void g_cancel(void *impl, uint64_t id)
+{
+	struct gate *g = impl;
+	g->core->ops.cancel(g->core->ops.impl, id);
+}
+
+static void g_resume(void *impl, uint64_t id)
+{
+	struct gate *g = impl;
+	g->core->ops.resume(g->core->ops.impl, id);
+}
+
+static enum px_status open_source(struct px_core *core, size_t asset, size_t k, struct gate *g,
+				  struct px_rangeread **out)
+{
+	const struct px_source *src = &core->cat->assets[asset].sources[k];
+	const struct px_provider *p = &core->cat->providers[src->provider];
+	enum px_status st;
+	if (src->path) {
+		st = px_rangeread_new_path(src->path, out);
+	} else {
+		g->ops = (struct px_fetch_ops){ g_submit, g_cancel, g_resume, g };
+		g->core = core;
+		g->prov = src->provider;
+		st = px_rangeread_new_http(&g->ops, src->url, (const char *const *)p->headers,
+					   p->nheaders, RANGE_TIMEOUT_MS, 1, out);
+	}
+	if (st == PX_OK) {
+		px_rangeread_set_size(*out, core->assets[asset].size);
+		if (!src->path)
+			px_rangeread_set_header_hosts(*out, (const char *const *)p->header_hosts,
+						      p->nheader_hosts);
+	}
+	return st;
+}
+
+/* Source k's ETag into etag: 0, 1 when no spare slot was free (ask
+ * later), -1 when it did not answer. */
+static int probe_etag(struct px_core *core, size_t asset, size_t k, char *etag, size_t n)
+{
+	struct gate g = { 0 };
+	struct px_rangeread *rr = NULL;
+	struct vf_seen seen;
+	char why[200];
+	int rc = -1;
+	if (open_source(core, asset, k, &g, &rr) == PX_OK) {
+		enum px_status st = px_rangeread_probe(rr, &seen, why, sizeof(why));
+		if (st == PX_OK) {
+			snprintf(etag, n, "%s", seen.etag);
+			rc = 0;
+		} else if (atomic_load(&g.busy) || st == PX_ECANCELED) {
+			rc = 1;
+		}
+	}
+	px_rangeread_free(rr);
+	return rc;
+}
+
+/* Waits ms unless stopping: 1 when stopping. */
+static int pause_ms(struct px_copies *cp, int64_t ms)
+{
+	pthread_mutex_lock(&cp->lock);
+	int64_t until = px_now_ms() + ms;
+	while (!cp->stop && px_now_ms() < until) {
+		struct timespec ts = { until / 1000, (until % 1000) * 1000000 };
+		pthread_cond_timedwait(&cp->cond, &cp->lock, &ts);
+	}
+	int stop = cp->stop;
+	pthread_mutex_unlock(&cp->lock);
+	return stop;
+}
+
+/*
+ * Reads all of source k of the asset in spare slots, hashing it into
+ * sha (and writing it to fd when >= 0), progress into job ji. PX_OK, or
+ * the failure with why; PX_ESHUTDOWN when stopping.
+ */
+static enum px_status stream_source(struct px_copies *cp, size_t ji, size_t asset, size_t k,
+				    int fd, unsigned char sha[VF_HASH_LEN], char *why, size_t n)
+{
+	struct px_core *core = cp->core;
+	int64_t size = core->assets[asset].size, off = 0;
+	struct gate g = { 0 };
+	struct px_rangeread *rr = NULL;
+	struct vf_hash *h = NULL;
+	unsigned char *buf = malloc(CHUNK);
+	enum px_status st = PX_ENOMEM;
+
+	if (!buf || vf_hash_new(&h) != PX_OK)
+		goto out;
+	if ((st = open_source(core, asset, k, &g, &rr)) != PX_OK)
+		goto out;
+	pthread_mutex_lock(&cp->lock);
+	cp->reading = &g;
+	pthread_mutex_unlock(&cp->lock);
+	struct vf_reader r = px_rangeread_reader(rr);
+	int yields = 0;
+	while (off < size) {
+		size_t len = size - off < CHUNK ? (size_t)(size - off) : CHUNK, got = 0;
+		atomic_store(&g.busy, 0);
+		st = r.read(r.ctx, off, len, buf, &got);
+		if (st != PX_OK && (atomic_load(&g.busy) || st == PX_ECANCELED ||
+				    st == PX_EBUSY) && yields++ < SPARE_TRIES) {
+			/* no spare slot, or a viewer took it back: wait, no attempt spent */
+			if (pause_ms(cp, YIELD_MS)) {
+				st = PX_ESHUTDOWN;
+				goto out;
+			}
+			continue;
+		}
+		if (st != PX_OK && pause_ms(cp, 0)) {
+			st = PX_ESHUTDOWN;
+			goto out;
+		}
+		if (st != PX_OK) {
+			snprintf(why, n, "reading %s at %lld: %s",
+				 core->cat->assets[asset].sources[k].shown, (long long)off,
+				 px_strerror(st));
+			goto out;
+		}
+		yields = 0;
+		if ((st = vf_hash_update(h, buf, len)) != PX_OK)
+			goto out;
+		for (size_t w = 0; fd >= 0 && w < len;) {
+			ssize_t wr = write(fd, buf + w, len - w);
+			if (wr < 0 && errno == EINTR)
+				continue;
+			if (wr <= 0) {
+				snprintf(why, n, "writing the copy: %s",
+					 wr < 0 ? strerror(errno) : "no progress");
+				st = PX_EIO;
+				goto out;
+			}
+			w += (size_t)wr;
+		}
+		off += (int64_t)len;
+		if (fd >= 0)
+			atomic_fetch_add(&cp->n_bytes, len);
+		pthread_mutex_lock(&cp->lock);
+		struct job *j = &cp->jobs[ji];
+		j->done = off;
+		int64_t ms = px_now_ms() - j->started_ms;
+		j->speed = ms > 0 ? (double)off * 1000.0 / (double)ms : 0;
+		int stop = cp->stop;
+		pthread_mutex_unlock(&cp->lock);
+		if (stop) {
+			st = PX_ESHUTDOWN;
+			goto out;
+		}
+	}
+	st = vf_hash_final(h, sha);
+out:
+	if (st == PX_ENOMEM)
+		snprintf(why, n, "out of memory");
+	pthread_mutex_lock(&cp->lock);
+	if (cp->reading == &g)
+		cp->reading = NULL;
+	pthread_mutex_unlock(&cp->lock);
+	px_rangeread_free(rr);
+	vf_hash_free(h);
+	free(buf);
+	return st;
+}
+
+/* ---- one copy */
+
+/* The source to copy from: a verified one (a copy too: this host's disk
+ * costs no connection), else the one that served, else any live one; one
+ * that failed lately after the others. *second: the best other live
+ * source that is not a copy (a copy came from the same bytes: no second
+ * opinion), -1 when none. -1 when there is no source at all. */
+static long pick_source(struct px_core *core, size_t asset, long *second)
+{
+	const struct px_asset *a = &core->cat->assets[asset];
+	struct asset_rt *rt = &core->assets[asset];
+	int64_t now = core->now();
+	size_t n = a->nsources;
+	int *rank = calloc(n + 1, sizeof(*rank));
+	unsigned char *refused = calloc(n + 1, 1), *failing = calloc(n + 1, 1);
+	long best = -1;
+	*second = -1;
+	if (!rank || !refused || !failing)
+		goto out;
+	pthread_mutex_lock(&core->prov_lock); /* taken alone */
+	for (size_t k = 0; k < n; k++) {
+		const struct prov_rt *p = &core->provs[a->sources[k].provider];
+		refused[k] = p->auth_failed != 0;
+		failing[k] = p->bad_since != 0;
+	}
+	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_lock(&core->vf_lock);
+	int served_by = atomic_load(&rt->served_by);
+	for (size_t k = 0; k < n; k++) {
+		rank[k] = -1;
+		if (rt->dead[k] || px_source_rejected(core, asset, k) || refused[k])
+			continue;
+		rank[k] = 2;
+		if (rt->src && rt->src[k].state == VS_VERIFIED)
+			rank[k] = 4;
+		else if (served_by == (int)k + 1)
+			rank[k] = 3;
+		if (px_source_bad(core, asset, k, now) || failing[k])
+			rank[k] -= 2;
+	}
+	pthread_mutex_unlock(&core->vf_lock);
+	for (size_t k = 0; k < n; k++)
+		if (rank[k] >= 0 && (best < 0 || rank[k] > rank[best]))
+			best = (long)k;
+	for (size_t k = 0; k < n && best >= 0; k++)
+		if (rank[k] >= 0 && (long)k != best && !a->sources[k].storage &&
+		    (*second < 0 || rank[k] > rank[*second]))
+			*second = (long)k;
+out:
+	free(rank);
+	free(refused);
+	free(failing);
+	return best;
+}
+
+/* Checks the copy at path against the asset without a catalog sha256:
+ * its samples against the reference (or the source's samples read now).
+ * 0 when they agree, else why. */
+static int check_samples(struct px_copies *cp, size_t asset, size_t k, const char *path,
+			 char *why, size_t n)
+{
+	struct px_core *core = cp->core;
+	struct asset_rt *rt = &core->assets[asset];
+	int64_t size = rt->size;
+	struct vf_fingerprint *ref = malloc(sizeof(*ref)), *mine = malloc(sizeof(*mine));
+	struct px_rangeread *rr = NULL;
+	int rc = -1;
+	size_t bad;
+	char w[200];
+
+	if (!ref || !mine) {
+		snprintf(why, n, "out of memory");
+		goto out;
+	}
+	int have_ref = 0;
+	pthread_mutex_lock(&core->vf_lock);
+	if (rt->ref) {
+		*ref = *rt->ref;
+		have_ref = 1;
+	}
+	pthread_mutex_unlock(&core->vf_lock);
+	if (!have_ref) {
+		/* no reference yet: the source's own samples, asked again */
+		struct gate g = { 0 };
+		enum px_status st = PX_EBUSY;
+		for (int tries = 0; tries < SPARE_TRIES && st != PX_OK; tries++) {
+			px_rangeread_free(rr);
+			rr = NULL;
+			atomic_store(&g.busy, 0);
+			if ((st = open_source(core, asset, k, &g, &rr)) != PX_OK)
+				break;
+			struct vf_reader r = px_rangeread_reader(rr);
+			st = vf_fingerprint_take(&r, size, ref, &bad, w, sizeof(w));
+			if (st == PX_OK || !(atomic_load(&g.busy) || st == PX_ECANCELED))
+				break;
+			if (pause_ms(cp, YIELD_MS))
+				break;
+		}
+		if (st != PX_OK) {
+			snprintf(why, n, "the source's samples could not be read: %s", w);
+			goto out;
+		}
+	}
+	px_rangeread_free(rr);
+	rr = NULL;
+	if (px_rangeread_new_path(path, &rr) != PX_OK) {
+		snprintf(why, n, "out of memory");
+		goto out;
+	}
+	struct vf_reader r = px_rangeread_reader(rr);
+	if (vf_fingerprint_take(&r, size, mine, &bad, w, sizeof(w)) != PX_OK) {
+		snprintf(why, n, "the copy's samples could not be read: %s", w);
+		goto out;
+	}
+	struct vf_verdict v;
+	vf_verdict_compare(ref, mine, &v);
+	if (v.outcome != VF_MATCH) {
+		snprintf(why, n, "the copy differs from the %s: %s",
+			 have_ref ? "asset's reference" : "source", v.why);
+		goto out;
+	}
+	rc = 0;
+out:
+	px_rangeread_free(rr);
+	free(ref);
+	free(mine);
+	return rc;
+}
+
+static void fsync_dir(const char *file)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", file);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		return;
+	*slash = '\0';
+	int fd = open(dir[0] ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)fsync(fd);
+		close(fd);
+	}
+}
+
+/*
+ * Makes one copy of the asset on storage si for job ji: PX_OK once it
+ * serves; else why (the attempt failed). No lock held.
+ */
+static enum px_status make_copy(struct px_copies *cp, size_t ji, size_t asset, size_t si,
+				char *why, size_t n)
+{
+	struct px_core *core = cp->core;
+	char path[PATH_MAX], partial[PATH_MAX + 16], dir[PATH_MAX], sname[256], prov[300];
+	const char *name;
+	unsigned char sha[VF_HASH_LEN], sha2[VF_HASH_LEN];
+	char hex[65];
+	enum px_status st = PX_EIO;
+	int fd = -1, local;
+
+	pthread_mutex_lock(&cp->lock);
+	copy_file(core, &cp->st[si], asset, path, sizeof(path));
+	snprintf(sname, sizeof(sname), "%s", cp->st[si].name);
+	name = cp->st[si].name; /* lives until px_copies_free */
+	snprintf(prov, sizeof(prov), "%s", cp->st[si].prov);
+	local = cp->st[si].host != NULL;
+	const char *csha = want_sha(cp, asset);
+	pthread_mutex_unlock(&cp->lock);
+
+	long second;
+	long k = pick_source(core, asset, &second);
+	if (k < 0) {
+		snprintf(why, n, "no live source to copy from");
+		return PX_ENOSOURCE;
+	}
+	snprintf(partial, sizeof(partial), "%s.partial", path);
+	snprintf(dir, sizeof(dir), "%s", path);
+	*strrchr(dir, '/') = '\0';
+	if (px_mkdir_p(dir, 0755) != 0) {
+		snprintf(why, n, "%s: %s", dir, strerror(errno));
+		return PX_EIO;
+	}
+	fd = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		snprintf(why, n, "%s: %s", partial, strerror(errno));
+		return PX_EIO;
+	}
+	char etag[128] = "";
+	for (int tries = 0; tries < 10 && probe_etag(core, asset, (size_t)k, etag, sizeof(etag)) == 1;
+	     tries++)
+		if (pause_ms(cp, YIELD_MS))
+			break;
+	px_info("copies", "asset %s: copying from %s to storage %s (%s)",
+		core->cat->assets[asset].id, core->cat->assets[asset].sources[k].shown, sname,
+		partial);
+	st = stream_source(cp, ji, asset, (size_t)k, fd, sha, why, n);
+	if (st != PX_OK)
+		goto out;
+	vf_hash_hex(sha, VF_HASH_LEN, hex);
+	struct stat sb;
+	if (fstat(fd, &sb) != 0 || sb.st_size != core->assets[asset].size) {
+		snprintf(why, n, "the copy has %lld bytes, the asset %lld", (long long)sb.st_size,
+			 (long long)core->assets[asset].size);
+		st = PX_ESIZE;
+		goto out;
+	}
+	if (fsync(fd) != 0) {
+		snprintf(why, n, "fsync %s: %s", partial, strerror(errno));
+		st = PX_EIO;
+		goto out;
+	}
+	if (csha) {
+		if (strcmp(csha, hex) != 0) {
+			snprintf(why, n, "SHA-256 %s differs from the catalog's %s", hex, csha);
+			st = PX_EMISMATCH;
+			goto out;
+		}
+	} else {
+		if (check_samples(cp, asset, (size_t)k, partial, why, n)) {
+			st = PX_EMISMATCH;
+			goto out;
+		}
+		if (second >= 0) {
+			char w[240] = "";
+			pthread_mutex_lock(&cp->lock);
+			cp->jobs[ji].done = 0;
+			pthread_mutex_unlock(&cp->lock);
+			enum px_status s2 = stream_source(cp, ji, asset, (size_t)second, -1, sha2, w,
+							  sizeof(w));
+			if (s2 == PX_ESHUTDOWN) {
+				st = s2;
+				goto out;
+			}
+			if (s2 == PX_OK && memcmp(sha, sha2, VF_HASH_LEN) != 0) {
+				snprintf(why, n, "SHA-256 %s differs from source %s's", hex,
+					 core->cat->assets[asset].sources[second].shown);
+				st = PX_EMISMATCH;
+				goto out;
+			}
+			if (s2 != PX_OK)
+				px_info("copies", "asset %s: the second source could not be read "
+					"whole (%s): the copy stands on its samples",
+					core->cat->assets[asset].id, w);
+		}
+	}
+	close(fd);
+	fd = -1;
+	if (rename(partial, path) != 0) {
+		snprintf(why, n, "rename to %s: %s", path, strerror(errno));
+		st = PX_EIO;
+		goto out;
+	}
+	fsync_dir(path);
+
+	size_t kk;
+	if (register_copy(cp, asset, si, path, name, prov, local, &kk)) {
+		snprintf(why, n, "the copy could not become a source (see the log)");
+		st = PX_EINVAL;
+		goto out;
+	}
+	pthread_mutex_lock(&cp->lock);
+	long ci = find_copy(cp, asset, si);
+	if (ci < 0 && !grow((void **)&cp->c, &cp->capc, cp->nc, sizeof(*cp->c))) {
+		ci = (long)cp->nc++;
+		memset(&cp->c[ci], 0, sizeof(cp->c[ci]));
+	}
+	if (ci >= 0) {
+		struct copy *c = &cp->c[ci];
+		c->asset = asset;
+		c->storage = si;
+		c->k = kk;
+		c->registered = c->serving = 1;
+		c->stale = 0;
+		c->size = core->assets[asset].size;
+		snprintf(c->sha, sizeof(c->sha), "%s", hex);
+		snprintf(c->src_key, sizeof(c->src_key), "%s",
+			 core->cat->assets[asset].sources[k].key);
+		snprintf(c->etag, sizeof(c->etag), "%s", etag);
+		c->recheck = 0;
+		manifest_save(cp, si);
+	}
+	pthread_mutex_unlock(&cp->lock);
+	px_info("copies", "asset %s: copy on storage %s made and verified (%s, SHA-256 %s)",
+		core->cat->assets[asset].id, sname, path, hex);
+	st = PX_OK;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (st != PX_OK)
+		unlink(partial);
+	return st;
+}
+
+/* ---- a drained storage's viewers */
+
+#define MOVE_MAX 256             /* sessions moved per pass; the rest next pass */
+
+/*
+ * Moves the sessions reading copies on provider prov_name to other
+ * sources of their assets, as a cutover at their offset (the seam: the
+ * bytes just before it, from the copy). A session with nowhere to go
+ * stays. Takes prov_lock alone; no other lock held.
+ */
+static void move_viewers(struct px_core *core, const char *prov_name)
+{
+	struct px_session **list = calloc(MOVE_MAX, sizeof(*list));
+	size_t n = 0;
+	if (!list)
+		return;
+	pthread_mutex_lock(&core->prov_lock);
+	long pi = -1;
+	for (size_t i = 0; i < core->cat->nproviders && pi < 0; i++)
+		if (strcmp(core->cat->providers[i].name, prov_name) == 0)
+			pi = (long)i;
+	for (struct px_session *s = core->sessions; s && pi >= 0 && n < MOVE_MAX; s = s->next) {
+		if (!s->listed || s->failed || (long)s->prov != pi)
+			continue;
+		s->nhandles++; /* held as a handle would, until px_session_leave */
+		list[n++] = s;
+	}
+	pthread_mutex_unlock(&core->prov_lock);
+	for (size_t i = 0; i < n; i++) {
+		struct px_session *s = list[i];
+		size_t k = atomic_load(&s->source);
+		int64_t off = atomic_load(&s->offset);
+		const char *path = core->cat->assets[s->asset].sources[k].path;
+		unsigned char seam[4096];
+		size_t len = off < (int64_t)sizeof(seam) ? (size_t)off : sizeof(seam), got = 0;
+		int fd = path ? px_open_regular(path) : -1;
+		while (fd >= 0 && got < len) {
+			ssize_t r = pread(fd, seam + got, len - got, off - (int64_t)len + (int64_t)got);
+			if (r <= 0 && !(r < 0 && errno == EINTR))
+				break;
+			if (r > 0)
+				got += (size_t)r;
+		}
+		if (fd >= 0)
+			close(fd);
+		enum px_status st = px_cutover(s, k, off, PX_EDECLINED, seam, got == len ? len : 0,
+					       px_now_ms() + core->cfg->read_timeout_ms);
+		if (st == PX_OK)
+			px_info("copies", "%s: moved off the drained storage's copy at offset %lld",
+				s->who, (long long)off);
+		else
+			px_warn("copies", "%s: no other source took it over (%s): it stays on the "
+				"drained storage's copy", s->who, px_strerror(st));
+		px_session_leave(s);
+	}
+	free(list);
+}
+
+/* ---- the thread */
+
+/* Brings storages, copies and jobs up to date; returns the job to run
+ * (its storage in *si), or -1. cp->lock held. */
+static long evaluate(struct px_copies *cp, size_t *si_out)
+{
+	struct px_core *core = cp->core;
+	long run = -1;
+
+	/* drained storages: their viewers go elsewhere */
+	for (size_t i = 0; i < cp->nst; i++) {
+		if (!cp->st[i].move_viewers)
+			continue;
+		cp->st[i].move_viewers = 0;
+		char prov[300];
+		snprintf(prov, sizeof(prov), "%s", cp->st[i].prov);
+		pthread_mutex_unlock(&cp->lock);
+		move_viewers(core, prov);
+		pthread_mutex_lock(&cp->lock);
+	}
+
+	/* storages: look again, without the lock (statvfs on a hung NFS
+	 * mount must not hold the status up), on copies of their fields */
+	size_t nst = cp->nst;
+	struct storage *look = calloc(nst + 1, sizeof(*look));
+	for (size_t i = 0; look && i < nst; i++) {
+		look[i].name = strdup(cp->st[i].name);
+		look[i].path = cp->st[i].path ? strdup(cp->st[i].path) : NULL;
+		look[i].host = cp->st[i].host ? strdup(cp->st[i].host) : NULL;
+		look[i].in_catalog = cp->st[i].in_catalog && look[i].name && look[i].path &&
+				     (!cp->st[i].host || look[i].host);
+	}
+	pthread_mutex_unlock(&cp->lock);
+	for (size_t i = 0; look && i < nst; i++)
+		if (look[i].in_catalog)
+			storage_check(cp->host, &look[i]);
+	pthread_mutex_lock(&cp->lock);
+	for (size_t i = 0; look && i < nst; i++) {
+		long si = look[i].name ? find_storage(cp, look[i].name) : -1;
+		if (si >= 0 && look[i].in_catalog && cp->st[si].in_catalog &&
+		    strcmp(cp->st[si].path, look[i].path) == 0) {
+			struct storage *s = &cp->st[si];
+			s->reachable = look[i].reachable;
+			s->free_bytes = look[i].free_bytes;
+			snprintf(s->why, sizeof(s->why), "%s", look[i].why);
+		}
+		free(look[i].name);
+		free(look[i].path);
+		free(look[i].host);
+	}
+	free(look);
+	for (size_t i = 0; i < cp->nst; i++) {
+		struct storage *s = &cp->st[i];
+		if (!s->in_catalog) {
+			s->reachable = 0;
+			snprintf(s->why, sizeof(s->why), "not in the catalog");
+			continue;
+		}
+		if (s->reachable && !s->loaded)
+			manifest_load(cp, i);
+	}
+	/* copies whose storage went away stop serving; back when it returns */
+	for (size_t i = 0; i < cp->nc; i++) {
+		struct copy *c = &cp->c[i];
+		if (!c->registered || c->stale)
+			continue;
+		const struct storage *s = &cp->st[c->storage];
+		int should = s->reachable && s->in_catalog;
+		if (should == c->serving)
+			continue;
+		c->serving = should;
+		size_t asset = c->asset, k = c->k;
+		char why[300];
+		snprintf(why, sizeof(why), "copy on storage %s: %s", s->name,
+			 s->in_catalog ? "storage not ready" : "storage removed from the catalog");
+		char path[PATH_MAX], prov[300];
+		copy_file(core, s, asset, path, sizeof(path));
+		snprintf(prov, sizeof(prov), "%s", s->prov);
+		int local = s->host != NULL;
+		const char *name = s->name;
+		pthread_mutex_unlock(&cp->lock);
+		if (should) {
+			size_t kk;
+			if (register_copy(cp, asset, c->storage, path, name, prov, local, &kk) == 0)
+				px_info("copies", "asset %s: copy %s serves again", core->cat->assets[asset].id,
+					path);
+		} else {
+			px_sources_drop(core, asset, k, why);
+			px_warn("copies", "asset %s: %s: it stops serving", core->cat->assets[asset].id,
+				why);
+		}
+		pthread_mutex_lock(&cp->lock);
+	}
+	/* copies whose source may have changed (a reload, a remount): its ETag */
+	for (size_t i = 0; i < cp->nc; i++) {
+		struct copy *c = &cp->c[i];
+		if (!c->recheck || c->stale || !c->serving || px_now_ms() < c->recheck_at)
+			continue;
+		size_t asset = c->asset;
+		const struct px_asset *as = &core->cat->assets[asset];
+		long k = -1;
+		for (size_t j = 0; j < as->nsources && k < 0; j++)
+			if (!as->sources[j].storage && strcmp(as->sources[j].key, c->src_key) == 0)
+				k = (long)j;
+		if (k < 0 || core->assets[asset].dead[k]) {
+			c->recheck = 0; /* that source is gone: nothing to compare with */
+			continue;
+		}
+		char was[128], now[128] = "";
+		snprintf(was, sizeof(was), "%s", c->etag);
+		size_t ck = c->k;
+		pthread_mutex_unlock(&cp->lock);
+		int rc = probe_etag(core, asset, (size_t)k, now, sizeof(now));
+		pthread_mutex_lock(&cp->lock);
+		c = &cp->c[i];
+		if (rc != 0) {
+			c->recheck_at = px_now_ms() + RECHECK_MS;
+			continue;
+		}
+		c->recheck = 0;
+		if (!now[0] || strcmp(now, was) == 0)
+			continue;
+		c->stale = 1;
+		c->serving = 0;
+		manifest_save(cp, c->storage);
+		px_info("copies", "asset %s: source %s has a new ETag (%s, was %s): the copy on "
+			"storage %s is stale and stops serving", as->id, as->sources[k].shown, now,
+			was, cp->st[c->storage].name);
+		pthread_mutex_unlock(&cp->lock);
+		px_sources_drop(core, asset, ck, "stale copy: the asset changed");
+		pthread_mutex_lock(&cp->lock);
+	}
+	/* jobs */
+	size_t nassets = core->cat->nassets;
+	struct px_place_in *in = calloc(cp->nst + 1, sizeof(*in));
+	if (!in)
+		return -1;
+	int64_t now = px_now_ms();
+	for (size_t a = 0; a < nassets; a++) {
+		const struct px_asset *as = &core->cat->assets[a];
+		if (as->kind != PX_ASSET_PLAIN || !core->assets[a].listed)
+			continue;
+		int want = want_copies(cp, a), have = 0;
+		for (size_t i = 0; i < cp->nc; i++)
+			if (cp->c[i].asset == a && cp->c[i].serving && !cp->c[i].stale &&
+			    cp->st[cp->c[i].storage].in_catalog)
+				have++;
+		long ji = find_job(cp, a);
+		if (have >= want) {
+			if (ji >= 0 && cp->jobs[ji].state != JOB_COPYING)
+				cp->jobs[ji] = cp->jobs[--cp->njobs];
+			continue;
+		}
+		if (ji < 0) {
+			if (grow((void **)&cp->jobs, &cp->capjobs, cp->njobs, sizeof(*cp->jobs)))
+				continue;
+			ji = (long)cp->njobs++;
+			memset(&cp->jobs[ji], 0, sizeof(cp->jobs[ji]));
+			cp->jobs[ji].asset = a;
+			cp->jobs[ji].total = core->assets[a].size;
+		}
+		struct job *j = &cp->jobs[ji];
+		if (j->state == JOB_COPYING)
+			continue;
+		for (size_t i = 0; i < cp->nst; i++) {
+			const struct storage *s = &cp->st[i];
+			long ci = find_copy(cp, a, i);
+			in[i].reachable = s->reachable && s->in_catalog;
+			in[i].copying = s->copying && s->in_catalog;
+			in[i].holds = ci < 0 ? 0 : cp->c[ci].serving && !cp->c[ci].stale ? 1 : 2;
+			if (!s->in_catalog)
+				in[i].holds = 0;
+			in[i].free_bytes = s->free_bytes;
+			in[i].min_free = s->min_free;
+		}
+		size_t pick = 0;
+		enum px_copy_wait w = px_copies_place(in, cp->nst, core->assets[a].size, &pick);
+		if (w != j->wait && w != PX_WAIT_NONE)
+			px_info("copies", "asset %s: copy waits: %s", as->id, px_copy_wait_name(w));
+		j->wait = w;
+		if (w != PX_WAIT_NONE) {
+			j->state = JOB_WAITING;
+			continue;
+		}
+		if (j->state == JOB_BACKOFF && now < j->retry_at)
+			continue;
+		j->state = JOB_WAITING;
+		if (run < 0) {
+			run = ji;
+			*si_out = pick;
+		}
+	}
+	free(in);
+	return run;
+}
+
+static void *copies_main(void *arg)
+{
+	struct px_copies *cp = arg;
+	pthread_mutex_lock(&cp->lock);
+	while (!cp->stop) {
+		size_t si = 0;
+		cp->kick = 0;
+		long ji = evaluate(cp, &si);
+		if (ji >= 0) {
+			struct job *j = &cp->jobs[ji];
+			size_t asset = j->asset;
+			j->state = JOB_COPYING;
+			j->storage = si;
+			j->done = 0;
+			j->speed = 0;
+			j->total = cp->core->assets[asset].size;
+			j->started_ms = px_now_ms();
+			pthread_mutex_unlock(&cp->lock);
+			char why[240] = "";
+			enum px_status st = make_copy(cp, (size_t)ji, asset, si, why, sizeof(why));
+			pthread_mutex_lock(&cp->lock);
+			j = &cp->jobs[ji];
+			if (st == PX_OK) {
+				atomic_fetch_add(&cp->n_made, 1);
+				cp->jobs[ji] = cp->jobs[--cp->njobs];
+			} else if (st == PX_ESHUTDOWN) {
+				j->state = JOB_WAITING;
+			} else {
+				atomic_fetch_add(&cp->n_failed, 1);
+				j->attempts++;
+				int64_t back = BACKOFF_FIRST_MS;
+				for (int i = 1; i < j->attempts && back < BACKOFF_MAX_MS; i++)
+					back *= 2;
+				if (back > BACKOFF_MAX_MS)
+					back = BACKOFF_MAX_MS;
+				j->retry_at = px_now_ms() + back;
+				j->state = JOB_BACKOFF;
+				snprintf(j->error, sizeof(j->error), "%s", why);
+				px_warn("copies", "asset %s: copy to storage %s failed (attempt %d): %s; "
+					"again from scratch in %lld ms", cp->core->cat->assets[asset].id,
+					cp->st[si].name, j->attempts, why, (long long)back);
+			}
+			continue; /* another may be due at once */
+		}
+		if (cp->kick || cp->stop)
+			continue;
+		int64_t wake = px_now_ms() + 1000;
+		struct timespec ts = { wake / 1000, (wake % 1000) * 1000000 };
+		pthread_cond_timedwait(&cp->cond, &cp->lock, &ts);
+	}
+	pthread_mutex_unlock(&cp->lock);
+	return NULL;
+}
+
+static void kick(struct px_copies *cp)
+{
+	cp->kick = 1;
+	pthread_cond_broadcast(&cp->cond);
+}
+
+/* ---- the API */
+
+enum px_status px_copies_start(struct px_core *core)
+{
+	struct px_copies *cp = calloc(1, sizeof(*cp));
+	if (!cp)
+		return PX_ENOMEM;
+	cp->core = core;
+	cp->cap = core->assets_cap;
+	cp->want = malloc((cp->cap + 1) * sizeof(*cp->want));
+	cp->sha = calloc(cp->cap + 1, sizeof(*cp->sha));
+	cp->sha_set = calloc(cp->cap + 1, 1);
+	if (!cp->want || !cp->sha || !cp->sha_set) {
+		free(cp->want);
+		free(cp->sha);
+		free(cp->sha_set);
+		free(cp);
+		return PX_ENOMEM;
+	}
+	for (size_t i = 0; i <= cp->cap; i++)
+		cp->want[i] = -2;
+	if (core->cfg->host_id)
+		snprintf(cp->host, sizeof(cp->host), "%s", core->cfg->host_id);
+	else
+		px_host_id_default(cp->host, sizeof(cp->host));
+	pthread_mutex_init(&cp->lock, NULL);
+	px_cond_init_mono(&cp->cond);
+	core->copies = cp;
+	pthread_mutex_lock(&cp->lock);
+	merge_storages(cp, core->cat);
+	pthread_mutex_unlock(&cp->lock);
+	if (core->fetch == NULL && core->cat->nstorages == 0)
+		return PX_OK; /* a unit test's core without storages: no thread */
+	if (pthread_create(&cp->thread, NULL, copies_main, cp) == 0)
+		cp->started = 1;
+	else
+		px_warn("copies", "could not start the copies thread: no copy will be made");
+	return PX_OK;
+}
+
+void px_copies_stop(struct px_core *core)
+{
+	struct px_copies *cp = core->copies;
+	if (!cp)
+		return;
+	pthread_mutex_lock(&cp->lock);
+	cp->stop = 1;
+	pthread_cond_broadcast(&cp->cond);
+	/* a range in flight ends now, not at its timeout */
+	uint64_t id = cp->reading ? atomic_load(&cp->reading->id) : 0;
+	if (id)
+		core->ops.cancel(core->ops.impl, id);
+	pthread_mutex_unlock(&cp->lock);
+	if (cp->started)
+		pthread_join(cp->thread, NULL);
+	cp->started = 0;
+}
+
+void px_copies_free(struct px_core *core)
+{
+	struct px_copies *cp = core->copies;
+	if (!cp)
+		return;
+	px_copies_stop(core);
+	core->copies = NULL;
+	for (size_t i = 0; i < cp->nst; i++) {
+		free(cp->st[i].name);
+		free(cp->st[i].path);
+		free(cp->st[i].host);
+	}
+	free(cp->st);
+	free(cp->c);
+	free(cp->jobs);
+	free(cp->want);
+	free(cp->sha);
+	free(cp->sha_set);
+	pthread_cond_destroy(&cp->cond);
+	pthread_mutex_destroy(&cp->lock);
+	free(cp);
+}
+
+void px_copies_reload(struct px_core *core, const struct px_catalog *nc)
+{
+	struct px_copies *cp = core->copies;
+	if (!cp)
+		return;
+	size_t drop_asset[64], drop_k[64], ndrop = 0;
+	pthread_mutex_lock(&cp->lock);
+	merge_storages(cp, nc);
+	for (size_t j = 0; j < nc->nassets; j++) {
+		const struct px_asset *na = &nc->assets[j];
+		long a = px_catalog_find(core->cat, na->id);
+		if (a < 0 || (size_t)a >= cp->cap || na->kind != PX_ASSET_PLAIN)
+			continue;
+		cp->want[a] = na->copies;
+		cp->sha[a] = na->sha256;
+		cp->sha_set[a] = 1;
+		for (size_t i = 0; i < cp->nc; i++) {
+			struct copy *c = &cp->c[i];
+			if (c->asset != (size_t)a || c->stale)
+				continue;
+			c->recheck = c->etag[0] != '\0';
+			c->recheck_at = 0;
+			/* (a new size needs a remount: the manifest's size is
+			 * checked then) */
+			int changed = na->sha256 && strcmp(na->sha256, c->sha) != 0;
+			if (!changed)
+				continue;
+			/* a stale copy stops serving now; the job makes it again */
+			c->stale = 1;
+			if (c->registered && c->serving && ndrop < 64) {
+				drop_asset[ndrop] = c->asset;
+				drop_k[ndrop++] = c->k;
+			}
+			c->serving = 0;
+			manifest_save(cp, c->storage);
+			px_info("copies", "asset %s: the asset changed: its copy on storage %s is "
+				"stale and stops serving", na->id, cp->st[c->storage].name);
+		}
+	}
+	kick(cp);
+	pthread_mutex_unlock(&cp->lock);
+	for (size_t i = 0; i < ndrop; i++)
+		px_sources_drop(core, drop_asset[i], drop_k[i], "stale copy: the asset changed");
+}
+
+enum px_status px_copies_role(struct px_core *core, const char *storage, int copying, int drain)
+{
+	struct px_copies *cp = core->copies;
+	char prov[300] = "";
+	if (!cp)
+		return PX_ENOTFOUND;
+	pthread_mutex_lock(&cp->lock);
+	long i = find_storage(cp, storage);
+	if (i >= 0 && cp->st[i].in_catalog) {
+		cp->st[i].copying = copying;
+		cp->st[i].drained = drain;
+		snprintf(prov, sizeof(prov), "%s", cp->st[i].prov);
+		kick(cp);
+	}
+	pthread_mutex_unlock(&cp->lock);
+	if (!prov[0])
+		return PX_ENOTFOUND;
+	/* the storage's provider exists once a copy is on it */
+	if (px_provider_drain(core, prov, drain) != PX_OK && drain)
+		px_info("copies", "storage %s: no copy serves from it yet", storage);
+	if (drain) {
+		/* drained first: then its viewers move (the copies thread) */
+		pthread_mutex_lock(&cp->lock);
+		i = find_storage(cp, storage);
+		if (i >= 0)
+			cp->st[i].move_viewers = 1;
+		kick(cp);
+		pthread_mutex_unlock(&cp->lock);
+	}
+	px_info("copies", "storage %s: copying role %s%s", storage, copying ? "on" : "off",
+		drain ? ", drained: no new sessions on its copies" : "");
+	return PX_OK;
+}
+
+void px_copies_counters(struct px_core *core, uint64_t *made, uint64_t *failed, uint64_t *bytes)
+{
+	struct px_copies *cp = core->copies;
+	*made = cp ? atomic_load(&cp->n_made) : 0;
+	*failed = cp ? atomic_load(&cp->n_failed) : 0;
+	*bytes = cp ? atomic_load(&cp->n_bytes) : 0;
+}
+
+static const char *job_state(const struct job *j)
+{
+	switch (j->state) {
+	case JOB_COPYING: return "copying";
+	case JOB_BACKOFF: return "retrying";
+	default: return "waiting";
+	}
+}
+
+/* Viewers (listed sessions) per source of every asset: counts[asset
+ * offset + k]. prov_lock taken alone. */
+static json_t *locations(struct px_copies *cp, size_t asset, const int *viewers)
+{
+	struct px_core *core = cp->core;
+	const struct px_asset *a = &core->cat->assets[asset];
+	json_t *arr = json_array();
+	for (size_t k = 0; arr && k < a->nsources; k++) {
+		const struct px_source *s = &a->sources[k];
+		json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:b}",
+				      "kind", s->storage ? "copy" : "source",
+				      "where", s->shown,
+				      "provider", core->cat->providers[s->provider].name,
+				      "viewers", viewers[k],
+				      "serving", !core->assets[asset].dead[k]);
+		if (o)
+			json_object_set_new(o, "storage", s->storage ? json_string(s->storage)
+								      : json_null());
+		json_array_append_new(arr, o);
+	}
+	return arr;
+}
+
+char *px_copies_status(struct px_core *core)
+{
+	struct px_copies *cp = core->copies;
+	json_t *root = json_object();
+	json_t *sts = json_array(), *jobs = json_array(), *assets = json_array();
+	char *text = NULL;
+	if (!root || !sts || !jobs || !assets) {
+		json_decref(sts);
+		json_decref(jobs);
+		json_decref(assets);
+		goto out;
+	}
+	json_object_set_new(root, "storages", sts);
+	json_object_set_new(root, "jobs", jobs);
+	json_object_set_new(root, "assets", assets);
+	if (!cp)
+		goto dump;
+	/* which assets: those with copies wanted or held */
+	size_t nassets = core->cat->nassets;
+	unsigned char *show = calloc(nassets + 1, 1);
+	int *viewers = NULL;
+	size_t vcap = 0;
+	pthread_mutex_lock(&cp->lock);
+	json_object_set_new(root, "host", json_string(cp->host));
+	for (size_t i = 0; i < cp->nst; i++) {
+		const struct storage *s = &cp->st[i];
+		if (!s->in_catalog)
+			continue;
+		int ncopies = 0;
+		for (size_t c = 0; c < cp->nc; c++)
+			ncopies += cp->c[c].storage == i && cp->c[c].serving && !cp->c[c].stale;
+		json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:b, s:I, s:I, s:i}",
+				      "name", s->name, "path", s->path,
+				      "copying", s->copying, "drained", s->drained,
+				      "reachable", s->reachable,
+				      "free_bytes", (json_int_t)s->free_bytes,
+				      "min_free_bytes", (json_int_t)s->min_free,
+				      "copies", ncopies);
+		if (o) {
+			json_object_set_new(o, "host", s->host ? json_string(s->host) : json_null());
+			json_object_set_new(o, "why", json_string(s->why));
+		}
+		json_array_append_new(sts, o);
+	}
+	for (size_t i = 0; i < cp->njobs; i++) {
+		const struct job *j = &cp->jobs[i];
+		if (show)
+			show[j->asset] = 1;
+		json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:f, s:i}",
+				      "asset", core->cat->assets[j->asset].id,
+				      "state", job_state(j),
+				      "bytes_done", (json_int_t)(j->state == JOB_COPYING ? j->done : 0),
+				      "bytes_total", (json_int_t)j->total,
+				      "speed_bytes_per_s", j->state == JOB_COPYING ? j->speed : 0.0,
+				      "failed_attempts", j->attempts);
+		if (o) {
+			json_object_set_new(o, "reason", j->state == JOB_WAITING && j->wait
+					    ? json_string(px_copy_wait_name(j->wait)) : json_null());
+			json_object_set_new(o, "storage", j->state == JOB_COPYING
+					    ? json_string(cp->st[j->storage].name) : json_null());
+			json_object_set_new(o, "last_error", j->error[0] ? json_string(j->error)
+									 : json_null());
+		}
+		json_array_append_new(jobs, o);
+	}
+	for (size_t c = 0; show && c < cp->nc; c++)
+		show[cp->c[c].asset] = 1;
+	for (size_t a = 0; show && a < nassets; a++)
+		if (want_copies(cp, a) > 0 && core->cat->assets[a].kind == PX_ASSET_PLAIN)
+			show[a] = 1;
+	pthread_mutex_unlock(&cp->lock);
+	for (size_t a = 0; show && a < nassets; a++) {
+		if (!show[a] || !core->assets[a].listed)
+			continue;
+		size_t ns = core->cat->assets[a].nsources;
+		if (ns + 1 > vcap) {
+			free(viewers);
+			vcap = ns + 1;
+			viewers = calloc(vcap, sizeof(*viewers));
+			if (!viewers) {
+				vcap = 0;
+				break;
+			}
+		}
+		memset(viewers, 0, vcap * sizeof(*viewers));
+		pthread_mutex_lock(&core->prov_lock);
+		for (struct px_session *s = core->sessions; s; s = s->next)
+			if (s->asset == a && s->listed && s->source < ns)
+				viewers[s->source]++;
+		pthread_mutex_unlock(&core->prov_lock);
+		pthread_mutex_lock(&cp->lock);
+		int want = want_copies(cp, a);
+		pthread_mutex_unlock(&cp->lock);
+		json_t *o = json_pack("{s:s, s:i}", "asset", core->cat->assets[a].id,
+				      "copies_wanted", want);
+		if (o)
+			json_object_set_new(o, "locations", locations(cp, a, viewers));
+		json_array_append_new(assets, o);
+	}
+	free(viewers);
+	free(show);
+dump:
+	text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+out:
+	json_decref(root);
+	return text;
+}
