@@ -8,9 +8,11 @@ until its holding expires.  Redis is started per test (test_cluster.Redis)
 and stopped by PID; every wait is bounded."""
 import hashlib
 import os
+import random
 import signal
 import subprocess
 import sys
+import threading
 
 from conftest import MIB, bounded, catalog, run_viewers, sha256_file, wait_until
 from test_cluster import mount_host, redis, resp, status  # noqa: F401 (fixture)
@@ -44,18 +46,50 @@ def slot_fields(redis):
     return {raw[i].decode(): raw[i + 1].decode() for i in range(0, len(raw), 2)}
 
 
+def churn(path, ref, rounds, seed):
+    """Reopens path and reads at random offsets (4 KiB to 2 MiB), rounds
+    times, each read checked against ref; raises on a wrong byte."""
+    rnd = random.Random(seed)
+    for i in range(rounds):
+        with open(path, 'rb', buffering=0) as f:
+            off = rnd.randrange(0, len(ref) - 2 * MIB)
+            n = rnd.choice([4096, 65536, 700 * 1024, 2 * MIB])
+            f.seek(off)
+            got = f.read(n)
+            if got != ref[off:off + n]:
+                raise AssertionError(f'{path}: reopen {i}: wrong bytes at {off}')
+
+
 def test_limit_holds_across_two_hosts(redis, seamfs, data, make_origin, tmp_path):
-    """Six viewers, three on each mount, on a provider with max_connections=2
-    for the whole cluster: every viewer gets its bytes, the origin never
-    sees more than 2 connections at once, both hosts served viewers, and
-    each host's status shows the slots it and the other host hold."""
-    o = make_origin(data.dir, extra_args=['--rate', str(8 * MIB)])
+    """Ten viewers, five on each mount, and a process on each mount that
+    reopens and seeks 15 times, on a provider with max_connections=2 for the
+    whole cluster: every byte is right, the origin never sees more than 2
+    connections at once, and each host's status shows the slots it and the
+    other host hold."""
+    o = make_origin(data.dir, extra_args=['--rate', str(16 * MIB)])
     cat = cdn_catalog(o, data, 2)
     work = tmp_path / 'work'
     a = mount_host(seamfs, cat, redis, 'alpha', work, options=OPTS, read_timeout=60)
     b = mount_host(seamfs, cat, redis, 'beta', work, options=OPTS, read_timeout=60)
+    ref = data.bytes('mid.bin')
     o.clear()
-    run_viewers([m.path('movie.bin') for m in (a, b, a, b, a, b)], data['mid.bin'].sha256)
+    errors = []
+
+    def churner(m, seed):
+        try:
+            churn(m.path('movie.bin'), ref, 15, seed)
+        except Exception as e:  # reported below, on the test's thread
+            errors.append(e)
+    threads = [threading.Thread(target=churner, args=(m, i)) for i, m in enumerate((a, b))]
+    for t in threads:
+        t.start()
+    try:
+        run_viewers([m.path('movie.bin') for m in (a, b) * 5], data['mid.bin'].sha256)
+    finally:
+        for t in threads:
+            t.join(120)
+    assert not errors, errors
+    assert not any(t.is_alive() for t in threads)
     log = o.log()
     assert log['max_concurrent'] <= 2, log['max_concurrent']
     for m in (a, b):
