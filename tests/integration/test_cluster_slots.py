@@ -154,9 +154,9 @@ def test_closed_sessions_give_way_to_the_other_host(redis, seamfs, data, make_or
 
 
 def test_fewest_sessions_counts_both_hosts(redis, seamfs, data, make_origin, tmp_path):
-    """Three providers, two playbacks on A, then four on B: B counts A's
-    sessions, so the cluster ends 2/2/2 (B alone would have made 3/2/1);
-    every holder read its first bytes right."""
+    """Three providers, ten playbacks on A (4/3/3), then twenty on B: B
+    counts A's sessions, so the cluster ends 10/10/10 (B alone would have
+    made 7/7/6, 11/10/9 in all); every playback read its first bytes right."""
     origins = [make_origin(data.dir) for _ in range(3)]
     cat = catalog({'id': 'movie', 'path': 'movie.bin', 'size': data['mid.bin'].size,
                    'mtime': 1700000000,
@@ -180,15 +180,15 @@ def test_fewest_sessions_counts_both_hosts(redis, seamfs, data, make_origin, tmp
                             else p['cluster']['sessions_other_hosts'])
                 for p in status(m)['providers']}
     try:
-        hold(a)
-        hold(a)
-        wait_until(lambda: sum(by_provider(b, 'others').values()) == 2, 10,
-                   "A's two sessions counted on B")
-        for _ in range(4):
+        for _ in range(10):
+            hold(a)
+        wait_until(lambda: sum(by_provider(b, 'others').values()) == 10, 10,
+                   "A's ten sessions counted on B")
+        for _ in range(20):
             hold(b)
         sa, sb = by_provider(a, 'sessions'), by_provider(b, 'sessions')
         total = {k: sa[k] + sb[k] for k in sa}
-        assert total == {'p1': 2, 'p2': 2, 'p3': 2}, (sa, sb)
+        assert total == {'p1': 10, 'p2': 10, 'p3': 10}, (sa, sb)
     finally:
         for p in holders:
             if p.poll() is None:
