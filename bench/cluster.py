@@ -5,6 +5,7 @@ seam-origin on loopback; the two mounts are measured in turns.
 
   sudo python3 bench/cluster.py [--seamfs PATH] [--origin PATH] [--runs N]
                                 [--files N] [--reads N] [--work DIR]
+                                [--max-connections N]
 
 Files of 8 MiB. Files of 8 MiB. Prints, for each mount, the medians of
   - open + first 64 KiB of a file never read before (a fresh file per open,
@@ -102,6 +103,9 @@ def main():
     ap.add_argument('--files', type=int, default=40, help='opens per mount and run')
     ap.add_argument('--reads', type=int, default=200, help='random reads per mount and run')
     ap.add_argument('--work', default=None)
+    ap.add_argument('--max-connections', type=int, default=0,
+                    help="the origin's provider limit (0: none); with one, the cluster "
+                         "mount leases its slots from Redis")
     a = ap.parse_args()
     seamfs = os.path.abspath(a.seamfs)
     origin = a.origin or os.path.join(os.path.dirname(seamfs), 'tests', 'server', 'seam-origin')
@@ -131,9 +135,14 @@ def main():
         procs.append(o)
         line = o.stdout.readline().decode().split()
         oport = int(line[1])
+        src = {'provider': 'origin'} if a.max_connections else {}
         cat = {'assets': [{'id': f'f{i:03d}', 'path': f'f{i:03d}.bin', 'size': size,
-                           'sources': [{'url': f'http://127.0.0.1:{oport}/f{i:03d}.bin'}]}
+                           'sources': [dict(src, url=f'http://127.0.0.1:{oport}/f{i:03d}.bin')]}
                           for i in range(nfiles)]}
+        if a.max_connections:
+            # a limited provider: in cluster mode its slots are leased from
+            # the store (an open with no slot held here asks for one)
+            cat['providers'] = [{'name': 'origin', 'max_connections': a.max_connections}]
         catp = os.path.join(work, 'catalog.json')
         with open(catp, 'w') as f:
             json.dump(cat, f)

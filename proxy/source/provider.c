@@ -732,11 +732,13 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 		}
 		if (r == 1) {
 			struct prov_rt *p = &core->provs[a->sources[src].provider];
-			if (!has_room(p) && cluster_need(p) &&
-			    cluster_take(core, a->sources[src].provider))
-				continue; /* a slot from the cluster: choose again */
 			if ((!has_room(p) || p->waitq) &&
 			    !evict_lingering(core, a->sources[src].provider, NULL)) {
+				/* a slot more from the cluster (a closed session of
+				 * ours gave its up first: no call for that) */
+				if (!has_room(p) && cluster_need(p) &&
+				    cluster_take(core, a->sources[src].provider))
+					continue; /* choose again */
 				/* background work there gives way: wait for its end */
 				preempt_bg(core, p);
 				if (!wait_until(core, deadline)) {
