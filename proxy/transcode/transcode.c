@@ -2478,10 +2478,11 @@ static int remote_far(const struct px_transcode *tc, const struct job *j, uint32
 }
 
 /* Asks the holder of j's lease, on another host, for segment k (a read
- * whose last segment is read_last; settled: segmath.h's rule). Under
- * tc->lock, which it lets go around the store's call. */
+ * whose last segment is read_last; settled: segmath.h's rule; first: the
+ * read's first ask; far: remote_far). Under tc->lock, which it lets go
+ * around the store's call. */
 static void ask_owner(struct px_tcfile *f, uint32_t k, uint32_t read_last, int settled,
-		      int first)
+		      int first, int far)
 {
 	struct px_transcode *tc = f->tc;
 	struct job *j = f->job;
@@ -2491,9 +2492,16 @@ static void ask_owner(struct px_tcfile *f, uint32_t k, uint32_t read_last, int s
 	snprintf(owner, sizeof(owner), "%s", j->remote_owner);
 	if (first) {
 		j->seek_asks++;
-		px_info("transcode", "asset %s: read of segment %u by pid %llu is far from what "
-			"%s has committed; asking it for the segment", j->a->id, k,
-			(unsigned long long)f->client, owner[0] ? owner : "the lease's holder");
+		if (far)
+			px_info("transcode", "asset %s: read of segment %u by pid %llu is far from "
+				"what %s has committed; asking it for the segment", j->a->id, k,
+				(unsigned long long)f->client,
+				owner[0] ? owner : "the lease's holder");
+		else
+			px_debug("transcode", "asset %s: read of segment %u by pid %llu still waits "
+				 "for %s; asking it for the segment", j->a->id, k,
+				 (unsigned long long)f->client,
+				 owner[0] ? owner : "the lease's holder");
 	}
 	pthread_mutex_unlock(&tc->lock);
 	enum px_status st = px_tcstore_want_put(tc->store, j->a->id, &w, 4 * poll_ms(tc));
@@ -2519,6 +2527,7 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 	int tried = 0, probed = 0, asks = 0;
 	int64_t checked = px_now_ms();
 	int64_t ask_at = -1;   /* following another host: when to ask it next */
+	int far = 0;
 
 	pthread_mutex_lock(&tc->lock);
 	for (;;) {
@@ -2547,14 +2556,18 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 			/* another host's live writer holds the lease (or the store
 			 * cannot say): wait for its commits, which the supervisor
 			 * learns from the store; a far read asks that host for the
-			 * segment (serve_wants there), at once, a read near its edge
-			 * after a heartbeat, and again while it waits; a takeover
-			 * only once that lease is orphaned (poll_remote) */
+			 * segment (serve_wants there): at once, a read near what it
+			 * committed after two polls (that writer may be elsewhere: a
+			 * probe of its wrote the segment before), and again every two
+			 * polls while it waits; a takeover only once that lease is
+			 * orphaned (poll_remote) */
 			int64_t now = px_now_ms();
-			if (ask_at < 0)
-				ask_at = remote_far(tc, j, k) ? now : now + tc->cfg->heartbeat_ms;
+			if (ask_at < 0) {
+				far = remote_far(tc, j, k);
+				ask_at = far ? now : now + 2 * poll_ms(tc);
+			}
 			if (now >= ask_at && !reader_gone(f, tgid)) {
-				ask_owner(f, k, read_last, settled, asks++ == 0);
+				ask_owner(f, k, read_last, settled, asks++ == 0, far);
 				ask_at = px_now_ms() + 2 * poll_ms(tc);
 				continue;
 			}
