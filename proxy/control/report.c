@@ -132,6 +132,11 @@ static json_t *transcodes_json(const struct px_snapshot *snap)
 			 * taken over from another host */
 			json_object_set_new(row, "remote", json_boolean(t->remote));
 			json_object_set_new(row, "takeovers", json_integer((json_int_t)t->takeovers));
+			/* far reads across hosts (docs/cluster.md) */
+			json_object_set_new(row, "seek_asks",
+					    json_integer((json_int_t)t->seek_asks));
+			json_object_set_new(row, "remote_seeks",
+					    json_integer((json_int_t)t->remote_seeks));
 		}
 	}
 	return arr;

@@ -256,3 +256,90 @@ enum px_status px_tcstore_pl_put(struct px_store *st, const char *id, uint64_t g
 	px_reply_free(r);
 	return s;
 }
+
+/* ---- far reads of other hosts */
+
+/* KEYS[1] lease, KEYS[2] want; ARGV field (SEG@REQUESTER), last,
+ * settled, ttl (ms). 1 left; 0 no live lease (none, or released). */
+static const char WANT_PUT[] =
+	"local l = redis.call('HMGET', KEYS[1], 'gen', 'released')\n"
+	"if not l[1] or l[2] == '1' then return 0 end\n"
+	"local t = redis.call('TIME')\n"
+	"local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+	"redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. ' ' .. ARGV[3] .. ' ' ..\n"
+	"  string.format('%d', ms))\n"
+	"redis.call('PEXPIRE', KEYS[2], ARGV[4])\n"
+	"return 1\n";
+
+/* KEYS[1] lease, KEYS[2] want; ARGV gen. The wants (HGETALL's pairs),
+ * removed; none when the lease's generation is not gen. */
+static const char WANT_TAKE[] =
+	"if redis.call('HGET', KEYS[1], 'gen') ~= ARGV[1] then return {} end\n"
+	"local r = redis.call('HGETALL', KEYS[2])\n"
+	"if #r > 0 then redis.call('DEL', KEYS[2]) end\n"
+	"return r\n";
+
+static int want_key(struct px_store *st, const char *id, char *lk, char *wk, size_t cap)
+{
+	return px_store_key(st, lk, cap, "tc:{%s}:lease", id) < 0 ||
+	       px_store_key(st, wk, cap, "tc:{%s}:want", id) < 0 ? -1 : 0;
+}
+
+enum px_status px_tcstore_want_put(struct px_store *st, const char *id,
+				   const struct px_tc_want *w, int64_t ttl_ms)
+{
+	char lk[512], wk[512], field[160], last[16], ttl[32];
+	struct px_reply *r = NULL;
+	if (want_key(st, id, lk, wk, sizeof(lk)))
+		return PX_EINVAL;
+	snprintf(field, sizeof(field), "%" PRIu32 "@%s", w->seg, w->from);
+	snprintf(last, sizeof(last), "%" PRIu32, w->last);
+	snprintf(ttl, sizeof(ttl), "%lld", (long long)(ttl_ms > 0 ? ttl_ms : 1000));
+	const char *keys[] = { lk, wk };
+	const char *args[] = { field, last, w->settled ? "1" : "0", ttl };
+	enum px_status s = px_store_eval(st, WANT_PUT, 2, keys, 4, args, &r);
+	if (s == PX_OK && r->type != PX_REPLY_INT)
+		s = PX_EBADRESP;
+	else if (s == PX_OK && r->integer == 0)
+		s = PX_ENOTFOUND;
+	px_reply_free(r);
+	return s;
+}
+
+enum px_status px_tcstore_want_take(struct px_store *st, const char *id, uint64_t gen,
+				    struct px_tc_want *out, size_t cap, size_t *n)
+{
+	char lk[512], wk[512], g[32];
+	struct px_reply *r = NULL;
+	*n = 0;
+	if (want_key(st, id, lk, wk, sizeof(lk)))
+		return PX_EINVAL;
+	snprintf(g, sizeof(g), "%" PRIu64, gen);
+	const char *keys[] = { lk, wk };
+	const char *args[] = { g };
+	enum px_status s = px_store_eval(st, WANT_TAKE, 2, keys, 1, args, &r);
+	if (s == PX_OK && r->type != PX_REPLY_ARRAY)
+		s = PX_EBADRESP;
+	for (size_t i = 0; s == PX_OK && i + 1 < r->n && *n < cap; i += 2) {
+		const char *field = px_reply_str(r, i), *val = px_reply_str(r, i + 1);
+		struct px_tc_want *w = &out[*n];
+		unsigned seg, last;
+		int settled, used = 0;
+		long long at;
+		memset(w, 0, sizeof(*w));
+		if (sscanf(field, "%u@%n", &seg, &used) != 1 || !used ||
+		    sscanf(val, "%u %d %lld", &last, &settled, &at) != 3) {
+			px_warn("transcode", "store %s: want of %s: malformed entry '%s' = '%s'; "
+				"ignored", px_store_url(st), id, field, val);
+			continue;
+		}
+		w->seg = seg;
+		w->last = last < seg ? seg : last;
+		w->settled = settled != 0;
+		w->at_ms = at;
+		snprintf(w->from, sizeof(w->from), "%s", field + used);
+		(*n)++;
+	}
+	px_reply_free(r);
+	return s;
+}

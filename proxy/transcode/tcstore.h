@@ -11,6 +11,10 @@
  *   PREFIX:tc:{ID}:pl      hash: text (the playlist, playlist.h's format,
  *                          each entry with its generation), ver (bumped at
  *                          every change), gen (of the last change)
+ *   PREFIX:tc:{ID}:want    hash: SEG@REQUESTER -> "LAST SETTLED MS", far
+ *                          reads of other hosts for the lease's holder
+ *                          (px_tcstore_want_put); the key expires ttl_ms
+ *                          after the last want
  *
  * Generations: a claim stores expect + 1, except on a key that holds
  * nothing (never claimed, or the store lost it): then the store's clock in
@@ -53,5 +57,29 @@ enum px_status px_tcstore_pl_put(struct px_store *st, const char *id, uint64_t g
  * version (0: none) and the lease (l->gen 0: none). */
 enum px_status px_tcstore_poll(struct px_store *st, const char *id, uint64_t *ver,
 			       struct px_lease *l) PX_WUR;
+
+/* A far read on a host that follows another's writer, for the writer's
+ * host (docs/cluster.md "Far seeks across hosts"): the segment it waits
+ * for, the read's last segment, whether its handle's reads settled there
+ * (segmath.h's rule), the requester (its owner string) and, when taken,
+ * the store's time of the want (ms). */
+struct px_tc_want {
+	uint32_t seg, last;
+	int settled;
+	int64_t at_ms;
+	char from[128];
+};
+
+/* Leaves want w for the holder of id's lease, the key expiring ttl_ms
+ * later. PX_ENOTFOUND: no live lease is stored (nobody to ask; a read
+ * here may claim it); else as px_store_eval. */
+enum px_status px_tcstore_want_put(struct px_store *st, const char *id,
+				   const struct px_tc_want *w, int64_t ttl_ms) PX_WUR;
+
+/* Takes (reads and removes, in one script) up to cap wants of id into
+ * out (*n of them), if the lease's generation is still gen; none
+ * otherwise: only the current holder serves wants. */
+enum px_status px_tcstore_want_take(struct px_store *st, const char *id, uint64_t gen,
+				    struct px_tc_want *out, size_t cap, size_t *n) PX_WUR;
 
 #endif

@@ -170,6 +170,12 @@ struct job {
 	char remote_owner[128];
 	uint64_t plver;        /* the store's playlist version last read */
 	uint64_t takeovers;    /* leases claimed from another host's writer */
+	/* far reads across hosts (docs/cluster.md "Far seeks across hosts") */
+	uint64_t seek_asks;    /* reads here that asked the writer's host */
+	uint64_t remote_seeks; /* other hosts' far reads served by a probe or a
+				* move of our writer */
+	int64_t wanted_ms;     /* when another host's want was last taken
+				* (px_now_ms), 0: never */
 };
 
 struct px_transcode {
@@ -1486,6 +1492,28 @@ static enum px_status start_probe(struct px_transcode *tc, struct job *j, uint32
 	return PX_OK;
 }
 
+/* The last segment a probe of j from k writes for a read whose last
+ * segment is read_last: it ends before the first segment another writer
+ * of j starts at (px_seek_probe_until). Under tc->lock. */
+static uint32_t probe_until(const struct job *j, uint32_t k, uint32_t read_last)
+{
+	uint32_t stop_at = UINT32_MAX;
+	if (j->pid && j->from > k)
+		stop_at = j->from;
+	for (int q = 0; q < PROBES_MAX; q++)
+		if (j->probes[q].pid && j->probes[q].from > k && j->probes[q].from < stop_at)
+			stop_at = j->probes[q].from;
+	return px_seek_probe_until(k, read_last, j->plan.nseg, j->ok, stop_at);
+}
+
+/* Whether j has readers: handles open here, or (cluster mode) a far read
+ * of another host asked for it within read_timeout. Under tc->lock. */
+static int has_readers(const struct px_transcode *tc, const struct job *j)
+{
+	return j->nopen > 0 ||
+	       (j->wanted_ms && px_now_ms() - j->wanted_ms < tc->cfg->read_timeout_ms);
+}
+
 /* Starts the next queued job if a slot is free. Under tc->lock. */
 static void run_queue(struct px_transcode *tc)
 {
@@ -1549,7 +1577,7 @@ static void writer_ended(struct px_transcode *tc, struct job *j, int status)
 		/* killed by us for a seek: recovery (in start_writer) claims the
 		 * lease by CAS, trusts, cleans, and starts where the seek asked,
 		 * at once, behind the jobs already waiting for a slot */
-		if (j->nopen > 0) {
+		if (has_readers(tc, j)) {
 			run_queue(tc);
 			start_writer(tc, j, (uint32_t)restart, START_SEEK);
 		} else {
@@ -1596,7 +1624,7 @@ static void writer_ended(struct px_transcode *tc, struct job *j, int status)
 			j->failed = 1;
 			j->failed_ms = px_now_ms();
 			drop_lease(tc, j);
-		} else if (j->nopen > 0) {
+		} else if (has_readers(tc, j)) {
 			/* recovery runs when it starts; readers go on waiting, bounded
 			 * by read_timeout */
 			int64_t d = backoff_ms(j->crashes);
@@ -1628,7 +1656,7 @@ static int64_t retry_due(struct px_transcode *tc)
 			continue;
 		}
 		j->retry_at = 0;
-		if (j->nopen > 0 && !j->pid && !j->failed) {
+		if (has_readers(tc, j) && !j->pid && !j->failed) {
 			start_writer(tc, j, j->retry_from, START_RETRY);
 		} else if (!j->pid) {
 			drop_lease(tc, j);
@@ -1851,6 +1879,90 @@ static void poll_remote(struct px_transcode *tc)
 	}
 }
 
+/* Wants taken per job and poll (more wait for the next one). */
+#define WANTS_MAX 16
+
+/* One far read of another host (w) on job j, whose lease we hold with a
+ * writer running: decided as a local read of that segment would be. */
+static void serve_want(struct px_transcode *tc, struct job *j, const struct px_tc_want *w,
+		       int64_t now)
+{
+	uint32_t k = w->seg;
+	if (k >= j->plan.nseg) {
+		px_warn("transcode", "asset %s: %s wants segment %u of %u; ignored", j->a->id,
+			w->from, k, j->plan.nseg);
+		return;
+	}
+	if (now - w->at_ms > tc->cfg->read_timeout_ms)
+		return; /* its read has given up */
+	j->wanted_ms = px_now_ms();
+	if (j->ok[k] || j->queued || j->retry_at || (!j->pid && !j->nprobes))
+		return; /* listed (it serves it at its next poll), or ours restart */
+	struct px_seek_view v = {
+		.main_running = j->pid != 0, .main_from = j->from,
+		.main_edge = j->edge, .ahead = tc->cfg->seek_restart_segments,
+		.probe_covers = probe_covers(j, k), .slot_free = probe_slot_free(tc),
+		.probes_running = tc->nprobes, .settled = w->settled, .first_read = 0 };
+	enum px_seek_action act = px_seek_decide(&v, k);
+	if (act == PX_SEEK_MOVE && j->restart_at >= 0)
+		act = PX_SEEK_WAIT;
+	if (act == PX_SEEK_START) {
+		/* only probes of ours run: the main writer starts there */
+		px_info("transcode", "asset %s: %s reads segment %u; starting the writer there",
+			j->a->id, w->from, k);
+		j->remote_seeks++;
+		start_writer(tc, j, k, START_SEEK);
+	} else if (act == PX_SEEK_PROBE) {
+		if (start_probe(tc, j, k, probe_until(j, k, w->last)) == PX_OK) {
+			j->remote_seeks++;
+			px_info("transcode", "asset %s: read of segment %u on %s is outside the "
+				"writer's reach (%u..%lld + %lld); a probe writes it, the writer goes "
+				"on", j->a->id, k, w->from, j->from, (long long)j->edge,
+				(long long)tc->cfg->seek_restart_segments);
+		}
+	} else if (act == PX_SEEK_MOVE) {
+		px_info("transcode", "asset %s: reads on %s %s segment %u, outside the writer's "
+			"reach (%u..%lld + %lld); restarting it there", j->a->id, w->from,
+			w->settled ? "settled at" : "want", k, j->from, (long long)j->edge,
+			(long long)tc->cfg->seek_restart_segments);
+		j->restart_at = k;
+		j->seeks++;
+		j->remote_seeks++;
+		kill(j->pid, SIGKILL);
+	}
+}
+
+/*
+ * Cluster mode: the far reads that readers on other hosts left for the
+ * jobs whose lease we hold with a writer running (px_tcstore_want_take,
+ * docs/cluster.md "Far seeks across hosts"), each served as a local far
+ * read: a probe of that segment, or the main writer moved there once that
+ * host's reads settle. What they write is listed under our lease's
+ * generation; the asking host serves it once its poll reads the list.
+ * Under tc->lock, which it lets go around the store's calls.
+ */
+static void serve_wants(struct px_transcode *tc)
+{
+	for (size_t i = 0; i < tc->cat->nassets && !tc->stopping; i++) {
+		struct job *j = &tc->jobs[i];
+		struct px_tc_want w[WANTS_MAX];
+		size_t n = 0;
+		if (!j->a || !j->planned || !j->have_lease || (!j->pid && !j->nprobes) ||
+		    trusted(j) == j->plan.nseg)
+			continue;
+		uint64_t gen = j->lease.gen;
+		pthread_mutex_unlock(&tc->lock);
+		enum px_status st = px_tcstore_want_take(tc->store, j->a->id, gen, w, WANTS_MAX,
+							 &n);
+		int64_t now = px_lease_now(tc->leases);
+		pthread_mutex_lock(&tc->lock);
+		if (st != PX_OK || !j->have_lease || j->lease.gen != gen)
+			continue;
+		for (size_t q = 0; q < n && !tc->stopping; q++)
+			serve_want(tc, j, &w[q], now);
+	}
+}
+
 static void *supervisor_main(void *arg)
 {
 	struct px_transcode *tc = arg;
@@ -1909,6 +2021,7 @@ static void *supervisor_main(void *arg)
 		}
 		if (tc->store && px_now_ms() >= next_poll) {
 			poll_remote(tc);
+			serve_wants(tc);
 			next_poll = px_now_ms() + poll_ms(tc);
 			due = retry_due(tc);
 		}
@@ -2353,6 +2466,51 @@ static int reader_gone(struct px_tcfile *f, pid_t tgid)
 	return 1;
 }
 
+/* Whether a read of segment k on a host that follows another's writer is
+ * far: more than seek_restart_segments past the committed segment
+ * nearest before it (that writer's edge, as seen here). Under tc->lock. */
+static int remote_far(const struct px_transcode *tc, const struct job *j, uint32_t k)
+{
+	uint32_t e = k;
+	while (e > 0 && !j->ok[e - 1])
+		e--;
+	return (int64_t)k > (int64_t)e + tc->cfg->seek_restart_segments;
+}
+
+/* Asks the holder of j's lease, on another host, for segment k (a read
+ * whose last segment is read_last; settled: segmath.h's rule; first: the
+ * read's first ask; far: remote_far). Under tc->lock, which it lets go
+ * around the store's call. */
+static void ask_owner(struct px_tcfile *f, uint32_t k, uint32_t read_last, int settled,
+		      int first, int far)
+{
+	struct px_transcode *tc = f->tc;
+	struct job *j = f->job;
+	struct px_tc_want w = { .seg = k, .last = read_last, .settled = settled };
+	char owner[128];
+	snprintf(w.from, sizeof(w.from), "%s", tc->owner);
+	snprintf(owner, sizeof(owner), "%s", j->remote_owner);
+	if (first) {
+		j->seek_asks++;
+		if (far)
+			px_info("transcode", "asset %s: read of segment %u by pid %llu is far from "
+				"what %s has committed; asking it for the segment", j->a->id, k,
+				(unsigned long long)f->client,
+				owner[0] ? owner : "the lease's holder");
+		else
+			px_debug("transcode", "asset %s: read of segment %u by pid %llu still waits "
+				 "for %s; asking it for the segment", j->a->id, k,
+				 (unsigned long long)f->client,
+				 owner[0] ? owner : "the lease's holder");
+	}
+	pthread_mutex_unlock(&tc->lock);
+	enum px_status st = px_tcstore_want_put(tc->store, j->a->id, &w, 4 * poll_ms(tc));
+	pthread_mutex_lock(&tc->lock);
+	if (st != PX_OK && st != PX_ENOTFOUND)
+		px_debug("transcode", "asset %s: asking for segment %u: store %s: %s", j->a->id, k,
+			 px_store_url(tc->store), px_strerror(st));
+}
+
 /*
  * Waits until segment k (of a read whose last segment is read_last) is
  * trusted, getting a writer there as px_seek_decide says: wait for one
@@ -2366,8 +2524,10 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 	struct px_transcode *tc = f->tc;
 	struct job *j = f->job;
 	enum px_status st = PX_OK;
-	int tried = 0, probed = 0;
+	int tried = 0, probed = 0, asks = 0;
 	int64_t checked = px_now_ms();
+	int64_t ask_at = -1;   /* following another host: when to ask it next */
+	int far = 0;
 
 	pthread_mutex_lock(&tc->lock);
 	for (;;) {
@@ -2395,8 +2555,22 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 		} else if (tc->store && j->remote && !j->pid && !j->nprobes) {
 			/* another host's live writer holds the lease (or the store
 			 * cannot say): wait for its commits, which the supervisor
-			 * learns from the store; a takeover only once that lease
-			 * is orphaned (poll_remote) */
+			 * learns from the store; a far read asks that host for the
+			 * segment (serve_wants there): at once, a read near what it
+			 * committed after two polls (that writer may be elsewhere: a
+			 * probe of its wrote the segment before), and again every two
+			 * polls while it waits; a takeover only once that lease is
+			 * orphaned (poll_remote) */
+			int64_t now = px_now_ms();
+			if (ask_at < 0) {
+				far = remote_far(tc, j, k);
+				ask_at = far ? now : now + 2 * poll_ms(tc);
+			}
+			if (now >= ask_at && !reader_gone(f, tgid)) {
+				ask_owner(f, k, read_last, settled, asks++ == 0, far);
+				ask_at = px_now_ms() + 2 * poll_ms(tc);
+				continue;
+			}
 		} else if (!j->retry_at) {
 			/* a failed writer backs off; the supervisor starts it again */
 			struct px_seek_view v = {
@@ -2423,15 +2597,7 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 			continue;
 		}
 		if (act == PX_SEEK_PROBE) {
-			uint32_t stop_at = UINT32_MAX;
-			if (j->pid && j->from > k)
-				stop_at = j->from;
-			for (int q = 0; q < PROBES_MAX; q++)
-				if (j->probes[q].pid && j->probes[q].from > k &&
-				    j->probes[q].from < stop_at)
-					stop_at = j->probes[q].from;
-			uint32_t until = px_seek_probe_until(k, read_last, j->plan.nseg, j->ok,
-							     stop_at);
+			uint32_t until = probe_until(j, k, read_last);
 			probed++;
 			if (start_probe(tc, j, k, until) == PX_OK) {
 				if (j->pid)
@@ -2477,6 +2643,8 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 		}
 		int64_t until = tgid > 0 && checked + GONE_CHECK_MS < deadline
 				? checked + GONE_CHECK_MS : deadline;
+		if (j->remote && ask_at > 0 && ask_at < until)
+			until = ask_at;
 		struct timespec ts = { until / 1000, (until % 1000) * 1000000 };
 		pthread_cond_timedwait(&tc->cond, &tc->lock, &ts);
 	}
@@ -2587,6 +2755,8 @@ size_t px_transcode_snapshot(struct px_transcode *tc, struct px_tc_info *out, si
 		o->lease_held = j->have_lease;
 		o->remote = j->remote;
 		o->takeovers = j->takeovers;
+		o->seek_asks = j->seek_asks;
+		o->remote_seeks = j->remote_seeks;
 		o->heartbeat_age_ms = j->have_lease ? now - j->lease.heartbeat_ms : -1;
 		if (j->pid)
 			o->writers++;

@@ -129,6 +129,10 @@ struct px_tc_info {
 	int writers;                   /* running here: the main writer and probes */
 	int remote;                    /* cluster mode: another host's writer is followed */
 	uint64_t takeovers;            /* cluster mode: leases taken over from another host */
+	uint64_t seek_asks;            /* cluster mode: far reads here that asked the writer's
+					* host for their segment */
+	uint64_t remote_seeks;         /* cluster mode: other hosts' far reads served here by
+					* a probe or a move of the writer */
 };
 
 /* Fills out[0..cap) with the planned transcodes; returns how many. NULL

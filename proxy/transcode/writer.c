@@ -1098,14 +1098,20 @@ static enum px_status save_clean(struct wr *w)
 	return st;
 }
 
-/* Sleeps until the wall clock catches up with the media written divided by
- * max_speed: a writer need not run far ahead of its readers. */
+/* Sleeps until the wall clock catches up with the media written in this
+ * run divided by max_speed: a writer need not run far ahead of its
+ * readers. A remux run counts from its warm-up segment's start (a run
+ * moved to a seek's segment is not held back by the media before it). */
 static void pace(struct wr *w)
 {
-	int64_t media_ms = w->remux
-		? (w->cur_vseg > 0 ? av_rescale_q(w->bounds[w->cur_vseg - 1], w->vtb,
-						  (AVRational){ 1, 1000 }) - w->t0_us / 1000 : 0)
-		: w->v_last_pts / 90 - w->skip_us / 1000;
+	const AVRational ms = { 1, 1000 };
+	int64_t media_ms = w->v_last_pts / 90 - w->skip_us / 1000;
+	if (w->remux) {
+		int64_t begin = w->first >= 2 ? av_rescale_q(w->bounds[w->first - 2], w->vtb, ms)
+					      : w->t0_us / 1000;
+		media_ms = w->cur_vseg > 0
+			   ? av_rescale_q(w->bounds[w->cur_vseg - 1], w->vtb, ms) - begin : 0;
+	}
 	int64_t due = w->start_ms + (int64_t)((double)media_ms / w->a->max_speed);
 	int64_t now = px_now_ms();
 	if (due > now) {

@@ -11,6 +11,7 @@ and stop everything, also on failure.
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -23,6 +24,7 @@ import pytest
 from conftest import bounded, catalog, free_port, wait_until
 from test_transcode import (PROFILE, decode_errors, ffprobe_duration, read_sequential,
                             start_reader, writer_pids)
+from test_transcode_seek import clip60  # noqa: F401 - the 60 s clip fixture
 
 HOSTS_WAIT = 10.0
 
@@ -487,6 +489,87 @@ def test_fencing_stopped_writer(redis, seamfs, data, nginx, tmp_path):
         h.update(got)
     assert h.hexdigest() == boxb['result'][0]
     assert 'takeover: asset clip-ts from alpha:' in b.log()
+
+
+def test_far_seek_on_following_host(redis, seamfs, data, clip60, nginx, tmp_path):
+    """A reader on B seeks 70 % into a remux that A writes slowly from the
+    start (writer_max_speed=1): B asks A through the store, A writes that
+    segment under its lease (a probe) and B serves it within read_timeout,
+    then reads on through the next one. B starts no writer and takes
+    nothing over; the segments B read are byte for byte what one full
+    single-host run makes, listed under A's generation."""
+    from test_transcode_seek import seek_catalog, seg_bounds
+    work = tmp_path / 'work'
+    cat = seek_catalog(nginx, 'remux')
+    opts = ['writer_max_speed=1', 'seek_restart_segments=1']
+    a = mount_host(seamfs, cat, redis, 'alpha', work, options=opts, read_timeout=20)
+    b = mount_host(seamfs, cat, redis, 'beta', work, options=opts, read_timeout=20)
+    job = work / 'clip60-ts'
+    plan = json.loads((job / 'plan.json').read_text())
+    bounds = seg_bounds(plan)
+    nseg = plan['segments']
+    target = nseg * 7 // 10
+    assert nseg >= 20 and target + 2 < nseg, plan
+    got = {}
+    fa = os.open(a.path('clip60.ts'), os.O_RDONLY)
+    try:
+        assert len(os.pread(fa, 188, 0)) == 188      # starts A's writer at 0
+        wait_until(lambda: writer_pids(a.pid), 20, "A's writer")
+        wait_until(lambda: store_lease(redis, 'clip60-ts').get('owner', '').startswith('alpha:'),
+                   10, "A's lease")
+        gen_a = int(store_lease(redis, 'clip60-ts')['gen'])
+        listed = [k for k, _, _ in store_playlist(redis, 'clip60-ts')[0]]
+        assert max(listed, default=-1) + 2 < target, ('A is already near the target', listed)
+        fb = os.open(b.path('clip60.ts'), os.O_RDONLY)
+        try:
+            # a small read in the target (a player's bisection), then the
+            # target and the next segment whole (reading on from there)
+            small = bounded(lambda: os.pread(fb, 2048, bounds[target] + 3000), 30,
+                            "B's far read")
+            for k in (target, target + 1):
+                n = bounds[k + 1] - bounds[k]
+                got[k] = bounded(lambda k=k, n=n: os.pread(fb, n, bounds[k]), 30,
+                                 f"B's read of segment {k}")
+                assert len(got[k]) == n, (k, len(got[k]), n)
+            assert small == got[target][3000:3000 + 2048]
+        finally:
+            os.close(fb)
+        # B served them and started no writer: A holds the lease (a move
+        # of its writer claims it again, as on one host)
+        assert writer_pids(b.pid) == []
+        lease = store_lease(redis, 'clip60-ts')
+        assert lease['owner'].startswith('alpha:') and int(lease['gen']) >= gen_a, lease
+        gen_now = int(lease['gen'])
+        (rb,) = status(b)['transcodes']
+        assert rb['writer_pid'] == 0 and rb['remote'] is True and rb['takeovers'] == 0, rb
+        assert rb['seek_asks'] >= 1, rb
+        (ra,) = status(a)['transcodes']
+        assert ra['remote_seeks'] >= 1 and ra['lease_held'], ra
+    finally:
+        os.close(fa)
+    blog, alog = b.log(), a.log()
+    assert 'asking it for the segment' in blog and 'takeover' not in blog, blog
+    assert re.search(rf'read of segment {target} on beta:\S+ is outside the writer', alog), alog
+    assert re.search(rf'probe pid \d+ for asset clip60-ts started: segments {target}\.\.', alog), \
+        alog
+    # listed under A's generations (the probe's is the first); the bytes
+    # are one full run's
+    entries = {k: g for k, _, g in store_playlist(redis, 'clip60-ts')[0]}
+    assert entries.get(target) == gen_a, entries
+    assert gen_a <= entries.get(target + 1, 0) <= gen_now, entries
+    fresh = tmp_path / 'fresh'
+    fresh.mkdir()
+    (fresh / 'plan.json').write_text((job / 'plan.json').read_text())
+    writer = Path(a.argv[0]).parent / 'seamfs-writer'
+    r = subprocess.run([str(writer), 'run', '--remux', '--input', str(clip60.path),
+                        '--segment-seconds', '2', '--work-dir', str(fresh), '--from', '0',
+                        '--segments', str(nseg), '--segment-bytes', '0'],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode(errors='replace')
+    for k, b_bytes in got.items():
+        want = (fresh / f'seg-{k:06d}.ts').read_bytes()
+        assert hashlib.sha256(b_bytes).hexdigest() == hashlib.sha256(want).hexdigest(), \
+            f'segment {k}'
 
 
 def test_redis_restarted_empty_mid_transcode(redis, seamfs, data, nginx, tmp_path):

@@ -293,6 +293,68 @@ static void test_store_lost_data(void **state)
 	px_store_free(s);
 }
 
+/* Far reads of other hosts (px_tcstore_want_*): left only while a live
+ * lease is stored, taken (and gone) only by the lease's generation, with a
+ * TTL on the key. */
+static void test_wants(void **state)
+{
+	struct px_store *sa = store_new("unit"), *sb = store_new("unit");
+	struct px_lease_store *la = NULL;
+	struct px_lease a;
+	struct px_tc_want w = { .seg = 21, .last = 22, .settled = 1 }, out[4];
+	size_t n = 9;
+	(void)state;
+	flush(sa);
+	snprintf(w.from, sizeof(w.from), "hostB:2:bb");
+	/* no lease: nobody to ask */
+	assert_int_equal(px_tcstore_want_put(sb, "movie", &w, 2000), PX_ENOTFOUND);
+	assert_int_equal(px_lease_redis_new(sa, &la), PX_OK);
+	assert_int_equal(px_lease_claim(la, "movie", "hostA:1:aa", 60000, &a), PX_OK);
+	assert_int_equal(px_tcstore_want_put(sb, "movie", &w, 2000), PX_OK);
+	w.seg = 3;
+	w.last = 1;   /* a last before seg is taken as seg */
+	w.settled = 0;
+	assert_int_equal(px_tcstore_want_put(sb, "movie", &w, 2000), PX_OK);
+	/* the key expires */
+	struct px_reply *r = NULL;
+	const char *ttl[] = { "PTTL", "unit:tc:{movie}:want" };
+	assert_int_equal(px_store_call(sa, 2, ttl, NULL, &r), PX_OK);
+	assert_true(r->integer > 0 && r->integer <= 2000);
+	px_reply_free(r);
+	/* another generation takes nothing, and leaves them */
+	assert_int_equal(px_tcstore_want_take(sa, "movie", a.gen + 1, out, 4, &n), PX_OK);
+	assert_int_equal(n, 0);
+	assert_int_equal(px_tcstore_want_take(sa, "movie", a.gen, out, 4, &n), PX_OK);
+	assert_int_equal(n, 2);
+	if (out[0].seg != 21) {
+		struct px_tc_want t = out[0];
+		out[0] = out[1];
+		out[1] = t;
+	}
+	assert_int_equal(out[0].seg, 21);
+	assert_int_equal(out[0].last, 22);
+	assert_int_equal(out[0].settled, 1);
+	assert_string_equal(out[0].from, "hostB:2:bb");
+	assert_true(out[0].at_ms > 1000000000000LL);
+	assert_int_equal(out[1].seg, 3);
+	assert_int_equal(out[1].last, 3);
+	assert_int_equal(out[1].settled, 0);
+	/* taken: gone */
+	assert_int_equal(px_tcstore_want_take(sa, "movie", a.gen, out, 4, &n), PX_OK);
+	assert_int_equal(n, 0);
+	/* a malformed entry is skipped, not a crash */
+	const char *bad[] = { "HSET", "unit:tc:{movie}:want", "x@y", "z" };
+	assert_int_equal(px_store_call(sa, 4, bad, NULL, NULL), PX_OK);
+	assert_int_equal(px_tcstore_want_take(sa, "movie", a.gen, out, 4, &n), PX_OK);
+	assert_int_equal(n, 0);
+	/* released: nobody to ask */
+	assert_int_equal(px_lease_release(la, &a), PX_OK);
+	assert_int_equal(px_tcstore_want_put(sb, "movie", &w, 2000), PX_ENOTFOUND);
+	px_lease_store_free(la);
+	px_store_free(sa);
+	px_store_free(sb);
+}
+
 static void test_hosts(void **state)
 {
 	struct px_store *s1 = store_new("unit"), *s2 = store_new("unit");
@@ -401,6 +463,7 @@ int main(void)
 		cmocka_unit_test(test_calls_and_keys),
 		cmocka_unit_test(test_lease_cas_and_fencing),
 		cmocka_unit_test(test_store_lost_data),
+		cmocka_unit_test(test_wants),
 		cmocka_unit_test(test_hosts),
 		cmocka_unit_test(test_unreachable),
 		cmocka_unit_test(test_degraded),
