@@ -1350,7 +1350,9 @@ static long evaluate(struct px_copies *cp, size_t *si_out)
 			continue; /* the claim is asked again later (its reason stays) */
 		if (w != j->wait && w != PX_WAIT_NONE)
 			px_info("copies", "asset %s: copy waits: %s", as->id, px_copy_wait_name(w));
-		j->wait = w;
+		if (w != PX_WAIT_NONE ||
+		    (j->wait != PX_WAIT_OTHER_HOST && j->wait != PX_WAIT_STORE_DOWN))
+			j->wait = w; /* (a claim's reason stays until the claim is had) */
 		if (w != PX_WAIT_NONE) {
 			j->state = JOB_WAITING;
 			continue;
