@@ -44,6 +44,15 @@
  * is there at the asset's size (and whose SHA-256 equals the catalog's,
  * when the catalog has one) serves again without a new copy.
  *
+ * Cluster mode (core->store), a storage without a host (shared, NFS):
+ * before copying there a job takes PREFIX:copy:{ASSET}:STORAGE (SET NX PX
+ * 3 heartbeats; renewed from the copy loop, compare-and-deleted at the
+ * end); one another host holds makes it wait ("copying on another host"),
+ * no answer too ("store not answering"). Each host writes
+ * .seamfs-copies.HOST.json with its own copies and reads every
+ * .seamfs-copies*.json there (mount, every RESCAN_MS, a reload, after a
+ * claim): another host's copy is checked as at mount and registered.
+ *
  * Staleness. A reload that gives an asset another sha256, or a source
  * whose ETag changed since the copy (asked at mount and after each
  * reload), makes its copies stop serving at once; the job makes them
