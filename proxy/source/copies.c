@@ -455,7 +455,13 @@ static void manifest_load_file(struct px_copies *cp, size_t si, const char *file
 		json_t *jsize = json_object_get(v, "size"), *jsha = json_object_get(v, "sha256");
 		if (a < 0 || !core->assets[a].listed || core->cat->assets[a].kind != PX_ASSET_PLAIN ||
 		    !json_is_integer(jsize) || !json_is_string(jsha) ||
-		    strlen(json_string_value(jsha)) != 64 || find_copy(cp, (size_t)a, si) >= 0)
+		    strlen(json_string_value(jsha)) != 64)
+			continue;
+		/* known already; but a stale one another host made again (a new
+		 * SHA-256 in its manifest) is taken in again */
+		long ex = find_copy(cp, (size_t)a, si);
+		if (ex >= 0 && (mine || !cp->c[ex].stale ||
+				strcmp(cp->c[ex].sha, json_string_value(jsha)) == 0))
 			continue;
 		int64_t size = json_integer_value(jsize);
 		const char *sha = want_sha(cp, (size_t)a);
@@ -469,9 +475,11 @@ static void manifest_load_file(struct px_copies *cp, size_t si, const char *file
 					"matches the asset: made again", id, cp->st[si].name, file);
 			continue;
 		}
-		if (grow((void **)&cp->c, &cp->capc, cp->nc, sizeof(*cp->c)))
+		if (ex < 0 && grow((void **)&cp->c, &cp->capc, cp->nc, sizeof(*cp->c)))
 			break;
-		struct copy *c = &cp->c[cp->nc++];
+		if (ex < 0)
+			ex = (long)cp->nc++;
+		struct copy *c = &cp->c[ex];
 		memset(c, 0, sizeof(*c));
 		c->asset = (size_t)a;
 		c->storage = si;
@@ -483,7 +491,7 @@ static void manifest_load_file(struct px_copies *cp, size_t si, const char *file
 		snprintf(c->src_key, sizeof(c->src_key), "%s", key ? key : "");
 		snprintf(c->etag, sizeof(c->etag), "%s", etag ? etag : "");
 		c->recheck = c->etag[0] != '\0'; /* the origin may have changed meanwhile */
-		size_t ci = cp->nc - 1, k;
+		size_t ci = (size_t)ex, k;
 		char sname[256], prov[300];
 		snprintf(sname, sizeof(sname), "%s", cp->st[si].name);
 		snprintf(prov, sizeof(prov), "%s", cp->st[si].prov);
@@ -537,7 +545,8 @@ static void manifest_load(struct px_copies *cp, size_t si, int rescan)
 	for (size_t i = 0; i < nn; i++) {
 		snprintf(file, sizeof(file), "%s/%s", dirpath, names[i]);
 		int mine = strcmp(file, own) == 0;
-		manifest_load_file(cp, si, file, mine, rescan && !mine);
+		if (!(rescan && mine)) /* this host's: read once, it wrote the rest */
+			manifest_load_file(cp, si, file, mine, rescan);
 	}
 	free(names);
 }
@@ -707,9 +716,11 @@ static int probe_etag(struct px_core *core, size_t asset, size_t k, char *etag, 
 	return rc;
 }
 
-/* Waits ms unless stopping: 1 when stopping. */
+/* Waits ms unless stopping: 1 when stopping. The copies thread: a held
+ * claim is renewed when due. */
 static int pause_ms(struct px_copies *cp, int64_t ms)
 {
+	claim_renew(cp, 0);
 	pthread_mutex_lock(&cp->lock);
 	int64_t until = px_now_ms() + ms;
 	while (!cp->stop && px_now_ms() < until) {
