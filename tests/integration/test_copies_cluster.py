@@ -3,7 +3,11 @@ one Redis share one storage directory (a storage without "host", as an NFS
 export would be). Exactly one host copies the asset there (a claim in the
 store), it lists the copy in its own manifest, and the other host finds the
 copy by reading that manifest, registers it, and serves every byte from it
-with the origin stopped. Every byte read is checked by SHA-256."""
+with the origin stopped. A claim another host holds makes the job wait
+(spending no attempt) until that host's manifest, read again by the
+periodic rescan, lists the copy; a store that does not answer copies nothing
+to the shared storage until it answers. Every byte read is checked by
+SHA-256."""
 
 import json
 
@@ -105,5 +109,34 @@ def test_a_held_claim_waits_and_another_hosts_manifest_is_rescanned(seamfs, data
                job(status(a), 'movie') is None, RESCAN_WAIT, 'gamma\'s copy registered')
     assert 'copying from' not in a.log()
     assert not listed(shared / '.seamfs-copies.alpha.json', 'movie')
+    o.stop(hold_port=True)
+    assert sha256_file(a.path('Movies/movie.bin')) == df.sha256
+
+
+def test_store_down_copies_nothing_to_a_shared_storage_until_it_answers(seamfs, data,
+                                                                       make_origin, redis,
+                                                                       tmp_path):
+    o = make_origin(data.dir)
+    df = data['mid.bin']
+    shared = tmp_path / 'nfs'          # made once the store is down
+    cat = {'storages': [storage('nfs', shared)],
+           'assets': [entry('movie', 'Movies/movie.bin', df, o.url('mid.bin'), copies=1)]}
+    a = mount_host(seamfs, cat, redis, 'alpha', tmp_path / 'work')
+    wait_until(lambda: (job(status(a), 'movie') or {}).get('reason') == 'storage not ready',
+               15, 'movie waiting for "storage not ready"')
+    port = redis.port
+    redis.stop()
+    shared.mkdir()
+    reason = 'store not answering'
+    wait_until(lambda: (job(status(a), 'movie') or {}).get('reason') == reason, 15,
+               f'movie waiting for "{reason}"')
+    j = job(status(a), 'movie')
+    assert j['failed_attempts'] == 0 and j['state'] == 'waiting'
+    assert not (shared / 'Movies').exists()
+    # the store answers again (empty): the claim is had, the copy made
+    redis.port = port
+    redis.start()
+    wait_until(lambda: copies_of(status(a), 'movie') == ['nfs'], COPY_WAIT, 'the copy made')
+    assert listed(shared / '.seamfs-copies.alpha.json', 'movie')
     o.stop(hold_port=True)
     assert sha256_file(a.path('Movies/movie.bin')) == df.sha256
