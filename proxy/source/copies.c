@@ -44,6 +44,15 @@
  * is there at the asset's size (and whose SHA-256 equals the catalog's,
  * when the catalog has one) serves again without a new copy.
  *
+ * Cluster mode (core->store), a storage without a host (shared, NFS):
+ * before copying there a job takes PREFIX:copy:{ASSET}:STORAGE (SET NX PX
+ * 3 heartbeats; renewed from the copy loop, compare-and-deleted at the
+ * end); one another host holds makes it wait ("copying on another host"),
+ * no answer too ("store not answering"). Each host writes
+ * .seamfs-copies.HOST.json with its own copies and reads every
+ * .seamfs-copies*.json there (mount, every RESCAN_MS, a reload, after a
+ * claim): another host's copy is checked as at mount and registered.
+ *
  * Staleness. A reload that gives an asset another sha256, or a source
  * whose ETag changed since the copy (asked at mount and after each
  * reload), makes its copies stop serving at once; the job makes them
@@ -59,6 +68,7 @@
  * Lock: cp->lock guards storages, copies and jobs; taken alone: calls
  * into sources.c, provider.c and standby.c are made without it.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -81,6 +91,7 @@
 #include "hash.h"
 #include "health.h"
 #include "hosts.h"
+#include "kvstore.h"
 #include "log.h"
 #include "provider.h"
 #include "rangeread.h"
@@ -96,6 +107,10 @@
 #define MANIFEST ".seamfs-copies.json"
 #define SPARE_TRIES 3000        /* yields of one range (10 min at YIELD_MS) */
 #define RECHECK_MS 5000         /* an ETag check that could not be made: again after */
+#define MANIFEST_PREFIX ".seamfs-copies"
+#define RESCAN_MS 10000          /* cluster: other hosts' manifests read again */
+#define CLAIM_RETRY_MS 1000      /* a claim held elsewhere: asked again after */
+#define CLAIM_RENEW_MS 1000      /* a held claim's PX renewed after */
 
 struct storage {
 	char *name, *path, *host;    /* owned */
@@ -117,6 +132,8 @@ struct copy {
 	size_t asset, storage;
 	size_t k;                    /* its source index, once registered */
 	int registered;
+	int mine;                    /* made here (or not cluster mode): in this
+				      * host's manifest */
 	int serving;                 /* registered and not dropped */
 	int stale;                   /* the asset changed: made again */
 	int64_t size;
@@ -138,6 +155,7 @@ struct job {
 	double speed;                /* bytes/s of the running copy */
 	int64_t started_ms;
 	int attempts;                /* failed in a row */
+	int64_t claim_at;            /* monotonic ms: the claim asked again after */
 	int64_t retry_at;            /* monotonic ms */
 	char error[240];             /* the last failure */
 };
@@ -165,6 +183,12 @@ struct px_copies {
 	_Atomic uint64_t n_made, n_failed, n_bytes;
 	struct gate *reading;        /* the copy's reader, under lock: a stop
 				      * cancels its transfer */
+	int64_t rescan_at;           /* cluster: other hosts' manifests, monotonic ms */
+	/* the claim of the running copy (the copies thread only) */
+	char claim_key[600];         /* "" : none held */
+	int64_t claim_ttl_ms;
+	int64_t claim_renew_at;
+	int claim_lost;              /* a renewal found it another host's */
 };
 
 /* ---- placement */
@@ -177,6 +201,8 @@ const char *px_copy_wait_name(enum px_copy_wait w)
 	case PX_WAIT_NO_ROOM: return "no room";
 	case PX_WAIT_NOT_READY: return "storage not ready";
 	case PX_WAIT_COPYING_OFF: return "copying off";
+	case PX_WAIT_OTHER_HOST: return "copying on another host";
+	case PX_WAIT_STORE_DOWN: return "store not answering";
 	}
 	return "";
 }
@@ -320,9 +346,21 @@ static void merge_storages(struct px_copies *cp, const struct px_catalog *cat)
 
 /* ---- the manifest */
 
-static void manifest_path(const struct storage *s, char *out, size_t n)
+/* Cluster mode and a storage without a host (NFS, every host writes it):
+ * each host keeps a manifest of its own there. */
+static int shared(const struct px_copies *cp, const struct storage *s)
 {
-	snprintf(out, n, "%s/%s", s->path, MANIFEST);
+	return cp->core->store != NULL && s->host == NULL;
+}
+
+/* This host's manifest on s. */
+static void manifest_path(const struct px_copies *cp, const struct storage *s, char *out,
+			  size_t n)
+{
+	if (shared(cp, s))
+		snprintf(out, n, "%s/%s.%s.json", s->path, MANIFEST_PREFIX, cp->host);
+	else
+		snprintf(out, n, "%s/%s", s->path, MANIFEST);
 }
 
 static void copy_file(struct px_core *core, const struct storage *s, size_t asset, char *out,
@@ -344,7 +382,7 @@ static void manifest_save(struct px_copies *cp, size_t si)
 	}
 	for (size_t i = 0; i < cp->nc; i++) {
 		const struct copy *c = &cp->c[i];
-		if (c->storage != si || c->stale)
+		if (c->storage != si || c->stale || !c->mine)
 			continue;
 		json_object_set_new(all, core->cat->assets[c->asset].id,
 				    json_pack("{s:s, s:I, s:s, s:s, s:s}", "file",
@@ -354,7 +392,7 @@ static void manifest_save(struct px_copies *cp, size_t si)
 	}
 	char *text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
 	json_decref(root);
-	manifest_path(s, file, sizeof(file));
+	manifest_path(cp, s, file, sizeof(file));
 	if (!text || px_write_atomic(file, text, strlen(text), 0644, err, sizeof(err)) != PX_OK)
 		px_warn("copies", "storage %s: the manifest could not be written: %s", s->name,
 			text ? err : "out of memory");
@@ -392,18 +430,19 @@ static int register_copy(struct px_copies *cp, size_t asset, size_t si, const ch
 	return 0;
 }
 
-/* Reads storage si's manifest and registers what still matches. Called
- * with cp->lock held; drops it around the registrations. */
-static void manifest_load(struct px_copies *cp, size_t si)
+/* Reads one manifest file of storage si and registers what still
+ * matches and is not known yet (mine: the copies are this host's).
+ * rescan: a periodic look at another host's manifest (quiet about what
+ * does not match). Called with cp->lock held; drops it around the
+ * registrations. */
+static void manifest_load_file(struct px_copies *cp, size_t si, const char *file, int mine,
+			       int rescan)
 {
 	struct px_core *core = cp->core;
-	char file[PATH_MAX];
 	json_error_t jerr;
-	cp->st[si].loaded = 1;
-	manifest_path(&cp->st[si], file, sizeof(file));
 	json_t *root = json_load_file(file, 0, &jerr);
 	if (!root) {
-		if (access(file, F_OK) == 0)
+		if (!rescan && access(file, F_OK) == 0)
 			px_warn("copies", "storage %s: %s:%d: %s (its copies are made again)",
 				cp->st[si].name, file, jerr.line, jerr.text);
 		return;
@@ -416,7 +455,13 @@ static void manifest_load(struct px_copies *cp, size_t si)
 		json_t *jsize = json_object_get(v, "size"), *jsha = json_object_get(v, "sha256");
 		if (a < 0 || !core->assets[a].listed || core->cat->assets[a].kind != PX_ASSET_PLAIN ||
 		    !json_is_integer(jsize) || !json_is_string(jsha) ||
-		    strlen(json_string_value(jsha)) != 64 || find_copy(cp, (size_t)a, si) >= 0)
+		    strlen(json_string_value(jsha)) != 64)
+			continue;
+		/* known already; but a stale one another host made again (a new
+		 * SHA-256 in its manifest) is taken in again */
+		long ex = find_copy(cp, (size_t)a, si);
+		if (ex >= 0 && (mine || !cp->c[ex].stale ||
+				strcmp(cp->c[ex].sha, json_string_value(jsha)) == 0))
 			continue;
 		int64_t size = json_integer_value(jsize);
 		const char *sha = want_sha(cp, (size_t)a);
@@ -425,16 +470,20 @@ static void manifest_load(struct px_copies *cp, size_t si)
 		copy_file(core, &cp->st[si], (size_t)a, path, sizeof(path));
 		if (size != core->assets[a].size || (sha && strcmp(sha, json_string_value(jsha))) ||
 		    stat(path, &sb) || !S_ISREG(sb.st_mode) || sb.st_size != size) {
-			px_info("copies", "asset %s: the copy on storage %s no longer matches the "
-				"asset: made again", id, cp->st[si].name);
+			if (!rescan)
+				px_info("copies", "asset %s: the copy on storage %s (%s) no longer "
+					"matches the asset: made again", id, cp->st[si].name, file);
 			continue;
 		}
-		if (grow((void **)&cp->c, &cp->capc, cp->nc, sizeof(*cp->c)))
+		if (ex < 0 && grow((void **)&cp->c, &cp->capc, cp->nc, sizeof(*cp->c)))
 			break;
-		struct copy *c = &cp->c[cp->nc++];
+		if (ex < 0)
+			ex = (long)cp->nc++;
+		struct copy *c = &cp->c[ex];
 		memset(c, 0, sizeof(*c));
 		c->asset = (size_t)a;
 		c->storage = si;
+		c->mine = mine;
 		c->size = size;
 		snprintf(c->sha, sizeof(c->sha), "%s", json_string_value(jsha));
 		const char *key = json_string_value(json_object_get(v, "source"));
@@ -442,7 +491,7 @@ static void manifest_load(struct px_copies *cp, size_t si)
 		snprintf(c->src_key, sizeof(c->src_key), "%s", key ? key : "");
 		snprintf(c->etag, sizeof(c->etag), "%s", etag ? etag : "");
 		c->recheck = c->etag[0] != '\0'; /* the origin may have changed meanwhile */
-		size_t ci = cp->nc - 1, k;
+		size_t ci = (size_t)ex, k;
 		char sname[256], prov[300];
 		snprintf(sname, sizeof(sname), "%s", cp->st[si].name);
 		snprintf(prov, sizeof(prov), "%s", cp->st[si].prov);
@@ -453,13 +502,135 @@ static void manifest_load(struct px_copies *cp, size_t si)
 		if (ok) {
 			cp->c[ci].k = k;
 			cp->c[ci].registered = cp->c[ci].serving = 1;
-			px_info("copies", "asset %s: copy on storage %s serves again (%s)", id, sname,
-				path);
+			px_info("copies", "asset %s: copy on storage %s serves %s (%s, from %s)", id,
+				sname, mine ? "again" : "here", path, file);
 		} else {
 			cp->c[ci].stale = 1;
 		}
 	}
 	json_decref(root);
+}
+
+/* Reads storage si's manifests: its one, or in cluster mode on a shared
+ * storage every .seamfs-copies*.json (this host's copies, and the other
+ * hosts' that this host reads too). cp->lock held; dropped around the
+ * registrations. */
+static void manifest_load(struct px_copies *cp, size_t si, int rescan)
+{
+	char file[PATH_MAX], own[PATH_MAX];
+	cp->st[si].loaded = 1;
+	manifest_path(cp, &cp->st[si], own, sizeof(own));
+	if (!shared(cp, &cp->st[si])) {
+		manifest_load_file(cp, si, own, 1, rescan);
+		return;
+	}
+	char dirpath[PATH_MAX];
+	snprintf(dirpath, sizeof(dirpath), "%s", cp->st[si].path);
+	DIR *d = opendir(dirpath);
+	if (!d)
+		return;
+	char (*names)[NAME_MAX + 1] = NULL;
+	size_t nn = 0, capn = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		size_t len = strlen(de->d_name);
+		if (strncmp(de->d_name, MANIFEST_PREFIX, strlen(MANIFEST_PREFIX)) != 0 ||
+		    len < 5 || strcmp(de->d_name + len - 5, ".json") != 0)
+			continue;
+		if (grow((void **)&names, &capn, nn, sizeof(*names)))
+			break;
+		snprintf(names[nn++], sizeof(*names), "%s", de->d_name);
+	}
+	closedir(d);
+	for (size_t i = 0; i < nn; i++) {
+		snprintf(file, sizeof(file), "%s/%s", dirpath, names[i]);
+		int mine = strcmp(file, own) == 0;
+		if (!(rescan && mine)) /* this host's: read once, it wrote the rest */
+			manifest_load_file(cp, si, file, mine, rescan);
+	}
+	free(names);
+}
+
+/* ---- the claim (cluster mode, a shared storage) */
+
+static const char CLAIM_RENEW[] =
+	"if redis.call('GET', KEYS[1]) == ARGV[1] then "
+	"return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0";
+static const char CLAIM_DROP[] =
+	"if redis.call('GET', KEYS[1]) == ARGV[1] then "
+	"return redis.call('DEL', KEYS[1]) end return 0";
+
+/* Renews the held claim when due (the copies thread; bounded by the
+ * store's command bound). A claim found another host's sets claim_lost;
+ * a store that does not answer is asked again at the next renewal. */
+static void claim_renew(struct px_copies *cp, int force)
+{
+	struct px_store *store = cp->core->store;
+	if (!store || !cp->claim_key[0] || (!force && px_now_ms() < cp->claim_renew_at))
+		return;
+	char ttl[32];
+	snprintf(ttl, sizeof(ttl), "%lld", (long long)cp->claim_ttl_ms);
+	const char *keys[1] = { cp->claim_key }, *args[2] = { cp->host, ttl };
+	struct px_reply *r = NULL;
+	enum px_status st = px_store_eval(store, CLAIM_RENEW, 1, keys, 2, args, &r);
+	if (st == PX_OK && r && r->type == PX_REPLY_INT && r->integer == 0)
+		cp->claim_lost = 1;
+	px_reply_free(r);
+	int64_t every = cp->claim_ttl_ms / 3;
+	cp->claim_renew_at = px_now_ms() + (every < CLAIM_RENEW_MS ? every : CLAIM_RENEW_MS);
+}
+
+/* Takes the claim to copy the asset to storage si (no lock held):
+ * PX_WAIT_NONE when held (ours), else why the job waits. */
+static enum px_copy_wait claim_take(struct px_copies *cp, size_t asset, const char *storage)
+{
+	struct px_core *core = cp->core;
+	char key[sizeof(cp->claim_key)], ttl[32];
+	if (px_store_key(core->store, key, sizeof(key), "copy:{%s}:%s",
+			 core->cat->assets[asset].id, storage) < 0)
+		return PX_WAIT_STORE_DOWN;
+	int64_t hb = core->cfg->heartbeat_ms > 0 ? core->cfg->heartbeat_ms : 10000;
+	int64_t ttl_ms = 3 * hb;
+	snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
+	const char *argv[6] = { "SET", key, cp->host, "NX", "PX", ttl };
+	struct px_reply *r = NULL;
+	enum px_status st = px_store_call(core->store, 6, argv, NULL, &r);
+	int got = st == PX_OK && r && r->type == PX_REPLY_STATUS;
+	int answered = st == PX_OK || st == PX_EBADRESP;
+	px_reply_free(r);
+	if (!answered)
+		return PX_WAIT_STORE_DOWN;
+	if (!got && st == PX_OK) {
+		/* held: ours (this host id, a claim left by a restart) or not */
+		const char *get[2] = { "GET", key };
+		r = NULL;
+		st = px_store_call(core->store, 2, get, NULL, &r);
+		got = st == PX_OK && r && r->type == PX_REPLY_STR && strcmp(r->str, cp->host) == 0;
+		px_reply_free(r);
+		if (st != PX_OK && st != PX_EBADRESP)
+			return PX_WAIT_STORE_DOWN;
+	}
+	if (!got)
+		return st == PX_OK ? PX_WAIT_OTHER_HOST : PX_WAIT_STORE_DOWN;
+	snprintf(cp->claim_key, sizeof(cp->claim_key), "%s", key);
+	cp->claim_ttl_ms = ttl_ms;
+	cp->claim_lost = 0;
+	claim_renew(cp, 1); /* a claim left by a restart: its full ttl again */
+	return PX_WAIT_NONE;
+}
+
+/* Drops the held claim if it is still ours (no lock held). */
+static void claim_drop(struct px_copies *cp)
+{
+	if (!cp->core->store || !cp->claim_key[0])
+		return;
+	const char *keys[1] = { cp->claim_key }, *args[1] = { cp->host };
+	struct px_reply *r = NULL;
+	if (px_store_eval(cp->core->store, CLAIM_DROP, 1, keys, 1, args, &r) != PX_OK)
+		px_info("copies", "claim %s could not be dropped (the store did not answer): it "
+			"expires in %lld ms", cp->claim_key, (long long)cp->claim_ttl_ms);
+	px_reply_free(r);
+	cp->claim_key[0] = '\0';
 }
 
 /* ---- reading a source in spare slots */
@@ -545,9 +716,11 @@ static int probe_etag(struct px_core *core, size_t asset, size_t k, char *etag, 
 	return rc;
 }
 
-/* Waits ms unless stopping: 1 when stopping. */
+/* Waits ms unless stopping: 1 when stopping. The copies thread: a held
+ * claim is renewed when due. */
 static int pause_ms(struct px_copies *cp, int64_t ms)
 {
+	claim_renew(cp, 0);
 	pthread_mutex_lock(&cp->lock);
 	int64_t until = px_now_ms() + ms;
 	while (!cp->stop && px_now_ms() < until) {
@@ -586,6 +759,12 @@ static enum px_status stream_source(struct px_copies *cp, size_t ji, size_t asse
 	int yields = 0;
 	while (off < size) {
 		size_t len = size - off < CHUNK ? (size_t)(size - off) : CHUNK, got = 0;
+		claim_renew(cp, 0);
+		if (cp->claim_lost) {
+			snprintf(why, n, "the claim to copy it there was lost to another host");
+			st = PX_EIO;
+			goto out;
+		}
 		atomic_store(&g.busy, 0);
 		st = r.read(r.ctx, off, len, buf, &got);
 		if (st != PX_OK && (atomic_load(&g.busy) || st == PX_ECANCELED ||
@@ -922,6 +1101,7 @@ static enum px_status make_copy(struct px_copies *cp, size_t ji, size_t asset, s
 		c->storage = si;
 		c->k = kk;
 		c->registered = c->serving = 1;
+		c->mine = 1;
 		c->stale = 0;
 		c->size = core->assets[asset].size;
 		snprintf(c->sha, sizeof(c->sha), "%s", hex);
@@ -1052,6 +1232,14 @@ static long evaluate(struct px_copies *cp, size_t *si_out)
 		free(look[i].host);
 	}
 	free(look);
+	if (core->store && px_now_ms() >= cp->rescan_at) {
+		/* the copies other hosts made on shared storages */
+		cp->rescan_at = px_now_ms() + RESCAN_MS;
+		for (size_t i = 0; i < cp->nst; i++)
+			if (cp->st[i].in_catalog && cp->st[i].reachable && cp->st[i].loaded &&
+			    shared(cp, &cp->st[i]))
+				manifest_load(cp, i, 1);
+	}
 	for (size_t i = 0; i < cp->nst; i++) {
 		struct storage *s = &cp->st[i];
 		if (!s->in_catalog) {
@@ -1060,7 +1248,7 @@ static long evaluate(struct px_copies *cp, size_t *si_out)
 			continue;
 		}
 		if (s->reachable && !s->loaded)
-			manifest_load(cp, i);
+			manifest_load(cp, i, 0);
 	}
 	/* copies whose storage went away stop serving; back when it returns */
 	for (size_t i = 0; i < cp->nc; i++) {
@@ -1178,9 +1366,13 @@ static long evaluate(struct px_copies *cp, size_t *si_out)
 		}
 		size_t pick = 0;
 		enum px_copy_wait w = px_copies_place(in, cp->nst, core->assets[a].size, &pick);
+		if (w == PX_WAIT_NONE && j->state == JOB_WAITING && now < j->claim_at)
+			continue; /* the claim is asked again later (its reason stays) */
 		if (w != j->wait && w != PX_WAIT_NONE)
 			px_info("copies", "asset %s: copy waits: %s", as->id, px_copy_wait_name(w));
-		j->wait = w;
+		if (w != PX_WAIT_NONE ||
+		    (j->wait != PX_WAIT_OTHER_HOST && j->wait != PX_WAIT_STORE_DOWN))
+			j->wait = w; /* (a claim's reason stays until the claim is had) */
 		if (w != PX_WAIT_NONE) {
 			j->state = JOB_WAITING;
 			continue;
@@ -1205,9 +1397,39 @@ static void *copies_main(void *arg)
 		size_t si = 0;
 		cp->kick = 0;
 		long ji = evaluate(cp, &si);
+		if (ji >= 0 && shared(cp, &cp->st[si])) {
+			/* cluster: one host copies an asset to a shared storage */
+			size_t asset = cp->jobs[ji].asset;
+			char sname[256];
+			snprintf(sname, sizeof(sname), "%s", cp->st[si].name);
+			pthread_mutex_unlock(&cp->lock);
+			enum px_copy_wait w = claim_take(cp, asset, sname);
+			pthread_mutex_lock(&cp->lock);
+			struct job *j = &cp->jobs[ji];
+			if (w != PX_WAIT_NONE) {
+				if (w != j->wait)
+					px_info("copies", "asset %s: copy to storage %s waits: %s",
+						cp->core->cat->assets[asset].id, sname,
+						px_copy_wait_name(w));
+				j->wait = w;
+				j->state = JOB_WAITING;
+				j->claim_at = px_now_ms() + CLAIM_RETRY_MS;
+				continue;
+			}
+			/* another host may have made it meanwhile: its manifest first */
+			manifest_load(cp, si, 1);
+			long ci = find_copy(cp, asset, si);
+			if (ci >= 0 && cp->c[ci].serving && !cp->c[ci].stale) {
+				pthread_mutex_unlock(&cp->lock);
+				claim_drop(cp);
+				pthread_mutex_lock(&cp->lock);
+				continue;
+			}
+		}
 		if (ji >= 0) {
 			struct job *j = &cp->jobs[ji];
 			size_t asset = j->asset;
+			j->wait = PX_WAIT_NONE;
 			j->state = JOB_COPYING;
 			j->storage = si;
 			j->done = 0;
@@ -1217,6 +1439,7 @@ static void *copies_main(void *arg)
 			pthread_mutex_unlock(&cp->lock);
 			char why[240] = "";
 			enum px_status st = make_copy(cp, (size_t)ji, asset, si, why, sizeof(why));
+			claim_drop(cp);
 			pthread_mutex_lock(&cp->lock);
 			j = &cp->jobs[ji];
 			if (st == PX_OK) {
@@ -1377,6 +1600,7 @@ void px_copies_reload(struct px_core *core, const struct px_catalog *nc)
 				"stale and stops serving", na->id, cp->st[c->storage].name);
 		}
 	}
+	cp->rescan_at = 0; /* cluster: the other hosts' manifests read again now */
 	kick(cp);
 	pthread_mutex_unlock(&cp->lock);
 	for (size_t i = 0; i < ndrop; i++)

@@ -23,6 +23,9 @@ enum px_copy_wait {
 	PX_WAIT_NOT_READY,    /* the storage of an existing copy (or every one with
 			       * the role) is unreachable */
 	PX_WAIT_COPYING_OFF,  /* the storage holding the copy has the role off */
+	PX_WAIT_OTHER_HOST,   /* cluster mode: another host holds the claim to copy
+			       * the asset to that shared storage */
+	PX_WAIT_STORE_DOWN,   /* cluster mode: the store did not answer the claim */
 };
 
 /* What placement knows of one storage for one asset. */

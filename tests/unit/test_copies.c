@@ -103,6 +103,8 @@ static void test_names(void **state)
 	assert_string_equal(px_copy_wait_name(PX_WAIT_NO_ROOM), "no room");
 	assert_string_equal(px_copy_wait_name(PX_WAIT_NOT_READY), "storage not ready");
 	assert_string_equal(px_copy_wait_name(PX_WAIT_COPYING_OFF), "copying off");
+	assert_string_equal(px_copy_wait_name(PX_WAIT_OTHER_HOST), "copying on another host");
+	assert_string_equal(px_copy_wait_name(PX_WAIT_STORE_DOWN), "store not answering");
 	assert_string_equal(px_copy_wait_name(PX_WAIT_NONE), "");
 }
 
