@@ -305,6 +305,67 @@ print(h.hexdigest(), flush=True)
 '''
 
 
+# A playback that holds its place: opens the file with O_DIRECT, reads the
+# first 64 KiB, says "ready", waits for a line on stdin, reads on to the end
+# and prints the SHA-256 of all of it.
+PAUSED_READER = r'''
+import hashlib, os, sys
+h = hashlib.sha256()
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+h.update(os.read(fd, 65536))
+print('ready', flush=True)
+sys.stdin.readline()
+while True:
+    b = os.read(fd, 1 << 20)
+    if not b:
+        break
+    h.update(b)
+os.close(fd)
+print(h.hexdigest(), flush=True)
+'''
+
+
+class PausedReaders:
+    """PAUSED_READERs (`with PausedReaders(paths) as r:`), each started and
+    "ready" before the next; r.go(sha) lets them read on and checks that
+    each exits 0 with that SHA-256. Those left are killed at the end, also
+    on failure."""
+
+    def __init__(self, paths, ready_timeout=30):
+        self.paths = [str(p) for p in paths]
+        self.ready_timeout = ready_timeout
+        self.procs = []
+
+    def __enter__(self):
+        try:
+            for path in self.paths:
+                p = subprocess.Popen([sys.executable, '-c', PAUSED_READER, path],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                self.procs.append(p)
+                assert bounded(p.stdout.readline, self.ready_timeout,
+                               'reader ready').strip() == 'ready'
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def go(self, sha, timeout=90):
+        for p in self.procs:
+            p.stdin.write('go\n')
+            p.stdin.flush()
+        for p in self.procs:
+            out, _ = p.communicate(timeout=timeout)
+            assert p.returncode == 0, f'reader exited {p.returncode}'
+            assert out.split()[-1] == sha
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+        return False
+
+
 def run_viewers(paths, sha, timeout=120):
     """A VIEWER per path, all at once; asserts that each one exits 0 having
     read bytes whose SHA-256 is sha. Kills those left, also on failure."""

@@ -14,33 +14,15 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 
 import pytest
 
-from conftest import MIB, sha256_file, wait_until
+from conftest import MIB, PausedReaders, sha256_file, wait_until
 
 COPY_WAIT = 60     # bounded wait for a copy to be made
 HUGE = 1 << 60     # a min_free_bytes no disk has
-
-READER = r'''
-import hashlib, os, sys
-h = hashlib.sha256()
-fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
-h.update(os.read(fd, 65536))
-print('ready', flush=True)
-sys.stdin.readline()
-while True:
-    b = os.read(fd, 1 << 20)
-    if not b:
-        break
-    h.update(b)
-os.close(fd)
-print(h.hexdigest(), flush=True)
-'''
-
 
 @pytest.fixture
 def sockdir():
@@ -330,12 +312,6 @@ def test_corrupted_transfer_without_catalog_sha_is_caught_by_the_second_source(
     assert "differs from source %s's" % o2.url('odd.bin') in m.log()
 
 
-def start_reader(path):
-    p = subprocess.Popen([sys.executable, '-c', READER, path], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
-    return p
-
-
 def test_ten_viewers_balanced_over_origin_and_copy(seamfs, data, make_origin, tmp_path):
     o = make_origin(data.dir)
     df = data['mid.bin']
@@ -345,12 +321,7 @@ def test_ten_viewers_balanced_over_origin_and_copy(seamfs, data, make_origin, tm
            'assets': [entry('movie', 'movie.bin', df, o.url('mid.bin'), copies=1)]}
     m = seamfs.mount(cat, options=['session_ttl=0'])
     wait_copies(m, 'movie', 1)
-    readers = []
-    try:
-        for _ in range(10):
-            p = start_reader(m.path('movie.bin'))
-            readers.append(p)
-            assert p.stdout.readline().strip() == 'ready'
+    with PausedReaders([m.path('movie.bin')] * 10) as readers:
         st = status(m)
         by = {}
         for s in st['sessions']:
@@ -359,17 +330,7 @@ def test_ten_viewers_balanced_over_origin_and_copy(seamfs, data, make_origin, tm
         assert by.get('storage:disk') == 5, by
         loc = next(a for a in st['copies']['assets'] if a['asset'] == 'movie')['locations']
         assert sorted(l['viewers'] for l in loc) == [5, 5], loc
-        for p in readers:
-            p.stdin.write('go\n')
-            p.stdin.flush()
-        for p in readers:
-            out, _ = p.communicate(timeout=60)
-            assert out.strip() == df.sha256
-    finally:
-        for p in readers:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        readers.go(df.sha256, timeout=60)
 
 
 def test_reader_cuts_over_from_dying_origin_to_copy(seamfs, data, make_origin, tmp_path):
@@ -381,20 +342,11 @@ def test_reader_cuts_over_from_dying_origin_to_copy(seamfs, data, make_origin, t
            'assets': [entry('movie', 'movie.bin', df, o.url('big.bin'), copies=1)]}
     m = seamfs.mount(cat, options=['session_ttl=0', 'stall_timeout=1'])
     wait_copies(m, 'movie', 1, timeout=90)
-    p = start_reader(m.path('movie.bin'))
-    try:
-        assert p.stdout.readline().strip() == 'ready'
+    with PausedReaders([m.path('movie.bin')]) as readers:
         st = status(m)
         assert [s['provider'] for s in st['sessions']] != ['storage:disk'], st['sessions']
         o.down(drop=True)
-        p.stdin.write('go\n')
-        p.stdin.flush()
-        out, _ = p.communicate(timeout=90)
-        assert out.strip() == df.sha256
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        readers.go(df.sha256, timeout=90)
     st = status(m)
     assert st['cutovers']['total'] >= 1, st['cutovers']
 
@@ -447,12 +399,7 @@ def test_copy_jobs_stay_within_max_connections_and_yield_to_viewers(seamfs, data
     m = seamfs.mount(cat, options=['session_ttl=0', 'max_streams=1'])
     wait_until(lambda: (job(status(m), 'big') or {}).get('state') == 'copying', 20,
                'the copy running')
-    readers = []
-    try:
-        for _ in range(2):
-            p = start_reader(m.path('mid.bin'))
-            readers.append(p)
-            assert p.stdout.readline().strip() == 'ready'
+    with PausedReaders([m.path('mid.bin')] * 2) as readers:
         # both slots are the viewers' now (each session keeps one): the copy
         # gets no new range; one already in flight may end (1 MiB)
         done1 = job(status(m), 'big')['bytes_done']
@@ -460,17 +407,7 @@ def test_copy_jobs_stay_within_max_connections_and_yield_to_viewers(seamfs, data
         done2 = job(status(m), 'big')['bytes_done']
         assert done2 - done1 <= MIB, (done1, done2)
         assert job(status(m), 'big')['state'] == 'copying'
-        for p in readers:
-            p.stdin.write('go\n')
-            p.stdin.flush()
-        for p in readers:
-            out, _ = p.communicate(timeout=90)
-            assert out.strip() == data['mid.bin'].sha256
-    finally:
-        for p in readers:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        readers.go(data['mid.bin'].sha256, timeout=90)
     wait_copies(m, 'big', 1, timeout=120)
     assert sha256_file(disk / 'big.bin') == big.sha256
     log = o.log()
@@ -526,25 +463,10 @@ def test_local_disk_copy_preferred_and_another_hosts_disk_not_reachable(seamfs, 
     st = next(s for s in status(m)['copies']['storages'] if s['name'] == 'theirs')
     assert not st['reachable'] and 'some-other-host' in st['why'], st
     assert not (theirs / 'movie.bin').exists()
-    readers = []
-    try:
-        for _ in range(4):
-            p = start_reader(m.path('movie.bin'))
-            readers.append(p)
-            assert p.stdout.readline().strip() == 'ready'
+    with PausedReaders([m.path('movie.bin')] * 4) as readers:
         # a copy on this host's disk costs no connection: every session there
         assert [s['provider'] for s in status(m)['sessions']] == ['storage:mine'] * 4
-        for p in readers:
-            p.stdin.write('go\n')
-            p.stdin.flush()
-        for p in readers:
-            out, _ = p.communicate(timeout=60)
-            assert out.strip() == df.sha256
-    finally:
-        for p in readers:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        readers.go(df.sha256, timeout=60)
 
 
 def test_storage_removed_by_reload_stops_serving_and_keeps_its_files(seamfs, data, make_origin,
@@ -607,29 +529,14 @@ def test_drain_moves_the_viewers_off_the_storages_copies(seamfs, data, make_orig
     sock = os.path.join(sockdir, 'ctl.sock')
     m = seamfs.mount(cat, options=['session_ttl=0', f'control_socket={sock}'])
     wait_copies(m, 'movie', 1)
-    readers = []
-    try:
-        for _ in range(2):
-            p = start_reader(m.path('movie.bin'))
-            readers.append(p)
-            assert p.stdout.readline().strip() == 'ready'
+    with PausedReaders([m.path('movie.bin')] * 2) as readers:
         assert [s['provider'] for s in status(m)['sessions']] == ['storage:disk'] * 2
         r = ctl(seamfs, sock, 'storage', 'drain', 'disk')
         assert r.returncode == 0, r.stderr
         wait_until(lambda: all(s['provider'] != 'storage:disk'
                                for s in status(m)['sessions']), 20, 'the viewers moved')
         assert len(status(m)['sessions']) == 2
-        for p in readers:
-            p.stdin.write('go\n')
-            p.stdin.flush()
-        for p in readers:
-            out, _ = p.communicate(timeout=60)
-            assert out.strip() == df.sha256
-    finally:
-        for p in readers:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        readers.go(df.sha256, timeout=60)
     st = next(s for s in status(m)['copies']['storages'] if s['name'] == 'disk')
     assert st['drained'] is True and st['copying'] is False
     # a new viewer does not go there either

@@ -15,29 +15,7 @@ import time
 
 import pytest
 
-from conftest import MIB, KIB, bounded, sha256_file, wait_until
-
-# A reader in its own process (its own client): opens the file with
-# O_DIRECT (so that its bytes come through its own session, not from the
-# page cache another reader filled), reads the first 64 KiB, says "ready",
-# waits for a line on stdin, reads on to the end and prints the SHA-256 of
-# all of it.
-READER = r'''
-import hashlib, os, sys
-h = hashlib.sha256()
-fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
-h.update(os.read(fd, 65536))
-print('ready', flush=True)
-sys.stdin.readline()
-while True:
-    b = os.read(fd, 1 << 20)
-    if not b:
-        break
-    h.update(b)
-os.close(fd)
-print(h.hexdigest(), flush=True)
-'''
-
+from conftest import MIB, KIB, PAUSED_READER, bounded, sha256_file, wait_until
 
 @pytest.fixture
 def origins(data, make_origin):
@@ -96,7 +74,7 @@ def test_thirty_readers_spread_evenly(seamfs, data, origins):
     procs = []
     try:
         for _ in range(30):
-            procs.append(subprocess.Popen([sys.executable, '-c', READER, path],
+            procs.append(subprocess.Popen([sys.executable, '-c', PAUSED_READER, path],
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           text=True))
         for p in procs:
@@ -138,7 +116,7 @@ def test_connection_limit_holds_through_reopen_and_seek_churn(seamfs, data, orig
     ref = open(data['big.bin'].path, 'rb').read()
     o.clear()
     # another process reads the whole file meanwhile (a second session)
-    other = subprocess.Popen([sys.executable, '-c', READER, path], stdin=subprocess.PIPE,
+    other = subprocess.Popen([sys.executable, '-c', PAUSED_READER, path], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
     try:
         assert bounded(other.stdout.readline, 30, 'reader ready').strip() == 'ready'
