@@ -425,6 +425,22 @@ http {{
 """
 
 
+def nginx_conf(server, connections=512):
+    """An nginx.conf template for Nginx(conf=...) (placeholders dir, user,
+    port, root; braces doubled), its one server block made of the lines
+    `server` (each indented by 8 and ending in a newline)."""
+    temps = ''.join(f'    {kind}_temp_path {{dir}}/tmp/{sub};\n'
+                    for kind, sub in (('client_body', 'body'), ('proxy', 'proxy'),
+                                      ('fastcgi', 'fastcgi'), ('uwsgi', 'uwsgi'),
+                                      ('scgi', 'scgi')))
+    return ('daemon off;\nmaster_process on;\nworker_processes 1;\n{user}\n'
+            'pid {dir}/nginx.pid;\nerror_log {dir}/error.log info;\n'
+            f'events {{{{ worker_connections {connections}; }}}}\n'
+            'http {{\n    access_log {dir}/access.log;\n' + temps +
+            '    types {{ }}\n    default_type application/octet-stream;\n'
+            '    server {{\n' + server + '    }}\n}}\n')
+
+
 class Nginx:
     """A private nginx (daemon off) serving `root` on 127.0.0.1:<free port>."""
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (Nginx, SERVER_WAIT, can_connect, free_port, sha256_file,
+from conftest import (Nginx, SERVER_WAIT, can_connect, free_port, nginx_conf, sha256_file,
                       stop_process)
 
 KIB = 1024
@@ -53,30 +53,9 @@ OTHER = {
     'Movies/Heat (1995)/poster.jpg': 2000,
 }
 
-NGINX_AUTOINDEX = """\
-daemon off;
-master_process on;
-worker_processes 1;
-{user}
-pid {dir}/nginx.pid;
-error_log {dir}/error.log info;
-events {{ worker_connections 512; }}
-http {{
-    access_log {dir}/access.log;
-    client_body_temp_path {dir}/tmp/body;
-    proxy_temp_path {dir}/tmp/proxy;
-    fastcgi_temp_path {dir}/tmp/fastcgi;
-    uwsgi_temp_path {dir}/tmp/uwsgi;
-    scgi_temp_path {dir}/tmp/scgi;
-    types {{ }}
-    default_type application/octet-stream;
-    server {{
-        listen 127.0.0.1:{port};
-        root {root};
-        autoindex on;
-    }}
-}}
-"""
+NGINX_AUTOINDEX = nginx_conf('        listen 127.0.0.1:{port};\n'
+                             '        root {root};\n'
+                             '        autoindex on;\n')
 
 LIGHTTPD_CONF = """\
 server.document-root = "{root}"

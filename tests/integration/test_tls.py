@@ -7,33 +7,12 @@ import subprocess
 
 import pytest
 
-from conftest import Nginx, asset, bounded, catalog, sha256_file
+from conftest import Nginx, asset, bounded, catalog, nginx_conf, sha256_file
 
-TLS_CONF = """\
-daemon off;
-master_process on;
-worker_processes 1;
-{user}
-pid {dir}/nginx.pid;
-error_log {dir}/error.log info;
-events {{ worker_connections 64; }}
-http {{
-    access_log {dir}/access.log;
-    client_body_temp_path {dir}/tmp/body;
-    proxy_temp_path {dir}/tmp/proxy;
-    fastcgi_temp_path {dir}/tmp/fastcgi;
-    uwsgi_temp_path {dir}/tmp/uwsgi;
-    scgi_temp_path {dir}/tmp/scgi;
-    types {{ }}
-    default_type application/octet-stream;
-    server {{
-        listen 127.0.0.1:{port} ssl;
-        ssl_certificate {dir}/server.crt;
-        ssl_certificate_key {dir}/server.key;
-        root {root};
-    }}
-}}
-"""
+TLS_CONF = nginx_conf('        listen 127.0.0.1:{port} ssl;\n'
+                      '        ssl_certificate {dir}/server.crt;\n'
+                      '        ssl_certificate_key {dir}/server.key;\n'
+                      '        root {root};\n', connections=64)
 
 
 def openssl(*args, cwd):
