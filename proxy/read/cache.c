@@ -14,10 +14,15 @@
  * recently used ready slots.
  *
  * The first reader of an empty slot starts a bounded range transfer; a
- * head is asked for in two parts: the first reader's bytes and 256 KiB
- * more, then the rest once a read goes past that (a player, not a scan),
- * so opening a thousand files and reading 4 KiB of each costs a thousand
- * small ranges, not a thousand heads; a tail, which players read from its
+ * head is asked for in two parts: the first reader's bytes and a margin,
+ * then the rest once a read goes past that (a player, not a scan). The
+ * margin is 256 KiB after a small read (direct I/O: opening a thousand
+ * files and reading 4 KiB of each costs a thousand small ranges, not a
+ * thousand heads), and the kernel's read-ahead after a read of the
+ * kernel's size (FRESH_READ): a reader through the page cache that reads
+ * on gets that much more asked for by the kernel at once, and a scanner
+ * such as ffprobe on Matroska reads a few hundred KiB, so a smaller first
+ * part would cost its scan a second round trip. A tail, which players read from its
  * end, is asked for whole. Every reader (the first one included) waits
  * only until the bytes it needs are in, so the first 64 KiB of a file come
  * as soon as the origin sends them, not when the whole part has arrived. Once a waiter's bytes
@@ -61,7 +66,19 @@ struct cache_slot {
 
 enum { CACHE_EMPTY, CACHE_FILLING, CACHE_PARTIAL, CACHE_READY };
 
-#define HEAD_FIRST (256LL << 10)  /* a head's first part asks this past its reader */
+#define HEAD_FIRST (256LL << 10)  /* a head's first part asks this past a small read... */
+#define FRESH_READ (128LL << 10)  /* ...and the kernel's read-ahead past a read this long */
+
+/* How far past its first reader's bytes a head's first part reaches. */
+static int64_t head_margin(const struct px_core *core, size_t len)
+{
+	int64_t ra = atomic_load(&core->kernel_ra);
+	if ((int64_t)len < FRESH_READ)
+		return HEAD_FIRST;
+	if (ra <= 0)
+		ra = 1LL << 20; /* unknown: the kernel's read-ahead on our mounts */
+	return ra > HEAD_FIRST ? ra : HEAD_FIRST;
+}
 
 /* The fill transfer's callback context. */
 struct fill {
@@ -194,7 +211,7 @@ static void f_done(void *ctx, const struct px_fetch_result *res)
  * around the submit. */
 static enum px_status ask(struct px_core *core, struct px_session *sess, size_t asset,
 			  struct cache_slot *s, int which, size_t source, int64_t start,
-			  int64_t slen, int64_t need, int64_t deadline)
+			  int64_t slen, int64_t need, size_t len, int64_t deadline)
 {
 	struct fill *f;
 	uint64_t id = 0;
@@ -205,7 +222,7 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 	if (which == 0 && first) {
 		/* a head's first part: its reader's bytes and a margin; the
 		 * rest only once a read goes past it (a player, not a scan) */
-		want = (need + HEAD_FIRST + 65535) & ~65535LL;
+		want = (need + head_margin(core, len) + 65535) & ~65535LL;
 		if (want > slen)
 			want = slen;
 	}
@@ -316,7 +333,7 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 				st = PX_EDECLINED;
 				break;
 			}
-			st = ask(core, sess, asset, s, which, source, start, slen, need, deadline);
+			st = ask(core, sess, asset, s, which, source, start, slen, need, len, deadline);
 			if (st != PX_OK)
 				break;
 			filler = 1;
@@ -348,7 +365,7 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 		}
 		if (s->state == CACHE_PARTIAL) {
 			/* the reads went on past what was asked: the next part */
-			st = ask(core, sess, asset, s, which, source, start, slen, need, deadline);
+			st = ask(core, sess, asset, s, which, source, start, slen, need, len, deadline);
 			if (st != PX_OK) {
 				st = st == PX_EBUSY || st == PX_ESHUTDOWN ? st : PX_EDECLINED;
 				break;

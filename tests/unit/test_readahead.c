@@ -491,6 +491,8 @@ static void test_fill_held_for_first_reader(void **state)
 {
 	struct rig *r = asset_rig(1, 24 * MiB + 55, 1, 16 * 1024, 0);
 	ra_start(r);
+	/* the kernel reads 512 KiB ahead on this mount */
+	px_stream_set_kernel_readahead(r->core, 512 * KiB);
 	r->fake.hang_from = 1;  /* the head fill waits for the test */
 	struct px_handle *s = rig_open(r, 0, 42);
 	struct zc_reader z = { .s = s, .buf = malloc((size_t)BLOCK) };
@@ -523,18 +525,19 @@ static void test_fill_held_for_first_reader(void **state)
 	assert_int_equal(z.st, PX_OK);
 	if (!held)
 		fail_msg("not held: bytes %lld done %d paused %d", (long long)q.bytes, q.done, q.paused);
-	/* the head's first part: the reader's bytes and 256 KiB more */
-	assert_int_equal(q.length, BLOCK + 256 * 1024);
+	/* the head's first part after a read of the kernel's size: the
+	 * reader's bytes and the kernel's read-ahead */
+	assert_int_equal(q.length, BLOCK + 512 * KiB);
 	assert_true(q.bytes >= BLOCK && q.bytes < q.length);
 	/* replied: it goes on, and the rest of its part comes with it */
 	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
 	q = fake_req(&r->fake, 1);
-	assert_int_equal(q.bytes, BLOCK + 256 * 1024);
+	assert_int_equal(q.bytes, BLOCK + 512 * KiB);
 	/* a read past it asks for the rest of the head, once */
 	read_check(r, s, 0, 0, 2 * MiB - BLOCK, BLOCK);
 	assert_int_equal(fake_nreq(&r->fake), 2);
 	q = fake_req(&r->fake, 2);
-	assert_int_equal(q.offset, BLOCK + 256 * 1024);
+	assert_int_equal(q.offset, BLOCK + 512 * KiB);
 	assert_int_equal(q.offset + q.length, 2 * MiB);
 	read_check(r, s, 0, 0, MiB, BLOCK);
 	assert_int_equal(fake_nreq(&r->fake), 2);
@@ -853,8 +856,8 @@ static void test_head_tail_cache(void **state)
 	assert_int_equal(m.tails, 1);
 	struct fake_req h = fake_req(&r->fake, 1), t = fake_req(&r->fake, 2);
 	assert_int_equal(h.offset, 0);
-	/* the head's first part: the reader's 64 KiB and 256 KiB more; a scan
-	 * never asks for the rest */
+	/* the head's first part after a small read (direct I/O): the
+	 * reader's 64 KiB and 256 KiB more; a scan never asks for the rest */
 	assert_int_equal(h.length, 64 * 1024 + 256 * 1024);
 	assert_string_equal(h.url, u0);
 	assert_int_equal(t.offset, r->size - MiB);
