@@ -582,16 +582,35 @@ static enum px_status stream_read(struct read_op *op, int64_t off, size_t len,
 	return rc;
 }
 
+/* Whether a read that earns a stream (seq, begin_read()) starts the
+ * handle's: none runs or is being started, and a jump has the credit
+ * (spent here). Marks it starting. Handle lock held. */
+static int claim_start(struct px_handle *s, int seq)
+{
+	int mine = seq && !s->stream && !s->starting && (seq == 1 || s->seek_credit);
+	s->starting |= mine;
+	/* spent on this jump, unless the run from it (this read, the
+	 * kernel's read-ahead reads already in) earns it again: a player
+	 * that seeks and reads 1 MiB at each place keeps it */
+	if (mine && seq == 2)
+		s->seek_credit = s->seq_run >= SEQ_RUN;
+	return mine;
+}
+
 /* Ends the handle's stream when it is still st (a jump left it behind, or
- * a cutover to a path ended it). */
-static void end_stream(struct px_handle *s, struct px_stream *st)
+ * a cutover to a path ended it) and, for a read that earns a stream (seq),
+ * claims the next one in the same hold: no read the old stream leaves
+ * waiting can start one first. Returns whether the caller starts it. */
+static int end_stream(struct px_handle *s, struct px_stream *st, int seq)
 {
 	pthread_mutex_lock(&s->lock);
 	if (s->stream == st) {
 		s->stream = NULL;
 		px_stream_close(st);
 	}
+	int mine = claim_start(s, seq);
 	pthread_mutex_unlock(&s->lock);
+	return mine;
 }
 
 /*
@@ -607,7 +626,7 @@ static enum px_status read_stream(struct read_op *op, int64_t off, size_t len,
 {
 	struct px_handle *s = op->h;
 	enum px_status rc;
-	int behind;
+	int behind, mine;
 
 	if (op->st) {
 		rc = stream_read(op, off, len, buf, &behind, zc);
@@ -615,20 +634,27 @@ static enum px_status read_stream(struct read_op *op, int64_t off, size_t len,
 			return rc;
 		if (behind && !px_stream_closed(op->st))
 			return PX_EDECLINED; /* a straggler: the stream stays */
-		end_stream(s, op->st);
+		/* behind and closed: the stream ended under this read (another
+		 * read's jump, a cutover to a path). The reader has moved on:
+		 * this read (the kernel's read-ahead of the place it left)
+		 * reads its bytes directly and starts nothing, or it could
+		 * start a stream at the old place before the jump's read
+		 * starts one at the new, which then reads directly: a seek of
+		 * two round trips and a transfer for nothing */
+		mine = end_stream(s, op->st, behind ? 0 : op->seq);
 		px_stream_unref(op->st);
 		op->st = NULL;
+		if (behind)
+			return PX_EDECLINED;
+	} else {
+		if (!middle || !op->seq)
+			return PX_EDECLINED;
+		/* one reader starts the stream; the kernel's parallel read-ahead
+		 * reads meanwhile go direct rather than start streams of their own */
+		pthread_mutex_lock(&s->lock);
+		mine = claim_start(s, op->seq);
+		pthread_mutex_unlock(&s->lock);
 	}
-	if (!middle || !op->seq)
-		return PX_EDECLINED;
-	/* one reader starts the stream; the kernel's parallel read-ahead
-	 * reads meanwhile go direct rather than start streams of their own */
-	pthread_mutex_lock(&s->lock);
-	int mine = !s->stream && !s->starting && (op->seq == 1 || s->seek_credit);
-	s->starting |= mine;
-	if (mine && op->seq == 2)
-		s->seek_credit = 0; /* spent on this jump */
-	pthread_mutex_unlock(&s->lock);
 	if (!mine)
 		return PX_EDECLINED;
 	struct px_stream *st;
@@ -741,8 +767,11 @@ static int begin_read(struct px_handle *s, int64_t off, size_t len, int count,
 		if (s->seq_run >= SEQ_RUN)
 			s->seek_credit = 1;
 	} else if (count) {
-		s->seq_run = 0;
+		/* a new run, from this read */
+		s->seq_run = (int64_t)len;
 		s->next_off = off + (int64_t)len;
+		if (s->seq_run >= SEQ_RUN)
+			s->seek_credit = 1;
 	}
 	*st = s->stream;
 	if (*st)
