@@ -143,9 +143,13 @@ def test_connection_limit_holds_through_reopen_and_seek_churn(seamfs, data, orig
     log = o.log()
     assert log['max_concurrent'] <= 2, log['max_concurrent']
     assert len(log['requests']) > 50
-    # one host: idle connections are reused, so seeks cost no new handshake
-    # (and reuse never takes the sockets past the limit: above)
-    assert log['connections_total'] < len(log['requests']) / 2, \
+    # one host: idle connections are reused (and reuse never takes the
+    # sockets past the limit: above). Not every request finds one: a stream
+    # ended mid-body by a jump closes its HTTP/1.1 connection, and here a
+    # jump after a read of 700 KiB or 2 MiB starts a stream (one round trip
+    # per seek), so about half the requests open one (45-49 of 90-102, 36-39
+    # of 106-112 before jumps started streams); without reuse, all would
+    assert log['connections_total'] < len(log['requests']) * 3 / 4, \
         (log['connections_total'], len(log['requests']))
     st = status(m)
     p1 = prov(st, 'p1')
