@@ -18,12 +18,14 @@
  * then the rest once a read goes past that (a player, not a scan). The
  * margin is 256 KiB after a small read (direct I/O: opening a thousand
  * files and reading 4 KiB of each costs a thousand small ranges, not a
- * thousand heads), and the kernel's read-ahead after a read of the
- * kernel's size (FRESH_READ): a reader through the page cache that reads
- * on gets that much more asked for by the kernel at once, and a scanner
+ * thousand heads), and the kernel's read-ahead, at most 512 KiB, after a
+ * read of the kernel's size (FRESH_READ): a reader through the page cache
+ * that reads on gets more asked for by the kernel at once, and a scanner
  * such as ffprobe on Matroska reads a few hundred KiB, so a smaller first
- * part would cost its scan a second round trip. A tail, which players read from its
- * end, is asked for whole. Every reader (the first one included) waits
+ * part would cost its scan a second round trip. 512 KiB costs that scan
+ * the same requests as the whole 1 MiB of our mounts (bench/scan.py), and
+ * a first read 1.2 ms less behind a 25 ms origin (docs/read-path.md). A
+ * tail, which players read from its end, is asked for whole. Every reader (the first one included) waits
  * only until the bytes it needs are in, so the first 64 KiB of a file come
  * as soon as the origin sends them, not when the whole part has arrived. Once a waiter's bytes
  * are in, the fill pauses until that reader has taken them (and, through
@@ -43,6 +45,7 @@
 #include "provider.h"
 #include "rangeread.h"
 #include "log.h"
+#include "mem.h"
 
 /* A cached head or tail of an asset (cache.c). Guarded by the cache lock. */
 struct cache_slot {
@@ -66,8 +69,9 @@ struct cache_slot {
 
 enum { CACHE_EMPTY, CACHE_FILLING, CACHE_PARTIAL, CACHE_READY };
 
-#define HEAD_FIRST (256LL << 10)  /* a head's first part asks this past a small read... */
-#define FRESH_READ (128LL << 10)  /* ...and the kernel's read-ahead past a read this long */
+#define HEAD_FIRST (256LL << 10)   /* a head's first part asks this past a small read... */
+#define FRESH_READ (128LL << 10)   /* ...and the kernel's read-ahead past a read this long, */
+#define FRESH_MARGIN (512LL << 10) /* at most this */
 
 /* How far past its first reader's bytes a head's first part reaches. */
 static int64_t head_margin(const struct px_core *core, size_t len)
@@ -75,8 +79,8 @@ static int64_t head_margin(const struct px_core *core, size_t len)
 	int64_t ra = atomic_load(&core->kernel_ra);
 	if ((int64_t)len < FRESH_READ)
 		return HEAD_FIRST;
-	if (ra <= 0)
-		ra = 1LL << 20; /* unknown: the kernel's read-ahead on our mounts */
+	if (ra <= 0 || ra > FRESH_MARGIN)
+		ra = FRESH_MARGIN; /* unknown, or more than a scan reads */
 	return ra > HEAD_FIRST ? ra : HEAD_FIRST;
 }
 
@@ -263,6 +267,9 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 	struct px_fetch_params fp = px_source_range(core, asset, source, start + from, more);
 	struct px_fetch_cb cb = { f_data, f_done, f };
 	pthread_mutex_unlock(&core->cache_lock);
+	/* the part's pages in one call, not a fault per page as its bytes
+	 * come (the fill is not submitted yet: nothing frees buf meanwhile) */
+	px_mem_prefault(buf + from, (size_t)more);
 	/* the fill holds a slot of the reader's session */
 	enum px_status rc = px_xfer_submit(core, sess->prov, sess, 0, deadline, &fp, &cb, &id);
 	pthread_mutex_lock(&core->cache_lock);

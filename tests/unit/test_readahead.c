@@ -491,8 +491,8 @@ static void test_fill_held_for_first_reader(void **state)
 {
 	struct rig *r = asset_rig(1, 24 * MiB + 55, 1, 16 * 1024, 0);
 	ra_start(r);
-	/* the kernel reads 512 KiB ahead on this mount */
-	px_stream_set_kernel_readahead(r->core, 512 * KiB);
+	/* the kernel reads 1 MiB ahead on this mount, as on ours */
+	px_stream_set_kernel_readahead(r->core, MiB);
 	r->fake.hang_from = 1;  /* the head fill waits for the test */
 	struct px_handle *s = rig_open(r, 0, 42);
 	struct zc_reader z = { .s = s, .buf = malloc((size_t)BLOCK) };
@@ -526,7 +526,7 @@ static void test_fill_held_for_first_reader(void **state)
 	if (!held)
 		fail_msg("not held: bytes %lld done %d paused %d", (long long)q.bytes, q.done, q.paused);
 	/* the head's first part after a read of the kernel's size: the
-	 * reader's bytes and the kernel's read-ahead */
+	 * reader's bytes and the kernel's read-ahead, at most 512 KiB */
 	assert_int_equal(q.length, BLOCK + 512 * KiB);
 	assert_true(q.bytes >= BLOCK && q.bytes < q.length);
 	/* replied: it goes on, and the rest of its part comes with it */
