@@ -632,8 +632,15 @@ static enum px_status read_stream(struct read_op *op, int64_t off, size_t len,
 		rc = stream_read(op, off, len, buf, &behind, zc);
 		if (rc != PX_EDECLINED || !middle)
 			return rc;
-		if (behind && !px_stream_closed(op->st))
-			return PX_EDECLINED; /* a straggler: the stream stays */
+		if (behind && !px_stream_closed(op->st)) {
+			/* a little behind the window: a straggler of the run,
+			 * and the stream stays; but a read that begin_read()
+			 * found far from the run (a seek with the credit) is a
+			 * seek back, and ends it like any jump */
+			if (op->seq != 2)
+				return PX_EDECLINED;
+			behind = 0;
+		}
 		/* behind and closed: the stream ended under this read (another
 		 * read's jump, a cutover to a path). The reader has moved on:
 		 * this read (the kernel's read-ahead of the place it left)
