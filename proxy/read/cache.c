@@ -450,7 +450,9 @@ int px_cache_holds(struct px_core *core, size_t asset, int which, size_t source,
 	pthread_mutex_lock(&core->cache_lock);
 	const struct cache_slot *s = core->assets[asset].slot ? &core->assets[asset].slot[which]
 							      : NULL;
-	if (s && s->source == source && (s->state == CACHE_READY || s->state == CACHE_PARTIAL)) {
+	/* a filling slot holds what is in: a reader woken by the fill's last
+	 * bytes may read across the slot's edge before the fill's end is told */
+	if (s && s->source == source && s->state != CACHE_EMPTY) {
 		int64_t end = s->start + (s->state == CACHE_READY ? s->len : s->filled);
 		holds = off >= s->start && off + len <= end;
 	}
