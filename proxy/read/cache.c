@@ -25,10 +25,11 @@
  * part would cost its scan a second round trip. 512 KiB costs that scan
  * the same requests as the whole 1 MiB of our mounts (bench/scan.py), and
  * a first read 1.2 ms less behind a 25 ms origin (docs/read-path.md). A
- * tail, which players read from its end, is asked for whole. Every reader (the first one included) waits
- * only until the bytes it needs are in, so the first 64 KiB of a file come
- * as soon as the origin sends them, not when the whole part has arrived. Once a waiter's bytes
- * are in, the fill pauses until that reader has taken them (and, through
+ * tail, which players read from its end, is asked for whole. Every reader
+ * (the first one included) waits only until the bytes it needs are in,
+ * so the first 64 KiB of a file come as soon as the origin sends them,
+ * not when the whole part has arrived. Once a waiter's bytes are in, the
+ * fill pauses until that reader has taken them (and, through
  * the zero-copy call, replied: px_cache_let_go), so that the reader gets a
  * CPU before the rest of the fill. A failed fill empties the slot (its
  * readers read around it); a fill that brings nobody's bytes within a read
