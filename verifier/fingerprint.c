@@ -16,63 +16,85 @@ enum px_status vf_fingerprint_take(const struct vf_reader *r, int64_t size,
 				   struct vf_fingerprint *fp, size_t *bad,
 				   char *why, size_t whylen)
 {
-	enum px_status st = PX_OK;
-	struct vf_range *rg = NULL;
-	unsigned char *bufs = NULL;
+	vf_fingerprint_init(fp, size);
+	return vf_fingerprint_fill(r, fp, bad, why, whylen);
+}
 
+void vf_fingerprint_init(struct vf_fingerprint *fp, int64_t size)
+{
 	memset(fp, 0, sizeof(*fp));
 	fp->size = size;
 	vf_sample_plan(size, &fp->plan);
+}
+
+enum px_status vf_fingerprint_fill(const struct vf_reader *r, struct vf_fingerprint *fp,
+				   size_t *bad, char *why, size_t whylen)
+{
+	enum px_status st = PX_OK;
+	struct vf_range *rg = NULL;
+	unsigned char *bufs = NULL;
+	size_t *idx = NULL, n = 0;
+
 	*bad = 0;
 	if (whylen)
 		why[0] = '\0';
-	if (fp->plan.n == 0)
+	for (size_t i = 0; i < fp->plan.n; i++)
+		n += !fp->have[i];
+	if (n == 0)
 		return PX_OK;
-	rg = calloc(fp->plan.n, sizeof(*rg));
-	bufs = malloc(fp->plan.n * VF_SAMPLE_LEN);
-	if (!rg || !bufs) {
+	rg = calloc(n, sizeof(*rg));
+	idx = calloc(n, sizeof(*idx));
+	bufs = malloc(n * VF_SAMPLE_LEN);
+	if (!rg || !idx || !bufs) {
 		st = PX_ENOMEM;
 		*bad = fp->plan.n;
 		snprintf(why, whylen, "out of memory");
 		goto out;
 	}
-	for (size_t i = 0; i < fp->plan.n; i++) {
-		rg[i].off = fp->plan.off[i];
-		rg[i].len = fp->plan.len[i];
-		rg[i].buf = bufs + i * VF_SAMPLE_LEN;
-		rg[i].st = PX_EIO;
+	/* only the samples still missing are read */
+	for (size_t i = 0, j = 0; i < fp->plan.n; i++) {
+		if (fp->have[i])
+			continue;
+		idx[j] = i;
+		rg[j].off = fp->plan.off[i];
+		rg[j].len = fp->plan.len[i];
+		rg[j].buf = bufs + j * VF_SAMPLE_LEN;
+		rg[j].st = PX_EIO;
+		j++;
 	}
 	if (r->read_batch) {
-		r->read_batch(r->ctx, rg, fp->plan.n);
+		r->read_batch(r->ctx, rg, n);
 	} else {
-		for (size_t i = 0; i < fp->plan.n; i++) {
-			rg[i].got = 0;
-			rg[i].st = r->read(r->ctx, rg[i].off, rg[i].len, rg[i].buf, &rg[i].got);
+		for (size_t j = 0; j < n; j++) {
+			rg[j].got = 0;
+			rg[j].st = r->read(r->ctx, rg[j].off, rg[j].len, rg[j].buf, &rg[j].got);
 		}
 	}
-	for (size_t i = 0; i < fp->plan.n; i++) {
-		enum px_status s = rg[i].st;
-		if (s == PX_OK && rg[i].got != rg[i].len) {
+	for (size_t j = 0; j < n; j++) {
+		size_t i = idx[j];
+		enum px_status s = rg[j].st;
+		if (s == PX_OK && rg[j].got != rg[j].len) {
 			/* a reader that claims success with fewer bytes */
 			s = PX_ETRANSFER;
-			snprintf(rg[i].why, sizeof(rg[i].why), "short read: %zu of %zu bytes",
-				 rg[i].got, rg[i].len);
+			snprintf(rg[j].why, sizeof(rg[j].why), "short read: %zu of %zu bytes",
+				 rg[j].got, rg[j].len);
 		}
 		if (s == PX_OK) {
-			s = vf_hash_once(rg[i].buf, rg[i].len, fp->sha[i]);
+			s = vf_hash_once(rg[j].buf, rg[j].len, fp->sha[i]);
 			if (s != PX_OK)
-				snprintf(rg[i].why, sizeof(rg[i].why), "hashing failed");
+				snprintf(rg[j].why, sizeof(rg[j].why), "hashing failed");
 		}
 		if (s == PX_OK) {
 			fp->have[i] = 1;
 		} else if (st == PX_OK) {
 			st = s;
 			*bad = i;
-			snprintf(why, whylen, "%s", rg[i].why[0] ? rg[i].why : px_strerror(s));
+			snprintf(why, whylen, "%s", rg[j].why[0] ? rg[j].why : px_strerror(s));
 		}
 	}
 out:
 	free(bufs);
+	free(idx);
 	free(rg);
 	return st;
 }
@@ -104,4 +126,22 @@ enum px_status vf_fingerprint_id(const struct vf_fingerprint *fp,
 		return st;
 	vf_hash_hex(d, 8, out);
 	return PX_OK;
+}
+
+long vf_fingerprint_merge(struct vf_fingerprint *into, const struct vf_fingerprint *from)
+{
+	long differs = -1;
+	if (into->size != from->size)
+		return 0;
+	for (size_t i = 0; i < into->plan.n; i++) {
+		if (!from->have[i])
+			continue;
+		if (!into->have[i]) {
+			memcpy(into->sha[i], from->sha[i], VF_HASH_LEN);
+			into->have[i] = 1;
+		} else if (differs < 0 && memcmp(into->sha[i], from->sha[i], VF_HASH_LEN) != 0) {
+			differs = (long)i;
+		}
+	}
+	return differs;
 }

@@ -41,6 +41,25 @@ enum px_status vf_fingerprint_take(const struct vf_reader *r, int64_t size,
 				   struct vf_fingerprint *fp, size_t *bad,
 				   char *why, size_t whylen) PX_WUR;
 
+/* An empty fingerprint of a file of `size` bytes: its plan, no sample. */
+void vf_fingerprint_init(struct vf_fingerprint *fp, int64_t size);
+
+/*
+ * vf_fingerprint_take() for the samples fp does not have yet (fp made by
+ * vf_fingerprint_init or a take): only those are read, in one batch, and
+ * marked as they are hashed; the ones it has stay. Returns as
+ * vf_fingerprint_take() does, PX_OK at once when nothing is missing.
+ */
+enum px_status vf_fingerprint_fill(const struct vf_reader *r, struct vf_fingerprint *fp,
+				   size_t *bad, char *why, size_t whylen) PX_WUR;
+
+/*
+ * Merges the samples of `from` that `into` lacks into it (both of one
+ * size). Returns the index of the first sample both have and that differs
+ * (the file changed between the two looks), or -1.
+ */
+long vf_fingerprint_merge(struct vf_fingerprint *into, const struct vf_fingerprint *from);
+
 /* Whether every sample of fp's plan is present. */
 int vf_fingerprint_complete(const struct vf_fingerprint *fp);
 

@@ -25,7 +25,7 @@ enum px_status vf_hash_update(struct vf_hash *h, const void *buf, size_t len) PX
 enum px_status vf_hash_final(struct vf_hash *h, unsigned char out[VF_HASH_LEN]) PX_WUR;
 void vf_hash_free(struct vf_hash *h);
 
-/* SHA-256 of one buffer. Any thread. */
+/* SHA-256 of one buffer. Allocates nothing. Any thread. */
 enum px_status vf_hash_once(const void *buf, size_t len, unsigned char out[VF_HASH_LEN]) PX_WUR;
 
 /* Lowercase hex of n bytes into out (2n+1 bytes, NUL-terminated). */

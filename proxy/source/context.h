@@ -25,6 +25,7 @@ struct prov_rt;
 struct cache_slot;
 struct src_rt;
 struct vf_fingerprint;
+struct vf_plan;
 struct vf_store;
 struct vf_pool;
 struct px_store;
@@ -41,14 +42,21 @@ struct asset_rt {
 				    * session or a source's first verdict
 				    * (px_src_ensure): a library of 100 000
 				    * files that are never opened costs none */
-	struct vf_fingerprint *ref; /* the reference fingerprint, NULL until known */
+	struct vf_fingerprint *ref; /* the reference fingerprint, NULL until known:
+				    * backed by a majority of sources or the
+				    * store, never by one source alone */
+	struct vf_plan *_Atomic plan; /* the sample plan, made on first need
+				    * (ownprint.c); read without the lock */
 	char ref_id[17];
 	int ref_busy;              /* being taken */
 	_Atomic int ref_known;     /* ref is set: read without the lock */
 	int64_t ref_retry_at;      /* core clock: no new attempt before */
 	int ref_fails;             /* attempts in a row that found no agreement */
-	int ref_unconfirmed;       /* ref is the served source's alone: kept in
-				    * memory, no verdict against it is stored */
+	int ref_from_store;        /* ref was loaded from the store: sources that
+				    * agree against it may reopen it */
+	int ref_recheck;           /* a source contradicted the stored ref: the
+				    * next tick asks the sources again */
+	uint64_t n_reopened;       /* stored references the sources overruled */
 	_Atomic int served;        /* some session has served bytes */
 	_Atomic int served_by;     /* who: 0 none yet, k+1 source k alone, -1 several */
 	int64_t served_at;

@@ -12,6 +12,8 @@
 #include "px.h"
 
 struct px_core;
+struct vf_fingerprint;
+struct vf_seen;
 
 /* A source's verification state (standby.c), under core->vf_lock. */
 enum { VS_UNKNOWN, VS_VERIFYING, VS_VERIFIED, VS_REJECTED, VS_ABANDONED };
@@ -29,6 +31,20 @@ struct src_rt {
 	int64_t abandoned_at;      /* VS_ABANDONED since (core clock) */
 	_Atomic int screened;      /* served bytes matched a reference sample */
 	int abandons;              /* times abandoned, for the retry backoff */
+	/* the source's own sampled fingerprint as far as known (ownprint.c):
+	 * hashed from the bytes it serves, fetched early for a playback,
+	 * filled by sweeps; what a cutover from it is judged against. NULL
+	 * until its first sample; under vf_lock */
+	struct vf_fingerprint *own;
+	_Atomic int own_full;      /* own is whole: the read path skips it */
+	int own_busy;              /* an early fetch of its samples is queued */
+	int own_tries;             /* early fetches that left it incomplete */
+	int64_t own_retry_at;      /* core clock: no early fetch before */
+	struct vf_seen *seen;      /* what its last size probe saw (size, mtime,
+				    * ETag), the key of its stored record; NULL
+				    * until probed; under vf_lock */
+	int wrong_size;            /* rejected for its size: not counted in a
+				    * majority */
 };
 
 /*

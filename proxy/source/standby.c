@@ -42,6 +42,7 @@
 #include "provider.h"
 #include "standby.h"
 #include "httpparse.h"
+#include "ownprint.h"
 #include "log.h"
 #include "pool.h"
 #include "rangeread.h"
@@ -168,11 +169,6 @@ static void store_fp(struct px_core *core, size_t asset, size_t k, const struct 
 	char err[300];
 	if (!core->vstore)
 		return;
-	pthread_mutex_lock(&core->vf_lock);
-	int unconfirmed = core->assets[asset].ref_unconfirmed;
-	pthread_mutex_unlock(&core->vf_lock);
-	if (unconfirmed && v && v->outcome != VF_SIZE_MISMATCH)
-		return; /* a verdict against a reference no second source backs */
 	memset(&rec, 0, sizeof(rec));
 	rec.seen = *seen;
 	rec.has_fp = fp && vf_fingerprint_complete(fp);
@@ -199,170 +195,268 @@ static void store_fp(struct px_core *core, size_t asset, size_t k, const struct 
 		px_warn("verify", "asset %s: could not store a fingerprint: %s", a->id, err);
 }
 
-/* Installs fp as the asset's reference unless one came meanwhile; one
- * that no second source backed (confirmed 0) gives way to one that is. */
-static void set_reference(struct px_core *core, size_t asset, const struct vf_fingerprint *fp,
-			  int confirmed)
+/* What source k's last size probe saw, the key of its stored record; its
+ * size alone when it was never probed. */
+static struct vf_seen seen_of(struct px_core *core, size_t asset, size_t k)
+{
+	struct vf_seen seen = { .size = core->assets[asset].size, .mtime = -1 };
+	struct src_rt *all = px_src_ensure(core, asset);
+	pthread_mutex_lock(&core->vf_lock);
+	if (all && all[k].seen)
+		seen = *all[k].seen;
+	pthread_mutex_unlock(&core->vf_lock);
+	return seen;
+}
+
+/* Keeps what source k's size probe saw. */
+static void keep_seen(struct px_core *core, size_t asset, size_t k, const struct vf_seen *seen)
+{
+	struct src_rt *all = px_src_ensure(core, asset);
+	pthread_mutex_lock(&core->vf_lock);
+	if (all && (all[k].seen || (all[k].seen = malloc(sizeof(*all[k].seen)))))
+		*all[k].seen = *seen;
+	pthread_mutex_unlock(&core->vf_lock);
+}
+
+/* Installs fp as the asset's reference: when it has none, or (replace)
+ * over one the sources overruled. vf_lock held. Returns 1 if installed. */
+static int install_reference(struct px_core *core, size_t asset, const struct vf_fingerprint *fp,
+			     int from_store, int replace)
 {
 	struct asset_rt *rt = &core->assets[asset];
+	if (rt->ref && !replace)
+		return 0;
 	struct vf_fingerprint *mine = malloc(sizeof(*mine));
-	pthread_mutex_lock(&core->vf_lock);
-	if (mine && rt->ref && rt->ref_unconfirmed && confirmed) {
-		*mine = *fp;
-		free(rt->ref);
-		rt->ref = mine;
-		mine = NULL;
-		rt->ref_unconfirmed = 0;
-		if (vf_fingerprint_id(rt->ref, rt->ref_id) != PX_OK)
-			rt->ref_id[0] = '\0';
-	} else if (!rt->ref && mine) {
-		*mine = *fp;
-		rt->ref = mine;
-		mine = NULL;
-		atomic_store(&rt->ref_known, 1);
-		if (vf_fingerprint_id(rt->ref, rt->ref_id) != PX_OK)
-			rt->ref_id[0] = '\0';
-		rt->ref_fails = 0;
-		rt->ref_unconfirmed = !confirmed;
-	}
+	if (!mine)
+		return 0;
+	*mine = *fp;
+	free(rt->ref);
+	rt->ref = mine;
+	atomic_store(&rt->ref_known, 1);
+	if (vf_fingerprint_id(rt->ref, rt->ref_id) != PX_OK)
+		rt->ref_id[0] = '\0';
+	rt->ref_fails = 0;
+	rt->ref_from_store = from_store;
+	rt->ref_recheck = 0;
+	/* every source is screened again against the new one */
+	for (size_t k = 0; rt->src && k <= rt->source_cap; k++)
+		atomic_store(&rt->src[k].screened, 0);
 	pthread_cond_broadcast(&core->vf_cond);
+	return 1;
+}
+
+static void set_reference(struct px_core *core, size_t asset, const struct vf_fingerprint *fp,
+			  int from_store)
+{
+	pthread_mutex_lock(&core->vf_lock);
+	(void)install_reference(core, asset, fp, from_store, 0);
 	pthread_mutex_unlock(&core->vf_lock);
-	free(mine);
+}
+
+/* How many sources must agree for a reference: a strict majority of the
+ * asset's sources still in the running (not dead, not of another size),
+ * at least two. */
+static size_t majority(struct px_core *core, size_t asset)
+{
+	const struct px_asset *a = &core->cat->assets[asset];
+	size_t live = 0;
+	struct src_rt *all = px_src_ensure(core, asset);
+	pthread_mutex_lock(&core->vf_lock);
+	for (size_t k = 0; k < a->nsources; k++)
+		live += !core->assets[asset].dead[k] && !(all && all[k].wrong_size);
+	pthread_mutex_unlock(&core->vf_lock);
+	return live / 2 + 1 < 2 ? 2 : live / 2 + 1;
 }
 
 /*
- * Takes the asset's reference from its sources' own answers: fingerprints
- * of the sources in order[] (each size-gated, each read bounded by per_ms
- * from its start and by deadline, 0: none), until two complete ones agree.
- * That one becomes the reference, and every source whose fingerprint was
- * taken gets its verdict against it (the two that agreed are verified).
- * A source that does not answer gives no verdict. Returns 1 when the asset
- * has a reference.
+ * Whether a strict majority of the asset's sources have whole fingerprints
+ * that agree (no I/O: the fingerprints the sources' own bytes, sweeps and
+ * early fetches gave). If so, and the asset has no reference or one the
+ * store gave that they overrule (reopen), theirs becomes the reference,
+ * and every source with a whole fingerprint gets its verdict against it.
+ * Returns 1 when the asset has a reference the sources back.
  */
-static int agree_reference(struct px_core *core, size_t asset, const size_t *order, size_t n,
-			   struct px_session *sess, int64_t per_ms, int64_t deadline)
+static int maybe_agree(struct px_core *core, size_t asset, int reopen)
+{
+	const struct px_asset *a = &core->cat->assets[asset];
+	struct asset_rt *rt = &core->assets[asset];
+	size_t n = a->nsources, need = majority(core, asset), best = 0, at = 0;
+	struct vf_fingerprint *fps = calloc(n ? n : 1, sizeof(*fps));
+	unsigned char *have = calloc(n ? n : 1, 1);
+	int ok = 0;
+
+	if (!fps || !have)
+		goto out;
+	for (size_t k = 0; k < n; k++)
+		have[k] = !rt->dead[k] && px_own_full(core, asset, k) &&
+			  px_own_get(core, asset, k, &fps[k]) == fps[k].plan.n;
+	for (size_t k = 0; k < n; k++) {
+		size_t same = 0, i;
+		for (size_t j = 0; j < n && have[k]; j++)
+			same += have[j] && px_own_agrees(&fps[k], &fps[j], &i) == PX_OWN_SAME;
+		if (same > best) {
+			best = same;
+			at = k;
+		}
+	}
+	if (best < need)
+		goto out;
+	pthread_mutex_lock(&core->vf_lock);
+	size_t i;
+	int differs = rt->ref && px_own_agrees(rt->ref, &fps[at], &i) != PX_OWN_SAME;
+	int installed = install_reference(core, asset, &fps[at], 0, reopen && differs &&
+					  rt->ref_from_store);
+	if (installed && differs) {
+		rt->n_reopened++;
+		/* what the overruled reference judged is judged again */
+		for (size_t k = 0; k < n; k++)
+			if ((rt->src[k].state == VS_REJECTED && !rt->dead[k]) ||
+			    rt->src[k].state == VS_VERIFIED)
+				rt->src[k].state = VS_UNKNOWN;
+	}
+	ok = !rt->ref_from_store || !differs || installed;
+	pthread_mutex_unlock(&core->vf_lock);
+	if (!installed)
+		goto out;
+	if (differs)
+		px_warn("verify", "asset %s: %zu of %zu sources agree against the stored reference "
+			"fingerprint: it is reopened, theirs replaces it", a->id, best, n);
+	else
+		px_info("verify", "asset %s: reference fingerprint from %zu of %zu sources that "
+			"agree (%s first)", a->id, best, n, src_name(core, asset, at));
+	for (size_t k = 0; k < n; k++) {
+		struct vf_verdict v;
+		struct vf_seen seen = seen_of(core, asset, k);
+		if (!have[k])
+			continue;
+		vf_verdict_compare(&fps[at], &fps[k], &v);
+		pthread_mutex_lock(&core->vf_lock);
+		apply_verdict(core, asset, k, &v);
+		pthread_mutex_unlock(&core->vf_lock);
+		store_fp(core, asset, k, &seen, &fps[k], &v, k == at);
+	}
+out:
+	free(fps);
+	free(have);
+	return ok;
+}
+
+/*
+ * Fills source k's own fingerprint with the samples it lacks: the size
+ * gate (a source of another size is rejected for good), then the missing
+ * samples in one batch. sess/until as for open_reader (NULL, 0: background
+ * work in spare slots). Returns PX_OK when the fingerprint is whole; a
+ * status that says the source did not answer leaves it last for a while.
+ */
+static enum px_status take_own(struct px_core *core, size_t asset, size_t k,
+				   struct px_session *sess, int64_t until, int gate)
 {
 	struct asset_rt *rt = &core->assets[asset];
-	const struct px_asset *a = &core->cat->assets[asset];
-	struct vf_fingerprint *fps = calloc(n ? n : 1, sizeof(*fps));
-	struct vf_seen *seen = calloc(n ? n : 1, sizeof(*seen));
-	unsigned char *have = calloc(n ? n : 1, 1);
-	long agreed = -1;
-	size_t taken = 0;
+	struct vf_fingerprint *fp = malloc(sizeof(*fp));
+	struct px_rangeread *rr = NULL;
+	struct vf_seen seen;
+	struct gate g;
+	char why[200] = "";
+	enum px_status st;
+	size_t bad;
 
-	if (!fps || !seen || !have)
+	if (!fp)
+		return PX_ENOMEM;
+	if (px_own_get(core, asset, k, fp) == fp->plan.n) {
+		st = PX_OK;
 		goto out;
-	for (size_t i = 0; i < n && agreed < 0; i++) {
-		size_t k = order[i];
-		int64_t now = px_now_ms();
-		int64_t until = now + per_ms;
-		struct px_rangeread *rr = NULL;
-		struct gate g;
-		char why[200] = "";
-		size_t bad;
-		if (deadline && now >= deadline)
-			break;
-		if (deadline && until > deadline)
-			until = deadline;
-		if (open_reader(core, asset, k, sess, sess ? until : 0, &g, &rr) != PX_OK)
-			continue;
+	}
+	if ((st = open_reader(core, asset, k, sess, until, &g, &rr)) != PX_OK)
+		goto out;
+	if (gate) {
 		px_rangeread_set_size(rr, -1);
-		enum px_status st = px_rangeread_probe(rr, &seen[i], why, sizeof(why));
-		if (st == PX_OK && seen[i].size != rt->size) {
+		st = px_rangeread_probe(rr, &seen, why, sizeof(why));
+		if (st == PX_OK)
+			keep_seen(core, asset, k, &seen);
+		if (st == PX_OK && seen.size != rt->size) {
 			struct vf_verdict v = { .outcome = VF_SIZE_MISMATCH, .sample = -1,
-						.offset = -1, .size = seen[i].size };
+						.offset = -1, .size = seen.size };
 			snprintf(v.why, sizeof(v.why), "size %lld, the asset's is %lld",
-				 (long long)seen[i].size, (long long)rt->size);
+				 (long long)seen.size, (long long)rt->size);
 			pthread_mutex_lock(&core->vf_lock);
 			apply_verdict(core, asset, k, &v);
 			pthread_mutex_unlock(&core->vf_lock);
-			store_fp(core, asset, k, &seen[i], NULL, &v, 0);
-			px_rangeread_free(rr);
-			continue;
+			store_fp(core, asset, k, &seen, NULL, &v, 0);
+			st = PX_ESIZE;
+			goto out;
 		}
-		if (st == PX_OK) {
-			px_rangeread_set_size(rr, rt->size);
-			struct vf_reader r = px_rangeread_reader(rr);
-			st = vf_fingerprint_take(&r, rt->size, &fps[i], &bad, why, sizeof(why));
-		}
-		px_rangeread_free(rr);
-		if (st != PX_OK) {
-			px_info("verify", "asset %s: no fingerprint of %s for the reference: %s%s%s",
-				a->id, src_name(core, asset, k), px_strerror(st), why[0] ? ": " : "",
-				why);
-			if (no_answer(st) || st == PX_ENOTASSET)
-				px_source_failed(core, asset, k, st, why);
-			continue;
-		}
-		have[i] = 1;
-		taken++;
-		for (size_t j = 0; j < i; j++) {
-			struct vf_verdict v;
-			if (!have[j])
-				continue;
-			vf_verdict_compare(&fps[j], &fps[i], &v);
-			if (v.outcome == VF_MATCH) {
-				agreed = (long)i;
-				break;
-			}
+		px_rangeread_set_size(rr, rt->size);
+		/* a fingerprint stored for these very bytes costs no request */
+		struct vf_record rec;
+		if (st == PX_OK && core->vstore &&
+		    vf_store_get(core->vstore, core->cat->assets[asset].id,
+				 src_key(core, asset, k), &seen, &rec) &&
+		    rec.has_fp && rec.fp.size == rt->size) {
+			(void)px_own_merge(core, asset, k, &rec.fp);
+			if (px_own_get(core, asset, k, fp) == fp->plan.n)
+				goto out;
 		}
 	}
-	if (agreed >= 0) {
-		set_reference(core, asset, &fps[agreed], 1);
-		store_fp(core, asset, order[agreed], &seen[agreed], &fps[agreed], NULL, 1);
-		px_info("verify", "asset %s: reference fingerprint taken from %s, which another "
-			"source agrees with (%zu samples)", a->id,
-			src_name(core, asset, order[agreed]), fps[agreed].plan.n);
-		/* every fingerprint taken gets its verdict against it */
-		for (size_t i = 0; i < n; i++) {
-			struct vf_verdict v;
-			if (!have[i])
-				continue;
-			vf_verdict_compare(&fps[agreed], &fps[i], &v);
-			pthread_mutex_lock(&core->vf_lock);
-			apply_verdict(core, asset, order[i], &v);
-			pthread_mutex_unlock(&core->vf_lock);
-			store_fp(core, asset, order[i], &seen[i], &fps[i], &v, 0);
-		}
-	} else {
-		/* no two agree. The bytes readers got are the served source's:
-		 * only a source identical to it may take over, so its
-		 * fingerprint judges the others for now, in memory: nothing of
-		 * it is stored, and an agreement later replaces it */
-		int by = atomic_load(&rt->served_by);
-		for (size_t i = 0; i < n && by > 0; i++) {
-			if (!have[i] || order[i] != (size_t)by - 1)
-				continue;
-			set_reference(core, asset, &fps[i], 0);
-			px_info("verify", "asset %s: no two sources agree; %s, which served the "
-				"readers, judges the others until two do", a->id,
-				src_name(core, asset, order[i]));
-			for (size_t j = 0; j < n; j++) {
-				struct vf_verdict v;
-				if (!have[j])
-					continue;
-				vf_verdict_compare(&fps[i], &fps[j], &v);
-				pthread_mutex_lock(&core->vf_lock);
-				apply_verdict(core, asset, order[j], &v);
-				pthread_mutex_unlock(&core->vf_lock);
-			}
-			break;
-		}
+	if (st == PX_OK) {
+		struct vf_reader r = px_rangeread_reader(rr);
+		st = vf_fingerprint_fill(&r, fp, &bad, why, sizeof(why));
+		if (px_own_merge(core, asset, k, fp) >= 0)
+			px_warn("verify", "asset %s: %s gave other bytes for a sample than before",
+				core->cat->assets[asset].id, src_name(core, asset, k));
+	}
+out:
+	if (st != PX_OK && st != PX_ESIZE && st != PX_ENOMEM) {
+		if (st == PX_ENOTFOUND)
+			rt->dead[k] = 1;
+		if (st == PX_EAUTH)
+			px_provider_auth_failed(core, core->cat->assets[asset].sources[k].provider,
+						why);
+		if (no_answer(st) || st == PX_ENOTFOUND || st == PX_ENOTASSET)
+			px_source_failed(core, asset, k, st, why);
+		px_debug("verify", "asset %s: %s: samples not all read: %s%s%s",
+			 core->cat->assets[asset].id, src_name(core, asset, k), px_strerror(st),
+			 why[0] ? ": " : "", why);
+	}
+	px_rangeread_free(rr);
+	free(fp);
+	return st;
+}
+
+/*
+ * Takes the asset's reference from its sources' own answers: the whole
+ * fingerprints of the sources in order[] (what they lack is read, each
+ * source bounded by SAMPLE_TIMEOUT_MS), until a strict majority agree
+ * (maybe_agree). Background work in spare slots. Returns 1 when the asset
+ * has a reference.
+ */
+static int agree_reference(struct px_core *core, size_t asset, const size_t *order, size_t n,
+			   int reopen)
+{
+	struct asset_rt *rt = &core->assets[asset];
+	const struct px_asset *a = &core->cat->assets[asset];
+	size_t taken = 0;
+	int ok = maybe_agree(core, asset, reopen);
+
+	for (size_t i = 0; i < n && !ok; i++) {
+		if (take_own(core, asset, order[i], NULL, 0, 1) != PX_OK)
+			continue;
+		taken++;
+		ok = maybe_agree(core, asset, reopen);
+	}
+	if (!ok) {
 		pthread_mutex_lock(&core->vf_lock);
+		/* the backoff is in time, per asset: a failed attempt waits
+		 * 4 s, doubling to 8.5 min, however many reads fail meanwhile
+		 * (cutovers never take a reference: the served source's own
+		 * fingerprint judges them) */
 		int fails = ++rt->ref_fails;
 		int64_t wait = 2000LL << (fails < 8 ? fails : 8);
 		rt->ref_retry_at = core->now() + wait;
 		pthread_mutex_unlock(&core->vf_lock);
-		px_info("verify", "asset %s: no reference yet: %zu fingerprint(s) taken, no two "
-			"agree; next try in %lld s", a->id, taken, (long long)wait / 1000);
+		px_info("verify", "asset %s: no reference yet: %zu whole fingerprint(s) read, no "
+			"majority of %zu agrees; next try in %lld s", a->id, taken,
+			majority(core, asset), (long long)wait / 1000);
 	}
-out:
-	free(fps);
-	free(seen);
-	free(have);
-	pthread_mutex_lock(&core->vf_lock);
-	int ok = rt->ref != NULL;
-	pthread_mutex_unlock(&core->vf_lock);
 	return ok;
 }
 
@@ -385,7 +479,7 @@ static size_t reference_order(struct px_core *core, size_t asset, size_t first, 
 			pthread_mutex_lock(&core->vf_lock);
 			int st = rt->src[src].state;
 			pthread_mutex_unlock(&core->vf_lock);
-			if (rt->dead[src] || st == VS_REJECTED || bad != pass)
+			if (rt->dead[src] || (st == VS_REJECTED && !rt->ref_recheck) || bad != pass)
 				continue;
 			out[n++] = src;
 		}
@@ -394,7 +488,8 @@ static size_t reference_order(struct px_core *core, size_t asset, size_t first, 
 }
 
 /* Takes or loads the asset's reference fingerprint, from source k (the one
- * that served) and a second source that agrees with it. Background; any
+ * that served) and the others until a majority agrees; with ref_recheck,
+ * asks the sources whether they overrule the stored one. Background; any
  * thread but the fetch thread. */
 static void take_reference(struct px_core *core, size_t asset, size_t k)
 {
@@ -404,8 +499,12 @@ static void take_reference(struct px_core *core, size_t asset, size_t k)
 	char name[VF_STORE_MAX_NAME];
 	size_t order[64];
 
-	if (core->vstore && vf_store_reference(core->vstore, a->id, name, sizeof(name), &rec) &&
-	    rec.has_fp && rec.fp.size == rt->size) {
+	pthread_mutex_lock(&core->vf_lock);
+	int recheck = rt->ref_recheck;
+	pthread_mutex_unlock(&core->vf_lock);
+	if (!recheck && core->vstore &&
+	    vf_store_reference(core->vstore, a->id, name, sizeof(name), &rec) && rec.has_fp &&
+	    rec.fp.size == rt->size) {
 		set_reference(core, asset, &rec.fp, 1);
 		char shown[512]; /* an older seamfs named records by the whole URL */
 		px_redact_url(name, shown, sizeof(shown));
@@ -413,10 +512,11 @@ static void take_reference(struct px_core *core, size_t asset, size_t k)
 			 shown);
 	} else {
 		size_t n = reference_order(core, asset, k, order, 64);
-		(void)agree_reference(core, asset, order, n, NULL, SAMPLE_TIMEOUT_MS, 0);
+		(void)agree_reference(core, asset, order, n, recheck);
 	}
 	pthread_mutex_lock(&core->vf_lock);
 	rt->ref_busy = 0;
+	rt->ref_recheck = 0;
 	pthread_cond_broadcast(&core->vf_cond);
 	pthread_mutex_unlock(&core->vf_lock);
 }
@@ -442,6 +542,7 @@ static void apply_verdict(struct px_core *core, size_t asset, size_t k,
 	case VF_MISMATCH:
 	case VF_SIZE_MISMATCH:
 		sr->state = VS_REJECTED;
+		sr->wrong_size = v->outcome == VF_SIZE_MISMATCH;
 		px_warn("verify", "asset %s: %s rejected for good: %s", id,
 			src_name(core, asset, k), v->why);
 		break;
@@ -461,114 +562,65 @@ static void apply_verdict(struct px_core *core, size_t asset, size_t k,
 }
 
 /*
- * Verifies source k against the reference: the size gate, then the stored
- * fingerprint if it is still valid, else the sampled sweep. sess/deadline:
- * see open_reader. Fills *v. Updates the source's state and the store.
- * Only the source's own answers make a verdict: with no reference yet, or
- * when the source did not answer (a timeout, a refused connection, a
- * stall), its state stays unverified, uncounted, and a source that did not
- * answer goes last for a while (px_source_failed).
+ * Verifies source k against the reference: the size gate, then its own
+ * fingerprint, completed from the store or a sampled sweep of what it
+ * lacks (a whole one costs no request). sess/deadline: see open_reader.
+ * Fills *v. Updates the source's state and the store. Only the source's
+ * own answers make a verdict: with no reference yet, or when the source
+ * did not answer (a timeout, a refused connection, a stall), its state
+ * stays unverified, uncounted, and a source that did not answer goes last
+ * for a while (px_source_failed). A mismatch against a reference the store
+ * gave asks the sources whether they overrule it (ref_recheck).
  */
 static void verify_source(struct px_core *core, size_t asset, size_t k,
 			  struct px_session *sess, int64_t deadline, struct vf_verdict *v)
 {
-	const struct px_asset *a = &core->cat->assets[asset];
 	struct asset_rt *rt = &core->assets[asset];
-	struct px_rangeread *rr = NULL;
-	struct vf_fingerprint *ref = NULL, *cand = NULL;
-	struct vf_record rec;
-	struct vf_seen seen;
-	struct gate g;
-	char why[200] = "";
-	enum px_status st;
-	int counts = 1;         /* the outcome is a verdict on the source */
-	size_t bad;
+	struct vf_fingerprint *ref = malloc(sizeof(*ref)), *cand = malloc(sizeof(*cand));
+	int counts = 0;         /* the outcome is a verdict on the source */
 
 	memset(v, 0, sizeof(*v));
 	v->outcome = VF_INCONCLUSIVE;
 	v->sample = -1;
 	v->offset = -1;
 	v->size = -1;
-	if (!px_src_ensure(core, asset)) {
+	if (!ref || !cand || !px_src_ensure(core, asset)) {
 		snprintf(v->why, sizeof(v->why), "out of memory");
-		return;
+		goto out;
 	}
-	ref = malloc(sizeof(*ref));
-	cand = malloc(sizeof(*cand));
 	pthread_mutex_lock(&core->vf_lock);
 	int have_ref = rt->ref != NULL;
-	if (have_ref && ref)
+	if (have_ref)
 		*ref = *rt->ref;
 	pthread_mutex_unlock(&core->vf_lock);
-	if (!ref || !cand) {
-		snprintf(v->why, sizeof(v->why), "out of memory");
-		counts = 0;
-		goto out;
-	}
 	if (!have_ref) {
 		snprintf(v->why, sizeof(v->why), "no reference fingerprint of the asset yet");
-		counts = 0;
 		goto out;
 	}
-	st = open_reader(core, asset, k, sess, deadline, &g, &rr);
-	if (st != PX_OK) {
-		snprintf(v->why, sizeof(v->why), "%s", px_strerror(st));
-		counts = 0;
+	enum px_status st = take_own(core, asset, k, sess, deadline,
+						!px_own_full(core, asset, k));
+	if (st == PX_ESIZE) {
+		v->outcome = VF_SIZE_MISMATCH; /* judged and stored by the gate */
 		goto out;
 	}
-	/* the size gate first: a source of another size is read no further */
-	px_rangeread_set_size(rr, -1);
-	st = px_rangeread_probe(rr, &seen, why, sizeof(why));
-	if (st != PX_OK) {
-		if (st == PX_ENOTFOUND)
-			rt->dead[k] = 1;
-		if (st == PX_EAUTH)
-			px_provider_auth_failed(core, a->sources[k].provider, why);
-		if (no_answer(st) || st == PX_ENOTFOUND || st == PX_EAUTH) {
-			counts = 0;
-			px_source_failed(core, asset, k, st, why);
-		}
-		snprintf(v->why, sizeof(v->why), "size unknown: %s (%s)", px_strerror(st), why);
-		goto out;
-	}
-	v->size = seen.size;
-	if (seen.size != rt->size) {
-		v->outcome = VF_SIZE_MISMATCH;
-		snprintf(v->why, sizeof(v->why), "size %lld, the asset's is %lld",
-			 (long long)seen.size, (long long)rt->size);
-		store_fp(core, asset, k, &seen, NULL, v, 0);
-		goto out;
-	}
-	px_rangeread_set_size(rr, rt->size);
-	if (core->vstore && vf_store_get(core->vstore, a->id, src_key(core, asset, k), &seen,
-					 &rec) && rec.has_fp) {
-		vf_verdict_compare(ref, &rec.fp, v);
-		goto out; /* nothing new to store */
-	}
-	struct vf_reader r = px_rangeread_reader(rr);
-	st = vf_fingerprint_take(&r, seen.size, cand, &bad, why, sizeof(why));
-	if (st == PX_ENOMEM) {
-		snprintf(v->why, sizeof(v->why), "out of memory");
-		counts = 0;
-		goto out;
-	}
+	(void)px_own_get(core, asset, k, cand);
 	/* a sample that differs is proof, whatever else could not be read */
 	vf_verdict_compare(ref, cand, v);
-	v->size = seen.size;
-	if (v->outcome == VF_INCONCLUSIVE && no_answer(st)) {
-		counts = 0;
-		px_source_failed(core, asset, k, st, why);
-		snprintf(v->why, sizeof(v->why), "no answer: %s%s%s", px_strerror(st),
-			 why[0] ? ": " : "", why);
-	}
-	if (v->outcome != VF_INCONCLUSIVE)
+	v->size = rt->size;
+	counts = v->outcome != VF_INCONCLUSIVE || !no_answer(st);
+	if (!counts)
+		snprintf(v->why, sizeof(v->why), "no answer: %s", px_strerror(st));
+	if (v->outcome != VF_INCONCLUSIVE) {
+		struct vf_seen seen = seen_of(core, asset, k);
 		store_fp(core, asset, k, &seen, cand, v, 0);
+	}
 out:
-	px_rangeread_free(rr);
 	pthread_mutex_lock(&core->vf_lock);
 	if (counts) {
 		apply_verdict(core, asset, k, v);
-	} else {
+		if (v->outcome == VF_MISMATCH && rt->ref_from_store)
+			rt->ref_recheck = 1;
+	} else if (rt->src) {
 		struct src_rt *sr = &rt->src[k];
 		if (sr->state == VS_VERIFYING)
 			sr->state = VS_UNKNOWN;
@@ -582,20 +634,62 @@ out:
 
 /* ---- background jobs */
 
+enum job_kind {
+	JOB_VERIFY,               /* a standby against the reference */
+	JOB_REFERENCE,            /* the asset's reference, from its sources */
+	JOB_OWN                   /* the rest of a served source's own samples */
+};
+
 struct job {
 	struct px_core *core;
 	size_t asset, source;
-	int reference;            /* take the reference from source */
+	enum job_kind kind;
 };
+
+/* The early fetch: the samples a playing source has not served yet, so
+ * that its whole fingerprint, the reference its session's cutover is
+ * judged against, is known within seconds. Retried with a backoff in time
+ * (2 s, doubling to 2 min) while the source does not answer them all. */
+static void own_job(struct px_core *core, size_t asset, size_t k)
+{
+	/* the size probe first: its answer keys the stored fingerprint */
+	enum px_status st = take_own(core, asset, k, NULL, 0, 1);
+	pthread_mutex_lock(&core->vf_lock);
+	struct src_rt *sr = &core->assets[asset].src[k];
+	sr->own_busy = 0;
+	if (st != PX_OK) {
+		int t = ++sr->own_tries < 6 ? sr->own_tries : 6;
+		sr->own_retry_at = core->now() + (2000LL << t);
+	}
+	int judge = st == PX_OK && core->assets[asset].ref && sr->state != VS_VERIFIED;
+	pthread_mutex_unlock(&core->vf_lock);
+	if (st == PX_OK)
+		px_debug("verify", "asset %s: %s's whole fingerprint is known",
+			 core->cat->assets[asset].id, src_name(core, asset, k));
+	if (judge) {
+		/* what it serves from now on is screened against the reference
+		 * at every sample; its fingerprint is judged now */
+		struct vf_verdict v;
+		verify_source(core, asset, k, NULL, 0, &v);
+	} else if (st == PX_OK) {
+		(void)maybe_agree(core, asset, 0);
+	}
+}
 
 static enum px_status job_run(void *arg)
 {
 	struct job *j = arg;
 	struct vf_verdict v;
-	if (j->reference)
+	switch (j->kind) {
+	case JOB_REFERENCE:
 		take_reference(j->core, j->asset, j->source);
-	else
+		break;
+	case JOB_OWN:
+		own_job(j->core, j->asset, j->source);
+		break;
+	default:
 		verify_source(j->core, j->asset, j->source, NULL, 0, &v);
+	}
 	return PX_OK;
 }
 
@@ -606,18 +700,20 @@ static void job_done(void *arg, enum px_status st)
 	if (st == PX_ECANCELED) {
 		/* never ran (shutdown): undo the marks */
 		pthread_mutex_lock(&core->vf_lock);
-		if (j->reference)
+		struct src_rt *sr = core->assets[j->asset].src;
+		if (j->kind == JOB_REFERENCE)
 			core->assets[j->asset].ref_busy = 0;
-		else if (core->assets[j->asset].src &&
-			 core->assets[j->asset].src[j->source].state == VS_VERIFYING)
-			core->assets[j->asset].src[j->source].state = VS_UNKNOWN;
+		else if (j->kind == JOB_OWN && sr)
+			sr[j->source].own_busy = 0;
+		else if (sr && sr[j->source].state == VS_VERIFYING)
+			sr[j->source].state = VS_UNKNOWN;
 		pthread_mutex_unlock(&core->vf_lock);
 	}
 	free(j);
 }
 
 /* Queues a job; vf_lock held. Returns 1 if queued. */
-static int queue_job(struct px_core *core, size_t asset, size_t k, int reference)
+static int queue_job(struct px_core *core, size_t asset, size_t k, enum job_kind kind)
 {
 	struct job *j;
 	if (!core->vpool || !(j = malloc(sizeof(*j))))
@@ -625,7 +721,7 @@ static int queue_job(struct px_core *core, size_t asset, size_t k, int reference
 	j->core = core;
 	j->asset = asset;
 	j->source = k;
-	j->reference = reference;
+	j->kind = kind;
 	if (vf_pool_submit(core->vpool, job_run, job_done, j) != PX_OK) {
 		free(j);
 		return 0;
@@ -667,78 +763,112 @@ void px_standby_served(struct px_core *core, size_t asset, size_t source)
 	}
 }
 
-void px_standby_tick(struct px_core *core)
+/* A session of the tick: its asset, its source, what it is due. */
+struct due {
+	size_t asset, source;
+	int delayed;              /* has played for standby_delay */
+	int playing;              /* reads past the head: not a library scan */
+};
+
+/* The sessions with an open handle, and what each is due. prov_lock is
+ * taken here. Returns how many were put in *out (malloc'ed, or NULL). */
+static size_t sessions_due(struct px_core *core, int64_t now, struct due **out)
 {
 	const struct px_config *cfg = core->cfg;
-	int64_t now = core->now();
-
-	/* assets with a session that has played for standby_delay */
+	size_t n = 0, m = 0;
 	pthread_mutex_lock(&core->prov_lock);
-	size_t n = 0;
 	for (struct px_session *s = core->sessions; s; s = s->next)
-		if (s->nhandles && now - s->created >= cfg->standby_delay_ms)
-			n++;
-	size_t *assets = n ? malloc(n * sizeof(*assets) * 2) : NULL;
-	size_t m = 0;
-	for (struct px_session *s = core->sessions; s && assets && m < n; s = s->next)
-		if (s->nhandles && now - s->created >= cfg->standby_delay_ms) {
-			assets[2 * m] = s->asset;
-			assets[2 * m + 1] = atomic_load(&s->source);
-			m++;
-		}
+		n += s->nhandles > 0;
+	struct due *d = n ? malloc(n * sizeof(*d)) : NULL;
+	for (struct px_session *s = core->sessions; s && d && m < n; s = s->next) {
+		if (!s->nhandles)
+			continue;
+		int64_t size = core->assets[s->asset].size, off = atomic_load(&s->offset);
+		d[m].asset = s->asset;
+		d[m].source = atomic_load(&s->source);
+		d[m].delayed = now - s->created >= cfg->standby_delay_ms;
+		/* a scan reads the head and the tail; a playback goes on */
+		d[m].playing = off > cfg->head_size && off < size - cfg->tail_size;
+		m++;
+	}
 	pthread_mutex_unlock(&core->prov_lock);
+	*out = d;
+	return m;
+}
+
+/* Queues the standbys' verification of an asset that has played for
+ * standby_delay, at most max_standby at once. vf_lock held. */
+static void tick_standbys(struct px_core *core, size_t asset, size_t active, int64_t now)
+{
+	const struct px_config *cfg = core->cfg;
+	struct asset_rt *rt = &core->assets[asset];
+	const struct px_asset *a = &core->cat->assets[asset];
+	int busy = 0, done = 0;
+	for (size_t k = 0; k < a->nsources; k++) {
+		busy += rt->src[k].state == VS_VERIFYING;
+		done += rt->src[k].state == VS_VERIFIED && k != active;
+	}
+	for (size_t k = 0; k < a->nsources && done + busy < cfg->max_standby; k++) {
+		struct src_rt *sr = &rt->src[k];
+		/* an abandoned source is tried again after a backoff (1, 2, 4
+		 * ... 30 min), or once its provider answers the liveness check
+		 * after it was abandoned */
+		if (sr->state == VS_ABANDONED && !rt->dead[k]) {
+			const struct prov_rt *pv = &core->provs[a->sources[k].provider];
+			int sh = sr->abandons < 6 ? sr->abandons : 6;
+			int64_t wait = 60000LL << (sh > 0 ? sh - 1 : 0);
+			if (wait > 1800000)
+				wait = 1800000;
+			if (now - sr->abandoned_at >= wait || pv->last_good > sr->abandoned_at) {
+				sr->state = VS_UNKNOWN;
+				sr->inconclusive = 0;
+				px_info("verify", "asset %s: %s is tried again after it was "
+					"abandoned", a->id, src_name(core, asset, k));
+			}
+		}
+		if (k == active || sr->state != VS_UNKNOWN || rt->dead[k] ||
+		    px_source_bad(core, asset, k, now))
+			continue;
+		/* an inconclusive source is tried again in time, per source */
+		if (sr->inconclusive && now - sr->checked < 2000LL << sr->inconclusive)
+			continue;
+		if (!queue_job(core, asset, k, JOB_VERIFY))
+			break;
+		sr->state = VS_VERIFYING;
+		busy++;
+	}
+}
+
+void px_standby_tick(struct px_core *core)
+{
+	int64_t now = core->now();
+	struct due *d = NULL;
+	size_t m = sessions_due(core, now, &d);
 
 	pthread_mutex_lock(&core->vf_lock);
 	for (size_t i = 0; i < m; i++) {
-		size_t asset = assets[2 * i], active = assets[2 * i + 1];
+		size_t asset = d[i].asset, active = d[i].source;
 		struct asset_rt *rt = &core->assets[asset];
 		const struct px_asset *a = &core->cat->assets[asset];
-		if (!px_src_ensure(core, asset))
+		if (a->nsources < 2 || !px_src_ensure(core, asset))
 			continue;
-		if (!rt->ref || rt->ref_unconfirmed) {
-			if (!rt->ref_busy && a->nsources > 1 && now >= rt->ref_retry_at &&
-			    queue_job(core, asset, active, 1))
-				rt->ref_busy = 1;
-			if (!rt->ref)
-				continue;
-		}
-		int busy = 0, done = 0;
-		for (size_t k = 0; k < a->nsources; k++) {
-			busy += rt->src[k].state == VS_VERIFYING;
-			done += rt->src[k].state == VS_VERIFIED && k != active;
-		}
-		for (size_t k = 0; k < a->nsources && done + busy < cfg->max_standby; k++) {
-			struct src_rt *sr = &rt->src[k];
-			/* an abandoned source is tried again after a backoff
-			 * (1, 2, 4 ... 30 min), or once its provider answers
-			 * the liveness check after it was abandoned */
-			if (sr->state == VS_ABANDONED && !rt->dead[k]) {
-				const struct prov_rt *pv = &core->provs[a->sources[k].provider];
-				int sh = sr->abandons < 6 ? sr->abandons : 6;
-				int64_t wait = 60000LL << (sh > 0 ? sh - 1 : 0);
-				if (wait > 1800000)
-					wait = 1800000;
-				if (now - sr->abandoned_at >= wait || pv->last_good > sr->abandoned_at) {
-					sr->state = VS_UNKNOWN;
-					sr->inconclusive = 0;
-					px_info("verify", "asset %s: %s is tried again after it was "
-						"abandoned", a->id, src_name(core, asset, k));
-				}
-			}
-			if (k == active || sr->state != VS_UNKNOWN || rt->dead[k] ||
-			    px_source_bad(core, asset, k, now))
-				continue;
-			/* an inconclusive source is tried again, not at once */
-			if (sr->inconclusive && now - sr->checked < 2000LL << sr->inconclusive)
-				continue;
-			if (!queue_job(core, asset, k, 0))
-				break;
-			sr->state = VS_VERIFYING;
-			busy++;
-		}
+		struct src_rt *sr = &rt->src[active];
+		/* a playback's source: the samples it has not served yet are
+		 * fetched now, so its cutover has a whole reference from the
+		 * first seconds; standby_delay does not wait for this */
+		if (d[i].playing && !atomic_load(&sr->own_full) && !sr->own_busy &&
+		    now >= sr->own_retry_at && queue_job(core, asset, active, JOB_OWN))
+			sr->own_busy = 1;
+		if (!d[i].delayed)
+			continue;
+		if ((!rt->ref || rt->ref_recheck) && !rt->ref_busy && now >= rt->ref_retry_at &&
+		    queue_job(core, asset, active, JOB_REFERENCE))
+			rt->ref_busy = 1;
+		if (rt->ref)
+			tick_standbys(core, asset, active, now);
 	}
 	pthread_mutex_unlock(&core->vf_lock);
-	free(assets);
+	free(d);
 }
 
 /* ---- cutover */
@@ -891,6 +1021,156 @@ static int size_gate(struct px_core *core, struct px_session *s, size_t k, int64
 	return ok;
 }
 
+/* The session's reference: the failed source's own fingerprint, filled
+ * from it now when the failure leaves it answering (a reset, a 5xx; not a
+ * stall, a refused connection or bytes that are not the asset's). Returns
+ * how many samples it has. */
+static size_t session_reference(struct px_core *core, struct px_session *s, size_t failed,
+				enum px_status why, int64_t until, struct vf_fingerprint *mine)
+{
+	struct asset_rt *rt = &core->assets[s->asset];
+	if (why == PX_EMISMATCH) {
+		/* the screen kept the failed source's wrong bytes from the
+		 * reader: what it was given matched the asset's reference */
+		pthread_mutex_lock(&core->vf_lock);
+		if (rt->ref)
+			*mine = *rt->ref;
+		else
+			vf_fingerprint_init(mine, rt->size);
+		pthread_mutex_unlock(&core->vf_lock);
+		return vf_fingerprint_complete(mine) ? mine->plan.n : 0;
+	}
+	size_t have = px_own_get(core, s->asset, failed, mine);
+	/* a reset or a 5xx may leave it answering; a stall, a refused
+	 * connection or an answer of the wrong kind does not */
+	int answers = why == PX_ETRANSFER || why == PX_ESERVER;
+	if (have < mine->plan.n && answers &&
+	    take_own(core, s->asset, failed, s, until, 0) == PX_OK)
+		have = px_own_get(core, s->asset, failed, mine);
+	return have;
+}
+
+/* The asset's reference, when it has one, judges what a sweep read of k
+ * (for good: a majority or the store backs it). Returns the outcome,
+ * VF_INCONCLUSIVE when there is no reference or a sample is missing. */
+static enum vf_outcome judge_against_reference(struct px_core *core, size_t asset, size_t k,
+					       const struct vf_fingerprint *cand)
+{
+	struct asset_rt *rt = &core->assets[asset];
+	struct vf_verdict v;
+	pthread_mutex_lock(&core->vf_lock);
+	int have = rt->ref != NULL;
+	if (have)
+		vf_verdict_compare(rt->ref, cand, &v);
+	if (have && v.outcome != VF_INCONCLUSIVE) {
+		apply_verdict(core, asset, k, &v);
+		if (v.outcome == VF_MISMATCH && rt->ref_from_store)
+			rt->ref_recheck = 1;
+	}
+	pthread_mutex_unlock(&core->vf_lock);
+	if (!have || v.outcome == VF_INCONCLUSIVE)
+		return VF_INCONCLUSIVE;
+	struct vf_seen seen = seen_of(core, asset, k);
+	store_fp(core, asset, k, &seen, cand, &v, 0);
+	return v.outcome;
+}
+
+/*
+ * Whether candidate k holds the bytes the session's reader was given: its
+ * own fingerprint (what it lacks is swept now, within until) against the
+ * session's reference mine (the failed source's, `have` samples of it). A
+ * whole reference that k matches: yes. A reference its source died before
+ * it was whole: yes when k matches every sample it has and the asset's
+ * reference, if any, does not contradict k. A difference is not a verdict
+ * for good unless the asset's reference (a majority's) says so too.
+ */
+static int holds_same(struct px_core *core, struct px_session *s, size_t failed, size_t k,
+		      const struct vf_fingerprint *mine, size_t have, int64_t until)
+{
+	struct asset_rt *rt = &core->assets[s->asset];
+	struct vf_fingerprint *cand = malloc(sizeof(*cand));
+	int ok = 0;
+	size_t i;
+
+	if (!cand)
+		return 0;
+	(void)px_own_get(core, s->asset, k, cand);
+	if (px_own_agrees(mine, cand, &i) == PX_OWN_LACKS) {
+		enum px_status st = take_own(core, s->asset, k, s, until,
+							!px_own_full(core, s->asset, k));
+		if (st == PX_ESIZE)
+			goto out;
+		(void)px_own_get(core, s->asset, k, cand);
+	}
+	if (judge_against_reference(core, s->asset, k, cand) == VF_MISMATCH)
+		goto out;
+	switch (px_own_agrees(mine, cand, &i)) {
+	case PX_OWN_SAME:
+		ok = have == mine->plan.n;
+		if (!ok) {
+			/* its source died before its samples were all seen:
+			 * every one it served agrees, the asset's reference
+			 * must not contradict the candidate */
+			pthread_mutex_lock(&core->vf_lock);
+			ok = rt->src[k].state != VS_REJECTED;
+			pthread_mutex_unlock(&core->vf_lock);
+			if (ok)
+				px_info("cutover", "%s: %s matches the %zu of %zu samples %s gave "
+					"before it failed", s->who, src_name(core, s->asset, k),
+					have, mine->plan.n, src_name(core, s->asset, failed));
+		}
+		break;
+	case PX_OWN_DIFFERS: {
+		char why[300];
+		snprintf(why, sizeof(why), "differs from %s, which a session was served from, at "
+			 "sample %zu (offset %lld)", src_name(core, s->asset, failed), i,
+			 (long long)mine->plan.off[i]);
+		pthread_mutex_lock(&core->vf_lock);
+		px_src_why(&rt->src[k], why);
+		pthread_mutex_unlock(&core->vf_lock);
+		px_warn("cutover", "%s: %s %s: not a standby of this session", s->who,
+			src_name(core, s->asset, k), why);
+		break;
+	}
+	default:
+		px_info("cutover", "%s: %s: sample %zu could not be read", s->who,
+			src_name(core, s->asset, k), i);
+	}
+out:
+	free(cand);
+	return ok;
+}
+
+/* Checks the seam: k's bytes just before off equal the n the reader got
+ * (seam). 1 when they do; a mismatch rejects k, no answer counts it failed. */
+static int seam_holds(struct px_core *core, struct px_session *s, size_t k, int64_t off,
+		      const void *seam, size_t n, int64_t until)
+{
+	struct px_rangeread *rr = NULL;
+	struct vf_verdict v;
+	struct gate g;
+	if (n == 0 || off < (int64_t)n)
+		return 1;
+	if (open_reader(core, s->asset, k, s, until, &g, &rr) != PX_OK)
+		return 0;
+	struct vf_reader r = px_rangeread_reader(rr);
+	enum px_status st = vf_seam_check(&r, off, seam, n, &v);
+	px_rangeread_free(rr);
+	if (st == PX_OK && v.outcome == VF_MATCH)
+		return 1;
+	if (st == PX_OK && v.outcome == VF_MISMATCH) {
+		pthread_mutex_lock(&core->vf_lock);
+		apply_verdict(core, s->asset, k, &v);
+		pthread_mutex_unlock(&core->vf_lock);
+	} else {
+		/* it did not answer: not a verdict */
+		px_source_failed(core, s->asset, k, st != PX_OK ? st : PX_ETIMEDOUT, v.why);
+	}
+	px_warn("cutover", "%s: %s: seam check at %lld: %s", s->who, src_name(core, s->asset, k),
+		(long long)off, st == PX_OK ? v.why : px_strerror(st));
+	return 0;
+}
+
 /* px_cutover() with the session's cut_lock held. Each candidate gets at
  * most stall_timeout for its checks (and the read's deadline bounds all):
  * a standby that does not answer costs the reader no more than a stall. */
@@ -901,85 +1181,54 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 	struct px_core *core = s->core;
 	const struct px_asset *a = &core->cat->assets[s->asset];
 	struct asset_rt *rt = &core->assets[s->asset];
+	struct vf_fingerprint *mine = malloc(sizeof(*mine));
+	enum px_status rc = PX_ENOSOURCE;
 	size_t cand[64];
 	int64_t t0 = px_now_ms();
 	int64_t per = core->cfg->stall_timeout_ms > 0 ? core->cfg->stall_timeout_ms : 3000;
 
+	if (!mine || !px_src_ensure(core, s->asset))
+		goto out;
 	if (why == PX_ENOTFOUND)
 		rt->dead[failed] = 1;
 	if (why == PX_EAUTH)
 		px_provider_auth_failed(core, a->sources[failed].provider, "HTTP 401/403");
 	if (why != PX_EAUTH && why != PX_ENOTFOUND)
 		px_source_failed(core, s->asset, failed, why, "under a read");
-	size_t nc = candidates(core, s, failed, cand, 64);
-	pthread_mutex_lock(&core->vf_lock);
-	int have_ref = rt->ref != NULL;
-	pthread_mutex_unlock(&core->vf_lock);
-	if (!have_ref && nc > 0) {
-		/* no reference yet: the candidates' own answers make one, from
-		 * two that agree (the failed source last, unless it stopped
-		 * answering: after a reset it may still answer elsewhere) */
-		size_t order[65];
-		memcpy(order, cand, nc * sizeof(*cand));
-		order[nc] = failed;
-		int with_failed = why != PX_ETIMEDOUT && why != PX_ECONNECT && why != PX_ENOTASSET &&
-				  why != PX_EMISMATCH;
-		(void)agree_reference(core, s->asset, order, nc + (size_t)with_failed, s, per,
-				      deadline);
-		nc = candidates(core, s, failed, cand, 64);
-	}
+	size_t nc = candidates(core, s, failed, cand, 64), have = 0;
+	int know = 0;
 	for (size_t i = 0; i < nc && px_now_ms() < deadline; i++) {
 		size_t k = cand[i];
 		int64_t until = px_now_ms() + per;
-		struct vf_verdict v;
 		if (until > deadline)
 			until = deadline;
 		pthread_mutex_lock(&core->vf_lock);
-		int verified = rt->src[k].state == VS_VERIFIED;
+		int verified = rt->src[k].state == VS_VERIFIED &&
+			       (rt->src[failed].state != VS_REJECTED || why == PX_EMISMATCH);
 		pthread_mutex_unlock(&core->vf_lock);
-		int by = atomic_load(&rt->served_by);
-		pthread_mutex_lock(&core->vf_lock);
-		have_ref = rt->ref != NULL;
-		pthread_mutex_unlock(&core->vf_lock);
-		if (!verified && !have_ref && (by == 0 || by == (int)k + 1)) {
-			/* nothing of the asset was served by another source yet:
-			 * no byte can mix, the size gate is all a move needs (a
-			 * broken first source never served, its pages are none) */
+		if (!verified && !know) {
+			/* the session's reference, once, when a candidate
+			 * needs it */
+			have = session_reference(core, s, failed, why, until, mine);
+			know = 1;
+			until = px_now_ms() + per < deadline ? px_now_ms() + per : deadline;
+		}
+		if (verified) {
+			/* k matches the asset's reference, and every sample
+			 * the failed source served was screened against it:
+			 * the seam is all */
+		} else if (have == 0) {
+			/* no sample of the failed source is known (its reader
+			 * started past the first and it no longer answers):
+			 * the size gate and the seam are all there is */
 			if (!size_gate(core, s, k, until))
 				continue;
-		} else if (!verified) {
-			/* the size gate and the sweep, now, within the read's time */
-			verify_source(core, s->asset, k, s, until, &v);
-			if (v.outcome != VF_MATCH)
-				continue;
-			until = px_now_ms() + per;
-			if (until > deadline)
-				until = deadline;
+		} else if (!holds_same(core, s, failed, k, mine, have, until)) {
+			continue;
 		}
-		if (n > 0 && off >= (int64_t)n) {
-			struct px_rangeread *rr = NULL;
-			struct gate g;
-			if (open_reader(core, s->asset, k, s, until, &g, &rr) != PX_OK)
-				continue;
-			struct vf_reader r = px_rangeread_reader(rr);
-			enum px_status st = vf_seam_check(&r, off, seam, n, &v);
-			px_rangeread_free(rr);
-			if (st != PX_OK || v.outcome != VF_MATCH) {
-				if (st == PX_OK && v.outcome == VF_MISMATCH) {
-					pthread_mutex_lock(&core->vf_lock);
-					apply_verdict(core, s->asset, k, &v);
-					pthread_mutex_unlock(&core->vf_lock);
-				} else {
-					/* it did not answer: not a verdict */
-					px_source_failed(core, s->asset, k,
-							 st != PX_OK ? st : PX_ETIMEDOUT, v.why);
-				}
-				px_warn("cutover", "%s: %s: seam check at %lld: %s", s->who,
-					src_name(core, s->asset, k), (long long)off,
-					st == PX_OK ? v.why : px_strerror(st));
-				continue;
-			}
-		}
+		until = px_now_ms() + per < deadline ? px_now_ms() + per : deadline;
+		if (!seam_holds(core, s, k, off, seam, n, until))
+			continue;
 		/* a path must open, with the asset's size, before the move */
 		if (px_source_is_path(core, s->asset, k) && px_session_fd(s, k) < 0)
 			continue;
@@ -988,12 +1237,10 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 				src_name(core, s->asset, k));
 			continue;
 		}
-		/* the source that failed served these bytes: a verified standby,
-		 * unless they were not the asset's */
-		int by_now = atomic_load(&rt->served_by);
+		/* the source that failed served these bytes, screened
+		 * against the reference k matches: a verified standby too */
 		pthread_mutex_lock(&core->vf_lock);
-		if (rt->src[failed].state != VS_REJECTED && why != PX_EMISMATCH &&
-		    why != PX_ENOTASSET && (by_now == (int)failed + 1 || by_now == -1))
+		if (verified && why != PX_EMISMATCH && why != PX_ENOTASSET)
 			rt->src[failed].state = VS_VERIFIED;
 		pthread_mutex_unlock(&core->vf_lock);
 		int64_t took = px_now_ms() - t0;
@@ -1001,9 +1248,15 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 		px_info("cutover", "%s offset %lld: %s -> %s (%s), %lld ms", s->who, (long long)off,
 			src_name(core, s->asset, failed), src_name(core, s->asset, k),
 			reason_name(why), (long long)took);
-		return PX_OK;
+		rc = PX_OK;
+		break;
 	}
-	return PX_ENOSOURCE;
+out:
+	free(mine);
+	/* two whole fingerprints that agree may make the asset's reference */
+	if (rc == PX_OK)
+		(void)maybe_agree(core, s->asset, 0);
+	return rc;
 }
 
 void px_standby_exhausted(struct px_session *s, int64_t off, enum px_status why)
@@ -1083,8 +1336,11 @@ void px_standby_release(struct px_core *core)
 	if (!core->vf_init)
 		return;
 	for (size_t i = 0; i < core->cat->nassets; i++) {
-		for (size_t k = 0; core->assets[i].src && k <= core->assets[i].source_cap; k++)
+		px_own_release(core, i);
+		for (size_t k = 0; core->assets[i].src && k <= core->assets[i].source_cap; k++) {
 			free(core->assets[i].src[k].why);
+			free(core->assets[i].src[k].seen);
+		}
 		free(core->assets[i].src);
 		free(core->assets[i].ref);
 	}
@@ -1098,64 +1354,25 @@ enum px_status px_standby_screen(struct px_core *core, size_t asset, size_t k, i
 				 const struct iovec *iov, int iovcnt)
 {
 	struct asset_rt *rt = &core->assets[asset];
-	struct src_rt *all = __atomic_load_n(&rt->src, __ATOMIC_ACQUIRE);
-	unsigned char chunk[VF_SAMPLE_LEN], want[VF_HASH_LEN], got[VF_HASH_LEN];
-	size_t len = 0;
-	long hit = -1;
+	long ref_differs, self_differs;
 
-	/* the read path's cost: a few atomic loads, until a reference exists */
-	if (!all || !atomic_load(&rt->ref_known) || atomic_load(&all[k].screened))
+	px_own_note(core, asset, k, off, iov, iovcnt, &ref_differs, &self_differs);
+	if (ref_differs < 0 && self_differs < 0)
 		return PX_OK;
-	struct src_rt *sr = &all[k];
-	for (int i = 0; i < iovcnt; i++)
-		len += iov[i].iov_len;
-	int64_t end = off + (int64_t)len;
-	pthread_mutex_lock(&core->vf_lock);
-	if (sr->state == VS_VERIFIED) {
-		atomic_store(&sr->screened, 1); /* the whole sweep said as much */
-	} else if (rt->ref) {
-		/* the samples are chunk-aligned: a page-aligned read of 4 KiB or
-		 * more covers one whole when it reaches its offset */
-		const struct vf_fingerprint *ref = rt->ref;
-		for (size_t i = 0; i < ref->plan.n && ref->plan.off[i] < end; i++) {
-			if (ref->plan.off[i] >= off && ref->plan.off[i] + ref->plan.len[i] <= end &&
-			    ref->have[i]) {
-				hit = (long)i;
-				memcpy(want, ref->sha[i], sizeof(want));
-				break;
-			}
-		}
-	}
-	int64_t soff = hit >= 0 ? rt->ref->plan.off[hit] : 0;
-	size_t slen = hit >= 0 ? rt->ref->plan.len[hit] : 0;
-	pthread_mutex_unlock(&core->vf_lock);
-	if (hit < 0)
-		return PX_OK;
-	/* gather the sample's bytes out of the reply's pieces */
-	size_t skip = (size_t)(soff - off), n = 0;
-	for (int i = 0; i < iovcnt && n < slen; i++) {
-		size_t l = iov[i].iov_len;
-		if (skip >= l) {
-			skip -= l;
-			continue;
-		}
-		size_t take = l - skip < slen - n ? l - skip : slen - n;
-		memcpy(chunk + n, (const unsigned char *)iov[i].iov_base + skip, take);
-		n += take;
-		skip = 0;
-	}
-	if (vf_hash_once(chunk, slen, got) != PX_OK)
-		return PX_OK; /* cannot hash: nothing proven either way */
-	if (memcmp(got, want, sizeof(got)) == 0) {
-		atomic_store(&sr->screened, 1);
-		return PX_OK;
-	}
-	struct vf_verdict v = { .outcome = VF_MISMATCH, .sample = hit, .offset = soff,
-				.size = rt->size };
-	snprintf(v.why, sizeof(v.why), "the bytes it served at %lld differ from the "
-		 "reference's sample %ld", (long long)soff, hit);
+	long hit = ref_differs >= 0 ? ref_differs : self_differs;
+	const struct vf_plan *plan = px_own_plan(core, asset);
+	struct vf_verdict v = { .outcome = VF_MISMATCH, .sample = hit,
+				.offset = plan ? plan->off[hit] : -1, .size = rt->size };
+	if (ref_differs >= 0)
+		snprintf(v.why, sizeof(v.why), "the bytes it served at %lld differ from the "
+			 "reference's sample %ld", (long long)v.offset, hit);
+	else
+		snprintf(v.why, sizeof(v.why), "the bytes it served at %lld differ from what it "
+			 "served there before: its file changed", (long long)v.offset);
 	pthread_mutex_lock(&core->vf_lock);
 	apply_verdict(core, asset, k, &v);
+	if (ref_differs >= 0 && rt->ref_from_store)
+		rt->ref_recheck = 1;
 	pthread_mutex_unlock(&core->vf_lock);
 	return PX_EMISMATCH;
 }

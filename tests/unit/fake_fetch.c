@@ -199,9 +199,18 @@ static enum px_status fake_submit(void *impl, const struct px_fetch_params *p,
 	int64_t fail_after = f->fail_after;
 	if (failing && r->index > f->fail_from && f->fail_after_more >= 0)
 		fail_after = f->fail_after_more;
+	enum px_status host_status = PX_OK;
+	for (int i = 0; i < FAKE_MAX_DOWN; i++) {
+		if (f->down[i].host[0] && strstr(r->url, f->down[i].host) &&
+		    f->down[i].status != PX_OK) {
+			failing = 1;
+			fail_after = f->down[i].after;
+			host_status = f->down[i].status;
+		}
+	}
 	r->hang = f->hang_from && r->index >= f->hang_from;
 	r->skew = f->skew_index == r->index;
-	r->final = failing ? f->fail_status : PX_OK;
+	r->final = failing ? (host_status != PX_OK ? host_status : f->fail_status) : PX_OK;
 	r->pos = p->offset;
 	int64_t end = p->offset + p->length;
 	if (end > f->size)
@@ -419,5 +428,23 @@ void fake_fail_next(struct fake *f, int count, enum px_status st, int64_t after)
 	f->fail_count = count;
 	f->fail_status = st;
 	f->fail_after = after;
+	pthread_mutex_unlock(&f->lock);
+}
+
+void fake_host_down(struct fake *f, const char *host, enum px_status st, int64_t after)
+{
+	pthread_mutex_lock(&f->lock);
+	int slot = -1;
+	for (int i = 0; i < FAKE_MAX_DOWN; i++) {
+		if (strcmp(f->down[i].host, host) == 0 || (slot < 0 && !f->down[i].host[0]))
+			slot = i;
+		if (strcmp(f->down[i].host, host) == 0)
+			break;
+	}
+	if (slot >= 0) {
+		snprintf(f->down[slot].host, sizeof(f->down[slot].host), "%s", host);
+		f->down[slot].status = st;
+		f->down[slot].after = after;
+	}
 	pthread_mutex_unlock(&f->lock);
 }

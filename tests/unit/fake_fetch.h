@@ -47,6 +47,8 @@ struct fake_req {
 	int64_t next_us;          /* chunk_interval_us: its next chunk not before */
 };
 
+#define FAKE_MAX_DOWN 4
+
 struct fake {
 	/* what each URL serves (NULL: a URL nobody made: counted a problem,
 	 * served from fallback), and how long an open-ended request must be
@@ -110,6 +112,9 @@ struct fake {
 	int64_t chunk_interval_us; /* threaded: each request delivers at most
 				   * one chunk this often, as an origin that
 				   * caps each connection's speed; 0: no cap */
+	/* origins that died (fake_host_down): every request to a URL that
+	 * contains host delivers `after` bytes, then ends with status */
+	struct { char host[64]; enum px_status status; int64_t after; } down[FAKE_MAX_DOWN];
 };
 
 /* The counters of the log, read at once under the lock. */
@@ -153,5 +158,10 @@ int req_cancelled(struct fake *f, int i);
 /* From the next request on, `count` requests deliver `after` bytes and
  * then end with st (the fail_* fields, set under the lock). Any thread. */
 void fake_fail_next(struct fake *f, int count, enum px_status st, int64_t after);
+
+/* From the next request on, every request to a URL containing host
+ * delivers `after` bytes and then ends with st (PX_ECONNECT, after 0: a
+ * dead origin); st PX_OK brings it back. Any thread. */
+void fake_host_down(struct fake *f, const char *host, enum px_status st, int64_t after);
 
 #endif

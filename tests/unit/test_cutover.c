@@ -101,7 +101,7 @@ static struct rig *rig_cut(const char *const *names, int n, const char *const *p
 	assert_true(k < sizeof(text));
 	struct rig_opts o = { .catalog = text, .size = SIZE, .threaded = 1, .chunk = 64 * KiB,
 			      .data_for = data_for, .fallback = g_data, .stream_min = SIZE + 1,
-			      .clock = rig_clock };
+			      .clock = rig_clock, .mtime = 1600000000 };
 	struct rig *r = rig_new(&o);
 	g_bad_host = NULL;
 	r->cfg.read_timeout_ms = 10000;
@@ -528,6 +528,98 @@ static void test_screen_mismatch(void **state)
 	rig_free(r);
 }
 
+/* ------------------------------------------ from the first second */
+
+/*
+ * Regression test for issue 25 (standby.c, cutover_locked): with no
+ * reference fingerprint yet (a never-played asset, before standby_delay),
+ * the origin a session reads from dies for good: the old cutover wanted two
+ * sources that agree, found one fingerprint (the dead origin gives none)
+ * and failed the read (EIO, fallback_exhausted). The session's reference is
+ * the source it was served from: b matches every sample a served, so b
+ * takes over at the same byte.
+ */
+static void test_first_minute_two_sources(void **state)
+{
+	struct rig *r = rig_cut(ABCDE, 2, NULL, 0, 0);
+	uint64_t n;
+	struct px_handle *h = rig_open(r, 0, 1);
+	assert_int_equal(source_of(r, h), 0);
+	read_check(h, 0, 4096); /* a's first sample passes through */
+	fake_host_down(&r->fake, "a.test", PX_ECONNECT, 0);
+	read_check(h, 100000, 300000);
+	assert_int_equal(source_of(r, h), 1);
+	struct cut c = last_cut(r, &n);
+	assert_int_equal(n, 1);
+	assert_int_equal(c.offset, 100000);
+	/* nothing was rejected for good: no reference judged anyone */
+	assert_int_not_equal(state_of(r, 0), VS_REJECTED);
+	assert_int_not_equal(state_of(r, 1), VS_REJECTED);
+	read_check(h, SIZE - 5000, 5000);
+	rig_free(r);
+}
+
+/*
+ * Regression test for issue 25: three sources, no reference yet, the
+ * served one dies and the first standby differs from it (in a sample the
+ * sweep reads): the old cutover found "2 fingerprint(s) taken, no two
+ * agree" and failed the read. c, identical to a, takes over; b, which the
+ * reader's bytes contradict, is not this session's standby, and is not
+ * rejected for good either (nothing says a is right and b wrong).
+ */
+static void test_first_minute_one_standby_differs(void **state)
+{
+	struct rig *r = rig_cut(ABCDE, 3, NULL, 0, 0);
+	g_bad_host = "b.test";
+	struct px_handle *h = rig_open(r, 0, 1);
+	assert_int_equal(source_of(r, h), 0);
+	read_check(h, 0, 4096);
+	fake_host_down(&r->fake, "a.test", PX_ECONNECT, 0);
+	read_check(h, 100000, 300000);
+	assert_int_equal(source_of(r, h), 2);
+	assert_int_not_equal(state_of(r, 1), VS_REJECTED);
+	read_check(h, 2 * MiB, 100000);
+	rig_free(r);
+}
+
+/* Whether a request from i+1 on went to a URL containing host. */
+static int asked_since(struct rig *r, int i, const char *host)
+{
+	for (int j = i + 1; j <= fake_nreq(&r->fake); j++)
+		if (strstr(fake_req(&r->fake, j).url, host))
+			return 1;
+	return 0;
+}
+
+/*
+ * Regression test for issue 25: when no standby holds the served bytes
+ * (b differs from a, a is dead), the read fails, but a later read costs b
+ * no new sweep: its fingerprint is kept. The old cutover took every
+ * candidate's fingerprint again at each failed read (the surviving origin
+ * got 456 requests of 4 KiB in 5 s) and doubled the reference's backoff
+ * per read, not per unit of time.
+ */
+static void test_no_identical_standby_costs_one_sweep(void **state)
+{
+	unsigned char buf[5000];
+	size_t got;
+	struct rig *r = rig_cut(ABCDE, 2, NULL, 0, 0);
+	g_bad_host = "b.test";
+	r->cfg.read_timeout_ms = 3000;
+	struct px_handle *h = rig_open(r, 0, 1);
+	read_check(h, 0, 4096);
+	fake_host_down(&r->fake, "a.test", PX_ECONNECT, 0);
+	assert_int_not_equal(px_handle_read(h, 100000, sizeof(buf), buf, &got), PX_OK);
+	assert_int_equal(source_of(r, h), 0);
+	int i = fake_nreq(&r->fake);
+	assert_int_equal(px_cutover(sess_of(r, h), 0, 200000, PX_ECONNECT, NULL, 0,
+				    px_now_ms() + 2000), PX_ENOSOURCE);
+	assert_int_equal(px_cutover(sess_of(r, h), 0, 300000, PX_ECONNECT, NULL, 0,
+				    px_now_ms() + 2000), PX_ENOSOURCE);
+	assert_false(asked_since(r, i, "b.test"));
+	rig_free(r);
+}
+
 /* ----------------------------------------------------- nothing left */
 
 static void test_no_standby_exhausted(void **state)
@@ -676,6 +768,9 @@ int main(void)
 		cmocka_unit_test_teardown(test_no_standby_exhausted, rig_teardown),
 		cmocka_unit_test_teardown(test_unverified_path_standbys, rig_teardown),
 		cmocka_unit_test_teardown(test_new_session_avoids_rejected, rig_teardown),
+		cmocka_unit_test_teardown(test_first_minute_two_sources, rig_teardown),
+		cmocka_unit_test_teardown(test_first_minute_one_standby_differs, rig_teardown),
+		cmocka_unit_test_teardown(test_no_identical_standby_costs_one_sweep, rig_teardown),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
