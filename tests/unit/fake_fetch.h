@@ -45,6 +45,7 @@ struct fake_req {
 	int64_t bytes;
 	int64_t bytes_at_cancel;
 	int64_t next_us;          /* chunk_interval_us: its next chunk not before */
+	int drip;                 /* its URL has drip_url: drip_bytes at a time */
 };
 
 struct fake {
@@ -110,6 +111,11 @@ struct fake {
 	int64_t chunk_interval_us; /* threaded: each request delivers at most
 				   * one chunk this often, as an origin that
 				   * caps each connection's speed; 0: no cap */
+	const char *drip_url;     /* threaded: a request whose URL contains it
+				   * drips: an honest answer, then drip_bytes
+				   * every drip_interval_us; NULL: none */
+	size_t drip_bytes;
+	int64_t drip_interval_us;
 };
 
 /* The counters of the log, read at once under the lock. */

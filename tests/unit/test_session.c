@@ -454,6 +454,75 @@ static void test_read_timeout_bounds_retries(void **state)
 	rig_free(r);
 }
 
+/* A source that answers and then drips (16 bytes every 100 ms, far below
+ * stall_min_rate) stalls a waiting read as silence would: the read goes on
+ * from the standby at the same byte, and a new session avoids the dripping
+ * source. tier: 0 a direct read, 1 the head cache's fill, 2 a stream. On
+ * the old rule (any byte is progress) the read waited for read_timeout and
+ * failed. */
+static void drip_cuts_over(int tier)
+{
+	struct rig *r = rig_init(WITH_SIZE | WITH_MTIME | TWO_SOURCES, 1, 64 * 1024);
+	r->cfg.stall_timeout_ms = 1000;
+	if (tier == 1) {
+		r->cfg.head_size = 512 * 1024;
+		r->cfg.readahead_budget = 64 << 20;
+	} else if (tier == 2) {
+		r->cfg.readahead_budget = 64 << 20;
+	}
+	r->fake.drip_url = "origin.test";
+	r->fake.drip_bytes = 16;
+	r->fake.drip_interval_us = 100000;
+	rig_discover(r, NULL, 0);
+	struct px_handle *h = open_blob(r);
+	read_check(h, 0, 256 * 1024);
+	int n = fake_nreq(&r->fake);
+	assert_string_equal(fake_req(&r->fake, 1).url, URL0);
+	assert_string_equal(fake_req(&r->fake, n).url, URL1);
+	/* a new session starts on the standby: the dripping source failed */
+	struct px_handle *h2 = rig_open(r, 0, 43);
+	read_check(h2, 700000, 4096);
+	assert_int_equal(fake_nreq(&r->fake), n + 1);
+	assert_string_equal(fake_req(&r->fake, n + 1).url, URL1);
+	rig_free(r);
+}
+
+static void test_drip_is_a_stall_direct(void **state)
+{
+	drip_cuts_over(0);
+}
+
+static void test_drip_is_a_stall_cache(void **state)
+{
+	drip_cuts_over(1);
+}
+
+static void test_drip_is_a_stall_stream(void **state)
+{
+	drip_cuts_over(2);
+}
+
+/* stall_min_rate=0: any byte is progress, so a drip is only bounded by
+ * read_timeout (the rule before the floor). */
+static void test_drip_without_floor(void **state)
+{
+	unsigned char buf[4096];
+	size_t got;
+	struct rig *r = rig_init(WITH_SIZE | WITH_MTIME | TWO_SOURCES, 1, 64 * 1024);
+	r->cfg.stall_timeout_ms = 500;
+	r->cfg.read_timeout_ms = 2000;
+	r->cfg.stall_min_rate = 0;
+	r->fake.drip_url = "origin.test";
+	r->fake.drip_bytes = 16;
+	r->fake.drip_interval_us = 100000;
+	rig_discover(r, NULL, 0);
+	struct px_handle *h = open_blob(r);
+	assert_int_equal(px_handle_read(h, 0, sizeof(buf), buf, &got), PX_ETIMEDOUT);
+	for (int i = 1; i <= fake_nreq(&r->fake); i++)
+		assert_string_equal(fake_req(&r->fake, i).url, URL0);
+	rig_free(r);
+}
+
 static void test_submit_refused(void **state)
 {
 	struct rig *r;
@@ -838,6 +907,10 @@ int main(void)
 		cmocka_unit_test_teardown(test_auth_no_retry, rig_teardown),
 		cmocka_unit_test_teardown(test_read_timeout, rig_teardown),
 		cmocka_unit_test_teardown(test_read_timeout_bounds_retries, rig_teardown),
+		cmocka_unit_test_teardown(test_drip_is_a_stall_direct, rig_teardown),
+		cmocka_unit_test_teardown(test_drip_is_a_stall_cache, rig_teardown),
+		cmocka_unit_test_teardown(test_drip_is_a_stall_stream, rig_teardown),
+		cmocka_unit_test_teardown(test_drip_without_floor, rig_teardown),
 		cmocka_unit_test_teardown(test_submit_refused, rig_teardown),
 		cmocka_unit_test_teardown(test_bytes_out_of_order, rig_teardown),
 		cmocka_unit_test_teardown(test_concurrent_readers, rig_teardown),
