@@ -93,3 +93,35 @@ def test_content_length_disagrees_standby_takes_over(seamfs, data, make_origin, 
                      options=['session_key=open', 'session_ttl=0'])
     assert read_whole(m.path('movie.bin')) == data['mid.bin'].sha256
     assert file_requests(good)
+
+
+def test_killed_origin_does_not_answer_again(seamfs, data, make_origin):
+    """The stream that was running when p1's server was killed ends with
+    bytes after p1 was found down (closing the file cancels it): on
+    88a783a that counted as a good answer, 'provider p1 answers again',
+    while nothing listened on its port."""
+    a = make_origin(data.dir)
+    b = make_origin(data.dir)
+    m = seamfs.mount(two_sources(data, a, b, name='big.bin'), read_timeout=20,
+                     options=['session_key=open', 'session_ttl=0', 'liveness_ttl=1',
+                              'liveness_interval=0.3'])
+    ref = data['big.bin']
+    fd = os.open(m.path('movie.bin'), os.O_RDONLY)
+    try:
+        # a stream on p1 fills its window and pauses
+        got = bounded(lambda: os.read(fd, 4 * MIB), 20, 'first read')
+        with open(ref.path, 'rb') as f:
+            want = f.read(len(got))
+        assert hashlib.sha256(got).hexdigest() == hashlib.sha256(want).hexdigest()
+        assert prov(status(m), 'p1')['state'] == 'live'
+        # p1's server is killed by its PID; its port stays held, closed
+        a.proc.kill()
+        a.proc.wait(timeout=10)
+        a.stop(hold_port=True)
+        wait_until(lambda: prov(status(m), 'p1')['state'] == 'down', 20, 'p1 down')
+    finally:
+        os.close(fd)
+    # the cancelled stream's end has been counted once the session is gone
+    wait_until(lambda: not status(m)['sessions'], 20, 'the session to end')
+    assert prov(status(m), 'p1')['state'] == 'down'
+    assert 'provider p1 answers again' not in m.log()
