@@ -35,6 +35,7 @@
 #include "fake_fetch.h"
 #include "fetch.h"
 #include "log.h"
+#include "report.h"
 #include "rig.h"
 #include "session.h"
 #include "state.h"
@@ -646,6 +647,40 @@ static void test_discover_probes_size(void **state)
 	rig_free(r);
 }
 
+/* A source that answered with something not the asset when its size was
+ * asked (an HTML page) keeps that reason in the status and gets no new
+ * session while another source can serve, long after a failure's backoff.
+ * On 88a783a it had no reason and took the first session after 5 s. */
+static void test_discover_misanswer_goes_last(void **state)
+{
+	char text[1024];
+	blob_catalog(text, sizeof(text), DATA_SIZE, TWO_SOURCES);
+	struct rig_opts o = {
+		.catalog = text, .size = DATA_SIZE, .threaded = 0, .chunk = 4096,
+		.data_for = data_for, .fallback = g_data, .mtime = FAKE_MTIME,
+		.clock = rig_clock,
+	};
+	struct rig *r = rig_new(&o);
+	r->cfg.head_size = 0;
+	r->cfg.tail_size = 0;
+	r->cfg.readahead_budget = 0;
+	r->fake.fail_from = 1;
+	r->fake.fail_count = 1;
+	r->fake.fail_status = PX_ENOTASSET;
+	rig_discover(r, NULL, 5);
+	assert_int_equal(fake_nreq(&r->fake), 2);
+	assert_int_equal(px_core_asset_size(r->core, 0), DATA_SIZE);
+	char *js = px_report_json(r->core);
+	int why = strstr(js, "at size discovery") != NULL;
+	free(js);
+	assert_true(why);
+	rig_advance(600000);
+	struct px_handle *h = open_blob(r);
+	read_check(h, 1000, 4096);
+	assert_string_equal(fake_req(&r->fake, 3).url, URL1);
+	rig_free(r);
+}
+
 static void test_discover_no_probe_when_known(void **state)
 {
 	struct rig *r = rig_init(WITH_SIZE | WITH_MTIME, 0, 4096);
@@ -916,6 +951,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_concurrent_readers, rig_teardown),
 		cmocka_unit_test_teardown(test_discover_probes_size, rig_teardown),
 		cmocka_unit_test_teardown(test_discover_no_probe_when_known, rig_teardown),
+		cmocka_unit_test_teardown(test_discover_misanswer_goes_last, rig_teardown),
 		cmocka_unit_test_teardown(test_discover_probes_mtime, rig_teardown),
 		cmocka_unit_test_teardown(test_discover_next_source_sync, rig_teardown),
 		cmocka_unit_test_teardown(test_discover_next_source_fast_failure, rig_teardown),
