@@ -1,6 +1,7 @@
 /*
  * clock.c - the core's one clock: monotonic time for deadlines, backoff
- * and idle timeouts (condition variables wait on CLOCK_MONOTONIC too).
+ * and idle timeouts (condition variables wait on CLOCK_MONOTONIC too), and
+ * the progress clock that says when a transfer stalls.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -44,4 +45,26 @@ int px_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, const int *flag,
 			return 0;
 	}
 	return 1;
+}
+
+int64_t px_progress_start(void)
+{
+	return px_now_us();
+}
+
+int64_t px_progress_add(int64_t clock_us, size_t len, int64_t floor)
+{
+	int64_t now = px_now_us();
+	/* (an hour's worth at the floor or more: now, without overflow) */
+	if (floor <= 0 || (int64_t)len / floor >= 3600)
+		return now;
+	/* never ahead of now: bytes banked in a burst cannot hide a later
+	 * drip */
+	int64_t t = clock_us + (int64_t)len * 1000000 / floor;
+	return t < now ? t : now;
+}
+
+int64_t px_progress_stall_at(int64_t clock_us, int64_t stall_ms)
+{
+	return (clock_us + 999) / 1000 + stall_ms;
 }

@@ -34,7 +34,8 @@ const struct px_config_option px_config_options[] = {
 	{ "admission_timeout", "SECONDS", "how long an open or read waits when every provider is at its limit (default 10)" },
 	{ "liveness_ttl", "SECONDS", "a provider failing this long drops out of the choice (default 30)" },
 	{ "liveness_interval", "SECONDS", "how often each provider is probed; 0: never (default 10)" },
-	{ "stall_timeout", "SECONDS", "no byte this long while a read waits: cut over to a standby (default 3)" },
+	{ "stall_timeout", "SECONDS", "no progress this long while a read waits: cut over to a standby (default 3)" },
+	{ "stall_min_rate", "SIZE", "bytes a second a transfer must bring while a read waits to count as progress; 0: any byte does (default 64K)" },
 	{ "standby_delay", "SECONDS", "playback time before an asset's standbys are verified; 0: at once (default 120)" },
 	{ "max_standby", "N", "standbys verified ahead per asset, 0 to 64 (default 5)" },
 	{ "copies", "N", "copies of every plain asset kept on the catalog's storages besides its sources, where an asset gives no \"copies\" (default 0)" },
@@ -73,6 +74,7 @@ void px_config_init(struct px_config *cfg)
 	cfg->liveness_interval_ms = 10000;
 	cfg->session_key = PX_KEY_PROCESS;
 	cfg->stall_timeout_ms = 3000;
+	cfg->stall_min_rate = 64LL << 10;
 	cfg->standby_delay_ms = 120000;
 	cfg->max_standby = 5;
 	cfg->max_streams = 4;
@@ -256,6 +258,9 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 	} else if (strcmp(name, "stall_timeout") == 0) {
 		if (parse_seconds(value, 3600, &cfg->stall_timeout_ms))
 			want = "a number of seconds above 0 and at most 3600";
+	} else if (strcmp(name, "stall_min_rate") == 0) {
+		if (parse_size(value, 0, 1LL << 30, &cfg->stall_min_rate))
+			want = "a rate from 0 to 1G bytes a second (bytes, or with K, M or G)";
 	} else if (strcmp(name, "standby_delay") == 0) {
 		if (strcmp(value, "0") == 0)
 			cfg->standby_delay_ms = 0;

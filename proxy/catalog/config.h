@@ -41,7 +41,9 @@ struct px_config {
 	int64_t liveness_ttl_ms;    /* failing this long: a provider drops out, 30 s */
 	int64_t liveness_interval_ms; /* active probe per provider, 10 s; 0: none */
 	enum px_session_key session_key; /* what makes two opens one client */
-	int64_t stall_timeout_ms;   /* no byte this long while a reader waits: a cutover, 3 s */
+	int64_t stall_timeout_ms;   /* no progress this long while a reader waits: a cutover, 3 s */
+	int64_t stall_min_rate;     /* progress is a rate: bytes a second below which a
+				     * transfer makes none (px_progress_add), 64 KiB; 0: any byte */
 	int64_t standby_delay_ms;   /* playback before standbys are verified, 120 s */
 	int max_standby;            /* standbys verified per asset, 5 */
 	int max_streams;            /* transfers per playback while starved, 4 */

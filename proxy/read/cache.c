@@ -65,7 +65,8 @@ struct cache_slot {
 	int held;                  /* a reader's bytes are in: the fill waits
 				    * until it has taken them */
 	int paused;                /* the fill's transfer is paused (held) */
-	int64_t last_byte;         /* when the fill last brought bytes (ms) */
+	int64_t progress;          /* the fill's progress clock (px_progress_add,
+				    * us), restarted when it resumes */
 };
 
 enum { CACHE_EMPTY, CACHE_FILLING, CACHE_PARTIAL, CACHE_READY };
@@ -162,7 +163,7 @@ static int f_data(void *ctx, int64_t off, const void *buf, size_t len)
 	} else if (off == s->start + s->filled && s->filled + (int64_t)len <= s->asked) {
 		memcpy(s->buf + s->filled, buf, len);
 		s->filled += (int64_t)len;
-		s->last_byte = px_now_ms();
+		s->progress = px_progress_add(s->progress, len, f->core->cfg->stall_min_rate);
 		/* wake the readers once one has all its bytes, not at every
 		 * chunk; and hold the rest of the fill until one of them has
 		 * taken its bytes: on a small machine the fill's own copying
@@ -262,7 +263,7 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 	s->asked = want;
 	s->wake_at = INT64_MAX;
 	s->held = s->paused = 0;
-	s->last_byte = px_now_ms();
+	s->progress = px_progress_start();
 	s->xid = 0;
 	core->cache_used += more;
 	struct px_fetch_params fp = px_source_range(core, asset, source, start + from, more);
@@ -304,6 +305,7 @@ void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fil
 		s->held = 0;
 		if (s->paused) {
 			s->paused = 0;
+			s->progress = px_progress_start(); /* a stall counts from the resume */
 			resume = fill;
 		}
 	}
@@ -363,6 +365,7 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 				s->held = 0;
 				if (s->paused && s->xid) {
 					s->paused = 0;
+					s->progress = px_progress_start();
 					resume = s->xid;
 				}
 			}
@@ -385,6 +388,7 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 		if (s->paused && !s->held && s->xid) {
 			/* held before its submit had returned (no id then) */
 			s->paused = 0;
+			s->progress = px_progress_start();
 			uint64_t id = s->xid;
 			pthread_mutex_unlock(&core->cache_lock);
 			core->ops.resume(core->ops.impl, id);
@@ -399,9 +403,10 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 		} else if (off + (int64_t)len < s->wake_at) {
 			s->wake_at = off + (int64_t)len;
 		}
-		/* wait for our bytes, the deadline, or a stall: no byte of the
-		 * fill for stall_timeout while it runs */
-		int64_t until = s->last_byte + core->cfg->stall_timeout_ms;
+		/* wait for our bytes, the deadline, or a stall: no progress of
+		 * the fill (bytes at stall_min_rate) for stall_timeout while it
+		 * runs */
+		int64_t until = px_progress_stall_at(s->progress, core->cfg->stall_timeout_ms);
 		if (s->paused || until > deadline)
 			until = deadline;
 		struct timespec ts = { until / 1000, (until % 1000) * 1000000 };
@@ -409,7 +414,8 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 		    (pthread_cond_timedwait(&core->cache_cond, &core->cache_lock, &ts) != 0 &&
 		     s->state == CACHE_FILLING && s->filled < need &&
 		     (px_now_ms() >= deadline ||
-		      (!s->paused && px_now_ms() >= s->last_byte + core->cfg->stall_timeout_ms)))) {
+		      (!s->paused && px_now_ms() >= px_progress_stall_at(s->progress,
+							core->cfg->stall_timeout_ms))))) {
 			/* a fill that stalled, or did not bring our bytes within
 			 * a whole read timeout, is stuck: end it, the next reader
 			 * starts afresh; the caller cuts over (PX_ETIMEDOUT) */

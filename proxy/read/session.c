@@ -107,7 +107,8 @@ struct waiter {
 	int64_t start;        /* offset of buf[0] */
 	size_t cap, filled;
 	int disorder;         /* bytes came at an offset we did not expect */
-	_Atomic int64_t last_byte; /* when bytes last came (ms) */
+	int64_t floor;        /* stall_min_rate */
+	_Atomic int64_t progress; /* its progress clock (px_progress_add, us) */
 	struct px_fetch_result res;
 	unsigned char buf[];
 };
@@ -131,7 +132,8 @@ static int w_data(void *ctx, int64_t off, const void *buf, size_t len)
 	}
 	memcpy(w->buf + w->filled, buf, len);
 	w->filled += len;
-	atomic_store(&w->last_byte, px_now_ms());
+	/* only the fetch thread moves it; the reader reads it */
+	atomic_store(&w->progress, px_progress_add(atomic_load(&w->progress), len, w->floor));
 	return 1;
 }
 
@@ -319,6 +321,9 @@ static enum px_status fetch_once(struct px_handle *s, size_t source, int64_t off
 	w->refs = 2;
 	w->start = off;
 	w->cap = len;
+	w->floor = core->cfg->stall_min_rate;
+	int64_t t0 = px_progress_start();
+	atomic_store(&w->progress, t0);
 	struct px_fetch_params fp = px_source_range(core, s->asset, source, off, (int64_t)len);
 	struct px_fetch_cb cb = { w_data, w_done, w };
 	st = px_xfer_submit(core, core->cat->assets[s->asset].sources[source].provider, s->sess, 0,
@@ -329,13 +334,16 @@ static enum px_status fetch_once(struct px_handle *s, size_t source, int64_t off
 		snprintf(detail, detlen, "%s", px_strerror(st));
 		return st;
 	}
-	/* wait for the end, the deadline, or a stall: no byte for
-	 * stall_timeout, which a standby may cure */
-	atomic_store(&w->last_byte, px_now_ms());
+	/* the submit may have waited for a slot: the clock starts now,
+	 * unless bytes already moved it */
+	(void)atomic_compare_exchange_strong(&w->progress, &t0, px_progress_start());
+	/* wait for the end, the deadline, or a stall: no progress (bytes at
+	 * stall_min_rate) for stall_timeout, which a standby may cure */
 	pthread_mutex_lock(&w->lock);
 	const char *gave_up = NULL;
 	while (!w->done) {
-		int64_t stall_at = atomic_load(&w->last_byte) + core->cfg->stall_timeout_ms;
+		int64_t stall_at = px_progress_stall_at(atomic_load(&w->progress),
+							core->cfg->stall_timeout_ms);
 		int64_t until = stall_at < deadline ? stall_at : deadline;
 		if (px_cond_wait_until(&w->cond, &w->lock, &w->done, until))
 			break;
@@ -343,8 +351,9 @@ static enum px_status fetch_once(struct px_handle *s, size_t source, int64_t off
 			gave_up = "no answer within read_timeout";
 			break;
 		}
-		if (px_now_ms() >= atomic_load(&w->last_byte) + core->cfg->stall_timeout_ms) {
-			gave_up = "stalled: no byte within stall_timeout";
+		if (px_now_ms() >= px_progress_stall_at(atomic_load(&w->progress),
+							core->cfg->stall_timeout_ms)) {
+			gave_up = "stalled: no progress within stall_timeout";
 			*stalled = 1;
 			break;
 		}

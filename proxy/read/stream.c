@@ -116,11 +116,11 @@ struct part {
 	uint64_t xid;           /* that transfer's fetch id, 0 until known */
 	size_t source;
 	int failed;             /* its transfer ended early: err, detail */
-	int stalled;            /* we ended it: no byte for stall_timeout */
+	int stalled;            /* we ended it: no progress for stall_timeout */
 	int deciding;           /* a reader is deciding on the failure */
 	enum px_status err;
 	char detail[160];
-	int64_t last_byte;      /* ms */
+	int64_t progress;       /* its progress clock (px_progress_add, us) */
 };
 
 struct px_stream {
@@ -148,12 +148,13 @@ struct px_stream {
 	uint64_t xid;           /* its fetch id, 0 until submit returned */
 	int paused;
 	int ended;              /* the current transfer has ended */
-	int stalled;            /* we ended it: no byte for stall_timeout */
+	int stalled;            /* we ended it: no progress for stall_timeout */
 	int capped;             /* it ended cleanly short of the end: a 206 that
 				 * covers less than asked (an origin that caps
 				 * its answers), not a failure */
 	int capped_seen;        /* that was logged, once per stream */
-	int64_t last_byte;      /* when bytes last came (ms) */
+	int64_t progress;       /* the transfer's progress clock (px_progress_add,
+				 * us): bytes at stall_min_rate keep it at now */
 	enum px_status err;
 	char detail[200];
 	int closed;
@@ -372,7 +373,8 @@ static int par_data(struct px_stream *st, uint64_t gen, int64_t off, const void 
 	size_t n = (int64_t)len < p->end - p->pos ? len : (size_t)(p->end - p->pos);
 	ring_put(st, p->pos, buf, n);
 	p->pos += (int64_t)n;
-	p->last_byte = st->last_byte = px_now_ms();
+	p->progress = px_progress_add(p->progress, n, st->core->cfg->stall_min_rate);
+	st->progress = px_progress_add(st->progress, n, st->core->cfg->stall_min_rate);
 	int complete = p->pos >= p->end;
 	if (i == 0)
 		par_advance(st);
@@ -407,7 +409,7 @@ static void par_done(struct px_stream *st, uint64_t gen, const struct px_fetch_r
 				p->failed = 1;
 				p->err = PX_ETIMEDOUT;
 				snprintf(p->detail, sizeof(p->detail),
-					 "stalled: no byte within stall_timeout");
+					 "stalled: no progress within stall_timeout");
 			} else if (p->err != PX_OK) {
 				p->failed = 1; /* a broken answer (par_data) */
 			} else if (res->status == PX_ECANCELED) {
@@ -461,7 +463,7 @@ static int s_data(void *ctx, int64_t off, const void *buf, size_t len)
 	}
 	ring_put(st, st->rend, buf, len);
 	st->rend += (int64_t)len;
-	st->last_byte = px_now_ms();
+	st->progress = px_progress_add(st->progress, len, st->core->cfg->stall_min_rate);
 	/* wake the waiters once one of them has all its bytes, not at every
 	 * chunk: with the kernel's read-ahead many wait at once */
 	if (st->rend >= st->wake_at) {
@@ -531,7 +533,8 @@ static enum px_status submit(struct px_stream *st, int64_t deadline)
 	st->detail[0] = '\0';
 	st->paused = 0;
 	st->xid = 0;
-	st->last_byte = st->last_pause = px_now_ms();
+	st->last_pause = px_now_ms();
+	st->progress = px_progress_start();
 	st->pause_rend = st->rend;
 	/* after a cutover, the session's new source */
 	st->source = atomic_load(&st->sess->source);
@@ -628,7 +631,7 @@ static void par_begin(struct px_stream *st)
 	p->gen = st->gen;
 	p->xid = st->xid;
 	p->source = st->source;
-	p->last_byte = st->last_byte;
+	p->progress = st->progress;
 	st->nparts = 1;
 	st->next_off = p->end;
 	st->nrun = 1;
@@ -759,7 +762,7 @@ static enum px_status par_pump(struct px_stream *st, int starving, int64_t deadl
 		p->source = source;
 		p->err = PX_OK;
 		p->stalled = 0;
-		p->last_byte = px_now_ms();
+		p->progress = px_progress_start();
 		x->st = st;
 		x->gen = p->gen;
 		x->par = 1;
@@ -899,7 +902,7 @@ static uint64_t after_read(struct px_stream *st, int64_t end)
 	if (r < RESUME_ROOM && !(st->want > st->rend && r >= CHUNK_MAX))
 		return 0;
 	st->paused = 0;
-	st->last_byte = px_now_ms(); /* a stall counts from the resume */
+	st->progress = px_progress_start(); /* a stall counts from the resume */
 	return st->xid;
 }
 
@@ -1034,7 +1037,8 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 			}
 			struct part *p0 = st->nparts ? &st->parts[0] : NULL;
 			if (p0 && p0->xid && !p0->stalled) {
-				int64_t stall_at = p0->last_byte + core->cfg->stall_timeout_ms;
+				int64_t stall_at = px_progress_stall_at(p0->progress,
+									core->cfg->stall_timeout_ms);
 				if (now >= stall_at) {
 					p0->stalled = 1; /* its end (par_done) fails it */
 					uint64_t sid = p0->xid;
@@ -1060,7 +1064,7 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 			if (st->stalled) {
 				st->err = PX_ETIMEDOUT;
 				snprintf(st->detail, sizeof(st->detail),
-					 "stalled: no byte within stall_timeout");
+					 "stalled: no progress within stall_timeout");
 			}
 			int idle = st->err == PX_ECANCELED;
 			if (st->capped && st->err == PX_OK) {
@@ -1128,9 +1132,10 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 			}
 			st->par_next = px_now_ms() + STARVE_MS;
 		}
-		/* wait until the bytes come, the deadline, or a stall: no byte
-		 * for stall_timeout while we wait, which a standby may cure */
-		int64_t stall_at = st->last_byte + core->cfg->stall_timeout_ms;
+		/* wait until the bytes come, the deadline, or a stall: no
+		 * progress (bytes at stall_min_rate) for stall_timeout while we
+		 * wait, which a standby may cure */
+		int64_t stall_at = px_progress_stall_at(st->progress, core->cfg->stall_timeout_ms);
 		int64_t until = stall_at < deadline ? stall_at : deadline;
 		struct timespec ts = { until / 1000, (until % 1000) * 1000000 };
 		if (!waited) {
@@ -1145,7 +1150,7 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 			st->wake_at = end;
 		if (pthread_cond_timedwait(&st->cond, &st->lock, &ts) == ETIMEDOUT &&
 		    st->rend < end && !st->ended && !st->paused && st->xid &&
-		    px_now_ms() >= st->last_byte + core->cfg->stall_timeout_ms &&
+		    px_now_ms() >= px_progress_stall_at(st->progress, core->cfg->stall_timeout_ms) &&
 		    px_now_ms() < deadline) {
 			/* stalled: end the transfer; the ended branch cuts over */
 			st->stalled = 1;

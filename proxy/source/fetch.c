@@ -70,6 +70,7 @@ struct xfer {
 	struct px_fetch_cb cb;
 	int64_t offset, length, expect_size;
 	int no_reuse;
+	int fresh;            /* CURLOPT_FRESH_CONNECT */
 	int cancel;
 	int64_t paused_at;    /* monotonic ms when on_data paused it, 0: running */
 
@@ -431,6 +432,7 @@ static int setup_easy(struct px_fetch *f, struct xfer *x)
 	snprintf(range, sizeof(range), "%lld-%lld", (long long)x->offset, (long long)last);
 	curl_easy_setopt(e, CURLOPT_RANGE, range);
 	curl_easy_setopt(e, CURLOPT_FORBID_REUSE, x->no_reuse ? 1L : 0L);
+	curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, x->fresh ? 1L : 0L);
 	x->errbuf[0] = '\0';
 	xfer_reset_response(x);
 	return curl_multi_add_handle(f->multi, e) == CURLM_OK ? 0 : -1;
@@ -673,6 +675,7 @@ static enum px_status fetch_submit(void *impl, const struct px_fetch_params *p,
 	x->length = p->length;
 	x->expect_size = p->expect_size;
 	x->no_reuse = p->no_reuse;
+	x->fresh = p->fresh_connect;
 	x->html_ok = p->html_ok;
 	x->res.size = x->res.mtime = -1;
 	x->id = atomic_fetch_add(&f->next_id, 1) + 1;

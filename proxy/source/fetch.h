@@ -35,6 +35,8 @@ struct px_fetch_params {
 					  * keep-alive connection outlives the transfer */
 	int html_ok;                     /* the asset is an HTML file: a text/html
 					  * answer may be its bytes */
+	int fresh_connect;               /* open a new connection, reuse none: its
+					  * answer is a new one (liveness) */
 	const char *const *header_hosts; /* where headers may follow a redirect
 					  * besides url's own origin (the
 					  * provider's header_hosts; see

@@ -6,12 +6,15 @@
  * A source that stalls, resets or answers with something that is not the
  * asset goes last in every choice for a backoff (5 s, doubling with each
  * failure in a row, at most 2 min), and new sessions avoid it while another
- * source can serve; the first bytes it serves forget its failures. The
+ * source can serve; the first bytes it serves forget its failures. One that
+ * answered with something not the asset when its size was discovered
+ * stays last until it serves bytes, with that answer as its reason. The
  * failure fields are atomics, read without a lock on the read path; the
  * per-asset array is made on first need and published atomically, so a
  * library whose assets never play costs nothing.
  */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,12 +48,35 @@ void px_source_failed(struct px_core *core, size_t asset, size_t k, enum px_stat
 		 detail && detail[0] ? ": " : "", detail ? detail : "", (long long)wait);
 }
 
+void px_source_misanswered(struct px_core *core, size_t asset, size_t k, enum px_status why,
+			   const char *detail)
+{
+	struct src_rt *all = px_src_ensure(core, asset);
+	char text[300];
+	if (!all)
+		return;
+	px_source_failed(core, asset, k, why, detail);
+	snprintf(text, sizeof(text), "at size discovery: %s", detail && detail[0] ? detail
+									 : px_strerror(why));
+	pthread_mutex_lock(&core->vf_lock);
+	px_src_why(&all[k], text);
+	pthread_mutex_unlock(&core->vf_lock);
+	atomic_store(&all[k].misanswered, 1);
+}
+
 void px_source_good(struct px_core *core, size_t asset, size_t k)
 {
 	struct src_rt *all = __atomic_load_n(&core->assets[asset].src, __ATOMIC_ACQUIRE);
 	if (!all)
 		return;
 	struct src_rt *sr = &all[k];
+	if (atomic_load(&sr->misanswered) && atomic_exchange(&sr->misanswered, 0)) {
+		/* it serves the asset after all: its discovery answer is past */
+		pthread_mutex_lock(&core->vf_lock);
+		if (strncmp(px_src_why_of(sr), "at size discovery: ", 19) == 0)
+			px_src_why(sr, NULL);
+		pthread_mutex_unlock(&core->vf_lock);
+	}
 	if (atomic_load(&sr->nbad) || atomic_load(&sr->bad_until)) {
 		atomic_store(&sr->nbad, 0);
 		atomic_store(&sr->bad_until, 0);
@@ -60,7 +86,7 @@ void px_source_good(struct px_core *core, size_t asset, size_t k)
 int px_source_bad(const struct px_core *core, size_t asset, size_t k, int64_t now)
 {
 	const struct src_rt *sr = __atomic_load_n(&core->assets[asset].src, __ATOMIC_ACQUIRE);
-	return sr && now < atomic_load(&sr[k].bad_until);
+	return sr && (now < atomic_load(&sr[k].bad_until) || atomic_load(&sr[k].misanswered));
 }
 
 int px_source_rejected(const struct px_core *core, size_t asset, size_t k)

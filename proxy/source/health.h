@@ -28,6 +28,9 @@ struct src_rt {
 	 * every choice, and new sessions avoid it while another can serve */
 	_Atomic int64_t bad_until;
 	_Atomic int nbad;          /* failures in a row, for the backoff */
+	_Atomic int misanswered;   /* answered with something not the asset when
+				    * its size was asked (px_source_misanswered),
+				    * and served nothing since */
 	int64_t abandoned_at;      /* VS_ABANDONED since (core clock) */
 	_Atomic int screened;      /* served bytes matched a reference sample */
 	int abandons;              /* times abandoned, for the retry backoff */
@@ -56,6 +59,16 @@ struct src_rt {
  */
 void px_source_failed(struct px_core *core, size_t asset, size_t k, enum px_status why,
 		      const char *detail);
+/*
+ * Source k answered with something that is not the asset (an HTML page,
+ * gzip) when its size was discovered: it keeps detail as its reason (the
+ * status's source "why") and goes last in every choice, new sessions
+ * avoiding it while another source can serve, until it serves bytes
+ * (px_source_good), not only for the backoff of px_source_failed. Any
+ * thread; takes vf_lock.
+ */
+void px_source_misanswered(struct px_core *core, size_t asset, size_t k, enum px_status why,
+			   const char *detail);
 /* Source k served bytes: its failures are forgotten. */
 void px_source_good(struct px_core *core, size_t asset, size_t k);
 /* Whether source k failed within its backoff, at core clock now. */

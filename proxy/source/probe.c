@@ -194,7 +194,8 @@ static void on_done(void *ctx, const struct px_fetch_result *res)
 		else if (res->status == PX_ESIZE)
 			core->assets[it->asset].dead[ps->source] = 1;
 		else if (res->status == PX_ENOTASSET)
-			px_source_failed(core, it->asset, ps->source, res->status, res->detail);
+			px_source_misanswered(core, it->asset, ps->source, res->status,
+					      res->detail);
 	} else if (a->size >= 0 && ps->size != a->size) {
 		size_dead(core, it->asset, ps->source, ps->size, a->size, "the catalog says");
 		ps->st = PX_ESIZE;

@@ -32,8 +32,13 @@
  * below 500 or any byte is good; a refused or timed-out connection, a
  * reset before any byte or a 5xx is bad. The monitor thread also asks each
  * provider for one byte every liveness_interval (active). A provider whose
- * answers have been bad for liveness_ttl is down; its first good answer
- * brings it back.
+ * answers have been bad for liveness_ttl is down; its first new good answer
+ * brings it back: one to a transfer submitted after it went bad. Bytes
+ * that were already on the way (a paused stream's, buffered in its socket
+ * and read seconds after the server died) say nothing of the server now.
+ * A request sent later is answered by a live server only: curl finds a
+ * pooled connection to a dead one closed before reusing it, and the
+ * active probe of a failing provider opens a fresh connection anyway.
  *
  * TTLs and liveness go by core->now, so unit tests drive them with a fake
  * clock; waits for slots use the real monotonic clock.
@@ -73,6 +78,7 @@ struct xrec {
 	uint64_t id;
 	int64_t submitted_us;    /* for the time to first byte */
 	int got_data;            /* fetch thread only */
+	uint64_t seq;            /* p->submits at its submit */
 	struct xrec *prev, *next; /* p->bgs when bg */
 	struct px_fetch_cb inner;
 };
@@ -301,8 +307,8 @@ static int queued(const struct prov_rt *p, const struct px_session *sess)
 	return 0;
 }
 
-/* Records a transfer's outcome for liveness. prov_lock held. */
-static void note_outcome(struct px_core *core, struct prov_rt *p, size_t prov,
+/* Records the outcome of transfer x for liveness. prov_lock held. */
+static void note_outcome(struct px_core *core, struct prov_rt *p, const struct xrec *x,
 			 const struct px_fetch_result *res)
 {
 	int64_t now = core->now();
@@ -310,7 +316,9 @@ static void note_outcome(struct px_core *core, struct prov_rt *p, size_t prov,
 		   (res->http_status > 0 && res->http_status < 500);
 	int bad = !good && (res->status == PX_ECONNECT || res->status == PX_ETIMEDOUT ||
 			    res->status == PX_ETRANSFER || res->status == PX_ESERVER);
-	const char *name = core->cat->providers[prov].name;
+	const char *name = core->cat->providers[x->prov].name;
+	if (good && (p->bad_since || p->remote_down) && x->seq <= p->bad_mark)
+		return; /* asked before it went bad: not a new answer */
 	if (good) {
 		p->n_ok++;
 		p->last_good = now;
@@ -324,6 +332,7 @@ static void note_outcome(struct px_core *core, struct prov_rt *p, size_t prov,
 		snprintf(p->why, sizeof(p->why), "%s (%s)", px_strerror(res->status), res->detail);
 		if (!p->bad_since) {
 			p->bad_since = now;
+			p->bad_mark = p->submits;
 			px_warn("provider", "provider %s: %s", name, p->why);
 		}
 	}
@@ -390,7 +399,7 @@ static void x_done(void *ctx, const struct px_fetch_result *res)
 	 * then the owner; the slot frees last, when the transfer is over */
 	if (!(res->status == PX_ECANCELED && res->bytes == 0)) {
 		pthread_mutex_lock(&core->prov_lock);
-		note_outcome(core, p, x->prov, res);
+		note_outcome(core, p, x, res);
 		pthread_mutex_unlock(&core->prov_lock);
 	}
 	/* a redirect means connections to other hosts (a CDN): idle ones
@@ -554,6 +563,7 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 			x->next->prev = x;
 		p->bgs = x;
 	}
+	x->seq = ++p->submits;
 	pthread_mutex_unlock(&core->prov_lock);
 
 	struct px_fetch_cb wrap = { x_data, x_done, x };
@@ -913,6 +923,8 @@ static void probe_provider(struct px_core *core, size_t i, int64_t now)
 	p->n_probes++;
 	struct px_fetch_params fp = px_source_range(core, (size_t)p->probe_asset,
 						    p->probe_source, 0, 1);
+	/* a failing provider's answer counts only over a new connection */
+	fp.fresh_connect = p->bad_since || p->remote_down;
 	struct px_fetch_cb cb = { lp_data, lp_done, lp };
 	pthread_mutex_unlock(&core->prov_lock);
 	/* no waiting: a provider busy with playback is clearly alive */
@@ -1145,6 +1157,8 @@ void px_provider_cluster_liveness(struct px_core *core, size_t prov, int remote_
 	if (remote_down && !p->remote_down) {
 		px_warn("provider", "provider %s is down (found by another host of the cluster)",
 			name);
+		if (!p->bad_since)
+			p->bad_mark = p->submits;
 		if (!p->why[0])
 			snprintf(p->why, sizeof(p->why), "found down by another host of the cluster");
 	}

@@ -24,6 +24,10 @@ struct prov_rt {
 	int sessions;              /* sessions whose source is here */
 	int drained;               /* no new sessions */
 	int64_t bad_since;         /* first bad answer since the last good one, 0: none */
+	uint64_t submits;          /* transfers submitted so far */
+	uint64_t bad_mark;         /* submits when it went bad: only a transfer
+				    * submitted after it brings it back
+				    * (note_outcome) */
 	int64_t last_good, last_bad, last_probe;
 	int probing;               /* an active probe is in flight */
 	int auth_failed;           /* 401/403: its credentials are refused */

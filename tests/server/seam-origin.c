@@ -88,6 +88,7 @@ struct rule {
 	uint64_t status_after;  /* `status` only for requests from this offset on */
 	uint64_t stall_ms;
 	int64_t length_delta;
+	int64_t clen_delta;     /* a 206's Content-Length is off by this */
 	enum cr_mode content_range;
 	enum framing framing;
 	uint64_t cap;   /* 0: none; else a 206 covers at most this many bytes */
@@ -903,6 +904,10 @@ static const char *rule_set_key(struct rule *r, const char *k, const char *v, ch
 		if (!parse_i64(v, &r->length_delta) || r->length_delta > ((int64_t)1 << 60) ||
 		    r->length_delta < -((int64_t)1 << 60))
 			BAD();
+	} else if (!strcmp(k, "clen_delta")) {
+		if (!parse_i64(v, &r->clen_delta) || r->clen_delta > ((int64_t)1 << 60) ||
+		    r->clen_delta < -((int64_t)1 << 60))
+			BAD();
 	} else if (!strcmp(k, "content_range")) {
 		if (!strcmp(v, "missing"))
 			r->content_range = CR_MISSING;
@@ -1406,7 +1411,8 @@ static enum next serve_file(struct conn *c, struct req *rq, const struct rule *r
 	/* Without a length the body ends with the connection; with a lying length
 	 * the stream framing is broken, so the connection ends after it too. */
 	if (r->framing == FR_CLOSE ||
-	    (r->framing == FR_LENGTH && status == 200 && !rq->head && r->length_delta != 0))
+	    (r->framing == FR_LENGTH && status == 200 && !rq->head && r->length_delta != 0) ||
+	    (r->framing == FR_LENGTH && status == 206 && !rq->head && r->clen_delta != 0))
 		want_close = true;
 
 	begin_headers(c, status, want_close);
@@ -1414,7 +1420,8 @@ static enum next serve_file(struct conn *c, struct req *rq, const struct rule *r
 	if (r->content_encoding)
 		hput(&c->h, "Content-Encoding: %s\r\n", r->content_encoding);
 	if (r->framing == FR_LENGTH) {
-		int64_t len = (int64_t)fa.blen + (status == 200 ? r->length_delta : 0);
+		int64_t len = (int64_t)fa.blen + (status == 200 ? r->length_delta : 0) +
+			      (status == 206 ? r->clen_delta : 0);
 		hput(&c->h, "Content-Length: %" PRIu64 "\r\n", len < 0 ? 0 : (uint64_t)len);
 	} else if (fa.chunked) {
 		hput(&c->h, "Transfer-Encoding: chunked\r\n");

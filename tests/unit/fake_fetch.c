@@ -86,6 +86,8 @@ static void fake_step(struct fake *f, struct fake_req *r)
 	int64_t n = r->limit - r->pos;
 	if (n > (int64_t)f->chunk)
 		n = (int64_t)f->chunk;
+	if (r->drip && n > (int64_t)f->drip_bytes)
+		n = (int64_t)f->drip_bytes;
 	if (r->pos < r->offset || r->pos + n > r->offset + r->length)
 		f->problems++;
 	/* a skewed request breaks the contract: its later chunks one byte off */
@@ -132,13 +134,14 @@ static void *fake_thread(void *arg)
 				fake_finish(f, r, r->cancelled ? PX_ECANCELED : PX_ESHUTDOWN);
 				moved = 1;
 			} else if (!r->hang && !r->paused && !r->cancelled && !gate) {
-				if (f->chunk_interval_us && r->next_us > now) {
+				int64_t every = r->drip ? f->drip_interval_us : f->chunk_interval_us;
+				if (every && r->next_us > now) {
 					if (r->next_us < soonest)
 						soonest = r->next_us;
 					continue;
 				}
 				fake_step(f, r);
-				r->next_us = now + f->chunk_interval_us;
+				r->next_us = now + every;
 				moved = 1;
 			}
 		}
@@ -210,6 +213,7 @@ static enum px_status fake_submit(void *impl, const struct px_fetch_params *p,
 	}
 	r->hang = f->hang_from && r->index >= f->hang_from;
 	r->skew = f->skew_index == r->index;
+	r->drip = f->drip_url && f->drip_bytes > 0 && p->url && strstr(p->url, f->drip_url);
 	r->final = failing ? (host_status != PX_OK ? host_status : f->fail_status) : PX_OK;
 	r->pos = p->offset;
 	int64_t end = p->offset + p->length;

@@ -45,6 +45,7 @@ struct fake_req {
 	int64_t bytes;
 	int64_t bytes_at_cancel;
 	int64_t next_us;          /* chunk_interval_us: its next chunk not before */
+	int drip;                 /* its URL has drip_url: drip_bytes at a time */
 };
 
 #define FAKE_MAX_DOWN 4
@@ -115,6 +116,11 @@ struct fake {
 	/* origins that died (fake_host_down): every request to a URL that
 	 * contains host delivers `after` bytes, then ends with status */
 	struct { char host[64]; enum px_status status; int64_t after; } down[FAKE_MAX_DOWN];
+	const char *drip_url;     /* threaded: a request whose URL contains it
+				   * drips: an honest answer, then drip_bytes
+				   * every drip_interval_us; NULL: none */
+	size_t drip_bytes;
+	int64_t drip_interval_us;
 };
 
 /* The counters of the log, read at once under the lock. */

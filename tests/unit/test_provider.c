@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include <cmocka.h>
 
@@ -502,6 +503,77 @@ static void test_liveness_drop_and_return(void **state)
 	rig_free(r);
 }
 
+/* An old transfer's bytes: takes the first chunk, then pauses, as a stream
+ * whose window is full; counts its end. */
+struct old_xfer {
+	_Atomic int chunks, done;
+};
+
+static int old_data(void *ctx, int64_t off, const void *buf, size_t len)
+{
+	struct old_xfer *o = ctx;
+	(void)off, (void)buf, (void)len;
+	return atomic_fetch_add(&o->chunks, 1) == 0;
+}
+
+static void old_done(void *ctx, const struct px_fetch_result *res)
+{
+	struct old_xfer *o = ctx;
+	(void)res;
+	atomic_store(&o->done, 1);
+}
+
+/* A transfer that began before its provider failed (a paused stream whose
+ * bytes sat in its socket) ends with bytes after the failure: that is no
+ * answer of the server now, so the provider stays failing and goes down
+ * after liveness_ttl. On 88a783a it was "answers again" at once. A probe
+ * sent later brings it back. */
+static void test_liveness_ignores_old_transfers(void **state)
+{
+	static const char *const names[] = { "a", "b" };
+	struct rig *r = provider_rig(names, 2, 0, NULL);
+	r->cfg.retries = 0;
+	rig_start(r, NULL, 0);
+	struct old_xfer o = { 0, 0 };
+	struct px_fetch_params fp = px_source_range(r->core, 0, 0, 0, 1 * MiB);
+	struct px_fetch_cb cb = { old_data, old_done, &o };
+	uint64_t id;
+	assert_int_equal(px_xfer_submit(r->core, prov_of(r, "a"), NULL, 1, px_now_ms() + 5000,
+					&fp, &cb, &id), PX_OK);
+	assert_true(fake_wait(&r->fake, req_paused, 1, 5000));
+	/* then a's connections are refused */
+	struct px_handle *h = open_as(r, 1);
+	assert_string_equal(provider_of(r, h), "a");
+	pthread_mutex_lock(&r->fake.lock);
+	r->fake.fail_from = 2;
+	r->fake.fail_count = 1;
+	r->fake.fail_after = 0;
+	r->fake.fail_status = PX_ECONNECT;
+	pthread_mutex_unlock(&r->fake.lock);
+	unsigned char buf[4096];
+	size_t got;
+	assert_int_equal(px_handle_read(h, 0, sizeof(buf), buf, &got), PX_ECONNECT);
+	px_handle_close(h);
+	/* the old transfer ends now, with the bytes it had */
+	r->core->ops.cancel(r->core->ops.impl, id);
+	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
+	assert_true(atomic_load(&o.done));
+	rig_advance(30001);
+	char *js = px_report_json(r->core);
+	int down = strstr(js, "\"state\": \"down\"") != NULL;
+	free(js);
+	assert_true(down);
+	/* a probe sent now answers: a is back */
+	rig_advance(10001);
+	px_providers_tick(r->core);
+	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
+	js = px_report_json(r->core);
+	down = strstr(js, "\"state\": \"down\"") != NULL;
+	free(js);
+	assert_false(down);
+	rig_free(r);
+}
+
 /* ---------------------------------------------------------------- reload */
 
 static void test_reload(void **state)
@@ -603,6 +675,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_waiter_admitted_when_slot_frees, rig_teardown),
 		cmocka_unit_test_teardown(test_background_yields_to_playback, rig_teardown),
 		cmocka_unit_test_teardown(test_liveness_drop_and_return, rig_teardown),
+		cmocka_unit_test_teardown(test_liveness_ignores_old_transfers, rig_teardown),
 		cmocka_unit_test_teardown(test_reload, rig_teardown),
 		cmocka_unit_test_teardown(test_reuse_while_one_host, rig_teardown),
 	};

@@ -35,6 +35,7 @@
 #include "fake_fetch.h"
 #include "fetch.h"
 #include "log.h"
+#include "report.h"
 #include "rig.h"
 #include "session.h"
 #include "state.h"
@@ -454,6 +455,75 @@ static void test_read_timeout_bounds_retries(void **state)
 	rig_free(r);
 }
 
+/* A source that answers and then drips (16 bytes every 100 ms, far below
+ * stall_min_rate) stalls a waiting read as silence would: the read goes on
+ * from the standby at the same byte, and a new session avoids the dripping
+ * source. tier: 0 a direct read, 1 the head cache's fill, 2 a stream. On
+ * the old rule (any byte is progress) the read waited for read_timeout and
+ * failed. */
+static void drip_cuts_over(int tier)
+{
+	struct rig *r = rig_init(WITH_SIZE | WITH_MTIME | TWO_SOURCES, 1, 64 * 1024);
+	r->cfg.stall_timeout_ms = 1000;
+	if (tier == 1) {
+		r->cfg.head_size = 512 * 1024;
+		r->cfg.readahead_budget = 64 << 20;
+	} else if (tier == 2) {
+		r->cfg.readahead_budget = 64 << 20;
+	}
+	r->fake.drip_url = "origin.test";
+	r->fake.drip_bytes = 16;
+	r->fake.drip_interval_us = 100000;
+	rig_discover(r, NULL, 0);
+	struct px_handle *h = open_blob(r);
+	read_check(h, 0, 256 * 1024);
+	int n = fake_nreq(&r->fake);
+	assert_string_equal(fake_req(&r->fake, 1).url, URL0);
+	assert_string_equal(fake_req(&r->fake, n).url, URL1);
+	/* a new session starts on the standby: the dripping source failed */
+	struct px_handle *h2 = rig_open(r, 0, 43);
+	read_check(h2, 700000, 4096);
+	assert_int_equal(fake_nreq(&r->fake), n + 1);
+	assert_string_equal(fake_req(&r->fake, n + 1).url, URL1);
+	rig_free(r);
+}
+
+static void test_drip_is_a_stall_direct(void **state)
+{
+	drip_cuts_over(0);
+}
+
+static void test_drip_is_a_stall_cache(void **state)
+{
+	drip_cuts_over(1);
+}
+
+static void test_drip_is_a_stall_stream(void **state)
+{
+	drip_cuts_over(2);
+}
+
+/* stall_min_rate=0: any byte is progress, so a drip is only bounded by
+ * read_timeout (the rule before the floor). */
+static void test_drip_without_floor(void **state)
+{
+	unsigned char buf[4096];
+	size_t got;
+	struct rig *r = rig_init(WITH_SIZE | WITH_MTIME | TWO_SOURCES, 1, 64 * 1024);
+	r->cfg.stall_timeout_ms = 500;
+	r->cfg.read_timeout_ms = 2000;
+	r->cfg.stall_min_rate = 0;
+	r->fake.drip_url = "origin.test";
+	r->fake.drip_bytes = 16;
+	r->fake.drip_interval_us = 100000;
+	rig_discover(r, NULL, 0);
+	struct px_handle *h = open_blob(r);
+	assert_int_equal(px_handle_read(h, 0, sizeof(buf), buf, &got), PX_ETIMEDOUT);
+	for (int i = 1; i <= fake_nreq(&r->fake); i++)
+		assert_string_equal(fake_req(&r->fake, i).url, URL0);
+	rig_free(r);
+}
+
 static void test_submit_refused(void **state)
 {
 	struct rig *r;
@@ -574,6 +644,40 @@ static void test_discover_probes_size(void **state)
 	r = rig_init(0, 1, 4096);
 	rig_discover(r, NULL, 5);
 	assert_int_equal(px_core_asset_size(r->core, 0), DATA_SIZE);
+	rig_free(r);
+}
+
+/* A source that answered with something not the asset when its size was
+ * asked (an HTML page) keeps that reason in the status and gets no new
+ * session while another source can serve, long after a failure's backoff.
+ * On 88a783a it had no reason and took the first session after 5 s. */
+static void test_discover_misanswer_goes_last(void **state)
+{
+	char text[1024];
+	blob_catalog(text, sizeof(text), DATA_SIZE, TWO_SOURCES);
+	struct rig_opts o = {
+		.catalog = text, .size = DATA_SIZE, .threaded = 0, .chunk = 4096,
+		.data_for = data_for, .fallback = g_data, .mtime = FAKE_MTIME,
+		.clock = rig_clock,
+	};
+	struct rig *r = rig_new(&o);
+	r->cfg.head_size = 0;
+	r->cfg.tail_size = 0;
+	r->cfg.readahead_budget = 0;
+	r->fake.fail_from = 1;
+	r->fake.fail_count = 1;
+	r->fake.fail_status = PX_ENOTASSET;
+	rig_discover(r, NULL, 5);
+	assert_int_equal(fake_nreq(&r->fake), 2);
+	assert_int_equal(px_core_asset_size(r->core, 0), DATA_SIZE);
+	char *js = px_report_json(r->core);
+	int why = strstr(js, "at size discovery") != NULL;
+	free(js);
+	assert_true(why);
+	rig_advance(600000);
+	struct px_handle *h = open_blob(r);
+	read_check(h, 1000, 4096);
+	assert_string_equal(fake_req(&r->fake, 3).url, URL1);
 	rig_free(r);
 }
 
@@ -838,11 +942,16 @@ int main(void)
 		cmocka_unit_test_teardown(test_auth_no_retry, rig_teardown),
 		cmocka_unit_test_teardown(test_read_timeout, rig_teardown),
 		cmocka_unit_test_teardown(test_read_timeout_bounds_retries, rig_teardown),
+		cmocka_unit_test_teardown(test_drip_is_a_stall_direct, rig_teardown),
+		cmocka_unit_test_teardown(test_drip_is_a_stall_cache, rig_teardown),
+		cmocka_unit_test_teardown(test_drip_is_a_stall_stream, rig_teardown),
+		cmocka_unit_test_teardown(test_drip_without_floor, rig_teardown),
 		cmocka_unit_test_teardown(test_submit_refused, rig_teardown),
 		cmocka_unit_test_teardown(test_bytes_out_of_order, rig_teardown),
 		cmocka_unit_test_teardown(test_concurrent_readers, rig_teardown),
 		cmocka_unit_test_teardown(test_discover_probes_size, rig_teardown),
 		cmocka_unit_test_teardown(test_discover_no_probe_when_known, rig_teardown),
+		cmocka_unit_test_teardown(test_discover_misanswer_goes_last, rig_teardown),
 		cmocka_unit_test_teardown(test_discover_probes_mtime, rig_teardown),
 		cmocka_unit_test_teardown(test_discover_next_source_sync, rig_teardown),
 		cmocka_unit_test_teardown(test_discover_next_source_fast_failure, rig_teardown),
