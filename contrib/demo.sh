@@ -8,9 +8,12 @@
 #                                  stop the origin it reads from, check the bytes
 #                                  (SHA-256) and print the largest gap the reader saw
 #   contrib/demo.sh read           read the movie at a player's pace (progress, SHA-256)
-#   contrib/demo.sh stop-origin    stop the nginx the movie is being read from
+#   contrib/demo.sh stop-origin    stop the nginx the movie is being read from (its
+#                                  master and workers) and wait until its port
+#                                  refuses connections
 #   contrib/demo.sh start-origins  start the stopped nginx again
-#   contrib/demo.sh stop           unmount and stop both nginx
+#   contrib/demo.sh stop           unmount and stop seamfs and both nginx; no
+#                                  process of the demo is left
 #
 # Run it as root (or through sudo): it installs packages and mounts.
 # SEAMFS_DEMO_DIR: where everything lives (default /tmp/seamfs-demo); the
@@ -38,37 +41,98 @@ ORIGINS=(origin-a origin-b)
 say() { printf '==> %s\n' "$*"; }
 die() { printf 'demo.sh: %s\n' "$*" >&2; exit 1; }
 
-# pid_is PIDFILE COMM: prints the pid if the file names a live process called COMM.
+# pid_is PIDFILE COMM: prints the pid if the file names a live process
+# called COMM (a zombie is not live: it may wait long for its reaper).
 pid_is() {
-	local pid
+	local pid st comm
 	[ -s "$1" ] || return 1
 	pid=$(cat "$1")
 	[[ $pid =~ ^[0-9]+$ ]] || return 1
-	[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ] || return 1
+	read -r st comm < <(ps -o stat=,comm= -p "$pid" 2>/dev/null) || return 1
+	[ "$comm" = "$2" ] && [[ $st != Z* ]] || return 1
 	echo "$pid"
 }
 
-# wait_gone PID SECONDS: waits until the process is gone; fails after the bound.
-wait_gone() {
+# save_group PID PGIDFILE: writes PID's process group to the file; it must
+# be a group of PID's own (setsid made it), never the caller's.
+save_group() {
+	local g
+	g=$(ps -o pgid= -p "$1" 2>/dev/null | tr -d ' ')
+	[ "$g" = "$1" ] || die "pid $1 is not in a process group of its own (group ${g:-none})"
+	echo "$g" >"$2"
+}
+
+# group_pids PGID COMMS: the live (not zombie) processes in process group
+# PGID whose name matches the regex COMMS. Each server starts under setsid,
+# so its group holds it and every process it forked (nginx's workers,
+# seamfs's ffmpeg), also after the first one died.
+group_pids() {
+	[[ $1 =~ ^[0-9]+$ ]] || return 0
+	ps -e -o pid=,pgid=,stat=,comm= |
+		awk -v g="$1" -v c="^($2)\$" '$2 == g && $3 !~ /^Z/ && $4 ~ c { print $1 }'
+}
+
+# group_of PGIDFILE COMMS: prints the group the file names if a process of it lives.
+group_of() {
+	local g
+	[ -s "$1" ] || return 1
+	g=$(cat "$1")
+	[ -n "$(group_pids "$g" "$2")" ] || return 1
+	echo "$g"
+}
+
+# wait_group_gone PGID COMMS SECONDS: waits until no process of the group
+# lives (a zombie waiting for its reaper counts as gone: it holds no port).
+wait_group_gone() {
 	local i
-	for ((i = 0; i < $2 * 10; i++)); do
-		kill -0 "$1" 2>/dev/null || return 0
+	for ((i = 0; i < $3 * 10; i++)); do
+		[ -z "$(group_pids "$1" "$2")" ] && return 0
 		sleep 0.1
 	done
 	return 1
 }
 
-# stop_pid PIDFILE COMM: SIGTERM, wait 10 s, SIGKILL.
-stop_pid() {
-	local pid
-	pid=$(pid_is "$1" "$2") || { rm -f "$1"; return 0; }
-	kill -TERM "$pid" 2>/dev/null || true
-	if ! wait_gone "$pid" 10; then
-		echo "$2 (pid $pid) did not stop in 10 s; killing it" >&2
-		kill -KILL "$pid" 2>/dev/null || true
-		wait_gone "$pid" 5 || true
+# stop_group PGIDFILE COMMS: SIGTERM to the whole process group, wait 10 s,
+# SIGKILL to the group. SIGTERM to nginx's master alone is not enough: when
+# the master dies first (SIGKILL, a crash), its workers keep serving.
+stop_group() {
+	local g
+	g=$(group_of "$1" "$2") || { rm -f "$1"; return 0; }
+	kill -TERM -- "-$g" 2>/dev/null || true
+	if ! wait_group_gone "$g" "$2" 10; then
+		echo "process group $g ($(group_pids "$g" "$2" | tr '\n' ' ')) did not stop in 10 s; killing it" >&2
+		kill -KILL -- "-$g" 2>/dev/null || true
+		wait_group_gone "$g" "$2" 5 ||
+			die "process group $g: $(group_pids "$g" "$2" | tr '\n' ' ')survived SIGKILL"
 	fi
 	rm -f "$1"
+}
+
+# origin_group NAME: prints the process group of nginx NAME if a process of
+# it lives. A demo started before groups were kept has only the master's
+# pid file; the master led its group (setsid) too.
+origin_group() {
+	local dir=$DEMO/$1 pid
+	if [ ! -s "$dir/nginx.pgid" ] && pid=$(pid_is "$dir/nginx.pid" nginx); then
+		save_group "$pid" "$dir/nginx.pgid"
+	fi
+	group_of "$dir/nginx.pgid" nginx
+}
+
+# stop_origin NAME: stops nginx NAME (its whole group) and waits until its
+# port refuses connections.
+stop_origin() {
+	local dir=$DEMO/$1 port i
+	port=$(cat "$dir/port" 2>/dev/null || true)
+	origin_group "$1" >/dev/null || true
+	stop_group "$dir/nginx.pgid" nginx
+	rm -f "$dir/nginx.pid"
+	[ -n "$port" ] || return 0
+	for ((i = 0; i < 50; i++)); do
+		port_free "$port" && return 0
+		sleep 0.1
+	done
+	die "nginx $1 stopped, but 127.0.0.1:$port still accepts connections (another program listens there?)"
 }
 
 is_mounted() { findmnt -n -t fuse.seamfs -M "$1" >/dev/null 2>&1; }
@@ -76,7 +140,7 @@ is_mounted() { findmnt -n -t fuse.seamfs -M "$1" >/dev/null 2>&1; }
 mountpoint_of() { cat "$DEMO/mountpoint" 2>/dev/null || echo "$DEMO/mnt"; }
 
 do_stop() {
-	local mnt pid i o found=0
+	local mnt g i o found=0
 	mnt=$(mountpoint_of)
 	if is_mounted "$mnt"; then
 		found=1
@@ -87,16 +151,19 @@ do_stop() {
 		done
 		is_mounted "$mnt" && { echo "mount busy; detaching it lazily" >&2; fusermount3 -uz "$mnt"; }
 	fi
-	if pid=$(pid_is "$DEMO/seamfs.pid" seamfs); then
+	# the daemon exits on the unmount; its group (it and any ffmpeg it
+	# started) gets 10 s for that, then SIGTERM and SIGKILL
+	if g=$(group_of "$DEMO/seamfs.pgid" 'seamfs|ffmpeg'); then
 		found=1
-		wait_gone "$pid" 10 || stop_pid "$DEMO/seamfs.pid" seamfs
+		wait_group_gone "$g" 'seamfs|ffmpeg' 10 || stop_group "$DEMO/seamfs.pgid" 'seamfs|ffmpeg'
 	fi
-	rm -f "$DEMO/seamfs.pid"
+	rm -f "$DEMO/seamfs.pid" "$DEMO/seamfs.pgid"
 	for o in "${ORIGINS[@]}"; do
-		if pid_is "$DEMO/$o/nginx.pid" nginx >/dev/null; then
+		# also the workers of a master that died before
+		if origin_group "$o" >/dev/null; then
 			found=1
 			say "stopping nginx $o"
-			stop_pid "$DEMO/$o/nginx.pid" nginx
+			stop_origin "$o"
 		fi
 	done
 	if [ "$found" = 0 ]; then
@@ -175,10 +242,13 @@ port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 start_nginx() {
 	local name=$1 dir=$DEMO/$1 port user i try
 	mkdir -p "$dir/tmp"
-	if pid_is "$dir/nginx.pid" nginx >/dev/null && [ -s "$dir/port" ]; then
+	if pid_is "$dir/nginx.pid" nginx >/dev/null && origin_group "$name" >/dev/null &&
+		[ -s "$dir/port" ]; then
 		say "nginx $name already running on 127.0.0.1:$(cat "$dir/port")"
 		return
 	fi
+	# workers whose master died would keep serving the port: stop them
+	origin_group "$name" >/dev/null && stop_group "$dir/nginx.pgid" nginx
 	user=
 	if [ "$(id -u)" -eq 0 ]; then
 		local who=nobody
@@ -224,6 +294,7 @@ start_nginx() {
 			</dev/null >>"$dir/stdout.log" 2>&1 &
 		for ((i = 0; i < 100; i++)); do
 			if [ -s "$dir/nginx.pid" ] && ! port_free "$port"; then
+				save_group "$(cat "$dir/nginx.pid")" "$dir/nginx.pgid"
 				echo "$port" >"$dir/port"
 				say "nginx $name serving $MEDIA on http://127.0.0.1:$port"
 				return
@@ -231,7 +302,9 @@ start_nginx() {
 			kill -0 $! 2>/dev/null || break
 			sleep 0.1
 		done
-		kill -TERM $! 2>/dev/null || true
+		# setsid made nginx the leader of a group of its own
+		kill -TERM -- "-$!" 2>/dev/null || true
+		wait_group_gone "$!" nginx 10 || kill -KILL -- "-$!" 2>/dev/null || true
 		grep -q 'Address already in use' "$dir/error.log" 2>/dev/null || {
 			cat "$dir/error.log" >&2
 			die "nginx $name did not start"
@@ -290,6 +363,7 @@ mount_it() {
 		"$DEMO/catalog.json" "$mnt" </dev/null >/dev/null 2>&1 &
 	pid=$!
 	echo "$pid" >"$DEMO/seamfs.pid"
+	echo "$pid" >"$DEMO/seamfs.pgid"
 	for ((i = 0; i < 300; i++)); do
 		is_mounted "$mnt" && return
 		if ! kill -0 "$pid" 2>/dev/null; then
@@ -377,7 +451,8 @@ do_stop_origin() {
 	done
 	[ -n "$o" ] || die "nobody is reading the movie (run '$SELF read' in another terminal first)"
 	say "stopping $o (nginx on 127.0.0.1:$(cat "$DEMO/$o/port")), which the reader is on"
-	stop_pid "$DEMO/$o/nginx.pid" nginx
+	stop_origin "$o"
+	say "$o stopped: 127.0.0.1:$(cat "$DEMO/$o/port") refuses connections"
 }
 
 do_start_origins() {
@@ -425,7 +500,7 @@ do_cutover() {
 	[ -n "$o" ] || { wait "$reader" || true; die "the reader's session did not show in status.json"; }
 	sleep 1
 	say "2. stopping $o, the origin the reader is on"
-	stop_pid "$DEMO/$o/nginx.pid" nginx
+	stop_origin "$o"
 	say "3. the reader goes on; .seamfs/status.json names the cutover:"
 	if ! wait "$reader"; then
 		do_start_origins >/dev/null
@@ -507,7 +582,7 @@ setup_and_mount() {
 
 main() {
 	case "${1:-}" in
-	-h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; return ;;
+	-h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; return ;;
 	stop) do_stop ;;
 	cutover) do_cutover ;;
 	read) do_read ;;

@@ -181,29 +181,90 @@ def fusermount_unmount(mnt, tries=10):
     return False
 
 
+def group_members(pgid):
+    """The live processes of process group pgid, from /proc.  A zombie does
+    not count: it holds no socket, and this machine's init may take seconds
+    to reap an orphan."""
+    found = []
+    for name in os.listdir('/proc'):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f'/proc/{name}/stat') as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # after "(comm)": state ppid pgrp ...; comm may hold spaces and ')'
+        fields = stat[stat.rindex(')') + 2:].split()
+        if int(fields[2]) == pgid and fields[0] not in ('Z', 'X'):
+            found.append(int(name))
+    return found
+
+
+def _wait_exited_unreaped(proc, timeout):
+    """Waits (bounded) until the child exits, leaving it a zombie: while it
+    is one its pid, hence its process group's id, names nobody else."""
+    deadline = time.monotonic() + timeout
+    while proc.returncode is None:
+        try:
+            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
+                return True
+        except ChildProcessError:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def stop_process(proc, sig=signal.SIGTERM, timeout=EXIT_WAIT, group=False):
-    """Signal one child we started, wait bounded, then SIGKILL it (or its own
-    process group when `group`, for servers with worker processes)."""
+    """Signal one child we started, wait bounded, then SIGKILL it.  group:
+    the child leads a process group of its own (start_new_session) and may
+    have forked workers (nginx): once it exited, or after the bound, what
+    is left of its group gets SIGKILL, and the wait goes on until no process
+    of the group lives.  A worker that outlives its master keeps serving the
+    port; a group that survives SIGKILL raises RuntimeError."""
     if proc.poll() is None and sig is not None:
         try:
             proc.send_signal(sig)
         except ProcessLookupError:
             pass
+    if group:
+        return _stop_group(proc, timeout)
     try:
         return proc.wait(timeout)
     except subprocess.TimeoutExpired:
         pass
     try:
-        if group:
-            os.killpg(proc.pid, signal.SIGKILL)
-        else:
-            proc.kill()
+        proc.kill()
     except ProcessLookupError:
         pass
     try:
         return proc.wait(5)
     except subprocess.TimeoutExpired:
         return None
+
+
+def _stop_group(proc, timeout):
+    pgid = proc.pid
+    _wait_exited_unreaped(proc, timeout)
+    if group_members(pgid):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 5
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    left = group_members(pgid)
+    try:
+        rc = proc.wait(5)
+    except subprocess.TimeoutExpired:
+        rc = None
+    if left:
+        raise RuntimeError(f'process group {pgid} ({proc.args[0]}): pids {left} '
+                           f'survived SIGKILL')
+    return rc
 
 
 def tail(text, lines=80):

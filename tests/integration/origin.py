@@ -144,6 +144,22 @@ class Origin:
             self._hold()
         return proc.returncode
 
+    def kill(self, hold_port=False):
+        """SIGKILL by PID now (a crash, not a shutdown), then as stop().  When
+        it returns no process serves the port: seam-origin is one process
+        (threads, no workers), reaped here."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            try:
+                proc.kill()
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        return self.stop(hold_port=hold_port)
+
     def _hold(self):
         if self._held is None and self.port is not None:
             self._held = hold_port(self.port)
