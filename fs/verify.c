@@ -3,16 +3,21 @@
  * the named assets (all plain assets when none is named) against the
  * asset's reference, with the verifier's rules: the content-length gate,
  * then the sampled SHA-256 sweep; --full also streams each source whole
- * and compares its SHA-256 with the catalog's "sha256".
+ * and compares its SHA-256 with the catalog's "sha256" or the majority's.
  *
- * The reference is the fingerprint stored for the asset when its source
- * still shows the same size, ETag and Last-Modified, else the fingerprint
- * of the first source (in catalog order) of the asset's size that reads in
- * full. Every run reads every source afresh (it is a check) and writes
- * what it found to the fingerprint store, where the daemon reuses it.
+ * The reference is what the sources' own bytes back, never the first
+ * source that happened to read in full (a corrupt first source would then
+ * judge the good ones): with --full and the catalog's "sha256", a source
+ * whose whole file has it; else what a strict majority of the sources that
+ * answered with the asset's size (and at least two) agree on, by whole-file
+ * SHA-256 with --full, by sampled fingerprint without. The minority is the
+ * mismatch. With no majority the sources are "undecided" and nothing is
+ * stored. Every run reads every source afresh (it is a check); what a
+ * backed reference decided goes to the fingerprint store, where the daemon
+ * reuses it.
  *
- * Results go to stdout, one line per source (and one per --full check),
- * then a summary; a progress bar goes to stderr when it is a terminal.
+ * Results go to stdout, one line per source, one per asset about its
+ * reference, then a summary; a progress bar goes to stderr when it is a terminal.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -42,6 +47,7 @@
 #define EXIT_CATALOG 3
 #define EXIT_INCONCLUSIVE 4
 #define EXIT_RUNTIME 5
+#define EXIT_UNDECIDED 6
 
 #define FULL_CHUNK (4u << 20)     /* --full reads this much per request */
 #define BAR_WIDTH 30
@@ -55,6 +61,21 @@ struct vopts {
 	size_t nids;
 	const char *catalog;
 };
+
+/* What a source's check came to: the verifier's four outcomes (the same
+ * values), and two of the command's own. */
+enum outcome {
+	O_MATCH = VF_MATCH,
+	O_MISMATCH = VF_MISMATCH,
+	O_SIZE_MISMATCH = VF_SIZE_MISMATCH,
+	O_INCONCLUSIVE = VF_INCONCLUSIVE,
+	O_UNDECIDED,                  /* read, but nothing says which bytes are right */
+	O_ALONE,                      /* the asset's only source: nothing to compare */
+	O_N
+};
+
+/* What backs an asset's reference. */
+enum backing { B_NONE, B_SHA256, B_MAJORITY };
 
 /* One source of the asset being checked. */
 struct src {
@@ -71,6 +92,26 @@ struct src {
 	enum px_status take_st;
 	size_t take_bad;
 	int64_t take_ms;
+	int full_tried, full_done;    /* --full: the whole file was asked, read */
+	enum px_status full_st;       /* why the whole read stopped */
+	int64_t full_off;             /* where */
+	char full_hex[VF_HASH_HEX];
+	int full_bad;                 /* its whole file differs from the right one */
+	int out;                      /* enum outcome */
+	char why[400];                /* the outcome in words */
+	struct vf_verdict v;          /* what the store keeps */
+};
+
+/* What the asset's sources agree on. */
+struct decision {
+	int64_t size;                 /* -1: no catalog size, no majority */
+	size_t voters;                /* sources that answered with that size */
+	size_t agree;                 /* the largest group of them with one content */
+	enum backing backing;
+	long member;                  /* a source of that group, -1 none */
+	long ref;                     /* the reference: the group's first source
+				       * with a complete fingerprint, -1 none */
+	char refid[VF_FINGERPRINT_ID_LEN];
 };
 
 struct run {
@@ -82,7 +123,7 @@ struct run {
 	int full;
 	int tty;
 	size_t done, total;           /* sources checked, for the progress bar */
-	size_t n[4];                  /* per outcome */
+	size_t n[O_N];                /* per outcome */
 	size_t full_bad, full_unsure;
 };
 
@@ -93,14 +134,19 @@ static void usage(FILE *out)
 		"\n"
 		"Checks that every source of the named assets (all assets when none is named)\n"
 		"holds the same bytes: the size first, then the SHA-256 of 4 KiB samples at the\n"
-		"same offsets on every source (20 samples under 1 GiB, 100 from 1 GiB), against\n"
-		"the asset's reference (its stored fingerprint, else its first readable source).\n"
-		"Prints one line per source: match, mismatch (which sample), size mismatch, or\n"
-		"inconclusive (why). Results are kept in the state directory for the daemon.\n"
+		"same offsets on every source (20 samples under 1 GiB, 100 from 1 GiB). The\n"
+		"right bytes are what a strict majority of the sources that answered (and at\n"
+		"least two) agree on; with --full and the catalog's \"sha256\", a source whose\n"
+		"whole file has it. Prints one line per source: match, mismatch (which sample,\n"
+		"or which whole-file hash), size mismatch, inconclusive (could not be read),\n"
+		"undecided (no majority: nothing says which source is right) or alone (the\n"
+		"asset's only source), then a line naming the asset's reference and what backs\n"
+		"it. Only a backed reference and the verdicts against it are kept in the state\n"
+		"directory, for the daemon.\n"
 		"\n"
 		"options:\n"
-		"    --full               also read each source whole and compare its SHA-256\n"
-		"                         with the catalog's \"sha256\"\n"
+		"    --full               also read each source whole: its SHA-256 must equal\n"
+		"                         the catalog's \"sha256\", else the majority's\n"
 		"    --state-dir DIR      where fingerprints are kept (as -o state_dir=DIR)\n"
 		"    --timeout SECONDS    bound on each request (as -o read_timeout=SECONDS)\n"
 		"    --insecure           do not verify TLS certificates (testing only)\n"
@@ -109,10 +155,11 @@ static void usage(FILE *out)
 		"                         read_timeout, connect_timeout, insecure, ca_file, ...\n"
 		"    -h, --help           this help\n"
 		"\n"
-		"exit status: 0 every source matches, 1 some mismatch or size mismatch (or a\n"
-		"--full SHA-256 that differs), 2 bad command line or unknown asset id, 3 bad\n"
-		"catalog, 4 no mismatch but some source could not be checked (inconclusive),\n"
-		"5 could not run.\n");
+		"exit status: 0 every source matches (or is its asset's only source), 1 some\n"
+		"mismatch or size mismatch, 2 bad command line or unknown asset id, 3 bad\n"
+		"catalog, 4 no mismatch but some source could not be read (inconclusive),\n"
+		"5 could not run, 6 no mismatch but some asset has no majority (undecided).\n"
+		"A mismatch outranks undecided, undecided outranks inconclusive.\n");
 }
 
 static int add_core(struct vopts *o, const char *name, const char *value)
@@ -260,11 +307,11 @@ static void take(struct src *s, int64_t size)
 	s->taken = 1;
 }
 
-/* Streams the whole source, compares its SHA-256 with the catalog's. */
-static void check_full(struct run *r, const struct px_asset *a, struct src *s, int64_t size)
+/* --full: streams the whole source and keeps its SHA-256 (or where and why
+ * the read stopped); the verdict comes later, against the others. */
+static void hash_full(struct run *r, const struct px_asset *a, struct src *s, int64_t size)
 {
 	unsigned char *buf = malloc(FULL_CHUNK), d[VF_HASH_LEN];
-	char hex[VF_HASH_HEX];
 	struct vf_hash *h = NULL;
 	enum px_status st = buf ? vf_hash_new(&h) : PX_ENOMEM;
 	int64_t off = 0;
@@ -283,75 +330,302 @@ static void check_full(struct run *r, const struct px_asset *a, struct src *s, i
 	}
 	if (st == PX_OK)
 		st = vf_hash_final(h, d);
-	if (st != PX_OK) {
-		r->full_unsure++;
-		say(r, "%s %s: full sha256 inconclusive: %s at byte %lld", a->id, s->name,
-		    px_strerror(st), (long long)off);
-	} else {
-		vf_hash_hex(d, VF_HASH_LEN, hex);
-		if (!a->sha256) {
-			say(r, "%s %s: full sha256 %s (no sha256 in the catalog to compare)",
-			    a->id, s->name, hex);
-		} else if (strcmp(hex, a->sha256) == 0) {
-			say(r, "%s %s: full sha256 match", a->id, s->name);
-		} else {
-			r->full_bad++;
-			say(r, "%s %s: full sha256 mismatch: %s, the catalog says %s", a->id,
-			    s->name, hex, a->sha256);
-		}
+	s->full_st = st;
+	s->full_off = off;
+	if (st == PX_OK) {
+		vf_hash_hex(d, VF_HASH_LEN, s->full_hex);
+		s->full_done = 1;
 	}
 	vf_hash_free(h);
 	free(buf);
 }
 
-static void store_result(struct run *r, const struct px_asset *a, struct src *s,
-			 const struct vf_verdict *v, const char *refid, int is_ref)
+/* Whether a source takes part in the vote: it answered with the asset's size. */
+static int voter(const struct src *s, const struct decision *d)
 {
-	struct vf_record *rec;
+	return d->size >= 0 && s->probe == PX_OK && s->seen.size == d->size;
+}
+
+/* Whether two sources hold the same bytes as far as this run can tell: the
+ * same whole-file SHA-256 with --full, else equal complete fingerprints. */
+static int same_bytes(const struct src *x, const struct src *y, int full)
+{
+	struct vf_verdict v;
+	if (full)
+		return x->full_done && y->full_done && strcmp(x->full_hex, y->full_hex) == 0;
+	if (!x->taken || !y->taken || x->take_st != PX_OK || y->take_st != PX_OK)
+		return 0;
+	vf_verdict_compare(&x->fp, &y->fp, &v);
+	return v.outcome == VF_MATCH;
+}
+
+/* How many voters hold the same bytes as source i (itself included). */
+static size_t agreeing(const struct src *srcs, size_t n, size_t i, const struct decision *d,
+		       int full)
+{
+	size_t k = 0;
+	for (size_t j = 0; j < n; j++)
+		k += voter(&srcs[j], d) && same_bytes(&srcs[i], &srcs[j], full);
+	return k;
+}
+
+/* The asset's size: the catalog's, else the one a strict majority of the
+ * sources that answered give (at least two, unless there is one source). */
+static void decide_size(const struct px_asset *a, const struct src *srcs, struct decision *d)
+{
+	size_t answered = 0, best = 0;
+	d->size = a->size;
+	if (d->size >= 0)
+		return;
+	for (size_t i = 0; i < a->nsources; i++) {
+		size_t k = 0;
+		if (srcs[i].probe != PX_OK)
+			continue;
+		answered++;
+		for (size_t j = 0; j < a->nsources; j++)
+			k += srcs[j].probe == PX_OK && srcs[j].seen.size == srcs[i].seen.size;
+		if (k > best) {
+			best = k;
+			d->size = srcs[i].seen.size;
+		}
+	}
+	if (2 * best <= answered || (best < 2 && a->nsources > 1))
+		d->size = -1;
+}
+
+/*
+ * Which bytes are the asset's: with --full and the catalog's sha256, the
+ * sources whose whole file has it; else what a strict majority of the
+ * voters (and at least two) agree on, by whole-file hash with --full, by
+ * sampled fingerprint without. Never the first source that happened to
+ * read: a corrupt first source would judge the good ones. d->ref is the
+ * first agreeing source with a complete fingerprint (-1: none).
+ */
+static enum px_status decide(const struct run *r, const struct px_asset *a,
+			     const struct src *srcs, struct decision *d)
+{
+	int by_sha = r->full && a->sha256;
+	d->ref = d->member = -1;
+	d->backing = B_NONE;
+	d->voters = d->agree = 0;
+	for (size_t i = 0; i < a->nsources; i++) {
+		if (!voter(&srcs[i], d))
+			continue;
+		d->voters++;
+		if (by_sha && srcs[i].full_done && strcmp(srcs[i].full_hex, a->sha256) == 0) {
+			d->agree++;
+			if (d->member < 0)
+				d->member = (long)i;
+		} else if (!by_sha) {
+			size_t k = agreeing(srcs, a->nsources, i, d, r->full);
+			if (k > d->agree) {
+				d->agree = k;
+				d->member = (long)i;
+			}
+		}
+	}
+	if (by_sha && d->agree > 0)
+		d->backing = B_SHA256;
+	else if (!by_sha && d->agree >= 2 && 2 * d->agree > d->voters)
+		d->backing = B_MAJORITY;
+	if (d->backing == B_NONE)
+		return PX_OK;
+	for (size_t i = 0; i < a->nsources && d->ref < 0; i++) {
+		if (voter(&srcs[i], d) && srcs[i].take_st == PX_OK &&
+		    same_bytes(&srcs[d->member], &srcs[i], r->full))
+			d->ref = (long)i;
+	}
+	if (d->ref >= 0)
+		return vf_fingerprint_id(&srcs[d->ref].fp, d->refid);
+	return PX_OK;
+}
+
+/* The outcome and its words. */
+static void verdict(struct src *s, int out, const char *fmt, ...) PX_PRINTF(3, 4);
+static void verdict(struct src *s, int out, const char *fmt, ...)
+{
+	va_list ap;
+	s->out = out;
+	va_start(ap, fmt);
+	vsnprintf(s->why, sizeof(s->why), fmt, ap);
+	va_end(ap);
+}
+
+/* The sampled comparison with the reference, into s->v (why names an
+ * unreadable sample). */
+static void compare_samples(struct src *s, const struct src *ref)
+{
+	vf_verdict_compare(&ref->fp, &s->fp, &s->v);
+	if (s->v.outcome == VF_INCONCLUSIVE && s->take_st != PX_OK &&
+	    (size_t)s->v.sample == s->take_bad)
+		snprintf(s->v.why, sizeof(s->v.why), "sample %zu at offset %lld unreadable: %s",
+			 s->take_bad, (long long)s->fp.plan.off[s->take_bad], s->take_why);
+}
+
+/* --full: the verdict of a source of the asset's size. */
+static void judge_full(const struct px_asset *a, struct src *s, const struct src *srcs,
+		       const struct decision *d)
+{
+	const char *want = a->sha256 ? a->sha256
+			   : d->backing == B_MAJORITY ? srcs[d->member].full_hex : NULL;
+	int sample_bad = d->ref >= 0 && s->v.outcome == VF_MISMATCH;
+	char samples[sizeof(s->v.why) + 2];
+
+	snprintf(samples, sizeof(samples), "%s%s", sample_bad ? s->v.why : "",
+		 sample_bad ? "; " : "");
+	if (!s->full_done && sample_bad)
+		verdict(s, O_MISMATCH, "%swhole file not read: %s at byte %lld", samples,
+			px_strerror(s->full_st), (long long)s->full_off);
+	else if (!s->full_done)
+		verdict(s, O_INCONCLUSIVE, "whole file not read: %s at byte %lld",
+			px_strerror(s->full_st), (long long)s->full_off);
+	else if (want && strcmp(s->full_hex, want) != 0 && a->sha256)
+		verdict(s, O_MISMATCH, "%sfull sha256 %s, the catalog says %s", samples,
+			s->full_hex, want);
+	else if (want && strcmp(s->full_hex, want) != 0)
+		verdict(s, O_MISMATCH, "%sfull sha256 %s, the majority's %s (%zu of %zu "
+			"sources)", samples, s->full_hex, want, d->agree, d->voters);
+	else if (want)
+		verdict(s, O_MATCH, "%s", a->sha256 ? "the catalog's sha256" : "the majority's sha256");
+	else
+		verdict(s, O_UNDECIDED, "no majority: full sha256 %s; %zu of the %zu sources "
+			"that answered agree on one whole-file hash (a reference needs more "
+			"than half of them, and at least two)", s->full_hex, d->agree, d->voters);
+	s->full_bad = s->full_done && s->out == O_MISMATCH;
+}
+
+/* The verdict on source i (s->out, s->why; s->v for the store). */
+static void judge(const struct run *r, const struct px_asset *a, struct src *srcs, size_t i,
+		  const struct decision *d)
+{
+	struct src *s = &srcs[i];
+	s->v = (struct vf_verdict){ .outcome = VF_INCONCLUSIVE, .sample = -1, .offset = -1,
+				    .size = s->probe == PX_OK ? s->seen.size : -1 };
+	if (s->probe != PX_OK) {
+		verdict(s, O_INCONCLUSIVE, "no size: %s", s->probe_why);
+	} else if (d->size < 0) {
+		verdict(s, O_UNDECIDED, "it has %lld bytes; the catalog gives no size and no "
+			"majority of the sources agrees on one", (long long)s->seen.size);
+	} else if (s->seen.size != d->size) {
+		verdict(s, O_SIZE_MISMATCH, "has %lld bytes, the asset %lld",
+			(long long)s->seen.size, (long long)d->size);
+	} else {
+		if (d->ref >= 0)
+			compare_samples(s, &srcs[d->ref]);
+		if (r->full && (a->nsources > 1 || a->sha256))
+			judge_full(a, s, srcs, d);
+		else if (a->nsources == 1)
+			verdict(s, O_ALONE, "the asset's only source: nothing to compare it with%s",
+				a->sha256 ? " (--full compares it with the catalog's sha256)" : "");
+		else if (d->ref >= 0)
+			verdict(s, (int)s->v.outcome, "%s", s->v.why);
+		else if (s->take_st != PX_OK)
+			verdict(s, O_INCONCLUSIVE, "sample %zu at offset %lld unreadable: %s",
+				s->take_bad, (long long)s->fp.plan.off[s->take_bad], s->take_why);
+		else
+			verdict(s, O_UNDECIDED, "no majority: %zu of the %zu sources that answered "
+				"agree with it (a reference needs more than half of them, and at "
+				"least two)", agreeing(srcs, a->nsources, i, d, 0), d->voters);
+	}
+	/* what the store keeps: the verifier's outcomes only */
+	s->v.outcome = s->out <= O_INCONCLUSIVE ? (enum vf_outcome)s->out : VF_INCONCLUSIVE;
+	snprintf(s->v.why, sizeof(s->v.why), "%s", s->why);
+}
+
+/* Keeps what this run found, only when a reference backs it: the
+ * reference, every source's fingerprint and its final verdict against it.
+ * With none, nothing is written (what an earlier run stored stays). */
+static void store_results(struct run *r, const struct px_asset *a, const struct src *srcs,
+			  const struct decision *d)
+{
+	struct vf_record *rec = calloc(1, sizeof(*rec));
 	char err[300];
-	/* an inconclusive check teaches nothing: what is stored stays */
-	if (!r->store || s->probe != PX_OK || !v || v->outcome == VF_INCONCLUSIVE)
-		return;
-	rec = calloc(1, sizeof(*rec));
-	if (!rec)
-		return;
-	rec->seen = s->seen;
-	rec->time = now_unix();
-	if (s->taken && s->fp.size == s->seen.size && vf_fingerprint_complete(&s->fp)) {
-		rec->has_fp = 1;
-		rec->fp = s->fp;
-	}
-	if (refid || v->outcome == VF_SIZE_MISMATCH) {
+	if (!rec || !r->store || d->backing == B_NONE)
+		goto out;
+	for (size_t n = 0; n < a->nsources; n++) {
+		/* the reference first: no moment without one where there was one */
+		size_t i = n == 0 && d->ref >= 0 ? (size_t)d->ref
+			   : d->ref >= 0 && n <= (size_t)d->ref ? n - 1 : n;
+		const struct src *s = &srcs[i];
+		int final = s->out == O_SIZE_MISMATCH ||
+			    (d->ref >= 0 && (s->out == O_MATCH || s->out == O_MISMATCH));
+		if (s->probe != PX_OK || !final)
+			continue;
+		memset(rec, 0, sizeof(*rec));
+		rec->seen = s->seen;
+		rec->time = now_unix();
+		rec->has_fp = s->taken && s->fp.size == s->seen.size &&
+			      vf_fingerprint_complete(&s->fp);
+		if (rec->has_fp)
+			rec->fp = s->fp;
 		rec->has_verdict = 1;
-		rec->verdict = *v;
+		rec->verdict = s->v;
 		/* a size mismatch is against the asset's size: it needs no reference */
-		snprintf(rec->ref, sizeof(rec->ref), "%s", refid ? refid : "");
+		snprintf(rec->ref, sizeof(rec->ref), "%s",
+			 s->out == O_SIZE_MISMATCH ? "" : d->refid);
+		if (vf_store_put(r->store, a->id, s->s->key, rec, (long)i == d->ref, err,
+				 sizeof(err)) != PX_OK)
+			px_warn("verify", "asset %s: %s not remembered: %s", a->id, s->name, err);
 	}
-	if (vf_store_put(r->store, a->id, s->s->key, rec, is_ref && rec->has_fp, err,
-			 sizeof(err)) != PX_OK)
-		px_warn("verify", "asset %s: %s not remembered: %s", a->id, s->name, err);
+out:
 	free(rec);
 }
 
-static void report(struct run *r, const struct px_asset *a, const struct src *s,
-		   const struct vf_verdict *v, int is_ref)
+static void report(struct run *r, const struct px_asset *a, const struct src *s, int is_ref)
 {
-	r->n[v->outcome]++;
-	switch (v->outcome) {
-	case VF_MATCH:
-		say(r, "%s %s: match (%s%zu samples, %lld ms)", a->id, s->name,
-		    is_ref ? "reference; " : "", s->fp.plan.n, (long long)s->take_ms);
-		break;
-	case VF_MISMATCH:
-		say(r, "%s %s: mismatch: %s", a->id, s->name, v->why);
-		break;
-	case VF_SIZE_MISMATCH:
-		say(r, "%s %s: size mismatch: %s", a->id, s->name, v->why);
-		break;
-	case VF_INCONCLUSIVE:
-		say(r, "%s %s: inconclusive: %s", a->id, s->name, v->why);
-		break;
-	}
+	static const char *const words[O_N] = {
+		[O_MATCH] = "match", [O_MISMATCH] = "mismatch",
+		[O_SIZE_MISMATCH] = "size mismatch", [O_INCONCLUSIVE] = "inconclusive",
+		[O_UNDECIDED] = "undecided", [O_ALONE] = "alone",
+	};
+	r->n[s->out]++;
+	r->full_bad += (size_t)s->full_bad;
+	r->full_unsure += s->full_tried && !s->full_done;
+	if (s->out == O_MATCH)
+		say(r, "%s %s: match (%s%zu samples%s%s, %lld ms)", a->id, s->name,
+		    is_ref ? "reference; " : "", s->fp.plan.n, r->full ? ", whole file = " : "",
+		    r->full ? s->why : "", (long long)s->take_ms);
+	else
+		say(r, "%s %s: %s: %s", a->id, s->name, words[s->out], s->why);
+}
+
+/* The name a stored reference's source is shown by (its key, when it is
+ * no source of the asset any more). */
+static const char *shown_name(const struct px_asset *a, const struct src *srcs, const char *key)
+{
+	for (size_t i = 0; i < a->nsources; i++)
+		if (strcmp(srcs[i].s->key, key) == 0)
+			return srcs[i].name;
+	return key;
+}
+
+/* One line about the asset's reference: what backs it, or why there is none. */
+static void report_reference(struct run *r, const struct px_asset *a, const struct src *srcs,
+			     const struct decision *d)
+{
+	char name[VF_STORE_MAX_NAME + 1] = "";
+	struct vf_record *rec = malloc(sizeof(*rec));
+	int before = d->ref < 0 && rec && r->store &&
+		     vf_store_reference(r->store, a->id, name, sizeof(name), rec);
+
+	if (a->sha256 && !r->full)
+		say(r, "%s: the catalog's sha256 is not checked: samples cannot check a "
+		    "whole-file hash (--full reads every source whole)", a->id);
+	if (d->ref >= 0 && d->backing == B_SHA256)
+		say(r, "%s: reference %s: its whole file has the catalog's sha256", a->id,
+		    srcs[d->ref].name);
+	else if (d->ref >= 0)
+		say(r, "%s: reference %s: %zu of the %zu sources that answered agree on its bytes",
+		    a->id, srcs[d->ref].name, d->agree, d->voters);
+	else if (a->nsources > 1)
+		say(r, "%s: no reference stored: %s%s%s", a->id,
+		    d->size < 0 ? "no size: the catalog gives none and the sources disagree"
+		    : d->backing != B_NONE ? "no agreeing source read every sample"
+		    : r->full && a->sha256 ? "no source has the catalog's sha256"
+		    : "no majority of the sources that answered agrees",
+		    before ? "; the one stored before is left as it was: " : "",
+		    before ? shown_name(a, srcs, name) : "");
+	free(rec);
 }
 
 static enum px_status open_source(struct run *r, struct src *s, int html_ok)
@@ -378,44 +652,34 @@ static enum px_status open_source(struct run *r, struct src *s, int html_ok)
 	return PX_OK;
 }
 
-/* The stored reference, if it still holds for size and its source. */
-static int stored_reference(struct run *r, const struct px_asset *a, struct src *srcs,
-			    int64_t size, struct vf_fingerprint *ref, long *ref_src)
+/* Reads every source of the asset's size: its fingerprint, and with --full
+ * its whole file. PX_ENOMEM when buffers cannot be had. */
+static enum px_status read_sources(struct run *r, const struct px_asset *a, struct src *srcs,
+				   const struct decision *d)
 {
-	char name[VF_STORE_MAX_NAME + 1];
-	struct vf_record *rec = malloc(sizeof(*rec));
-	int ok = 0;
-
-	*ref_src = -1;
-	if (!rec || !r->store || !vf_store_reference(r->store, a->id, name, sizeof(name), rec) ||
-	    rec->fp.size != size)
-		goto out;
 	for (size_t i = 0; i < a->nsources; i++) {
-		if (strcmp(srcs[i].s->key, name) != 0)
-			continue;
-		/* the source it came from now shows other bytes: not a reference */
-		if (srcs[i].probe == PX_OK && !vf_seen_same(&rec->seen, &srcs[i].seen))
-			goto out;
-		*ref_src = (long)i;
+		struct src *s = &srcs[i];
+		progress(r, a->id, 0);
+		if (voter(s, d)) {
+			take(s, d->size);
+			if (s->take_st == PX_ENOMEM && s->take_bad >= s->fp.plan.n)
+				return PX_ENOMEM;
+			if (r->full)
+				hash_full(r, a, s, d->size);
+			s->full_tried = r->full;
+		}
+		r->done++;
 	}
-	*ref = rec->fp;
-	ok = 1;
-out:
-	free(rec);
-	return ok;
+	return PX_OK;
 }
 
 static enum px_status check_asset(struct run *r, const struct px_asset *a)
 {
 	struct src *srcs = calloc(a->nsources, sizeof(*srcs));
-	struct vf_fingerprint *ref = malloc(sizeof(*ref));
+	struct decision d = { .ref = -1 };
 	enum px_status st = PX_ENOMEM;
-	char refid[VF_FINGERPRINT_ID_LEN] = "";
-	int64_t size = a->size;
-	long ref_src = -1;
-	int have_ref = 0;
 
-	if (!srcs || !ref)
+	if (!srcs)
 		goto out;
 	for (size_t i = 0; i < a->nsources; i++) {
 		srcs[i].s = &a->sources[i];
@@ -423,78 +687,24 @@ static enum px_status check_asset(struct run *r, const struct px_asset *a)
 		progress(r, a->id, 0);
 		if (open_source(r, &srcs[i], px_http_is_html_path(a->path)) != PX_OK)
 			goto out;
-		if (size < 0 && srcs[i].probe == PX_OK)
-			size = srcs[i].seen.size; /* the catalog gives none: the first answer */
 	}
-	for (size_t i = 0; i < a->nsources && size >= 0; i++)
-		px_rangeread_set_size(srcs[i].rr, srcs[i].probe == PX_OK ? srcs[i].seen.size : size);
-
-	if (size >= 0)
-		have_ref = stored_reference(r, a, srcs, size, ref, &ref_src);
-	for (size_t i = 0; !have_ref && size >= 0 && i < a->nsources; i++) {
-		struct src *s = &srcs[i];
-		if (s->probe != PX_OK || s->seen.size != size)
-			continue;
-		take(s, size);
-		if (s->take_st == PX_ENOMEM && s->take_bad >= s->fp.plan.n)
-			goto out;
-		if (s->take_st == PX_OK) {
-			*ref = s->fp;
-			ref_src = (long)i;
-			have_ref = 1;
-		}
-	}
-	if (have_ref && vf_fingerprint_id(ref, refid) != PX_OK)
+	decide_size(a, srcs, &d);
+	for (size_t i = 0; i < a->nsources; i++)
+		px_rangeread_set_size(srcs[i].rr, srcs[i].probe == PX_OK ? srcs[i].seen.size
+									 : d.size);
+	if (read_sources(r, a, srcs, &d) != PX_OK || decide(r, a, srcs, &d) != PX_OK)
 		goto out;
-
 	for (size_t i = 0; i < a->nsources; i++) {
-		struct src *s = &srcs[i];
-		struct vf_verdict v;
-		int is_ref = (long)i == ref_src;
-
-		memset(&v, 0, sizeof(v));
-		v.sample = -1;
-		v.offset = -1;
-		v.size = s->probe == PX_OK ? s->seen.size : -1;
-		progress(r, a->id, 0);
-		if (s->probe != PX_OK) {
-			v.outcome = VF_INCONCLUSIVE;
-			snprintf(v.why, sizeof(v.why), "no size: %s", s->probe_why);
-		} else if (size >= 0 && s->seen.size != size) {
-			v.outcome = VF_SIZE_MISMATCH;
-			snprintf(v.why, sizeof(v.why), "has %lld bytes, the asset %lld",
-				 (long long)s->seen.size, (long long)size);
-		} else if (!have_ref) {
-			if (!s->taken)
-				take(s, size);
-			v.outcome = VF_INCONCLUSIVE;
-			snprintf(v.why, sizeof(v.why),
-				 "no reference: no source of the asset could be read in full (%s)",
-				 s->take_why[0] ? s->take_why : "none readable");
-		} else {
-			if (!s->taken)
-				take(s, size);
-			if (s->take_st == PX_ENOMEM && s->take_bad >= s->fp.plan.n)
-				goto out;
-			vf_verdict_compare(ref, &s->fp, &v);
-			if (v.outcome == VF_INCONCLUSIVE && s->take_st != PX_OK &&
-			    (size_t)v.sample == s->take_bad)
-				snprintf(v.why, sizeof(v.why), "sample %zu at offset %lld "
-					 "unreadable: %s", s->take_bad,
-					 (long long)s->fp.plan.off[s->take_bad], s->take_why);
-		}
-		report(r, a, s, &v, is_ref && v.outcome == VF_MATCH);
-		store_result(r, a, s, &v, have_ref ? refid : NULL, is_ref && v.outcome == VF_MATCH);
-		if (r->full && s->probe == PX_OK && (size < 0 || s->seen.size == size))
-			check_full(r, a, s, s->seen.size);
-		r->done++;
+		judge(r, a, srcs, i, &d);
+		report(r, a, &srcs[i], (long)i == d.ref && srcs[i].out == O_MATCH);
 	}
+	report_reference(r, a, srcs, &d);
+	store_results(r, a, srcs, &d);
 	st = PX_OK;
 out:
 	for (size_t i = 0; srcs && i < a->nsources; i++)
 		px_rangeread_free(srcs[i].rr);
 	free(srcs);
-	free(ref);
 	return st;
 }
 
@@ -601,16 +811,18 @@ int fs_verify_main(int argc, char **argv)
 		}
 	}
 	progress_clear(&r);
-	printf("%zu source(s): %zu match, %zu mismatch, %zu size mismatch, %zu inconclusive",
-	       r.done, r.n[VF_MATCH], r.n[VF_MISMATCH], r.n[VF_SIZE_MISMATCH],
-	       r.n[VF_INCONCLUSIVE]);
+	printf("%zu source(s): %zu match, %zu mismatch, %zu size mismatch, %zu inconclusive, "
+	       "%zu undecided, %zu alone", r.done, r.n[O_MATCH], r.n[O_MISMATCH],
+	       r.n[O_SIZE_MISMATCH], r.n[O_INCONCLUSIVE], r.n[O_UNDECIDED], r.n[O_ALONE]);
 	if (r.full)
 		printf("; full sha256: %zu differ, %zu unread", r.full_bad, r.full_unsure);
 	printf("\n");
 	fflush(stdout);
-	if (r.n[VF_MISMATCH] || r.n[VF_SIZE_MISMATCH] || r.full_bad)
+	if (r.n[O_MISMATCH] || r.n[O_SIZE_MISMATCH])
 		rc = EXIT_MISMATCH;
-	else if (r.n[VF_INCONCLUSIVE] || r.full_unsure)
+	else if (r.n[O_UNDECIDED])
+		rc = EXIT_UNDECIDED;
+	else if (r.n[O_INCONCLUSIVE])
 		rc = EXIT_INCONCLUSIVE;
 	else
 		rc = 0;
