@@ -137,7 +137,7 @@ static int make_source(struct scen *s, struct sc_rng *r, int k)
 	src->at = SF_NEVER;
 	src->fault_ms = SF_NEVER;
 	src->http = codes[sc_range(r, 0, 5)];
-	src->slow_ms = s->stall_ms * sc_range(r, 20, 60) / 100;
+	src->slow_ms = s->stall_ms * sc_range(r, 10, 40) / 100;
 	src->drip_ms = s->stall_ms / 4;
 	src->back_ms = sc_range(r, 200, 1500);
 	switch (src->kind) {
@@ -180,8 +180,8 @@ static void make_providers(struct scen *s, struct sc_rng *r)
 static void make_settings(struct scen *s, struct sc_rng *r)
 {
 	static const int64_t delays[] = { 0, 300, 120000 };
-	s->read_timeout_ms = 2000;
-	s->stall_ms = sc_range(r, 200, 400);
+	s->read_timeout_ms = 3000;
+	s->stall_ms = sc_range(r, 300, 600);
 	s->standby_delay_ms = delays[sc_range(r, 0, 2)];
 	s->liveness_ms = sc_range(r, 0, 1) ? 0 : 500;
 	s->retries = (int)sc_range(r, 0, 2);

@@ -67,21 +67,43 @@ static int proper(const struct scen *s, int j)
 	return k != SF_HTML && k != SF_GZIP && k != SF_CLEN;
 }
 
+/* Whether j can be a session's source at all: proper answers of the
+ * asset's size. */
+static int servable(const struct scen *s, int j)
+{
+	return proper(s, j) && s->src[j].size == s->asset_size;
+}
+
 /* Whether j is identical to `served` (-1: nothing served yet: whether j
  * has the asset's bytes and size). */
 static int identical(const struct scen *s, int j, int served)
 {
-	if (!proper(s, j))
+	if (!servable(s, j))
 		return 0;
 	if (served < 0)
-		return s->src[j].data == s->base && s->src[j].size == s->asset_size;
+		return s->src[j].data == s->base;
 	return s->src[j].data == s->src[served].data && s->src[j].size == s->src[served].size;
+}
+
+/* Whether a source on j's provider refused its credentials (401/403) by
+ * t1: the core then uses the provider for nothing (its rule: credentials
+ * belong to the provider, not to one URL). */
+static int auth_refused(struct scen *s, int j, int64_t t1)
+{
+	for (int i = 0; i < s->nsrc; i++)
+		if (s->src[i].prov == s->src[j].prov && s->src[i].kind == SF_HTTP &&
+		    (s->src[i].http == 401 || s->src[i].http == 403) &&
+		    sf_state_of(&s->fake, i).fault_at <= t1)
+			return 1;
+	return 0;
 }
 
 /* Whether j could serve over all of [t0, t1]. */
 static int able(struct scen *s, int j, int64_t t0, int64_t t1)
 {
 	struct sf_state st = sf_state_of(&s->fake, j);
+	if (auth_refused(s, j, t1))
+		return 0;
 	switch (s->src[j].kind) {
 	case SF_RESET: case SF_STALL: case SF_DRIP: case SF_HTTP:
 		return st.fault_at > t1;
@@ -121,21 +143,23 @@ static int same_bytes(const struct scen *s, int k, int64_t off, const unsigned c
 	return off + (int64_t)n <= s->src[k].size && memcmp(s->src[k].data + off, buf, n) == 0;
 }
 
-/* Fixes the served source of sid at its first bytes: the session's
- * source (the one after the read when a cutover came between and these
- * are its bytes), unless it cannot have given them (a source that never
- * answers properly, or whose bytes these are not: a cached head or tail
- * filled from another source); then the first source whose bytes they are. */
+/* Fixes the served source of sid at its first bytes: the session's source
+ * when the read began, else when it ended (a cutover came between), if
+ * that source can serve and these are its bytes; otherwise (a cached head
+ * or tail filled from another source) the first source whose bytes they
+ * are. */
 static int set_served(struct scen *s, uint64_t sid, int before, int after, int64_t off,
 		      const unsigned char *buf, size_t n)
 {
+	int cand[SF_MAX_SOURCES + 2] = { before, after };
 	int k = before;
-	if (before != after && !same_bytes(s, before, off, buf, n) &&
-	    same_bytes(s, after, off, buf, n))
-		k = after;
-	for (int j = 0; j < s->nsrc && !(proper(s, k) && same_bytes(s, k, off, buf, n)); j++)
-		if (proper(s, j) && same_bytes(s, j, off, buf, n))
-			k = j;
+	for (int j = 0; j < s->nsrc; j++)
+		cand[j + 2] = j;
+	for (int i = 0; i < s->nsrc + 2; i++)
+		if (servable(s, cand[i]) && same_bytes(s, cand[i], off, buf, n)) {
+			k = cand[i];
+			break;
+		}
 	pthread_mutex_lock(&s->lock);
 	if (s->nsess < SC_MAX_SESSIONS) {
 		s->sess_id[s->nsess] = sid;

@@ -190,7 +190,7 @@ int main(int argc, char **argv)
 	const char *log = NULL;
 	g_run.seed = 1;
 	g_run.count = 2000;
-	g_run.jobs = 16;
+	g_run.jobs = 24;
 	pthread_mutex_init(&g_run.print_lock, NULL);
 	if (parse(argc, argv, &verbose, &log) != 0)
 		return 2;
