@@ -12,10 +12,10 @@
  * cause, and the handle counts it (fallback_exhausted) and marks the
  * session failed so that a reopen starts afresh.
  *
- * Two cutovers of one read at the same byte mean every source fails as
- * fast as the session moves (a dead network): the second one counts as a
- * failure and backs off like a retry, so a read never spins between
- * sources.
+ * More cutovers of one read at the same byte than the asset has sources
+ * mean every source fails as fast as the session moves (a dead network):
+ * the next one counts as a failure and backs off like a retry, so a read
+ * never spins between sources; until then each standby gets its turn.
  */
 #include <errno.h>
 #include <time.h>
@@ -51,6 +51,11 @@ enum px_status px_retry_failed(struct px_retry *r, struct px_session *sess, size
 			       deadline) == PX_OK;
 	if (moved && r->cut_at != pos) {
 		r->cut_at = pos;
+		r->cuts_here = 0;
+	}
+	/* each standby gets its turn at the byte before a move counts as a
+	 * failure: as many moves as the asset has sources */
+	if (moved && ++r->cuts_here <= (int)core->cat->assets[asset].nsources) {
 		r->fails = 0;
 		return PX_OK;
 	}

@@ -18,8 +18,9 @@ struct px_retry {
 	int64_t mark;       /* where the last failure was: a later one past it
 			     * made progress, and the budget starts afresh */
 	int64_t cut_at;     /* where this read's last cutover moved, -1: none */
+	int cuts_here;      /* cutovers at cut_at */
 };
-#define PX_RETRY_INIT { 0, -1, -1 }
+#define PX_RETRY_INIT { 0, -1, -1, 0 }
 
 /*
  * Source `source` of the session failed under a read at pos, with st

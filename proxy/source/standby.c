@@ -1041,9 +1041,10 @@ static size_t session_reference(struct px_core *core, struct px_session *s, size
 		return vf_fingerprint_complete(mine) ? mine->plan.n : 0;
 	}
 	size_t have = px_own_get(core, s->asset, failed, mine);
-	/* a reset or a 5xx may leave it answering; a stall, a refused
-	 * connection or an answer of the wrong kind does not */
-	int answers = why == PX_ETRANSFER || why == PX_ESERVER;
+	/* a reset, a 5xx or a stalled transfer may leave it answering new
+	 * requests; a refused connection or an answer of the wrong kind
+	 * does not */
+	int answers = why == PX_ETRANSFER || why == PX_ESERVER || why == PX_ETIMEDOUT;
 	if (have < mine->plan.n && answers &&
 	    take_own(core, s->asset, failed, s, until, 0) == PX_OK)
 		have = px_own_get(core, s->asset, failed, mine);
@@ -1209,7 +1210,10 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 		if (!verified && !know) {
 			/* the session's reference, once, when a candidate
 			 * needs it */
-			have = session_reference(core, s, failed, why, until, mine);
+			/* half the stall budget: a source that stalled may
+			 * not answer at all */
+			have = session_reference(core, s, failed, why,
+						 px_now_ms() + (until - px_now_ms()) / 2, mine);
 			know = 1;
 			until = px_now_ms() + per < deadline ? px_now_ms() + per : deadline;
 		}

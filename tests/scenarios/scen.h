@@ -81,6 +81,8 @@ struct scen {
 	uint64_t sess_id[SC_MAX_SESSIONS];
 	int sess_src[SC_MAX_SESSIONS];   /* the source it was first served from */
 	int violated;
+	int unseen;                      /* got a byte that differs outside every sample:
+					  * what sampling cannot see, not counted */
 	char what[1024];                 /* the first violation */
 	int64_t nreads, nfailed, ncut;
 	int64_t switch_done;             /* SC_FORCE_SWITCH: sessions moved */

@@ -29,7 +29,7 @@ struct run {
 	long count;
 	int jobs;
 	enum sc_mode mode;
-	_Atomic long next, done, violations, switched, reads, failed, cuts;
+	_Atomic long next, done, violations, switched, reads, failed, cuts, unseen;
 	_Atomic long by_kind[7];
 	pthread_mutex_t print_lock;
 };
@@ -82,6 +82,9 @@ static void summary(void)
 				printf(" %s %ld;", kind_names[i], atomic_load(&g_run.by_kind[i]));
 		printf("\n");
 	}
+	if (atomic_load(&g_run.unseen))
+		printf("scenarios whose reader got a byte that differs outside every sample "
+		       "(sampling cannot see it; not counted): %ld\n", atomic_load(&g_run.unseen));
 	printf("reads %ld, failed %ld, sessions cut over %ld%s", atomic_load(&g_run.reads),
 	       atomic_load(&g_run.failed), atomic_load(&g_run.cuts),
 	       g_run.mode == SC_FORCE_SWITCH ? "" : "\n");
@@ -119,6 +122,7 @@ static void *worker(void *arg)
 		atomic_fetch_add(&g_run.failed, s->nfailed);
 		atomic_fetch_add(&g_run.cuts, s->ncut);
 		atomic_fetch_add(&g_run.switched, s->switch_done);
+		atomic_fetch_add(&g_run.unseen, s->unseen && !s->violated);
 		if (s->violated) {
 			atomic_fetch_add(&g_run.violations, 1);
 			atomic_fetch_add(&g_run.by_kind[kind_of(s->what)], 1);
