@@ -69,13 +69,16 @@ def resp(port, *args, timeout=2.0):
 
 
 class Redis:
-    """A private redis-server (no persistence) on 127.0.0.1:port."""
+    """A private redis-server on 127.0.0.1:port: no persistence, or with
+    persist an append-only file fsynced at every write (a restart after
+    kill -9 keeps every key)."""
 
-    def __init__(self, workdir, port=None, password=None):
+    def __init__(self, workdir, port=None, password=None, persist=False):
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = port
         self.password = password
+        self.persist = persist     # AOF, fsynced at every write: a kill keeps all
         self.proc = None
 
     @property
@@ -86,7 +89,8 @@ class Redis:
         for _attempt in range(5):
             port = self.port or free_port()
             argv = ['redis-server', '--port', str(port), '--bind', '127.0.0.1', '--save', '',
-                    '--appendonly', 'no', '--dir', str(self.dir), '--daemonize', 'no',
+                    '--appendonly', 'yes' if self.persist else 'no', '--appendfsync', 'always',
+                    '--dir', str(self.dir), '--daemonize', 'no',
                     '--logfile', str(self.dir / 'redis.log')]
             if self.password:
                 argv += ['--requirepass', self.password]
