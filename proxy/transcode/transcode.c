@@ -1434,9 +1434,11 @@ static int probe_slot_free(const struct px_transcode *tc)
 /*
  * Starts a probe run of j for segments from..until beside its main writer
  * (docs/transcode.md "Seeks"): it never touches the main writer, and its
- * segments are listed, and so trusted, when it ends. PX_EBUSY when no
- * slot is free; PX_EAGAIN (j->failed set) when the lease is someone
- * else's. Under tc->lock.
+ * segments are listed, and so trusted, when it ends. A probe that takes
+ * the lease runs recovery first, as a main writer's start does. PX_OK
+ * also when that recovery finds from..until trusted (nothing starts);
+ * PX_EBUSY when no slot is free; PX_EAGAIN (j->failed set) when the
+ * lease is someone else's. Under tc->lock.
  */
 static enum px_status start_probe(struct px_transcode *tc, struct job *j, uint32_t from,
 				  uint32_t until)
@@ -1453,6 +1455,7 @@ static enum px_status start_probe(struct px_transcode *tc, struct job *j, uint32
 	/* under the current generation when held: a new one would fence the
 	 * running writers of this job, which are ours */
 	if (!j->have_lease) {
+		int repaired;
 		enum px_status hs = hold_lease(tc, j);
 		if (hs != PX_OK && tc->store && hs != PX_EINVAL) {
 			j->remote = 1;
@@ -1466,6 +1469,17 @@ static enum px_status start_probe(struct px_transcode *tc, struct job *j, uint32
 			pthread_cond_broadcast(&tc->cond);
 			return PX_EAGAIN;
 		}
+		/* a new generation starts with recovery, as a main writer's
+		 * does: the last writer's newest entry (open, never served) is
+		 * distrusted and its leftovers go. Without it a probe that took
+		 * the lease of a dead writer (another host's, issue 25) skipped
+		 * that entry as listed, listed its own segments before it, and
+		 * the read waited for a segment no writer would write */
+		uint32_t first = recover(tc, j, from, &repaired);
+		pthread_cond_broadcast(&tc->cond);
+		if (first > until)
+			return PX_OK; /* from..until all trusted: nothing to write */
+		from = first;
 	}
 	memset(p, 0, sizeof(*p));
 	p->pidfd = p->outfd = -1;

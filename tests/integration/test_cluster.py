@@ -69,13 +69,16 @@ def resp(port, *args, timeout=2.0):
 
 
 class Redis:
-    """A private redis-server (no persistence) on 127.0.0.1:port."""
+    """A private redis-server on 127.0.0.1:port: no persistence, or with
+    persist an append-only file fsynced at every write (a restart after
+    kill -9 keeps every key)."""
 
-    def __init__(self, workdir, port=None, password=None):
+    def __init__(self, workdir, port=None, password=None, persist=False):
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = port
         self.password = password
+        self.persist = persist     # AOF, fsynced at every write: a kill keeps all
         self.proc = None
 
     @property
@@ -86,7 +89,8 @@ class Redis:
         for _attempt in range(5):
             port = self.port or free_port()
             argv = ['redis-server', '--port', str(port), '--bind', '127.0.0.1', '--save', '',
-                    '--appendonly', 'no', '--dir', str(self.dir), '--daemonize', 'no',
+                    '--appendonly', 'yes' if self.persist else 'no', '--appendfsync', 'always',
+                    '--dir', str(self.dir), '--daemonize', 'no',
                     '--logfile', str(self.dir / 'redis.log')]
             if self.password:
                 argv += ['--requirepass', self.password]
@@ -417,6 +421,112 @@ def test_takeover_when_host_dies(redis, seamfs, data, nginx, tmp_path):
     assert rc == 0 and not err.strip(), err
     assert abs(ffprobe_duration(fb) - 20.0) < 0.6
     ta.join(1)
+
+
+def read_1mib(path, box):
+    """Reads path whole in reads of 1 MiB (as a player with a cache does:
+    each spans several segments, so a read's later segments are not
+    "settled" where it waits), with no page cache between it and the
+    daemon (transcodes are direct I/O); box gets 'result' or 'error'."""
+    try:
+        h, n = hashlib.sha256(), 0
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            while True:
+                b = os.read(fd, 1 << 20)
+                if not b:
+                    break
+                h.update(b)
+                n += len(b)
+        finally:
+            os.close(fd)
+        box['result'] = (h.hexdigest(), n)
+    except BaseException as e:  # noqa: BLE001 - reported by the test
+        box['error'] = e
+
+
+def test_takeover_follows_new_generation(redis, seamfs, data, nginx, tmp_path):
+    """Issue 25: A writes the transcode, B's reader follows it in 1 MiB
+    reads; A's daemon and writer are killed while the newest segment A
+    listed (its writer's open entry, which no host serves) lies in the
+    middle of B's second read. That read is not settled, so B takes the
+    lease over with a probe rather than a writer. The new generation must
+    distrust and write that segment again: B reads to the end with no
+    error, its bytes are the segments the store lists, the file decodes
+    whole, and each generation's segments are written by one writer.
+    Before the fix the probe claimed the lease without recovery, skipped
+    the dead writer's open entry as listed, and the read waited for it
+    until read_timeout (EIO)."""
+    work = tmp_path / 'work'
+    cat = tc_cat(nginx)
+    a = mount_host(seamfs, cat, redis, 'alpha', work, options=['writer_max_speed=2'],
+                   read_timeout=20)
+    b = mount_host(seamfs, cat, redis, 'beta', work, options=['writer_max_speed=2'],
+                   read_timeout=20)
+    fa, fb = a.path('clip 180p.ts'), b.path('clip 180p.ts')
+    job = work / 'clip-180'
+    plan = json.loads((job / 'plan.json').read_text())
+    size, nseg, seg = plan['size'], plan['segments'], plan['segment_bytes']
+    # the kill falls when A has listed segment `edge`, inside B's second read
+    edge = (1 << 20) // seg + 1
+    assert (1 << 20) < edge * seg < (2 << 20) and edge + 1 < nseg, plan
+    ha = os.open(fa, os.O_RDONLY)
+    try:
+        assert len(os.pread(ha, 188, 0)) == 188     # starts A's writer
+        wait_until(lambda: writer_pids(a.pid), 20, "A's writer")
+        gen_a = int(wait_until(lambda: store_lease(redis, 'clip-180').get('gen'), 10,
+                               "A's lease"))
+        box = {}
+        tb = threading.Thread(target=read_1mib, args=(fb, box), daemon=True)
+        tb.start()
+        wait_until(lambda: len(store_playlist(redis, 'clip-180')[0]) > edge, 60,
+                   f'A listing segment {edge}')
+        entries, clean = store_playlist(redis, 'clip-180')
+        assert not clean, 'the writer finished before it could be killed'
+        pids = writer_pids(a.pid)
+        os.kill(a.pid, signal.SIGKILL)
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        tb.join(90)
+    finally:
+        try:
+            os.close(ha)
+        except OSError:
+            pass      # A's mount is gone with its daemon
+    assert not tb.is_alive(), "B's reader is still blocked"
+    assert 'error' not in box, f"B's reader failed: {box.get('error')!r}\n{tail_log(b)}"
+    digest, n = box['result']
+    assert n == size
+    assert 'takeover: asset clip-180 from alpha:' in b.log()
+    # B may still be writing (its probe's neighbours): wait for the end
+    wait_until(lambda: store_playlist(redis, 'clip-180')[1] or
+               len(store_playlist(redis, 'clip-180')[0]) == nseg, 60, 'every segment listed')
+    entries, _ = store_playlist(redis, 'clip-180')
+    assert sorted(k for k, _, _ in entries) == list(range(nseg)), entries
+    # what B read is what the store lists, and what B serves now
+    h = hashlib.sha256()
+    for k in range(nseg):
+        (gen,) = [g for i, _, g in entries if i == k]
+        h.update(seg_file(job, k, gen).read_bytes())
+    assert h.hexdigest() == digest
+    assert bounded(lambda: read_sequential(fb, 1 << 20), 60, 'reading B again') == (digest, size)
+    rc, err = bounded(lambda: decode_errors(fb), 120, 'decoding through mount B')
+    assert rc == 0 and not err.strip(), err
+    assert abs(ffprobe_duration(fb) - 20.0) < 0.6
+    # one writer per generation: A's entries are A's generation (from before
+    # the kill), every later one is a generation B claimed after it
+    assert all(g >= gen_a for _, _, g in entries)
+    # no file of a generation the store does not list for its segment
+    listed = {seg_file(job, k, g).name for k, _, g in entries}
+    present = {p.name for p in job.iterdir() if p.name.startswith('seg-')}
+    assert present == listed, present ^ listed
+
+
+def tail_log(m, lines=60):
+    return '\n'.join(m.log().splitlines()[-lines:])
 
 
 def test_fencing_stopped_writer(redis, seamfs, data, nginx, tmp_path):
