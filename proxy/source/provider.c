@@ -1076,6 +1076,22 @@ out:
 	return st;
 }
 
+enum px_status px_session_switch_wait(struct px_session *s, size_t source, int64_t deadline)
+{
+	struct px_core *core = s->core;
+	size_t prov = core->cat->assets[s->asset].sources[source].provider;
+	enum px_status st;
+	while ((st = px_session_switch(s, source)) == PX_EBUSY) {
+		pthread_mutex_lock(&core->prov_lock);
+		int more = !core->stopping && (has_room(&core->provs[prov]) ||
+					       wait_until(core, deadline));
+		pthread_mutex_unlock(&core->prov_lock);
+		if (!more)
+			break;
+	}
+	return st;
+}
+
 void px_provider_auth_failed(struct px_core *core, size_t prov, const char *why)
 {
 	pthread_mutex_lock(&core->prov_lock);

@@ -154,6 +154,16 @@ void px_session_leave(struct px_session *s);
  */
 enum px_status px_session_switch(struct px_session *s, size_t source) PX_WUR;
 
+/*
+ * px_session_switch(), waiting until deadline (px_now_ms() clock) for room
+ * on the source's provider while it has none: a cutover whose only
+ * standby's provider is busy with other sessions gets the first slot that
+ * frees rather than failing the read. PX_EBUSY at the deadline. Any thread
+ * but the fetch thread; holds no lock while it waits.
+ */
+enum px_status px_session_switch_wait(struct px_session *s, size_t source,
+				      int64_t deadline) PX_WUR;
+
 /* The session's descriptor of path source `source`, opened (and its size
  * checked) on first use; -1 when it cannot be used (then logged, and dead
  * for the asset when missing or of another size). */

@@ -41,6 +41,7 @@ struct px_rangeread {
 	char **headers;
 	size_t nheaders;
 	int64_t timeout_ms;
+	int64_t until;          /* no request runs past it (ms), 0: none */
 	unsigned parallel;
 	int64_t size;
 	int html_ok;
@@ -152,6 +153,8 @@ static void start_item(struct px_rangeread *rr, struct batch *b, struct item *it
 
 	it->state = IT_FLIGHT;
 	it->deadline = px_now_ms() + rr->timeout_ms;
+	if (rr->until && it->deadline > rr->until)
+		it->deadline = rr->until;
 	atomic_fetch_add(&b->refs, 1);
 	pthread_mutex_unlock(&b->lock);
 	enum px_status st = rr->ops.submit(rr->ops.impl, &fp, &cb, &id);
@@ -210,6 +213,17 @@ static void batch_run(struct px_rangeread *rr, struct batch *b)
 		}
 		if (finished == b->n)
 			break;
+		if (next < b->n && rr->until && now >= rr->until) {
+			/* the reader's time is up: what was not started never is */
+			for (; next < b->n; next++) {
+				struct item *it = &b->items[next];
+				it->state = IT_DONE;
+				it->res.status = PX_ETIMEDOUT;
+				snprintf(it->res.detail, sizeof(it->res.detail),
+					 "not asked: the reader's time ran out");
+			}
+			continue;
+		}
 		if (next < b->n && inflight < rr->parallel) {
 			start_item(rr, b, &b->items[next++]);
 			continue;
@@ -534,4 +548,9 @@ struct px_fetch_params px_source_range(struct px_core *core, size_t asset,
 	};
 	fp.prep = source_prep(core, asset, source, &fp);
 	return fp;
+}
+
+void px_rangeread_set_until(struct px_rangeread *rr, int64_t until)
+{
+	rr->until = until;
 }

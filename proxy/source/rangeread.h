@@ -92,4 +92,9 @@ struct px_fetch_params px_source_range(struct px_core *core, size_t asset,
  * runs. */
 void px_source_preps_free(struct px_core *core);
 
+/* Bounds every request of rr by until (px_now_ms() clock; 0: no bound
+ * beyond each request's timeout): one not yet started when it passes is
+ * not asked, and fails with PX_ETIMEDOUT. Before the first read. */
+void px_rangeread_set_until(struct px_rangeread *rr, int64_t until);
+
 #endif

@@ -123,6 +123,8 @@ static enum px_status open_reader(struct px_core *core, size_t asset, size_t k,
 			timeout = 1;
 		st = px_rangeread_new_http(&g->ops, src->url, (const char *const *)p->headers,
 					   p->nheaders, timeout, sess ? 8 : 2, out);
+		if (st == PX_OK && deadline)
+			px_rangeread_set_until(*out, deadline);
 	}
 	if (st == PX_OK) {
 		px_rangeread_set_size(*out, core->assets[asset].size);
@@ -1021,12 +1023,12 @@ static int size_gate(struct px_core *core, struct px_session *s, size_t k, int64
 	return ok;
 }
 
-/* The session's reference: the failed source's own fingerprint, filled
- * from it now when the failure leaves it answering (a reset, a 5xx; not a
- * stall, a refused connection or bytes that are not the asset's). Returns
- * how many samples it has. */
+/* The session's reference: the failed source's own fingerprint (sweep_all
+ * filled what it could), or, after a screen kept the failed source's wrong
+ * bytes from the reader, the asset's reference. Returns how many samples
+ * it has. */
 static size_t session_reference(struct px_core *core, struct px_session *s, size_t failed,
-				enum px_status why, int64_t until, struct vf_fingerprint *mine)
+				enum px_status why, struct vf_fingerprint *mine)
 {
 	struct asset_rt *rt = &core->assets[s->asset];
 	if (why == PX_EMISMATCH) {
@@ -1040,15 +1042,65 @@ static size_t session_reference(struct px_core *core, struct px_session *s, size
 		pthread_mutex_unlock(&core->vf_lock);
 		return vf_fingerprint_complete(mine) ? mine->plan.n : 0;
 	}
-	size_t have = px_own_get(core, s->asset, failed, mine);
-	/* a reset, a 5xx or a stalled transfer may leave it answering new
-	 * requests; a refused connection or an answer of the wrong kind
-	 * does not */
+	return px_own_get(core, s->asset, failed, mine);
+}
+
+/* One sweep of a cutover's parallel batch (sweep_all). */
+struct sweep {
+	pthread_t thread;
+	struct px_core *core;
+	struct px_session *s;
+	size_t k;
+	int64_t until;
+	int gate;
+	int started;
+};
+
+static void *sweep_main(void *arg)
+{
+	struct sweep *w = arg;
+	(void)take_own(w->core, w->s->asset, w->k, w->s, w->until, w->gate);
+	return NULL;
+}
+
+/*
+ * The samples a cutover needs, fetched at once, in parallel, within until:
+ * what the failed source's fingerprint lacks, when the failure may leave it
+ * answering (a reset, a 5xx, a stall; not a refused connection or an
+ * answer of the wrong kind), and what each candidate that is not verified
+ * lacks. A standby that does not answer then costs the cutover no more
+ * than the others: one stall_timeout for all. Threads: at most one per
+ * source; one that cannot start sweeps in the caller's.
+ */
+static void sweep_all(struct px_core *core, struct px_session *s, size_t failed,
+		      enum px_status why, const size_t *cand, size_t nc, int64_t until)
+{
+	struct sweep *w = calloc(nc + 1, sizeof(*w));
+	size_t n = 0;
+	struct asset_rt *rt = &core->assets[s->asset];
 	int answers = why == PX_ETRANSFER || why == PX_ESERVER || why == PX_ETIMEDOUT;
-	if (have < mine->plan.n && answers &&
-	    take_own(core, s->asset, failed, s, until, 0) == PX_OK)
-		have = px_own_get(core, s->asset, failed, mine);
-	return have;
+	if (!w)
+		return;
+	if (answers && !px_own_full(core, s->asset, failed))
+		w[n++] = (struct sweep){ .core = core, .s = s, .k = failed, .until = until };
+	for (size_t i = 0; i < nc; i++) {
+		pthread_mutex_lock(&core->vf_lock);
+		int skip = rt->src[cand[i]].state == VS_VERIFIED ||
+			   rt->src[cand[i]].state == VS_REJECTED;
+		pthread_mutex_unlock(&core->vf_lock);
+		if (!skip && !px_own_full(core, s->asset, cand[i]))
+			w[n++] = (struct sweep){ .core = core, .s = s, .k = cand[i],
+						 .until = until, .gate = 1 };
+	}
+	for (size_t i = 0; i < n; i++)
+		w[i].started = pthread_create(&w[i].thread, NULL, sweep_main, &w[i]) == 0;
+	for (size_t i = 0; i < n; i++) {
+		if (w[i].started)
+			pthread_join(w[i].thread, NULL);
+		else
+			(void)sweep_main(&w[i]);
+	}
+	free(w);
 }
 
 /* The asset's reference, when it has one, judges what a sweep read of k
@@ -1085,8 +1137,60 @@ static enum vf_outcome judge_against_reference(struct px_core *core, size_t asse
  * reference, if any, does not contradict k. A difference is not a verdict
  * for good unless the asset's reference (a majority's) says so too.
  */
+/* A candidate's whole fingerprint into fp, swept now (within until) when
+ * it lacks samples. Returns 0 when it cannot be had whole. */
+static int whole_of(struct px_core *core, struct px_session *s, size_t j, int64_t until,
+		    struct vf_fingerprint *fp)
+{
+	if (px_own_get(core, s->asset, j, fp) == fp->plan.n)
+		return 1;
+	if (take_own(core, s->asset, j, s, until, !px_own_full(core, s->asset, j)) != PX_OK)
+		return 0;
+	return px_own_get(core, s->asset, j, fp) == fp->plan.n;
+}
+
+/*
+ * The failed source died before its fingerprint was whole, and k matches
+ * every sample of it the reader passed: whether the other candidates that
+ * match those samples too outvote k in the rest. Any of them holds every
+ * sampled byte the reader was given, so any keeps the session one file;
+ * which one is the asset's, a majority says best. k is not taken when more
+ * of them differ from it than agree with it (k included): one of those
+ * comes later. cand: the candidates, nc of them.
+ */
+static int backed(struct px_core *core, struct px_session *s, size_t failed, size_t k,
+		  const struct vf_fingerprint *mine, const struct vf_fingerprint *fk,
+		  const size_t *cand, size_t nc, int64_t until)
+{
+	struct vf_fingerprint *fj = malloc(sizeof(*fj));
+	size_t agree = 1, differ = 0, i;
+	if (!fj || !vf_fingerprint_complete(fk)) {
+		free(fj);
+		return 0;
+	}
+	for (size_t c = 0; c < nc; c++) {
+		size_t j = cand[c];
+		if (j == k || j == failed || px_source_rejected(core, s->asset, j) ||
+		    !whole_of(core, s, j, until, fj) ||
+		    px_own_agrees(mine, fj, &i) != PX_OWN_SAME)
+			continue;
+		if (px_own_agrees(fk, fj, &i) == PX_OWN_SAME)
+			agree++;
+		else
+			differ++;
+	}
+	free(fj);
+	if (differ)
+		px_warn("cutover", "%s: %s failed before its samples were all seen, and its "
+			"standbys disagree on the rest: %zu with %s, %zu against%s", s->who,
+			src_name(core, s->asset, failed), agree, src_name(core, s->asset, k),
+			differ, agree >= differ ? "" : ": the larger side is taken");
+	return agree >= differ;
+}
+
 static int holds_same(struct px_core *core, struct px_session *s, size_t failed, size_t k,
-		      const struct vf_fingerprint *mine, size_t have, int64_t until)
+		      const struct vf_fingerprint *mine, size_t have, const size_t *all,
+		      size_t nall, int64_t until)
 {
 	struct asset_rt *rt = &core->assets[s->asset];
 	struct vf_fingerprint *cand = malloc(sizeof(*cand));
@@ -1111,10 +1215,13 @@ static int holds_same(struct px_core *core, struct px_session *s, size_t failed,
 		if (!ok) {
 			/* its source died before its samples were all seen:
 			 * every one it served agrees, the asset's reference
-			 * must not contradict the candidate */
+			 * must not contradict the candidate, nor a majority
+			 * of the others that agree with what it served */
 			pthread_mutex_lock(&core->vf_lock);
 			ok = rt->src[k].state != VS_REJECTED;
 			pthread_mutex_unlock(&core->vf_lock);
+			ok = ok && whole_of(core, s, k, until, cand) &&
+			     backed(core, s, failed, k, mine, cand, all, nall, until);
 			if (ok)
 				px_info("cutover", "%s: %s matches the %zu of %zu samples %s gave "
 					"before it failed", s->who, src_name(core, s->asset, k),
@@ -1196,10 +1303,13 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 		px_provider_auth_failed(core, a->sources[failed].provider, "HTTP 401/403");
 	if (why != PX_EAUTH && why != PX_ENOTFOUND)
 		px_source_failed(core, s->asset, failed, why, "under a read");
-	size_t nc = candidates(core, s, failed, cand, 64), have = 0;
+	size_t nc = candidates(core, s, failed, cand, 64), have = 0, busy = SIZE_MAX;
 	int know = 0;
+	uint64_t tried = 0; /* bit k: candidate k was tried */
 	for (size_t i = 0; i < nc && px_now_ms() < deadline; i++) {
 		size_t k = cand[i];
+		if (k < 64 && (tried >> k & 1))
+			continue;
 		int64_t until = px_now_ms() + per;
 		if (until > deadline)
 			until = deadline;
@@ -1208,26 +1318,38 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 			       (rt->src[failed].state != VS_REJECTED || why == PX_EMISMATCH);
 		pthread_mutex_unlock(&core->vf_lock);
 		if (!verified && !know) {
-			/* the session's reference, once, when a candidate
-			 * needs it */
-			/* half the stall budget: a source that stalled may
-			 * not answer at all */
-			have = session_reference(core, s, failed, why,
-						 px_now_ms() + (until - px_now_ms()) / 2, mine);
+			/* the session's reference and the candidates'
+			 * fingerprints, once, when a candidate needs them */
+			/* in parallel, so all of them share one budget: two
+			 * stall_timeouts (a standby far away, at its provider's
+			 * connection limit, needs rounds of requests), never
+			 * the read's last quarter of a stall */
+			int64_t sweep_until = px_now_ms() + 2 * per;
+			if (sweep_until > deadline - per / 4)
+				sweep_until = deadline - per / 4;
+			sweep_all(core, s, failed, why, cand + i, nc - i, sweep_until);
+			have = session_reference(core, s, failed, why, mine);
 			know = 1;
-			until = px_now_ms() + per < deadline ? px_now_ms() + per : deadline;
+			/* the ones that did not answer the sweep go last now */
+			nc = candidates(core, s, failed, cand, 64);
+			i = (size_t)-1;
+			continue;
 		}
+		if (k < 64)
+			tried |= 1ULL << k;
 		if (verified) {
 			/* k matches the asset's reference, and every sample
 			 * the failed source served was screened against it:
 			 * the seam is all */
+		} else if (px_source_rejected(core, s->asset, k)) {
+			continue; /* the sweep found it of another size */
 		} else if (have == 0) {
 			/* no sample of the failed source is known (its reader
 			 * started past the first and it no longer answers):
 			 * the size gate and the seam are all there is */
 			if (!size_gate(core, s, k, until))
 				continue;
-		} else if (!holds_same(core, s, failed, k, mine, have, until)) {
+		} else if (!holds_same(core, s, failed, k, mine, have, cand, nc, until)) {
 			continue;
 		}
 		until = px_now_ms() + per < deadline ? px_now_ms() + per : deadline;
@@ -1239,6 +1361,8 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 		if (px_session_switch(s, k) != PX_OK) {
 			px_info("cutover", "%s: %s: its provider is at its limit", s->who,
 				src_name(core, s->asset, k));
+			if (busy == SIZE_MAX)
+				busy = k;
 			continue;
 		}
 		/* the source that failed served these bytes, screened
@@ -1254,6 +1378,17 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 			reason_name(why), (long long)took);
 		rc = PX_OK;
 		break;
+	}
+	/* every standby that holds the bytes is on a provider at its limit:
+	 * the first that passed waits for a slot, within the read's time */
+	if (rc != PX_OK && busy != SIZE_MAX &&
+	    px_session_switch_wait(s, busy, deadline) == PX_OK) {
+		int64_t took = px_now_ms() - t0;
+		record(core, s, off, failed, busy, why, took);
+		px_info("cutover", "%s offset %lld: %s -> %s (%s), %lld ms, after a wait for a "
+			"slot", s->who, (long long)off, src_name(core, s->asset, failed),
+			src_name(core, s->asset, busy), reason_name(why), (long long)took);
+		rc = PX_OK;
 	}
 out:
 	free(mine);

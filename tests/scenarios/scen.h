@@ -80,6 +80,8 @@ struct scen {
 	int nsess;
 	uint64_t sess_id[SC_MAX_SESSIONS];
 	int sess_src[SC_MAX_SESSIONS];   /* the source it was first served from */
+	unsigned sess_mask[SC_MAX_SESSIONS]; /* the sources whose bytes agree with
+					  * every byte it returned (bit j: s<j>) */
 	int violated;
 	int unseen;                      /* got a byte that differs outside every sample:
 					  * what sampling cannot see, not counted */

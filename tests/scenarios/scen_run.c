@@ -117,13 +117,29 @@ static int able(struct scen *s, int j, int64_t t0, int64_t t1)
 	}
 }
 
-/* An identical source that could have served [t0, t1], or -1. */
-static int could_serve(struct scen *s, int served, int64_t t0, int64_t t1)
+/* A source that could have served [t0, t1] and holds the session's bytes
+ * (mask: the sources that agree with every byte it returned; 0: nothing
+ * served yet, then one identical to `served`, or the asset's own), or -1. */
+static int could_serve(struct scen *s, int served, unsigned mask, int64_t t0, int64_t t1)
 {
 	for (int j = 0; j < s->nsrc; j++)
-		if (identical(s, j, served) && able(s, j, t0, t1))
+		if ((mask ? servable(s, j) && (mask >> j & 1) : identical(s, j, served)) &&
+		    able(s, j, t0, t1))
 			return j;
 	return -1;
+}
+
+/* The sources whose bytes agree with every byte session sid returned; 0
+ * when it returned none yet. */
+static unsigned mask_of(struct scen *s, uint64_t sid)
+{
+	unsigned m = 0;
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < s->nsess; i++)
+		if (s->sess_id[i] == sid)
+			m = s->sess_mask[i];
+	pthread_mutex_unlock(&s->lock);
+	return m;
 }
 
 /* The served source of session sid, -1 when it served nothing yet. */
@@ -164,6 +180,9 @@ static int set_served(struct scen *s, uint64_t sid, int before, int after, int64
 	pthread_mutex_lock(&s->lock);
 	if (s->nsess < SC_MAX_SESSIONS) {
 		s->sess_id[s->nsess] = sid;
+		s->sess_mask[s->nsess] = 0;
+		for (int j = 0; j < s->nsrc; j++)
+			s->sess_mask[s->nsess] |= (unsigned)servable(s, j) << j;
 		s->sess_src[s->nsess++] = k;
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -187,8 +206,37 @@ static int in_sample(const struct scen *s, int64_t off)
 	return 0;
 }
 
-/* (1): the bytes of a read that succeeded. */
-static void check_bytes(struct scen *s, int served, int64_t off, size_t len,
+/* Whether sources a and b (of one size) differ only outside every range of
+ * the sample plan: what sampling cannot see. */
+static int differ_unseen(const struct scen *s, int a, int b)
+{
+	if (s->src[a].size != s->src[b].size)
+		return 0;
+	for (int64_t i = 0; i < s->src[a].size; i++)
+		if (s->src[a].data[i] != s->src[b].data[i] && in_sample(s, i))
+			return 0;
+	return 1;
+}
+
+/* Sets session sid's mask. */
+static void set_mask(struct scen *s, uint64_t sid, unsigned m)
+{
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < s->nsess; i++)
+		if (s->sess_id[i] == sid)
+			s->sess_mask[i] = m;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * (1): the bytes of a read that succeeded. A session's bytes must all be
+ * one source's: the sources that agree with every byte it returned (its
+ * mask) must not run out. Which of two differing mirrors holds the
+ * asset's true bytes no cutover can know; a seam between them is what the
+ * promise forbids. A difference outside every sample is what sampling
+ * cannot see: counted apart.
+ */
+static void check_bytes(struct scen *s, uint64_t sid, int served, int64_t off, size_t len,
 			const unsigned char *buf, size_t got)
 {
 	int64_t want = s->asset_size - off;
@@ -198,30 +246,41 @@ static void check_bytes(struct scen *s, int served, int64_t off, size_t len,
 			       (long long)off, len, got, (long long)want, (long long)s->asset_size);
 		return;
 	}
-	if (same_bytes(s, served, off, buf, got))
+	unsigned mask = mask_of(s, sid), match = 0;
+	for (int j = 0; j < s->nsrc; j++)
+		match |= (unsigned)(servable(s, j) && same_bytes(s, j, off, buf, got)) << j;
+	if (mask & match) {
+		set_mask(s, sid, mask & match);
 		return;
+	}
+	for (int j = 0; j < s->nsrc; j++)
+		for (int o = 0; o < s->nsrc; o++)
+			if ((mask >> j & 1) && (match >> o & 1) && differ_unseen(s, j, o)) {
+				pthread_mutex_lock(&s->lock);
+				s->unseen = 1;
+				pthread_mutex_unlock(&s->lock);
+				set_mask(s, sid, match);
+				return;
+			}
+	for (int j = 0; j < s->nsrc; j++)
+		if (mask >> j & 1) {
+			served = j;
+			break;
+		}
 	const struct sf_source *src = &s->src[served];
 	size_t i = 0;
 	while (off + (int64_t)i < src->size && i < got && src->data[off + i] == buf[i])
 		i++;
 	int other = -1;
 	for (int j = 0; j < s->nsrc && other < 0; j++)
-		if (same_bytes(s, j, off, buf, got))
+		if (match >> j & 1)
 			other = j;
 	char whose[64] = "no source's bytes";
 	if (other >= 0)
 		snprintf(whose, sizeof(whose), "the bytes of s%d (%s)", other,
 			 sf_kind_name(s->src[other].kind));
-	if (other >= 0 && !in_sample(s, off + (int64_t)i)) {
-		/* sampling compares 20 or 100 ranges of 4 KiB: a byte outside
-		 * all of them is the documented limit, not a broken rule */
-		pthread_mutex_lock(&s->lock);
-		s->unseen = 1;
-		pthread_mutex_unlock(&s->lock);
-		return;
-	}
-	scen_violation(s, "byte %lld of asset a is 0x%02x; the session was served from s%d "
-		       "(%s), whose byte is %s; the read returned %s%s",
+	scen_violation(s, "byte %lld of asset a is 0x%02x; every byte the session returned "
+		       "before was s%d's (%s), whose byte is %s; the read returned %s%s",
 		       (long long)(off + (int64_t)i), buf[i], served, sf_kind_name(src->kind),
 		       off + (int64_t)i < src->size ? "another" : "past its end", whose,
 		       cached(s, off + (int64_t)i) ? " (the byte is in the cached head or tail)" :
@@ -255,10 +314,10 @@ static int do_read(struct scen *s, struct px_handle *h, int64_t off, size_t len,
 		if (served < 0 && got > 0)
 			served = set_served(s, sid, before, after, off, buf, got);
 		if (served >= 0)
-			check_bytes(s, served, off, len, buf, got);
+			check_bytes(s, sid, served, off, len, buf, got);
 		return 0;
 	}
-	int j = could_serve(s, served, t0, t1);
+	int j = could_serve(s, served, mask_of(s, sid), t0, t1);
 	char from[64] = "nothing served yet";
 	if (served >= 0)
 		snprintf(from, sizeof(from), "served from s%d (%s)", served,
@@ -296,12 +355,14 @@ static int run_range(struct scen *s, struct px_handle *h, unsigned char *buf, in
 	return 0;
 }
 
-/* SC_FORCE_SWITCH: the first bytes from the session's source, then the
- * session moved by hand to s1, which differs in its last 4 KiB, then the
- * end of the asset read: the checker must see the wrong bytes. */
+/* SC_FORCE_SWITCH: the end of the asset from the session's source, then
+ * the session moved by hand to s1, which differs in its last 4 KiB, then
+ * the end read again: the session's bytes are no longer one source's, and
+ * the checker must see it. */
 static void force_switch(struct scen *s, struct px_handle *h, unsigned char *buf)
 {
-	if (do_read(s, h, 0, 4096, buf) != 0)
+	if (do_read(s, h, 0, 4096, buf) != 0 ||
+	    run_range(s, h, buf, s->asset_size - 8192, s->asset_size, 4096, 0) != 0)
 		return;
 	if (px_session_switch(px_handle_session(h), 1) != PX_OK)
 		return;
@@ -351,7 +412,7 @@ static void run_pattern(struct scen *s, const struct sc_reader *rd, struct px_ha
  * bytes could serve, or every provider is at its limit (PX_EBUSY). */
 static void check_open(struct scen *s, enum px_status st, int64_t t0)
 {
-	int j = st == PX_EBUSY ? -1 : could_serve(s, -1, t0, px_now_ms());
+	int j = st == PX_EBUSY ? -1 : could_serve(s, -1, 0, t0, px_now_ms());
 	if (j >= 0)
 		scen_violation(s, "open failed (%s) while s%d (%s) could serve", px_strerror(st),
 			       j, sf_kind_name(s->src[j].kind));

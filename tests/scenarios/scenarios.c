@@ -201,7 +201,7 @@ int main(int argc, char **argv)
 	if (g_run.count == 1)
 		verbose = 1;
 	/* the core's log: its lines on stderr for a replay, else a file or none */
-	px_log_setup(verbose ? PX_LOG_INFO : PX_LOG_ERROR, !verbose);
+	px_log_setup(verbose ? (getenv("SCEN_DEBUG") ? PX_LOG_DEBUG : PX_LOG_INFO) : PX_LOG_ERROR, !verbose);
 	if (!verbose && px_log_open_file(log ? log : "/dev/null") != PX_OK) {
 		fprintf(stderr, "scenarios: --log %s: cannot be opened\n", log ? log : "/dev/null");
 		return 2;

@@ -152,15 +152,16 @@ static void test_parallel_when_starved(void **state)
 	rig_free(r);
 }
 
-/* No spare slot (max_connections 1), max_streams 1, a source faster than
- * the reader, or one slower than the reader but faster than a capped
- * connection (128 MiB/s: this machine's CPU holds it back, which more
- * connections would not help): one transfer at a time, never a part. */
+/* No spare slot (max_connections 1), max_streams 1, or a source faster
+ * than the reader: one transfer at a time, never a part. (A case of a
+ * source capped at 128 MiB/s, above the 64 MiB/s floor, was dropped: on a
+ * loaded machine with ASan its chunks came slower than the floor, where
+ * parallel parts are the rule's right answer, and CI failed on it.) */
 static void test_no_parallel_without_cause(void **state)
 {
 	(void)state;
 	static const struct { int maxc, max_streams; int64_t cap_us; } cases[] = {
-		{ 1, 4, CAP_US }, { 4, 1, CAP_US }, { 4, 4, 0 }, { 4, 4, 500 },
+		{ 1, 4, CAP_US }, { 4, 1, CAP_US }, { 4, 4, 0 },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct rig *r = par_rig(cases[i].maxc, cases[i].max_streams, cases[i].cap_us, 0);
