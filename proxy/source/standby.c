@@ -413,7 +413,10 @@ out:
 		if (st == PX_EAUTH)
 			px_provider_auth_failed(core, core->cat->assets[asset].sources[k].provider,
 						why);
-		if (no_answer(st) || st == PX_ENOTFOUND || st == PX_ENOTASSET)
+		/* a provider at its limit says nothing of the source, and a
+		 * cancel or a shutdown nothing at all */
+		if ((no_answer(st) && st != PX_EBUSY && st != PX_ECANCELED &&
+		     st != PX_ESHUTDOWN) || st == PX_ENOTFOUND || st == PX_ENOTASSET)
 			px_source_failed(core, asset, k, st, why);
 		px_debug("verify", "asset %s: %s: samples not all read: %s%s%s",
 			 core->cat->assets[asset].id, src_name(core, asset, k), px_strerror(st),
@@ -1137,47 +1140,44 @@ static enum vf_outcome judge_against_reference(struct px_core *core, size_t asse
  * reference, if any, does not contradict k. A difference is not a verdict
  * for good unless the asset's reference (a majority's) says so too.
  */
-/* A candidate's whole fingerprint into fp, swept now (within until) when
- * it lacks samples. Returns 0 when it cannot be had whole. */
-static int whole_of(struct px_core *core, struct px_session *s, size_t j, int64_t until,
-		    struct vf_fingerprint *fp)
+/* Whether a and b (one size) have a sample both hold with other bytes. */
+static int conflict(const struct vf_fingerprint *a, const struct vf_fingerprint *b)
 {
-	if (px_own_get(core, s->asset, j, fp) == fp->plan.n)
-		return 1;
-	if (take_own(core, s->asset, j, s, until, !px_own_full(core, s->asset, j)) != PX_OK)
-		return 0;
-	return px_own_get(core, s->asset, j, fp) == fp->plan.n;
+	for (size_t i = 0; i < a->plan.n; i++)
+		if (a->have[i] && b->have[i] && memcmp(a->sha[i], b->sha[i], VF_HASH_LEN) != 0)
+			return 1;
+	return 0;
 }
 
 /*
  * The failed source died before its fingerprint was whole, and k matches
  * every sample of it the reader passed: whether the other candidates that
- * match those samples too outvote k in the rest. Any of them holds every
- * sampled byte the reader was given, so any keeps the session one file;
- * which one is the asset's, a majority says best. k is not taken when more
- * of them differ from it than agree with it (k included): one of those
+ * match those samples too outvote k in the rest (on the samples each pair
+ * has, as the cutover's sweep left them: no request here). Any of them
+ * holds every sampled byte the reader was given, so any keeps the session
+ * one file; which one is the asset's, a majority says best. k is not taken
+ * when more of them conflict with it than not (k included): one of those
  * comes later. cand: the candidates, nc of them.
  */
 static int backed(struct px_core *core, struct px_session *s, size_t failed, size_t k,
 		  const struct vf_fingerprint *mine, const struct vf_fingerprint *fk,
-		  const size_t *cand, size_t nc, int64_t until)
+		  const size_t *cand, size_t nc)
 {
 	struct vf_fingerprint *fj = malloc(sizeof(*fj));
 	size_t agree = 1, differ = 0, i;
-	if (!fj || !vf_fingerprint_complete(fk)) {
-		free(fj);
+	if (!fj)
 		return 0;
-	}
 	for (size_t c = 0; c < nc; c++) {
 		size_t j = cand[c];
-		if (j == k || j == failed || px_source_rejected(core, s->asset, j) ||
-		    !whole_of(core, s, j, until, fj) ||
-		    px_own_agrees(mine, fj, &i) != PX_OWN_SAME)
+		if (j == k || j == failed || px_source_rejected(core, s->asset, j))
 			continue;
-		if (px_own_agrees(fk, fj, &i) == PX_OWN_SAME)
-			agree++;
-		else
+		(void)px_own_get(core, s->asset, j, fj);
+		if (px_own_agrees(mine, fj, &i) != PX_OWN_SAME)
+			continue;
+		if (conflict(fk, fj))
 			differ++;
+		else
+			agree++;
 	}
 	free(fj);
 	if (differ)
@@ -1220,8 +1220,7 @@ static int holds_same(struct px_core *core, struct px_session *s, size_t failed,
 			pthread_mutex_lock(&core->vf_lock);
 			ok = rt->src[k].state != VS_REJECTED;
 			pthread_mutex_unlock(&core->vf_lock);
-			ok = ok && whole_of(core, s, k, until, cand) &&
-			     backed(core, s, failed, k, mine, cand, all, nall, until);
+			ok = ok && backed(core, s, failed, k, mine, cand, all, nall);
 			if (ok)
 				px_info("cutover", "%s: %s matches the %zu of %zu samples %s gave "
 					"before it failed", s->who, src_name(core, s->asset, k),

@@ -115,8 +115,11 @@ def test_demo_cutover_and_stop(tmp_path, seamfs_bin):
     # 0700 tmp_path
     demo_dir = Path(tempfile.mkdtemp(prefix='seamfs-demo-'))
     demo_dir.chmod(0o755)
+    # a 60 s movie at 8 Mbit/s: a stream's window (at most 32 MiB) cannot
+    # hold the rest of it when the origin stops, so the cutover is certain
+    # (with 30 s it held it all on a loaded machine, and no cutover came)
     env = dict(daemon_env(), SEAMFS_DEMO_DIR=str(demo_dir), SEAMFS_SKIP_SETUP='1',
-               SEAMFS_BIN=seamfs_bin, SEAMFS_DEMO_SECONDS='30', SEAMFS_DEMO_RATE='4000000')
+               SEAMFS_BIN=seamfs_bin, SEAMFS_DEMO_SECONDS='60', SEAMFS_DEMO_RATE='4000000')
     try:
         p = run_demo(['cutover'], env, 240)
         out = p.stdout + p.stderr

@@ -180,8 +180,10 @@ static void make_providers(struct scen *s, struct sc_rng *r)
 static void make_settings(struct scen *s, struct sc_rng *r)
 {
 	static const int64_t delays[] = { 0, 300, 120000 };
-	s->read_timeout_ms = 3000;
+	/* the daemon's defaults scaled down tenfold: stall_timeout 3 s and
+	 * read_timeout 30 s, so a cutover has the budget it has there */
 	s->stall_ms = sc_range(r, 300, 600);
+	s->read_timeout_ms = 10 * s->stall_ms;
 	s->standby_delay_ms = delays[sc_range(r, 0, 2)];
 	s->liveness_ms = sc_range(r, 0, 1) ? 0 : 500;
 	s->retries = (int)sc_range(r, 0, 2);
