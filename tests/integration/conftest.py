@@ -724,13 +724,17 @@ class Mount:
             time.sleep(0.05)
 
     def _answers(self):
-        """stat() of the mountpoint succeeds (a stale mount gives ENOTCONN);
-        done in a thread so a hung daemon cannot block the harness."""
+        """statvfs() of the mountpoint succeeds (a stale mount gives
+        ENOTCONN); done in a thread so a hung daemon cannot block the
+        harness. Not stat(): the kernel may answer it for a stale mount from
+        its attribute cache, and wait_mounted() then took the stale mount
+        for the new one (test_stale_mount_is_cleared failed in CI: the new
+        daemon cleared it just after, and no mount was left to count)."""
         box = []
 
         def probe():
             try:
-                box.append(os.stat(self.mnt))
+                box.append(os.statvfs(self.mnt))
             except OSError:
                 pass
 
