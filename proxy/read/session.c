@@ -162,6 +162,8 @@ enum px_status px_handle_open(struct px_core *core, size_t asset, uint64_t clien
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return PX_ENOMEM;
+	/* the store's reference and verdicts, before a source is chosen */
+	px_standby_prime(core, asset);
 	st = px_session_enter(core, asset, client, px_now_ms() + core->cfg->admission_timeout_ms,
 			      &sess);
 	if (st != PX_OK) {

@@ -57,6 +57,8 @@ struct asset_rt {
 	int ref_recheck;           /* a source contradicted the stored ref: the
 				    * next tick asks the sources again */
 	uint64_t n_reopened;       /* stored references the sources overruled */
+	_Atomic int primed;        /* the store's reference and verdicts were
+				    * read at the asset's first open */
 	_Atomic int served;        /* some session has served bytes */
 	_Atomic int served_by;     /* who: 0 none yet, k+1 source k alone, -1 several */
 	int64_t served_at;

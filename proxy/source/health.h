@@ -32,7 +32,8 @@ struct src_rt {
 				    * its size was asked (px_source_misanswered),
 				    * and served nothing since */
 	int64_t abandoned_at;      /* VS_ABANDONED since (core clock) */
-	_Atomic int screened;      /* served bytes matched a reference sample */
+	_Atomic int screened;      /* verified: its sweep compared every sample,
+				    * the bytes it serves need not be */
 	int abandons;              /* times abandoned, for the retry backoff */
 	/* the source's own sampled fingerprint as far as known (ownprint.c):
 	 * hashed from the bytes it serves, fetched early for a playback,

@@ -17,7 +17,7 @@
  * backs the other when the first is not whole (its source died before its
  * samples were all seen).
  *
- * The read path: until a source's fingerprint is whole and screened, each
+ * The read path: until a source's fingerprint is whole, each
  * read looks up the samples it covers in the plan (a binary search; the
  * plan is immutable once published) and hashes those the fingerprint
  * lacks outside the lock. Once whole, two atomic loads.
@@ -105,14 +105,11 @@ static void note_one(struct px_core *core, size_t asset, struct src_rt *sr, size
 		if (vf_fingerprint_complete(own))
 			atomic_store(&sr->own_full, 1);
 	}
-	if (ref && ref->have[i] && !atomic_load(&sr->screened)) {
-		if (memcmp(ref->sha[i], d, VF_HASH_LEN) != 0) {
-			if (*ref_differs < 0)
-				*ref_differs = (long)i;
-		} else {
-			atomic_store(&sr->screened, 1);
-		}
-	}
+	/* every sample the source serves is compared, not only its first:
+	 * a source that differs further in never slips past */
+	if (ref && ref->have[i] && !atomic_load(&sr->screened) &&
+	    memcmp(ref->sha[i], d, VF_HASH_LEN) != 0 && *ref_differs < 0)
+		*ref_differs = (long)i;
 }
 
 void px_own_note(struct px_core *core, size_t asset, size_t k, int64_t off,
@@ -128,8 +125,9 @@ void px_own_note(struct px_core *core, size_t asset, size_t k, int64_t off,
 	if (!all)
 		return;
 	struct src_rt *sr = &all[k];
-	if (atomic_load(&sr->own_full) &&
-	    (!atomic_load(&rt->ref_known) || atomic_load(&sr->screened)))
+	/* every sample of a whole fingerprint was compared when it was
+	 * hashed here, or judged with the sweep or fetch that brought it */
+	if (atomic_load(&sr->own_full))
 		return;
 	const struct vf_plan *plan = px_own_plan(core, asset);
 	if (!plan)
@@ -144,10 +142,9 @@ void px_own_note(struct px_core *core, size_t asset, size_t k, int64_t off,
 		/* a verified source's samples were all compared by its sweep */
 		if (sr->state == VS_VERIFIED)
 			atomic_store(&sr->screened, 1);
-		int check = rt->ref && rt->ref->have[i] && !atomic_load(&sr->screened);
 		pthread_mutex_unlock(&core->vf_lock);
-		if (had && !check)
-			continue;
+		if (had)
+			continue; /* compared when it was had */
 		gather(iov, iovcnt, (size_t)(plan->off[i] - off), plan->len[i], chunk);
 		if (vf_hash_once(chunk, plan->len[i], d) != PX_OK)
 			continue; /* cannot hash: nothing proven either way */

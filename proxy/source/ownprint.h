@@ -23,13 +23,13 @@ const struct vf_plan *px_own_plan(struct px_core *core, size_t asset);
 /*
  * The bytes [off, ...) in iov came from source k of the asset: each sample
  * of the plan they cover wholly and that the source's own fingerprint
- * lacks is hashed into it. When the asset has a reference fingerprint, a
- * covered sample is also compared with it: *ref_differs gets the first
- * sample that differs (-1: none), and the source counts as screened once
- * one matched. *self_differs gets a sample the source gave before with
- * other bytes (-1: none): its file changed. The read path's cost once the
- * fingerprint is whole and screened: two atomic loads. Any thread but the
- * fetch thread; takes vf_lock briefly, never across hashing.
+ * lacks is hashed into it, and compared with the asset's reference when
+ * it has one (not for a verified source, whose sweep compared them all):
+ * *ref_differs gets the first that differs (-1: none). *self_differs gets
+ * a sample the source gave before with other bytes (-1: none): its file
+ * changed. The read path's cost once the fingerprint is whole: two atomic
+ * loads. Any thread but the fetch thread; takes vf_lock briefly, never
+ * across hashing.
  */
 void px_own_note(struct px_core *core, size_t asset, size_t k, int64_t off,
 		 const struct iovec *iov, int iovcnt, long *ref_differs, long *self_differs);

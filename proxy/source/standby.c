@@ -844,6 +844,43 @@ static void tick_standbys(struct px_core *core, size_t asset, size_t active, int
 	}
 }
 
+void px_standby_prime(struct px_core *core, size_t asset)
+{
+	const struct px_asset *a = &core->cat->assets[asset];
+	struct asset_rt *rt = &core->assets[asset];
+	struct vf_record rec;
+	char name[VF_STORE_MAX_NAME], ref_id[VF_FINGERPRINT_ID_LEN] = "";
+
+	if (atomic_exchange(&rt->primed, 1) || !core->vstore || a->nsources < 2 ||
+	    !px_src_ensure(core, asset))
+		return;
+	if (vf_store_reference(core->vstore, a->id, name, sizeof(name), &rec) && rec.has_fp &&
+	    rec.fp.size == rt->size)
+		set_reference(core, asset, &rec.fp, 1);
+	pthread_mutex_lock(&core->vf_lock);
+	if (rt->ref)
+		memcpy(ref_id, rt->ref_id, sizeof(ref_id));
+	pthread_mutex_unlock(&core->vf_lock);
+	/* a verdict stored against that very reference (or of the size
+	 * alone) holds now: a source it rejected gets no session */
+	for (size_t k = 0; k < a->nsources; k++) {
+		if (!vf_store_get(core->vstore, a->id, src_key(core, asset, k), NULL, &rec) ||
+		    !rec.has_verdict || rec.verdict.outcome == VF_INCONCLUSIVE)
+			continue;
+		int sized = rec.verdict.outcome == VF_SIZE_MISMATCH;
+		if (!sized && (!ref_id[0] || strcmp(rec.ref, ref_id) != 0))
+			continue;
+		char why[300];
+		snprintf(why, sizeof(why), "%s (a stored verdict)", rec.verdict.why);
+		pthread_mutex_lock(&core->vf_lock);
+		struct src_rt *sr = &rt->src[k];
+		sr->state = rec.verdict.outcome == VF_MATCH ? VS_VERIFIED : VS_REJECTED;
+		sr->wrong_size = sized;
+		px_src_why(sr, rec.verdict.outcome == VF_MATCH ? NULL : why);
+		pthread_mutex_unlock(&core->vf_lock);
+	}
+}
+
 void px_standby_tick(struct px_core *core)
 {
 	int64_t now = core->now();

@@ -23,6 +23,12 @@ void px_standby_release(struct px_core *core);
  * fingerprint is taken in the background. Any thread. */
 void px_standby_served(struct px_core *core, size_t asset, size_t source);
 
+/* At an asset's first open, before its session chooses a source: the
+ * reference kept in the store and the verdicts stored against it (a
+ * source they reject gets no session). A file read, no request; once per
+ * asset. Any thread that holds none of the core's locks. */
+void px_standby_prime(struct px_core *core, size_t asset);
+
 /* Starts prevalidation of the standbys of assets that have played for
  * standby_delay. The monitor thread, or a unit test. */
 void px_standby_tick(struct px_core *core);

@@ -415,9 +415,6 @@ def test_corrupt_first_source_is_the_minority(seamfs_cli, tmp_path, site, media)
     assert doc['sources'][site.url('same.bin')]['verdict']['outcome'] == 'match'
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'daemon: a session is started on the source the stored verdict rejects, and the '
-    'first-bytes screen checks one sample only (proxy/source/standby.c, issue 25)'))
 def test_mount_after_verify_serves_the_majority(seamfs, seamfs_cli, make_origin, tmp_path):
     """Issue 25: after `seamfs verify` stored the corrupt first source as the
     reference, the daemon rejected the good sources and served wrong bytes.
