@@ -6,13 +6,16 @@
  * Content-Range (or Content-Length from a server that ignores ranges) and
  * Last-Modified; a path source is stat()ed. Only answers that prove they
  * are the file count (px_http_judge: never an HTML page, a compressed or
- * unknown-length body). The size that most answers agree on wins, as soon
- * as more than half the sources agree, else once every source has answered
- * or failed (a tie goes to the size named first in catalog order); sources
- * that answered another size are dead for the asset, and the log and the
- * status say which and why (answers still on their way when every size is
- * decided get PROBE_GRACE_MS more). A login page behind a redirect, listed
- * first, cannot make a movie an 81-byte file.
+ * unknown-length body). The size a strict majority of the sources that gave
+ * one agree on wins: as soon as the answers still out cannot change that,
+ * else once every source has answered or failed. No source decides alone
+ * because it came first: with no majority (two sources that disagree, or a
+ * liar and one honest source while the third is silent) the asset gets no
+ * size, and an error names the sizes seen. Sources that answered another
+ * size than the winner are dead for the asset, and the log and the status
+ * say which and why (answers still on their way when every size is decided
+ * get PROBE_GRACE_MS more). A login page behind a redirect, listed first,
+ * cannot make a movie an 81-byte file.
  *
  * An asset whose size the catalog gives is not probed at all (core.c); a
  * reload's new asset with a size likewise. A source of another size is
@@ -22,6 +25,15 @@
  * All assets are probed at once, at most PROBE_PARALLEL transfers in
  * flight, and the whole pass is bounded by probe_timeout: what has not
  * answered by then is cancelled, and the answers that came decide.
+ *
+ * An asset left without a size is not listed, and is asked again: the
+ * retry thread runs px_probe_retry() RETRY_FIRST_MS after the mount, then
+ * at doubling intervals up to RETRY_MAX_MS while an asset stays out. It
+ * probes without reload_lock (a reload or status.json need not wait for
+ * probe_timeout; a reload probes only assets new to it, and drops the
+ * retry of an asset it removes), then under it lists what it found in a
+ * new tree, as a reload does, and remembers the size in the state dir. A
+ * size once listed never changes while mounted.
  */
 #include <errno.h>
 #include <stdio.h>
