@@ -172,9 +172,11 @@ static void note_split(struct probe_item *it, size_t answered)
 	}
 	if (n >= sizeof(seen))
 		n = sizeof(seen) - 1;
+	char failed[sizeof(it->why)];
+	snprintf(failed, sizeof(failed), "%s", it->why);
 	it->split = 1;
 	snprintf(it->why, sizeof(it->why), "no size has a majority of the %zu source(s) that "
-		 "gave one: %s", answered, seen);
+		 "gave one: %s%s%s", answered, seen, failed[0] ? "; " : "", failed);
 }
 
 /* Decides the item's size from the answers so far, when they suffice (or
