@@ -214,6 +214,7 @@ void px_core_free(struct px_core *core)
 		/* every slot this host holds back to the cluster */
 		px_cslots_stop(core);
 		monitor_stop(core);
+		px_probe_retry_stop(core);
 		px_copies_stop(core);
 		px_providers_release(core);
 		/* verification jobs end while the fetcher still runs */
@@ -243,6 +244,7 @@ void px_core_free(struct px_core *core)
 	free(core->assets);
 	free(core->provs);
 	px_tree_free(core->tree);
+	px_probe_retry_release(core);
 	for (size_t i = 0; i < core->ncatalogs; i++) {
 		px_tree_free(core->old_trees[i]);
 		px_catalog_free(core->catalogs[i]);
@@ -285,19 +287,6 @@ static void discover_derived(struct px_core *core, size_t i, int64_t fallback_mt
 	core->nlisted++;
 }
 
-/* What a remembered size was found for: the asset's sources, in order. */
-static int sources_key(const struct px_asset *a, char key[PX_STATE_KEY_LEN])
-{
-	const char **names = calloc(a->nsources + 1, sizeof(*names));
-	if (!names)
-		return -1;
-	for (size_t k = 0; k < a->nsources; k++)
-		names[k] = a->sources[k].url ? a->sources[k].url : a->sources[k].path;
-	px_state_sources_key(names, a->nsources, key);
-	free(names);
-	return 0;
-}
-
 enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 				int64_t fallback_mtime)
 {
@@ -320,7 +309,7 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 		}
 		rt->size = a->size;
 		rt->mtime = a->mtime;
-		if (sources_key(a, keys[i]))
+		if (px_probe_state_key(a, keys[i]))
 			goto out;
 		if (state && px_state_get(state, a->id, keys[i], &size, &mtime) &&
 		    (a->size < 0 || a->size == size)) {
@@ -338,6 +327,8 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 
 	for (size_t i = 0; i < cat->nassets; i++) {
 		struct asset_rt *rt = &core->assets[i];
+		/* left out for want of a size: probe.c's retry asks again */
+		rt->rediscover = need[i] && rt->size < 0;
 		if (cat->assets[i].kind != PX_ASSET_PLAIN || rt->size < 0)
 			continue;
 		/* a fallback mtime is remembered too, so it stays the same */
@@ -370,6 +361,8 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 				px_warn("core", "could not start the monitor thread: sessions "
 					"expire only at opens, and providers are not probed");
 		}
+		if (core->fetch)
+			px_probe_retry_start(core, state);
 		st = px_standby_start(core);
 		if (st == PX_OK)
 			st = px_copies_start(core);

@@ -288,6 +288,9 @@ enum px_status px_reload_catalog(struct px_core *core, struct px_catalog *nc, ch
 		else
 			note(report, len, "asset %s: left out, its size is unknown",
 			     m->assets[i].id);
+		/* a new asset without a size is asked again (probe.c's retry);
+		 * one no longer in the catalog is not */
+		rt->rediscover = i < old_n ? rt->rediscover && keep[i] : rt->size < 0;
 		if (i < old_n && rt->listed && !keep[i])
 			n_gone++;
 		if (i >= old_n && rt->mtime < 0)

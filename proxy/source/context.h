@@ -18,6 +18,7 @@
 #include "px.h"
 
 struct px_tree;
+struct px_state;
 struct px_transcode;
 struct px_session;
 struct px_handle;
@@ -65,6 +66,8 @@ struct asset_rt {
 	int64_t size;              /* -1 until known; fixed once listed */
 	int64_t mtime;
 	int listed;
+	int rediscover;            /* left out, size unknown: probe.c's retry
+				    * asks again (under core->reload_lock) */
 	_Atomic unsigned char *dead; /* per source: 404/410 or wrong size seen */
 	struct px_fetch_prep **preps; /* per source: its request, prepared at its
 				       * first transfer (rangeread.c; atomic) */
@@ -113,6 +116,14 @@ struct px_core {
 	struct px_catalog *catalogs[PX_MAX_RELOADS];
 	struct px_tree *old_trees[PX_MAX_RELOADS];
 	size_t ncatalogs;
+	/* probe.c's retry of size discovery: its thread, the state it
+	 * remembers sizes in (borrowed, NULL: none) and the trees it
+	 * replaced (kept until the core is freed, under reload_lock) */
+	pthread_t retry_thread;
+	int retry_started;
+	struct px_state *retry_state;
+	struct px_tree *retry_trees[PX_MAX_RELOADS];
+	size_t nretry_trees;
 	const char *catalog_path;  /* borrowed from main; NULL: no reload */
 	char reload_msg[1024];     /* the last reload's outcome, in words */
 	int reload_ok;

@@ -6,13 +6,16 @@
  * Content-Range (or Content-Length from a server that ignores ranges) and
  * Last-Modified; a path source is stat()ed. Only answers that prove they
  * are the file count (px_http_judge: never an HTML page, a compressed or
- * unknown-length body). The size that most answers agree on wins, as soon
- * as more than half the sources agree, else once every source has answered
- * or failed (a tie goes to the size named first in catalog order); sources
- * that answered another size are dead for the asset, and the log and the
- * status say which and why (answers still on their way when every size is
- * decided get PROBE_GRACE_MS more). A login page behind a redirect, listed
- * first, cannot make a movie an 81-byte file.
+ * unknown-length body). The size a strict majority of the sources that gave
+ * one agree on wins: as soon as the answers still out cannot change that,
+ * else once every source has answered or failed. No source decides alone
+ * because it came first: with no majority (two sources that disagree, or a
+ * liar and one honest source while the third is silent) the asset gets no
+ * size, and an error names the sizes seen. Sources that answered another
+ * size than the winner are dead for the asset, and the log and the status
+ * say which and why (answers still on their way when every size is decided
+ * get PROBE_GRACE_MS more). A login page behind a redirect, listed first,
+ * cannot make a movie an 81-byte file.
  *
  * An asset whose size the catalog gives is not probed at all (core.c); a
  * reload's new asset with a size likewise. A source of another size is
@@ -22,6 +25,15 @@
  * All assets are probed at once, at most PROBE_PARALLEL transfers in
  * flight, and the whole pass is bounded by probe_timeout: what has not
  * answered by then is cancelled, and the answers that came decide.
+ *
+ * An asset left without a size is not listed, and is asked again: the
+ * retry thread runs px_probe_retry() RETRY_FIRST_MS after the mount, then
+ * at doubling intervals up to RETRY_MAX_MS while an asset stays out. It
+ * probes without reload_lock (a reload or status.json need not wait for
+ * probe_timeout; a reload probes only assets new to it, and drops the
+ * retry of an asset it removes), then under it lists what it found in a
+ * new tree, as a reload does, and remembers the size in the state dir. A
+ * size once listed never changes while mounted.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -37,9 +49,13 @@
 #include "rangeread.h"
 #include "httpparse.h"
 #include "log.h"
+#include "state.h"
+#include "tree.h"
 
 #define PROBE_PARALLEL 32
 #define PROBE_GRACE_MS 1000  /* for answers after every size is decided */
+#define RETRY_FIRST_MS 5000  /* an asset left out is asked again after this, */
+#define RETRY_MAX_MS 300000  /* doubling up to this */
 
 enum { PS_WAIT, PS_FLIGHT, PS_DONE };
 
@@ -60,6 +76,7 @@ struct probe_item {
 	size_t n;
 	int parallel;         /* the size is unknown: ask every source at once */
 	int decided;
+	int split;            /* decided: no size had a majority */
 	char why[400];        /* what went wrong so far, for the log */
 };
 
@@ -107,60 +124,104 @@ static void size_dead(struct px_core *core, size_t asset, size_t k, int64_t size
 	}
 }
 
+/* Whether source ps answered a size that counts as a vote. */
+static int votes_for(const struct probe_src *ps)
+{
+	return ps->state == PS_DONE && ps->st == PX_OK && ps->size >= 0;
+}
+
+/* Counts the answers: how many gave a size (*answered), how many are still
+ * to come (*pending); returns the index of the size most answers agree on
+ * (the first in catalog order on a tie), or -1, with its votes. */
+static long count_votes(const struct probe_item *it, size_t *votes, size_t *answered,
+			size_t *pending)
+{
+	long best = -1;
+	*votes = *answered = *pending = 0;
+	for (size_t i = 0; i < it->n; i++) {
+		const struct probe_src *ps = &it->srcs[i];
+		*pending += ps->state != PS_DONE;
+		if (!votes_for(ps))
+			continue;
+		++*answered;
+		size_t v = 0;
+		for (size_t j = 0; j < it->n; j++)
+			v += votes_for(&it->srcs[j]) && it->srcs[j].size == ps->size;
+		if (v > *votes) {
+			*votes = v;
+			best = (long)i;
+		}
+	}
+	return best;
+}
+
+/* No size has a strict majority of the answers: says which sizes were
+ * seen, and from where, in the item's reasons (the log line that leaves
+ * the asset out carries them). Lock held. */
+static void note_split(struct probe_item *it, size_t answered)
+{
+	const struct px_asset *a = &it->pr->core->cat->assets[it->asset];
+	char seen[300] = "";
+	size_t n = 0;
+	for (size_t i = 0; i < it->n && n + 1 < sizeof(seen); i++) {
+		const struct probe_src *ps = &it->srcs[i];
+		if (votes_for(ps))
+			n += (size_t)snprintf(seen + n, sizeof(seen) - n, "%s%s has %lld bytes",
+					      n ? ", " : "", source_name(&a->sources[ps->source]),
+					      (long long)ps->size);
+	}
+	if (n >= sizeof(seen))
+		n = sizeof(seen) - 1;
+	char failed[sizeof(it->why)];
+	snprintf(failed, sizeof(failed), "%s", it->why);
+	it->split = 1;
+	snprintf(it->why, sizeof(it->why), "no size has a majority of the %zu source(s) that "
+		 "gave one: %s%s%s", answered, seen, failed[0] ? "; " : "", failed);
+}
+
 /* Decides the item's size from the answers so far, when they suffice (or
- * final is set: no more will come). Lock held. */
+ * final is set: no more will come). Without a catalog size, a size needs
+ * a strict majority of the sources that gave one (a source that failed or
+ * gave none does not count): decided early once the answers still to come
+ * cannot change that, else at the end; with none, the asset gets no size.
+ * Lock held. */
 static void decide(struct probe_item *it, int final)
 {
 	struct px_core *core = it->pr->core;
 	struct asset_rt *rt = &core->assets[it->asset];
 	const struct px_asset *a = &core->cat->assets[it->asset];
-	long best = -1;
-	size_t best_votes = 0, pending = 0;
+	size_t best_votes, answered, pending;
 
 	if (it->decided)
 		return;
-	for (size_t i = 0; i < it->n; i++) {
-		struct probe_src *ps = &it->srcs[i];
-		if (ps->state != PS_DONE) {
-			pending++;
-			continue;
-		}
-		if (ps->st != PX_OK || ps->size < 0)
-			continue;
-		size_t votes = 0;
-		for (size_t j = 0; j < it->n; j++)
-			votes += it->srcs[j].state == PS_DONE && it->srcs[j].st == PX_OK &&
-				 it->srcs[j].size == ps->size;
-		if (votes > best_votes) {
-			best_votes = votes;
-			best = (long)i;
-		}
-	}
-	if (a->size >= 0) {
+	long best = count_votes(it, &best_votes, &answered, &pending);
+	if (pending && !final) {
 		/* the catalog's size: one source that agrees is enough */
-		if (best < 0 && pending && !final)
+		if (a->size >= 0 && best < 0)
 			return;
-	} else if (!final && pending && best_votes * 2 <= it->n) {
-		return; /* no majority yet, and answers are still to come */
+		/* a majority even if every source still out answers otherwise */
+		if (a->size < 0 && best_votes * 2 <= answered + pending)
+			return;
 	}
 	it->decided = 1;
 	if (best < 0)
 		return;
+	if (a->size < 0 && best_votes * 2 <= answered) {
+		note_split(it, answered);
+		return;
+	}
 	const struct probe_src *win = &it->srcs[best];
 	rt->size = win->size;
 	for (size_t i = 0; i < it->n; i++) {
 		const struct probe_src *ps = &it->srcs[i];
-		if (ps->state == PS_DONE && ps->st == PX_OK && ps->size == win->size &&
-		    rt->mtime < 0)
+		if (votes_for(ps) && ps->size == win->size && rt->mtime < 0)
 			rt->mtime = ps->mtime;
 	}
 	for (size_t i = 0; i < it->n; i++) {
 		const struct probe_src *ps = &it->srcs[i];
-		if (ps->state == PS_DONE && ps->st == PX_OK && ps->size >= 0 &&
-		    ps->size != win->size)
+		if (votes_for(ps) && ps->size != win->size)
 			size_dead(core, it->asset, ps->source, ps->size, win->size,
-				  best_votes > 1 ? "the other sources agree on"
-						 : "the size taken is");
+				  a->size >= 0 ? "the catalog says" : "the other sources agree on");
 	}
 }
 
@@ -429,12 +490,191 @@ void px_probe_assets(struct px_core *core, const unsigned char *need)
 		struct asset_rt *rt = &core->assets[it->asset];
 		if (rt->size < 0 && it->why[0] == '\0')
 			snprintf(it->why, sizeof(it->why), "not probed within probe_timeout");
-		if (rt->size < 0)
-			px_warn("probe", "asset %s left out: size unknown (%s)",
-				cat->assets[it->asset].id, it->why);
+		if (rt->size >= 0)
+			continue;
+		if (it->split)
+			px_error("probe", "asset %s left out: its sources disagree on its size (%s); "
+				 "size discovery is tried again later", cat->assets[it->asset].id,
+				 it->why);
+		else
+			px_warn("probe", "asset %s left out: size unknown (%s); size discovery is "
+				"tried again later", cat->assets[it->asset].id, it->why);
 	}
 	pthread_cond_destroy(&pr.cond);
 	pthread_mutex_destroy(&pr.lock);
 	free(pr.items);
 	free(srcs);
+}
+
+int px_probe_state_key(const struct px_asset *a, char key[PX_STATE_KEY_LEN])
+{
+	const char **names = calloc(a->nsources + 1, sizeof(*names));
+	if (!names)
+		return -1;
+	for (size_t k = 0; k < a->nsources; k++)
+		names[k] = a->sources[k].url ? a->sources[k].url : a->sources[k].path;
+	px_state_sources_key(names, a->nsources, key);
+	free(names);
+	return 0;
+}
+
+/* Which assets the retry asks again: left out for want of a size, and
+ * still in the catalog. Their sources' "dead" marks from the last attempt
+ * are forgotten (nothing read from them; the probe marks them again).
+ * reload_lock held. Returns how many. */
+static size_t retry_wanted(struct px_core *core, unsigned char *need)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < core->cat->nassets; i++) {
+		struct asset_rt *rt = &core->assets[i];
+		need[i] = rt->rediscover && !rt->listed && rt->size < 0;
+		if (!need[i])
+			continue;
+		for (size_t k = 0; k < core->cat->assets[i].nsources; k++)
+			rt->dead[k] = 0;
+		n++;
+	}
+	return n;
+}
+
+/* Lists the assets the retry found a size for (still wanted: a reload may
+ * have dropped one meanwhile), remembering their sizes. reload_lock held.
+ * Returns how many. */
+static size_t retry_publish(struct px_core *core, const unsigned char *need,
+			    unsigned char *listed)
+{
+	size_t n = 0;
+	struct px_tree *tree = NULL;
+	for (size_t i = 0; i < core->cat->nassets; i++) {
+		struct asset_rt *rt = &core->assets[i];
+		listed[i] = rt->listed || (need[i] && rt->rediscover && rt->size >= 0);
+		n += listed[i] && !rt->listed;
+	}
+	if (!n)
+		return 0;
+	if (core->nretry_trees == PX_MAX_RELOADS ||
+	    px_tree_new(core->cat, listed, &tree) != PX_OK) {
+		px_error("probe", "sizes found for %zu left-out asset(s), but they cannot be "
+			 "listed (out of memory or of room for trees): remount", n);
+		return 0;
+	}
+	for (size_t i = 0; i < core->cat->nassets; i++) {
+		struct asset_rt *rt = &core->assets[i];
+		const struct px_asset *a = &core->cat->assets[i];
+		char key[PX_STATE_KEY_LEN];
+		if (!listed[i] || rt->listed)
+			continue;
+		if (rt->mtime < 0)
+			rt->mtime = core->catalog_mtime;
+		if (core->retry_state && px_probe_state_key(a, key) == 0 &&
+		    px_state_put(core->retry_state, a->id, key, rt->size, rt->mtime) != PX_OK)
+			px_warn("state", "could not remember the size of %s", a->id);
+		px_info("probe", "asset %s listed: %lld bytes, found at a retry of size discovery",
+			a->id, (long long)rt->size);
+		rt->rediscover = 0;
+		rt->listed = 1;
+		core->nlisted++;
+	}
+	struct px_tree *old = atomic_exchange(&core->tree, tree);
+	core->retry_trees[core->nretry_trees++] = old;
+	if (core->on_reload)
+		core->on_reload(core->on_reload_ctx, old, tree);
+	return n;
+}
+
+size_t px_probe_retry(struct px_core *core)
+{
+	size_t cap = core->assets_cap + 1, found = 0;
+	unsigned char *need = calloc(cap, 1), *listed = calloc(cap, 1);
+
+	if (!need || !listed)
+		goto out;
+	pthread_mutex_lock(&core->reload_lock);
+	size_t n = retry_wanted(core, need);
+	pthread_mutex_unlock(&core->reload_lock);
+	if (!n)
+		goto out;
+	/* without reload_lock: a reload (and status.json) need not wait for
+	 * probe_timeout; a reload probes only assets new to it */
+	px_probe_assets(core, need);
+	pthread_mutex_lock(&core->reload_lock);
+	found = retry_publish(core, need, listed);
+	pthread_mutex_unlock(&core->reload_lock);
+	if (found && core->retry_state) {
+		char err[512];
+		if (px_state_save(core->retry_state, err, sizeof(err)) != PX_OK)
+			px_warn("state", "could not remember sizes: %s", err);
+		px_state_release(core->retry_state);
+	}
+out:
+	free(need);
+	free(listed);
+	return found;
+}
+
+/* Whether an asset waits for a retry. reload_lock held. */
+static int retry_pending(const struct px_core *core)
+{
+	for (size_t i = 0; i < core->cat->nassets; i++)
+		if (core->assets[i].rediscover && !core->assets[i].listed)
+			return 1;
+	return 0;
+}
+
+/* The retry thread: asks again for the sizes of assets left out, after
+ * RETRY_FIRST_MS, then at doubling intervals while some stay out. */
+static void *retry_main(void *arg)
+{
+	struct px_core *core = arg;
+	int64_t delay = RETRY_FIRST_MS;
+	int64_t wake = px_now_ms() + delay;
+
+	pthread_mutex_lock(&core->prov_lock);
+	while (!core->stopping) {
+		struct timespec ts = { wake / 1000, (wake % 1000) * 1000000 };
+		if (px_now_ms() < wake) {
+			pthread_cond_timedwait(&core->prov_cond, &core->prov_lock, &ts);
+			continue;
+		}
+		pthread_mutex_unlock(&core->prov_lock);
+		px_probe_retry(core);
+		pthread_mutex_lock(&core->reload_lock);
+		int more = retry_pending(core);
+		pthread_mutex_unlock(&core->reload_lock);
+		/* nothing left out: a reload may leave one out later */
+		delay = !more ? RETRY_FIRST_MS : delay * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : delay * 2;
+		pthread_mutex_lock(&core->prov_lock);
+		wake = px_now_ms() + delay;
+	}
+	pthread_mutex_unlock(&core->prov_lock);
+	return NULL;
+}
+
+void px_probe_retry_start(struct px_core *core, struct px_state *state)
+{
+	core->retry_state = state;
+	if (pthread_create(&core->retry_thread, NULL, retry_main, core) == 0)
+		core->retry_started = 1;
+	else
+		px_warn("probe", "could not start the thread that retries size discovery: an "
+			"asset left out stays out until a remount");
+}
+
+void px_probe_retry_stop(struct px_core *core)
+{
+	if (!core->retry_started)
+		return;
+	pthread_mutex_lock(&core->prov_lock);
+	core->stopping = 1;
+	pthread_cond_broadcast(&core->prov_cond);
+	pthread_mutex_unlock(&core->prov_lock);
+	pthread_join(core->retry_thread, NULL);
+	core->retry_started = 0;
+}
+
+void px_probe_retry_release(struct px_core *core)
+{
+	for (size_t i = 0; i < core->nretry_trees; i++)
+		px_tree_free(core->retry_trees[i]);
+	core->nretry_trees = 0;
 }

@@ -125,3 +125,81 @@ def test_killed_origin_does_not_answer_again(seamfs, data, make_origin):
     wait_until(lambda: not status(m)['sessions'], 20, 'the session to end')
     assert prov(status(m), 'p1')['state'] == 'down'
     assert 'provider p1 answers again' not in m.log()
+
+
+# ------------------------------------------------------------ size discovery
+#
+# No size in the catalog: the size is what a strict majority of the sources
+# that gave one agree on, never the first answer; with no majority the asset
+# is left out (an error names the sizes) and discovery is tried again later.
+
+def unsized(origins, name='mid.bin', extra=()):
+    """Asset `movie` (no size) with a source on each origin, in order, and
+    any extra assets."""
+    a = {'id': 'movie', 'path': 'movie.bin', 'mtime': 1700000000,
+         'sources': [{'url': o.url(name), 'provider': f'p{i}'}
+                     for i, o in enumerate(origins)]}
+    return {'providers': [{'name': f'p{i}'} for i in range(len(origins))],
+            'assets': [a, *extra]}
+
+
+def listed(m):
+    return sorted(os.listdir(m.path()))
+
+
+@pytest.mark.parametrize('delta', [1000, -1000])
+def test_discovery_first_source_lies_majority_wins(seamfs, data, make_origin, delta):
+    """A first source that lies about the length by `delta` bytes is
+    outvoted by the two honest ones: the file has its true size and reads
+    whole, byte-exact, from them."""
+    liar, a, b = (make_origin(data.dir) for _ in range(3))
+    liar.rule('/mid.bin', length_delta=delta)
+    m = seamfs.mount(unsized([liar, a, b]), read_timeout=20)
+    ref = data['mid.bin']
+    assert os.stat(m.path('movie.bin')).st_size == ref.size
+    liar.clear()
+    assert read_whole(m.path('movie.bin')) == ref.sha256
+    assert not file_requests(liar)
+    assert f'has {ref.size + delta} bytes, the other sources agree on {ref.size}' in m.log()
+
+
+def test_discovery_two_sources_disagree_left_out(seamfs, data, make_origin):
+    """Two sources of different sizes: neither is a majority, so the asset
+    is not listed (on 806c3cb the first one's size was taken and the reads
+    failed at the end); the error names the asset and both sizes, and the
+    retry, which finds them still split, lists nothing either. Another
+    asset of the catalog is served as usual."""
+    liar, good = make_origin(data.dir), make_origin(data.dir)
+    liar.rule('/mid.bin', length_delta=1000)
+    other = {'id': 'other', 'path': 'other.bin', 'sources': [{'url': good.url('odd.bin')}]}
+    m = seamfs.mount(unsized([liar, good], extra=[other]), read_timeout=20)
+    ref = data['mid.bin']
+    assert listed(m) == ['.seamfs', 'other.bin']
+    assert read_whole(m.path('other.bin')) == data['odd.bin'].sha256
+    log = m.log()
+    line = next((ln for ln in log.splitlines() if 'asset movie left out' in ln), '')
+    assert 'disagree' in line, log
+    assert f'{liar.url("mid.bin")} has {ref.size + 1000} bytes' in line
+    assert f'{good.url("mid.bin")} has {ref.size} bytes' in line
+    # the first retry (5 s after the mount) asks both again, still split
+    wait_until(lambda: m.log().count('asset movie left out') >= 2, 60, 'a retry')
+    assert listed(m) == ['.seamfs', 'other.bin']
+
+
+def test_discovery_retried_until_majority(seamfs, data, make_origin):
+    """The liar and one honest source answer at mount, the other honest one
+    refuses connections: no majority, not listed (806c3cb listed it at the
+    liar's size). Once the third listens again, a retry finds the majority
+    and lists the file at its true size, which reads whole and byte-exact."""
+    liar, a, b = (make_origin(data.dir) for _ in range(3))
+    liar.rule('/mid.bin', length_delta=1000)
+    b.down()
+    m = seamfs.mount(unsized([liar, a, b]), read_timeout=20)
+    ref = data['mid.bin']
+    assert listed(m) == ['.seamfs']
+    assert 'its sources disagree on its size' in m.log()
+    b.up()
+    wait_until(lambda: 'movie.bin' in listed(m), 60, 'movie.bin listed by a retry')
+    assert os.stat(m.path('movie.bin')).st_size == ref.size
+    assert read_whole(m.path('movie.bin')) == ref.sha256
+    assert 'found at a retry of size discovery' in m.log()

@@ -42,7 +42,7 @@ static void fake_finish(struct fake *f, struct fake_req *r, enum px_status st)
 	res.mtime = -1;
 	if (r->length == 0 && st == PX_OK && f->mtime) {
 		/* a probe: the totals an origin's answer carries */
-		res.size = f->size;
+		res.size = f->probe_url && strstr(r->url, f->probe_url) ? f->probe_size : f->size;
 		res.mtime = f->mtime;
 		snprintf(res.etag, sizeof(res.etag), "%s", f->etag);
 	}

@@ -97,6 +97,8 @@ struct fake {
 	 * and mtime -1, as for every range answer) */
 	int64_t mtime;
 	char etag[64];
+	const char *probe_url;    /* a probe of a URL that contains it reports */
+	int64_t probe_size;       /* this size instead (a source that lies) */
 	int skew_index;           /* this request (1-based) delivers its chunks
 				   * after the first one byte off */
 	enum px_status submit_status; /* not PX_OK: submit refuses with it; the

@@ -35,6 +35,7 @@
 #include "fake_fetch.h"
 #include "fetch.h"
 #include "log.h"
+#include "probe.h"
 #include "report.h"
 #include "rig.h"
 #include "session.h"
@@ -681,6 +682,40 @@ static void test_discover_misanswer_goes_last(void **state)
 	rig_free(r);
 }
 
+/* Two sources that disagree on the size: neither is a majority, so the
+ * asset gets no size and is not listed (on 806c3cb the first source's
+ * size was taken, and the honest one was called dead); once they agree,
+ * a retry lists it at the size they give, and it reads byte-exact. */
+static void test_discover_split_then_retried(void **state)
+{
+	struct rig *r = rig_init(TWO_SOURCES, 0, 4096);
+	r->fake.probe_url = "origin.test";
+	r->fake.probe_size = DATA_SIZE + 1000;
+	rig_discover(r, NULL, 5);
+	assert_int_equal(fake_nreq(&r->fake), 2);
+	assert_int_equal(px_core_listed(r->core), 0);
+	assert_int_equal(px_core_asset_size(r->core, 0), -1);
+	assert_null(px_tree_lookup(px_core_tree(r->core), PX_TREE_ROOT, "media"));
+	/* still split: the retry lists nothing */
+	assert_int_equal(px_probe_retry(r->core), 0);
+	assert_int_equal(fake_nreq(&r->fake), 4);
+	assert_int_equal(px_core_listed(r->core), 0);
+	r->fake.probe_url = NULL;
+	assert_int_equal(px_probe_retry(r->core), 1);
+	assert_int_equal(px_core_listed(r->core), 1);
+	assert_int_equal(px_core_asset_size(r->core, 0), DATA_SIZE);
+	const struct px_tree_node *dir = px_tree_lookup(px_core_tree(r->core), PX_TREE_ROOT,
+							"media");
+	assert_non_null(dir);
+	assert_non_null(px_tree_lookup(px_core_tree(r->core), dir->ino, "blob.bin"));
+	read_check(open_blob(r), DATA_SIZE - 5000, 5000);
+	/* nothing left out: the next retry asks nothing */
+	int before = fake_nreq(&r->fake);
+	assert_int_equal(px_probe_retry(r->core), 0);
+	assert_int_equal(fake_nreq(&r->fake), before);
+	rig_free(r);
+}
+
 static void test_discover_no_probe_when_known(void **state)
 {
 	struct rig *r = rig_init(WITH_SIZE | WITH_MTIME, 0, 4096);
@@ -950,6 +985,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_bytes_out_of_order, rig_teardown),
 		cmocka_unit_test_teardown(test_concurrent_readers, rig_teardown),
 		cmocka_unit_test_teardown(test_discover_probes_size, rig_teardown),
+		cmocka_unit_test_teardown(test_discover_split_then_retried, rig_teardown),
 		cmocka_unit_test_teardown(test_discover_no_probe_when_known, rig_teardown),
 		cmocka_unit_test_teardown(test_discover_misanswer_goes_last, rig_teardown),
 		cmocka_unit_test_teardown(test_discover_probes_mtime, rig_teardown),
