@@ -11,7 +11,11 @@
  * transfer open, so that its own next read, seek or reopen is admitted at
  * the limit; a session's first transfer uses that reservation. The slots a
  * provider has taken ("held") are therefore
- *     sum over its sessions of max(xfers, reserved) + background transfers.
+ *     sum over its sessions of max(xfers, reserved) + background transfers
+ *     + transfers of sessions that moved elsewhere (xfers_moved).
+ * A cutover can move a session while one of its transfers waits for a slot
+ * of the old provider: the slot is counted in the generation it was taken
+ * in, and one granted after the move is one of the moved ones.
  * At the limit a waiter, in this order: cancels a background transfer
  * (background work yields to playback), expires a closed session that
  * lingers for reopens, closes an idle stream of its own session (a handle
@@ -88,6 +92,10 @@ struct slot_wait {
 	struct slot_wait *next;
 	struct px_session *sess;   /* NULL: background */
 	int granted;
+	unsigned gen;              /* sess->gen when granted */
+	int moved;                 /* granted after sess moved off this
+				    * provider: counted like a transfer a
+				    * cutover left behind */
 };
 
 static int contrib(const struct px_session *s)
@@ -276,20 +284,41 @@ static void take(struct prov_rt *p, struct px_session *sess)
 	}
 }
 
+/* Counts a transfer of sess on p, a provider sess has left: one slot of
+ * its own, as one a cutover left there (xfers_moved). */
+static void take_moved(struct prov_rt *p, struct px_session *sess)
+{
+	p->xfers++;
+	p->held++;
+	sess->xfers_moved++;
+}
+
 /* Hands freed slots to waiters, oldest first; a waiter that cannot take
- * one does not hold back a later one that can (its own reservation). */
+ * one does not hold back a later one that can (its own reservation). A
+ * waiter's session may have been cut over to another provider while it
+ * waited: its reservation is there now, so it takes a free slot here. */
 static void grant_waiters(struct px_core *core, struct prov_rt *p)
 {
+	size_t prov = (size_t)(p - core->provs);
 	int any = 0;
 	/* playback first, then background work */
 	for (int pass = 0; pass < 2; pass++) {
 		for (struct slot_wait **pw = &p->waitq; *pw;) {
 			struct slot_wait *w = *pw;
-			if ((pass == 0) != (w->sess != NULL) || !can_take(p, w->sess)) {
+			int moved = w->sess && w->sess->prov != prov;
+			if ((pass == 0) != (w->sess != NULL) ||
+			    !can_take(p, moved ? NULL : w->sess)) {
 				pw = &w->next;
 				continue;
 			}
-			take(p, w->sess);
+			if (moved)
+				take_moved(p, w->sess);
+			else
+				take(p, w->sess);
+			/* the generation it was counted in: a cutover before
+			 * the waiter runs again moves it with the others */
+			w->gen = w->sess ? w->sess->gen : 0;
+			w->moved = moved;
 			w->granted = 1;
 			*pw = w->next;
 			any = 1;
@@ -490,10 +519,12 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 	int now_ok = can_take(p, x->sess) &&
 		     (!p->waitq || (x->sess && x->sess->xfers < x->sess->reserved &&
 				    !queued(p, x->sess)));
+	unsigned gen = x->sess ? x->sess->gen : 0;
+	int moved = 0;
 	if (now_ok) {
 		take(p, x->sess);
 	} else {
-		struct slot_wait w = { NULL, x->sess, 0 };
+		struct slot_wait w = { NULL, x->sess, 0, 0, 0 };
 		struct slot_wait **tail = &p->waitq;
 		while (*tail)
 			tail = &(*tail)->next;
@@ -537,6 +568,8 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 			}
 			st = PX_OK;
 		}
+		gen = w.gen;
+		moved = w.moved;
 		if (st != PX_OK) {
 			pthread_mutex_unlock(&core->prov_lock);
 			free(x);
@@ -551,8 +584,13 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 		x->sess = sess;
 		sess->xfers_moved++;
 		x->gen = sess->gen - 1;
+	} else if (moved) {
+		/* take_moved() counted it apart from the session */
+		x->loose = 1;
 	} else if (x->sess) {
-		x->gen = x->sess->gen;
+		/* the generation its slot was counted in, not the session's
+		 * now: a cutover may have moved it while this thread woke */
+		x->gen = gen;
 	}
 	if (p->max && p->xfers > p->max)
 		px_error("provider", "provider %s: %d transfers open, over its limit of %d",

@@ -3,8 +3,9 @@
  * fetcher and a fake clock: balancing and its tie-break, burst spread,
  * session affinity across reopens and its TTL, slot accounting through
  * reopen and seek churn, waiting and refusing at the limit, lingering
- * sessions and background work giving up their slots, liveness drop and
- * return, drained providers, and the status the daemon shows.
+ * sessions and background work giving up their slots, a cutover while a
+ * transfer waits for a slot, liveness drop and return, drained providers,
+ * and the status the daemon shows.
  *
  * Every read is checked against the bytes the fake serves.
  */
@@ -574,6 +575,200 @@ static void test_liveness_ignores_old_transfers(void **state)
 	rig_free(r);
 }
 
+/* ------------------------------------------- a cutover while one waits */
+
+/* A transfer the test submits itself: its bytes are checked against the
+ * asset's as they come, and its end is counted. */
+struct watched {
+	int64_t off;
+	_Atomic int64_t got;
+	_Atomic int bad, done;
+};
+
+static int watched_data(void *ctx, int64_t off, const void *buf, size_t len)
+{
+	struct watched *w = ctx;
+	if (off != w->off + atomic_load(&w->got) || memcmp(buf, g_data + off, len) != 0)
+		atomic_store(&w->bad, 1);
+	atomic_fetch_add(&w->got, (int64_t)len);
+	return 1;
+}
+
+static void watched_done(void *ctx, const struct px_fetch_result *res)
+{
+	struct watched *w = ctx;
+	(void)res;
+	atomic_store(&w->done, 1);
+}
+
+static int req_ended(struct fake *f, int i)
+{
+	return i <= f->nreq && f->reqs[i - 1]->ended;
+}
+
+/* What the waiting transfer's thread does while it waits for a slot (the
+ * core calls yield_idle there with no lock held): ends the transfer that
+ * holds the slot, and cuts the session over to source 1, before that
+ * (switch_first) or after it. So the slot is handed to the waiter, and
+ * the session moves, before the waiter runs again. */
+static struct {
+	struct rig *r;
+	uint64_t holder;
+	int switch_first;
+	_Atomic int calls;
+	enum px_status switched;
+	int holder_ended;
+} g_cut;
+
+static int cut_while_waiting(struct px_session *s)
+{
+	if (atomic_fetch_add(&g_cut.calls, 1) != 0)
+		return 0;
+	if (g_cut.switch_first)
+		g_cut.switched = px_session_switch(s, 1);
+	g_cut.r->core->ops.cancel(g_cut.r->core->ops.impl, g_cut.holder);
+	g_cut.holder_ended = fake_wait(&g_cut.r->fake, req_ended, 1, 5000);
+	if (!g_cut.switch_first)
+		g_cut.switched = px_session_switch(s, 1);
+	return 0;
+}
+
+struct waiter {
+	struct rig *r;
+	struct px_session *s;
+	struct watched w;
+	uint64_t id;
+	enum px_status st;
+};
+
+static void *waiter_thread(void *arg)
+{
+	struct waiter *wt = arg;
+	struct px_fetch_params fp = px_source_range(wt->r->core, 0, 0, wt->w.off, 256 * KiB);
+	struct px_fetch_cb cb = { watched_data, watched_done, &wt->w };
+	wt->st = px_xfer_submit(wt->r->core, 0, wt->s, 0, px_now_ms() + 5000, &fp, &cb, &wt->id);
+	return NULL;
+}
+
+static int held_on(struct rig *r, size_t prov)
+{
+	pthread_mutex_lock(&r->core->prov_lock);
+	int held = r->core->provs[prov].held;
+	pthread_mutex_unlock(&r->core->prov_lock);
+	return held;
+}
+
+/* Session s on a (max 1) has a transfer that holds a's slot (request 1,
+ * hanging) and a second one waiting for it in a thread, during which
+ * cut_while_waiting ends the first and moves s to b. Returns once the
+ * waiter has submitted (request 2, which hangs too when hang_waiter). */
+static void wait_through_cutover(struct rig *r, struct px_session **s, struct waiter *wt,
+				 int switch_first, int hang_waiter)
+{
+	pthread_t th;
+	struct watched first = { 0 };
+	struct px_fetch_params fp = px_source_range(r->core, 0, 0, 0, 1 * MiB);
+	struct px_fetch_cb cb = { watched_data, watched_done, &first };
+	uint64_t id;
+
+	assert_int_equal(px_session_enter(r->core, 0, 1, px_now_ms() + 5000, s), PX_OK);
+	assert_int_equal(px_provider_of_session(r->core, (*s)->id), (long)prov_of(r, "a"));
+	r->fake.hang_from = 1;
+	assert_int_equal(px_xfer_submit(r->core, 0, *s, 0, px_now_ms() + 5000, &fp, &cb, &id),
+			 PX_OK);
+	FAKE_SET(&r->fake, hang_from, hang_waiter ? 1 : 0);
+	memset(&g_cut, 0, sizeof(g_cut));
+	g_cut.r = r;
+	g_cut.holder = id;
+	g_cut.switch_first = switch_first;
+	r->core->yield_idle = cut_while_waiting;
+	*wt = (struct waiter){ r, *s, { 3 * KiB + 5, 0, 0, 0 }, 0, PX_OK };
+	assert_int_equal(pthread_create(&th, NULL, waiter_thread, wt), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(wt->st, PX_OK);
+	assert_int_equal(atomic_load(&g_cut.calls), 1);
+	assert_true(g_cut.holder_ended);
+	assert_int_equal(g_cut.switched, PX_OK);
+	assert_int_equal(px_provider_of_session(r->core, (*s)->id), (long)prov_of(r, "b"));
+	assert_true(atomic_load(&first.done));
+}
+
+/* The slot freed is handed to the waiting transfer, then the session is
+ * cut over before that thread runs again: its transfer on a was counted
+ * in the session's generation before the cutover, which moved it with
+ * the others. On 806c3cb it was marked with the generation after, so its
+ * end was taken from the session's new provider: a's slot stayed held
+ * for good (a background transfer there refused) and the session never
+ * reached zero transfers, leaked (LeakSanitizer: px_session_enter). */
+static void test_cutover_after_slot_granted(void **state)
+{
+	static const char *const names[] = { "a", "b" };
+	struct rig *r = provider_rig(names, 2, 1, NULL);
+	struct px_session *s;
+	struct waiter wt;
+	rig_start(r, NULL, 0);
+	wait_through_cutover(r, &s, &wt, 0, 0);
+	/* the waiter's transfer answers; a is free after it */
+	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
+	assert_true(atomic_load(&wt.w.done));
+	assert_int_equal(atomic_load(&wt.w.got), 256 * KiB);
+	assert_false(atomic_load(&wt.w.bad));
+	assert_int_equal(held_on(r, prov_of(r, "a")), 0);
+	assert_int_equal(held_on(r, prov_of(r, "b")), 1);
+	struct watched bg = { 0 };
+	struct px_fetch_params fp = px_source_range(r->core, 0, 0, 0, 64 * KiB);
+	struct px_fetch_cb cb = { watched_data, watched_done, &bg };
+	uint64_t id;
+	assert_int_equal(px_xfer_submit(r->core, prov_of(r, "a"), NULL, 1, px_now_ms(), &fp, &cb,
+					&id), PX_OK);
+	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
+	assert_int_equal(atomic_load(&bg.got), 64 * KiB);
+	assert_false(atomic_load(&bg.bad));
+	px_session_leave(s);
+	rig_free(r);
+}
+
+/* The session is cut over first, then the slot frees and goes to the
+ * transfer still waiting on a: the session's reservation is on b now, so
+ * that transfer takes a's slot of its own. On 806c3cb it was counted as
+ * the session's own on b's reservation: a showed no slot held while it
+ * ran, and a background transfer got a second connection to a over its
+ * max_connections 1. */
+static void test_cutover_before_slot_granted(void **state)
+{
+	static const char *const names[] = { "a", "b" };
+	struct rig *r = provider_rig(names, 2, 1, NULL);
+	struct px_session *s;
+	struct waiter wt;
+	rig_start(r, NULL, 0);
+	wait_through_cutover(r, &s, &wt, 1, 1);
+	/* the waiter's transfer still runs (it hangs): a is full */
+	assert_int_equal(held_on(r, prov_of(r, "a")), 1);
+	assert_int_equal(held_on(r, prov_of(r, "b")), 1);
+	struct watched bg = { 0 };
+	struct px_fetch_params fp = px_source_range(r->core, 0, 0, 0, 64 * KiB);
+	struct px_fetch_cb cb = { watched_data, watched_done, &bg };
+	uint64_t id = 0;
+	enum px_status st = px_xfer_submit(r->core, prov_of(r, "a"), NULL, 1, px_now_ms(), &fp,
+					   &cb, &id);
+	if (st == PX_OK)
+		r->core->ops.cancel(r->core->ops.impl, id);
+	assert_int_equal(st, PX_EBUSY);
+	/* it ends; a is free after it, and serves the asset's bytes */
+	FAKE_SET(&r->fake, hang_from, 0);
+	r->core->ops.cancel(r->core->ops.impl, wt.id);
+	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
+	assert_false(atomic_load(&wt.w.bad));
+	assert_int_equal(held_on(r, prov_of(r, "a")), 0);
+	assert_int_equal(px_xfer_submit(r->core, prov_of(r, "a"), NULL, 1, px_now_ms(), &fp, &cb,
+					&id), PX_OK);
+	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
+	assert_int_equal(atomic_load(&bg.got), 64 * KiB);
+	assert_false(atomic_load(&bg.bad));
+	px_session_leave(s);
+	rig_free(r);
+}
+
 /* ---------------------------------------------------------------- reload */
 
 static void test_reload(void **state)
@@ -676,6 +871,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_background_yields_to_playback, rig_teardown),
 		cmocka_unit_test_teardown(test_liveness_drop_and_return, rig_teardown),
 		cmocka_unit_test_teardown(test_liveness_ignores_old_transfers, rig_teardown),
+		cmocka_unit_test_teardown(test_cutover_after_slot_granted, rig_teardown),
+		cmocka_unit_test_teardown(test_cutover_before_slot_granted, rig_teardown),
 		cmocka_unit_test_teardown(test_reload, rig_teardown),
 		cmocka_unit_test_teardown(test_reuse_while_one_host, rig_teardown),
 	};
