@@ -1193,36 +1193,48 @@ static int conflict(const struct vf_fingerprint *a, const struct vf_fingerprint 
  * has, as the cutover's sweep left them: no request here). Any of them
  * holds every sampled byte the reader was given, so any keeps the session
  * one file; which one is the asset's, a majority says best. k is not taken
- * when more of them conflict with it than not (k included): one of those
- * comes later. cand: the candidates, nc of them.
+ * when a larger side conflicts with it (a side: the candidates that agree
+ * with one of them, itself included): one of that side comes later. cand:
+ * the candidates, nc of them.
  */
 static int backed(struct px_core *core, struct px_session *s, size_t failed, size_t k,
 		  const struct vf_fingerprint *mine, const struct vf_fingerprint *fk,
 		  const size_t *cand, size_t nc)
 {
-	struct vf_fingerprint *fj = malloc(sizeof(*fj));
-	size_t agree = 1, differ = 0, i;
-	if (!fj)
-		return 0;
+	struct vf_fingerprint *fp = calloc(nc + 1, sizeof(*fp));
+	size_t n = 0, agree = 0, against = 0, i;
+	int ok = 0;
+	if (!fp)
+		goto out;
+	/* k first, then the others that hold every sample the reader passed */
+	fp[n++] = *fk;
 	for (size_t c = 0; c < nc; c++) {
 		size_t j = cand[c];
 		if (j == k || j == failed || px_source_rejected(core, s->asset, j))
 			continue;
-		(void)px_own_get(core, s->asset, j, fj);
-		if (px_own_agrees(mine, fj, &i) != PX_OWN_SAME)
-			continue;
-		if (conflict(fk, fj))
-			differ++;
-		else
-			agree++;
+		(void)px_own_get(core, s->asset, j, &fp[n]);
+		if (px_own_agrees(mine, &fp[n], &i) == PX_OWN_SAME)
+			n++;
 	}
-	free(fj);
-	if (differ)
+	/* k's side, and the largest side of those that conflict with k */
+	for (size_t x = 0; x < n; x++) {
+		size_t side = 0;
+		for (size_t y = 0; y < n; y++)
+			side += !conflict(&fp[x], &fp[y]);
+		if (x == 0)
+			agree = side;
+		else if (conflict(&fp[0], &fp[x]) && side > against)
+			against = side;
+	}
+	ok = agree >= against;
+	if (against)
 		px_warn("cutover", "%s: %s failed before its samples were all seen, and its "
-			"standbys disagree on the rest: %zu with %s, %zu against%s", s->who,
+			"standbys disagree on the rest: %zu with %s, %zu on another side%s", s->who,
 			src_name(core, s->asset, failed), agree, src_name(core, s->asset, k),
-			differ, agree >= differ ? "" : ": the larger side is taken");
-	return agree >= differ;
+			against, ok ? "" : ": the larger side is taken");
+out:
+	free(fp);
+	return ok;
 }
 
 static int holds_same(struct px_core *core, struct px_session *s, size_t failed, size_t k,
