@@ -861,11 +861,13 @@ void px_standby_prime(struct px_core *core, size_t asset)
 	if (rt->ref)
 		memcpy(ref_id, rt->ref_id, sizeof(ref_id));
 	pthread_mutex_unlock(&core->vf_lock);
-	/* a verdict stored against that very reference (or of the size
-	 * alone) holds now: a source it rejected gets no session */
+	/* a rejection stored against that very reference (or of the size
+	 * alone) holds now: that source gets no session. A stored match is
+	 * not taken on trust: the source may serve other bytes since (its
+	 * bytes are screened as they pass, its sweep checks what it was) */
 	for (size_t k = 0; k < a->nsources; k++) {
 		if (!vf_store_get(core->vstore, a->id, src_key(core, asset, k), NULL, &rec) ||
-		    !rec.has_verdict || rec.verdict.outcome == VF_INCONCLUSIVE)
+		    !rec.has_verdict || !vf_outcome_final(rec.verdict.outcome))
 			continue;
 		int sized = rec.verdict.outcome == VF_SIZE_MISMATCH;
 		if (!sized && (!ref_id[0] || strcmp(rec.ref, ref_id) != 0))
@@ -874,9 +876,9 @@ void px_standby_prime(struct px_core *core, size_t asset)
 		snprintf(why, sizeof(why), "%s (a stored verdict)", rec.verdict.why);
 		pthread_mutex_lock(&core->vf_lock);
 		struct src_rt *sr = &rt->src[k];
-		sr->state = rec.verdict.outcome == VF_MATCH ? VS_VERIFIED : VS_REJECTED;
+		sr->state = VS_REJECTED;
 		sr->wrong_size = sized;
-		px_src_why(sr, rec.verdict.outcome == VF_MATCH ? NULL : why);
+		px_src_why(sr, why);
 		pthread_mutex_unlock(&core->vf_lock);
 	}
 }

@@ -24,8 +24,8 @@ void px_standby_release(struct px_core *core);
 void px_standby_served(struct px_core *core, size_t asset, size_t source);
 
 /* At an asset's first open, before its session chooses a source: the
- * reference kept in the store and the verdicts stored against it (a
- * source they reject gets no session). A file read, no request; once per
+ * reference kept in the store and the rejections stored against it (a
+ * source they reject gets no session; a stored match is not trusted). A file read, no request; once per
  * asset. Any thread that holds none of the core's locks. */
 void px_standby_prime(struct px_core *core, size_t asset);
 
