@@ -90,15 +90,12 @@ static struct vf_fingerprint *own_of(struct px_core *core, size_t asset, struct 
 }
 
 /* Records sample i of source k (its digest d) and checks it against the
- * reference and what the source gave before. vf_lock held. */
+ * asset's reference. vf_lock held. */
 static void note_one(struct px_core *core, size_t asset, struct src_rt *sr, size_t i,
-		     const unsigned char *d, long *ref_differs, long *self_differs)
+		     const unsigned char *d, long *ref_differs)
 {
 	const struct vf_fingerprint *ref = core->assets[asset].ref;
 	struct vf_fingerprint *own = own_of(core, asset, sr);
-	if (own && own->have[i] && memcmp(own->sha[i], d, VF_HASH_LEN) != 0 &&
-	    *self_differs < 0)
-		*self_differs = (long)i;
 	if (own && !own->have[i]) {
 		memcpy(own->sha[i], d, VF_HASH_LEN);
 		own->have[i] = 1;
@@ -113,7 +110,7 @@ static void note_one(struct px_core *core, size_t asset, struct src_rt *sr, size
 }
 
 void px_own_note(struct px_core *core, size_t asset, size_t k, int64_t off,
-		 const struct iovec *iov, int iovcnt, long *ref_differs, long *self_differs)
+		 const struct iovec *iov, int iovcnt, long *ref_differs)
 {
 	struct asset_rt *rt = &core->assets[asset];
 	struct src_rt *all = __atomic_load_n(&rt->src, __ATOMIC_ACQUIRE);
@@ -121,7 +118,6 @@ void px_own_note(struct px_core *core, size_t asset, size_t k, int64_t off,
 	size_t len = 0;
 
 	*ref_differs = -1;
-	*self_differs = -1;
 	if (!all)
 		return;
 	struct src_rt *sr = &all[k];
@@ -149,7 +145,7 @@ void px_own_note(struct px_core *core, size_t asset, size_t k, int64_t off,
 		if (vf_hash_once(chunk, plan->len[i], d) != PX_OK)
 			continue; /* cannot hash: nothing proven either way */
 		pthread_mutex_lock(&core->vf_lock);
-		note_one(core, asset, sr, i, d, ref_differs, self_differs);
+		note_one(core, asset, sr, i, d, ref_differs);
 		pthread_mutex_unlock(&core->vf_lock);
 	}
 }

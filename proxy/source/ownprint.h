@@ -25,14 +25,12 @@ const struct vf_plan *px_own_plan(struct px_core *core, size_t asset);
  * of the plan they cover wholly and that the source's own fingerprint
  * lacks is hashed into it, and compared with the asset's reference when
  * it has one (not for a verified source, whose sweep compared them all):
- * *ref_differs gets the first that differs (-1: none). *self_differs gets
- * a sample the source gave before with other bytes (-1: none): its file
- * changed. The read path's cost once the fingerprint is whole: two atomic
- * loads. Any thread but the fetch thread; takes vf_lock briefly, never
+ * *ref_differs gets the first that differs (-1: none). The read path's
+ * cost once the fingerprint is whole: an atomic load. Any thread but the fetch thread; takes vf_lock briefly, never
  * across hashing.
  */
 void px_own_note(struct px_core *core, size_t asset, size_t k, int64_t off,
-		 const struct iovec *iov, int iovcnt, long *ref_differs, long *self_differs);
+		 const struct iovec *iov, int iovcnt, long *ref_differs);
 
 /*
  * Copies source k's own fingerprint into out (an empty one of the asset's

@@ -1543,24 +1543,19 @@ enum px_status px_standby_screen(struct px_core *core, size_t asset, size_t k, i
 				 const struct iovec *iov, int iovcnt)
 {
 	struct asset_rt *rt = &core->assets[asset];
-	long ref_differs, self_differs;
+	long hit;
 
-	px_own_note(core, asset, k, off, iov, iovcnt, &ref_differs, &self_differs);
-	if (ref_differs < 0 && self_differs < 0)
+	px_own_note(core, asset, k, off, iov, iovcnt, &hit);
+	if (hit < 0)
 		return PX_OK;
-	long hit = ref_differs >= 0 ? ref_differs : self_differs;
 	const struct vf_plan *plan = px_own_plan(core, asset);
 	struct vf_verdict v = { .outcome = VF_MISMATCH, .sample = hit,
 				.offset = plan ? plan->off[hit] : -1, .size = rt->size };
-	if (ref_differs >= 0)
-		snprintf(v.why, sizeof(v.why), "the bytes it served at %lld differ from the "
-			 "reference's sample %ld", (long long)v.offset, hit);
-	else
-		snprintf(v.why, sizeof(v.why), "the bytes it served at %lld differ from what it "
-			 "served there before: its file changed", (long long)v.offset);
+	snprintf(v.why, sizeof(v.why), "the bytes it served at %lld differ from the "
+		 "reference's sample %ld", (long long)v.offset, hit);
 	pthread_mutex_lock(&core->vf_lock);
 	apply_verdict(core, asset, k, &v);
-	if (ref_differs >= 0 && rt->ref_from_store)
+	if (rt->ref_from_store)
 		rt->ref_recheck = 1;
 	pthread_mutex_unlock(&core->vf_lock);
 	return PX_EMISMATCH;
