@@ -5,6 +5,7 @@
 #define SEAMFS_MEM_H
 
 #include <stddef.h>
+#include <sys/uio.h>
 
 /*
  * Maps the whole pages of [p, p + len) in one call before they are written
@@ -17,5 +18,14 @@
  * into the range.
  */
 void px_mem_prefault(void *p, size_t len);
+
+/* The bytes iov[0..iovcnt) hold in all. */
+size_t px_iov_len(const struct iovec *iov, int iovcnt);
+
+/*
+ * Copies bytes [skip, skip + len) of the iovec's bytes, taken as one run,
+ * into out; fewer when the iovec ends first. Returns how many it copied.
+ */
+size_t px_iov_copy(const struct iovec *iov, int iovcnt, size_t skip, size_t len, void *out);
 
 #endif

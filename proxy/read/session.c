@@ -47,6 +47,7 @@
 #include "rangeread.h"
 #include "retry.h"
 #include "session_i.h"
+#include "mem.h"
 #include "standby.h"
 #include "stream.h"
 #include "log.h"
@@ -478,23 +479,10 @@ static size_t seam_bytes(struct px_handle *s, struct px_stream *st, int64_t pos,
  * own. */
 static void keep_tail(struct px_handle *s, int64_t end, const struct iovec *iov, int iovcnt)
 {
-	size_t total = 0;
-	for (int i = 0; i < iovcnt; i++)
-		total += iov[i].iov_len;
+	size_t total = px_iov_len(iov, iovcnt);
 	size_t n = total < sizeof(s->tail) ? total : sizeof(s->tail);
-	size_t skip = total - n, k = 0;
 	pthread_mutex_lock(&s->lock);
-	for (int i = 0; i < iovcnt && k < n; i++) {
-		size_t l = iov[i].iov_len;
-		if (skip >= l) {
-			skip -= l;
-			continue;
-		}
-		size_t take = l - skip < n - k ? l - skip : n - k;
-		memcpy(s->tail + k, (const unsigned char *)iov[i].iov_base + skip, take);
-		k += take;
-		skip = 0;
-	}
+	(void)px_iov_copy(iov, iovcnt, total - n, n, s->tail);
 	s->tail_len = n;
 	s->tail_end = end;
 	pthread_mutex_unlock(&s->lock);

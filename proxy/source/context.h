@@ -50,7 +50,6 @@ struct asset_rt {
 				    * (ownprint.c); read without the lock */
 	char ref_id[17];
 	int ref_busy;              /* being taken */
-	_Atomic int ref_known;     /* ref is set: read without the lock */
 	int64_t ref_retry_at;      /* core clock: no new attempt before */
 	int ref_fails;             /* attempts in a row that found no agreement */
 	int ref_from_store;        /* ref was loaded from the store: sources that
@@ -60,9 +59,8 @@ struct asset_rt {
 	uint64_t n_reopened;       /* stored references the sources overruled */
 	_Atomic int primed;        /* the store's reference and verdicts were
 				    * read at the asset's first open */
-	_Atomic int served;        /* some session has served bytes */
-	_Atomic int served_by;     /* who: 0 none yet, k+1 source k alone, -1 several */
-	int64_t served_at;
+	_Atomic int served_by;     /* who served it: 0 none yet, k+1 source k
+				    * alone, -1 several */
 	int64_t size;              /* -1 until known; fixed once listed */
 	int64_t mtime;
 	int listed;

@@ -30,6 +30,7 @@
 
 #include "context.h"
 #include "health.h"
+#include "mem.h"
 #include "ownprint.h"
 
 const struct vf_plan *px_own_plan(struct px_core *core, size_t asset)
@@ -61,24 +62,6 @@ static size_t first_at(const struct vf_plan *plan, int64_t off)
 			hi = mid;
 	}
 	return lo;
-}
-
-/* Copies [skip, skip+len) of the iovec's bytes into out. */
-static void gather(const struct iovec *iov, int iovcnt, size_t skip, size_t len,
-		   unsigned char *out)
-{
-	size_t n = 0;
-	for (int i = 0; i < iovcnt && n < len; i++) {
-		size_t l = iov[i].iov_len;
-		if (skip >= l) {
-			skip -= l;
-			continue;
-		}
-		size_t take = l - skip < len - n ? l - skip : len - n;
-		memcpy(out + n, (const unsigned char *)iov[i].iov_base + skip, take);
-		n += take;
-		skip = 0;
-	}
 }
 
 /* Source k's own fingerprint, made empty on first need. vf_lock held. */
@@ -115,7 +98,6 @@ void px_own_note(struct px_core *core, size_t asset, size_t k, int64_t off,
 	struct asset_rt *rt = &core->assets[asset];
 	struct src_rt *all = __atomic_load_n(&rt->src, __ATOMIC_ACQUIRE);
 	unsigned char chunk[VF_SAMPLE_LEN], d[VF_HASH_LEN];
-	size_t len = 0;
 
 	*ref_differs = -1;
 	if (!all)
@@ -128,9 +110,7 @@ void px_own_note(struct px_core *core, size_t asset, size_t k, int64_t off,
 	const struct vf_plan *plan = px_own_plan(core, asset);
 	if (!plan)
 		return;
-	for (int i = 0; i < iovcnt; i++)
-		len += iov[i].iov_len;
-	int64_t end = off + (int64_t)len;
+	int64_t end = off + (int64_t)px_iov_len(iov, iovcnt);
 	for (size_t i = first_at(plan, off); i < plan->n && plan->off[i] + plan->len[i] <= end;
 	     i++) {
 		pthread_mutex_lock(&core->vf_lock);
@@ -141,7 +121,7 @@ void px_own_note(struct px_core *core, size_t asset, size_t k, int64_t off,
 		pthread_mutex_unlock(&core->vf_lock);
 		if (had)
 			continue; /* compared when it was had */
-		gather(iov, iovcnt, (size_t)(plan->off[i] - off), plan->len[i], chunk);
+		(void)px_iov_copy(iov, iovcnt, (size_t)(plan->off[i] - off), plan->len[i], chunk);
 		if (vf_hash_once(chunk, plan->len[i], d) != PX_OK)
 			continue; /* cannot hash: nothing proven either way */
 		pthread_mutex_lock(&core->vf_lock);

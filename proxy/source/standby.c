@@ -234,7 +234,6 @@ static int install_reference(struct px_core *core, size_t asset, const struct vf
 	*mine = *fp;
 	free(rt->ref);
 	rt->ref = mine;
-	atomic_store(&rt->ref_known, 1);
 	if (vf_fingerprint_id(rt->ref, rt->ref_id) != PX_OK)
 		rt->ref_id[0] = '\0';
 	rt->ref_fails = 0;
@@ -745,27 +744,10 @@ void px_standby_served(struct px_core *core, size_t asset, size_t source)
 			atomic_store(&rt->served_by, -1);
 	}
 	px_source_good(core, asset, source);
-	if (atomic_load(&rt->served))
-		return;
 	/* the reference is not taken here: a library scan serves every file
-	 * and must cost no sample requests. px_standby_tick() takes it once
-	 * a session has played for standby_delay. One kept from an earlier
-	 * run costs a file read, and lets the first bytes be screened. */
-	pthread_mutex_lock(&core->vf_lock);
-	int first = !rt->served;
-	if (first) {
-		rt->served = 1;
-		rt->served_at = core->now();
-	}
-	int load = first && !rt->ref && core->vstore && core->cat->assets[asset].nsources > 1;
-	pthread_mutex_unlock(&core->vf_lock);
-	if (load) {
-		struct vf_record rec;
-		char name[VF_STORE_MAX_NAME];
-		if (vf_store_reference(core->vstore, core->cat->assets[asset].id, name, sizeof(name),
-				       &rec) && rec.has_fp && rec.fp.size == rt->size)
-			set_reference(core, asset, &rec.fp, 1);
-	}
+	 * and must cost no sample requests. px_standby_prime() loaded the one
+	 * kept from an earlier run at the first open; px_standby_tick() takes
+	 * one once a session has played for standby_delay. */
 }
 
 /* A session of the tick: its asset, its source, what it is due. */

@@ -19,8 +19,9 @@ enum px_status px_standby_start(struct px_core *core); /* after discovery */
 void px_standby_stop(struct px_core *core);            /* ends the workers */
 void px_standby_release(struct px_core *core);
 
-/* Bytes of the asset came from source: the first time, its reference
- * fingerprint is taken in the background. Any thread. */
+/* Bytes of the asset came from source: who served the asset is noted
+ * (copies prefer that source) and the source's failures are forgotten.
+ * Any thread; no lock, no I/O. */
 void px_standby_served(struct px_core *core, size_t asset, size_t source);
 
 /* At an asset's first open, before its session chooses a source: the
