@@ -65,6 +65,8 @@ struct cache_slot {
 	int held;                  /* a reader's bytes are in: the fill waits
 				    * until it has taken them */
 	int paused;                /* the fill's transfer is paused (held) */
+	int waiting;               /* readers waiting for the fill's bytes */
+	uint64_t owner;            /* the session whose slot the fill holds */
 	int64_t progress;          /* the fill's progress clock (px_progress_add,
 				    * us), restarted when it resumes */
 };
@@ -265,6 +267,7 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 	s->held = s->paused = 0;
 	s->progress = px_progress_start();
 	s->xid = 0;
+	s->owner = sess->id;
 	core->cache_used += more;
 	struct px_fetch_params fp = px_source_range(core, asset, source, start + from, more);
 	struct px_fetch_cb cb = { f_data, f_done, f };
@@ -289,8 +292,10 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 		pthread_cond_broadcast(&core->cache_cond);
 		return rc == PX_EBUSY || rc == PX_ESHUTDOWN ? rc : first ? PX_EDECLINED : rc;
 	}
-	if (s->state == CACHE_FILLING && s->start == start && s->len == slen && s->asked == want)
+	if (s->state == CACHE_FILLING && s->start == start && s->len == slen && s->asked == want) {
 		s->xid = id; /* unless it has already ended */
+		s->progress = px_progress_start(); /* a stall counts from the slot */
+	}
 	core->n_cache_fills += first;
 	return PX_OK;
 }
@@ -410,9 +415,14 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 		if (s->paused || until > deadline)
 			until = deadline;
 		struct timespec ts = { until / 1000, (until % 1000) * 1000000 };
+		int woke = 0;
+		if (px_now_ms() < deadline) {
+			s->waiting++;
+			woke = pthread_cond_timedwait(&core->cache_cond, &core->cache_lock, &ts) == 0;
+			s->waiting--;
+		}
 		if (px_now_ms() >= deadline ||
-		    (pthread_cond_timedwait(&core->cache_cond, &core->cache_lock, &ts) != 0 &&
-		     s->state == CACHE_FILLING && s->filled < need &&
+		    (!woke && s->state == CACHE_FILLING && s->filled < need &&
 		     (px_now_ms() >= deadline ||
 		      (!s->paused && px_now_ms() >= px_progress_stall_at(s->progress,
 							core->cfg->stall_timeout_ms))))) {
@@ -430,6 +440,27 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 	if (cancel)
 		core->ops.cancel(core->ops.impl, cancel);
 	return st;
+}
+
+int px_cache_yield(struct px_core *core, uint64_t session)
+{
+	uint64_t ids[8];
+	int n = 0;
+
+	pthread_mutex_lock(&core->cache_lock);
+	for (size_t i = 0; i < core->cat->nassets && n < 8; i++) {
+		for (int k = 0; core->assets[i].slot && k < 2 && n < 8; k++) {
+			struct cache_slot *s = &core->assets[i].slot[k];
+			if (s->state == CACHE_FILLING && s->xid && s->owner == session &&
+			    !s->waiting)
+				ids[n++] = s->xid;
+		}
+	}
+	pthread_mutex_unlock(&core->cache_lock);
+	/* each ends in f_done, which empties its slot for the next reader */
+	for (int i = 0; i < n; i++)
+		core->ops.cancel(core->ops.impl, ids[i]);
+	return n;
 }
 
 int64_t px_cache_wake_at(struct px_core *core, size_t asset, int which)

@@ -35,6 +35,11 @@ void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fil
 void px_cache_init(struct px_core *core);
 void px_cache_release(struct px_core *core);
 
+/* Cancels the fills that session's reads started and no reader waits on
+ * (a tail fill that stalls after its reader left), so that their slots
+ * free for that session's next read. Returns how many. */
+int px_cache_yield(struct px_core *core, uint64_t session);
+
 /* The end a reader of slot `which` (0 head, 1 tail) of the asset waits
  * for, INT64_MAX when none waits, -1 when the asset has no slots yet. */
 int64_t px_cache_wake_at(struct px_core *core, size_t asset, int which);

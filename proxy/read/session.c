@@ -234,7 +234,7 @@ void px_handles_close_all(struct px_core *core)
 		px_debug("session", "closed %zu handle(s) left open at unmount", n);
 }
 
-int px_session_yield_idle(struct px_session *sess)
+int px_session_yield_idle(struct px_session *sess, int unread)
 {
 	struct px_stream *idle[16];
 	int n = 0;
@@ -242,7 +242,7 @@ int px_session_yield_idle(struct px_session *sess)
 	pthread_mutex_lock(&sess->lock);
 	for (struct px_handle *h = sess->handles; h && n < 16; h = h->snext) {
 		pthread_mutex_lock(&h->lock);
-		if (h->stream && px_stream_idle(h->stream)) {
+		if (h->stream && px_stream_idle(h->stream, unread)) {
 			idle[n++] = h->stream;
 			h->stream = NULL;
 		}
@@ -251,8 +251,11 @@ int px_session_yield_idle(struct px_session *sess)
 	pthread_mutex_unlock(&sess->lock);
 	for (int i = 0; i < n; i++)
 		px_stream_close(idle[i]);
+	if (unread)
+		n += px_cache_yield(sess->core, sess->id);
 	if (n)
-		px_debug("session", "%s: closed %d idle stream(s) to free a slot", sess->who, n);
+		px_debug("session", "%s: closed %d %s stream(s) or fill(s) to free a slot",
+			 sess->who, n, unread ? "unread" : "idle");
 	return n;
 }
 

@@ -11,6 +11,6 @@ void px_handles_close_all(struct px_core *core);
 
 
 /* Closes idle streams of the session's handles so a slot frees (session.c). */
-int px_session_yield_idle(struct px_session *s);
+int px_session_yield_idle(struct px_session *s, int unread);
 
 #endif

@@ -566,6 +566,9 @@ static enum px_status submit(struct px_stream *st, int64_t deadline)
 	}
 	if (gen == st->gen && !st->closed) {
 		st->xid = id;
+		/* a stall counts from the slot: the wait for it in the submit
+		 * is the provider's limit, not the source's silence */
+		st->progress = px_progress_start();
 	} else {
 		/* superseded while we were submitting */
 		pthread_mutex_unlock(&st->lock);
@@ -791,6 +794,7 @@ static enum px_status par_pump(struct px_stream *st, int starving, int64_t deadl
 		core->n_parts++;
 		if (p && p->gen == gen && !st->closed) {
 			p->xid = id;
+			p->progress = px_progress_start(); /* a stall counts from the slot */
 		} else {
 			/* ended already, or the stream closed meanwhile */
 			pthread_mutex_unlock(&st->lock);
@@ -873,10 +877,11 @@ int px_stream_closed(struct px_stream *st)
 	return closed;
 }
 
-int px_stream_idle(struct px_stream *st)
+int px_stream_idle(struct px_stream *st, int unread)
 {
 	pthread_mutex_lock(&st->lock);
-	int idle = !st->closed && !st->par && !st->ended && st->paused && st->npins == 0;
+	int idle = !st->closed && !st->ended && st->npins == 0 &&
+		   ((!st->par && st->paused) || unread);
 	pthread_mutex_unlock(&st->lock);
 	return idle;
 }

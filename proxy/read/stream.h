@@ -27,8 +27,10 @@ enum px_status px_stream_start(struct px_core *core, struct px_session *sess, si
 			       struct px_stream **out);
 
 /* Whether the stream's transfer is paused with no reader waiting on it: a
- * slot its session may take back. */
-int px_stream_idle(struct px_stream *st);
+ * slot its session may take back. With `unread`, also a transfer that runs
+ * (or stalls) with no reader waiting on it: read-ahead its session's reader
+ * has left, for example by a seek. */
+int px_stream_idle(struct px_stream *st, int unread);
 /* Whether the stream is over (closed, or ended by a cutover to a path). */
 int px_stream_closed(struct px_stream *st);
 

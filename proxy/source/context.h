@@ -152,7 +152,7 @@ struct px_core {
 	int64_t (*now)(void);      /* the clock TTLs and liveness go by */
 	pthread_t monitor;          /* core.c */
 	/* closes a session's idle streams so a slot frees (read/: set by core.c) */
-	int (*yield_idle)(struct px_session *s);
+	int (*yield_idle)(struct px_session *s, int unread);
 	/* cluster mode: asks the cluster for up to n more slots of provider
 	 * prov, returns how many came (cslots.c's px_cslots_acquire, set by
 	 * core.c; NULL on one host). No lock held. */

@@ -45,6 +45,9 @@ struct px_fetch_params {
 	/* NULL, or what url, headers and header_hosts make, prepared once
 	 * (px_fetch_prep_new): then submit copies nothing of them */
 	const struct px_fetch_prep *prep;
+	/* for a submit through provider slots (standby.c's gate): PX_EBUSY at
+	 * once when no slot is free, no wait; the fetcher ignores it */
+	int no_wait;
 };
 
 /*

@@ -20,7 +20,12 @@
  * (background work yields to playback), expires a closed session that
  * lingers for reopens, closes an idle stream of its own session (a handle
  * takes over its session's idle slot), then waits on prov_cond until its
- * deadline: PX_EBUSY, "all providers at their limit".
+ * deadline: PX_EBUSY, "all providers at their limit". After the first
+ * 200 ms of waiting, "idle" widens to a stream of its session that no
+ * reader waits on although its transfer runs or stalls: read-ahead the
+ * reader left by a seek, which would otherwise hold the session's one slot
+ * until its transfer ends (a stalled one: never, since only a waiting
+ * reader judges a stall).
  *
  * Sessions. An open joins the session of the same client and asset when
  * there is one (open, or closed less than session_ttl ago), else a new
@@ -487,6 +492,7 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 	struct xrec *x = calloc(1, sizeof(*x));
 	enum px_status st = PX_OK;
 	int yielded = 0;
+	int slices = 0; /* waits of 200 ms with no slot */
 
 	if (!x)
 		return PX_ENOMEM;
@@ -544,7 +550,7 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 			} else if (x->sess && !yielded) {
 				yielded = 1;
 				pthread_mutex_unlock(&core->prov_lock);
-				int n = core->yield_idle ? core->yield_idle(x->sess) : 0;
+				int n = core->yield_idle ? core->yield_idle(x->sess, slices > 0) : 0;
 				pthread_mutex_lock(&core->prov_lock);
 				if (n)
 					continue;
@@ -556,6 +562,7 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 					st = PX_EBUSY;
 				}
 				yielded = 0;
+				slices++;
 			}
 			if (st != PX_OK && !w.granted) {
 				for (struct slot_wait **pw = &p->waitq; *pw; pw = &(*pw)->next) {

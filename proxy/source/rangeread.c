@@ -12,7 +12,15 @@
  * The caller keeps up to `parallel` transfers going and waits on the
  * condition until the earliest deadline of those in flight. A transfer past
  * its deadline is cancelled, then given CANCEL_GRACE_MS to end before it is
- * abandoned.
+ * abandoned. With a stall time (px_rangeread_set_stall), a transfer whose
+ * progress clock (clock.h: bytes at a floor rate) falls that far behind is
+ * cancelled as well, and the batch asks for
+ * nothing more: a source that stalls on one range would stall on the next,
+ * and each stalled transfer holds a slot of its provider that another
+ * source's reader may be waiting for. For the same reason only a batch with
+ * nothing in flight waits for a slot inside the submit; one with transfers
+ * in flight asks without waiting (px_fetch_params.no_wait) and asks again
+ * when one of them ends, or FULL_RETRY_MS later.
  *
  * Lock order: batch->lock only; never held across submit or cancel (a fake
  * fetcher may call back from inside them).
@@ -33,6 +41,7 @@
 #include "rangeread.h"
 
 #define CANCEL_GRACE_MS 2000
+#define FULL_RETRY_MS 50   /* a batch at its provider's limit asks again */
 
 struct px_rangeread {
 	/* HTTP */
@@ -42,6 +51,8 @@ struct px_rangeread {
 	size_t nheaders;
 	int64_t timeout_ms;
 	int64_t until;          /* no request runs past it (ms), 0: none */
+	int64_t stall_ms;       /* no progress for this long: a stall (0: none) */
+	int64_t min_rate;       /* progress: bytes a second at least */
 	unsigned parallel;
 	int64_t size;
 	int html_ok;
@@ -64,8 +75,10 @@ struct item {
 	int disorder;
 	int state;              /* IT_*, under b->lock */
 	int cancelled;          /* we cancelled it at its deadline */
+	int stalled;            /* ...which was its stall time */
 	uint64_t id;
 	int64_t deadline;
+	_Atomic int64_t progress; /* its progress clock (px_progress_add, us) */
 	struct px_fetch_result res;
 };
 
@@ -74,6 +87,8 @@ struct batch {
 	pthread_cond_t cond;
 	_Atomic int refs;
 	int changed;            /* a transfer ended; under lock */
+	int stalled;            /* one of its transfers stalled: ask no more */
+	int64_t min_rate;       /* the reader's, for it_data */
 	size_t n;
 	struct item items[];
 };
@@ -96,6 +111,8 @@ static int it_data(void *ctx, int64_t off, const void *buf, size_t len)
 	}
 	memcpy(it->buf + it->filled, buf, len);
 	it->filled += len;
+	atomic_store(&it->progress,
+		     px_progress_add(atomic_load(&it->progress), len, it->b->min_rate));
 	return 1;
 }
 
@@ -139,26 +156,37 @@ static struct batch *batch_new(const struct vf_range *r, size_t n)
 	return b;
 }
 
-/* Starts item i. Called with the lock held; drops it around submit. */
-static void start_item(struct px_rangeread *rr, struct batch *b, struct item *it)
+/* Starts item i; with no_wait, leaves it idle and returns 0 when its
+ * provider has no slot free now. Called with the lock held; drops it
+ * around submit. Returns 1 when it was started or failed for good. */
+static int start_item(struct px_rangeread *rr, struct batch *b, struct item *it, int no_wait)
 {
 	struct px_fetch_params fp = {
 		.url = rr->url, .headers = (const char *const *)rr->headers,
 		.nheaders = rr->nheaders, .offset = it->off, .length = (int64_t)it->len,
 		.expect_size = it->len ? rr->size : -1, .html_ok = rr->html_ok,
 		.header_hosts = rr->header_hosts, .nheader_hosts = rr->nheader_hosts,
+		.no_wait = no_wait,
 	};
 	struct px_fetch_cb cb = { it_data, it_done, it };
 	uint64_t id = 0;
 
 	it->state = IT_FLIGHT;
+	atomic_store(&it->progress, px_progress_start());
 	it->deadline = px_now_ms() + rr->timeout_ms;
 	if (rr->until && it->deadline > rr->until)
 		it->deadline = rr->until;
 	atomic_fetch_add(&b->refs, 1);
 	pthread_mutex_unlock(&b->lock);
 	enum px_status st = rr->ops.submit(rr->ops.impl, &fp, &cb, &id);
+	/* a wait for a slot inside the submit is no stall of the source */
+	atomic_store(&it->progress, px_progress_start());
 	pthread_mutex_lock(&b->lock);
+	if (st == PX_EBUSY && no_wait) {
+		atomic_fetch_sub(&b->refs, 1);
+		it->state = IT_IDLE;
+		return 0;
+	}
 	if (st != PX_OK) {
 		/* no callback will ever come for it */
 		atomic_fetch_sub(&b->refs, 1);
@@ -166,15 +194,18 @@ static void start_item(struct px_rangeread *rr, struct batch *b, struct item *it
 		it->res.status = st;
 		snprintf(it->res.detail, sizeof(it->res.detail), "could not start: %s",
 			 px_strerror(st));
-		return;
+		return 1;
 	}
 	it->id = id;
+	return 1;
 }
 
 /* Runs every item of b to its end (done, or abandoned after its cancel). */
 static void batch_run(struct px_rangeread *rr, struct batch *b)
 {
 	size_t next = 0;
+	int64_t full_until = 0; /* the provider had no slot free: until then,
+				 * or until a transfer of ours ends */
 
 	pthread_mutex_lock(&b->lock);
 	for (;;) {
@@ -189,20 +220,29 @@ static void batch_run(struct px_rangeread *rr, struct batch *b)
 				finished++;
 				continue;
 			}
-			if (now >= it->deadline) {
+			int64_t stall_at = !it->cancelled && rr->stall_ms
+						   ? px_progress_stall_at(atomic_load(&it->progress),
+									  rr->stall_ms)
+						   : INT64_MAX;
+			if (now >= it->deadline || now >= stall_at) {
 				if (it->cancelled) {
 					it->state = IT_ABANDONED;
 					finished++;
 					continue;
 				}
 				it->cancelled = 1;
+				if (now < it->deadline)
+					it->stalled = b->stalled = 1;
 				it->deadline = now + CANCEL_GRACE_MS;
 				if (ncancel < sizeof(cancel) / sizeof(cancel[0]))
 					cancel[ncancel++] = it->id;
+				stall_at = INT64_MAX;
 			}
 			inflight++;
 			if (it->deadline < wake)
 				wake = it->deadline;
+			if (stall_at < wake)
+				wake = stall_at;
 		}
 		if (ncancel) {
 			pthread_mutex_unlock(&b->lock);
@@ -213,21 +253,37 @@ static void batch_run(struct px_rangeread *rr, struct batch *b)
 		}
 		if (finished == b->n)
 			break;
-		if (next < b->n && rr->until && now >= rr->until) {
-			/* the reader's time is up: what was not started never is */
+		if (next < b->n && (b->stalled || (rr->until && now >= rr->until))) {
+			/* the reader's time is up, or the source stalls: what
+			 * was not started never is */
 			for (; next < b->n; next++) {
 				struct item *it = &b->items[next];
 				it->state = IT_DONE;
 				it->res.status = PX_ETIMEDOUT;
-				snprintf(it->res.detail, sizeof(it->res.detail),
-					 "not asked: the reader's time ran out");
+				snprintf(it->res.detail, sizeof(it->res.detail), "not asked: %s",
+					 b->stalled ? "another range of the source stalled"
+						    : "the reader's time ran out");
 			}
 			continue;
 		}
-		if (next < b->n && inflight < rr->parallel) {
-			start_item(rr, b, &b->items[next++]);
+		if (b->changed) {
+			/* a transfer of ours ended: its slot may be free */
+			b->changed = 0;
+			full_until = 0;
+		}
+		if (next < b->n && inflight < rr->parallel && now >= full_until) {
+			/* with transfers in flight, a next one waits for a slot
+			 * here, not in the submit: the transfers in flight
+			 * must be watched for their deadlines and stalls
+			 * meanwhile, or a stalled one would hold its slot */
+			if (start_item(rr, b, &b->items[next], inflight > 0))
+				next++;
+			else
+				full_until = now + FULL_RETRY_MS;
 			continue;
 		}
+		if (next < b->n && full_until > now && full_until < wake)
+			wake = full_until;
 		b->changed = 0;
 		px_cond_wait_until(&b->cond, &b->lock, &b->changed, wake);
 	}
@@ -245,8 +301,12 @@ static void item_result(const struct px_rangeread *rr, struct batch *b, struct i
 	r->why[0] = '\0';
 	if (state != IT_DONE || it->cancelled) {
 		r->st = PX_ETIMEDOUT;
-		snprintf(r->why, sizeof(r->why), "no answer within %lld ms",
-			 (long long)rr->timeout_ms);
+		if (it->stalled)
+			snprintf(r->why, sizeof(r->why), "stalled: no progress within %lld ms",
+				 (long long)rr->stall_ms);
+		else
+			snprintf(r->why, sizeof(r->why), "no answer within %lld ms",
+				 (long long)rr->timeout_ms);
 		return;
 	}
 	r->st = it->res.status;
@@ -278,6 +338,7 @@ static void http_batch(struct px_rangeread *rr, struct vf_range *r, size_t n)
 		}
 		return;
 	}
+	b->min_rate = rr->min_rate;
 	batch_run(rr, b);
 	for (size_t i = 0; i < n; i++)
 		item_result(rr, b, &b->items[i], &r[i]);
@@ -553,4 +614,10 @@ struct px_fetch_params px_source_range(struct px_core *core, size_t asset,
 void px_rangeread_set_until(struct px_rangeread *rr, int64_t until)
 {
 	rr->until = until;
+}
+
+void px_rangeread_set_stall(struct px_rangeread *rr, int64_t stall_ms, int64_t min_rate)
+{
+	rr->stall_ms = stall_ms > 0 ? stall_ms : 0;
+	rr->min_rate = min_rate > 0 ? min_rate : 0;
 }

@@ -97,4 +97,11 @@ void px_source_preps_free(struct px_core *core);
  * not asked, and fails with PX_ETIMEDOUT. Before the first read. */
 void px_rangeread_set_until(struct px_rangeread *rr, int64_t until);
 
+/* A request of rr that makes no progress for stall_ms (clock.h's progress
+ * clock at min_rate bytes a second; from its start, so the answer's head
+ * counts) is cancelled and fails with PX_ETIMEDOUT, and rr's batch asks for
+ * no more ranges (0: no stall rule, the default). HTTP only; before the
+ * first read. */
+void px_rangeread_set_stall(struct px_rangeread *rr, int64_t stall_ms, int64_t min_rate);
+
 #endif

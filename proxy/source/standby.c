@@ -69,6 +69,12 @@ static const char *src_key(const struct px_core *core, size_t asset, size_t k)
 	return core->cat->assets[asset].sources[k].key;
 }
 
+/* Whether a failed request of source k says k failed (it goes last for a
+ * while: px_source_failed): it did not answer, or answered wrong. A
+ * provider at its limit says nothing of the source, and a cancel, a
+ * shutdown or a lack of memory nothing at all. */
+static int says_failed(enum px_status st);
+
 /* ---- readers that take provider slots */
 
 /* An ops table whose submit goes through px_xfer_submit. */
@@ -85,6 +91,8 @@ static enum px_status g_submit(void *impl, const struct px_fetch_params *p,
 {
 	struct gate *g = impl;
 	int64_t deadline = g->deadline ? g->deadline : px_now_ms() + SPARE_WAIT_MS;
+	if (p->no_wait)
+		deadline = px_now_ms();
 	return px_xfer_submit(g->core, g->prov, g->sess, g->sess == NULL, deadline, p, cb, id);
 }
 
@@ -125,6 +133,11 @@ static enum px_status open_reader(struct px_core *core, size_t asset, size_t k,
 					   p->nheaders, timeout, sess ? 8 : 2, out);
 		if (st == PX_OK && deadline)
 			px_rangeread_set_until(*out, deadline);
+		/* a range that stalls frees its slot, and its source is asked
+		 * nothing more in that batch */
+		if (st == PX_OK)
+			px_rangeread_set_stall(*out, core->cfg->stall_timeout_ms,
+					       core->cfg->stall_min_rate);
 	}
 	if (st == PX_OK) {
 		px_rangeread_set_size(*out, core->assets[asset].size);
@@ -154,6 +167,13 @@ static int no_answer(enum px_status st)
 	default:
 		return 0;
 	}
+}
+
+static int says_failed(enum px_status st)
+{
+	if (st == PX_EBUSY || st == PX_ECANCELED || st == PX_ESHUTDOWN || st == PX_ENOMEM)
+		return 0;
+	return no_answer(st) || st == PX_ENOTFOUND || st == PX_ENOTASSET;
 }
 
 /* ---- the reference */
@@ -412,10 +432,7 @@ out:
 		if (st == PX_EAUTH)
 			px_provider_auth_failed(core, core->cat->assets[asset].sources[k].provider,
 						why);
-		/* a provider at its limit says nothing of the source, and a
-		 * cancel or a shutdown nothing at all */
-		if ((no_answer(st) && st != PX_EBUSY && st != PX_ECANCELED &&
-		     st != PX_ESHUTDOWN) || st == PX_ENOTFOUND || st == PX_ENOTASSET)
+		if (says_failed(st))
 			px_source_failed(core, asset, k, st, why);
 		px_debug("verify", "asset %s: %s: samples not all read: %s%s%s",
 			 core->cat->assets[asset].id, src_name(core, asset, k), px_strerror(st),
@@ -1011,8 +1028,9 @@ enum px_status px_cutover(struct px_session *s, size_t failed, int64_t off, enum
 	return rc;
 }
 
-/* Whether source k answers with the asset's size, before until. A source
- * of another size is rejected for good; one that does not answer goes last
+/* Whether source k answers with the asset's size, before until: 1 yes, 0
+ * no, -1 its provider had no slot free for the question. A source of
+ * another size is rejected for good; one that does not answer goes last
  * for a while. */
 static int size_gate(struct px_core *core, struct px_session *s, size_t k, int64_t until)
 {
@@ -1028,10 +1046,12 @@ static int size_gate(struct px_core *core, struct px_session *s, size_t k, int64
 	px_rangeread_set_size(rr, -1);
 	enum px_status st = px_rangeread_probe(rr, &seen, why, sizeof(why));
 	px_rangeread_free(rr);
-	if (st != PX_OK) {
+	if (st == PX_EBUSY) {
+		ok = -1;
+	} else if (st != PX_OK) {
 		if (st == PX_ENOTFOUND)
 			rt->dead[k] = 1;
-		if (no_answer(st) || st == PX_ENOTASSET)
+		if (says_failed(st))
 			px_source_failed(core, s->asset, k, st, why);
 	} else if (seen.size != rt->size) {
 		struct vf_verdict v = { .outcome = VF_SIZE_MISMATCH, .sample = -1, .offset = -1,
@@ -1160,6 +1180,8 @@ static enum vf_outcome judge_against_reference(struct px_core *core, size_t asse
  * it was whole: yes when k matches every sample it has and the asset's
  * reference, if any, does not contradict k. A difference is not a verdict
  * for good unless the asset's reference (a majority's) says so too.
+ * Returns 1 yes, 0 no, -1 a sample k lacks could not be asked for: its
+ * provider had no slot free.
  */
 /* Whether a and b (one size) have a sample both hold with other bytes. */
 static int conflict(const struct vf_fingerprint *a, const struct vf_fingerprint *b)
@@ -1229,13 +1251,13 @@ static int holds_same(struct px_core *core, struct px_session *s, size_t failed,
 	struct vf_fingerprint *cand = malloc(sizeof(*cand));
 	int ok = 0;
 	size_t i;
+	enum px_status st = PX_OK;
 
 	if (!cand)
 		return 0;
 	(void)px_own_get(core, s->asset, k, cand);
 	if (px_own_agrees(mine, cand, &i) == PX_OWN_LACKS) {
-		enum px_status st = take_own(core, s->asset, k, s, until,
-							!px_own_full(core, s->asset, k));
+		st = take_own(core, s->asset, k, s, until, !px_own_full(core, s->asset, k));
 		if (st == PX_ESIZE)
 			goto out;
 		(void)px_own_get(core, s->asset, k, cand);
@@ -1273,6 +1295,10 @@ static int holds_same(struct px_core *core, struct px_session *s, size_t failed,
 		break;
 	}
 	default:
+		if (st == PX_EBUSY) {
+			ok = -1;
+			break;
+		}
 		px_info("cutover", "%s: %s: sample %zu could not be read", s->who,
 			src_name(core, s->asset, k), i);
 	}
@@ -1282,7 +1308,8 @@ out:
 }
 
 /* Checks the seam: k's bytes just before off equal the n the reader got
- * (seam). 1 when they do; a mismatch rejects k, no answer counts it failed. */
+ * (seam). 1 when they do, -1 when k's provider had no slot free for the
+ * question; a mismatch rejects k, no answer counts it failed. */
 static int seam_holds(struct px_core *core, struct px_session *s, size_t k, int64_t off,
 		      const void *seam, size_t n, int64_t until)
 {
@@ -1298,17 +1325,69 @@ static int seam_holds(struct px_core *core, struct px_session *s, size_t k, int6
 	px_rangeread_free(rr);
 	if (st == PX_OK && v.outcome == VF_MATCH)
 		return 1;
+	if (st == PX_EBUSY)
+		return -1;
 	if (st == PX_OK && v.outcome == VF_MISMATCH) {
 		pthread_mutex_lock(&core->vf_lock);
 		apply_verdict(core, s->asset, k, &v);
 		pthread_mutex_unlock(&core->vf_lock);
-	} else {
+	} else if (st == PX_OK || says_failed(st)) {
 		/* it did not answer: not a verdict */
 		px_source_failed(core, s->asset, k, st != PX_OK ? st : PX_ETIMEDOUT, v.why);
 	}
 	px_warn("cutover", "%s: %s: seam check at %lld: %s", s->who, src_name(core, s->asset, k),
 		(long long)off, st == PX_OK ? v.why : px_strerror(st));
 	return 0;
+}
+
+/* What a cutover's candidate is checked against (cutover_locked). */
+struct check {
+	struct px_session *s;
+	size_t failed;
+	enum px_status why;
+	int64_t off;
+	const void *seam;
+	size_t n;
+	const struct vf_fingerprint *mine; /* the session's reference */
+	size_t have;                       /* its samples */
+	const size_t *cand;
+	size_t nc;
+};
+
+/* Whether candidate k may take the session over: 1 yes, 0 no, -1 its
+ * provider had no slot free for a question. until bounds the sample
+ * checks, per (and deadline) the seam check. */
+static int passes(const struct check *c, size_t k, int verified, int64_t until, int64_t per,
+		  int64_t deadline)
+{
+	struct px_session *s = c->s;
+	struct px_core *core = s->core;
+	int ok;
+
+	if (verified) {
+		/* k matches the asset's reference, and every sample the
+		 * failed source served was screened against it: the seam is
+		 * all */
+		ok = 1;
+	} else if (px_source_rejected(core, s->asset, k)) {
+		ok = 0; /* the sweep found it of another size */
+	} else if (c->have == 0) {
+		/* no sample of the failed source is known (its reader started
+		 * past the first and it no longer answers): the size gate and
+		 * the seam are all there is */
+		ok = size_gate(core, s, k, until);
+	} else {
+		ok = holds_same(core, s, c->failed, k, c->mine, c->have, c->cand, c->nc, until);
+	}
+	if (ok <= 0)
+		return ok;
+	until = px_now_ms() + per < deadline ? px_now_ms() + per : deadline;
+	if ((ok = seam_holds(core, s, k, c->off, c->seam, c->n, until)) <= 0)
+		return ok;
+	/* a path must open, with the asset's size, before the move */
+	if (px_source_is_path(core, s->asset, k) && px_session_fd(s, k) < 0)
+		return 0;
+	return 1;
 }
 
 /* px_cutover() with the session's cut_lock held. Each candidate gets at
@@ -1336,6 +1415,8 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 	if (why != PX_EAUTH && why != PX_ENOTFOUND)
 		px_source_failed(core, s->asset, failed, why, "under a read");
 	size_t nc = candidates(core, s, failed, cand, 64), have = 0, busy = SIZE_MAX;
+	size_t unchecked = SIZE_MAX; /* the first whose provider had no slot for
+				      * its checks */
 	int know = 0;
 	uint64_t tried = 0; /* bit k: candidate k was tried */
 	for (size_t i = 0; i < nc && px_now_ms() < deadline; i++) {
@@ -1369,26 +1450,11 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 		}
 		if (k < 64)
 			tried |= 1ULL << k;
-		if (verified) {
-			/* k matches the asset's reference, and every sample
-			 * the failed source served was screened against it:
-			 * the seam is all */
-		} else if (px_source_rejected(core, s->asset, k)) {
-			continue; /* the sweep found it of another size */
-		} else if (have == 0) {
-			/* no sample of the failed source is known (its reader
-			 * started past the first and it no longer answers):
-			 * the size gate and the seam are all there is */
-			if (!size_gate(core, s, k, until))
-				continue;
-		} else if (!holds_same(core, s, failed, k, mine, have, cand, nc, until)) {
-			continue;
-		}
-		until = px_now_ms() + per < deadline ? px_now_ms() + per : deadline;
-		if (!seam_holds(core, s, k, off, seam, n, until))
-			continue;
-		/* a path must open, with the asset's size, before the move */
-		if (px_source_is_path(core, s->asset, k) && px_session_fd(s, k) < 0)
+		struct check c = { s, failed, why, off, seam, n, mine, have, cand, nc };
+		int ok = passes(&c, k, verified, until, per, deadline);
+		if (ok < 0 && unchecked == SIZE_MAX)
+			unchecked = k;
+		if (ok <= 0)
 			continue;
 		if (px_session_switch(s, k) != PX_OK) {
 			px_info("cutover", "%s: %s: its provider is at its limit", s->who,
@@ -1410,6 +1476,23 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 			reason_name(why), (long long)took);
 		rc = PX_OK;
 		break;
+	}
+	/* every standby was on a provider at its limit, or failed: the first
+	 * that could not be asked (a wait for a slot is no fault of the
+	 * source) is asked again with the read's time left */
+	if (rc != PX_OK && busy == SIZE_MAX && unchecked != SIZE_MAX &&
+	    px_now_ms() < deadline) {
+		pthread_mutex_lock(&core->vf_lock);
+		int verified = rt->src[unchecked].state == VS_VERIFIED &&
+			       (rt->src[failed].state != VS_REJECTED || why == PX_EMISMATCH);
+		pthread_mutex_unlock(&core->vf_lock);
+		struct check c = { s, failed, why, off, seam, n, mine, have, cand, nc };
+		if (passes(&c, unchecked, verified, deadline, deadline - px_now_ms(),
+			   deadline) > 0) {
+			px_info("cutover", "%s: %s passed once its provider had a slot free",
+				s->who, src_name(core, s->asset, unchecked));
+			busy = unchecked;
+		}
 	}
 	/* every standby that holds the bytes is on a provider at its limit:
 	 * the first that passed waits for a slot, within the read's time */

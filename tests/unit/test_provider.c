@@ -620,8 +620,9 @@ static struct {
 	int holder_ended;
 } g_cut;
 
-static int cut_while_waiting(struct px_session *s)
+static int cut_while_waiting(struct px_session *s, int unread)
 {
+	(void)unread;
 	if (atomic_fetch_add(&g_cut.calls, 1) != 0)
 		return 0;
 	if (g_cut.switch_first)
