@@ -42,6 +42,7 @@
 
 #define CANCEL_GRACE_MS 2000
 #define FULL_RETRY_MS 50   /* a batch at its provider's limit asks again */
+#define SLOW_MIN_MS 100    /* a range's body shorter than this is not judged */
 
 struct px_rangeread {
 	/* HTTP */
@@ -53,6 +54,7 @@ struct px_rangeread {
 	int64_t until;          /* no request runs past it (ms), 0: none */
 	int64_t stall_ms;       /* no progress for this long: a stall (0: none) */
 	int64_t min_rate;       /* progress: bytes a second at least */
+	_Atomic int64_t slow;   /* the slowest range's rate under min_rate, -1 */
 	unsigned parallel;
 	int64_t size;
 	int html_ok;
@@ -79,6 +81,7 @@ struct item {
 	uint64_t id;
 	int64_t deadline;
 	_Atomic int64_t progress; /* its progress clock (px_progress_add, us) */
+	_Atomic int64_t first_at, last_at; /* its first and last bytes (ms) */
 	struct px_fetch_result res;
 };
 
@@ -113,6 +116,10 @@ static int it_data(void *ctx, int64_t off, const void *buf, size_t len)
 	it->filled += len;
 	atomic_store(&it->progress,
 		     px_progress_add(atomic_load(&it->progress), len, it->b->min_rate));
+	int64_t now = px_now_ms();
+	if (!atomic_load(&it->first_at))
+		atomic_store(&it->first_at, now);
+	atomic_store(&it->last_at, now);
 	return 1;
 }
 
@@ -290,8 +297,23 @@ static void batch_run(struct px_rangeread *rr, struct batch *b)
 	pthread_mutex_unlock(&b->lock);
 }
 
+/* Notes a range whose body (from its first byte, so an answer's late head
+ * does not count) came slower than min_rate: a source that sends a sample
+ * that slowly would stall a reader (clock.h: progress is a rate). Bodies
+ * under SLOW_MIN_MS are too short to judge. */
+static void note_rate(struct px_rangeread *rr, const struct item *it)
+{
+	int64_t took = atomic_load(&it->last_at) - atomic_load(&it->first_at);
+	if (!rr->min_rate || !atomic_load(&it->first_at) || took < SLOW_MIN_MS ||
+	    (int64_t)it->filled * 1000 >= rr->min_rate * took)
+		return;
+	int64_t rate = (int64_t)it->filled * 1000 / took, was = atomic_load(&rr->slow);
+	while ((was < 0 || rate < was) && !atomic_compare_exchange_weak(&rr->slow, &was, rate))
+		;
+}
+
 /* The outcome of item it into range r. Called after batch_run. */
-static void item_result(const struct px_rangeread *rr, struct batch *b, struct item *it,
+static void item_result(struct px_rangeread *rr, struct batch *b, struct item *it,
 			struct vf_range *r)
 {
 	pthread_mutex_lock(&b->lock);
@@ -318,6 +340,7 @@ static void item_result(const struct px_rangeread *rr, struct batch *b, struct i
 	if (it->filled)
 		memcpy(r->buf, it->buf, it->filled);
 	r->got = it->filled;
+	note_rate(rr, it);
 	if (r->st == PX_OK && r->got < r->len) {
 		r->st = PX_ETRANSFER;
 		snprintf(r->why, sizeof(r->why), "short read: %zu of %zu bytes", r->got, r->len);
@@ -421,6 +444,7 @@ enum px_status px_rangeread_new_http(const struct px_fetch_ops *ops, const char 
 	if (!rr)
 		return PX_ENOMEM;
 	rr->fd = -1;
+	rr->slow = -1;
 	rr->ops = *ops;
 	rr->timeout_ms = timeout_ms;
 	rr->parallel = parallel;
@@ -448,6 +472,7 @@ enum px_status px_rangeread_new_path(const char *path, struct px_rangeread **out
 		return PX_ENOMEM;
 	}
 	rr->size = -1;
+	rr->slow = -1;
 	rr->fd = px_open_regular(path); /* never blocks on a FIFO */
 	rr->open_errno = rr->fd < 0 ? errno : 0;
 	*out = rr;
@@ -614,6 +639,11 @@ struct px_fetch_params px_source_range(struct px_core *core, size_t asset,
 void px_rangeread_set_until(struct px_rangeread *rr, int64_t until)
 {
 	rr->until = until;
+}
+
+int64_t px_rangeread_slow_rate(struct px_rangeread *rr)
+{
+	return atomic_load(&rr->slow);
 }
 
 void px_rangeread_set_stall(struct px_rangeread *rr, int64_t stall_ms, int64_t min_rate)

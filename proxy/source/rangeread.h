@@ -104,4 +104,9 @@ void px_rangeread_set_until(struct px_rangeread *rr, int64_t until);
  * first read. */
 void px_rangeread_set_stall(struct px_rangeread *rr, int64_t stall_ms, int64_t min_rate);
 
+/* The rate (bytes a second) of the slowest range rr has read whose body,
+ * from its first byte on, came under the min_rate of px_rangeread_set_stall
+ * for at least 100 ms; -1 when none did. Any thread. */
+int64_t px_rangeread_slow_rate(struct px_rangeread *rr);
+
 #endif

@@ -75,6 +75,18 @@ static const char *src_key(const struct px_core *core, size_t asset, size_t k)
  * shutdown or a lack of memory nothing at all. */
 static int says_failed(enum px_status st);
 
+/* take_own's flags: the size gate first; only the samples asked first */
+#define TAKE_GATE 1
+#define TAKE_FIRST_ONLY 2
+
+/* The size gate a cutover's take_own asks of source k: a path's (fstat,
+ * no wait), not a URL's, a round trip the reader would wait for, while
+ * each sample's answer is held to the asset's size anyway. */
+static int cutover_gate(const struct px_core *core, size_t asset, size_t k)
+{
+	return px_source_is_path(core, asset, k) ? TAKE_GATE : 0;
+}
+
 /* ---- readers that take provider slots */
 
 /* An ops table whose submit goes through px_xfer_submit. */
@@ -130,7 +142,7 @@ static enum px_status open_reader(struct px_core *core, size_t asset, size_t k,
 		if (timeout < 1)
 			timeout = 1;
 		st = px_rangeread_new_http(&g->ops, src->url, (const char *const *)p->headers,
-					   p->nheaders, timeout, sess ? 8 : 2, out);
+					   p->nheaders, timeout, sess ? 16 : 2, out);
 		if (st == PX_OK && deadline)
 			px_rangeread_set_until(*out, deadline);
 		/* a range that stalls frees its slot, and its source is asked
@@ -363,14 +375,52 @@ out:
 }
 
 /*
+ * Reads into fp (source k's own fingerprint) the samples it lacks, only
+ * those `first` has when first is not NULL, in one batch through rr, and
+ * adds them to k's own. A source whose samples came below stall_min_rate
+ * goes last for a while: its bytes count, but it would stall a reader.
+ */
+static enum px_status fill_own(struct px_core *core, size_t asset, size_t k,
+			       struct px_rangeread *rr, struct vf_fingerprint *fp,
+			       const struct vf_fingerprint *first, char *why, size_t whylen)
+{
+	unsigned char skip[VF_MAX_SAMPLES] = { 0 };
+	struct vf_reader r = px_rangeread_reader(rr);
+	size_t bad;
+
+	for (size_t i = 0; first && i < fp->plan.n; i++) {
+		skip[i] = !fp->have[i] && !first->have[i];
+		fp->have[i] |= skip[i]; /* not asked for in this batch */
+	}
+	enum px_status st = vf_fingerprint_fill(&r, fp, &bad, why, whylen);
+	for (size_t i = 0; first && i < fp->plan.n; i++)
+		fp->have[i] = (unsigned char)(fp->have[i] && !skip[i]);
+	if (px_own_merge(core, asset, k, fp) >= 0)
+		px_warn("verify", "asset %s: %s gave other bytes for a sample than before",
+			core->cat->assets[asset].id, src_name(core, asset, k));
+	int64_t rate = px_rangeread_slow_rate(rr);
+	if (rate >= 0) {
+		char slow[120];
+		snprintf(slow, sizeof(slow), "its samples came at %lld B/s, under stall_min_rate",
+			 (long long)rate);
+		px_source_failed(core, asset, k, PX_ETIMEDOUT, slow);
+	}
+	return st;
+}
+
+/*
  * Fills source k's own fingerprint with the samples it lacks: the size
  * gate (a source of another size is rejected for good), then the missing
- * samples in one batch. sess/until as for open_reader (NULL, 0: background
- * work in spare slots). Returns PX_OK when the fingerprint is whole; a
- * status that says the source did not answer leaves it last for a while.
+ * samples, those `first` has (the session's reference; NULL: none) in a
+ * batch before the rest. flags: TAKE_GATE for the size gate, and
+ * TAKE_FIRST_ONLY to leave the rest for later. sess/until as for
+ * open_reader (NULL, 0: background work in spare slots). Returns PX_OK when
+ * the samples asked for are in; a status that says the source did not
+ * answer leaves it last for a while.
  */
 static enum px_status take_own(struct px_core *core, size_t asset, size_t k,
-				   struct px_session *sess, int64_t until, int gate)
+				   struct px_session *sess, int64_t until, int flags,
+				   const struct vf_fingerprint *first)
 {
 	struct asset_rt *rt = &core->assets[asset];
 	struct vf_fingerprint *fp = malloc(sizeof(*fp));
@@ -379,7 +429,6 @@ static enum px_status take_own(struct px_core *core, size_t asset, size_t k,
 	struct gate g;
 	char why[200] = "";
 	enum px_status st;
-	size_t bad;
 
 	if (!fp)
 		return PX_ENOMEM;
@@ -389,7 +438,7 @@ static enum px_status take_own(struct px_core *core, size_t asset, size_t k,
 	}
 	if ((st = open_reader(core, asset, k, sess, until, &g, &rr)) != PX_OK)
 		goto out;
-	if (gate) {
+	if (flags & TAKE_GATE) {
 		px_rangeread_set_size(rr, -1);
 		st = px_rangeread_probe(rr, &seen, why, sizeof(why));
 		if (st == PX_OK)
@@ -418,13 +467,12 @@ static enum px_status take_own(struct px_core *core, size_t asset, size_t k,
 				goto out;
 		}
 	}
-	if (st == PX_OK) {
-		struct vf_reader r = px_rangeread_reader(rr);
-		st = vf_fingerprint_fill(&r, fp, &bad, why, sizeof(why));
-		if (px_own_merge(core, asset, k, fp) >= 0)
-			px_warn("verify", "asset %s: %s gave other bytes for a sample than before",
-				core->cat->assets[asset].id, src_name(core, asset, k));
+	if (st == PX_OK && first) {
+		/* the samples the session's reference has, before the rest */
+		st = fill_own(core, asset, k, rr, fp, first, why, sizeof(why));
 	}
+	if (st == PX_OK && !(flags & TAKE_FIRST_ONLY))
+		st = fill_own(core, asset, k, rr, fp, NULL, why, sizeof(why));
 out:
 	if (st != PX_OK && st != PX_ESIZE && st != PX_ENOMEM) {
 		if (st == PX_ENOTFOUND)
@@ -459,7 +507,7 @@ static int agree_reference(struct px_core *core, size_t asset, const size_t *ord
 	int ok = maybe_agree(core, asset, reopen);
 
 	for (size_t i = 0; i < n && !ok; i++) {
-		if (take_own(core, asset, order[i], NULL, 0, 1) != PX_OK)
+		if (take_own(core, asset, order[i], NULL, 0, TAKE_GATE, NULL) != PX_OK)
 			continue;
 		taken++;
 		ok = maybe_agree(core, asset, reopen);
@@ -619,7 +667,7 @@ static void verify_source(struct px_core *core, size_t asset, size_t k,
 		goto out;
 	}
 	enum px_status st = take_own(core, asset, k, sess, deadline,
-						!px_own_full(core, asset, k));
+				     px_own_full(core, asset, k) ? 0 : TAKE_GATE, NULL);
 	if (st == PX_ESIZE) {
 		v->outcome = VF_SIZE_MISMATCH; /* judged and stored by the gate */
 		goto out;
@@ -674,7 +722,7 @@ struct job {
 static void own_job(struct px_core *core, size_t asset, size_t k)
 {
 	/* the size probe first: its answer keys the stored fingerprint */
-	enum px_status st = take_own(core, asset, k, NULL, 0, 1);
+	enum px_status st = take_own(core, asset, k, NULL, 0, TAKE_GATE, NULL);
 	pthread_mutex_lock(&core->vf_lock);
 	struct src_rt *sr = &core->assets[asset].src[k];
 	sr->own_busy = 0;
@@ -1096,14 +1144,15 @@ struct sweep {
 	struct px_session *s;
 	size_t k;
 	int64_t until;
-	int gate;
+	int flags;                          /* take_own's */
+	const struct vf_fingerprint *first; /* samples to ask for first */
 	int started;
 };
 
 static void *sweep_main(void *arg)
 {
 	struct sweep *w = arg;
-	(void)take_own(w->core, w->s->asset, w->k, w->s, w->until, w->gate);
+	(void)take_own(w->core, w->s->asset, w->k, w->s, w->until, w->flags, w->first);
 	return NULL;
 }
 
@@ -1111,22 +1160,34 @@ static void *sweep_main(void *arg)
  * The samples a cutover needs, fetched at once, in parallel, within until:
  * what the failed source's fingerprint lacks, when the failure may leave it
  * answering (a reset, a 5xx, a stall; not a refused connection or an
- * answer of the wrong kind), and what each candidate that is not verified
- * lacks. A standby that does not answer then costs the cutover no more
- * than the others: one stall_timeout for all. Threads: at most one per
- * source; one that cannot start sweeps in the caller's.
+ * answer of the wrong kind; a stall gets half a stall_timeout), and what
+ * each candidate that is not verified lacks of the samples `served` has
+ * (the failed source's at the failure: a candidate must match them; all it
+ * lacks when served is NULL), with no size probe first (cutover_gate). A
+ * standby that does not answer then costs the
+ * cutover no more than the others: one stall_timeout for all. Threads: at
+ * most one per source; one that cannot start sweeps in the caller's.
  */
 static void sweep_all(struct px_core *core, struct px_session *s, size_t failed,
-		      enum px_status why, const size_t *cand, size_t nc, int64_t until)
+		      enum px_status why, const struct vf_fingerprint *served,
+		      const size_t *cand, size_t nc, int64_t until)
 {
 	struct sweep *w = calloc(nc + 1, sizeof(*w));
 	size_t n = 0;
 	struct asset_rt *rt = &core->assets[s->asset];
 	int answers = why == PX_ETRANSFER || why == PX_ESERVER || why == PX_ETIMEDOUT;
+	int64_t per = core->cfg->stall_timeout_ms > 0 ? core->cfg->stall_timeout_ms : 3000;
+	/* a candidate must match the samples the failed source had: only
+	 * those are asked for now, unless it had none */
+	int only = served ? TAKE_FIRST_ONLY : 0;
 	if (!w)
 		return;
+	/* a source that stalled gets half a stall to answer: samples past
+	 * its stall would hold up the whole cutover */
+	int64_t mine_until = why == PX_ETIMEDOUT && px_now_ms() + per / 2 < until
+			     ? px_now_ms() + per / 2 : until;
 	if (answers && !px_own_full(core, s->asset, failed))
-		w[n++] = (struct sweep){ .core = core, .s = s, .k = failed, .until = until };
+		w[n++] = (struct sweep){ .core = core, .s = s, .k = failed, .until = mine_until };
 	for (size_t i = 0; i < nc; i++) {
 		pthread_mutex_lock(&core->vf_lock);
 		int skip = rt->src[cand[i]].state == VS_VERIFIED ||
@@ -1134,7 +1195,8 @@ static void sweep_all(struct px_core *core, struct px_session *s, size_t failed,
 		pthread_mutex_unlock(&core->vf_lock);
 		if (!skip && !px_own_full(core, s->asset, cand[i]))
 			w[n++] = (struct sweep){ .core = core, .s = s, .k = cand[i],
-						 .until = until, .gate = 1 };
+						 .until = until, .first = served,
+						 .flags = cutover_gate(core, s->asset, cand[i]) | only };
 	}
 	for (size_t i = 0; i < n; i++)
 		w[i].started = pthread_create(&w[i].thread, NULL, sweep_main, &w[i]) == 0;
@@ -1257,7 +1319,10 @@ static int holds_same(struct px_core *core, struct px_session *s, size_t failed,
 		return 0;
 	(void)px_own_get(core, s->asset, k, cand);
 	if (px_own_agrees(mine, cand, &i) == PX_OWN_LACKS) {
-		st = take_own(core, s->asset, k, s, until, !px_own_full(core, s->asset, k));
+		/* the samples of the session's reference k lacks: it must
+		 * match every one (the rest may come later) */
+		st = take_own(core, s->asset, k, s, until,
+			      cutover_gate(core, s->asset, k) | TAKE_FIRST_ONLY, mine);
 		if (st == PX_ESIZE)
 			goto out;
 		(void)px_own_get(core, s->asset, k, cand);
@@ -1401,13 +1466,19 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 	const struct px_asset *a = &core->cat->assets[s->asset];
 	struct asset_rt *rt = &core->assets[s->asset];
 	struct vf_fingerprint *mine = malloc(sizeof(*mine));
+	struct vf_fingerprint *served = malloc(sizeof(*served));
 	enum px_status rc = PX_ENOSOURCE;
 	size_t cand[64];
 	int64_t t0 = px_now_ms();
 	int64_t per = core->cfg->stall_timeout_ms > 0 ? core->cfg->stall_timeout_ms : 3000;
 
-	if (!mine || !px_src_ensure(core, s->asset))
+	if (!mine || !served || !px_src_ensure(core, s->asset))
 		goto out;
+	/* what the failed source had when it failed: the reader's bytes */
+	if (px_own_get(core, s->asset, failed, served) == 0) {
+		free(served);
+		served = NULL; /* none: the candidates are swept whole */
+	}
 	if (why == PX_ENOTFOUND)
 		rt->dead[failed] = 1;
 	if (why == PX_EAUTH)
@@ -1440,7 +1511,7 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 			int64_t sweep_until = px_now_ms() + 2 * per;
 			if (sweep_until > deadline - per / 4)
 				sweep_until = deadline - per / 4;
-			sweep_all(core, s, failed, why, cand + i, nc - i, sweep_until);
+			sweep_all(core, s, failed, why, served, cand + i, nc - i, sweep_until);
 			have = session_reference(core, s, failed, why, mine);
 			know = 1;
 			/* the ones that did not answer the sweep go last now */
@@ -1507,6 +1578,7 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 	}
 out:
 	free(mine);
+	free(served);
 	/* two whole fingerprints that agree may make the asset's reference */
 	if (rc == PX_OK)
 		(void)maybe_agree(core, s->asset, 0);
