@@ -390,8 +390,12 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 			continue;
 		}
 		seen_fill = 1;
-		if (s->paused && !s->held && s->xid) {
-			/* held before its submit had returned (no id then) */
+		if (s->paused && s->xid && (!s->held || s->filled < need)) {
+			/* held before its submit had returned (no id then), or
+			 * held for a reader that has its bytes while we need
+			 * more: that reader may have left without taking them
+			 * (its deadline), and nobody else would resume it */
+			s->held = 0;
 			s->paused = 0;
 			s->progress = px_progress_start();
 			uint64_t id = s->xid;
