@@ -272,6 +272,8 @@ static int job_file_name(const char *name)
 	for (size_t i = 0; fixed[i]; i++)
 		if (strcmp(name, fixed[i]) == 0)
 			return 1;
+	if (px_write_atomic_tmp(name, "playlist")) /* px_playlist_save's */
+		return 1;
 	/* write_plan_file's plan.json.PID.tmp */
 	if (strncmp(name, "plan.json.", 10) == 0) {
 		const char *p = name + 10;

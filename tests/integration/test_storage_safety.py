@@ -1,0 +1,168 @@
+"""Storages others can write to (docs/copies.md, "Storages others can write
+to"): the daemon runs as root, an unprivileged user who owns the storage
+plants links and files in it, and root never writes through a link, never
+follows a linked folder out of the storage, never replaces a file it did
+not make, and never copies onto the bare mount point of an unmounted
+storage.  The attacker's target is a file only root can read or write (0600
+in a 0700 root folder): its SHA-256 must be unchanged afterwards.  Every
+byte read through the mount is checked by SHA-256."""
+
+import hashlib
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import uuid
+
+import pytest
+
+from conftest import sha256_file, wait_until
+from test_copies import (COPY_WAIT, copies_of, ctl, entry, job, metrics, sockdir,  # noqa: F401
+                         status, storage, tmpfs, wait_copies, wait_reason)
+
+
+@pytest.fixture
+def attacker():
+    """An unprivileged user made for the test (no home), removed after."""
+    name = 'seamfs-t' + uuid.uuid4().hex[:8]
+    r = subprocess.run(['useradd', '-M', '-s', '/usr/sbin/nologin', name],
+                       capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        pytest.fail(f'useradd {name}: {r.stderr}')
+    try:
+        pw = pwd.getpwnam(name)
+        yield pw.pw_uid, pw.pw_gid
+    finally:
+        subprocess.run(['userdel', name], capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def arena(attacker):
+    """A folder others may traverse (tmp_path is root's alone) with
+    store/ (the attacker's) and vault/secret (root's alone)."""
+    base = tempfile.mkdtemp(prefix='seamfs-safe-', dir='/tmp')
+    try:
+        os.chmod(base, 0o755)
+        store = os.path.join(base, 'store')
+        os.mkdir(store)
+        os.chown(store, *attacker)
+        vault = os.path.join(base, 'vault')
+        os.mkdir(vault, 0o700)
+        secret = os.path.join(vault, 'secret')
+        fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, os.urandom(4096))
+        os.close(fd)
+        yield {'base': base, 'store': store, 'vault': vault, 'secret': secret,
+               'secret_sha': sha256_file(secret)}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def as_attacker(attacker, *argv):
+    """Runs argv as the attacker; its exit status must be 0."""
+    r = subprocess.run(list(argv), user=attacker[0], group=attacker[1], extra_groups=[],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, f'{argv}: {r.stderr}'
+
+
+def copy_or_reason(m, aid, reason):
+    """Waits until the asset has a serving copy or its job waits for reason."""
+    wait_until(lambda: copies_of(status(m), aid) or
+               (job(status(m), aid) or {}).get('reason') == reason,
+               COPY_WAIT, f'a copy of {aid} or "{reason}"')
+
+
+@pytest.mark.parametrize('planted', ['Movies/movie.bin.partial', '.seamfs-copies.json.tmp'])
+def test_a_planted_link_is_never_written_through(seamfs, data, make_origin, arena, attacker,
+                                                 planted):
+    """A link to the root-only file at the copy's old .partial name, or at
+    the manifest's old temporary name: the copy and the manifest are made
+    beside it, the target keeps its bytes and the link stays as it was."""
+    o = make_origin(data.dir)
+    df = data['mid.bin']
+    store = arena['store']
+    as_attacker(attacker, 'mkdir', os.path.join(store, 'Movies'))
+    link = os.path.join(store, planted)
+    as_attacker(attacker, 'ln', '-s', arena['secret'], link)
+    cat = {'storages': [storage('disk', store)],
+           'assets': [entry('movie', 'Movies/movie.bin', df, o.url('mid.bin'), copies=1)]}
+    m = seamfs.mount(cat)
+    wait_copies(m, 'movie', 1)
+    assert sha256_file(arena['secret']) == arena['secret_sha'], 'root wrote through the link'
+    assert os.path.islink(link) and os.readlink(link) == arena['secret']
+    copy = os.path.join(store, 'Movies', 'movie.bin')
+    assert not os.path.islink(copy) and sha256_file(copy) == df.sha256
+    manifest = os.path.join(store, '.seamfs-copies.json')
+    assert not os.path.islink(manifest) and df.sha256 in open(manifest).read()
+    assert sha256_file(m.path('Movies/movie.bin')) == df.sha256
+
+
+def test_a_linked_folder_never_takes_the_copy_out_of_the_storage(seamfs, data, make_origin,
+                                                                 arena, attacker):
+    o = make_origin(data.dir)
+    df = data['mid.bin']
+    as_attacker(attacker, 'ln', '-s', arena['vault'], os.path.join(arena['store'], 'Movies'))
+    cat = {'storages': [storage('disk', arena['store'])],
+           'assets': [entry('movie', 'Movies/movie.bin', df, o.url('mid.bin'), copies=1)]}
+    m = seamfs.mount(cat)
+    copy_or_reason(m, 'movie', 'link in the way')
+    assert sorted(os.listdir(arena['vault'])) == ['secret'], 'the copy left the storage'
+    assert sha256_file(arena['secret']) == arena['secret_sha']
+    assert copies_of(status(m), 'movie') == []
+    assert 'link in the way' in m.log(), m.log()[-2000:]
+    assert metrics(m)['seamfs_copies_in_way_total'] >= 1
+    assert sha256_file(m.path('Movies/movie.bin')) == df.sha256
+
+
+def test_a_foreign_file_at_the_copys_place_is_never_replaced(seamfs, data, make_origin, arena,
+                                                             attacker):
+    """The attacker's file (the asset's size, other bytes) stays; the job
+    waits with the reason, and goes on once the file is gone."""
+    o = make_origin(data.dir)
+    df = data['mid.bin']
+    movies = os.path.join(arena['store'], 'Movies')
+    as_attacker(attacker, 'mkdir', movies)
+    foreign = os.path.join(movies, 'movie.bin')
+    src = os.path.join(arena['base'], 'foreign.src')
+    with open(src, 'wb') as f:
+        f.write(os.urandom(df.size))
+    os.chmod(src, 0o644)
+    foreign_sha = sha256_file(src)
+    as_attacker(attacker, 'cp', src, foreign)
+    cat = {'storages': [storage('disk', arena['store'])],
+           'assets': [entry('movie', 'Movies/movie.bin', df, o.url('mid.bin'), copies=1)]}
+    m = seamfs.mount(cat)
+    copy_or_reason(m, 'movie', 'foreign file in the way')
+    assert sha256_file(foreign) == foreign_sha, 'a file seamfs did not make was replaced'
+    assert 'made and verified' not in m.log()
+    assert 'foreign file in the way' in m.log(), m.log()[-2000:]
+    assert sha256_file(m.path('Movies/movie.bin')) == df.sha256
+    # the way cleared: the copy is made
+    as_attacker(attacker, 'rm', foreign)
+    wait_copies(m, 'movie', 1)
+    assert sha256_file(foreign) == df.sha256
+
+
+def test_an_unmounted_storage_is_not_ready_and_never_written(seamfs, data, make_origin,
+                                                            tmpfs, sockdir):
+    """Seen mounted (role off), then unmounted: with the role on, its bare
+    mount point on the root file system gets nothing."""
+    o = make_origin(data.dir)
+    df = data['mid.bin']
+    disk = tmpfs('disk', '64m')
+    cat = {'storages': [storage('disk', disk, copying=False)],
+           'assets': [entry('movie', 'Movies/movie.bin', df, o.url('mid.bin'), copies=1)]}
+    sock = os.path.join(sockdir, 'ctl.sock')
+    m = seamfs.mount(cat, options=[f'control_socket={sock}'])
+    wait_reason(m, 'movie', 'no storage')    # the only storage has the role off
+    (st,) = status(m)['copies']['storages']
+    assert st['reachable'], st
+    r = subprocess.run(['umount', str(disk)], capture_output=True, text=True, timeout=20)
+    assert r.returncode == 0, r.stderr
+    assert ctl(seamfs, sock, 'storage', 'enable', 'disk').returncode == 0
+    copy_or_reason(m, 'movie', 'storage not ready')
+    assert os.listdir(disk) == [], 'copied onto the root file system'
+    (st,) = status(m)['copies']['storages']
+    assert not st['reachable'] and 'not the file system' in st['why'], st
+    assert sha256_file(m.path('Movies/movie.bin')) == df.sha256
