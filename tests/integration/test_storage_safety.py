@@ -1,6 +1,8 @@
-"""Storages others can write to (docs/copies.md, "Storages others can write
-to"): the daemon runs as root, an unprivileged user who owns the storage
-plants links and files in it, and root never writes through a link, never
+"""Storages and work directories others can write to (docs/copies.md,
+"Storages others can write to"; docs/transcode.md, "Only what seamfs
+made"): the daemon runs as root, an unprivileged user who can write the
+storage or a job directory plants links and files there, and root never
+writes through a link, never
 follows a linked folder out of the storage, never replaces a file it did
 not make, and never copies onto the bare mount point of an unmounted
 storage.  The attacker's target is a file only root can read or write (0600
@@ -14,12 +16,14 @@ import shutil
 import subprocess
 import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 
 from conftest import sha256_file, wait_until
 from test_copies import (COPY_WAIT, copies_of, ctl, entry, job, metrics, sockdir,  # noqa: F401
                          status, storage, tmpfs, wait_copies, wait_reason)
+from test_transcode import assert_read_whole, mount_tc, plan_of, start_reader
 
 
 @pytest.fixture
@@ -166,3 +170,21 @@ def test_an_unmounted_storage_is_not_ready_and_never_written(seamfs, data, make_
     (st,) = status(m)['copies']['storages']
     assert not st['reachable'] and 'not the file system' in st['why'], st
     assert sha256_file(m.path('Movies/movie.bin')) == df.sha256
+
+
+def test_a_link_planted_at_the_playlists_temporary_name_is_never_written_through(
+        seamfs, data, nginx, arena, attacker):
+    """work_dir/ASSET/playlist.tmp (px_write_atomic's old temporary name)
+    linked to the root-only file while a (paced) writer runs, after its
+    first commit; the job directory is writable by others (an export
+    shared with them)."""
+    m, job = mount_tc(seamfs, nginx, Path(arena['base']), options=['writer_max_speed=2'])
+    plan = plan_of(job)
+    os.chmod(job, 0o777)
+    t, box = start_reader(m.path('Transcoded/clip 180p.ts'))
+    wait_until(lambda: (job / 'playlist').exists(), 60, 'the first commit')
+    as_attacker(attacker, 'ln', '-s', arena['secret'], str(job / 'playlist.tmp'))
+    t.join(90)
+    assert sha256_file(arena['secret']) == arena['secret_sha'], 'root wrote through the link'
+    assert not os.path.islink(job / 'playlist')
+    assert_read_whole(t, box, job, plan, 'the reader is still blocked after 90 s')
