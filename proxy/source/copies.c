@@ -488,6 +488,25 @@ static void remember_stale(struct px_copies *cp, size_t asset, size_t si, int64_
 	snprintf(c->sha, sizeof(c->sha), "%s", sha);
 }
 
+/* Parses the manifest file, never through a link put at its name (its
+ * error would quote the target's first bytes) nor blocking on a FIFO:
+ * NULL with jerr set when it cannot. */
+static json_t *manifest_read(const char *file, json_error_t *jerr)
+{
+	struct stat sb;
+	json_t *root = NULL;
+	int fd = open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	memset(jerr, 0, sizeof(*jerr));
+	if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+		snprintf(jerr->text, sizeof(jerr->text), "%s",
+			 fd < 0 ? strerror(errno) : "not a regular file");
+	else
+		root = json_loadfd(fd, 0, jerr);
+	if (fd >= 0)
+		close(fd);
+	return root;
+}
+
 /* Reads one manifest file of storage si and registers what still
  * matches and is not known yet (mine: the copies are this host's).
  * rescan: a periodic look at another host's manifest (quiet about what
@@ -498,7 +517,7 @@ static void manifest_load_file(struct px_copies *cp, size_t si, const char *file
 {
 	struct px_core *core = cp->core;
 	json_error_t jerr;
-	json_t *root = json_load_file(file, 0, &jerr);
+	json_t *root = manifest_read(file, &jerr);
 	if (!root) {
 		if (!rescan && access(file, F_OK) == 0)
 			px_warn("copies", "storage %s: %s:%d: %s (its copies are made again)",
