@@ -1193,9 +1193,10 @@ static enum px_status place_commit(struct place *pl, int fd, enum px_copy_wait *
 	if (rc && !there && errno == EINVAL) /* no RENAME_NOREPLACE there (NFS) */
 		rc = renameat(pl->dir, pl->tmp, pl->dir, pl->base);
 	if (rc) {
-		*wait = errno == EEXIST ? PX_WAIT_FOREIGN : PX_WAIT_NONE;
-		snprintf(why, n, "rename to %s: %s", pl->base, strerror(errno));
-		return errno == EEXIST ? PX_EEXIST : PX_EIO;
+		int e = errno;
+		*wait = e == EEXIST ? PX_WAIT_FOREIGN : PX_WAIT_NONE;
+		snprintf(why, n, "rename to %s: %s", pl->base, strerror(e));
+		return e == EEXIST ? PX_EEXIST : PX_EIO;
 	}
 	pl->tmp[0] = '\0';
 	(void)fsync(pl->dir);
