@@ -172,18 +172,19 @@ def test_an_unmounted_storage_is_not_ready_and_never_written(seamfs, data, make_
     assert sha256_file(m.path('Movies/movie.bin')) == df.sha256
 
 
-def test_a_link_planted_at_the_playlists_temporary_name_is_never_written_through(
-        seamfs, data, nginx, arena, attacker):
-    """work_dir/ASSET/playlist.tmp (px_write_atomic's old temporary name)
-    linked to the root-only file while a (paced) writer runs, after its
-    first commit; the job directory is writable by others (an export
-    shared with them)."""
+@pytest.mark.parametrize('planted', ['playlist.tmp', 'seg-000004.ts.tmp'])
+def test_a_link_planted_in_a_job_directory_is_never_written_through(
+        seamfs, data, nginx, arena, attacker, planted):
+    """work_dir/ASSET/playlist.tmp (px_write_atomic's old temporary name),
+    or a later segment's .tmp, linked to the root-only file while a (paced)
+    writer runs, after its first commit; the job directory is writable by
+    others (an export shared with them). The transcode still reads whole."""
     m, job = mount_tc(seamfs, nginx, Path(arena['base']), options=['writer_max_speed=2'])
     plan = plan_of(job)
     os.chmod(job, 0o777)
     t, box = start_reader(m.path('Transcoded/clip 180p.ts'))
     wait_until(lambda: (job / 'playlist').exists(), 60, 'the first commit')
-    as_attacker(attacker, 'ln', '-s', arena['secret'], str(job / 'playlist.tmp'))
+    as_attacker(attacker, 'ln', '-s', arena['secret'], str(job / planted))
     t.join(90)
     assert sha256_file(arena['secret']) == arena['secret_sha'], 'root wrote through the link'
     assert not os.path.islink(job / 'playlist')
