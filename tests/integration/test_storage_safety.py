@@ -189,3 +189,30 @@ def test_a_link_planted_in_a_job_directory_is_never_written_through(
     assert sha256_file(arena['secret']) == arena['secret_sha'], 'root wrote through the link'
     assert not os.path.islink(job / 'playlist')
     assert_read_whole(t, box, job, plan, 'the reader is still blocked after 90 s')
+
+
+def test_a_copy_of_ours_stale_across_a_remount_is_replaced(seamfs, make_origin, tmp_path):
+    """The manifest keeps what seamfs made: the asset changed while
+    unmounted, its old copy (in the manifest, size and SHA-256 as made) is
+    replaced by the new one, not taken for a foreign file."""
+    root = tmp_path / 'root'
+    root.mkdir()
+    first, second = os.urandom(2 * 1024 * 1024 + 7), os.urandom(2 * 1024 * 1024 + 7)
+    (root / 'f.bin').write_bytes(first)
+    o = make_origin(root)
+    disk = tmp_path / 'disk'
+    disk.mkdir()
+    sha1, sha2 = (hashlib.sha256(b).hexdigest() for b in (first, second))
+    cat = {'storages': [storage('disk', disk)],
+           'assets': [{'id': 'f', 'path': 'f.bin', 'size': len(first), 'sha256': sha1,
+                       'copies': 1, 'sources': [{'url': o.url('f.bin')}]}]}
+    m = seamfs.mount(cat)
+    wait_copies(m, 'f', 1)
+    assert m.unmount() == 0
+    (root / 'f.bin').write_bytes(second)
+    cat['assets'][0]['sha256'] = sha2
+    m = seamfs.mount(cat)
+    wait_copies(m, 'f', 1)
+    assert sha256_file(disk / 'f.bin') == sha2
+    assert 'in the way' not in m.log()
+    assert sha256_file(m.path('f.bin')) == sha2
