@@ -430,8 +430,16 @@ static void manifest_save(struct px_copies *cp, size_t si)
 	char *text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
 	json_decref(root);
 	manifest_name(cp, s, name, sizeof(name));
+	struct stat sb;
 	if (text && (dfd = px_dir_open(s->path)) < 0)
 		snprintf(err, sizeof(err), "%s: %s", s->path, strerror(errno));
+	if (dfd >= 0 && (fstat(dfd, &sb) != 0 || !s->dev_known || sb.st_dev != s->dev)) {
+		/* unmounted meanwhile: its bare mount point gets nothing */
+		snprintf(err, sizeof(err), "%s is not the file system seamfs first saw there",
+			 s->path);
+		close(dfd);
+		dfd = -1;
+	}
 	if (dfd < 0 || px_write_atomic_at(dfd, s->path, name, text, strlen(text), 0644, err,
 					  sizeof(err)) != PX_OK)
 		px_warn("copies", "storage %s: the manifest could not be written: %s", s->name, err);

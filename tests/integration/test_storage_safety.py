@@ -10,6 +10,7 @@ in a 0700 root folder): its SHA-256 must be unchanged afterwards.  Every
 byte read through the mount is checked by SHA-256."""
 
 import hashlib
+import json
 import os
 import pwd
 import shutil
@@ -216,3 +217,35 @@ def test_a_copy_of_ours_stale_across_a_remount_is_replaced(seamfs, make_origin, 
     assert sha256_file(disk / 'f.bin') == sha2
     assert 'in the way' not in m.log()
     assert sha256_file(m.path('f.bin')) == sha2
+
+
+def test_a_storage_unmounted_after_its_copy_gets_no_manifest_and_no_new_copy(
+        seamfs, make_origin, tmp_path, tmpfs, sockdir):
+    """A copy made on a mounted storage, the storage unmounted, then a
+    reload that changes the asset: its copy goes stale, the job waits
+    (storage not ready), and the bare mount point gets no manifest and no
+    copy."""
+    root = tmp_path / 'root'
+    root.mkdir()
+    first, second = os.urandom(2 * 1024 * 1024 + 7), os.urandom(2 * 1024 * 1024 + 7)
+    (root / 'f.bin').write_bytes(first)
+    o = make_origin(root)
+    disk = tmpfs('disk', '64m')
+    sha1, sha2 = (hashlib.sha256(b).hexdigest() for b in (first, second))
+    cat = {'storages': [storage('disk', disk)],
+           'assets': [{'id': 'f', 'path': 'Movies/f.bin', 'size': len(first), 'sha256': sha1,
+                       'copies': 1, 'sources': [{'url': o.url('f.bin')}]}]}
+    path = seamfs.write_catalog(cat, 'catalog.json')
+    sock = os.path.join(sockdir, 'ctl.sock')
+    m = seamfs.mount(path, options=[f'control_socket={sock}'])
+    wait_copies(m, 'f', 1)
+    r = subprocess.run(['umount', str(disk)], capture_output=True, text=True, timeout=20)
+    assert r.returncode == 0, r.stderr
+    (root / 'f.bin').write_bytes(second)
+    cat['assets'][0]['sha256'] = sha2
+    path.write_text(json.dumps(cat))
+    assert ctl(seamfs, sock, 'reload').returncode == 0
+    copy_or_reason(m, 'f', 'storage not ready')
+    assert os.listdir(disk) == [], 'written onto the root file system'
+    assert copies_of(status(m), 'f') == []
+    assert sha256_file(m.path('Movies/f.bin')) == sha2
