@@ -249,3 +249,26 @@ def test_a_storage_unmounted_after_its_copy_gets_no_manifest_and_no_new_copy(
     assert os.listdir(disk) == [], 'written onto the root file system'
     assert copies_of(status(m), 'f') == []
     assert sha256_file(m.path('Movies/f.bin')) == sha2
+
+
+def test_a_manifest_linked_to_a_root_only_file_is_not_read(seamfs, data, make_origin, arena,
+                                                         attacker):
+    """.seamfs-copies.json linked to a root-only file of words: its parse
+    error would quote them in the log; it is not opened, and the copy's
+    manifest replaces the link (the target unchanged)."""
+    os.chmod(arena['secret'], 0o600)
+    with open(arena['secret'], 'w') as f:
+        f.write('TOPSECRET-root-only-words\n')
+    secret_sha = sha256_file(arena['secret'])
+    o = make_origin(data.dir)
+    df = data['mid.bin']
+    manifest = os.path.join(arena['store'], '.seamfs-copies.json')
+    as_attacker(attacker, 'ln', '-s', arena['secret'], manifest)
+    cat = {'storages': [storage('disk', arena['store'])],
+           'assets': [entry('movie', 'movie.bin', df, o.url('mid.bin'), copies=1)]}
+    m = seamfs.mount(cat)
+    wait_copies(m, 'movie', 1)
+    assert 'TOPSECRET' not in m.log(), m.log()[-2000:]
+    assert sha256_file(arena['secret']) == secret_sha
+    assert not os.path.islink(manifest) and df.sha256 in open(manifest).read()
+    assert sha256_file(m.path('movie.bin')) == df.sha256
