@@ -2,13 +2,25 @@
  * files.c - making directories and replacing files safely (px.h): the
  * state file, the fingerprint store and transcode playlists all write this
  * way, so that a crash leaves the old file or the new one, never a torn one.
+ *
+ * Hostile directories. seamfs runs as root and writes on storages and in
+ * work_dir, which others may write too (NFS exports). There it works from
+ * one directory descriptor: folders below it are opened one component at
+ * a time with O_NOFOLLOW on the same file system (px_dir_walk), a new file
+ * is made with O_CREAT|O_EXCL|O_NOFOLLOW under a random name nobody can
+ * plant first (px_create_excl), and renameat moves it into place in the
+ * same directory. A link planted anywhere on that way makes the call fail
+ * (ELOOP); it is never followed, and nothing is written through it.
  */
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,45 +46,180 @@ int px_mkdir_p(const char *dir, unsigned int mode)
 	return 0;
 }
 
-enum px_status px_write_atomic(const char *file, const void *data, size_t len,
-			       unsigned int mode, char *err, size_t errlen)
+/* Six random characters of [a-z0-9] into out: a temporary name nobody
+ * can guess ahead, so nobody can plant something there first. */
+static void rand_suffix(char out[7])
 {
-	char tmp[PATH_MAX + 8], dir[PATH_MAX];
-	const char *p = data;
-	size_t off = 0;
-
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp", file) >= (int)sizeof(tmp)) {
-		snprintf(err, errlen, "%s: %s", file, strerror(ENAMETOOLONG));
-		return PX_EIO;
+	static const char set[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	static _Atomic uint64_t count;
+	unsigned char r[6];
+	if (getrandom(r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
+		/* no entropy yet (early boot): still unique in this process */
+		uint64_t v = (uint64_t)px_now_us() ^ ((uint64_t)getpid() << 32) ^
+			     atomic_fetch_add(&count, 0x9e3779b97f4a7c15ULL);
+		memcpy(r, &v, sizeof(r));
 	}
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, (mode_t)mode);
-	while (fd >= 0 && off < len) {
+	for (int i = 0; i < 6; i++)
+		out[i] = set[r[i] % (sizeof(set) - 1)];
+	out[6] = '\0';
+}
+
+int px_dir_open(const char *path)
+{
+	return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+/* The directory name beneath dirfd, never through a link, made first
+ * when make: a new descriptor, or -1 with errno. */
+static int dir_step(int dirfd, const char *name, unsigned int mode, int make)
+{
+	int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+	int fd = openat(dirfd, name, flags);
+	if (fd < 0 && errno == ENOENT && make) {
+		if (mkdirat(dirfd, name, (mode_t)mode) != 0 && errno != EEXIST)
+			return -1;
+		fd = openat(dirfd, name, flags);
+	}
+	struct stat sb;
+	if (fd < 0 && errno == ENOTDIR && fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISLNK(sb.st_mode))
+		errno = ELOOP; /* O_DIRECTORY answers ENOTDIR for a link: say what it is */
+	return fd;
+}
+
+int px_dir_walk(int root, const char *rel, unsigned int mode, int make)
+{
+	char buf[PATH_MAX], *save = NULL;
+	struct stat rb, sb;
+	int fd = -1;
+	if (snprintf(buf, sizeof(buf), "%s", rel) >= (int)sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		goto out;
+	}
+	if (fstat(root, &rb) != 0 || (fd = fcntl(root, F_DUPFD_CLOEXEC, 0)) < 0)
+		goto out;
+	for (char *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		int next = -1, e = EINVAL;
+		if (strcmp(c, ".") != 0 && strcmp(c, "..") != 0) {
+			next = dir_step(fd, c, mode, make);
+			e = errno;
+		}
+		if (next >= 0 && (fstat(next, &sb) != 0 || sb.st_dev != rb.st_dev)) {
+			e = EXDEV; /* a mount point inside: another file system */
+			close(next);
+			next = -1;
+		}
+		close(fd);
+		fd = next;
+		if (fd < 0) {
+			errno = e;
+			goto out;
+		}
+	}
+out:
+	return fd;
+}
+
+int px_create_excl(int dirfd, const char *base, const char *ext, unsigned int mode,
+		   char *name, size_t n)
+{
+	char sfx[7];
+	int fd = -1;
+	errno = EEXIST;
+	for (int tries = 0; fd < 0 && errno == EEXIST && tries < 100; tries++) {
+		rand_suffix(sfx);
+		if (snprintf(name, n, "%s.%s.%s", base, sfx, ext) >= (int)n) {
+			errno = ENAMETOOLONG;
+			break;
+		}
+		fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			    (mode_t)mode);
+	}
+	if (fd < 0 && n)
+		name[0] = '\0';
+	return fd;
+}
+
+int px_write_atomic_tmp(const char *name, const char *file)
+{
+	size_t n = strlen(file);
+	if (strncmp(name, file, n) != 0 || name[n] != '.' || strlen(name) != n + 11 ||
+	    strcmp(name + n + 7, ".tmp") != 0)
+		return 0;
+	for (size_t i = n + 1; i < n + 7; i++)
+		if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9')))
+			return 0;
+	return 1;
+}
+
+/* Writes len bytes of data to fd and syncs it: 0, or -1 with errno. */
+static int write_all(int fd, const char *p, size_t len)
+{
+	size_t off = 0;
+	while (off < len) {
 		ssize_t w = write(fd, p + off, len - off);
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
-			break;
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			return -1;
+		}
 		off += (size_t)w;
 	}
-	int ok = fd >= 0 && off == len && fsync(fd) == 0;
+	return fsync(fd);
+}
+
+enum px_status px_write_atomic_at(int dirfd, const char *dir, const char *name,
+				  const void *data, size_t len, unsigned int mode, char *err,
+				  size_t errlen)
+{
+	char tmp[NAME_MAX + 1];
+	enum px_status st = PX_EIO;
+	int fd = px_create_excl(dirfd, name, "tmp", mode, tmp, sizeof(tmp));
+	if (fd < 0) {
+		snprintf(err, errlen, "%s/%s.tmp: %s", dir, name, strerror(errno));
+		goto out;
+	}
+	int ok = write_all(fd, data, len) == 0;
 	int saved = errno;
-	if (fd >= 0 && close(fd) && ok) {
+	if (close(fd) && ok) {
 		ok = 0;
 		saved = errno;
 	}
-	if (!ok || rename(tmp, file)) {
-		snprintf(err, errlen, "%s: %s", ok ? file : tmp, strerror(ok ? errno : saved));
-		unlink(tmp);
+	/* renameat replaces a link planted at name, it never writes through it */
+	if (!ok || renameat(dirfd, tmp, dirfd, name)) {
+		snprintf(err, errlen, "%s/%s: %s", dir, ok ? name : tmp,
+			 strerror(ok ? errno : saved));
+		(void)unlinkat(dirfd, tmp, 0); /* ours: made with O_EXCL */
+		goto out;
+	}
+	(void)fsync(dirfd); /* the rename itself lasts once the directory is on disk */
+	st = PX_OK;
+out:
+	return st;
+}
+
+enum px_status px_write_atomic(const char *file, const void *data, size_t len,
+			       unsigned int mode, char *err, size_t errlen)
+{
+	char dir[PATH_MAX], base[PATH_MAX];
+	enum px_status st = PX_EIO;
+	if (snprintf(dir, sizeof(dir), "%s", file) >= (int)sizeof(dir)) {
+		snprintf(err, errlen, "%s: %s", file, strerror(ENAMETOOLONG));
 		return PX_EIO;
 	}
-	/* the rename itself lasts once the directory is on disk */
-	snprintf(dir, sizeof(dir), "%s", file);
-	fd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		(void)fsync(fd);
-		close(fd);
+	snprintf(base, sizeof(base), "%s", file);
+	const char *d = dirname(dir), *b = basename(base);
+	int dfd = px_dir_open(d);
+	if (dfd < 0) {
+		snprintf(err, errlen, "%s: %s", d, strerror(errno));
+		goto out;
 	}
-	return PX_OK;
+	st = px_write_atomic_at(dfd, d, b, data, len, mode, err, errlen);
+	close(dfd);
+out:
+	return st;
 }
 
 int px_open_regular(const char *path)

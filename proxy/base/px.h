@@ -54,11 +54,47 @@ int64_t px_now_us(void);
  * errno set (ENAMETOOLONG past PATH_MAX). Any thread. */
 int px_mkdir_p(const char *dir, unsigned int mode);
 
-/* Replaces file with len bytes of data: FILE.tmp (made with mode), write,
- * fsync, rename, fsync of the directory. A crash leaves the old file or the
- * new one. PX_EIO with "PATH: reason" in err. Any thread. */
+/* Replaces file with len bytes of data: FILE.XXXXXX.tmp (a random name,
+ * made with mode, O_EXCL|O_NOFOLLOW), write, fsync, rename, fsync of the
+ * directory. A crash leaves the old file or the new one (and maybe the
+ * temporary file); a link planted at any name is never written through.
+ * The directory itself is opened as named. PX_EIO with "PATH: reason" in
+ * err. Any thread. */
 enum px_status px_write_atomic(const char *file, const void *data, size_t len,
 			       unsigned int mode, char *err, size_t errlen) PX_WUR;
+
+/* px_write_atomic in the directory dirfd (borrowed), for a directory
+ * others may write to: name is one component; dir names the directory
+ * in messages only. PX_EIO with "DIR/NAME: reason" in err. Any thread. */
+enum px_status px_write_atomic_at(int dirfd, const char *dir, const char *name,
+				  const void *data, size_t len, unsigned int mode, char *err,
+				  size_t errlen) PX_WUR;
+
+/* Whether name is a temporary file px_write_atomic makes for the file
+ * named file (FILE.XXXXXX.tmp), for cleanups that remove only what
+ * seamfs made. Pure; any thread. */
+int px_write_atomic_tmp(const char *name, const char *file);
+
+/* Opens the directory path (root's own configuration: a link there is
+ * followed) as the anchor of the calls below. The descriptor, or -1 with
+ * errno. Any thread. */
+int px_dir_open(const char *path);
+
+/* Opens the directory rel (relative; "a/b") beneath root, one component at
+ * a time, never through a link (O_NOFOLLOW), never onto another file
+ * system; missing folders are made with mode when make. "." and ".."
+ * components are refused. The new descriptor, or -1 with errno: ELOOP or
+ * ENOTDIR (a link or a file in the way), EXDEV (a mount point), EINVAL,
+ * or the failing call's. root stays the caller's. Any thread. */
+int px_dir_walk(int root, const char *rel, unsigned int mode, int make);
+
+/* Makes a new file BASE.XXXXXX.EXT in dirfd (XXXXXX random; another name
+ * on EEXIST, 100 tries) with O_WRONLY|O_CREAT|O_EXCL|O_NOFOLLOW and mode;
+ * its name into name (n bytes). The descriptor, or -1 with errno (name
+ * ""). Only a file made here may later be renamed or unlinked by name.
+ * Any thread. */
+int px_create_excl(int dirfd, const char *base, const char *ext, unsigned int mode,
+		   char *name, size_t n);
 
 /* Opens a path source for reading: a regular file only, opened without
  * blocking (a FIFO, a device, a socket or a directory is refused: a FIFO's

@@ -4,8 +4,10 @@
  * Storages. The catalog's "storages" (a name, a directory, the host that
  * owns it when it is a local disk, min_free_bytes, the copying role). A
  * storage is reachable when its host is this host (or it names none: NFS,
- * every host reads it), its directory exists and is writable, and statvfs
- * answers; the copies thread looks again every second. This host's id is
+ * every host reads it), its directory exists and is writable, statvfs
+ * answers, and it is the file system (device) it was when seamfs first
+ * saw it reachable: an unmounted storage's bare mount point is "storage
+ * not ready", never written; the copies thread looks again every second. This host's id is
  * the host_id option, else the host name (px_host_id_default).
  *
  * Placement (px_copies_place, pure). An asset that wants N copies
@@ -26,7 +28,18 @@
  * only a spare slot (PX_XFER_SPARE: free now, nobody waiting, preempted
  * by any viewer's open); a range that found no spare slot or was
  * preempted waits 200 ms and is asked again, costing no attempt. The bytes
- * go to STORAGE/ASSET-PATH.partial while a full SHA-256 runs over them.
+ * go to STORAGE/ASSET-PATH.XXXXXX.partial while a full SHA-256 runs over
+ * them.
+ *
+ * Hostile storages (others may write there): the copy's folder is reached
+ * from the storage's directory one component at a time, never through a
+ * link nor onto another file system (px_dir_walk); the .partial is a new
+ * file (O_EXCL|O_NOFOLLOW, random name); it is renamed in that folder
+ * onto nothing, or onto a copy this host made (its records' size and
+ * SHA-256, stale or not). A link on the way ("link in the way") or any
+ * other file at the place ("foreign file in the way") is left alone,
+ * logged and counted; the job waits with that reason and looks again
+ * every IN_WAY_RETRY_MS.
  * Then: the size; the catalog's sha256 when it has one; else the copy's
  * sampled fingerprint against the asset's reference (or, before there is
  * one, against the source's own samples read again) and, when a second
@@ -111,6 +124,7 @@
 #define RESCAN_MS 10000          /* cluster: other hosts' manifests read again */
 #define CLAIM_RETRY_MS 1000      /* a claim held elsewhere: asked again after */
 #define CLAIM_RENEW_MS 1000      /* a held claim's PX renewed after */
+#define IN_WAY_RETRY_MS 5000     /* something in a copy's way: looked at again after */
 
 struct storage {
 	char *name, *path, *host;    /* owned */
@@ -122,6 +136,8 @@ struct storage {
 	int move_viewers;            /* drained: its sessions are to move away */
 	int in_catalog;
 	int loaded;                  /* its manifest was read */
+	dev_t dev;                   /* its file system when first reachable */
+	int dev_known;
 	/* looked at each second */
 	int reachable;
 	int64_t free_bytes;
@@ -180,7 +196,7 @@ struct px_copies {
 	const char **sha;
 	unsigned char *sha_set;
 	size_t cap;                  /* assets_cap */
-	_Atomic uint64_t n_made, n_failed, n_bytes;
+	_Atomic uint64_t n_made, n_failed, n_bytes, n_in_way;
 	struct gate *reading;        /* the copy's reader, under lock: a stop
 				      * cancels its transfer */
 	int64_t rescan_at;           /* cluster: other hosts' manifests, monotonic ms */
@@ -203,6 +219,8 @@ const char *px_copy_wait_name(enum px_copy_wait w)
 	case PX_WAIT_COPYING_OFF: return "copying off";
 	case PX_WAIT_OTHER_HOST: return "copying on another host";
 	case PX_WAIT_STORE_DOWN: return "store not answering";
+	case PX_WAIT_FOREIGN: return "foreign file in the way";
+	case PX_WAIT_LINK: return "link in the way";
 	}
 	return "";
 }
@@ -257,6 +275,9 @@ static void storage_check(const char *host, struct storage *s)
 		snprintf(s->why, sizeof(s->why), "%s", strerror(errno));
 	else if (!S_ISDIR(sb.st_mode))
 		snprintf(s->why, sizeof(s->why), "not a directory");
+	else if (s->dev_known && sb.st_dev != s->dev)
+		snprintf(s->why, sizeof(s->why), "not the file system seamfs first saw there "
+			 "(unmounted?)");
 	else if (access(s->path, W_OK) != 0)
 		snprintf(s->why, sizeof(s->why), "not writable: %s", strerror(errno));
 	else if (statvfs(s->path, &vb) != 0)
@@ -266,6 +287,9 @@ static void storage_check(const char *host, struct storage *s)
 	else {
 		s->reachable = 1;
 		s->why[0] = '\0';
+		if (!s->dev_known)
+			s->dev = sb.st_dev;
+		s->dev_known = 1;
 		s->free_bytes = (int64_t)vb.f_bavail * (int64_t)vb.f_frsize;
 	}
 }
@@ -331,7 +355,7 @@ static void merge_storages(struct px_copies *cp, const struct px_catalog *cat)
 		}
 		struct storage *s = &cp->st[i];
 		if (!s->path || strcmp(s->path, ns->path) != 0)
-			s->loaded = 0; /* another directory: its manifest is read again */
+			s->loaded = s->dev_known = 0; /* another directory: seen anew */
 		free(s->path);
 		free(s->host);
 		s->path = strdup(ns->path);
@@ -353,14 +377,23 @@ static int shared(const struct px_copies *cp, const struct storage *s)
 	return cp->core->store != NULL && s->host == NULL;
 }
 
+/* The name of this host's manifest on s. */
+static void manifest_name(const struct px_copies *cp, const struct storage *s, char *out,
+			  size_t n)
+{
+	if (shared(cp, s))
+		snprintf(out, n, "%s.%s.json", MANIFEST_PREFIX, cp->host);
+	else
+		snprintf(out, n, "%s", MANIFEST);
+}
+
 /* This host's manifest on s. */
 static void manifest_path(const struct px_copies *cp, const struct storage *s, char *out,
 			  size_t n)
 {
-	if (shared(cp, s))
-		snprintf(out, n, "%s/%s.%s.json", s->path, MANIFEST_PREFIX, cp->host);
-	else
-		snprintf(out, n, "%s/%s", s->path, MANIFEST);
+	char name[300];
+	manifest_name(cp, s, name, sizeof(name));
+	snprintf(out, n, "%s/%s", s->path, name);
 }
 
 static void copy_file(struct px_core *core, const struct storage *s, size_t asset, char *out,
@@ -369,33 +402,49 @@ static void copy_file(struct px_core *core, const struct storage *s, size_t asse
 	snprintf(out, n, "%s/%s", s->path, core->cat->assets[asset].path);
 }
 
-/* Rewrites storage si's manifest from the copies known there. cp->lock held. */
+/* Rewrites storage si's manifest from the copies known there: a stale
+ * one stays listed as "stale" (it serves no more, but its file is this
+ * host's to replace). cp->lock held. */
 static void manifest_save(struct px_copies *cp, size_t si)
 {
 	struct px_core *core = cp->core;
 	struct storage *s = &cp->st[si];
 	json_t *root = json_object(), *all = json_object();
-	char file[PATH_MAX], err[400];
+	char name[300], err[400] = "out of memory";
+	int dfd = -1;
 	if (!root || !all || json_object_set_new(root, "copies", all)) {
 		json_decref(root);
 		return;
 	}
 	for (size_t i = 0; i < cp->nc; i++) {
 		const struct copy *c = &cp->c[i];
-		if (c->storage != si || c->stale || !c->mine)
+		if (c->storage != si || !c->mine)
 			continue;
-		json_object_set_new(all, core->cat->assets[c->asset].id,
-				    json_pack("{s:s, s:I, s:s, s:s, s:s}", "file",
-					      core->cat->assets[c->asset].path,
-					      "size", (json_int_t)c->size, "sha256", c->sha,
-					      "source", c->src_key, "etag", c->etag));
+		json_t *o = json_pack("{s:s, s:I, s:s, s:s, s:s}", "file",
+				      core->cat->assets[c->asset].path, "size", (json_int_t)c->size,
+				      "sha256", c->sha, "source", c->src_key, "etag", c->etag);
+		if (o && c->stale)
+			json_object_set_new(o, "stale", json_true());
+		json_object_set_new(all, core->cat->assets[c->asset].id, o);
 	}
 	char *text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
 	json_decref(root);
-	manifest_path(cp, s, file, sizeof(file));
-	if (!text || px_write_atomic(file, text, strlen(text), 0644, err, sizeof(err)) != PX_OK)
-		px_warn("copies", "storage %s: the manifest could not be written: %s", s->name,
-			text ? err : "out of memory");
+	manifest_name(cp, s, name, sizeof(name));
+	struct stat sb;
+	if (text && (dfd = px_dir_open(s->path)) < 0)
+		snprintf(err, sizeof(err), "%s: %s", s->path, strerror(errno));
+	if (dfd >= 0 && (fstat(dfd, &sb) != 0 || !s->dev_known || sb.st_dev != s->dev)) {
+		/* unmounted meanwhile: its bare mount point gets nothing */
+		snprintf(err, sizeof(err), "%s is not the file system seamfs first saw there",
+			 s->path);
+		close(dfd);
+		dfd = -1;
+	}
+	if (dfd < 0 || px_write_atomic_at(dfd, s->path, name, text, strlen(text), 0644, err,
+					  sizeof(err)) != PX_OK)
+		px_warn("copies", "storage %s: the manifest could not be written: %s", s->name, err);
+	if (dfd >= 0)
+		close(dfd);
 	free(text);
 }
 
@@ -430,6 +479,42 @@ static int register_copy(struct px_copies *cp, size_t asset, size_t si, const ch
 	return 0;
 }
 
+/* Keeps a copy of this host's that serves no more (stale, or no longer
+ * the asset): its file stays ours to replace (place_check). cp->lock held. */
+static void remember_stale(struct px_copies *cp, size_t asset, size_t si, int64_t size,
+			   const char *sha)
+{
+	if (find_copy(cp, asset, si) >= 0 || grow((void **)&cp->c, &cp->capc, cp->nc,
+						  sizeof(*cp->c)))
+		return;
+	struct copy *c = &cp->c[cp->nc++];
+	memset(c, 0, sizeof(*c));
+	c->asset = asset;
+	c->storage = si;
+	c->mine = c->stale = 1;
+	c->size = size;
+	snprintf(c->sha, sizeof(c->sha), "%s", sha);
+}
+
+/* Parses the manifest file, never through a link put at its name (its
+ * error would quote the target's first bytes) nor blocking on a FIFO:
+ * NULL with jerr set when it cannot. */
+static json_t *manifest_read(const char *file, json_error_t *jerr)
+{
+	struct stat sb;
+	json_t *root = NULL;
+	int fd = open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	memset(jerr, 0, sizeof(*jerr));
+	if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+		snprintf(jerr->text, sizeof(jerr->text), "%s",
+			 fd < 0 ? strerror(errno) : "not a regular file");
+	else
+		root = json_loadfd(fd, 0, jerr);
+	if (fd >= 0)
+		close(fd);
+	return root;
+}
+
 /* Reads one manifest file of storage si and registers what still
  * matches and is not known yet (mine: the copies are this host's).
  * rescan: a periodic look at another host's manifest (quiet about what
@@ -440,7 +525,7 @@ static void manifest_load_file(struct px_copies *cp, size_t si, const char *file
 {
 	struct px_core *core = cp->core;
 	json_error_t jerr;
-	json_t *root = json_load_file(file, 0, &jerr);
+	json_t *root = manifest_read(file, &jerr);
 	if (!root) {
 		if (!rescan && access(file, F_OK) == 0)
 			px_warn("copies", "storage %s: %s:%d: %s (its copies are made again)",
@@ -468,11 +553,16 @@ static void manifest_load_file(struct px_copies *cp, size_t si, const char *file
 		struct stat sb;
 		char path[PATH_MAX];
 		copy_file(core, &cp->st[si], (size_t)a, path, sizeof(path));
-		if (size != core->assets[a].size || (sha && strcmp(sha, json_string_value(jsha))) ||
-		    stat(path, &sb) || !S_ISREG(sb.st_mode) || sb.st_size != size) {
-			if (!rescan)
+		int was_stale = json_is_true(json_object_get(v, "stale"));
+		/* lstat: a link put in the copy's place is no copy */
+		if (was_stale || size != core->assets[a].size ||
+		    (sha && strcmp(sha, json_string_value(jsha))) ||
+		    lstat(path, &sb) || !S_ISREG(sb.st_mode) || sb.st_size != size) {
+			if (!rescan && !was_stale)
 				px_info("copies", "asset %s: the copy on storage %s (%s) no longer "
 					"matches the asset: made again", id, cp->st[si].name, file);
+			if (mine && ex < 0)
+				remember_stale(cp, (size_t)a, si, size, json_string_value(jsha));
 			continue;
 		}
 		if (ex < 0 && grow((void **)&cp->c, &cp->capc, cp->nc, sizeof(*cp->c)))
@@ -959,30 +1049,194 @@ out:
 	return rc;
 }
 
-static void fsync_dir(const char *file)
+/* ---- the copy's place on a storage others may write to */
+
+/* Where a copy is made: its folder, opened once from the storage's. */
+struct place {
+	int dir;                     /* the copy's folder; -1: not opened */
+	char base[NAME_MAX + 1];     /* the copy's file name */
+	char tmp[NAME_MAX + 1];      /* the .partial made here; "": none */
+	int had;                     /* a copy of ours at base, to replace */
+	ino_t ino;                   /* its inode */
+};
+
+/* The SHA-256 (hex) of the regular file name in dir, read without
+ * following a link: 0, or -1. The copies thread. */
+static int hash_at(int dir, const char *name, int64_t size, char hex[65])
 {
-	char dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s", file);
-	char *slash = strrchr(dir, '/');
-	if (!slash)
-		return;
-	*slash = '\0';
-	int fd = open(dir[0] ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		(void)fsync(fd);
-		close(fd);
+	unsigned char sha[VF_HASH_LEN];
+	unsigned char *buf = malloc(CHUNK);
+	struct vf_hash *h = NULL;
+	struct stat sb;
+	int rc = -1, fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+				 O_CLOEXEC);
+	if (!buf || fd < 0 || fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_size != size ||
+	    vf_hash_new(&h) != PX_OK)
+		goto out;
+	ssize_t r;
+	while ((r = read(fd, buf, CHUNK)) > 0 || (r < 0 && errno == EINTR))
+		if (r > 0 && vf_hash_update(h, buf, (size_t)r) != PX_OK)
+			goto out;
+	if (r == 0 && vf_hash_final(h, sha) == PX_OK) {
+		vf_hash_hex(sha, VF_HASH_LEN, hex);
+		rc = 0;
 	}
+out:
+	if (fd >= 0)
+		close(fd);
+	vf_hash_free(h);
+	free(buf);
+	return rc;
+}
+
+/* Whether the file at the copy's place is a copy this host made: its
+ * records (the manifest's, stale ones too) give its size and SHA-256. */
+static int is_ours(struct px_copies *cp, size_t asset, size_t si, const struct place *pl)
+{
+	char want[65] = "", got[65];
+	int64_t size = -1;
+	pthread_mutex_lock(&cp->lock);
+	long ci = find_copy(cp, asset, si);
+	if (ci >= 0 && cp->c[ci].mine) {
+		size = cp->c[ci].size;
+		snprintf(want, sizeof(want), "%s", cp->c[ci].sha);
+	}
+	pthread_mutex_unlock(&cp->lock);
+	return size >= 0 && hash_at(pl->dir, pl->base, size, got) == 0 && strcmp(got, want) == 0;
+}
+
+/* What is at the copy's place: nothing, or a copy of ours (PX_OK); else
+ * PX_EEXIST with *wait and why set (it is left alone). */
+static enum px_status place_check(struct px_copies *cp, size_t asset, size_t si,
+				  struct place *pl, enum px_copy_wait *wait, char *why, size_t n)
+{
+	struct stat sb;
+	pl->had = 0;
+	if (fstatat(pl->dir, pl->base, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+		snprintf(why, n, "%s: %s", pl->base, strerror(errno));
+		return errno == ENOENT ? PX_OK : PX_EIO;
+	}
+	if (S_ISLNK(sb.st_mode) || !S_ISREG(sb.st_mode) || !is_ours(cp, asset, si, pl)) {
+		*wait = S_ISLNK(sb.st_mode) ? PX_WAIT_LINK : PX_WAIT_FOREIGN;
+		snprintf(why, n, "%s is %s seamfs did not make: left alone", pl->base,
+			 S_ISLNK(sb.st_mode) ? "a link" : "a file");
+		return PX_EEXIST;
+	}
+	pl->had = 1;
+	pl->ino = sb.st_ino;
+	return PX_OK;
+}
+
+/*
+ * Opens the folder of the asset's copy on storage si (made when missing)
+ * and looks at the copy's place: PX_OK; PX_EEXIST with *wait set when
+ * the storage is not the file system it was, a link or a foreign file is
+ * in the way; else PX_EIO. why says which. No lock held.
+ */
+static enum px_status place_open(struct px_copies *cp, size_t asset, size_t si,
+				 struct place *pl, enum px_copy_wait *wait, char *why, size_t n)
+{
+	char top[PATH_MAX], rel[PATH_MAX];
+	struct stat sb;
+	enum px_status st = PX_EEXIST;
+	pthread_mutex_lock(&cp->lock);
+	snprintf(top, sizeof(top), "%s", cp->st[si].path);
+	dev_t dev = cp->st[si].dev;
+	int dev_known = cp->st[si].dev_known;
+	pthread_mutex_unlock(&cp->lock);
+	snprintf(rel, sizeof(rel), "%s", cp->core->cat->assets[asset].path);
+	char *slash = strrchr(rel, '/');
+	snprintf(pl->base, sizeof(pl->base), "%s", slash ? slash + 1 : rel);
+	*(slash ? slash : rel) = '\0';
+	int root = px_dir_open(top);
+	if (root < 0 || fstat(root, &sb) != 0) {
+		snprintf(why, n, "%s: %s", top, strerror(errno));
+		st = PX_EIO;
+		goto out;
+	}
+	if (!dev_known || sb.st_dev != dev) {
+		*wait = PX_WAIT_NOT_READY;
+		snprintf(why, n, "%s is not the file system seamfs first saw there", top);
+		goto out;
+	}
+	pl->dir = rel[0] ? px_dir_walk(root, rel, 0755, 1) : fcntl(root, F_DUPFD_CLOEXEC, 0);
+	if (pl->dir < 0) {
+		int e = errno;
+		snprintf(why, n, "%s/%s: %s", top, rel, strerror(e));
+		if (e == ENOTDIR)
+			*wait = PX_WAIT_FOREIGN; /* a file where a folder should be */
+		else if (e == ELOOP || e == EXDEV || e == EINVAL)
+			*wait = PX_WAIT_LINK;
+		else
+			st = PX_EIO;
+		goto out;
+	}
+	st = place_check(cp, asset, si, pl, wait, why, n);
+out:
+	if (root >= 0)
+		close(root);
+	return st;
+}
+
+/* Moves the finished .partial (fd) to the copy's name: onto nothing, or
+ * onto the copy of ours seen before; then checks that the name holds
+ * what was written (not something swapped in). PX_OK; PX_EEXIST with
+ * *wait when something else came in the way meanwhile; else PX_EIO. */
+static enum px_status place_commit(struct place *pl, int fd, enum px_copy_wait *wait,
+				   char *why, size_t n)
+{
+	struct stat mine, sb;
+	if (fstat(fd, &mine) != 0) {
+		snprintf(why, n, "fstat %s: %s", pl->tmp, strerror(errno));
+		return PX_EIO;
+	}
+	int there = fstatat(pl->dir, pl->base, &sb, AT_SYMLINK_NOFOLLOW) == 0;
+	if (there && (!pl->had || sb.st_ino != pl->ino)) {
+		*wait = S_ISLNK(sb.st_mode) ? PX_WAIT_LINK : PX_WAIT_FOREIGN;
+		snprintf(why, n, "%s appeared meanwhile: left alone", pl->base);
+		return PX_EEXIST;
+	}
+	int rc = there ? renameat(pl->dir, pl->tmp, pl->dir, pl->base)
+		       : renameat2(pl->dir, pl->tmp, pl->dir, pl->base, RENAME_NOREPLACE);
+	if (rc && !there && errno == EINVAL) /* no RENAME_NOREPLACE there (NFS) */
+		rc = renameat(pl->dir, pl->tmp, pl->dir, pl->base);
+	if (rc) {
+		int e = errno;
+		*wait = e == EEXIST ? PX_WAIT_FOREIGN : PX_WAIT_NONE;
+		snprintf(why, n, "rename to %s: %s", pl->base, strerror(e));
+		return e == EEXIST ? PX_EEXIST : PX_EIO;
+	}
+	pl->tmp[0] = '\0';
+	(void)fsync(pl->dir);
+	if (fstatat(pl->dir, pl->base, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+	    sb.st_ino != mine.st_ino || sb.st_dev != mine.st_dev) {
+		snprintf(why, n, "%s was replaced by another file as it was renamed", pl->base);
+		return PX_EIO;
+	}
+	return PX_OK;
+}
+
+/* Removes the .partial made here (never another name) and closes. */
+static void place_close(struct place *pl)
+{
+	if (pl->dir >= 0 && pl->tmp[0])
+		(void)unlinkat(pl->dir, pl->tmp, 0);
+	if (pl->dir >= 0)
+		close(pl->dir);
+	pl->dir = -1;
 }
 
 /*
  * Makes one copy of the asset on storage si for job ji: PX_OK once it
- * serves; else why (the attempt failed). No lock held.
+ * serves; PX_EEXIST with *wait set when it must wait (something in its
+ * way, left alone); else why (the attempt failed). No lock held.
  */
 static enum px_status make_copy(struct px_copies *cp, size_t ji, size_t asset, size_t si,
-				char *why, size_t n)
+				enum px_copy_wait *wait, char *why, size_t n)
 {
 	struct px_core *core = cp->core;
-	char path[PATH_MAX], partial[PATH_MAX + 16], dir[PATH_MAX], sname[256], prov[300];
+	struct place pl = { .dir = -1 };
+	char path[PATH_MAX], partial[PATH_MAX + NAME_MAX + 2], sname[256], prov[300];
 	const char *name;
 	unsigned char sha[VF_HASH_LEN], sha2[VF_HASH_LEN];
 	char hex[65];
@@ -1004,17 +1258,15 @@ static enum px_status make_copy(struct px_copies *cp, size_t ji, size_t asset, s
 		snprintf(why, n, "no live source to copy from");
 		return PX_ENOSOURCE;
 	}
-	snprintf(partial, sizeof(partial), "%s.partial", path);
-	snprintf(dir, sizeof(dir), "%s", path);
-	*strrchr(dir, '/') = '\0';
-	if (px_mkdir_p(dir, 0755) != 0) {
-		snprintf(why, n, "%s: %s", dir, strerror(errno));
-		return PX_EIO;
-	}
-	fd = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if ((st = place_open(cp, asset, si, &pl, wait, why, n)) != PX_OK)
+		goto out;
+	fd = px_create_excl(pl.dir, pl.base, "partial", 0644, pl.tmp, sizeof(pl.tmp));
+	snprintf(partial, sizeof(partial), "%.*s%s", (int)(strlen(path) - strlen(pl.base)), path,
+		 pl.tmp[0] ? pl.tmp : pl.base);
 	if (fd < 0) {
-		snprintf(why, n, "%s: %s", partial, strerror(errno));
-		return PX_EIO;
+		snprintf(why, n, "%s.partial: %s", path, strerror(errno));
+		st = PX_EIO;
+		goto out;
 	}
 	char etag[128] = "";
 	for (int tries = 0; tries < 10 && probe_etag(core, asset, (size_t)k, etag, sizeof(etag)) == 1;
@@ -1047,7 +1299,10 @@ static enum px_status make_copy(struct px_copies *cp, size_t ji, size_t asset, s
 			goto out;
 		}
 	} else {
-		if (check_samples(cp, asset, (size_t)k, partial, why, n)) {
+		/* read back through our descriptor, not by a name others can change */
+		char self[64];
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+		if (check_samples(cp, asset, (size_t)k, self, why, n)) {
 			st = PX_EMISMATCH;
 			goto out;
 		}
@@ -1074,14 +1329,8 @@ static enum px_status make_copy(struct px_copies *cp, size_t ji, size_t asset, s
 					core->cat->assets[asset].id, w);
 		}
 	}
-	close(fd);
-	fd = -1;
-	if (rename(partial, path) != 0) {
-		snprintf(why, n, "rename to %s: %s", path, strerror(errno));
-		st = PX_EIO;
+	if ((st = place_commit(&pl, fd, wait, why, n)) != PX_OK)
 		goto out;
-	}
-	fsync_dir(path);
 
 	size_t kk;
 	if (register_copy(cp, asset, si, path, name, prov, local, &kk)) {
@@ -1118,8 +1367,7 @@ static enum px_status make_copy(struct px_copies *cp, size_t ji, size_t asset, s
 out:
 	if (fd >= 0)
 		close(fd);
-	if (st != PX_OK)
-		unlink(partial);
+	place_close(&pl);
 	return st;
 }
 
@@ -1183,6 +1431,14 @@ static void move_viewers(struct px_core *core, const char *prov_name)
 
 /* ---- the thread */
 
+/* A reason the job found itself (a claim, something in its way): it
+ * stays until the job gets past it, whatever placement says. */
+static int sticky_wait(enum px_copy_wait w)
+{
+	return w == PX_WAIT_OTHER_HOST || w == PX_WAIT_STORE_DOWN || w == PX_WAIT_FOREIGN ||
+	       w == PX_WAIT_LINK;
+}
+
 /* Brings storages, copies and jobs up to date; returns the job to run
  * (its storage in *si), or -1. cp->lock held. */
 static long evaluate(struct px_copies *cp, size_t *si_out)
@@ -1210,6 +1466,8 @@ static long evaluate(struct px_copies *cp, size_t *si_out)
 		look[i].name = strdup(cp->st[i].name);
 		look[i].path = cp->st[i].path ? strdup(cp->st[i].path) : NULL;
 		look[i].host = cp->st[i].host ? strdup(cp->st[i].host) : NULL;
+		look[i].dev = cp->st[i].dev;
+		look[i].dev_known = cp->st[i].dev_known;
 		look[i].in_catalog = cp->st[i].in_catalog && look[i].name && look[i].path &&
 				     (!cp->st[i].host || look[i].host);
 	}
@@ -1226,6 +1484,8 @@ static long evaluate(struct px_copies *cp, size_t *si_out)
 			s->reachable = look[i].reachable;
 			s->free_bytes = look[i].free_bytes;
 			snprintf(s->why, sizeof(s->why), "%s", look[i].why);
+			s->dev = look[i].dev;
+			s->dev_known = look[i].dev_known;
 		}
 		free(look[i].name);
 		free(look[i].path);
@@ -1370,8 +1630,7 @@ static long evaluate(struct px_copies *cp, size_t *si_out)
 			continue; /* the claim is asked again later (its reason stays) */
 		if (w != j->wait && w != PX_WAIT_NONE)
 			px_info("copies", "asset %s: copy waits: %s", as->id, px_copy_wait_name(w));
-		if (w != PX_WAIT_NONE ||
-		    (j->wait != PX_WAIT_OTHER_HOST && j->wait != PX_WAIT_STORE_DOWN))
+		if (w != PX_WAIT_NONE || !sticky_wait(j->wait))
 			j->wait = w; /* (a claim's reason stays until the claim is had) */
 		if (w != PX_WAIT_NONE) {
 			j->state = JOB_WAITING;
@@ -1387,6 +1646,23 @@ static long evaluate(struct px_copies *cp, size_t *si_out)
 	}
 	free(in);
 	return run;
+}
+
+/* Job j found something in its way on storage si (was: its reason
+ * before): it waits, reported once per reason. cp->lock held. */
+static void job_in_way(struct px_copies *cp, struct job *j, size_t si, enum px_copy_wait was,
+		       enum px_copy_wait w, const char *why)
+{
+	if (w != was) {
+		if (w != PX_WAIT_NOT_READY)
+			atomic_fetch_add(&cp->n_in_way, 1);
+		px_warn("copies", "asset %s: copy to storage %s waits: %s (%s)",
+			cp->core->cat->assets[j->asset].id, cp->st[si].name, px_copy_wait_name(w),
+			why);
+	}
+	j->wait = w;
+	j->state = JOB_WAITING;
+	j->claim_at = px_now_ms() + IN_WAY_RETRY_MS;
 }
 
 static void *copies_main(void *arg)
@@ -1429,6 +1705,7 @@ static void *copies_main(void *arg)
 		if (ji >= 0) {
 			struct job *j = &cp->jobs[ji];
 			size_t asset = j->asset;
+			enum px_copy_wait before = j->wait, in_way = PX_WAIT_NONE;
 			j->wait = PX_WAIT_NONE;
 			j->state = JOB_COPYING;
 			j->storage = si;
@@ -1438,7 +1715,8 @@ static void *copies_main(void *arg)
 			j->started_ms = px_now_ms();
 			pthread_mutex_unlock(&cp->lock);
 			char why[240] = "";
-			enum px_status st = make_copy(cp, (size_t)ji, asset, si, why, sizeof(why));
+			enum px_status st = make_copy(cp, (size_t)ji, asset, si, &in_way, why,
+						      sizeof(why));
 			claim_drop(cp);
 			pthread_mutex_lock(&cp->lock);
 			j = &cp->jobs[ji];
@@ -1447,6 +1725,8 @@ static void *copies_main(void *arg)
 				cp->jobs[ji] = cp->jobs[--cp->njobs];
 			} else if (st == PX_ESHUTDOWN) {
 				j->state = JOB_WAITING;
+			} else if (in_way != PX_WAIT_NONE) {
+				job_in_way(cp, j, si, before, in_way, why);
 			} else {
 				atomic_fetch_add(&cp->n_failed, 1);
 				j->attempts++;
@@ -1647,6 +1927,11 @@ void px_copies_counters(struct px_core *core, uint64_t *made, uint64_t *failed, 
 	*made = cp ? atomic_load(&cp->n_made) : 0;
 	*failed = cp ? atomic_load(&cp->n_failed) : 0;
 	*bytes = cp ? atomic_load(&cp->n_bytes) : 0;
+}
+
+uint64_t px_copies_in_way(struct px_core *core)
+{
+	return core->copies ? atomic_load(&core->copies->n_in_way) : 0;
 }
 
 static const char *job_state(const struct job *j)

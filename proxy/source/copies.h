@@ -26,6 +26,10 @@ enum px_copy_wait {
 	PX_WAIT_OTHER_HOST,   /* cluster mode: another host holds the claim to copy
 			       * the asset to that shared storage */
 	PX_WAIT_STORE_DOWN,   /* cluster mode: the store did not answer the claim */
+	PX_WAIT_FOREIGN,      /* a file seamfs did not make is at the copy's place
+			       * (or where its folder should be): never replaced */
+	PX_WAIT_LINK,         /* a link (or a mount point) is on the copy's way:
+			       * never followed */
 };
 
 /* What placement knows of one storage for one asset. */
@@ -49,7 +53,8 @@ struct px_place_in {
 enum px_copy_wait px_copies_place(const struct px_place_in *s, size_t n, int64_t size,
 				  size_t *pick);
 
-/* "no storage", "no room", "storage not ready", "copying off"; "" for none. */
+/* "no storage", "no room", "storage not ready", "copying off", "foreign
+ * file in the way", "link in the way"; "" for none. */
 const char *px_copy_wait_name(enum px_copy_wait w);
 
 /* ---- the copies of a core */
@@ -95,6 +100,10 @@ enum px_status px_copies_role(struct px_core *core, const char *storage, int cop
 /* Counters for the metrics: copies made, attempts failed, bytes copied. */
 void px_copies_counters(struct px_core *core, uint64_t *made, uint64_t *failed,
 			uint64_t *bytes);
+
+/* For the metrics: how many times a copy job found a link or a foreign
+ * file in its way (counted when a job starts waiting for it). Any thread. */
+uint64_t px_copies_in_way(struct px_core *core);
 
 /*
  * The copies' status as JSON text (malloc'd, NUL-terminated; NULL when

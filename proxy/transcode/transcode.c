@@ -272,7 +272,9 @@ static int job_file_name(const char *name)
 	for (size_t i = 0; fixed[i]; i++)
 		if (strcmp(name, fixed[i]) == 0)
 			return 1;
-	/* write_plan_file's plan.json.PID.tmp */
+	if (px_write_atomic_tmp(name, "playlist") || px_write_atomic_tmp(name, "plan.json"))
+		return 1; /* px_playlist_save's, write_plan_file's */
+	/* an older seamfs's plan.json.PID.tmp */
 	if (strncmp(name, "plan.json.", 10) == 0) {
 		const char *p = name + 10;
 		if (*p < '0' || *p > '9')
@@ -719,20 +721,22 @@ static enum px_status read_plan_file(struct job *j, const char *path, const char
 	return st;
 }
 
-/* Keeps the writer's plan (the writer of a remux reads it back). */
-static enum px_status write_plan_file(const char *path, const char *key, json_t *root)
+/* Keeps the writer's plan (the writer of a remux reads it back): PX_OK, or
+ * the failure with "PATH: reason" in err. */
+static enum px_status write_plan_file(const char *path, const char *key, json_t *root,
+				      char *err, size_t errlen)
 {
-	char tmp[PATH_MAX + 32];
-	enum px_status st = PX_EIO;
 	if (json_object_set_new(root, "profile", json_string(key)))
 		return PX_ENOMEM;
-	/* a name of this process's own: hosts sharing work_dir may plan the
-	 * same asset at once (each writes the same plan; one rename wins) */
-	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
-	if (json_dump_file(root, tmp, JSON_COMPACT) == 0 && rename(tmp, path) == 0)
-		st = PX_OK;
-	else
-		unlink(tmp);
+	char *text = json_dumps(root, JSON_COMPACT);
+	if (!text)
+		return PX_ENOMEM;
+	/* px_write_atomic's temporary name is random and made with O_EXCL:
+	 * hosts sharing work_dir may plan the same asset at once (each writes
+	 * the same plan; one rename wins), and a link planted there by someone
+	 * who can write work_dir is never written through */
+	enum px_status st = px_write_atomic(path, text, strlen(text), 0644, err, errlen);
+	free(text);
 	return st;
 }
 
@@ -978,8 +982,10 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t 
 			return st == PX_EAGAIN ? PX_EIO : st;
 		st = plan_from_json(j, root, &j->plan, "the writer's plan");
 		/* a remux's writer reads the plan back: keeping it is not optional */
-		if (st == PX_OK && write_plan_file(path, key, root) != PX_OK) {
-			px_error("transcode", "asset %s: cannot keep its plan in %s", j->a->id, path);
+		char err[PATH_MAX + 64] = "out of memory";
+		if (st == PX_OK && write_plan_file(path, key, root, err, sizeof(err)) != PX_OK) {
+			px_error("transcode", "asset %s: cannot keep its plan in %s: %s", j->a->id,
+				 path, err);
 			st = j->remux ? PX_EIO : PX_OK;
 		}
 		json_decref(root);

@@ -608,7 +608,9 @@ static enum px_status commit(struct wr *w, uint32_t k, const uint8_t *data, int6
 	px_playlist_seg_file(k, w->a->store ? w->a->lease.gen : 0, name, sizeof(name));
 	snprintf(path, sizeof(path), "%s/%s", w->a->work_dir, name);
 	snprintf(tmp, sizeof(tmp), "%s%s", path, w->a->probe ? PX_WRITER_PROBE_TMP : ".tmp");
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* O_NOFOLLOW: work_dir may be writable by others; a link planted at
+	 * this name is refused, never written through */
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		snprintf(w->err, w->errlen, "%s: %s", tmp, strerror(errno));
 		return PX_EIO;

@@ -1,0 +1,274 @@
+"""Storages and work directories others can write to (docs/copies.md,
+"Storages others can write to"; docs/transcode.md, "Only what seamfs
+made"): the daemon runs as root, an unprivileged user who can write the
+storage or a job directory plants links and files there, and root never
+writes through a link, never
+follows a linked folder out of the storage, never replaces a file it did
+not make, and never copies onto the bare mount point of an unmounted
+storage.  The attacker's target is a file only root can read or write (0600
+in a 0700 root folder): its SHA-256 must be unchanged afterwards.  Every
+byte read through the mount is checked by SHA-256."""
+
+import hashlib
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import sha256_file, wait_until
+from test_copies import (COPY_WAIT, copies_of, ctl, entry, job, metrics, sockdir,  # noqa: F401
+                         status, storage, tmpfs, wait_copies, wait_reason)
+from test_transcode import assert_read_whole, mount_tc, plan_of, start_reader
+
+
+@pytest.fixture
+def attacker():
+    """An unprivileged user made for the test (no home), removed after."""
+    name = 'seamfs-t' + uuid.uuid4().hex[:8]
+    r = subprocess.run(['useradd', '-M', '-s', '/usr/sbin/nologin', name],
+                       capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        pytest.fail(f'useradd {name}: {r.stderr}')
+    try:
+        pw = pwd.getpwnam(name)
+        yield pw.pw_uid, pw.pw_gid
+    finally:
+        subprocess.run(['userdel', name], capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def arena(attacker):
+    """A folder others may traverse (tmp_path is root's alone) with
+    store/ (the attacker's) and vault/secret (root's alone)."""
+    base = tempfile.mkdtemp(prefix='seamfs-safe-', dir='/tmp')
+    try:
+        os.chmod(base, 0o755)
+        store = os.path.join(base, 'store')
+        os.mkdir(store)
+        os.chown(store, *attacker)
+        vault = os.path.join(base, 'vault')
+        os.mkdir(vault, 0o700)
+        secret = os.path.join(vault, 'secret')
+        fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, os.urandom(4096))
+        os.close(fd)
+        yield {'base': base, 'store': store, 'vault': vault, 'secret': secret,
+               'secret_sha': sha256_file(secret)}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def as_attacker(attacker, *argv):
+    """Runs argv as the attacker; its exit status must be 0."""
+    r = subprocess.run(list(argv), user=attacker[0], group=attacker[1], extra_groups=[],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, f'{argv}: {r.stderr}'
+
+
+def copy_or_reason(m, aid, reason):
+    """Waits until the asset has a serving copy or its job waits for reason."""
+    wait_until(lambda: copies_of(status(m), aid) or
+               (job(status(m), aid) or {}).get('reason') == reason,
+               COPY_WAIT, f'a copy of {aid} or "{reason}"')
+
+
+@pytest.mark.parametrize('planted', ['Movies/movie.bin.partial', '.seamfs-copies.json.tmp'])
+def test_a_planted_link_is_never_written_through(seamfs, data, make_origin, arena, attacker,
+                                                 planted):
+    """A link to the root-only file at the copy's old .partial name, or at
+    the manifest's old temporary name: the copy and the manifest are made
+    beside it, the target keeps its bytes and the link stays as it was."""
+    o = make_origin(data.dir)
+    df = data['mid.bin']
+    store = arena['store']
+    as_attacker(attacker, 'mkdir', os.path.join(store, 'Movies'))
+    link = os.path.join(store, planted)
+    as_attacker(attacker, 'ln', '-s', arena['secret'], link)
+    cat = {'storages': [storage('disk', store)],
+           'assets': [entry('movie', 'Movies/movie.bin', df, o.url('mid.bin'), copies=1)]}
+    m = seamfs.mount(cat)
+    wait_copies(m, 'movie', 1)
+    assert sha256_file(arena['secret']) == arena['secret_sha'], 'root wrote through the link'
+    assert os.path.islink(link) and os.readlink(link) == arena['secret']
+    copy = os.path.join(store, 'Movies', 'movie.bin')
+    assert not os.path.islink(copy) and sha256_file(copy) == df.sha256
+    manifest = os.path.join(store, '.seamfs-copies.json')
+    assert not os.path.islink(manifest) and df.sha256 in open(manifest).read()
+    assert sha256_file(m.path('Movies/movie.bin')) == df.sha256
+
+
+def test_a_linked_folder_never_takes_the_copy_out_of_the_storage(seamfs, data, make_origin,
+                                                                 arena, attacker):
+    o = make_origin(data.dir)
+    df = data['mid.bin']
+    as_attacker(attacker, 'ln', '-s', arena['vault'], os.path.join(arena['store'], 'Movies'))
+    cat = {'storages': [storage('disk', arena['store'])],
+           'assets': [entry('movie', 'Movies/movie.bin', df, o.url('mid.bin'), copies=1)]}
+    m = seamfs.mount(cat)
+    copy_or_reason(m, 'movie', 'link in the way')
+    assert sorted(os.listdir(arena['vault'])) == ['secret'], 'the copy left the storage'
+    assert sha256_file(arena['secret']) == arena['secret_sha']
+    assert copies_of(status(m), 'movie') == []
+    assert 'link in the way' in m.log(), m.log()[-2000:]
+    assert metrics(m)['seamfs_copies_in_way_total'] >= 1
+    assert sha256_file(m.path('Movies/movie.bin')) == df.sha256
+
+
+def test_a_foreign_file_at_the_copys_place_is_never_replaced(seamfs, data, make_origin, arena,
+                                                             attacker):
+    """The attacker's file (the asset's size, other bytes) stays; the job
+    waits with the reason, and goes on once the file is gone."""
+    o = make_origin(data.dir)
+    df = data['mid.bin']
+    movies = os.path.join(arena['store'], 'Movies')
+    as_attacker(attacker, 'mkdir', movies)
+    foreign = os.path.join(movies, 'movie.bin')
+    src = os.path.join(arena['base'], 'foreign.src')
+    with open(src, 'wb') as f:
+        f.write(os.urandom(df.size))
+    os.chmod(src, 0o644)
+    foreign_sha = sha256_file(src)
+    as_attacker(attacker, 'cp', src, foreign)
+    cat = {'storages': [storage('disk', arena['store'])],
+           'assets': [entry('movie', 'Movies/movie.bin', df, o.url('mid.bin'), copies=1)]}
+    m = seamfs.mount(cat)
+    copy_or_reason(m, 'movie', 'foreign file in the way')
+    assert sha256_file(foreign) == foreign_sha, 'a file seamfs did not make was replaced'
+    assert 'made and verified' not in m.log()
+    assert 'foreign file in the way' in m.log(), m.log()[-2000:]
+    assert sha256_file(m.path('Movies/movie.bin')) == df.sha256
+    # the way cleared: the copy is made
+    as_attacker(attacker, 'rm', foreign)
+    wait_copies(m, 'movie', 1)
+    assert sha256_file(foreign) == df.sha256
+
+
+def test_an_unmounted_storage_is_not_ready_and_never_written(seamfs, data, make_origin,
+                                                            tmpfs, sockdir):
+    """Seen mounted (role off), then unmounted: with the role on, its bare
+    mount point on the root file system gets nothing."""
+    o = make_origin(data.dir)
+    df = data['mid.bin']
+    disk = tmpfs('disk', '64m')
+    cat = {'storages': [storage('disk', disk, copying=False)],
+           'assets': [entry('movie', 'Movies/movie.bin', df, o.url('mid.bin'), copies=1)]}
+    sock = os.path.join(sockdir, 'ctl.sock')
+    m = seamfs.mount(cat, options=[f'control_socket={sock}'])
+    wait_reason(m, 'movie', 'no storage')    # the only storage has the role off
+    (st,) = status(m)['copies']['storages']
+    assert st['reachable'], st
+    r = subprocess.run(['umount', str(disk)], capture_output=True, text=True, timeout=20)
+    assert r.returncode == 0, r.stderr
+    assert ctl(seamfs, sock, 'storage', 'enable', 'disk').returncode == 0
+    copy_or_reason(m, 'movie', 'storage not ready')
+    assert os.listdir(disk) == [], 'copied onto the root file system'
+    (st,) = status(m)['copies']['storages']
+    assert not st['reachable'] and 'not the file system' in st['why'], st
+    assert sha256_file(m.path('Movies/movie.bin')) == df.sha256
+
+
+@pytest.mark.parametrize('planted', ['playlist.tmp', 'seg-000004.ts.tmp'])
+def test_a_link_planted_in_a_job_directory_is_never_written_through(
+        seamfs, data, nginx, arena, attacker, planted):
+    """work_dir/ASSET/playlist.tmp (px_write_atomic's old temporary name),
+    or a later segment's .tmp, linked to the root-only file while a (paced)
+    writer runs, after its first commit; the job directory is writable by
+    others (an export shared with them). The transcode still reads whole."""
+    m, job = mount_tc(seamfs, nginx, Path(arena['base']), options=['writer_max_speed=2'])
+    plan = plan_of(job)
+    os.chmod(job, 0o777)
+    t, box = start_reader(m.path('Transcoded/clip 180p.ts'))
+    wait_until(lambda: (job / 'playlist').exists(), 60, 'the first commit')
+    as_attacker(attacker, 'ln', '-s', arena['secret'], str(job / planted))
+    t.join(90)
+    assert sha256_file(arena['secret']) == arena['secret_sha'], 'root wrote through the link'
+    assert not os.path.islink(job / 'playlist')
+    assert_read_whole(t, box, job, plan, 'the reader is still blocked after 90 s')
+
+
+def test_a_copy_of_ours_stale_across_a_remount_is_replaced(seamfs, make_origin, tmp_path):
+    """The manifest keeps what seamfs made: the asset changed while
+    unmounted, its old copy (in the manifest, size and SHA-256 as made) is
+    replaced by the new one, not taken for a foreign file."""
+    root = tmp_path / 'root'
+    root.mkdir()
+    first, second = os.urandom(2 * 1024 * 1024 + 7), os.urandom(2 * 1024 * 1024 + 7)
+    (root / 'f.bin').write_bytes(first)
+    o = make_origin(root)
+    disk = tmp_path / 'disk'
+    disk.mkdir()
+    sha1, sha2 = (hashlib.sha256(b).hexdigest() for b in (first, second))
+    cat = {'storages': [storage('disk', disk)],
+           'assets': [{'id': 'f', 'path': 'f.bin', 'size': len(first), 'sha256': sha1,
+                       'copies': 1, 'sources': [{'url': o.url('f.bin')}]}]}
+    m = seamfs.mount(cat)
+    wait_copies(m, 'f', 1)
+    assert m.unmount() == 0
+    (root / 'f.bin').write_bytes(second)
+    cat['assets'][0]['sha256'] = sha2
+    m = seamfs.mount(cat)
+    wait_copies(m, 'f', 1)
+    assert sha256_file(disk / 'f.bin') == sha2
+    assert 'in the way' not in m.log()
+    assert sha256_file(m.path('f.bin')) == sha2
+
+
+def test_a_storage_unmounted_after_its_copy_gets_no_manifest_and_no_new_copy(
+        seamfs, make_origin, tmp_path, tmpfs, sockdir):
+    """A copy made on a mounted storage, the storage unmounted, then a
+    reload that changes the asset: its copy goes stale, the job waits
+    (storage not ready), and the bare mount point gets no manifest and no
+    copy."""
+    root = tmp_path / 'root'
+    root.mkdir()
+    first, second = os.urandom(2 * 1024 * 1024 + 7), os.urandom(2 * 1024 * 1024 + 7)
+    (root / 'f.bin').write_bytes(first)
+    o = make_origin(root)
+    disk = tmpfs('disk', '64m')
+    sha1, sha2 = (hashlib.sha256(b).hexdigest() for b in (first, second))
+    cat = {'storages': [storage('disk', disk)],
+           'assets': [{'id': 'f', 'path': 'Movies/f.bin', 'size': len(first), 'sha256': sha1,
+                       'copies': 1, 'sources': [{'url': o.url('f.bin')}]}]}
+    path = seamfs.write_catalog(cat, 'catalog.json')
+    sock = os.path.join(sockdir, 'ctl.sock')
+    m = seamfs.mount(path, options=[f'control_socket={sock}'])
+    wait_copies(m, 'f', 1)
+    r = subprocess.run(['umount', str(disk)], capture_output=True, text=True, timeout=20)
+    assert r.returncode == 0, r.stderr
+    (root / 'f.bin').write_bytes(second)
+    cat['assets'][0]['sha256'] = sha2
+    path.write_text(json.dumps(cat))
+    assert ctl(seamfs, sock, 'reload').returncode == 0
+    copy_or_reason(m, 'f', 'storage not ready')
+    assert os.listdir(disk) == [], 'written onto the root file system'
+    assert copies_of(status(m), 'f') == []
+    assert sha256_file(m.path('Movies/f.bin')) == sha2
+
+
+def test_a_manifest_linked_to_a_root_only_file_is_not_read(seamfs, data, make_origin, arena,
+                                                         attacker):
+    """.seamfs-copies.json linked to a root-only file of words: its parse
+    error would quote them in the log; it is not opened, and the copy's
+    manifest replaces the link (the target unchanged)."""
+    os.chmod(arena['secret'], 0o600)
+    with open(arena['secret'], 'w') as f:
+        f.write('TOPSECRET-root-only-words\n')
+    secret_sha = sha256_file(arena['secret'])
+    o = make_origin(data.dir)
+    df = data['mid.bin']
+    manifest = os.path.join(arena['store'], '.seamfs-copies.json')
+    as_attacker(attacker, 'ln', '-s', arena['secret'], manifest)
+    cat = {'storages': [storage('disk', arena['store'])],
+           'assets': [entry('movie', 'movie.bin', df, o.url('mid.bin'), copies=1)]}
+    m = seamfs.mount(cat)
+    wait_copies(m, 'movie', 1)
+    assert 'TOPSECRET' not in m.log(), m.log()[-2000:]
+    assert sha256_file(arena['secret']) == secret_sha
+    assert not os.path.islink(manifest) and df.sha256 in open(manifest).read()
+    assert sha256_file(m.path('movie.bin')) == df.sha256

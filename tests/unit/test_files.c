@@ -1,0 +1,221 @@
+/*
+ * test_files.c - the file primitives for directories others may write to
+ * (files.c): px_dir_walk never passes a link or "..", px_create_excl
+ * never opens what is already at its name, px_write_atomic never writes
+ * through a link at any name and leaves no temporary file behind, and
+ * px_write_atomic_tmp knows exactly the names it makes. Each test works in
+ * its own mkdtemp directory, removed afterwards; a "victim" file outside
+ * the tree stands for what an attacker would aim a link at.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "px.h"
+
+#define VICTIM "victim bytes"
+
+struct fixture {
+	char dir[64];                /* the test's own directory */
+	char tree[96];               /* dir/tree: the hostile directory */
+	char victim[96];             /* dir/victim, outside the tree */
+	int root;                    /* tree, opened */
+};
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -1;
+	snprintf(f->dir, sizeof(f->dir), "/tmp/seamfs-files-XXXXXX");
+	if (!mkdtemp(f->dir))
+		return -1;
+	snprintf(f->tree, sizeof(f->tree), "%s/tree", f->dir);
+	snprintf(f->victim, sizeof(f->victim), "%s/victim", f->dir);
+	FILE *v = fopen(f->victim, "w");
+	if (!v || mkdir(f->tree, 0755))
+		return -1;
+	fputs(VICTIM, v);
+	fclose(v);
+	f->root = px_dir_open(f->tree);
+	*state = f;
+	return f->root >= 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	close(f->root);
+	int r = nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(f);
+	return r;
+}
+
+static void plant(struct fixture *f, const char *name, const char *target)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "%s/%s", f->tree, name);
+	assert_int_equal(symlink(target, path), 0);
+}
+
+static void assert_victim_intact(struct fixture *f)
+{
+	char buf[64] = "";
+	FILE *v = fopen(f->victim, "r");
+	assert_non_null(v);
+	assert_non_null(fgets(buf, sizeof(buf), v));
+	fclose(v);
+	assert_string_equal(buf, VICTIM);
+}
+
+/* Entries of the tree's folder sub ("" the tree) whose names end in sfx. */
+static int count_suffix(struct fixture *f, const char *sub, const char *sfx)
+{
+	char path[256];
+	int n = 0;
+	snprintf(path, sizeof(path), "%s/%s", f->tree, sub);
+	DIR *d = opendir(path);
+	assert_non_null(d);
+	for (struct dirent *de; (de = readdir(d));) {
+		size_t l = strlen(de->d_name), s = strlen(sfx);
+		n += l >= s && strcmp(de->d_name + l - s, sfx) == 0;
+	}
+	closedir(d);
+	return n;
+}
+
+static void test_walk_makes_folders_and_refuses_links(void **state)
+{
+	struct fixture *f = *state;
+	struct stat sb;
+	int fd = px_dir_walk(f->root, "a/b/c", 0755, 1);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(fstatat(f->root, "a/b/c", &sb, AT_SYMLINK_NOFOLLOW), 0);
+	assert_true(S_ISDIR(sb.st_mode));
+	/* without make, a missing folder is ENOENT */
+	assert_int_equal(px_dir_walk(f->root, "a/nope", 0755, 0), -1);
+	assert_int_equal(errno, ENOENT);
+
+	/* a linked folder, first or deeper on the way: ELOOP, nothing made */
+	plant(f, "out", f->dir);
+	plant(f, "a/b/out", f->dir);
+	assert_int_equal(px_dir_walk(f->root, "out/x", 0755, 1), -1);
+	assert_int_equal(errno, ELOOP);
+	assert_int_equal(px_dir_walk(f->root, "a/b/out", 0755, 1), -1);
+	assert_int_equal(errno, ELOOP);
+	char x[128];
+	snprintf(x, sizeof(x), "%s/x", f->dir);
+	assert_int_equal(access(x, F_OK), -1);
+
+	/* a file where a folder should be: ENOTDIR; ".." never */
+	fd = openat(f->root, "file", O_WRONLY | O_CREAT | O_EXCL, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(px_dir_walk(f->root, "file/x", 0755, 1), -1);
+	assert_int_equal(errno, ENOTDIR);
+	assert_int_equal(px_dir_walk(f->root, "a/../..", 0755, 0), -1);
+	assert_int_equal(errno, EINVAL);
+}
+
+static void test_create_excl_never_opens_what_is_there(void **state)
+{
+	struct fixture *f = *state;
+	char name[NAME_MAX + 1], again[NAME_MAX + 1];
+	int fd = px_create_excl(f->root, "movie.bin", "partial", 0644, name, sizeof(name));
+	assert_true(fd >= 0);
+	/* BASE.XXXXXX.EXT */
+	assert_int_equal(strlen(name), strlen("movie.bin.") + 6 + strlen(".partial"));
+	assert_int_equal(strncmp(name, "movie.bin.", 10), 0);
+	int fd2 = px_create_excl(f->root, "movie.bin", "partial", 0644, again, sizeof(again));
+	assert_true(fd2 >= 0);
+	assert_string_not_equal(name, again);
+	close(fd);
+	close(fd2);
+	/* a name too long for the buffer: ENAMETOOLONG, nothing made */
+	assert_int_equal(px_create_excl(f->root, "movie.bin", "partial", 0644, name, 12), -1);
+	assert_int_equal(errno, ENAMETOOLONG);
+	assert_int_equal(count_suffix(f, "", ".partial"), 2);
+}
+
+static void test_write_atomic_never_writes_through_a_link(void **state)
+{
+	struct fixture *f = *state;
+	char file[256], err[300], buf[64] = "";
+	/* the old temporary name and the file's own name, both planted */
+	plant(f, "m.json.tmp", f->victim);
+	plant(f, "m.json", f->victim);
+	snprintf(file, sizeof(file), "%s/m.json", f->tree);
+	assert_int_equal(px_write_atomic(file, "{}\n", 3, 0644, err, sizeof(err)), PX_OK);
+	assert_victim_intact(f);
+	struct stat sb;
+	assert_int_equal(lstat(file, &sb), 0);
+	assert_true(S_ISREG(sb.st_mode)); /* the link at the name was replaced, not followed */
+	FILE *m = fopen(file, "r");
+	assert_non_null(m);
+	assert_non_null(fgets(buf, sizeof(buf), m));
+	fclose(m);
+	assert_string_equal(buf, "{}\n");
+	/* no temporary file of ours left; the planted one left alone */
+	assert_int_equal(count_suffix(f, "", ".tmp"), 1);
+	char planted[256];
+	snprintf(planted, sizeof(planted), "%s/m.json.tmp", f->tree);
+	assert_int_equal(lstat(planted, &sb), 0);
+	assert_true(S_ISLNK(sb.st_mode));
+
+	/* in a subfolder, through its descriptor */
+	int sub = px_dir_walk(f->root, "job", 0755, 1);
+	assert_true(sub >= 0);
+	assert_int_equal(px_write_atomic_at(sub, "job", "playlist", "x\n", 2, 0644, err,
+					    sizeof(err)), PX_OK);
+	close(sub);
+	assert_int_equal(count_suffix(f, "job", ".tmp"), 0);
+	assert_int_equal(count_suffix(f, "job", "playlist"), 1);
+}
+
+static void test_write_atomic_tmp_names(void **state)
+{
+	(void)state;
+	assert_true(px_write_atomic_tmp("playlist.a1b2c3.tmp", "playlist"));
+	assert_false(px_write_atomic_tmp("playlist.tmp", "playlist"));
+	assert_false(px_write_atomic_tmp("playlist.A1B2C3.tmp", "playlist"));
+	assert_false(px_write_atomic_tmp("playlist.a1b2c3.tmpx", "playlist"));
+	assert_false(px_write_atomic_tmp("playlist.a1b2c.tmp", "playlist"));
+	assert_false(px_write_atomic_tmp("playlistxa1b2c3.tmp", "playlist"));
+	assert_false(px_write_atomic_tmp("notes.a1b2c3.tmp", "playlist"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_walk_makes_folders_and_refuses_links, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_create_excl_never_opens_what_is_there, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_write_atomic_never_writes_through_a_link,
+						setup, teardown),
+		cmocka_unit_test(test_write_atomic_tmp_names),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
