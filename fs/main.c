@@ -701,6 +701,18 @@ static int add_escaped_opt(struct fuse_args *args, const char *name, const char 
 	return add_quoted_arg(args, head, value);
 }
 
+/* The last -o strm_paths=, or NULL: a .strm tree or playlist is screened
+ * by it while imported, before the options are applied (a JSON catalog's
+ * settings cannot set it for an import, which has none). */
+static const char *strm_paths_option(const struct cmdline *cl)
+{
+	const char *v = NULL;
+	for (size_t i = 0; i < cl->ncore_opts; i++)
+		if (strncmp(cl->core_opts[i], "strm_paths=", 11) == 0)
+			v = cl->core_opts[i] + 11;
+	return v;
+}
+
 static enum px_status apply_options(struct px_config *cfg, const struct px_catalog *cat,
 				    const struct cmdline *cl)
 {
@@ -968,7 +980,8 @@ int main(int argc, char *argv[])
 		rc = EXIT_USAGE;
 		goto out;
 	}
-	if (px_import_load(cl.catalog, &cat, err, sizeof(err)) != PX_OK) {
+	if (px_import_load(cl.catalog, strm_paths_option(&cl), &cat, err,
+			   sizeof(err)) != PX_OK) {
 		fprintf(stderr, "seamfs: %s\n", err);
 		rc = EXIT_CATALOG;
 		goto out;

@@ -55,6 +55,11 @@ struct build {
 	size_t ndir_keys, cap_dir_keys;
 	char *err;
 	size_t errlen;
+	/* screen: local paths outside strm_paths (NULL: none allowed) are
+	 * left out at import, never stat'ed (px_import_path_allowed) */
+	int screen;
+	const char *strm_paths;
+	size_t refused;              /* local paths left out so far */
 };
 
 /* The media extensions an asset path may take from its first source. */
@@ -382,6 +387,92 @@ static size_t skip_bom(const char *text, size_t len)
 	return len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;
 }
 
+/* Whether [dir, dir + n) names a folder that path lies below, by the
+ * letters alone (no file system access). */
+static int below(const char *path, const char *dir, size_t n)
+{
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	if (n == 1 && dir[0] == '/')
+		return 1;
+	return strncmp(path, dir, n) == 0 && path[n] == '/';
+}
+
+/* Whether path has a "." or ".." component: it could climb out of a folder
+ * its letters seem to lie in. */
+static int dotted(const char *path)
+{
+	for (const char *p = path; (p = strchr(p, '/')); ) {
+		p++;
+		size_t n = strcspn(p, "/");
+		if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return 1;
+	}
+	return 0;
+}
+
+/* Whether path lies below one of the folders, both as written (resolve 0:
+ * path is not touched; a folder counts as written and resolved) or both
+ * resolved (resolve 1, real is realpath(path)). */
+static int in_folders(const char *path, const char *folders, int resolve)
+{
+	char dir[PATH_MAX], rdir[PATH_MAX];
+	for (const char *p = folders; p && *p; p += strcspn(p, ":"), p += *p == ':') {
+		size_t n = strcspn(p, ":");
+		if (!n || n >= sizeof(dir))
+			continue;
+		memcpy(dir, p, n);
+		dir[n] = '\0';
+		if (!resolve && below(path, dir, n))
+			return 1;
+		if (realpath(dir, rdir) && below(path, rdir, strlen(rdir)))
+			return 1;
+	}
+	return 0;
+}
+
+int px_import_path_allowed(const char *strm_paths, const char *path, char *why,
+			   size_t whylen)
+{
+	char real[PATH_MAX];
+	int ok = 0;
+
+	if (!strm_paths) {
+		snprintf(why, whylen, "is a local path, and strm_paths allows none "
+			 "(set -o strm_paths=DIR to allow a folder)");
+	} else if (path[0] != '/' || dotted(path) || !in_folders(path, strm_paths, 0)) {
+		/* never touched: a stat() would tell whoever wrote the line
+		 * whether the file exists, its size and its age */
+		snprintf(why, whylen, "lies outside strm_paths (%s)", strm_paths);
+	} else if (!realpath(path, real)) {
+		snprintf(why, whylen, "cannot be resolved inside strm_paths (%s): %s", strm_paths,
+			 strerror(errno));
+	} else if (!in_folders(real, strm_paths, 1)) {
+		snprintf(why, whylen, "lies outside strm_paths (%s) once symlinks are resolved",
+			 strm_paths);
+	} else {
+		ok = 1;
+	}
+	return ok;
+}
+
+/*
+ * Whether a checked source line may stay: a URL always; a local path when
+ * not screened, or inside strm_paths. A refused one is counted and logged
+ * with the file and line, never stat'ed.
+ */
+static int keep_local(struct build *b, const char *file, int lineno, const char *loc)
+{
+	char why[PATH_MAX + 200], efile[PATH_MAX];
+	if (loc[0] != '/' || !b->screen ||
+	    px_import_path_allowed(b->strm_paths, loc, why, sizeof(why)))
+		return 1;
+	b->refused++;
+	px_catalog_escape(efile, sizeof(efile), file);
+	px_warn("import", "%s:%d: path: a local path that %s; left out", efile, lineno, why);
+	return 0;
+}
+
 /* ---------------------------------------------------------------- .strm */
 
 /* Parses one .strm file into an asset of b. */
@@ -392,6 +483,7 @@ static enum px_status strm_lines(struct build *b, const char *shown, const char 
 	size_t pos = skip_bom(text, len), n, raw, index = 0;
 	const char *line;
 	int lineno = 0, unsupported, have = 0;
+	size_t refused_before = b->refused;
 	enum px_status st;
 
 	if (len > PX_IMPORT_MAX_STRM_BYTES)
@@ -412,6 +504,8 @@ static enum px_status strm_lines(struct build *b, const char *shown, const char 
 					       &unsupported);
 		if (msg)
 			return fail(b, "%s:%d: url: %s", shown, lineno, msg);
+		if (!keep_local(b, shown, lineno, loc))
+			continue;
 		if (!have) {
 			/* the first source names the file: Heat.strm + heat.mkv → Heat.mkv */
 			char ext[8], path[PATH_MAX];
@@ -446,6 +540,13 @@ static enum px_status strm_lines(struct build *b, const char *shown, const char 
 				    PX_IMPORT_MAX_SOURCES);
 		if ((st = build_source(b, index, loc, hostport)))
 			return oom(b, shown);
+	}
+	if (!have && b->refused > refused_before) {
+		/* every source was a path outside strm_paths (warned above) */
+		char eshown[PATH_MAX];
+		px_catalog_escape(eshown, sizeof(eshown), shown);
+		px_warn("import", "%s: no source left; the file is not listed", eshown);
+		return PX_OK;
 	}
 	if (!have)
 		return fail(b, "%s: no URL (every line is blank or a comment)", shown);
@@ -669,8 +770,9 @@ out:
 	return st;
 }
 
-enum px_status px_import_strm_dir(const char *dir, struct px_catalog **out,
-				  char *err, size_t errlen)
+/* px_import_strm_dir(), local paths screened when screen is set. */
+static enum px_status strm_dir(const char *dir, int screen, const char *strm_paths,
+			       struct px_catalog **out, char *err, size_t errlen)
 {
 	struct build b;
 	struct walk w = { .b = &b };
@@ -685,6 +787,8 @@ enum px_status px_import_strm_dir(const char *dir, struct px_catalog **out,
 	w.root = root;
 	if ((st = build_init(&b, dir, err, errlen)))
 		goto out;
+	b.screen = screen;
+	b.strm_paths = strm_paths;
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0 || fstat(dfd, &sb)) {
 		st = fail_io(&b, "%s: cannot open the directory: %s", root, strerror(errno));
@@ -696,6 +800,11 @@ enum px_status px_import_strm_dir(const char *dir, struct px_catalog **out,
 	w.inos[0] = sb.st_ino;
 	if ((st = walk_dir(&w, dfd, "", 0)))
 		goto out;
+	if (b.cat->nassets == 0 && b.refused) {
+		st = fail(&b, "%s: no usable .strm files (%zu local path(s) outside strm_paths "
+			  "left out, see the warnings above)", root, b.refused);
+		goto out;
+	}
 	if (b.cat->nassets == 0) {
 		st = fail(&b, "%s: no .strm files in the directory or below it", root);
 		goto out;
@@ -972,6 +1081,11 @@ static enum px_status m3u_lines(struct m3u *m, const char *text, size_t len)
 		}
 		if (msg)
 			return fail(m->b, "%s:%d: url: %s", m->file, lineno, msg);
+		if (!keep_local(m->b, m->file, lineno, buf)) {
+			m->skipped++;
+			clear_info(m);
+			continue;
+		}
 		char base[PX_IMPORT_MAX_LINE];
 		base_name(buf, base, sizeof(base));
 		if (ends_with(base, ".m3u8") || ends_with(base, ".m3u")) {
@@ -1109,8 +1223,17 @@ out:
 	return st;
 }
 
-enum px_status px_import_m3u(const char *file, const char *text, size_t len,
-			     struct px_catalog **out, char *err, size_t errlen)
+enum px_status px_import_strm_dir(const char *dir, struct px_catalog **out,
+				  char *err, size_t errlen)
+{
+	return strm_dir(dir, 0, NULL, out, err, errlen);
+}
+
+
+/* px_import_m3u(), local paths screened when screen is set. */
+static enum px_status m3u_parse(const char *file, int screen, const char *strm_paths,
+				const char *text, size_t len, struct px_catalog **out,
+				char *err, size_t errlen)
 {
 	struct build b;
 	struct m3u m = { .b = &b, .file = file };
@@ -1119,6 +1242,8 @@ enum px_status px_import_m3u(const char *file, const char *text, size_t len,
 	*out = NULL;
 	if ((st = build_init(&b, file, err, errlen)))
 		goto out;
+	b.screen = screen;
+	b.strm_paths = strm_paths;
 	if (len > (size_t)PX_IMPORT_MAX_M3U_BYTES) {
 		st = fail(&b, "%s: larger than %ld MiB", file, PX_IMPORT_MAX_M3U_BYTES >> 20);
 		goto out;
@@ -1149,8 +1274,15 @@ out:
 	return st;
 }
 
-enum px_status px_import_m3u_load(const char *file, struct px_catalog **out,
-				  char *err, size_t errlen)
+enum px_status px_import_m3u(const char *file, const char *text, size_t len,
+			     struct px_catalog **out, char *err, size_t errlen)
+{
+	return m3u_parse(file, 0, NULL, text, len, out, err, errlen);
+}
+
+/* px_import_m3u_load(), local paths screened when screen is set. */
+static enum px_status m3u_load(const char *file, int screen, const char *strm_paths,
+			       struct px_catalog **out, char *err, size_t errlen)
 {
 	char *text = NULL;
 	size_t len = 0;
@@ -1164,19 +1296,25 @@ enum px_status px_import_m3u_load(const char *file, struct px_catalog **out,
 	}
 	if ((st = read_fd(fd, file, (size_t)PX_IMPORT_MAX_M3U_BYTES, &text, &len, err, errlen)))
 		return st;
-	st = px_import_m3u(file, text, len, out, err, errlen);
+	st = m3u_parse(file, screen, strm_paths, text, len, out, err, errlen);
 	free(text);
 	return st;
 }
 
-enum px_status px_import_load(const char *path, struct px_catalog **out,
-			      char *err, size_t errlen)
+enum px_status px_import_m3u_load(const char *file, struct px_catalog **out,
+				  char *err, size_t errlen)
+{
+	return m3u_load(file, 0, NULL, out, err, errlen);
+}
+
+enum px_status px_import_load(const char *path, const char *strm_paths,
+			      struct px_catalog **out, char *err, size_t errlen)
 {
 	struct stat sb;
 
 	if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-		return px_import_strm_dir(path, out, err, errlen);
+		return strm_dir(path, 1, strm_paths, out, err, errlen);
 	if (ends_with(path, ".m3u") || ends_with(path, ".m3u8"))
-		return px_import_m3u_load(path, out, err, errlen);
+		return m3u_load(path, 1, strm_paths, out, err, errlen);
 	return px_catalog_load(path, out, err, errlen);
 }

@@ -57,9 +57,24 @@ enum px_status px_import_m3u_load(const char *file, struct px_catalog **out,
 /*
  * Loads a CATALOG argument of the command line by its kind: a directory is
  * imported as .strm files, a file named *.m3u or *.m3u8 (any case) as a
- * playlist, anything else is a JSON catalog (px_catalog_load()).
+ * playlist, anything else is a JSON catalog (px_catalog_load()). A local
+ * path in a .strm or playlist line outside strm_paths (':'-separated
+ * folders, NULL: none allowed; px_import_path_allowed()) is left out with
+ * a warning naming the file and line, and never stat'ed or opened; a .strm
+ * left without a source is not listed. The importers above keep every
+ * local path (their callers screen).
  */
-enum px_status px_import_load(const char *path, struct px_catalog **out,
-			      char *err, size_t errlen) PX_WUR;
+enum px_status px_import_load(const char *path, const char *strm_paths,
+			      struct px_catalog **out, char *err, size_t errlen) PX_WUR;
+
+/*
+ * Whether a local path from a playlist may be used: it lies in one of the
+ * ':'-separated folders of strm_paths (NULL: none) by its letters (no "."
+ * or ".." component) - a path outside is never touched, so that whoever
+ * wrote the line learns nothing of the file - and again once symlinks are
+ * resolved. why says what is wrong, never quoting the path. Any thread.
+ */
+int px_import_path_allowed(const char *strm_paths, const char *path, char *why,
+			   size_t whylen);
 
 #endif

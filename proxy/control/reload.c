@@ -339,7 +339,7 @@ enum px_status px_reload_file(struct px_core *core, char *report, size_t len)
 		snprintf(report, len, "no catalog file to read again");
 		return PX_EINVAL;
 	}
-	st = px_import_load(core->catalog_path, &nc, err, sizeof(err));
+	st = px_import_load(core->catalog_path, core->cfg->strm_paths, &nc, err, sizeof(err));
 	if (st != PX_OK) {
 		snprintf(report, len, "the catalog was not reloaded, the old one stays: %s", err);
 	} else {

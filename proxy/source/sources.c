@@ -22,6 +22,7 @@
 #include "catalog.h"
 #include "context.h"
 #include "health.h"
+#include "import.h"
 #include "provider.h"
 #include "sources.h"
 #include "log.h"
@@ -252,48 +253,15 @@ enum px_status px_sources_remove(struct px_core *core, const char *asset_id,
 	return st;
 }
 
-/* Whether path lies in one of the ':'-separated folders, both resolved. */
-static int inside(const char *real, const char *folders)
-{
-	char dir[PATH_MAX], rdir[PATH_MAX];
-	for (const char *p = folders; p && *p;) {
-		size_t n = strcspn(p, ":");
-		if (n && n < sizeof(dir)) {
-			memcpy(dir, p, n);
-			dir[n] = '\0';
-			size_t rl;
-			if (realpath(dir, rdir) && (rl = strlen(rdir)) &&
-			    strncmp(real, rdir, rl) == 0 &&
-			    (real[rl] == '/' || (rl == 1 && rdir[0] == '/')))
-				return 1;
-		}
-		p += n + (p[n] == ':');
-	}
-	return 0;
-}
-
 int px_sources_path_allowed(const struct px_core *core, const char *path, int untrusted,
 			 char *why, size_t whylen)
 {
-	char real[PATH_MAX];
+	/* strm_paths first: a path outside is not even stat'ed */
+	if (untrusted && !px_import_path_allowed(core->cfg->strm_paths, path, why, whylen))
+		return 0;
 	const char *kind = px_file_kind(path);
 	if (kind) {
 		snprintf(why, whylen, "is %s: a path source must be a regular file", kind);
-		return 0;
-	}
-	if (!untrusted)
-		return 1;
-	if (!core->cfg->strm_paths) {
-		snprintf(why, whylen, "is a local path, and strm_paths allows none "
-			 "(set -o strm_paths=DIR to allow a folder)");
-		return 0;
-	}
-	if (!realpath(path, real)) {
-		snprintf(why, whylen, "cannot be resolved: %s", strerror(errno));
-		return 0;
-	}
-	if (!inside(real, core->cfg->strm_paths)) {
-		snprintf(why, whylen, "lies outside strm_paths (%s)", core->cfg->strm_paths);
 		return 0;
 	}
 	return 1;

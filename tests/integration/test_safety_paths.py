@@ -84,24 +84,56 @@ def test_strm_cannot_name_a_file_outside_strm_paths(seamfs, data, tmp_path):
     secret.write_bytes(SECRET.encode() * 1000)
     lib = strm_lib(tmp_path, {'Leak.strm': f'{secret}\n',
                               'Page.strm': f'{data["page.bin"].path}\n'})
-    # default: no local path from a playlist at all
-    m = seamfs.mount(lib, read_timeout=5)
-    for name in ('Leak', 'Page'):
-        p = m.path(name)
-        if os.path.exists(p):
-            with pytest.raises(OSError):
-                bounded(lambda: open(p, 'rb').read(), 20, 'read of a refused path')
-    assert 'strm_paths' in m.log()
-    m.unmount()
+    # default: no local path from a playlist at all, so nothing is left
+    mnt = tmp_path / 'mnt0'
+    mnt.mkdir()
+    r = seamfs.run(['-f', '-o', f'state_dir={tmp_path / "state"}', lib, mnt], timeout=30,
+                   mountpoints=[mnt])
+    assert r.returncode != 0
+    assert 'Leak.strm:1: path:' in r.stderr and 'strm_paths allows none' in r.stderr, r.stderr
+    assert 'no usable .strm files' in r.stderr, r.stderr
     # allowed folder: the data dir only; the secret next to the library stays out
     m = seamfs.mount(lib, read_timeout=5, options=[f'strm_paths={data.dir}'])
     assert bounded(lambda: sha256_file(m.path('Page')), 20, 'allowed read') == \
         data['page.bin'].sha256
-    p = m.path('Leak')
-    if os.path.exists(p):
-        with pytest.raises(OSError):
-            bounded(lambda: open(p, 'rb').read(), 20, 'read outside strm_paths')
-    assert 'outside strm_paths' in m.log()
+    assert not os.path.exists(m.path('Leak'))
+    assert 'Leak.strm:1: path:' in m.log() and 'outside strm_paths' in m.log()
+
+
+def test_strm_outside_strm_paths_is_never_listed(seamfs, data, tmp_path):
+    """A .strm naming a root-only file outside strm_paths: the entry is left
+    out, so no listing or stat through the mount tells whoever wrote it that
+    the file exists, its size or its age; the log names the .strm file, the
+    line and the rule. A .strm with an allowed line beside the refused one
+    is served from the allowed one, byte-exact."""
+    shadow = tmp_path / 'etc' / 'shadow'
+    shadow.parent.mkdir()
+    shadow.write_bytes(SECRET.encode() * 123)
+    os.chmod(shadow, 0o600)
+    os.utime(shadow, (1111111111, 1111111111))
+    page = data['page.bin']
+    lib = strm_lib(tmp_path, {'Leak.strm': f'# the shadow file\n{shadow}\n',
+                              'Mixed.strm': f'{shadow}\n{page.path}\n',
+                              'Page.strm': f'{page.path}\n'})
+    m = seamfs.mount(lib, read_timeout=5, options=[f'strm_paths={data.dir}'])
+    assert sorted(os.listdir(m.path())) == ['.seamfs', 'Mixed', 'Page']
+    assert not os.path.exists(m.path('Leak'))
+    for dirpath, dirs, files in os.walk(m.path()):
+        for name in dirs + files:
+            st = os.lstat(os.path.join(dirpath, name))
+            assert st.st_size != shadow.stat().st_size, name
+            assert int(st.st_mtime) != 1111111111, name
+    with open(m.path('.seamfs/status.json')) as f:
+        text = f.read()
+    assert str(shadow) not in text and 'Leak' not in text
+    for name in ('Mixed', 'Page'):
+        assert os.stat(m.path(name)).st_size == page.size
+        assert bounded(lambda: sha256_file(m.path(name)), 20, 'read ' + name) == page.sha256
+    log = m.log()
+    assert 'Leak.strm:2: path:' in log and 'Mixed.strm:1: path:' in log, log[-3000:]
+    assert f'outside strm_paths ({data.dir})' in log
+    assert 'Leak.strm: no source left' in log
+    assert str(shadow) not in log
 
 
 def test_strm_symlink_into_the_allowed_folder_is_resolved(seamfs, data, tmp_path):
@@ -111,13 +143,14 @@ def test_strm_symlink_into_the_allowed_folder_is_resolved(seamfs, data, tmp_path
     secret = tmp_path / 'secret.bin'
     secret.write_bytes(SECRET.encode() * 100)
     (allowed / 'innocent.bin').symlink_to(secret)
-    lib = strm_lib(tmp_path, {'Inn.strm': f'{allowed / "innocent.bin"}\n'})
+    (allowed / 'page.bin').write_bytes(data.bytes('page.bin'))
+    lib = strm_lib(tmp_path, {'Inn.strm': f'{allowed / "innocent.bin"}\n',
+                              'Page.strm': f'{allowed / "page.bin"}\n'})
     m = seamfs.mount(lib, read_timeout=5, options=[f'strm_paths={allowed}'])
-    p = m.path('Inn')
-    if os.path.exists(p):
-        with pytest.raises(OSError):
-            bounded(lambda: open(p, 'rb').read(), 20, 'read through a link out')
-    assert 'outside strm_paths' in m.log()
+    assert not os.path.exists(m.path('Inn'))
+    assert 'Inn.strm:1: path:' in m.log() and 'once symlinks are resolved' in m.log()
+    assert bounded(lambda: sha256_file(m.path('Page')), 20, 'allowed read') == \
+        data['page.bin'].sha256
 
 
 def test_symlinked_strm_never_quotes_its_target(seamfs_cli, tmp_path):

@@ -660,26 +660,26 @@ static void test_load_dispatch(void **state)
 	put(t, "bad.m3u", "#EXTINF:-1,B\nrtmp//h/b.mp4\n");
 
 	snprintf(p, sizeof(p), "%s/lib/", t->root);
-	assert_int_equal(px_import_load(p, &cat, err, sizeof(err)), PX_OK);
+	assert_int_equal(px_import_load(p, NULL, &cat, err, sizeof(err)), PX_OK);
 	assert_string_equal(cat->assets[0].path, "a.mkv");
 	px_catalog_free(cat);
 	snprintf(p, sizeof(p), "%s/list.M3U8", t->root);
-	assert_int_equal(px_import_load(p, &cat, err, sizeof(err)), PX_OK);
+	assert_int_equal(px_import_load(p, NULL, &cat, err, sizeof(err)), PX_OK);
 	assert_string_equal(cat->assets[0].path, "B.mp4");
 	assert_string_equal(cat->file, p);
 	px_catalog_free(cat);
 	snprintf(p, sizeof(p), "%s/cat.json", t->root);
-	assert_int_equal(px_import_load(p, &cat, err, sizeof(err)), PX_OK);
+	assert_int_equal(px_import_load(p, NULL, &cat, err, sizeof(err)), PX_OK);
 	assert_string_equal(cat->assets[0].path, "c.bin");
 	px_catalog_free(cat);
 	snprintf(p, sizeof(p), "%s/bad.m3u", t->root);
-	assert_int_equal(px_import_load(p, &cat, err, sizeof(err)), PX_EINVAL);
+	assert_int_equal(px_import_load(p, NULL, &cat, err, sizeof(err)), PX_EINVAL);
 	assert_null(cat);
 	char want[600];
 	snprintf(want, sizeof(want), "%s:2: url: ", p);
 	check_msg(err, want, "neither");
 	snprintf(p, sizeof(p), "%s/missing.m3u", t->root);
-	assert_int_equal(px_import_load(p, &cat, err, sizeof(err)), PX_EIO);
+	assert_int_equal(px_import_load(p, NULL, &cat, err, sizeof(err)), PX_EIO);
 	check_msg(err, p, "cannot open the playlist");
 }
 
