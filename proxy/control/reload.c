@@ -126,8 +126,10 @@ static void merge_sources(struct px_core *core, size_t ai, const struct px_asset
 		if (!keep && !rt->dead[k]) {
 			rt->dead[k] = 1;
 			struct src_rt *all = px_src_ensure(core, ai);
-			if (all)
+			if (all) {
+				all[k].removed = 1;
 				px_src_why(&all[k], "removed by a reload");
+			}
 			(*removed)++;
 		}
 	}
@@ -140,6 +142,7 @@ static void merge_sources(struct px_core *core, size_t ai, const struct px_asset
 			if (rt->dead[k] && rt->src &&
 			    strcmp(px_src_why_of(&rt->src[k]), "removed by a reload") == 0) {
 				rt->dead[k] = 0; /* back in the list */
+				rt->src[k].removed = 0;
 				px_src_why(&rt->src[k], NULL);
 			}
 			continue;

@@ -49,6 +49,9 @@ struct src_rt {
 				    * until probed; under vf_lock */
 	int wrong_size;            /* rejected for its size: not counted in a
 				    * majority */
+	int removed;               /* taken out (the control API, a reload):
+				    * no longer a source of the asset, only
+				    * an add or a reload brings it back */
 };
 
 /*

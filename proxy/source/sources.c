@@ -102,6 +102,26 @@ static long find_source(const struct px_asset *a, const char *where)
 	return -1;
 }
 
+/* Whether source k of the asset was taken out (px_sources_remove, a
+ * reload). vf_lock held. */
+static int was_removed(const struct px_core *core, size_t asset, long k)
+{
+	const struct asset_rt *rt = &core->assets[asset];
+	return k >= 0 && rt->dead[k] && rt->src && rt->src[k].removed;
+}
+
+/* Brings a removed source back as a new one would come: unverified. Both
+ * locks held. */
+static void revive(struct px_core *core, size_t asset, long k)
+{
+	struct src_rt *sr = &core->assets[asset].src[k];
+	px_src_why(sr, NULL);
+	sr->removed = 0;
+	sr->state = VS_UNKNOWN;
+	sr->inconclusive = 0;
+	core->assets[asset].dead[k] = 0;
+}
+
 /* The asset an API request names, listed and plain. */
 static enum px_status find_asset(struct px_core *core, const char *id, size_t *out, char *err,
 				 size_t errlen)
@@ -158,7 +178,12 @@ enum px_status px_sources_add(struct px_core *core, const char *asset_id, const 
 	const char *want = provider ? provider : hostport;
 	while (prov < m->nproviders && strcmp(m->providers[prov].name, want) != 0)
 		prov++;
-	if (find_source(a, where) >= 0) {
+	long had = find_source(a, where);
+	if (was_removed(core, asset, had)) {
+		revive(core, asset, had);
+		prov = a->sources[had].provider;
+		st = PX_OK;
+	} else if (had >= 0) {
 		snprintf(err, errlen, "%s: \"%s\" is already a source of \"%s\"",
 			 is_url ? "url" : "path", esc, a->id);
 		st = PX_EEXIST;
@@ -235,15 +260,20 @@ enum px_status px_sources_remove(struct px_core *core, const char *asset_id,
 	pthread_mutex_lock(&core->vf_lock);
 	const struct px_asset *a = &core->cat->assets[asset];
 	long k = find_source(a, where);
-	if (k < 0) {
+	struct src_rt *all = k >= 0 ? px_src_ensure(core, asset) : NULL;
+	if (k < 0 || was_removed(core, asset, k)) {
 		px_catalog_escape(esc, sizeof(esc), shown);
-		snprintf(err, errlen, "url: \"%s\" is not a source of \"%s\"", esc, a->id);
+		snprintf(err, errlen, "%s: \"%s\" is not a source of \"%s\"%s",
+			 strstr(where, "://") ? "url" : "path", esc, a->id,
+			 k < 0 ? "" : " (it was removed)");
 		st = PX_ENOTFOUND;
+	} else if (!all) {
+		snprintf(err, errlen, "out of memory");
+		st = PX_ENOMEM;
 	} else {
 		core->assets[asset].dead[k] = 1;
-		struct src_rt *all = px_src_ensure(core, asset);
-		if (all)
-			px_src_why(&all[k], "removed through the control API");
+		all[k].removed = 1;
+		px_src_why(&all[k], "removed through the control API");
 	}
 	pthread_mutex_unlock(&core->vf_lock);
 	pthread_mutex_unlock(&core->prov_lock);

@@ -371,3 +371,37 @@ def test_source_added_to_live_session_takes_over(seamfs, data, origins, sockdir)
     r = ctl(seamfs, sock, 'remove-source', 'movie', 'http://127.0.0.1:1/none')
     assert r.returncode == 1 and 'not a source' in r.stderr
     assert m.proc.poll() is None
+
+
+def test_answers_are_as_documented(seamfs, data, origins, sockdir):
+    """docs/control.md: a name that is not UTF-8 is 400 (field name) on
+    every route that takes one; removing a source twice is 404 the second
+    time; a removed source may be added again and serves byte-exact."""
+    sock = os.path.join(sockdir, 'ctl.sock')
+    a, b = origins
+    m = seamfs.mount(two_providers(data, origins), options=[f'control_socket={sock}'])
+    for target, body in (('/v1/providers/p%FF1/drain', b''),
+                         ('/v1/providers/%C3%28/resume', b''),
+                         ('/v1/assets/mov%E9/sources', b'{"url": "http://127.0.0.1:1/a"}'),
+                         ('/v1/assets/mov%E9/sources/remove', b'{"url": "http://127.0.0.1:1/a"}'),
+                         ('/v1/storages/st%FF/drain', b'')):
+        status, _, payload = http(sock, 'POST', target, body)
+        js = json.loads(payload)
+        assert (status, js['field']) == (400, 'name'), (target, status, js)
+        assert 'UTF-8' in js['error'], js
+    one = json.dumps({'url': b.url('mid.bin')}).encode()
+    status, _, payload = http(sock, 'POST', '/v1/assets/movie/sources/remove', one)
+    assert status == 200 and json.loads(payload)['result'] == 'removed', payload
+    status, _, payload = http(sock, 'POST', '/v1/assets/movie/sources/remove', one)
+    js = json.loads(payload)
+    assert status == 404 and 'removed' in js['error'] and js['field'] == 'url', (status, js)
+    r = ctl(seamfs, sock, 'remove-source', 'movie', b.url('mid.bin'))
+    assert r.returncode == 1 and 'field: url' in r.stderr, r.stderr
+    # added again: a source once more, and reads still come out whole
+    status, _, payload = http(sock, 'POST', '/v1/assets/movie/sources', one)
+    assert status == 200 and json.loads(payload)['result'] == 'added', payload
+    st = status_file(m)
+    (src,) = [s for s in st['assets'][0]['sources'] if s['source'] == b.url('mid.bin')]
+    assert src['verification'] != 'dead', src
+    assert bounded(lambda: sha256_file(m.path('movie.bin')), 60, 'read') == data['mid.bin'].sha256
+    assert m.proc.poll() is None
