@@ -763,11 +763,52 @@ static void on_stop_signal(int sig)
 	errno = saved;
 }
 
-/* What the stopper thread works with; main's, outlives the thread. */
+/* What the stopper and reloader threads work with; main's, outlives
+ * them. */
 struct stopper_ctx {
 	struct px_core *core;
 	const struct fs_notify *notify;
+	/* SIGHUP's reloads run on a thread of their own: a catalog on a hung
+	 * file system may hold a reload for its whole bound, and the stopper
+	 * must be free to stop the daemon meanwhile (px_core_stop() also makes
+	 * the reload give up) */
+	pthread_t reloader;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int pending, quit;           /* under lock */
 };
+
+static void *reloader_main(void *arg)
+{
+	struct stopper_ctx *sc = arg;
+	char report[1024];
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	pthread_mutex_lock(&sc->lock);
+	for (;;) {
+		while (!sc->pending && !sc->quit)
+			pthread_cond_wait(&sc->cond, &sc->lock);
+		if (sc->quit)
+			break;
+		sc->pending = 0;   /* SIGHUPs meanwhile: one more reload after this */
+		pthread_mutex_unlock(&sc->lock);
+		px_info("main", "SIGHUP: reading the catalog again");
+		/* on failure the old catalog stays; the core logged why */
+		if (px_reload_file(sc->core, report, sizeof(report)) != PX_OK) {
+			px_debug("main", "reload refused");
+			fs_notify_status(sc->notify, "reload refused (old catalog kept): "
+					 "%zu assets listed", px_core_listed(sc->core));
+		} else {
+			fs_notify_status(sc->notify, "catalog reloaded: %zu assets listed",
+					 px_core_listed(sc->core));
+		}
+		pthread_mutex_lock(&sc->lock);
+	}
+	pthread_mutex_unlock(&sc->lock);
+	return NULL;
+}
 
 static void *stopper_main(void *arg)
 {
@@ -784,21 +825,14 @@ static void *stopper_main(void *arg)
 			n = read(stop_pipe[0], &c, 1);
 		while (n < 0 && errno == EINTR);
 		if (n == 1 && c == SIGHUP) {
-			char report[1024];
 			/* logrotate's postrotate sends SIGHUP too: a new log file */
 			if (px_log_reopen() != PX_OK)
 				px_error("main", "cannot reopen the log file %s: %s; still writing "
 					 "the old one", px_log_file(), strerror(errno));
-			px_info("main", "SIGHUP: reading the catalog again");
-			/* on failure the old catalog stays; the core logged why */
-			if (px_reload_file(core, report, sizeof(report)) != PX_OK) {
-				px_debug("main", "reload refused");
-				fs_notify_status(sc->notify, "reload refused (old catalog kept): "
-						 "%zu assets listed", px_core_listed(core));
-			} else {
-				fs_notify_status(sc->notify, "catalog reloaded: %zu assets listed",
-						 px_core_listed(core));
-			}
+			pthread_mutex_lock(&sc->lock);
+			sc->pending = 1;
+			pthread_cond_signal(&sc->cond);
+			pthread_mutex_unlock(&sc->lock);
 			continue;
 		}
 		if (n == 1 && c != 0) {
@@ -810,15 +844,36 @@ static void *stopper_main(void *arg)
 	}
 }
 
+/* Ends the reloader thread, after the reload it is in. */
+static void end_reloader(struct stopper_ctx *sc)
+{
+	pthread_mutex_lock(&sc->lock);
+	sc->quit = 1;
+	pthread_cond_signal(&sc->cond);
+	pthread_mutex_unlock(&sc->lock);
+	pthread_join(sc->reloader, NULL);
+	pthread_mutex_destroy(&sc->lock);
+	pthread_cond_destroy(&sc->cond);
+}
+
 /* Installs on_stop_signal for SIGTERM, SIGINT and SIGHUP and starts the
- * stopper thread, which also reloads the catalog on SIGHUP. Returns 0 on
- * success. */
+ * stopper thread and the reloader thread (the catalog on SIGHUP). Returns
+ * 0 on success. */
 static int start_stopper(struct fuse_session *se, struct stopper_ctx *sc, pthread_t *thread)
 {
 	struct sigaction sa;
 	if (pipe2(stop_pipe, O_CLOEXEC))
 		return -1;
+	pthread_mutex_init(&sc->lock, NULL);
+	pthread_cond_init(&sc->cond, NULL);
+	if (pthread_create(&sc->reloader, NULL, reloader_main, sc)) {
+		close(stop_pipe[0]);
+		close(stop_pipe[1]);
+		stop_pipe[0] = stop_pipe[1] = -1;
+		return -1;
+	}
 	if (pthread_create(thread, NULL, stopper_main, sc)) {
+		end_reloader(sc);
 		close(stop_pipe[0]);
 		close(stop_pipe[1]);
 		stop_pipe[0] = stop_pipe[1] = -1;
@@ -834,7 +889,7 @@ static int start_stopper(struct fuse_session *se, struct stopper_ctx *sc, pthrea
 	return 0;
 }
 
-static void end_stopper(pthread_t thread)
+static void end_stopper(struct stopper_ctx *sc, pthread_t thread)
 {
 	struct sigaction sa;
 	unsigned char zero = 0;
@@ -848,6 +903,8 @@ static void end_stopper(pthread_t thread)
 	ssize_t w = write(stop_pipe[1], &zero, 1);
 	(void)w;
 	pthread_join(thread, NULL);
+	/* a reload in flight gives up once the core stops (bounded else) */
+	end_reloader(sc);
 	close(stop_pipe[0]);
 	close(stop_pipe[1]);
 	stop_pipe[0] = stop_pipe[1] = -1;
@@ -923,7 +980,7 @@ int main(int argc, char *argv[])
 	long holder = 0;
 	pthread_t stopper_thread;
 	struct fs_notify notify;
-	struct stopper_ctx sc = { NULL, &notify };
+	struct stopper_ctx sc = { .notify = &notify };
 	char log_where[256];
 
 	/* glibc gives every thread that allocates its own arena (up to 8 per
@@ -1204,7 +1261,7 @@ out:
 		report(&report_fd, (unsigned char)(rc ? rc : EXIT_RUNTIME));
 	px_control_stop(control);
 	if (stopper)
-		end_stopper(stopper_thread);
+		end_stopper(&sc, stopper_thread);
 	if (mounted)
 		fuse_session_unmount(se);
 	if (handlers)

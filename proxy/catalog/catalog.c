@@ -1172,15 +1172,24 @@ enum px_status px_catalog_load(const char *file, struct px_catalog **out,
 	enum px_status st = PX_EIO;
 	char *buf = NULL;
 	struct stat sb;
-	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO put in the catalog's place must not hold the
+	 * open until a writer comes; what is not a regular file is refused */
+	int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 
 	*out = NULL;
 	if (fd < 0) {
 		snprintf(err, errlen, "%s: cannot open the catalog: %s", file, strerror(errno));
 		return PX_EIO;
 	}
-	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-		snprintf(err, errlen, "%s: not a regular file", file);
+	if (fstat(fd, &sb)) {
+		snprintf(err, errlen, "%s: cannot stat the catalog: %s", file, strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		snprintf(err, errlen, "%s: the catalog is %s, not a regular file", file,
+			 S_ISFIFO(sb.st_mode) ? "a FIFO" : S_ISDIR(sb.st_mode) ? "a directory"
+			 : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
+			 : S_ISSOCK(sb.st_mode) ? "a socket" : "something else");
 		goto out;
 	}
 	if (sb.st_size > CATALOG_MAX_BYTES) {

@@ -22,6 +22,7 @@
  * needs a remount. The new catalog's strings are borrowed: the core keeps
  * every catalog it was given until it is freed.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,8 +37,13 @@
 #include "sources.h"
 #include "standby.h"
 #include "tree.h"
+#include "clock.h"
 #include "import.h"
 #include "log.h"
+
+/* How long a reload waits for the catalog file: a .strm tree of 100 000
+ * files on a slow NFS server is read well within it. */
+#define RELOAD_READ_MS 30000
 
 /* Appends to the report, keeping it one line. */
 static void note(char *r, size_t len, const char *fmt, ...) PX_PRINTF(3, 4);
@@ -332,6 +338,139 @@ out:
 	return st;
 }
 
+/*
+ * A catalog read on its own thread. A file on a hung NFS mount holds its
+ * reader in the kernel for as long as the server is away, and whoever
+ * asked for the reload (the signal thread, the control API) must not be
+ * held with it: the waiter gives up at a bound or when the daemon stops,
+ * and the reader, touching nothing but this job, frees it when it ends.
+ */
+struct load_job {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int done, abandoned;         /* under lock */
+	char *path, *strm_paths;
+	struct px_catalog *cat;
+	enum px_status st;
+	char err[1024];
+};
+
+static void job_free(struct load_job *j)
+{
+	pthread_mutex_destroy(&j->lock);
+	pthread_cond_destroy(&j->cond);
+	px_catalog_free(j->cat);
+	free(j->path);
+	free(j->strm_paths);
+	free(j);
+}
+
+static void *load_main(void *arg)
+{
+	struct load_job *j = arg;
+	struct px_catalog *cat = NULL;
+	char err[sizeof(j->err)];
+	enum px_status st = px_import_load(j->path, j->strm_paths, &cat, err, sizeof(err));
+
+	pthread_mutex_lock(&j->lock);
+	int abandoned = j->abandoned;
+	j->cat = cat;
+	j->st = st;
+	memcpy(j->err, err, sizeof(err));
+	j->done = 1;
+	pthread_cond_broadcast(&j->cond);
+	pthread_mutex_unlock(&j->lock);
+	if (abandoned) {
+		px_warn("reload", "%s: the reload given up on has ended its read now (%s); "
+			"nothing applied", j->path, st == PX_OK ? "read" : "failed");
+		job_free(j);
+	}
+	return NULL;
+}
+
+/* Whether px_core_stop() was called. */
+static int stopping(struct px_core *core)
+{
+	pthread_mutex_lock(&core->prov_lock);
+	int s = core->stopping;
+	pthread_mutex_unlock(&core->prov_lock);
+	return s;
+}
+
+/* Starts the reader; NULL when it cannot (err says why). */
+static struct load_job *load_start(struct px_core *core, char *err, size_t errlen)
+{
+	struct load_job *j = calloc(1, sizeof(*j));
+	pthread_attr_t attr;
+	pthread_t t;
+	int ok = 0;
+
+	if (!j || !(j->path = strdup(core->catalog_path)) ||
+	    (core->cfg->strm_paths && !(j->strm_paths = strdup(core->cfg->strm_paths)))) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	pthread_mutex_init(&j->lock, NULL);
+	px_cond_init_mono(&j->cond);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	ok = pthread_create(&t, &attr, load_main, j) == 0;
+	pthread_attr_destroy(&attr);
+	if (!ok)
+		snprintf(err, errlen, "%s: cannot start a thread to read it", core->catalog_path);
+out:
+	if (!ok && j) {
+		if (j->path)
+			job_free(j);
+		else
+			free(j);
+		j = NULL;
+	}
+	return j;
+}
+
+/*
+ * px_import_load() of the catalog, waited for at most RELOAD_READ_MS and
+ * not past px_core_stop(): a reader that has not answered by then is left
+ * behind (PX_ETIMEDOUT, err says so) and frees what it read itself.
+ */
+static enum px_status load_bounded(struct px_core *core, struct px_catalog **out, char *err,
+				   size_t errlen)
+{
+	enum px_status st = PX_EIO;
+	int64_t deadline = px_now_ms() + RELOAD_READ_MS;
+	struct load_job *j = load_start(core, err, errlen);
+
+	*out = NULL;
+	if (!j)
+		return PX_ENOMEM;
+	pthread_mutex_lock(&j->lock);
+	/* in steps, so that a stop is seen within one */
+	while (!j->done && px_now_ms() < deadline && !stopping(core))
+		px_cond_wait_until(&j->cond, &j->lock, &j->done,
+				   px_now_ms() + 100 < deadline ? px_now_ms() + 100 : deadline);
+	if (j->done) {
+		st = j->st;
+		*out = j->cat;
+		j->cat = NULL;
+		snprintf(err, errlen, "%s", j->err);
+	} else {
+		j->abandoned = 1;
+		st = PX_ETIMEDOUT;
+		if (stopping(core))
+			snprintf(err, errlen, "%s: not read before the daemon stopped (a hung file "
+				 "system?)", core->catalog_path);
+		else
+			snprintf(err, errlen, "%s: not read within %d s (a hung file system?); "
+				 "the read is left behind", core->catalog_path, RELOAD_READ_MS / 1000);
+	}
+	int mine = j->done;
+	pthread_mutex_unlock(&j->lock);
+	if (mine)
+		job_free(j);
+	return st;
+}
+
 enum px_status px_reload_file(struct px_core *core, char *report, size_t len)
 {
 	struct px_catalog *nc = NULL;
@@ -342,7 +481,7 @@ enum px_status px_reload_file(struct px_core *core, char *report, size_t len)
 		snprintf(report, len, "no catalog file to read again");
 		return PX_EINVAL;
 	}
-	st = px_import_load(core->catalog_path, core->cfg->strm_paths, &nc, err, sizeof(err));
+	st = load_bounded(core, &nc, err, sizeof(err));
 	if (st != PX_OK) {
 		snprintf(report, len, "the catalog was not reloaded, the old one stays: %s", err);
 	} else {

@@ -125,3 +125,52 @@ def test_reload_while_reading(seamfs, data, two_origins, sockdir):
     assert 'catalog reloaded' in r.stdout and 'new path needs a remount' in r.stdout
     assert os.path.exists(m.path('Movies/a.bin'))
     assert m.proc.poll() is None
+
+
+def soon(pred, timeout, what):
+    """wait_until that gives up quietly: a daemon of the old code never got
+    there, and the test goes on to the check that says what went wrong."""
+    try:
+        return wait_until(pred, timeout, what)
+    except pytest.fail.Exception:
+        return None
+
+
+def stop_within_bound(m):
+    """SIGTERM: the daemon's PID exits within a bound and the mount is gone."""
+    m.signal(signal.SIGTERM)
+    rc = m.wait_exit(20)
+    assert rc is not None, 'SIGTERM did not end the daemon within 20 s:\n' + m.log()[-2000:]
+    assert rc == 0, m.log()[-2000:]
+    assert not m.is_mounted()
+
+
+def test_catalog_replaced_by_a_fifo(seamfs, data, two_origins):
+    """A FIFO in the catalog's place: the reload refuses it at once (the open
+    does not wait for a writer) and says why, naming the file; the old
+    catalog serves on byte-exact; SIGTERM ends the daemon."""
+    o1, _ = two_origins
+    cat = {'providers': [{'name': 'p1'}], 'assets': [
+        asset('a', 'Movies/a.bin', [('p1', o1.url('mid.bin'))], data['mid.bin'].size)]}
+    catfile = seamfs.write_catalog(cat, name='catalog.json')
+    m = seamfs.mount(catfile, read_timeout=20)
+    catfile.unlink()
+    os.mkfifo(catfile)
+    try:
+        m.signal(signal.SIGHUP)
+        assert bounded(lambda: sha256_file(m.path('Movies/a.bin')), 30, 'read a') == \
+            data['mid.bin'].sha256
+        assert sorted(os.listdir(m.path('Movies'))) == ['a.bin']
+        why = 'catalog.json: the catalog is a FIFO, not a regular file'
+        refused = soon(lambda: why in m.log(), 20, 'the reload refused')
+        if refused:
+            st = status(m)
+            assert st['reload']['ok'] is False and why in st['reload']['last'], st['reload']
+        stop_within_bound(m)
+        assert refused, m.log()[-2000:]
+    finally:
+        # whatever still waits on the FIFO gets a writer, and goes
+        try:
+            os.close(os.open(catfile, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
