@@ -1262,6 +1262,8 @@ out:
 	px_control_stop(control);
 	if (stopper)
 		end_stopper(&sc, stopper_thread);
+	/* no reload can start now */
+	int readers_left = core ? px_reload_readers_left(core) : 0;
 	if (mounted)
 		fuse_session_unmount(se);
 	if (handlers)
@@ -1291,5 +1293,13 @@ out:
 	free(cl.catalog);
 	free(cl.mountpoint);
 	fuse_opt_free_args(&args);
+	if (readers_left) {
+		/* a catalog reader still stuck in the kernel would outlive exit()'s
+		 * handlers (a leak checker would wait for it for good): everything
+		 * of ours is released, so end here */
+		px_info("main", "%d catalog reader(s) given up on are left behind", readers_left);
+		fflush(NULL);
+		_exit(rc);
+	}
 	return rc;
 }

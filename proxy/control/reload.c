@@ -457,6 +457,9 @@ static enum px_status load_bounded(struct px_core *core, struct px_catalog **out
 	} else {
 		j->abandoned = 1;
 		st = PX_ETIMEDOUT;
+		pthread_mutex_lock(&core->reload_lock);
+		core->readers_left++;
+		pthread_mutex_unlock(&core->reload_lock);
 		if (stopping(core))
 			snprintf(err, errlen, "%s: not read before the daemon stopped (a hung file "
 				 "system?)", core->catalog_path);
@@ -469,6 +472,14 @@ static enum px_status load_bounded(struct px_core *core, struct px_catalog **out
 	if (mine)
 		job_free(j);
 	return st;
+}
+
+int px_reload_readers_left(struct px_core *core)
+{
+	pthread_mutex_lock(&core->reload_lock);
+	int n = core->readers_left;
+	pthread_mutex_unlock(&core->reload_lock);
+	return n;
 }
 
 enum px_status px_reload_file(struct px_core *core, char *report, size_t len)

@@ -28,4 +28,11 @@ enum px_status px_reload_catalog(struct px_core *core, struct px_catalog *cat, c
  * and the status. Any thread but a FUSE worker's.
  */
 enum px_status px_reload_file(struct px_core *core, char *report, size_t len) PX_WUR;
+
+/*
+ * How many catalog readers px_reload_file() gave up on (a file system
+ * that stopped answering): each may still sit in the kernel, where even
+ * the process's exit waits for it. Any thread.
+ */
+int px_reload_readers_left(struct px_core *core);
 #endif

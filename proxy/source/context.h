@@ -127,6 +127,8 @@ struct px_core {
 	int reload_ok;
 	int64_t reload_when;
 	uint64_t n_reloads;
+	int readers_left;          /* catalog readers a reload gave up on, that
+				    * may still sit in the kernel (reload.c) */
 	void (*on_reload)(void *ctx, const struct px_tree *old, const struct px_tree *now);
 	void *on_reload_ctx;
 	size_t nlisted;

@@ -174,3 +174,56 @@ def test_catalog_replaced_by_a_fifo(seamfs, data, two_origins):
             os.close(os.open(catfile, os.O_WRONLY | os.O_NONBLOCK))
         except OSError:
             pass
+
+
+def all_stopped(pid):
+    """Whether every thread of pid is stopped (state T)."""
+    states = []
+    for t in os.listdir(f'/proc/{pid}/task'):
+        try:
+            with open(f'/proc/{pid}/task/{t}/stat') as f:
+                states.append(f.read().rsplit(')', 1)[1].split()[0])
+        except OSError:
+            pass
+    return bool(states) and all(s == 'T' for s in states)
+
+
+def test_reload_stuck_on_a_hung_file_system(seamfs, data, two_origins, tmp_path):
+    """The .strm library leads (a symlink) into a file system that stops
+    answering, as a hung NFS mount does: here another seamfs mount whose
+    daemon is stopped (SIGSTOP). A reload is given up at its bound, keeps
+    the old catalog and says why; the old files read on byte-exact; a second
+    reload is stuck when SIGTERM comes, and the daemon still ends."""
+    o1, o2 = two_origins
+    other = seamfs.mount({'assets': [{'id': 'x', 'path': 'x.bin', 'size': data['odd.bin'].size,
+                                      'sources': [{'url': o2.url('odd.bin')}]}]},
+                         mnt=tmp_path / 'other')
+    lib = tmp_path / 'library'
+    lib.mkdir()
+    (lib / 'Movie.strm').write_text(o1.url('mid.bin') + '\n')
+    (lib / 'more').symlink_to(other.mnt)
+    m = seamfs.mount(lib, read_timeout=20)
+    assert bounded(lambda: sha256_file(m.path('Movie')), 30, 'read Movie') == \
+        data['mid.bin'].sha256
+    os.kill(other.pid, signal.SIGSTOP)
+    try:
+        # every thread stopped first: one woken by the stop could still take
+        # a request off the queue, and a request taken by a FUSE daemon cannot
+        # be killed (not even at exit), unlike one still queued or an NFS read
+        wait_until(lambda: all_stopped(other.pid), 20, 'the other daemon stopped')
+        m.signal(signal.SIGHUP)
+        why = 'library: not read within 30 s (a hung file system?)'
+        given_up = soon(lambda: why in m.log(), 60, 'the reload given up')
+        if given_up:
+            st = status(m)
+            assert st['reload']['ok'] is False and why in st['reload']['last'], st['reload']
+        assert sorted(os.listdir(m.path())) == ['.seamfs', 'Movie']
+        assert bounded(lambda: sha256_file(m.path('Movie')), 30, 'read Movie') == \
+            data['mid.bin'].sha256
+        m.signal(signal.SIGHUP)
+        soon(lambda: m.log().count('SIGHUP: reading the catalog again') == 2, 20,
+             'the second reload begun')
+        stop_within_bound(m)
+        assert given_up, m.log()[-2000:]
+    finally:
+        os.kill(other.pid, signal.SIGCONT)
