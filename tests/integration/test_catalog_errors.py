@@ -11,6 +11,7 @@ missing field at the enclosing object.  For JSON syntax errors only the line is
 checked (the column of a syntax error depends on the parser's lookahead).
 """
 
+import os
 import re
 
 import pytest
@@ -279,3 +280,22 @@ def test_catalog_missing_file(seamfs_cli, tmp_path):
     r = seamfs_cli.run(['-f', cat, mnt], mountpoints=[mnt])
     assert r.returncode in (1, 3), (r.returncode, r.stderr)
     assert str(cat) in r.stderr
+
+
+def test_catalog_that_is_a_fifo(seamfs_cli, tmp_path):
+    """A FIFO as the catalog: refused at once, named as one (the open does
+    not wait for a writer); nothing is mounted."""
+    cat = tmp_path / 'catalog.json'
+    os.mkfifo(cat)
+    mnt = seamfs_cli.new_mountpoint()
+    try:
+        r = seamfs_cli.run(['-f', '-o', f'state_dir={tmp_path / "state"}', cat, mnt],
+                           timeout=20, mountpoints=[mnt])
+    finally:
+        try:   # whatever still waits on the FIFO gets a writer, and goes
+            os.close(os.open(cat, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    assert f'{cat}: the catalog is a FIFO, not a regular file' in r.stderr, r.stderr
+    assert not os.listdir(mnt)
