@@ -438,7 +438,7 @@ int px_import_path_allowed(const char *strm_paths, const char *path, char *why,
 	int ok = 0;
 
 	if (!strm_paths) {
-		snprintf(why, whylen, "is a local path, and strm_paths allows none "
+		snprintf(why, whylen, "is not allowed: strm_paths allows no local path "
 			 "(set -o strm_paths=DIR to allow a folder)");
 	} else if (path[0] != '/' || dotted(path) || !in_folders(path, strm_paths, 0)) {
 		/* never touched: a stat() would tell whoever wrote the line
@@ -469,7 +469,7 @@ static int keep_local(struct build *b, const char *file, int lineno, const char 
 		return 1;
 	b->refused++;
 	px_catalog_escape(efile, sizeof(efile), file);
-	px_warn("import", "%s:%d: path: a local path that %s; left out", efile, lineno, why);
+	px_warn("import", "%s:%d: path: the local path %s; left out", efile, lineno, why);
 	return 0;
 }
 

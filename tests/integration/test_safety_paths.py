@@ -90,7 +90,7 @@ def test_strm_cannot_name_a_file_outside_strm_paths(seamfs, data, tmp_path):
     r = seamfs.run(['-f', '-o', f'state_dir={tmp_path / "state"}', lib, mnt], timeout=30,
                    mountpoints=[mnt])
     assert r.returncode != 0
-    assert 'Leak.strm:1: path:' in r.stderr and 'strm_paths allows none' in r.stderr, r.stderr
+    assert 'Leak.strm:1: path:' in r.stderr and 'strm_paths allows no local path' in r.stderr, r.stderr
     assert 'no usable .strm files' in r.stderr, r.stderr
     # allowed folder: the data dir only; the secret next to the library stays out
     m = seamfs.mount(lib, read_timeout=5, options=[f'strm_paths={data.dir}'])
@@ -173,13 +173,19 @@ def test_ctl_add_source_refuses_special_files_and_paths_outside(seamfs, data, or
     sock = tmp_path / 'ctl.sock'
     cat = {'assets': [{'id': 'movie', 'path': 'movie.bin', 'size': data['mid.bin'].size,
                        'mtime': 1700000000, 'sources': [{'url': origin.url('mid.bin')}]}]}
-    m = seamfs.mount(cat, options=[f'control_socket={sock}', f'strm_paths={data.dir}'])
+    # the FIFO and the folder lie inside strm_paths: refused for what they
+    # are; outside it nothing is looked at, whatever it is
+    adir = tmp_path / 'adir'
+    adir.mkdir()
+    m = seamfs.mount(cat, options=[f'control_socket={sock}',
+                                   f'strm_paths={data.dir}:{tmp_path}'])
 
     def ctl(*args):
         return subprocess.run([seamfs.binary, 'ctl', '--socket', str(sock), *args],
                               capture_output=True, text=True, timeout=15)
     for bad, words in ((str(fifo), 'a FIFO'), ('/proc/self/environ', 'outside strm_paths'),
-                       ('/dev/zero', 'a device'), (str(tmp_path), 'a directory')):
+                       ('/dev/zero', 'outside strm_paths'), (str(adir), 'a directory'),
+                       (str(tmp_path / 'state' / '..' / 'pipe.mkv'), 'outside strm_paths')):
         r = ctl('add-source', 'movie', bad)
         assert r.returncode != 0 and words in r.stderr + r.stdout, (bad, r.stderr, r.stdout)
     r = ctl('add-source', 'movie', str(data['mid.bin'].path))

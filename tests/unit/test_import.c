@@ -683,6 +683,49 @@ static void test_load_dispatch(void **state)
 	check_msg(err, p, "cannot open the playlist");
 }
 
+/* Local paths outside strm_paths are left out of .strm files and M3U
+ * playlists alike, a path with ".." by its letters already; an asset keeps
+ * the lines inside. */
+static void test_load_screens_local_paths(void **state)
+{
+	struct tree *t = *state;
+	char p[512], allowed[512], ok[600], dotted[600], lines[2048], err[1024];
+	struct px_catalog *cat = NULL;
+
+	snprintf(allowed, sizeof(allowed), "%s/media", t->root);
+	put(t, "media/ok.mkv", "x");
+	snprintf(ok, sizeof(ok), "%s/ok.mkv", allowed);
+	snprintf(dotted, sizeof(dotted), "%s/../lib/a.strm", allowed);
+	snprintf(lines, sizeof(lines), "%s\n/etc/passwd\n%s\n", dotted, ok);
+	put(t, "lib/a.strm", lines);
+	put(t, "lib/b.strm", "/etc/passwd\n");
+	snprintf(p, sizeof(p), "%s/lib", t->root);
+	assert_int_equal(px_import_load(p, allowed, &cat, err, sizeof(err)), PX_OK);
+	assert_int_equal(cat->nassets, 1);
+	assert_string_equal(cat->assets[0].id, "a.strm");
+	assert_int_equal(cat->assets[0].nsources, 1);
+	assert_string_equal(cat->assets[0].sources[0].path, ok);
+	px_catalog_free(cat);
+	/* no strm_paths: nothing local, and nothing left in the tree */
+	assert_int_equal(px_import_load(p, NULL, &cat, err, sizeof(err)), PX_EINVAL);
+	assert_null(cat);
+	check_msg(err, p, "no usable .strm files (4 local path(s)");
+
+	snprintf(lines, sizeof(lines), "#EXTINF:-1,A\n/etc/passwd\n#EXTINF:-1,B\n%s\n", ok);
+	put(t, "list.m3u", lines);
+	snprintf(p, sizeof(p), "%s/list.m3u", t->root);
+	assert_int_equal(px_import_load(p, allowed, &cat, err, sizeof(err)), PX_OK);
+	assert_int_equal(cat->nassets, 1);
+	assert_string_equal(cat->assets[0].path, "B.mkv");
+	px_catalog_free(cat);
+
+	char why[300];
+	assert_int_equal(px_import_path_allowed(allowed, ok, why, sizeof(why)), 1);
+	assert_int_equal(px_import_path_allowed(allowed, dotted, why, sizeof(why)), 0);
+	assert_non_null(strstr(why, "lies outside strm_paths"));
+	assert_int_equal(px_import_path_allowed("/", "/etc/passwd", why, sizeof(why)), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -703,6 +746,8 @@ int main(void)
 		cmocka_unit_test(test_m3u_no_newline),
 		cmocka_unit_test(test_m3u_latin1),
 		cmocka_unit_test_setup_teardown(test_load_dispatch, setup_tree, teardown_tree),
+		cmocka_unit_test_setup_teardown(test_load_screens_local_paths, setup_tree,
+						teardown_tree),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
