@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The scenario checker through a real mount (`tests/scenarios/run --mount`).
 
-    mount.py [--count N] [--seed S] [--build DIR] [--batch B] [--parallel P]
+    mount.py [--count N] [--seed S | --seeds S1,S2,...] [--build DIR] [--batch B] [--parallel P]
              [--clean] [--verbose]
 
 Scenario k (k = 0 .. N-1) is built from its seed S+k alone
@@ -468,6 +468,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--count', type=int, default=40)
     ap.add_argument('--seed', type=int, default=1)
+    ap.add_argument('--seeds', default='',
+                    help='comma-separated seeds to run instead of --seed/--count')
     ap.add_argument('--build', default=str(REPO / 'build'))
     ap.add_argument('--batch', type=int, default=40, help='scenarios per mount')
     ap.add_argument('--parallel', type=int, default=8, help='readers at once')
@@ -485,7 +487,13 @@ def main():
     if not os.path.exists('/dev/fuse'):
         print('mount.py: /dev/fuse is missing', file=sys.stderr)
         return 2
-    seeds = list(range(args.seed, args.seed + args.count))
+    try:
+        seeds = ([int(x) for x in args.seeds.split(',')] if args.seeds
+                 else list(range(args.seed, args.seed + args.count)))
+    except ValueError:
+        print(f'mount.py: --seeds {args.seeds!r}: not a comma-separated list of numbers',
+              file=sys.stderr)
+        return 2
     run = violations = 0
     t0 = time.monotonic()
     for b in range(0, len(seeds), args.batch):
