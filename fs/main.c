@@ -1071,6 +1071,10 @@ int main(int argc, char *argv[])
 	if (managed)
 		cl.foreground = 1;
 	log_destination(&cfg, cl.foreground, log_where, sizeof(log_where));
+	/* until it detaches, a daemon with a log file tells the terminal only
+	 * what went wrong; the file has the whole start */
+	if (cfg.log_file && !cl.foreground)
+		px_log_stderr_level(PX_LOG_WARN);
 	if (!cl.foreground &&
 	    daemonize_wait(&report_fd, cfg.probe_timeout_ms + cfg.connect_timeout_ms + 30000, mnt,
 			   log_where))

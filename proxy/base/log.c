@@ -23,6 +23,7 @@
 static _Atomic int log_level = PX_LOG_INFO;
 static _Atomic int log_syslog;
 static _Atomic int log_fd = -1;        /* the log file, -1: none */
+static _Atomic int log_stderr = PX_LOG_DEBUG; /* beside the file: up to it */
 static char log_path[PATH_MAX];        /* set once, before any thread */
 
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
@@ -38,6 +39,11 @@ void px_log_setup(enum px_log_level level, int use_syslog)
 static int open_log(const char *path)
 {
 	return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+}
+
+void px_log_stderr_level(enum px_log_level level)
+{
+	log_stderr = level;
 }
 
 enum px_status px_log_open_file(const char *path)
@@ -127,7 +133,7 @@ void px_logv(enum px_log_level level, const char *component, const char *fmt,
 	ssize_t w = write(fd >= 0 ? fd : STDERR_FILENO, line, len);
 	/* a log file and stderr until the daemon detaches: a failed start
 	 * still shows on the terminal */
-	if (fd >= 0 && !log_syslog)
+	if (fd >= 0 && !log_syslog && (int)level <= log_stderr)
 		w = write(STDERR_FILENO, line, len);
 	(void)w;
 }

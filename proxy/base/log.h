@@ -25,6 +25,12 @@ void px_log_setup(enum px_log_level level, int use_syslog);
  * any thread starts. PX_EIO with errno set when it cannot be opened. */
 enum px_status px_log_open_file(const char *path) PX_WUR;
 
+/* With a log file, the lines that go to stderr as well: those of level
+ * up to `level` (PX_LOG_DEBUG, the default: all). A daemon that has not
+ * detached yet shows its warnings and errors (a failed start) on the
+ * terminal, not its start-up story. Before any thread starts. */
+void px_log_stderr_level(enum px_log_level level);
+
 /* Opens the log file again under its name (logrotate moved the old one
  * away) and swaps it in atomically: a line written meanwhile lands in one
  * of the two whole. PX_OK without a log file; PX_EIO (the old file stays)
