@@ -34,6 +34,7 @@ const struct px_config_option px_config_options[] = {
 	{ "admission_timeout", "SECONDS", "how long an open or read waits when every provider is at its limit (default 10)" },
 	{ "liveness_ttl", "SECONDS", "a provider failing this long drops out of the choice (default 30)" },
 	{ "liveness_interval", "SECONDS", "how often each provider is probed; 0: never (default 10)" },
+	{ "liveness_idle", "SECONDS", "no probes once nothing is open and nothing was opened for this long; 0: probe always (default 600)" },
 	{ "stall_timeout", "SECONDS", "no progress this long while a read waits: cut over to a standby (default 3)" },
 	{ "stall_min_rate", "SIZE", "bytes a second a transfer must bring while a read waits to count as progress; 0: any byte does (default 64K)" },
 	{ "standby_delay", "SECONDS", "playback time before an asset's standbys are verified; 0: at once (default 120)" },
@@ -72,6 +73,7 @@ void px_config_init(struct px_config *cfg)
 	cfg->admission_timeout_ms = 10000;
 	cfg->liveness_ttl_ms = 30000;
 	cfg->liveness_interval_ms = 10000;
+	cfg->liveness_idle_ms = 600000;
 	cfg->session_key = PX_KEY_PROCESS;
 	cfg->stall_timeout_ms = 3000;
 	cfg->stall_min_rate = 64LL << 10;
@@ -255,6 +257,11 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 			cfg->liveness_interval_ms = 0;
 		else if (parse_seconds(value, 86400, &cfg->liveness_interval_ms))
 			want = "a number of seconds from 0 to 86400";
+	} else if (strcmp(name, "liveness_idle") == 0) {
+		if (strcmp(value, "0") == 0)
+			cfg->liveness_idle_ms = 0;
+		else if (parse_seconds(value, 86400 * 365, &cfg->liveness_idle_ms))
+			want = "a number of seconds from 0 to 31536000";
 	} else if (strcmp(name, "stall_timeout") == 0) {
 		if (parse_seconds(value, 3600, &cfg->stall_timeout_ms))
 			want = "a number of seconds above 0 and at most 3600";

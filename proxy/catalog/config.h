@@ -40,6 +40,8 @@ struct px_config {
 	int64_t admission_timeout_ms; /* wait for a provider slot, 10 s */
 	int64_t liveness_ttl_ms;    /* failing this long: a provider drops out, 30 s */
 	int64_t liveness_interval_ms; /* active probe per provider, 10 s; 0: none */
+	int64_t liveness_idle_ms;   /* no probes after this long without an open
+				     * (and none open), 600 s; 0: always */
 	enum px_session_key session_key; /* what makes two opens one client */
 	int64_t stall_timeout_ms;   /* no progress this long while a reader waits: a cutover, 3 s */
 	int64_t stall_min_rate;     /* progress is a rate: bytes a second below which a

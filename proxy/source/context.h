@@ -152,6 +152,8 @@ struct px_core {
 	struct px_session *sessions;
 	int stopping;
 	int64_t (*now)(void);      /* the clock TTLs and liveness go by */
+	int64_t last_open;         /* core clock: the mount's start or its last
+				    * open (liveness_idle); prov_lock */
 	pthread_t monitor;          /* core.c */
 	/* closes a session's idle streams so a slot frees (read/: set by core.c) */
 	int (*yield_idle)(struct px_session *s, int unread);

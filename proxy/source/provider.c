@@ -40,7 +40,8 @@
  * Liveness. Every transfer's outcome counts (passive): an HTTP answer
  * below 500 or any byte is good; a refused or timed-out connection, a
  * reset before any byte or a 5xx is bad. The monitor thread also asks each
- * provider for one byte every liveness_interval (active). A provider whose
+ * provider for one byte every liveness_interval (active), unless the mount
+ * is idle: no session, and no open for liveness_idle. A provider whose
  * answers have been bad for liveness_ttl is down; its first new good answer
  * brings it back: one to a transfer submitted after it went bad. Bytes
  * that were already on the way (a paused stream's, buffered in its socket
@@ -762,6 +763,7 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 		return PX_ENOMEM;
 	pthread_mutex_lock(&core->prov_lock);
 	int64_t now = core->now();
+	core->last_open = now; /* probes go on (liveness_idle) */
 	expire_sessions(core, now);
 	for (s = core->sessions; s; s = s->next)
 		if (s->asset == asset && s->client == client && !s->failed &&
@@ -987,7 +989,12 @@ int64_t px_providers_tick(struct px_core *core)
 	pthread_mutex_lock(&core->prov_lock);
 	int64_t now = core->now();
 	int64_t next = expire_sessions(core, now);
-	for (size_t i = 0; cfg->liveness_interval_ms && i < core->cat->nproviders; i++) {
+	/* an idle mount asks nothing: metered providers count every probe */
+	int quiet = cfg->liveness_idle_ms && !core->sessions &&
+		    now - core->last_open >= cfg->liveness_idle_ms;
+	if (quiet && cfg->liveness_interval_ms && now + cfg->liveness_interval_ms < next)
+		next = now + cfg->liveness_interval_ms;
+	for (size_t i = 0; !quiet && cfg->liveness_interval_ms && i < core->cat->nproviders; i++) {
 		struct prov_rt *p = &core->provs[i];
 		if (p->probe_asset < 0 || core->stopping)
 			continue;
@@ -1042,6 +1049,7 @@ void px_providers_start(struct px_core *core)
 {
 	const struct px_catalog *cat = core->cat;
 	pthread_mutex_lock(&core->prov_lock);
+	core->last_open = core->now(); /* the mount's start counts as an open */
 	/* each provider's probe asks for the first byte of its first listed
 	 * HTTP source */
 	for (size_t i = 0; i < cat->nassets; i++) {

@@ -854,6 +854,49 @@ static void test_reuse_while_one_host(void **state)
 	rig_free(r);
 }
 
+/*
+ * An idle mount asks nothing (issue 33): once no file is open and none was
+ * opened for liveness_idle, the monitor probes no provider; the next open
+ * brings the probes back. On c15b82e a probe went out every
+ * liveness_interval for ever (8,640 a day a provider) with nobody reading.
+ */
+static void test_idle_mount_sends_no_probe(void **state)
+{
+	static const char *const names[] = { "a" };
+	struct rig *r = provider_rig(names, 1, 0, NULL);
+	r->cfg.liveness_idle_ms = 60000;
+	rig_start(r, NULL, 0);
+	int n = fake_nreq(&r->fake);
+	/* fresh from the start: probed */
+	rig_advance(10001);
+	px_providers_tick(r->core);
+	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
+	assert_true(fake_nreq(&r->fake) > n);
+	/* idle for liveness_idle: nothing more, however long */
+	rig_advance(60000);
+	px_providers_tick(r->core);
+	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
+	n = fake_nreq(&r->fake);
+	for (int i = 0; i < 6; i++) {
+		rig_advance(10001);
+		px_providers_tick(r->core);
+	}
+	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
+	assert_int_equal(fake_nreq(&r->fake), n);
+	/* an open: its read counts, and the probes come back */
+	struct px_handle *h = open_as(r, 1);
+	read_check(h, 0, 4096);
+	px_handle_close(h);
+	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
+	n = fake_nreq(&r->fake);
+	rig_advance(10001);
+	px_providers_tick(r->core);
+	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
+	assert_true(fake_nreq(&r->fake) > n);
+	assert_int_equal(fake_req(&r->fake, fake_nreq(&r->fake)).length, 1);
+	rig_free(r);
+}
+
 int main(void)
 {
 	g_data = malloc(SIZE);
@@ -876,6 +919,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_cutover_before_slot_granted, rig_teardown),
 		cmocka_unit_test_teardown(test_reload, rig_teardown),
 		cmocka_unit_test_teardown(test_reuse_while_one_host, rig_teardown),
+		cmocka_unit_test_teardown(test_idle_mount_sends_no_probe, rig_teardown),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	free(g_data);
