@@ -1164,9 +1164,9 @@ static void *sweep_main(void *arg)
  * each candidate that is not verified lacks of the samples `served` has
  * (the failed source's at the failure: a candidate must match them; all it
  * lacks when served is NULL), with no size probe first (cutover_gate). A
- * standby that does not answer then costs the
- * cutover no more than the others: one stall_timeout for all. Threads: at
- * most one per source; one that cannot start sweeps in the caller's.
+ * standby that does not answer then costs the cutover no more than the
+ * others: one stall_timeout for all. Threads: at most one per source; one
+ * that cannot start sweeps in the caller's.
  */
 static void sweep_all(struct px_core *core, struct px_session *s, size_t failed,
 		      enum px_status why, const struct vf_fingerprint *served,
@@ -1405,6 +1405,21 @@ static int seam_holds(struct px_core *core, struct px_session *s, size_t k, int6
 	return 0;
 }
 
+/* Whether verified candidate k stands for the failed source with no more
+ * checks than the seam: k matches the asset's reference, and the failed
+ * source was not found to differ from it (unless its wrong bytes were
+ * kept from the reader: PX_EMISMATCH). */
+static int takes_verified(struct px_core *core, size_t asset, size_t k, size_t failed,
+			  enum px_status why)
+{
+	struct asset_rt *rt = &core->assets[asset];
+	pthread_mutex_lock(&core->vf_lock);
+	int verified = rt->src[k].state == VS_VERIFIED &&
+		       (rt->src[failed].state != VS_REJECTED || why == PX_EMISMATCH);
+	pthread_mutex_unlock(&core->vf_lock);
+	return verified;
+}
+
 /* What a cutover's candidate is checked against (cutover_locked). */
 struct check {
 	struct px_session *s;
@@ -1497,10 +1512,7 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 		int64_t until = px_now_ms() + per;
 		if (until > deadline)
 			until = deadline;
-		pthread_mutex_lock(&core->vf_lock);
-		int verified = rt->src[k].state == VS_VERIFIED &&
-			       (rt->src[failed].state != VS_REJECTED || why == PX_EMISMATCH);
-		pthread_mutex_unlock(&core->vf_lock);
+		int verified = takes_verified(core, s->asset, k, failed, why);
 		if (!verified && !know) {
 			/* the session's reference and the candidates'
 			 * fingerprints, once, when a candidate needs them */
@@ -1553,10 +1565,7 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 	 * source) is asked again with the read's time left */
 	if (rc != PX_OK && busy == SIZE_MAX && unchecked != SIZE_MAX &&
 	    px_now_ms() < deadline) {
-		pthread_mutex_lock(&core->vf_lock);
-		int verified = rt->src[unchecked].state == VS_VERIFIED &&
-			       (rt->src[failed].state != VS_REJECTED || why == PX_EMISMATCH);
-		pthread_mutex_unlock(&core->vf_lock);
+		int verified = takes_verified(core, s->asset, unchecked, failed, why);
 		struct check c = { s, failed, why, off, seam, n, mine, have, cand, nc };
 		if (passes(&c, unchecked, verified, deadline, deadline - px_now_ms(),
 			   deadline) > 0) {
