@@ -2035,13 +2035,20 @@ static void *supervisor_main(void *arg)
 	struct pollfd *pf = calloc(cap, sizeof(*pf));
 	size_t *who = calloc(cap, sizeof(*who));
 	int *whop = calloc(cap, sizeof(*whop));    /* probe slot, -1: the main writer */
+	/* the process each entry was polled for: handling one entry may end
+	 * that writer and start another (a seek's restart, the queue), whose
+	 * new pidfd or pipe can take a number a later, stale entry polled;
+	 * matched by number alone, that entry's revents were taken for the
+	 * new writer's, and waitpid() then waited, under tc->lock, for the
+	 * new writer to end (the status and every read stalled meanwhile) */
+	pid_t *whopid = calloc(cap, sizeof(*whopid));
 	sigset_t all;
 	int64_t next_check = px_now_ms() + tc->cfg->heartbeat_ms / 2;
 	int64_t next_poll = px_now_ms();
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	if (!pf || !who || !whop) {
+	if (!pf || !who || !whop || !whopid) {
 		px_error("transcode", "supervisor: out of memory");
 		goto out;
 	}
@@ -2061,11 +2068,13 @@ static void *supervisor_main(void *arg)
 				if (p->pidfd >= 0) {
 					who[np] = i;
 					whop[np] = q;
+					whopid[np] = p->pid;
 					pf[np++] = (struct pollfd){ p->pidfd, POLLIN, 0 };
 				}
 				if (p->outfd >= 0) {
 					who[np] = i;
 					whop[np] = q;
+					whopid[np] = p->pid;
 					pf[np++] = (struct pollfd){ p->outfd, POLLIN, 0 };
 				}
 			}
@@ -2074,11 +2083,13 @@ static void *supervisor_main(void *arg)
 			if (j->pidfd >= 0) {
 				who[np] = i;
 				whop[np] = -1;
+				whopid[np] = j->pid;
 				pf[np++] = (struct pollfd){ j->pidfd, POLLIN, 0 };
 			}
 			if (j->outfd >= 0) {
 				who[np] = i;
 				whop[np] = -1;
+				whopid[np] = j->pid;
 				pf[np++] = (struct pollfd){ j->outfd, POLLIN, 0 };
 			}
 		}
@@ -2106,7 +2117,7 @@ static void *supervisor_main(void *arg)
 			struct job *j = &tc->jobs[who[k]];
 			if (whop[k] >= 0) {
 				struct probe *p = &j->probes[whop[k]];
-				if (!pf[k].revents || !p->pid)
+				if (!pf[k].revents || !p->pid || p->pid != whopid[k])
 					continue;
 				if (pf[k].fd == p->outfd) {
 					probe_output(tc, j, p);
@@ -2126,7 +2137,7 @@ static void *supervisor_main(void *arg)
 				}
 				continue;
 			}
-			if (!pf[k].revents || !j->pid)
+			if (!pf[k].revents || !j->pid || j->pid != whopid[k])
 				continue;
 			if (pf[k].fd == j->outfd) {
 				writer_output(tc, j);
@@ -2150,6 +2161,7 @@ out:
 	free(pf);
 	free(who);
 	free(whop);
+	free(whopid);
 	return NULL;
 }
 
