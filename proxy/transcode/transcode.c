@@ -1299,16 +1299,21 @@ static enum px_status feed_writer(struct px_transcode *tc, struct job *j, char *
 		st = moved < 0 ? PX_EIO : PX_OK;
 	}
 	if (st != PX_OK)
-		return st;
+		goto out;
 	snprintf(sfd, 16, "%d", PX_FEED_FD);
-	/* the daemon bounds each read by read_timeout; the writer waits that
-	 * long and a little more for the reply */
-	snprintf(stmo, 24, "%lld", (long long)tc->cfg->read_timeout_ms + 5000);
+	/* the daemon bounds the open (the hello) by admission_timeout and
+	 * each read by read_timeout; the writer waits that long and a little
+	 * more for an answer */
+	int64_t bound = tc->cfg->read_timeout_ms > tc->cfg->admission_timeout_ms
+			? tc->cfg->read_timeout_ms : tc->cfg->admission_timeout_ms;
+	bound += 5000;
+	snprintf(stmo, 24, "%lld", (long long)(bound < 3600000 ? bound : 3600000)); /* its max */
 	argv[(*n)++] = "--input-fd";
 	argv[(*n)++] = sfd;
 	argv[(*n)++] = "--io-timeout-ms";
 	argv[(*n)++] = stmo;
-	return PX_OK;
+out:
+	return st;
 }
 
 /*
