@@ -15,15 +15,15 @@
  *          --segment-seconds D [--header "Name: value"]... [--remux]
  *          [--io-timeout-ms MS] [--input-fd FD]
  *
- * SRC is a URL, a local path, or the source asset's file in the seamfs
- * mount; "-" reads it from stdin (first line), with the headers on the
- * lines after it: a URL's credentials and a provider's headers must not
- * stand on a command line, which every local user can read. With
- * --input-fd, the daemon feeds the input over that socket from its own
- * read path (feed.h; it does so once its mount serves reads, so that it
- * balances and cuts over the writer's input, without the writer keeping
- * the mount busy), and SRC only names it. --io-timeout-ms bounds a network
- * input that stops sending, or the feed's answer (default 30000).
+ * SRC is a URL or a local path; "-" reads it from stdin (first line),
+ * with the headers on the lines after it: a URL's credentials and a
+ * provider's headers must not stand on a command line, which every local
+ * user can read. With --input-fd, the daemon feeds the input over that
+ * socket from its own read path (feed.h; it does so once its mount serves
+ * reads, so that it balances and cuts over the writer's input, without
+ * the writer keeping the mount busy), and SRC only names it.
+ * --io-timeout-ms bounds a network input that stops sending, or the
+ * feed's answer (default 30000).
  *
  * --store: cluster mode (docs/cluster.md): the lease and the playlist are
  * in that Redis store, every listing checked there against generation G,
