@@ -32,7 +32,8 @@ struct feed {
 	struct px_feeds *fs;
 	const struct px_tc_input *in;   /* borrowed */
 	size_t asset;
-	uint64_t client;
+	uint64_t client;       /* under fs->lock until go: the writer's pid */
+	int go;                /* under fs->lock: the writer was spawned (or not) */
 	int fd;                /* the daemon's end of the socketpair */
 	char what[128];
 	pthread_t thread;
@@ -42,8 +43,8 @@ struct feed {
 
 struct px_feeds {
 	pthread_mutex_t lock;
+	pthread_cond_t cond;   /* a feed may go */
 	struct feed *list;
-	uint64_t seq;          /* under lock: the last client key's number */
 };
 
 /* 0 when all of buf went out; -1 when the peer is gone. No SIGPIPE. */
@@ -113,11 +114,18 @@ static void *feed_main(void *arg)
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	/* the handle's client is the writer's pid, as a player's is its own
+	 * (the status shows it): known once the writer is spawned */
+	pthread_mutex_lock(&f->fs->lock);
+	while (!f->go)
+		pthread_cond_wait(&f->fs->cond, &f->fs->lock);
+	uint64_t client = f->client;
+	pthread_mutex_unlock(&f->fs->lock);
 	hello.size = f->in->size(f->in->arg, f->asset);
-	enum px_status st = f->in->open(f->in->arg, f->asset, f->client, &h);
+	enum px_status st = client ? f->in->open(f->in->arg, f->asset, client, &h) : PX_ECANCELED;
 	if (st == PX_OK && !(buf = malloc(PX_FEED_MAX)))
 		st = PX_ENOMEM;
-	if (st != PX_OK)
+	if (st != PX_OK && client)
 		px_warn("transcode", "%s: its input cannot be opened: %s", f->what,
 			px_strerror(st));
 	hello.status = (int32_t)st;
@@ -135,8 +143,10 @@ static void *feed_main(void *arg)
 struct px_feeds *px_feeds_new(void)
 {
 	struct px_feeds *fs = calloc(1, sizeof(*fs));
-	if (fs)
+	if (fs) {
 		pthread_mutex_init(&fs->lock, NULL);
+		pthread_cond_init(&fs->cond, NULL);
+	}
 	return fs;
 }
 
@@ -157,13 +167,15 @@ static void reap(struct px_feeds *fs)
 }
 
 enum px_status px_feeds_start(struct px_feeds *fs, const struct px_tc_input *in,
-			      size_t asset, const char *what, int *writer_fd)
+			      size_t asset, const char *what, int *writer_fd,
+			      struct px_feed **out)
 {
 	int sv[2] = { -1, -1 };
 	struct feed *f = NULL;
 	enum px_status st = PX_EIO;
 
 	*writer_fd = -1;
+	*out = NULL;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
 		px_error("transcode", "%s: no socket for its input: %s", what, strerror(errno));
 		goto out;
@@ -179,9 +191,6 @@ enum px_status px_feeds_start(struct px_feeds *fs, const struct px_tc_input *in,
 	snprintf(f->what, sizeof(f->what), "%s", what);
 	pthread_mutex_lock(&fs->lock);
 	reap(fs);
-	/* a key of its own (bit 62: no pid, uid or per-open key has it), so
-	 * that the writer gets a session of its own, as it did by its pid */
-	f->client = (1ULL << 62) | ++fs->seq;
 	int rc = pthread_create(&f->thread, NULL, feed_main, f);
 	if (!rc) {
 		f->next = fs->list;
@@ -194,6 +203,7 @@ enum px_status px_feeds_start(struct px_feeds *fs, const struct px_tc_input *in,
 		goto out;
 	}
 	*writer_fd = sv[1];
+	*out = (struct px_feed *)f;
 	sv[0] = sv[1] = -1;
 	f = NULL;
 	st = PX_OK;
@@ -206,6 +216,16 @@ out:
 	return st;
 }
 
+void px_feed_go(struct px_feeds *fs, struct px_feed *feed, pid_t pid)
+{
+	struct feed *f = (struct feed *)feed;
+	pthread_mutex_lock(&fs->lock);
+	f->client = pid > 0 ? (uint64_t)pid : 0;
+	f->go = 1;
+	pthread_cond_broadcast(&fs->cond);
+	pthread_mutex_unlock(&fs->lock);
+}
+
 void px_feeds_free(struct px_feeds *fs)
 {
 	if (!fs)
@@ -213,8 +233,11 @@ void px_feeds_free(struct px_feeds *fs)
 	pthread_mutex_lock(&fs->lock);
 	/* a thread waiting for a request sees the end; one reading goes on to
 	 * its reply, which fails */
-	for (struct feed *f = fs->list; f; f = f->next)
+	for (struct feed *f = fs->list; f; f = f->next) {
 		shutdown(f->fd, SHUT_RDWR);
+		f->go = 1; /* one not told yet: its writer never started */
+	}
+	pthread_cond_broadcast(&fs->cond);
 	struct feed *list = fs->list;
 	fs->list = NULL;
 	pthread_mutex_unlock(&fs->lock);
@@ -226,5 +249,6 @@ void px_feeds_free(struct px_feeds *fs)
 		free(f);
 	}
 	pthread_mutex_destroy(&fs->lock);
+	pthread_cond_destroy(&fs->cond);
 	free(fs);
 }

@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "px.h"
 
 #define PX_FEED_FD 3                /* the writer's end, in the writer */
@@ -51,8 +52,8 @@ struct px_feed_reply {
  * given by the composition root (core.c), since transcode/ does not see
  * read/. listed: whether the asset is served now (not left out at mount
  * nor removed by a reload); open/read/close: a handle as a player's open
- * of the mount gets one (client: a key of this writer's own, so that it
- * has a session of its own); size: the asset's size.
+ * of the mount gets one (client: the writer's pid, so that it has a
+ * session of its own); size: the asset's size.
  */
 struct px_tc_input {
 	int (*listed)(void *arg, size_t asset);
@@ -64,6 +65,7 @@ struct px_tc_input {
 };
 
 struct px_feeds;
+struct px_feed;
 
 /* A set of feeds. NULL on out of memory. */
 struct px_feeds *px_feeds_new(void);
@@ -73,11 +75,20 @@ struct px_feeds *px_feeds_new(void);
  * thread that serves the writer's requests on one end of a new
  * socketpair; *writer_fd is the other end (close-on-exec), for the writer
  * to get as PX_FEED_FD; the caller closes its copy once the writer is
- * spawned. what names the writer's job in log lines. Feeds that ended are
- * reaped here. Any thread.
+ * spawned, and then must call px_feed_go() with *out. what names the
+ * writer's job in log lines. Feeds that ended are reaped here. Any thread.
  */
 enum px_status px_feeds_start(struct px_feeds *fs, const struct px_tc_input *in,
-			      size_t asset, const char *what, int *writer_fd) PX_WUR;
+			      size_t asset, const char *what, int *writer_fd,
+			      struct px_feed **out) PX_WUR;
+
+/*
+ * Lets feed (of fs, from px_feeds_start) open its handle, with the
+ * writer's pid as the client (the status shows it as the reader's pid);
+ * pid 0: the writer did not start, the feed just ends. Once per feed,
+ * which then belongs to fs alone. Any thread.
+ */
+void px_feed_go(struct px_feeds *fs, struct px_feed *feed, pid_t pid);
 
 /*
  * Ends every feed: shuts its socket down (a request being read fails)

@@ -1288,10 +1288,12 @@ static void main_yield(struct job *j, int yield)
  * dup2 onto the same number would keep its close-on-exec). Under
  * tc->lock. */
 static enum px_status feed_writer(struct px_transcode *tc, struct job *j, char **argv,
-				  size_t *n, char sfd[16], char stmo[24], int *feedfd)
+				  size_t *n, char sfd[16], char stmo[24], int *feedfd,
+				  struct px_feed **feed)
 {
 	enum px_status st = px_feeds_start(tc->feeds, &tc->input,
-					   (size_t)(j->src - tc->cat->assets), j->a->id, feedfd);
+					   (size_t)(j->src - tc->cat->assets), j->a->id, feedfd,
+					   feed);
 	if (st == PX_OK && *feedfd == PX_FEED_FD) {
 		int moved = fcntl(*feedfd, F_DUPFD_CLOEXEC, PX_FEED_FD + 1);
 		close(*feedfd);
@@ -1330,6 +1332,7 @@ static enum px_status spawn_run(struct px_transcode *tc, struct job *j, uint32_t
 	char speed[32], suntil[16], sfd[16], stmo[24];
 	const struct px_source *hdr;
 	int fed, feedfd = -1;
+	struct px_feed *feed = NULL;
 	const char *input = writer_input(tc, j, j->direct, &fed, &hdr);
 	char *secret;
 	size_t n = profile_argv(tc, j, argv, bufs, input, hdr, &secret);
@@ -1375,12 +1378,14 @@ static enum px_status spawn_run(struct px_transcode *tc, struct job *j, uint32_t
 		argv[n++] = suntil;
 	}
 	if (fed)
-		st = feed_writer(tc, j, argv, &n, sfd, stmo, &feedfd);
+		st = feed_writer(tc, j, argv, &n, sfd, stmo, &feedfd, &feed);
 	argv[n] = NULL;
 	if (st == PX_OK)
 		st = spawn(argv, pid, outfd, secret, feedfd);
 	if (feedfd >= 0)
 		close(feedfd); /* the writer has its own; its exit ends the feed */
+	if (feed)
+		px_feed_go(tc->feeds, feed, st == PX_OK ? *pid : 0);
 	free(secret);
 	*via_feed = fed;
 	if (fed)

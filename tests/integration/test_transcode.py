@@ -453,11 +453,26 @@ def test_unmount_while_the_writer_runs(seamfs, data, nginx, tmp_path):
     assert len(head) == two and again == head
     assert head == (job / 'seg-000000.ts').read_bytes() + (job / 'seg-000001.ts').read_bytes()
     # the player has gone; the writer has 20 s of clip to write at 1x
-    assert writer_pids(m.pid), 'no writer runs: the test would prove nothing'
+    pids = writer_pids(m.pid)
+    assert pids, 'no writer runs: the test would prove nothing'
+    # it reads through the daemon's read path (a session of its own, its
+    # pid the client), not through the mount: it holds no file there
+    sessions = [x for x in status_json(m)['sessions'] if x['path'] == 'clip.mkv']
+    assert any(x['client'] in pids and x['handles'] == 1 for x in sessions), sessions
+    in_mount = []
+    for pid in pids:
+        for p in Path(f'/proc/{pid}/fd').iterdir():
+            try:
+                fd = os.readlink(p)
+            except OSError:
+                continue         # closed meanwhile
+            if fd.startswith(str(m.mnt) + '/'):
+                in_mount.append(fd)
     assert not playlist_entries(job)[1], 'the writer finished before the unmount'
     r = subprocess.run(['fusermount3', '-u', str(m.mnt)], capture_output=True, text=True,
                        timeout=30)
-    assert r.returncode == 0, f'fusermount3 -u: {r.stderr}'
+    assert r.returncode == 0, f'fusermount3 -u: {r.stderr} (the writer holds {in_mount})'
+    assert not in_mount
     assert m.wait_exit(30) == 0, m.log()
     assert not m.is_mounted()
     assert 'stopped at unmount' in m.log(), m.log()
