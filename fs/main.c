@@ -665,34 +665,6 @@ static void find_bdi(const char *mnt, struct fs_ctx *ctx)
 			 "/sys/class/bdi/%s/read_ahead_kb", dev);
 }
 
-/*
- * Whether the plain asset `id` is in the mount's tree now at `path`: a
- * transcode's writer reads it through the mount only then (transcode.h).
- * The tree is walked in memory; the mount itself is not touched.
- */
-static int asset_in_tree(void *arg, const char *id, const char *path)
-{
-	const struct px_core *core = arg;
-	const struct px_tree *t = px_core_tree(core);
-	const struct px_tree_node *n = NULL;
-	uint64_t dir = PX_TREE_ROOT;
-	char name[NAME_MAX + 1];
-
-	for (const char *p = path; *p;) {
-		size_t len = strcspn(p, "/");
-		if (len > NAME_MAX)
-			return 0;
-		memcpy(name, p, len);
-		name[len] = '\0';
-		if (!(n = px_tree_lookup(t, dir, name)))
-			return 0;
-		dir = n->ino;
-		p += len + (p[len] == '/');
-	}
-	return n && n->asset >= 0 &&
-	       strcmp(px_core_catalog(core)->assets[n->asset].id, id) == 0;
-}
-
 /* Appends "-o" + opts to args, escaping ',' and '\' in value. */
 static int add_escaped_opt(struct fuse_args *args, const char *name, const char *value)
 {
@@ -1240,14 +1212,11 @@ int main(int argc, char *argv[])
 		 * its writer: that writer must not need the mount for its input */
 		r = fuse_session_loop(se);
 	} else {
-		/* From here the mount serves reads, on up to 64 workers: writers
-		 * read their input through it, so a dead origin is cut over for
-		 * them as for any reader. A reader of a transcode holds one
-		 * worker while it waits for a segment (and no kernel background
-		 * slot: its reads are direct, see tc_open); the writer's reads of
-		 * a plain asset take other workers and never wait for a
-		 * transcode or a lock one holds. */
-		px_transcode_set_input_root(px_core_transcode(core), mnt, asset_in_tree, core);
+		/* From here the mount serves reads, on up to 64 workers, and
+		 * the core feeds writers their input from its read path (not
+		 * through the mount, which they would keep busy), so a dead
+		 * origin is cut over for them as for any reader. */
+		px_core_feed_writers(core);
 		loop = fuse_loop_cfg_create();
 		if (!loop)
 			goto out;

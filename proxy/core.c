@@ -20,6 +20,7 @@
 #include "copies.h"
 #include "core.h"
 #include "cslots.h"
+#include "feed.h"
 #include "hosts.h"
 #include "httpparse.h"
 #include "kvstore.h"
@@ -27,6 +28,7 @@
 #include "probe.h"
 #include "provider.h"
 #include "rangeread.h"
+#include "session.h"
 #include "session_i.h"
 #include "sources.h"
 #include "standby.h"
@@ -208,6 +210,12 @@ void px_core_free(struct px_core *core)
 	if (!core)
 		return;
 	if (core->provs) {
+		if (core->tc) {
+			/* the writers' input feeds read through handles: their reads
+			 * end now, their threads before the handles close */
+			px_core_stop(core);
+			px_transcode_end_feeds(core->tc);
+		}
 		/* before the fetcher stops: their streams' transfers end with it */
 		px_handles_close_all(core);
 		pthread_mutex_destroy(&core->handles_lock);
@@ -419,6 +427,43 @@ const struct px_catalog *px_core_catalog(const struct px_core *core)
 void px_core_set_clock(struct px_core *core, int64_t (*now)(void))
 {
 	core->now = now ? now : px_now_ms;
+}
+
+/* The writers' input (px_core_feed_writers): the read path's handles. */
+static int feed_listed(void *arg, size_t asset)
+{
+	const struct px_core *core = arg;
+	return __atomic_load_n(&core->assets[asset].listed, __ATOMIC_RELAXED);
+}
+
+static int64_t feed_size(void *arg, size_t asset)
+{
+	return px_core_asset_size(arg, asset);
+}
+
+static enum px_status feed_open(void *arg, size_t asset, uint64_t client, void **h)
+{
+	struct px_handle *ph = NULL;
+	enum px_status st = px_handle_open(arg, asset, client, &ph);
+	*h = ph;
+	return st;
+}
+
+static enum px_status feed_read(void *h, int64_t off, size_t len, void *buf, size_t *got)
+{
+	return px_handle_read(h, off, len, buf, got);
+}
+
+static void feed_close(void *h)
+{
+	px_handle_close(h);
+}
+
+void px_core_feed_writers(struct px_core *core)
+{
+	struct px_tc_input in = { feed_listed, feed_size, feed_open, feed_read, feed_close,
+				  core };
+	px_transcode_set_input(core->tc, &in);
 }
 
 struct px_transcode *px_core_transcode(const struct px_core *core)

@@ -85,6 +85,15 @@ void px_core_on_reload(struct px_core *core,
 		       void (*fn)(void *ctx, const struct px_tree *old, const struct px_tree *now),
 		       void *ctx);
 
+/*
+ * From now on transcode writers read their input from this core's read
+ * path, fed over a socket (transcode/feed.h), not through the mount: the
+ * same sources, balancing and cutover as a player's, and a running writer
+ * does not keep the mount busy. Call once the daemon serves reads. No-op
+ * without transcodes. Any thread.
+ */
+void px_core_feed_writers(struct px_core *core);
+
 /* The transcode supervisor (transcode.h) serving PX_ASSET_TRANSCODE
  * assets, or NULL when the catalog has none. */
 struct px_transcode *px_core_transcode(const struct px_core *core);

@@ -31,16 +31,16 @@
  * running probes alone.
  *
  * A writer's input: once fs/ says the mount serves reads
- * (px_transcode_set_input_root), the source asset's file in the mount, so
- * that the daemon's own read path chooses the source, balances, verifies
- * standbys and cuts over for the writer as for any player; a writer never
- * sees a dead origin that has identical peers. Before that (the plans, at
- * mount) and without a mount (unit tests, `-s`), the sources themselves:
- * the plan tries each in catalog order until one answers, and a writer
- * that fails reading one (exit 1) is restarted on the next. Readers of a
- * transcode use direct I/O (fs/ops.c), so that their waits for segments
- * never hold the kernel's background request slots the writer's input
- * reads need.
+ * (px_transcode_set_input), the source asset fed by the daemon over a
+ * private socket (feed.c), read through the daemon's own read path: it
+ * chooses the source, balances, verifies standbys and cuts over for the
+ * writer as for any player; a writer never sees a dead origin that has
+ * identical peers. Not through the mount itself: a file open there keeps
+ * it busy, and `fusermount3 -u` failed while a writer ran (issue 26).
+ * Before that (the plans, at mount) and without it (unit tests, `-s`),
+ * the sources themselves: the plan tries each in catalog order until one
+ * answers, and a writer that fails reading one (exit 1) is restarted on
+ * the next.
  *
  * The supervisor thread polls, with no fixed sleep, an eventfd (new writers,
  * stop), each writer's pidfd (death) and stdout ("committed K"), and wakes on
@@ -57,8 +57,9 @@
  * away). Waiting readers just go on waiting, bounded by read_timeout.
  *
  * Lock order: tc->lock is the only lock. It is held while a writer is
- * started (lease claim, recovery's removals, fs/'s in_mount walk of the
- * tree in memory, posix_spawn: short, and atomic with the job's state) and
+ * started (lease claim, recovery's removals, the start of its input's
+ * feed, which takes the feeds' own lock inside it, posix_spawn: short, and
+ * atomic with the job's state) and
  * while the supervisor reads a playlist; never across a pread of a
  * segment, a wait for a child's output, or anything that enters the mount.
  */
@@ -83,6 +84,7 @@
 
 #include <jansson.h>
 
+#include "feed.h"
 #include "lease.h"
 #include "log.h"
 #include "playlist.h"
@@ -125,7 +127,7 @@ struct job {
 	size_t asset;
 	const struct px_asset *a;
 	const struct px_asset *src;
-	size_t direct;         /* the source read when not through the mount:
+	size_t direct;         /* the source read when not fed by the daemon:
 				* the one that planned, the next after a failure */
 	char dir[PATH_MAX];
 	char pl_path[PATH_MAX + 16];
@@ -147,7 +149,7 @@ struct job {
 	uint32_t queued_from;
 	struct px_lease lease;
 	int have_lease;
-	int via_mount;         /* the running writer reads through the mount */
+	int via_feed;          /* the running writer's input is the daemon's feed */
 	int failed;            /* gave up: reads of unwritten segments fail */
 	int64_t failed_ms;     /* when the supervisor gave up (px_now_ms) */
 	int crashes;           /* failures in a row without a new segment */
@@ -203,9 +205,9 @@ struct px_transcode {
 	struct px_tcfile *files;   /* open, under lock: freed at px_transcode_free
 				    * if FUSE did not release them before the
 				    * unmount */
-	char *input_root;      /* the mount writers read through; NULL: none */
-	int (*in_mount)(void *arg, const char *id, const char *path);
-	void *in_mount_arg;
+	struct px_tc_input input;  /* how the daemon reads a writer's input */
+	int have_input;            /* writers are fed (px_transcode_set_input) */
+	struct px_feeds *feeds;    /* the writers' input feeds; NULL: none yet */
 };
 
 struct px_tcfile {
@@ -497,24 +499,22 @@ static void profile_key(const struct px_transcode *tc, const struct job *j, char
 }
 
 /*
- * What a writer reads. Through the mount when there is one and it lists
- * the source asset: the path in the mount (written into buf), no headers;
- * the daemon's read path then picks, balances and cuts over the source.
- * Else source k of the source asset itself; *hdr is that source when its
- * provider's headers go along (a URL), NULL otherwise. Under tc->lock
- * (or before the thread starts).
+ * What a writer reads. The daemon's feed when writers are fed and the
+ * source asset is served now (*fed set; the source asset's path is the
+ * input's name, no headers): the daemon's read path then picks, balances
+ * and cuts over the source. Else source k of the source asset itself;
+ * *hdr is that source when its provider's headers go along (a URL), NULL
+ * otherwise. Under tc->lock (or before the thread starts).
  */
 static const char *writer_input(const struct px_transcode *tc, const struct job *j, size_t k,
-				char *buf, size_t cap, const struct px_source **hdr)
+				int *fed, const struct px_source **hdr)
 {
 	const struct px_source *s = &j->src->sources[k < j->src->nsources ? k : 0];
 	*hdr = NULL;
-	if (tc->input_root && (!tc->in_mount ||
-			       tc->in_mount(tc->in_mount_arg, j->src->id, j->src->path))) {
-		int n = snprintf(buf, cap, "%s/%s", tc->input_root, j->src->path);
-		if (n > 0 && (size_t)n < cap)
-			return buf;
-	}
+	*fed = tc->have_input && tc->feeds &&
+	       tc->input.listed(tc->input.arg, (size_t)(j->src - tc->cat->assets));
+	if (*fed)
+		return j->src->path;
 	if (s->url)
 		*hdr = s;
 	return s->url ? s->url : s->path;
@@ -570,8 +570,10 @@ static size_t profile_argv(const struct px_transcode *tc, const struct job *j, c
 }
 
 /* posix_spawn with stdout to a new pipe (its read end in *outfd); stdin
- * is /dev/null, or a pipe that carries secret (profile_argv) and ends. */
-static enum px_status spawn(char **argv, pid_t *pid, int *outfd, const char *secret)
+ * is /dev/null, or a pipe that carries secret (profile_argv) and ends;
+ * feedfd (>= 0) becomes the writer's PX_FEED_FD. */
+static enum px_status spawn(char **argv, pid_t *pid, int *outfd, const char *secret,
+			    int feedfd)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
@@ -594,6 +596,8 @@ static enum px_status spawn(char **argv, pid_t *pid, int *outfd, const char *sec
 	else
 		posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
+	if (feedfd >= 0)
+		posix_spawn_file_actions_adddup2(&fa, feedfd, PX_FEED_FD);
 	/* the calling thread may block signals and libfuse ignores SIGPIPE:
 	 * the writer starts with neither (SIGPIPE ends it when the daemon is
 	 * gone) */
@@ -767,7 +771,7 @@ static enum px_status run_plan(struct px_transcode *tc, struct job *j, size_t k,
 	argv[n++] = "--io-timeout-ms";
 	argv[n++] = stimeout;
 	argv[n] = NULL;
-	st = spawn(argv, &pid, &fd, secret);
+	st = spawn(argv, &pid, &fd, secret, -1);
 	free(secret);
 	if (st != PX_OK)
 		return st;
@@ -1278,22 +1282,61 @@ static void main_yield(struct job *j, int yield)
 	j->yielded = 0;
 }
 
+/* Starts the daemon's feed of j's source asset for a writer about to be
+ * spawned; adds its options to argv (at *n; sfd, stmo: their buffers).
+ * The writer's end in *feedfd (never PX_FEED_FD itself: posix_spawn's
+ * dup2 onto the same number would keep its close-on-exec). Under
+ * tc->lock. */
+static enum px_status feed_writer(struct px_transcode *tc, struct job *j, char **argv,
+				  size_t *n, char sfd[16], char stmo[24], int *feedfd,
+				  struct px_feed **feed)
+{
+	enum px_status st = px_feeds_start(tc->feeds, &tc->input,
+					   (size_t)(j->src - tc->cat->assets), j->a->id, feedfd,
+					   feed);
+	if (st == PX_OK && *feedfd == PX_FEED_FD) {
+		int moved = fcntl(*feedfd, F_DUPFD_CLOEXEC, PX_FEED_FD + 1);
+		close(*feedfd);
+		*feedfd = moved;
+		st = moved < 0 ? PX_EIO : PX_OK;
+	}
+	if (st != PX_OK)
+		goto out;
+	snprintf(sfd, 16, "%d", PX_FEED_FD);
+	/* the daemon bounds the open (the hello) by admission_timeout and
+	 * each read by read_timeout; the writer waits that long and a little
+	 * more for an answer */
+	int64_t bound = tc->cfg->read_timeout_ms > tc->cfg->admission_timeout_ms
+			? tc->cfg->read_timeout_ms : tc->cfg->admission_timeout_ms;
+	bound += 5000;
+	snprintf(stmo, 24, "%lld", (long long)(bound < 3600000 ? bound : 3600000)); /* its max */
+	argv[(*n)++] = "--input-fd";
+	argv[(*n)++] = sfd;
+	argv[(*n)++] = "--io-timeout-ms";
+	argv[(*n)++] = stmo;
+out:
+	return st;
+}
+
 /*
  * Spawns `seamfs-writer run` for j from segment `from` under j's lease (a
- * probe run when until >= 0: segments from..until only). *via_mount: its
- * input is the mount; *shown: its input as the log shows it. Under
+ * probe run when until >= 0: segments from..until only). *via_feed: its
+ * input is the daemon's feed; *shown: its input as the log shows it. Under
  * tc->lock.
  */
 static enum px_status spawn_run(struct px_transcode *tc, struct job *j, uint32_t from,
-				int64_t until, pid_t *pid, int *outfd, int *via_mount,
+				int64_t until, pid_t *pid, int *outfd, int *via_feed,
 				char *shown, size_t shown_cap)
 {
 	char *argv[96], bufs[4][32], sfrom[16], snseg[16], sbytes[32], sgen[24], shb[24];
-	char speed[32], suntil[16], inbuf[PATH_MAX];
+	char speed[32], suntil[16], sfd[16], stmo[24];
 	const struct px_source *hdr;
-	const char *input = writer_input(tc, j, j->direct, inbuf, sizeof(inbuf), &hdr);
+	int fed, feedfd = -1;
+	struct px_feed *feed = NULL;
+	const char *input = writer_input(tc, j, j->direct, &fed, &hdr);
 	char *secret;
 	size_t n = profile_argv(tc, j, argv, bufs, input, hdr, &secret);
+	enum px_status st = PX_OK;
 
 	argv[1] = "run";
 	snprintf(sfrom, sizeof(sfrom), "%u", from);
@@ -1334,11 +1377,21 @@ static enum px_status spawn_run(struct px_transcode *tc, struct job *j, uint32_t
 		argv[n++] = "--probe-until";
 		argv[n++] = suntil;
 	}
+	if (fed)
+		st = feed_writer(tc, j, argv, &n, sfd, stmo, &feedfd, &feed);
 	argv[n] = NULL;
-	enum px_status st = spawn(argv, pid, outfd, secret);
+	if (st == PX_OK)
+		st = spawn(argv, pid, outfd, secret, feedfd);
+	if (feedfd >= 0)
+		close(feedfd); /* the writer has its own; its exit ends the feed */
+	if (feed)
+		px_feed_go(tc->feeds, feed, st == PX_OK ? *pid : 0);
 	free(secret);
-	*via_mount = input == inbuf;
-	snprintf(shown, shown_cap, "%s", hdr ? hdr->shown : input);
+	*via_feed = fed;
+	if (fed)
+		snprintf(shown, shown_cap, "%s (fed by the daemon's read path)", input);
+	else
+		snprintf(shown, shown_cap, "%s", hdr ? hdr->shown : input);
 	return st;
 }
 
@@ -1398,7 +1451,7 @@ static void start_writer(struct px_transcode *tc, struct job *j, uint32_t from,
 		pthread_cond_broadcast(&tc->cond);
 		return;
 	}
-	if (spawn_run(tc, j, from, -1, &j->pid, &j->outfd, &j->via_mount, shown,
+	if (spawn_run(tc, j, from, -1, &j->pid, &j->outfd, &j->via_feed, shown,
 		      sizeof(shown)) != PX_OK) {
 		j->pid = 0;
 		j->failed = 1;
@@ -1631,8 +1684,8 @@ static void writer_ended(struct px_transcode *tc, struct job *j, int status)
 			px_warn("transcode", "writer pid %d of asset %s died (signal %d) before segment "
 				"%lld; recovering", (int)pid, j->a->id, WTERMSIG(status),
 				(long long)j->edge);
-		if (code == 1 && !j->via_mount && j->src->nsources > 1) {
-			/* no mount to cut over for it: the next run reads the next source */
+		if (code == 1 && !j->via_feed && j->src->nsources > 1) {
+			/* no daemon to cut over for it: the next run reads the next source */
 			j->direct = (j->direct + 1) % j->src->nsources;
 			const struct px_source *s = &j->src->sources[j->direct];
 			px_info("transcode", "asset %s: the next writer reads source %zu of %zu, %s",
@@ -1992,13 +2045,20 @@ static void *supervisor_main(void *arg)
 	struct pollfd *pf = calloc(cap, sizeof(*pf));
 	size_t *who = calloc(cap, sizeof(*who));
 	int *whop = calloc(cap, sizeof(*whop));    /* probe slot, -1: the main writer */
+	/* the process each entry was polled for: handling one entry may end
+	 * that writer and start another (a seek's restart, the queue), whose
+	 * new pidfd or pipe can take a number a later, stale entry polled;
+	 * matched by number alone, that entry's revents were taken for the
+	 * new writer's, and waitpid() then waited, under tc->lock, for the
+	 * new writer to end (the status and every read stalled meanwhile) */
+	pid_t *whopid = calloc(cap, sizeof(*whopid));
 	sigset_t all;
 	int64_t next_check = px_now_ms() + tc->cfg->heartbeat_ms / 2;
 	int64_t next_poll = px_now_ms();
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	if (!pf || !who || !whop) {
+	if (!pf || !who || !whop || !whopid) {
 		px_error("transcode", "supervisor: out of memory");
 		goto out;
 	}
@@ -2018,11 +2078,13 @@ static void *supervisor_main(void *arg)
 				if (p->pidfd >= 0) {
 					who[np] = i;
 					whop[np] = q;
+					whopid[np] = p->pid;
 					pf[np++] = (struct pollfd){ p->pidfd, POLLIN, 0 };
 				}
 				if (p->outfd >= 0) {
 					who[np] = i;
 					whop[np] = q;
+					whopid[np] = p->pid;
 					pf[np++] = (struct pollfd){ p->outfd, POLLIN, 0 };
 				}
 			}
@@ -2031,11 +2093,13 @@ static void *supervisor_main(void *arg)
 			if (j->pidfd >= 0) {
 				who[np] = i;
 				whop[np] = -1;
+				whopid[np] = j->pid;
 				pf[np++] = (struct pollfd){ j->pidfd, POLLIN, 0 };
 			}
 			if (j->outfd >= 0) {
 				who[np] = i;
 				whop[np] = -1;
+				whopid[np] = j->pid;
 				pf[np++] = (struct pollfd){ j->outfd, POLLIN, 0 };
 			}
 		}
@@ -2063,7 +2127,7 @@ static void *supervisor_main(void *arg)
 			struct job *j = &tc->jobs[who[k]];
 			if (whop[k] >= 0) {
 				struct probe *p = &j->probes[whop[k]];
-				if (!pf[k].revents || !p->pid)
+				if (!pf[k].revents || !p->pid || p->pid != whopid[k])
 					continue;
 				if (pf[k].fd == p->outfd) {
 					probe_output(tc, j, p);
@@ -2083,7 +2147,7 @@ static void *supervisor_main(void *arg)
 				}
 				continue;
 			}
-			if (!pf[k].revents || !j->pid)
+			if (!pf[k].revents || !j->pid || j->pid != whopid[k])
 				continue;
 			if (pf[k].fd == j->outfd) {
 				writer_output(tc, j);
@@ -2107,6 +2171,7 @@ out:
 	free(pf);
 	free(who);
 	free(whop);
+	free(whopid);
 	return NULL;
 }
 
@@ -2279,29 +2344,39 @@ out:
 	return st;
 }
 
-void px_transcode_set_input_root(struct px_transcode *tc, const char *mountpoint,
-				 int (*in_mount)(void *arg, const char *id, const char *path),
-				 void *arg)
+void px_transcode_set_input(struct px_transcode *tc, const struct px_tc_input *in)
 {
-	char *root = mountpoint ? strdup(mountpoint) : NULL;
-	if (!tc) {
-		free(root);
+	struct px_feeds *fs = NULL;
+	if (!tc)
 		return;
-	}
-	if (mountpoint && (!root || mountpoint[0] != '/')) {
-		px_warn("transcode", "writers read their sources directly: mount point %s %s",
-			mountpoint, root ? "is not absolute" : "not kept (out of memory)");
-		free(root);
-		root = NULL;
-	}
+	if (in && !(fs = px_feeds_new()))
+		px_warn("transcode", "writers read their sources directly: out of memory");
 	pthread_mutex_lock(&tc->lock);
-	free(tc->input_root);
-	tc->input_root = root;
-	tc->in_mount = in_mount;
-	tc->in_mount_arg = arg;
+	if (fs && !tc->feeds) {
+		tc->feeds = fs;
+		fs = NULL;
+	}
+	tc->have_input = in && tc->feeds;
+	if (tc->have_input)
+		tc->input = *in;
 	pthread_mutex_unlock(&tc->lock);
-	if (root)
-		px_info("transcode", "writers read their input through the mount at %s", root);
+	px_feeds_free(fs);
+	if (in && tc->have_input)
+		px_info("transcode", "writers read their input through the daemon's read path");
+}
+
+void px_transcode_end_feeds(struct px_transcode *tc)
+{
+	if (!tc)
+		return;
+	/* no writer starts from here on, so no feed either */
+	px_transcode_stop(tc);
+	pthread_mutex_lock(&tc->lock);
+	struct px_feeds *fs = tc->feeds;
+	tc->feeds = NULL;
+	tc->have_input = 0;
+	pthread_mutex_unlock(&tc->lock);
+	px_feeds_free(fs);
 }
 
 void px_transcode_stop(struct px_transcode *tc)
@@ -2357,6 +2432,8 @@ void px_transcode_free(struct px_transcode *tc)
 		free(j->okgen);
 		free(j->offs);
 	}
+	/* after the writers: each feed's thread then sees its writer gone */
+	px_feeds_free(tc->feeds);
 	while (tc->files) {
 		struct px_tcfile *f = tc->files;
 		tc->files = f->next;
@@ -2369,7 +2446,6 @@ void px_transcode_free(struct px_transcode *tc)
 	pthread_cond_destroy(&tc->cond);
 	free(tc->queue);
 	free(tc->jobs);
-	free(tc->input_root);
 	free(tc);
 }
 

@@ -6,7 +6,7 @@
  * The daemon never links the FFmpeg libraries: it runs `seamfs-writer
  * plan` once per asset to learn the file's size and `seamfs-writer run
  * --from N` to write. Once the mount serves reads, writers read their
- * input through it (px_transcode_set_input_root), so the daemon's own read
+ * input from the daemon (px_transcode_set_input), so the daemon's own read
  * path balances and cuts over for them. See docs/transcode.md.
  */
 #ifndef SEAMFS_TRANSCODE_H
@@ -75,25 +75,26 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset,
 				 int64_t *size) PX_WUR;
 
 /*
- * From now on writers read their input through the mount at mountpoint
- * (absolute; copied): MOUNTPOINT/<the source asset's path>, with no
- * provider headers, so that the daemon's read path chooses, balances and
- * cuts over the source for them exactly as for any reader. in_mount(arg,
- * id, path) tells whether the source asset with that id is in the mount's
- * tree at that path now (one left out at mount or removed by a reload is
- * not; then that writer reads the sources directly); NULL: always. It is
- * called under the supervisor's lock and must not touch the mount.
- * Writers already running keep their input. NULL mountpoint: read the
- * sources directly again. NULL tc: no-op.
- *
- * Call once the mount serves reads with several FUSE workers: a reader of
- * a transcode holds a worker while it waits for a segment, and the writer
- * it waits for needs another one for its input (never with `-s`).
- * Any thread.
+ * From now on writers read their input from the daemon (feed.h): the
+ * source asset through in's ops (copied; in->arg borrowed until
+ * px_transcode_free), so that the daemon's read path chooses, balances
+ * and cuts over the source for them exactly as for any reader, and not
+ * through the mount, which a running writer would keep busy. A source
+ * asset that in->listed says is not served now (left out at mount,
+ * removed by a reload): that writer reads the sources directly. Writers
+ * already running keep their input. NULL in: read the sources directly
+ * again. NULL tc: no-op. Any thread.
  */
-void px_transcode_set_input_root(struct px_transcode *tc, const char *mountpoint,
-				 int (*in_mount)(void *arg, const char *id, const char *path),
-				 void *arg);
+struct px_tc_input;
+void px_transcode_set_input(struct px_transcode *tc, const struct px_tc_input *in);
+
+/*
+ * Stops the supervisor (px_transcode_stop) and ends every writer's input
+ * feed, waiting for their threads (a read in flight ends within
+ * read_timeout; at once when the core is stopping). Call before the
+ * handles the feeds read through are closed. NULL: no-op.
+ */
+void px_transcode_end_feeds(struct px_transcode *tc);
 
 /* Opens a handle on a planned asset. client (the caller's pid) is for logs. */
 enum px_status px_transcode_open(struct px_transcode *tc, size_t asset, uint64_t client,

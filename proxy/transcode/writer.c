@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,6 +41,7 @@
 
 #include <jansson.h>
 
+#include "feed.h"
 #include "log.h"
 #include "playlist.h"
 #include "tcstore.h"
@@ -61,6 +63,9 @@ struct wr {
 	char *err;
 	size_t errlen;
 	AVFormatContext *ic;
+	AVIOContext *feed_pb;            /* the daemon's feed as the input's I/O */
+	int64_t feed_pos;
+	int feed_broken;                 /* a request went unanswered: no more */
 	int vi, ai;                      /* input stream indexes, -1: none */
 	AVCodecContext *vdec, *adec, *venc, *aenc;
 	struct SwsContext *sws;
@@ -142,11 +147,130 @@ static void av_log_to_px(void *avcl, int level, const char *fmt, va_list vl)
 		px_log(level <= AV_LOG_ERROR ? PX_LOG_ERROR : PX_LOG_WARN, "ffmpeg", "%s", line);
 }
 
+/* 0 when len bytes went (or came); -1 otherwise (a timeout included). */
+static int feed_io(int fd, void *buf, size_t len, int out)
+{
+	char *p = buf;
+	while (len) {
+		ssize_t r = out ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		p += r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
+enum px_status px_writer_feed_hello(struct px_writer_args *a, char *err, size_t errlen)
+{
+	struct px_feed_hello hello;
+	int64_t ms = a->io_timeout_ms > 0 ? a->io_timeout_ms : 30000;
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+	enum px_status st = PX_EIO;
+
+	if (setsockopt(a->input_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv))) {
+		snprintf(err, errlen, "%s: the daemon's feed (fd %d): %s", a->input, a->input_fd,
+			 strerror(errno));
+		goto out;
+	}
+	if (feed_io(a->input_fd, &hello, sizeof(hello), 0) || hello.magic != PX_FEED_MAGIC) {
+		snprintf(err, errlen, "%s: the daemon's feed (fd %d) said no hello", a->input,
+			 a->input_fd);
+		goto out;
+	}
+	if (hello.status != PX_OK || hello.size < 0) {
+		st = hello.status != PX_OK ? (enum px_status)hello.status : PX_EIO;
+		snprintf(err, errlen, "%s: the daemon cannot read it: %s", a->input,
+			 px_strerror(st));
+		goto out;
+	}
+	a->input_size = hello.size;
+	st = PX_OK;
+out:
+	return st;
+}
+
+/* AVIOContext read: one request to the daemon's feed (feed.h). */
+static int feed_read(void *opaque, uint8_t *buf, int size)
+{
+	struct wr *w = opaque;
+	struct px_feed_req rq = { w->feed_pos, (uint32_t)size, 0 };
+	struct px_feed_reply rp;
+	int fd = w->a->input_fd;
+
+	if (w->feed_broken)
+		return AVERROR(EIO);
+	if (w->feed_pos >= w->a->input_size)
+		return AVERROR_EOF;
+	if (rq.len > PX_FEED_MAX)
+		rq.len = PX_FEED_MAX;
+	if (feed_io(fd, &rq, sizeof(rq), 1) || feed_io(fd, &rp, sizeof(rp), 0) ||
+	    rp.n > rq.len || (rp.n && feed_io(fd, buf, rp.n, 0))) {
+		/* a late answer would be taken for the next one's */
+		w->feed_broken = 1;
+		px_log(PX_LOG_WARN, "writer", "%s: the daemon's feed did not answer a read at "
+		       "%lld", input_name(w->a), (long long)rq.off);
+		return AVERROR(EIO);
+	}
+	if (rp.status != PX_OK) {
+		px_log(PX_LOG_WARN, "writer", "%s: read at %lld failed in the daemon: %s",
+		       input_name(w->a), (long long)rq.off, px_strerror((enum px_status)rp.status));
+		return rp.status == PX_ETIMEDOUT ? AVERROR(ETIMEDOUT) : AVERROR(EIO);
+	}
+	w->feed_pos += rp.n;
+	return rp.n ? (int)rp.n : AVERROR_EOF;
+}
+
+static int64_t feed_seek(void *opaque, int64_t off, int whence)
+{
+	struct wr *w = opaque;
+	int64_t pos;
+	switch (whence & ~AVSEEK_FORCE) {
+	case AVSEEK_SIZE: return w->a->input_size;
+	case SEEK_SET: pos = off; break;
+	case SEEK_CUR: pos = w->feed_pos + off; break;
+	case SEEK_END: pos = w->a->input_size + off; break;
+	default: return AVERROR(EINVAL);
+	}
+	if (pos < 0)
+		return AVERROR(EINVAL);
+	w->feed_pos = pos;
+	return pos;
+}
+
+#define FEED_IO_BUF (256 * 1024)
+
+/* The input's I/O through the daemon's feed: w->ic with a custom pb. */
+static enum px_status open_feed(struct wr *w)
+{
+	unsigned char *b = av_malloc(FEED_IO_BUF);
+	enum px_status st = PX_ENOMEM;
+	if (!b || !(w->ic = avformat_alloc_context()))
+		goto out;
+	w->feed_pb = avio_alloc_context(b, FEED_IO_BUF, 0, w, feed_read, NULL, feed_seek);
+	if (!w->feed_pb)
+		goto out;
+	b = NULL; /* the pb's now */
+	w->ic->pb = w->feed_pb;
+	st = PX_OK;
+out:
+	av_free(b);
+	if (st != PX_OK)
+		snprintf(w->err, w->errlen, "%s: out of memory", input_name(w->a));
+	return st;
+}
+
 static enum px_status open_input(struct wr *w)
 {
 	AVDictionary *o = NULL;
 	char hdrs[8192] = "", tmo[32];
 	int rc;
+	enum px_status st;
+
+	if (w->a->input_fd > 0 && (st = open_feed(w)) != PX_OK)
+		return st;
 	for (size_t i = 0; i < w->a->nheaders; i++)
 		snprintf(hdrs + strlen(hdrs), sizeof(hdrs) - strlen(hdrs), "%s\r\n",
 			 w->a->headers[i]);
@@ -225,6 +349,11 @@ static void close_all(struct wr *w)
 	avcodec_parameters_free(&w->vpar);
 	avcodec_parameters_free(&w->apar);
 	avformat_close_input(&w->ic);
+	if (w->feed_pb) {
+		/* a custom pb is the caller's to free */
+		av_freep(&w->feed_pb->buffer);
+		avio_context_free(&w->feed_pb);
+	}
 	px_playlist_release(&w->pl);
 	free(w->pl_known);
 	w->pl_known = NULL;

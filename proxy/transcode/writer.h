@@ -15,7 +15,10 @@
 #include "kvstore.h"
 
 struct px_writer_args {
-	const char *input;        /* URL or path of the source asset */
+	const char *input;        /* URL or path of the source asset; with
+				   * input_fd, the name of the fed asset */
+	int input_fd;             /* the daemon's feed of the input (feed.h), 0: none */
+	int64_t input_size;       /* its size, from px_writer_feed_hello() */
 	const char *shown;        /* input as messages show it (px_redact_url); NULL: input */
 	const char **headers;     /* "Name: value" for HTTP inputs */
 	size_t nheaders;
@@ -48,6 +51,12 @@ struct px_writer_args {
 #define PX_WRITER_PROBE_TMP ".probe.tmp"
 /* The most segments one probe run writes. */
 #define PX_WRITER_PROBE_MAX 16
+
+/* Reads the daemon's hello on a->input_fd (once, before any run) into
+ * a->input_size, and bounds each later reply by a->io_timeout_ms. On
+ * failure err says why (the daemon cannot read the asset, or no hello). */
+enum px_status px_writer_feed_hello(struct px_writer_args *a, char *err,
+				    size_t errlen) PX_WUR;
 
 /* Probes the input and plans the segments. On failure err names the input
  * and what went wrong. */

@@ -13,15 +13,17 @@
  *       together at the end (docs/transcode.md "Seeks")
  * profile: --height H --video-bitrate B --audio-bitrate B
  *          --segment-seconds D [--header "Name: value"]... [--remux]
- *          [--io-timeout-ms MS]
+ *          [--io-timeout-ms MS] [--input-fd FD]
  *
- * SRC is a URL, a local path, or the source asset's file in the seamfs
- * mount; "-" reads it from stdin (first line), with the headers on the
- * lines after it: a URL's credentials and a provider's headers must not
- * stand on a command line, which every local user can read. It is the
- * mount (the daemon passes that once its mount serves reads, so that its
- * read path balances and cuts over the writer's input). --io-timeout-ms
- * bounds a network input that stops sending (default 30000).
+ * SRC is a URL or a local path; "-" reads it from stdin (first line),
+ * with the headers on the lines after it: a URL's credentials and a
+ * provider's headers must not stand on a command line, which every local
+ * user can read. With --input-fd, the daemon feeds the input over that
+ * socket from its own read path (feed.h; it does so once its mount serves
+ * reads, so that it balances and cuts over the writer's input, without
+ * the writer keeping the mount busy), and SRC only names it.
+ * --io-timeout-ms bounds a network input that stops sending, or the
+ * feed's answer (default 30000).
  *
  * --store: cluster mode (docs/cluster.md): the lease and the playlist are
  * in that Redis store, every listing checked there against generation G,
@@ -44,7 +46,7 @@
 
 enum { O_INPUT = 1, O_HEADER, O_HEIGHT, O_VB, O_AB, O_SEC, O_REMUX, O_WORK, O_FROM,
        O_NSEG, O_SBYTES, O_LDIR, O_LKEY, O_LGEN, O_HB, O_LOG, O_SPEED, O_IOTIMEOUT,
-       O_PROBE, O_STORE, O_STORE_PW, O_CLUSTER };
+       O_PROBE, O_STORE, O_STORE_PW, O_CLUSTER, O_INPUT_FD };
 
 static const struct option opts[] = {
 	{ "input", required_argument, NULL, O_INPUT },
@@ -69,6 +71,7 @@ static const struct option opts[] = {
 	{ "store", required_argument, NULL, O_STORE },
 	{ "store-password-file", required_argument, NULL, O_STORE_PW },
 	{ "cluster", required_argument, NULL, O_CLUSTER },
+	{ "input-fd", required_argument, NULL, O_INPUT_FD },
 	{ NULL, 0, NULL, 0 }
 };
 
@@ -201,6 +204,10 @@ int main(int argc, char **argv)
 			if (num("io-timeout-ms", optarg, 100, 3600000, &v)) goto out;
 			a.io_timeout_ms = v;
 			break;
+		case O_INPUT_FD:
+			if (num("input-fd", optarg, 3, 1023, &v)) goto out;
+			a.input_fd = (int)v;
+			break;
 		case O_PROBE:
 			if (num("probe-until", optarg, 0, PX_SEG_MAX_COUNT, &v)) goto out;
 			a.probe = 1;
@@ -239,6 +246,10 @@ int main(int argc, char **argv)
 	px_redact_url(a.input, shown, sizeof(shown));
 	a.shown = shown;
 	rc = 1;
+	if (a.input_fd && px_writer_feed_hello(&a, err, sizeof(err)) != PX_OK) {
+		fprintf(stderr, "seamfs-writer: %s\n", err);
+		goto out;
+	}
 	if (!run) {
 		struct px_seg_plan p;
 		if (a.remux) {

@@ -436,6 +436,57 @@ def test_remount_serves_committed_work(seamfs, data, nginx, tmp_path):
     assert 'writer pid' not in m2.log()
 
 
+def test_unmount_while_the_writer_runs(seamfs, data, nginx, tmp_path):
+    """A player reads the head of a transcode and exits while its writer
+    still runs (paced at realtime): `fusermount3 -u` right then succeeds,
+    the daemon exits, and a remount at the same path serves the whole file.
+    The writer's input must not keep the mount busy (issue 26: it read its
+    input through the mount, and the unmount failed with EBUSY until the
+    writer ended; a remount then found the old mount still there)."""
+    m, job = mount_tc(seamfs, nginx, tmp_path, options=['writer_max_speed=1'])
+    f = m.path('Transcoded/clip 180p.ts')
+    plan = plan_of(job)
+    two = 2 * plan['segment_bytes']
+    with open(f, 'rb', buffering=0) as fh:
+        head = bounded(lambda: os.pread(fh.fileno(), two, 0), 60, 'the first two segments')
+        again = os.pread(fh.fileno(), two, 0)
+    assert len(head) == two and again == head
+    assert head == (job / 'seg-000000.ts').read_bytes() + (job / 'seg-000001.ts').read_bytes()
+    # the player has gone; the writer has 20 s of clip to write at 1x
+    pids = writer_pids(m.pid)
+    assert pids, 'no writer runs: the test would prove nothing'
+    # it reads through the daemon's read path (a session of its own, its
+    # pid the client), not through the mount: it holds no file there
+    sessions = [x for x in status_json(m)['sessions'] if x['path'] == 'clip.mkv']
+    assert any(x['client'] in pids and x['handles'] == 1 for x in sessions), sessions
+    in_mount = []
+    for pid in pids:
+        for p in Path(f'/proc/{pid}/fd').iterdir():
+            try:
+                fd = os.readlink(p)
+            except OSError:
+                continue         # closed meanwhile
+            if fd.startswith(str(m.mnt) + '/'):
+                in_mount.append(fd)
+    assert not playlist_entries(job)[1], 'the writer finished before the unmount'
+    r = subprocess.run(['fusermount3', '-u', str(m.mnt)], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, f'fusermount3 -u: {r.stderr} (the writer holds {in_mount})'
+    assert not in_mount
+    assert m.wait_exit(30) == 0, m.log()
+    assert not m.is_mounted()
+    assert 'stopped at unmount' in m.log(), m.log()
+
+    m2 = seamfs.mount(m.catalog, read_timeout=20, options=[f'work_dir={tmp_path / "work"}'],
+                      mnt=m.mnt)
+    f2 = m2.path('Transcoded/clip 180p.ts')
+    digest, n = bounded(lambda: read_sequential(f2), 90, 'reading the transcode after a remount')
+    assert n == plan['size']
+    assert digest == committed_concat_sha(job, plan['segments'])
+    assert hashlib.sha256(head).hexdigest() == hashlib.sha256(
+        (job / 'seg-000000.ts').read_bytes() + (job / 'seg-000001.ts').read_bytes()).hexdigest()
+
+
 # --------------------------------------------------------------------------
 # The writer's input fails over like any reader (issue 13)
 # --------------------------------------------------------------------------
