@@ -9,12 +9,14 @@
  * bytes these are). From then on:
  *  (1) every byte a read returns equals that source's byte;
  *  (2) a read fails only when no source identical to it (the same size and
- *      bytes, answering proper ranges) could serve over the whole read: not
- *      dead, stalled, dripping or refusing by the time the read returned
- *      (a source that came back counts once it was back when the read
- *      began); before anything was served, any source with the asset's
- *      bytes and size counts. Every read returns within read_timeout +
- *      SC_GRACE_MS;
+ *      bytes, answering proper ranges; one that differs from it inside a
+ *      sampled range is not: the core may hold that sample of the served
+ *      source, fetched early, and rightly refuse it) could serve over the
+ *      whole read: not dead, stalled, dripping or refusing by the time the
+ *      read returned (a source that came back counts once it was back when
+ *      the read began); before anything was served, any source with the
+ *      asset's bytes and size counts. Every read returns within
+ *      read_timeout + SC_GRACE_MS;
  *  (3) no provider had more transfers open than its max_connections;
  *  (4) with a state_dir, the stored reference fingerprint is not
  *      contradicted by a majority of the sources.
@@ -117,13 +119,17 @@ static int able(struct scen *s, int j, int64_t t0, int64_t t1)
 	}
 }
 
+static int differ_unseen(const struct scen *s, int a, int b);
+
 /* A source that could have served [t0, t1] and holds the session's bytes
  * (mask: the sources that agree with every byte it returned; 0: nothing
  * served yet, then one identical to `served`, or the asset's own), or -1. */
 static int could_serve(struct scen *s, int served, unsigned mask, int64_t t0, int64_t t1)
 {
 	for (int j = 0; j < s->nsrc; j++)
-		if ((mask ? servable(s, j) && (mask >> j & 1) : identical(s, j, served)) &&
+		if ((mask ? servable(s, j) && (mask >> j & 1) &&
+			    (served < 0 || differ_unseen(s, j, served))
+			  : identical(s, j, served)) &&
 		    able(s, j, t0, t1))
 			return j;
 	return -1;
