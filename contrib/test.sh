@@ -16,7 +16,7 @@ echo "== gcc build (-Werror)"
 rm -rf build-test build-asan
 CC=gcc meson setup build-test -Dwerror=true >/dev/null
 meson compile -C build-test
-meson test -C build-test --print-errorlogs --num-processes 2
+meson test -C build-test --print-errorlogs --num-processes 2 --no-suite scenarios-inprocess
 
 echo "== clang build, ASan + UBSan (-Werror)"
 CC=clang meson setup build-asan -Dwerror=true -Db_sanitize=address,undefined \
@@ -24,7 +24,7 @@ CC=clang meson setup build-asan -Dwerror=true -Db_sanitize=address,undefined \
 meson compile -C build-asan
 export ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:detect_leaks=1:exitcode=86
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=87
-meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3
+meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3 --no-suite scenarios-inprocess
 
 echo "== chaos soak, short (bench/soak.sh): 8 readers, every byte checked, ASan build"
 soak_dir=$(mktemp -d)
