@@ -1158,9 +1158,10 @@ static void *sweep_main(void *arg)
 
 /*
  * The samples a cutover needs, fetched at once, in parallel, within until:
- * what the failed source's fingerprint lacks, when the failure may leave it
- * answering (a reset, a 5xx, a stall; not a refused connection or an
- * answer of the wrong kind; a stall gets half a stall_timeout), and what
+ * what the failed source's fingerprint lacks, those from off on first, when
+ * the failure may leave it answering (a reset, a 5xx, a stall; not a
+ * refused connection or an answer of the wrong kind; a stall gets half a
+ * stall_timeout), and what
  * each candidate that is not verified lacks of the samples `served` has
  * (the failed source's at the failure: a candidate must match them; all it
  * lacks when served is NULL), with no size probe first (cutover_gate). A
@@ -1169,10 +1170,11 @@ static void *sweep_main(void *arg)
  * that cannot start sweeps in the caller's.
  */
 static void sweep_all(struct px_core *core, struct px_session *s, size_t failed,
-		      enum px_status why, const struct vf_fingerprint *served,
+		      enum px_status why, const struct vf_fingerprint *served, int64_t off,
 		      const size_t *cand, size_t nc, int64_t until)
 {
 	struct sweep *w = calloc(nc + 1, sizeof(*w));
+	struct vf_fingerprint *ahead = malloc(sizeof(*ahead));
 	size_t n = 0;
 	struct asset_rt *rt = &core->assets[s->asset];
 	int answers = why == PX_ETRANSFER || why == PX_ESERVER || why == PX_ETIMEDOUT;
@@ -1180,14 +1182,21 @@ static void sweep_all(struct px_core *core, struct px_session *s, size_t failed,
 	/* a candidate must match the samples the failed source had: only
 	 * those are asked for now, unless it had none */
 	int only = served ? TAKE_FIRST_ONLY : 0;
-	if (!w)
-		return;
+	if (!w || !ahead)
+		goto out;
 	/* a source that stalled gets half a stall to answer: samples past
 	 * its stall would hold up the whole cutover */
 	int64_t mine_until = why == PX_ETIMEDOUT && px_now_ms() + per / 2 < until
 			     ? px_now_ms() + per / 2 : until;
+	/* its samples the reader reaches next first (nearest first): a
+	 * standby is served from off on, so those judge it before any other,
+	 * and a stall further on must not leave them unasked */
+	vf_fingerprint_init(ahead, rt->size);
+	for (size_t i = 0; i < ahead->plan.n; i++)
+		ahead->have[i] = ahead->plan.off[i] + (int64_t)ahead->plan.len[i] > off;
 	if (answers && !px_own_full(core, s->asset, failed))
-		w[n++] = (struct sweep){ .core = core, .s = s, .k = failed, .until = mine_until };
+		w[n++] = (struct sweep){ .core = core, .s = s, .k = failed, .until = mine_until,
+					 .first = ahead };
 	for (size_t i = 0; i < nc; i++) {
 		pthread_mutex_lock(&core->vf_lock);
 		int skip = rt->src[cand[i]].state == VS_VERIFIED ||
@@ -1206,6 +1215,8 @@ static void sweep_all(struct px_core *core, struct px_session *s, size_t failed,
 		else
 			(void)sweep_main(&w[i]);
 	}
+out:
+	free(ahead);
 	free(w);
 }
 
@@ -1523,7 +1534,7 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 			int64_t sweep_until = px_now_ms() + 2 * per;
 			if (sweep_until > deadline - per / 4)
 				sweep_until = deadline - per / 4;
-			sweep_all(core, s, failed, why, served, cand + i, nc - i, sweep_until);
+			sweep_all(core, s, failed, why, served, off, cand + i, nc - i, sweep_until);
 			have = session_reference(core, s, failed, why, mine);
 			know = 1;
 			/* the ones that did not answer the sweep go last now */

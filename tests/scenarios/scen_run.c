@@ -461,8 +461,10 @@ static int make_catalog(struct scen *s, char *err, size_t errlen)
 					      s->limit[p]);
 		n += (size_t)snprintf(text + n, sizeof(text) - n, "}");
 	}
-	n += (size_t)snprintf(text + n, sizeof(text) - n, "], \"assets\": [{\"id\": \"a\", "
-			      "\"path\": \"a.bin\", \"mtime\": %d, ", SC_MTIME);
+	/* the asset's id names the seed: a run's log says whose each line is */
+	n += (size_t)snprintf(text + n, sizeof(text) - n, "], \"assets\": [{\"id\": \"a%llu\", "
+			      "\"path\": \"a.bin\", \"mtime\": %d, ", (unsigned long long)s->seed,
+			      SC_MTIME);
 	if (s->size_in_catalog)
 		n += (size_t)snprintf(text + n, sizeof(text) - n, "\"size\": %lld, ",
 				      (long long)s->size);
@@ -582,7 +584,7 @@ static int source_id(const struct scen *s, int j, struct vf_fingerprint *fp,
 /* (4): the stored reference against the sources' own bytes. */
 static void check_store(struct scen *s)
 {
-	char dir[256], err[256], name[512], ref[VF_FINGERPRINT_ID_LEN];
+	char dir[256], err[256], name[512], ref[VF_FINGERPRINT_ID_LEN], id[32];
 	char ids[SF_MAX_SOURCES][VF_FINGERPRINT_ID_LEN];
 	struct vf_store *st = NULL;
 	struct vf_record *rec = malloc(sizeof(*rec));
@@ -592,7 +594,8 @@ static void check_store(struct scen *s)
 	if (!rec || !fp || access(dir, F_OK) != 0 ||
 	    vf_store_open(dir, NULL, NULL, &st, err, sizeof(err)) != PX_OK)
 		goto out;
-	if (!vf_store_reference(st, "a", name, sizeof(name), rec) || !rec->has_fp ||
+	snprintf(id, sizeof(id), "a%llu", (unsigned long long)s->seed);
+	if (!vf_store_reference(st, id, name, sizeof(name), rec) || !rec->has_fp ||
 	    vf_fingerprint_id(&rec->fp, ref) != PX_OK)
 		goto out;
 	for (int j = 0; j < s->nsrc; j++)

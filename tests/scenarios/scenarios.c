@@ -2,13 +2,15 @@
  * scenarios.c - the seeded scenario checker, in-process (README.md here).
  *
  *   scenarios [--count N] [--seed S] [--jobs J] [--clean | --force-switch]
- *             [--verbose] [--log FILE]
+ *             [--verbose] [--log FILE [--log-level L]]
  *
  * Runs N scenarios, seeds S .. S+N-1, J at a time, each on its own core
  * and fake fetcher (scen.h). A violation prints its seed, what broke and
  * the command that replays that scenario alone. The last line is always
  * "scenarios: N run, V violations"; the exit status is 1 when V > 0, 2 on
- * bad arguments.
+ * bad arguments. With --log, the core's lines about the first violations'
+ * assets (ids "aSEED") are printed after the run: a violation that only
+ * happens under load still shows what the core did.
  *
  * --clean makes every source identical and faultless (a correct checker
  * finds nothing there); --force-switch moves every session by hand to a
@@ -32,6 +34,8 @@ struct run {
 	_Atomic long next, done, violations, switched, reads, failed, cuts, unseen;
 	_Atomic long by_kind[7];
 	pthread_mutex_t print_lock;
+	uint64_t bad[8]; /* the first violations' seeds, for their log lines */
+	_Atomic long nbad;
 };
 
 static struct run g_run;
@@ -124,6 +128,9 @@ static void *worker(void *arg)
 		atomic_fetch_add(&g_run.switched, s->switch_done);
 		atomic_fetch_add(&g_run.unseen, s->unseen && !s->violated);
 		if (s->violated) {
+			long b = atomic_fetch_add(&g_run.nbad, 1);
+			if (b < 8)
+				g_run.bad[b] = s->seed;
 			atomic_fetch_add(&g_run.violations, 1);
 			atomic_fetch_add(&g_run.by_kind[kind_of(s->what)], 1);
 			report(s);
@@ -138,7 +145,7 @@ static void *worker(void *arg)
 static int usage(const char *why)
 {
 	fprintf(stderr, "scenarios: %s\nusage: scenarios [--count N] [--seed S] [--jobs J] "
-		"[--clean | --force-switch] [--verbose] [--log FILE]\n", why);
+		"[--clean | --force-switch] [--verbose] [--log FILE [--log-level L]]\n", why);
 	return 2;
 }
 
@@ -160,7 +167,36 @@ static int number(const char *opt, const char *arg, unsigned long long min,
 	return 0;
 }
 
-static int parse(int argc, char **argv, int *verbose, const char **log)
+/*
+ * After a run with --log: the core's lines about each of the first
+ * violations' assets ("asset aSEED"), at most 400 a seed, so that a run
+ * that cannot be replayed (it failed under load) still says what the core
+ * did.
+ */
+static void print_bad_logs(const char *log)
+{
+	long nbad = atomic_load(&g_run.nbad);
+	char line[2048], tag[48];
+	for (long b = 0; log && b < nbad && b < 8; b++) {
+		FILE *f = fopen(log, "r");
+		int n = 0;
+		if (!f)
+			return;
+		snprintf(tag, sizeof(tag), "asset a%llu", (unsigned long long)g_run.bad[b]);
+		printf("the core's log for seed %llu (%s):\n", (unsigned long long)g_run.bad[b], log);
+		while (n < 400 && fgets(line, sizeof(line), f)) {
+			const char *t = strstr(line, tag);
+			if (t && (t[strlen(tag)] < '0' || t[strlen(tag)] > '9')) {
+				fputs(line, stdout);
+				n++;
+			}
+		}
+		fclose(f);
+	}
+}
+
+static int parse(int argc, char **argv, int *verbose, const char **log,
+		 enum px_log_level *level)
 {
 	unsigned long long v;
 	for (int i = 1; i < argc; i++) {
@@ -173,6 +209,10 @@ static int parse(int argc, char **argv, int *verbose, const char **log)
 			g_run.jobs = (int)v;
 		else if (strcmp(a, "--log") == 0 && next)
 			*log = next;
+		else if (strcmp(a, "--log-level") == 0 && next) {
+			if (px_log_level_parse(next, level) != PX_OK)
+				return usage("--log-level: not error, warn, info or debug");
+		}
 		else if (strcmp(a, "--clean") == 0 || strcmp(a, "--force-switch") == 0 ||
 			 strcmp(a, "--verbose") == 0) {
 			if (a[2] == 'v')
@@ -192,16 +232,17 @@ int main(int argc, char **argv)
 {
 	int verbose = 0;
 	const char *log = NULL;
+	enum px_log_level level = PX_LOG_ERROR;
 	g_run.seed = 1;
 	g_run.count = 2000;
 	g_run.jobs = 24;
 	pthread_mutex_init(&g_run.print_lock, NULL);
-	if (parse(argc, argv, &verbose, &log) != 0)
+	if (parse(argc, argv, &verbose, &log, &level) != 0)
 		return 2;
 	if (g_run.count == 1)
 		verbose = 1;
 	/* the core's log: its lines on stderr for a replay, else a file or none */
-	px_log_setup(verbose ? (getenv("SCEN_DEBUG") ? PX_LOG_DEBUG : PX_LOG_INFO) : PX_LOG_ERROR, !verbose);
+	px_log_setup(verbose ? (getenv("SCEN_DEBUG") ? PX_LOG_DEBUG : PX_LOG_INFO) : level, !verbose);
 	if (!verbose && px_log_open_file(log ? log : "/dev/null") != PX_OK) {
 		fprintf(stderr, "scenarios: --log %s: cannot be opened\n", log ? log : "/dev/null");
 		return 2;
@@ -216,6 +257,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < started; i++)
 		pthread_join(t[i], NULL);
 	free(t);
+	if (!verbose)
+		print_bad_logs(log);
 	summary();
 	return atomic_load(&g_run.violations) ? 1 : 0;
 }
