@@ -119,8 +119,9 @@ long px_catalog_find(const struct px_catalog *cat, const char *id);
  * line. Truncates silently. */
 void px_catalog_escape(char *dst, size_t cap, const char *src);
 
-/* Checks a relative asset path (the "path" rules of DESIGN.md). Returns a
- * static message ("has a '.' or '..' component") or NULL when valid. */
+/* Checks a relative asset path (the path rules of docs/design.md, "Words").
+ * Returns a static message ("has a '.' or '..' component") or NULL when
+ * valid. */
 const char *px_catalog_bad_path(const char *path);
 
 /* Checks an http(s) URL and writes its "host:port" (lowercase, userinfo

@@ -4,8 +4,9 @@
  * A read is served by a stream (stream.c) or by direct range requests and
  * preads (session.c); both end up here when the bytes they wait for do not
  * come, so a failure means the same whichever tier met it. The order of
- * remedies follows DESIGN.md: first a standby proven identical takes over
- * in place, at the same byte (px_cutover, which checks the seam); when
+ * remedies follows docs/design.md ("Cutover"): first a standby proven
+ * identical takes over in place, at the same byte (px_cutover, which
+ * checks the seam); when
  * none can, the same source is tried again with a growing backoff while
  * the failure looks transient; a read that keeps failing without a new
  * byte, or that reaches its deadline, fails with the

@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """The option list has one source, px_config_options (proxy/catalog/config.c):
 `seamfs --help` prints it and the build writes it into seamfs.1 (mangen).
-This check fails when the README's option table or the man pages drift
-from it, or when a man page renders with warnings.
+This check fails when the option table of docs/configuration.md or the man
+pages drift from it, or when a man page renders with warnings.
 
     check_docs.py SOURCE_ROOT MANGEN SEAMFS_1 SEAMFS_WRITER_1
 
 Checked:
-  - every option of the table is a row of the README's "Options" table with
-    the same argument (`name=ARG`, or `name` for a flag), and every
-    `name=...` row of the README is an option of the table;
+  - every option of the table is a row of docs/configuration.md's "Options"
+    table with the same argument (`name=ARG`, or `name` for a flag), and every
+    `name=...` row there is an option of the table;
   - seamfs.1 describes every option (`-o name`);
   - seamfs-writer.1 describes every long option of writer_main.c;
-  - `man --warnings -l PAGE` prints no warning for either page.
+  - `man --warnings -l PAGE` prints no warning for either page;
+  - the figures the docs quote from the code and the build: how many sources
+    an asset may gain while mounted (proxy/source/context.h), and that
+    README.md's dependency list names every library meson.build links.
 """
 
 import os
@@ -20,6 +23,8 @@ import re
 import shutil
 import subprocess
 import sys
+
+DOC = 'docs/configuration.md'   # the page that lists every option
 
 
 def table_options(mangen):
@@ -32,12 +37,12 @@ def table_options(mangen):
     return opts
 
 
-def readme_options(readme):
-    """The rows of the table under '### Options': {name: ARG or None}."""
-    text = open(readme, encoding='utf-8').read()
-    m = re.search(r'^### Options\n(.*?)(?=^#)', text, re.M | re.S)
+def doc_options(doc):
+    """The rows of the table under '## Options': {name: ARG or None}."""
+    text = open(doc, encoding='utf-8').read()
+    m = re.search(r'^## Options\n(.*?)(?=^#|\Z)', text, re.M | re.S)
     if not m:
-        sys.exit(f'{readme}: no "### Options" section')
+        sys.exit(f'{doc}: no "## Options" section')
     opts = {}
     for row in m.group(1).splitlines():
         cell = re.match(r'\|\s*`([^`]+)`', row)
@@ -46,6 +51,46 @@ def readme_options(readme):
         name, _, arg = cell.group(1).partition('=')
         opts[name] = arg or None
     return opts
+
+
+def fact_errors(root):
+    """Figures the docs quote that the code or the build defines:
+    the sources an asset may gain while mounted (proxy/source/context.h)
+    and the libraries meson.build links (README.md's dependency list)."""
+    errors = []
+    ctx = open(os.path.join(root, 'proxy/source/context.h'), encoding='utf-8').read()
+    small = re.search(r'#define PX_SPARE_SOURCES_SMALL (\d+)', ctx).group(1)
+    large = re.search(r'#define PX_SPARE_SOURCES_LARGE (\d+)', ctx).group(1)
+    docs = ['README.md'] + ['docs/' + f for f in sorted(os.listdir(os.path.join(root, 'docs')))
+                            if f.endswith('.md')]
+    quoted = 0
+    for rel in docs:
+        text = open(os.path.join(root, rel), encoding='utf-8').read()
+        for m in re.finditer(r'gain up to (\d+) sources[^(]*\((\d+) in a library', text):
+            quoted += 1
+            if (m.group(1), m.group(2)) != (small, large):
+                errors.append(f'{rel}: says an asset can gain up to {m.group(1)} sources '
+                              f'({m.group(2)} in a large library) but context.h allows '
+                              f'{small} ({large})')
+        for m in re.finditer(r'gain up to (\d+) sources(?![^(]*\(\d+ in a library)', text):
+            quoted += 1
+            errors.append(f'{rel}: says an asset can gain up to {m.group(1)} sources; '
+                          f'context.h allows {small} ({large} in a large library)')
+    if not quoted:
+        errors.append('no page says how many sources an asset may gain while mounted '
+                      '(docs/status.md, "Known limits")')
+
+    build = open(os.path.join(root, 'meson.build'), encoding='utf-8').read()
+    readme = open(os.path.join(root, 'README.md'), encoding='utf-8').read()
+    deps = re.search(r'^Dependencies \(pkg-config names.*?(?=^\s*$)', readme, re.M | re.S)
+    if not deps:
+        errors.append('README.md: no "Dependencies (pkg-config names ..." paragraph')
+    else:
+        for name in re.findall(r"dependency\('([^']+)'", build):
+            if name != 'threads' and f'`{name}`' not in deps.group(0):
+                errors.append(f'README.md: meson.build links {name}, which the '
+                              f'dependency list does not name')
+    return errors
 
 
 def man_text(page):
@@ -57,18 +102,20 @@ def main():
     root, mangen, seamfs1, writer1 = sys.argv[1:5]
     errors = []
     table = table_options(mangen)
-    readme = readme_options(os.path.join(root, 'README.md'))
+    documented = doc_options(os.path.join(root, DOC))
     for name, arg in table.items():
-        if name not in readme:
-            errors.append(f'README.md: option {name} of px_config_options has no row in the '
+        if name not in documented:
+            errors.append(f'{DOC}: option {name} of px_config_options has no row in the '
                           f'Options table')
-        elif readme[name] != arg:
-            errors.append(f'README.md: option {name} is `{name}={readme[name]}` but '
+        elif documented[name] != arg:
+            errors.append(f'{DOC}: option {name} is `{name}={documented[name]}` but '
                           f'px_config_options says `{name}={arg}`')
-    for name in readme:
+    for name in documented:
         if name not in table:
-            errors.append(f'README.md: the Options table lists {name}, which is not in '
+            errors.append(f'{DOC}: the Options table lists {name}, which is not in '
                           f'px_config_options (seamfs would refuse it)')
+
+    errors += fact_errors(root)
 
     page = man_text(seamfs1)
     for name in table:
@@ -103,7 +150,7 @@ def main():
         print(e)
     if errors:
         return 1
-    print(f'{len(table)} options: README, seamfs --help and seamfs.1 agree; '
+    print(f'{len(table)} options: {DOC}, seamfs --help and seamfs.1 agree; '
           f'both pages render without warnings')
     return 0
 

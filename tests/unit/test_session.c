@@ -358,7 +358,7 @@ static void test_notfound_no_retry(void **state)
  * (the source's total differs from the asset's size) is not retried, right,
  * but the source is not marked dead either: only PX_ENOTFOUND sets
  * rt->dead. source/context.h defines dead as "404/410 or wrong size seen", and
- * DESIGN.md's content-length gate says a mismatch rejects the source for
+ * docs/design.md ("Verification") says another size rejects the source for
  * good for this asset (probe.c does so at mount). Expected: a new session
  * skips source 0 and reads from URL1; actual: it picks URL0 again.
  */
