@@ -16,6 +16,7 @@
 
 struct fs_ctx {
 	struct px_core *core;
+	struct fs_handles *fhs;  /* open files' handles by id (handles.h) */
 	struct fuse_session *se; /* for dropping cached entries after a reload */
 	enum px_session_key key; /* what makes opens one client */
 	uid_t uid;

@@ -45,6 +45,8 @@
 #include "ctl.h"
 #include "fetch.h"
 #include "fs.h"
+#include "handles.h"
+#include "keeper.h"
 #include "hash.h"
 #include "hosts.h"
 #include "import.h"
@@ -948,7 +950,8 @@ int main(int argc, char *argv[])
 	char *catalog_abs = NULL;
 	char err[1024], mnt[PATH_MAX];
 	int rc = EXIT_RUNTIME, report_fd = -1, mounted = 0, handlers = 0, fetch_init = 0;
-	int stopper = 0, mount_lock = -1;
+	int stopper = 0, mount_lock = -1, keeper = 0;
+	struct fs_worker worker = { .fd = -1, .probe_fd = -1 };
 	long holder = 0;
 	pthread_t stopper_thread;
 	struct fs_notify notify;
@@ -1098,6 +1101,21 @@ int main(int argc, char *argv[])
 		px_error("main", "%s", err);
 		goto out;
 	}
+	if (fuse_opt_add_arg(&args, "-oro") || fuse_opt_add_arg(&args, "-osubtype=seamfs") ||
+	    add_escaped_opt(&args, "fsname", cl.catalog))
+		goto out;
+	/* keeper=1: from here on this is a worker, forked by the process that
+	 * mounted and holds the connection (before any thread: keeper.h) */
+	if (cfg.keeper) {
+		struct fs_keeper_opts ko = { .report_fd = &report_fd,
+					     .detach = report_fd >= 0,
+					     .fail_code = EXIT_RUNTIME };
+		if (fs_keeper_run(&args, mnt, &ko, &worker) != 0)
+			goto out;
+		keeper = 1;
+	}
+	if (!(ctx.fhs = fs_handles_new(worker.gen)))
+		goto out;
 	/* curl's global init before any thread */
 	if (px_fetch_global_init() != PX_OK)
 		goto out;
@@ -1139,13 +1157,14 @@ int main(int argc, char *argv[])
 	px_info("main", "%zu of %zu assets listed", px_core_listed(core), cat->nassets);
 
 	ctx.core = core;
+	struct px_worker_info wi = { .pid = (long)getpid(), .keeper_pid = (long)worker.keeper,
+				     .restarts = worker.gen, .last_at_ms = worker.restarted_ms };
+	snprintf(wi.last_end, sizeof(wi.last_end), "%s", worker.cause);
+	px_core_set_worker(core, &wi);
 	ctx.key = cfg.session_key;
 	ctx.uid = getuid();
 	ctx.gid = getgid();
 	ctx.dir_mtime = catalog_mtime;
-	if (fuse_opt_add_arg(&args, "-oro") || fuse_opt_add_arg(&args, "-osubtype=seamfs") ||
-	    add_escaped_opt(&args, "fsname", cl.catalog))
-		goto out;
 	se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), &ctx);
 	if (!se) {
 		rc = EXIT_USAGE; /* libfuse printed which option it did not know */
@@ -1164,7 +1183,7 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	stopper = 1;
-	if (fuse_session_mount(se, mnt)) {
+	if (keeper ? fs_keeper_attach(se, &worker) != 0 : fuse_session_mount(se, mnt) != 0) {
 		px_error("main", "cannot mount on %s", mnt);
 		goto out;
 	}
@@ -1245,6 +1264,8 @@ out:
 		fuse_session_destroy(se);
 	fuse_loop_cfg_destroy(loop);
 	fs_status_free_all(&ctx);
+	fs_handles_free(ctx.fhs);
+	free(worker.init);
 	/* the heartbeat reads the core: it stops first */
 	px_hosts_leave(hosts);
 	px_core_free(core);

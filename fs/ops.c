@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "fs.h"
+#include "handles.h"
 #include "log.h"
 #include "metrics.h"
 #include "session.h"
@@ -334,12 +335,67 @@ static void note_readahead(struct fs_ctx *ctx)
 		px_stream_set_kernel_readahead(ctx->core, kb * 1024);
 }
 
-/*
- * Transcoded and remuxed assets have their own handle type (transcode.h).
- * fi->fh carries it with the low bit set (handles are malloc'd, so that bit
- * is free); plain sessions keep the bit clear.
- */
-#define FS_FH_TRANSCODE 1u
+/* Frees an open file's handle of kind (its release). */
+static void handle_free(enum fs_fh_kind kind, void *p)
+{
+	if (kind == FS_FH_BLOB)
+		fs_blob_free(p);
+	else if (kind == FS_FH_TRANSCODE)
+		px_transcode_close(p);
+	else
+		px_handle_close(p);
+}
+
+/* Opens anew the handle of kind for ino: a file an earlier worker opened
+ * (handles.h). 0 or an errno. */
+static int handle_rebuild(fuse_req_t req, struct fs_ctx *ctx, fuse_ino_t ino,
+			  enum fs_fh_kind kind, void **out)
+{
+	const struct px_tree_node *n = px_tree_get(px_core_tree(ctx->core), ino);
+	enum px_status st;
+	if (kind == FS_FH_BLOB)
+		return fs_status_open(ctx, ino, (struct fs_blob **)out);
+	if (!n || n->asset < 0)
+		return ESTALE;
+	if (kind == FS_FH_TRANSCODE)
+		st = px_transcode_open(px_core_transcode(ctx->core), (size_t)n->asset,
+				       (uint64_t)fuse_req_ctx(req)->pid, (struct px_tcfile **)out);
+	else
+		st = px_handle_open(ctx->core, (size_t)n->asset, client_key(ctx, req),
+				    (struct px_handle **)out);
+	return st == PX_OK ? 0 : fs_errno(st);
+}
+
+/* The handle fi->fh names; one an earlier worker made is rebuilt on its
+ * first request here. NULL with *err an errno when it cannot be had. */
+static void *handle_of(fuse_req_t req, struct fs_ctx *ctx, fuse_ino_t ino, uint64_t fh,
+		       int *err)
+{
+	enum fs_fh_kind kind = fs_handles_kind(fh);
+	void *p = fs_handles_get(ctx->fhs, fh), *made = NULL;
+	*err = 0;
+	if (p)
+		return p;
+	if ((*err = handle_rebuild(req, ctx, ino, kind, &made)) != 0)
+		return NULL;
+	p = fs_handles_adopt(ctx->fhs, fh, made);
+	if (p != made)
+		handle_free(kind, made); /* another thread's came first */
+	if (!p)
+		*err = ENOMEM;
+	return p;
+}
+
+/* Keeps p (of kind) as fi's handle; 0, or ENOMEM after freeing p. */
+static int handle_keep(struct fs_ctx *ctx, struct fuse_file_info *fi, enum fs_fh_kind kind,
+		       void *p)
+{
+	fi->fh = fs_handles_put(ctx->fhs, kind, p);
+	if (fi->fh)
+		return 0;
+	handle_free(kind, p);
+	return ENOMEM;
+}
 
 static void tc_open(fuse_req_t req, struct fs_ctx *ctx, size_t asset,
 		    struct fuse_file_info *fi)
@@ -351,7 +407,11 @@ static void tc_open(fuse_req_t req, struct fs_ctx *ctx, size_t asset,
 		fuse_reply_err(req, fs_errno(st));
 		return;
 	}
-	fi->fh = (uint64_t)(uintptr_t)f | FS_FH_TRANSCODE;
+	int err = handle_keep(ctx, fi, FS_FH_TRANSCODE, f);
+	if (err) {
+		fuse_reply_err(req, err);
+		return;
+	}
 	/* Direct I/O, no page cache: a read of a segment not yet written
 	 * waits for its writer. As a buffered read it would go out as the
 	 * kernel's read-ahead, an async request holding one of the
@@ -363,12 +423,11 @@ static void tc_open(fuse_req_t req, struct fs_ctx *ctx, size_t asset,
 	 * edge. Serving it again is a pread of a local segment. */
 	fi->direct_io = 1;
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		px_transcode_close(f);
+		px_transcode_close(fs_handles_take(ctx->fhs, fi->fh));
 }
 
-static void tc_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi)
+static void tc_read(fuse_req_t req, struct px_tcfile *f, size_t size, off_t off)
 {
-	struct px_tcfile *f = (struct px_tcfile *)(uintptr_t)(fi->fh & ~(uint64_t)FS_FH_TRANSCODE);
 	size_t got;
 	char *buf = malloc(size ? size : 1);
 	if (!buf) {
@@ -399,10 +458,13 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			fuse_reply_err(req, err);
 			return;
 		}
-		fi->fh = (uint64_t)(uintptr_t)b;
+		if ((err = handle_keep(ctx, fi, FS_FH_BLOB, b)) != 0) {
+			fuse_reply_err(req, err);
+			return;
+		}
 		fi->direct_io = 1;
 		if (fuse_reply_open(req, fi) == -ENOENT)
-			fs_blob_free(b);
+			fs_blob_free(fs_handles_take(ctx->fhs, fi->fh));
 		return;
 	}
 	if (!n) {
@@ -427,21 +489,31 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, fs_errno(st));
 		return;
 	}
-	fi->fh = (uint64_t)(uintptr_t)s;
+	int err = handle_keep(ctx, fi, FS_FH_SESSION, s);
+	if (err) {
+		fuse_reply_err(req, err);
+		return;
+	}
 	/* the bytes of an asset never change while mounted */
 	fi->keep_cache = 1;
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		px_handle_close(s); /* the opener was interrupted */
+		px_handle_close(fs_handles_take(ctx->fhs, fi->fh)); /* the opener was interrupted */
 }
 
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	struct px_handle *s = (struct px_handle *)(uintptr_t)fi->fh;
+	struct fs_ctx *ctx = ctx_of(req);
+	int err;
+	void *h = handle_of(req, ctx, ino, fi->fh, &err);
 	enum px_status st;
 
-	if (fs_status_owns(ino)) {
-		struct fs_blob *b = (struct fs_blob *)(uintptr_t)fi->fh;
+	if (!h) {
+		fuse_reply_err(req, err);
+		return;
+	}
+	if (fs_handles_kind(fi->fh) == FS_FH_BLOB) {
+		struct fs_blob *b = h;
 		size_t from = off < 0 || (size_t)off > b->len ? b->len : (size_t)off;
 		size_t n = b->len - from < size ? b->len - from : size;
 		/* reply from a copy: once the reply is written the reader may
@@ -459,17 +531,18 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (size > FS_MAX_READ)
 		size = FS_MAX_READ;
-	if (fi->fh & FS_FH_TRANSCODE) {
-		tc_read(req, size, off, fi);
+	if (fs_handles_kind(fi->fh) == FS_FH_TRANSCODE) {
+		tc_read(req, h, size, off);
 		return;
 	}
+	struct px_handle *s = h;
 	/* the bytes may be sent straight from the stream's window or the
 	 * transfer's buffer, and copies go to the worker's own buffer in the
 	 * core: no allocation per read */
 	struct px_zc zc;
 	int64_t t0 = px_now_us();
 	st = px_handle_read_zc(s, off, size, NULL, &zc);
-	px_metrics_note_read(ctx_of(req)->core, px_now_us() - t0);
+	px_metrics_note_read(ctx->core, px_now_us() - t0);
 	if (st == PX_OK) {
 		/* one piece (the usual case) goes out with fuse_reply_buf, which
 		 * allocates nothing; fuse_reply_iov allocates an array per call,
@@ -486,13 +559,12 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	if (fs_status_owns(ino))
-		fs_blob_free((struct fs_blob *)(uintptr_t)fi->fh);
-	else if (fi->fh & FS_FH_TRANSCODE)
-		px_transcode_close((struct px_tcfile *)(uintptr_t)(fi->fh &
-								 ~(uint64_t)FS_FH_TRANSCODE));
-	else
-		px_handle_close((struct px_handle *)(uintptr_t)fi->fh);
+	/* a file an earlier worker opened and nobody read since: nothing
+	 * here to free */
+	void *p = fs_handles_take(ctx_of(req)->fhs, fi->fh);
+	(void)ino;
+	if (p)
+		handle_free(fs_handles_kind(fi->fh), p);
 	fuse_reply_err(req, 0);
 }
 

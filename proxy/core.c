@@ -391,6 +391,11 @@ const struct px_tree *px_core_tree(const struct px_core *core)
 	return atomic_load(&((struct px_core *)core)->tree);
 }
 
+void px_core_set_worker(struct px_core *core, const struct px_worker_info *w)
+{
+	core->worker = *w;
+}
+
 void px_core_set_catalog_path(struct px_core *core, const char *path)
 {
 	core->catalog_path = path;

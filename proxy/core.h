@@ -75,6 +75,10 @@ const struct px_catalog *px_core_catalog(const struct px_core *core);
  * monotonic clock). For unit tests; set it before px_core_discover(). */
 void px_core_set_clock(struct px_core *core, int64_t (*now)(void));
 
+/* Sets what status and metrics say of the serving process; once, before
+ * the mount serves (read without a lock after). */
+void px_core_set_worker(struct px_core *core, const struct px_worker_info *w);
+
 /* Sets the catalog file px_reload_file() (reload.h) reads (borrowed). */
 void px_core_set_catalog_path(struct px_core *core, const char *path);
 

@@ -23,6 +23,7 @@ const struct px_config_option px_config_options[] = {
 	{ "state_dir", "DIR", "where discovered sizes are remembered (default /var/lib/seamfs as root, else $XDG_STATE_HOME/seamfs)" },
 	{ "ca_file", "PATH", "CA bundle for https sources (default: the system store)" },
 	{ "insecure", NULL, "do not verify TLS certificates (testing only)" },
+	{ "keeper", NULL, "a keeper process holds the mount and restarts a worker that dies, with no error for readers (Linux 6.9+; docs/restart.md)" },
 	{ "log_level", "LEVEL", "error, warn, info or debug (default info)" },
 	{ "log_file", "PATH", "append the log to PATH, reopened on SIGHUP (default: stderr with -f, else syslog)" },
 	{ "readahead_budget", "SIZE", "memory read-ahead windows and cached heads/tails share (default 256M)" },
@@ -194,7 +195,7 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 			     const char *value, char *err, size_t errlen)
 {
 	const char *want = NULL;
-	int is_flag = strcmp(name, "insecure") == 0;
+	int is_flag = strcmp(name, "insecure") == 0 || strcmp(name, "keeper") == 0;
 
 	if (!px_config_known(name)) {
 		snprintf(err, errlen, "unknown option '%s'", name);
@@ -218,6 +219,9 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 			want = "a whole number from 0 to 20";
 	} else if (strcmp(name, "insecure") == 0) {
 		if (parse_bool(value, &cfg->insecure))
+			want = "true or false";
+	} else if (strcmp(name, "keeper") == 0) {
+		if (parse_bool(value, &cfg->keeper))
 			want = "true or false";
 	} else if (strcmp(name, "log_level") == 0) {
 		if (px_log_level_parse(value, &cfg->log_level) != PX_OK)

@@ -141,6 +141,9 @@ char *px_metrics_text(struct px_core *core)
 
 	family(&b, "seamfs_info", "gauge", "Always 1; the version as a label.");
 	put(&b, "seamfs_info{version=\"%s\"} 1\n", SEAMFS_VERSION);
+	family(&b, "seamfs_worker_restarts_total", "counter",
+	       "Workers the keeper started after one died (keeper=1).");
+	sample(&b, "seamfs_worker_restarts_total", snap->worker.restarts);
 	family(&b, "seamfs_assets", "gauge", "Assets in the catalog.");
 	sample(&b, "seamfs_assets", snap->nassets);
 	family(&b, "seamfs_assets_listed", "gauge", "Assets the mount shows as files.");

@@ -339,6 +339,7 @@ enum px_status px_snapshot_new(struct px_core *core, unsigned what, struct px_sn
 	*out = NULL;
 	if (!s)
 		goto out;
+	s->worker = core->worker; /* set before the mount serves, then fixed */
 	if (rows)
 		take_reload(core, s);
 	if ((st = take_providers(core, s, rows)) != PX_OK)

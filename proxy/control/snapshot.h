@@ -93,6 +93,7 @@ struct px_snapshot {
 
 	/* the last reload (reload_lock; PX_SNAPSHOT_ROWS, else zeroes) */
 	uint64_t n_reloads;
+	struct px_worker_info worker; /* the serving process (px.h) */
 	int reload_ok;
 	char reload_msg[1024];
 	int64_t reload_when;       /* core clock; 0: never */

@@ -122,6 +122,7 @@ struct px_core {
 	struct px_state *retry_state;
 	struct px_tree *retry_trees[PX_MAX_RELOADS];
 	size_t nretry_trees;
+	struct px_worker_info worker; /* the serving process (core.h) */
 	const char *catalog_path;  /* borrowed from main; NULL: no reload */
 	char reload_msg[1024];     /* the last reload's outcome, in words */
 	int reload_ok;

@@ -192,7 +192,7 @@ static void check_shape(json_t *js)
 	size_t i, j;
 	json_t *o, *p;
 	exact_keys(js, "status", "providers sessions assets cutovers transcodes reload "
-		   "admission reads memory store hosts copies | version");
+		   "admission reads memory store hosts copies version worker_pid keeper");
 	/* one host: no store, no hosts (cluster mode: test_cluster.py) */
 	assert_true(json_is_null(get(js, "store")));
 	assert_int_equal(json_array_size(get(js, "hosts")), 0);

@@ -1,0 +1,371 @@
+/*
+ * keeper.c - the keeper of the FUSE connection and its workers (keeper.h).
+ *
+ * What it relies on (docs/restart.md): the kernel keeps a connection alive
+ * while any process holds its descriptor; it negotiates once, at the first
+ * INIT reply; a request read by a process that died stays in the kernel's
+ * processing list until FUSE_NOTIFY_RESEND moves it back to pending (kernel
+ * 6.9+), and a reply to such a request carries the id the kernel gave it
+ * (libfuse copies ids unchanged). seamfs's file system is read-only, so a
+ * request served twice does no harm.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fuse.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "keeper.h"
+#include "log.h"
+#include "px.h"
+
+#ifndef FUSE_NOTIFY_RESEND
+#define FUSE_NOTIFY_RESEND 7 /* kernel 6.9, protocol 7.40 */
+#endif
+
+/* a worker that ends this soon after its start counts as a crash loop */
+#define QUICK_MS 10000
+#define QUICK_MAX 5
+
+static volatile sig_atomic_t g_worker, g_stopping;
+
+static void forward(int sig)
+{
+	int saved = errno;
+	if (sig != SIGHUP)
+		g_stopping = 1;
+	if (g_worker > 0)
+		kill((pid_t)g_worker, sig);
+	errno = saved;
+}
+
+static int handle_signals(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = forward;
+	sigemptyset(&sa.sa_mask);
+	/* no SA_RESTART: waitpid wakes to see g_stopping */
+	return sigaction(SIGTERM, &sa, NULL) || sigaction(SIGINT, &sa, NULL) ||
+	       sigaction(SIGHUP, &sa, NULL) ? -1 : 0;
+}
+
+/* Mounts mnt with a copy of args; the connection's descriptor, or -1. */
+static int mount_conn(struct fuse_args *args, const char *mnt, struct fuse_session **se)
+{
+	struct fuse_args copy = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_lowlevel_ops none;
+	int fd = -1;
+
+	memset(&none, 0, sizeof(none));
+	for (int i = 0; i < args->argc; i++)
+		if (fuse_opt_add_arg(&copy, args->argv[i]))
+			goto out;
+	*se = fuse_session_new(&copy, &none, sizeof(none), NULL);
+	if (!*se)
+		goto out;
+	if (fuse_session_mount(*se, mnt)) {
+		fuse_session_destroy(*se);
+		*se = NULL;
+		goto out;
+	}
+	fd = fuse_session_fd(*se);
+out:
+	fuse_opt_free_args(&copy);
+	return fd;
+}
+
+/* Reads the kernel's first request, which must be INIT, into w. 0 or -1. */
+static int read_init(int fd, struct fs_worker *w)
+{
+	/* a read from /dev/fuse needs room for the largest request */
+	size_t room = (1u << 20) + 4096;
+	unsigned char *buf = malloc(room);
+	ssize_t n;
+	if (!buf)
+		return -1;
+	do
+		n = read(fd, buf, room);
+	while (n < 0 && errno == EINTR);
+	if (n < (ssize_t)sizeof(struct fuse_in_header) ||
+	    ((struct fuse_in_header *)buf)->opcode != FUSE_INIT) {
+		px_error("keeper", "the kernel's first request is not INIT (%zd bytes: %s)", n,
+			 n < 0 ? strerror(errno) : "another request");
+		free(buf);
+		return -1;
+	}
+	w->init = buf;
+	w->init_len = (size_t)n;
+	return 0;
+}
+
+/* Whether the first worker found that the kernel resends (its probe). */
+static int resend_works(int probe)
+{
+	char c = 0;
+	return probe >= 0 && read(probe, &c, 1) == 1 && c == 'R';
+}
+
+/* Leaves the terminal: a daemon's keeper keeps no terminal open. */
+static void detach(void)
+{
+	int devnull = open("/dev/null", O_RDWR);
+	if (devnull < 0)
+		return;
+	dup2(devnull, STDIN_FILENO);
+	dup2(devnull, STDOUT_FILENO);
+	dup2(devnull, STDERR_FILENO);
+	if (devnull > 2)
+		close(devnull);
+}
+
+/* In a new worker: signals back to their defaults, and its end tied to the
+ * keeper's (a keeper gone is a mount gone). 0, or -1 when the keeper died
+ * already. */
+static int become_worker(pid_t keeper)
+{
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != keeper)
+		return -1;
+	return 0;
+}
+
+/* Waits for worker pid; its wait status. Signals are forwarded meanwhile. */
+static int wait_worker(pid_t pid)
+{
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return 0;
+	return status;
+}
+
+/*
+ * Ends what a dead worker left: its writers and probes came to the keeper
+ * (a subreaper) when it died. They can do nothing useful (their input was
+ * fed by the dead worker), and the next worker takes their transcodes over
+ * at once only when their pids are gone (a lease whose daemon and writer
+ * are dead is orphaned at once), so they are killed and reaped here.
+ */
+static void reap_orphans(void)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof(path), "/proc/%ld/task/%ld/children", (long)getpid(),
+		 (long)getpid());
+	for (int round = 0; round < 8; round++) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		if (n <= 0)
+			return;
+		buf[n] = '\0';
+		for (char *save, *t = strtok_r(buf, " \n", &save); t; t = strtok_r(NULL, " \n", &save)) {
+			pid_t pid = (pid_t)strtol(t, NULL, 10);
+			if (pid > 0 && kill(pid, SIGKILL) == 0)
+				px_info("keeper", "ended pid %ld, left by the dead worker", (long)pid);
+			while (pid > 0 && waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+				;
+		}
+	}
+}
+
+/* Sleeps ms (a crash loop's back-off), unless a stop comes first. */
+static void back_off(int64_t ms)
+{
+	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+	while (!g_stopping && nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* How a worker's wait status reads in the log and status. */
+static void describe(int status, char *out, size_t len)
+{
+	if (WIFSIGNALED(status))
+		snprintf(out, len, "killed by signal %d (%s)", WTERMSIG(status),
+			 strsignal(WTERMSIG(status)));
+	else
+		snprintf(out, len, "exited with status %d", WEXITSTATUS(status));
+}
+
+/*
+ * The keeper's loop: forks a worker (returns 1 in it), waits, and starts
+ * another after a death by signal. Returns 0 in the keeper when it is to
+ * unmount and exit with *code.
+ */
+static int run_workers(struct fs_worker *w, const struct fs_keeper_opts *o, int probe_rd,
+		       int *code)
+{
+	int quick = 0, resend = -1;
+	for (;;) {
+		int64_t started = px_now_ms();
+		pid_t keeper = getpid(), pid = fork();
+		if (pid == 0)
+			return become_worker(keeper) == 0 ? 1 : (_exit(o->fail_code), 0);
+		if (pid < 0) {
+			px_error("keeper", "cannot start a worker: %s", strerror(errno));
+			*code = o->fail_code;
+			return 0;
+		}
+		g_worker = pid;
+		if (w->gen == 0) {
+			if (*o->report_fd >= 0)
+				close(*o->report_fd); /* the worker says when it serves */
+			*o->report_fd = -1;
+			if (o->detach)
+				detach();
+			close(w->probe_fd);
+			w->probe_fd = -1;
+		}
+		int status = wait_worker(pid);
+		g_worker = 0;
+		reap_orphans();
+		if (resend < 0)
+			resend = resend_works(probe_rd);
+		describe(status, w->cause, sizeof(w->cause));
+		if (!WIFSIGNALED(status) || g_stopping) {
+			*code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+			return 0;
+		}
+		if (!resend) {
+			px_error("keeper", "worker pid %ld %s; this kernel cannot resend what it "
+				 "held (FUSE_NOTIFY_RESEND, Linux 6.9+): unmounting", (long)pid,
+				 w->cause);
+			*code = o->fail_code;
+			return 0;
+		}
+		quick = px_now_ms() - started < QUICK_MS ? quick + 1 : 0;
+		if (quick >= QUICK_MAX) {
+			px_error("keeper", "worker pid %ld %s, the %dth time within %d s of its "
+				 "start: giving up, unmounting", (long)pid, w->cause, quick,
+				 QUICK_MS / 1000);
+			*code = o->fail_code;
+			return 0;
+		}
+		px_warn("keeper", "worker pid %ld %s; starting another on the same mount", (long)pid,
+			w->cause);
+		if (quick)
+			back_off(100LL << (quick - 1));
+		w->gen++;
+		w->restarted_ms = (int64_t)time(NULL) * 1000;
+		if (g_stopping) {
+			*code = 0;
+			return 0;
+		}
+	}
+}
+
+int fs_keeper_run(struct fuse_args *args, const char *mnt, const struct fs_keeper_opts *o,
+		  struct fs_worker *w)
+{
+	struct fuse_session *se = NULL;
+	int probe[2] = { -1, -1 }, code = o->fail_code;
+
+	memset(w, 0, sizeof(*w));
+	w->probe_fd = -1;
+	/* a dead worker's writers come here, to be ended (reap_orphans) */
+	if (pipe(probe) != 0 || handle_signals() != 0 ||
+	    prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+		px_error("keeper", "cannot set up: %s", strerror(errno));
+		goto fail;
+	}
+	if ((w->fd = mount_conn(args, mnt, &se)) < 0) {
+		px_error("keeper", "cannot mount on %s", mnt);
+		goto fail;
+	}
+	if (read_init(w->fd, w) != 0) {
+		fuse_session_unmount(se);
+		fuse_session_destroy(se);
+		goto fail;
+	}
+	w->keeper = getpid();
+	w->probe_fd = probe[1];
+	if (run_workers(w, o, probe[0], &code)) {
+		close(probe[0]);
+		return 0; /* a worker */
+	}
+	px_info("keeper", "unmounting %s (last worker %s)", mnt, w->cause);
+	fuse_session_unmount(se);
+	fuse_session_destroy(se);
+	exit(code);
+fail:
+	if (probe[0] >= 0) {
+		close(probe[0]);
+		close(probe[1]);
+	}
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	return -1;
+}
+
+/* Tells the kernel to send again what a dead worker had read (and, in the
+ * first worker, whether it can: that tells the keeper). */
+static int ask_resend(int fd, struct fs_worker *w)
+{
+	struct fuse_out_header h = { .len = sizeof(h), .error = FUSE_NOTIFY_RESEND, .unique = 0 };
+	ssize_t n = write(fd, &h, sizeof(h));
+	int ok = n == (ssize_t)sizeof(h);
+	if (w->gen == 0 && w->probe_fd >= 0) {
+		if (write(w->probe_fd, ok ? "R" : "N", 1) != 1)
+			ok = 0;
+		close(w->probe_fd);
+		w->probe_fd = -1;
+	}
+	if (!ok)
+		px_log(w->gen ? PX_LOG_ERROR : PX_LOG_WARN, "keeper",
+		       "the kernel does not resend a dead worker's requests (%s)%s",
+		       n < 0 ? strerror(errno) : "short write",
+		       w->gen ? "" : ": a worker that dies ends the mount");
+	return ok ? 0 : -1;
+}
+
+int fs_keeper_attach(struct fuse_session *se, struct fs_worker *w)
+{
+	int sp[2] = { -1, -1 }, k = w->fd, rc = -1;
+	char dev[32];
+
+	/* a later worker answers INIT to a stand-in: the kernel keeps what
+	 * the first reply negotiated */
+	if (w->gen > 0) {
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
+			px_error("keeper", "cannot make a stand-in descriptor: %s", strerror(errno));
+			return -1;
+		}
+		k = sp[0];
+	}
+	snprintf(dev, sizeof(dev), "/dev/fd/%d", k);
+	if (fuse_session_mount(se, dev) != 0)
+		goto out;
+	struct fuse_buf b = { .size = w->init_len, .mem = w->init };
+	fuse_session_process_buf(se, &b);
+	if (w->gen > 0) {
+		/* the connection takes the stand-in's number, which the
+		 * session reads and writes from now on */
+		if (dup2(w->fd, k) < 0) {
+			px_error("keeper", "cannot put the connection in place: %s", strerror(errno));
+			goto out;
+		}
+		close(w->fd);
+		w->fd = k;
+		sp[0] = -1;
+	}
+	rc = ask_resend(k, w) == 0 || w->gen == 0 ? 0 : -1;
+	if (rc == 0 && w->gen > 0)
+		px_info("keeper", "worker %u serves (after a worker %s)", w->gen, w->cause);
+out:
+	if (sp[1] >= 0)
+		close(sp[1]);
+	if (rc != 0 && sp[0] >= 0)
+		close(sp[0]);
+	return rc;
+}

@@ -1,0 +1,282 @@
+"""keeper=1: a keeper process holds the FUSE connection; a worker that dies
+(kill -9 here) is replaced on the same mount, and readers see a pause, not an
+error (docs/restart.md). Every reader's bytes are checked; the origins are
+slowed (--rate) so that reads are in flight at each kill."""
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+from conftest import (MIB, asset, bounded, catalog, sha256_bytes, stop_process,
+                      wait_until)
+
+RATE = str(6 * MIB)  # per answer: a 64 MiB file takes some 10 s to read
+
+
+def worker_of(m):
+    """The keeper's one child (its worker), or None."""
+    try:
+        with open(f'/proc/{m.pid}/task/{m.pid}/children') as f:
+            kids = f.read().split()
+    except OSError:
+        return None
+    return int(kids[0]) if len(kids) == 1 else None
+
+
+def status(m):
+    with open(m.path('.seamfs/status.json')) as f:
+        return json.load(f)
+
+
+def serving_worker(m, not_pid=None, timeout=20):
+    """Waits until a worker other than not_pid serves: its pid is the
+    keeper's child and the status names it (status.json answers only once
+    the worker serves)."""
+    box = {}
+
+    def serves():
+        w = worker_of(m)
+        if not w or w == not_pid:
+            return False
+        try:
+            box['s'] = bounded(lambda: status(m), 30, 'status.json')
+        except OSError:
+            return False
+        return box['s']['worker_pid'] == w
+    wait_until(serves, timeout, 'a new worker serving')
+    return box['s']['worker_pid']
+
+
+class Readers:
+    """Readers in threads, each checking its bytes; errors are kept."""
+
+    def __init__(self):
+        self.threads, self.errors, self.done = [], [], []
+
+    def start(self, name, fn):
+        def run():
+            try:
+                fn()
+                self.done.append(name)
+            except Exception as e:  # noqa: BLE001 - any failure is the test's
+                self.errors.append(f'{name}: {e!r}')
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        self.threads.append(t)
+
+    def join(self, timeout):
+        end = time.monotonic() + timeout
+        for t in self.threads:
+            t.join(max(0.1, end - time.monotonic()))
+        alive = sum(t.is_alive() for t in self.threads)
+        assert not alive, f'{alive} reader(s) still running after {timeout} s'
+        assert not self.errors, '\n'.join(self.errors)
+
+
+def sequential(path, want, pace=0.0, chunk=MIB):
+    def run():
+        h = __import__('hashlib').sha256()
+        with open(path, 'rb', buffering=0) as f:
+            while True:
+                b = f.read(chunk)
+                if not b:
+                    break
+                h.update(b)
+                if pace:
+                    time.sleep(pace)
+        assert h.hexdigest() == want, f'{path}: SHA-256 differs'
+    return run
+
+
+def seeking(path, ref, seed, count=60):
+    def run():
+        rng = random.Random(seed)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        try:
+            for _ in range(count):
+                off = rng.randrange(0, len(ref) - MIB) & ~4095
+                got = os.pread(fd, MIB, off)
+                assert got == ref[off:off + MIB], f'{path}: bytes at {off} differ'
+        finally:
+            os.close(fd)
+    return run
+
+
+def test_worker_killed_three_times_under_readers(seamfs, data, make_origin):
+    o = make_origin(data.dir, ['--rate', RATE])
+    names = ['big.bin', 'mid.bin', 'odd.bin', 'clip.mkv']
+    m = seamfs.mount(catalog(*[asset(n, n, o.url(n), size=data[n].size) for n in names]),
+                     read_timeout=60, options=['keeper'])
+    first = serving_worker(m)
+    assert status(m)['keeper']['restarts'] == 0
+    r = Readers()
+    r.start('sequential big', sequential(m.path('big.bin'), data['big.bin'].sha256))
+    r.start('sequential odd', sequential(m.path('odd.bin'), data['odd.bin'].sha256))
+    r.start('paced mid', sequential(m.path('mid.bin'), data['mid.bin'].sha256, pace=0.05,
+                                    chunk=256 * 1024))
+    r.start('paced big', sequential(m.path('big.bin'), data['big.bin'].sha256, pace=0.02))
+    big = data.bytes('big.bin')
+    r.start('seeking 1', seeking(m.path('big.bin'), big, 1))
+    r.start('seeking 2', seeking(m.path('big.bin'), big, 2))
+    r.start('clip', sequential(m.path('clip.mkv'), data['clip.mkv'].sha256, pace=0.01,
+                               chunk=64 * 1024))
+    mpv = None
+    if shutil.which('mpv'):
+        mpv = subprocess.Popen(['mpv', '--no-config', '--cache=no', '--vo=null', '--ao=null',
+                                '--untimed', '--really-quiet', str(m.path('clip.mkv'))],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        w = first
+        for _ in range(3):
+            time.sleep(1.0)
+            os.kill(w, signal.SIGKILL)
+            w = serving_worker(m, not_pid=w)
+        r.join(180)
+        if mpv:
+            out, _ = mpv.communicate(timeout=120)
+            assert mpv.returncode == 0, f'mpv exited {mpv.returncode}: {out!r}'
+    finally:
+        if mpv and mpv.poll() is None:
+            stop_process(mpv, group=True)
+    st = status(m)
+    assert st['keeper']['restarts'] == 3
+    assert 'signal 9' in st['keeper']['last_end']
+    metrics = m.path('.seamfs/metrics').read_text()
+    assert 'seamfs_worker_restarts_total 3' in metrics
+    # a new open after the kills reads right too
+    assert sha256_bytes(m.path('odd.bin').read_bytes()) == data['odd.bin'].sha256
+    assert m.log().count('starting another on the same mount') == 3
+    assert m.unmount() == 0
+
+
+def test_worker_killed_as_its_origin_dies(seamfs, data, make_origin):
+    """The served origin stops and the worker is killed at once: the new
+    worker (a fresh core) cuts over for the reader's rebuilt handle."""
+    a = make_origin(data.dir, ['--rate', RATE])
+    b = make_origin(data.dir, ['--rate', RATE])
+    big = data['big.bin']
+    doc = catalog({'id': 'big', 'path': 'big.bin', 'size': big.size,
+                   'sources': [{'url': a.url('big.bin')}, {'url': b.url('big.bin')}]})
+    m = seamfs.mount(doc, read_timeout=60, options=['keeper', 'stall_timeout=2'])
+    w = serving_worker(m)
+    r = Readers()
+    r.start('sequential', sequential(m.path('big.bin'), big.sha256))
+    wait_until(lambda: any(s['offset'] > 8 * MIB for s in status(m)['sessions']), 30,
+               'the reader past 8 MiB')
+    served = status(m)['sessions'][0]['source']
+    (a if served == a.url('big.bin') else b).stop()
+    os.kill(w, signal.SIGKILL)
+    serving_worker(m, not_pid=w)
+    r.join(180)
+    assert m.unmount() == 0
+
+
+def test_crash_loop_gives_up_and_readers_get_an_error(seamfs, data, make_origin):
+    """Workers that die at once, five times in a row: the keeper backs off,
+    then gives up and unmounts; a reader waiting meanwhile gets an error,
+    not a hang."""
+    o = make_origin(data.dir, ['--rate', str(MIB)])
+    m = seamfs.mount(catalog(asset('big', 'big.bin', o.url('big.bin'),
+                                   size=data['big.bin'].size)),
+                     read_timeout=60, options=['keeper'])
+    w = serving_worker(m)
+    failed = []
+
+    def reader():
+        try:
+            with open(m.path('big.bin'), 'rb', buffering=0) as f:
+                while f.read(MIB):
+                    pass
+        except OSError as e:
+            failed.append(e.errno)
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    time.sleep(0.5)
+    for _ in range(5):
+        os.kill(w, signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        nxt = None
+        while time.monotonic() < deadline and m.proc.poll() is None:
+            nxt = worker_of(m)
+            if nxt and nxt != w:
+                break
+            time.sleep(0.005)
+        if m.proc.poll() is not None:
+            break
+        w = nxt
+    rc = m.wait_exit(30)
+    assert rc == 1, f'keeper exit {rc}; log:\n{m.log()[-2000:]}'
+    assert 'giving up, unmounting' in m.log()
+    t.join(30)
+    assert not t.is_alive(), 'the reader hangs after the keeper gave up'
+    assert failed, 'the reader read the whole file although the mount went away'
+    wait_until(lambda: not m.is_mounted(), 10, 'the mount gone')
+
+
+def test_sigterm_to_the_keeper_ends_both(seamfs, data, make_origin):
+    o = make_origin(data.dir)
+    m = seamfs.mount(catalog(asset('odd', 'odd.bin', o.url('odd.bin'),
+                                   size=data['odd.bin'].size)), options=['keeper'])
+    w = serving_worker(m)
+    assert sha256_bytes(m.path('odd.bin').read_bytes()) == data['odd.bin'].sha256
+    m.signal(signal.SIGTERM)
+    assert m.wait_exit(20) == 0
+    wait_until(lambda: not os.path.exists(f'/proc/{w}'), 10, 'the worker gone')
+    wait_until(lambda: not m.is_mounted(), 10, 'the mount gone')
+
+
+def test_worker_killed_under_a_transcode_read(seamfs, data, nginx, tmp_path):
+    """The worker dies while its writer is half way through a transcode:
+    the writer goes with it, the next worker recovers the work from the
+    last trusted segment, and the reader gets every segment's bytes."""
+    work = tmp_path / 'work'
+    profile = {'height': 180, 'video_bitrate': 300000, 'audio_bitrate': 64000,
+               'segment_seconds': 2, 'of': 'clip'}
+    doc = catalog({'id': 'clip', 'path': 'clip.mkv', 'sources': [{'url': nginx.url('clip.mkv')}]},
+                  {'id': 'clip-180', 'path': 'clip 180p.ts', 'transcode': profile})
+    m = seamfs.mount(doc, read_timeout=30,
+                     options=['keeper', f'work_dir={work}', 'writer_max_speed=3'])
+    job = work / 'clip-180'
+    w = serving_worker(m)
+    plan = json.loads((job / 'plan.json').read_text())
+    box = {}
+
+    def reader():
+        try:
+            h, n = hashlib.sha256(), 0
+            with open(m.path('clip 180p.ts'), 'rb') as f:
+                while b := f.read(64 * 1024):
+                    h.update(b)
+                    n += len(b)
+            box['result'] = (h.hexdigest(), n)
+        except BaseException as e:  # noqa: BLE001 - asserted below
+            box['error'] = e
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+
+    def committed():
+        p = job / 'playlist'
+        lines = p.read_text().splitlines() if p.exists() else []
+        return [int(x.split()[0]) for x in lines if x and x[0] != '#']
+    wait_until(lambda: len(committed()) >= 2, 60, 'two committed segments')
+    assert len(committed()) < plan['segments'], 'the writer finished before the kill'
+    os.kill(w, signal.SIGKILL)
+    serving_worker(m, not_pid=w)
+    t.join(120)
+    assert not t.is_alive(), 'the reader is still blocked 120 s after the kill'
+    assert 'error' not in box, repr(box.get('error'))
+    digest, n = box['result']
+    assert n == plan['size']
+    assert sorted(committed()) == list(range(plan['segments']))
+    h = hashlib.sha256()
+    for k in range(plan['segments']):
+        h.update((job / f'seg-{k:06d}.ts').read_bytes())
+    assert digest == h.hexdigest()
+    assert m.unmount() == 0
