@@ -103,7 +103,16 @@ struct px_session {
 	struct px_handle *handles;
 	_Atomic int64_t offset;    /* where the last read ended */
 	_Atomic int64_t served;    /* bytes served */
+	_Atomic int64_t middle;    /* of them, bytes past the cached head and
+				    * before the cached tail: PX_PLAY_BYTES
+				    * make it a playback, not a scan */
 };
+
+/* Bytes from a file's middle (neither its cached head nor its tail) that
+ * make a session a playback in the status: more than a scanner reads past
+ * the head (Kodi's about 320 KiB a file, ffprobe's a few KiB), the run a
+ * stream is earned with. */
+#define PX_PLAY_BYTES (512LL << 10)
 
 /* ---- provider.c: slots, sessions, liveness */
 
