@@ -109,9 +109,8 @@ struct px_session {
 };
 
 /* Bytes from a file's middle (neither its cached head nor its tail) that
- * make a session a playback in the status: more than a scanner reads past
- * the head (Kodi's about 320 KiB a file, ffprobe's a few KiB), the run a
- * stream is earned with. */
+ * make a session a playback in the status: the run a stream is earned
+ * with (session.c's SEQ_RUN), more than a prober reads past the head. */
 #define PX_PLAY_BYTES (512LL << 10)
 
 /* ---- provider.c: slots, sessions, liveness */
