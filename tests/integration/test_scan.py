@@ -95,7 +95,8 @@ def test_status_tells_scans_from_playbacks(seamfs, make_origin, mp4):
 
     # this process: another client, so another session. The kernel keeps
     # the pages ffprobe read (keep_cache): reads of those never reach
-    # seamfs, so they are dropped first (docs/control.md, "Sessions")
+    # seamfs, so they are dropped first (docs/status-and-metrics.md,
+    # "Sessions: playbacks and scans")
     fd = os.open(m.path('clip.mp4'), os.O_RDONLY)
     try:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
