@@ -5,10 +5,15 @@
  * A mirror is an HTTP directory listing (nginx, Apache, lighttpd, caddy,
  * `rclone serve http`; pages parsed by proxy/catalog/listing.c) or a local
  * or NFS folder. Each is walked recursively, within --max-depth and
- * --max-files; its media files (by extension) are matched across mirrors
- * by their path below the mirror's root, percent-decoded. A file's size is
- * the listing's when the page states bytes, a local file's stat(), else a
- * HEAD (a one-byte range GET when HEAD is refused). Every request is
+ * --max-files; its media files and the sidecar files a media server reads
+ * beside them (NFO, artwork, subtitles; by extension) are matched across
+ * mirrors by their path below the mirror's root, percent-decoded. A file's
+ * size is the listing's when the page states bytes, a local file's stat(),
+ * else a HEAD (a one-byte range GET when HEAD is refused). Its date is that
+ * HEAD's Last-Modified when one was made, else the listing's, or a local
+ * file's mtime: written as the asset's mtime, so that a library's "date
+ * added" is the file's and stays the same whatever the catalog's path or
+ * the mount's state directory. Every request is
  * bounded in time (--timeout), and each provider gets at most its
  * connection limit of transfers at once (4 when none is given), all
  * providers in parallel on one libcurl multi handle.
@@ -20,7 +25,7 @@
  * sizes). --merge EXISTING keeps EXISTING's assets as they are (ids,
  * paths, sha256, mtime, transcodes, providers, settings), matched by a
  * source or by path, updates their sources on the walked mirrors and
- * their size, and adds the new files. The result is checked with the
+ * their size, gives an mtime to those without one, and adds the new files. The result is checked with the
  * daemon's own parser before it is written (stdout, or -o FILE atomically).
  *
  * Nothing is written when a mirror cannot be walked: a catalog that lacks
@@ -63,8 +68,12 @@
 #define MAX_ATTEMPTS 6             /* of one request that is answered "busy" */
 #define RETRY_BASE_MS 200          /* then 400, 800, ... ms later */
 
+/* Media, then the sidecar files Kodi and Jellyfin read beside it by
+ * default: NFO, artwork, subtitles (small files, read whole). */
 static const char *const default_exts[] = {
 	"mkv", "mp4", "m4v", "avi", "mov", "ts", "m2ts", "webm", "wmv", "mpg", "mpeg", "flv",
+	"nfo", "jpg", "jpeg", "png", "webp", "tbn",
+	"srt", "ass", "ssa", "sub", "idx", "vtt",
 	NULL
 };
 
@@ -93,6 +102,7 @@ struct copy {
 	size_t prov;
 	char *loc;                  /* URL or absolute path */
 	int64_t size;               /* -1: not known yet */
+	int64_t mtime;              /* Unix seconds; -1: not known */
 	int failed;                 /* no size could be had */
 	int accepted;               /* a source of the asset */
 };
@@ -102,6 +112,7 @@ struct file {
 	struct copy *copies;
 	size_t ncopies;
 	int64_t size;               /* the asset's, -1 while none */
+	int64_t mtime;              /* the asset's, -1 while none */
 };
 
 enum job_kind { JOB_LIST, JOB_HEAD, JOB_RANGE };
@@ -194,8 +205,9 @@ static void usage(FILE *out)
 		"serve http) and local or NFS folders, walked recursively. Files are matched\n"
 		"across mirrors by their path below the mirror; each becomes one asset (id and\n"
 		"path: that relative path) with one source per mirror that holds it. Sizes come\n"
-		"from the listing when it gives bytes, else from a HEAD request. A copy whose\n"
-		"size differs from the other mirrors' is reported and left out.\n"
+		"from the listing when it gives bytes, else from a HEAD request; dates (the\n"
+		"asset's mtime) from that HEAD's Last-Modified, else the listing or the file.\n"
+		"A copy whose size differs from the other mirrors' is reported and left out.\n"
 		"\n"
 		"MIRROR is an http:// or https:// URL of a directory, or a directory path.\n"
 		"\n"
@@ -210,10 +222,11 @@ static void usage(FILE *out)
 		"    --max-connections N      connection limit of every provider, written to the\n"
 		"                             catalog and kept while walking (default for walking: 4)\n"
 		"    --max-connections NAME=N the same for one provider; repeatable\n"
-		"    --all                    every file, not only media files\n"
-		"    --ext LIST               these extensions instead of the media ones\n"
-		"                             (mkv,mp4,m4v,avi,mov,ts,m2ts,webm,wmv,mpg,mpeg,flv);\n"
-		"                             \"+srt,ass\" adds to them\n"
+		"    --all                    every file, not only media and sidecar files\n"
+		"    --ext LIST               these extensions instead of the default ones: media\n"
+		"                             (mkv,mp4,m4v,avi,mov,ts,m2ts,webm,wmv,mpg,mpeg,flv)\n"
+		"                             and sidecars (nfo,jpg,jpeg,png,webp,tbn,srt,ass,ssa,\n"
+		"                             sub,idx,vtt); \"+iso,sup\" adds to them\n"
 		"    --max-depth N            folder levels below a mirror's root (default 32)\n"
 		"    --max-files N            files taken from one mirror (default 100000)\n"
 		"    --timeout SECONDS        bound on each request (default 20)\n"
@@ -633,7 +646,7 @@ static int wanted(const struct opts *o, const char *name)
 /* Adds mirror's copy of rel (a file) at loc. 0, 1 over --max-files (said),
  * -1 out of memory. *copy_out: the copy's place, for a HEAD. */
 static int add_copy(struct ctx *c, size_t mirror, const char *rel, const char *loc,
-		    int64_t size, size_t *file_out, size_t *copy_out)
+		    int64_t size, int64_t mtime, size_t *file_out, size_t *copy_out)
 {
 	struct mirror *m = &c->mirrors[mirror];
 	size_t fi;
@@ -654,7 +667,7 @@ static int add_copy(struct ctx *c, size_t mirror, const char *rel, const char *l
 		}
 		struct file *f = &c->files[c->nfiles];
 		memset(f, 0, sizeof(*f));
-		f->size = -1;
+		f->size = f->mtime = -1;
 		if (!(f->rel = strdup(rel)))
 			return -1;
 		if (px_strmap_put(c->rels, f->rel, c->nfiles, NULL) != PX_OK) {
@@ -672,6 +685,7 @@ static int add_copy(struct ctx *c, size_t mirror, const char *rel, const char *l
 	memset(cp, 0, sizeof(*cp));
 	cp->mirror = mirror;
 	cp->size = size;
+	cp->mtime = mtime;
 	if (!(cp->loc = strdup(loc)))
 		return -1;
 	cp->prov = prov_of(c, mirror, loc);
@@ -746,7 +760,8 @@ static int walk_local(struct ctx *c, size_t mi, const char *dir, const char *rel
 			}
 		} else if (S_ISREG(st.st_mode) && wanted(c->o, name)) {
 			size_t fi, ci;
-			int r = add_copy(c, mi, sub, path, (int64_t)st.st_size, &fi, &ci);
+			int r = add_copy(c, mi, sub, path, (int64_t)st.st_size,
+					 (int64_t)st.st_mtime, &fi, &ci);
 			if (r < 0)
 				rc = -1;
 		}
@@ -874,7 +889,9 @@ static int start(struct ctx *c, CURLM *multi, struct job *j)
 		curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, ""); /* a listing may come gzipped */
 	} else if (j->kind == JOB_HEAD) {
 		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+		curl_easy_setopt(e, CURLOPT_FILETIME, 1L);
 	} else {
+		curl_easy_setopt(e, CURLOPT_FILETIME, 1L);
 		j->hdrs = curl_slist_append(NULL, "Range: bytes=0-0");
 		if (!j->hdrs)
 			return -1;
@@ -1052,7 +1069,7 @@ static int list_done(struct ctx *c, struct job *j, CURLcode rc)
 			}
 		} else if (wanted(c->o, e->name)) {
 			size_t fi, ci;
-			int r = add_copy(c, j->mirror, rel, e->url, e->size, &fi, &ci);
+			int r = add_copy(c, j->mirror, rel, e->url, e->size, e->mtime, &fi, &ci);
 			if (r < 0) {
 				rcode = -1;
 			} else if (r == 0 && e->size < 0) {
@@ -1092,6 +1109,11 @@ static int head_done(struct ctx *c, struct job *j, CURLcode rc)
 		enum px_status st = px_http_judge(&j->head, &want, &body_pos, &size, why,
 						  sizeof(why));
 		if (st == PX_OK && size >= 0) {
+			/* Last-Modified is exact and zoned; a listing's date may be
+			 * in the server's unnamed zone */
+			curl_off_t ft = -1;
+			if (curl_easy_getinfo(j->easy, CURLINFO_FILETIME_T, &ft) == CURLE_OK && ft >= 0)
+				cp->mtime = (int64_t)ft;
 			cp->size = size;
 			return 0;
 		}
@@ -1250,6 +1272,14 @@ static void settle(struct ctx *c, struct file *f)
 		struct copy *a = &f->copies[i];
 		if (!a->failed && a->size == best && (!ref || a->mirror < ref->mirror))
 			ref = a;
+	}
+	/* the date of the earliest mirror's copy that has one, among those
+	 * of the asset's size (copies are in mirror order): the same at
+	 * every run */
+	for (size_t i = 0; i < f->ncopies && f->mtime < 0; i++) {
+		const struct copy *a = &f->copies[i];
+		if (!a->failed && a->size == best)
+			f->mtime = a->mtime;
 	}
 	for (size_t i = 0; i < f->ncopies; i++) {
 		struct copy *a = &f->copies[i];
@@ -1520,6 +1550,10 @@ static int build(struct ctx *c, struct merged *mg, json_t **out, size_t *nnew, s
 			if (json_object_set_new(a, "size", json_integer(f->size)) ||
 			    json_object_set_new(a, "sources", srcs))
 				goto out;
+			/* an existing date stays: a library's "date added" must not move */
+			if (f->mtime >= 0 && !json_object_get(a, "mtime") &&
+			    json_object_set_new(a, "mtime", json_integer(f->mtime)))
+				goto out;
 			mg->matched[ai] = 1;
 			(*nkept)++;
 			continue;
@@ -1543,7 +1577,8 @@ static int build(struct ctx *c, struct merged *mg, json_t **out, size_t *nnew, s
 		json_t *na = json_object(), *srcs = json_array();
 		if (!na || !srcs || json_object_set_new(na, "id", json_string(id)) ||
 		    json_object_set_new(na, "path", json_string(f->rel)) ||
-		    json_object_set_new(na, "size", json_integer(f->size))) {
+		    json_object_set_new(na, "size", json_integer(f->size)) ||
+		    (f->mtime >= 0 && json_object_set_new(na, "mtime", json_integer(f->mtime)))) {
 			free(id);
 			json_decref(na);
 			json_decref(srcs);
@@ -1608,7 +1643,7 @@ static int build(struct ctx *c, struct merged *mg, json_t **out, size_t *nnew, s
 	}
 	if (json_array_size(assets) == 0) {
 		say("no %sfiles found on the mirrors: no catalog written%s",
-		    c->o->all ? "" : "media ", c->o->all ? "" : " (see --all and --ext)");
+		    c->o->all ? "" : "media or sidecar ", c->o->all ? "" : " (see --all and --ext)");
 		rc = 1;
 		goto out;
 	}

@@ -13,7 +13,9 @@
  * formats) or the next link is where its size is looked for: an attribute
  * (caddy's data-size, rclone's data-order) or the last size-like word of
  * the text. Which of these is trusted depends on the server, told from the
- * page's markup before the pass.
+ * page's markup before the pass. The row's words are also kept (up to
+ * ROW_TEXT bytes) for its date, or a <time datetime> attribute (caddy,
+ * rclone) gives it.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -26,6 +28,8 @@
 #include "utf8.h"
 
 #define MAX_SIZE_DIGITS 18          /* below 2^62, the catalog's bound */
+#define ROW_TEXT 160                /* a row's words kept for its date: a
+				     * date and a size fit with room */
 
 struct base {
 	int https;
@@ -50,6 +54,9 @@ struct parse {
 	int closed;                 /* its </a> was seen: its row's rest follows */
 	int64_t attr_size;          /* -1: no data-size/data-order seen */
 	int64_t word_size;          /* last size-like word: bytes, -2 inexact, -1 none */
+	int64_t attr_time;          /* -1: no <time datetime> seen */
+	char row[ROW_TEXT];         /* its words, one space apart */
+	size_t rowlen;
 };
 
 const char *px_listing_kind_name(enum px_listing_kind kind)
@@ -364,6 +371,155 @@ static int64_t entry_size(const struct parse *p, enum px_listing_kind kind)
 	return -1;
 }
 
+/* Days from 1970-01-01 to y-m-d of the proleptic Gregorian calendar
+ * (H. Hinnant's days_from_civil); -1 when the day does not exist or lies
+ * before 1970 or after 9999. */
+static int64_t days_from_civil(int y, int m, int d)
+{
+	static const int mdays[] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	if (y < 1970 || y > 9999 || m < 1 || m > 12 || d < 1 || d > mdays[m - 1])
+		return -1;
+	if (m == 2 && d == 29 && !(y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)))
+		return -1;
+	y -= m <= 2;
+	int64_t era = y / 400, yoe = y - era * 400;
+	int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + doe - 719468;
+}
+
+/* n decimal digits at s (exactly n), else -1. */
+static int digits(const char *s, size_t len, size_t n)
+{
+	int v = 0;
+	if (len < n)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (!isdigit((unsigned char)s[i]))
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	return v;
+}
+
+/* A month as a number ("12") or an English name ("Dec"), else -1. */
+static int month(const char *s, size_t n)
+{
+	static const char names[] = "janfebmaraprmayjunjulaugsepoctnovdec";
+	if (n == 1 || n == 2)
+		return digits(s, n, n);
+	for (int k = 0; n == 3 && k < 12; k++)
+		if (strncasecmp(s, names + 3 * k, 3) == 0)
+			return k + 1;
+	return -1;
+}
+
+/* A day "YYYY-MM-DD", "YYYY-Mon-DD" or "DD-Mon-YYYY" filling all of
+ * [s, s + n): days since 1970, else -1. */
+static int64_t day_word(const char *s, size_t n)
+{
+	const char *d1 = memchr(s, '-', n);
+	const char *d2 = d1 ? memchr(d1 + 1, '-', n - (size_t)(d1 + 1 - s)) : NULL;
+	if (!d2)
+		return -1;
+	size_t n0 = (size_t)(d1 - s), n1 = (size_t)(d2 - d1 - 1), n2 = n - (size_t)(d2 + 1 - s);
+	int y, d, m = month(d1 + 1, n1);
+	if (n0 == 4 && (n2 == 1 || n2 == 2)) {
+		y = digits(s, n0, 4);
+		d = digits(d2 + 1, n2, n2);
+	} else if ((n0 == 1 || n0 == 2) && n2 == 4) {
+		d = digits(s, n0, n0);
+		y = digits(d2 + 1, n2, 4);
+	} else {
+		return -1;
+	}
+	return y < 0 || d < 0 || m < 0 ? -1 : days_from_civil(y, m, d);
+}
+
+/* A clock "HH:MM" or "HH:MM:SS" at the start of [s, s + n): seconds into
+ * the day, *used the bytes it took; -1 if none. */
+static int64_t clock_word(const char *s, size_t n, size_t *used)
+{
+	int h = digits(s, n, 2), mi = n >= 5 && s[2] == ':' ? digits(s + 3, n - 3, 2) : -1;
+	int sec = 0;
+	*used = 5;
+	if (n >= 8 && s[5] == ':') {
+		sec = digits(s + 6, n - 6, 2);
+		*used = 8;
+	}
+	if (h < 0 || h > 23 || mi < 0 || mi > 59 || sec < 0 || sec > 60)
+		return -1;
+	return (int64_t)h * 3600 + mi * 60 + (sec == 60 ? 59 : sec);
+}
+
+/* The date of a row's words: the first day word followed by a clock word
+ * that fills its word (nginx, Apache, lighttpd), as UTC; -1 if none. */
+static int64_t row_date(const char *row, size_t len)
+{
+	size_t i = 0;
+	while (i < len) {
+		size_t w = i;
+		while (i < len && row[i] != ' ')
+			i++;
+		int64_t day = day_word(row + w, i - w);
+		if (day >= 0 && i < len) {
+			size_t c0 = i + 1, c1 = c0, used;
+			while (c1 < len && row[c1] != ' ')
+				c1++;
+			int64_t secs = clock_word(row + c0, c1 - c0, &used);
+			if (secs >= 0 && used == c1 - c0)
+				return day * 86400 + secs;
+		}
+		i++;
+	}
+	return -1;
+}
+
+/* A <time datetime> value: "YYYY-MM-DD", 'T' or ' ', "HH:MM:SS", an
+ * optional fraction, then 'Z', an offset (+01:00, -0700) or nothing (UTC);
+ * what follows (rclone's zone name) is not read. -1 if malformed. */
+static int64_t datetime_attr(const char *s, size_t n)
+{
+	size_t used, i = 10;
+	int64_t day = n > 10 && (s[10] == 'T' || s[10] == ' ') ? day_word(s, 10) : -1;
+	int64_t secs = day >= 0 ? clock_word(s + 11, n - 11, &used) : -1;
+	if (secs < 0 || used != 8)
+		return -1;
+	i = 19;
+	if (i < n && (s[i] == '.' || s[i] == ','))
+		for (i++; i < n && isdigit((unsigned char)s[i]); i++)
+			;
+	while (i < n && s[i] == ' ')
+		i++;
+	int64_t t = day * 86400 + secs;
+	if (i < n && (s[i] == '+' || s[i] == '-')) {
+		int oh = digits(s + i + 1, n - i - 1, 2), om = -1;
+		size_t at = i + 3 + (i + 3 < n && s[i + 3] == ':');
+		if (oh >= 0)
+			om = digits(s + at, n > at ? n - at : 0, 2);
+		if (oh < 0 || oh > 23 || om < 0 || om > 59)
+			return -1;
+		t -= (s[i] == '+' ? 1 : -1) * (int64_t)(oh * 3600 + om * 60);
+	}
+	return t >= 0 ? t : -1;
+}
+
+static int64_t entry_time(const struct parse *p, enum px_listing_kind kind)
+{
+	switch (kind) {
+	case PX_LISTING_CADDY:
+	case PX_LISTING_RCLONE:
+		return p->attr_time;
+	case PX_LISTING_NGINX:
+	case PX_LISTING_APACHE:
+	case PX_LISTING_LIGHTTPD:
+		return row_date(p->row, p->rowlen);
+	case PX_LISTING_GENERIC:
+		break;
+	}
+	return -1;
+}
+
 /* The entry being read gets what its row said. */
 static void finish(struct parse *p)
 {
@@ -372,6 +528,8 @@ static void finish(struct parse *p)
 		int64_t size = e->is_dir ? -1 : entry_size(p, p->l->kind);
 		if (e->size < 0)
 			e->size = size;
+		if (e->mtime < 0)
+			e->mtime = entry_time(p, p->l->kind);
 	}
 	p->pending = -1;
 	p->closed = 0;
@@ -417,7 +575,8 @@ static enum px_status link(struct parse *p, const char *href, size_t hlen)
 		 * row goes on */
 		if (p->l->entries[old].is_dir == is_dir) {
 			p->pending = (long)old;
-			p->attr_size = p->word_size = -1;
+			p->attr_size = p->word_size = p->attr_time = -1;
+			p->rowlen = 0;
 		}
 		goto out;
 	}
@@ -449,14 +608,15 @@ static enum px_status link(struct parse *p, const char *href, size_t hlen)
 	e->name = name;
 	e->url = url;
 	e->is_dir = is_dir;
-	e->size = -1;
+	e->size = e->mtime = -1;
 	if (px_strmap_put(p->names, e->name, p->l->n, NULL) != PX_OK) {
 		st = PX_ENOMEM;     /* e is not counted: the caller frees nothing twice */
 		goto out;
 	}
 	name = url = NULL;
 	p->pending = (long)p->l->n++;
-	p->attr_size = p->word_size = -1;
+	p->attr_size = p->word_size = p->attr_time = -1;
+	p->rowlen = 0;
 out:
 	free(path);
 	free(dec);
@@ -527,6 +687,12 @@ static void text(struct parse *p, const char *s, size_t n)
 			 (unsigned char)s[i + 1] == 0xa0))
 			i++;
 		word(p, s + w, i - w);
+		if (p->rowlen + (i - w) + 1 < sizeof(p->row)) {
+			if (p->rowlen)
+				p->row[p->rowlen++] = ' ';
+			memcpy(p->row + p->rowlen, s + w, i - w);
+			p->rowlen += i - w;
+		}
 	}
 }
 
@@ -768,6 +934,18 @@ static enum px_status start_tag(struct parse *p, const char *name, size_t nlen,
 		finish(p);              /* an <a> without href ends a row too */
 		return PX_OK;
 	}
+	if (p->pending >= 0 && p->closed && p->attr_time < 0 && name_is(name, nlen, "time")) {
+		for (size_t k = 0; k < nattrs; k++) {
+			if (!name_is(attrs[k].name, attrs[k].nlen, "datetime"))
+				continue;
+			char *v = malloc(attrs[k].vlen + 1);
+			if (!v)
+				return PX_ENOMEM;
+			p->attr_time = datetime_attr(v, entities(attrs[k].value, attrs[k].vlen, v));
+			free(v);
+			break;
+		}
+	}
 	if (p->pending >= 0 && p->closed && p->attr_size < 0) {
 		for (size_t k = 0; k < nattrs; k++) {
 			if (name_is(attrs[k].name, attrs[k].nlen,
@@ -795,7 +973,7 @@ static size_t skip_raw(const char *h, size_t n, size_t i, const char *name)
 enum px_status px_listing_parse(const char *base, const char *html, size_t len,
 				struct px_listing **out, char *err, size_t errlen)
 {
-	struct parse p = { .pending = -1, .attr_size = -1, .word_size = -1 };
+	struct parse p = { .pending = -1, .attr_size = -1, .word_size = -1, .attr_time = -1 };
 	enum px_status st = PX_OK;
 
 	*out = NULL;

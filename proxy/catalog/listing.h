@@ -18,6 +18,15 @@
  * server's format states it in bytes (nginx's default exact sizes,
  * caddy's data-size, rclone's data-order, a plain byte count in Apache's
  * or lighttpd's size column); "1.2M" and the like are not exact (-1).
+ *
+ * A file's date is read where the server writes one: the row's
+ * "01-Dec-2026 06:15" (nginx), "2026-12-01 06:15" (Apache),
+ * "2026-Dec-01 06:15:53" (lighttpd), taken as UTC (nginx writes UTC by
+ * default; Apache and lighttpd write the server's local time and the page
+ * does not say which zone: the date is then off by that zone, but the same
+ * at every run), and the <time datetime="..."> attribute of caddy (RFC 3339)
+ * and rclone (Go's "2006-01-02 15:04:05.999 -0700 MST"), zones applied.
+ * Seconds are 0 where the page gives minutes only; fractions are dropped.
  */
 #ifndef SEAMFS_LISTING_H
 #define SEAMFS_LISTING_H
@@ -46,6 +55,7 @@ struct px_listing_entry {
 				 * for a directory */
 	int is_dir;
 	int64_t size;           /* bytes, when the page states them exactly; else -1 */
+	int64_t mtime;          /* Unix seconds, when the page dates the entry; else -1 */
 };
 
 struct px_listing {

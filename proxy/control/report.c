@@ -70,7 +70,7 @@ static json_t *provider_json(const struct px_snap_provider *p, int64_t now)
 
 static json_t *session_json(const struct px_snap_session *s, int64_t now)
 {
-	return json_pack("{s:I, s:o, s:o, s:I, s:o, s:o, s:I, s:I, s:i, s:i, s:i, s:s, s:f}",
+	return json_pack("{s:I, s:o, s:o, s:I, s:o, s:o, s:I, s:I, s:i, s:i, s:i, s:s, s:s, s:f}",
 			 "id", (json_int_t)s->id, "asset", px_json_str(s->asset),
 			 "path", px_json_str(s->path), "client", (json_int_t)s->client,
 			 "source", px_json_str(s->source),
@@ -80,6 +80,7 @@ static json_t *session_json(const struct px_snap_session *s, int64_t now)
 			 "handles", s->nhandles, "transfers", s->xfers,
 			 "streams", s->xfers + s->extra,
 			 "state", s->exhausted ? "fallback_exhausted" : s->nhandles ? "open" : "lingering",
+			 "kind", s->playback ? "playback" : "scan",
 			 "age_s", (double)(now - s->created) / 1000.0);
 }
 
@@ -241,6 +242,8 @@ char *px_report_json(struct px_core *core)
 					  : json_null());
 	json_object_set_new(root, "providers", provs);
 	json_object_set_new(root, "sessions", sess);
+	json_object_set_new(root, "playback_sessions", json_integer((json_int_t)snap->sessions_playback));
+	json_object_set_new(root, "scan_sessions", json_integer((json_int_t)snap->sessions_scan));
 
 	for (size_t i = 0; i < snap->nprovs; i++)
 		json_array_append_new(provs, provider_json(&snap->provs[i], now));

@@ -93,6 +93,7 @@ static void take_session(const struct px_core *core, const struct px_session *x,
 	o->xfers = x->xfers;
 	o->extra = x->xfers_extra;
 	o->exhausted = x->exhausted;
+	o->playback = atomic_load(&x->middle) >= PX_PLAY_BYTES;
 }
 
 static enum px_status take_providers(struct px_core *core, struct px_snapshot *s, int rows)
@@ -148,6 +149,10 @@ static enum px_status take_providers(struct px_core *core, struct px_snapshot *s
 			s->sessions_open++;
 		else
 			s->sessions_lingering++;
+		if (atomic_load(&x->middle) >= PX_PLAY_BYTES)
+			s->sessions_playback++;
+		else
+			s->sessions_scan++;
 		n++;
 	}
 	if (rows) {

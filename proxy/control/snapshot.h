@@ -56,6 +56,7 @@ struct px_snap_session {
 	int64_t created;           /* core clock, ms */
 	int nhandles, xfers, exhausted;
 	int extra;                 /* its parallel read-ahead transfers */
+	int playback;              /* read PX_PLAY_BYTES of the middle; else a scan */
 };
 
 struct px_snap_source {
@@ -106,6 +107,7 @@ struct px_snapshot {
 	struct px_snap_session *sessions; /* PX_SNAPSHOT_ROWS; else NULL */
 	size_t nsessions;
 	uint64_t sessions_open, sessions_lingering; /* by handles, always counted */
+	uint64_t sessions_playback, sessions_scan;  /* by what they read, always counted */
 	uint64_t n_admit_busy;
 	char admit_why[300];
 	int64_t admit_when;        /* core clock; 0: never */

@@ -838,6 +838,10 @@ static enum px_status serve(struct px_handle *s, int64_t off, size_t len, unsign
 		px_standby_served(core, s->asset, atomic_load(&s->sess->source));
 	atomic_store(&s->sess->offset, off + (int64_t)op.got);
 	atomic_fetch_add(&s->sess->served, (int64_t)op.got);
+	int64_t mid_from = off > head_end ? off : head_end;
+	int64_t mid_to = off + (int64_t)op.got < tail_start ? off + (int64_t)op.got : tail_start;
+	if (mid_to > mid_from)
+		atomic_fetch_add(&s->sess->middle, mid_to - mid_from);
 	if (op.got && op.copied) {
 		struct iovec v = { buf, op.got };
 		if (zc && zc->iovcnt)

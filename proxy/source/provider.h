@@ -103,7 +103,15 @@ struct px_session {
 	struct px_handle *handles;
 	_Atomic int64_t offset;    /* where the last read ended */
 	_Atomic int64_t served;    /* bytes served */
+	_Atomic int64_t middle;    /* of them, bytes past the cached head and
+				    * before the cached tail: PX_PLAY_BYTES
+				    * make it a playback, not a scan */
 };
+
+/* Bytes from a file's middle (neither its cached head nor its tail) that
+ * make a session a playback in the status: the run a stream is earned
+ * with (session.c's SEQ_RUN), more than a prober reads past the head. */
+#define PX_PLAY_BYTES (512LL << 10)
 
 /* ---- provider.c: slots, sessions, liveness */
 

@@ -4,7 +4,8 @@ A small library of random files in nested folders (names with spaces, '#',
 '&', '%', '+' and non-ASCII letters, a hidden folder, a non-media file) is
 served by nginx's autoindex, lighttpd's mod_dirlisting and `rclone serve
 http`, each on a free 127.0.0.1 port and stopped by its PID, and given as a
-local folder. The catalog made from them lists every media file once, with
+local folder. The catalog made from them lists every media file and every
+sidecar file a media server reads (NFO, poster, subtitles) once, with
 one source per mirror, the right size and ids equal to the relative path;
 seamfs mounts it and every file reads back with the original's SHA-256, and
 `seamfs verify` finds every source of every asset identical. Two mirrors of
@@ -14,7 +15,12 @@ a source; the missing file has one source. --merge keeps ids (and the other
 fields of an asset) stable and adds new files; --provider and
 --max-connections name providers and their limits. A listing of no known
 server (Python's http.server) whose server refuses HEAD gets its sizes from
-one-byte range GETs. Bad input (an
+one-byte range GETs, and its dates from their Last-Modified. A movie, its
+NFO, a poster and a subtitle on nginx: four assets dated as the listing
+dates them (to the minute), the same in two runs written to different
+files, and two mounts of those (each with its own state directory) show
+those dates and the files' bytes; rclone's listing and a folder give the
+dates to the second, --merge keeps a date it has. Bad input (an
 unreachable mirror, a page that is not a listing, a bad option, a bad
 --merge catalog) exits non-zero with one clear line, within a bound, and
 writes nothing.
@@ -35,9 +41,13 @@ from conftest import (Nginx, SERVER_WAIT, can_connect, free_port, nginx_conf, sh
 
 KIB = 1024
 
-# relative path -> size; the media files the catalog must list
+# relative path -> size; the media and sidecar files a default catalog lists
 MEDIA = {
     'Movies/Heat (1995)/Heat (1995).mkv': 300 * KIB + 7,
+    'Movies/Heat (1995)/movie.nfo': 321,
+    'Movies/Heat (1995)/poster.jpg': 2000,
+    'Movies/Heat (1995)/Heat (1995).en.srt': 1500,
+    'Shows/Show Ü/Season 01/S01E01 – Pilot.ass': 800,
     'Movies/Amélie (2001)/Amélie & co #1.mp4': 180 * KIB,
     'Shows/Show Ü/Season 01/S01E01 – Pilot.mkv': 96 * KIB + 1,
     'Shows/Show Ü/Season 01/S01E02.webm': 64 * KIB,
@@ -50,7 +60,7 @@ MEDIA = {
 OTHER = {
     'Shows/Show Ü/Season 01/notes.txt': 100,
     '.hidden/secret.mkv': 1000,
-    'Movies/Heat (1995)/poster.jpg': 2000,
+    'Movies/Heat (1995)/Heat.iso': 3000,
 }
 
 NGINX_AUTOINDEX = nginx_conf('        listen 127.0.0.1:{port};\n'
@@ -344,12 +354,16 @@ def test_filters(library, seamfs_cli, tmp_path):
     r = ok_catalog(seamfs_cli, library, '--all')
     paths = set(by_path(json.loads(r.stdout)))
     assert paths == set(MEDIA) | {'Shows/Show Ü/Season 01/notes.txt',
-                                  'Movies/Heat (1995)/poster.jpg'}   # no hidden folder
+                                  'Movies/Heat (1995)/Heat.iso'}   # no hidden folder
     r = ok_catalog(seamfs_cli, library, '--ext', 'txt,JPG')
     assert set(by_path(json.loads(r.stdout))) == {'Shows/Show Ü/Season 01/notes.txt',
                                                   'Movies/Heat (1995)/poster.jpg'}
     r = ok_catalog(seamfs_cli, library, '--ext', '+txt')
     assert set(by_path(json.loads(r.stdout))) == set(MEDIA) | {'Shows/Show Ü/Season 01/notes.txt'}
+    # --ext narrows: media only, no sidecar
+    r = ok_catalog(seamfs_cli, library, '--ext', 'mkv,mp4,webm,ts,m4v,avi,mov')
+    assert set(by_path(json.loads(r.stdout))) == {p for p in MEDIA if not p.endswith(
+        ('.nfo', '.jpg', '.srt', '.ass'))}
     r = run_catalog(seamfs_cli, library, '--max-depth', '1')
     assert r.returncode == 1 and 'deeper than 1 levels' in r.stderr and not r.stdout
     r = run_catalog(seamfs_cli, library, '--max-files', '3')
@@ -411,7 +425,7 @@ def test_bad_input(servers, library, seamfs_cli, tmp_path, dead_port):
     empty = tmp_path / 'empty'
     empty.mkdir()
     r = run_catalog(seamfs_cli, empty)
-    assert r.returncode == 1 and 'no media files found' in r.stderr
+    assert r.returncode == 1 and 'no media or sidecar files found' in r.stderr
 
     # help
     r = run_catalog(seamfs_cli, '--help')
@@ -446,7 +460,77 @@ def test_generic_listing_without_head(library, seamfs_cli):
         assert {p: a['size'] for p, a in cat.items()} == MEDIA
         # a HEAD and a range GET per file
         assert f'{2 * len(MEDIA)} size request(s)' in r.stderr
+        # dates: the range GET's Last-Modified (the page has none)
+        for rel, a in cat.items():
+            assert a['mtime'] == int((library / rel).stat().st_mtime), rel
     finally:
         srv.shutdown()
         srv.server_close()
         t.join(10)
+
+
+# a movie with the sidecars Kodi and Jellyfin read beside it, and their dates
+DATED = {
+    'Movies/Heat (1995)/Heat (1995).mkv': (200 * KIB + 3, '2021-03-04T05:06:07+00:00'),
+    'Movies/Heat (1995)/movie.nfo': (417, '2021-03-05T10:20:59+00:00'),
+    'Movies/Heat (1995)/poster.jpg': (3000, '2020-11-12T13:14:15+00:00'),
+    'Movies/Heat (1995)/Heat (1995).en.srt': (1234, '2019-01-31T23:59:30+00:00'),
+}
+
+
+def test_sidecars_and_dates(servers, seamfs, seamfs_cli, tmp_path):
+    from datetime import datetime
+    lib = tmp_path / 'dated'
+    want = {}
+    for rel, (size, when) in DATED.items():
+        p = lib / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(os.urandom(size))
+        t = int(datetime.fromisoformat(when).timestamp())
+        os.utime(p, (t, t))
+        want[rel] = t
+    ng = servers('nginx', lib)
+    cats = [tmp_path / 'one' / 'catalog.json', tmp_path / 'two' / 'lib.json']
+    for out in cats:
+        out.parent.mkdir()
+        ok_catalog(seamfs_cli, ng.root_url, '-o', out)
+    one, two = (by_path(json.loads(c.read_text())) for c in cats)
+    assert set(one) == set(DATED)
+    for rel, t in want.items():
+        # nginx dates a row in UTC to the minute
+        assert one[rel]['mtime'] == t - t % 60, (rel, one[rel])
+        assert two[rel]['mtime'] == one[rel]['mtime'], rel
+    # mounts of both, each with its own state directory: the same dates
+    for k, out in enumerate(cats):
+        sd = tmp_path / f'state{k}'
+        sd.mkdir()
+        m = seamfs.mount(out, state_dir=sd)
+        for rel in DATED:
+            st = os.stat(m.path(rel))
+            assert st.st_mtime == one[rel]['mtime'], rel
+            assert st.st_size == DATED[rel][0]
+        read_all(m, DATED, lib)
+        m.unmount()
+
+    # rclone's listing and a folder: to the second; the first mirror's wins
+    rc = servers('rclone', lib)
+    r = ok_catalog(seamfs_cli, rc.root_url, lib)
+    cat = by_path(json.loads(r.stdout))
+    assert {rel: a['mtime'] for rel, a in cat.items()} == want
+    r = ok_catalog(seamfs_cli, ng.root_url, lib)
+    cat = by_path(json.loads(r.stdout))
+    assert {rel: a['mtime'] for rel, a in cat.items()} == \
+        {rel: t - t % 60 for rel, t in want.items()}
+
+    # --merge keeps a date the catalog has, and dates an asset without one
+    cat = json.loads(cats[0].read_text())
+    nfo = 'Movies/Heat (1995)/movie.nfo'
+    for a in cat['assets']:
+        if a['path'] == nfo:
+            a['mtime'] = 1000000000
+        else:
+            del a['mtime']
+    cats[0].write_text(json.dumps(cat))
+    ok_catalog(seamfs_cli, '--merge', cats[0], lib, '-o', cats[0])
+    merged = by_path(json.loads(cats[0].read_text()))
+    assert {rel: a['mtime'] for rel, a in merged.items()} == {**want, nfo: 1000000000}

@@ -6,7 +6,12 @@ mount shows exactly the catalog's tree, every file reads back with the
 served file's SHA-256, and status.json names the session and its provider
 while a file is open. The Kodi library also mounts as a directory of .strm
 files with the same result, and allow_other lets a player of another user
-read the files, which it cannot without it."""
+read the files, which it cannot without it. The guides' scan: a library of
+real clips with their NFO, poster and subtitle, served by two nginx
+autoindex mirrors, catalogued by `seamfs catalog` and probed by ffprobe as
+Jellyfin probes: each probe costs the origins its head and tail at most,
+each sidecar one read of itself, an update nothing, every byte the file's,
+and the status counts the probes as scans, not playbacks."""
 import json
 import os
 import shutil
@@ -17,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (HERE, KIB, MIB, Nginx, bounded, expected_tree, sha256_file,
-                      tree_of)
+from conftest import (HERE, KIB, MIB, Nginx, bounded, expected_tree, make_clip, nginx_conf,
+                      sha256_file, tree_of)
 
 EXAMPLES = HERE.parent.parent / 'contrib' / 'examples'
 HOSTS = ('nas.example:8080', 'mirror.example:8080')
@@ -157,3 +162,85 @@ def test_allow_other_for_a_player_of_another_user(public_dir, seamfs, mirrors, t
     private = seamfs.mount(tmp_path / 'jellyfin.json', mnt=public_dir / 'private')
     r = subprocess.run(['sha256sum', str(private.path(path))], **nobody)
     assert r.returncode != 0 and 'Permission denied' in r.stderr, r
+
+
+AUTOINDEX = nginx_conf('        listen 127.0.0.1:{port};\n'
+                       '        root {root};\n'
+                       '        autoindex on;\n')
+HEAD, TAIL = 2 * MIB, 1 * MIB    # head_size and tail_size's defaults
+# ffprobe as Jellyfin runs it on each new file (its probe bounds and output)
+PROBE = ['ffprobe', '-analyzeduration', '200M', '-probesize', '1G', '-threads', '0',
+         '-v', 'warning', '-print_format', 'json', '-show_streams', '-show_chapters',
+         '-show_format', '-i']
+
+
+def served(servers, since):
+    """Per path, the bytes the servers sent with more than one byte of
+    body (a 1-byte GET is a liveness probe or a size check, not a read),
+    from access log line since[i] on; and the new line counts."""
+    got, counts = {}, []
+    for s, start in zip(servers, since):
+        lines = s.access_log().splitlines()
+        counts.append(len(lines))
+        for line in lines[start:]:
+            path = line.split('"')[1].split()[1]
+            n = int(line.split('"')[2].split()[1])
+            if n > 1:
+                got.setdefault(urllib.parse.unquote(path).lstrip('/'), []).append(n)
+    return got, counts
+
+
+def test_guide_scan_with_sidecars(seamfs, seamfs_cli, tmp_path):
+    lib = tmp_path / 'lib'
+    movies = {'Movies/Heat (1995)/Heat (1995).mkv': ('mkv', 12),
+              'Movies/Alien (1979)/Alien (1979).mp4': ('mp4', 12)}
+    for rel, (_, secs) in movies.items():
+        p = lib / rel
+        p.parent.mkdir(parents=True)
+        make_clip(p, secs, '1280x720', tmp_path / 'ffmpeg.log')
+        (p.parent / 'movie.nfo').write_text(f'<movie><title>{p.stem}</title></movie>\n')
+        (p.parent / 'poster.jpg').write_bytes(os.urandom(30 * KIB))
+        (p.parent / f'{p.stem}.en.srt').write_text('1\n00:00:01,000 --> 00:00:02,000\nhi\n\n')
+    servers = []
+    try:
+        for name in ('nas', 'mirror'):
+            servers.append(Nginx(lib, tmp_path / f'nginx-{name}', conf=AUTOINDEX).start())
+        out = tmp_path / 'library.json'
+        r = seamfs_cli.run(['catalog', *[s.base_url + '/' for s in servers], '-o', out],
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        cat = json.loads(out.read_text())
+        paths = {a['path'] for a in cat['assets']}
+        sidecars = paths - set(movies)
+        assert len(paths) == 8 and len(sidecars) == 6, paths
+        m = seamfs.mount(out)
+        since = [len(s.access_log().splitlines()) for s in servers]
+        for rel in movies:
+            r = subprocess.run(PROBE + [m.path(rel)], capture_output=True, timeout=60)
+            assert r.returncode == 0, r.stderr.decode(errors='replace')
+            assert json.loads(r.stdout)['streams'], rel
+        for rel in sorted(sidecars):
+            assert sha256_file(m.path(rel)) == sha256_file(lib / rel), rel
+        got, since = served(servers, since)
+        for rel in movies:
+            assert sum(got.get(rel, [])) <= HEAD + TAIL, (rel, got.get(rel))
+        for rel in sidecars:
+            assert got.get(rel) == [(lib / rel).stat().st_size], (rel, got.get(rel))
+        st = status(m)
+        assert st['playback_sessions'] == 0, st['sessions']
+        assert st['scan_sessions'] == len(paths), st['sessions']
+        # an update of the unchanged library: no byte from the origins
+        for rel in movies:
+            r = subprocess.run(PROBE + [m.path(rel)], capture_output=True, timeout=60)
+            assert r.returncode == 0
+        for rel in sidecars:
+            assert sha256_file(m.path(rel)) == sha256_file(lib / rel), rel
+        got, _ = served(servers, since)
+        assert got == {}, got
+        # and every file reads whole with its bytes
+        for rel in paths:
+            assert bounded(lambda p=rel: sha256_file(m.path(p)), 60, rel) == \
+                sha256_file(lib / rel), rel
+    finally:
+        for s in servers:
+            s.stop()

@@ -66,3 +66,61 @@ def test_ffprobe_scan_costs_head_and_tail(seamfs, make_origin, mp4):
     # and the bytes through the mount are the file's
     assert bounded(lambda: sha256_file(m.path('clip.mp4')), 60, 'whole read') == \
         sha256_file(mp4)
+
+
+def status(m):
+    with open(m.path('.seamfs/status.json')) as f:
+        return json.load(f)
+
+
+def test_status_tells_scans_from_playbacks(seamfs, make_origin, mp4):
+    """A scanner's session (ffprobe: head and tail) is a scan; a reader
+    that goes through the middle is a playback, and its offset follows
+    its reads, those the head and tail cache serve included."""
+    import hashlib
+    import os
+    o = make_origin(mp4.parent)
+    size = mp4.stat().st_size
+    body = mp4.read_bytes()
+    m = seamfs.mount({'assets': [{
+        'id': 'clip', 'path': 'clip.mp4', 'size': size, 'mtime': 1700000000,
+        'sources': [{'url': o.url('clip.mp4')}]}]}, options=['session_ttl=600'])
+    r = subprocess.run(['ffprobe', '-v', 'error', '-show_entries', 'format=duration',
+                        '-of', 'json', m.path('clip.mp4')], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode(errors='replace')
+    wait_until(lambda: status(m)['sessions'], 10, "ffprobe's session listed")
+    st = status(m)
+    assert [s['kind'] for s in st['sessions']] == ['scan'], st['sessions']
+    assert (st['scan_sessions'], st['playback_sessions']) == (1, 0)
+
+    # this process: another client, so another session. The kernel keeps
+    # the pages ffprobe read (keep_cache): reads of those never reach
+    # seamfs, so they are dropped first (docs/status-and-metrics.md,
+    # "Sessions: playbacks and scans")
+    fd = os.open(m.path('clip.mp4'), os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+
+        def mine():
+            (s,) = [s for s in status(m)['sessions'] if s['client'] == os.getpid()]
+            return s
+        hits = status(m)['reads']['head_tail_cache_hits']
+        got = os.pread(fd, 64 * KIB, 0)            # the cached head
+        assert hashlib.sha256(got).digest() == hashlib.sha256(body[:64 * KIB]).digest()
+        assert status(m)['reads']['head_tail_cache_hits'] > hits
+        assert mine()['kind'] == 'scan' and mine()['offset'] >= 64 * KIB
+        start, n = HEAD + 256 * KIB, 2 * MIB         # the middle: a playback
+        got = os.pread(fd, n, start)
+        assert hashlib.sha256(got).digest() == hashlib.sha256(body[start:start + n]).digest()
+        s = mine()
+        assert s['kind'] == 'playback' and start + n <= s['offset'] <= size, s
+        got = os.pread(fd, 64 * KIB, size - 64 * KIB)   # the cached tail
+        assert hashlib.sha256(got).digest() == hashlib.sha256(body[-64 * KIB:]).digest()
+        assert mine()['offset'] == size
+        got = os.pread(fd, 64 * KIB, 512 * KIB)         # back into the head
+        assert got == body[512 * KIB:576 * KIB]
+        assert 576 * KIB <= mine()['offset'] <= HEAD
+        st = status(m)
+        assert (st['scan_sessions'], st['playback_sessions']) == (1, 1), st['sessions']
+    finally:
+        os.close(fd)

@@ -8,6 +8,11 @@
  * only where the page states bytes; parent, sort, breadcrumb and foreign
  * links are not entries; relative, absolute-path and absolute hrefs;
  * entities; pages that are not listings are refused with one line.
+ * Dates: each server's way of dating a row (nginx's "01-Dec-2026 06:15",
+ * Apache's "2024-01-01 12:00", lighttpd's "2026-Dec-01 06:15:53", caddy's
+ * and rclone's <time datetime>, zones applied), read to the second or the
+ * minute the page gives; a day that does not exist, a clock past 23:59 or
+ * a generic page's text give no date.
  *
  * Pages are copied into a heap buffer of exactly their length, without a
  * NUL, so that ASan catches any read past len.
@@ -63,6 +68,16 @@ static void entry(const struct px_listing *l, size_t i, const char *name, const 
 	if (e->size != size)
 		fail_msg("entry %zu (%s): size %lld, want %lld", i, name, (long long)e->size,
 			 (long long)size);
+}
+
+/* entry i is dated mtime (Unix seconds, -1: none) */
+static void dated(const struct px_listing *l, size_t i, int64_t mtime)
+{
+	if (i >= l->n)
+		fail_msg("entry %zu of %zu wanted", i, l->n);
+	if (l->entries[i].mtime != mtime)
+		fail_msg("entry %zu (%s): mtime %lld, want %lld", i, l->entries[i].name,
+			 (long long)l->entries[i].mtime, (long long)mtime);
 }
 
 /* ---------------------------------------------------------------- nginx */
@@ -320,6 +335,115 @@ static void test_rclone(void **state)
 	px_listing_free(l);
 }
 
+/* ---------------------------------------------------------------- dates */
+
+#define T_2026_12_01_0615 1796105700    /* 2026-12-01 06:15:00 UTC */
+#define T_2024_01_01_1200 1704110400    /* 2024-01-01 12:00:00 UTC */
+
+static void test_dates(void **state)
+{
+	(void)state;
+	struct px_listing *l = parse_ok("http://127.0.0.1:8081/", nginx_root);
+	dated(l, 0, T_2026_12_01_0615);         /* a folder is dated too */
+	dated(l, 1, T_2026_12_01_0615);
+	dated(l, 2, T_2026_12_01_0615);
+	px_listing_free(l);
+	/* a name nginx cut ("..&gt;") and a date right after it */
+	l = parse_ok("http://127.0.0.1:8081/Sub%20Dir/", nginx_sub);
+	dated(l, 2, T_2026_12_01_0615);
+	px_listing_free(l);
+
+	l = parse_ok("http://127.0.0.1:8080/media/Movies/", apache_table);
+	for (size_t i = 0; i < 4; i++)
+		dated(l, i, T_2024_01_01_1200);
+	px_listing_free(l);
+	l = parse_ok("http://127.0.0.1:8080/pub/", apache_pre);
+	dated(l, 0, T_2024_01_01_1200);
+	dated(l, 1, T_2024_01_01_1200);
+	px_listing_free(l);
+
+	l = parse_ok("http://127.0.0.1:8082/Sub%20Dir/", lighttpd_sub);
+	dated(l, 1, T_2026_12_01_0615 + 53);
+	dated(l, 2, T_2026_12_01_0615 + 53);
+	px_listing_free(l);
+
+	l = parse_ok("https://media.example/films/", caddy_page);
+	dated(l, 0, T_2024_01_01_1200);
+	dated(l, 1, T_2024_01_01_1200);
+	px_listing_free(l);
+
+	/* rclone: a fraction dropped; a row without <time> has no date */
+	l = parse_ok("http://127.0.0.1:8083/Sub%20Dir/", rclone_page);
+	dated(l, 0, T_2026_12_01_0615 + 53);
+	dated(l, 1, T_2026_12_01_0615 + 53);
+	dated(l, 2, -1);
+	px_listing_free(l);
+}
+
+/* Zones, leap days and dates that are not dates. */
+static void test_dates_odd(void **state)
+{
+	(void)state;
+	struct px_listing *l = parse_ok(
+		"http://h/m/",
+		"<html><head><title>Index of /m/</title></head><body><h1>Index of /m/</h1>"
+		"<hr><pre><a href=\"../\">../</a>\n"
+		"<a href=\"a.mkv\">a.mkv</a>   29-Feb-2024 23:59    12\n"
+		"<a href=\"b.mkv\">b.mkv</a>   29-Feb-2023 23:59    12\n"
+		"<a href=\"c.mkv\">c.mkv</a>   01-Dec-2026 24:15    12\n"
+		"<a href=\"d.mkv\">d.mkv</a>   01-Foo-2026 06:15    12\n"
+		"<a href=\"e.mkv\">e.mkv</a>   1-jan-1970 00:00    12\n"
+		"<a href=\"f.mkv\">f.mkv</a>   01-Dec-2026    12\n"
+		"<a href=\"g.mkv\">g.mkv</a>   01-Dec-2026 06:15x    12\n"
+		"</pre><hr></body></html>");
+	assert_int_equal(l->n, 7);
+	dated(l, 0, 1709251140);                /* 2024-02-29 23:59 UTC */
+	for (size_t i = 1; i < 7; i++)
+		dated(l, i, i == 4 ? 0 : -1);
+	px_listing_free(l);
+
+	/* caddy's RFC 3339 and rclone's Go format with zones other than UTC */
+	l = parse_ok(
+		"https://h/f/",
+		"<table><tbody>"
+		"<tr><td><a href=\"a.mkv\">a</a></td><td data-size=\"5\"></td>"
+		"<td><time datetime=\"2024-01-01T13:30:00.5+01:30\">x</time></td></tr>"
+		"<tr><td><a href=\"b.mkv\">b</a></td><td data-size=\"5\"></td>"
+		"<td><time datetime=\"2024-01-01T05:00:00-07:00\">x</time></td></tr>"
+		"<tr><td><a href=\"c.mkv\">c</a></td><td data-size=\"5\"></td>"
+		"<td><time datetime=\"2024-01-01T12:00\">x</time></td></tr>"
+		"<tr><td><a href=\"d.mkv\">d</a></td><td data-size=\"5\"></td>"
+		"<td><time datetime=\"2024-13-01T12:00:00Z\">x</time></td></tr>"
+		"<tr><td><a href=\"e.mkv\">e</a></td><td data-size=\"5\"></td>"
+		"<td><time datetime=\"2024-01-01T12:00:00+2\">x</time></td></tr>"
+		"</tbody></table><footer><a href=\"https://caddyserver.com\">Caddy</a></footer>");
+	assert_int_equal(l->kind, PX_LISTING_CADDY);
+	assert_int_equal(l->n, 5);
+	dated(l, 0, T_2024_01_01_1200);
+	dated(l, 1, T_2024_01_01_1200);
+	for (size_t i = 2; i < 5; i++)
+		dated(l, i, -1);
+	px_listing_free(l);
+
+	l = parse_ok(
+		"http://h/r/",
+		"<table><tbody><tr><td><a href=\"a.mkv\">a</a></td>"
+		"<td data-order=\"5\"><size>5</size></td>"
+		"<td><time datetime=\"2024-01-01 04:00:00 &#45;0800 PST\">x</time></td></tr>"
+		"</tbody></table>");
+	assert_int_equal(l->kind, PX_LISTING_RCLONE);
+	dated(l, 0, T_2024_01_01_1200);
+	px_listing_free(l);
+
+	/* a page of an unknown server: its text is not trusted for dates */
+	l = parse_ok("http://h/g/",
+		     "<title>Index of /g/</title><pre><a href=\"a.mkv\">a.mkv</a> "
+		     "01-Dec-2026 06:15 12\n</pre>");
+	assert_int_equal(l->kind, PX_LISTING_GENERIC);
+	dated(l, 0, -1);
+	px_listing_free(l);
+}
+
 /* ---------------------------------------------------------------- hrefs */
 
 static void test_hrefs(void **state)
@@ -510,6 +634,8 @@ int main(void)
 		cmocka_unit_test(test_lighttpd),
 		cmocka_unit_test(test_caddy),
 		cmocka_unit_test(test_rclone),
+		cmocka_unit_test(test_dates),
+		cmocka_unit_test(test_dates_odd),
 		cmocka_unit_test(test_hrefs),
 		cmocka_unit_test(test_not_listing),
 		cmocka_unit_test(test_empty_and_hostile),

@@ -191,8 +191,9 @@ static void check_shape(json_t *js)
 {
 	size_t i, j;
 	json_t *o, *p;
-	exact_keys(js, "status", "providers sessions assets cutovers transcodes reload "
-		   "admission reads memory store hosts copies version worker_pid keeper");
+	exact_keys(js, "status", "providers sessions playback_sessions scan_sessions assets "
+		   "cutovers transcodes reload admission reads memory store hosts copies version "
+		   "worker_pid keeper");
 	/* one host: no store, no hosts (cluster mode: test_cluster.py) */
 	assert_true(json_is_null(get(js, "store")));
 	assert_int_equal(json_array_size(get(js, "hosts")), 0);
@@ -207,7 +208,7 @@ static void check_shape(json_t *js)
 	}
 	json_array_foreach(get(js, "sessions"), i, o)
 		exact_keys(o, "session", "id asset path client source provider offset "
-			   "bytes_served handles transfers streams state age_s");
+			   "bytes_served handles transfers streams state kind age_s");
 	json_array_foreach(get(js, "assets"), i, o) {
 		exact_keys(o, "asset", "id path size reference sources");
 		json_array_foreach(get(o, "sources"), j, p)
@@ -367,6 +368,8 @@ static void test_sessions_and_reads(void **state)
 	assert_int_equal(num(s1, "handles"), 1);
 	assert_int_equal(num(s1, "transfers"), 0);
 	assert_string_equal(str(s1, "state"), "open");
+	/* 20 KiB of the middle: not a playback yet */
+	assert_string_equal(str(s1, "kind"), "scan");
 	assert_true(age(s1, "age_s") == 2.5);
 	/* the second client went to the provider with fewer sessions */
 	json_t *s2 = find(get(js, "sessions"), "id", NULL, (json_int_t)id2);
@@ -375,6 +378,8 @@ static void test_sessions_and_reads(void **state)
 	assert_int_equal(num(s2, "bytes_served"), 4096);
 	assert_int_equal(num(s2, "handles"), 0);
 	assert_string_equal(str(s2, "state"), "lingering");
+	assert_int_equal(num(js, "scan_sessions"), 2);
+	assert_int_equal(num(js, "playback_sessions"), 0);
 
 	json_t *pa = find(get(js, "providers"), "name", "alpha", 0);
 	json_t *pb = find(get(js, "providers"), "name", "beta", 0);
@@ -401,6 +406,39 @@ static void test_sessions_and_reads(void **state)
 	assert_int_equal(num(m, "cache_used"), 512 * KiB);
 	assert_int_equal(num(m, "readahead_used"), 512 * KiB);
 	assert_true(rig_clock() - t0 == 2500);
+	rig_free(r);
+}
+
+/* A session that read PX_PLAY_BYTES of the middle is a playback; its
+ * offset follows its reads, those the head and tail cache answer too. */
+static void test_session_kind(void **state)
+{
+	(void)state;
+	struct rig *r = rig_report();
+	struct px_handle *h = rig_open(r, 0, 11);
+	read_check(h, 0, 4096);                         /* the cached head */
+	read_check(h, SIZE - 4096, 4096);               /* the cached tail */
+	json_t *js = report(r);
+	json_t *s = find(get(js, "sessions"), "id", NULL, (json_int_t)px_handle_session_id(h));
+	assert_string_equal(str(s, "kind"), "scan");
+	assert_int_equal(num(s, "offset"), SIZE);
+	/* the head's last 64 KiB and 448 KiB past it: 448 KiB of the middle */
+	for (int64_t off = 192 * KiB; off < 704 * KiB; off += 64 * KiB)
+		read_check(h, off, 64 * KiB);
+	js = report(r);
+	s = find(get(js, "sessions"), "id", NULL, (json_int_t)px_handle_session_id(h));
+	assert_string_equal(str(s, "kind"), "scan");
+	assert_int_equal(num(s, "offset"), 704 * KiB);
+	read_check(h, 704 * KiB, 64 * KiB);             /* 512 KiB of it */
+	read_check(h, 4096, 4096);                      /* back into the head */
+	js = report(r);
+	check_shape(js);
+	s = find(get(js, "sessions"), "id", NULL, (json_int_t)px_handle_session_id(h));
+	assert_string_equal(str(s, "kind"), "playback");
+	assert_int_equal(num(s, "offset"), 8192);
+	assert_int_equal(num(js, "playback_sessions"), 1);
+	assert_int_equal(num(js, "scan_sessions"), 0);
+	rig_close(r, h);
 	rig_free(r);
 }
 
@@ -576,6 +614,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_fresh, teardown),
 		cmocka_unit_test_teardown(test_sessions_and_reads, teardown),
+		cmocka_unit_test_teardown(test_session_kind, teardown),
 		cmocka_unit_test_teardown(test_ages_in_milliseconds, teardown),
 		cmocka_unit_test_teardown(test_cutover_exhausted_admission, teardown),
 		cmocka_unit_test_teardown(test_reload, teardown),
