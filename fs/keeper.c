@@ -35,6 +35,9 @@
 #define QUICK_MAX 5
 
 static volatile sig_atomic_t g_worker, g_stopping;
+/* the keeper's session (its mount); a worker inherits it unused and keeps
+ * it reachable: destroying it there would close the connection's number */
+static struct fuse_session *g_keeper_se;
 
 static void forward(int sig)
 {
@@ -289,6 +292,7 @@ int fs_keeper_run(struct fuse_args *args, const char *mnt, const struct fs_keepe
 	}
 	w->keeper = getpid();
 	w->probe_fd = probe[1];
+	g_keeper_se = se;
 	if (run_workers(w, o, probe[0], &code)) {
 		close(probe[0]);
 		return 0; /* a worker */
