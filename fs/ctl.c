@@ -57,6 +57,8 @@ static void usage(FILE *out)
 		"    remove-source ID URL|PATH\n"
 		"                           no new session or cutover goes to that source\n"
 		"    reload                 read the catalog again (as SIGHUP does)\n"
+		"    restart                with -o keeper: a new worker from the binary on disk\n"
+		"                           takes the mount over (an upgrade without unmount)\n"
 		"    copies                 copy jobs, storages and where each asset is\n"
 		"    storage disable|enable|drain NAME\n"
 		"                           the storage's copying role off or on; drain also\n"
@@ -541,7 +543,8 @@ int fs_ctl_main(int argc, char **argv)
 		fprintf(stderr, "seamfs ctl: storage takes disable, enable or drain and a NAME\n");
 		goto usage;
 	}
-	int reload = strcmp(args[0], "reload") == 0;
+	/* reload and restart: a POST without a body */
+	int reload = strcmp(args[0], "reload") == 0 || strcmp(args[0], "restart") == 0;
 	int src = strcmp(args[0], "add-source") == 0 || strcmp(args[0], "remove-source") == 0;
 	if (storage) {
 		/* checked above */
@@ -582,7 +585,8 @@ int fs_ctl_main(int argc, char **argv)
 		snprintf(target, sizeof(target), "/v1/%s", args[0]);
 		rc = request(sock, "GET", target, NULL, &ans);
 	} else if (reload) {
-		rc = request(sock, "POST", "/v1/reload", NULL, &ans);
+		rc = request(sock, "POST", args[0][2] == 'l' ? "/v1/reload" : "/v1/restart", NULL,
+			     &ans);
 	} else if (src) {
 		int add = strcmp(args[0], "add-source") == 0;
 		int is_url = strstr(args[2], "://") != NULL;
@@ -641,6 +645,13 @@ int fs_ctl_main(int argc, char **argv)
 			 "copies keep serving");
 	} else if (strcmp(args[0], "hosts") == 0) {
 		rc = print_hosts(&ans);
+	} else if (strcmp(args[0], "restart") == 0) {
+		json_t *o = json_loadb(ans.body, ans.len, 0, NULL);
+		printf("restarting: keeper pid %lld ends worker pid %lld and starts the seamfs binary "
+		       "on disk on the same mount; readers pause, open files stay open\n",
+		       (long long)json_integer_value(json_object_get(o, "keeper_pid")),
+		       (long long)json_integer_value(json_object_get(o, "worker_pid")));
+		json_decref(o);
 	} else if (reload) {
 		json_t *o = json_loadb(ans.body, ans.len, 0, NULL);
 		const char *notes = json_string_value(json_object_get(o, "notes"));
@@ -666,7 +677,7 @@ out:
 	return rc;
 usage:
 	fprintf(stderr, "usage: seamfs ctl [--socket PATH] [--json] status|metrics|hosts|drain NAME|"
-		"resume NAME|add-source ID URL|remove-source ID URL|reload|copies|"
+		"resume NAME|add-source ID URL|remove-source ID URL|reload|restart|copies|"
 		"storage disable|enable|drain NAME; see seamfs ctl --help\n");
 	return EXIT_USAGE;
 }

@@ -11,12 +11,15 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/fuse.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -34,7 +37,10 @@
 #define QUICK_MS 10000
 #define QUICK_MAX 5
 
-static volatile sig_atomic_t g_worker, g_stopping;
+static volatile sig_atomic_t g_worker, g_stopping, g_upgrade_asked;
+static char g_exe[PATH_MAX]; /* the binary an upgrade starts */
+static int g_init_fd = -1;   /* the saved INIT, for a started binary */
+static int g_resend = -1;    /* whether the kernel resends: -1 not known yet */
 /* the keeper's session (its mount); a worker inherits it unused and keeps
  * it reachable: destroying it there would close the connection's number */
 static struct fuse_session *g_keeper_se;
@@ -42,6 +48,10 @@ static struct fuse_session *g_keeper_se;
 static void forward(int sig)
 {
 	int saved = errno;
+	if (sig == SIGUSR2) {
+		g_upgrade_asked = 1; /* seen by wait_worker */
+		return;
+	}
 	if (sig != SIGHUP)
 		g_stopping = 1;
 	if (g_worker > 0)
@@ -57,7 +67,7 @@ static int handle_signals(void)
 	sigemptyset(&sa.sa_mask);
 	/* no SA_RESTART: waitpid wakes to see g_stopping */
 	return sigaction(SIGTERM, &sa, NULL) || sigaction(SIGINT, &sa, NULL) ||
-	       sigaction(SIGHUP, &sa, NULL) ? -1 : 0;
+	       sigaction(SIGHUP, &sa, NULL) || sigaction(SIGUSR2, &sa, NULL) ? -1 : 0;
 }
 
 /* Mounts mnt with a copy of args; the connection's descriptor, or -1. */
@@ -109,11 +119,18 @@ static int read_init(int fd, struct fs_worker *w)
 	return 0;
 }
 
-/* Whether the first worker found that the kernel resends (its probe). */
-static int resend_works(int probe)
+/* Whether the first worker found that the kernel resends (its probe):
+ * 1, 0, or -1 not said yet (wait: only when it is known to be there). */
+static int resend_works(int probe, int wait)
 {
+	struct pollfd p = { .fd = probe, .events = POLLIN };
 	char c = 0;
-	return probe >= 0 && read(probe, &c, 1) == 1 && c == 'R';
+	if (g_resend >= 0 || probe < 0)
+		return g_resend;
+	if (!wait && poll(&p, 1, 0) != 1)
+		return -1;
+	g_resend = read(probe, &c, 1) == 1 && c == 'R';
+	return g_resend;
 }
 
 /* Leaves the terminal: a daemon's keeper keeps no terminal open. */
@@ -142,13 +159,28 @@ static int become_worker(pid_t keeper)
 	return 0;
 }
 
-/* Waits for worker pid; its wait status. Signals are forwarded meanwhile. */
-static int wait_worker(pid_t pid)
+/* Waits for worker pid; its wait status. Signals are forwarded meanwhile;
+ * an upgrade asked for ends the worker (*upgrade set) when the kernel can
+ * resend what it holds. */
+static int wait_worker(pid_t pid, int probe, int *upgrade)
 {
 	int status = 0;
-	while (waitpid(pid, &status, 0) < 0)
+	while (waitpid(pid, &status, 0) < 0) {
 		if (errno != EINTR)
 			return 0;
+		if (!g_upgrade_asked || g_stopping)
+			continue;
+		g_upgrade_asked = 0;
+		if (resend_works(probe, 0) == 1 && g_init_fd >= 0) {
+			px_info("keeper", "upgrade: ending worker pid %ld; the next one starts "
+				"from %s", (long)pid, g_exe);
+			*upgrade = 1;
+			kill(pid, SIGKILL);
+		} else {
+			px_warn("keeper", "upgrade not done: the kernel cannot resend a worker's "
+				"requests (FUSE_NOTIFY_RESEND, Linux 6.9+), or has not said yet");
+		}
+	}
 	return status;
 }
 
@@ -200,20 +232,90 @@ static void describe(int status, char *out, size_t len)
 		snprintf(out, len, "exited with status %d", WEXITSTATUS(status));
 }
 
+/* In a new worker's process: becomes the binary on disk (an upgrade),
+ * handed the connection and the saved INIT through the environment (read
+ * by fs_keeper_worker). Returns only when it cannot. */
+static void exec_worker(const struct fs_worker *w, const struct fs_keeper_opts *o)
+{
+	char env[256];
+	/* the connection and the INIT copy survive the exec */
+	if (fcntl(w->fd, F_SETFD, 0) != 0 || fcntl(g_init_fd, F_SETFD, 0) != 0)
+		return;
+	snprintf(env, sizeof(env), "fd=%d,init=%d,len=%zu,gen=%u,keeper=%ld,at=%lld,detached=%d",
+		 w->fd, g_init_fd, w->init_len, w->gen, (long)w->keeper,
+		 (long long)w->restarted_ms, o->detach);
+	if (setenv(FS_WORKER_ENV, env, 1) != 0 || setenv(FS_WORKER_ENV "_CAUSE", w->cause, 1) != 0 ||
+	    setenv(FS_WORKER_ENV "_MNT", w->mnt, 1) != 0)
+		return;
+	execv(g_exe, o->argv);
+	px_error("keeper", "cannot start %s: %s", g_exe, strerror(errno));
+}
+
+/* How the last worker's end decides the next: 1 start another (how: *exec),
+ * 0 stop the keeper with *code. */
+static int next_worker(struct fs_worker *w, const struct fs_keeper_opts *o, int status,
+		       int upgrade, int was_exec, int64_t lived, int *quick, int *exec, int *code)
+{
+	if (g_stopping) {
+		*code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+		return 0;
+	}
+	if (upgrade) {
+		*exec = 1;
+		snprintf(w->cause, sizeof(w->cause), "ended for an upgrade");
+		return 1;
+	}
+	if (was_exec && lived < QUICK_MS) {
+		/* the binary on disk did not come up: this one's code serves */
+		px_error("keeper", "the worker started from %s %s after %lld ms: serving with "
+			 "the running version's code again", g_exe, w->cause, (long long)lived);
+		*exec = 0;
+		return 1;
+	}
+	if (!WIFSIGNALED(status)) {
+		*code = WEXITSTATUS(status);
+		return 0;
+	}
+	if (g_resend != 1) {
+		px_error("keeper", "worker %s; this kernel cannot resend what it held "
+			 "(FUSE_NOTIFY_RESEND, Linux 6.9+): unmounting", w->cause);
+		*code = o->fail_code;
+		return 0;
+	}
+	*quick = lived < QUICK_MS ? *quick + 1 : 0;
+	if (*quick >= QUICK_MAX) {
+		px_error("keeper", "worker %s, the %dth time within %d s of its start: giving up, "
+			 "unmounting", w->cause, *quick, QUICK_MS / 1000);
+		*code = o->fail_code;
+		return 0;
+	}
+	px_warn("keeper", "worker %s; starting another on the same mount", w->cause);
+	if (*quick)
+		back_off(100LL << (*quick - 1));
+	return !g_stopping || (*code = 0, 0);
+}
+
 /*
  * The keeper's loop: forks a worker (returns 1 in it), waits, and starts
- * another after a death by signal. Returns 0 in the keeper when it is to
- * unmount and exit with *code.
+ * another after a death by signal or for an upgrade. Returns 0 in the
+ * keeper when it is to unmount and exit with *code.
  */
 static int run_workers(struct fs_worker *w, const struct fs_keeper_opts *o, int probe_rd,
 		       int *code)
 {
-	int quick = 0, resend = -1;
+	int quick = 0, exec = 0;
 	for (;;) {
 		int64_t started = px_now_ms();
+		int was_exec = exec, upgrade = 0;
 		pid_t keeper = getpid(), pid = fork();
-		if (pid == 0)
-			return become_worker(keeper) == 0 ? 1 : (_exit(o->fail_code), 0);
+		if (pid == 0) {
+			if (become_worker(keeper) != 0)
+				_exit(o->fail_code);
+			if (!was_exec)
+				return 1;
+			exec_worker(w, o);
+			_exit(127);
+		}
 		if (pid < 0) {
 			px_error("keeper", "cannot start a worker: %s", strerror(errno));
 			*code = o->fail_code;
@@ -229,42 +331,36 @@ static int run_workers(struct fs_worker *w, const struct fs_keeper_opts *o, int 
 			close(w->probe_fd);
 			w->probe_fd = -1;
 		}
-		int status = wait_worker(pid);
+		int status = wait_worker(pid, probe_rd, &upgrade);
 		g_worker = 0;
 		reap_orphans();
-		if (resend < 0)
-			resend = resend_works(probe_rd);
-		describe(status, w->cause, sizeof(w->cause));
-		if (!WIFSIGNALED(status) || g_stopping) {
-			*code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+		(void)resend_works(probe_rd, 1);
+		char how[80];
+		describe(status, how, sizeof(how));
+		snprintf(w->cause, sizeof(w->cause), "pid %ld %s", (long)pid, how);
+		if (!next_worker(w, o, status, upgrade, was_exec, px_now_ms() - started, &quick,
+				 &exec, code))
 			return 0;
-		}
-		if (!resend) {
-			px_error("keeper", "worker pid %ld %s; this kernel cannot resend what it "
-				 "held (FUSE_NOTIFY_RESEND, Linux 6.9+): unmounting", (long)pid,
-				 w->cause);
-			*code = o->fail_code;
-			return 0;
-		}
-		quick = px_now_ms() - started < QUICK_MS ? quick + 1 : 0;
-		if (quick >= QUICK_MAX) {
-			px_error("keeper", "worker pid %ld %s, the %dth time within %d s of its "
-				 "start: giving up, unmounting", (long)pid, w->cause, quick,
-				 QUICK_MS / 1000);
-			*code = o->fail_code;
-			return 0;
-		}
-		px_warn("keeper", "worker pid %ld %s; starting another on the same mount", (long)pid,
-			w->cause);
-		if (quick)
-			back_off(100LL << (quick - 1));
 		w->gen++;
 		w->restarted_ms = (int64_t)time(NULL) * 1000;
-		if (g_stopping) {
-			*code = 0;
-			return 0;
-		}
 	}
+}
+
+/* The binary an upgrade starts, and a copy of the saved INIT it can read.
+ * 0, or -1 (logged: then SIGUSR2 does nothing but say so). */
+static int prepare_upgrades(const struct fs_worker *w)
+{
+	ssize_t n = readlink("/proc/self/exe", g_exe, sizeof(g_exe) - 1);
+	if (n <= 0)
+		return -1;
+	g_exe[n] = '\0';
+	g_init_fd = memfd_create("seamfs-init", MFD_CLOEXEC);
+	if (g_init_fd < 0 || write(g_init_fd, w->init, w->init_len) != (ssize_t)w->init_len) {
+		px_warn("keeper", "upgrades will not work: cannot keep the INIT request: %s",
+			strerror(errno));
+		return -1;
+	}
+	return 0;
 }
 
 int fs_keeper_run(struct fuse_args *args, const char *mnt, const struct fs_keeper_opts *o,
@@ -275,6 +371,7 @@ int fs_keeper_run(struct fuse_args *args, const char *mnt, const struct fs_keepe
 
 	memset(w, 0, sizeof(*w));
 	w->probe_fd = -1;
+	snprintf(w->mnt, sizeof(w->mnt), "%s", mnt);
 	/* a dead worker's writers come here, to be ended (reap_orphans) */
 	if (pipe(probe) != 0 || handle_signals() != 0 ||
 	    prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
@@ -293,6 +390,7 @@ int fs_keeper_run(struct fuse_args *args, const char *mnt, const struct fs_keepe
 	w->keeper = getpid();
 	w->probe_fd = probe[1];
 	g_keeper_se = se;
+	(void)prepare_upgrades(w);
 	if (run_workers(w, o, probe[0], &code)) {
 		close(probe[0]);
 		return 0; /* a worker */
@@ -310,6 +408,49 @@ fail:
 	signal(SIGINT, SIG_DFL);
 	signal(SIGHUP, SIG_DFL);
 	return -1;
+}
+
+int fs_keeper_worker(struct fs_worker *w, int *detached)
+{
+	const char *env = getenv(FS_WORKER_ENV), *cause = getenv(FS_WORKER_ENV "_CAUSE");
+	const char *mnt = getenv(FS_WORKER_ENV "_MNT");
+	int fd, init, det;
+	size_t len;
+	unsigned gen;
+	long keeper;
+	long long at;
+
+	if (!env)
+		return 0;
+	memset(w, 0, sizeof(*w));
+	w->fd = w->probe_fd = -1;
+	if (sscanf(env, "fd=%d,init=%d,len=%zu,gen=%u,keeper=%ld,at=%lld,detached=%d", &fd, &init,
+		   &len, &gen, &keeper, &at, &det) != 7 || fd < 0 || init < 0 || len == 0 ||
+	    !mnt || mnt[0] != '/' || strlen(mnt) >= sizeof(w->mnt) ||
+	    len > (1u << 20) + 4096 || !(w->init = malloc(len)) ||
+	    pread(init, w->init, len, 0) != (ssize_t)len) {
+		px_error("keeper", "%s=%s: not a hand-over this seamfs can take", FS_WORKER_ENV, env);
+		free(w->init);
+		w->init = NULL;
+		return -1;
+	}
+	close(init);
+	w->fd = fd;
+	w->init_len = len;
+	w->gen = gen;
+	w->keeper = (pid_t)keeper;
+	w->restarted_ms = at;
+	snprintf(w->cause, sizeof(w->cause), "%s", cause ? cause : "");
+	snprintf(w->mnt, sizeof(w->mnt), "%s", mnt);
+	*detached = det;
+	unsetenv(FS_WORKER_ENV);
+	unsetenv(FS_WORKER_ENV "_CAUSE");
+	unsetenv(FS_WORKER_ENV "_MNT");
+	/* its end is tied to the keeper's, as a forked worker's is */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != w->keeper)
+		return -1;
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	return 1;
 }
 
 /* Tells the kernel to send again what a dead worker had read (and, in the

@@ -14,6 +14,7 @@
 #ifndef SEAMFS_KEEPER_H
 #define SEAMFS_KEEPER_H
 
+#include <limits.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -29,6 +30,8 @@ struct fs_worker {
 	int probe_fd;           /* the first worker says whether resend works */
 	char cause[96];         /* how the last worker ended ("" in the first) */
 	int64_t restarted_ms;   /* when (ms since the epoch), 0 in the first */
+	char mnt[PATH_MAX];     /* the mountpoint (a started binary must not look
+				 * at it: nobody answers there until it serves) */
 };
 
 /* How the keeper runs. */
@@ -37,19 +40,35 @@ struct fs_keeper_opts {
 			 * (and sets it to -1 for the workers after the first) */
 	int detach;     /* a daemon: the keeper leaves the terminal too */
 	int fail_code;  /* its exit status when it gives up on workers */
+	char **argv;    /* the command line, for a worker started from the binary
+			 * on disk (an upgrade: SIGUSR2, seamfs ctl restart) */
 };
+
+/* The environment variable that makes a started seamfs a worker of a
+ * keeper (set by the keeper for an upgrade, read by fs_keeper_worker). */
+#define FS_WORKER_ENV "SEAMFS_KEEPER_WORKER"
 
 /*
  * Mounts mnt with args (a copy; args stay as they are), reads the kernel's
  * FUSE_INIT and runs workers: returns 0 in each worker, w filled. The
  * keeper itself never returns: it exits with its last worker's exit status
  * after unmounting, or fail_code when workers crash in a loop or the
- * kernel cannot resend. Returns -1 in the caller, nothing mounted, when the
+ * kernel cannot resend. SIGUSR2 to the keeper is an upgrade: the worker is
+ * ended and the next one is started from the binary on disk (the running
+ * one's code again when that one does not come up). Returns -1 in the caller, nothing mounted, when the
  * mount fails (logged). Call it before any thread starts: workers are forks
  * of the caller. Signals: SIGTERM, SIGINT and SIGHUP go on to the worker.
  */
 int fs_keeper_run(struct fuse_args *args, const char *mnt, const struct fs_keeper_opts *o,
 		  struct fs_worker *w);
+
+/*
+ * Whether this process was started by a keeper from the binary on disk (an
+ * upgrade): then w is filled from the environment (the variable is
+ * removed) and *detached says whether the keeper's daemon had left the
+ * terminal. 1 yes, 0 no, -1 a malformed or unreadable hand-over (logged).
+ */
+int fs_keeper_worker(struct fs_worker *w, int *detached);
 
 /*
  * In a worker: puts se (not mounted) on w's connection. The saved INIT is

@@ -979,6 +979,11 @@ int main(int argc, char *argv[])
 		return fs_ctl_main(argc - 1, argv + 1);
 	if (argc > 1 && strcmp(argv[1], "catalog") == 0)
 		return fs_catalog_main(argc - 1, argv + 1);
+	/* started by a keeper from the binary on disk (an upgrade): its
+	 * worker, on the keeper's mount (keeper.h) */
+	int detached = 0, exec_worker = fs_keeper_worker(&worker, &detached);
+	if (exec_worker < 0)
+		return EXIT_RUNTIME;
 	/* read (and unset) before any thread: a manager waits for READY=1 */
 	int managed = fs_notify_open(&notify);
 	px_config_init(&cfg);
@@ -1008,7 +1013,9 @@ int main(int argc, char *argv[])
 		rc = EXIT_USAGE;
 		goto out;
 	}
-	if (check_options(&cl) || check_places(cl.catalog, cl.mountpoint)) {
+	/* a keeper's worker looks at the mount only once it serves it: a
+	 * stat there would wait for itself */
+	if (check_options(&cl) || (!exec_worker && check_places(cl.catalog, cl.mountpoint))) {
 		rc = EXIT_USAGE;
 		goto out;
 	}
@@ -1024,7 +1031,9 @@ int main(int argc, char *argv[])
 	}
 	if (!cfg.state_dir && !(cfg.state_dir = fs_default_state_dir()))
 		goto out;
-	if (!realpath(cl.mountpoint, mnt)) {
+	if (exec_worker) {
+		snprintf(mnt, sizeof(mnt), "%s", worker.mnt);
+	} else if (!realpath(cl.mountpoint, mnt)) {
 		/* a stale mount fails realpath with ENOTCONN: its parent's real
 		 * path and its name, so that the mount lock and mountinfo see the
 		 * same name as for a live mount */
@@ -1042,8 +1051,9 @@ int main(int argc, char *argv[])
 		rc = EXIT_USAGE;
 		goto out;
 	}
-	/* under systemd the daemon stays the process it started */
-	if (managed)
+	/* under systemd the daemon stays the process it started, and so
+	 * does a keeper's worker */
+	if (managed || exec_worker)
 		cl.foreground = 1;
 	log_destination(&cfg, cl.foreground, log_where, sizeof(log_where));
 	/* until it detaches, a daemon with a log file tells the terminal only
@@ -1054,13 +1064,16 @@ int main(int argc, char *argv[])
 	    daemonize_wait(&report_fd, cfg.probe_timeout_ms + cfg.connect_timeout_ms + 30000, mnt,
 			   log_where))
 		goto out;
-	px_log_setup(cfg.log_level, 0);
+	/* a detached daemon's worker logs where the daemon did */
+	px_log_setup(cfg.log_level, exec_worker && detached);
 	fs_notify_status(&notify, "discovering the sizes of %zu assets", cat->nassets);
 
 	/* One daemon per mountpoint. Taken here, in the process that will
 	 * serve (after daemonize_wait's fork), and held until it exits; a
 	 * dead daemon's lock went with it, and its dead mount is cleared. */
-	switch (px_state_lock_mount(cfg.state_dir, mnt, &mount_lock, &holder, err, sizeof(err))) {
+	/* a keeper's worker: the keeper holds the lock and the mount */
+	switch (exec_worker ? PX_OK :
+		px_state_lock_mount(cfg.state_dir, mnt, &mount_lock, &holder, err, sizeof(err))) {
 	case PX_OK:
 		break;
 	case PX_EBUSY:
@@ -1077,17 +1090,17 @@ int main(int argc, char *argv[])
 			err);
 		break;
 	}
-	if (clear_stale_mount(mnt))
+	if (!exec_worker && clear_stale_mount(mnt))
 		goto out;
-	if (seamfs_mounted_at(mnt)) {
+	if (!exec_worker && seamfs_mounted_at(mnt)) {
 		px_error("main", "%s is already a live seamfs mount, served by a daemon that "
 			 "holds no lock in state_dir %s (another state_dir, or an older seamfs); "
 			 "not mounting it again (unmount it first: fusermount3 -u %s)", mnt,
 			 cfg.state_dir, mnt);
 		goto out;
 	}
-	struct stat sb;
-	if (stat(mnt, &sb)) {
+	struct stat sb = { .st_mode = S_IFDIR };
+	if (!exec_worker && stat(mnt, &sb)) {
 		px_error("main", "mountpoint %s: %s", mnt, strerror(errno));
 		goto out;
 	}
@@ -1106,10 +1119,12 @@ int main(int argc, char *argv[])
 		goto out;
 	/* keeper=1: from here on this is a worker, forked by the process that
 	 * mounted and holds the connection (before any thread: keeper.h) */
-	if (cfg.keeper) {
+	if (exec_worker) {
+		keeper = 1;
+	} else if (cfg.keeper) {
 		struct fs_keeper_opts ko = { .report_fd = &report_fd,
 					     .detach = report_fd >= 0,
-					     .fail_code = EXIT_RUNTIME };
+					     .fail_code = EXIT_RUNTIME, .argv = argv };
 		if (fs_keeper_run(&args, mnt, &ko, &worker) != 0)
 			goto out;
 		keeper = 1;

@@ -61,6 +61,7 @@ static const struct route {
 	{ "POST", "/v1/assets/*/sources", PX_CTL_ADD_SOURCE },
 	{ "POST", "/v1/assets/*/sources/remove", PX_CTL_REMOVE_SOURCE },
 	{ "POST", "/v1/reload", PX_CTL_RELOAD },
+	{ "POST", "/v1/restart", PX_CTL_RESTART },
 	{ "GET", "/v1/hosts", PX_CTL_HOSTS },
 	{ "GET", "/v1/copies", PX_CTL_COPIES },
 	{ "POST", "/v1/storages/*/disable", PX_CTL_STORAGE_DISABLE },
@@ -177,7 +178,7 @@ int px_ctl_match(const char *method, const char *url, struct px_ctl_request *req
 			"GET /v1/hosts, "
 			"POST /v1/providers/NAME/drain, POST /v1/providers/NAME/resume, "
 			"POST /v1/assets/ID/sources, POST /v1/assets/ID/sources/remove, "
-			"POST /v1/reload, GET /v1/copies, "
+			"POST /v1/reload, POST /v1/restart, GET /v1/copies, "
 			"POST /v1/storages/NAME/disable|enable|drain)");
 		return -1;
 	}
@@ -275,7 +276,7 @@ int px_ctl_check_body(struct px_ctl_request *req, const char *body, size_t len,
 	}
 	if (req->route == PX_CTL_STATUS || req->route == PX_CTL_METRICS ||
 	    req->route == PX_CTL_RELOAD || req->route == PX_CTL_HOSTS ||
-	    req->route == PX_CTL_COPIES) {
+	    req->route == PX_CTL_COPIES || req->route == PX_CTL_RESTART) {
 		set_err(err, 400, "body", "this request takes no body");
 		return -1;
 	}
@@ -460,6 +461,28 @@ static enum MHD_Result handle(struct px_control *ctl, struct MHD_Connection *c, 
 		px_utf8_scrub(report); /* may quote the catalog, or be cut inside a character */
 		return respond(c, MHD_HTTP_OK,
 			       px_json_text(json_pack("{s:b, s:s}", "reloaded", 1, "notes", report),
+				    REPLY_JSON),
+			       "application/json", NULL);
+	}
+	case PX_CTL_RESTART: {
+		/* the keeper ends this worker and starts the binary on disk
+		 * (fs/keeper.h); this answer goes out first, or not at all */
+		long keeper = ctl->core->worker.keeper_pid;
+		if (keeper <= 0) {
+			set_err(&err, 409, "keeper", "this mount has no keeper: a restart would "
+				"end it (mount with -o keeper)");
+			return respond_err(c, &err);
+		}
+		if (kill((pid_t)keeper, SIGUSR2) != 0) {
+			set_err(&err, 500, "keeper", "cannot signal keeper pid %ld: %s", keeper,
+				strerror(errno));
+			return respond_err(c, &err);
+		}
+		px_info("control", "restart asked: keeper pid %ld starts a new worker", keeper);
+		return respond(c, MHD_HTTP_ACCEPTED,
+			       px_json_text(json_pack("{s:b, s:I, s:I}", "restarting", 1,
+						   "keeper_pid", (json_int_t)keeper, "worker_pid",
+						   (json_int_t)ctl->core->worker.pid),
 				    REPLY_JSON),
 			       "application/json", NULL);
 	}

@@ -39,6 +39,7 @@ enum px_ctl_route {
 	PX_CTL_STORAGE_DISABLE, /* POST /v1/storages/NAME/disable */
 	PX_CTL_STORAGE_ENABLE,  /* POST /v1/storages/NAME/enable */
 	PX_CTL_STORAGE_DRAIN,   /* POST /v1/storages/NAME/drain */
+	PX_CTL_RESTART,    /* POST /v1/restart (keeper=1: a new worker from the binary) */
 	PX_CTL_NROUTES
 };
 

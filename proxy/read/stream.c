@@ -64,6 +64,7 @@
 #include "clock.h"
 #include "context.h"
 #include "health.h"
+#include "ownprint.h"
 #include "provider.h"
 #include "rangeread.h"
 #include "retry.h"
@@ -136,6 +137,10 @@ struct px_stream {
 	unsigned char *ring;
 	int64_t cap;            /* reserved from the budget */
 	int64_t origin;         /* where the stream started */
+	int64_t src_from;       /* [src_from, rend) came from `source` alone, unless
+				 * par_since: parts ran since (they may have cut
+				 * over on their own) */
+	int par_since;
 	int64_t rstart, rend;   /* bytes [rstart, rend) are in the ring */
 	int64_t consumed;       /* readers have moved past this offset */
 	int64_t want;           /* the furthest end a waiting reader needs */
@@ -538,6 +543,8 @@ static enum px_status submit(struct px_stream *st, int64_t deadline)
 	st->pause_rend = st->rend;
 	/* after a cutover, the session's new source */
 	st->source = atomic_load(&st->sess->source);
+	st->src_from = st->rend;
+	st->par_since = 0;
 	x->st = st;
 	x->gen = st->gen;
 	x->par = 0;
@@ -635,6 +642,7 @@ static void par_begin(struct px_stream *st)
 	p->xid = st->xid;
 	p->source = st->source;
 	p->progress = st->progress;
+	st->par_since = 1;
 	st->nparts = 1;
 	st->next_off = p->end;
 	st->nrun = 1;
@@ -834,7 +842,7 @@ enum px_status px_stream_start(struct px_core *core, struct px_session *sess, si
 	st->source = atomic_load(&sess->source);
 	st->size = size;
 	st->cap = cap;
-	st->origin = st->rstart = st->rend = st->consumed = off;
+	st->origin = st->rstart = st->rend = st->consumed = st->src_from = off;
 	st->wake_at = INT64_MAX;
 	st->fill = first_fill > 0 ? first_fill : FILL_START;
 	if (st->fill > cap - KEEP_BEHIND)
@@ -934,6 +942,30 @@ void px_stream_unpin(struct px_stream *st, int pin)
 
 /* The bytes just before the window's end, for a cutover's seam check.
  * Lock held. */
+/*
+ * The failed source's bytes the window holds, into its own fingerprint
+ * (px_own_note): the samples there the reader has not reached are its
+ * bytes as much as those it read, and a cutover judges a standby against
+ * them (one that differs just ahead of the reader; scenario seed 1269).
+ * Only bytes one transfer of that source brought. st->lock held.
+ */
+static void note_window(struct px_stream *st)
+{
+	int64_t from = st->rstart > st->src_from ? st->rstart : st->src_from, n = st->rend - from;
+	int64_t a = st->cap > 0 ? from % st->cap : 0;
+	struct iovec iov[2];
+	int cnt = 1;
+	long hit;
+	if (st->par_since || n <= 0)
+		return;
+	iov[0] = (struct iovec){ st->ring + a, (size_t)(a + n <= st->cap ? n : st->cap - a) };
+	if (a + n > st->cap) {
+		iov[1] = (struct iovec){ st->ring, (size_t)(n - (st->cap - a)) };
+		cnt = 2;
+	}
+	px_own_note(st->core, st->asset, st->source, from, iov, cnt, &hit);
+}
+
 static size_t seam_before_end(struct px_stream *st, unsigned char out[4096])
 {
 	int64_t n = st->rend - st->rstart < 4096 ? st->rend - st->rstart : 4096;
@@ -1087,6 +1119,7 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 				 * tried again after a backoff, or the read fails */
 				unsigned char seam[4096];
 				size_t nseam = seam_before_end(st, seam);
+				note_window(st);
 				char detail[sizeof(st->detail)];
 				memcpy(detail, st->detail, sizeof(detail));
 				size_t failed = st->source;

@@ -280,3 +280,57 @@ def test_worker_killed_under_a_transcode_read(seamfs, data, nginx, tmp_path):
         h.update((job / f'seg-{k:06d}.ts').read_bytes())
     assert digest == h.hexdigest()
     assert m.unmount() == 0
+
+
+def test_restart_starts_the_binary_on_disk(seamfs, data, make_origin, tmp_path):
+    """seamfs ctl restart: the worker is replaced by the seamfs binary now
+    at the path the keeper was started from (an upgrade), under readers;
+    a binary there that does not come up leaves the running code serving."""
+    original = seamfs.binary
+    bindir = tmp_path / 'bin'
+    bindir.mkdir()
+    exe = bindir / 'seamfs'
+    shutil.copy2(original, exe)
+    seamfs.binary = str(exe)
+    o = make_origin(data.dir, ['--rate', RATE])
+    sock = tmp_path / 'ctl.sock'
+    names = ['big.bin', 'odd.bin']
+    m = seamfs.mount(catalog(*[asset(n, n, o.url(n), size=data[n].size) for n in names]),
+                     read_timeout=60, options=['keeper', f'control_socket={sock}'])
+    w = serving_worker(m)
+    r = Readers()
+    r.start('sequential big', sequential(m.path('big.bin'), data['big.bin'].sha256))
+    r.start('seeking', seeking(m.path('big.bin'), data.bytes('big.bin'), 3))
+    time.sleep(1.0)
+    # a new version on disk: another file at the same path
+    shutil.copy2(original, bindir / 'seamfs.new')
+    os.replace(bindir / 'seamfs.new', exe)
+    ctl = subprocess.run([original, 'ctl', '--socket', str(sock), 'restart'],
+                         capture_output=True, text=True, timeout=20)
+    assert ctl.returncode == 0 and 'restarting' in ctl.stdout, ctl
+    w2 = serving_worker(m, not_pid=w)
+    assert os.readlink(f'/proc/{w2}/exe') == str(exe), 'the new worker is not the new file'
+    r.join(180)
+    st = status(m)
+    assert st['keeper']['last_end'] == 'ended for an upgrade' and st['keeper']['restarts'] == 1
+    # a binary that does not come up: the keeper serves with its own code
+    (bindir / 'broken').write_text('#!/bin/sh\nexit 3\n')
+    (bindir / 'broken').chmod(0o755)
+    os.replace(bindir / 'broken', exe)
+    ctl = subprocess.run([original, 'ctl', '--socket', str(sock), 'restart'],
+                         capture_output=True, text=True, timeout=20)
+    assert ctl.returncode == 0, ctl
+    wait_until(lambda: 'serving with the running version' in m.log(), 30,
+               'the keeper going back to its own code')
+    serving_worker(m, not_pid=w2)
+    assert sha256_bytes(m.path('odd.bin').read_bytes()) == data['odd.bin'].sha256
+    # without a keeper a restart is refused: it would end the mount
+    seamfs.binary = original
+    m2 = seamfs.mount(catalog(asset('odd', 'odd.bin', o.url('odd.bin'),
+                                    size=data['odd.bin'].size)),
+                      options=[f'control_socket={tmp_path / "ctl2.sock"}'], mnt=tmp_path / 'm2')
+    ctl = subprocess.run([original, 'ctl', '--socket', str(tmp_path / 'ctl2.sock'), 'restart'],
+                         capture_output=True, text=True, timeout=20)
+    assert ctl.returncode != 0 and 'no keeper' in ctl.stderr, ctl
+    assert m2.unmount() == 0
+    assert m.unmount() == 0

@@ -85,6 +85,9 @@ struct scen {
 	int violated;
 	int unseen;                      /* got a byte that differs outside every sample:
 					  * what sampling cannot see, not counted */
+	int unknown;                     /* got a standby's byte inside a sample the
+					  * served source died before giving
+					  * (scen_run.c unknowable): not counted */
 	char what[1024];                 /* the first violation */
 	int64_t nreads, nfailed, ncut;
 	int64_t switch_done;             /* SC_FORCE_SWITCH: sessions moved */

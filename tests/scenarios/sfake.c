@@ -174,6 +174,43 @@ static int down_for(const struct sfake *f, int k, int64_t started, int64_t now)
 	return started <= st->fault_at || started < st->back_at;
 }
 
+/* Marks [from, from + n) of source k as delivered, where it falls in a
+ * sampled range. Lock held. */
+static void mark_seen(struct sfake *f, int k, int64_t from, int64_t n)
+{
+	for (size_t i = 0; f->seen && i < f->plan.n; i++) {
+		int64_t a = f->plan.off[i], b = a + f->plan.len[i];
+		int64_t lo = from > a ? from : a, hi = from + n < b ? from + n : b;
+		for (int64_t p = lo; p < hi; p++)
+			f->seen[k][i][(p - a) / 64] |= 1ULL << ((p - a) % 64);
+	}
+}
+
+int sf_track_samples(struct sfake *f, int64_t asset_size)
+{
+	f->seen = calloc(SF_MAX_SOURCES, sizeof(*f->seen));
+	if (!f->seen)
+		return -1;
+	vf_sample_plan(asset_size, &f->plan);
+	return 0;
+}
+
+int sf_sample_seen(struct sfake *f, int k, int64_t off)
+{
+	int seen = 1;
+	pthread_mutex_lock(&f->lock);
+	for (size_t i = 0; f->seen && i < f->plan.n; i++) {
+		int64_t a = f->plan.off[i];
+		if (off < a || off >= a + f->plan.len[i])
+			continue;
+		for (uint32_t b = 0; b < f->plan.len[i] && seen; b++)
+			seen = (int)(f->seen[k][i][b / 64] >> (b % 64) & 1);
+		break;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return seen;
+}
+
 /* Delivers x's next chunk (or drip), starting an offset-triggered fault
  * when the chunk reaches it. Lock held. */
 static void deliver(struct sfake *f, struct sf_xfer *x, int64_t now)
@@ -207,6 +244,7 @@ static void deliver(struct sfake *f, struct sf_xfer *x, int64_t now)
 				x->paused = 1;
 			return;
 		}
+		mark_seen(f, x->k, x->pos, n);
 		x->pos += n;
 		x->bytes += n;
 	}
@@ -443,6 +481,8 @@ void sf_destroy(struct sfake *f)
 	for (size_t i = 0; i < f->nx; i++)
 		free(f->xv[i]);
 	free(f->xv);
+	free(f->seen);
+	f->seen = NULL;
 	pthread_cond_destroy(&f->cond);
 	pthread_mutex_destroy(&f->lock);
 }

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "fetch.h"
+#include "sample.h"
 
 #define SF_MAX_SOURCES 5
 #define SF_NEVER INT64_MAX
@@ -83,6 +84,10 @@ struct sfake {
 	size_t nx, capx;
 	uint64_t next_id;
 	int64_t nreq, bad_url;
+	/* which bytes of the asset's sampled ranges each source delivered
+	 * (sf_track_samples): bit b of seen[k][i] is byte b of sample i */
+	struct vf_plan plan;
+	uint64_t (*seen)[VF_MAX_SAMPLES][VF_SAMPLE_LEN / 64];
 };
 
 /* Sets up f for nsrc sources (copied) on nprov providers with limits
@@ -97,6 +102,14 @@ void sf_stop(struct sfake *f);
 /* sf_stop(), then frees what is left. */
 void sf_destroy(struct sfake *f);
 struct px_fetch_ops sf_ops(struct sfake *f);
+/* Records from now on which bytes of the sampled ranges of an asset of
+ * asset_size each source delivers. 0, or -1 out of memory. */
+int sf_track_samples(struct sfake *f, int64_t asset_size);
+/* Whether source k delivered every byte of the sampled range that holds
+ * byte off (to any transfer, in any pieces): only then can the core have
+ * known its bytes there. 1 when off is in no sampled range. */
+int sf_sample_seen(struct sfake *f, int k, int64_t off);
+
 /* A copy of source k's run-time state, under the lock. */
 struct sf_state sf_state_of(struct sfake *f, int k);
 
