@@ -252,7 +252,7 @@ char *px_metrics_text(struct px_core *core)
 	family(&b, "seamfs_copies_bytes_total", "counter", "Bytes written to copies.");
 	sample(&b, "seamfs_copies_bytes_total", copied);
 	family(&b, "seamfs_copies_in_way_total", "counter",
-	       "Copy jobs that found a link or a foreign file in their way (left alone).");
+	       "Links or foreign files found in a copy's way (left alone), by jobs and reads.");
 	sample(&b, "seamfs_copies_in_way_total", px_copies_in_way(core));
 
 	family(&b, "seamfs_readahead_used_bytes", "gauge",

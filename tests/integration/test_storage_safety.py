@@ -14,6 +14,7 @@ import json
 import os
 import pwd
 import shutil
+import socket
 import subprocess
 import tempfile
 import uuid
@@ -272,3 +273,101 @@ def test_a_manifest_linked_to_a_root_only_file_is_not_read(seamfs, data, make_or
     assert sha256_file(arena['secret']) == secret_sha
     assert not os.path.islink(manifest) and df.sha256 in open(manifest).read()
     assert sha256_file(m.path('movie.bin')) == df.sha256
+
+
+def root_only(arena, name, size):
+    """A file only root can read, of size random bytes, in the vault."""
+    path = os.path.join(arena['vault'], name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, os.urandom(size))
+    os.close(fd)
+    return path, sha256_file(path)
+
+
+def location(m, aid, storage_name):
+    for a in status(m)['copies']['assets']:
+        if a['asset'] == aid:
+            return next(l for l in a['locations'] if l.get('storage') == storage_name)
+    return None
+
+
+def swap_copy(attacker, arena, how, secret, size):
+    """The attacker replaces the finished copy Movies/movie.bin: by a link
+    to the root-only file, the folder Movies by a link to the vault (which
+    holds a root-only movie.bin), or the copy by a file of its own."""
+    store = arena['store']
+    movies = os.path.join(store, 'Movies')
+    copy = os.path.join(movies, 'movie.bin')
+    if how == 'file':
+        as_attacker(attacker, 'mv', copy, os.path.join(movies, 'moved.bin'))
+        as_attacker(attacker, 'ln', '-s', secret, copy)
+    elif how == 'folder':
+        as_attacker(attacker, 'mv', movies, os.path.join(store, 'Moved'))
+        as_attacker(attacker, 'ln', '-s', arena['vault'], movies)
+    else:
+        mine = os.path.join(arena['base'], 'foreign.src')
+        with open(mine, 'wb') as f:
+            f.write(os.urandom(size))
+        os.chmod(mine, 0o644)
+        as_attacker(attacker, 'mv', copy, os.path.join(movies, 'moved.bin'))
+        as_attacker(attacker, 'cp', mine, copy)
+
+
+@pytest.mark.parametrize('how', ['file', 'folder', 'foreign'])
+def test_a_copy_swapped_for_a_link_or_a_foreign_file_is_never_served(
+        seamfs, data, make_origin, arena, attacker, how):
+    """A verified copy on this host's disk (new sessions go there first);
+    the attacker, who owns the storage's folder, swaps the copy (or the
+    folder above it) for a link to a root-only file of the asset's size, or
+    the copy for a file of its own: root opens the copy beneath the
+    storage without following links and checks it is the file it made, so
+    the reader gets the asset's bytes (from the origin, no error), never the
+    other file's; the copy stops serving, logged once and counted."""
+    o = make_origin(data.dir)
+    df = data['mid.bin']
+    as_attacker(attacker, 'mkdir', os.path.join(arena['store'], 'Movies'))
+    secret, secret_sha = root_only(arena, 'movie.bin', df.size)
+    cat = {'storages': [storage('disk', arena['store'], host=socket.gethostname())],
+           'assets': [entry('movie', 'Movies/movie.bin', df, o.url('mid.bin'), copies=1)]}
+    m = seamfs.mount(cat, options=['session_ttl=0'])
+    wait_copies(m, 'movie', 1)
+    swap_copy(attacker, arena, how, secret, df.size)
+    for _ in range(3):  # a new session each time: the first finds the copy replaced
+        assert sha256_file(m.path('Movies/movie.bin')) == df.sha256
+    assert sha256_file(secret) == secret_sha
+    assert copies_of(status(m), 'movie') == []
+    reason = 'foreign file in the way' if how == 'foreign' else 'link in the way'
+    # the copies thread drops it (within a second); no session went there meanwhile
+    wait_until(lambda: location(m, 'movie', 'disk')['dropped'] == reason, 15,
+               f'the copy dropped for "{reason}"')
+    assert status(m)['copies']['in_way_read_total'] == 1
+    assert metrics(m)['seamfs_copies_in_way_total'] >= 1
+    said = 'is not the file seamfs made' if how == 'foreign' else 'is reached through a link'
+    assert m.log().count(said) == 1, m.log()[-3000:]
+    # the copy job comes back to the place and leaves what is there alone
+    copy_or_reason(m, 'movie', reason)
+    assert copies_of(status(m), 'movie') == []
+    assert sha256_file(secret) == secret_sha
+    assert sha256_file(m.path('Movies/movie.bin')) == df.sha256
+
+
+def test_a_copy_folder_swapped_for_a_link_while_unmounted_is_not_served(
+        seamfs, data, make_origin, arena, attacker):
+    """The folder above a copy swapped for a link to the vault while
+    seamfs was not mounted: the manifest's copy is looked for beneath the
+    storage at the remount, not through the link, so it does not serve."""
+    o = make_origin(data.dir)
+    df = data['mid.bin']
+    as_attacker(attacker, 'mkdir', os.path.join(arena['store'], 'Movies'))
+    secret, secret_sha = root_only(arena, 'movie.bin', df.size)
+    cat = {'storages': [storage('disk', arena['store'], host=socket.gethostname())],
+           'assets': [entry('movie', 'Movies/movie.bin', df, o.url('mid.bin'), copies=1)]}
+    m = seamfs.mount(cat)
+    wait_copies(m, 'movie', 1)
+    assert m.unmount() == 0
+    swap_copy(attacker, arena, 'folder', secret, df.size)
+    m = seamfs.mount(cat, options=['session_ttl=0'])
+    copy_or_reason(m, 'movie', 'link in the way')
+    assert copies_of(status(m), 'movie') == []
+    assert sha256_file(m.path('Movies/movie.bin')) == df.sha256
+    assert sha256_file(secret) == secret_sha
