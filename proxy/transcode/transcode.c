@@ -286,15 +286,16 @@ static int job_file_name(const char *name)
 		return strcmp(p, ".tmp") == 0;
 	}
 	/* px_playlist_seg_file: seg-%06u.ts (fewer than a million), in
-	 * cluster mode seg-%06u.gGEN.ts, and .tmp; a probe's before it is
-	 * listed: .probe.tmp (PX_WRITER_PROBE_TMP) */
+	 * cluster mode seg-%06u.gGEN.ts; the writer's new file NAME.XXXXXX.tmp
+	 * (an older writer's NAME.tmp); a probe's before it is listed:
+	 * .probe.tmp (PX_WRITER_PROBE_TMP) */
 	uint32_t k;
 	uint64_t gen;
 	char tail[16];
 	if (!px_playlist_seg_parse(name, &k, &gen, tail, sizeof(tail)))
 		return 0;
 	return strcmp(tail, "") == 0 || strcmp(tail, ".tmp") == 0 ||
-	       strcmp(tail, ".probe.tmp") == 0;
+	       px_write_atomic_tmp(tail, "") || strcmp(tail, ".probe.tmp") == 0;
 }
 
 /* Whether dir (not a symlink) is a directory carrying the marker. */

@@ -193,6 +193,29 @@ def test_a_link_planted_in_a_job_directory_is_never_written_through(
     assert_read_whole(t, box, job, plan, 'the reader is still blocked after 90 s')
 
 
+def test_a_file_planted_at_a_segments_tmp_name_is_never_written_through(
+        seamfs, data, nginx, arena, attacker):
+    """The attacker's own file, hard-linked at a later segment's old .tmp
+    name (seg-000004.ts.tmp) while a paced writer runs: the writer makes its
+    segment as a new file under a random name (O_EXCL) and renames that, so
+    the attacker's file keeps its bytes and never becomes the committed
+    segment (which the attacker could rewrite through its other link)."""
+    m, job = mount_tc(seamfs, nginx, Path(arena['base']), options=['writer_max_speed=2'])
+    plan = plan_of(job)
+    os.chmod(job, 0o777)
+    t, box = start_reader(m.path('Transcoded/clip 180p.ts'))
+    wait_until(lambda: (job / 'playlist').exists(), 60, 'the first commit')
+    evil = job / 'attacker.bin'
+    as_attacker(attacker, 'sh', '-c', f'printf attacker > {evil} && chmod 666 {evil}')
+    as_attacker(attacker, 'ln', str(evil), str(job / 'seg-000004.ts.tmp'))
+    t.join(90)
+    assert_read_whole(t, box, job, plan, 'the reader is still blocked after 90 s')
+    assert evil.read_bytes() == b'attacker', 'root wrote into the planted file'
+    seg = os.stat(job / 'seg-000004.ts')
+    assert seg.st_ino != os.stat(evil).st_ino and seg.st_uid == 0
+    assert not list(job.glob('seg-*.ts.*.tmp'))
+
+
 def test_a_copy_of_ours_stale_across_a_remount_is_replaced(seamfs, make_origin, tmp_path):
     """The manifest keeps what seamfs made: the asset changed while
     unmounted, its old copy (in the manifest, size and SHA-256 as made) is
