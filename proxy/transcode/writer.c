@@ -1699,6 +1699,24 @@ out:
 
 /* ------------------------------------------------------------ probes */
 
+/* Whether the probe's file is at path (its NAME.probe.tmp). Something
+ * else there (a link) was put by someone who can write work_dir: left
+ * alone (not listed: the main writer makes that segment), logged, and
+ * told to the daemon ("link PATH" on stdout), which counts it (status,
+ * metrics). */
+static int probe_tmp_there(const char *path)
+{
+	struct stat sb;
+	if (lstat(path, &sb) != 0)
+		return 0;
+	if (S_ISREG(sb.st_mode))
+		return 1;
+	px_warn("writer", "%s is not the file seamfs made (a link?): left alone", path);
+	printf("link %s\n", path);
+	fflush(stdout);
+	return 0;
+}
+
 /* px_writer_publish in cluster mode: each NAME.probe.tmp linked to its
  * generation's name (one the main writer made first stays its), then all
  * of them listed in one compare-and-set that checks the generation. */
@@ -1720,7 +1738,7 @@ static enum px_status publish_store(struct wr *w, uint32_t from)
 		px_playlist_seg_file(k, a->lease.gen, name, sizeof(name));
 		snprintf(paths[n], sizeof(paths[n]), "%s/%s", a->work_dir, name);
 		snprintf(tmp, sizeof(tmp), "%s%s", paths[n], PX_WRITER_PROBE_TMP);
-		if (stat(tmp, &sb))
+		if (!probe_tmp_there(tmp))
 			continue; /* skipped: listed when the probe came to it */
 		int rc = link(tmp, paths[n]);
 		int e = errno;
@@ -1808,7 +1826,7 @@ enum px_status px_writer_publish(struct px_writer_args *a, uint32_t from, char *
 		px_playlist_seg_name(k, name, sizeof(name));
 		snprintf(path, sizeof(path), "%s/%s", a->work_dir, name);
 		snprintf(tmp, sizeof(tmp), "%s%s", path, PX_WRITER_PROBE_TMP);
-		if (stat(tmp, &sb))
+		if (!probe_tmp_there(tmp))
 			continue; /* skipped: listed when the probe came to it */
 		if (px_playlist_find(&w.pl, k) >= 0) {
 			unlink(tmp); /* the main writer listed it meanwhile */

@@ -11,9 +11,11 @@ byte read through the mount is checked by SHA-256."""
 
 import hashlib
 import json
+import errno
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -25,7 +27,8 @@ import pytest
 from conftest import sha256_file, wait_until
 from test_copies import (COPY_WAIT, copies_of, ctl, entry, job, metrics, sockdir,  # noqa: F401
                          status, storage, tmpfs, wait_copies, wait_reason)
-from test_transcode import assert_read_whole, mount_tc, plan_of, start_reader
+from test_transcode import (assert_read_whole, committed_concat_sha, mount_tc, plan_of,
+                            playlist_entries, read_sequential, start_reader, writer_pids)
 
 
 @pytest.fixture
@@ -394,3 +397,81 @@ def test_a_copy_folder_swapped_for_a_link_while_unmounted_is_not_served(
     assert copies_of(status(m), 'movie') == []
     assert sha256_file(m.path('Movies/movie.bin')) == df.sha256
     assert sha256_file(secret) == secret_sha
+
+
+def tc_row(m, aid='clip-180'):
+    return next(t for t in status(m)['transcodes'] if t['asset'] == aid)
+
+
+def work_links_metric(m):
+    with open(m.path('.seamfs/metrics')) as f:
+        for line in f:
+            if line.startswith('seamfs_work_dir_links_total '):
+                return float(line.split()[1])
+    return None
+
+
+def test_a_committed_segment_swapped_for_a_link_is_never_read(seamfs, data, nginx, arena,
+                                                              attacker):
+    """A finished transcode whose last segment (never read yet, so not in
+    the page cache) the attacker swaps for a link to a root-only file:
+    the read of that segment fails (EIO) instead of giving the file's
+    bytes, every byte before it is the committed segments', and the link
+    is counted in the status and the metric."""
+    m, job = mount_tc(seamfs, nginx, Path(arena['base']))
+    plan = plan_of(job)
+    os.chmod(job, 0o777)
+    f = m.path('Transcoded/clip 180p.ts')
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        assert len(os.pread(fd, 4096, 0)) == 4096  # starts the writer
+    finally:
+        os.close(fd)
+    wait_until(lambda: playlist_entries(job)[1], 90, 'the writer to finish (#CLEAN)')
+    last = plan['segments'] - 1
+    secret, secret_sha = root_only(arena, 'segment', plan['segment_bytes'])
+    seg = job / f'seg-{last:06d}.ts'
+    as_attacker(attacker, 'mv', str(seg), str(job / 'moved.ts'))
+    as_attacker(attacker, 'ln', '-s', secret, str(seg))
+    got = bytearray()
+    with pytest.raises(OSError) as e:
+        with open(f, 'rb', buffering=0) as r:
+            while b := r.read(64 * 1024):
+                got += b
+    assert e.value.errno == errno.EIO, e.value
+    prefix = b''.join((job / f'seg-{k:06d}.ts').read_bytes() for k in range(last))
+    assert len(got) <= len(prefix) and bytes(got) == prefix[:len(got)]
+    assert tc_row(m)['work_dir_links'] >= 1
+    assert work_links_metric(m) >= 1
+    assert 'a link seamfs did not make' in m.log()
+    assert os.path.islink(seg) and sha256_file(secret) == secret_sha
+    # a remount's recovery distrusts the swapped segment and makes it again
+    assert m.unmount() == 0
+    m, job = mount_tc(seamfs, nginx, Path(arena['base']))
+    digest, n = read_sequential(m.path('Transcoded/clip 180p.ts'))
+    assert n == plan['size'] and digest == committed_concat_sha(job, plan['segments'])
+    assert not os.path.islink(seg) and sha256_file(secret) == secret_sha
+
+
+def test_recovery_leaves_a_link_at_a_seamfs_name_alone_and_counts_it(seamfs, data, nginx,
+                                                                     arena, attacker):
+    """A link planted at a name seamfs makes in the job directory (a
+    segment's old .tmp name), then the writer killed: recovery, which
+    removes seamfs's leftovers, leaves the link alone, logs and counts it
+    (status, metric); the transcode still reads whole."""
+    m, job = mount_tc(seamfs, nginx, Path(arena['base']), options=['writer_max_speed=2'])
+    plan = plan_of(job)
+    os.chmod(job, 0o777)
+    t, box = start_reader(m.path('Transcoded/clip 180p.ts'))
+    wait_until(lambda: (job / 'playlist').exists(), 60, 'the first commit')
+    link = job / 'seg-000008.ts.tmp'
+    as_attacker(attacker, 'ln', '-s', arena['secret'], str(link))
+    pids = wait_until(lambda: writer_pids(m.pid), 10, 'the writer process')
+    os.kill(pids[0], signal.SIGKILL)
+    t.join(120)
+    assert_read_whole(t, box, job, plan, 'the reader is still blocked after 120 s')
+    assert os.path.islink(link) and os.readlink(link) == arena['secret']
+    assert sha256_file(arena['secret']) == arena['secret_sha']
+    assert tc_row(m)['work_dir_links'] >= 1
+    assert work_links_metric(m) >= 1
+    assert m.log().count('is a link seamfs did not make') >= 1
