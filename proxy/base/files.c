@@ -11,6 +11,12 @@
  * plant first (px_create_excl), and renameat moves it into place in the
  * same directory. A link planted anywhere on that way makes the call fail
  * (ELOOP); it is never followed, and nothing is written through it.
+ * Reading there (a copy served to viewers) is the same: the file is
+ * opened beneath the storage's descriptor with openat2's RESOLVE_BENEATH,
+ * RESOLVE_NO_SYMLINKS, RESOLVE_NO_MAGICLINKS and RESOLVE_NO_XDEV, or,
+ * where the kernel lacks openat2, by px_dir_walk and O_NOFOLLOW
+ * (px_open_beneath): a link swapped in for the file or a folder above it
+ * makes the open fail, so root never reads another file for a viewer.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -22,7 +28,10 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <linux/openat2.h>
 
 #include "px.h"
 
@@ -220,6 +229,96 @@ enum px_status px_write_atomic(const char *file, const void *data, size_t len,
 	close(dfd);
 out:
 	return st;
+}
+
+/* fd when it is a regular file on root's device, in blocking mode again;
+ * else closes it and returns -1 with errno (EINVAL, EISDIR, EXDEV). */
+static int beneath_check(int root, int fd)
+{
+	struct stat rb, sb;
+	int e = 0;
+	if (fd < 0)
+		return -1;
+	if (fstat(root, &rb) != 0 || fstat(fd, &sb) != 0)
+		e = errno;
+	else if (!S_ISREG(sb.st_mode))
+		e = S_ISDIR(sb.st_mode) ? EISDIR : EINVAL;
+	else if (sb.st_dev != rb.st_dev)
+		e = EXDEV;
+	if (e) {
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	return fd;
+}
+
+#define BENEATH_FLAGS (O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+
+int px_open_beneath_walk(int root, const char *rel)
+{
+	char dir[PATH_MAX];
+	int fd = -1, dfd = -1;
+	if (snprintf(dir, sizeof(dir), "%s", rel) >= (int)sizeof(dir)) {
+		errno = ENAMETOOLONG;
+		goto out;
+	}
+	char *slash = strrchr(dir, '/');
+	const char *base = slash ? slash + 1 : dir;
+	if (slash)
+		*slash = '\0';
+	if (!base[0] || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
+		errno = EINVAL;
+		goto out;
+	}
+	dfd = slash ? px_dir_walk(root, dir, 0, 0) : fcntl(root, F_DUPFD_CLOEXEC, 0);
+	if (dfd < 0)
+		goto out;
+	fd = beneath_check(root, openat(dfd, base, BENEATH_FLAGS));
+out:
+	if (dfd >= 0) {
+		int e = errno;
+		close(dfd);
+		errno = e;
+	}
+	return fd;
+}
+
+int px_open_beneath(int root, const char *rel)
+{
+	struct open_how how = {
+		.flags = BENEATH_FLAGS,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+			   RESOLVE_NO_XDEV,
+	};
+	int fd = (int)syscall(SYS_openat2, root, rel, &how, sizeof(how));
+	/* no openat2 (before Linux 5.6, or a seccomp filter that refuses it) */
+	if (fd < 0 && (errno == ENOSYS || errno == EPERM))
+		return px_open_beneath_walk(root, rel);
+	return beneath_check(root, fd);
+}
+
+int px_open_in_dir(const char *top, unsigned long long dev, const char *rel)
+{
+	struct stat sb;
+	int fd = -1, root = px_dir_open(top);
+	if (root < 0)
+		goto out;
+	if (fstat(root, &sb) != 0 || (unsigned long long)sb.st_dev != dev) {
+		errno = ENODEV;
+		goto out;
+	}
+	fd = px_open_beneath(root, rel);
+out:
+	if (root >= 0) {
+		int e = errno;
+		close(root);
+		errno = e;
+	}
+	return fd;
 }
 
 int px_open_regular(const char *path)

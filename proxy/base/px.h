@@ -96,6 +96,27 @@ int px_dir_walk(int root, const char *rel, unsigned int mode, int make);
 int px_create_excl(int dirfd, const char *base, const char *ext, unsigned int mode,
 		   char *name, size_t n);
 
+/* Opens the regular file rel (relative; "a/b/c") beneath the directory
+ * root for reading, never through a link at any component (nor a magic
+ * link, nor "..") and never onto another file system than root's:
+ * openat2 with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS|
+ * RESOLVE_NO_XDEV, else px_open_beneath_walk. Without blocking on a FIFO.
+ * The descriptor (blocking), or -1 with errno: ELOOP (a link in the way),
+ * EXDEV (another file system), EINVAL (not a regular file, a bad name),
+ * EISDIR, or open's. root stays the caller's. Any thread (files.c). */
+int px_open_beneath(int root, const char *rel);
+
+/* px_open_beneath without openat2 (the fallback for kernels before 5.6):
+ * the folders by px_dir_walk, the file with O_NOFOLLOW. Same contract;
+ * public so that the unit tests cover it on a kernel that has openat2. */
+int px_open_beneath_walk(int root, const char *rel);
+
+/* px_open_beneath of rel beneath the directory top, opened here, while
+ * top is on the file system dev (a storage seamfs first saw there):
+ * else -1 with errno ENODEV (unmounted, another file system). Any thread
+ * (files.c). */
+int px_open_in_dir(const char *top, unsigned long long dev, const char *rel);
+
 /* Opens a path source for reading: a regular file only, opened without
  * blocking (a FIFO, a device, a socket or a directory is refused: a FIFO's
  * open would block in the kernel until a writer comes). The descriptor, or

@@ -251,8 +251,11 @@ char *px_metrics_text(struct px_core *core)
 	sample(&b, "seamfs_copies_failed_total", failed);
 	family(&b, "seamfs_copies_bytes_total", "counter", "Bytes written to copies.");
 	sample(&b, "seamfs_copies_bytes_total", copied);
+	family(&b, "seamfs_work_dir_links_total", "counter",
+	       "Links found in transcode job directories (left alone, never followed).");
+	sample(&b, "seamfs_work_dir_links_total", snap->n_work_links);
 	family(&b, "seamfs_copies_in_way_total", "counter",
-	       "Copy jobs that found a link or a foreign file in their way (left alone).");
+	       "Links or foreign files found in a copy's way (left alone), by jobs and reads.");
 	sample(&b, "seamfs_copies_in_way_total", px_copies_in_way(core));
 
 	family(&b, "seamfs_readahead_used_bytes", "gauge",

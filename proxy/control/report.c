@@ -115,7 +115,7 @@ static json_t *transcodes_json(const struct px_snapshot *snap)
 	for (size_t i = 0; arr && i < snap->ntranscodes; i++) {
 		const struct px_tc_info *t = &snap->transcodes[i].info;
 		json_array_append_new(arr, json_pack(
-			"{s:o, s:i, s:i, s:I, s:o, s:b, s:o, s:I, s:I, s:i, s:b, s:b}",
+			"{s:o, s:i, s:i, s:I, s:o, s:b, s:o, s:I, s:I, s:I, s:i, s:b, s:b}",
 			"asset", px_json_str(snap->transcodes[i].asset),
 			"segments", (int)t->segments, "committed", (int)t->committed,
 			"writer_pid", (json_int_t)t->writer_pid, "owner", px_json_str(t->owner),
@@ -123,6 +123,8 @@ static json_t *transcodes_json(const struct px_snapshot *snap)
 			"heartbeat_age_s", t->heartbeat_age_ms >= 0
 				? json_real((double)t->heartbeat_age_ms / 1000.0) : json_null(),
 			"recoveries", (json_int_t)t->recoveries,
+			/* links planted in its job directory, left alone */
+			"work_dir_links", (json_int_t)t->work_links,
 			/* seeks: main writer moves, apart from recoveries (transcode.md) */
 			"seeks", (json_int_t)t->seeks,
 			"readers", t->readers,

@@ -311,6 +311,20 @@ static void take_reads(struct px_core *core, struct px_snapshot *s)
 	px_histo_snapshot(&core->h_ttfb, &s->h_ttfb);
 }
 
+/* Links found in the transcodes' job directories, summed (metrics). */
+static void take_work_links(struct px_core *core, struct px_snapshot *s)
+{
+	if (s->transcodes) {
+		for (size_t i = 0; i < s->ntranscodes; i++)
+			s->n_work_links += s->transcodes[i].info.work_links;
+	} else if (core->tc) {
+		struct px_tc_info info[64];
+		size_t n = px_transcode_snapshot(core->tc, info, 64);
+		for (size_t i = 0; i < n; i++)
+			s->n_work_links += info[i].work_links;
+	}
+}
+
 /* The store's state and the hosts the heartbeat last listed: copies, no
  * call to the store (kvstore.c's own lock, hosts.c's). */
 static void take_cluster(struct px_core *core, struct px_snapshot *s)
@@ -355,6 +369,7 @@ enum px_status px_snapshot_new(struct px_core *core, unsigned what, struct px_sn
 		goto out;
 	take_reads(core, s);
 	take_cluster(core, s);
+	take_work_links(core, s);
 	*out = s;
 	s = NULL;
 out:

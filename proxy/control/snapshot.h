@@ -136,6 +136,8 @@ struct px_snapshot {
 	struct px_host_info hosts[PX_HOSTS_MAX];
 	size_t nhosts;
 	uint64_t n_takeovers;      /* transcode leases taken over from another host */
+	uint64_t n_work_links;     /* links found in transcode job directories (the
+				    * first 64 transcodes without rows) */
 
 	/* reads and memory (atomics; cache_used under cache_lock) */
 	uint64_t n_cache_hits, n_cache_fills, n_streams, n_stream_restarts;

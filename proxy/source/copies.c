@@ -40,6 +40,12 @@
  * other file at the place ("foreign file in the way") is left alone,
  * logged and counted; the job waits with that reason and looks again
  * every IN_WAY_RETRY_MS.
+ * A serving copy is read the same way (px_source_open, rangeread.c):
+ * opened beneath the storage's directory, never through a link nor onto
+ * another file system, and only as the file made or found (its size,
+ * device, inode: registered with it); a read that finds it replaced marks
+ * it and no session goes there, and this thread drops it (drop_replaced):
+ * stale, logged once and counted.
  * Then: the size; the catalog's sha256 when it has one; else the copy's
  * sampled fingerprint against the asset's reference (or, before there is
  * one, against the source's own samples read again) and, when a second
@@ -158,6 +164,9 @@ struct copy {
 	char etag[128];              /* that source's ETag then; "" unknown */
 	int recheck;                 /* compare the source's ETag again */
 	int64_t recheck_at;          /* monotonic ms: not before */
+	ino_t ino;                   /* the file it was made (or found) as: */
+	dev_t dev;                   /* registered with it (px_source_open) */
+	enum px_copy_wait dropped;   /* found replaced (a link, a foreign file) */
 };
 
 enum { JOB_WAITING, JOB_COPYING, JOB_BACKOFF };
@@ -197,6 +206,7 @@ struct px_copies {
 	unsigned char *sha_set;
 	size_t cap;                  /* assets_cap */
 	_Atomic uint64_t n_made, n_failed, n_bytes, n_in_way;
+	_Atomic uint64_t n_read_in_way; /* ...of them found by a read of a copy */
 	struct gate *reading;        /* the copy's reader, under lock: a stop
 				      * cancels its transfer */
 	int64_t rescan_at;           /* cluster: other hosts' manifests, monotonic ms */
@@ -402,6 +412,65 @@ static void copy_file(struct px_core *core, const struct storage *s, size_t asse
 	snprintf(out, n, "%s/%s", s->path, core->cat->assets[asset].path);
 }
 
+/* ---- reading a copy on a storage others may write to */
+
+/* The copy that source k of the asset is (its record: by storage, since a
+ * copy is recorded before it becomes a source), or -1. cp->lock held. */
+static long find_source_copy(struct px_copies *cp, size_t asset, size_t k)
+{
+	const char *storage = cp->core->cat->assets[asset].sources[k].storage;
+	long si = storage ? find_storage(cp, storage) : -1;
+	return si >= 0 ? find_copy(cp, asset, (size_t)si) : -1;
+}
+
+static void manifest_save(struct px_copies *cp, size_t si);
+
+/* Copy ci was found replaced by a read (px_source_open: w
+ * PX_IN_WAY_LINK, a link on its way, or a foreign file): it stops
+ * serving, once, stale (the job makes it again, and waits while the
+ * thing stays in its way). The copies thread, cp->lock held; dropped
+ * around the call into sources.c. */
+static void drop_in_way(struct px_copies *cp, long ci, int w)
+{
+	struct px_core *core = cp->core;
+	struct copy *c = &cp->c[ci];
+	size_t asset = c->asset, k = c->k;
+	char why[400], sname[256];
+	c->serving = 0;
+	c->stale = 1;
+	c->dropped = w == PX_IN_WAY_LINK ? PX_WAIT_LINK : PX_WAIT_FOREIGN;
+	atomic_fetch_add(&cp->n_in_way, 1);
+	atomic_fetch_add(&cp->n_read_in_way, 1);
+	snprintf(sname, sizeof(sname), "%s", cp->st[c->storage].name);
+	if (c->mine)
+		manifest_save(cp, c->storage);
+	snprintf(why, sizeof(why), "copy on storage %s: %s", sname,
+		 px_copy_wait_name(c->dropped));
+	px_warn("copies", "asset %s: the copy on storage %s (%s) %s: left alone, it stops "
+		"serving", core->cat->assets[asset].id, sname,
+		core->cat->assets[asset].sources[k].path,
+		w == PX_IN_WAY_LINK ? "is reached through a link" : "is not the file seamfs made");
+	pthread_mutex_unlock(&cp->lock);
+	px_sources_drop(core, asset, k, why);
+	pthread_mutex_lock(&cp->lock);
+}
+
+/* Drops the serving copies a read found replaced (px_source_open marks
+ * them). The copies thread, cp->lock held. */
+static void drop_replaced(struct px_copies *cp)
+{
+	for (size_t i = 0; i < cp->nc; i++) {
+		struct copy *c = &cp->c[i];
+		if (!c->registered || c->stale)
+			continue;
+		struct src_rt *all = __atomic_load_n(&cp->core->assets[c->asset].src,
+						     __ATOMIC_ACQUIRE);
+		int w = all ? atomic_load(&all[c->k].in_way) : PX_IN_WAY_NONE;
+		if (w != PX_IN_WAY_NONE)
+			drop_in_way(cp, (long)i, w);
+	}
+}
+
 /* Rewrites storage si's manifest from the copies known there: a stale
  * one stays listed as "stale" (it serves no more, but its file is this
  * host's to replace). cp->lock held. */
@@ -465,9 +534,11 @@ static int want_copies(struct px_copies *cp, size_t asset)
 
 /* Registers a copy as a source (no lock held). 0 on success. */
 static int register_copy(struct px_copies *cp, size_t asset, size_t si, const char *file,
-			 const char *storage_name, const char *prov, int local, size_t *k)
+			 const char *storage_name, const char *prov, int local,
+			 const struct px_copy_file *id, size_t *k)
 {
-	enum px_status st = px_sources_add_copy(cp->core, asset, file, storage_name, prov, local, k);
+	enum px_status st = px_sources_add_copy(cp->core, asset, file, storage_name, prov, local,
+						id, k);
 	if (st != PX_OK) {
 		px_warn("copies", "asset %s: copy %s could not become a source: %s",
 			cp->core->cat->assets[asset].id, file,
@@ -515,6 +586,18 @@ static json_t *manifest_read(const char *file, json_error_t *jerr)
 	return root;
 }
 
+/* Whether asset a's copy is on storage si, opened as a reader would (a
+ * link in its place or on its way, a folder swapped for one, is no copy):
+ * its stat into sb. cp->lock held. */
+static int found_on_storage(struct px_copies *cp, size_t si, size_t a, struct stat *sb)
+{
+	int fd = px_open_in_dir(cp->st[si].path, cp->st[si].dev, cp->core->cat->assets[a].path);
+	int ok = fd >= 0 && fstat(fd, sb) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
 /* Reads one manifest file of storage si and registers what still
  * matches and is not known yet (mine: the copies are this host's).
  * rescan: a periodic look at another host's manifest (quiet about what
@@ -554,10 +637,10 @@ static void manifest_load_file(struct px_copies *cp, size_t si, const char *file
 		char path[PATH_MAX];
 		copy_file(core, &cp->st[si], (size_t)a, path, sizeof(path));
 		int was_stale = json_is_true(json_object_get(v, "stale"));
-		/* lstat: a link put in the copy's place is no copy */
+		if (was_stale || !found_on_storage(cp, si, (size_t)a, &sb))
+			sb.st_size = -1;
 		if (was_stale || size != core->assets[a].size ||
-		    (sha && strcmp(sha, json_string_value(jsha))) ||
-		    lstat(path, &sb) || !S_ISREG(sb.st_mode) || sb.st_size != size) {
+		    (sha && strcmp(sha, json_string_value(jsha))) || sb.st_size != size) {
 			if (!rescan && !was_stale)
 				px_info("copies", "asset %s: the copy on storage %s (%s) no longer "
 					"matches the asset: made again", id, cp->st[si].name, file);
@@ -575,6 +658,8 @@ static void manifest_load_file(struct px_copies *cp, size_t si, const char *file
 		c->storage = si;
 		c->mine = mine;
 		c->size = size;
+		c->ino = sb.st_ino;
+		c->dev = sb.st_dev;
 		snprintf(c->sha, sizeof(c->sha), "%s", json_string_value(jsha));
 		const char *key = json_string_value(json_object_get(v, "source"));
 		const char *etag = json_string_value(json_object_get(v, "etag"));
@@ -587,7 +672,9 @@ static void manifest_load_file(struct px_copies *cp, size_t si, const char *file
 		snprintf(prov, sizeof(prov), "%s", cp->st[si].prov);
 		int local = cp->st[si].host != NULL;
 		pthread_mutex_unlock(&cp->lock);
-		int ok = register_copy(cp, (size_t)a, si, path, cp->st[si].name, prov, local, &k) == 0;
+		struct px_copy_file cf = { cp->st[si].dev, sb.st_dev, sb.st_ino };
+		int ok = register_copy(cp, (size_t)a, si, path, cp->st[si].name, prov, local, &cf,
+				       &k) == 0;
 		pthread_mutex_lock(&cp->lock);
 		if (ok) {
 			cp->c[ci].k = k;
@@ -767,7 +854,7 @@ static enum px_status open_source(struct px_core *core, size_t asset, size_t k, 
 	const struct px_provider *p = &core->cat->providers[src->provider];
 	enum px_status st;
 	if (src->path) {
-		st = px_rangeread_new_path(src->path, out);
+		st = px_rangeread_new_fd(src->path, px_source_open(core, asset, k), out);
 	} else {
 		g->ops = (struct px_fetch_ops){ g_submit, g_cancel, g_resume, g };
 		g->core = core;
@@ -1226,6 +1313,40 @@ static void place_close(struct place *pl)
 	pl->dir = -1;
 }
 
+/* The copy of the asset just made on storage si, before it becomes a
+ * source (registered and serving are set then): recorded as this host's (hex its SHA-256, made from the source whose key
+ * is src_key, etag that source's then; sb the file it is) and the
+ * storage's manifest written. Takes cp->lock. */
+static void record_made(struct px_copies *cp, size_t asset, size_t si, const char *hex,
+			const char *src_key, const char *etag, const struct stat *sb)
+{
+	struct px_core *core = cp->core;
+	pthread_mutex_lock(&cp->lock);
+	long ci = find_copy(cp, asset, si);
+	if (ci < 0 && !grow((void **)&cp->c, &cp->capc, cp->nc, sizeof(*cp->c))) {
+		ci = (long)cp->nc++;
+		memset(&cp->c[ci], 0, sizeof(cp->c[ci]));
+	}
+	if (ci >= 0) {
+		struct copy *c = &cp->c[ci];
+		c->asset = asset;
+		c->storage = si;
+		c->registered = c->serving = 0;
+		c->mine = 1;
+		c->stale = 0;
+		c->size = core->assets[asset].size;
+		snprintf(c->sha, sizeof(c->sha), "%s", hex);
+		snprintf(c->src_key, sizeof(c->src_key), "%s", src_key);
+		snprintf(c->etag, sizeof(c->etag), "%s", etag);
+		c->recheck = 0;
+		c->ino = sb->st_ino;
+		c->dev = sb->st_dev;
+		c->dropped = PX_WAIT_NONE;
+		manifest_save(cp, si);
+	}
+	pthread_mutex_unlock(&cp->lock);
+}
+
 /*
  * Makes one copy of the asset on storage si for job ji: PX_OK once it
  * serves; PX_EEXIST with *wait set when it must wait (something in its
@@ -1332,35 +1453,27 @@ static enum px_status make_copy(struct px_copies *cp, size_t ji, size_t asset, s
 	if ((st = place_commit(&pl, fd, wait, why, n)) != PX_OK)
 		goto out;
 
+	/* recorded first (not serving): is_ours knows it from now on */
+	record_made(cp, asset, si, hex, core->cat->assets[asset].sources[k].key, etag, &sb);
 	size_t kk;
-	if (register_copy(cp, asset, si, path, name, prov, local, &kk)) {
+	pthread_mutex_lock(&cp->lock);
+	struct px_copy_file id = { cp->st[si].dev, sb.st_dev, sb.st_ino };
+	pthread_mutex_unlock(&cp->lock);
+	int bad = register_copy(cp, asset, si, path, name, prov, local, &id, &kk);
+	pthread_mutex_lock(&cp->lock);
+	long ci = find_copy(cp, asset, si);
+	if (ci >= 0 && bad)
+		cp->c[ci].stale = 1;
+	if (ci >= 0 && !bad) {
+		cp->c[ci].k = kk;
+		cp->c[ci].registered = cp->c[ci].serving = 1;
+	}
+	pthread_mutex_unlock(&cp->lock);
+	if (bad) {
 		snprintf(why, n, "the copy could not become a source (see the log)");
 		st = PX_EINVAL;
 		goto out;
 	}
-	pthread_mutex_lock(&cp->lock);
-	long ci = find_copy(cp, asset, si);
-	if (ci < 0 && !grow((void **)&cp->c, &cp->capc, cp->nc, sizeof(*cp->c))) {
-		ci = (long)cp->nc++;
-		memset(&cp->c[ci], 0, sizeof(cp->c[ci]));
-	}
-	if (ci >= 0) {
-		struct copy *c = &cp->c[ci];
-		c->asset = asset;
-		c->storage = si;
-		c->k = kk;
-		c->registered = c->serving = 1;
-		c->mine = 1;
-		c->stale = 0;
-		c->size = core->assets[asset].size;
-		snprintf(c->sha, sizeof(c->sha), "%s", hex);
-		snprintf(c->src_key, sizeof(c->src_key), "%s",
-			 core->cat->assets[asset].sources[k].key);
-		snprintf(c->etag, sizeof(c->etag), "%s", etag);
-		c->recheck = 0;
-		manifest_save(cp, si);
-	}
-	pthread_mutex_unlock(&cp->lock);
 	px_info("copies", "asset %s: copy on storage %s made and verified (%s, SHA-256 %s)",
 		core->cat->assets[asset].id, sname, path, hex);
 	st = PX_OK;
@@ -1406,7 +1519,7 @@ static void move_viewers(struct px_core *core, const char *prov_name)
 		const char *path = core->cat->assets[s->asset].sources[k].path;
 		unsigned char seam[4096];
 		size_t len = off < (int64_t)sizeof(seam) ? (size_t)off : sizeof(seam), got = 0;
-		int fd = path ? px_open_regular(path) : -1;
+		int fd = path ? px_source_open(core, s->asset, k) : -1;
 		while (fd >= 0 && got < len) {
 			ssize_t r = pread(fd, seam + got, len - got, off - (int64_t)len + (int64_t)got);
 			if (r <= 0 && !(r < 0 && errno == EINTR))
@@ -1510,6 +1623,7 @@ static long evaluate(struct px_copies *cp, size_t *si_out)
 		if (s->reachable && !s->loaded)
 			manifest_load(cp, i, 0);
 	}
+	drop_replaced(cp);
 	/* copies whose storage went away stop serving; back when it returns */
 	for (size_t i = 0; i < cp->nc; i++) {
 		struct copy *c = &cp->c[i];
@@ -1529,10 +1643,12 @@ static long evaluate(struct px_copies *cp, size_t *si_out)
 		snprintf(prov, sizeof(prov), "%s", s->prov);
 		int local = s->host != NULL;
 		const char *name = s->name;
+		struct px_copy_file id = { s->dev, c->dev, c->ino };
 		pthread_mutex_unlock(&cp->lock);
 		if (should) {
 			size_t kk;
-			if (register_copy(cp, asset, c->storage, path, name, prov, local, &kk) == 0)
+			if (register_copy(cp, asset, c->storage, path, name, prov, local, &id,
+					  &kk) == 0)
 				px_info("copies", "asset %s: copy %s serves again", core->cat->assets[asset].id,
 					path);
 		} else {
@@ -1958,9 +2074,21 @@ static json_t *locations(struct px_copies *cp, size_t asset, const int *viewers)
 				      "provider", core->cat->providers[s->provider].name,
 				      "viewers", viewers[k],
 				      "serving", !core->assets[asset].dead[k]);
-		if (o)
+		enum px_copy_wait dropped = PX_WAIT_NONE;
+		if (s->storage) {
+			pthread_mutex_lock(&cp->lock);
+			long ci = find_source_copy(cp, asset, k);
+			dropped = ci >= 0 ? cp->c[ci].dropped : PX_WAIT_NONE;
+			pthread_mutex_unlock(&cp->lock);
+		}
+		if (o) {
 			json_object_set_new(o, "storage", s->storage ? json_string(s->storage)
 								      : json_null());
+			/* a copy found replaced by a link or a foreign file */
+			json_object_set_new(o, "dropped",
+					    dropped ? json_string(px_copy_wait_name(dropped))
+						    : json_null());
+		}
 		json_array_append_new(arr, o);
 	}
 	return arr;
@@ -1990,6 +2118,10 @@ char *px_copies_status(struct px_core *core)
 	size_t vcap = 0;
 	pthread_mutex_lock(&cp->lock);
 	json_object_set_new(root, "host", json_string(cp->host));
+	json_object_set_new(root, "in_way_total",
+			    json_integer((json_int_t)atomic_load(&cp->n_in_way)));
+	json_object_set_new(root, "in_way_read_total",
+			    json_integer((json_int_t)atomic_load(&cp->n_read_in_way)));
 	for (size_t i = 0; i < cp->nst; i++) {
 		const struct storage *s = &cp->st[i];
 		if (!s->in_catalog)

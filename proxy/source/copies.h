@@ -101,8 +101,9 @@ enum px_status px_copies_role(struct px_core *core, const char *storage, int cop
 void px_copies_counters(struct px_core *core, uint64_t *made, uint64_t *failed,
 			uint64_t *bytes);
 
-/* For the metrics: how many times a copy job found a link or a foreign
- * file in its way (counted when a job starts waiting for it). Any thread. */
+/* For the metrics: how many times a link or a foreign file was found in
+ * a copy's way: by a copy job (counted when it starts waiting for it) or
+ * by a read of a serving copy (px_source_open). Any thread. */
 uint64_t px_copies_in_way(struct px_core *core);
 
 /*

@@ -17,8 +17,19 @@ struct vf_seen;
 
 /* A source's verification state (standby.c), under core->vf_lock. */
 enum { VS_UNKNOWN, VS_VERIFYING, VS_VERIFIED, VS_REJECTED, VS_ABANDONED };
+/* What px_source_open found in a copy's place (src_rt.in_way). */
+enum { PX_IN_WAY_NONE, PX_IN_WAY_LINK, PX_IN_WAY_FOREIGN };
+
 struct src_rt {
 	int state;                 /* VS_* */
+	/* a copy (its px_source names a storage; px_sources_add_copy sets
+	 * these under vf_lock before it serves): the file system of its
+	 * storage, and the file it was made or found as; px_source_open
+	 * opens only that file, beneath the storage */
+	unsigned long long copy_sdev, copy_dev, copy_ino;
+	_Atomic int in_way;        /* px_source_open found the copy replaced:
+				    * PX_IN_WAY_LINK or _FOREIGN; the copies
+				    * thread drops it (copies.c) */
 	int inconclusive;          /* inconclusive checks in a row */
 	int64_t checked;           /* core clock of the last check */
 	char *why;                 /* the last verdict, in words; NULL: none

@@ -730,11 +730,22 @@ static int open_path(struct px_core *core, size_t asset, size_t src)
 	const char *path = core->cat->assets[asset].sources[src].path;
 	struct stat sb;
 	/* a regular file only, opened without blocking: a FIFO would hold
-	 * the reader in the kernel until someone opened its other end */
-	int fd = px_open_regular(path), e = errno;
+	 * the reader in the kernel until someone opened its other end; a
+	 * copy beneath its storage, never through a link (px_source_open) */
+	int fd = px_source_open(core, asset, src), e = errno;
 	if (fd >= 0 && fstat(fd, &sb) == 0 && sb.st_size == core->assets[asset].size)
 		return fd;
-	const char *kind = fd < 0 && (e == EINVAL || e == EISDIR) ? px_file_kind(path) : NULL;
+	int copy = core->cat->assets[asset].sources[src].storage != NULL;
+	const struct src_rt *all = __atomic_load_n(&core->assets[asset].src, __ATOMIC_ACQUIRE);
+	if (copy && fd < 0 && all && atomic_load(&all[src].in_way)) {
+		/* found replaced: no session goes there; the copies thread
+		 * drops it and says so, once */
+		core->assets[asset].dead[src] = 1;
+		return -1;
+	}
+	/* a copy's path is never looked at by name (a link may be there) */
+	const char *kind = !copy && fd < 0 && (e == EINVAL || e == EISDIR) ? px_file_kind(path)
+									     : NULL;
 	px_warn("session", "asset %s: source %s unusable: %s%s", core->cat->assets[asset].id, path,
 		fd >= 0 ? "size differs from the asset's" : kind ? "it is " : strerror(e),
 		kind ? kind : "");

@@ -27,6 +27,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +38,7 @@
 
 #include "clock.h"
 #include "context.h"
+#include "health.h"
 #include "httpparse.h"
 #include "provider.h"
 #include "rangeread.h"
@@ -465,16 +468,24 @@ fail:
 
 enum px_status px_rangeread_new_path(const char *path, struct px_rangeread **out)
 {
+	return px_rangeread_new_fd(path, px_open_regular(path), out); /* never blocks on a FIFO */
+}
+
+enum px_status px_rangeread_new_fd(const char *path, int fd, struct px_rangeread **out)
+{
+	int e = errno;
 	struct px_rangeread *rr = calloc(1, sizeof(*rr));
 	*out = NULL;
 	if (!rr || !(rr->path = strdup(path))) {
 		free(rr);
+		if (fd >= 0)
+			close(fd);
 		return PX_ENOMEM;
 	}
 	rr->size = -1;
 	rr->slow = -1;
-	rr->fd = px_open_regular(path); /* never blocks on a FIFO */
-	rr->open_errno = rr->fd < 0 ? errno : 0;
+	rr->fd = fd;
+	rr->open_errno = fd < 0 ? e : 0;
 	*out = rr;
 	return PX_OK;
 }
@@ -558,6 +569,55 @@ enum px_status px_rangeread_probe(struct px_rangeread *rr, struct vf_seen *out,
 	}
 	batch_unref(b);
 	return st;
+}
+
+/* Opens the copy that is source k of the asset as px_source_open says:
+ * fd, or -1 with errno (ESTALE: another file than the copy). */
+static int open_copy(struct px_core *core, size_t asset, size_t k)
+{
+	const struct px_asset *a = &core->cat->assets[asset];
+	const char *path = a->sources[k].path;
+	struct src_rt *all = px_src_ensure(core, asset);
+	char top[PATH_MAX];
+	size_t n = strlen(path), rel = strlen(a->path);
+	struct stat sb;
+	if (!all || n <= rel + 1 || n - rel - 1 >= sizeof(top)) {
+		errno = all ? ENAMETOOLONG : ENOMEM;
+		return -1;
+	}
+	/* the storage's directory: the copy's path is STORAGE/ASSET-PATH */
+	snprintf(top, sizeof(top), "%.*s", (int)(n - rel - 1), path);
+	pthread_mutex_lock(&core->vf_lock);
+	struct src_rt id = all[k];
+	pthread_mutex_unlock(&core->vf_lock);
+	int fd = px_open_in_dir(top, id.copy_sdev, a->path);
+	if (fd >= 0 && (fstat(fd, &sb) != 0 || sb.st_size != core->assets[asset].size ||
+			(unsigned long long)sb.st_dev != id.copy_dev ||
+			(unsigned long long)sb.st_ino != id.copy_ino)) {
+		close(fd);
+		fd = -1;
+		errno = ESTALE;
+	}
+	return fd;
+}
+
+int px_source_open(struct px_core *core, size_t asset, size_t k)
+{
+	const struct px_source *src = &core->cat->assets[asset].sources[k];
+	if (!src->path) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (!src->storage)
+		return px_open_regular(src->path); /* the operator's path, as it stands */
+	int fd = open_copy(core, asset, k), e = errno;
+	struct src_rt *all = __atomic_load_n(&core->assets[asset].src, __ATOMIC_ACQUIRE);
+	if (fd < 0 && all && (e == ELOOP || e == EXDEV))
+		atomic_store(&all[k].in_way, PX_IN_WAY_LINK);
+	else if (fd < 0 && all && (e == ESTALE || e == ENOTDIR || e == EINVAL || e == EISDIR))
+		atomic_store(&all[k].in_way, PX_IN_WAY_FOREIGN);
+	errno = e;
+	return fd;
 }
 
 int px_source_is_path(const struct px_core *core, size_t asset, size_t source)

@@ -41,6 +41,27 @@ enum px_status px_rangeread_new_http(const struct px_fetch_ops *ops, const char 
  */
 enum px_status px_rangeread_new_path(const char *path, struct px_rangeread **out) PX_WUR;
 
+/*
+ * Opens path source k of the asset for reading. A catalog path as it
+ * stands (px_open_regular: the operator's choice). A copy (the source
+ * names a storage) only beneath its storage's directory, never through a
+ * link nor onto another file system (px_open_in_dir), while the storage is
+ * the file system first seen there, and only as the file it was made or
+ * found as (its size, device and inode: px_sources_add_copy); one found
+ * replaced is marked for the copies thread (src_rt.in_way), which drops
+ * it. The descriptor, or -1 with errno (ELOOP, EXDEV: a link in the way;
+ * ESTALE: another file; ENODEV: the storage is not there). Any thread
+ * that holds none of the core's locks but a session's fd_lock.
+ */
+struct px_core;
+int px_source_open(struct px_core *core, size_t asset, size_t k);
+
+/* A path reader over fd (opened by the caller, e.g. px_source_open: a
+ * copy beneath its storage; takes ownership, also on error); fd -1: the
+ * open failed with the errno still set, and every read says so (path
+ * names it). PX_ENOMEM. */
+enum px_status px_rangeread_new_fd(const char *path, int fd, struct px_rangeread **out) PX_WUR;
+
 /* Frees rr. Never waits: once a read has returned, none of its requests
  * refers to rr any more (an abandoned one holds only its own batch).
  * NULL: no-op. */

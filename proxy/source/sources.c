@@ -315,9 +315,18 @@ void px_sources_screen_paths(struct px_core *core, size_t asset, int untrusted)
 	}
 }
 
+/* The file a copy source must be found as (px_source_open). vf_lock held. */
+static void copy_file_set(struct src_rt *sr, const struct px_copy_file *file)
+{
+	sr->copy_sdev = file->sdev;
+	sr->copy_dev = file->dev;
+	sr->copy_ino = file->ino;
+	atomic_store(&sr->in_way, PX_IN_WAY_NONE);
+}
+
 enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const char *path,
 				   const char *storage, const char *prov_name, int local_disk,
-				   size_t *kout)
+				   const struct px_copy_file *file, size_t *kout)
 {
 	struct px_catalog *m = core->mcat;
 	enum px_status st = PX_OK;
@@ -373,6 +382,7 @@ enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const cha
 			px_src_why(&all[k], NULL);
 			memset(&all[k], 0, sizeof(all[k]));
 			all[k].state = VS_VERIFIED;
+			copy_file_set(&all[k], file);
 			a->nsources = (size_t)k + 1;   /* published last */
 		}
 	} else if (st == PX_OK) {
@@ -380,6 +390,7 @@ enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const cha
 		px_src_why(&all[k], NULL);
 		memset(&all[k], 0, sizeof(all[k]));
 		all[k].state = VS_VERIFIED;
+		copy_file_set(&all[k], file);
 		rt->dead[k] = 0;
 	}
 	pthread_mutex_unlock(&core->vf_lock);

@@ -51,18 +51,25 @@ enum px_status px_sources_remove(struct px_core *core, const char *asset_id,
 
 /* ---- copies (copies.c): trusted paths of the catalog's storages */
 
+/* The file a copy is: its storage's file system (device) when seamfs
+ * first saw it, and the copy's own device and inode. */
+struct px_copy_file {
+	unsigned long long sdev, dev, ino;
+};
+
 /*
  * Makes path (a finished, proven copy on storage `storage`, borrowed
- * from the core for as long as it lives) a source of the asset, on
- * provider prov_name (made when new; local_disk: preferred for new
- * sessions), verified at once: no strm_paths check, the storage is the
- * catalog's. A source already at that path comes back to life. *k gets
- * its index. PX_EINVAL when the asset has no room, PX_ENOMEM. Any thread
- * that holds none of the core's locks.
+ * from the core for as long as it lives; the file *file) a source of the
+ * asset, on provider prov_name (made when new; local_disk: preferred for
+ * new sessions), verified at once: no strm_paths check, the storage is
+ * the catalog's. It is opened only as that file, beneath the storage
+ * (px_source_open). A source already at that path comes back to life.
+ * *k gets its index. PX_EINVAL when the asset has no room, PX_ENOMEM. Any
+ * thread that holds none of the core's locks.
  */
 enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const char *path,
 				   const char *storage, const char *prov_name, int local_disk,
-				   size_t *k) PX_WUR;
+				   const struct px_copy_file *file, size_t *k) PX_WUR;
 
 /* Source k of the asset (a copy) stops serving now: no new session or
  * cutover goes there (why in the status). Any thread that holds none of

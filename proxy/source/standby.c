@@ -131,7 +131,7 @@ static enum px_status open_reader(struct px_core *core, size_t asset, size_t k,
 	enum px_status st;
 
 	if (src->path)
-		st = px_rangeread_new_path(src->path, out);
+		st = px_rangeread_new_fd(src->path, px_source_open(core, asset, k), out);
 	else {
 		g->ops = (struct px_fetch_ops){ g_submit, g_cancel, g_resume, g };
 		g->core = core;

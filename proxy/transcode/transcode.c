@@ -157,6 +157,7 @@ struct job {
 	uint32_t retry_from;
 	int nopen;
 	uint64_t recoveries;   /* writer starts that recovered from a failure */
+	uint64_t work_links;   /* links found in its job directory (left alone) */
 	uint64_t seeks;        /* main writer moves to where reads settled */
 	struct probe probes[PROBES_MAX];
 	int nprobes;           /* running probe runs */
@@ -286,15 +287,16 @@ static int job_file_name(const char *name)
 		return strcmp(p, ".tmp") == 0;
 	}
 	/* px_playlist_seg_file: seg-%06u.ts (fewer than a million), in
-	 * cluster mode seg-%06u.gGEN.ts, and .tmp; a probe's before it is
-	 * listed: .probe.tmp (PX_WRITER_PROBE_TMP) */
+	 * cluster mode seg-%06u.gGEN.ts; the writer's new file NAME.XXXXXX.tmp
+	 * (an older writer's NAME.tmp); a probe's before it is listed:
+	 * .probe.tmp (PX_WRITER_PROBE_TMP) */
 	uint32_t k;
 	uint64_t gen;
 	char tail[16];
 	if (!px_playlist_seg_parse(name, &k, &gen, tail, sizeof(tail)))
 		return 0;
 	return strcmp(tail, "") == 0 || strcmp(tail, ".tmp") == 0 ||
-	       strcmp(tail, ".probe.tmp") == 0;
+	       px_write_atomic_tmp(tail, "") || strcmp(tail, ".probe.tmp") == 0;
 }
 
 /* Whether dir (not a symlink) is a directory carrying the marker. */
@@ -832,7 +834,8 @@ static struct px_seg_seen *look(const struct px_transcode *tc, const struct job 
 		struct stat sb;
 		px_playlist_seg_file(pl->e[i].index, pl->e[i].gen, name, sizeof(name));
 		snprintf(path, sizeof(path), "%s/%s", j->dir, name);
-		if (stat(path, &sb) == 0) {
+		/* lstat: a link swapped in for a segment is no segment */
+		if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
 			seen[i].exists = 1;
 			seen[i].size = sb.st_size;
 			seen[i].mtime_ns = tc->store ? pl->e[i].mtime_ns
@@ -1020,6 +1023,15 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t 
 
 /* ------------------------------------------------------------ writers */
 
+/* Whether the entry de of the directory dirfd is a symbolic link. */
+static int link_at(int dirfd, const struct dirent *de)
+{
+	struct stat sb;
+	if (de->d_type != DT_UNKNOWN)
+		return de->d_type == DT_LNK;
+	return fstatat(dirfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode);
+}
+
 /* Whether a running probe of j writes segment k. Under tc->lock. */
 static int probe_covers(const struct job *j, uint32_t k)
 {
@@ -1116,6 +1128,14 @@ again:
 		uint32_t k;
 		uint64_t g;
 		char tail[16];
+		/* a link under a name seamfs makes: seamfs makes none, someone
+		 * who can write here planted it; left alone, logged, counted */
+		if (job_file_name(de->d_name) && link_at(dirfd(d), de)) {
+			px_warn("transcode", "recovery: asset %s: %s/%s is a link seamfs did not "
+				"make: left alone", j->a->id, j->dir, de->d_name);
+			j->work_links++;
+			continue;
+		}
 		/* only names seamfs makes: a user's file here is left alone */
 		if (!job_file_name(de->d_name) ||
 		    !px_playlist_seg_parse(de->d_name, &k, &g, tail, sizeof(tail))) {
@@ -1766,6 +1786,8 @@ static void writer_output(struct px_transcode *tc, struct job *j)
 			j->edge = (int64_t)k + 1;
 			changed = 1;
 		}
+		if (strncmp(line, "link ", 5) == 0)
+			j->work_links++; /* the writer logged it */
 		line = nl + 1;
 	}
 	j->outlen = strlen(line);
@@ -1803,6 +1825,8 @@ static void probe_output(struct px_transcode *tc, struct job *j, struct probe *p
 		unsigned k;
 		*nl = '\0';
 		changed |= sscanf(line, "committed %u", &k) == 1;
+		if (strncmp(line, "link ", 5) == 0)
+			j->work_links++; /* the probe logged it */
 		line = nl + 1;
 	}
 	p->outlen = strlen(line);
@@ -2751,6 +2775,33 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 	return st;
 }
 
+/*
+ * Opens a committed segment for reading: never through a link planted at
+ * its name (others may write work_dir: root would read another file for a
+ * viewer) nor a FIFO (O_NONBLOCK), a regular file only. fd, or -1 with
+ * errno (ELOOP a link, EINVAL not a regular file).
+ */
+static int open_segment(struct px_transcode *tc, const char *path)
+{
+	int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
+	struct stat sb;
+	int fd = open(path, flags);
+	/* cluster mode: a segment another host committed a moment ago may
+	 * not show yet through this host's NFS client (a cached "no such
+	 * file"): looked up again, for a second at most */
+	for (int i = 0; fd < 0 && errno == ENOENT && tc->store && i < 20; i++) {
+		struct timespec ts = { 0, 50 * 1000000 };
+		nanosleep(&ts, NULL);
+		fd = open(path, flags);
+	}
+	if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+		close(fd);
+		fd = -1;
+		errno = EINVAL;
+	}
+	return fd;
+}
+
 enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, void *buf,
 				 uint64_t reader, size_t *got)
 {
@@ -2797,22 +2848,21 @@ enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, v
 		pthread_mutex_unlock(&tc->lock);
 		px_playlist_seg_file(k, gen, name, sizeof(name));
 		snprintf(path, sizeof(path), "%s/%s", j->dir, name);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		/* cluster mode: a segment another host committed a moment ago may
-		 * not show yet through this host's NFS client (a cached "no such
-		 * file"): looked up again, for a second at most */
-		for (int i = 0; fd < 0 && errno == ENOENT && tc->store && i < 20; i++) {
-			struct timespec ts = { 0, 50 * 1000000 };
-			nanosleep(&ts, NULL);
-			fd = open(path, O_RDONLY | O_CLOEXEC);
-		}
+		int fd = open_segment(tc, path);
 		ssize_t r = fd >= 0 ? pread(fd, (char *)buf + done, n, within) : -1;
 		int e = errno;
 		if (fd >= 0)
 			close(fd);
 		if (r != (ssize_t)n) {
+			if (fd < 0 && (e == ELOOP || e == EINVAL)) {
+				pthread_mutex_lock(&tc->lock);
+				j->work_links++;
+				pthread_mutex_unlock(&tc->lock);
+			}
 			px_error("transcode", "asset %s: committed segment %s: %s", j->a->id, path,
-				 r < 0 ? strerror(e) : "short read (changed on disk?)");
+				 fd < 0 && e == ELOOP ? "a link seamfs did not make: not read"
+				 : fd < 0 && e == EINVAL ? "not a regular file: not read"
+				 : r < 0 ? strerror(e) : "short read (changed on disk?)");
 			st = PX_EIO;
 			break;
 		}
@@ -2841,6 +2891,7 @@ size_t px_transcode_snapshot(struct px_transcode *tc, struct px_tc_info *out, si
 		o->committed = trusted(j);
 		o->writer_pid = (int64_t)j->pid;
 		o->recoveries = j->recoveries;
+		o->work_links = j->work_links;
 		o->seeks = j->seeks;
 		o->readers = j->nopen;
 		o->queued = j->queued;

@@ -125,6 +125,8 @@ struct px_tc_info {
 	int lease_held;                /* this daemon holds the lease now */
 	int64_t heartbeat_age_ms;      /* since the lease's last renewal, -1: not held */
 	uint64_t recoveries;           /* writer starts that recovered from a failure */
+	uint64_t work_links;           /* links found in its job directory: by its
+					* writers, recovery, or a read of a segment */
 	uint64_t seeks;                /* main writer moves to where reads settled */
 	int readers, queued, failed;
 	int writers;                   /* running here: the main writer and probes */

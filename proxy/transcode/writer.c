@@ -11,7 +11,8 @@
  * mpegts muxer writing into memory (initial discontinuity, copied
  * timestamps with one constant 10 s offset, the same in every run), then
  * padded with null packets to S (before the data for the last segment, so
- * probes find its duration), written as NAME.tmp, fsynced and renamed, and
+ * probes find its duration), written as a new NAME.XXXXXX.tmp (O_EXCL,
+ * random: nothing planted is written through), fsynced and renamed, and
  * the playlist rewritten. A restart at segment N seeks the input before
  * N-1, encodes N-1 to warm the encoders and discards it.
  *
@@ -23,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,7 @@
 #include "feed.h"
 #include "log.h"
 #include "playlist.h"
+#include "px.h"
 #include "tcstore.h"
 #include "writer.h"
 
@@ -720,45 +723,75 @@ static enum px_status commit_store(struct wr *w, uint32_t k, const char *tmp, in
 }
 
 /*
- * Writes segment k as NAME.tmp and fsyncs it. The main writer then, under
+ * Writes segment k as NAME.XXXXXX.tmp and fsyncs it (write_tmp). The main writer then, under
  * the playlist lock, renames it into place and lists it, unless another
  * run (a probe) listed k meanwhile: then PX_EEXIST and the file is
  * dropped. A probe keeps NAME.probe.tmp until px_writer_publish() lists
  * all its segments at once. In cluster mode NAME carries the generation
  * and the list is the store's (commit_store).
  */
+/*
+ * Writes segment k's bytes to a new file NAME.XXXXXX.tmp in the job
+ * directory (px_create_excl: O_CREAT|O_EXCL|O_NOFOLLOW under a random
+ * name, so nothing planted there, a link or a hard link, is ever written
+ * through, and nobody holds the file open to change it after the fsync),
+ * fsynced; a probe's is then renamed to NAME.probe.tmp (replacing what
+ * may be there, never writing through it). Its path into tmp.
+ */
+static enum px_status write_tmp(struct wr *w, const char *name, const uint8_t *data,
+				int64_t len, char *tmp, size_t tcap)
+{
+	char tname[NAME_MAX + 1], probe[96];
+	enum px_status st = PX_EIO;
+	int fd = -1, dfd = px_dir_open(w->a->work_dir);
+	if (dfd >= 0)
+		fd = px_create_excl(dfd, name, "tmp", 0644, tname, sizeof(tname));
+	int e = errno;
+	snprintf(tmp, tcap, "%s/%s%s", w->a->work_dir, fd >= 0 ? tname : name,
+		 fd >= 0 ? "" : ".XXXXXX.tmp");
+	errno = e;
+	if (fd < 0)
+		goto fail;
+	for (int64_t off = 0; off < len;) {
+		ssize_t n = write(fd, data + off, (size_t)(len - off));
+		if (n <= 0)
+			goto fail;
+		off += n;
+	}
+	if (fsync(fd))
+		goto fail;
+	if (w->a->probe) {
+		snprintf(probe, sizeof(probe), "%s%s", name, PX_WRITER_PROBE_TMP);
+		if (renameat(dfd, tname, dfd, probe))
+			goto fail;
+		snprintf(tmp, tcap, "%s/%s", w->a->work_dir, probe);
+	}
+	st = PX_OK;
+	goto out;
+fail:
+	e = errno ? errno : EIO;
+	snprintf(w->err, w->errlen, "%s: %s", tmp, strerror(e));
+	if (fd >= 0)
+		(void)unlinkat(dfd, tname, 0); /* ours: made with O_EXCL */
+out:
+	if (fd >= 0)
+		close(fd);
+	if (dfd >= 0)
+		close(dfd);
+	return st;
+}
+
 static enum px_status commit(struct wr *w, uint32_t k, const uint8_t *data, int64_t len)
 {
 	char name[64], path[4200], tmp[4300];
 	struct stat sb;
 	enum px_status st = PX_EIO;
-	int fd, lk = -1;
+	int lk = -1;
 
 	px_playlist_seg_file(k, w->a->store ? w->a->lease.gen : 0, name, sizeof(name));
 	snprintf(path, sizeof(path), "%s/%s", w->a->work_dir, name);
-	snprintf(tmp, sizeof(tmp), "%s%s", path, w->a->probe ? PX_WRITER_PROBE_TMP : ".tmp");
-	/* O_NOFOLLOW: work_dir may be writable by others; a link planted at
-	 * this name is refused, never written through */
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		snprintf(w->err, w->errlen, "%s: %s", tmp, strerror(errno));
-		return PX_EIO;
-	}
-	for (int64_t off = 0; off < len;) {
-		ssize_t n = write(fd, data + off, (size_t)(len - off));
-		if (n <= 0) {
-			snprintf(w->err, w->errlen, "%s: %s", tmp, strerror(errno));
-			close(fd);
-			return PX_EIO;
-		}
-		off += n;
-	}
-	if (fsync(fd)) {
-		snprintf(w->err, w->errlen, "%s: %s", tmp, strerror(errno));
-		close(fd);
-		return PX_EIO;
-	}
-	close(fd);
+	if ((st = write_tmp(w, name, data, len, tmp, sizeof(tmp))) != PX_OK)
+		return st;
 	if (w->a->probe)
 		return heartbeat(w, 0);
 	if (w->a->store)
@@ -1666,6 +1699,24 @@ out:
 
 /* ------------------------------------------------------------ probes */
 
+/* Whether the probe's file is at path (its NAME.probe.tmp). Something
+ * else there (a link) was put by someone who can write work_dir: left
+ * alone (not listed: the main writer makes that segment), logged, and
+ * told to the daemon ("link PATH" on stdout), which counts it (status,
+ * metrics). */
+static int probe_tmp_there(const char *path)
+{
+	struct stat sb;
+	if (lstat(path, &sb) != 0)
+		return 0;
+	if (S_ISREG(sb.st_mode))
+		return 1;
+	px_warn("writer", "%s is not the file seamfs made (a link?): left alone", path);
+	printf("link %s\n", path);
+	fflush(stdout);
+	return 0;
+}
+
 /* px_writer_publish in cluster mode: each NAME.probe.tmp linked to its
  * generation's name (one the main writer made first stays its), then all
  * of them listed in one compare-and-set that checks the generation. */
@@ -1687,7 +1738,7 @@ static enum px_status publish_store(struct wr *w, uint32_t from)
 		px_playlist_seg_file(k, a->lease.gen, name, sizeof(name));
 		snprintf(paths[n], sizeof(paths[n]), "%s/%s", a->work_dir, name);
 		snprintf(tmp, sizeof(tmp), "%s%s", paths[n], PX_WRITER_PROBE_TMP);
-		if (stat(tmp, &sb))
+		if (!probe_tmp_there(tmp))
 			continue; /* skipped: listed when the probe came to it */
 		int rc = link(tmp, paths[n]);
 		int e = errno;
@@ -1775,7 +1826,7 @@ enum px_status px_writer_publish(struct px_writer_args *a, uint32_t from, char *
 		px_playlist_seg_name(k, name, sizeof(name));
 		snprintf(path, sizeof(path), "%s/%s", a->work_dir, name);
 		snprintf(tmp, sizeof(tmp), "%s%s", path, PX_WRITER_PROBE_TMP);
-		if (stat(tmp, &sb))
+		if (!probe_tmp_there(tmp))
 			continue; /* skipped: listed when the probe came to it */
 		if (px_playlist_find(&w.pl, k) >= 0) {
 			unlink(tmp); /* the main writer listed it meanwhile */

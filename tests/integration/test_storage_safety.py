@@ -11,9 +11,12 @@ byte read through the mount is checked by SHA-256."""
 
 import hashlib
 import json
+import errno
 import os
 import pwd
 import shutil
+import signal
+import socket
 import subprocess
 import tempfile
 import uuid
@@ -24,7 +27,8 @@ import pytest
 from conftest import sha256_file, wait_until
 from test_copies import (COPY_WAIT, copies_of, ctl, entry, job, metrics, sockdir,  # noqa: F401
                          status, storage, tmpfs, wait_copies, wait_reason)
-from test_transcode import assert_read_whole, mount_tc, plan_of, start_reader
+from test_transcode import (assert_read_whole, committed_concat_sha, mount_tc, plan_of,
+                            playlist_entries, read_sequential, start_reader, writer_pids)
 
 
 @pytest.fixture
@@ -192,6 +196,29 @@ def test_a_link_planted_in_a_job_directory_is_never_written_through(
     assert_read_whole(t, box, job, plan, 'the reader is still blocked after 90 s')
 
 
+def test_a_file_planted_at_a_segments_tmp_name_is_never_written_through(
+        seamfs, data, nginx, arena, attacker):
+    """The attacker's own file, hard-linked at a later segment's old .tmp
+    name (seg-000004.ts.tmp) while a paced writer runs: the writer makes its
+    segment as a new file under a random name (O_EXCL) and renames that, so
+    the attacker's file keeps its bytes and never becomes the committed
+    segment (which the attacker could rewrite through its other link)."""
+    m, job = mount_tc(seamfs, nginx, Path(arena['base']), options=['writer_max_speed=2'])
+    plan = plan_of(job)
+    os.chmod(job, 0o777)
+    t, box = start_reader(m.path('Transcoded/clip 180p.ts'))
+    wait_until(lambda: (job / 'playlist').exists(), 60, 'the first commit')
+    evil = job / 'attacker.bin'
+    as_attacker(attacker, 'sh', '-c', f'printf attacker > {evil} && chmod 666 {evil}')
+    as_attacker(attacker, 'ln', str(evil), str(job / 'seg-000004.ts.tmp'))
+    t.join(90)
+    assert_read_whole(t, box, job, plan, 'the reader is still blocked after 90 s')
+    assert evil.read_bytes() == b'attacker', 'root wrote into the planted file'
+    seg = os.stat(job / 'seg-000004.ts')
+    assert seg.st_ino != os.stat(evil).st_ino and seg.st_uid == 0
+    assert not list(job.glob('seg-*.ts.*.tmp'))
+
+
 def test_a_copy_of_ours_stale_across_a_remount_is_replaced(seamfs, make_origin, tmp_path):
     """The manifest keeps what seamfs made: the asset changed while
     unmounted, its old copy (in the manifest, size and SHA-256 as made) is
@@ -272,3 +299,179 @@ def test_a_manifest_linked_to_a_root_only_file_is_not_read(seamfs, data, make_or
     assert sha256_file(arena['secret']) == secret_sha
     assert not os.path.islink(manifest) and df.sha256 in open(manifest).read()
     assert sha256_file(m.path('movie.bin')) == df.sha256
+
+
+def root_only(arena, name, size):
+    """A file only root can read, of size random bytes, in the vault."""
+    path = os.path.join(arena['vault'], name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, os.urandom(size))
+    os.close(fd)
+    return path, sha256_file(path)
+
+
+def location(m, aid, storage_name):
+    for a in status(m)['copies']['assets']:
+        if a['asset'] == aid:
+            return next(l for l in a['locations'] if l.get('storage') == storage_name)
+    return None
+
+
+def swap_copy(attacker, arena, how, secret, size):
+    """The attacker replaces the finished copy Movies/movie.bin: by a link
+    to the root-only file, the folder Movies by a link to the vault (which
+    holds a root-only movie.bin), or the copy by a file of its own."""
+    store = arena['store']
+    movies = os.path.join(store, 'Movies')
+    copy = os.path.join(movies, 'movie.bin')
+    if how == 'file':
+        as_attacker(attacker, 'mv', copy, os.path.join(movies, 'moved.bin'))
+        as_attacker(attacker, 'ln', '-s', secret, copy)
+    elif how == 'folder':
+        as_attacker(attacker, 'mv', movies, os.path.join(store, 'Moved'))
+        as_attacker(attacker, 'ln', '-s', arena['vault'], movies)
+    else:
+        mine = os.path.join(arena['base'], 'foreign.src')
+        with open(mine, 'wb') as f:
+            f.write(os.urandom(size))
+        os.chmod(mine, 0o644)
+        as_attacker(attacker, 'mv', copy, os.path.join(movies, 'moved.bin'))
+        as_attacker(attacker, 'cp', mine, copy)
+
+
+@pytest.mark.parametrize('how', ['file', 'folder', 'foreign'])
+def test_a_copy_swapped_for_a_link_or_a_foreign_file_is_never_served(
+        seamfs, data, make_origin, arena, attacker, how):
+    """A verified copy on this host's disk (new sessions go there first);
+    the attacker, who owns the storage's folder, swaps the copy (or the
+    folder above it) for a link to a root-only file of the asset's size, or
+    the copy for a file of its own: root opens the copy beneath the
+    storage without following links and checks it is the file it made, so
+    the reader gets the asset's bytes (from the origin, no error), never the
+    other file's; the copy stops serving, logged once and counted."""
+    o = make_origin(data.dir)
+    df = data['mid.bin']
+    as_attacker(attacker, 'mkdir', os.path.join(arena['store'], 'Movies'))
+    secret, secret_sha = root_only(arena, 'movie.bin', df.size)
+    cat = {'storages': [storage('disk', arena['store'], host=socket.gethostname())],
+           'assets': [entry('movie', 'Movies/movie.bin', df, o.url('mid.bin'), copies=1)]}
+    m = seamfs.mount(cat, options=['session_ttl=0'])
+    wait_copies(m, 'movie', 1)
+    swap_copy(attacker, arena, how, secret, df.size)
+    for _ in range(3):  # a new session each time: the first finds the copy replaced
+        assert sha256_file(m.path('Movies/movie.bin')) == df.sha256
+    assert sha256_file(secret) == secret_sha
+    assert copies_of(status(m), 'movie') == []
+    reason = 'foreign file in the way' if how == 'foreign' else 'link in the way'
+    # the copies thread drops it (within a second); no session went there meanwhile
+    wait_until(lambda: location(m, 'movie', 'disk')['dropped'] == reason, 15,
+               f'the copy dropped for "{reason}"')
+    assert status(m)['copies']['in_way_read_total'] == 1
+    assert metrics(m)['seamfs_copies_in_way_total'] >= 1
+    said = 'is not the file seamfs made' if how == 'foreign' else 'is reached through a link'
+    assert m.log().count(said) == 1, m.log()[-3000:]
+    # the copy job comes back to the place and leaves what is there alone
+    copy_or_reason(m, 'movie', reason)
+    assert copies_of(status(m), 'movie') == []
+    assert sha256_file(secret) == secret_sha
+    assert sha256_file(m.path('Movies/movie.bin')) == df.sha256
+
+
+def test_a_copy_folder_swapped_for_a_link_while_unmounted_is_not_served(
+        seamfs, data, make_origin, arena, attacker):
+    """The folder above a copy swapped for a link to the vault while
+    seamfs was not mounted: the manifest's copy is looked for beneath the
+    storage at the remount, not through the link, so it does not serve."""
+    o = make_origin(data.dir)
+    df = data['mid.bin']
+    as_attacker(attacker, 'mkdir', os.path.join(arena['store'], 'Movies'))
+    secret, secret_sha = root_only(arena, 'movie.bin', df.size)
+    cat = {'storages': [storage('disk', arena['store'], host=socket.gethostname())],
+           'assets': [entry('movie', 'Movies/movie.bin', df, o.url('mid.bin'), copies=1)]}
+    m = seamfs.mount(cat)
+    wait_copies(m, 'movie', 1)
+    assert m.unmount() == 0
+    swap_copy(attacker, arena, 'folder', secret, df.size)
+    m = seamfs.mount(cat, options=['session_ttl=0'])
+    copy_or_reason(m, 'movie', 'link in the way')
+    assert copies_of(status(m), 'movie') == []
+    assert sha256_file(m.path('Movies/movie.bin')) == df.sha256
+    assert sha256_file(secret) == secret_sha
+
+
+def tc_row(m, aid='clip-180'):
+    return next(t for t in status(m)['transcodes'] if t['asset'] == aid)
+
+
+def work_links_metric(m):
+    with open(m.path('.seamfs/metrics')) as f:
+        for line in f:
+            if line.startswith('seamfs_work_dir_links_total '):
+                return float(line.split()[1])
+    return None
+
+
+def test_a_committed_segment_swapped_for_a_link_is_never_read(seamfs, data, nginx, arena,
+                                                              attacker):
+    """A finished transcode whose last segment (never read yet, so not in
+    the page cache) the attacker swaps for a link to a root-only file:
+    the read of that segment fails (EIO) instead of giving the file's
+    bytes, every byte before it is the committed segments', and the link
+    is counted in the status and the metric."""
+    m, job = mount_tc(seamfs, nginx, Path(arena['base']))
+    plan = plan_of(job)
+    os.chmod(job, 0o777)
+    f = m.path('Transcoded/clip 180p.ts')
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        assert len(os.pread(fd, 4096, 0)) == 4096  # starts the writer
+    finally:
+        os.close(fd)
+    wait_until(lambda: playlist_entries(job)[1], 90, 'the writer to finish (#CLEAN)')
+    last = plan['segments'] - 1
+    secret, secret_sha = root_only(arena, 'segment', plan['segment_bytes'])
+    seg = job / f'seg-{last:06d}.ts'
+    as_attacker(attacker, 'mv', str(seg), str(job / 'moved.ts'))
+    as_attacker(attacker, 'ln', '-s', secret, str(seg))
+    got = bytearray()
+    with pytest.raises(OSError) as e:
+        with open(f, 'rb', buffering=0) as r:
+            while b := r.read(64 * 1024):
+                got += b
+    assert e.value.errno == errno.EIO, e.value
+    prefix = b''.join((job / f'seg-{k:06d}.ts').read_bytes() for k in range(last))
+    assert len(got) <= len(prefix) and bytes(got) == prefix[:len(got)]
+    assert tc_row(m)['work_dir_links'] >= 1
+    assert work_links_metric(m) >= 1
+    assert 'a link seamfs did not make' in m.log()
+    assert os.path.islink(seg) and sha256_file(secret) == secret_sha
+    # a remount's recovery distrusts the swapped segment and makes it again
+    assert m.unmount() == 0
+    m, job = mount_tc(seamfs, nginx, Path(arena['base']))
+    digest, n = read_sequential(m.path('Transcoded/clip 180p.ts'))
+    assert n == plan['size'] and digest == committed_concat_sha(job, plan['segments'])
+    assert not os.path.islink(seg) and sha256_file(secret) == secret_sha
+
+
+def test_recovery_leaves_a_link_at_a_seamfs_name_alone_and_counts_it(seamfs, data, nginx,
+                                                                     arena, attacker):
+    """A link planted at a name seamfs makes in the job directory (a
+    segment's old .tmp name), then the writer killed: recovery, which
+    removes seamfs's leftovers, leaves the link alone, logs and counts it
+    (status, metric); the transcode still reads whole."""
+    m, job = mount_tc(seamfs, nginx, Path(arena['base']), options=['writer_max_speed=2'])
+    plan = plan_of(job)
+    os.chmod(job, 0o777)
+    t, box = start_reader(m.path('Transcoded/clip 180p.ts'))
+    wait_until(lambda: (job / 'playlist').exists(), 60, 'the first commit')
+    link = job / 'seg-000008.ts.tmp'
+    as_attacker(attacker, 'ln', '-s', arena['secret'], str(link))
+    pids = wait_until(lambda: writer_pids(m.pid), 10, 'the writer process')
+    os.kill(pids[0], signal.SIGKILL)
+    t.join(120)
+    assert_read_whole(t, box, job, plan, 'the reader is still blocked after 120 s')
+    assert os.path.islink(link) and os.readlink(link) == arena['secret']
+    assert sha256_file(arena['secret']) == arena['secret_sha']
+    assert tc_row(m)['work_dir_links'] >= 1
+    assert work_links_metric(m) >= 1
+    assert m.log().count('is a link seamfs did not make') >= 1

@@ -3,7 +3,9 @@
  * (files.c): px_dir_walk never passes a link or "..", px_create_excl
  * never opens what is already at its name, px_write_atomic never writes
  * through a link at any name and leaves no temporary file behind, and
- * px_write_atomic_tmp knows exactly the names it makes. Each test works in
+ * px_write_atomic_tmp knows exactly the names it makes; px_open_beneath
+ * (openat2, and its fallback walk) opens a file beneath a directory but
+ * never through a link, "..", a FIFO or a directory. Each test works in
  * its own mkdtemp directory, removed afterwards; a "victim" file outside
  * the tree stands for what an attacker would aim a link at.
  */
@@ -206,6 +208,55 @@ static void test_write_atomic_tmp_names(void **state)
 	assert_false(px_write_atomic_tmp("notes.a1b2c3.tmp", "playlist"));
 }
 
+/* Each way of px_open_beneath: the file beneath opens and reads; a link
+ * at it or on its way, a way out by "..", a FIFO, a directory do not. */
+static void check_open_beneath(struct fixture *f, int (*open_fn)(int, const char *))
+{
+	char buf[32] = "";
+	assert_int_equal(mkdirat(f->root, "a", 0755), 0);
+	assert_int_equal(mkdirat(f->root, "a/b", 0755), 0);
+	int fd = openat(f->root, "a/b/movie", O_WRONLY | O_CREAT | O_EXCL, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "copy bytes", 10), 10);
+	close(fd);
+	fd = open_fn(f->root, "a/b/movie");
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, buf, sizeof(buf)), 10);
+	assert_memory_equal(buf, "copy bytes", 10);
+	assert_false(fcntl(fd, F_GETFL) & O_NONBLOCK);
+	close(fd);
+
+	/* a link at the file, a linked folder on the way: ELOOP */
+	plant(f, "a/b/link", f->victim);
+	plant(f, "out", f->dir);
+	assert_int_equal(open_fn(f->root, "a/b/link"), -1);
+	assert_int_equal(errno, ELOOP);
+	assert_int_equal(open_fn(f->root, "out/victim"), -1);
+	assert_int_equal(errno, ELOOP);
+	/* out by "..": refused (openat2 says EXDEV, the walk EINVAL) */
+	assert_int_equal(open_fn(f->root, "../victim"), -1);
+	assert_true(errno == EXDEV || errno == EINVAL);
+	/* a FIFO (the open must not block) and a directory */
+	assert_int_equal(mkfifoat(f->root, "a/fifo", 0644), 0);
+	assert_int_equal(open_fn(f->root, "a/fifo"), -1);
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(open_fn(f->root, "a/b"), -1);
+	assert_int_equal(errno, EISDIR);
+	assert_int_equal(open_fn(f->root, "a/nope"), -1);
+	assert_int_equal(errno, ENOENT);
+	assert_victim_intact(f);
+}
+
+static void test_open_beneath_refuses_links(void **state)
+{
+	check_open_beneath(*state, px_open_beneath);
+}
+
+static void test_open_beneath_walk_refuses_links(void **state)
+{
+	check_open_beneath(*state, px_open_beneath_walk);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -216,6 +267,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_write_atomic_never_writes_through_a_link,
 						setup, teardown),
 		cmocka_unit_test(test_write_atomic_tmp_names),
+		cmocka_unit_test_setup_teardown(test_open_beneath_refuses_links, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_beneath_walk_refuses_links, setup,
+						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

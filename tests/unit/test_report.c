@@ -197,7 +197,8 @@ static void check_shape(json_t *js)
 	/* one host: no store, no hosts (cluster mode: test_cluster.py) */
 	assert_true(json_is_null(get(js, "store")));
 	assert_int_equal(json_array_size(get(js, "hosts")), 0);
-	exact_keys(get(js, "copies"), "copies", "storages jobs assets | host");
+	exact_keys(get(js, "copies"), "copies",
+		   "storages jobs assets in_way_total in_way_read_total | host");
 	json_array_foreach(get(js, "providers"), i, o) {
 		exact_keys(o, "provider", "name state why live sessions transfers "
 			   "background_transfers slots_held max_connections at_limit drained "
