@@ -490,14 +490,15 @@ static int make_catalog(struct scen *s, char *err, size_t errlen)
 	size_t n = 0;
 	n += (size_t)snprintf(text + n, sizeof(text) - n, "{\"providers\": [");
 	for (int p = 0; p < s->nprov; p++) {
-		n += (size_t)snprintf(text + n, sizeof(text) - n, "%s{\"name\": \"p%d\"", p ? ", " : "",
-				      p);
+		n += (size_t)snprintf(text + n, sizeof(text) - n, "%s{\"name\": \"p%d-%llu\"",
+				      p ? ", " : "", p, (unsigned long long)s->seed);
 		if (s->limit[p])
 			n += (size_t)snprintf(text + n, sizeof(text) - n, ", \"max_connections\": %d",
 					      s->limit[p]);
 		n += (size_t)snprintf(text + n, sizeof(text) - n, "}");
 	}
-	/* the asset's id names the seed: a run's log says whose each line is */
+	/* the asset's id, its providers' names and its URLs name the seed: a
+	 * run's log says whose each line is */
 	n += (size_t)snprintf(text + n, sizeof(text) - n, "], \"assets\": [{\"id\": \"a%llu\", "
 			      "\"path\": \"a.bin\", \"mtime\": %d, ", (unsigned long long)s->seed,
 			      SC_MTIME);
@@ -506,9 +507,10 @@ static int make_catalog(struct scen *s, char *err, size_t errlen)
 				      (long long)s->size);
 	n += (size_t)snprintf(text + n, sizeof(text) - n, "\"sources\": [");
 	for (int k = 0; k < s->nsrc; k++)
-		n += (size_t)snprintf(text + n, sizeof(text) - n, "%s{\"url\": \"http://p%d.test/s%d/"
-				      "a.bin\", \"provider\": \"p%d\"}", k ? ", " : "",
-				      s->src[k].prov, k, s->src[k].prov);
+		n += (size_t)snprintf(text + n, sizeof(text) - n, "%s{\"url\": \"http://p%d.s%llu.test/"
+				      "s%d/a.bin\", \"provider\": \"p%d-%llu\"}", k ? ", " : "",
+				      s->src[k].prov, (unsigned long long)s->seed, k,
+				      s->src[k].prov, (unsigned long long)s->seed);
 	n += (size_t)snprintf(text + n, sizeof(text) - n, "]}]}");
 	if (n >= sizeof(text)) {
 		snprintf(err, errlen, "catalog longer than %zu bytes", sizeof(text));

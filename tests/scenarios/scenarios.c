@@ -172,26 +172,51 @@ static int number(const char *opt, const char *arg, unsigned long long min,
 	return 0;
 }
 
+/* Whether tag occurs in line with no digit after it (and, for a provider's
+ * "-SEED", after "pN"). */
+static int has_tag(const char *line, const char *tag, int provider)
+{
+	size_t n = strlen(tag);
+	for (const char *t = strstr(line, tag); t; t = strstr(t + 1, tag)) {
+		const char *b = t;
+		while (provider && b > line && b[-1] >= '0' && b[-1] <= '9')
+			b--;
+		if ((t[n] < '0' || t[n] > '9') &&
+		    (!provider || (b < t && b > line && b[-1] == 'p')))
+			return 1;
+	}
+	return 0;
+}
+
+/* Whether a log line is about scenario seed: its asset ("asset aSEED"),
+ * a URL of its sources ("pN.sSEED.test") or a provider ("pN-SEED"). */
+static int about(const char *line, unsigned long long seed)
+{
+	char asset[48], url[48], prov[48];
+	snprintf(asset, sizeof(asset), "asset a%llu", seed);
+	snprintf(url, sizeof(url), ".s%llu.test", seed);
+	snprintf(prov, sizeof(prov), "-%llu", seed);
+	return has_tag(line, asset, 0) || strstr(line, url) || has_tag(line, prov, 1);
+}
+
 /*
  * After a run with --log: the core's lines about each of the first
- * violations' assets ("asset aSEED"), at most 3000 a seed, so that a run
+ * violations' scenarios (about()), at most 3000 a seed, so that a run
  * that cannot be replayed (it failed under load) still says what the core
  * did.
  */
 static void print_bad_logs(const char *log)
 {
 	long nbad = atomic_load(&g_run.nbad);
-	char line[2048], tag[48];
+	char line[2048];
 	for (long b = 0; log && b < nbad && b < 8; b++) {
 		FILE *f = fopen(log, "r");
 		int n = 0;
 		if (!f)
 			return;
-		snprintf(tag, sizeof(tag), "asset a%llu", (unsigned long long)g_run.bad[b]);
 		printf("the core's log for seed %llu (%s):\n", (unsigned long long)g_run.bad[b], log);
 		while (n < 3000 && fgets(line, sizeof(line), f)) {
-			const char *t = strstr(line, tag);
-			if (t && (t[strlen(tag)] < '0' || t[strlen(tag)] > '9')) {
+			if (about(line, (unsigned long long)g_run.bad[b])) {
 				fputs(line, stdout);
 				n++;
 			}
