@@ -34,7 +34,7 @@
 #endif
 
 /* a worker that ends this soon after its start counts as a crash loop */
-#define QUICK_MS 10000
+#define QUICK_MS 3000
 #define QUICK_MAX 5
 
 static volatile sig_atomic_t g_worker, g_stopping, g_upgrade_asked;
