@@ -332,6 +332,8 @@ static int run_workers(struct fs_worker *w, const struct fs_keeper_opts *o, int 
 			w->probe_fd = -1;
 		}
 		int status = wait_worker(pid, probe_rd, &upgrade);
+		struct timespec noticed;
+		clock_gettime(CLOCK_REALTIME, &noticed);
 		g_worker = 0;
 		reap_orphans();
 		(void)resend_works(probe_rd, 1);
@@ -342,7 +344,7 @@ static int run_workers(struct fs_worker *w, const struct fs_keeper_opts *o, int 
 				 &exec, code))
 			return 0;
 		w->gen++;
-		w->restarted_ms = (int64_t)time(NULL) * 1000;
+		w->restarted_ms = (int64_t)noticed.tv_sec * 1000 + noticed.tv_nsec / 1000000;
 	}
 }
 

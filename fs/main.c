@@ -933,6 +933,22 @@ static void report(int *fd, unsigned char code)
 	*fd = -1;
 }
 
+/* What status and metrics say of this process (keeper.h): set once it is
+ * on the connection, before it serves; the pause is from the keeper's
+ * notice of the last worker's end to now. */
+static void set_worker_info(struct px_core *core, const struct fs_worker *w)
+{
+	struct px_worker_info wi = { .pid = (long)getpid(), .keeper_pid = (long)w->keeper,
+				     .restarts = w->gen, .last_at_ms = w->restarted_ms };
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (w->restarted_ms)
+		wi.last_pause_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 -
+				   w->restarted_ms;
+	snprintf(wi.last_end, sizeof(wi.last_end), "%s", w->cause);
+	px_core_set_worker(core, &wi);
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -1172,10 +1188,6 @@ int main(int argc, char *argv[])
 	px_info("main", "%zu of %zu assets listed", px_core_listed(core), cat->nassets);
 
 	ctx.core = core;
-	struct px_worker_info wi = { .pid = (long)getpid(), .keeper_pid = (long)worker.keeper,
-				     .restarts = worker.gen, .last_at_ms = worker.restarted_ms };
-	snprintf(wi.last_end, sizeof(wi.last_end), "%s", worker.cause);
-	px_core_set_worker(core, &wi);
 	ctx.key = cfg.session_key;
 	ctx.uid = getuid();
 	ctx.gid = getgid();
@@ -1203,6 +1215,7 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	mounted = 1;
+	set_worker_info(core, &worker);
 	find_bdi(mnt, &ctx);
 	/* reloads read the catalog by its absolute name (a daemon chdirs to /)
 	 * and drop the kernel's cached entries of what changed */

@@ -145,6 +145,8 @@ struct px_worker_info {
 	unsigned restarts;
 	char last_end[96];
 	int64_t last_at_ms;
+	int64_t last_pause_ms;  /* from the keeper's notice of that end to this
+				 * process serving (its start) */
 };
 
 #endif

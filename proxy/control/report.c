@@ -233,14 +233,17 @@ char *px_report_json(struct px_core *core)
 	const struct px_worker_info *w = &snap->worker;
 	json_object_set_new(root, "worker_pid", json_integer(w->pid));
 	json_object_set_new(root, "keeper",
-			    w->keeper_pid ? json_pack("{s:I, s:I, s:o, s:o}", "pid",
+			    w->keeper_pid ? json_pack("{s:I, s:I, s:o, s:o, s:o}", "pid",
 						      (json_int_t)w->keeper_pid, "restarts",
 						      (json_int_t)w->restarts, "last_end",
 						      w->restarts ? json_string(w->last_end)
 								  : json_null(),
 						      "last_restart_unix_ms",
 						      w->last_at_ms ? json_integer(w->last_at_ms)
-								    : json_null())
+								    : json_null(),
+						      "last_pause_ms",
+						      w->restarts ? json_integer(w->last_pause_ms)
+								  : json_null())
 					  : json_null());
 	json_object_set_new(root, "providers", provs);
 	json_object_set_new(root, "sessions", sess);

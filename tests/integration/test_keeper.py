@@ -148,6 +148,7 @@ def test_worker_killed_three_times_under_readers(seamfs, data, make_origin):
     st = status(m)
     assert st['keeper']['restarts'] == 3
     assert 'signal 9' in st['keeper']['last_end']
+    assert 0 <= st['keeper']['last_pause_ms'] < 30000
     metrics = m.path('.seamfs/metrics').read_text()
     assert 'seamfs_worker_restarts_total 3' in metrics
     # a new open after the kills reads right too
