@@ -814,6 +814,10 @@ class Mounter:
         if read_timeout is not None:
             opts.append(f'read_timeout={read_timeout}')
         opts.extend(options)
+        # SEAMFS_TEST_KEEPER=1: every mount of the suite under a keeper
+        # (docs/restart.md), to try the suite as a default keeper would run
+        if os.environ.get('SEAMFS_TEST_KEEPER') == '1' and 'keeper' not in opts:
+            opts.append('keeper')
         argv = [self.binary]
         if foreground:
             argv.append('-f')
