@@ -35,8 +35,9 @@ enum fs_fh_kind fs_handles_kind(uint64_t id);
  * earlier worker, not rebuilt yet). */
 void *fs_handles_get(struct fs_handles *t, uint64_t id);
 
-/* Keeps p under an id an earlier worker made. Returns p, or the handle
- * another thread kept first under that id (the caller frees its own p). */
+/* Keeps p under an id an earlier worker made. Returns p; or the handle
+ * another thread kept first under that id, or NULL out of memory: then
+ * the caller frees its own p. */
 void *fs_handles_adopt(struct fs_handles *t, uint64_t id, void *p);
 
 /* Removes id; returns its handle (the caller frees it), NULL if none. */

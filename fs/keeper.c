@@ -292,7 +292,11 @@ static int next_worker(struct fs_worker *w, const struct fs_keeper_opts *o, int 
 	px_warn("keeper", "worker %s; starting another on the same mount", w->cause);
 	if (*quick)
 		back_off(100LL << (*quick - 1));
-	return !g_stopping || (*code = 0, 0);
+	if (g_stopping) {
+		*code = 0; /* a stop asked for during the back-off */
+		return 0;
+	}
+	return 1;
 }
 
 /*
@@ -375,7 +379,7 @@ int fs_keeper_run(struct fuse_args *args, const char *mnt, const struct fs_keepe
 	w->probe_fd = -1;
 	snprintf(w->mnt, sizeof(w->mnt), "%s", mnt);
 	/* a dead worker's writers come here, to be ended (reap_orphans) */
-	if (pipe(probe) != 0 || handle_signals() != 0 ||
+	if (pipe2(probe, O_CLOEXEC) != 0 || handle_signals() != 0 ||
 	    prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
 		px_error("keeper", "cannot set up: %s", strerror(errno));
 		goto fail;

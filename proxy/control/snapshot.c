@@ -311,17 +311,17 @@ static void take_reads(struct px_core *core, struct px_snapshot *s)
 	px_histo_snapshot(&core->h_ttfb, &s->h_ttfb);
 }
 
-/* Links found in the transcodes' job directories, summed (metrics). */
-static void take_work_links(struct px_core *core, struct px_snapshot *s)
+/* Sums over the transcodes (their rows when taken, else a snapshot of
+ * them): links found in job directories, and takeovers (cluster mode). */
+static void take_tc_sums(struct px_core *core, struct px_snapshot *s)
 {
-	if (s->transcodes) {
-		for (size_t i = 0; i < s->ntranscodes; i++)
-			s->n_work_links += s->transcodes[i].info.work_links;
-	} else if (core->tc) {
-		struct px_tc_info info[64];
-		size_t n = px_transcode_snapshot(core->tc, info, 64);
-		for (size_t i = 0; i < n; i++)
-			s->n_work_links += info[i].work_links;
+	struct px_tc_info info[64];
+	size_t n = s->transcodes ? s->ntranscodes
+		   : core->tc ? px_transcode_snapshot(core->tc, info, 64) : 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct px_tc_info *t = s->transcodes ? &s->transcodes[i].info : &info[i];
+		s->n_work_links += t->work_links;
+		s->n_takeovers += t->takeovers;
 	}
 }
 
@@ -338,15 +338,6 @@ static void take_cluster(struct px_core *core, struct px_snapshot *s)
 		snprintf(s->host_id, sizeof(s->host_id), "%s", px_hosts_self(core->hosts));
 	px_store_state(core->store, &s->store);
 	s->nhosts = px_hosts_list(core->hosts, s->hosts, PX_HOSTS_MAX);
-	if (s->transcodes) {
-		for (size_t i = 0; i < s->ntranscodes; i++)
-			s->n_takeovers += s->transcodes[i].info.takeovers;
-	} else if (core->tc) {
-		struct px_tc_info info[64];
-		size_t n = px_transcode_snapshot(core->tc, info, 64);
-		for (size_t i = 0; i < n; i++)
-			s->n_takeovers += info[i].takeovers;
-	}
 }
 
 enum px_status px_snapshot_new(struct px_core *core, unsigned what, struct px_snapshot **out)
@@ -369,7 +360,7 @@ enum px_status px_snapshot_new(struct px_core *core, unsigned what, struct px_sn
 		goto out;
 	take_reads(core, s);
 	take_cluster(core, s);
-	take_work_links(core, s);
+	take_tc_sums(core, s);
 	*out = s;
 	s = NULL;
 out:
