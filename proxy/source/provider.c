@@ -579,7 +579,18 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 		gen = w.gen;
 		moved = w.moved;
 		if (st != PX_OK) {
+			/* who held the slots all that time: a read that fails so
+			 * says nothing else (retry.c leaves PX_EBUSY alone) */
+			int held = p->held, xfers = p->xfers, bgn = p->bg, nsess = p->sessions;
+			int max = p->max;
 			pthread_mutex_unlock(&core->prov_lock);
+			if (st == PX_EBUSY)
+				px_log(x->sess ? PX_LOG_WARN : PX_LOG_DEBUG, "provider",
+				       "provider %s: no slot free within the bound of a %s transfer "
+				       "(max_connections %d: %d held, %d transfers open, %d of them "
+				       "background, %d sessions)", core->cat->providers[prov].name,
+				       x->sess ? "session's" : "background", max, held, xfers, bgn,
+				       nsess);
 			free(x);
 			return st;
 		}
