@@ -485,6 +485,23 @@ static int wait_until(struct px_core *core, int64_t deadline)
 	return 1;
 }
 
+static __thread int t_cutover; /* this thread runs a cutover's checks */
+
+void px_xfer_cutover_thread(int on)
+{
+	t_cutover = on;
+}
+
+/* Waits, in steps of 2 ms, until no cutover of sess runs or deadline
+ * (0: the read bound) passes. */
+static void wait_cutover(struct px_core *core, struct px_session *sess, int64_t deadline)
+{
+	int64_t limit = deadline > 0 ? deadline : px_now_ms() + core->cfg->read_timeout_ms;
+	struct timespec step = { 0, 2000000 };
+	while (atomic_load(&sess->cutting) && px_now_ms() < limit)
+		nanosleep(&step, NULL);
+}
+
 enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_session *sess,
 			      int bg, int64_t deadline, const struct px_fetch_params *fp,
 			      const struct px_fetch_cb *cb, uint64_t *id)
@@ -497,6 +514,8 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 
 	if (!x)
 		return PX_ENOMEM;
+	if (sess && !bg && !t_cutover)
+		wait_cutover(core, sess, deadline);
 	x->core = core;
 	x->prov = prov;
 	x->sess = bg ? NULL : sess;

@@ -72,6 +72,8 @@ struct px_session {
 	struct px_session *prev, *next; /* core->sessions, under prov_lock */
 	size_t asset;
 	_Atomic size_t source;     /* changed only by a cutover, under prov_lock */
+	_Atomic int cutting;       /* a cutover of it runs (standby.c): its other
+				    * new transfers wait for it (px_xfer_submit) */
 	size_t prov;               /* the source's provider; under prov_lock */
 	uint64_t id, client;
 	/* path sources' descriptors by source index, -1 until first used
@@ -138,6 +140,12 @@ void px_sessions_free_all(struct px_core *core);
  * Otherwise as ops.submit.
  */
 #define PX_XFER_SPARE 2
+/* A session's transfer submitted while a cutover of the session runs
+ * waits for it first (until deadline): the cutover's checks of a standby
+ * need slots that new reads of the failed source would take, turn after
+ * turn, on a provider the two share (in-process scenario seed 122). The
+ * cutover's own threads say so with px_xfer_cutover_thread(1). */
+void px_xfer_cutover_thread(int on);
 enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_session *sess,
 			      int bg, int64_t deadline, const struct px_fetch_params *p,
 			      const struct px_fetch_cb *cb, uint64_t *id);

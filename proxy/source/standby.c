@@ -1068,10 +1068,15 @@ enum px_status px_cutover(struct px_session *s, size_t failed, int64_t off, enum
 	/* one cutover of a session at a time: readers that saw the same
 	 * failure wait for the first, then follow it */
 	pthread_mutex_lock(&s->cut_lock);
-	if (atomic_load(&s->source) != failed)
+	if (atomic_load(&s->source) != failed) {
 		rc = PX_OK;
-	else
+	} else {
+		atomic_fetch_add(&s->cutting, 1);
+		px_xfer_cutover_thread(1);
 		rc = cutover_locked(s, failed, off, why, seam, n, deadline);
+		px_xfer_cutover_thread(0);
+		atomic_fetch_sub(&s->cutting, 1);
+	}
 	pthread_mutex_unlock(&s->cut_lock);
 	return rc;
 }
@@ -1152,6 +1157,7 @@ struct sweep {
 static void *sweep_main(void *arg)
 {
 	struct sweep *w = arg;
+	px_xfer_cutover_thread(1); /* a cutover's checks: not held by it */
 	(void)take_own(w->core, w->s->asset, w->k, w->s, w->until, w->flags, w->first);
 	return NULL;
 }
