@@ -337,6 +337,7 @@ struct conn {
 	int answered;              /* refused before its body: read no more */
 	char *body;
 	size_t len;
+	long keeper;               /* a restart: signalled once the answer is out */
 };
 
 static const char oom_json[] = "{\"error\": \"out of memory\", \"field\": \"\"}\n";
@@ -465,20 +466,21 @@ static enum MHD_Result handle(struct px_control *ctl, struct MHD_Connection *c, 
 			       "application/json", NULL);
 	}
 	case PX_CTL_RESTART: {
-		/* the keeper ends this worker and starts the binary on disk
-		 * (fs/keeper.h); this answer goes out first, or not at all */
+		/* the keeper ends this worker at once and starts the binary on
+		 * disk (fs/keeper.h): it is told in on_completed, after this
+		 * answer is written, or the answer would die with the worker */
 		long keeper = ctl->core->worker.keeper_pid;
 		if (keeper <= 0) {
 			set_err(&err, 409, "keeper", "this mount has no keeper: a restart would "
 				"end it (mount with -o keeper)");
 			return respond_err(c, &err);
 		}
-		if (kill((pid_t)keeper, SIGUSR2) != 0) {
+		if (kill((pid_t)keeper, 0) != 0) {
 			set_err(&err, 500, "keeper", "cannot signal keeper pid %ld: %s", keeper,
 				strerror(errno));
 			return respond_err(c, &err);
 		}
-		px_info("control", "restart asked: keeper pid %ld starts a new worker", keeper);
+		r->keeper = keeper;
 		return respond(c, MHD_HTTP_ACCEPTED,
 			       px_json_text(json_pack("{s:b, s:I, s:I}", "restarting", 1,
 						   "keeper_pid", (json_int_t)keeper, "worker_pid",
@@ -583,7 +585,17 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
 	struct conn *r = *con_cls;
-	(void)cls, (void)c, (void)toe;
+	(void)cls, (void)c;
+	if (r && r->keeper > 0) {
+		if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+			px_warn("control", "restart not asked: its answer was not delivered");
+		else if (kill((pid_t)r->keeper, SIGUSR2) != 0)
+			px_error("control", "restart answered but keeper pid %ld cannot be "
+				 "signalled: %s", r->keeper, strerror(errno));
+		else
+			px_info("control", "restart asked: keeper pid %ld starts a new worker",
+				r->keeper);
+	}
 	if (r) {
 		free(r->body);
 		free(r);

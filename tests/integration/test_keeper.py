@@ -335,3 +335,24 @@ def test_restart_starts_the_binary_on_disk(seamfs, data, make_origin, tmp_path):
     assert ctl.returncode != 0 and 'no keeper' in ctl.stderr, ctl
     assert m2.unmount() == 0
     assert m.unmount() == 0
+
+
+def test_every_restart_is_answered(seamfs, data, make_origin, tmp_path):
+    """The keeper ends the worker as soon as it is told to restart: the
+    worker tells it only once its answer is written, so `seamfs ctl
+    restart` never sees the connection die unanswered (when the signal
+    went first, one of the first dozen restarts did)."""
+    o = make_origin(data.dir)
+    sock = tmp_path / 'ctl.sock'
+    m = seamfs.mount(catalog(asset('odd', 'odd.bin', o.url('odd.bin'),
+                                   size=data['odd.bin'].size)),
+                     options=['keeper', f'control_socket={sock}'])
+    w = serving_worker(m)
+    for i in range(12):
+        ctl = subprocess.run([seamfs.binary, 'ctl', '--socket', str(sock), 'restart'],
+                             capture_output=True, text=True, timeout=20)
+        assert ctl.returncode == 0 and 'restarting' in ctl.stdout, (i, ctl)
+        w = serving_worker(m, not_pid=w)
+    assert status(m)['keeper']['restarts'] == 12
+    assert sha256_bytes(m.path('odd.bin').read_bytes()) == data['odd.bin'].sha256
+    assert m.unmount() == 0
