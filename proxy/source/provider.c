@@ -631,8 +631,12 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 		x->gen = gen;
 	}
 	if (p->max && p->xfers > p->max)
-		px_error("provider", "provider %s: %d transfers open, over its limit of %d",
-			 core->cat->providers[prov].name, p->xfers, p->max);
+		px_error("provider", "provider %s: %d transfers open, over its limit of %d "
+			 "(%d slots held, %d background, %d sessions; this one %s%s, %s)",
+			 core->cat->providers[prov].name, p->xfers, p->max, p->held, p->bg,
+			 p->sessions, x->bg ? "background" : x->loose ? "left by a cutover" :
+			 "a session's", moved ? ", moved while it waited" : "",
+			 x->sess ? x->sess->who : "no session");
 	if (x->bg) {
 		x->next = p->bgs;
 		if (x->next)

@@ -88,6 +88,10 @@ struct scen {
 	int unknown;                     /* got a standby's byte inside a sample the
 					  * served source died before giving
 					  * (scen_run.c unknowable): not counted */
+	int starved;                     /* a read failed or came late while the
+					  * machine withheld the process for
+					  * as long as the timing that failed
+					  * it (lag.c): not counted */
 	char what[1024];                 /* the first violation */
 	int64_t nreads, nfailed, ncut;
 	int64_t switch_done;             /* SC_FORCE_SWITCH: sessions moved */
@@ -103,6 +107,14 @@ void scen_describe(const struct scen *s, char *out, size_t len);
 /* Runs it: a core on its fake, its readers, the invariants. Returns 1 when
  * a violation was found (s->what says the first), 0 otherwise. */
 int scen_run(struct scen *s);
+
+/* Starts the thread that measures how late the machine runs the process
+ * (lag.c). 0, or -1 when it cannot start (then nothing is blamed on it). */
+int sc_lag_start(void);
+/* The ms the machine withheld the process inside [t0, t1] (px_now_ms). */
+int64_t sc_lag_lost(int64_t t0, int64_t t1);
+/* The ms withheld since the start (late wakes only), *worst the longest. */
+int64_t sc_lag_total(int64_t *worst);
 
 /* A scenario whose reader hangs cannot be freed: reports it with the
  * run's summary and ends the process (scenarios.c). */

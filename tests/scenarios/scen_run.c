@@ -329,6 +329,15 @@ static int unknowable(struct scen *s, int served, int64_t off, const unsigned ch
 	return 1;
 }
 
+/* A read failed or came late, timed out while the machine withheld the
+ * process for as long as the timing that failed it: not counted. */
+static void starved(struct scen *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->starved = 1;
+	pthread_mutex_unlock(&s->lock);
+}
+
 /* Checks one read of h; returns 0 when it succeeded. */
 static int do_read(struct scen *s, struct px_handle *h, int64_t off, size_t len,
 		   unsigned char *buf)
@@ -348,10 +357,19 @@ static int do_read(struct scen *s, struct px_handle *h, int64_t off, size_t len,
 	s->nfailed += st != PX_OK;
 	s->ncut += before != after;
 	pthread_mutex_unlock(&s->lock);
-	if (t1 - t0 > s->read_timeout_ms + SC_GRACE_MS)
-		scen_violation(s, "read %lld+%zu took %lld ms (%s), over read_timeout %lld + %d",
-			       (long long)off, len, (long long)(t1 - t0), px_strerror(st),
-			       (long long)s->read_timeout_ms, SC_GRACE_MS);
+	/* the time the machine withheld the process around this read: a
+	 * stall judged on an identical source can start before the read */
+	int64_t lost = sc_lag_lost(t0 - s->stall_ms, t1);
+	if (t1 - t0 > s->read_timeout_ms + SC_GRACE_MS) {
+		if (lost >= t1 - t0 - s->read_timeout_ms)
+			starved(s);
+		else
+			scen_violation(s, "read %lld+%zu took %lld ms (%s), over read_timeout "
+				       "%lld + %d (%lld ms withheld by the machine)",
+				       (long long)off, len, (long long)(t1 - t0), px_strerror(st),
+				       (long long)s->read_timeout_ms, SC_GRACE_MS,
+				       (long long)lost);
+	}
 	if (st == PX_OK) {
 		if (served < 0 && got > 0)
 			served = set_served(s, sid, before, after, off, buf, got);
@@ -364,11 +382,14 @@ static int do_read(struct scen *s, struct px_handle *h, int64_t off, size_t len,
 	if (served >= 0)
 		snprintf(from, sizeof(from), "served from s%d (%s)", served,
 			 sf_kind_name(s->src[served].kind));
-	if (j >= 0)
+	if (j >= 0 && (st != PX_ETIMEDOUT || lost < s->stall_ms / 2))
 		scen_violation(s, "read %lld+%zu failed (%s) after %lld ms; session %llu %s, "
-			       "and s%d (%s) could serve that offset", (long long)off, len,
-			       px_strerror(st), (long long)(t1 - t0), (unsigned long long)sid,
-			       from, j, sf_kind_name(s->src[j].kind));
+			       "and s%d (%s) could serve that offset (%lld ms withheld by the "
+			       "machine)", (long long)off, len, px_strerror(st),
+			       (long long)(t1 - t0), (unsigned long long)sid, from, j,
+			       sf_kind_name(s->src[j].kind), (long long)lost);
+	else if (j >= 0)
+		starved(s);
 	return -1;
 }
 

@@ -31,7 +31,7 @@ struct run {
 	long count;
 	int jobs;
 	enum sc_mode mode;
-	_Atomic long next, done, violations, switched, reads, failed, cuts, unseen, unknown;
+	_Atomic long next, done, violations, switched, reads, failed, cuts, unseen, unknown, starved;
 	_Atomic long by_kind[7];
 	pthread_mutex_t print_lock;
 	uint64_t bad[8]; /* the first violations' seeds, for their log lines */
@@ -93,6 +93,13 @@ static void summary(void)
 		printf("scenarios whose reader got a standby's byte inside a sample the served "
 		       "source died before giving, within read_timeout of the start (no "
 		       "check could know it; not counted): %ld\n", atomic_load(&g_run.unknown));
+	if (atomic_load(&g_run.starved))
+		printf("scenarios whose read timed out while the machine withheld the process "
+		       "for as long as the timing that failed it (lag.c; not counted): %ld\n",
+		       atomic_load(&g_run.starved));
+	int64_t worst, lost = sc_lag_total(&worst);
+	printf("the machine withheld the process %lld ms in late wakes, %lld ms at worst\n",
+	       (long long)lost, (long long)worst);
 	printf("reads %ld, failed %ld, sessions cut over %ld%s", atomic_load(&g_run.reads),
 	       atomic_load(&g_run.failed), atomic_load(&g_run.cuts),
 	       g_run.mode == SC_FORCE_SWITCH ? "" : "\n");
@@ -132,6 +139,7 @@ static void *worker(void *arg)
 		atomic_fetch_add(&g_run.switched, s->switch_done);
 		atomic_fetch_add(&g_run.unseen, s->unseen && !s->violated);
 		atomic_fetch_add(&g_run.unknown, s->unknown && !s->violated);
+		atomic_fetch_add(&g_run.starved, s->starved && !s->violated);
 		if (s->violated) {
 			long b = atomic_fetch_add(&g_run.nbad, 1);
 			if (b < 8)
@@ -277,6 +285,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "scenarios: --log %s: cannot be opened\n", log ? log : "/dev/null");
 		return 2;
 	}
+	if (sc_lag_start() != 0)
+		fprintf(stderr, "scenarios: no lag thread: every late read counts\n");
 	int jobs = g_run.jobs < g_run.count ? g_run.jobs : (int)(g_run.count ? g_run.count : 1);
 	pthread_t *t = calloc((size_t)jobs, sizeof(*t));
 	int started = 0;
