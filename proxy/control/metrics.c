@@ -209,6 +209,12 @@ char *px_metrics_text(struct px_core *core)
 	    (unsigned long long)snap->sessions_open);
 	put(&b, "seamfs_sessions{state=\"lingering\"} %llu\n",
 	    (unsigned long long)snap->sessions_lingering);
+	family(&b, "seamfs_sessions_by_kind", "gauge",
+	       "Sessions by what they read: playback (past the head and tail) or scan.");
+	put(&b, "seamfs_sessions_by_kind{kind=\"playback\"} %llu\n",
+	    (unsigned long long)snap->sessions_playback);
+	put(&b, "seamfs_sessions_by_kind{kind=\"scan\"} %llu\n",
+	    (unsigned long long)snap->sessions_scan);
 	family(&b, "seamfs_admission_refused_total", "counter",
 	       "Opens refused because every provider that could serve was at its limit.");
 	sample(&b, "seamfs_admission_refused_total", snap->n_admit_busy);

@@ -438,6 +438,9 @@ static void test_metrics_text(void **state)
 	assert_true(strstr(text, "seamfs_provider_up{provider=\"we\\\"ird\\\\na\\nme\"} 1\n"));
 	assert_true(value_of(text, "seamfs_provider_max_connections{provider=\"plain\"}") == 3);
 	assert_true(value_of(text, "seamfs_sessions{state=\"open\"}") == 1);
+	/* a read of a few KiB: the session is a scan's */
+	assert_true(value_of(text, "seamfs_sessions_by_kind{kind=\"scan\"}") == 1);
+	assert_true(value_of(text, "seamfs_sessions_by_kind{kind=\"playback\"}") == 0);
 	assert_true(value_of(text, "seamfs_read_latency_seconds_count") == 2);
 	assert_true(value_of(text, "seamfs_read_latency_seconds_bucket{le=\"0.0025\"}") == 1);
 	assert_true(value_of(text, "seamfs_read_latency_seconds_bucket{le=\"30\"}") == 1);
