@@ -234,15 +234,17 @@ void px_handles_close_all(struct px_core *core)
 		px_debug("session", "closed %zu handle(s) left open at unmount", n);
 }
 
-int px_session_yield_idle(struct px_session *sess, int unread)
+int px_session_yield_idle(struct px_session *sess, int how)
 {
 	struct px_stream *idle[16];
 	int n = 0;
+	int unread = how != PX_YIELD_IDLE;
 
 	pthread_mutex_lock(&sess->lock);
 	for (struct px_handle *h = sess->handles; h && n < 16; h = h->snext) {
 		pthread_mutex_lock(&h->lock);
-		if (h->stream && px_stream_idle(h->stream, unread)) {
+		if (h->stream && (how == PX_YIELD_LEAVING ? !px_stream_closed(h->stream) :
+				  px_stream_idle(h->stream, unread))) {
 			idle[n++] = h->stream;
 			h->stream = NULL;
 		}
@@ -255,7 +257,8 @@ int px_session_yield_idle(struct px_session *sess, int unread)
 		n += px_cache_yield(sess->core, sess->id);
 	if (n)
 		px_debug("session", "%s: closed %d %s stream(s) or fill(s) to free a slot",
-			 sess->who, n, unread ? "unread" : "idle");
+			 sess->who, n, how == PX_YIELD_LEAVING ? "leaving" : unread ? "unread" :
+			 "idle");
 	return n;
 }
 

@@ -96,6 +96,9 @@ struct cutover_rec {
 	enum px_status reason;
 };
 
+/* What a session gives up for a slot (px_core.yield_idle). */
+enum { PX_YIELD_IDLE, PX_YIELD_UNREAD, PX_YIELD_LEAVING };
+
 struct px_core {
 	const struct px_config *cfg;
 	const struct px_catalog *cat; /* the core's copy (sources.c) */
@@ -156,8 +159,9 @@ struct px_core {
 	int64_t last_open;         /* core clock: the mount's start or its last
 				    * open (liveness_idle); prov_lock */
 	pthread_t monitor;          /* core.c */
-	/* closes a session's idle streams so a slot frees (read/: set by core.c) */
-	int (*yield_idle)(struct px_session *s, int unread);
+	/* closes a session's streams so a slot frees, how: PX_YIELD_* (read/:
+	 * px_session_yield_idle, set by core.c) */
+	int (*yield_idle)(struct px_session *s, int how);
 	/* cluster mode: asks the cluster for up to n more slots of provider
 	 * prov, returns how many came (cslots.c's px_cslots_acquire, set by
 	 * core.c; NULL on one host). No lock held. */

@@ -570,7 +570,12 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 			} else if (x->sess && !yielded) {
 				yielded = 1;
 				pthread_mutex_unlock(&core->prov_lock);
-				int n = core->yield_idle ? core->yield_idle(x->sess, slices > 0) : 0;
+				/* a cutover's check that found no slot for a while:
+				 * the session's own streams on the source it leaves
+				 * may hold it (a shared provider) */
+				int how = !slices ? PX_YIELD_IDLE :
+					  t_cutover ? PX_YIELD_LEAVING : PX_YIELD_UNREAD;
+				int n = core->yield_idle ? core->yield_idle(x->sess, how) : 0;
 				pthread_mutex_lock(&core->prov_lock);
 				if (n)
 					continue;

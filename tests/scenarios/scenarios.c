@@ -1,7 +1,7 @@
 /*
  * scenarios.c - the seeded scenario checker, in-process (README.md here).
  *
- *   scenarios [--count N] [--seed S] [--jobs J] [--clean | --force-switch]
+ *   scenarios [--count N] [--seed S] [--jobs J] [--repeat K] [--clean | --force-switch]
  *             [--verbose] [--log FILE [--log-level L]]
  *
  * Runs N scenarios, seeds S .. S+N-1, J at a time, each on its own core
@@ -29,6 +29,7 @@
 struct run {
 	uint64_t seed;
 	long count;
+	long repeat;      /* runs of each seed, side by side: a race a replay alone misses */
 	int jobs;
 	enum sc_mode mode;
 	_Atomic long next, done, violations, switched, reads, failed, cuts, unseen, unknown, starved;
@@ -124,8 +125,8 @@ static void *worker(void *arg)
 {
 	struct scen *s = malloc(sizeof(*s));
 	(void)arg;
-	for (long i; s && (i = atomic_fetch_add(&g_run.next, 1)) < g_run.count;) {
-		uint64_t seed = g_run.seed + (uint64_t)i;
+	for (long i; s && (i = atomic_fetch_add(&g_run.next, 1)) < g_run.count * g_run.repeat;) {
+		uint64_t seed = g_run.seed + (uint64_t)(i / g_run.repeat);
 		if (scen_make(s, seed, g_run.mode) != 0) {
 			s->seed = seed;
 			snprintf(s->what, sizeof(s->what), "out of memory making the scenario");
@@ -158,7 +159,8 @@ static void *worker(void *arg)
 static int usage(const char *why)
 {
 	fprintf(stderr, "scenarios: %s\nusage: scenarios [--count N] [--seed S] [--jobs J] "
-		"[--clean | --force-switch] [--verbose] [--log FILE [--log-level L]]\n", why);
+		"[--repeat K] [--clean | --force-switch] [--verbose]\n"
+		"                 [--log FILE [--log-level L]]\n", why);
 	return 2;
 }
 
@@ -243,6 +245,8 @@ static int parse(int argc, char **argv, int *verbose, const char **log,
 			g_run.count = (long)v;
 		else if (strcmp(a, "--seed") == 0 && number(a, next, 0, UINT64_MAX, &v) == 0)
 			g_run.seed = v;
+		else if (strcmp(a, "--repeat") == 0 && number(a, next, 1, 10000, &v) == 0)
+			g_run.repeat = (long)v;
 		else if (strcmp(a, "--jobs") == 0 && number(a, next, 1, 256, &v) == 0)
 			g_run.jobs = (int)v;
 		else if (strcmp(a, "--log") == 0 && next)
@@ -273,11 +277,12 @@ int main(int argc, char **argv)
 	enum px_log_level level = PX_LOG_ERROR;
 	g_run.seed = 1;
 	g_run.count = 2000;
+	g_run.repeat = 1;
 	g_run.jobs = 24;
 	pthread_mutex_init(&g_run.print_lock, NULL);
 	if (parse(argc, argv, &verbose, &log, &level) != 0)
 		return 2;
-	if (g_run.count == 1)
+	if (g_run.count == 1 && g_run.repeat == 1)
 		verbose = 1;
 	/* the core's log: its lines on stderr for a replay, else a file or none */
 	px_log_setup(verbose ? (getenv("SCEN_DEBUG") ? PX_LOG_DEBUG : PX_LOG_INFO) : level, !verbose);
@@ -287,7 +292,8 @@ int main(int argc, char **argv)
 	}
 	if (sc_lag_start() != 0)
 		fprintf(stderr, "scenarios: no lag thread: every late read counts\n");
-	int jobs = g_run.jobs < g_run.count ? g_run.jobs : (int)(g_run.count ? g_run.count : 1);
+	long runs = g_run.count * g_run.repeat;
+	int jobs = g_run.jobs < runs ? g_run.jobs : (int)(runs ? runs : 1);
 	pthread_t *t = calloc((size_t)jobs, sizeof(*t));
 	int started = 0;
 	for (int i = 0; t && i < jobs; i++)
