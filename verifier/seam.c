@@ -31,6 +31,11 @@ enum px_status vf_seam_check(const struct vf_reader *r, int64_t x, const void *d
 		snprintf(out->why, sizeof(out->why), "bytes %lld-%lld: %s (%zu of %zu read)",
 			 (long long)from, (long long)(x - 1),
 			 st != PX_OK ? px_strerror(st) : "short read", got, n);
+		/* no slot to ask in: no answer of the source, it is not failed */
+		if (st == PX_EBUSY && got == 0) {
+			free(buf);
+			return PX_EBUSY;
+		}
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {

@@ -83,6 +83,8 @@ struct item {
 	int stalled;            /* ...which was its stall time */
 	uint64_t id;
 	int64_t deadline;
+	int late;               /* the wait for a slot in its submit took more of
+				 * its time than it left: no fair question */
 	_Atomic int64_t progress; /* its progress clock (px_progress_add, us) */
 	_Atomic int64_t first_at, last_at; /* its first and last bytes (ms) */
 	struct px_fetch_result res;
@@ -183,7 +185,8 @@ static int start_item(struct px_rangeread *rr, struct batch *b, struct item *it,
 
 	it->state = IT_FLIGHT;
 	atomic_store(&it->progress, px_progress_start());
-	it->deadline = px_now_ms() + rr->timeout_ms;
+	int64_t set_at = px_now_ms();
+	it->deadline = set_at + rr->timeout_ms;
 	if (rr->until && it->deadline > rr->until)
 		it->deadline = rr->until;
 	atomic_fetch_add(&b->refs, 1);
@@ -192,6 +195,8 @@ static int start_item(struct px_rangeread *rr, struct batch *b, struct item *it,
 	/* a wait for a slot inside the submit is no stall of the source */
 	atomic_store(&it->progress, px_progress_start());
 	pthread_mutex_lock(&b->lock);
+	int64_t asked_at = px_now_ms();
+	it->late = it->deadline - asked_at < asked_at - set_at;
 	if (st == PX_EBUSY && no_wait) {
 		atomic_fetch_sub(&b->refs, 1);
 		it->state = IT_IDLE;
@@ -324,6 +329,13 @@ static void item_result(struct px_rangeread *rr, struct batch *b, struct item *i
 	pthread_mutex_unlock(&b->lock);
 	r->got = 0;
 	r->why[0] = '\0';
+	/* the wait for a slot took most of its time, and nothing came: the
+	 * source was never asked fairly, which says nothing of it */
+	if ((state != IT_DONE || it->cancelled) && !it->filled && it->late) {
+		r->st = PX_EBUSY;
+		snprintf(r->why, sizeof(r->why), "no slot free until most of its time was gone");
+		return;
+	}
 	if (state != IT_DONE || it->cancelled) {
 		r->st = PX_ETIMEDOUT;
 		if (it->stalled)

@@ -50,6 +50,9 @@ int64_t sc_range(struct sc_rng *r, int64_t lo, int64_t hi);
 
 struct scen {
 	uint64_t seed;
+	char tag[32];               /* in its asset id, provider names and URLs:
+				     * the seed, or "SEEDrN" for run N of a seed
+				     * --repeat runs side by side */
 	enum sc_mode mode;
 	/* the asset and its sources */
 	int64_t size;

@@ -203,6 +203,7 @@ int scen_make(struct scen *s, uint64_t seed, enum sc_mode mode)
 	struct sc_rng r = { seed };
 	memset(s, 0, sizeof(*s));
 	s->seed = seed;
+	snprintf(s->tag, sizeof(s->tag), "%llu", (unsigned long long)seed);
 	s->mode = mode;
 	s->size = sc_range(&r, 1, 16) * MiB - sc_range(&r, 0, 3) * 1000 - sc_range(&r, 0, 4095);
 	if (s->size < MiB)

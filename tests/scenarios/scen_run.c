@@ -511,8 +511,8 @@ static int make_catalog(struct scen *s, char *err, size_t errlen)
 	size_t n = 0;
 	n += (size_t)snprintf(text + n, sizeof(text) - n, "{\"providers\": [");
 	for (int p = 0; p < s->nprov; p++) {
-		n += (size_t)snprintf(text + n, sizeof(text) - n, "%s{\"name\": \"p%d-%llu\"",
-				      p ? ", " : "", p, (unsigned long long)s->seed);
+		n += (size_t)snprintf(text + n, sizeof(text) - n, "%s{\"name\": \"p%d-%s\"",
+				      p ? ", " : "", p, s->tag);
 		if (s->limit[p])
 			n += (size_t)snprintf(text + n, sizeof(text) - n, ", \"max_connections\": %d",
 					      s->limit[p]);
@@ -520,18 +520,16 @@ static int make_catalog(struct scen *s, char *err, size_t errlen)
 	}
 	/* the asset's id, its providers' names and its URLs name the seed: a
 	 * run's log says whose each line is */
-	n += (size_t)snprintf(text + n, sizeof(text) - n, "], \"assets\": [{\"id\": \"a%llu\", "
-			      "\"path\": \"a.bin\", \"mtime\": %d, ", (unsigned long long)s->seed,
-			      SC_MTIME);
+	n += (size_t)snprintf(text + n, sizeof(text) - n, "], \"assets\": [{\"id\": \"a%s\", "
+			      "\"path\": \"a.bin\", \"mtime\": %d, ", s->tag, SC_MTIME);
 	if (s->size_in_catalog)
 		n += (size_t)snprintf(text + n, sizeof(text) - n, "\"size\": %lld, ",
 				      (long long)s->size);
 	n += (size_t)snprintf(text + n, sizeof(text) - n, "\"sources\": [");
 	for (int k = 0; k < s->nsrc; k++)
-		n += (size_t)snprintf(text + n, sizeof(text) - n, "%s{\"url\": \"http://p%d.s%llu.test/"
-				      "s%d/a.bin\", \"provider\": \"p%d-%llu\"}", k ? ", " : "",
-				      s->src[k].prov, (unsigned long long)s->seed, k,
-				      s->src[k].prov, (unsigned long long)s->seed);
+		n += (size_t)snprintf(text + n, sizeof(text) - n, "%s{\"url\": \"http://p%d.s%s.test/"
+				      "s%d/a.bin\", \"provider\": \"p%d-%s\"}", k ? ", " : "",
+				      s->src[k].prov, s->tag, k, s->src[k].prov, s->tag);
 	n += (size_t)snprintf(text + n, sizeof(text) - n, "]}]}");
 	if (n >= sizeof(text)) {
 		snprintf(err, errlen, "catalog longer than %zu bytes", sizeof(text));
@@ -647,7 +645,7 @@ static int source_id(const struct scen *s, int j, struct vf_fingerprint *fp,
 /* (4): the stored reference against the sources' own bytes. */
 static void check_store(struct scen *s)
 {
-	char dir[256], err[256], name[512], ref[VF_FINGERPRINT_ID_LEN], id[32];
+	char dir[256], err[256], name[512], ref[VF_FINGERPRINT_ID_LEN], id[40];
 	char ids[SF_MAX_SOURCES][VF_FINGERPRINT_ID_LEN];
 	struct vf_store *st = NULL;
 	struct vf_record *rec = malloc(sizeof(*rec));
@@ -657,7 +655,7 @@ static void check_store(struct scen *s)
 	if (!rec || !fp || access(dir, F_OK) != 0 ||
 	    vf_store_open(dir, NULL, NULL, &st, err, sizeof(err)) != PX_OK)
 		goto out;
-	snprintf(id, sizeof(id), "a%llu", (unsigned long long)s->seed);
+	snprintf(id, sizeof(id), "a%s", s->tag);
 	if (!vf_store_reference(st, id, name, sizeof(name), rec) || !rec->has_fp ||
 	    vf_fingerprint_id(&rec->fp, ref) != PX_OK)
 		goto out;

@@ -35,7 +35,7 @@ struct run {
 	_Atomic long next, done, violations, switched, reads, failed, cuts, unseen, unknown, starved;
 	_Atomic long by_kind[7];
 	pthread_mutex_t print_lock;
-	uint64_t bad[8]; /* the first violations' seeds, for their log lines */
+	char bad[8][32]; /* the first violations' tags (scen.h), for their log lines */
 	_Atomic long nbad;
 };
 
@@ -70,9 +70,10 @@ static void report(struct scen *s)
 	char desc[2048];
 	scen_describe(s, desc, sizeof(desc));
 	pthread_mutex_lock(&g_run.print_lock);
-	printf("VIOLATION seed %llu: %s\n  scenario: %s\n  replay: tests/scenarios/run --seed %llu "
-	       "--count 1%s\n", (unsigned long long)s->seed, s->what, desc,
-	       (unsigned long long)s->seed, mode_flag(s->mode));
+	printf("VIOLATION seed %llu%s%s: %s\n  scenario: %s\n  replay: tests/scenarios/run --seed "
+	       "%llu --count 1%s%s\n", (unsigned long long)s->seed, g_run.repeat > 1 ? ", run " : "",
+	       g_run.repeat > 1 ? s->tag : "", s->what, desc, (unsigned long long)s->seed,
+	       g_run.repeat > 1 ? " --repeat 200" : "", mode_flag(s->mode));
 	fflush(stdout);
 	pthread_mutex_unlock(&g_run.print_lock);
 }
@@ -129,9 +130,13 @@ static void *worker(void *arg)
 		uint64_t seed = g_run.seed + (uint64_t)(i / g_run.repeat);
 		if (scen_make(s, seed, g_run.mode) != 0) {
 			s->seed = seed;
+			snprintf(s->tag, sizeof(s->tag), "%llu", (unsigned long long)seed);
 			snprintf(s->what, sizeof(s->what), "out of memory making the scenario");
 			s->violated = 1;
 		} else {
+			if (g_run.repeat > 1)
+				snprintf(s->tag, sizeof(s->tag), "%llur%ld", (unsigned long long)seed,
+					 i % g_run.repeat);
 			(void)scen_run(s);
 		}
 		atomic_fetch_add(&g_run.reads, s->nreads);
@@ -144,7 +149,7 @@ static void *worker(void *arg)
 		if (s->violated) {
 			long b = atomic_fetch_add(&g_run.nbad, 1);
 			if (b < 8)
-				g_run.bad[b] = s->seed;
+				snprintf(g_run.bad[b], sizeof(g_run.bad[b]), "%s", s->tag);
 			atomic_fetch_add(&g_run.violations, 1);
 			atomic_fetch_add(&g_run.by_kind[kind_of(s->what)], 1);
 			report(s);
@@ -198,14 +203,15 @@ static int has_tag(const char *line, const char *tag, int provider)
 	return 0;
 }
 
-/* Whether a log line is about scenario seed: its asset ("asset aSEED"),
- * a URL of its sources ("pN.sSEED.test") or a provider ("pN-SEED"). */
-static int about(const char *line, unsigned long long seed)
+/* Whether a log line is about the scenario tagged tag (scen.h): its asset
+ * ("asset aTAG"), a URL of its sources ("pN.sTAG.test") or a provider
+ * ("pN-TAG"). */
+static int about(const char *line, const char *tag)
 {
 	char asset[48], url[48], prov[48];
-	snprintf(asset, sizeof(asset), "asset a%llu", seed);
-	snprintf(url, sizeof(url), ".s%llu.test", seed);
-	snprintf(prov, sizeof(prov), "-%llu", seed);
+	snprintf(asset, sizeof(asset), "asset a%s", tag);
+	snprintf(url, sizeof(url), ".s%s.test", tag);
+	snprintf(prov, sizeof(prov), "-%s", tag);
 	return has_tag(line, asset, 0) || strstr(line, url) || has_tag(line, prov, 1);
 }
 
@@ -224,9 +230,9 @@ static void print_bad_logs(const char *log)
 		int n = 0;
 		if (!f)
 			return;
-		printf("the core's log for seed %llu (%s):\n", (unsigned long long)g_run.bad[b], log);
+		printf("the core's log for scenario %s (%s):\n", g_run.bad[b], log);
 		while (n < 3000 && fgets(line, sizeof(line), f)) {
-			if (about(line, (unsigned long long)g_run.bad[b])) {
+			if (about(line, g_run.bad[b])) {
 				fputs(line, stdout);
 				n++;
 			}

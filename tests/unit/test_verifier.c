@@ -392,6 +392,12 @@ static void test_seam(void **state)
 	assert_int_equal(vf_seam_check(&r, 500000, got, sizeof(got), &v), PX_OK);
 	assert_int_equal(v.outcome, VF_INCONCLUSIVE);
 	assert_non_null(strstr(v.why, "connection"));
+	/* no slot to ask in: not an answer of the candidate (a cutover must
+	 * not count it failed) */
+	f.fail_status = PX_EBUSY;
+	assert_int_equal(vf_seam_check(&r, 500000, got, sizeof(got), &v), PX_EBUSY);
+	assert_int_equal(v.outcome, VF_INCONCLUSIVE);
+	f.fail_status = PX_ECONNECT;
 	f.fail_off = -1;
 
 	/* the end of the file: a seam at x == size */
