@@ -504,3 +504,30 @@ def test_recovery_leaves_a_link_at_a_seamfs_name_alone_and_counts_it(seamfs, dat
     assert tc_row(m)['work_dir_links'] >= 1
     assert work_links_metric(m) >= 1
     assert m.log().count('is a link seamfs did not make') >= 1
+
+
+def test_a_playlist_link_is_never_followed(seamfs, data, nginx, arena, attacker):
+    """The job's playlist swapped for a link to a root-only file while a
+    paced writer runs: neither the daemon nor the writer reads through it
+    (the list is opened beneath work_dir without following links). The
+    link is reported in the way (log, status, metric), the segments the
+    daemon trusts stand in for the list (the committed work is kept, not
+    started afresh), recovery saves the list over the link, and the reader
+    gets the whole file."""
+    m, job = mount_tc(seamfs, nginx, Path(arena['base']), options=['writer_max_speed=2'])
+    plan = plan_of(job)
+    os.chmod(job, 0o777)
+    t, box = start_reader(m.path('Transcoded/clip 180p.ts'))
+    wait_until(lambda: len(playlist_entries(job)[0]) >= 3, 60, 'three commits')
+    pl = job / 'playlist'
+    as_attacker(attacker, 'mv', str(pl), str(job / 'moved-playlist'))
+    as_attacker(attacker, 'ln', '-s', arena['secret'], str(pl))
+    t.join(120)
+    assert_read_whole(t, box, job, plan, 'the reader is still blocked after 120 s')
+    assert sha256_file(arena['secret']) == arena['secret_sha']
+    assert not os.path.islink(pl)
+    log = m.log()
+    assert 'playlist: a link seamfs did not make is in the way: not read' in log, log[-3000:]
+    assert 'starting afresh' not in log, log[-3000:]
+    assert tc_row(m)['work_dir_links'] >= 1
+    assert work_links_metric(m) >= 1
