@@ -14,11 +14,13 @@ import json
 import errno
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import uuid
 from pathlib import Path
 
@@ -27,6 +29,7 @@ import pytest
 from conftest import bounded, catalog, sha256_file, wait_until
 from test_copies import (COPY_WAIT, copies_of, ctl, entry, job, metrics, sockdir,  # noqa: F401
                          status, storage, tmpfs, wait_copies, wait_reason)
+from test_transcode_seek import clip60, seek_catalog, seg_bounds  # noqa: F401
 from test_transcode import (assert_read_whole, committed_concat_sha, mount_tc, plan_of,
                             playlist_entries, read_sequential, start_reader, writer_pids)
 
@@ -531,3 +534,70 @@ def test_a_playlist_link_is_never_followed(seamfs, data, nginx, arena, attacker)
     assert 'starting afresh' not in log, log[-3000:]
     assert tc_row(m)['work_dir_links'] >= 1
     assert work_links_metric(m) >= 1
+
+
+def test_a_link_swapped_for_a_probes_segment_is_reported(seamfs, data, clip60, nginx, arena,
+                                                         attacker, tmp_path):
+    """A far read across segments 20..21 of a transcode gets a probe (a
+    short writer run beside the main one, paced here by a wrapper so that
+    it takes seconds per segment). Once the probe has put segment 20 at its
+    NAME.probe.tmp, and before it lists it, the attacker swaps that for a
+    link to a root-only file: the probe does not list it, says so on its
+    stdout (`link PATH`), and the daemon counts it (status, metric); the
+    segment is made again (a new probe renames its file over the link) and
+    the read gets the committed bytes, the root-only file unchanged."""
+    real = os.path.join(os.path.dirname(seamfs.binary), 'seamfs-writer')
+    wrap = Path(arena['base']) / 'writer-wrap'
+    wrap.write_text('#!/bin/sh\ncase " $* " in *" --probe-until "*) '
+                    f'exec {real} "$@" --max-speed 0.5 ;; esac\nexec {real} "$@"\n')
+    wrap.chmod(0o755)
+    work = Path(arena['base']) / 'work'
+    m = seamfs.mount(seek_catalog(nginx, 'transcode'), read_timeout=90,
+                     options=[f'work_dir={work}', f'writer={wrap}', 'writer_max_speed=1'])
+    job = work / 'clip60-ts'
+    plan = plan_of(job)
+    bounds = seg_bounds(plan)
+    os.chmod(job, 0o777)
+    probe_tmp = job / 'seg-000020.ts.probe.tmp'
+    fd = os.open(m.path('clip60.ts'), os.O_RDONLY)
+    box = {}
+
+    def far_read():
+        try:
+            box['got'] = os.pread(fd, 4096, bounds[21] - 2048)
+        except OSError as e:
+            box['error'] = e
+
+    stopped = None
+    t = threading.Thread(target=far_read, daemon=True)
+    try:
+        assert len(os.pread(fd, 188, 0)) == 188  # the main writer, paced at 1x
+        t.start()
+        pid = int(wait_until(lambda: re.findall(r'probe pid (\d+) for asset clip60-ts '
+                                                r'started: segments 20\.\.21', m.log()),
+                             60, 'the probe of 20..21')[0])
+        wait_until(lambda: probe_tmp.exists(), 60, 'segment 20 at its .probe.tmp')
+        os.kill(pid, signal.SIGSTOP)  # before it lists it (21 takes seconds more)
+        stopped = pid
+        assert not (job / 'seg-000021.ts.probe.tmp').exists(), 'the probe was too quick'
+        as_attacker(attacker, 'mv', str(probe_tmp), str(job / 'moved.tmp'))
+        as_attacker(attacker, 'ln', '-s', arena['secret'], str(probe_tmp))
+        os.kill(pid, signal.SIGCONT)
+        stopped = None
+        t.join(120)
+        assert not t.is_alive(), 'the far read is still blocked'
+    finally:
+        if stopped:
+            os.kill(stopped, signal.SIGCONT)
+        t.join(30)
+        os.close(fd)
+    assert 'error' not in box, box
+    want = b''.join((job / f'seg-{k:06d}.ts').read_bytes() for k in (20, 21))
+    off = bounds[21] - 2048 - bounds[20]
+    assert box['got'] == want[off:off + 4096]
+    assert sha256_file(arena['secret']) == arena['secret_sha']
+    log = m.log()
+    assert f'{probe_tmp} is not the file seamfs made (a link?): left alone' in log, log[-3000:]
+    assert tc_row(m, 'clip60-ts')['work_dir_links'] >= 1
+    assert work_links_metric(m) >= 1
+    assert not os.path.islink(job / 'seg-000020.ts')
