@@ -293,7 +293,7 @@ static int open_list(const char *path)
 	const char *rel = path;
 	if (snprintf(top, sizeof(top), "%s", path) >= (int)sizeof(top)) {
 		errno = ENAMETOOLONG;
-		return -1;
+		goto out;
 	}
 	/* cut after the folder above the job directory: rel is "ID/playlist" */
 	char *last = strrchr(top, '/');
@@ -309,6 +309,7 @@ static int open_list(const char *path)
 	root = px_dir_open(rel == path ? "." : top[0] ? top : "/");
 	if (root >= 0)
 		fd = px_open_beneath(root, rel);
+out:
 	if (root >= 0) {
 		int e = errno;
 		close(root);

@@ -171,6 +171,7 @@ struct job {
 	 * daemon trusts when the playlist cannot be read (a link in the way) */
 	int64_t *okmt;
 	int pl_in_way;         /* its playlist was found a link (reported once) */
+	uid_t uid;             /* who owns the files seamfs makes in its directory */
 	int remote;            /* a live lease of another host holds the job (or
 				* the store does not answer): reads wait, the
 				* supervisor polls the store */
@@ -841,7 +842,7 @@ static struct px_seg_seen *look(const struct px_transcode *tc, const struct job 
 		/* lstat: a link swapped in for a segment is no segment; on one
 		 * host a file someone else owns is not ours either */
 		if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) &&
-		    (tc->store || sb.st_uid == geteuid())) {
+		    (tc->store || sb.st_uid == j->uid)) {
 			seen[i].exists = 1;
 			seen[i].size = sb.st_size;
 			seen[i].mtime_ns = tc->store ? pl->e[i].mtime_ns
@@ -888,12 +889,12 @@ static enum px_status load_list(const struct px_transcode *tc, const struct job 
  * words): logged and counted once while it stays so. Under tc->lock. */
 static void list_in_way(struct job *j, const char *err)
 {
-	if (j->pl_in_way)
-		return;
-	j->pl_in_way = 1;
-	j->work_links++;
-	px_warn("transcode", "asset %s: %s; the segments this daemon trusts stand in for it",
-		j->a->id, err);
+	if (!j->pl_in_way) {
+		j->pl_in_way = 1;
+		j->work_links++;
+		px_warn("transcode", "asset %s: %s; the segments this daemon trusts stand in "
+			"for it", j->a->id, err);
+	}
 }
 
 /* The list this daemon trusts for j (one host), for a playlist it cannot
@@ -970,6 +971,28 @@ static void apply_list(struct px_transcode *tc, struct job *j, struct px_playlis
 	pthread_cond_broadcast(&tc->cond);
 }
 
+/* Who owns a file seamfs makes in j's directory: our user, or on an NFS
+ * export that squashes root the user it maps us to. Found by making a
+ * file there (under a name recovery removes) and looking. */
+static uid_t files_owner(const struct job *j)
+{
+	char name[NAME_MAX + 1];
+	struct stat sb;
+	uid_t uid = geteuid();
+	int dfd = px_dir_open(j->dir);
+	int fd = dfd >= 0 ? px_create_excl(dfd, "plan.json", "tmp", 0600, name, sizeof(name))
+			  : -1;
+	if (fd >= 0) {
+		if (fstat(fd, &sb) == 0)
+			uid = sb.st_uid;
+		close(fd);
+		(void)unlinkat(dfd, name, 0); /* ours: made with O_EXCL */
+	}
+	if (dfd >= 0)
+		close(dfd);
+	return uid;
+}
+
 enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t *size)
 {
 	struct job *j = &tc->jobs[asset];
@@ -992,6 +1015,7 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t 
 			 "leaving it alone", j->a->id, j->dir, WORK_MARKER);
 		return PX_EIO;
 	}
+	j->uid = files_owner(j);
 	if (read_plan_file(j, path, key, &j->plan) != PX_OK) {
 		struct px_lease l;
 		/* another profile's segments are stale; only if nobody works there */
@@ -2854,7 +2878,8 @@ static int open_segment(struct px_transcode *tc, const char *path, struct stat *
 
 /*
  * Whether the segment file of k, stat sb, is the one listed (one host):
- * its size, made by us (a file someone else made is owned by them), with
+ * its size, made by us (a file someone else made is owned by them: see
+ * files_owner), with
  * the mtime it was listed with. In cluster mode its name is its writer's
  * alone and other hosts' NFS clients may show another owner and mtime:
  * the size only. Under tc->lock.
@@ -2865,7 +2890,7 @@ static int segment_ours(const struct px_transcode *tc, const struct job *j, uint
 	int64_t mt = (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec;
 	if (sb->st_size != seg_size(j, k))
 		return 0;
-	return tc->store || (sb->st_uid == geteuid() && mt == j->okmt[k]);
+	return tc->store || (sb->st_uid == j->uid && mt == j->okmt[k]);
 }
 
 /*
@@ -2885,26 +2910,31 @@ static enum px_status segment_gone(struct px_transcode *tc, struct job *j, uint3
 {
 	struct px_playlist pl;
 	char err[512];
+	enum px_status st = PX_OK;
+	int lk = -1;
 	if (!j->ok[k] || j->okgen[k] != gen)
-		return PX_OK; /* another read found it so first */
+		goto out; /* another read found it so first */
 	if (link)
 		j->work_links++;
 	px_warn("transcode", "asset %s: committed segment %s: %s: not read; %s", j->a->id, path,
 		why, tc->store ? "failing the read" : "making the segment again");
-	if (tc->store)
-		return PX_EIO;
+	if (tc->store) {
+		st = PX_EIO;
+		goto out;
+	}
 	j->ok[k] = 0;
-	int lk = px_playlist_lock(j->dir);
-	enum px_status st = load_list(tc, j, &pl, NULL, err, sizeof(err));
-	if (st == PX_EEXIST)
+	lk = px_playlist_lock(j->dir);
+	enum px_status ls = load_list(tc, j, &pl, NULL, err, sizeof(err));
+	if (ls == PX_EEXIST)
 		list_in_way(j, err); /* recovery goes by ok[] then */
-	if (st == PX_OK && px_playlist_drop(&pl, k, gen) &&
+	if (ls == PX_OK && px_playlist_drop(&pl, k, gen) &&
 	    px_playlist_save(&pl, j->pl_path, err, sizeof(err)) != PX_OK)
 		px_error("transcode", "asset %s: %s", j->a->id, err);
-	if (st == PX_OK)
+	if (ls == PX_OK)
 		px_playlist_release(&pl);
+out:
 	px_playlist_unlock(lk);
-	return PX_OK;
+	return st;
 }
 
 enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, void *buf,
