@@ -258,7 +258,7 @@ char *px_metrics_text(struct px_core *core)
 	family(&b, "seamfs_copies_bytes_total", "counter", "Bytes written to copies.");
 	sample(&b, "seamfs_copies_bytes_total", copied);
 	family(&b, "seamfs_work_dir_links_total", "counter",
-	       "Links found in transcode job directories (left alone, never followed).");
+	       "Links found in transcode job directories (never followed nor written through).");
 	sample(&b, "seamfs_work_dir_links_total", snap->n_work_links);
 	family(&b, "seamfs_copies_in_way_total", "counter",
 	       "Links or foreign files found in a copy's way (left alone), by jobs and reads.");

@@ -42,6 +42,18 @@ long px_playlist_find(const struct px_playlist *pl, uint32_t index)
 	return -1;
 }
 
+int px_playlist_drop(struct px_playlist *pl, uint32_t index, uint64_t gen)
+{
+	long at = px_playlist_find(pl, index);
+	if (at < 0 || pl->e[at].gen != gen)
+		return 0;
+	memmove(&pl->e[at], &pl->e[at + 1], (pl->n - (size_t)at - 1) * sizeof(pl->e[0]));
+	pl->n--;
+	if (pl->n == 0)
+		pl->clean = 0; /* "#CLEAN before any segment" is no list */
+	return 1;
+}
+
 enum px_status px_playlist_add(struct px_playlist *pl, uint32_t index, int64_t size,
 			       int64_t mtime_ns)
 {
@@ -268,18 +280,60 @@ out:
 	return st;
 }
 
+/*
+ * Opens path (WORK/ID/playlist) for reading beneath WORK, its folder's
+ * folder: neither the job directory nor the playlist through a link, nor
+ * a FIFO (others may write work_dir; root would read another file, or
+ * hang on a FIFO). fd, or -1 with errno (ELOOP: a link in the way).
+ */
+static int open_list(const char *path)
+{
+	char top[4200];
+	int fd = -1, root = -1;
+	const char *rel = path;
+	if (snprintf(top, sizeof(top), "%s", path) >= (int)sizeof(top)) {
+		errno = ENAMETOOLONG;
+		goto out;
+	}
+	/* cut after the folder above the job directory: rel is "ID/playlist" */
+	char *last = strrchr(top, '/');
+	if (last) {
+		*last = '\0';
+		char *job = strrchr(top, '/');
+		*last = '/';
+		if (job) {
+			rel = path + (job - top) + 1;
+			*job = '\0';
+		}
+	}
+	root = px_dir_open(rel == path ? "." : top[0] ? top : "/");
+	if (root >= 0)
+		fd = px_open_beneath(root, rel);
+out:
+	if (root >= 0) {
+		int e = errno;
+		close(root);
+		errno = e;
+	}
+	return fd;
+}
+
 enum px_status px_playlist_load(const char *path, struct px_playlist *pl,
 				char *err, size_t errlen)
 {
 	enum px_status st = PX_EIO;
 	char *buf = NULL;
 	struct stat sb;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open_list(path);
 
 	px_playlist_init(pl, 0, 0);
 	if (fd < 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		st = errno == ENOENT ? PX_ENOTFOUND : PX_EIO;
+		int e = errno;
+		snprintf(err, errlen, "%s: %s", path,
+			 e == ELOOP ? "a link seamfs did not make is in the way: not read"
+			 : e == EINVAL ? "not a regular file: not read" : strerror(e));
+		st = e == ENOENT ? PX_ENOTFOUND : PX_EIO;
+		errno = e;
 		goto out;
 	}
 	if (fstat(fd, &sb) || sb.st_size > PX_PLAYLIST_MAX_BYTES) {
@@ -298,10 +352,14 @@ enum px_status px_playlist_load(const char *path, struct px_playlist *pl,
 		goto out;
 	}
 	st = px_playlist_parse(path, buf, (size_t)got, pl, err, errlen);
+	errno = 0;
 out:
 	free(buf);
-	if (fd >= 0)
+	if (fd >= 0) {
+		int e = errno;
 		close(fd);
+		errno = e;
+	}
 	return st;
 }
 

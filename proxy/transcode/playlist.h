@@ -59,7 +59,12 @@ void px_playlist_release(struct px_playlist *pl);
 enum px_status px_playlist_parse(const char *file, const char *text, size_t len,
 				 struct px_playlist *pl, char *err, size_t errlen) PX_WUR;
 
-/* Reads and parses a file. A missing file: PX_ENOTFOUND (err set). */
+/* Reads and parses path, WORK/ID/playlist, opened beneath WORK (the folder
+ * two levels up) with px_open_beneath: a link at the playlist or at the
+ * job directory is never followed, a FIFO never opened. A missing file:
+ * PX_ENOTFOUND (err set); a link in the way: PX_EIO with errno ELOOP (and
+ * EINVAL for a file that is not a regular one), err saying so; errno is 0
+ * after any other outcome of an opened file. */
 enum px_status px_playlist_load(const char *path, struct px_playlist *pl,
 				char *err, size_t errlen) PX_WUR;
 
@@ -103,6 +108,10 @@ enum px_status px_playlist_add_closed_gen(struct px_playlist *pl, uint32_t index
 int px_playlist_lock(const char *dir);
 /* Releases px_playlist_lock()'s lock; -1: no-op. */
 void px_playlist_unlock(int fd);
+
+/* Removes the entry of segment index written by generation gen (0 on one
+ * host), keeping the others' order: 1, or 0 when there is no such entry. */
+int px_playlist_drop(struct px_playlist *pl, uint32_t index, uint64_t gen);
 
 /* Position of index in commit order, or -1. */
 long px_playlist_find(const struct px_playlist *pl, uint32_t index);

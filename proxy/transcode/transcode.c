@@ -167,6 +167,11 @@ struct job {
 	/* cluster mode (tc->store): the generation that wrote each trusted
 	 * segment (its file name), and another host's writer followed */
 	uint64_t *okgen;
+	/* one host: each trusted segment's mtime as listed, the list this
+	 * daemon trusts when the playlist cannot be read (a link in the way) */
+	int64_t *okmt;
+	int pl_in_way;         /* its playlist was found a link (reported once) */
+	uid_t uid;             /* who owns the files seamfs makes in its directory */
 	int remote;            /* a live lease of another host holds the job (or
 				* the store does not answer): reads wait, the
 				* supervisor polls the store */
@@ -834,8 +839,10 @@ static struct px_seg_seen *look(const struct px_transcode *tc, const struct job 
 		struct stat sb;
 		px_playlist_seg_file(pl->e[i].index, pl->e[i].gen, name, sizeof(name));
 		snprintf(path, sizeof(path), "%s/%s", j->dir, name);
-		/* lstat: a link swapped in for a segment is no segment */
-		if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+		/* lstat: a link swapped in for a segment is no segment; on one
+		 * host a file someone else owns is not ours either */
+		if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) &&
+		    (tc->store || sb.st_uid == j->uid)) {
 			seen[i].exists = 1;
 			seen[i].size = sb.st_size;
 			seen[i].mtime_ns = tc->store ? pl->e[i].mtime_ns
@@ -848,14 +855,18 @@ static struct px_seg_seen *look(const struct px_transcode *tc, const struct job 
 
 /* The job's playlist: the file in its directory, or in cluster mode the
  * store's (*ver its version there). PX_ENOTFOUND when there is none; in
- * cluster mode a store that does not answer is its failure (err says). */
+ * cluster mode a store that does not answer is its failure (err says);
+ * PX_EEXIST: a link (or what is not a regular file) is in the way of the
+ * file, not read. */
 static enum px_status load_list(const struct px_transcode *tc, const struct job *j,
 				struct px_playlist *pl, uint64_t *ver, char *err, size_t errlen)
 {
 	if (ver)
 		*ver = 0;
-	if (!tc->store)
-		return px_playlist_load(j->pl_path, pl, err, errlen);
+	if (!tc->store) {
+		enum px_status st = px_playlist_load(j->pl_path, pl, err, errlen);
+		return st == PX_EIO && (errno == ELOOP || errno == EINVAL) ? PX_EEXIST : st;
+	}
 	char *text = NULL, what[PATH_MAX];
 	size_t len = 0;
 	uint64_t v = 0;
@@ -872,6 +883,30 @@ static enum px_status load_list(const struct px_transcode *tc, const struct job 
 	if (st == PX_OK && ver)
 		*ver = v;
 	return st;
+}
+
+/* Reports j's playlist found a link (load_list's PX_EEXIST, err its
+ * words): logged and counted once while it stays so. Under tc->lock. */
+static void list_in_way(struct job *j, const char *err)
+{
+	if (!j->pl_in_way) {
+		j->pl_in_way = 1;
+		j->work_links++;
+		px_warn("transcode", "asset %s: %s; the segments this daemon trusts stand in "
+			"for it", j->a->id, err);
+	}
+}
+
+/* The list this daemon trusts for j (one host), for a playlist it cannot
+ * read: every servable segment with the mtime it was listed with, all
+ * closed (#CLEAN). Under tc->lock. */
+static void list_from_memory(const struct job *j, struct px_playlist *pl)
+{
+	px_playlist_init(pl, j->plan.seg_bytes, j->plan.nseg);
+	for (uint32_t k = 0; k < j->plan.nseg; k++)
+		if (j->ok[k] && px_playlist_add(pl, k, seg_size(j, k), j->okmt[k]) != PX_OK)
+			break;
+	pl->clean = pl->n > 0;
 }
 
 /* How many segments of j are trusted. Under tc->lock. */
@@ -896,6 +931,11 @@ static void refresh(struct px_transcode *tc, struct job *j, int check_files)
 	enum px_status st = load_list(tc, j, &pl, &ver, err, sizeof(err));
 	if (st == PX_ENOTFOUND)
 		return;
+	if (st == PX_EEXIST) {
+		list_in_way(j, err);
+		return;
+	}
+	j->pl_in_way = 0;
 	if (st != PX_OK) {
 		if (!tc->store || st == PX_EINVAL)
 			px_warn("transcode", "asset %s: %s", j->a->id, err);
@@ -921,6 +961,7 @@ static void apply_list(struct px_transcode *tc, struct job *j, struct px_playlis
 				if (t[i] && pl.e[i].size == seg_size(j, pl.e[i].index)) {
 					j->ok[pl.e[i].index] = 1;
 					j->okgen[pl.e[i].index] = pl.e[i].gen;
+					j->okmt[pl.e[i].index] = pl.e[i].mtime_ns;
 				}
 		}
 		free(t);
@@ -928,6 +969,28 @@ static void apply_list(struct px_transcode *tc, struct job *j, struct px_playlis
 	}
 	px_playlist_release(&pl);
 	pthread_cond_broadcast(&tc->cond);
+}
+
+/* Who owns a file seamfs makes in j's directory: our user, or on an NFS
+ * export that squashes root the user it maps us to. Found by making a
+ * file there (under a name recovery removes) and looking. */
+static uid_t files_owner(const struct job *j)
+{
+	char name[NAME_MAX + 1];
+	struct stat sb;
+	uid_t uid = geteuid();
+	int dfd = px_dir_open(j->dir);
+	int fd = dfd >= 0 ? px_create_excl(dfd, "plan.json", "tmp", 0600, name, sizeof(name))
+			  : -1;
+	if (fd >= 0) {
+		if (fstat(fd, &sb) == 0)
+			uid = sb.st_uid;
+		close(fd);
+		(void)unlinkat(dfd, name, 0); /* ours: made with O_EXCL */
+	}
+	if (dfd >= 0)
+		close(dfd);
+	return uid;
 }
 
 enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t *size)
@@ -952,6 +1015,7 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t 
 			 "leaving it alone", j->a->id, j->dir, WORK_MARKER);
 		return PX_EIO;
 	}
+	j->uid = files_owner(j);
 	if (read_plan_file(j, path, key, &j->plan) != PX_OK) {
 		struct px_lease l;
 		/* another profile's segments are stale; only if nobody works there */
@@ -1001,9 +1065,11 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t 
 	}
 	free(j->ok);
 	free(j->okgen);
+	free(j->okmt);
 	j->ok = calloc(j->plan.nseg + 1, 1);
 	j->okgen = calloc(j->plan.nseg + 1, sizeof(*j->okgen));
-	if (!j->ok || !j->okgen)
+	j->okmt = calloc(j->plan.nseg + 1, sizeof(*j->okmt));
+	if (!j->ok || !j->okgen || !j->okmt)
 		return PX_ENOMEM;
 	pthread_mutex_lock(&tc->lock);
 	j->planned = 1;
@@ -1066,6 +1132,13 @@ static uint32_t recover(struct px_transcode *tc, struct job *j, uint32_t from, i
 
 again:
 	st = load_list(tc, j, &pl, &ver, err, sizeof(err));
+	if (st == PX_EEXIST) {
+		/* a link at the playlist: not read, not removed (the save below
+		 * renames the cleaned list over it, never writing through) */
+		list_in_way(j, err);
+		list_from_memory(j, &pl);
+		st = PX_OK;
+	}
 	*repaired = 0;
 	ntrust = 0;
 	px_playlist_init(&keep, j->plan.seg_bytes, j->plan.nseg);
@@ -1197,6 +1270,7 @@ again:
 	for (size_t i = 0; i < keep.n; i++) {
 		j->ok[keep.e[i].index] = 1;
 		j->okgen[keep.e[i].index] = keep.e[i].gen;
+		j->okmt[keep.e[i].index] = keep.e[i].mtime_ns;
 	}
 	uint32_t first = from < j->plan.nseg ? from : 0;
 	while (first < j->plan.nseg && j->ok[first])
@@ -2454,6 +2528,7 @@ void px_transcode_free(struct px_transcode *tc)
 			px_warn("transcode", "lease: asset %s: could not release", j->a->id);
 		free(j->ok);
 		free(j->okgen);
+		free(j->okmt);
 		free(j->offs);
 	}
 	/* after the writers: each feed's thread then sees its writer gone */
@@ -2778,13 +2853,12 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 /*
  * Opens a committed segment for reading: never through a link planted at
  * its name (others may write work_dir: root would read another file for a
- * viewer) nor a FIFO (O_NONBLOCK), a regular file only. fd, or -1 with
- * errno (ELOOP a link, EINVAL not a regular file).
+ * viewer) nor a FIFO (O_NONBLOCK), a regular file only, its stat in *sb.
+ * fd, or -1 with errno (ELOOP a link, EINVAL not a regular file).
  */
-static int open_segment(struct px_transcode *tc, const char *path)
+static int open_segment(struct px_transcode *tc, const char *path, struct stat *sb)
 {
 	int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
-	struct stat sb;
 	int fd = open(path, flags);
 	/* cluster mode: a segment another host committed a moment ago may
 	 * not show yet through this host's NFS client (a cached "no such
@@ -2794,12 +2868,73 @@ static int open_segment(struct px_transcode *tc, const char *path)
 		nanosleep(&ts, NULL);
 		fd = open(path, flags);
 	}
-	if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+	if (fd >= 0 && (fstat(fd, sb) != 0 || !S_ISREG(sb->st_mode))) {
 		close(fd);
 		fd = -1;
 		errno = EINVAL;
 	}
 	return fd;
+}
+
+/*
+ * Whether the segment file of k, stat sb, is the one listed (one host):
+ * its size, made by us (a file someone else made is owned by them: see
+ * files_owner), with
+ * the mtime it was listed with. In cluster mode its name is its writer's
+ * alone and other hosts' NFS clients may show another owner and mtime:
+ * the size only. Under tc->lock.
+ */
+static int segment_ours(const struct px_transcode *tc, const struct job *j, uint32_t k,
+			const struct stat *sb)
+{
+	int64_t mt = (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec;
+	if (sb->st_size != seg_size(j, k))
+		return 0;
+	return tc->store || (sb->st_uid == j->uid && mt == j->okmt[k]);
+}
+
+/*
+ * The trusted segment k (written by generation gen), file path, is not
+ * the file seamfs made any more (why: how; link: a link or not a regular
+ * file). It is a segment that is not there: logged, counted (links), no
+ * longer served, and dropped
+ * from the list on disk (under its lock) so that the writer or a probe
+ * makes it again from the segments still trusted; the new file is
+ * renamed over what is in the way, never written through it. PX_OK: wait
+ * for it again. In cluster mode the list is the store's, changed only by
+ * the lease's holder: PX_EIO, as a read of it failed before. Under
+ * tc->lock.
+ */
+static enum px_status segment_gone(struct px_transcode *tc, struct job *j, uint32_t k,
+				   uint64_t gen, const char *path, const char *why, int link)
+{
+	struct px_playlist pl;
+	char err[512];
+	enum px_status st = PX_OK;
+	int lk = -1;
+	if (!j->ok[k] || j->okgen[k] != gen)
+		goto out; /* another read found it so first */
+	if (link)
+		j->work_links++;
+	px_warn("transcode", "asset %s: committed segment %s: %s: not read; %s", j->a->id, path,
+		why, tc->store ? "failing the read" : "making the segment again");
+	if (tc->store) {
+		st = PX_EIO;
+		goto out;
+	}
+	j->ok[k] = 0;
+	lk = px_playlist_lock(j->dir);
+	enum px_status ls = load_list(tc, j, &pl, NULL, err, sizeof(err));
+	if (ls == PX_EEXIST)
+		list_in_way(j, err); /* recovery goes by ok[] then */
+	if (ls == PX_OK && px_playlist_drop(&pl, k, gen) &&
+	    px_playlist_save(&pl, j->pl_path, err, sizeof(err)) != PX_OK)
+		px_error("transcode", "asset %s: %s", j->a->id, err);
+	if (ls == PX_OK)
+		px_playlist_release(&pl);
+out:
+	px_playlist_unlock(lk);
+	return st;
 }
 
 enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, void *buf,
@@ -2848,21 +2983,34 @@ enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, v
 		pthread_mutex_unlock(&tc->lock);
 		px_playlist_seg_file(k, gen, name, sizeof(name));
 		snprintf(path, sizeof(path), "%s/%s", j->dir, name);
-		int fd = open_segment(tc, path);
+		struct stat sb;
+		int fd = open_segment(tc, path, &sb);
+		int e = errno, link = fd < 0 && (e == ELOOP || e == EINVAL);
+		pthread_mutex_lock(&tc->lock);
+		const char *why = e == ELOOP ? "a link seamfs did not make is in the way"
+				  : e == EINVAL ? "not a regular file is in the way"
+				  : "gone (removed)";
+		if (fd >= 0 && !segment_ours(tc, j, k, &sb))
+			why = "not the file seamfs made (its size, owner or mtime changed)";
+		int gone = link || (fd < 0 && e == ENOENT && !tc->store) ||
+			   (fd >= 0 && !segment_ours(tc, j, k, &sb));
+		if (gone)
+			st = segment_gone(tc, j, k, gen, path, why, link);
+		pthread_mutex_unlock(&tc->lock);
+		if (gone) {
+			if (fd >= 0)
+				close(fd);
+			if (st == PX_OK)
+				continue; /* its new file, once made */
+			break;
+		}
 		ssize_t r = fd >= 0 ? pread(fd, (char *)buf + done, n, within) : -1;
-		int e = errno;
+		e = errno;
 		if (fd >= 0)
 			close(fd);
 		if (r != (ssize_t)n) {
-			if (fd < 0 && (e == ELOOP || e == EINVAL)) {
-				pthread_mutex_lock(&tc->lock);
-				j->work_links++;
-				pthread_mutex_unlock(&tc->lock);
-			}
 			px_error("transcode", "asset %s: committed segment %s: %s", j->a->id, path,
-				 fd < 0 && e == ELOOP ? "a link seamfs did not make: not read"
-				 : fd < 0 && e == EINVAL ? "not a regular file: not read"
-				 : r < 0 ? strerror(e) : "short read (changed on disk?)");
+				 r < 0 ? strerror(e) : "short read (changed on disk?)");
 			st = PX_EIO;
 			break;
 		}

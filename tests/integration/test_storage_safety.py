@@ -14,19 +14,22 @@ import json
 import errno
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import uuid
 from pathlib import Path
 
 import pytest
 
-from conftest import sha256_file, wait_until
+from conftest import bounded, catalog, sha256_file, wait_until
 from test_copies import (COPY_WAIT, copies_of, ctl, entry, job, metrics, sockdir,  # noqa: F401
                          status, storage, tmpfs, wait_copies, wait_reason)
+from test_transcode_seek import clip60, seek_catalog, seg_bounds  # noqa: F401
 from test_transcode import (assert_read_whole, committed_concat_sha, mount_tc, plan_of,
                             playlist_entries, read_sequential, start_reader, writer_pids)
 
@@ -411,46 +414,75 @@ def work_links_metric(m):
     return None
 
 
-def test_a_committed_segment_swapped_for_a_link_is_never_read(seamfs, data, nginx, arena,
-                                                              attacker):
-    """A finished transcode whose last segment (never read yet, so not in
-    the page cache) the attacker swaps for a link to a root-only file:
-    the read of that segment fails (EIO) instead of giving the file's
-    bytes, every byte before it is the committed segments', and the link
-    is counted in the status and the metric."""
-    m, job = mount_tc(seamfs, nginx, Path(arena['base']))
+def swap_segment(attacker, arena, job, k, how, size):
+    """The attacker moves committed segment k aside and puts at its name a
+    link to a root-only file of the segment's size, or a file of its own
+    of that size with the mtime the playlist lists (so that only the
+    owner tells it from the segment). The root-only file and its SHA-256."""
+    secret, secret_sha = root_only(arena, 'segment', size)
+    seg = job / f'seg-{k:06d}.ts'
+    listed = next(ln.split() for ln in (job / 'playlist').read_text().splitlines()
+                  if ln and ln[0] != '#' and int(ln.split()[0]) == k)
+    as_attacker(attacker, 'mv', str(seg), str(job / 'moved.ts'))
+    if how == 'link':
+        as_attacker(attacker, 'ln', '-s', secret, str(seg))
+    else:
+        ns = int(listed[2])
+        as_attacker(attacker, 'sh', '-c', f'head -c {size} /dev/urandom > {seg} && '
+                    f'touch -m -d @{ns // 10**9}.{ns % 10**9:09d} {seg}')
+    return secret, secret_sha
+
+
+@pytest.mark.parametrize('kind,how', [('transcode', 'link'), ('transcode', 'foreign'),
+                                      ('remux', 'link')])
+def test_a_committed_segment_swapped_is_made_again(seamfs, data, nginx, arena, attacker, kind,
+                                                   how):
+    """A finished transcode, read whole once (every byte served); the
+    attacker swaps a middle segment for a link to a root-only file, or for
+    a file of its own: root never reads either for a viewer. The daemon
+    takes the segment for one that is not there any more (logged, the link
+    counted in the status and the metric), a writer makes it again from
+    the segments still trusted, renamed over what is in the way (the
+    root-only file unchanged), and the next read gets the whole file with
+    no error, equal to the committed segments. A remux, whose restarted
+    segments are byte-identical to a full run's, gets back the very bytes
+    it served (docs/transcode.md: a byte once served never changes); a
+    transcode's is a new encoding of the same media time."""
+    if kind == 'remux':
+        work = Path(arena['base']) / 'work'
+        m = seamfs.mount(catalog(
+            {'id': 'clip', 'path': 'clip.mkv', 'sources': [{'url': nginx.url('clip.mkv')}]},
+            {'id': 'clip-ts', 'path': 'clip.ts', 'remux': {'of': 'clip'}}),
+            read_timeout=20, options=[f'work_dir={work}'])
+        job, f = work / 'clip-ts', m.path('clip.ts')
+    else:
+        m, job = mount_tc(seamfs, nginx, Path(arena['base']))
+        f = m.path('Transcoded/clip 180p.ts')
     plan = plan_of(job)
     os.chmod(job, 0o777)
-    f = m.path('Transcoded/clip 180p.ts')
-    fd = os.open(f, os.O_RDONLY)
-    try:
-        assert len(os.pread(fd, 4096, 0)) == 4096  # starts the writer
-    finally:
-        os.close(fd)
-    wait_until(lambda: playlist_entries(job)[1], 90, 'the writer to finish (#CLEAN)')
-    last = plan['segments'] - 1
-    secret, secret_sha = root_only(arena, 'segment', plan['segment_bytes'])
-    seg = job / f'seg-{last:06d}.ts'
-    as_attacker(attacker, 'mv', str(seg), str(job / 'moved.ts'))
-    as_attacker(attacker, 'ln', '-s', secret, str(seg))
-    got = bytearray()
-    with pytest.raises(OSError) as e:
-        with open(f, 'rb', buffering=0) as r:
-            while b := r.read(64 * 1024):
-                got += b
-    assert e.value.errno == errno.EIO, e.value
-    prefix = b''.join((job / f'seg-{k:06d}.ts').read_bytes() for k in range(last))
-    assert len(got) <= len(prefix) and bytes(got) == prefix[:len(got)]
-    assert tc_row(m)['work_dir_links'] >= 1
-    assert work_links_metric(m) >= 1
-    assert 'a link seamfs did not make' in m.log()
-    assert os.path.islink(seg) and sha256_file(secret) == secret_sha
-    # a remount's recovery distrusts the swapped segment and makes it again
-    assert m.unmount() == 0
-    m, job = mount_tc(seamfs, nginx, Path(arena['base']))
-    digest, n = read_sequential(m.path('Transcoded/clip 180p.ts'))
-    assert n == plan['size'] and digest == committed_concat_sha(job, plan['segments'])
-    assert not os.path.islink(seg) and sha256_file(secret) == secret_sha
+    first, n = bounded(lambda: read_sequential(f), 90, 'the first read')
+    assert n == plan['size'] and playlist_entries(job)[1]
+    assert first == committed_concat_sha(job, plan['segments'])
+    k = plan['segments'] // 2
+    served = (job / f'seg-{k:06d}.ts').read_bytes()
+    secret, secret_sha = swap_segment(attacker, arena, job, k, how, len(served))
+    digest, n = bounded(lambda: read_sequential(f), 90, 'the read after the swap')
+    assert n == plan['size']
+    seg = job / f'seg-{k:06d}.ts'
+    assert not os.path.islink(seg) and os.stat(seg).st_uid == 0
+    assert digest == committed_concat_sha(job, plan['segments'])
+    assert sha256_file(secret) == secret_sha
+    log = m.log()
+    assert 'making the segment again' in log, log[-3000:]
+    if how == 'link':
+        assert 'a link seamfs did not make is in the way' in log
+        assert tc_row(m, job.name)['work_dir_links'] >= 1
+        assert work_links_metric(m) >= 1
+    else:
+        assert 'not the file seamfs made' in log
+    if kind == 'remux':
+        assert digest == first and seg.read_bytes() == served
+    assert sha256_file(f) == digest
 
 
 def test_recovery_leaves_a_link_at_a_seamfs_name_alone_and_counts_it(seamfs, data, nginx,
@@ -475,3 +507,97 @@ def test_recovery_leaves_a_link_at_a_seamfs_name_alone_and_counts_it(seamfs, dat
     assert tc_row(m)['work_dir_links'] >= 1
     assert work_links_metric(m) >= 1
     assert m.log().count('is a link seamfs did not make') >= 1
+
+
+def test_a_playlist_link_is_never_followed(seamfs, data, nginx, arena, attacker):
+    """The job's playlist swapped for a link to a root-only file while a
+    paced writer runs: neither the daemon nor the writer reads through it
+    (the list is opened beneath work_dir without following links). The
+    link is reported in the way (log, status, metric), the segments the
+    daemon trusts stand in for the list (the committed work is kept, not
+    started afresh), recovery saves the list over the link, and the reader
+    gets the whole file."""
+    m, job = mount_tc(seamfs, nginx, Path(arena['base']), options=['writer_max_speed=2'])
+    plan = plan_of(job)
+    os.chmod(job, 0o777)
+    t, box = start_reader(m.path('Transcoded/clip 180p.ts'))
+    wait_until(lambda: len(playlist_entries(job)[0]) >= 3, 60, 'three commits')
+    pl = job / 'playlist'
+    as_attacker(attacker, 'mv', str(pl), str(job / 'moved-playlist'))
+    as_attacker(attacker, 'ln', '-s', arena['secret'], str(pl))
+    t.join(120)
+    assert_read_whole(t, box, job, plan, 'the reader is still blocked after 120 s')
+    assert sha256_file(arena['secret']) == arena['secret_sha']
+    assert not os.path.islink(pl)
+    log = m.log()
+    assert 'playlist: a link seamfs did not make is in the way: not read' in log, log[-3000:]
+    assert 'starting afresh' not in log, log[-3000:]
+    assert tc_row(m)['work_dir_links'] >= 1
+    assert work_links_metric(m) >= 1
+
+
+def test_a_link_swapped_for_a_probes_segment_is_reported(seamfs, data, clip60, nginx, arena,
+                                                         attacker, tmp_path):
+    """A far read across segments 20..21 of a transcode gets a probe (a
+    short writer run beside the main one, paced here by a wrapper so that
+    it takes seconds per segment). Once the probe has put segment 20 at its
+    NAME.probe.tmp, and before it lists it, the attacker swaps that for a
+    link to a root-only file: the probe does not list it, says so on its
+    stdout (`link PATH`), and the daemon counts it (status, metric); the
+    segment is made again (a new probe renames its file over the link) and
+    the read gets the committed bytes, the root-only file unchanged."""
+    real = os.path.join(os.path.dirname(seamfs.binary), 'seamfs-writer')
+    wrap = Path(arena['base']) / 'writer-wrap'
+    wrap.write_text('#!/bin/sh\ncase " $* " in *" --probe-until "*) '
+                    f'exec {real} "$@" --max-speed 0.5 ;; esac\nexec {real} "$@"\n')
+    wrap.chmod(0o755)
+    work = Path(arena['base']) / 'work'
+    m = seamfs.mount(seek_catalog(nginx, 'transcode'), read_timeout=90,
+                     options=[f'work_dir={work}', f'writer={wrap}', 'writer_max_speed=1'])
+    job = work / 'clip60-ts'
+    plan = plan_of(job)
+    bounds = seg_bounds(plan)
+    os.chmod(job, 0o777)
+    probe_tmp = job / 'seg-000020.ts.probe.tmp'
+    fd = os.open(m.path('clip60.ts'), os.O_RDONLY)
+    box = {}
+
+    def far_read():
+        try:
+            box['got'] = os.pread(fd, 4096, bounds[21] - 2048)
+        except OSError as e:
+            box['error'] = e
+
+    stopped = None
+    t = threading.Thread(target=far_read, daemon=True)
+    try:
+        assert len(os.pread(fd, 188, 0)) == 188  # the main writer, paced at 1x
+        t.start()
+        pid = int(wait_until(lambda: re.findall(r'probe pid (\d+) for asset clip60-ts '
+                                                r'started: segments 20\.\.21', m.log()),
+                             60, 'the probe of 20..21')[0])
+        wait_until(lambda: probe_tmp.exists(), 60, 'segment 20 at its .probe.tmp')
+        os.kill(pid, signal.SIGSTOP)  # before it lists it (21 takes seconds more)
+        stopped = pid
+        assert not (job / 'seg-000021.ts.probe.tmp').exists(), 'the probe was too quick'
+        as_attacker(attacker, 'mv', str(probe_tmp), str(job / 'moved.tmp'))
+        as_attacker(attacker, 'ln', '-s', arena['secret'], str(probe_tmp))
+        os.kill(pid, signal.SIGCONT)
+        stopped = None
+        t.join(120)
+        assert not t.is_alive(), 'the far read is still blocked'
+    finally:
+        if stopped:
+            os.kill(stopped, signal.SIGCONT)
+        t.join(30)
+        os.close(fd)
+    assert 'error' not in box, box
+    want = b''.join((job / f'seg-{k:06d}.ts').read_bytes() for k in (20, 21))
+    off = bounds[21] - 2048 - bounds[20]
+    assert box['got'] == want[off:off + 4096]
+    assert sha256_file(arena['secret']) == arena['secret_sha']
+    log = m.log()
+    assert f'{probe_tmp} is not the file seamfs made (a link?): left alone' in log, log[-3000:]
+    assert tc_row(m, 'clip60-ts')['work_dir_links'] >= 1
+    assert work_links_metric(m) >= 1
+    assert not os.path.islink(job / 'seg-000020.ts')

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -113,6 +115,75 @@ static void test_save_load(void **state)
 	px_playlist_release(&back);
 	unlink(path);
 	rmdir(dir);
+}
+
+/* A link at the playlist, or at the job directory above it, is never
+ * followed; a FIFO there is not opened (that would block): PX_EIO with
+ * errno ELOOP or EINVAL, err saying so. */
+static void test_load_never_follows(void **state)
+{
+	struct px_playlist pl, back;
+	char dir[] = "/tmp/seamfs-pl-XXXXXX", job[96], path[128], real[128], err[256];
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(job, sizeof(job), "%s/job", dir);
+	snprintf(path, sizeof(path), "%s/playlist", job);
+	snprintf(real, sizeof(real), "%s/real", dir);
+	assert_int_equal(mkdir(job, 0755), 0);
+	px_playlist_init(&pl, 188 * 4, 3);
+	assert_int_equal(px_playlist_add(&pl, 1, 752, 11), PX_OK);
+	assert_int_equal(px_playlist_save(&pl, real, err, sizeof(err)), PX_OK);
+	assert_int_equal(symlink(real, path), 0);
+	assert_int_equal(px_playlist_load(path, &back, err, sizeof(err)), PX_EIO);
+	assert_int_equal(errno, ELOOP);
+	assert_non_null(strstr(err, "a link seamfs did not make is in the way"));
+	unlink(path);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	assert_int_equal(px_playlist_load(path, &back, err, sizeof(err)), PX_EIO);
+	assert_int_equal(errno, EINVAL);
+	assert_non_null(strstr(err, "not a regular file"));
+	unlink(path);
+	/* the job directory a link to one holding a playlist */
+	char other[96], linked[128];
+	snprintf(other, sizeof(other), "%s/other", dir);
+	snprintf(linked, sizeof(linked), "%s/linked/playlist", dir);
+	assert_int_equal(mkdir(other, 0755), 0);
+	snprintf(path, sizeof(path), "%s/playlist", other);
+	assert_int_equal(px_playlist_save(&pl, path, err, sizeof(err)), PX_OK);
+	assert_int_equal(px_playlist_load(path, &back, err, sizeof(err)), PX_OK);
+	px_playlist_release(&back);
+	snprintf(real, sizeof(real), "%s/linked", dir);
+	assert_int_equal(symlink(other, real), 0);
+	assert_int_equal(px_playlist_load(linked, &back, err, sizeof(err)), PX_EIO);
+	assert_int_equal(errno, ELOOP);
+	px_playlist_release(&pl);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* px_playlist_drop removes one entry of one generation, keeping the order. */
+static void test_drop(void **state)
+{
+	struct px_playlist pl;
+	(void)state;
+	px_playlist_init(&pl, 1880, 5);
+	assert_int_equal(px_playlist_add(&pl, 2, 1880, 1), PX_OK);
+	assert_int_equal(px_playlist_add(&pl, 0, 1880, 2), PX_OK);
+	assert_int_equal(px_playlist_add(&pl, 4, 1880, 3), PX_OK);
+	pl.clean = 1;
+	assert_int_equal(px_playlist_drop(&pl, 0, 7), 0); /* another generation's */
+	assert_int_equal(px_playlist_drop(&pl, 3, 0), 0);
+	assert_int_equal(px_playlist_drop(&pl, 0, 0), 1);
+	assert_int_equal(pl.n, 2);
+	assert_int_equal(pl.e[0].index, 2);
+	assert_int_equal(pl.e[1].index, 4);
+	assert_int_equal(pl.clean, 1);
+	assert_int_equal(px_playlist_drop(&pl, 2, 0), 1);
+	assert_int_equal(px_playlist_drop(&pl, 4, 0), 1);
+	assert_int_equal(pl.n, 0);
+	assert_int_equal(pl.clean, 0);
+	px_playlist_release(&pl);
 }
 
 /* The recovery decision: which listed segments are trusted. */
@@ -266,6 +337,8 @@ int main(void)
 		cmocka_unit_test(test_parse_ok),
 		cmocka_unit_test(test_parse_bad),
 		cmocka_unit_test(test_save_load),
+		cmocka_unit_test(test_load_never_follows),
+		cmocka_unit_test(test_drop),
 		cmocka_unit_test(test_trust),
 		cmocka_unit_test(test_trust_variable),
 		cmocka_unit_test(test_add_closed),
