@@ -162,6 +162,35 @@ static void test_checks(void **state)
 	assert_int_equal(px_store_check_url("redis://host/x", err, sizeof(err)), PX_EINVAL);
 	assert_int_equal(px_store_check_url("redis://", err, sizeof(err)), PX_EINVAL);
 	assert_int_equal(px_store_check_url("redis+unix://relative", err, sizeof(err)), PX_EINVAL);
+	/* behind Sentinel: '+' between the sentinels, /NAME the master's name */
+	assert_int_equal(px_store_check_url("redis-sentinel://127.0.0.1:26379+10.0.0.2:26380+"
+					    "[::1]:26381/mymaster", err, sizeof(err)), PX_OK);
+	assert_int_equal(px_store_check_url("redis-sentinel://s1.lan/media.main", err, sizeof(err)),
+			 PX_OK);
+	static const struct { const char *url, *says; } bad[] = {
+		{ "redis-sentinel:///mymaster", "no sentinel" },
+		{ "redis-sentinel://h:26379", "no master NAME" },
+		{ "redis-sentinel://h:26379/", "no master NAME" },
+		{ "redis-sentinel://h:26379/a/b", "bad master NAME" },
+		{ "redis-sentinel://h:26379/my master", "bad master NAME" },
+		{ "redis-sentinel://h:0+g:1/m", "sentinel 'h:0': bad port" },
+		{ "redis-sentinel://h:1+g:99999/m", "sentinel 'g:99999': bad port" },
+		{ "redis-sentinel://h:1+g:x/m", "sentinel 'g:x': bad port" },
+		{ "redis-sentinel://h:1++g:2/m", "sentinel '': no host" },
+		{ "redis-sentinel://h:1+/m", "an empty sentinel" },
+		{ "redis-sentinel://[::1/m", "bad [IPv6] host" },
+		{ "redis-sentinel://:pw@h:1/m", "store_password_file" },
+		{ "redis-sentinel://a+b+c+d+e+f+g+h+i/m", "more than 8 sentinels" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		assert_int_equal(px_store_check_url(bad[i].url, err, sizeof(err)), PX_EINVAL);
+		if (!strstr(err, bad[i].says))
+			fail_msg("%s: '%s' does not say '%s'", bad[i].url, err, bad[i].says);
+		/* the message names the value (a password excepted) */
+		if (!strstr(bad[i].url, "@") && !strstr(err, bad[i].url))
+			fail_msg("%s: '%s' does not name it", bad[i].url, err);
+	}
 	assert_int_equal(px_store_check_prefix("seamfs-prod.2", err, sizeof(err)), PX_OK);
 	assert_int_equal(px_store_check_prefix("a:b", err, sizeof(err)), PX_EINVAL);
 	assert_int_equal(px_store_check_prefix("", err, sizeof(err)), PX_EINVAL);
