@@ -518,6 +518,119 @@ static void test_degraded(void **state)
 	px_store_free(s);
 }
 
+/* ---- one sentinel that names the test's Redis as master "seam" */
+
+static pid_t g_sentinel;
+static int g_sentinel_port;
+static char g_sentinel_dir[64];
+
+static int sentinel_setup(void **state)
+{
+	char conf[128];
+	(void)state;
+	snprintf(g_sentinel_dir, sizeof(g_sentinel_dir), "/tmp/seamfs-sentinel-XXXXXX");
+	if (!mkdtemp(g_sentinel_dir))
+		return -1;
+	snprintf(conf, sizeof(conf), "%s/sentinel.conf", g_sentinel_dir);
+	for (int attempt = 0; attempt < 5; attempt++) {
+		int p = free_port();
+		FILE *f = fopen(conf, "w");
+		if (!f)
+			return -1;
+		fprintf(f, "port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor seam 127.0.0.1 %d 1\n"
+			"sentinel down-after-milliseconds seam 60000\n", p, g_sentinel_dir, g_port);
+		fclose(f);
+		pid_t pid = fork();
+		if (pid == 0) {
+			int null = open("/dev/null", 2);
+			if (null >= 0) {
+				dup2(null, 1);
+				dup2(null, 2);
+			}
+			execlp("redis-server", "redis-server", conf, "--sentinel", (char *)NULL);
+			_exit(127);
+		}
+		for (int i = 0; i < 200; i++) {
+			if (can_connect(p)) {
+				g_sentinel = pid;
+				g_sentinel_port = p;
+				return 0;
+			}
+			if (waitpid(pid, NULL, WNOHANG) == pid)
+				break;
+			sleep_ms(25);
+		}
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	return -1;
+}
+
+static int sentinel_teardown(void **state)
+{
+	char path[128];
+	(void)state;
+	if (g_sentinel > 0) {
+		kill(g_sentinel, SIGKILL);
+		waitpid(g_sentinel, NULL, 0);
+	}
+	g_sentinel = 0;
+	snprintf(path, sizeof(path), "%s/sentinel.conf", g_sentinel_dir);
+	unlink(path);
+	rmdir(g_sentinel_dir);
+	return 0;
+}
+
+/* Behind a sentinel: the store connects to the master it names (the
+ * status says which, and whose), a name it does not know is an error
+ * naming it, and a renewal that finds no lease stored (a failover lost
+ * the claim) fences its holder instead of putting the lease back. */
+static void test_sentinel_store(void **state)
+{
+	struct px_store *s = NULL, *plain = store_new("unit");
+	struct px_lease_store *ls = NULL;
+	struct px_lease l;
+	struct px_store_state ss;
+	char url[160], err[1024], lk[256], want[64];
+	(void)state;
+	flush(plain);
+	/* a dead sentinel first: the next one answers */
+	snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d+127.0.0.1:%d/seam", free_port(),
+		 g_sentinel_port);
+	assert_int_equal(px_store_new(url, NULL, "unit", &s, err, sizeof(err)), PX_OK);
+	assert_int_equal(px_store_connect(s, err, sizeof(err)), PX_OK);
+	assert_true(px_store_sentinel(s));
+	px_store_state(s, &ss);
+	snprintf(want, sizeof(want), "127.0.0.1:%d", g_port);
+	assert_string_equal(ss.master, want);
+	assert_string_equal(ss.master_name, "seam");
+	assert_int_equal(ss.sentinels, 2);
+	assert_int_equal(ss.failovers, 0);
+	assert_int_equal(ss.failover_wall_ms, 0);
+	assert_int_equal(px_lease_redis_new(s, &ls), PX_OK);
+	assert_int_equal(px_lease_claim(ls, "ep", "h:1:x", 60000, &l), PX_OK);
+	assert_int_equal(px_lease_heartbeat(ls, &l), PX_OK);
+	assert_true(px_store_key(s, lk, sizeof(lk), "tc:{ep}:lease") > 0);
+	const char *del[] = { "DEL", lk };
+	assert_int_equal(px_store_call(plain, 2, del, NULL, NULL), PX_OK);
+	assert_int_equal(px_lease_heartbeat(ls, &l), PX_EAGAIN);
+	const char *ex[] = { "EXISTS", lk };
+	struct px_reply *r = NULL;
+	assert_int_equal(px_store_call(plain, 2, ex, NULL, &r), PX_OK);
+	assert_int_equal(r->integer, 0);
+	px_reply_free(r);
+	px_lease_store_free(ls);
+	px_store_free(s);
+	/* a master the sentinel does not know */
+	snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d/other", g_sentinel_port);
+	assert_int_equal(px_store_new(url, NULL, NULL, &s, err, sizeof(err)), PX_OK);
+	assert_int_equal(px_store_connect(s, err, sizeof(err)), PX_ENOTFOUND);
+	assert_non_null(strstr(err, url));
+	assert_non_null(strstr(err, "does not know a master named other"));
+	px_store_free(s);
+	px_store_free(plain);
+}
+
 /* Nothing listens: connect fails at once with a message naming the store. */
 static void test_unreachable(void **state)
 {
@@ -548,6 +661,8 @@ int main(void)
 		cmocka_unit_test(test_wants),
 		cmocka_unit_test(test_hosts),
 		cmocka_unit_test(test_unreachable),
+		cmocka_unit_test_setup_teardown(test_sentinel_store, sentinel_setup,
+						sentinel_teardown),
 		cmocka_unit_test(test_degraded),
 	};
 	signal(SIGPIPE, SIG_IGN);
