@@ -47,15 +47,21 @@ static const char RENEW[] =
 
 /* KEYS[1] lease, KEYS[2] playlist; ARGV gen, ver, text. {1, newver};
  * {-1, gen} fenced; {0, ver} the version moved; {-2, 0} no lease stored
- * (the store lost it: its holder's renewal puts it back). */
+ * (the store lost it: its holder's renewal puts it back). The new version
+ * is at least the store's clock in ms, as a claim's generation: after a
+ * failover rolled the list back, the next change gets a version no host
+ * saw before, so every host that follows reads it again. */
 static const char PL_PUT[] =
 	"local g = redis.call('HGET', KEYS[1], 'gen')\n"
 	"if not g then return {-2, 0} end\n"
 	"if g ~= ARGV[1] then return {-1, tonumber(g)} end\n"
 	"local v = tonumber(redis.call('HGET', KEYS[2], 'ver') or '0')\n"
 	"if v ~= tonumber(ARGV[2]) then return {0, v} end\n"
-	"redis.call('HSET', KEYS[2], 'text', ARGV[3], 'ver', v + 1, 'gen', ARGV[1])\n"
-	"return {1, v + 1}\n";
+	"local t = redis.call('TIME')\n"
+	"local nv = math.max(v + 1, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))\n"
+	"redis.call('HSET', KEYS[2], 'text', ARGV[3], 'ver', string.format('%d', nv), 'gen',\n"
+	"  ARGV[1])\n"
+	"return {1, nv}\n";
 
 static const char POLL[] =
 	"local v = redis.call('HGET', KEYS[2], 'ver') or '0'\n"

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import bounded, free_port, wait_until
+from test_cluster import redis  # noqa: F401 - a private redis-server, the fixture
 from test_cluster import resp, seg_file, status, store_lease, store_playlist, tc_cat
 from test_transcode import start_reader, writer_pids
 
@@ -298,3 +299,52 @@ def test_master_killed_hosts_follow_failover(sentinels, seamfs, data, nginx, tmp
         assert bounded(lambda m=m: hashlib.sha256(m.path('mid.bin').read_bytes()).hexdigest(),
                        60, f'reading mid.bin on {m.mnt.name}') == data['mid.bin'].sha256
         assert status(m)['store']['last_error'], status(m)['store']
+
+
+def test_rolled_back_playlist_put_back(redis, seamfs, data, nginx, tmp_path):
+    """A failover to a replica that missed the last commits shows the
+    writer an older playlist (played here on one Redis by writing an older
+    version back while the writer runs): the writer, whose generation is
+    still the lease's, puts its own list back with its next commit rather
+    than going on from the older one, so no committed segment is lost from
+    the list or written again; B's reader gets the whole file, every byte
+    listed."""
+    work = tmp_path / 'work'
+    cat = tc_cat(nginx)
+    a = mount_host(seamfs, cat, redis.url, 'alpha', work, options=['writer_max_speed=2'])
+    b = mount_host(seamfs, cat, redis.url, 'beta', work, options=['writer_max_speed=2'])
+    job = work / 'clip-ts'
+    plan = json.loads((job / 'plan.json').read_text())
+    key = 'seamfs:tc:{clip-ts}:pl'
+    ta, boxa = start_reader(a.path('clip.ts'))
+    wait_until(lambda: len(store_playlist(redis, 'clip-ts')[0]) >= 2, 40,
+               'two segments committed')
+    old_text, old_ver = resp(redis.port, 'HMGET', key, 'text', 'ver')
+    wait_until(lambda: len(store_playlist(redis, 'clip-ts')[0]) >= 4, 40,
+               'four segments committed')
+    assert not store_playlist(redis, 'clip-ts')[1], 'the writer finished too soon'
+    had = {k for k, _, _ in store_playlist(redis, 'clip-ts')[0]}
+    resp(redis.port, 'HSET', key, 'text', old_text, 'ver', old_ver)
+    wait_until(lambda: had < {k for k, _, _ in store_playlist(redis, 'clip-ts')[0]}, 60,
+               'the entries the rollback lost listed again, and one more')
+    tb, boxb = start_reader(b.path('clip.ts'))
+    for t in (ta, tb):
+        t.join(120)
+    assert not ta.is_alive() and not tb.is_alive(), 'a reader is still blocked'
+    for box in (boxa, boxb):
+        assert 'error' not in box, f"a reader failed: {box.get('error')!r}"
+    assert boxa['result'] == boxb['result'] and boxa['result'][1] == plan['size']
+    wait_until(lambda: store_playlist(redis, 'clip-ts')[1], 60, 'the playlist complete')
+    entries, _ = store_playlist(redis, 'clip-ts')
+    assert sorted(k for k, _, _ in entries) == list(range(plan['segments'])), entries
+    h = hashlib.sha256()
+    for k, _, g in sorted(entries):
+        h.update(seg_file(job, k, g).read_bytes())
+    assert h.hexdigest() == boxb['result'][0]
+    # put back, not written again: one writer run, no probe (on 2fbd266 the
+    # writer went on from the older list, and once it stopped a second
+    # writer and a probe wrote the lost segments again)
+    log = a.log()
+    assert 'putting ours back' in log
+    assert len(re.findall(r'writer pid \d+ started: asset clip-ts', log)) == 1, log
+    assert 'probe pid' not in log and 'was fenced' not in log, log
