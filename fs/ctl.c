@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ctl.h"
@@ -426,6 +427,30 @@ static int print_status(const struct answer *ans)
 	return EXIT_OK;
 }
 
+/* The master in use (behind Sentinel: whose, and the last failover). */
+static void print_master(json_t *store)
+{
+	json_t *name = json_object_get(store, "sentinel_master");
+	json_t *fo = json_object_get(store, "last_failover");
+	json_t *rep = json_object_get(store, "replicas");
+
+	printf("master %s", str(store, "master")[0] ? str(store, "master") : "(none yet)");
+	if (json_is_string(name))
+		printf(" (sentinels' %s)", json_string_value(name));
+	if (json_is_integer(rep))
+		printf(", %lld replica(s)", (long long)json_integer_value(rep));
+	printf("\n");
+	if (json_is_object(fo)) {
+		time_t at = (time_t)json_number_value(json_object_get(fo, "at"));
+		char when[64];
+		struct tm tm;
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", gmtime_r(&at, &tm));
+		printf("last failover: %s, from %s to %s (%lld so far)\n", when, str(fo, "from"),
+		       str(fo, "to"), (long long)json_integer_value(json_object_get(store,
+										"failovers")));
+	}
+}
+
 /* `seamfs ctl hosts`: the store's state, then one row per host. */
 static int print_hosts(const struct answer *ans)
 {
@@ -451,6 +476,7 @@ static int print_hosts(const struct answer *ans)
 	if (json_is_number(lat))
 		printf(", round trip %.2f ms", json_number_value(lat));
 	printf("\n");
+	print_master(store);
 	if (str(store, "last_error")[0])
 		printf("last error: %s\n", str(store, "last_error"));
 	printf("\n");

@@ -161,13 +161,28 @@ static json_t *hosts_json(const struct px_snapshot *snap)
 	return arr;
 }
 
+/* The last failover the store followed: null when none. */
+static json_t *failover_json(const struct px_store_state *st)
+{
+	if (!st->failover_wall_ms)
+		return json_null();
+	return json_pack("{s:f, s:s, s:s}", "at", (double)st->failover_wall_ms / 1000.0,
+			 "from", st->failover_from, "to", st->failover_to);
+}
+
 /* The store: null without one (one host). */
 static json_t *store_json(const struct px_snapshot *snap)
 {
 	if (!snap->clustered)
 		return json_null();
 	const struct px_store_state *st = &snap->store;
-	return json_pack("{s:s, s:s, s:s, s:b, s:o, s:o, s:o, s:I, s:I, s:I, s:I}",
+	json_t *o = json_pack("{s:o, s:o, s:o, s:I, s:I, s:o}",
+		"master", px_json_str(st->master),
+		"sentinel_master", st->sentinels ? px_json_str(st->master_name) : json_null(),
+		"replicas", st->replicas >= 0 ? json_integer(st->replicas) : json_null(),
+		"failovers", (json_int_t)st->failovers, "unacked_writes", (json_int_t)st->unacked,
+		"last_failover", failover_json(st));
+	json_t *base = json_pack("{s:s, s:s, s:s, s:b, s:o, s:o, s:o, s:I, s:I, s:I, s:I}",
 		"url", snap->store_url, "cluster", snap->cluster, "host_id", snap->host_id,
 		"connected", st->connected,
 		"latency_ms", st->latency_us >= 0 ? json_real((double)st->latency_us / 1000.0)
@@ -178,6 +193,10 @@ static json_t *store_json(const struct px_snapshot *snap)
 		"calls", (json_int_t)st->calls, "errors", (json_int_t)st->errors,
 		"connects", (json_int_t)st->connects,
 		"takeovers", (json_int_t)snap->n_takeovers);
+	if (base && o)
+		json_object_update(base, o);
+	json_decref(o);
+	return base ? base : json_null();
 }
 
 static json_t *cutovers_json(const struct px_snapshot *snap)

@@ -9,6 +9,18 @@
  * a protocol error) drops the connection and starts a backoff during which
  * calls fail at once; the first call after it connects again. The reply is
  * copied into a struct px_reply so that no other file sees hiredis.
+ *
+ * Behind Sentinel (redis-sentinel://, sentinel.c) a connect first asks the
+ * sentinels for the master's address, and every connect ends with ROLE:
+ * in sentinel mode an answer other than "master" fails the connect (the
+ * sentinels are asked again at the next), and in both modes ROLE's list of
+ * replicas says whether writes that fence (px_store_eval_acked) wait for
+ * one (WAIT 1). The master is followed through a failover by three
+ * signals: the connection breaks (kill, or Sentinel's CLIENT KILL when it
+ * demotes the old master), a write is refused with READONLY, or ROLE, asked
+ * again at most every PX_STORE_ROLE_CHECK_MS before a call, no longer says
+ * "master". Each drops the connection; the next connect asks the sentinels
+ * again, and a master at another address is counted as a failover.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +39,9 @@
 
 #include "log.h"
 #include "kvstore.h"
+#include "sentinel.h"
+
+#define PX_SENTINEL_ASK_MS 500
 
 struct px_store {
 	char url[1024];
@@ -37,6 +52,9 @@ struct px_store {
 	char *password;           /* NULL: no AUTH */
 	char password_file[1024];
 	char prefix[PX_STORE_PREFIX_MAX + 1];
+	struct px_sentinels sents; /* sents.n 0: not behind Sentinel */
+	int sent_next;            /* the sentinel to ask first */
+	_Atomic uint64_t gen_floor;
 
 	pthread_mutex_t lock;     /* the connection and everything below */
 	redisContext *ctx;
@@ -49,6 +67,14 @@ struct px_store {
 	int64_t down_since;
 	_Atomic int64_t clock_offset_ms; /* also read without the lock */
 	uint64_t calls, errors, connects;
+	char master[300];         /* host:port (or the socket) in use; "" before */
+	int replicas;             /* connected replicas ROLE named; -1: unknown */
+	int64_t role_at;          /* monotonic ms of the last ROLE */
+	uint64_t failovers, unacked;
+	int unacked_warned;
+	int64_t failover_wall;    /* wall ms of the last failover seen, 0: none */
+	char failover_from[300], failover_to[300];
+	char master_try[300];     /* the address being connected to */
 };
 
 static int64_t wall_ms(void)
@@ -141,6 +167,7 @@ struct url_parts {
 	int port;
 	char path[1024];
 	int db;
+	struct px_sentinels sents;
 };
 
 static int parse_db(const char *p, int *db)
@@ -175,9 +202,12 @@ static enum px_status parse_url(const char *url, struct url_parts *u, char *err,
 		}
 		return PX_OK;
 	}
+	if (strncmp(url, PX_SENTINEL_SCHEME, strlen(PX_SENTINEL_SCHEME)) == 0)
+		return px_sentinel_parse(url, &u->sents, err, errlen);
 	if (strncmp(url, "redis://", 8) != 0) {
-		snprintf(err, errlen, "store URL '%s': expected redis://HOST[:PORT][/DB] or "
-			 "redis+unix:///PATH", url);
+		snprintf(err, errlen, "store URL '%s': expected redis://HOST[:PORT][/DB], "
+			 "redis+unix:///PATH or %sHOST:PORT+HOST:PORT/NAME", url,
+			 PX_SENTINEL_SCHEME);
 		return PX_EINVAL;
 	}
 	const char *p = url + 8;
@@ -189,43 +219,14 @@ static enum px_status parse_url(const char *url, struct url_parts *u, char *err,
 			 "store_password_file=");
 		return PX_EINVAL;
 	}
-	char hostport[300];
-	if (hn == 0 || hn >= sizeof(hostport)) {
-		snprintf(err, errlen, "store URL '%s': no host", url);
+	struct px_hostport hp;
+	const char *why = px_hostport_parse(p, hn, 6379, &hp);
+	if (why) {
+		snprintf(err, errlen, "store URL '%s': %s", url, why);
 		return PX_EINVAL;
 	}
-	memcpy(hostport, p, hn);
-	hostport[hn] = '\0';
-	char *port = NULL;
-	if (hostport[0] == '[') {
-		char *rb = strchr(hostport, ']');
-		if (!rb || rb == hostport + 1 || (rb[1] && rb[1] != ':')) {
-			snprintf(err, errlen, "store URL '%s': bad [IPv6] host", url);
-			return PX_EINVAL;
-		}
-		*rb = '\0';
-		snprintf(u->host, sizeof(u->host), "%s", hostport + 1);
-		port = rb[1] == ':' ? rb + 2 : NULL;
-	} else {
-		port = strchr(hostport, ':');
-		if (port)
-			*port++ = '\0';
-		snprintf(u->host, sizeof(u->host), "%s", hostport);
-	}
-	if (!u->host[0]) {
-		snprintf(err, errlen, "store URL '%s': no host", url);
-		return PX_EINVAL;
-	}
-	if (port) {
-		char *end;
-		errno = 0;
-		long v = strtol(port, &end, 10);
-		if (errno || end == port || *end || v < 1 || v > 65535) {
-			snprintf(err, errlen, "store URL '%s': bad port", url);
-			return PX_EINVAL;
-		}
-		u->port = (int)v;
-	}
+	snprintf(u->host, sizeof(u->host), "%s", hp.host);
+	u->port = hp.port;
 	if (slash && slash[1] && parse_db(slash + 1, &u->db)) {
 		snprintf(err, errlen, "store URL '%s': the path is a database number (/0 to /10000)",
 			 url);
@@ -307,6 +308,8 @@ enum px_status px_store_new(const char *url, const char *password_file, const ch
 	snprintf(s->path, sizeof(s->path), "%s", u.path);
 	s->port = u.port;
 	s->db = u.db;
+	s->sents = u.sents;
+	s->replicas = -1;
 	snprintf(s->prefix, sizeof(s->prefix), "%s", prefix);
 	if (password_file) {
 		snprintf(s->password_file, sizeof(s->password_file), "%s", password_file);
@@ -418,13 +421,12 @@ static enum px_status raw(struct px_store *s, int argc, const char **argv,
 	return PX_OK;
 }
 
-/* Connects, authenticates, selects the database and checks that it is a
- * Redis (PING), then reads its clock. Under s->lock. */
-static enum px_status connect_now(struct px_store *s)
+/* Opens the connection to s->host:s->port (or the socket) with the
+ * timeouts. Under s->lock. */
+static enum px_status open_ctx(struct px_store *s)
 {
-	redisReply *r = NULL;
-	enum px_status st;
 	struct timeval ct = tv_of(PX_STORE_CONNECT_MS);
+	enum px_status st;
 
 	if (s->ctx)
 		redisFree(s->ctx);
@@ -436,12 +438,23 @@ static enum px_status connect_now(struct px_store *s)
 		if (st == PX_ETIMEDOUT || (s->ctx && strstr(s->ctx->errstr, "timed out")))
 			note_error(s, "no connection within %d ms", PX_STORE_CONNECT_MS);
 		else
-			note_error(s, "cannot connect: %s", s->ctx ? s->ctx->errstr : "out of memory");
+			note_error(s, "cannot connect%s%s: %s", s->sents.n ? " to the master " : "",
+				   s->sents.n ? s->master_try : "",
+				   s->ctx ? s->ctx->errstr : "out of memory");
 		drop(s);
 		return st == PX_ETIMEDOUT ? st : PX_ECONNECT;
 	}
 	redisSetTimeout(s->ctx, tv_of(PX_STORE_COMMAND_MS));
 	s->connects++;
+	return PX_OK;
+}
+
+/* AUTH, SELECT and PING (is it a Redis?). Under s->lock, connected. */
+static enum px_status handshake(struct px_store *s)
+{
+	redisReply *r = NULL;
+	enum px_status st;
+
 	if (s->password) {
 		const char *argv[] = { "AUTH", s->password };
 		if ((st = raw(s, 2, argv, NULL, &r)) != PX_OK)
@@ -488,9 +501,17 @@ static enum px_status connect_now(struct px_store *s)
 		return st;
 	}
 	freeReplyObject(r);
-	/* the clock: Redis's TIME against ours at the middle of the trip */
+	return PX_OK;
+}
+
+/* The clock: Redis's TIME against ours at the middle of the trip. */
+static enum px_status read_clock(struct px_store *s)
+{
+	redisReply *r = NULL;
+	enum px_status st;
 	const char *tm[] = { "TIME" };
 	int64_t before = wall_ms();
+
 	if ((st = raw(s, 1, tm, NULL, &r)) != PX_OK)
 		return st;
 	int64_t after = wall_ms();
@@ -501,6 +522,103 @@ static enum px_status connect_now(struct px_store *s)
 		s->clock_offset_ms = server - (before + after) / 2;
 	}
 	freeReplyObject(r);
+	return PX_OK;
+}
+
+/* ROLE: how many replicas a fencing write waits for and, behind Sentinel,
+ * that this is still the master (else PX_ECONNECT, dropped: the next
+ * connect asks the sentinels again). Under s->lock, connected. */
+static enum px_status check_role(struct px_store *s)
+{
+	redisReply *r = NULL;
+	const char *argv[] = { "ROLE" };
+	enum px_status st = raw(s, 1, argv, NULL, &r);
+
+	if (st != PX_OK)
+		return st;
+	s->role_at = px_now_ms();
+	const char *role = r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+			   r->element[0]->type == REDIS_REPLY_STRING ? r->element[0]->str : NULL;
+	if (role && strcmp(role, "master") == 0) {
+		s->replicas = r->elements >= 3 && r->element[2]->type == REDIS_REPLY_ARRAY
+			      ? (int)r->element[2]->elements : 0;
+	} else if (s->sents.n) {
+		note_error(s, "%s is not the master of %s (ROLE says %.60s)", s->master_try,
+			   s->sents.name, role ? role : r->type == REDIS_REPLY_ERROR ? r->str : "?");
+		st = PX_ECONNECT;
+	} else {
+		s->replicas = role ? 0 : -1; /* a replica itself, or ROLE refused */
+	}
+	freeReplyObject(r);
+	if (st != PX_OK)
+		drop(s);
+	return st;
+}
+
+/* Behind Sentinel: asks the sentinels where the master is. */
+static enum px_status locate_master(struct px_store *s)
+{
+	struct px_hostport m;
+	char why[700];
+	enum px_status st = px_sentinel_ask(&s->sents, s->password, &s->sent_next,
+					    PX_SENTINEL_ASK_MS, &m, why, sizeof(why));
+	if (st != PX_OK) {
+		note_error(s, "no sentinel names the master %s: %.190s", s->sents.name, why);
+		drop(s);
+		return st;
+	}
+	snprintf(s->host, sizeof(s->host), "%s", m.host);
+	s->port = m.port;
+	if (strchr(m.host, ':'))
+		snprintf(s->master_try, sizeof(s->master_try), "[%s]:%d", m.host, m.port);
+	else
+		snprintf(s->master_try, sizeof(s->master_try), "%s:%d", m.host, m.port);
+	return PX_OK;
+}
+
+/* A connect reached s->master_try: a failover when the master was
+ * elsewhere before. */
+static void note_master(struct px_store *s)
+{
+	if (!s->sents.n) {
+		if (s->path[0])
+			snprintf(s->master, sizeof(s->master), "%s", s->path);
+		else if (strchr(s->host, ':'))
+			snprintf(s->master, sizeof(s->master), "[%s]:%d", s->host, s->port);
+		else
+			snprintf(s->master, sizeof(s->master), "%s:%d", s->host, s->port);
+		return;
+	}
+	if (s->master[0] && strcmp(s->master, s->master_try) != 0) {
+		s->failovers++;
+		s->failover_wall = wall_ms();
+		snprintf(s->failover_from, sizeof(s->failover_from), "%s", s->master);
+		snprintf(s->failover_to, sizeof(s->failover_to), "%s", s->master_try);
+		px_warn("store", "%s: the master of %s moved from %s to %s (a failover); %d "
+			"replica(s) now", s->url, s->sents.name, s->master, s->master_try,
+			s->replicas);
+	} else if (!s->master[0]) {
+		px_info("store", "%s: the master of %s is %s, with %d replica(s)", s->url,
+			s->sents.name, s->master_try, s->replicas);
+	}
+	snprintf(s->master, sizeof(s->master), "%s", s->master_try);
+}
+
+/* Connects (behind Sentinel: to the master the sentinels name), AUTH,
+ * SELECT, PING, the clock, ROLE. Under s->lock. */
+static enum px_status connect_now(struct px_store *s)
+{
+	enum px_status st;
+
+	if (s->ctx)
+		redisFree(s->ctx);
+	s->ctx = NULL;
+	if (s->sents.n && (st = locate_master(s)) != PX_OK)
+		return st;
+	if ((st = open_ctx(s)) != PX_OK || (st = handshake(s)) != PX_OK ||
+	    (st = read_clock(s)) != PX_OK || (st = check_role(s)) != PX_OK)
+		return st;
+	note_master(s);
 	if (!s->up && (s->down_since || s->connects > 1))
 		px_info("store", "%s answers again (after %lld ms)", s->url,
 			(long long)(s->down_since ? px_now_ms() - s->down_since : 0));
@@ -508,6 +626,48 @@ static enum px_status connect_now(struct px_store *s)
 	s->down_since = 0;
 	s->backoff_ms = 250;
 	return PX_OK;
+}
+
+/* ROLE again once the last is PX_STORE_ROLE_CHECK_MS old; a master that
+ * is one no more is left at once for the one the sentinels name. Under
+ * s->lock, connected. */
+static enum px_status recheck_role(struct px_store *s)
+{
+	if (px_now_ms() - s->role_at < PX_STORE_ROLE_CHECK_MS)
+		return PX_OK;
+	enum px_status st = check_role(s);
+	if (st == PX_OK || !s->sents.n || s->ctx)
+		return st;
+	return connect_now(s);
+}
+
+/* After a fencing write: WAIT 1 when ROLE named a replica. The write
+ * stands whatever the answer (it is on the master); one not acknowledged
+ * in time is counted and said once until one is again. Under s->lock. */
+static void wait_replica(struct px_store *s)
+{
+	redisReply *r = NULL;
+	char ms[16];
+
+	if (s->replicas <= 0 || !s->ctx)
+		return;
+	snprintf(ms, sizeof(ms), "%d", PX_STORE_WAIT_MS);
+	const char *argv[] = { "WAIT", "1", ms };
+	if (raw(s, 3, argv, NULL, &r) != PX_OK)
+		return; /* dropped; the next call connects again */
+	int acked = r->type == REDIS_REPLY_INTEGER && r->integer >= 1;
+	freeReplyObject(r);
+	if (acked) {
+		if (s->unacked_warned)
+			px_info("store", "%s: a replica acknowledges writes again", s->url);
+		s->unacked_warned = 0;
+		return;
+	}
+	s->unacked++;
+	if (!s->unacked_warned++)
+		px_warn("store", "%s: no replica acknowledged a lease or commit write within %d ms "
+			"(ROLE lists %d); a failover now could lose it", s->url, PX_STORE_WAIT_MS,
+			s->replicas);
 }
 
 static int lock_bounded(struct px_store *s)
@@ -533,43 +693,47 @@ enum px_status px_store_connect(struct px_store *s, char *err, size_t errlen)
 	return st;
 }
 
-enum px_status px_store_call(struct px_store *s, int argc, const char **argv,
-			     const size_t *argvlen, struct px_reply **out)
+/* An error reply after which the connection is not worth keeping: a
+ * restarted Redis wants AUTH again or is not ready; a demoted master (or
+ * one that lost its replicas' quorum) must be left for the new one. */
+static int drops_connection(enum px_status st, const char *msg)
+{
+	return st == PX_EAUTH || strncmp(msg, "LOADING", 7) == 0 ||
+	       strncmp(msg, "READONLY", 8) == 0 || strncmp(msg, "NOREPLICAS", 10) == 0 ||
+	       strncmp(msg, "MASTERDOWN", 10) == 0;
+}
+
+static enum px_status call(struct px_store *s, int argc, const char **argv,
+			   const size_t *argvlen, int acked, struct px_reply **out)
 {
 	redisReply *r = NULL;
 	enum px_status st;
+
 	if (out)
 		*out = NULL;
-	if (lock_bounded(s)) {
+	if (lock_bounded(s))
 		return PX_EBUSY;
-	}
 	s->calls++;
-	if (!s->ctx) {
-		if (px_now_ms() < s->retry_at) {
-			s->errors++;
-			pthread_mutex_unlock(&s->lock);
-			return PX_ECONNECT;
-		}
-		if ((st = connect_now(s)) != PX_OK) {
-			pthread_mutex_unlock(&s->lock);
-			return st;
-		}
+	if (!s->ctx && px_now_ms() < s->retry_at) {
+		s->errors++;
+		st = PX_ECONNECT;
+		goto unlock;
 	}
-	if ((st = raw(s, argc, argv, argvlen, &r)) != PX_OK) {
-		pthread_mutex_unlock(&s->lock);
-		return st;
-	}
+	st = s->ctx ? recheck_role(s) : connect_now(s);
+	if (st != PX_OK || (st = raw(s, argc, argv, argvlen, &r)) != PX_OK)
+		goto unlock;
 	s->up = 1;
 	if (r->type == REDIS_REPLY_ERROR) {
 		st = is_auth_error(r->str) ? PX_EAUTH : PX_EBADRESP;
 		note_error(s, "%s: %.200s", argv[0], r->str);
-		if (st == PX_EAUTH || strncmp(r->str, "LOADING", 7) == 0)
-			drop(s); /* a restarted Redis wants AUTH again, or is not ready */
-	} else {
-		st = PX_OK;
+		if (drops_connection(st, r->str))
+			drop(s);
+	} else if (acked) {
+		wait_replica(s);
 	}
+unlock:
 	pthread_mutex_unlock(&s->lock);
-	if (out) {
+	if (r && out) {
 		struct px_reply *o = calloc(1, sizeof(*o));
 		if (!o || reply_copy(r, o)) {
 			px_reply_free(o);
@@ -582,9 +746,15 @@ enum px_status px_store_call(struct px_store *s, int argc, const char **argv,
 	return st;
 }
 
-enum px_status px_store_eval(struct px_store *s, const char *script, int nkeys,
-			     const char **keys, int nargs, const char **args,
-			     struct px_reply **out)
+enum px_status px_store_call(struct px_store *s, int argc, const char **argv,
+			     const size_t *argvlen, struct px_reply **out)
+{
+	return call(s, argc, argv, argvlen, 0, out);
+}
+
+static enum px_status eval(struct px_store *s, const char *script, int nkeys,
+			   const char **keys, int nargs, const char **args, int acked,
+			   struct px_reply **out)
 {
 	const char *argv[64];
 	char nk[16];
@@ -599,7 +769,38 @@ enum px_status px_store_eval(struct px_store *s, const char *script, int nkeys,
 		argv[n++] = keys[i];
 	for (int i = 0; i < nargs; i++)
 		argv[n++] = args[i];
-	return px_store_call(s, n, argv, NULL, out);
+	return call(s, n, argv, NULL, acked, out);
+}
+
+enum px_status px_store_eval(struct px_store *s, const char *script, int nkeys,
+			     const char **keys, int nargs, const char **args,
+			     struct px_reply **out)
+{
+	return eval(s, script, nkeys, keys, nargs, args, 0, out);
+}
+
+enum px_status px_store_eval_acked(struct px_store *s, const char *script, int nkeys,
+				   const char **keys, int nargs, const char **args,
+				   struct px_reply **out)
+{
+	return eval(s, script, nkeys, keys, nargs, args, 1, out);
+}
+
+int px_store_sentinel(const struct px_store *s)
+{
+	return s->sents.n > 0;
+}
+
+void px_store_note_gen(struct px_store *s, uint64_t gen)
+{
+	uint64_t cur = atomic_load(&s->gen_floor);
+	while (gen > cur && !atomic_compare_exchange_weak(&s->gen_floor, &cur, gen))
+		;
+}
+
+uint64_t px_store_gen_floor(struct px_store *s)
+{
+	return atomic_load(&s->gen_floor);
 }
 
 int px_store_key(const struct px_store *s, char *buf, size_t cap, const char *fmt, ...)
@@ -662,5 +863,14 @@ void px_store_state(struct px_store *s, struct px_store_state *o)
 	o->calls = s->calls;
 	o->errors = s->errors;
 	o->connects = s->connects;
+	snprintf(o->master, sizeof(o->master), "%s", s->master);
+	snprintf(o->master_name, sizeof(o->master_name), "%s", s->sents.name);
+	o->sentinels = s->sents.n;
+	o->replicas = s->replicas;
+	o->failovers = s->failovers;
+	o->failover_wall_ms = s->failover_wall;
+	snprintf(o->failover_from, sizeof(o->failover_from), "%s", s->failover_from);
+	snprintf(o->failover_to, sizeof(o->failover_to), "%s", s->failover_to);
+	o->unacked = s->unacked;
 	pthread_mutex_unlock(&s->lock);
 }

@@ -6,6 +6,10 @@
  *   redis://HOST[:PORT][/DB]     TCP (PORT 6379, DB 0 by default; HOST may
  *                                be [an:ipv6:address])
  *   redis+unix:///PATH[?db=N]    a UNIX socket
+ *   redis-sentinel://HOST[:PORT]+HOST[:PORT]+.../NAME
+ *                                the master named NAME as Redis Sentinel
+ *                                says (sentinel.h; PORT 26379 by default),
+ *                                followed through failovers
  * A password, when Redis wants one, is read from a file
  * (store_password_file=, first line), never from the URL or a command
  * line: a URL with user information is refused. Every key seamfs writes
@@ -19,7 +23,9 @@
  * px_store_state) instead of trying, so a store that is down costs a
  * caller nothing. No call of this layer ever waits longer than
  * PX_STORE_COMMAND_MS for the connection's lock plus PX_STORE_CONNECT_MS
- * + PX_STORE_COMMAND_MS on the wire.
+ * + PX_STORE_COMMAND_MS on the wire; behind Sentinel a connect first asks
+ * the sentinels, each bounded by 2 x 500 ms (a dead one on loopback
+ * refuses at once), and a fencing write adds at most PX_STORE_WAIT_MS.
  *
  * Callers on a latency path (a FUSE read) keep their own answers and ask
  * the store only when a local answer will not do; px_store_up() tells,
@@ -42,6 +48,8 @@
 #define PX_STORE_CONNECT_MS 1000
 #define PX_STORE_COMMAND_MS 1000
 #define PX_STORE_BACKOFF_MAX_MS 1000
+#define PX_STORE_WAIT_MS 250        /* WAIT 1 after a fencing write */
+#define PX_STORE_ROLE_CHECK_MS 1000 /* ROLE again before a call after this */
 #define PX_STORE_PREFIX_MAX 64
 #define PX_STORE_DEFAULT_PREFIX "seamfs"
 
@@ -108,6 +116,26 @@ enum px_status px_store_eval(struct px_store *s, const char *script, int nkeys,
 			     const char **keys, int nargs, const char **args,
 			     struct px_reply **out) PX_WUR;
 
+/*
+ * As px_store_eval, for a write that fencing relies on (a lease's claim or
+ * renewal, a commit): when ROLE named a replica, WAIT 1 PX_STORE_WAIT_MS
+ * follows on the same connection, so that a failover right after the
+ * answer keeps the write. The write stands (PX_OK) when no replica
+ * acknowledges in time; px_store_state counts it in unacked.
+ */
+enum px_status px_store_eval_acked(struct px_store *s, const char *script, int nkeys,
+				   const char **keys, int nargs, const char **args,
+				   struct px_reply **out) PX_WUR;
+
+/* Whether s follows a master through Redis Sentinel (no call). */
+int px_store_sentinel(const struct px_store *s);
+
+/* The highest fencing generation this client saw (px_store_note_gen,
+ * from any thread): a claim never hands out one at or below it, even
+ * from a master that a failover rolled back. */
+void px_store_note_gen(struct px_store *s, uint64_t gen);
+uint64_t px_store_gen_floor(struct px_store *s);
+
 /* "PREFIX:" + the formatted rest into buf; returns the length, or -1 when
  * it did not fit. */
 int px_store_key(const struct px_store *s, char *buf, size_t cap, const char *fmt, ...)
@@ -133,6 +161,14 @@ struct px_store_state {
 	int64_t down_since_ms;     /* monotonic ms the store stopped answering, 0: up */
 	int64_t clock_offset_ms;   /* Redis's TIME minus ours */
 	uint64_t calls, errors, connects;
+	char master[300];          /* the address in use ("" before any connect) */
+	char master_name[129];     /* behind Sentinel: NAME; else "" */
+	int sentinels;             /* how many the URL names; 0: not behind Sentinel */
+	int replicas;              /* ROLE's connected replicas; -1: unknown */
+	uint64_t failovers;        /* master changes seen since the mount */
+	int64_t failover_wall_ms;  /* wall ms of the last one, 0: none */
+	char failover_from[300], failover_to[300];
+	uint64_t unacked;          /* fencing writes no replica acknowledged in time */
 };
 void px_store_state(struct px_store *s, struct px_store_state *out);
 

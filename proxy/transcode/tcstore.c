@@ -13,24 +13,29 @@
 #include "tcstore.h"
 
 /* KEYS[1] lease; ARGV expect, session, owner, hb, released, writer_pid,
- * key. {1, gen} stored; {0, gen} someone else's generation is there. */
+ * key, floor. {1, gen} stored; {0, gen} someone else's generation is
+ * there. The new generation is above the stored one, above the floor (the
+ * highest the claimant ever saw) and at least the store's clock in ms: a
+ * master that a failover rolled back to an older generation never hands
+ * out again one that its predecessor gave (docs/cluster.md). */
 static const char CLAIM[] =
 	"local g = tonumber(redis.call('HGET', KEYS[1], 'gen') or '0')\n"
 	"if g ~= tonumber(ARGV[1]) then return {0, g} end\n"
-	"local ng = g + 1\n"
-	"if g == 0 then\n"
-	"  local t = redis.call('TIME')\n"
-	"  ng = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-	"end\n"
+	"local t = redis.call('TIME')\n"
+	"local ng = math.max(g + 1, tonumber(ARGV[8]) + 1,\n"
+	"  tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))\n"
 	"redis.call('HSET', KEYS[1], 'gen', string.format('%d', ng), 'session', ARGV[2],\n"
 	"  'owner', ARGV[3], 'hb', ARGV[4], 'released', ARGV[5], 'writer_pid', ARGV[6],\n"
 	"  'key', ARGV[7])\n"
 	"return {1, ng}\n";
 
-/* KEYS[1] lease; ARGV gen, session, owner, hb, released, writer_pid, key.
- * 1 renewed, 2 put back (the store had lost it), 0 another generation. */
+/* KEYS[1] lease; ARGV gen, session, owner, hb, released, writer_pid, key,
+ * put_back. 1 renewed, 2 put back (the store had lost it), 0 another
+ * generation, or none stored and put_back is "0" (behind Sentinel: a
+ * failover lost the claim, and its holder stops). */
 static const char RENEW[] =
 	"local g = redis.call('HGET', KEYS[1], 'gen')\n"
+	"if not g and ARGV[8] ~= '1' then return 0 end\n"
 	"if not g then\n"
 	"  redis.call('HSET', KEYS[1], 'gen', ARGV[1], 'session', ARGV[2], 'owner', ARGV[3],\n"
 	"    'hb', ARGV[4], 'released', ARGV[5], 'writer_pid', ARGV[6], 'key', ARGV[7])\n"
@@ -42,15 +47,21 @@ static const char RENEW[] =
 
 /* KEYS[1] lease, KEYS[2] playlist; ARGV gen, ver, text. {1, newver};
  * {-1, gen} fenced; {0, ver} the version moved; {-2, 0} no lease stored
- * (the store lost it: its holder's renewal puts it back). */
+ * (the store lost it: its holder's renewal puts it back). The new version
+ * is at least the store's clock in ms, as a claim's generation: after a
+ * failover rolled the list back, the next change gets a version no host
+ * saw before, so every host that follows reads it again. */
 static const char PL_PUT[] =
 	"local g = redis.call('HGET', KEYS[1], 'gen')\n"
 	"if not g then return {-2, 0} end\n"
 	"if g ~= ARGV[1] then return {-1, tonumber(g)} end\n"
 	"local v = tonumber(redis.call('HGET', KEYS[2], 'ver') or '0')\n"
 	"if v ~= tonumber(ARGV[2]) then return {0, v} end\n"
-	"redis.call('HSET', KEYS[2], 'text', ARGV[3], 'ver', v + 1, 'gen', ARGV[1])\n"
-	"return {1, v + 1}\n";
+	"local t = redis.call('TIME')\n"
+	"local nv = math.max(v + 1, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))\n"
+	"redis.call('HSET', KEYS[2], 'text', ARGV[3], 'ver', string.format('%d', nv), 'gen',\n"
+	"  ARGV[1])\n"
+	"return {1, nv}\n";
 
 static const char POLL[] =
 	"local v = redis.call('HGET', KEYS[2], 'ver') or '0'\n"
@@ -71,7 +82,7 @@ static int64_t store_clock(void *clk)
 	return px_store_now_ms(clk);
 }
 
-static void lease_args(const struct px_lease *l, char b[4][32], const char *args[7],
+static void lease_args(const struct px_lease *l, char b[4][32], const char *args[8],
 		       uint64_t gen)
 {
 	snprintf(b[0], 32, "%" PRIu64, gen);
@@ -91,20 +102,21 @@ static enum px_status r_claim(void *impl, uint64_t expect_gen, struct px_lease *
 {
 	struct px_store *st = impl;
 	char lk[512], pk[512], b[4][32];
-	const char *args[7];
+	const char *args[8];
 	struct px_reply *r = NULL;
 	if (keys_of(st, l->key, lk, pk, sizeof(lk)))
 		return PX_EINVAL;
 	lease_args(l, b, args, expect_gen);
+	char floor[32];
+	snprintf(floor, sizeof(floor), "%" PRIu64, px_store_gen_floor(st));
+	args[7] = floor;
 	const char *keys[] = { lk };
-	enum px_status s = px_store_eval(st, CLAIM, 1, keys, 7, args, &r);
+	enum px_status s = px_store_eval_acked(st, CLAIM, 1, keys, 8, args, &r);
 	if (s == PX_OK) {
-		if (px_reply_int(r, 0) == 1) {
-			l->gen = (uint64_t)px_reply_int(r, 1);
-		} else {
-			l->gen = (uint64_t)px_reply_int(r, 1);
+		l->gen = (uint64_t)px_reply_int(r, 1);
+		px_store_note_gen(st, l->gen);
+		if (px_reply_int(r, 0) != 1)
 			s = PX_EAGAIN;
-		}
 	}
 	px_reply_free(r);
 	return s;
@@ -114,13 +126,15 @@ static enum px_status r_renew(void *impl, const struct px_lease *l)
 {
 	struct px_store *st = impl;
 	char lk[512], pk[512], b[4][32];
-	const char *args[7];
+	const char *args[8];
 	struct px_reply *r = NULL;
 	if (keys_of(st, l->key, lk, pk, sizeof(lk)))
 		return PX_EINVAL;
 	lease_args(l, b, args, l->gen);
+	args[7] = px_store_sentinel(st) ? "0" : "1";
+	px_store_note_gen(st, l->gen);
 	const char *keys[] = { lk };
-	enum px_status s = px_store_eval(st, RENEW, 1, keys, 7, args, &r);
+	enum px_status s = px_store_eval_acked(st, RENEW, 1, keys, 8, args, &r);
 	if (s == PX_OK && r->type == PX_REPLY_INT) {
 		if (r->integer == 0)
 			s = PX_EAGAIN;
@@ -161,6 +175,7 @@ enum px_status px_tcstore_poll(struct px_store *st, const char *id, uint64_t *ve
 	if (s == PX_OK) {
 		*ver = (uint64_t)px_reply_int(r, 0);
 		lease_from(r, 1, id, l);
+		px_store_note_gen(st, l->gen);
 	}
 	px_reply_free(r);
 	return s;
@@ -245,7 +260,7 @@ enum px_status px_tcstore_pl_put(struct px_store *st, const char *id, uint64_t g
 	snprintf(v, sizeof(v), "%" PRIu64, ver);
 	const char *keys[] = { lk, pk };
 	const char *args[] = { g, v, text };
-	enum px_status s = px_store_eval(st, PL_PUT, 2, keys, 3, args, &r);
+	enum px_status s = px_store_eval_acked(st, PL_PUT, 2, keys, 3, args, &r);
 	if (s == PX_OK) {
 		long long what = px_reply_int(r, 0);
 		if (what == 1)

@@ -91,6 +91,8 @@ struct wr {
 	struct px_playlist pl;
 	char pl_path[4096];
 	uint64_t plver;                  /* cluster mode: the version of pl */
+	uint64_t plver_hi;               /* the newest version seen: one below it
+					  * is a list a failover rolled back */
 	int pl_loaded;                   /* cluster mode: pl came from the store */
 	char *pl_known;                  /* cluster mode: the list as the store last
 					  * had it (loaded or saved), to put back
@@ -534,6 +536,47 @@ static enum px_status heartbeat(struct wr *w, int force)
 
 /* ---- cluster mode: the playlist in the store (tcstore.h) */
 
+/*
+ * The store's list is older than one we saved (a failover to a replica
+ * that missed our last commits, since PL_PUT checked our generation there
+ * it is still ours): the list we saved is the truth for our generation
+ * and for the older ones (our claim's recovery decided those), so it goes
+ * back with the next change, keeping the entries of our generation that
+ * only the store has (a probe's). w->plver becomes the store's, which the
+ * next compare-and-set checks. w->pl_known stays ours until a change is
+ * saved: a load before that finds the store still behind w->plver_hi and
+ * comes here again.
+ */
+static enum px_status store_rolled_back(struct wr *w, const struct px_playlist *got,
+					uint64_t ver)
+{
+	struct px_playlist pl;
+	enum px_status st = px_playlist_parse(w->pl_path, w->pl_known, strlen(w->pl_known), &pl,
+					      w->err, w->errlen);
+	if (st != PX_OK)
+		return st;
+	for (size_t i = 0; i < got->n; i++) {
+		const struct px_playlist_entry *e = &got->e[i];
+		if (e->gen != w->a->lease.gen || px_playlist_find(&pl, e->index) >= 0)
+			continue;
+		if ((st = px_playlist_add_closed_gen(&pl, e->index, e->size, e->mtime_ns,
+						     e->gen)) != PX_OK) {
+			px_playlist_release(&pl);
+			return st;
+		}
+	}
+	if (w->plver != ver)
+		px_warn("writer", "the store's playlist of %s went back from version %llu to %llu "
+			"(a failover lost commits?); putting ours back (%zu entries, it had %zu)",
+			w->a->lease.key, (unsigned long long)w->plver_hi, (unsigned long long)ver,
+			pl.n, got->n);
+	px_playlist_release(&w->pl);
+	w->pl = pl;
+	w->plver = ver;
+	w->pl_loaded = 1;
+	return PX_OK;
+}
+
 /* Loads the store's playlist into w->pl. strict 0: a store that does not
  * answer leaves w->pl as it is (PX_OK); the list that matters is checked
  * again at the next change. A playlist the store lost (restarted empty)
@@ -582,6 +625,13 @@ static enum px_status store_load(struct wr *w, int strict)
 		free(text);
 		return st;
 	}
+	if (ver < w->plver_hi && w->pl_known && pl.seg_bytes == a->plan.seg_bytes &&
+	    pl.nseg == a->plan.nseg) {
+		st = store_rolled_back(w, &pl, ver);
+		px_playlist_release(&pl);
+		free(text);
+		return st;
+	}
 	free(w->pl_known);
 	w->pl_known = text;
 	if (pl.seg_bytes != a->plan.seg_bytes || pl.nseg != a->plan.nseg) {
@@ -594,6 +644,8 @@ static enum px_status store_load(struct wr *w, int strict)
 	px_playlist_release(&w->pl);
 	w->pl = pl;
 	w->plver = ver;
+	if (ver > w->plver_hi)
+		w->plver_hi = ver;
 	w->pl_loaded = 1;
 	return PX_OK;
 }
@@ -612,6 +664,7 @@ static enum px_status store_save(struct wr *w)
 					      w->plver, text, len, &nv);
 	if (st == PX_OK) {
 		w->plver = nv;
+		w->plver_hi = nv > w->plver_hi ? nv : w->plver_hi;
 		free(w->pl_known);
 		w->pl_known = text;
 		text = NULL;

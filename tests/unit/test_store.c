@@ -162,6 +162,35 @@ static void test_checks(void **state)
 	assert_int_equal(px_store_check_url("redis://host/x", err, sizeof(err)), PX_EINVAL);
 	assert_int_equal(px_store_check_url("redis://", err, sizeof(err)), PX_EINVAL);
 	assert_int_equal(px_store_check_url("redis+unix://relative", err, sizeof(err)), PX_EINVAL);
+	/* behind Sentinel: '+' between the sentinels, /NAME the master's name */
+	assert_int_equal(px_store_check_url("redis-sentinel://127.0.0.1:26379+10.0.0.2:26380+"
+					    "[::1]:26381/mymaster", err, sizeof(err)), PX_OK);
+	assert_int_equal(px_store_check_url("redis-sentinel://s1.lan/media.main", err, sizeof(err)),
+			 PX_OK);
+	static const struct { const char *url, *says; } bad[] = {
+		{ "redis-sentinel:///mymaster", "no sentinel" },
+		{ "redis-sentinel://h:26379", "no master NAME" },
+		{ "redis-sentinel://h:26379/", "no master NAME" },
+		{ "redis-sentinel://h:26379/a/b", "bad master NAME" },
+		{ "redis-sentinel://h:26379/my master", "bad master NAME" },
+		{ "redis-sentinel://h:0+g:1/m", "sentinel 'h:0': bad port" },
+		{ "redis-sentinel://h:1+g:99999/m", "sentinel 'g:99999': bad port" },
+		{ "redis-sentinel://h:1+g:x/m", "sentinel 'g:x': bad port" },
+		{ "redis-sentinel://h:1++g:2/m", "sentinel '': no host" },
+		{ "redis-sentinel://h:1+/m", "an empty sentinel" },
+		{ "redis-sentinel://[::1/m", "bad [IPv6] host" },
+		{ "redis-sentinel://:pw@h:1/m", "store_password_file" },
+		{ "redis-sentinel://a+b+c+d+e+f+g+h+i/m", "more than 8 sentinels" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		assert_int_equal(px_store_check_url(bad[i].url, err, sizeof(err)), PX_EINVAL);
+		if (!strstr(err, bad[i].says))
+			fail_msg("%s: '%s' does not say '%s'", bad[i].url, err, bad[i].says);
+		/* the message names the value (a password excepted) */
+		if (!strstr(bad[i].url, "@") && !strstr(err, bad[i].url))
+			fail_msg("%s: '%s' does not name it", bad[i].url, err);
+	}
 	assert_int_equal(px_store_check_prefix("seamfs-prod.2", err, sizeof(err)), PX_OK);
 	assert_int_equal(px_store_check_prefix("a:b", err, sizeof(err)), PX_EINVAL);
 	assert_int_equal(px_store_check_prefix("", err, sizeof(err)), PX_EINVAL);
@@ -228,7 +257,8 @@ static void test_lease_cas_and_fencing(void **state)
 	uint64_t ver = 0, nv = 0;
 	const char *t1 = "#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 0\n#SEGMENTS 3\n0 188 1 1\n";
 	assert_int_equal(px_tcstore_pl_put(sa, "movie", a.gen, 0, t1, strlen(t1), &nv), PX_OK);
-	assert_int_equal(nv, 1);
+	uint64_t v1 = nv;
+	assert_true(v1 > 1000000000000ULL); /* the store's clock in ms, at least */
 	/* a stale version is refused (load again, redo) */
 	assert_int_equal(px_tcstore_pl_put(sa, "movie", a.gen, 0, t1, strlen(t1), &nv),
 			 PX_EEXIST);
@@ -236,31 +266,31 @@ static void test_lease_cas_and_fencing(void **state)
 	 * millisecond the store's clock and the heartbeat's differ by; with
 	 * -1 it failed 1 run in about 20 under load) */
 	assert_int_equal(px_lease_claim(lb, "movie", "hostB:2:bb", -1000, &b), PX_OK);
-	assert_int_equal(b.gen, a.gen + 1);
+	assert_true(b.gen > a.gen);
 	assert_string_equal(b.session, a.session);
 	/* A is fenced: no heartbeat, no listing, whatever version it holds */
 	assert_int_equal(px_lease_heartbeat(la, &a), PX_EAGAIN);
-	assert_int_equal(px_tcstore_pl_put(sa, "movie", a.gen, 1, t1, strlen(t1), &nv),
+	assert_int_equal(px_tcstore_pl_put(sa, "movie", a.gen, v1, t1, strlen(t1), &nv),
 			 PX_EAGAIN);
 	char *text = NULL;
 	size_t len = 0;
 	assert_int_equal(px_tcstore_pl_get(sb, "movie", &text, &len, &ver), PX_OK);
-	assert_int_equal(ver, 1);
+	assert_int_equal(ver, v1);
 	assert_string_equal(text, t1);
 	free(text);
 	const char *t2 = "#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 0\n#SEGMENTS 3\n0 188 1 1\n"
 			 "1 188 2 2\n";
-	assert_int_equal(px_tcstore_pl_put(sb, "movie", b.gen, 1, t2, strlen(t2), &nv), PX_OK);
-	assert_int_equal(nv, 2);
+	assert_int_equal(px_tcstore_pl_put(sb, "movie", b.gen, v1, t2, strlen(t2), &nv), PX_OK);
+	assert_true(nv > v1);
 	/* the poll sees both */
 	assert_int_equal(px_tcstore_poll(sa, "movie", &ver, &got), PX_OK);
-	assert_int_equal(ver, 2);
+	assert_int_equal(ver, nv);
 	assert_int_equal(got.gen, b.gen);
 	assert_string_equal(got.owner, "hostB:2:bb");
 	/* released: claimable at once by anyone */
 	assert_int_equal(px_lease_release(lb, &b), PX_OK);
 	assert_int_equal(px_lease_claim(la, "movie", "hostA:1:aa", 60000, &a), PX_OK);
-	assert_int_equal(a.gen, b.gen + 1);
+	assert_true(a.gen > b.gen);
 	assert_int_equal(px_lease_drop(la, "movie"), PX_OK);
 	assert_int_equal(px_tcstore_pl_get(sb, "movie", &text, &len, &ver), PX_ENOTFOUND);
 	px_lease_store_free(la);
@@ -293,6 +323,56 @@ static void test_store_lost_data(void **state)
 	assert_int_equal(px_lease_heartbeat(ls, &l), PX_EAGAIN);
 	px_lease_store_free(ls);
 	px_store_free(s);
+}
+
+/* A failover to a replica that missed the last claims rolls the stored
+ * generation back: the next claim must not hand out again a generation
+ * the old master gave (two writers would then share one, and their
+ * segment files one name). Played on one Redis by writing the older
+ * generation back, as the replica would have it. */
+static void test_generation_after_rollback(void **state)
+{
+	struct px_store *sa = store_new("unit"), *sb = store_new("unit");
+	struct px_lease_store *la = NULL, *lb = NULL;
+	struct px_lease a, b, c;
+	char lk[256];
+	(void)state;
+	flush(sa);
+	assert_int_equal(px_lease_redis_new(sa, &la), PX_OK);
+	assert_int_equal(px_lease_redis_new(sb, &lb), PX_OK);
+	assert_int_equal(px_lease_claim(la, "ep", "hostA:1:aa", 60000, &a), PX_OK);
+	/* B takes it over: generation g2, which the replica never got */
+	assert_int_equal(px_lease_claim(lb, "ep", "hostB:2:bb", -1000, &b), PX_OK);
+	assert_true(b.gen > a.gen);
+	assert_true(px_store_key(sa, lk, sizeof(lk), "tc:{ep}:lease") > 0);
+	char ga[32];
+	snprintf(ga, sizeof(ga), "%llu", (unsigned long long)a.gen);
+	const char *argv[] = { "HSET", lk, "gen", ga, "owner", "hostA:1:aa", "hb", "0" };
+	assert_int_equal(px_store_call(sa, 8, argv, NULL, NULL), PX_OK);
+	/* A host claims the orphan the new master shows: never B's generation.
+	 * A failover takes at least the sentinels' down-after (a second or
+	 * so); a few ms stand for it here: the store's clock moved on. */
+	sleep_ms(5);
+	assert_int_equal(px_lease_claim(la, "ep", "hostA:1:aa", -1000, &c), PX_OK);
+	assert_true(c.gen > b.gen);
+	/* B, whose generation the store no longer has, is fenced */
+	assert_int_equal(px_lease_heartbeat(lb, &b), PX_EAGAIN);
+	/* a claimant's floor: the highest generation it saw, whatever the clock */
+	px_store_note_gen(sb, c.gen + 5000000);
+	assert_int_equal(px_lease_release(la, &c), PX_OK);
+	assert_int_equal(px_lease_claim(lb, "ep", "hostB:2:bb", 60000, &b), PX_OK);
+	assert_true(b.gen > c.gen + 5000000);
+	/* no replica: the fencing writes are not counted as unacknowledged */
+	struct px_store_state ss;
+	px_store_state(sa, &ss);
+	assert_int_equal(ss.replicas, 0);
+	assert_int_equal(ss.unacked, 0);
+	assert_int_equal(ss.sentinels, 0);
+	assert_non_null(strstr(ss.master, "127.0.0.1:"));
+	px_lease_store_free(la);
+	px_lease_store_free(lb);
+	px_store_free(sa);
+	px_store_free(sb);
 }
 
 /* Far reads of other hosts (px_tcstore_want_*): left only while a live
@@ -439,6 +519,119 @@ static void test_degraded(void **state)
 	px_store_free(s);
 }
 
+/* ---- one sentinel that names the test's Redis as master "seam" */
+
+static pid_t g_sentinel;
+static int g_sentinel_port;
+static char g_sentinel_dir[64];
+
+static int sentinel_setup(void **state)
+{
+	char conf[128];
+	(void)state;
+	snprintf(g_sentinel_dir, sizeof(g_sentinel_dir), "/tmp/seamfs-sentinel-XXXXXX");
+	if (!mkdtemp(g_sentinel_dir))
+		return -1;
+	snprintf(conf, sizeof(conf), "%s/sentinel.conf", g_sentinel_dir);
+	for (int attempt = 0; attempt < 5; attempt++) {
+		int p = free_port();
+		FILE *f = fopen(conf, "w");
+		if (!f)
+			return -1;
+		fprintf(f, "port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor seam 127.0.0.1 %d 1\n"
+			"sentinel down-after-milliseconds seam 60000\n", p, g_sentinel_dir, g_port);
+		fclose(f);
+		pid_t pid = fork();
+		if (pid == 0) {
+			int null = open("/dev/null", 2);
+			if (null >= 0) {
+				dup2(null, 1);
+				dup2(null, 2);
+			}
+			execlp("redis-server", "redis-server", conf, "--sentinel", (char *)NULL);
+			_exit(127);
+		}
+		for (int i = 0; i < 200; i++) {
+			if (can_connect(p)) {
+				g_sentinel = pid;
+				g_sentinel_port = p;
+				return 0;
+			}
+			if (waitpid(pid, NULL, WNOHANG) == pid)
+				break;
+			sleep_ms(25);
+		}
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	return -1;
+}
+
+static int sentinel_teardown(void **state)
+{
+	char path[128];
+	(void)state;
+	if (g_sentinel > 0) {
+		kill(g_sentinel, SIGKILL);
+		waitpid(g_sentinel, NULL, 0);
+	}
+	g_sentinel = 0;
+	snprintf(path, sizeof(path), "%s/sentinel.conf", g_sentinel_dir);
+	unlink(path);
+	rmdir(g_sentinel_dir);
+	return 0;
+}
+
+/* Behind a sentinel: the store connects to the master it names (the
+ * status says which, and whose), a name it does not know is an error
+ * naming it, and a renewal that finds no lease stored (a failover lost
+ * the claim) fences its holder instead of putting the lease back. */
+static void test_sentinel_store(void **state)
+{
+	struct px_store *s = NULL, *plain = store_new("unit");
+	struct px_lease_store *ls = NULL;
+	struct px_lease l;
+	struct px_store_state ss;
+	char url[160], err[1024], lk[256], want[64];
+	(void)state;
+	flush(plain);
+	/* a dead sentinel first: the next one answers */
+	snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d+127.0.0.1:%d/seam", free_port(),
+		 g_sentinel_port);
+	assert_int_equal(px_store_new(url, NULL, "unit", &s, err, sizeof(err)), PX_OK);
+	assert_int_equal(px_store_connect(s, err, sizeof(err)), PX_OK);
+	assert_true(px_store_sentinel(s));
+	px_store_state(s, &ss);
+	snprintf(want, sizeof(want), "127.0.0.1:%d", g_port);
+	assert_string_equal(ss.master, want);
+	assert_string_equal(ss.master_name, "seam");
+	assert_int_equal(ss.sentinels, 2);
+	assert_int_equal(ss.failovers, 0);
+	assert_int_equal(ss.failover_wall_ms, 0);
+	assert_int_equal(px_lease_redis_new(s, &ls), PX_OK);
+	assert_int_equal(px_lease_claim(ls, "ep", "h:1:x", 60000, &l), PX_OK);
+	assert_int_equal(px_lease_heartbeat(ls, &l), PX_OK);
+	assert_true(px_store_key(s, lk, sizeof(lk), "tc:{ep}:lease") > 0);
+	const char *del[] = { "DEL", lk };
+	assert_int_equal(px_store_call(plain, 2, del, NULL, NULL), PX_OK);
+	assert_int_equal(px_lease_heartbeat(ls, &l), PX_EAGAIN);
+	const char *ex[] = { "EXISTS", lk };
+	struct px_reply *r = NULL;
+	assert_int_equal(px_store_call(plain, 2, ex, NULL, &r), PX_OK);
+	assert_int_equal(r->integer, 0);
+	px_reply_free(r);
+	px_lease_store_free(ls);
+	px_store_free(s);
+	/* a master the sentinel does not know */
+	snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d/other", g_sentinel_port);
+	assert_int_equal(px_store_new(url, NULL, NULL, &s, err, sizeof(err)), PX_OK);
+	assert_int_equal(px_store_connect(s, err, sizeof(err)), PX_ENOTFOUND);
+	assert_non_null(strstr(err, url));
+	assert_non_null(strstr(err, "does not know a master named other"));
+	px_store_free(s);
+	px_store_free(plain);
+}
+
 /* Nothing listens: connect fails at once with a message naming the store. */
 static void test_unreachable(void **state)
 {
@@ -465,9 +658,12 @@ int main(void)
 		cmocka_unit_test(test_calls_and_keys),
 		cmocka_unit_test(test_lease_cas_and_fencing),
 		cmocka_unit_test(test_store_lost_data),
+		cmocka_unit_test(test_generation_after_rollback),
 		cmocka_unit_test(test_wants),
 		cmocka_unit_test(test_hosts),
 		cmocka_unit_test(test_unreachable),
+		cmocka_unit_test_setup_teardown(test_sentinel_store, sentinel_setup,
+						sentinel_teardown),
 		cmocka_unit_test(test_degraded),
 	};
 	signal(SIGPIPE, SIG_IGN);

@@ -1,0 +1,215 @@
+/*
+ * sentinel.c - asking Redis Sentinel for the master (sentinel.h).
+ *
+ * A sentinel is asked on a connection of its own, made for the question
+ * and closed after it: the question is rare (at the mount, and after the
+ * master stopped answering, refused a write with READONLY or stopped
+ * saying "master" to ROLE), and a connection kept open to each sentinel
+ * would be one more thing to keep alive. Sentinels are asked in turn,
+ * starting with the one that answered last, until one names the master;
+ * each gets a bounded connect and a bounded answer, so that a dead
+ * sentinel costs at most its timeout.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include <hiredis/hiredis.h>
+
+#include "sentinel.h"
+
+const char *px_hostport_parse(const char *s, size_t n, int defport, struct px_hostport *out)
+{
+	char buf[300];
+	char *port = NULL;
+
+	memset(out, 0, sizeof(*out));
+	out->port = defport;
+	if (n == 0 || n >= sizeof(buf))
+		return "no host";
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	if (buf[0] == '[') {
+		char *rb = strchr(buf, ']');
+		if (!rb || rb == buf + 1 || (rb[1] && rb[1] != ':'))
+			return "bad [IPv6] host";
+		*rb = '\0';
+		snprintf(out->host, sizeof(out->host), "%s", buf + 1);
+		port = rb[1] == ':' ? rb + 2 : NULL;
+	} else {
+		port = strchr(buf, ':');
+		if (port)
+			*port++ = '\0';
+		snprintf(out->host, sizeof(out->host), "%s", buf);
+	}
+	if (!out->host[0])
+		return "no host";
+	if (port) {
+		char *end;
+		errno = 0;
+		long v = strtol(port, &end, 10);
+		if (errno || end == port || *end || v < 1 || v > 65535)
+			return "bad port";
+		out->port = (int)v;
+	}
+	return NULL;
+}
+
+static int name_ok(const char *p)
+{
+	size_t n = strlen(p);
+	int ok = n >= 1 && n <= PX_SENTINEL_NAME_MAX;
+	for (size_t i = 0; ok && i < n; i++)
+		ok = (p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z') ||
+		     (p[i] >= '0' && p[i] <= '9') || p[i] == '.' || p[i] == '_' || p[i] == '-';
+	return ok;
+}
+
+enum px_status px_sentinel_parse(const char *url, struct px_sentinels *out, char *err,
+				 size_t errlen)
+{
+	const size_t sl = strlen(PX_SENTINEL_SCHEME);
+	memset(out, 0, sizeof(*out));
+	if (strncmp(url, PX_SENTINEL_SCHEME, sl) != 0) {
+		snprintf(err, errlen, "store URL '%s': expected %sHOST:PORT+HOST:PORT/NAME", url,
+			 PX_SENTINEL_SCHEME);
+		return PX_EINVAL;
+	}
+	const char *p = url + sl;
+	const char *slash = strchr(p, '/');
+	size_t hn = slash ? (size_t)(slash - p) : strlen(p);
+	if (memchr(p, '@', hn)) {
+		snprintf(err, errlen, "store URL: no user or password in it (a command line is "
+			 "readable by every local user); put the password in a file named by "
+			 "store_password_file=");
+		return PX_EINVAL;
+	}
+	if (hn == 0) {
+		snprintf(err, errlen, "store URL '%s': no sentinel (expected "
+			 "%sHOST:PORT+HOST:PORT/NAME)", url, PX_SENTINEL_SCHEME);
+		return PX_EINVAL;
+	}
+	for (const char *h = p; h < p + hn;) {
+		const char *plus = memchr(h, '+', (size_t)(p + hn - h));
+		size_t n = plus ? (size_t)(plus - h) : (size_t)(p + hn - h);
+		if (out->n == PX_SENTINELS_MAX) {
+			snprintf(err, errlen, "store URL '%s': more than %d sentinels", url,
+				 PX_SENTINELS_MAX);
+			return PX_EINVAL;
+		}
+		const char *why = px_hostport_parse(h, n, PX_SENTINEL_PORT, &out->at[out->n]);
+		if (why) {
+			snprintf(err, errlen, "store URL '%s': sentinel '%.*s': %s", url,
+				 (int)(n > 200 ? 200 : n), h, why);
+			return PX_EINVAL;
+		}
+		out->n++;
+		h += n + (plus ? 1 : 0);
+		if (plus && h == p + hn) {
+			snprintf(err, errlen, "store URL '%s': an empty sentinel after '+'", url);
+			return PX_EINVAL;
+		}
+	}
+	if (!slash || !name_ok(slash + 1)) {
+		snprintf(err, errlen, "store URL '%s': %s (the master's name in the sentinels' "
+			 "configuration: /NAME, 1 to %d of A-Z a-z 0-9 . _ -)", url,
+			 !slash || !slash[1] ? "no master NAME" : "bad master NAME",
+			 PX_SENTINEL_NAME_MAX);
+		return PX_EINVAL;
+	}
+	snprintf(out->name, sizeof(out->name), "%s", slash + 1);
+	return PX_OK;
+}
+
+/* One sentinel's answer: PX_OK with *master, else err says why. */
+static enum px_status ask_one(const struct px_hostport *at, const char *name,
+			      const char *password, int64_t timeout_ms,
+			      struct px_hostport *master, char *err, size_t errlen)
+{
+	struct timeval tv = { (time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000 };
+	redisReply *r = NULL;
+	enum px_status st = PX_ECONNECT;
+	redisContext *c = redisConnectWithTimeout(at->host, at->port, tv);
+
+	if (!c || c->err) {
+		snprintf(err, errlen, "sentinel %s:%d: %s", at->host, at->port,
+			 c ? c->errstr : "out of memory");
+		goto out;
+	}
+	redisSetTimeout(c, tv);
+	r = redisCommand(c, "SENTINEL get-master-addr-by-name %s", name);
+	if (r && r->type == REDIS_REPLY_ERROR && password && strncmp(r->str, "NOAUTH", 6) == 0) {
+		freeReplyObject(r);
+		r = redisCommand(c, "AUTH %s", password);
+		int ok = r && r->type != REDIS_REPLY_ERROR;
+		freeReplyObject(r);
+		r = ok ? redisCommand(c, "SENTINEL get-master-addr-by-name %s", name) : NULL;
+		if (!ok) {
+			st = PX_EAUTH;
+			snprintf(err, errlen, "sentinel %s:%d: AUTH refused", at->host, at->port);
+			goto out;
+		}
+	}
+	if (!r) {
+		snprintf(err, errlen, "sentinel %s:%d: %s", at->host, at->port,
+			 c->errstr[0] ? c->errstr : "no answer");
+		goto out;
+	}
+	if (r->type == REDIS_REPLY_NIL) {
+		st = PX_ENOTFOUND;
+		snprintf(err, errlen, "sentinel %s:%d does not know a master named %s", at->host,
+			 at->port, name);
+		goto out;
+	}
+	long port = 0;
+	if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+	    r->element[1]->type == REDIS_REPLY_STRING)
+		port = strtol(r->element[1]->str, NULL, 10);
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_STRING || port < 1 || port > 65535 ||
+	    !r->element[0]->len || r->element[0]->len >= sizeof(master->host)) {
+		st = r->type == REDIS_REPLY_ERROR && strstr(r->str, "AUTH") ? PX_EAUTH : PX_EBADRESP;
+		snprintf(err, errlen, "sentinel %s:%d: not a sentinel's answer to "
+			 "get-master-addr-by-name %s%s%.120s", at->host, at->port, name,
+			 r->type == REDIS_REPLY_ERROR ? ": " : "",
+			 r->type == REDIS_REPLY_ERROR ? r->str : "");
+		goto out;
+	}
+	snprintf(master->host, sizeof(master->host), "%s", r->element[0]->str);
+	master->port = (int)port;
+	st = PX_OK;
+out:
+	freeReplyObject(r);
+	if (c)
+		redisFree(c);
+	return st;
+}
+
+enum px_status px_sentinel_ask(const struct px_sentinels *s, const char *password, int *next,
+			       int64_t timeout_ms, struct px_hostport *master, char *err,
+			       size_t errlen)
+{
+	enum px_status st = PX_ECONNECT, one;
+	char why[300];
+	size_t used = 0;
+
+	err[0] = '\0';
+	for (int i = 0; i < s->n; i++) {
+		int k = (*next + i) % s->n;
+		one = ask_one(&s->at[k], s->name, password, timeout_ms, master, why, sizeof(why));
+		if (one == PX_OK) {
+			*next = k;
+			return PX_OK;
+		}
+		/* "they do not know NAME" beats "no answer": it says more */
+		if (st == PX_ECONNECT || one == PX_ENOTFOUND || one == PX_EAUTH)
+			st = one;
+		int w = snprintf(err + used, errlen > used ? errlen - used : 0, "%s%s",
+				 used ? "; " : "", why);
+		if (w > 0)
+			used = used + (size_t)w < errlen ? used + (size_t)w : errlen;
+	}
+	return st;
+}
