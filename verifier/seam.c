@@ -13,6 +13,7 @@ enum px_status vf_seam_check(const struct vf_reader *r, int64_t x, const void *d
 	const unsigned char *want = delivered;
 	unsigned char *buf;
 	size_t got = 0;
+	enum px_status ret = PX_OK;
 
 	memset(out, 0, sizeof(*out));
 	out->sample = -1;
@@ -32,10 +33,8 @@ enum px_status vf_seam_check(const struct vf_reader *r, int64_t x, const void *d
 			 (long long)from, (long long)(x - 1),
 			 st != PX_OK ? px_strerror(st) : "short read", got, n);
 		/* no slot to ask in: no answer of the source, it is not failed */
-		if (st == PX_EBUSY && got == 0) {
-			free(buf);
-			return PX_EBUSY;
-		}
+		if (st == PX_EBUSY && got == 0)
+			ret = PX_EBUSY;
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -51,5 +50,5 @@ enum px_status vf_seam_check(const struct vf_reader *r, int64_t x, const void *d
 	out->outcome = VF_MATCH;
 out:
 	free(buf);
-	return PX_OK;
+	return ret;
 }
