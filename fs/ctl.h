@@ -1,6 +1,6 @@
 /*
  * ctl.h - `seamfs ctl`: the control API's command-line client (ctl.c,
- * README.md "Control").
+ * docs/control.md).
  */
 #ifndef SEAMFS_FS_CTL_H
 #define SEAMFS_FS_CTL_H

@@ -180,7 +180,7 @@ static void say(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-/* A URL as messages show it (credentials redacted; see README "Secrets"),
+/* A URL as messages show it (credentials redacted; see docs/catalog.md "Secrets"),
  * control characters escaped; a path escaped. SHOWN_BUFS rotating buffers:
  * one message uses at most that many. */
 #define SHOWN_BUFS 8

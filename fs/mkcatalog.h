@@ -1,7 +1,7 @@
 /*
  * mkcatalog.h - `seamfs catalog`: a catalog built from mirrors of one
  * library, HTTP directory listings and local folders (mkcatalog.c,
- * README.md "Making a catalog: seamfs catalog", docs/import.md).
+ * docs/catalog.md "Making a catalog from mirrors", docs/import.md).
  */
 #ifndef SEAMFS_FS_MKCATALOG_H
 #define SEAMFS_FS_MKCATALOG_H

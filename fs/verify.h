@@ -1,6 +1,6 @@
 /*
  * verify.h - `seamfs verify`: checks an asset's sources against each other
- * from the command line (see verify.c and README.md).
+ * from the command line (see verify.c and docs/operations.md "Checking sources").
  */
 #ifndef SEAMFS_FS_VERIFY_H
 #define SEAMFS_FS_VERIFY_H

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <malloc.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -405,8 +406,8 @@ void px_core_on_reload(struct px_core *core,
 		       void (*fn)(void *ctx, const struct px_tree *old, const struct px_tree *now),
 		       void *ctx)
 {
-	core->on_reload = fn;
 	core->on_reload_ctx = ctx;
+	atomic_store(&core->on_reload, fn); /* after ctx: a reader loads fn first */
 }
 
 int64_t px_core_asset_size(const struct px_core *core, size_t asset)

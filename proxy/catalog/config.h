@@ -67,7 +67,9 @@ struct px_config {
 	char *cluster;              /* owned; the keys' prefix; NULL: "seamfs" */
 };
 
-/* One option that the core knows, for --help and the README. */
+/* One option that the core knows, for --help and the man page
+ * (docs/man/mangen.c); tests/docs/check_docs.py holds docs/configuration.md
+ * to this table. */
 struct px_config_option {
 	const char *name;
 	const char *arg;   /* NULL for a flag */

@@ -24,6 +24,7 @@
  */
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,8 +319,9 @@ enum px_status px_reload_catalog(struct px_core *core, struct px_catalog *nc, ch
 	}
 	struct px_tree *old = atomic_exchange(&core->tree, tree);
 	core->old_trees[core->ncatalogs] = old;
-	if (core->on_reload)
-		core->on_reload(core->on_reload_ctx, old, tree);
+	px_reload_fn told = atomic_load(&core->on_reload);
+	if (told)
+		told(core->on_reload_ctx, old, tree);
 	px_copies_reload(core, nc);
 	px_info("reload", "catalog reloaded: %d asset(s) added, %d gone, %d source(s) added, "
 		"%d removed%s%s", n_new, n_gone, s_added, s_removed, report[0] ? "; " : "",

@@ -96,6 +96,9 @@ struct cutover_rec {
 	enum px_status reason;
 };
 
+/* Told of a new tree (px_core_on_reload). */
+typedef void (*px_reload_fn)(void *ctx, const struct px_tree *old, const struct px_tree *now);
+
 /* What a session gives up for a slot (px_core.yield_idle). */
 enum { PX_YIELD_IDLE, PX_YIELD_UNREAD, PX_YIELD_LEAVING };
 
@@ -133,7 +136,9 @@ struct px_core {
 	uint64_t n_reloads;
 	int readers_left;          /* catalog readers a reload gave up on, that
 				    * may still sit in the kernel (reload.c) */
-	void (*on_reload)(void *ctx, const struct px_tree *old, const struct px_tree *now);
+	/* set once by the front after the core started, read by the reload
+	 * and discovery-retry threads: ctx is stored first, fn is atomic */
+	_Atomic(px_reload_fn) on_reload;
 	void *on_reload_ctx;
 	size_t nlisted;
 	struct px_transcode *tc;   /* transcoded assets; NULL when none */

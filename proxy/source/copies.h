@@ -109,7 +109,7 @@ uint64_t px_copies_in_way(struct px_core *core);
 /*
  * The copies' status as JSON text (malloc'd, NUL-terminated; NULL when
  * out of memory): {"storages": [...], "jobs": [...], "assets": [...]}
- * (README "Status"). Any thread that holds none of the core's locks.
+ * (docs/status-and-metrics.md). Any thread that holds none of the core's locks.
  */
 char *px_copies_status(struct px_core *core);
 

@@ -36,6 +36,7 @@
  * size once listed never changes while mounted.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -577,8 +578,9 @@ static size_t retry_publish(struct px_core *core, const unsigned char *need,
 	}
 	struct px_tree *old = atomic_exchange(&core->tree, tree);
 	core->retry_trees[core->nretry_trees++] = old;
-	if (core->on_reload)
-		core->on_reload(core->on_reload_ctx, old, tree);
+	px_reload_fn told = atomic_load(&core->on_reload);
+	if (told)
+		told(core->on_reload_ctx, old, tree);
 	return n;
 }
 

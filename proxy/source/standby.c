@@ -9,9 +9,12 @@
  * the source is abandoned. Verdicts and fingerprints go to the verifier's
  * store in state_dir, so they survive sessions and restarts.
  *
- * The reference. The asset's stored reference fingerprint if there is
- * one, else the fingerprint of the first source that served it, taken in
- * the background as soon as it serves (cheap: 20 or 100 reads of 4 KiB).
+ * References. A session's reference is the source it is served from: its
+ * samples are hashed as the reader passes them and the rest fetched early
+ * (ownprint.c). The asset's reference, for verifying standbys in the
+ * background, is the catalog's sha256's fingerprint, or a fingerprint a
+ * strict majority of the live sources agree on (stored in state_dir; one
+ * a majority contradicts is reopened). docs/design.md "Verification".
  *
  * Prevalidation. Once a session of the asset has played for standby_delay,
  * up to max_standby other sources are verified in the verifier's worker
@@ -23,8 +26,9 @@
  * first, then the fewest sessions on their provider, then the provider's
  * name; rejected, abandoned, dead and auth-refused ones are skipped. A
  * verified standby only passes the seam check (its bytes just before the
- * cut equal the bytes the old source gave); an unverified one gets the
- * size gate and the whole sweep now, within the read's deadline. The
+ * cut equal the bytes the old source gave); an unverified one is checked
+ * now against the session's reference (its samples swept in parallel),
+ * within the read's deadline. The
  * session then moves to it (px_session_switch) and the read goes on at the
  * same offset. The source that failed stays a verified standby: it served
  * these very bytes.
