@@ -16,7 +16,7 @@ echo "== gcc build (-Werror)"
 rm -rf build-test build-asan
 CC=gcc meson setup build-test -Dwerror=true >/dev/null
 meson compile -C build-test
-meson test -C build-test --print-errorlogs --num-processes 2 --no-suite scenarios-inprocess
+meson test -C build-test --print-errorlogs --num-processes 2
 
 echo "== clang build, ASan + UBSan (-Werror)"
 CC=clang meson setup build-asan -Dwerror=true -Db_sanitize=address,undefined \
@@ -24,7 +24,7 @@ CC=clang meson setup build-asan -Dwerror=true -Db_sanitize=address,undefined \
 meson compile -C build-asan
 export ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:detect_leaks=1:exitcode=86
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=87
-meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3 --no-suite scenarios-inprocess
+meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3
 
 echo "== chaos soak, short (bench/soak.sh): 8 readers, every byte checked, ASan build"
 soak_dir=$(mktemp -d)
@@ -39,7 +39,7 @@ ninja -C build-asan $(printf 'tests/fuzz/fuzz_%s ' $fuzzers)
 for t in $fuzzers; do
   scratch=$(mktemp -d)
   # new inputs go to the scratch dir (first), the committed corpus is read only
-  build-asan/tests/fuzz/fuzz_$t -max_total_time=20 -timeout=10 -print_final_stats=0 \
+  build-asan/tests/fuzz/fuzz_$t -max_total_time=10 -timeout=10 -print_final_stats=0 \
     "$scratch" tests/fuzz/corpus/$t 2>&1 | tail -n 2
   rm -rf "$scratch"
 done
