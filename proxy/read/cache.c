@@ -8,10 +8,15 @@
  * memory, so a rescan or a reopen costs no transfer and never starts a
  * long stream.
  *
- * A slot remembers which source filled it: a session reading another
- * source does not use it (an open file never mixes bytes of sources not
- * proved identical). All slots share cache_size; a fill evicts the least
- * recently used ready slots.
+ * The slots belong to the asset, not to a source: a slot remembers which
+ * source filled it (and which one a later part came from), and serves a
+ * session reading any source identical to those (px_source_identical:
+ * the same source, or both verified against the asset's reference), so a
+ * head filled from one mirror spares the other its requests. Until the
+ * sources are verified a session reading another source reads around it,
+ * as it always did: an open file never mixes bytes of sources not proved
+ * identical. All slots share cache_size; a fill evicts the least recently
+ * used ready slots.
  *
  * The first reader of an empty slot starts a bounded range transfer; a
  * head is asked for in two parts: the first reader's bytes and a margin,
@@ -43,6 +48,7 @@
 
 #include "cache.h"
 #include "clock.h"
+#include "health.h"
 #include "provider.h"
 #include "rangeread.h"
 #include "log.h"
@@ -52,7 +58,9 @@
 struct cache_slot {
 	int state;                 /* CACHE_EMPTY, CACHE_FILLING, CACHE_PARTIAL,
 				    * CACHE_READY */
-	size_t source;             /* whose bytes these are */
+	size_t source;             /* whose bytes these are: the first part's */
+	size_t also;               /* a later part's source, when another
+				    * (identical) one; NO_SOURCE when none */
 	unsigned char *buf;        /* room for asked bytes */
 	int64_t start, len;
 	int64_t asked;             /* bytes asked for so far (a head is filled in
@@ -72,6 +80,17 @@ struct cache_slot {
 };
 
 enum { CACHE_EMPTY, CACHE_FILLING, CACHE_PARTIAL, CACHE_READY };
+#define NO_SOURCE SIZE_MAX
+
+/* Whether the slot's bytes may serve a reader of source: every part came
+ * from a source identical to it. Lock held (a verdict may change between
+ * two reads; each read asks again). */
+static int slot_serves(const struct px_core *core, size_t asset, const struct cache_slot *s,
+		       size_t source)
+{
+	return px_source_identical(core, asset, s->source, source) &&
+	       (s->also == NO_SOURCE || px_source_identical(core, asset, s->also, source));
+}
 
 #define HEAD_FIRST (256LL << 10)   /* a head's first part asks this past a small read... */
 #define FRESH_READ (128LL << 10)   /* ...and the kernel's read-ahead past a read this long, */
@@ -235,6 +254,10 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 			want = slen;
 	}
 	int64_t more = want - from;
+	/* a slot holds the parts of two sources at most: a third reads around */
+	size_t also = first || source == s->source ? s->also : source;
+	if (!first && s->also != NO_SOURCE && also != s->also)
+		return PX_EDECLINED;
 	if (slen > core->cfg->cache_size || make_room(core, more, s))
 		return first ? PX_EDECLINED : PX_ENOMEM;
 	/* cached bytes count against the one memory budget too */
@@ -260,7 +283,10 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 		s->len = slen;
 		s->filled = 0;
 		s->source = source;
+		also = NO_SOURCE;
 	}
+	size_t was_also = s->also;
+	s->also = also;
 	s->state = CACHE_FILLING;
 	s->asked = want;
 	s->wake_at = INT64_MAX;
@@ -288,6 +314,7 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 			atomic_fetch_sub(&core->ra_used, more);
 			s->asked = from;
 			s->state = CACHE_PARTIAL;
+			s->also = was_also;
 		}
 		pthread_cond_broadcast(&core->cache_cond);
 		return rc == PX_EBUSY || rc == PX_ESHUTDOWN ? rc : first ? PX_EDECLINED : rc;
@@ -354,8 +381,8 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 			filler = 1;
 			continue;
 		}
-		if (s->source != source || s->start != start || s->len != slen) {
-			st = PX_EDECLINED; /* another source's bytes: not ours to serve */
+		if (!slot_serves(core, asset, s, source) || s->start != start || s->len != slen) {
+			st = PX_EDECLINED; /* bytes of a source not proved identical */
 			break;
 		}
 		/* ready, or filled far enough: a reader waits only for its bytes */
@@ -494,7 +521,7 @@ int px_cache_holds(struct px_core *core, size_t asset, int which, size_t source,
 							      : NULL;
 	/* a filling slot holds what is in: a reader woken by the fill's last
 	 * bytes may read across the slot's edge before the fill's end is told */
-	if (s && s->source == source && s->state != CACHE_EMPTY) {
+	if (s && s->state != CACHE_EMPTY && slot_serves(core, asset, s, source)) {
 		int64_t end = s->start + (s->state == CACHE_READY ? s->len : s->filled);
 		holds = off >= s->start && off + len <= end;
 	}
