@@ -540,8 +540,11 @@ void px_disk_forget(struct px_disk *d, const char *id, int which)
 void px_disk_stats(struct px_disk *d, struct px_disk_stats *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (!d)
+	if (!d) {
+		snprintf(out->why_off, sizeof(out->why_off), "not in use: cache_max_bytes=0 or "
+			 "cache_size=0, or cache_dir could not be opened (the log says why)");
 		return;
+	}
 	pthread_mutex_lock(&d->lock);
 	out->on = d->on;
 	out->hits = d->hits;

@@ -1,7 +1,8 @@
 /*
  * disk.h - the persistent tier of the head and tail cache (disk.c):
  * parts kept on local disk under cache_dir, so that a rescan after a
- * remount, a restart or a reboot costs no request. Internal to read/.
+ * remount, a restart or a reboot costs no request. Internal to read/;
+ * control/'s snapshot reads its counters (px_disk_stats).
  */
 #ifndef SEAMFS_DISK_H
 #define SEAMFS_DISK_H
@@ -84,7 +85,7 @@ void px_disk_store(struct px_disk *d, const char *id, int which, const struct px
  * another version than its source serves now. The tier's thread. */
 void px_disk_forget(struct px_disk *d, const char *id, int which);
 
-/* Copies the counters. Any thread. */
+/* Copies the counters (d NULL: a tier not in use, and why). Any thread. */
 void px_disk_stats(struct px_disk *d, struct px_disk_stats *out);
 
 #endif

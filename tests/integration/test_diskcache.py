@@ -6,11 +6,13 @@ cache_dir turns the tier off with one warning while reads go on.  The
 origin is seam-origin, whose log lists every request; reads use
 O_DIRECT so that they reach seamfs, not the kernel's page cache."""
 import hashlib
+import json
 import os
 import subprocess
 
 import pytest
 
+import promparse
 from conftest import KIB, MIB, bounded, sha256_file, wait_until
 
 OPTS = ['liveness_interval=0']
@@ -49,6 +51,18 @@ def read_spans(m, files):
     bounded(run, 60, 'reads of heads and tails')
 
 
+def disk_status(m):
+    with open(m.path('.seamfs/status.json')) as f:
+        return json.load(f)['disk_cache']
+
+
+def disk_metrics(m):
+    with open(m.path('.seamfs/metrics')) as f:
+        met = promparse.parse(f.read())
+    return {k[len('seamfs_disk_cache_'):]: met[k].value({}) for k in met
+            if k.startswith('seamfs_disk_cache_')}
+
+
 def parts(cache_dir):
     if not cache_dir.is_dir():
         return []
@@ -81,6 +95,15 @@ def test_remount_rescans_with_no_request(seamfs, make_origin, tmp_path):
     m = seamfs.mount(cat_for(o, files), options=OPTS)
     read_spans(m, files)
     assert requests(o, first) == [], requests(o, first)
+    # the status and the metrics count it: a hit a part, none refused
+    d = disk_status(m)
+    assert (d['on'], d['parts'], d['hits'], d['rejects'], d['evictions']) == \
+        (True, 8, 8, 0, 0), d
+    assert d['hit_bytes'] == d['bytes'] - sum(
+        p.read_bytes().index(b'\n\n') + 2 for p in parts(seamfs.state_dir / 'cache')), d
+    met = disk_metrics(m)
+    assert (met['up'], met['hits_total'], met['rejects_total'], met['bytes']) == \
+        (1, 8, 0, d['bytes']), met
     # and after the rescan the whole files still read right
     for f in files[:1]:
         assert bounded(lambda: sha256_file(m.path(f.name)), 60, 'whole read') == \
@@ -125,6 +148,10 @@ def test_torn_parts_are_never_served(seamfs, make_origin, tmp_path):
     # the three bad parts came from the origin again, the three good ones not
     assert len(requests(o, since)) == 3, requests(o, since)
     assert m.log().count('is not served') == 3, m.log()
+    d = disk_status(m)
+    assert (d['hits'], d['rejects']) == (3, 3), d
+    # the three refetched parts are kept again, whole
+    wait_until(lambda: disk_status(m)['stored'] == 3, 20, 'the parts stored again')
 
 
 @pytest.fixture
@@ -148,6 +175,9 @@ def test_full_cache_dir_turns_the_tier_off(seamfs, make_origin, tmp_path, small_
     m = seamfs.mount(cat_for(o, files), options=OPTS + [f'cache_dir={small_tmpfs}/cache'])
     read_spans(m, files)
     wait_until(lambda: 'no longer kept on disk' in m.log(), 20, 'the warning')
+    d = disk_status(m)
+    assert not d['on'] and 'No space left on device' in d['why_off'], d
+    assert disk_metrics(m)['up'] == 0
     # reads go on, with the right bytes, and the warning is said once
     read_spans(m, files)
     for f in files:
