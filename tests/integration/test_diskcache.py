@@ -214,3 +214,33 @@ def test_a_part_of_another_version_is_dropped(seamfs, make_origin, tmp_path):
     m.unmount()
     m = seamfs.mount(cat_for(o, [f]), options=OPTS)
     assert pread(m, 0, 64 * KIB) == body[:64 * KIB]
+
+
+def part_names(aid):
+    h = hashlib.sha256(aid.encode()).hexdigest()[:32]
+    return {h + '.head', h + '.tail'}
+
+
+def test_least_recently_used_parts_are_evicted(seamfs, make_origin, tmp_path):
+    """cache_max_bytes holds two files' head and tail, not three: the parts
+    of the file used longest ago (loaded, not only stored) go, whole."""
+    files = make_files(tmp_path / 'www', 3)
+    o = make_origin(tmp_path / 'www')
+    opts = OPTS + ['cache_max_bytes=3M']
+    cache_dir = seamfs.state_dir / 'cache'
+    scan_and_keep(seamfs, o, files[:2], options=opts)
+    m = seamfs.mount(cat_for(o, files), options=opts)
+    read_spans(m, files[:1])          # f0's parts used again, f1's not
+    assert disk_status(m)['hits'] == 2
+    read_spans(m, files[2:])          # f2's parts need room
+    wait_until(lambda: disk_status(m)['stored'] == 2, 20, "f2's parts stored")
+    d = disk_status(m)
+    assert (d['evictions'], d['parts']) == (2, 4) and d['bytes'] <= 3 * MIB, d
+    assert {p.name for p in parts(cache_dir)} == part_names('f0') | part_names('f2')
+    m.unmount()
+    since = len(requests(o))
+    m = seamfs.mount(cat_for(o, files), options=opts)
+    read_spans(m, [files[0], files[2]])
+    assert requests(o, since) == [], requests(o, since)
+    read_spans(m, files[1:2])
+    assert {r['path'] for r in requests(o, since)} == {'/f1.bin'}
