@@ -234,9 +234,18 @@ enum px_status px_disk_open(const char *dir, int64_t max_bytes, px_disk_persist_
 	d->on = 1;
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->cond, NULL);
-	if (px_mkdir_p(dir, 0700) || (d->dirfd = px_dir_open(dir)) < 0) {
+	struct stat sb;
+	if (px_mkdir_p(dir, 0700) || (d->dirfd = px_dir_open(dir)) < 0 || fstat(d->dirfd, &sb)) {
 		px_warn("cache", "cache_dir %s: %s: heads and tails are not kept on disk", dir,
 			strerror(errno));
+		px_disk_free(d);
+		return PX_OK;
+	}
+	/* parts are removed and replaced by name: only in a folder nobody
+	 * else can plant a file or a link in */
+	if (sb.st_uid != geteuid() || (sb.st_mode & 022)) {
+		px_warn("cache", "cache_dir %s: not ours, or writable by others: heads and tails "
+			"are not kept on disk", dir);
 		px_disk_free(d);
 		return PX_OK;
 	}

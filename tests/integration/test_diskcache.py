@@ -244,3 +244,19 @@ def test_least_recently_used_parts_are_evicted(seamfs, make_origin, tmp_path):
     assert requests(o, since) == [], requests(o, since)
     read_spans(m, files[1:2])
     assert {r['path'] for r in requests(o, since)} == {'/f1.bin'}
+
+
+def test_cache_dir_others_can_write_is_not_used(seamfs, make_origin, tmp_path):
+    """Parts are replaced and removed by name: a cache_dir others may
+    write in (where a link could be planted) is not used; reads go on."""
+    files = make_files(tmp_path / 'www', 1)
+    o = make_origin(tmp_path / 'www')
+    shared = tmp_path / 'shared'
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    m = seamfs.mount(cat_for(o, files), options=OPTS + [f'cache_dir={shared}'])
+    read_spans(m, files)
+    d = disk_status(m)
+    assert not d['on'] and d['parts'] == 0, d
+    assert 'writable by others' in m.log()
+    assert list(shared.iterdir()) == []
