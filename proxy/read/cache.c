@@ -71,6 +71,7 @@ struct cache_slot {
 	size_t source;             /* whose bytes these are: the first part's */
 	size_t also;               /* a later part's source, when another
 				    * (identical) one; NO_SOURCE when none */
+	size_t fill_source;        /* the source the running fill reads */
 	unsigned char *buf;        /* room for asked bytes */
 	int64_t start, len;
 	int64_t asked;             /* bytes asked for so far (a head is filled in
@@ -347,6 +348,7 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 	size_t was_also = s->also;
 	s->also = also;
 	s->state = CACHE_FILLING;
+	s->fill_source = source;
 	s->asked = want;
 	s->wake_at = INT64_MAX;
 	s->held = s->paused = 0;
@@ -619,6 +621,13 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 			}
 			filler = 1;
 			continue;
+		}
+		if (s->fill_source != source) {
+			/* another (identical) source's transfer: its bytes in are
+			 * shared, but a reader waits only on its own source, whose
+			 * stall is its session's to cut over */
+			st = PX_EDECLINED;
+			break;
 		}
 		seen_fill = 1;
 		if (s->paused && s->xid && (!s->held || s->filled < need)) {
