@@ -231,6 +231,8 @@ void px_core_free(struct px_core *core)
 	}
 	px_transcode_free(core->tc);
 	px_fetch_free(core->fetch);
+	/* no fill ends any more: nothing queues a part for the disk */
+	px_cache_disk_stop(core);
 	if (core->provs) {
 		px_sessions_free_all(core);
 		px_standby_release(core);
@@ -370,8 +372,10 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 				px_warn("core", "could not start the monitor thread: sessions "
 					"expire only at opens, and providers are not probed");
 		}
-		if (core->fetch)
+		if (core->fetch) {
 			px_probe_retry_start(core, state);
+			px_cache_disk_start(core);
+		}
 		st = px_standby_start(core);
 		if (st == PX_OK)
 			st = px_copies_start(core);

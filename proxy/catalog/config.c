@@ -30,6 +30,8 @@ const struct px_config_option px_config_options[] = {
 	{ "head_size", "SIZE", "bytes at the start of each file kept in the shared cache (default 2M)" },
 	{ "tail_size", "SIZE", "bytes at the end of each file kept in the shared cache (default 1M)" },
 	{ "cache_size", "SIZE", "of that, what cached heads and tails may hold (default 64M)" },
+	{ "cache_dir", "DIR", "where heads and tails are kept on disk across remounts and restarts (default STATE_DIR/cache)" },
+	{ "cache_max_bytes", "SIZE", "how much of cache_dir heads and tails may take, least recently used evicted; 0 keeps none on disk (default 1G)" },
 	{ "session_ttl", "SECONDS", "a reopen by the same client this soon after its last close joins its session (default 15)" },
 	{ "session_key", "KEY", "what makes opens one client: process, thread, uid or open (default process)" },
 	{ "admission_timeout", "SECONDS", "how long an open or read waits when every provider is at its limit (default 10)" },
@@ -70,6 +72,7 @@ void px_config_init(struct px_config *cfg)
 	cfg->head_size = 2LL << 20;
 	cfg->tail_size = 1LL << 20;
 	cfg->cache_size = 64LL << 20;
+	cfg->cache_max_bytes = 1LL << 30;
 	cfg->session_ttl_ms = 15000;
 	cfg->admission_timeout_ms = 10000;
 	cfg->liveness_ttl_ms = 30000;
@@ -92,6 +95,8 @@ void px_config_release(struct px_config *cfg)
 	free(cfg->state_dir);
 	free(cfg->strm_paths);
 	free(cfg->work_dir);
+	free(cfg->cache_dir);
+	cfg->cache_dir = NULL;
 	free(cfg->writer);
 	free(cfg->control_socket);
 	free(cfg->store);
@@ -236,6 +241,9 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 	} else if (strcmp(name, "cache_size") == 0) {
 		if (parse_size(value, 0, 64LL << 30, &cfg->cache_size))
 			want = "a size from 0 to 64G (bytes, or with K, M or G)";
+	} else if (strcmp(name, "cache_max_bytes") == 0) {
+		if (parse_size(value, 0, 1LL << 40, &cfg->cache_max_bytes))
+			want = "a size from 0 to 1024G (bytes, or with K, M or G)";
 	} else if (strcmp(name, "session_ttl") == 0) {
 		if (strcmp(value, "0") == 0)
 			cfg->session_ttl_ms = 0;
@@ -334,8 +342,9 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 	} else if (strcmp(name, "state_dir") == 0 || strcmp(name, "ca_file") == 0 ||
 		   strcmp(name, "work_dir") == 0 || strcmp(name, "writer") == 0 ||
 		   strcmp(name, "control_socket") == 0 || strcmp(name, "log_file") == 0 ||
-		   strcmp(name, "store_password_file") == 0) {
+		   strcmp(name, "store_password_file") == 0 || strcmp(name, "cache_dir") == 0) {
 		char **dst = strcmp(name, "state_dir") == 0 ? &cfg->state_dir
+			     : strcmp(name, "cache_dir") == 0 ? &cfg->cache_dir
 			     : strcmp(name, "ca_file") == 0 ? &cfg->ca_file
 			     : strcmp(name, "work_dir") == 0 ? &cfg->work_dir
 			     : strcmp(name, "writer") == 0 ? &cfg->writer

@@ -37,6 +37,9 @@ struct px_config {
 	int64_t head_size;          /* cached head of every asset, 2 MiB */
 	int64_t tail_size;          /* cached tail of every asset, 1 MiB */
 	int64_t cache_size;         /* of the budget, at most this for heads/tails, 64 MiB */
+	char *cache_dir;            /* owned; heads and tails on disk (disk.c);
+				     * NULL: state_dir/cache */
+	int64_t cache_max_bytes;    /* of cache_dir, at most this, 1 GiB; 0: none */
 	int64_t session_ttl_ms;     /* a closed session lingers this long for reopens, 15 s */
 	int64_t admission_timeout_ms; /* wait for a provider slot, 10 s */
 	int64_t liveness_ttl_ms;    /* failing this long: a provider drops out, 30 s */

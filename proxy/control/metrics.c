@@ -124,6 +124,31 @@ static void histogram(struct buf *b, const char *name, const char *help,
 	put(b, "%s_count %llu\n", name, (unsigned long long)s->count);
 }
 
+/* The heads and tails on disk (read/disk.c). */
+static void disk_metrics(struct buf *b, const struct px_disk_stats *d)
+{
+	family(b, "seamfs_disk_cache_up", "gauge",
+	       "1 while heads and tails are kept in cache_dir; 0 when off (see the status).");
+	put(b, "seamfs_disk_cache_up %d\n", d->on);
+	family(b, "seamfs_disk_cache_bytes", "gauge", "Bytes of the parts kept in cache_dir.");
+	put(b, "seamfs_disk_cache_bytes %lld\n", (long long)d->bytes);
+	family(b, "seamfs_disk_cache_max_bytes", "gauge", "The cache_max_bytes option.");
+	put(b, "seamfs_disk_cache_max_bytes %lld\n", (long long)d->max_bytes);
+	family(b, "seamfs_disk_cache_hits_total", "counter",
+	       "Heads and tails loaded from cache_dir instead of fetched.");
+	sample(b, "seamfs_disk_cache_hits_total", d->hits);
+	family(b, "seamfs_disk_cache_hit_bytes_total", "counter", "Bytes those held.");
+	sample(b, "seamfs_disk_cache_hit_bytes_total", d->hit_bytes);
+	family(b, "seamfs_disk_cache_stored_total", "counter", "Parts written to cache_dir.");
+	sample(b, "seamfs_disk_cache_stored_total", d->stored);
+	family(b, "seamfs_disk_cache_evictions_total", "counter",
+	       "Parts removed to stay within cache_max_bytes.");
+	sample(b, "seamfs_disk_cache_evictions_total", d->evictions);
+	family(b, "seamfs_disk_cache_rejects_total", "counter",
+	       "Parts that did not check on load (or named an old version) and were removed.");
+	sample(b, "seamfs_disk_cache_rejects_total", d->rejects);
+}
+
 void px_metrics_note_read(struct px_core *core, int64_t us)
 {
 	px_histo_observe_us(&core->h_read, us);
@@ -273,6 +298,7 @@ char *px_metrics_text(struct px_core *core)
 	put(&b, "seamfs_cache_used_bytes %lld\n", (long long)snap->cache_used);
 	family(&b, "seamfs_cache_size_bytes", "gauge", "The cache_size option.");
 	put(&b, "seamfs_cache_size_bytes %lld\n", (long long)snap->cache_size);
+	disk_metrics(&b, &snap->disk);
 
 	family(&b, "seamfs_provider_auth_errors_total", "counter",
 	       "HTTP 401/403 answers: the provider's credentials refused.");

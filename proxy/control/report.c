@@ -236,6 +236,19 @@ static json_t *cutovers_json(const struct px_snapshot *snap)
 	return o;
 }
 
+/* The heads and tails kept on disk: whether the tier is on (and why not),
+ * what it holds, and what it served, stored, evicted and refused. */
+static json_t *disk_json(const struct px_disk_stats *d)
+{
+	return json_pack("{s:b, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+			 "on", d->on, "why_off", d->why_off, "parts", (json_int_t)d->parts,
+			 "bytes", (json_int_t)d->bytes, "max_bytes", (json_int_t)d->max_bytes,
+			 "hits", (json_int_t)d->hits, "hit_bytes", (json_int_t)d->hit_bytes,
+			 "stored", (json_int_t)d->stored,
+			 "stored_bytes", (json_int_t)d->stored_bytes,
+			 "evictions", (json_int_t)d->evictions, "rejects", (json_int_t)d->rejects);
+}
+
 char *px_report_json(struct px_core *core)
 {
 	struct px_snapshot *snap = NULL;
@@ -317,6 +330,7 @@ char *px_report_json(struct px_core *core)
 				      "readahead_budget", (json_int_t)snap->ra_budget,
 				      "cache_used", (json_int_t)snap->cache_used,
 				      "cache_size", (json_int_t)snap->cache_size));
+	json_object_set_new(root, "disk_cache", disk_json(&snap->disk));
 	/* ages are whole milliseconds over 1000.0: 15 significant digits
 	 * print them as they are (2.721), where jansson's default 17 print
 	 * the double's noise (2.7210000000000001) */

@@ -294,6 +294,7 @@ static void take_reads(struct px_core *core, struct px_snapshot *s)
 	pthread_mutex_lock(&core->cache_lock);
 	s->cache_used = core->cache_used;
 	pthread_mutex_unlock(&core->cache_lock);
+	px_disk_stats(core->disk, &s->disk);
 	s->n_cache_hits = atomic_load(&core->n_cache_hits);
 	s->n_scans_cached = atomic_load(&core->n_scans_cached);
 	s->n_cache_fills = atomic_load(&core->n_cache_fills);

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "disk.h"
 #include "histo.h"
 #include "hosts.h"
 #include "kvstore.h"
@@ -145,6 +146,7 @@ struct px_snapshot {
 	uint64_t n_stream_waits, stream_wait_us, n_direct;
 	uint64_t n_par_streams, n_parts;
 	int64_t ra_used, ra_budget, cache_used, cache_size;
+	struct px_disk_stats disk; /* the heads and tails on disk (read/disk.c) */
 	struct px_histo_snap h_read, h_ttfb;
 };
 

@@ -8,10 +8,15 @@
  * memory, so a rescan or a reopen costs no transfer and never starts a
  * long stream.
  *
- * A slot remembers which source filled it: a session reading another
- * source does not use it (an open file never mixes bytes of sources not
- * proved identical). All slots share cache_size; a fill evicts the least
- * recently used ready slots.
+ * The slots belong to the asset, not to a source: a slot remembers which
+ * source filled it (and which one a later part came from), and serves a
+ * session reading any source identical to those (px_source_identical:
+ * the same source, or both verified against the asset's reference), so a
+ * head filled from one mirror spares the other its requests. Until the
+ * sources are verified a session reading another source reads around it,
+ * as it always did: an open file never mixes bytes of sources not proved
+ * identical. All slots share cache_size; a fill evicts the least recently
+ * used ready slots.
  *
  * The first reader of an empty slot starts a bounded range transfer; a
  * head is asked for in two parts: the first reader's bytes and a margin,
@@ -35,14 +40,25 @@
  * readers read around it); a fill that brings nobody's bytes within a read
  * timeout is cancelled.
  *
+ * Persistent tier (disk.c). A part a fill completed is queued to be kept
+ * on disk, with the ETag and Last-Modified its answer carried; the first
+ * reader of an empty slot looks there before it asks an origin, and a part
+ * that checks becomes the slot, as if its source had just filled it. A
+ * slot whose parts came from two sources, or whose answers named two
+ * versions, is not kept.
+ *
  * Lock: core->cache_lock guards every slot and the accounting; never held
- * across the fetcher's submit, cancel or resume.
+ * across the fetcher's submit, cancel or resume, nor across disk I/O.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cache.h"
 #include "clock.h"
+#include "disk.h"
+#include "health.h"
+#include "standby.h"
 #include "provider.h"
 #include "rangeread.h"
 #include "log.h"
@@ -52,7 +68,10 @@
 struct cache_slot {
 	int state;                 /* CACHE_EMPTY, CACHE_FILLING, CACHE_PARTIAL,
 				    * CACHE_READY */
-	size_t source;             /* whose bytes these are */
+	size_t source;             /* whose bytes these are: the first part's */
+	size_t also;               /* a later part's source, when another
+				    * (identical) one; NO_SOURCE when none */
+	size_t fill_source;        /* the source the running fill reads */
 	unsigned char *buf;        /* room for asked bytes */
 	int64_t start, len;
 	int64_t asked;             /* bytes asked for so far (a head is filled in
@@ -69,9 +88,30 @@ struct cache_slot {
 	uint64_t owner;            /* the session whose slot the fill holds */
 	int64_t progress;          /* the fill's progress clock (px_progress_add,
 				    * us), restarted when it resumes */
+	/* the persistent tier (disk.c) */
+	char etag[128];            /* the fill's answer's ETag, "" none */
+	int64_t mtime;             /* its Last-Modified, -1 none */
+	int answered;              /* etag and mtime are a fill's */
+	int mixed;                 /* two answers named two versions: not kept */
+	int persisted;             /* what it holds is on disk */
+	int disk_tried;            /* looked for on disk since it was last empty */
+	int stale;                 /* its copy on disk is of another version:
+				    * the tier's thread removes it */
+	int from_disk;             /* loaded from disk: an earlier mount's bytes */
 };
 
 enum { CACHE_EMPTY, CACHE_FILLING, CACHE_PARTIAL, CACHE_READY };
+#define NO_SOURCE SIZE_MAX
+
+/* Whether the slot's bytes may serve a reader of source: every part came
+ * from a source identical to it. Lock held (a verdict may change between
+ * two reads; each read asks again). */
+static int slot_serves(const struct px_core *core, size_t asset, const struct cache_slot *s,
+		       size_t source)
+{
+	return px_source_identical(core, asset, s->source, source) &&
+	       (s->also == NO_SOURCE || px_source_identical(core, asset, s->also, source));
+}
 
 #define HEAD_FIRST (256LL << 10)   /* a head's first part asks this past a small read... */
 #define FRESH_READ (128LL << 10)   /* ...and the kernel's read-ahead past a read this long, */
@@ -92,6 +132,8 @@ static int64_t head_margin(const struct px_core *core, size_t len)
 struct fill {
 	struct px_core *core;
 	struct cache_slot *slot;
+	size_t asset;
+	int which;
 };
 
 void px_cache_init(struct px_core *core)
@@ -125,6 +167,7 @@ static void drop(struct px_core *core, struct cache_slot *s)
 	atomic_fetch_sub(&core->ra_used, s->asked);
 	s->asked = s->filled = 0;
 	s->state = CACHE_EMPTY;
+	s->disk_tried = 0; /* evicted from memory: the disk may have it */
 }
 
 /* Makes room for need bytes by evicting ready (or partly filled, idle)
@@ -181,6 +224,28 @@ static int f_data(void *ctx, int64_t off, const void *buf, size_t len)
 	return took;
 }
 
+/* A fill's answer came: what it says of the source's version, and the
+ * slot queued to be kept on disk. Returns 0 when it names another version
+ * than the slot's earlier part (one kept on disk by an earlier mount, or
+ * filled before the file changed): the slot is not to be served. Lock
+ * held. */
+static int answered(struct px_core *core, struct fill *f, const struct px_fetch_result *res)
+{
+	struct cache_slot *s = f->slot;
+	if (!s->answered) {
+		snprintf(s->etag, sizeof(s->etag), "%s", res->etag);
+		s->mtime = res->mtime;
+		s->answered = 1;
+	} else if (strcmp(s->etag, res->etag) || s->mtime != res->mtime) {
+		s->mixed = 1;
+		return 0;
+	}
+	s->persisted = 0;
+	if (core->disk && s->also == NO_SOURCE)
+		px_disk_want(core->disk, f->asset, f->which);
+	return 1;
+}
+
 static void f_done(void *ctx, const struct px_fetch_result *res)
 {
 	struct fill *f = ctx;
@@ -188,7 +253,18 @@ static void f_done(void *ctx, const struct px_fetch_result *res)
 	struct px_core *core = f->core;
 
 	pthread_mutex_lock(&core->cache_lock);
-	if (res->status == PX_OK && s->filled == s->asked) {
+	if (res->status == PX_OK && s->filled > 0 && !answered(core, f, res)) {
+		px_warn("cache", "asset %s: the %s's source answers with another version (ETag "
+			"or Last-Modified) than its cached part: the part is dropped",
+			core->cat->assets[f->asset].id, f->which ? "tail" : "head");
+		drop(core, s);
+		/* the copy on disk is of the old version too: forgotten, not
+		 * loaded again */
+		s->disk_tried = 1;
+		s->stale = core->disk != NULL;
+		if (s->stale)
+			px_disk_want(core->disk, f->asset, f->which);
+	} else if (res->status == PX_OK && s->filled == s->asked) {
 		/* all of the part asked for: the whole slot, or more later */
 		s->state = s->asked == s->len ? CACHE_READY : CACHE_PARTIAL;
 		s->last_use = ++core->cache_clock;
@@ -235,6 +311,10 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 			want = slen;
 	}
 	int64_t more = want - from;
+	/* a slot holds the parts of two sources at most: a third reads around */
+	size_t also = first || source == s->source ? s->also : source;
+	if (!first && s->also != NO_SOURCE && also != s->also)
+		return PX_EDECLINED;
 	if (slen > core->cfg->cache_size || make_room(core, more, s))
 		return first ? PX_EDECLINED : PX_ENOMEM;
 	/* cached bytes count against the one memory budget too */
@@ -255,13 +335,20 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 	s->buf = buf;
 	f->core = core;
 	f->slot = s;
+	f->asset = asset;
+	f->which = which;
 	if (first) {
 		s->start = start;
 		s->len = slen;
 		s->filled = 0;
 		s->source = source;
+		also = NO_SOURCE;
+		s->answered = s->mixed = s->persisted = s->from_disk = 0;
 	}
+	size_t was_also = s->also;
+	s->also = also;
 	s->state = CACHE_FILLING;
+	s->fill_source = source;
 	s->asked = want;
 	s->wake_at = INT64_MAX;
 	s->held = s->paused = 0;
@@ -288,6 +375,7 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 			atomic_fetch_sub(&core->ra_used, more);
 			s->asked = from;
 			s->state = CACHE_PARTIAL;
+			s->also = was_also;
 		}
 		pthread_cond_broadcast(&core->cache_cond);
 		return rc == PX_EBUSY || rc == PX_ESHUTDOWN ? rc : first ? PX_EDECLINED : rc;
@@ -298,6 +386,142 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 	}
 	core->n_cache_fills += first;
 	return PX_OK;
+}
+
+/* Makes the slot the part loaded from disk (buf, m->have bytes, of source
+ * k), unless a reader filled it meanwhile or there is no room. Takes
+ * ownership of buf. Lock held. */
+static void install(struct px_core *core, struct cache_slot *s, size_t k,
+		    const struct px_disk_meta *m, unsigned char *buf)
+{
+	int64_t used = atomic_load(&core->ra_used);
+	if (s->state != CACHE_EMPTY || m->len > core->cfg->cache_size ||
+	    make_room(core, m->have, s))
+		goto out;
+	do {
+		if (used + m->have > core->cfg->readahead_budget)
+			goto out;
+	} while (!atomic_compare_exchange_weak(&core->ra_used, &used, used + m->have));
+	s->buf = buf;
+	buf = NULL;
+	s->start = m->start;
+	s->len = m->len;
+	s->asked = s->filled = m->have;
+	s->state = m->have == m->len ? CACHE_READY : CACHE_PARTIAL;
+	s->source = k;
+	s->also = NO_SOURCE;
+	s->xid = 0;
+	s->held = s->paused = 0;
+	s->wake_at = INT64_MAX;
+	s->last_use = ++core->cache_clock;
+	snprintf(s->etag, sizeof(s->etag), "%s", m->etag);
+	s->mtime = m->mtime;
+	s->answered = s->persisted = s->from_disk = 1;
+	s->mixed = 0;
+	core->cache_used += m->have;
+out:
+	free(buf);
+}
+
+/* px_disk_load's question: whether the part's source is one of the
+ * asset's that may serve, of the version the part holds where its probe
+ * said which. */
+struct load_ctx {
+	struct px_core *core;
+	size_t asset, k;
+};
+
+static int load_source_ok(void *arg, const struct px_disk_meta *got)
+{
+	struct load_ctx *c = arg;
+	const struct px_asset *a = &c->core->cat->assets[c->asset];
+	char etag[128];
+	int64_t mtime;
+	for (size_t k = 0; k < a->nsources; k++) {
+		if (!a->sources[k].key || strcmp(a->sources[k].key, got->source) ||
+		    a->sources[k].path || c->core->assets[c->asset].dead[k] ||
+		    px_source_rejected(c->core, c->asset, k))
+			continue;
+		if (px_standby_seen(c->core, c->asset, k, etag, &mtime) &&
+		    ((etag[0] && got->etag[0] && strcmp(etag, got->etag)) ||
+		     (mtime >= 0 && got->mtime >= 0 && mtime != got->mtime)))
+			return 0; /* the source has another version now */
+		c->k = k;
+		return 1;
+	}
+	return 0;
+}
+
+/* Looks for slot which (range [start, start+slen)) of the asset on disk,
+ * and makes it the slot when it checks. Holds no lock of the core. */
+static void load(struct px_core *core, size_t asset, int which, int64_t start, int64_t slen)
+{
+	struct px_disk_meta want = { .size = core->assets[asset].size, .start = start,
+				     .len = slen, .mtime = -1,
+				     .asset_mtime = core->assets[asset].mtime };
+	struct px_disk_meta got;
+	struct load_ctx c = { core, asset, 0 };
+	unsigned char *buf;
+	if (px_disk_load(core->disk, core->cat->assets[asset].id, which, &want, load_source_ok,
+			 &c, &buf, &got) != PX_OK)
+		return;
+	pthread_mutex_lock(&core->cache_lock);
+	install(core, &core->assets[asset].slot[which], c.k, &got, buf);
+	pthread_cond_broadcast(&core->cache_cond);
+	pthread_mutex_unlock(&core->cache_lock);
+}
+
+/* The tier's thread (px_disk_persist_fn): copies slot which of the asset,
+ * when what it holds is not on disk yet, and stores it. */
+static void persist(void *arg, size_t asset, int which)
+{
+	struct px_core *core = arg;
+	struct px_disk_meta m = { .size = core->assets[asset].size,
+				  .asset_mtime = core->assets[asset].mtime };
+	unsigned char *copy = NULL;
+	int forget = 0;
+	pthread_mutex_lock(&core->cache_lock);
+	struct cache_slot *s = core->assets[asset].slot ? &core->assets[asset].slot[which] : NULL;
+	const struct px_asset *a = &core->cat->assets[asset];
+	if (s && s->stale) {
+		s->stale = 0;
+		forget = 1;
+	} else if (s && (s->state == CACHE_READY || s->state == CACHE_PARTIAL) && !s->persisted &&
+	    !s->mixed && s->also == NO_SOURCE && s->filled > 0 && s->source < a->nsources &&
+	    a->sources[s->source].key && (copy = malloc((size_t)s->filled))) {
+		memcpy(copy, s->buf, (size_t)s->filled);
+		m.start = s->start;
+		m.len = s->len;
+		m.have = s->filled;
+		m.mtime = s->mtime;
+		snprintf(m.etag, sizeof(m.etag), "%s", s->etag);
+		snprintf(m.source, sizeof(m.source), "%s", a->sources[s->source].key);
+		s->persisted = 1;
+	}
+	pthread_mutex_unlock(&core->cache_lock);
+	if (forget)
+		px_disk_forget(core->disk, a->id, which);
+	if (copy)
+		px_disk_store(core->disk, a->id, which, &m, copy);
+	free(copy);
+}
+
+void px_cache_disk_start(struct px_core *core)
+{
+	const struct px_config *cfg = core->cfg;
+	char dir[4096];
+	if (cfg->cache_max_bytes <= 0 || cfg->cache_size <= 0 ||
+	    (!cfg->cache_dir && !cfg->state_dir))
+		return;
+	snprintf(dir, sizeof(dir), "%s%s", cfg->cache_dir ? cfg->cache_dir : cfg->state_dir,
+		 cfg->cache_dir ? "" : "/cache");
+	(void)px_disk_open(dir, cfg->cache_max_bytes, persist, core, &core->disk);
+}
+
+void px_cache_disk_stop(struct px_core *core)
+{
+	px_disk_free(core->disk);
+	core->disk = NULL;
 }
 
 void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fill)
@@ -322,7 +546,7 @@ void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fil
 enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size_t asset,
 			     int which, size_t source,
 			     int64_t start, int64_t slen, int64_t off, size_t len, void *buf,
-			     int64_t deadline, uint64_t *held)
+			     int64_t deadline, uint64_t *held, int *from_disk)
 {
 	int64_t need = off + (int64_t)len - start;
 	enum px_status st;
@@ -348,20 +572,29 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 				st = PX_EDECLINED;
 				break;
 			}
+			if (core->disk && !s->disk_tried) {
+				/* kept on disk by an earlier mount: no request */
+				s->disk_tried = 1;
+				pthread_mutex_unlock(&core->cache_lock);
+				load(core, asset, which, start, slen);
+				pthread_mutex_lock(&core->cache_lock);
+				continue;
+			}
 			st = ask(core, sess, asset, s, which, source, start, slen, need, len, deadline);
 			if (st != PX_OK)
 				break;
 			filler = 1;
 			continue;
 		}
-		if (s->source != source || s->start != start || s->len != slen) {
-			st = PX_EDECLINED; /* another source's bytes: not ours to serve */
+		if (!slot_serves(core, asset, s, source) || s->start != start || s->len != slen) {
+			st = PX_EDECLINED; /* bytes of a source not proved identical */
 			break;
 		}
 		/* ready, or filled far enough: a reader waits only for its bytes */
 		if (s->state == CACHE_READY || s->filled >= need) {
 			memcpy(buf, s->buf + (off - start), len);
 			s->last_use = ++core->cache_clock;
+			*from_disk |= s->from_disk;
 			/* taken: the held fill goes on, now or (when the caller
 			 * can tell) once the reply is out */
 			if (s->held && held && s->xid) {
@@ -388,6 +621,13 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 			}
 			filler = 1;
 			continue;
+		}
+		if (s->fill_source != source) {
+			/* another (identical) source's transfer: its bytes in are
+			 * shared, but a reader waits only on its own source, whose
+			 * stall is its session's to cut over */
+			st = PX_EDECLINED;
+			break;
 		}
 		seen_fill = 1;
 		if (s->paused && s->xid && (!s->held || s->filled < need)) {
@@ -494,7 +734,7 @@ int px_cache_holds(struct px_core *core, size_t asset, int which, size_t source,
 							      : NULL;
 	/* a filling slot holds what is in: a reader woken by the fill's last
 	 * bytes may read across the slot's edge before the fill's end is told */
-	if (s && s->source == source && s->state != CACHE_EMPTY) {
+	if (s && s->state != CACHE_EMPTY && slot_serves(core, asset, s, source)) {
 		int64_t end = s->start + (s->state == CACHE_READY ? s->len : s->filled);
 		holds = off >= s->start && off + len <= end;
 	}

@@ -24,12 +24,20 @@ struct px_session;
  * the reader gets a CPU before the rest comes. The reader that takes them
  * lets it go on at once; or, when held is not NULL and the fill is held,
  * *held is set to the fill's id and the fill waits until the caller, its
- * reply out, calls px_cache_let_go().
+ * reply out, calls px_cache_let_go(). *from_disk is set when the bytes
+ * are a part an earlier mount kept on disk (not the source's live answer).
  */
 enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size_t asset,
 			     int which, size_t source,
 			     int64_t start, int64_t slen, int64_t off, size_t len, void *buf,
-			     int64_t deadline, uint64_t *held);
+			     int64_t deadline, uint64_t *held, int *from_disk);
+
+/* Opens the persistent tier (disk.c) in cache_dir when cache_max_bytes
+ * allows: after discovery, before reads. px_cache_disk_stop ends it, once
+ * the fetcher has stopped (no fill ends any more) and before
+ * px_cache_release. Main thread. */
+void px_cache_disk_start(struct px_core *core);
+void px_cache_disk_stop(struct px_core *core);
 
 void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fill);
 void px_cache_init(struct px_core *core);

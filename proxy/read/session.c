@@ -48,6 +48,8 @@
 #include "retry.h"
 #include "session_i.h"
 #include "mem.h"
+#include "ownprint.h"
+#include "sample.h"
 #include "standby.h"
 #include "stream.h"
 #include "log.h"
@@ -706,6 +708,44 @@ static enum px_status cache_stalled(struct read_op *op, size_t source, int64_t p
 }
 
 /*
+ * A session some of whose bytes came from a part an earlier mount kept on
+ * disk has not seen its source's live bytes at the reference's first
+ * sample, where a fetch of the head would have compared them (a wrong
+ * file of the right length is caught at its first bytes): before its
+ * first live bytes of a source go out, that sample (4 KiB) is asked of
+ * the source and compared. A mismatch rejects the source and cuts the
+ * session over. PX_OK: read on (with the session's source now); an error
+ * when nothing could take over. A scan that the disk serves whole asks
+ * nothing.
+ */
+static enum px_status prove_live(struct read_op *op, int64_t pos)
+{
+	struct px_handle *s = op->h;
+	struct px_session *sess = s->sess;
+	size_t source = atomic_load(&sess->source);
+	if (!atomic_load(&sess->disk_fed) || atomic_load(&sess->proven) == source + 1)
+		return PX_OK;
+	const struct vf_plan *plan = px_own_plan(s->core, s->asset);
+	unsigned char buf[VF_SAMPLE_LEN];
+	char detail[200];
+	size_t got = 0;
+	int stalled = 0;
+	if (!plan || !plan->n ||
+	    fetch_once(s, source, plan->off[0], plan->len[0], buf, &got, op->deadline, detail,
+		       sizeof(detail), &stalled, NULL) != PX_OK || got != plan->len[0])
+		return PX_OK; /* not answered: the live read that follows tells */
+	if (px_standby_check_live(s->core, s->asset, source, plan->off[0], buf, got) == PX_OK) {
+		atomic_store(&sess->proven, source + 1);
+		return PX_OK;
+	}
+	const struct px_source *src = &s->core->cat->assets[s->asset].sources[source];
+	px_warn("session", "%s: %s: its first sample differs from the asset's reference: "
+		"its bytes are not served", s->who, src->shown);
+	return px_cutover(sess, source, pos, PX_EMISMATCH, NULL, 0, op->deadline) == PX_OK
+	       ? PX_OK : PX_EMISMATCH;
+}
+
+/*
  * Serves [pos, pos+n), which lies in one region of the asset, choosing its
  * tier. All of it in one place, in order of preference:
  *  - a path source: pread;
@@ -726,25 +766,32 @@ static enum px_status serve_span(struct read_op *op, int path, int region, int64
 
 	if (path) {
 		op->fetched = 1;
-		return read_direct_zc(op, pos, n, buf, NULL);
+		st = prove_live(op, pos);
+		return st == PX_OK ? read_direct_zc(op, pos, n, buf, NULL) : st;
 	}
 	regions(s, &head_end, &tail_start);
+	/* the tail's stream tier is live only when a stream runs */
+	if ((region == 1 || (region == 2 && op->st)) && (st = prove_live(op, pos)) != PX_OK)
+		return st;
 	if (region != 0)
 		st = read_stream(op, pos, n, buf, region == 1, zc);
 	if (st == PX_EDECLINED && region != 1) {
 		int tail = region == 2;
 		size_t source = atomic_load(&s->sess->source);
+		int from_disk = 0;
 		st = px_cache_read(core, s->sess, s->asset, tail, source, tail ? tail_start : 0,
 				   tail ? size - tail_start : head_end, pos, n, buf, op->deadline,
-				   &op->held[tail]);
+				   &op->held[tail], &from_disk);
 		op->copied = 1;
+		if (from_disk)
+			atomic_store(&s->sess->disk_fed, 1);
 		if (st == PX_OK)
 			return PX_OK; /* the one way that fetches nothing of its own */
 		if (st == PX_ETIMEDOUT)
 			st = cache_stalled(op, source, pos);
 	}
 	op->fetched = 1;
-	if (st == PX_EDECLINED)
+	if (st == PX_EDECLINED && (st = prove_live(op, pos)) == PX_OK)
 		st = read_direct_zc(op, pos, n, buf, zc);
 	return st;
 }

@@ -33,6 +33,7 @@ struct px_store;
 struct px_hosts;
 struct px_cslots;
 struct px_copies;
+struct px_disk;
 
 struct asset_rt {
 	struct cache_slot *slot;   /* head, tail: two, made at the asset's first
@@ -152,6 +153,7 @@ struct px_core {
 	pthread_cond_t cache_cond;
 	int64_t cache_used;
 	uint64_t cache_clock;
+	struct px_disk *disk;      /* heads and tails on disk (disk.c); NULL: none */
 
 	/* providers and sessions (provider.c); prov_cond (monotonic) wakes
 	 * those waiting for a slot and the monitor thread */

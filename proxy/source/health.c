@@ -95,6 +95,17 @@ int px_source_rejected(const struct px_core *core, size_t asset, size_t k)
 	return sr && __atomic_load_n(&sr[k].state, __ATOMIC_RELAXED) == VS_REJECTED;
 }
 
+int px_source_identical(const struct px_core *core, size_t asset, size_t a, size_t b)
+{
+	if (a == b)
+		return 1;
+	const struct src_rt *sr = __atomic_load_n(&core->assets[asset].src, __ATOMIC_ACQUIRE);
+	/* verified: every sample equals the asset's reference (a sweep, the
+	 * sources' agreement, a copy checked whole), so both are its bytes */
+	return sr && __atomic_load_n(&sr[a].state, __ATOMIC_RELAXED) == VS_VERIFIED &&
+	       __atomic_load_n(&sr[b].state, __ATOMIC_RELAXED) == VS_VERIFIED;
+}
+
 struct src_rt *px_src_ensure(struct px_core *core, size_t asset)
 {
 	struct asset_rt *rt = &core->assets[asset];

@@ -94,6 +94,12 @@ int px_source_bad(const struct px_core *core, size_t asset, size_t k, int64_t no
  * thread; takes no lock (a verdict is a single store). */
 int px_source_rejected(const struct px_core *core, size_t asset, size_t k);
 
+/* Whether sources a and b of the asset give the same bytes as far as the
+ * verifier knows: the same source, or both verified against the asset's
+ * reference. Bytes of one may be served to a session reading the other
+ * (the head and tail cache). Any thread; takes no lock. */
+int px_source_identical(const struct px_core *core, size_t asset, size_t a, size_t b);
+
 /* The asset's per-source states, made on first need (published
  * atomically: readers that find NULL take every source as unverified and
  * never failed). NULL only when out of memory. Any thread. */

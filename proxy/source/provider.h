@@ -108,6 +108,10 @@ struct px_session {
 	_Atomic int64_t middle;    /* of them, bytes past the cached head and
 				    * before the cached tail: PX_PLAY_BYTES
 				    * make it a playback, not a scan */
+	_Atomic int disk_fed;      /* a read got bytes an earlier mount kept on
+				    * disk (read/cache.c), not its source's */
+	_Atomic size_t proven;     /* source+1 whose live bytes passed the first
+				    * sample's check since (read/session.c) */
 };
 
 /* Bytes from a file's middle (neither its cached head nor its tail) that

@@ -246,6 +246,25 @@ static struct vf_seen seen_of(struct px_core *core, size_t asset, size_t k)
 	return seen;
 }
 
+int px_standby_seen(struct px_core *core, size_t asset, size_t k, char etag[128],
+		    int64_t *mtime)
+{
+	int known = 0;
+	struct src_rt *all = __atomic_load_n(&core->assets[asset].src, __ATOMIC_ACQUIRE);
+	etag[0] = '\0';
+	*mtime = -1;
+	if (!all)
+		return 0;
+	pthread_mutex_lock(&core->vf_lock);
+	if (all[k].seen) {
+		snprintf(etag, 128, "%s", all[k].seen->etag);
+		*mtime = all[k].seen->mtime;
+		known = 1;
+	}
+	pthread_mutex_unlock(&core->vf_lock);
+	return known;
+}
+
 /* Keeps what source k's size probe saw. */
 static void keep_seen(struct px_core *core, size_t asset, size_t k, const struct vf_seen *seen)
 {
@@ -1718,6 +1737,37 @@ enum px_status px_standby_screen(struct px_core *core, size_t asset, size_t k, i
 	const struct vf_plan *plan = px_own_plan(core, asset);
 	struct vf_verdict v = { .outcome = VF_MISMATCH, .sample = hit,
 				.offset = plan ? plan->off[hit] : -1, .size = rt->size };
+	snprintf(v.why, sizeof(v.why), "the bytes it served at %lld differ from the "
+		 "reference's sample %ld", (long long)v.offset, hit);
+	pthread_mutex_lock(&core->vf_lock);
+	apply_verdict(core, asset, k, &v);
+	if (rt->ref_from_store)
+		rt->ref_recheck = 1;
+	pthread_mutex_unlock(&core->vf_lock);
+	return PX_EMISMATCH;
+}
+
+enum px_status px_standby_check_live(struct px_core *core, size_t asset, size_t k, int64_t off,
+				     const void *buf, size_t len)
+{
+	struct asset_rt *rt = &core->assets[asset];
+	const struct vf_plan *plan = px_own_plan(core, asset);
+	unsigned char d[VF_HASH_LEN];
+	long hit = -1;
+	for (size_t i = 0; plan && i < plan->n && hit < 0; i++) {
+		if (plan->off[i] < off || plan->off[i] + plan->len[i] > off + (int64_t)len ||
+		    vf_hash_once((const unsigned char *)buf + (plan->off[i] - off), plan->len[i],
+				 d) != PX_OK)
+			continue;
+		pthread_mutex_lock(&core->vf_lock);
+		if (rt->ref && rt->ref->have[i] && memcmp(rt->ref->sha[i], d, VF_HASH_LEN))
+			hit = (long)i;
+		pthread_mutex_unlock(&core->vf_lock);
+	}
+	if (hit < 0)
+		return PX_OK;
+	struct vf_verdict v = { .outcome = VF_MISMATCH, .sample = hit, .offset = plan->off[hit],
+				.size = rt->size };
 	snprintf(v.why, sizeof(v.why), "the bytes it served at %lld differ from the "
 		 "reference's sample %ld", (long long)v.offset, hit);
 	pthread_mutex_lock(&core->vf_lock);

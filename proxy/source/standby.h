@@ -61,7 +61,24 @@ void px_standby_exhausted(struct px_session *s, int64_t off, enum px_status why)
 enum px_status px_standby_screen(struct px_core *core, size_t asset, size_t k, int64_t off,
 				 const struct iovec *iov, int iovcnt);
 
+/*
+ * Like px_standby_screen, but every sample wholly in buf ([off,
+ * off+len), fetched from source k just now) is compared with the asset's
+ * reference, whatever k's own fingerprint already holds: for a source
+ * whose earlier bytes were not its own live answer (a part kept on disk).
+ * PX_EMISMATCH, and k rejected for the asset, when one differs; PX_OK
+ * otherwise, also with no reference. Any thread but the fetch thread.
+ */
+enum px_status px_standby_check_live(struct px_core *core, size_t asset, size_t k, int64_t off,
+				     const void *buf, size_t len);
+
 const char *px_cutover_reason_name(enum px_status st);
+
+/* What source k's last size probe saw of it: its ETag as sent ("" none)
+ * and Last-Modified (-1 none). Returns 0, both unknown, when it was never
+ * probed. Takes vf_lock; any thread that holds none of the core's locks. */
+int px_standby_seen(struct px_core *core, size_t asset, size_t k, char etag[128],
+		    int64_t *mtime);
 
 /* ---- verdicts and references from outside the background verifier */
 

@@ -2,8 +2,11 @@
 Jellyfin's and Kodi's scanners run it, costs the origin the file's cached
 head and tail and little more, and the status counts the scan.  The origin
 is seam-origin, whose log has the bytes each request sent."""
+import hashlib
 import json
+import os
 import subprocess
+import sys
 
 import pytest
 
@@ -122,5 +125,89 @@ def test_status_tells_scans_from_playbacks(seamfs, make_origin, mp4):
         assert 576 * KIB <= mine()['offset'] <= HEAD
         st = status(m)
         assert (st['scan_sessions'], st['playback_sessions']) == (1, 1), st['sessions']
+    finally:
+        os.close(fd)
+
+
+# Another client's reads (its own process, so its own session), with
+# O_DIRECT so that they reach seamfs and not the pages the first reader
+# left in the kernel: "OFF LEN" pairs in argv, the SHA-256 of each and
+# the provider its session reads from, as JSON.
+OTHER_READER = r'''
+import hashlib, json, os, sys
+path, status = sys.argv[1], sys.argv[2]
+fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+shas = []
+for pair in sys.argv[3:]:
+    off, n = map(int, pair.split(':'))
+    shas.append(hashlib.sha256(os.pread(fd, n, off)).hexdigest())
+with open(status) as f:
+    st = json.load(f)
+mine = [s['provider'] for s in st['sessions'] if s['client'] == os.getpid()]
+os.close(fd)
+print(json.dumps({'shas': shas, 'providers': mine}), flush=True)
+'''
+
+
+def overlapping(o, path, spans, since):
+    """The requests for path after the first `since` of o's log whose
+    range overlaps one of spans [(off, len)]."""
+    out = []
+    for r in o.log()['requests'][since:]:
+        if r['path'] != path:
+            continue
+        rng = (r['range'] or 'bytes=0-').split('=', 1)[1]
+        a, _, b = rng.partition('-')
+        lo, hi = int(a), int(b) + 1 if b else 1 << 62
+        if any(lo < off + n and off < hi for off, n in spans):
+            out.append(r)
+    return out
+
+
+def test_head_and_tail_serve_every_identical_source(seamfs, data, make_origin):
+    """The cached head and tail belong to the asset: filled through one
+    source, they serve a session of another process that reads the other
+    (verified, identical) source, with no request to either origin."""
+    o1, o2 = make_origin(data.dir), make_origin(data.dir)
+    name, size = 'mid.bin', data['mid.bin'].size
+    body = data.bytes(name)
+    m = seamfs.mount({'providers': [{'name': 'p1'}, {'name': 'p2'}],
+                      'assets': [{'id': 'movie', 'path': 'movie.bin', 'size': size,
+                                  'mtime': 1700000000,
+                                  'sources': [{'url': o1.url(name), 'provider': 'p1'},
+                                              {'url': o2.url(name), 'provider': 'p2'}]}]},
+                     options=['standby_delay=0', 'liveness_interval=0'])
+    fd = os.open(m.path('movie.bin'), os.O_RDONLY | os.O_DIRECT)
+    try:
+        # this handle's session reads p1 (the first by name): the head's
+        # first part and the whole tail come from o1
+        assert os.pread(fd, 64 * KIB, 0) == body[:64 * KIB]
+        assert os.pread(fd, 64 * KIB, size - 64 * KIB) == body[-64 * KIB:]
+        src = {s['provider']: s for s in status(m)['assets'][0]['sources']}
+
+        def verified():
+            a = status(m)['assets'][0]
+            return a['reference'] and all(s['verification'] == 'verified'
+                                          for s in a['sources'])
+        wait_until(verified, 30, 'the reference taken and both sources verified')
+        seen = (len(o1.log()['requests']), len(o2.log()['requests']))
+        hits = status(m)['reads']['head_tail_cache_hits']
+        # inside the head's first part and the tail: a dd of the second
+        # 16 KiB, a player's larger read, a probe of the last 6 KB
+        spans = [(16 * KIB, 16 * KIB), (4 * KIB, 4 * KIB), (128 * KIB, 96 * KIB),
+                 (size - 6000, 6000), (size - 512 * KIB, 256 * KIB)]
+        r = subprocess.run([sys.executable, '-c', OTHER_READER, m.path('movie.bin'),
+                            m.path('.seamfs/status.json')] +
+                           [f'{off}:{n}' for off, n in spans],
+                           capture_output=True, timeout=60)
+        assert r.returncode == 0, r.stderr.decode(errors='replace')
+        got = json.loads(r.stdout)
+        # the other client's session reads the other source
+        assert got['providers'] == ['p2'], (got, src)
+        assert got['shas'] == [hashlib.sha256(body[off:off + n]).hexdigest()
+                               for off, n in spans]
+        for o, since in zip((o1, o2), seen):
+            assert overlapping(o, '/' + name, spans, since) == [], o.log()['requests'][since:]
+        assert status(m)['reads']['head_tail_cache_hits'] >= hits + len(spans)
     finally:
         os.close(fd)

@@ -192,8 +192,8 @@ static void check_shape(json_t *js)
 	size_t i, j;
 	json_t *o, *p;
 	exact_keys(js, "status", "providers sessions playback_sessions scan_sessions assets "
-		   "cutovers transcodes reload admission reads memory store hosts copies version "
-		   "worker_pid keeper");
+		   "cutovers transcodes reload admission reads memory disk_cache store hosts "
+		   "copies version worker_pid keeper");
 	/* one host: no store, no hosts (cluster mode: test_cluster.py) */
 	assert_true(json_is_null(get(js, "store")));
 	assert_int_equal(json_array_size(get(js, "hosts")), 0);
@@ -231,6 +231,8 @@ static void check_shape(json_t *js)
 		   "parallel_streams parallel_parts direct_reads");
 	exact_keys(get(js, "memory"), "memory",
 		   "readahead_used readahead_budget cache_used cache_size");
+	exact_keys(get(js, "disk_cache"), "disk_cache", "on why_off parts bytes max_bytes hits "
+		   "hit_bytes stored stored_bytes evictions rejects");
 }
 
 /* Every member of o is the integer 0. */
