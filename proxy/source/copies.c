@@ -816,6 +816,7 @@ static void claim_drop(struct px_copies *cp)
 struct gate {
 	struct px_fetch_ops ops;
 	struct px_core *core;
+	struct px_copies *cp;
 	size_t prov;
 	_Atomic int busy;            /* a submit found no spare slot */
 	_Atomic uint64_t id;         /* the transfer in flight, 0: none (ranges go
@@ -830,8 +831,16 @@ static enum px_status g_submit(void *impl, const struct px_fetch_params *p,
 					   cb, id);
 	if (st == PX_EBUSY)
 		atomic_store(&g->busy, 1);
-	if (st == PX_OK)
+	if (st == PX_OK) {
 		atomic_store(&g->id, *id);
+		/* a stop while this submit ran found no transfer to cancel: the
+		 * range would have held the exit until it stalled out */
+		pthread_mutex_lock(&g->cp->lock);
+		int stop = g->cp->stop;
+		pthread_mutex_unlock(&g->cp->lock);
+		if (stop)
+			g->core->ops.cancel(g->core->ops.impl, *id);
+	}
 	return st;
 }
 
@@ -858,6 +867,7 @@ static enum px_status open_source(struct px_core *core, size_t asset, size_t k, 
 	} else {
 		g->ops = (struct px_fetch_ops){ g_submit, g_cancel, g_resume, g };
 		g->core = core;
+		g->cp = core->copies;
 		g->prov = src->provider;
 		st = px_rangeread_new_http(&g->ops, src->url, (const char *const *)p->headers,
 					   p->nheaders, RANGE_TIMEOUT_MS, 1, out);
