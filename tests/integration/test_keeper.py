@@ -329,7 +329,8 @@ def test_restart_starts_the_binary_on_disk(seamfs, data, make_origin, tmp_path):
     seamfs.binary = original
     m2 = seamfs.mount(catalog(asset('odd', 'odd.bin', o.url('odd.bin'),
                                     size=data['odd.bin'].size)),
-                      options=[f'control_socket={tmp_path / "ctl2.sock"}'], mnt=tmp_path / 'm2')
+                      options=['keeper=0', f'control_socket={tmp_path / "ctl2.sock"}'],
+                      mnt=tmp_path / 'm2')
     ctl = subprocess.run([original, 'ctl', '--socket', str(tmp_path / 'ctl2.sock'), 'restart'],
                          capture_output=True, text=True, timeout=20)
     assert ctl.returncode != 0 and 'no keeper' in ctl.stderr, ctl
