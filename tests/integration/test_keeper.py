@@ -306,10 +306,12 @@ def test_restart_starts_the_binary_on_disk(seamfs, data, make_origin, tmp_path):
     # a new version on disk: another file at the same path
     shutil.copy2(original, bindir / 'seamfs.new')
     os.replace(bindir / 'seamfs.new', exe)
-    ctl = subprocess.run([original, 'ctl', '--socket', str(sock), 'restart'],
-                         capture_output=True, text=True, timeout=20)
+    # --wait (systemctl reload): it returns once the new worker serves
+    ctl = subprocess.run([original, 'ctl', '--socket', str(sock), 'restart', '--wait'],
+                         capture_output=True, text=True, timeout=120)
     assert ctl.returncode == 0 and 'restarting' in ctl.stdout, ctl
-    w2 = serving_worker(m, not_pid=w)
+    w2 = status(m)['worker_pid']
+    assert w2 != w and f'restarted: worker pid {w2} serves' in ctl.stdout, ctl
     assert os.readlink(f'/proc/{w2}/exe') == str(exe), 'the new worker is not the new file'
     r.join(180)
     st = status(m)
@@ -318,11 +320,11 @@ def test_restart_starts_the_binary_on_disk(seamfs, data, make_origin, tmp_path):
     (bindir / 'broken').write_text('#!/bin/sh\nexit 3\n')
     (bindir / 'broken').chmod(0o755)
     os.replace(bindir / 'broken', exe)
-    ctl = subprocess.run([original, 'ctl', '--socket', str(sock), 'restart'],
-                         capture_output=True, text=True, timeout=20)
-    assert ctl.returncode == 0, ctl
-    wait_until(lambda: 'serving with the running version' in m.log(), 30,
-               'the keeper going back to its own code')
+    # --wait says so (exit 1): a reload that did not upgrade is not done
+    ctl = subprocess.run([original, 'ctl', '--socket', str(sock), 'restart', '--wait'],
+                         capture_output=True, text=True, timeout=120)
+    assert ctl.returncode == 1 and 'did not come up' in ctl.stderr, ctl
+    assert 'serving with the running version' in m.log()
     serving_worker(m, not_pid=w2)
     assert sha256_bytes(m.path('odd.bin').read_bytes()) == data['odd.bin'].sha256
     # without a keeper a restart is refused: it would end the mount
@@ -357,3 +359,4 @@ def test_every_restart_is_answered(seamfs, data, make_origin, tmp_path):
     assert status(m)['keeper']['restarts'] == 12
     assert sha256_bytes(m.path('odd.bin').read_bytes()) == data['odd.bin'].sha256
     assert m.unmount() == 0
+
