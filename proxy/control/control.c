@@ -475,6 +475,12 @@ static enum MHD_Result handle(struct px_control *ctl, struct MHD_Connection *c, 
 				"end it (mount with -o keeper)");
 			return respond_err(c, &err);
 		}
+		if (!ctl->core->worker.resend) {
+			/* the keeper would refuse the signal: say why here */
+			set_err(&err, 409, "keeper", "this kernel cannot resend a worker's requests "
+				"(FUSE_NOTIFY_RESEND, Linux 6.9+): a restart would end the mount");
+			return respond_err(c, &err);
+		}
 		if (kill((pid_t)keeper, 0) != 0) {
 			set_err(&err, 500, "keeper", "cannot signal keeper pid %ld: %s", keeper,
 				strerror(errno));

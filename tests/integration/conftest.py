@@ -692,8 +692,9 @@ def keeper_in(argv):
 class Mount:
     """One seamfs daemon process and its mountpoint."""
 
-    def __init__(self, argv, catalog, mnt, state_dir, stderr_path):
+    def __init__(self, argv, catalog, mnt, state_dir, stderr_path, env=None):
         self.argv = argv
+        self.env = env or {}
         self.catalog = Path(catalog)
         self.mnt = Path(mnt)
         self.state_dir = Path(state_dir) if state_dir else None
@@ -741,7 +742,8 @@ class Mount:
         self._before = {e.mount_id for e in mounts_at(self.mnt)}
         with open(self.stderr_path, 'ab') as err:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=err,
-                                         stderr=err, start_new_session=True, env=daemon_env())
+                                         stderr=err, start_new_session=True,
+                                         env={**daemon_env(), **self.env})
         if wait:
             self.wait_mounted(timeout)
         return self
@@ -920,9 +922,10 @@ class Mounter:
         return argv + [str(catalog), str(mnt)]
 
     def mount(self, catalog, *, read_timeout=10, options=(), state_dir=None, mnt=None,
-              wait=True):
+              wait=True, env=None):
         """Start `seamfs -f -o state_dir=..,read_timeout=.. CATALOG MNT` and (by
-        default) wait until it is mounted.  `catalog` is a dict, text or a path."""
+        default) wait until it is mounted.  `catalog` is a dict, text or a path;
+        env: variables the daemon gets besides the harness's."""
         if not isinstance(catalog, Path):
             catalog = self.write_catalog(catalog)
         mnt = Path(mnt) if mnt else self.new_mountpoint()
@@ -931,7 +934,7 @@ class Mounter:
         self._n += 1
         m = Mount(self.argv(catalog, mnt, read_timeout, options, state_dir),
                   catalog, mnt, state_dir or self.state_dir,
-                  self.dir / f'seamfs-{self._n}.stderr')
+                  self.dir / f'seamfs-{self._n}.stderr', env)
         self.mounts.append(m)
         return m.start(wait=wait)
 

@@ -360,3 +360,39 @@ def test_every_restart_is_answered(seamfs, data, make_origin, tmp_path):
     assert sha256_bytes(m.path('odd.bin').read_bytes()) == data['odd.bin'].sha256
     assert m.unmount() == 0
 
+
+def noresend_lib():
+    """The library that makes seamfs see a kernel before 6.9 (noresend.c),
+    as meson built it."""
+    lib = os.environ.get('SEAMFS_NORESEND_LIB') or os.path.join(
+        os.path.dirname(os.environ.get('SEAMFS_BIN', 'build/seamfs')),
+        'tests/integration/libnoresend.so')
+    assert os.path.exists(lib), f'{lib} is missing: build it (meson compile)'
+    return lib
+
+
+def test_a_kernel_that_cannot_resend(seamfs, data, make_origin, tmp_path):
+    """A kernel before 6.9 (FUSE_NOTIFY_RESEND refused with EINVAL): the
+    keeper serves as before, refuses a restart that would end the mount (it
+    answered 202 and then did nothing), and a worker that dies ends the
+    mount cleanly: the keeper unmounts and exits 1, and a remount works at
+    once."""
+    env = {'LD_PRELOAD': noresend_lib()}
+    o = make_origin(data.dir)
+    sock = tmp_path / 'ctl.sock'
+    doc = catalog(asset('odd', 'odd.bin', o.url('odd.bin'), size=data['odd.bin'].size))
+    m = seamfs.mount(doc, options=['keeper', f'control_socket={sock}'], env=env)
+    w = serving_worker(m)
+    assert sha256_bytes(m.path('odd.bin').read_bytes()) == data['odd.bin'].sha256
+    assert 'the kernel does not resend' in m.log(), 'the library did not take effect'
+    ctl = subprocess.run([seamfs.binary, 'ctl', '--socket', str(sock), 'restart'],
+                         capture_output=True, text=True, timeout=20)
+    assert ctl.returncode == 1 and 'cannot resend' in ctl.stderr, ctl
+    assert status(m)['worker_pid'] == w
+    os.kill(w, signal.SIGKILL)
+    assert m.wait_exit(20) == 1, m.log()[-2000:]
+    assert 'cannot resend what it held' in m.log()
+    wait_until(lambda: not m.is_mounted(), 10, 'the mount gone')
+    m2 = seamfs.mount(doc, mnt=m.mnt, options=['keeper'], env=env)
+    assert sha256_bytes(m2.path('odd.bin').read_bytes()) == data['odd.bin'].sha256
+    assert m2.unmount() == 0
