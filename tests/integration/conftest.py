@@ -673,7 +673,7 @@ def daemon_env():
             if k.lower() not in ('http_proxy', 'https_proxy', 'all_proxy', 'no_proxy')}
 
 
-KEEPER_DEFAULT = False   # seamfs's default for the option keeper
+KEEPER_DEFAULT = True    # seamfs's default for the option keeper
 
 
 def keeper_in(argv):
