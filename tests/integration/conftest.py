@@ -202,14 +202,22 @@ def group_members(pgid):
 
 
 def pid_lives(pid):
-    """Whether pid names a process that is not a zombie (a zombie holds no
-    descriptor: a FUSE connection it held is closed)."""
+    """Whether any thread of process pid is not a zombie. Its descriptors
+    (a FUSE connection) are closed only once the last thread has exited:
+    a leader that exited first shows as a zombie while the others run."""
     try:
-        with open(f'/proc/{pid}/stat') as f:
-            stat = f.read()
+        tids = os.listdir(f'/proc/{pid}/task')
     except OSError:
         return False
-    return stat[stat.rindex(')') + 2:].split()[0] not in ('Z', 'X')
+    for tid in tids:
+        try:
+            with open(f'/proc/{pid}/task/{tid}/stat') as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if stat[stat.rindex(')') + 2:].split()[0] not in ('Z', 'X'):
+            return True
+    return False
 
 
 def _wait_exited_unreaped(proc, timeout):
