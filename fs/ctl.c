@@ -36,6 +36,7 @@ struct answer {
 	int status;                /* HTTP status */
 	char *body;                /* NUL-terminated */
 	size_t len;
+	int quiet;                 /* set by the caller: no message when it fails */
 };
 
 static void usage(FILE *out)
@@ -58,8 +59,10 @@ static void usage(FILE *out)
 		"    remove-source ID URL|PATH\n"
 		"                           no new session or cutover goes to that source\n"
 		"    reload                 read the catalog again (as SIGHUP does)\n"
-		"    restart                with -o keeper: a new worker from the binary on disk\n"
-		"                           takes the mount over (an upgrade without unmount)\n"
+		"    restart [--wait]       with a keeper: a new worker from the binary on disk\n"
+		"                           takes the mount over (an upgrade without unmount;\n"
+		"                           it reads the catalog again); --wait: return once it\n"
+		"                           serves, 1 if that binary did not come up\n"
 		"    copies                 copy jobs, storages and where each asset is\n"
 		"    storage disable|enable|drain NAME\n"
 		"                           the storage's copying role off or on; drain also\n"
@@ -87,7 +90,7 @@ static int wait_fd(int fd, short events)
 	return r > 0 ? 0 : -1;
 }
 
-static int connect_to(const char *path)
+static int connect_to(const char *path, int quiet)
 {
 	struct sockaddr_un sa;
 	int fd;
@@ -104,6 +107,8 @@ static int connect_to(const char *path)
 		return fd;
 	int e = errno;
 	close(fd);
+	if (quiet)
+		return -1;
 	if (e == ENOENT)
 		fprintf(stderr, "seamfs ctl: no control socket at %s (is seamfs running with "
 			"-o control_socket=%s?)\n", path, path);
@@ -130,9 +135,10 @@ static int request(const char *sock, const char *method, const char *target, con
 	size_t len = 0, cap = 0;
 	int fd, rc = EXIT_CONNECT;
 	size_t blen = body ? strlen(body) : 0;
+	int quiet = ans->quiet;
 
 	memset(ans, 0, sizeof(*ans));
-	fd = connect_to(sock);
+	fd = connect_to(sock, quiet);
 	if (fd < 0)
 		return EXIT_CONNECT;
 	int hl = snprintf(head, sizeof(head),
@@ -201,8 +207,9 @@ static int request(const char *sock, const char *method, const char *target, con
 	rc = 0;
 	goto out;
 io:
-	fprintf(stderr, "seamfs ctl: %s: %s\n", sock,
-		errno == ETIMEDOUT ? "no answer within 10 s" : strerror(errno));
+	if (!quiet)
+		fprintf(stderr, "seamfs ctl: %s: %s\n", sock,
+			errno == ETIMEDOUT ? "no answer within 10 s" : strerror(errno));
 out:
 	free(buf);
 	close(fd);
@@ -502,6 +509,57 @@ static int print_hosts(const struct answer *ans)
 	return EXIT_OK;
 }
 
+/* How long restart --wait waits for the next worker: it builds its core
+ * again (sizes come from the state directory), as systemd's default start
+ * and reload bound (90 s) allows. */
+#define RESTART_WAIT_S 90
+
+/*
+ * restart --wait: polls the status (the socket is gone or refused until the
+ * next worker serves) until a worker other than old serves, and says
+ * whether it is the binary on disk: the keeper serves with its own code
+ * again when that binary does not come up. 0, or 1 (said why).
+ */
+static int wait_restarted(const char *sock, long long old)
+{
+	struct answer st = { 0 };
+	int rc = EXIT_DAEMON;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	time_t deadline = now.tv_sec + RESTART_WAIT_S;
+
+	while (clock_gettime(CLOCK_MONOTONIC, &now) == 0 && now.tv_sec < deadline) {
+		usleep(100000);
+		free(st.body);
+		st.body = NULL;
+		st.quiet = 1;
+		if (request(sock, "GET", "/v1/status", NULL, &st) != 0 || st.status != 200)
+			continue;
+		json_t *o = json_loadb(st.body, st.len, 0, NULL);
+		long long pid = json_integer_value(json_object_get(o, "worker_pid"));
+		const char *end = json_string_value(
+			json_object_get(json_object_get(o, "keeper"), "last_end"));
+		int upgraded = end && strcmp(end, "ended for an upgrade") == 0;
+		if (pid > 0 && pid != old && upgraded) {
+			printf("restarted: worker pid %lld serves, started from the binary on disk\n",
+			       pid);
+			rc = EXIT_OK;
+		} else if (pid > 0 && pid != old) {
+			fprintf(stderr, "seamfs ctl: the binary on disk did not come up (%s): worker "
+				"pid %lld serves with the running version's code\n",
+				end ? end : "no cause", pid);
+		}
+		json_decref(o);
+		if (pid > 0 && pid != old)
+			goto out;
+	}
+	fprintf(stderr, "seamfs ctl: %s: no new worker served within %d s (see the log)\n", sock,
+		RESTART_WAIT_S);
+out:
+	free(st.body);
+	return rc;
+}
+
 /* NAME as one path segment: everything but unreserved characters escaped. */
 static char *escape_segment(const char *s)
 {
@@ -523,7 +581,7 @@ int fs_ctl_main(int argc, char **argv)
 {
 	const char *sock = getenv("SEAMFS_CONTROL_SOCKET"), *reason = NULL, *provider = NULL;
 	const char *args[4] = { NULL, NULL, NULL, NULL };
-	int nargs = 0, json = 0, rc;
+	int nargs = 0, json = 0, wait = 0, rc;
 	struct answer ans = { 0 };
 
 	for (int i = 1; i < argc; i++) {
@@ -532,6 +590,8 @@ int fs_ctl_main(int argc, char **argv)
 			return EXIT_OK;
 		} else if (strcmp(argv[i], "--json") == 0) {
 			json = 1;
+		} else if (strcmp(argv[i], "--wait") == 0) {
+			wait = 1;
 		} else if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
 			sock = argv[++i];
 		} else if (strncmp(argv[i], "--socket=", 9) == 0) {
@@ -579,7 +639,8 @@ int fs_ctl_main(int argc, char **argv)
 	    (reload && nargs != 1) ||
 	    (src && (nargs != 3 || !args[1][0] || !args[2][0])) ||
 	    (plain && nargs != 1) || (reason && strcmp(args[0], "drain") != 0) ||
-	    (provider && strcmp(args[0], "add-source") != 0)) {
+	    (provider && strcmp(args[0], "add-source") != 0) ||
+	    (wait && strcmp(args[0], "restart") != 0)) {
 		if (!named && !plain && !src && !reload)
 			fprintf(stderr, "seamfs ctl: unknown subcommand '%s'\n", args[0]);
 		else
@@ -677,6 +738,9 @@ int fs_ctl_main(int argc, char **argv)
 		       "on disk on the same mount; readers pause, open files stay open\n",
 		       (long long)json_integer_value(json_object_get(o, "keeper_pid")),
 		       (long long)json_integer_value(json_object_get(o, "worker_pid")));
+		fflush(stdout);
+		if (wait)
+			rc = wait_restarted(sock, json_integer_value(json_object_get(o, "worker_pid")));
 		json_decref(o);
 	} else if (reload) {
 		json_t *o = json_loadb(ans.body, ans.len, 0, NULL);

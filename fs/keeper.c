@@ -466,6 +466,7 @@ static int ask_resend(int fd, struct fs_worker *w)
 	struct fuse_out_header h = { .len = sizeof(h), .error = FUSE_NOTIFY_RESEND, .unique = 0 };
 	ssize_t n = write(fd, &h, sizeof(h));
 	int ok = n == (ssize_t)sizeof(h);
+	w->resend = ok;
 	if (w->gen == 0 && w->probe_fd >= 0) {
 		if (write(w->probe_fd, ok ? "R" : "N", 1) != 1)
 			ok = 0;

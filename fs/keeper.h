@@ -28,6 +28,7 @@ struct fs_worker {
 	unsigned gen;           /* 0: the first worker; n: after n restarts */
 	pid_t keeper;
 	int probe_fd;           /* the first worker says whether resend works */
+	int resend;             /* set by fs_keeper_attach: the kernel resends */
 	char cause[96];         /* how the last worker ended ("" in the first) */
 	int64_t restarted_ms;   /* when (ms since the epoch), 0 in the first */
 	char mnt[PATH_MAX];     /* the mountpoint (a started binary must not look

@@ -941,7 +941,8 @@ static void report(int *fd, unsigned char code)
 static void set_worker_info(struct px_core *core, const struct fs_worker *w)
 {
 	struct px_worker_info wi = { .pid = (long)getpid(), .keeper_pid = (long)w->keeper,
-				     .restarts = w->gen, .last_at_ms = w->restarted_ms };
+				     .resend = w->resend, .restarts = w->gen,
+				     .last_at_ms = w->restarted_ms };
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	if (w->restarted_ms)

@@ -136,12 +136,14 @@ const char *px_strerror(enum px_status st);
 int px_status_retryable(enum px_status st);
 
 /* The process that serves the mount (fs/keeper.h): its pid, the keeper's
- * (0: none), how many workers the keeper started before it, how the last
- * one ended and when (ms since the epoch; 0: never). Set by main through
- * px_core_set_worker() (core.h). */
+ * (0: none), whether the kernel resends what a dead worker held (without
+ * it a restart ends the mount), how many workers the keeper started before
+ * it, how the last one ended and when (ms since the epoch; 0: never). Set
+ * by main through px_core_set_worker() (core.h). */
 struct px_worker_info {
 	long pid;
 	long keeper_pid;
+	int resend;
 	unsigned restarts;
 	char last_end[96];
 	int64_t last_at_ms;

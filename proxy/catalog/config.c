@@ -23,7 +23,7 @@ const struct px_config_option px_config_options[] = {
 	{ "state_dir", "DIR", "where discovered sizes are remembered (default /var/lib/seamfs as root, else $XDG_STATE_HOME/seamfs)" },
 	{ "ca_file", "PATH", "CA bundle for https sources (default: the system store)" },
 	{ "insecure", NULL, "do not verify TLS certificates (testing only)" },
-	{ "keeper", NULL, "a keeper process holds the mount and restarts a worker that dies, with no error for readers (Linux 6.9+; docs/restart.md)" },
+	{ "keeper", NULL, "a keeper process holds the mount and restarts a worker that dies, with no error for readers (Linux 6.9+; docs/restart.md); on by default, keeper=0: the daemon serves the mount itself" },
 	{ "log_level", "LEVEL", "error, warn, info or debug (default info)" },
 	{ "log_file", "PATH", "append the log to PATH, reopened on SIGHUP (default: stderr with -f, else syslog)" },
 	{ "readahead_budget", "SIZE", "memory read-ahead windows and cached heads/tails share (default 256M)" },
@@ -81,6 +81,8 @@ void px_config_init(struct px_config *cfg)
 	cfg->session_key = PX_KEY_PROCESS;
 	cfg->stall_timeout_ms = 3000;
 	cfg->stall_min_rate = 64LL << 10;
+	/* a crash or an upgrade is a pause for readers, not an unmount */
+	cfg->keeper = 1;
 	cfg->standby_delay_ms = 120000;
 	cfg->max_standby = 5;
 	cfg->max_streams = 4;

@@ -25,7 +25,7 @@ struct px_config {
 	int64_t probe_timeout_ms;   /* bound on size discovery at mount, default 20 s */
 	int retries;                /* extra attempts of a failed range on one source */
 	int insecure;               /* 1: no TLS peer/host verification */
-	int keeper;                 /* 1: a keeper holds the mount (fs/keeper.h) */
+	int keeper;                 /* 1 (default): a keeper holds the mount (fs/keeper.h) */
 	char *ca_file;              /* owned; NULL: system CA store */
 	char *state_dir;            /* owned; NULL until main fills a default */
 	char *strm_paths;           /* owned; ':'-separated folders that local

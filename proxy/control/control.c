@@ -471,8 +471,14 @@ static enum MHD_Result handle(struct px_control *ctl, struct MHD_Connection *c, 
 		 * answer is written, or the answer would die with the worker */
 		long keeper = ctl->core->worker.keeper_pid;
 		if (keeper <= 0) {
-			set_err(&err, 409, "keeper", "this mount has no keeper: a restart would "
-				"end it (mount with -o keeper)");
+			set_err(&err, 409, "keeper", "this mount has no keeper (keeper=0): a "
+				"restart would end it");
+			return respond_err(c, &err);
+		}
+		if (!ctl->core->worker.resend) {
+			/* the keeper would refuse the signal: say why here */
+			set_err(&err, 409, "keeper", "this kernel cannot resend a worker's requests "
+				"(FUSE_NOTIFY_RESEND, Linux 6.9+): a restart would end the mount");
 			return respond_err(c, &err);
 		}
 		if (kill((pid_t)keeper, 0) != 0) {

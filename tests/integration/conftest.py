@@ -201,6 +201,25 @@ def group_members(pgid):
     return found
 
 
+def pid_lives(pid):
+    """Whether any thread of process pid is not a zombie. Its descriptors
+    (a FUSE connection) are closed only once the last thread has exited:
+    a leader that exited first shows as a zombie while the others run."""
+    try:
+        tids = os.listdir(f'/proc/{pid}/task')
+    except OSError:
+        return False
+    for tid in tids:
+        try:
+            with open(f'/proc/{pid}/task/{tid}/stat') as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if stat[stat.rindex(')') + 2:].split()[0] not in ('Z', 'X'):
+            return True
+    return False
+
+
 def _wait_exited_unreaped(proc, timeout):
     """Waits (bounded) until the child exits, leaving it a zombie: while it
     is one its pid, hence its process group's id, names nobody else."""
@@ -662,11 +681,28 @@ def daemon_env():
             if k.lower() not in ('http_proxy', 'https_proxy', 'all_proxy', 'no_proxy')}
 
 
+KEEPER_DEFAULT = True    # seamfs's default for the option keeper
+
+
+def keeper_in(argv):
+    """Whether a seamfs command line mounts under a keeper: the last
+    keeper / keeper=VALUE in its -o options says, else KEEPER_DEFAULT."""
+    on = KEEPER_DEFAULT
+    for i, a in enumerate(argv[:-1]):
+        if a != '-o':
+            continue
+        for o in argv[i + 1].split(','):
+            if o == 'keeper' or o.startswith('keeper='):
+                on = o.partition('=')[2] not in ('0', 'false', 'no')
+    return on
+
+
 class Mount:
     """One seamfs daemon process and its mountpoint."""
 
-    def __init__(self, argv, catalog, mnt, state_dir, stderr_path):
+    def __init__(self, argv, catalog, mnt, state_dir, stderr_path, env=None):
         self.argv = argv
+        self.env = env or {}
         self.catalog = Path(catalog)
         self.mnt = Path(mnt)
         self.state_dir = Path(state_dir) if state_dir else None
@@ -678,7 +714,28 @@ class Mount:
 
     @property
     def pid(self):
+        """The pid the test started: the daemon without a keeper, the
+        keeper with one (worker_pid() is the process that serves)."""
         return self.proc.pid
+
+    @property
+    def keeper(self):
+        """Whether this mount runs under a keeper (docs/restart.md)."""
+        return keeper_in(self.argv)
+
+    def status(self, timeout=30):
+        """.seamfs/status.json, read in a bounded helper thread."""
+        def read():
+            with open(self.path('.seamfs/status.json')) as f:
+                return json.load(f)
+        return bounded(read, timeout, f'{self.mnt}/.seamfs/status.json')
+
+    def worker_pid(self, timeout=30):
+        """The process that serves the mount now, as status.json names it
+        (`worker_pid`): the daemon itself without a keeper, its current
+        worker with one. Its children are the transcode writers; a kill of
+        it is a crash the keeper recovers from."""
+        return self.status(timeout)['worker_pid']
 
     def path(self, rel=''):
         return self.mnt / rel if rel else self.mnt
@@ -693,7 +750,8 @@ class Mount:
         self._before = {e.mount_id for e in mounts_at(self.mnt)}
         with open(self.stderr_path, 'ab') as err:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=err,
-                                         stderr=err, start_new_session=True, env=daemon_env())
+                                         stderr=err, start_new_session=True,
+                                         env={**daemon_env(), **self.env})
         if wait:
             self.wait_mounted(timeout)
         return self
@@ -712,6 +770,8 @@ class Mount:
                 new = ours
             if new:
                 self.mount_id = new[-1].mount_id
+                if self.keeper:
+                    self._wait_serving(deadline)
                 return self
             rc = self.proc.poll()
             if rc is not None:
@@ -722,6 +782,35 @@ class Mount:
                 pytest.fail(f'seamfs did not mount {self.mnt} within {timeout:.0f} s; stderr:\n'
                             f'{tail(self.log())}')
             time.sleep(0.05)
+
+    def _wait_serving(self, deadline):
+        """A keeper mounts before its worker has built the core and answers
+        the kernel's INIT (docs/restart.md): until then a request to the
+        mount waits. The mount is ready, as a daemon without a keeper is
+        once it shows, when the mountpoint answers statvfs()."""
+        box = {}
+
+        def probe():
+            try:
+                box['ok'] = os.statvfs(self.mnt)
+            except OSError as e:
+                box['error'] = e
+
+        t = threading.Thread(target=probe, name='keeper-serving', daemon=True)
+        t.start()
+        while t.is_alive():
+            rc = self.proc.poll()
+            if rc is not None:
+                self.returncode = rc
+                pytest.fail(f'seamfs exited with {rc} before its worker served {self.mnt}; '
+                            f'stderr:\n{tail(self.log())}')
+            if time.monotonic() > deadline:
+                pytest.fail(f'the worker of {self.mnt} did not serve in time; stderr:\n'
+                            f'{tail(self.log())}')
+            t.join(0.05)
+        if 'error' in box:
+            pytest.fail(f'statvfs({self.mnt}) after the mount: {box["error"]!r}; stderr:\n'
+                        f'{tail(self.log())}')
 
     def _answers(self):
         """statvfs() of the mountpoint succeeds (a stale mount gives
@@ -754,6 +843,18 @@ class Mount:
         except subprocess.TimeoutExpired:
             return None
         return self.returncode
+
+    def crash(self, timeout=EXIT_WAIT):
+        """kill -9 of the daemon, as a crash of the whole mount: the started
+        pid (with a keeper the keeper, whose worker dies with it:
+        PR_SET_PDEATHSIG). Waits (bounded) until it and the worker that
+        served are gone, so that the mount is dead, not dying."""
+        worker = self.worker_pid() if self.keeper else None
+        self.signal(signal.SIGKILL)
+        rc = self.wait_exit(timeout)
+        if worker is not None:
+            wait_until(lambda: not pid_lives(worker), timeout, f'worker pid {worker} gone')
+        return rc
 
     def signal(self, sig):
         if self.proc.poll() is None:
@@ -814,10 +915,13 @@ class Mounter:
         if read_timeout is not None:
             opts.append(f'read_timeout={read_timeout}')
         opts.extend(options)
-        # SEAMFS_TEST_KEEPER=1: every mount of the suite under a keeper
-        # (docs/restart.md), to try the suite as a default keeper would run
-        if os.environ.get('SEAMFS_TEST_KEEPER') == '1' and 'keeper' not in opts:
-            opts.append('keeper')
+        # SEAMFS_TEST_KEEPER=1 (0): every mount of the suite that does not
+        # say under a keeper (without one) (docs/restart.md); unset: the
+        # binary's default
+        choice = os.environ.get('SEAMFS_TEST_KEEPER')
+        if choice in ('0', '1') and not any(o == 'keeper' or o.startswith('keeper=')
+                                            for o in opts):
+            opts.append('keeper' if choice == '1' else 'keeper=0')
         argv = [self.binary]
         if foreground:
             argv.append('-f')
@@ -826,9 +930,10 @@ class Mounter:
         return argv + [str(catalog), str(mnt)]
 
     def mount(self, catalog, *, read_timeout=10, options=(), state_dir=None, mnt=None,
-              wait=True):
+              wait=True, env=None):
         """Start `seamfs -f -o state_dir=..,read_timeout=.. CATALOG MNT` and (by
-        default) wait until it is mounted.  `catalog` is a dict, text or a path."""
+        default) wait until it is mounted.  `catalog` is a dict, text or a path;
+        env: variables the daemon gets besides the harness's."""
         if not isinstance(catalog, Path):
             catalog = self.write_catalog(catalog)
         mnt = Path(mnt) if mnt else self.new_mountpoint()
@@ -837,7 +942,7 @@ class Mounter:
         self._n += 1
         m = Mount(self.argv(catalog, mnt, read_timeout, options, state_dir),
                   catalog, mnt, state_dir or self.state_dir,
-                  self.dir / f'seamfs-{self._n}.stderr')
+                  self.dir / f'seamfs-{self._n}.stderr', env)
         self.mounts.append(m)
         return m.start(wait=wait)
 

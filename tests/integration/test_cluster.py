@@ -210,7 +210,7 @@ def test_hosts_listed_and_duplicate_host_id_refused(redis, seamfs, data, nginx, 
     assert st['store']['latency_ms'] is not None
     rows = {h['host_id']: h for h in st['hosts']}
     assert rows['alpha']['self'] and not rows['beta']['self']
-    assert rows['beta']['pid'] == b.pid and rows['beta']['heartbeat_age_s'] < 3
+    assert rows['beta']['pid'] == b.worker_pid() and rows['beta']['heartbeat_age_s'] < 3
     # a session on B shows in the cluster's listing
     with open(b.path('one.bin'), 'rb') as f:
         f.read(65536)
@@ -367,7 +367,7 @@ def test_takeover_when_host_dies(redis, seamfs, data, nginx, tmp_path):
     plan = json.loads((work / 'clip-180' / 'plan.json').read_text())
     assert size == plan['size'] == os.stat(fa).st_size
     ta, _ = start_reader(fa)      # A's reader starts A's writer
-    wait_until(lambda: writer_pids(a.pid), 20, "A's writer")
+    wait_until(lambda: writer_pids(a.worker_pid()), 20, "A's writer")
     tb, box = start_reader(fb)    # B follows A's writer
     sizes = []
     stop = threading.Event()
@@ -387,7 +387,7 @@ def test_takeover_when_host_dies(redis, seamfs, data, nginx, tmp_path):
         entries, clean = store_playlist(redis, 'clip-180')
         assert not clean, 'the writer finished before it could be killed'
         assert store_lease(redis, 'clip-180')['owner'].startswith('alpha:')
-        pids = writer_pids(a.pid)
+        pids = writer_pids(a.worker_pid())
         os.kill(a.pid, signal.SIGKILL)
         for p in pids:
             try:
@@ -473,7 +473,7 @@ def test_takeover_follows_new_generation(redis, seamfs, data, nginx, tmp_path):
     ha = os.open(fa, os.O_RDONLY)
     try:
         assert len(os.pread(ha, 188, 0)) == 188     # starts A's writer
-        wait_until(lambda: writer_pids(a.pid), 20, "A's writer")
+        wait_until(lambda: writer_pids(a.worker_pid()), 20, "A's writer")
         gen_a = int(wait_until(lambda: store_lease(redis, 'clip-180').get('gen'), 10,
                                "A's lease"))
         box = {}
@@ -483,7 +483,7 @@ def test_takeover_follows_new_generation(redis, seamfs, data, nginx, tmp_path):
                    f'A listing segment {edge}')
         entries, clean = store_playlist(redis, 'clip-180')
         assert not clean, 'the writer finished before it could be killed'
-        pids = writer_pids(a.pid)
+        pids = writer_pids(a.worker_pid())
         os.kill(a.pid, signal.SIGKILL)
         for p in pids:
             try:
@@ -542,7 +542,7 @@ def test_fencing_stopped_writer(redis, seamfs, data, nginx, tmp_path):
     job = work / 'clip-ts'
     plan = json.loads((job / 'plan.json').read_text())
     ta, boxa = start_reader(fa)
-    pids = wait_until(lambda: writer_pids(a.pid), 20, "A's writer")
+    pids = wait_until(lambda: writer_pids(a.worker_pid()), 20, "A's writer")
     (wa,) = pids
     tb, boxb = start_reader(fb)
     stopped = False
@@ -624,7 +624,7 @@ def test_far_seek_on_following_host(redis, seamfs, data, clip60, nginx, tmp_path
     fa = os.open(a.path('clip60.ts'), os.O_RDONLY)
     try:
         assert len(os.pread(fa, 188, 0)) == 188      # starts A's writer at 0
-        wait_until(lambda: writer_pids(a.pid), 20, "A's writer")
+        wait_until(lambda: writer_pids(a.worker_pid()), 20, "A's writer")
         wait_until(lambda: store_lease(redis, 'clip60-ts').get('owner', '').startswith('alpha:'),
                    10, "A's lease")
         gen_a = int(store_lease(redis, 'clip60-ts')['gen'])
@@ -646,7 +646,7 @@ def test_far_seek_on_following_host(redis, seamfs, data, clip60, nginx, tmp_path
             os.close(fb)
         # B served them and started no writer: A holds the lease (a move
         # of its writer claims it again, as on one host)
-        assert writer_pids(b.pid) == []
+        assert writer_pids(b.worker_pid()) == []
         lease = store_lease(redis, 'clip60-ts')
         assert lease['owner'].startswith('alpha:') and int(lease['gen']) >= gen_a, lease
         gen_now = int(lease['gen'])
@@ -712,7 +712,7 @@ def test_redis_restarted_empty_mid_transcode(redis, seamfs, data, nginx, tmp_pat
     for k, _, g in sorted(entries):
         h.update(seg_file(job, k, g).read_bytes())
     assert h.hexdigest() == digest
-    assert writer_pids(a.pid) == []
+    assert writer_pids(a.worker_pid()) == []
     assert 'was fenced' not in a.log()
 
 

@@ -306,10 +306,12 @@ def test_restart_starts_the_binary_on_disk(seamfs, data, make_origin, tmp_path):
     # a new version on disk: another file at the same path
     shutil.copy2(original, bindir / 'seamfs.new')
     os.replace(bindir / 'seamfs.new', exe)
-    ctl = subprocess.run([original, 'ctl', '--socket', str(sock), 'restart'],
-                         capture_output=True, text=True, timeout=20)
+    # --wait (systemctl reload): it returns once the new worker serves
+    ctl = subprocess.run([original, 'ctl', '--socket', str(sock), 'restart', '--wait'],
+                         capture_output=True, text=True, timeout=120)
     assert ctl.returncode == 0 and 'restarting' in ctl.stdout, ctl
-    w2 = serving_worker(m, not_pid=w)
+    w2 = status(m)['worker_pid']
+    assert w2 != w and f'restarted: worker pid {w2} serves' in ctl.stdout, ctl
     assert os.readlink(f'/proc/{w2}/exe') == str(exe), 'the new worker is not the new file'
     r.join(180)
     st = status(m)
@@ -318,18 +320,19 @@ def test_restart_starts_the_binary_on_disk(seamfs, data, make_origin, tmp_path):
     (bindir / 'broken').write_text('#!/bin/sh\nexit 3\n')
     (bindir / 'broken').chmod(0o755)
     os.replace(bindir / 'broken', exe)
-    ctl = subprocess.run([original, 'ctl', '--socket', str(sock), 'restart'],
-                         capture_output=True, text=True, timeout=20)
-    assert ctl.returncode == 0, ctl
-    wait_until(lambda: 'serving with the running version' in m.log(), 30,
-               'the keeper going back to its own code')
+    # --wait says so (exit 1): a reload that did not upgrade is not done
+    ctl = subprocess.run([original, 'ctl', '--socket', str(sock), 'restart', '--wait'],
+                         capture_output=True, text=True, timeout=120)
+    assert ctl.returncode == 1 and 'did not come up' in ctl.stderr, ctl
+    assert 'serving with the running version' in m.log()
     serving_worker(m, not_pid=w2)
     assert sha256_bytes(m.path('odd.bin').read_bytes()) == data['odd.bin'].sha256
     # without a keeper a restart is refused: it would end the mount
     seamfs.binary = original
     m2 = seamfs.mount(catalog(asset('odd', 'odd.bin', o.url('odd.bin'),
                                     size=data['odd.bin'].size)),
-                      options=[f'control_socket={tmp_path / "ctl2.sock"}'], mnt=tmp_path / 'm2')
+                      options=['keeper=0', f'control_socket={tmp_path / "ctl2.sock"}'],
+                      mnt=tmp_path / 'm2')
     ctl = subprocess.run([original, 'ctl', '--socket', str(tmp_path / 'ctl2.sock'), 'restart'],
                          capture_output=True, text=True, timeout=20)
     assert ctl.returncode != 0 and 'no keeper' in ctl.stderr, ctl
@@ -356,3 +359,40 @@ def test_every_restart_is_answered(seamfs, data, make_origin, tmp_path):
     assert status(m)['keeper']['restarts'] == 12
     assert sha256_bytes(m.path('odd.bin').read_bytes()) == data['odd.bin'].sha256
     assert m.unmount() == 0
+
+
+def noresend_lib():
+    """The library that makes seamfs see a kernel before 6.9 (noresend.c),
+    as meson built it."""
+    lib = os.environ.get('SEAMFS_NORESEND_LIB') or os.path.join(
+        os.path.dirname(os.environ.get('SEAMFS_BIN', 'build/seamfs')),
+        'tests/integration/libnoresend.so')
+    assert os.path.exists(lib), f'{lib} is missing: build it (meson compile)'
+    return lib
+
+
+def test_a_kernel_that_cannot_resend(seamfs, data, make_origin, tmp_path):
+    """A kernel before 6.9 (FUSE_NOTIFY_RESEND refused with EINVAL): the
+    keeper serves as before, refuses a restart that would end the mount (it
+    answered 202 and then did nothing), and a worker that dies ends the
+    mount cleanly: the keeper unmounts and exits 1, and a remount works at
+    once."""
+    env = {'LD_PRELOAD': noresend_lib()}
+    o = make_origin(data.dir)
+    sock = tmp_path / 'ctl.sock'
+    doc = catalog(asset('odd', 'odd.bin', o.url('odd.bin'), size=data['odd.bin'].size))
+    m = seamfs.mount(doc, options=['keeper', f'control_socket={sock}'], env=env)
+    w = serving_worker(m)
+    assert sha256_bytes(m.path('odd.bin').read_bytes()) == data['odd.bin'].sha256
+    assert 'the kernel does not resend' in m.log(), 'the library did not take effect'
+    ctl = subprocess.run([seamfs.binary, 'ctl', '--socket', str(sock), 'restart'],
+                         capture_output=True, text=True, timeout=20)
+    assert ctl.returncode == 1 and 'cannot resend' in ctl.stderr, ctl
+    assert status(m)['worker_pid'] == w
+    os.kill(w, signal.SIGKILL)
+    assert m.wait_exit(20) == 1, m.log()[-2000:]
+    assert 'cannot resend what it held' in m.log()
+    wait_until(lambda: not m.is_mounted(), 10, 'the mount gone')
+    m2 = seamfs.mount(doc, mnt=m.mnt, options=['keeper'], env=env)
+    assert sha256_bytes(m2.path('odd.bin').read_bytes()) == data['odd.bin'].sha256
+    assert m2.unmount() == 0

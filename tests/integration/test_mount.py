@@ -303,8 +303,7 @@ def test_stale_mount_is_cleared(seamfs, data, nginx):
                                              size=data['mid.bin'].size)))
     m = seamfs.mount(cat)
     assert bounded(lambda: sha256_file(m.path('mid.bin')), 30, 'read') == data['mid.bin'].sha256
-    m.signal(signal.SIGKILL)
-    m.wait_exit(EXIT_WAIT)
+    m.crash()
     assert m.is_mounted(), 'expected the killed daemon to leave its mount behind'
     with pytest.raises(OSError) as e:     # (stat could be answered from the attr cache)
         os.close(os.open(m.path('mid.bin'), os.O_RDONLY))

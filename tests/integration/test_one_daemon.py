@@ -12,7 +12,6 @@ unmounted here.
 
 import json
 import os
-import signal
 import subprocess
 import time
 
@@ -94,8 +93,7 @@ def test_stale_mount_still_cleared_with_lock(seamfs, data, nginx):
     m1 = seamfs.mount(cat)
     assert bounded(lambda: sha256_file(m1.path('mid.bin')), 30, 'read') == data['mid.bin'].sha256
     os.stat(m1.mnt)      # its attributes now cached: a stat may still succeed once dead
-    m1.signal(signal.SIGKILL)
-    m1.wait_exit()
+    m1.crash()
     assert m1.is_mounted()
     # (the harness's wait cannot tell the dead mount's cached stat from the
     # new mount's answer: wait for the daemon's own word)

@@ -205,12 +205,14 @@ def test_reload_stuck_on_a_hung_file_system(seamfs, data, two_origins, tmp_path)
     m = seamfs.mount(lib, read_timeout=20)
     assert bounded(lambda: sha256_file(m.path('Movie')), 30, 'read Movie') == \
         data['mid.bin'].sha256
-    os.kill(other.pid, signal.SIGSTOP)
+    # the process that serves (a keeper's worker): stopped, it answers nothing
+    served_by = other.worker_pid()
+    os.kill(served_by, signal.SIGSTOP)
     try:
         # every thread stopped first: one woken by the stop could still take
         # a request off the queue, and a request taken by a FUSE daemon cannot
         # be killed (not even at exit), unlike one still queued or an NFS read
-        wait_until(lambda: all_stopped(other.pid), 20, 'the other daemon stopped')
+        wait_until(lambda: all_stopped(served_by), 20, 'the other daemon stopped')
         m.signal(signal.SIGHUP)
         why = 'library: not read within 30 s (a hung file system?)'
         given_up = soon(lambda: why in m.log(), 60, 'the reload given up')
@@ -226,4 +228,4 @@ def test_reload_stuck_on_a_hung_file_system(seamfs, data, two_origins, tmp_path)
         stop_within_bound(m)
         assert given_up, m.log()[-2000:]
     finally:
-        os.kill(other.pid, signal.SIGCONT)
+        os.kill(served_by, signal.SIGCONT)

@@ -208,7 +208,7 @@ def test_master_killed_hosts_follow_failover(sentinels, seamfs, data, nginx, tmp
     job = work / 'clip-ts'
     plan = json.loads((job / 'plan.json').read_text())
     ta, boxa = start_reader(a.path('clip.ts'))       # A's reader starts A's writer
-    wait_until(lambda: writer_pids(a.pid), 20, "A's writer")
+    wait_until(lambda: writer_pids(a.worker_pid()), 20, "A's writer")
     tb, boxb = start_reader(b.path('clip.ts'))       # B follows A's writer
     plain = {}
     pthreads = []

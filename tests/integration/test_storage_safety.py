@@ -498,7 +498,7 @@ def test_recovery_leaves_a_link_at_a_seamfs_name_alone_and_counts_it(seamfs, dat
     wait_until(lambda: (job / 'playlist').exists(), 60, 'the first commit')
     link = job / 'seg-000008.ts.tmp'
     as_attacker(attacker, 'ln', '-s', arena['secret'], str(link))
-    pids = wait_until(lambda: writer_pids(m.pid), 10, 'the writer process')
+    pids = wait_until(lambda: writer_pids(m.worker_pid()), 10, 'the writer process')
     os.kill(pids[0], signal.SIGKILL)
     t.join(120)
     assert_read_whole(t, box, job, plan, 'the reader is still blocked after 120 s')

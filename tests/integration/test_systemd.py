@@ -193,7 +193,9 @@ def test_units_verify(tmp_path, seamfs_bin):
     assert rc == 0 and out == '', out
     unit = (UNITS / 'seamfs@.service').read_text()
     for line in ('Type=notify', 'After=network-online.target', 'Wants=network-online.target',
-                 'Restart=on-failure', 'ExecReload=/bin/kill -HUP $MAINPID', 'KillMode=mixed',
+                 'Restart=on-failure', 'ExecStart=/usr/local/bin/seamfs -f -o keeper,',
+                 'ExecReload=/usr/local/bin/seamfs ctl --socket /run/seamfs/%i.sock restart --wait',
+                 'KillMode=mixed',
                  '/etc/seamfs/%i.json /srv/seamfs/%i'):
         assert line in unit, line
     # the fstab line in the mount unit's comment is the README's form

@@ -162,7 +162,7 @@ def test_writer_killed_mid_run(seamfs, data, nginx, tmp_path):
         wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
         entries, clean = playlist_entries(job)
         assert not clean, 'the writer finished before it could be killed'
-        pids = wait_until(lambda: writer_pids(m.pid), 10, 'the writer process')
+        pids = wait_until(lambda: writer_pids(m.worker_pid()), 10, 'the writer process')
         assert len(pids) == 1
         os.kill(pids[0], signal.SIGKILL)
         killed_after = len(entries)
@@ -275,13 +275,13 @@ def test_hung_writer_lease_orphaned(seamfs, data, nginx, tmp_path):
     try:
         wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
         assert not playlist_entries(job)[1], 'the writer finished before it could be stopped'
-        pids = wait_until(lambda: writer_pids(m.pid), 10, 'the writer process')
+        pids = wait_until(lambda: writer_pids(m.worker_pid()), 10, 'the writer process')
         stopped = pids[0]
         os.kill(stopped, signal.SIGSTOP)
         wait_until(lambda: 'orphaned (no heartbeat' in m.log(), 15, 'the orphaned lease')
     finally:
         t.join(90)
-        if stopped and stopped in writer_pids(m.pid):
+        if stopped and stopped in writer_pids(m.worker_pid()):
             os.kill(stopped, signal.SIGKILL)
     assert not t.is_alive()
     assert 'error' not in box, repr(box.get('error'))
@@ -343,7 +343,7 @@ def test_remux_killed_restart_identical(seamfs, data, nginx, tmp_path):
     try:
         wait_until(lambda: len(playlist_entries(job)[0]) >= 2, 30, 'two committed segments')
         assert not playlist_entries(job)[1], 'the writer finished before it could be killed'
-        pids = wait_until(lambda: writer_pids(m.pid), 10, 'the writer process')
+        pids = wait_until(lambda: writer_pids(m.worker_pid()), 10, 'the writer process')
         os.kill(pids[0], signal.SIGKILL)
     finally:
         t.join(90)
@@ -453,7 +453,7 @@ def test_unmount_while_the_writer_runs(seamfs, data, nginx, tmp_path):
     assert len(head) == two and again == head
     assert head == (job / 'seg-000000.ts').read_bytes() + (job / 'seg-000001.ts').read_bytes()
     # the player has gone; the writer has 20 s of clip to write at 1x
-    pids = writer_pids(m.pid)
+    pids = writer_pids(m.worker_pid())
     assert pids, 'no writer runs: the test would prove nothing'
     # it reads through the daemon's read path (a session of its own, its
     # pid the client), not through the mount: it holds no file there
@@ -795,9 +795,12 @@ def test_writer_command_line_carries_no_secret(seamfs, data, make_origin, tmp_pa
     m.start()
     job = work / 'clip-180'
     plan = plan_of(job)
+    # read before the reader holds the one FUSE thread (-s): the mount
+    # answers nothing else while it waits for the writer
+    serving = m.worker_pid()
     t, box = start_reader(m.path('Transcoded/clip 180p.ts'))
     try:
-        pids = wait_until(lambda: writer_pids(m.pid), 20, 'the writer process')
+        pids = wait_until(lambda: writer_pids(serving), 20, 'the writer process')
         cmdline = Path(f'/proc/{pids[0]}/cmdline').read_bytes()
     finally:
         t.join(90)

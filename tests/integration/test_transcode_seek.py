@@ -273,4 +273,4 @@ def test_reads_of_an_exited_player_start_nothing(seamfs, data, clip60, nginx, tm
     row = status_row(m)
     assert row['seeks'] == 1 and row['recoveries'] == 0, row
     assert row['writer_pid'] in (moved, 0), (row, moved)
-    assert writer_pids(m.pid) in ([], [moved])
+    assert writer_pids(m.worker_pid()) in ([], [moved])
