@@ -2053,6 +2053,42 @@ static void poll_remote(struct px_transcode *tc)
 /* Wants taken per job and poll (more wait for the next one). */
 #define WANTS_MAX 16
 
+/*
+ * Cluster mode: trusted segment k of j is not the file its writer made.
+ * The store's list changes only under the lease, and the file's name is
+ * its generation's: it is made again under a new generation (never at the
+ * swapped name), whose recovery drops the entry (look: not a regular file
+ * of its size). Our writer is moved there (its restart claims the next
+ * generation); with none, the next read of k starts one, which claims the
+ * lease when no live host holds it, or else asks the holder (serve_want),
+ * which does this on its side. Under tc->lock.
+ */
+static void remake_segment(struct job *j, uint32_t k)
+{
+	j->ok[k] = 0;
+	if (j->pid) {
+		if (j->restart_at < 0 || (uint32_t)j->restart_at > k)
+			j->restart_at = k;
+		kill(j->pid, SIGKILL);
+	} else {
+		j->remote = 0;
+	}
+}
+
+/* Whether the file of trusted segment k is a regular file of its size
+ * (a far read asks the holder for a listed segment: its file may have
+ * been swapped; segment_ours is the read path's check). Under tc->lock. */
+static int segment_file_ok(const struct job *j, uint32_t k, int *link)
+{
+	char name[64], path[PATH_MAX + 80];
+	struct stat sb;
+	px_playlist_seg_file(k, j->okgen[k], name, sizeof(name));
+	snprintf(path, sizeof(path), "%s/%s", j->dir, name);
+	int ok = lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == seg_size(j, k);
+	*link = !ok && lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode);
+	return ok;
+}
+
 /* One far read of another host (w) on job j, whose lease we hold with a
  * writer running: decided as a local read of that segment would be. */
 static void serve_want(struct px_transcode *tc, struct job *j, const struct px_tc_want *w,
@@ -2067,6 +2103,14 @@ static void serve_want(struct px_transcode *tc, struct job *j, const struct px_t
 	if (now - w->at_ms > tc->cfg->read_timeout_ms)
 		return; /* its read has given up */
 	j->wanted_ms = px_now_ms();
+	int link = 0;
+	if (j->ok[k] && !segment_file_ok(j, k, &link)) {
+		px_warn("transcode", "asset %s: %s wants segment %u, listed, whose file is not the "
+			"one made (%s); making it again under a new generation", j->a->id, w->from,
+			k, link ? "a link or not a regular file" : "gone or of another size");
+		j->work_links += link;
+		remake_segment(j, k);
+	}
 	if (j->ok[k] || j->queued || j->retry_at || (!j->pid && !j->nprobes))
 		return; /* listed (it serves it at its next poll), or ours restart */
 	struct px_seek_view v = {
@@ -2897,29 +2941,25 @@ static int segment_ours(const struct px_transcode *tc, const struct job *j, uint
  * The trusted segment k (written by generation gen), file path, is not
  * the file seamfs made any more (why: how; link: a link or not a regular
  * file). It is a segment that is not there: logged, counted (links), no
- * longer served, and dropped
- * from the list on disk (under its lock) so that the writer or a probe
- * makes it again from the segments still trusted; the new file is
- * renamed over what is in the way, never written through it. PX_OK: wait
- * for it again. In cluster mode the list is the store's, changed only by
- * the lease's holder: PX_EIO, as a read of it failed before. Under
- * tc->lock.
+ * longer served, and made again from the segments still trusted. One
+ * host: dropped from the list on disk (under its lock); the new file is
+ * renamed over what is in the way, never written through it. Cluster
+ * mode: remake_segment. The read waits for it again. Under tc->lock.
  */
-static enum px_status segment_gone(struct px_transcode *tc, struct job *j, uint32_t k,
-				   uint64_t gen, const char *path, const char *why, int link)
+static void segment_gone(struct px_transcode *tc, struct job *j, uint32_t k, uint64_t gen,
+			 const char *path, const char *why, int link)
 {
 	struct px_playlist pl;
 	char err[512];
-	enum px_status st = PX_OK;
 	int lk = -1;
 	if (!j->ok[k] || j->okgen[k] != gen)
 		goto out; /* another read found it so first */
 	if (link)
 		j->work_links++;
-	px_warn("transcode", "asset %s: committed segment %s: %s: not read; %s", j->a->id, path,
-		why, tc->store ? "failing the read" : "making the segment again");
+	px_warn("transcode", "asset %s: committed segment %s: %s: not read; making the segment "
+		"again%s", j->a->id, path, why, tc->store ? " under a new generation" : "");
 	if (tc->store) {
-		st = PX_EIO;
+		remake_segment(j, k);
 		goto out;
 	}
 	j->ok[k] = 0;
@@ -2934,7 +2974,7 @@ static enum px_status segment_gone(struct px_transcode *tc, struct job *j, uint3
 		px_playlist_release(&pl);
 out:
 	px_playlist_unlock(lk);
-	return st;
+	pthread_cond_broadcast(&tc->cond);
 }
 
 enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, void *buf,
@@ -2995,14 +3035,12 @@ enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, v
 		int gone = link || (fd < 0 && e == ENOENT && !tc->store) ||
 			   (fd >= 0 && !segment_ours(tc, j, k, &sb));
 		if (gone)
-			st = segment_gone(tc, j, k, gen, path, why, link);
+			segment_gone(tc, j, k, gen, path, why, link);
 		pthread_mutex_unlock(&tc->lock);
 		if (gone) {
 			if (fd >= 0)
 				close(fd);
-			if (st == PX_OK)
-				continue; /* its new file, once made */
-			break;
+			continue; /* its new file, once made */
 		}
 		ssize_t r = fd >= 0 ? pread(fd, (char *)buf + done, n, within) : -1;
 		e = errno;

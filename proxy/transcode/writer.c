@@ -699,6 +699,28 @@ static enum px_status store_wait(struct wr *w, enum px_status why, int *tries)
 	return PX_OK;
 }
 
+/*
+ * Gives the fsynced file tmp the committed name path (cluster mode),
+ * never replacing a segment: link(2), atomic on NFS; EEXIST when a
+ * regular file is there (another run of this generation made it first).
+ * What is not a regular file at that name (a link or a FIFO someone
+ * planted) is replaced, not written through: rename(2) swaps the name.
+ * tmp is gone afterwards. 0, or -1 with errno.
+ */
+static int commit_name(const char *tmp, const char *path)
+{
+	struct stat sb;
+	int rc = link(tmp, path), e = errno;
+	if (rc && e == EEXIST && lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode) &&
+	    !S_ISDIR(sb.st_mode)) {
+		rc = rename(tmp, path);
+		e = errno;
+	}
+	unlink(tmp);
+	errno = e;
+	return rc;
+}
+
 /* The fenced end of a run: nothing of ours is listed; our own file goes
  * (it carries our generation: no other writer's). */
 static enum px_status fenced(struct wr *w, uint32_t k, const char *path)
@@ -726,15 +748,13 @@ static enum px_status commit_store(struct wr *w, uint32_t k, const char *tmp, in
 
 	px_playlist_seg_file(k, w->a->lease.gen, name, sizeof(name));
 	snprintf(path, sizeof(path), "%s/%s", w->a->work_dir, name);
-	if (link(tmp, path)) {
+	if (commit_name(tmp, path)) {
 		int e = errno;
-		unlink(tmp);
 		if (e == EEXIST)
 			return PX_EEXIST; /* a probe of ours wrote it */
 		snprintf(w->err, w->errlen, "%s: %s", path, strerror(e));
 		return PX_EIO;
 	}
-	unlink(tmp);
 	if (stat(path, &sb)) {
 		snprintf(w->err, w->errlen, "%s: %s", path, strerror(errno));
 		return PX_EIO;
@@ -1793,9 +1813,8 @@ static enum px_status publish_store(struct wr *w, uint32_t from)
 		snprintf(tmp, sizeof(tmp), "%s%s", paths[n], PX_WRITER_PROBE_TMP);
 		if (!probe_tmp_there(tmp))
 			continue; /* skipped: listed when the probe came to it */
-		int rc = link(tmp, paths[n]);
+		int rc = commit_name(tmp, paths[n]);
 		int e = errno;
-		unlink(tmp);
 		if (rc && e == EEXIST)
 			continue; /* the main writer made it */
 		if (rc || stat(paths[n], &sb)) {

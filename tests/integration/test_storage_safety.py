@@ -30,6 +30,7 @@ from conftest import bounded, catalog, sha256_file, wait_until
 from test_copies import (COPY_WAIT, copies_of, ctl, entry, job, metrics, sockdir,  # noqa: F401
                          status, storage, tmpfs, wait_copies, wait_reason)
 from test_transcode_seek import clip60, seek_catalog, seg_bounds  # noqa: F401
+from test_cluster import mount_host, redis, seg_file, store_playlist, tc_cat  # noqa: F401
 from test_transcode import (assert_read_whole, committed_concat_sha, mount_tc, plan_of,
                             playlist_entries, read_sequential, start_reader, writer_pids)
 
@@ -601,3 +602,100 @@ def test_a_link_swapped_for_a_probes_segment_is_reported(seamfs, data, clip60, n
     assert tc_row(m, 'clip60-ts')['work_dir_links'] >= 1
     assert work_links_metric(m) >= 1
     assert not os.path.islink(job / 'seg-000020.ts')
+
+
+def swap_cluster_segment(attacker, arena, job, path, size):
+    """The attacker moves a committed cluster segment (its name carries
+    its generation) aside and puts at its name a link to a root-only file
+    of its size. The root-only file and its SHA-256."""
+    secret, secret_sha = root_only(arena, 'segment', size)
+    os.chmod(job, 0o777)
+    as_attacker(attacker, 'mv', str(path), str(job / 'moved.ts'))
+    as_attacker(attacker, 'ln', '-s', secret, str(path))
+    return secret, secret_sha
+
+
+def store_sha(redis, job):
+    """SHA-256 of the segments the store lists, in index order, and the
+    entries."""
+    entries, _ = store_playlist(redis, 'clip-ts')
+    h = hashlib.sha256()
+    for k, _, g in sorted(entries):
+        h.update(seg_file(job, k, g).read_bytes())
+    return h.hexdigest(), entries
+
+
+def test_a_swapped_segment_in_cluster_mode_is_made_under_a_new_generation(
+        seamfs, data, nginx, arena, attacker, redis):
+    """Cluster mode, a finished remux written by host alpha: the attacker
+    swaps a middle segment's file for a link to a root-only file. The
+    read on beta (which never read the asset) recovers the list under its
+    own lease; alpha, which served the old file, then finds the link and
+    takes the segment for one that is not there: it is made again under a
+    new generation, never at the swapped name, and both reads get
+    the very bytes served before (a remux's), with no error. The link is
+    left alone and the root-only file is unchanged. On 598ca28 the read
+    failed with EIO ("failing the read")."""
+    work = Path(arena['base']) / 'work'
+    cat = tc_cat(nginx)
+    a = mount_host(seamfs, cat, redis, 'alpha', work)
+    b = mount_host(seamfs, cat, redis, 'beta', work)
+    job = work / 'clip-ts'
+    plan = plan_of(job)
+    first, n = bounded(lambda: read_sequential(a.path('clip.ts')), 90, 'the first read')
+    assert n == plan['size']
+    wait_until(lambda: store_playlist(redis, 'clip-ts')[1], 30, 'the list closed')
+    listed, entries = store_sha(redis, job)
+    assert listed == first
+    k, size, gen = sorted(entries)[len(entries) // 2]
+    swapped = seg_file(job, k, gen)
+    secret, secret_sha = swap_cluster_segment(attacker, arena, job, swapped, size)
+    for m in (b, a):
+        digest, n = bounded(lambda: read_sequential(m.path('clip.ts')), 90,
+                            f'the read on {m.mnt} after the swap')
+        assert (digest, n) == (first, plan['size'])
+    # beta's first read recovered the list under its lease (the link is
+    # no regular file); alpha had trusted the old file and read it
+    assert 'making the segment again under a new generation' in a.log(), a.log()[-3000:]
+    now, entries = store_sha(redis, job)
+    assert now == first
+    regen = dict((kk, g) for kk, _, g in entries)[k]
+    assert regen > gen and not seg_file(job, k, regen).is_symlink()
+    assert os.path.islink(swapped) and sha256_file(secret) == secret_sha
+    assert sha256_file(b.path('clip.ts')) == first
+
+
+def test_a_swapped_segment_under_a_live_writer_is_made_again_by_its_host(
+        seamfs, data, nginx, arena, attacker, redis):
+    """Cluster mode, alpha's paced writer still runs: the attacker swaps
+    its first committed segment for a link. beta reads from the start,
+    finds the link, cannot take a live lease, and asks alpha (a far read);
+    alpha sees the listed file is not the one made and writes the segment
+    again under a new generation. beta's read gets the bytes a remux
+    gives, whole, with no error; so does alpha's own reader. On 598ca28
+    beta's read failed with EIO."""
+    work = Path(arena['base']) / 'work'
+    cat = tc_cat(nginx)
+    a = mount_host(seamfs, cat, redis, 'alpha', work, options=['writer_max_speed=4'])
+    b = mount_host(seamfs, cat, redis, 'beta', work)
+    job = work / 'clip-ts'
+    plan = plan_of(job)
+    t, box = start_reader(a.path('clip.ts'))
+    try:
+        wait_until(lambda: len(store_playlist(redis, 'clip-ts')[0]) >= 2, 60,
+                   'two segments committed')
+        k, size, gen = sorted(store_playlist(redis, 'clip-ts')[0])[0]
+        swapped = seg_file(job, k, gen)
+        secret, secret_sha = swap_cluster_segment(attacker, arena, job, swapped, size)
+        digest, n = bounded(lambda: read_sequential(b.path('clip.ts')), 120,
+                            'the read on beta after the swap')
+    finally:
+        t.join(120)
+    assert not t.is_alive() and 'error' not in box, repr(box.get('error'))
+    listed, entries = store_sha(redis, job)
+    assert n == plan['size'] and digest == listed and box['result'] == (listed, n)
+    assert os.path.islink(swapped) and sha256_file(secret) == secret_sha
+    assert dict((kk, g) for kk, _, g in entries)[k] > gen
+    # alpha made it again: asked by beta, or found by its own reader first
+    assert ('whose file is not the one made' in a.log() or
+            'making the segment again under a new generation' in a.log()), a.log()[-3000:]
