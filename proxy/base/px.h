@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define PX_WUR __attribute__((warn_unused_result))
 #define PX_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -150,5 +151,13 @@ struct px_worker_info {
 	int64_t last_pause_ms;  /* from the keeper's notice of that end to this
 				 * process serving (its start) */
 };
+
+/*
+ * Whether process pid of this machine is gone: no such process, or every
+ * thread of it has exited and it waits to be reaped (a zombie: its parent
+ * died, and an init that does not reap leaves it so). A process whose
+ * leader exited while other threads run is not gone. Any thread (proc.c).
+ */
+int px_pid_gone(pid_t pid);
 
 #endif

@@ -177,7 +177,7 @@ enum px_status px_hosts_join(struct px_store *st, const char *host_id, int64_t h
 		/* the holder ran here and is gone (killed, crashed): its key
 		 * outlives it by the TTL, which must not lock its successor out */
 		if (!force && h->boot[0] && strcmp(oboot, h->boot) == 0 && opid > 0 &&
-		    kill((pid_t)opid, 0) && errno == ESRCH) {
+		    px_pid_gone((pid_t)opid)) {
 			px_info("hosts", "host_id %s was registered by pid %lld of this machine, which "
 				"is gone; taking it over", host_id, opid);
 			continue;

@@ -1310,8 +1310,8 @@ static enum px_status hold_lease(struct px_transcode *tc, struct job *j)
 			    ? strtol(cur.owner + hl + 1, NULL, 10) : 0;
 		had = 1;
 		other_host = !(strncmp(cur.owner, tc->host, hl) == 0 && cur.owner[hl] == ':');
-		if (opid > 0 && kill((pid_t)opid, 0) && errno == ESRCH &&
-		    (cur.writer_pid <= 0 || (kill((pid_t)cur.writer_pid, 0) && errno == ESRCH)))
+		if (opid > 0 && px_pid_gone((pid_t)opid) &&
+		    (cur.writer_pid <= 0 || px_pid_gone((pid_t)cur.writer_pid)))
 			orphan = -1;
 	}
 	enum px_status st = px_lease_claim(tc->leases, j->a->id, tc->owner, orphan, &j->lease);

@@ -21,7 +21,9 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -257,6 +259,39 @@ static void test_open_beneath_walk_refuses_links(void **state)
 	check_open_beneath(*state, px_open_beneath_walk);
 }
 
+/* A child that lives is not gone; once it exits and waits unreaped (a
+ * zombie, as a worker whose keeper died is under an init that does not
+ * reap) it is; reaped, too. Before the zombie rule a killed worker's
+ * host_id stayed "registered by another live seamfs". */
+static void test_pid_gone_counts_a_zombie_gone(void **state)
+{
+	(void)state;
+	int go[2];
+	assert_int_equal(pipe(go), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char c;
+		close(go[1]);
+		(void)!read(go[0], &c, 1);
+		_exit(0);
+	}
+	close(go[0]);
+	assert_int_equal(px_pid_gone(pid), 0);
+	close(go[1]); /* the child reads EOF and exits */
+	int zombie = 0;
+	for (int i = 0; i < 500 && !zombie; i++) {
+		siginfo_t si = { 0 };
+		assert_int_equal(waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT), 0);
+		zombie = si.si_pid == pid;
+	}
+	assert_true(zombie);
+	assert_int_equal(px_pid_gone(pid), 1);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	assert_int_equal(px_pid_gone(pid), 1);
+	assert_int_equal(px_pid_gone(getpid()), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -270,6 +305,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_beneath_refuses_links, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_beneath_walk_refuses_links, setup,
 						teardown),
+		cmocka_unit_test(test_pid_gone_counts_a_zombie_gone),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,51 @@
+/*
+ * proc.c - whether a process of this machine is gone (px.h).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "px.h"
+
+/* The state letter of task tid of pid (/proc/PID/task/TID/stat, after the
+ * command's closing parenthesis), or 0 when it cannot be read. */
+static char task_state(int pid, const char *tid)
+{
+	char path[96], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", pid, tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	const char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+int px_pid_gone(pid_t pid)
+{
+	char path[64];
+	int gone = 1;
+	if (pid <= 0)
+		return 0;
+	if (kill(pid, 0) && errno == ESRCH)
+		return 1;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return errno == ENOENT;
+	struct dirent *de;
+	while (gone && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		char s = task_state((int)pid, de->d_name);
+		gone = s == 'Z' || s == 'X';
+	}
+	closedir(d);
+	return gone;
+}
