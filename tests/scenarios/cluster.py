@@ -7,7 +7,9 @@ its own host_id, mountpoint and state_dir, one shared work_dir), and reads
 through them, at once, a plain asset with two nginx sources and the
 transcode and remux of a clip. Meanwhile it kills (SIGKILL, by PID) hosts
 (the daemon and its writers) and Redis at random moments, and starts them
-again after a random pause; it never kills the last live host. Redis keeps
+again after a random pause; it never kills the last live host. It also
+swaps committed segments of the remux for links to files of other bytes,
+as someone who can write work_dir could. Redis keeps
 an append-only file fsynced at each write, so its restart loses nothing
 (docs/cluster.md: without persistence a restart may cost a transcode's
 list; that limit is documented, not checked here).
@@ -47,7 +49,8 @@ sys.path.insert(0, str(HERE.parent / 'integration'))
 
 import pytest  # noqa: E402 - the harness fails with pytest.fail; caught below
 
-from conftest import Mounter, Nginx, catalog, make_clip, sha256_file  # noqa: E402
+from conftest import (Mounter, Nginx, catalog, make_clip, pid_lives, sha256_file,  # noqa: E402
+                      wait_until)
 from test_cluster import Redis, mount_host, store_playlist, seg_file  # noqa: E402
 from test_transcode import PROFILE, writer_pids  # noqa: E402
 
@@ -108,9 +111,11 @@ class Host:
         self.since = time.monotonic()
 
     def kill(self):
-        """SIGKILL of the daemon and of its writers, by PID."""
-        pids = writer_pids(self.mount.pid)
-        os.kill(self.mount.pid, signal.SIGKILL)
+        """SIGKILL of the whole host, by PID: the keeper, the worker that
+        serves and its writers, at once (a worker left to die of its
+        keeper's death would live on for a moment, still registered)."""
+        worker = self.mount.worker_pid(10)
+        pids = [self.mount.pid, worker] + writer_pids(worker)
         for p in pids:
             try:
                 os.kill(p, signal.SIGKILL)
@@ -118,6 +123,8 @@ class Host:
                 pass
         self.alive = False
         self.mount.proc.wait(10)
+        for p in pids[1:]:
+            wait_until(lambda: not pid_lives(p), 10, f'pid {p} of {self.name} gone')
         self.mount.unmount()     # the dead mount goes before the next daemon
 
 
@@ -207,13 +214,39 @@ def start_reader(world, rng, host):
 # One scenario
 # --------------------------------------------------------------------------
 
+def plant_link(world, rng, at):
+    """Someone who can write work_dir moves a committed segment of the
+    remux aside and puts at its name a link to a file of its size with
+    other bytes (outside work_dir). No reader may get those bytes: the
+    segment is made again under a new generation, and a remux's bytes are
+    the same (docs/transcode.md, "Only what seamfs made")."""
+    entries, _ = store_playlist(world.redis, 'clip-ts')
+    if not entries:
+        return
+    k, size, g = rng.choice(entries)
+    job = world.work / 'clip-ts'
+    seg = seg_file(job, k, g)
+    bait = world.dir / f'bait-{k}-{g}'
+    try:
+        bait.write_bytes(os.urandom(size))
+        os.rename(seg, job / f'moved-{k}-{g}.ts')
+        os.symlink(bait, seg)
+    except OSError:
+        return                  # made again or gone meanwhile
+    world.events.append(f'link:{k}@{at:.1f}s')
+
+
 def faults(world, rng, t_end):
-    """Kills and restarts hosts and Redis at random moments until t_end."""
-    events = sorted((rng.uniform(0.5, t_end), rng.choice(['host', 'host', 'redis']))
+    """Kills and restarts hosts and Redis, and plants links, at random
+    moments until t_end."""
+    events = sorted((rng.uniform(0.5, t_end), rng.choice(['host', 'host', 'redis', 'link']))
                     for _ in range(rng.randint(1, 4)))
     t0 = time.monotonic()
     for at, kind in events:
         time.sleep(max(0.0, t0 + at - time.monotonic()))
+        if kind == 'link':
+            plant_link(world, rng, at)
+            continue
         if kind == 'redis':
             world.events.append(f'redis@{at:.1f}s')
             world.redis.stop()
@@ -230,6 +263,15 @@ def faults(world, rng, t_end):
         time.sleep(rng.uniform(0.5, 4.0))
         victim.start()
         start_reader(world, rng, victim)
+
+
+def faults_checked(world, rng, t_end):
+    """faults(), a failure of the harness itself (a host that did not come
+    back) counted as a violation rather than lost with its thread."""
+    try:
+        faults(world, rng, t_end)
+    except (Exception, pytest.fail.Exception) as e:  # noqa: BLE001 - reported as one
+        world.violate(f'harness: the fault schedule failed: {e!r}')
 
 
 def committed(world, asset):
@@ -359,7 +401,7 @@ def scenario(seed, base, origins, plain_sha):
         for i in range(nhosts):
             world.hosts.append(Host(world, f'h{i}', rng.choice([1, 2, 3])))
             world.hosts[-1].start()
-        ft = threading.Thread(target=faults, args=(world, rng, rng.uniform(2.0, 10.0)),
+        ft = threading.Thread(target=faults_checked, args=(world, rng, rng.uniform(2.0, 10.0)),
                               daemon=True)
         for h in world.hosts:
             for _ in range(rng.randint(1, 3)):
