@@ -179,6 +179,56 @@ def test_worker_killed_as_its_origin_dies(seamfs, data, make_origin):
     assert m.unmount() == 0
 
 
+def test_worker_killed_in_the_middle_of_a_cutover(seamfs, data, make_origin):
+    """The active source's origin dies and, while the cutover waits for the
+    standby's seam check (held by the origin), the worker is killed: the
+    next worker serves the resent read, and the reader sees no error and
+    every byte right."""
+    a = make_origin(data.dir, ['--rate', RATE])
+    b = make_origin(data.dir, ['--rate', RATE])
+    big = data['big.bin']
+    doc = {'providers': [{'name': 'p1'}, {'name': 'p2'}],
+           'assets': [{'id': 'big', 'path': 'big.bin', 'size': big.size,
+                       'sources': [{'url': a.url('big.bin'), 'provider': 'p1'},
+                                   {'url': b.url('big.bin'), 'provider': 'p2'}]}]}
+    # each candidate's checks get stall_timeout: longer than the hold
+    m = seamfs.mount(doc, read_timeout=60,
+                     options=['keeper', 'standby_delay=0', 'stall_timeout=20',
+                              'liveness_interval=0'])
+    w = serving_worker(m)
+    r = Readers()
+    r.start('sequential', sequential(m.path('big.bin'), big.sha256))
+
+    def ready():
+        st = status(m)
+        asset_ = st['assets'][0] if st['assets'] else {}
+        return (asset_.get('reference') and
+                all(s['verification'] == 'verified' for s in asset_['sources']) and
+                any(s['offset'] > 8 * MIB for s in st['sessions']))
+    wait_until(ready, 60, 'the standby verified and the reader past 8 MiB')
+    served = status(m)['sessions'][0]['source']
+    active, standby = (a, b) if served == a.url('big.bin') else (b, a)
+    # the standby's kept connections go, so that the next one it counts is
+    # the cutover's; its next answer (the seam check) is held for 10 s
+    standby.down(drop=True)
+    standby.up()
+    standby.rule('/big.bin', delay_ms=10000, count=1)
+    active.down(drop=True)
+    wait_until(lambda: standby.log()['connections_current'] >= 1, 30,
+               'the cutover asking the standby for the seam')
+    os.kill(w, signal.SIGKILL)
+    serving_worker(m, not_pid=w)
+    r.join(180)
+    # the kill landed inside the cutover: the held answer, the seam (at
+    # most 4 KiB just before the cut), was never sent
+    held = [q for q in standby.requests('/big.bin') if not q['complete']]
+    assert held and held[0]['bytes_sent'] == 0, standby.requests('/big.bin')
+    first, last = map(int, held[0]['range'].split('=')[1].split('-'))
+    assert last - first < 4096, held
+    assert status(m)['keeper']['restarts'] == 1
+    assert m.unmount() == 0
+
+
 def test_crash_loop_gives_up_and_readers_get_an_error(seamfs, data, make_origin):
     """Workers that die at once, five times in a row: the keeper backs off,
     then gives up and unmounts; a reader waiting meanwhile gets an error,
