@@ -411,6 +411,52 @@ def test_every_restart_is_answered(seamfs, data, make_origin, tmp_path):
     assert m.unmount() == 0
 
 
+def test_restart_json_wait_waits(seamfs, data, make_origin, tmp_path):
+    """seamfs ctl restart --json --wait waits as --wait does: it prints one
+    JSON object once the next worker serves (the daemon's answer with that
+    worker's pid and whether it is the binary on disk), and says in it and
+    in its exit status when that binary did not come up."""
+    original = seamfs.binary
+    bindir = tmp_path / 'bin'
+    bindir.mkdir()
+    exe = bindir / 'seamfs'
+    shutil.copy2(original, exe)
+    seamfs.binary = str(exe)
+    o = make_origin(data.dir, ['--rate', RATE])
+    sock = tmp_path / 'ctl.sock'
+    m = seamfs.mount(catalog(asset('big', 'big.bin', o.url('big.bin'),
+                                   size=data['big.bin'].size)),
+                     read_timeout=60, options=['keeper', f'control_socket={sock}'])
+    w = serving_worker(m)
+    r = Readers()
+    r.start('sequential big', sequential(m.path('big.bin'), data['big.bin'].sha256))
+    time.sleep(0.5)
+    ctl = subprocess.run([original, 'ctl', '--socket', str(sock), '--json', 'restart', '--wait'],
+                         capture_output=True, text=True, timeout=120)
+    assert ctl.returncode == 0, ctl
+    out = json.loads(ctl.stdout)
+    # it returned once the new worker served: the status names it now
+    w2 = status(m)['worker_pid']
+    assert out == {'restarting': True, 'keeper_pid': m.pid, 'worker_pid': w,
+                   'new_worker_pid': w2, 'upgraded': True}, out
+    assert w2 != w
+    r.join(180)
+    # a binary that does not come up: upgraded false, exit 1
+    (bindir / 'broken').write_text('#!/bin/sh\nexit 3\n')
+    (bindir / 'broken').chmod(0o755)
+    os.replace(bindir / 'broken', exe)
+    ctl = subprocess.run([original, 'ctl', '--socket', str(sock), '--json', 'restart', '--wait'],
+                         capture_output=True, text=True, timeout=120)
+    assert ctl.returncode == 1 and 'did not come up' in ctl.stderr, ctl
+    out = json.loads(ctl.stdout)
+    w3 = status(m)['worker_pid']
+    assert out['worker_pid'] == w2 and out['new_worker_pid'] == w3 and w3 != w2, out
+    assert out['upgraded'] is False, out
+    assert sha256_bytes(m.path('big.bin').read_bytes()) == data['big.bin'].sha256
+    seamfs.binary = original
+    assert m.unmount() == 0
+
+
 def noresend_lib():
     """The library that makes seamfs see a kernel before 6.9 (noresend.c),
     as meson built it."""
