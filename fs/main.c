@@ -1148,6 +1148,11 @@ int main(int argc, char *argv[])
 		if (fs_keeper_run(&args, mnt, &ko, &worker) != 0)
 			goto out;
 		keeper = 1;
+		/* the lock is the keeper's (its pid is in it): a worker's copy
+		 * would keep the mountpoint locked after the keeper's end for
+		 * as long as the worker took to die */
+		px_state_unlock_mount(mount_lock);
+		mount_lock = -1;
 	}
 	if (!(ctx.fhs = fs_handles_new(worker.gen)))
 		goto out;
