@@ -62,7 +62,8 @@ static void usage(FILE *out)
 		"    restart [--wait]       with a keeper: a new worker from the binary on disk\n"
 		"                           takes the mount over (an upgrade without unmount;\n"
 		"                           it reads the catalog again); --wait: return once it\n"
-		"                           serves, 1 if that binary did not come up\n"
+		"                           serves, 1 if that binary did not come up (with\n"
+		"                           --json: the answer with new_worker_pid, upgraded)\n"
 		"    copies                 copy jobs, storages and where each asset is\n"
 		"    storage disable|enable|drain NAME\n"
 		"                           the storage's copying role off or on; drain also\n"
@@ -518,9 +519,11 @@ static int print_hosts(const struct answer *ans)
  * restart --wait: polls the status (the socket is gone or refused until the
  * next worker serves) until a worker other than old serves, and says
  * whether it is the binary on disk: the keeper serves with its own code
- * again when that binary does not come up. 0, or 1 (said why).
+ * again when that binary does not come up. 0, or 1 (said why on stderr).
+ * With report (--json) the outcome goes into it ("new_worker_pid", null
+ * when none served in time, and "upgraded") instead of a line on stdout.
  */
-static int wait_restarted(const char *sock, long long old)
+static int wait_restarted(const char *sock, long long old, json_t *report)
 {
 	struct answer st = { 0 };
 	int rc = EXIT_DAEMON;
@@ -540,9 +543,14 @@ static int wait_restarted(const char *sock, long long old)
 		const char *end = json_string_value(
 			json_object_get(json_object_get(o, "keeper"), "last_end"));
 		int upgraded = end && strcmp(end, "ended for an upgrade") == 0;
+		if (pid > 0 && pid != old && report) {
+			json_object_set_new(report, "new_worker_pid", json_integer(pid));
+			json_object_set_new(report, "upgraded", json_boolean(upgraded));
+		}
 		if (pid > 0 && pid != old && upgraded) {
-			printf("restarted: worker pid %lld serves, started from the binary on disk\n",
-			       pid);
+			if (!report)
+				printf("restarted: worker pid %lld serves, started from the binary "
+				       "on disk\n", pid);
 			rc = EXIT_OK;
 		} else if (pid > 0 && pid != old) {
 			fprintf(stderr, "seamfs ctl: the binary on disk did not come up (%s): worker "
@@ -557,6 +565,32 @@ static int wait_restarted(const char *sock, long long old)
 		RESTART_WAIT_S);
 out:
 	free(st.body);
+	return rc;
+}
+
+/*
+ * restart --json --wait: waits as --wait does, then prints the daemon's
+ * answer with the outcome added (wait_restarted), one JSON document, so
+ * that a script reads what happened from the object and the exit status.
+ */
+static int restart_json(const char *sock, const struct answer *ans)
+{
+	json_t *o = json_loadb(ans->body, ans->len, 0, NULL);
+	char *text = NULL;
+	int rc = EXIT_DAEMON;
+	if (!json_is_object(o)) {
+		fprintf(stderr, "seamfs ctl: %s: the restart's answer is not a JSON object\n", sock);
+		goto out;
+	}
+	json_object_set_new(o, "new_worker_pid", json_null());
+	json_object_set_new(o, "upgraded", json_false());
+	rc = wait_restarted(sock, json_integer_value(json_object_get(o, "worker_pid")), o);
+	text = json_dumps(o, JSON_SORT_KEYS);
+	if (text)
+		printf("%s\n", text);
+out:
+	free(text);
+	json_decref(o);
 	return rc;
 }
 
@@ -717,6 +751,8 @@ int fs_ctl_main(int argc, char **argv)
 		goto out;
 	if (ans.status >= 300) {
 		rc = daemon_error(&ans);
+	} else if (wait && json) {
+		rc = restart_json(sock, &ans);
 	} else if (json || strcmp(args[0], "metrics") == 0) {
 		fwrite(ans.body, 1, ans.len, stdout);
 	} else if (strcmp(args[0], "status") == 0) {
@@ -740,7 +776,8 @@ int fs_ctl_main(int argc, char **argv)
 		       (long long)json_integer_value(json_object_get(o, "worker_pid")));
 		fflush(stdout);
 		if (wait)
-			rc = wait_restarted(sock, json_integer_value(json_object_get(o, "worker_pid")));
+			rc = wait_restarted(sock, json_integer_value(json_object_get(o, "worker_pid")),
+					    NULL);
 		json_decref(o);
 	} else if (reload) {
 		json_t *o = json_loadb(ans.body, ans.len, 0, NULL);

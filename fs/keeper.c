@@ -244,8 +244,10 @@ static void exec_worker(const struct fs_worker *w, const struct fs_keeper_opts *
 	snprintf(env, sizeof(env), "fd=%d,init=%d,len=%zu,gen=%u,keeper=%ld,at=%lld,detached=%d",
 		 w->fd, g_init_fd, w->init_len, w->gen, (long)w->keeper,
 		 (long long)w->restarted_ms, o->detach);
+	/* the manager hears from the worker as from the first (the keeper
+	 * unset NOTIFY_SOCKET when it read it) */
 	if (setenv(FS_WORKER_ENV, env, 1) != 0 || setenv(FS_WORKER_ENV "_CAUSE", w->cause, 1) != 0 ||
-	    setenv(FS_WORKER_ENV "_MNT", w->mnt, 1) != 0)
+	    setenv(FS_WORKER_ENV "_MNT", w->mnt, 1) != 0 || fs_notify_export(o->notify) != 0)
 		return;
 	execv(g_exe, o->argv);
 	px_error("keeper", "cannot start %s: %s", g_exe, strerror(errno));
@@ -347,6 +349,8 @@ static int run_workers(struct fs_worker *w, const struct fs_keeper_opts *o, int 
 		if (!next_worker(w, o, status, upgrade, was_exec, px_now_ms() - started, &quick,
 				 &exec, code))
 			return 0;
+		fs_notify_status(o->notify, "restarting: worker %s; readers wait for the next",
+				 w->cause);
 		w->gen++;
 		w->restarted_ms = (int64_t)noticed.tv_sec * 1000 + noticed.tv_nsec / 1000000;
 	}

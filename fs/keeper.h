@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include "fs.h"
+#include "notify.h"
 
 /* What a worker gets from its keeper. */
 struct fs_worker {
@@ -43,6 +44,9 @@ struct fs_keeper_opts {
 	int fail_code;  /* its exit status when it gives up on workers */
 	char **argv;    /* the command line, for a worker started from the binary
 			 * on disk (an upgrade: SIGUSR2, seamfs ctl restart) */
+	const struct fs_notify *notify; /* the service manager: told of each
+					 * restart, and handed to a started
+					 * binary (forked workers inherit it) */
 };
 
 /* The environment variable that makes a started seamfs a worker of a

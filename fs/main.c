@@ -1143,10 +1143,16 @@ int main(int argc, char *argv[])
 	} else if (cfg.keeper) {
 		struct fs_keeper_opts ko = { .report_fd = &report_fd,
 					     .detach = report_fd >= 0,
-					     .fail_code = EXIT_RUNTIME, .argv = argv };
+					     .fail_code = EXIT_RUNTIME, .argv = argv,
+					     .notify = &notify };
 		if (fs_keeper_run(&args, mnt, &ko, &worker) != 0)
 			goto out;
 		keeper = 1;
+		/* the lock is the keeper's (its pid is in it): a worker's copy
+		 * would keep the mountpoint locked after the keeper's end for
+		 * as long as the worker took to die */
+		px_state_unlock_mount(mount_lock);
+		mount_lock = -1;
 	}
 	if (!(ctx.fhs = fs_handles_new(worker.gen)))
 		goto out;
@@ -1238,8 +1244,13 @@ int main(int argc, char *argv[])
 	/* the mount is up (the kernel queues what comes before the loop
 	 * answers INIT): the manager may start what needs it */
 	fs_notify_send(&notify, "READY=1");
-	fs_notify_status(&notify, "mounted %s on %s: %zu of %zu assets listed", cl.catalog, mnt,
-			 px_core_listed(core), cat->nassets);
+	if (worker.gen > 0)
+		fs_notify_status(&notify, "worker pid %ld serves %s again (restart %u; the last "
+				 "worker %s): %zu of %zu assets listed", (long)getpid(), mnt,
+				 worker.gen, worker.cause, px_core_listed(core), cat->nassets);
+	else
+		fs_notify_status(&notify, "mounted %s on %s: %zu of %zu assets listed", cl.catalog,
+				 mnt, px_core_listed(core), cat->nassets);
 	if (report_fd >= 0) {
 		/* the mount is up: let the parent return, then detach stdio */
 		report(&report_fd, 0);

@@ -73,6 +73,21 @@ void fs_notify_status(const struct fs_notify *n, const char *fmt, ...)
 	fs_notify_send(n, msg);
 }
 
+int fs_notify_export(const struct fs_notify *n)
+{
+	char env[sizeof(n->path) + 1];
+	int rc = 0;
+
+	if (n->fd >= 0) {
+		memcpy(env, n->path, (size_t)n->len);
+		env[n->len] = '\0';
+		if (n->abstract)
+			env[0] = '@';
+		rc = setenv("NOTIFY_SOCKET", env, 1) == 0 ? 0 : -1;
+	}
+	return rc;
+}
+
 void fs_notify_close(struct fs_notify *n)
 {
 	if (n->fd >= 0)

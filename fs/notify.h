@@ -34,6 +34,11 @@ void fs_notify_send(const struct fs_notify *n, const char *msg);
 void fs_notify_status(const struct fs_notify *n, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Puts $NOTIFY_SOCKET back into this process's environment (a keeper's
+ * child about to exec a worker, which then tells the manager itself).
+ * Nothing without a manager. 0, or -1 (setenv failed). */
+int fs_notify_export(const struct fs_notify *n);
+
 void fs_notify_close(struct fs_notify *n);
 
 #endif

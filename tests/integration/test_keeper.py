@@ -179,6 +179,56 @@ def test_worker_killed_as_its_origin_dies(seamfs, data, make_origin):
     assert m.unmount() == 0
 
 
+def test_worker_killed_in_the_middle_of_a_cutover(seamfs, data, make_origin):
+    """The active source's origin dies and, while the cutover waits for the
+    standby's seam check (held by the origin), the worker is killed: the
+    next worker serves the resent read, and the reader sees no error and
+    every byte right."""
+    a = make_origin(data.dir, ['--rate', RATE])
+    b = make_origin(data.dir, ['--rate', RATE])
+    big = data['big.bin']
+    doc = {'providers': [{'name': 'p1'}, {'name': 'p2'}],
+           'assets': [{'id': 'big', 'path': 'big.bin', 'size': big.size,
+                       'sources': [{'url': a.url('big.bin'), 'provider': 'p1'},
+                                   {'url': b.url('big.bin'), 'provider': 'p2'}]}]}
+    # each candidate's checks get stall_timeout: longer than the hold
+    m = seamfs.mount(doc, read_timeout=60,
+                     options=['keeper', 'standby_delay=0', 'stall_timeout=20',
+                              'liveness_interval=0'])
+    w = serving_worker(m)
+    r = Readers()
+    r.start('sequential', sequential(m.path('big.bin'), big.sha256))
+
+    def ready():
+        st = status(m)
+        asset_ = st['assets'][0] if st['assets'] else {}
+        return (asset_.get('reference') and
+                all(s['verification'] == 'verified' for s in asset_['sources']) and
+                any(s['offset'] > 8 * MIB for s in st['sessions']))
+    wait_until(ready, 60, 'the standby verified and the reader past 8 MiB')
+    served = status(m)['sessions'][0]['source']
+    active, standby = (a, b) if served == a.url('big.bin') else (b, a)
+    # the standby's kept connections go, so that the next one it counts is
+    # the cutover's; its next answer (the seam check) is held for 10 s
+    standby.down(drop=True)
+    standby.up()
+    standby.rule('/big.bin', delay_ms=10000, count=1)
+    active.down(drop=True)
+    wait_until(lambda: standby.log()['connections_current'] >= 1, 30,
+               'the cutover asking the standby for the seam')
+    os.kill(w, signal.SIGKILL)
+    serving_worker(m, not_pid=w)
+    r.join(180)
+    # the kill landed inside the cutover: the held answer, the seam (at
+    # most 4 KiB just before the cut), was never sent
+    held = [q for q in standby.requests('/big.bin') if not q['complete']]
+    assert held and held[0]['bytes_sent'] == 0, standby.requests('/big.bin')
+    first, last = map(int, held[0]['range'].split('=')[1].split('-'))
+    assert last - first < 4096, held
+    assert status(m)['keeper']['restarts'] == 1
+    assert m.unmount() == 0
+
+
 def test_crash_loop_gives_up_and_readers_get_an_error(seamfs, data, make_origin):
     """Workers that die at once, five times in a row: the keeper backs off,
     then gives up and unmounts; a reader waiting meanwhile gets an error,
@@ -358,6 +408,52 @@ def test_every_restart_is_answered(seamfs, data, make_origin, tmp_path):
         w = serving_worker(m, not_pid=w)
     assert status(m)['keeper']['restarts'] == 12
     assert sha256_bytes(m.path('odd.bin').read_bytes()) == data['odd.bin'].sha256
+    assert m.unmount() == 0
+
+
+def test_restart_json_wait_waits(seamfs, data, make_origin, tmp_path):
+    """seamfs ctl restart --json --wait waits as --wait does: it prints one
+    JSON object once the next worker serves (the daemon's answer with that
+    worker's pid and whether it is the binary on disk), and says in it and
+    in its exit status when that binary did not come up."""
+    original = seamfs.binary
+    bindir = tmp_path / 'bin'
+    bindir.mkdir()
+    exe = bindir / 'seamfs'
+    shutil.copy2(original, exe)
+    seamfs.binary = str(exe)
+    o = make_origin(data.dir, ['--rate', RATE])
+    sock = tmp_path / 'ctl.sock'
+    m = seamfs.mount(catalog(asset('big', 'big.bin', o.url('big.bin'),
+                                   size=data['big.bin'].size)),
+                     read_timeout=60, options=['keeper', f'control_socket={sock}'])
+    w = serving_worker(m)
+    r = Readers()
+    r.start('sequential big', sequential(m.path('big.bin'), data['big.bin'].sha256))
+    time.sleep(0.5)
+    ctl = subprocess.run([original, 'ctl', '--socket', str(sock), '--json', 'restart', '--wait'],
+                         capture_output=True, text=True, timeout=120)
+    assert ctl.returncode == 0, ctl
+    out = json.loads(ctl.stdout)
+    # it returned once the new worker served: the status names it now
+    w2 = status(m)['worker_pid']
+    assert out == {'restarting': True, 'keeper_pid': m.pid, 'worker_pid': w,
+                   'new_worker_pid': w2, 'upgraded': True}, out
+    assert w2 != w
+    r.join(180)
+    # a binary that does not come up: upgraded false, exit 1
+    (bindir / 'broken').write_text('#!/bin/sh\nexit 3\n')
+    (bindir / 'broken').chmod(0o755)
+    os.replace(bindir / 'broken', exe)
+    ctl = subprocess.run([original, 'ctl', '--socket', str(sock), '--json', 'restart', '--wait'],
+                         capture_output=True, text=True, timeout=120)
+    assert ctl.returncode == 1 and 'did not come up' in ctl.stderr, ctl
+    out = json.loads(ctl.stdout)
+    w3 = status(m)['worker_pid']
+    assert out['worker_pid'] == w2 and out['new_worker_pid'] == w3 and w3 != w2, out
+    assert out['upgraded'] is False, out
+    assert sha256_bytes(m.path('big.bin').read_bytes()) == data['big.bin'].sha256
+    seamfs.binary = original
     assert m.unmount() == 0
 
 

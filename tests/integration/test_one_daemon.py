@@ -12,6 +12,7 @@ unmounted here.
 
 import json
 import os
+import signal
 import subprocess
 import time
 
@@ -104,6 +105,59 @@ def test_stale_mount_still_cleared_with_lock(seamfs, data, nginx):
     assert 'stale mount' in m2.log(), m2.log()
     assert len(mounts_at(m1.mnt)) == 1
     assert bounded(lambda: sha256_file(m2.path('mid.bin')), 30, 'read') == data['mid.bin'].sha256
+
+
+def test_the_keeper_alone_holds_the_lock_through_restarts(seamfs, data, nginx, tmp_path):
+    """With a keeper the mount lock is the keeper's alone (its pid is in
+    it): its workers hold no copy of it. A second seamfs on the mountpoint
+    is refused while the keeper lives, also after its worker was killed and
+    after seamfs ctl restart, and mounts once the keeper is gone."""
+    cat = seamfs.write_catalog(one_file_catalog(data, nginx))
+    sock = tmp_path / 'ctl.sock'
+    m1 = seamfs.mount(cat, options=['keeper', f'control_socket={sock}'])
+    (lock,) = m1.state_dir.glob('*.mount.lock')
+    lock = os.path.realpath(lock)
+
+    def holders():
+        """Which of the keeper and its worker have the lock file open."""
+        found = set()
+        for pid in (m1.pid, m1.worker_pid()):
+            for fd in os.listdir(f'/proc/{pid}/fd'):
+                try:
+                    if os.readlink(f'/proc/{pid}/fd/{fd}') == lock:
+                        found.add(pid)
+                except OSError:
+                    pass
+        return found
+
+    def refused():
+        r, _ = second_daemon(seamfs, cat, m1.mnt, True)
+        assert r.returncode == 1 and f'pid {m1.pid}' in r.stderr, (r.returncode, r.stderr)
+        assert len(mounts_at(m1.mnt)) == 1, mounts_at(m1.mnt)
+
+    assert holders() == {m1.pid}
+    refused()
+    w = m1.worker_pid()
+    os.kill(w, signal.SIGKILL)
+    wait_until(lambda: m1.worker_pid() != w, MOUNT_WAIT, 'the next worker serving')
+    assert holders() == {m1.pid}
+    refused()
+    w = m1.worker_pid()
+    ctl = subprocess.run([seamfs.binary, 'ctl', '--socket', str(sock), 'restart', '--wait'],
+                         capture_output=True, text=True, timeout=120)
+    assert ctl.returncode == 0, ctl
+    assert m1.worker_pid() != w
+    assert holders() == {m1.pid}
+    refused()
+    assert bounded(lambda: sha256_file(m1.path('mid.bin')), 30, 'read') == data['mid.bin'].sha256
+    # the keeper gone (its worker with it): the mountpoint mounts again
+    m1.crash()
+    m2 = seamfs.mount(cat, mnt=m1.mnt, wait=False)
+    wait_until(lambda: ' main: mounted ' in m2.log() or m2.proc.poll() is not None,
+               MOUNT_WAIT, 'the second daemon to mount')
+    m2.wait_mounted()
+    assert bounded(lambda: sha256_file(m2.path('mid.bin')), 30, 'read') == data['mid.bin'].sha256
+    assert open(lock).read().split() == [str(m2.pid)]
 
 
 def test_two_mountpoints_share_one_state_dir(seamfs, data, nginx):

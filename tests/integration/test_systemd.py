@@ -169,6 +169,50 @@ def test_reload_status_and_bad_start(seamfs, data):
         listener.close()
 
 
+def test_restarted_workers_tell_the_manager(seamfs, data, tmp_path):
+    """With a keeper (the unit's main process), each worker after a restart
+    still tells the manager how it is: the keeper a STATUS= line when the
+    worker dies, the next worker READY=1 and a STATUS= line naming itself
+    and the restart, after a kill -9 (a forked worker) and after seamfs ctl
+    restart (the binary on disk, started with NOTIFY_SOCKET again)."""
+    listener = Listener()
+    sock = tmp_path / 'ctl.sock'
+    try:
+        cat = seamfs.write_catalog(catalog(asset('mid', 'Movies/mid.bin',
+                                                 local=data['mid.bin'].path)))
+        m = start_managed(seamfs, cat, listener, ['keeper', f'control_socket={sock}'])
+        listener.until('READY', MOUNT_WAIT, m.proc)
+        assert 'mounted' in listener.until('STATUS', 5, m.proc)['STATUS']
+        m.mount_id = mounts_at(m.mnt)[-1].mount_id
+        w = m.status()['worker_pid']
+        os.kill(w, signal.SIGKILL)
+
+        def status_with(text):
+            while True:
+                msg = listener.until('STATUS', 30, m.proc)
+                if text in msg['STATUS']:
+                    return msg['STATUS']
+        assert f'worker pid {w} killed by signal 9' in status_with('restarting')
+        line = status_with('restart 1;')
+        w2 = m.status()['worker_pid']
+        assert w2 != w and line.startswith(f'worker pid {w2} serves {m.mnt} again'), line
+        assert 'READY' in listener.messages[-2], listener.messages[-3:]
+        ctl = subprocess.run([seamfs.binary, 'ctl', '--socket', str(sock), 'restart', '--wait'],
+                             capture_output=True, text=True, timeout=120)
+        assert ctl.returncode == 0, ctl
+        assert 'ended for an upgrade' in status_with('restarting')
+        line = status_with('restart 2;')
+        w3 = m.status()['worker_pid']
+        assert w3 != w2 and line.startswith(f'worker pid {w3} serves {m.mnt} again'), line
+        assert 'the last worker ended for an upgrade' in line, line
+        assert bounded(lambda: sha256_file(m.path('Movies/mid.bin')), 30, 'read') == \
+            data['mid.bin'].sha256
+        assert m.unmount() == 0
+        assert listener.until('STOPPING', 10)['STOPPING'] == '1'
+    finally:
+        listener.close()
+
+
 def verify(units, tmp_path, binary):
     """systemd-analyze verify on copies of the units (ExecStart on the built
     binary); returns its output, which must be empty."""
