@@ -25,7 +25,7 @@ const struct px_config_option px_config_options[] = {
 	{ "insecure", NULL, "do not verify TLS certificates (testing only)" },
 	{ "keeper", NULL, "a keeper process holds the mount and restarts a worker that dies, with no error for readers (Linux 6.9+; docs/restart.md); on by default, keeper=0: the daemon serves the mount itself" },
 	{ "log_level", "LEVEL", "error, warn, info or debug (default info)" },
-	{ "log_file", "PATH", "append the log to PATH, reopened on SIGHUP (default: stderr with -f, else syslog)" },
+	{ "log_file", "PATH", "append the log to PATH, reopened on SIGHUP; without -f the log goes there only (default: stderr with -f, else syslog)" },
 	{ "readahead_budget", "SIZE", "memory read-ahead windows and cached heads/tails share (default 256M)" },
 	{ "head_size", "SIZE", "bytes at the start of each file kept in the shared cache (default 2M)" },
 	{ "tail_size", "SIZE", "bytes at the end of each file kept in the shared cache (default 1M)" },
