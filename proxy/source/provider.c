@@ -1084,8 +1084,9 @@ static void check_at_open(struct px_core *core, size_t i, size_t asset, size_t k
 	int64_t bound = px_now_ms() + core->cfg->connect_timeout_ms;
 	if (bound > deadline)
 		bound = deadline;
-	px_debug("provider", "provider %s: not heard from for %lld s: checked before an open",
-		 core->cat->providers[i].name, (long long)core->cfg->liveness_idle_ms / 1000);
+	px_debug("provider", "provider %s: not heard from for %lld s or more: checked before "
+		 "an open", core->cat->providers[i].name,
+		 (long long)core->cfg->liveness_idle_ms / 1000);
 	if (!probe_source(core, i, asset, k, core->now()))
 		return;
 	while (p->probing && wait_until(core, bound))
