@@ -887,8 +887,11 @@ static void end_stopper(struct stopper_ctx *sc, pthread_t thread)
 }
 
 /* Daemon mode: the parent waits for one status byte from the child, and
- * says where the mount is and where its log goes. */
-static int daemonize_wait(int *report_fd, int64_t bound_ms, const char *mnt, const char *where)
+ * says where the mount is and where its log goes; with a log file (quiet)
+ * it says nothing when the mount is up, only that it is not, and where
+ * the log says why. */
+static int daemonize_wait(int *report_fd, int64_t bound_ms, const char *mnt, const char *where,
+			  int quiet)
 {
 	int pfd[2];
 	if (pipe2(pfd, O_CLOEXEC)) {
@@ -911,12 +914,14 @@ static int daemonize_wait(int *report_fd, int64_t bound_ms, const char *mnt, con
 					(long long)(bound_ms / 1000));
 			code = EXIT_RUNTIME;
 		}
-		if (code == 0)
-			fprintf(stderr, "seamfs: mounted on %s (daemon pid %ld); log: %s\n", mnt,
-				(long)pid, where);
-		else
+		if (code == 0) {
+			if (!quiet)
+				fprintf(stderr, "seamfs: mounted on %s (daemon pid %ld); log: %s\n",
+					mnt, (long)pid, where);
+		} else {
 			fprintf(stderr, "seamfs: not mounted (exit %d); the daemon's log: %s\n", code,
 				where);
+		}
 		_exit(code);
 	}
 	close(pfd[0]);
@@ -1075,13 +1080,13 @@ int main(int argc, char *argv[])
 	if (managed || exec_worker)
 		cl.foreground = 1;
 	log_destination(&cfg, cl.foreground, log_where, sizeof(log_where));
-	/* until it detaches, a daemon with a log file tells the terminal only
-	 * what went wrong; the file has the whole start */
+	/* a daemon with a log file logs there and nowhere else, also before
+	 * it detaches: the terminal hears only that a start failed */
 	if (cfg.log_file && !cl.foreground)
-		px_log_stderr_level(PX_LOG_WARN);
+		px_log_stderr_level(-1);
 	if (!cl.foreground &&
 	    daemonize_wait(&report_fd, cfg.probe_timeout_ms + cfg.connect_timeout_ms + 30000, mnt,
-			   log_where))
+			   log_where, cfg.log_file != NULL))
 		goto out;
 	/* a detached daemon's worker logs where the daemon did */
 	px_log_setup(cfg.log_level, exec_worker && detached);

@@ -1069,6 +1069,9 @@ static int list_done(struct ctx *c, struct job *j, CURLcode rc)
 			}
 		} else if (wanted(c->o, e->name)) {
 			size_t fi, ci;
+			if (e->bad_date)
+				say("%s: the listing dates it \"%s\", which is not a date and "
+				    "time; that date is skipped", shown(e->url), shown(e->bad_date));
 			int r = add_copy(c, j->mirror, rel, e->url, e->size, e->mtime, &fi, &ci);
 			if (r < 0) {
 				rcode = -1;

@@ -41,7 +41,7 @@ static int open_log(const char *path)
 	return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
 }
 
-void px_log_stderr_level(enum px_log_level level)
+void px_log_stderr_level(int level)
 {
 	log_stderr = level;
 }
@@ -131,8 +131,8 @@ void px_logv(enum px_log_level level, const char *component, const char *fmt,
 	line[len++] = '\n';
 	/* stderr may be a pipe read by a test; a short write just cuts the line. */
 	ssize_t w = write(fd >= 0 ? fd : STDERR_FILENO, line, len);
-	/* a log file and stderr until the daemon detaches: a failed start
-	 * still shows on the terminal */
+	/* a log file and stderr: with -f (a daemon with a log file writes
+	 * the file only, log_stderr -1) */
 	if (fd >= 0 && !log_syslog && (int)level <= log_stderr)
 		w = write(STDERR_FILENO, line, len);
 	(void)w;

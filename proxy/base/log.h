@@ -26,10 +26,10 @@ void px_log_setup(enum px_log_level level, int use_syslog);
 enum px_status px_log_open_file(const char *path) PX_WUR;
 
 /* With a log file, the lines that go to stderr as well: those of level
- * up to `level` (PX_LOG_DEBUG, the default: all). A daemon that has not
- * detached yet shows its warnings and errors (a failed start) on the
- * terminal, not its start-up story. Before any thread starts. */
-void px_log_stderr_level(enum px_log_level level);
+ * up to `level` (PX_LOG_DEBUG, the default: all, as with -f), or none
+ * (-1: a daemon with a log file logs there only, also before it
+ * detaches). Before any thread starts. */
+void px_log_stderr_level(int level);
 
 /* Opens the log file again under its name (logrotate moved the old one
  * away) and swaps it in atomically: a line written meanwhile lands in one

@@ -55,6 +55,8 @@ struct parse {
 	int64_t attr_size;          /* -1: no data-size/data-order seen */
 	int64_t word_size;          /* last size-like word: bytes, -2 inexact, -1 none */
 	int64_t attr_time;          /* -1: no <time datetime> seen */
+	char bad_attr[64];          /* a <time datetime> that is no date, as
+				     * written (cut); "" when none */
 	char row[ROW_TEXT];         /* its words, one space apart */
 	size_t rowlen;
 };
@@ -79,6 +81,7 @@ void px_listing_free(struct px_listing *l)
 	for (size_t i = 0; i < l->n; i++) {
 		free(l->entries[i].name);
 		free(l->entries[i].url);
+		free(l->entries[i].bad_date);
 	}
 	free(l->entries);
 	free(l);
@@ -452,36 +455,79 @@ static int64_t clock_word(const char *s, size_t n, size_t *used)
 	return (int64_t)h * 3600 + mi * 60 + (sec == 60 ? 59 : sec);
 }
 
-/* The date of a row's words: the first day word followed by a clock word
- * that fills its word (nginx, Apache, lighttpd), as UTC; -1 if none. */
-static int64_t row_date(const char *row, size_t len)
+/* Whether [s, s + n) is shaped like a day word, letters and digits in
+ * three parts ("31-Feb-2026", "2026-13-01"), whether or not it is a day. */
+static int day_shape(const char *s, size_t n)
+{
+	size_t part[3] = { 0, 0, 0 }, k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '-' && k < 2)
+			k++;
+		else if (isalnum((unsigned char)s[i]))
+			part[k]++;
+		else
+			return 0;
+	}
+	if (k != 2 || part[1] < 1 || part[1] > 3)
+		return 0;
+	return (part[0] == 4 && part[2] >= 1 && part[2] <= 2) ||
+	       (part[2] == 4 && part[0] >= 1 && part[0] <= 2);
+}
+
+/*
+ * The date of a row's words: the first day word followed by a clock word
+ * that fills its word (nginx, Apache, lighttpd), as UTC; -1 if none. When
+ * there is none but a word is shaped like a day, *bad and *badlen give it
+ * and the word after it (what the page wrote as the date).
+ */
+static int64_t row_date(const char *row, size_t len, const char **bad, size_t *badlen)
 {
 	size_t i = 0;
+	*bad = NULL;
+	*badlen = 0;
 	while (i < len) {
 		size_t w = i;
 		while (i < len && row[i] != ' ')
 			i++;
 		int64_t day = day_word(row + w, i - w);
+		size_t c0 = i + 1, c1 = c0, used;
+		while (c1 < len && row[c1] != ' ')
+			c1++;
 		if (day >= 0 && i < len) {
-			size_t c0 = i + 1, c1 = c0, used;
-			while (c1 < len && row[c1] != ' ')
-				c1++;
 			int64_t secs = clock_word(row + c0, c1 - c0, &used);
 			if (secs >= 0 && used == c1 - c0)
 				return day * 86400 + secs;
+		}
+		if (!*bad && day_shape(row + w, i - w)) {
+			*bad = row + w;
+			*badlen = (i < len ? c1 : i) - w;
 		}
 		i++;
 	}
 	return -1;
 }
 
+/* A zone name after a datetime (rclone's "UTC", "CET", "+03"): letters,
+ * digits, '+' and '-', 1 to 8 of them, filling [s, s + n). */
+static int zone_name(const char *s, size_t n)
+{
+	if (n < 1 || n > 8)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && s[i] != '+' && s[i] != '-')
+			return 0;
+	return 1;
+}
+
 /* A <time datetime> value: "YYYY-MM-DD", 'T' or ' ', "HH:MM:SS", an
- * optional fraction, then 'Z', an offset (+01:00, -0700) or nothing (UTC);
- * what follows (rclone's zone name) is not read. -1 if malformed. */
+ * optional fraction, then 'Z', an offset (+01:00, -0700) or nothing (UTC),
+ * then nothing or a space and a zone name (rclone's). -1 if it is anything
+ * else. */
 static int64_t datetime_attr(const char *s, size_t n)
 {
 	size_t used, i = 10;
-	int64_t day = n > 10 && (s[10] == 'T' || s[10] == ' ') ? day_word(s, 10) : -1;
+	int64_t day = n > 10 && s[4] == '-' && s[7] == '-' && (s[10] == 'T' || s[10] == ' ')
+			      ? day_word(s, 10) : -1;
 	int64_t secs = day >= 0 ? clock_word(s + 11, n - 11, &used) : -1;
 	if (secs < 0 || used != 8)
 		return -1;
@@ -492,7 +538,9 @@ static int64_t datetime_attr(const char *s, size_t n)
 	while (i < n && s[i] == ' ')
 		i++;
 	int64_t t = day * 86400 + secs;
-	if (i < n && (s[i] == '+' || s[i] == '-')) {
+	if (i < n && s[i] == 'Z') {
+		i++;
+	} else if (i < n && (s[i] == '+' || s[i] == '-')) {
 		int oh = digits(s + i + 1, n - i - 1, 2), om = -1;
 		size_t at = i + 3 + (i + 3 < n && s[i + 3] == ':');
 		if (oh >= 0)
@@ -500,20 +548,31 @@ static int64_t datetime_attr(const char *s, size_t n)
 		if (oh < 0 || oh > 23 || om < 0 || om > 59)
 			return -1;
 		t -= (s[i] == '+' ? 1 : -1) * (int64_t)(oh * 3600 + om * 60);
+		i = at + 2;
 	}
+	if (i < n && !(s[i] == ' ' && zone_name(s + i + 1, n - i - 1)))
+		return -1;
 	return t >= 0 ? t : -1;
 }
 
-static int64_t entry_time(const struct parse *p, enum px_listing_kind kind)
+/* The row's date; *bad and *badlen the date it gives that is none. */
+static int64_t entry_time(const struct parse *p, enum px_listing_kind kind, const char **bad,
+			  size_t *badlen)
 {
+	*bad = NULL;
+	*badlen = 0;
 	switch (kind) {
 	case PX_LISTING_CADDY:
 	case PX_LISTING_RCLONE:
+		if (p->attr_time < 0 && p->bad_attr[0]) {
+			*bad = p->bad_attr;
+			*badlen = strlen(p->bad_attr);
+		}
 		return p->attr_time;
 	case PX_LISTING_NGINX:
 	case PX_LISTING_APACHE:
 	case PX_LISTING_LIGHTTPD:
-		return row_date(p->row, p->rowlen);
+		return row_date(p->row, p->rowlen, bad, badlen);
 	case PX_LISTING_GENERIC:
 		break;
 	}
@@ -526,10 +585,19 @@ static void finish(struct parse *p)
 	if (p->pending >= 0) {
 		struct px_listing_entry *e = &p->l->entries[p->pending];
 		int64_t size = e->is_dir ? -1 : entry_size(p, p->l->kind);
+		const char *bad;
+		size_t badlen;
 		if (e->size < 0)
 			e->size = size;
 		if (e->mtime < 0)
-			e->mtime = entry_time(p, p->l->kind);
+			e->mtime = entry_time(p, p->l->kind, &bad, &badlen);
+		if (e->mtime >= 0) {
+			free(e->bad_date);
+			e->bad_date = NULL;
+		} else if (bad && !e->bad_date) {
+			e->bad_date = strndup(bad, badlen);
+			p->oom |= !e->bad_date;
+		}
 	}
 	p->pending = -1;
 	p->closed = 0;
@@ -576,6 +644,7 @@ static enum px_status link(struct parse *p, const char *href, size_t hlen)
 		if (p->l->entries[old].is_dir == is_dir) {
 			p->pending = (long)old;
 			p->attr_size = p->word_size = p->attr_time = -1;
+			p->bad_attr[0] = '\0';
 			p->rowlen = 0;
 		}
 		goto out;
@@ -609,6 +678,7 @@ static enum px_status link(struct parse *p, const char *href, size_t hlen)
 	e->url = url;
 	e->is_dir = is_dir;
 	e->size = e->mtime = -1;
+	e->bad_date = NULL;
 	if (px_strmap_put(p->names, e->name, p->l->n, NULL) != PX_OK) {
 		st = PX_ENOMEM;     /* e is not counted: the caller frees nothing twice */
 		goto out;
@@ -616,6 +686,7 @@ static enum px_status link(struct parse *p, const char *href, size_t hlen)
 	name = url = NULL;
 	p->pending = (long)p->l->n++;
 	p->attr_size = p->word_size = p->attr_time = -1;
+	p->bad_attr[0] = '\0';
 	p->rowlen = 0;
 out:
 	free(path);
@@ -941,7 +1012,10 @@ static enum px_status start_tag(struct parse *p, const char *name, size_t nlen,
 			char *v = malloc(attrs[k].vlen + 1);
 			if (!v)
 				return PX_ENOMEM;
-			p->attr_time = datetime_attr(v, entities(attrs[k].value, attrs[k].vlen, v));
+			size_t vl = entities(attrs[k].value, attrs[k].vlen, v);
+			p->attr_time = datetime_attr(v, vl);
+			if (p->attr_time < 0)
+				snprintf(p->bad_attr, sizeof(p->bad_attr), "%.*s", (int)vl, v);
 			free(v);
 			break;
 		}
@@ -1056,6 +1130,8 @@ enum px_status px_listing_parse(const char *base, const char *html, size_t len,
 		}
 	}
 	finish(&p);
+	if (p.oom)
+		goto oom;
 	*out = p.l;
 	p.l = NULL;
 	goto out;

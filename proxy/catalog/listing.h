@@ -27,6 +27,10 @@
  * at every run), and the <time datetime="..."> attribute of caddy (RFC 3339)
  * and rclone (Go's "2006-01-02 15:04:05.999 -0700 MST"), zones applied.
  * Seconds are 0 where the page gives minutes only; fractions are dropped.
+ * Dates are read strictly: a row word shaped like a day ("31-Feb-2026",
+ * "2026-13-01") or a datetime attribute that is not a real date and time
+ * gives no mtime, and the entry keeps the text it could not read
+ * (bad_date), so that the caller can say which date it skipped.
  */
 #ifndef SEAMFS_LISTING_H
 #define SEAMFS_LISTING_H
@@ -56,6 +60,10 @@ struct px_listing_entry {
 	int is_dir;
 	int64_t size;           /* bytes, when the page states them exactly; else -1 */
 	int64_t mtime;          /* Unix seconds, when the page dates the entry; else -1 */
+	char *bad_date;         /* the date the page gives but that is none (a
+				 * "31-Feb-2026 06:15", a clock "25:00"), as
+				 * written; NULL when mtime is set or the page
+				 * dates nothing */
 };
 
 struct px_listing {

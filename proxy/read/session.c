@@ -91,6 +91,7 @@ struct px_handle {
 	/* reads it served (scans: px_handle_close), atomics */
 	_Atomic uint64_t n_cached;   /* wholly from the head/tail cache */
 	_Atomic uint64_t n_fetched;  /* with a stream, a transfer or a pread */
+	_Atomic int64_t middle;      /* bytes of the middle it read */
 	/* the last read that failed (recent_failure) */
 	int64_t fail_off, fail_end;
 	enum px_status fail_st;
@@ -214,6 +215,11 @@ void px_handle_close(struct px_handle *h)
 		}
 	}
 	pthread_mutex_unlock(&sess->lock);
+	/* the lead handle gone, the session's next read leads: a player that
+	 * reopens the file goes on moving its offset */
+	int64_t mine = atomic_load(&h->middle);
+	if (mine && atomic_load(&sess->lead) <= mine)
+		atomic_store(&sess->lead, 0);
 	/* only cached heads and tails read: a library scan the cache served */
 	if (atomic_load(&h->n_cached) && !atomic_load(&h->n_fetched))
 		atomic_fetch_add(&h->core->n_scans_cached, 1);
@@ -839,6 +845,20 @@ static int begin_read(struct px_handle *s, int64_t off, size_t len, int count,
 	return seq;
 }
 
+/* A read of a handle that has read mine bytes of the middle ended at end:
+ * the session's offset follows the handle that read the most of it (its
+ * playback), not another handle's look at the head or the tail (a
+ * player's process probing the file again, a thumbnailer). Status only:
+ * racing readers may leave either's end. */
+static void note_offset(struct px_session *sess, int64_t mine, int64_t end)
+{
+	int64_t lead = atomic_load(&sess->lead);
+	while (mine > lead && !atomic_compare_exchange_weak(&sess->lead, &lead, mine))
+		;
+	if (mine >= lead)
+		atomic_store(&sess->offset, end);
+}
+
 /* One try of a read of [off, off+len) (len within the asset) into buf, or
  * left where it is (zc). The head and tail fills it held are in held. */
 static enum px_status serve(struct px_handle *s, int64_t off, size_t len, unsigned char *buf,
@@ -886,12 +906,15 @@ static enum px_status serve(struct px_handle *s, int64_t off, size_t len, unsign
 	*got = op.got;
 	if (op.got)
 		px_standby_served(core, s->asset, atomic_load(&s->sess->source));
-	atomic_store(&s->sess->offset, off + (int64_t)op.got);
 	atomic_fetch_add(&s->sess->served, (int64_t)op.got);
 	int64_t mid_from = off > head_end ? off : head_end;
 	int64_t mid_to = off + (int64_t)op.got < tail_start ? off + (int64_t)op.got : tail_start;
-	if (mid_to > mid_from)
+	int64_t mine = atomic_load(&s->middle);
+	if (mid_to > mid_from) {
 		atomic_fetch_add(&s->sess->middle, mid_to - mid_from);
+		mine = atomic_fetch_add(&s->middle, mid_to - mid_from) + (mid_to - mid_from);
+	}
+	note_offset(s->sess, mine, off + (int64_t)op.got);
 	if (op.got && op.copied) {
 		struct iovec v = { buf, op.got };
 		if (zc && zc->iovcnt)

@@ -163,8 +163,6 @@ struct px_core {
 	struct px_session *sessions;
 	int stopping;
 	int64_t (*now)(void);      /* the clock TTLs and liveness go by */
-	int64_t last_open;         /* core clock: the mount's start or its last
-				    * open (liveness_idle); prov_lock */
 	pthread_t monitor;          /* core.c */
 	/* closes a session's streams so a slot frees, how: PX_YIELD_* (read/:
 	 * px_session_yield_idle, set by core.c) */

@@ -39,9 +39,16 @@
  *
  * Liveness. Every transfer's outcome counts (passive): an HTTP answer
  * below 500 or any byte is good; a refused or timed-out connection, a
- * reset before any byte or a 5xx is bad. The monitor thread also asks each
- * provider for one byte every liveness_interval (active), unless the mount
- * is idle: no session, and no open for liveness_idle. A provider whose
+ * reset before any byte or a 5xx is bad. While sessions run (open or
+ * lingering), the monitor thread also asks each provider that nothing
+ * else has talked to for liveness_interval for one byte (active). An idle
+ * mount (no session) asks nothing of a provider that answers: metered
+ * providers count every request; one failing or down is still asked, so
+ * that it comes back. Instead an open checks on demand: a provider not heard from for
+ * liveness_idle (no answer, no probe) is asked for one byte of the source
+ * the open would use before the session is placed, the open waiting for
+ * the answer within its own bound (and connect_timeout), so that a
+ * provider that died while nobody read is found at once. A provider whose
  * answers have been bad for liveness_ttl is down; its first new good answer
  * brings it back: one to a transfer submitted after it went bad. Bytes
  * that were already on the way (a paused stream's, buffered in its socket
@@ -797,6 +804,10 @@ static int open_path(struct px_core *core, size_t asset, size_t src)
 	return -1;
 }
 
+static int unheard(const struct px_core *core, const struct prov_rt *p, int64_t now);
+static void check_at_open(struct px_core *core, size_t i, size_t asset, size_t k,
+			  int64_t deadline);
+
 enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t client,
 				int64_t deadline, struct px_session **out)
 {
@@ -813,7 +824,6 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 		return PX_ENOMEM;
 	pthread_mutex_lock(&core->prov_lock);
 	int64_t now = core->now();
-	core->last_open = now; /* probes go on (liveness_idle) */
 	expire_sessions(core, now);
 	for (s = core->sessions; s; s = s->next)
 		if (s->asset == asset && s->client == client && !s->failed &&
@@ -839,6 +849,12 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 		}
 		if (r == 1) {
 			struct prov_rt *p = &core->provs[a->sources[src].provider];
+			if (!a->sources[src].path && unheard(core, p, core->now())) {
+				/* an idle mount asked nothing: ask now, then
+				 * choose with its answer */
+				check_at_open(core, a->sources[src].provider, asset, src, deadline);
+				continue;
+			}
 			if ((!has_room(p) || p->waitq) &&
 			    !evict_lingering(core, a->sources[src].provider, NULL)) {
 				/* a slot more from the cluster (a closed session of
@@ -999,27 +1015,28 @@ static void lp_done(void *ctx, const struct px_fetch_result *res)
 	(void)res; /* x_done records the outcome */
 	pthread_mutex_lock(&core->prov_lock);
 	core->provs[lp->prov].probing = 0;
+	/* an open may wait for this answer (check_at_open) */
+	pthread_cond_broadcast(&core->prov_cond);
 	pthread_mutex_unlock(&core->prov_lock);
 	free(lp);
 }
 
-/* Asks provider i for one byte, if a slot is free. prov_lock held, dropped
- * around the submit. */
-static void probe_provider(struct px_core *core, size_t i, int64_t now)
+/* Asks provider i for one byte of source k of the asset, if a slot is
+ * free: 1 when asked. prov_lock held, dropped around the submit. */
+static int probe_source(struct px_core *core, size_t i, size_t asset, size_t k, int64_t now)
 {
 	struct prov_rt *p = &core->provs[i];
 	struct lprobe *lp = malloc(sizeof(*lp));
 	uint64_t id;
 
 	if (!lp)
-		return;
+		return 0;
 	lp->core = core;
 	lp->prov = i;
 	p->probing = 1;
 	p->last_probe = now;
 	p->n_probes++;
-	struct px_fetch_params fp = px_source_range(core, (size_t)p->probe_asset,
-						    p->probe_source, 0, 1);
+	struct px_fetch_params fp = px_source_range(core, asset, k, 0, 1);
 	/* a failing provider's answer counts only over a new connection */
 	fp.fresh_connect = p->bad_since || p->remote_down;
 	struct px_fetch_cb cb = { lp_data, lp_done, lp };
@@ -1031,6 +1048,49 @@ static void probe_provider(struct px_core *core, size_t i, int64_t now)
 		p->probing = 0;
 		free(lp);
 	}
+	return st == PX_OK;
+}
+
+/* Asks provider i for one byte of its probe source. prov_lock held. */
+static void probe_provider(struct px_core *core, size_t i, int64_t now)
+{
+	struct prov_rt *p = &core->provs[i];
+	(void)probe_source(core, i, (size_t)p->probe_asset, p->probe_source, now);
+}
+
+/* Whether an open that would use provider p checks it first: nothing was
+ * heard from it (an answer, a probe) for liveness_idle. prov_lock held. */
+static int unheard(const struct px_core *core, const struct prov_rt *p, int64_t now)
+{
+	const struct px_config *cfg = core->cfg;
+	int64_t last = p->last_good > p->last_bad ? p->last_good : p->last_bad;
+	if (last < p->last_probe)
+		last = p->last_probe;
+	return cfg->liveness_interval_ms && cfg->liveness_idle_ms && !p->probing &&
+	       !core->stopping && now - last >= cfg->liveness_idle_ms;
+}
+
+/*
+ * An open about to use source k of the asset, whose provider i was not
+ * heard from lately: asks it for one byte and waits for the answer until
+ * deadline or connect_timeout, whichever is first; its outcome counts for
+ * liveness (x_done) before the open chooses again. prov_lock held, dropped
+ * while asking and waiting.
+ */
+static void check_at_open(struct px_core *core, size_t i, size_t asset, size_t k,
+			  int64_t deadline)
+{
+	struct prov_rt *p = &core->provs[i];
+	int64_t bound = px_now_ms() + core->cfg->connect_timeout_ms;
+	if (bound > deadline)
+		bound = deadline;
+	px_debug("provider", "provider %s: not heard from for %lld s or more: checked before "
+		 "an open", core->cat->providers[i].name,
+		 (long long)core->cfg->liveness_idle_ms / 1000);
+	if (!probe_source(core, i, asset, k, core->now()))
+		return;
+	while (p->probing && wait_until(core, bound))
+		;
 }
 
 int64_t px_providers_tick(struct px_core *core)
@@ -1039,14 +1099,14 @@ int64_t px_providers_tick(struct px_core *core)
 	pthread_mutex_lock(&core->prov_lock);
 	int64_t now = core->now();
 	int64_t next = expire_sessions(core, now);
-	/* an idle mount asks nothing: metered providers count every probe */
-	int quiet = cfg->liveness_idle_ms && !core->sessions &&
-		    now - core->last_open >= cfg->liveness_idle_ms;
-	if (quiet && cfg->liveness_interval_ms && now + cfg->liveness_interval_ms < next)
-		next = now + cfg->liveness_interval_ms;
-	for (size_t i = 0; !quiet && cfg->liveness_interval_ms && i < core->cat->nproviders; i++) {
+	/* an idle mount asks nothing of a provider that answers: metered
+	 * providers count every probe; an open checks a provider unheard of
+	 * for liveness_idle instead. A failing one is asked, to come back */
+	int quiet = cfg->liveness_idle_ms && !core->sessions;
+	for (size_t i = 0; cfg->liveness_interval_ms && i < core->cat->nproviders; i++) {
 		struct prov_rt *p = &core->provs[i];
-		if (p->probe_asset < 0 || core->stopping)
+		if (p->probe_asset < 0 || core->stopping ||
+		    (quiet && !p->bad_since && !p->remote_down))
 			continue;
 		/* any answer within the interval says as much as a probe */
 		int64_t last = p->last_good > p->last_bad ? p->last_good : p->last_bad;
@@ -1099,7 +1159,6 @@ void px_providers_start(struct px_core *core)
 {
 	const struct px_catalog *cat = core->cat;
 	pthread_mutex_lock(&core->prov_lock);
-	core->last_open = core->now(); /* the mount's start counts as an open */
 	/* each provider's probe asks for the first byte of its first listed
 	 * HTTP source */
 	for (size_t i = 0; i < cat->nassets; i++) {

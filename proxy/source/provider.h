@@ -103,7 +103,11 @@ struct px_session {
 	pthread_mutex_t lock;      /* guards handles */
 	pthread_mutex_t cut_lock;  /* one cutover of the session at a time */
 	struct px_handle *handles;
-	_Atomic int64_t offset;    /* where the last read ended */
+	_Atomic int64_t offset;    /* where the last read of its lead handle
+				    * ended: a playback's place, not that of
+				    * another handle's probe of the head */
+	_Atomic int64_t lead;      /* the most middle bytes one open handle
+				    * read: its reads move offset */
 	_Atomic int64_t served;    /* bytes served */
 	_Atomic int64_t middle;    /* of them, bytes past the cached head and
 				    * before the cached tail: PX_PLAY_BYTES

@@ -20,12 +20,15 @@ NFO, a poster and a subtitle on nginx: four assets dated as the listing
 dates them (to the minute), the same in two runs written to different
 files, and two mounts of those (each with its own state directory) show
 those dates and the files' bytes; rclone's listing and a folder give the
-dates to the second, --merge keeps a date it has. Bad input (an
+dates to the second, --merge keeps a date it has. A listing date that is
+none (31 February, a clock of 25 hours) is skipped with a line naming the
+file and the date. Bad input (an
 unreachable mirror, a page that is not a listing, a bad option, a bad
 --merge catalog) exits non-zero with one clear line, within a bound, and
 writes nothing.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -534,3 +537,90 @@ def test_sidecars_and_dates(servers, seamfs, seamfs_cli, tmp_path):
     ok_catalog(seamfs_cli, '--merge', cats[0], lib, '-o', cats[0])
     merged = by_path(json.loads(cats[0].read_text()))
     assert {rel: a['mtime'] for rel, a in merged.items()} == {**want, nfo: 1000000000}
+
+
+def test_bad_listing_date(seamfs, seamfs_cli):
+    """A listing (nginx's markup) dating one file "31-Feb-2026 06:15" and
+    another with a clock of 25 hours: read strictly, those dates are
+    skipped with a line naming the file and the date as written; the
+    well-dated file keeps its date, and the page's exact sizes mean no
+    request is made for the others' dates. The catalog mounts: the dated
+    file shows its date, every file its bytes."""
+    import http.server
+    import re
+    import threading
+
+    files = {'good.mkv': os.urandom(12345), 'feb.mkv': os.urandom(1200),
+             'clock.nfo': os.urandom(700)}
+    page = ('<html>\r\n<head><title>Index of /</title></head>\r\n<body>\r\n'
+            '<h1>Index of /</h1><hr><pre><a href="../">../</a>\r\n'
+            '<a href="good.mkv">good.mkv</a>     01-Dec-2026 06:15      12345\r\n'
+            '<a href="feb.mkv">feb.mkv</a>       31-Feb-2026 06:15      1200\r\n'
+            '<a href="clock.nfo">clock.nfo</a>   01-Dec-2026 25:15      700\r\n'
+            '</pre><hr></body>\r\n</html>\r\n').encode()
+    asked = []
+
+    class Listing(http.server.BaseHTTPRequestHandler):
+        protocol_version = 'HTTP/1.1'
+
+        def answer(self, code, body, extra=()):
+            self.send_response(code)
+            for k, v in extra:
+                self.send_header(k, v)
+            self.send_header('Content-Length', str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            asked.append(('GET', self.path))
+            if self.path == '/':
+                self.answer(200, page, [('Content-Type', 'text/html')])
+                return
+            data = files.get(self.path[1:])
+            if data is None:
+                self.answer(404, b'')
+                return
+            m = re.fullmatch(r'bytes=(\d+)-(\d*)', self.headers.get('Range', ''))
+            if not m:
+                self.answer(200, data)
+                return
+            a = int(m.group(1))
+            b = min(int(m.group(2)) if m.group(2) else len(data) - 1, len(data) - 1)
+            self.answer(206, data[a:b + 1],
+                        [('Content-Range', f'bytes {a}-{b}/{len(data)}')])
+
+        def do_HEAD(self):
+            asked.append(('HEAD', self.path))
+            self.answer(404, b'')
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Listing)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        url = f'http://127.0.0.1:{srv.server_address[1]}/'
+        out = seamfs_cli.dir / 'bad-dates.json'
+        r = ok_catalog(seamfs_cli, url, '-o', out)
+        cat = by_path(json.loads(out.read_text()))
+        assert {p: a['size'] for p, a in cat.items()} == {p: len(d) for p, d in files.items()}
+        assert cat['good.mkv']['mtime'] == 1796105700   # 2026-12-01 06:15 UTC
+        assert 'mtime' not in cat['feb.mkv'] and 'mtime' not in cat['clock.nfo'], cat
+        for name, date in (('feb.mkv', '31-Feb-2026 06:15'), ('clock.nfo', '01-Dec-2026 25:15')):
+            line = f'seamfs catalog: {url}{name}: the listing dates it "{date}", which is ' \
+                   'not a date and time; that date is skipped'
+            assert line in r.stderr.splitlines(), r.stderr
+        assert 'good.mkv' not in r.stderr, r.stderr
+        assert asked == [('GET', '/')], asked
+        m = seamfs.mount(out)
+        try:
+            assert os.stat(m.path('good.mkv')).st_mtime == 1796105700
+            for name, data in files.items():
+                assert sha256_file(m.path(name)) == hashlib.sha256(data).hexdigest(), name
+        finally:
+            m.unmount()
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join(10)

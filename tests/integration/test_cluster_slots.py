@@ -229,7 +229,8 @@ def test_provider_down_on_one_host_is_down_for_all(redis, seamfs, data, make_ori
     """A probes its providers, B never does: when p1 stops answering, A finds
     it down within liveness_ttl and B, told by the store, shows it down and
     opens on p2 without trying p1 first (every byte right); when p1 answers
-    again, A's probe sees it and B shows it live again."""
+    again, A's probe sees it and B shows it live again. A holds a file open
+    throughout: an idle mount probes no provider that answers (issue 33)."""
     o1, o2 = make_origin(data.dir), make_origin(data.dir)
     cat = catalog({'id': 'movie', 'path': 'movie.bin', 'size': data['mid.bin'].size,
                    'mtime': 1700000000,
@@ -244,13 +245,19 @@ def test_provider_down_on_one_host_is_down_for_all(redis, seamfs, data, make_ori
 
     def state(m, name):
         return next(p['state'] for p in status(m)['providers'] if p['name'] == name)
-    o1.down(drop=True)
-    wait_until(lambda: state(a, 'p1') == 'down', 15, 'A finds p1 down')
-    wait_until(lambda: state(b, 'p1') == 'down', 10, 'B told that p1 is down')
-    o2.clear()
-    assert bounded(lambda: sha256_file(b.path('movie.bin')), 60, 'B reads') == \
-        data['mid.bin'].sha256
-    assert [s['provider'] for s in status(b)['sessions']] == ['p2']
-    o1.up()
-    wait_until(lambda: state(a, 'p1') == 'live', 15, 'A sees p1 answer again')
-    wait_until(lambda: state(b, 'p1') == 'live', 10, 'B told that p1 answers')
+    held = open(a.path('movie.bin'), 'rb', buffering=0)
+    try:
+        with open(data['mid.bin'].path, 'rb') as f:
+            assert bounded(lambda: held.read(64 * 1024), 30, 'A reads') == f.read(64 * 1024)
+        o1.down(drop=True)
+        wait_until(lambda: state(a, 'p1') == 'down', 15, 'A finds p1 down')
+        wait_until(lambda: state(b, 'p1') == 'down', 10, 'B told that p1 is down')
+        o2.clear()
+        assert bounded(lambda: sha256_file(b.path('movie.bin')), 60, 'B reads') == \
+            data['mid.bin'].sha256
+        assert [s['provider'] for s in status(b)['sessions']] == ['p2']
+        o1.up()
+        wait_until(lambda: state(a, 'p1') == 'live', 15, 'A sees p1 answer again')
+        wait_until(lambda: state(b, 'p1') == 'live', 10, 'B told that p1 answers')
+    finally:
+        held.close()

@@ -1,7 +1,9 @@
 """Providers through the mount: balancing across three origins, connection
 limits that hold under reopen and seek churn (counted by the origin itself),
-liveness (a stopped origin is avoided, and used again once it answers),
-drained providers, admission at the limit, and what .seamfs/status.json
+liveness (a stopped origin is avoided, and used again once it answers; an
+idle mount asks nginx nothing, and a provider that died while it was idle
+is found at the next open, which reads from the live one), drained
+providers, admission at the limit, and what .seamfs/status.json
 shows.  Every byte read is checked against the file's SHA-256 or bytes."""
 
 import errno
@@ -15,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import MIB, KIB, PAUSED_READER, bounded, sha256_file, wait_until
+from conftest import MIB, KIB, PAUSED_READER, Nginx, bounded, sha256_file, wait_until
 
 @pytest.fixture
 def origins(data, make_origin):
@@ -298,3 +300,63 @@ def test_status_json_is_fresh_at_each_open(seamfs, data, origins):
         assert s['bytes_served'] >= 100 * KIB
         assert s['provider'] == 'p1' and s['state'] == 'open'
         assert st['memory']['readahead_budget'] == 256 * MIB
+
+
+def test_idle_mount_asks_nothing(seamfs, data, tmp_path):
+    """Two nginx mirrors (providers a, b), probes every 0.2 s while
+    sessions run, liveness_idle shortened to 2 s: nothing reaches either
+    nginx (its access log) while the mount is idle, from its start and
+    after a read's session has ended; a is stopped while the mount is idle,
+    and the next open asks a (unheard of for 2 s) for one byte before it
+    places its session: refused, the session goes to b, no cutover, every
+    byte right. On 598ca28 the idle mount probed both every 0.2 s for 2 s
+    after its start and after each open, and the last open went to the
+    dead a."""
+    ref = data['mid.bin']
+    servers = [Nginx(data.dir, tmp_path / f'nginx-{n}') for n in 'ab']
+    try:
+        for s in servers:
+            s.start()
+        a, b = servers
+        cat = {'providers': [{'name': 'a'}, {'name': 'b'}],
+               'assets': [{'id': 'movie', 'path': 'movie.bin', 'size': ref.size,
+                           'mtime': 1700000000,
+                           'sources': [{'url': a.url('mid.bin'), 'provider': 'a'},
+                                       {'url': b.url('mid.bin'), 'provider': 'b'}]}]}
+        m = seamfs.mount(cat, options=['liveness_interval=0.2', 'liveness_idle=2',
+                                       'session_ttl=0.5', 'standby_delay=3600'])
+
+        def requests():
+            return [len(s.access_log().splitlines()) for s in servers]
+        # idle from the start: 20 probe intervals, and past liveness_idle
+        time.sleep(4)
+        assert requests() == [0, 0], [s.access_log() for s in servers]
+        assert [prov(status(m), n)['counters']['liveness_probes'] for n in 'ab'] == [0, 0]
+        # a read: its session runs on a, then ends
+        assert read_all(m.path('movie.bin')) == ref.sha256
+        wait_until(lambda: not status(m)['sessions'], 20, 'the session to end')
+        before = requests()
+        assert before[0] > 0
+        time.sleep(4)
+        assert requests() == before, [s.access_log() for s in servers]
+        # a dies while the mount is idle; 2 s later nothing was heard of it
+        a.stop()
+        time.sleep(2.5)
+        with open(m.path('movie.bin'), 'rb', buffering=0) as f:
+            st = status(m)
+            assert [s['provider'] for s in st['sessions']] == ['b'], st['sessions']
+            h = hashlib.sha256()
+            while True:
+                chunk = f.read(MIB)
+                if not chunk:
+                    break
+                h.update(chunk)
+        assert h.hexdigest() == ref.sha256
+        st = status(m)
+        assert st['cutovers']['total'] == 0, st['cutovers']
+        assert prov(st, 'a')['state'] in ('failing', 'down'), prov(st, 'a')
+        # b was asked one byte first (it too was unheard of), then read
+        assert len(b.access_log().splitlines()) > before[1]
+    finally:
+        for s in servers:
+            s.stop()

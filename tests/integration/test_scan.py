@@ -129,6 +129,56 @@ def test_status_tells_scans_from_playbacks(seamfs, make_origin, mp4):
         os.close(fd)
 
 
+def test_playback_offset_ignores_another_handles_probe(seamfs, make_origin, mp4):
+    """One process, so one session, with two handles: a player's, reading
+    through the middle, and another (a scanner or thumbnailer of the same
+    process, as Kodi's) that reads the head and the tail. The session's
+    offset stays where the player reads, and moves on with it; once the
+    player's handle is closed, the other's reads move it. Both with
+    O_DIRECT, so that every read reaches seamfs. On 598ca28 the other
+    handle's head read set the offset to 64 KiB (issue 33: a Kodi playback
+    whose offset did not move)."""
+    import hashlib
+    import os
+    o = make_origin(mp4.parent)
+    size = mp4.stat().st_size
+    body = mp4.read_bytes()
+    m = seamfs.mount({'assets': [{
+        'id': 'clip', 'path': 'clip.mp4', 'size': size, 'mtime': 1700000000,
+        'sources': [{'url': o.url('clip.mp4')}]}]}, options=['session_ttl=600'])
+
+    def mine():
+        (s,) = [s for s in status(m)['sessions'] if s['client'] == os.getpid()]
+        return s
+
+    def check(fd, off, n):
+        got = os.pread(fd, n, off)
+        assert hashlib.sha256(got).digest() == hashlib.sha256(body[off:off + n]).digest()
+    player = os.open(m.path('clip.mp4'), os.O_RDONLY | os.O_DIRECT)
+    other = os.open(m.path('clip.mp4'), os.O_RDONLY | os.O_DIRECT)
+    try:
+        start, n = HEAD + 256 * KIB, 1 * MIB
+        for k in range(2):
+            check(player, start + k * n, n)
+        # the kernel may split a read into parts served in parallel: the
+        # offset is the end of one of the last read's parts
+        s = mine()
+        assert s['kind'] == 'playback' and start + n < s['offset'] <= start + 2 * n, s
+        check(other, 0, 64 * KIB)
+        check(other, size - 64 * KIB, 64 * KIB)
+        assert start + n < mine()['offset'] <= start + 2 * n, mine()
+        check(player, start + 2 * n, n)
+        assert start + 2 * n < mine()['offset'] <= start + 3 * n, mine()
+        os.close(player)
+        player = -1
+        check(other, 128 * KIB, 64 * KIB)
+        assert 128 * KIB < mine()['offset'] <= 192 * KIB, mine()
+    finally:
+        if player >= 0:
+            os.close(player)
+        os.close(other)
+
+
 # Another client's reads (its own process, so its own session), with
 # O_DIRECT so that they reach seamfs and not the pages the first reader
 # left in the kernel: "OFF LEN" pairs in argv, the SHA-256 of each and

@@ -80,6 +80,15 @@ static void dated(const struct px_listing *l, size_t i, int64_t mtime)
 			 (long long)l->entries[i].mtime, (long long)mtime);
 }
 
+/* entry i's date that is none, as the page wrote it (NULL: none) */
+static void bad_date(const struct px_listing *l, size_t i, const char *want)
+{
+	const char *got = l->entries[i].bad_date;
+	if ((got == NULL) != (want == NULL) || (got && strcmp(got, want) != 0))
+		fail_msg("entry %zu (%s): bad_date \"%s\", want \"%s\"", i, l->entries[i].name,
+			 got ? got : "(none)", want ? want : "(none)");
+}
+
 /* ---------------------------------------------------------------- nginx */
 
 static const char nginx_root[] =
@@ -400,6 +409,22 @@ static void test_dates_odd(void **state)
 	dated(l, 0, 1709251140);                /* 2024-02-29 23:59 UTC */
 	for (size_t i = 1; i < 7; i++)
 		dated(l, i, i == 4 ? 0 : -1);
+	/* each date that is none is kept as written, for the message */
+	static const char *const bad[] = { NULL, "29-Feb-2023 23:59", "01-Dec-2026 24:15",
+					   "01-Foo-2026 06:15", NULL, "01-Dec-2026 12",
+					   "01-Dec-2026 06:15x" };
+	for (size_t i = 0; i < 7; i++)
+		bad_date(l, i, bad[i]);
+	px_listing_free(l);
+
+	/* no date at all (an Apache without its date column) is no bad date */
+	l = parse_ok("http://h/m/",
+		     "<html><head><title>Index of /m/</title></head><body><pre>"
+		     "<a href=\"?C=N;O=D\">Name</a>\n<a href=\"a.mkv\">a.mkv</a>   12\n"
+		     "</pre><address>Apache/2.4.62 Server</address></body></html>");
+	assert_int_equal(l->kind, PX_LISTING_APACHE);
+	dated(l, 0, -1);
+	bad_date(l, 0, NULL);
 	px_listing_free(l);
 
 	/* caddy's RFC 3339 and rclone's Go format with zones other than UTC */
@@ -416,13 +441,27 @@ static void test_dates_odd(void **state)
 		"<td><time datetime=\"2024-13-01T12:00:00Z\">x</time></td></tr>"
 		"<tr><td><a href=\"e.mkv\">e</a></td><td data-size=\"5\"></td>"
 		"<td><time datetime=\"2024-01-01T12:00:00+2\">x</time></td></tr>"
+		"<tr><td><a href=\"f.mkv\">f</a></td><td data-size=\"5\"></td>"
+		"<td><time datetime=\"2024-01-01T12:00:00Zulu time\">x</time></td></tr>"
+		"<tr><td><a href=\"g.mkv\">g</a></td><td data-size=\"5\"></td>"
+		"<td><time datetime=\"2024-01-01T12:00:00Z\">x</time></td></tr>"
+		"<tr><td><a href=\"h.mkv\">h</a></td><td data-size=\"5\"></td></tr>"
 		"</tbody></table><footer><a href=\"https://caddyserver.com\">Caddy</a></footer>");
 	assert_int_equal(l->kind, PX_LISTING_CADDY);
-	assert_int_equal(l->n, 5);
+	assert_int_equal(l->n, 8);
 	dated(l, 0, T_2024_01_01_1200);
 	dated(l, 1, T_2024_01_01_1200);
-	for (size_t i = 2; i < 5; i++)
+	for (size_t i = 2; i < 6; i++)
 		dated(l, i, -1);
+	dated(l, 6, T_2024_01_01_1200);
+	dated(l, 7, -1);
+	bad_date(l, 0, NULL);
+	bad_date(l, 2, "2024-01-01T12:00");
+	bad_date(l, 3, "2024-13-01T12:00:00Z");
+	bad_date(l, 4, "2024-01-01T12:00:00+2");
+	bad_date(l, 5, "2024-01-01T12:00:00Zulu time");
+	bad_date(l, 6, NULL);
+	bad_date(l, 7, NULL);
 	px_listing_free(l);
 
 	l = parse_ok(

@@ -855,10 +855,12 @@ static void test_reuse_while_one_host(void **state)
 }
 
 /*
- * An idle mount asks nothing (issue 33): once no file is open and none was
- * opened for liveness_idle, the monitor probes no provider; the next open
- * brings the probes back. On c15b82e a probe went out every
- * liveness_interval for ever (8,640 a day a provider) with nobody reading.
+ * An idle mount asks nothing (issue 33): with no session, open or
+ * lingering, the monitor probes no provider that answers, from the
+ * mount's start on and however long; while a session runs the probes go on, and once it
+ * has ended they stop again. On 598ca28 a probe went out every
+ * liveness_interval for the first liveness_idle after the start and after
+ * every open (60 a provider in the 10 minutes after a scan).
  */
 static void test_idle_mount_sends_no_probe(void **state)
 {
@@ -867,26 +869,19 @@ static void test_idle_mount_sends_no_probe(void **state)
 	r->cfg.liveness_idle_ms = 60000;
 	rig_start(r, NULL, 0);
 	int n = fake_nreq(&r->fake);
-	/* fresh from the start: probed */
-	rig_advance(10001);
-	px_providers_tick(r->core);
-	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
-	assert_true(fake_nreq(&r->fake) > n);
-	/* idle for liveness_idle: nothing more, however long */
-	rig_advance(60000);
-	px_providers_tick(r->core);
-	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
-	n = fake_nreq(&r->fake);
-	for (int i = 0; i < 6; i++) {
+	/* idle from the start: nothing, however long */
+	for (int i = 0; i < 12; i++) {
 		rig_advance(10001);
 		px_providers_tick(r->core);
 	}
 	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
 	assert_int_equal(fake_nreq(&r->fake), n);
-	/* an open: its read counts, and the probes come back */
+	/* an open: it checks a, unheard of for liveness_idle, then reads */
 	struct px_handle *h = open_as(r, 1);
+	assert_int_equal(fake_nreq(&r->fake), n + 1);
+	assert_int_equal(fake_req(&r->fake, n + 1).length, 1);
 	read_check(h, 0, 4096);
-	px_handle_close(h);
+	/* while its session runs, the probes go on */
 	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
 	n = fake_nreq(&r->fake);
 	rig_advance(10001);
@@ -894,6 +889,58 @@ static void test_idle_mount_sends_no_probe(void **state)
 	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
 	assert_true(fake_nreq(&r->fake) > n);
 	assert_int_equal(fake_req(&r->fake, fake_nreq(&r->fake)).length, 1);
+	/* closed, and past its session_ttl: quiet again */
+	px_handle_close(h);
+	rig_advance(15001);
+	px_providers_tick(r->core);
+	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
+	n = fake_nreq(&r->fake);
+	for (int i = 0; i < 12; i++) {
+		rig_advance(10001);
+		px_providers_tick(r->core);
+	}
+	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
+	assert_int_equal(fake_nreq(&r->fake), n);
+	rig_free(r);
+}
+
+/*
+ * A provider that died while the mount was idle is found at the next open
+ * that would use it (issue 33): a, first by name, unheard of for
+ * liveness_idle, is asked for one byte before the session is placed; its
+ * refusal sends the session to b, whose bytes are read. A provider heard
+ * from lately is not asked again. On 598ca28 the open went to a and its
+ * first read failed.
+ */
+static void test_unheard_provider_checked_at_open(void **state)
+{
+	static const char *const names[] = { "a", "b" };
+	struct rig *r = provider_rig(names, 2, 0, NULL);
+	r->cfg.retries = 0;
+	r->cfg.liveness_idle_ms = 60000;
+	rig_start(r, NULL, 0);
+	rig_advance(60001);
+	px_providers_tick(r->core);
+	int n = fake_nreq(&r->fake);
+	fake_host_down(&r->fake, "a.test", PX_ECONNECT, 0);
+	struct px_handle *h = open_as(r, 1);
+	assert_string_equal(provider_of(r, h), "b");
+	/* a's check, then b's: one byte each, before any read */
+	assert_int_equal(fake_nreq(&r->fake), n + 2);
+	assert_non_null(strstr(fake_req(&r->fake, n + 1).url, "a.test"));
+	assert_int_equal(fake_req(&r->fake, n + 1).length, 1);
+	assert_non_null(strstr(fake_req(&r->fake, n + 2).url, "b.test"));
+	assert_int_equal(fake_req(&r->fake, n + 2).length, 1);
+	read_check(h, 5, 70000);
+	px_handle_close(h);
+	/* heard from just now: the next open asks nobody first */
+	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
+	n = fake_nreq(&r->fake);
+	h = open_as(r, 2);
+	assert_string_equal(provider_of(r, h), "b");
+	assert_int_equal(fake_nreq(&r->fake), n);
+	read_check(h, 0, 4096);
+	px_handle_close(h);
 	rig_free(r);
 }
 
@@ -920,6 +967,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_reload, rig_teardown),
 		cmocka_unit_test_teardown(test_reuse_while_one_host, rig_teardown),
 		cmocka_unit_test_teardown(test_idle_mount_sends_no_probe, rig_teardown),
+		cmocka_unit_test_teardown(test_unheard_provider_checked_at_open, rig_teardown),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	free(g_data);
