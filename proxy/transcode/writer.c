@@ -935,6 +935,62 @@ static void pad_spread(uint8_t *out, const uint8_t *data, int64_t n, int64_t pad
 	}
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * A remux's video DTS for segment k, in its packets' order (*out, malloc'd;
+ * NULL with no video packet). The source's own are not used: Matroska
+ * stores none, the demuxer guesses them only after its first packets (the
+ * first two of a B-frame GOP come with none, and pts for dts goes
+ * backwards: the muxer refuses), and after a seek it guesses differently,
+ * so a restart's bytes would differ from a full run's. From the segment's
+ * presentation times alone (it starts at a keyframe): sorted, and shifted
+ * by the smallest reorder depth d that keeps every dts <= its pts, the
+ * first d extrapolated one frame apart. The same packets give the same
+ * DTS in any run. PX_OK or PX_ENOMEM.
+ */
+static enum px_status remux_video_dts(const struct wr *w, uint32_t k, int64_t **out)
+{
+	size_t n = 0, d = 0;
+	int64_t *p = NULL, *sorted = NULL, *dts = NULL, frame = 1;
+	enum px_status st = PX_ENOMEM;
+	*out = NULL;
+	for (size_t i = 0; i < w->npend; i++)
+		n += w->pend[i].seg == k && w->pend[i].video;
+	if (!n)
+		return PX_OK;
+	if (!(p = malloc(n * sizeof(*p))) || !(sorted = malloc(n * sizeof(*p))) ||
+	    !(dts = malloc(n * sizeof(*p))))
+		goto out;
+	n = 0;
+	for (size_t i = 0; i < w->npend; i++)
+		if (w->pend[i].seg == k && w->pend[i].video)
+			p[n++] = w->pend[i].pkt->pts;
+	memcpy(sorted, p, n * sizeof(*p));
+	qsort(sorted, n, sizeof(*sorted), cmp_i64);
+	for (size_t i = 1; i < n; i++)
+		if (sorted[i] > sorted[i - 1] &&
+		    (frame == 1 || sorted[i] - sorted[i - 1] < frame))
+			frame = sorted[i] - sorted[i - 1];
+	for (size_t i = 0; i < n; i++)
+		while (d < i && sorted[i - d] > p[i])
+			d++;
+	for (size_t i = 0; i < n; i++)
+		dts[i] = i >= d ? sorted[i - d] : sorted[0] - (int64_t)(d - i) * frame;
+	*out = dts;
+	dts = NULL;
+	st = PX_OK;
+out:
+	free(p);
+	free(sorted);
+	free(dts);
+	return st;
+}
+
 /* Muxes the pending packets of segment k, pads to S and commits. */
 static enum px_status mux_segment(struct wr *w, uint32_t k)
 {
@@ -942,6 +998,7 @@ static enum px_status mux_segment(struct wr *w, uint32_t k)
 	AVFormatContext *oc = NULL;
 	AVDictionary *o = NULL;
 	uint8_t *buf = NULL, *out = NULL;
+	int64_t *vdts = NULL;
 	enum px_status st = PX_ENOMEM;
 	int rc, len = 0;
 	int keep = k >= w->first;
@@ -994,7 +1051,10 @@ static enum px_status mux_segment(struct wr *w, uint32_t k)
 		st = averr(w, rc, "mpegts header");
 		goto out;
 	}
-	for (size_t i = 0; i < w->npend; i++) {
+	if (w->remux && (st = remux_video_dts(w, k, &vdts)) != PX_OK)
+		goto out;
+	st = PX_ENOMEM;
+	for (size_t i = 0, vn = 0; i < w->npend; i++) {
 		struct pending *p = &w->pend[i];
 		if (p->seg != k)
 			continue;
@@ -1004,6 +1064,8 @@ static enum px_status mux_segment(struct wr *w, uint32_t k)
 		AVStream *st_ = p->video ? vs : as;
 		AVRational tb = p->video ? w->vtb : w->atb;
 		pk->stream_index = st_->index;
+		if (vdts && p->video)
+			pk->dts = vdts[vn++];
 		if (pk->dts == AV_NOPTS_VALUE)
 			pk->dts = pk->pts;
 		av_packet_rescale_ts(pk, tb, st_->time_base);
@@ -1081,6 +1143,7 @@ out:
 	avformat_free_context(oc);
 	av_free(buf);
 	free(out);
+	free(vdts);
 	return st;
 }
 

@@ -338,12 +338,15 @@ class Data:
         return self._cache[name]
 
 
-def make_clip(path, seconds, size, log):
-    """An H.264 + AAC Matroska clip from lavfi sources (testsrc2 + sine)."""
+def make_clip(path, seconds, size, log, bframes=False):
+    """An H.264 + AAC Matroska clip from lavfi sources (testsrc2 + sine).
+    bframes: with B-frames, as most real films are (x264 veryfast, whose
+    Matroska packets carry no DTS), not ultrafast's none."""
+    preset = ['-preset', 'veryfast', '-bf', '3'] if bframes else ['-preset', 'ultrafast']
     cmd = ['ffmpeg', '-nostdin', '-hide_banner', '-loglevel', 'error', '-y',
            '-f', 'lavfi', '-i', f'testsrc2=size={size}:rate=25:duration={seconds}',
            '-f', 'lavfi', '-i', f'sine=frequency=440:sample_rate=48000:duration={seconds}',
-           '-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p', '-g', '50',
+           '-c:v', 'libx264'] + preset + ['-pix_fmt', 'yuv420p', '-g', '50',
            '-c:a', 'aac', '-b:a', '96k', '-shortest', str(path)]
     with open(log, 'wb') as lf:
         r = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT, timeout=90)
