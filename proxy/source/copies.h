@@ -59,6 +59,20 @@ const char *px_copy_wait_name(enum px_copy_wait w);
 
 /* ---- the copies of a core */
 
+/* The path of an asset's copy on a host's peer endpoint (peer.h):
+ * PX_PEER_PATH and the asset's id, percent-encoded. */
+#define PX_PEER_PATH "/v1/copies/"
+
+/*
+ * For the peer endpoint: a descriptor of this host's serving, verified
+ * copy of the asset whose id is id, opened beneath its storage as a
+ * viewer's session opens it (px_source_open: never through a link, only
+ * the file made or found), its size into *size; -1 when this host holds
+ * none (or it was found replaced). Any thread that holds none of the
+ * core's locks.
+ */
+int px_copies_peer_open(struct px_core *core, const char *id, int64_t *size);
+
 /*
  * Starts the copies of a discovered core: reads the storages' manifests,
  * registers the copies they list that still match their asset, and starts
