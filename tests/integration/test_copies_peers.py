@@ -15,6 +15,7 @@ import hashlib
 import http.client
 import json
 import os
+import socket
 import threading
 
 import pytest
@@ -263,3 +264,14 @@ def test_secret_file_refused_when_others_may_read_it(seamfs, data, redis, tmp_pa
     r = seamfs.run(['-f', '-o', ','.join(base + [f'peer_listen=127.0.0.1:{free_port()}']),
                     cat, mnt], mountpoints=[mnt])
     assert r.returncode == 2 and 'cluster_secret_file' in r.stderr
+    # a port it cannot listen on: no mount
+    os.chmod(secret, 0o600)
+    with socket.socket() as taken:
+        taken.bind(('127.0.0.1', 0))
+        taken.listen(1)
+        busy = taken.getsockname()[1]
+        opts = base + [f'peer_listen=127.0.0.1:{busy}', f'cluster_secret_file={secret}']
+        r = seamfs.run(['-f', '-o', ','.join(opts), cat, mnt], mountpoints=[mnt])
+    assert r.returncode == 1, r.stderr
+    assert f'peer_listen 127.0.0.1:{busy}' in r.stderr and 'not mounting' in r.stderr
+    assert SECRET not in r.stderr + r.stdout
