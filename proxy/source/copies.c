@@ -1153,10 +1153,16 @@ static void cluster_sync(struct px_copies *cp)
 	peers_free(old, nold);
 }
 
-/* cluster_sync when due (the copies thread, no lock held). */
+/* cluster_sync when due (the copies thread, no lock held): a host with
+ * no storage and no secret has nothing to tell nor to read. */
 static void sync_due(struct px_copies *cp)
 {
-	if (clustered(cp) && px_now_ms() >= cp->sync_at)
+	if (!clustered(cp) || px_now_ms() < cp->sync_at)
+		return;
+	pthread_mutex_lock(&cp->lock);
+	int any = cp->nst > 0 || cp->core->peer_secret;
+	pthread_mutex_unlock(&cp->lock);
+	if (any)
 		cluster_sync(cp);
 }
 

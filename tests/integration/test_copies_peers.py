@@ -210,6 +210,11 @@ def test_peer_endpoint_secret_ranges_404_and_a_planted_link(seamfs, data, make_o
     st, hd, _ = get(port, '/v1/copies/movie', auth(Range=f'bytes={df.size}-'))
     assert st == 416 and hd['Content-Range'] == f'bytes */{df.size}'
 
+    # each host's peer URL is in the registry
+    for m in c.m.values():
+        urls = {h['host_id']: h['peer_url'] for h in status(m)['hosts']}
+        assert urls == {h: f'http://127.0.0.1:{c.port[h]}' for h in ('alpha', 'beta')}
+
     # the secret is in no log, no status, no key of the store
     for m in c.m.values():
         assert SECRET not in m.log()
