@@ -172,6 +172,7 @@ struct copy {
 
 #define PEER_STORAGES_MAX 32
 #define SYNC_MS 1000              /* cluster: this host's state published, the others' read */
+#define NEAR_BYTES (64LL << 20)   /* cluster: disks this close in free space tie */
 
 /* One storage of a host, as that host published it. */
 struct pstorage {
@@ -2007,6 +2008,19 @@ static enum px_copy_wait place_job(struct px_copies *cp, size_t a, struct job *j
 	enum px_copy_wait w = px_copies_place(in, n, size, &at);
 	if (w != PX_WAIT_NONE)
 		return w;
+	/* Hosts read each other's figures a moment apart: two disks almost
+	 * as free as each other (one file system, or both nearly empty)
+	 * could each look the freer to the other's host, and neither would
+	 * copy. Within a band of the freest, the first place wins: the same
+	 * on every host. */
+	int64_t best = in[at].free_bytes, band = best / 32 > NEAR_BYTES ? best / 32 : NEAR_BYTES;
+	for (size_t i = 0; i < at; i++)
+		if (in[i].reachable && in[i].copying && in[i].holds != 1 &&
+		    in[i].free_bytes >= size && in[i].free_bytes - size >= in[i].min_free &&
+		    in[i].free_bytes >= best - band) {
+			at = i;
+			break;
+		}
 	if (own[at] < 0) {
 		snprintf(j->host, sizeof(j->host), "%s", host[at]);
 		return PX_WAIT_OTHER_HOST;
