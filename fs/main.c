@@ -708,6 +708,13 @@ static enum px_status peer_options(const struct px_config *cfg, char **secret, c
 			 "give peer_listen= too");
 		return PX_EINVAL;
 	}
+	if (cfg->peer_listen && !cfg->peer_url &&
+	    (strncmp(cfg->peer_listen, "0.0.0.0:", 8) == 0 ||
+	     strncmp(cfg->peer_listen, "[::]:", 5) == 0 || strncmp(cfg->peer_listen, ":::", 3) == 0)) {
+		snprintf(err, errlen, "option 'peer_listen' %s listens on every address: give "
+			 "peer_url=http://HOST:PORT, the one the other hosts reach", cfg->peer_listen);
+		return PX_EINVAL;
+	}
 	if (cfg->peer_listen && !cfg->cluster_secret_file) {
 		snprintf(err, errlen, "option 'peer_listen' needs cluster_secret_file= (a copy is "
 			 "served only to requests that carry the cluster's secret)");

@@ -269,6 +269,7 @@ const char *px_copy_wait_name(enum px_copy_wait w)
 	case PX_WAIT_STORE_DOWN: return "store not answering";
 	case PX_WAIT_FOREIGN: return "foreign file in the way";
 	case PX_WAIT_LINK: return "link in the way";
+	case PX_WAIT_NO_HOST: return "no live host";
 	}
 	return "";
 }
@@ -1976,6 +1977,21 @@ static int sticky_wait(enum px_copy_wait w)
 	       w == PX_WAIT_LINK;
 }
 
+/* Whether a catalog disk with the role on belongs to a host that is not
+ * live now (none of the last sync's records). cp->lock held. */
+static int dead_host_disk(const struct px_copies *cp)
+{
+	for (size_t i = 0; i < cp->nst; i++) {
+		const struct storage *s = &cp->st[i];
+		int live = 0;
+		for (size_t h = 0; s->host && h < cp->npeers && !live; h++)
+			live = strcmp(cp->peers[h].id, s->host) == 0;
+		if (s->host && s->in_catalog && s->copying && !live)
+			return 1;
+	}
+	return 0;
+}
+
 /*
  * Places job j (asset a): on one host only, this host's storages without
  * a host then (cluster mode) every live host's disks (cluster_places); a
@@ -2006,6 +2022,8 @@ static enum px_copy_wait place_job(struct px_copies *cp, size_t a, struct job *j
 	}
 	size_t n = cluster_places(cp, a, in, own, host), at = 0;
 	enum px_copy_wait w = px_copies_place(in, n, size, &at);
+	if (w == PX_WAIT_NO_STORAGE && dead_host_disk(cp))
+		return PX_WAIT_NO_HOST;
 	if (w != PX_WAIT_NONE)
 		return w;
 	/* Hosts read each other's figures a moment apart: two disks almost

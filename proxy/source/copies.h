@@ -30,6 +30,8 @@ enum px_copy_wait {
 			       * (or where its folder should be): never replaced */
 	PX_WAIT_LINK,         /* a link (or a mount point) is on the copy's way:
 			       * never followed */
+	PX_WAIT_NO_HOST,      /* cluster mode: only disks of hosts that are not
+			       * live (in the registry) could take it */
 };
 
 /* What placement knows of one storage for one asset. */
@@ -54,7 +56,7 @@ enum px_copy_wait px_copies_place(const struct px_place_in *s, size_t n, int64_t
 				  size_t *pick);
 
 /* "no storage", "no room", "storage not ready", "copying off", "foreign
- * file in the way", "link in the way"; "" for none. */
+ * file in the way", "link in the way", "no live host"...; "" for none. */
 const char *px_copy_wait_name(enum px_copy_wait w);
 
 /* ---- the copies of a core */

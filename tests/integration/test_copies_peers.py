@@ -80,7 +80,7 @@ class Cluster:
     """Two hosts, alpha and beta, each with its own disk and peer port."""
 
     def __init__(self, seamfs, data, make_origin, redis, tmp_path, copies=1, min_free=0,
-                 read_timeout=30):
+                 read_timeout=30, start=('alpha', 'beta'), off=()):
         self.o = make_origin(data.dir)
         self.df = data['mid.bin']
         self.other = data['odd.bin']
@@ -95,7 +95,8 @@ class Cluster:
             d.mkdir()
             self.disk[h] = d
             self.port[h] = free_port()
-            storages.append(storage(f'disk-{h}', d, host=h, min_free_bytes=min_free))
+            storages.append(storage(f'disk-{h}', d, host=h, min_free_bytes=min_free,
+                                    copying=h not in off))
         self.cat = {'storages': storages,
                     'assets': [entry('movie', 'Movies/movie.bin', self.df,
                                      self.o.url('mid.bin'), copies=copies),
@@ -103,7 +104,7 @@ class Cluster:
                                      self.o.url('odd.bin'), copies=0)]}
         self.args = (seamfs, redis, tmp_path / 'work', read_timeout)
         self.m = {}
-        for h in ('alpha', 'beta'):
+        for h in start:
             self.start(h)
 
     def start(self, h, name=None):
@@ -251,6 +252,25 @@ def test_no_host_with_room_waits_without_an_attempt(seamfs, data, make_origin, r
     assert read_direct(c.m['alpha'].path('Movies/movie.bin')) == c.df.sha256
 
 
+def test_no_live_host_waits_until_one_comes(seamfs, data, make_origin, redis, tmp_path):
+    # alpha's disk has the role off; beta's would take it, but beta is not up
+    c = Cluster(seamfs, data, make_origin, redis, tmp_path, start=('alpha',), off=('alpha',))
+    a = c.m['alpha']
+    wait_until(lambda: (job(status(a), 'movie') or {}).get('reason') == 'no live host', 20,
+               'movie waiting for "no live host"')
+    assert job(status(a), 'movie')['failed_attempts'] == 0
+    assert c.holders() == []
+    # beta comes: the job goes on by itself, the copy is made on beta's disk
+    # and alpha reads it from beta with the origin down
+    c.start('beta')
+    holder, _ = c.wait_one_copy()
+    assert holder == 'beta'
+    wait_until(lambda: [l['provider'] for l in peer_locations(a, 'movie') if l['serving']] ==
+               ['peer:beta'], 15, 'peer:beta a source on alpha')
+    c.o.down(drop=True)
+    assert read_direct(a.path('Movies/movie.bin')) == c.df.sha256
+
+
 def test_secret_file_refused_when_others_may_read_it(seamfs, data, redis, tmp_path):
     secret = tmp_path / 'open.secret'
     secret.write_text(SECRET + '\n')
@@ -269,8 +289,13 @@ def test_secret_file_refused_when_others_may_read_it(seamfs, data, redis, tmp_pa
     r = seamfs.run(['-f', '-o', ','.join(base + [f'peer_listen=127.0.0.1:{free_port()}']),
                     cat, mnt], mountpoints=[mnt])
     assert r.returncode == 2 and 'cluster_secret_file' in r.stderr
-    # a port it cannot listen on: no mount
+    # a wildcard address needs the URL the others reach it by
     os.chmod(secret, 0o600)
+    r = seamfs.run(['-f', '-o', ','.join(base + [f'peer_listen=0.0.0.0:{free_port()}',
+                                              f'cluster_secret_file={secret}']),
+                    cat, mnt], mountpoints=[mnt])
+    assert r.returncode == 2 and 'peer_url=' in r.stderr
+    # a port it cannot listen on: no mount
     with socket.socket() as taken:
         taken.bind(('127.0.0.1', 0))
         taken.listen(1)
