@@ -72,6 +72,18 @@
  * .seamfs-copies*.json there (mount, every RESCAN_MS, a reload, after a
  * claim): another host's copy is checked as at mount and registered.
  *
+ * Across hosts (cluster mode with a hosts registry), storages that name
+ * their host (local disks): each host publishes its disks (role, room)
+ * and the assets it holds there in PREFIX:cstate:HOST and reads the live
+ * hosts' every SYNC_MS (cluster_sync). A live host's copy is a source
+ * here (provider peer:HOST, its peer endpoint: control/peer.c), dropped
+ * when the host leaves the registry, back when it returns. Placement
+ * weighs every live host's disks with the same figures, one copy per
+ * host (place_job); a place on another host's disk waits here ("copying
+ * on another host"), and the host that owns it copies under the claim
+ * PREFIX:copy:{ASSET}:/hosts, reading the others' records again first
+ * and publishing its copy before the claim goes.
+ *
  * Staleness. A reload that gives an asset another sha256, or a source
  * whose ETag changed since the copy (asked at mount and after each
  * reload), makes its copies stop serving at once; the job makes them
@@ -2272,6 +2284,53 @@ static void job_in_way(struct px_copies *cp, struct job *j, size_t si, enum px_c
 	j->claim_at = px_now_ms() + IN_WAY_RETRY_MS;
 }
 
+/*
+ * Takes the claim job ji needs before copying to storage si, in cluster
+ * mode: one host copies an asset to a shared storage, and one host at a
+ * time places an asset on the hosts' disks ("/" is in no storage's name).
+ * 1: copy now (claim held, or none needed); 0: not now (it waits, or
+ * another host made the copy meanwhile: the claim dropped). cp->lock
+ * held; dropped around the store's calls.
+ */
+static int claim_job(struct px_copies *cp, long ji, size_t si)
+{
+	int across = clustered(cp) && cp->st[si].host;
+	if (!shared(cp, &cp->st[si]) && !across)
+		return 1;
+	size_t asset = cp->jobs[ji].asset;
+	char sname[256];
+	snprintf(sname, sizeof(sname), "%s", across ? "/hosts" : cp->st[si].name);
+	pthread_mutex_unlock(&cp->lock);
+	enum px_copy_wait w = claim_take(cp, asset, sname);
+	if (w == PX_WAIT_NONE && across)
+		cluster_sync(cp); /* what the others made meanwhile */
+	pthread_mutex_lock(&cp->lock);
+	struct job *j = &cp->jobs[ji];
+	if (w != PX_WAIT_NONE) {
+		if (w != j->wait)
+			px_info("copies", "asset %s: copy to %s%s waits: %s",
+				cp->core->cat->assets[asset].id,
+				across ? "this host's disk " : "storage ",
+				across ? cp->st[si].name : sname, px_copy_wait_name(w));
+		j->wait = w;
+		j->state = JOB_WAITING;
+		j->claim_at = px_now_ms() + CLAIM_RETRY_MS;
+		return 0;
+	}
+	/* another host may have made it meanwhile: its manifest first */
+	if (!across)
+		manifest_load(cp, si, 1);
+	long ci = find_copy(cp, asset, si);
+	if ((!across && ci >= 0 && cp->c[ci].serving && !cp->c[ci].stale) ||
+	    (across && copies_held(cp, asset) >= want_copies(cp, asset))) {
+		pthread_mutex_unlock(&cp->lock);
+		claim_drop(cp);
+		pthread_mutex_lock(&cp->lock);
+		return 0;
+	}
+	return 1;
+}
+
 static void *copies_main(void *arg)
 {
 	struct px_copies *cp = arg;
@@ -2283,43 +2342,8 @@ static void *copies_main(void *arg)
 		sync_due(cp);
 		pthread_mutex_lock(&cp->lock);
 		long ji = evaluate(cp, &si);
-		int across = ji >= 0 && clustered(cp) && cp->st[si].host;
-		if (ji >= 0 && (shared(cp, &cp->st[si]) || across)) {
-			/* cluster: one host copies an asset to a shared storage; one
-			 * host at a time places an asset on the hosts' disks ("/"
-			 * is in no storage's name) */
-			size_t asset = cp->jobs[ji].asset;
-			char sname[256];
-			snprintf(sname, sizeof(sname), "%s", across ? "/hosts" : cp->st[si].name);
-			pthread_mutex_unlock(&cp->lock);
-			enum px_copy_wait w = claim_take(cp, asset, sname);
-			if (w == PX_WAIT_NONE && across)
-				cluster_sync(cp); /* what the others made meanwhile */
-			pthread_mutex_lock(&cp->lock);
-			struct job *j = &cp->jobs[ji];
-			if (w != PX_WAIT_NONE) {
-				if (w != j->wait)
-					px_info("copies", "asset %s: copy to %s%s waits: %s",
-						cp->core->cat->assets[asset].id,
-						across ? "this host's disk " : "storage ",
-						across ? cp->st[si].name : sname, px_copy_wait_name(w));
-				j->wait = w;
-				j->state = JOB_WAITING;
-				j->claim_at = px_now_ms() + CLAIM_RETRY_MS;
-				continue;
-			}
-			/* another host may have made it meanwhile: its manifest first */
-			if (!across)
-				manifest_load(cp, si, 1);
-			long ci = find_copy(cp, asset, si);
-			if ((!across && ci >= 0 && cp->c[ci].serving && !cp->c[ci].stale) ||
-			    (across && copies_held(cp, asset) >= want_copies(cp, asset))) {
-				pthread_mutex_unlock(&cp->lock);
-				claim_drop(cp);
-				pthread_mutex_lock(&cp->lock);
-				continue;
-			}
-		}
+		if (ji >= 0 && !claim_job(cp, ji, si))
+			continue;
 		if (ji >= 0) {
 			struct job *j = &cp->jobs[ji];
 			size_t asset = j->asset;
