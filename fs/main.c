@@ -56,6 +56,7 @@
 #include "reload.h"
 #include "state.h"
 #include "kvstore.h"
+#include "peer.h"
 #include "transcode.h"
 #include "statedir.h"
 #include "verify.h"
@@ -689,6 +690,42 @@ static const char *strm_paths_option(const struct cmdline *cl)
 	return v;
 }
 
+/* Checks the options of copies across hosts and reads the cluster's
+ * secret (*secret, malloc'd; NULL without cluster_secret_file): they
+ * need store=, and peer_listen needs the secret. */
+static enum px_status peer_options(const struct px_config *cfg, char **secret, char *err,
+				   size_t errlen)
+{
+	const char *lone = cfg->peer_listen ? "peer_listen" : cfg->peer_url ? "peer_url"
+			   : cfg->cluster_secret_file ? "cluster_secret_file" : NULL;
+	*secret = NULL;
+	if (lone && !cfg->store) {
+		snprintf(err, errlen, "option '%s' is for cluster mode: give store= too", lone);
+		return PX_EINVAL;
+	}
+	if (cfg->peer_url && !cfg->peer_listen) {
+		snprintf(err, errlen, "option 'peer_url' names how others reach peer_listen: "
+			 "give peer_listen= too");
+		return PX_EINVAL;
+	}
+	if (cfg->peer_listen && !cfg->peer_url &&
+	    (strncmp(cfg->peer_listen, "0.0.0.0:", 8) == 0 ||
+	     strncmp(cfg->peer_listen, "[::]:", 5) == 0 || strncmp(cfg->peer_listen, ":::", 3) == 0)) {
+		snprintf(err, errlen, "option 'peer_listen' %s listens on every address: give "
+			 "peer_url=http://HOST:PORT, the one the other hosts reach", cfg->peer_listen);
+		return PX_EINVAL;
+	}
+	if (cfg->peer_listen && !cfg->cluster_secret_file) {
+		snprintf(err, errlen, "option 'peer_listen' needs cluster_secret_file= (a copy is "
+			 "served only to requests that carry the cluster's secret)");
+		return PX_EINVAL;
+	}
+	if (!cfg->cluster_secret_file)
+		return PX_OK;
+	return px_secret_read(cfg->cluster_secret_file, "cluster_secret_file", secret, err,
+			      errlen);
+}
+
 static enum px_status apply_options(struct px_config *cfg, const struct px_catalog *cat,
 				    const struct cmdline *cl)
 {
@@ -966,6 +1003,8 @@ int main(int argc, char *argv[])
 	struct px_core *core = NULL;
 	struct px_state *state = NULL;
 	struct px_control *control = NULL;
+	struct px_peer *peer = NULL;
+	char *peer_secret = NULL;
 	struct px_store *store = NULL;
 	struct px_hosts *hosts = NULL;
 	struct fuse_session *se = NULL;
@@ -1050,6 +1089,13 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	if (apply_options(&cfg, cat, &cl) != PX_OK) {
+		rc = EXIT_USAGE;
+		goto out;
+	}
+	/* copies across hosts: a bad option or secret file fails here, before
+	 * the fork, on the terminal */
+	if (peer_options(&cfg, &peer_secret, err, sizeof(err)) != PX_OK) {
+		fprintf(stderr, "seamfs: %s\n", err);
 		rc = EXIT_USAGE;
 		goto out;
 	}
@@ -1188,11 +1234,20 @@ int main(int argc, char *argv[])
 			px_error("main", "%s; not mounting", err);
 			goto out;
 		}
+		if (cfg.peer_listen) {
+			char url[256];
+			snprintf(url, sizeof(url), "%s", cfg.peer_url ? cfg.peer_url : "");
+			if (!cfg.peer_url)
+				snprintf(url, sizeof(url), "http://%s", cfg.peer_listen);
+			px_hosts_set_peer(hosts, url);
+		}
 	}
 	if (px_core_new_cluster(&cfg, cat, NULL, store, hosts, &core) != PX_OK) {
 		px_error("main", "cannot start the core");
 		goto out;
 	}
+	px_core_set_peer_secret(core, peer_secret);
+	peer_secret = NULL;
 	struct stat catsb;
 	int64_t catalog_mtime = stat(cl.catalog, &catsb) == 0 ? catsb.st_mtime : 0;
 	if (px_core_discover(core, state, catalog_mtime) != PX_OK) {
@@ -1241,6 +1296,11 @@ int main(int argc, char *argv[])
 	if (cfg.control_socket && px_control_start(core, cfg.control_socket, &control) != PX_OK) {
 		px_error("main", "cannot serve the control API on %s; not mounting",
 			 cfg.control_socket);
+		goto out;
+	}
+	if (cfg.peer_listen && px_peer_start(core, cfg.peer_listen, &peer) != PX_OK) {
+		px_error("main", "cannot serve copies to the cluster on %s; not mounting",
+			 cfg.peer_listen);
 		goto out;
 	}
 	px_info("main", "mounted %s on %s (read_timeout %lld ms, state %s, log %s)", cl.catalog,
@@ -1299,6 +1359,7 @@ out:
 	if (report_fd >= 0)
 		report(&report_fd, (unsigned char)(rc ? rc : EXIT_RUNTIME));
 	px_control_stop(control);
+	px_peer_stop(peer);
 	if (stopper)
 		end_stopper(&sc, stopper_thread);
 	/* no reload can start now */
@@ -1323,6 +1384,10 @@ out:
 		px_fetch_global_cleanup();
 	px_catalog_free(cat);
 	free(catalog_abs);
+	if (peer_secret) {
+		explicit_bzero(peer_secret, strlen(peer_secret));
+		free(peer_secret);
+	}
 	px_config_release(&cfg);
 	for (size_t i = 0; i < cl.ncore_opts; i++)
 		free(cl.core_opts[i]);

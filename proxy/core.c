@@ -264,7 +264,16 @@ void px_core_free(struct px_core *core)
 		pthread_mutex_destroy(&core->reload_lock);
 	px_copies_free(core);
 	px_sources_release_catalog(core);
+	if (core->peer_secret) {
+		explicit_bzero(core->peer_secret, strlen(core->peer_secret));
+		free(core->peer_secret);
+	}
 	free(core);
+}
+
+void px_core_set_peer_secret(struct px_core *core, char *secret)
+{
+	core->peer_secret = secret;
 }
 
 void px_core_stop(struct px_core *core)

@@ -363,3 +363,61 @@ const char *px_file_kind(const char *path)
 		return "a socket";
 	return "not a regular file";
 }
+
+enum px_status px_secret_read(const char *file, const char *what, char **out, char *err,
+			      size_t errlen)
+{
+	char buf[1024];
+	struct stat sb;
+	enum px_status st = PX_EINVAL;
+	ssize_t n = -1;
+	int fd = open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+
+	*out = NULL;
+	if (fd < 0) {
+		snprintf(err, errlen, "%s %s: %s", what, file, strerror(errno));
+		st = PX_EIO;
+		goto out;
+	}
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+		snprintf(err, errlen, "%s %s: not a regular file", what, file);
+		goto out;
+	}
+	if (sb.st_mode & S_IROTH) {
+		/* everyone on the host could act as a cluster host */
+		snprintf(err, errlen, "%s %s is readable by every user (mode %04o): refused; "
+			 "chmod o-r it (600 is best)", what, file, (unsigned)(sb.st_mode & 07777));
+		goto out;
+	}
+	if ((n = read(fd, buf, sizeof(buf) - 1)) < 0) {
+		snprintf(err, errlen, "%s %s: %s", what, file, strerror(errno));
+		st = PX_EIO;
+		goto out;
+	}
+	buf[n] = '\0';
+	buf[strcspn(buf, "\r\n")] = '\0';
+	if (strlen(buf) < 16) {
+		snprintf(err, errlen, "%s %s: the secret (its first line) has %zu bytes; give it "
+			 "at least 16", what, file, strlen(buf));
+		goto out;
+	}
+	*out = strdup(buf);
+	st = *out ? PX_OK : PX_ENOMEM;
+	if (!*out)
+		snprintf(err, errlen, "out of memory");
+out:
+	memset(buf, 0, sizeof(buf));
+	if (fd >= 0)
+		close(fd);
+	return st;
+}
+
+int px_secret_equal(const char *a, const char *b)
+{
+	size_t na = strlen(a), nb = strlen(b);
+	unsigned char diff = na != nb;
+	/* every byte of the secret (a) is looked at, whatever b holds */
+	for (size_t i = 0; i < na; i++)
+		diff |= (unsigned char)(a[i] ^ (i < nb ? b[i] : 0));
+	return diff == 0;
+}

@@ -129,6 +129,18 @@ int px_open_regular(const char *path);
  * device", "a directory", "a socket"), for messages; NULL otherwise. */
 const char *px_file_kind(const char *path);
 
+/* Reads a secret's file (what: the option naming it, for messages): its
+ * first line, at least 16 bytes, into *out (malloc'd). A file others may
+ * read (mode o+r), a link, a non-regular file or a short or empty secret
+ * is refused: PX_EINVAL or PX_EIO with err naming the option and the file,
+ * never quoting the secret. Any thread (files.c). */
+enum px_status px_secret_read(const char *file, const char *what, char **out, char *err,
+			      size_t errlen) PX_WUR;
+
+/* Compares two strings in a time that does not depend on where they
+ * differ (a secret against what a request brought): 1 when equal. */
+int px_secret_equal(const char *a, const char *b);
+
 /* A static, human-readable name for a status. Never NULL. */
 const char *px_strerror(enum px_status st);
 

@@ -56,6 +56,9 @@ const struct px_config_option px_config_options[] = {
 	{ "store", "URL", "cluster mode: share leases and hosts through Redis at redis://HOST[:PORT][/DB], redis+unix:///PATH, or the master NAME that Redis Sentinel names at redis-sentinel://HOST:PORT+HOST:PORT+.../NAME (default: none, one host)" },
 	{ "store_password_file", "PATH", "a file whose first line is the store's password (default: no AUTH)" },
 	{ "host_id", "NAME", "this daemon's name in the cluster, unique per store (default: the host name)" },
+	{ "peer_listen", "ADDR:PORT", "cluster mode: serve this host's verified copies to the other hosts over HTTP at ADDR:PORT, for requests that carry the cluster's secret (default: none)" },
+	{ "peer_url", "URL", "the http://HOST:PORT other hosts reach peer_listen by, advertised through the store (default: http://peer_listen)" },
+	{ "cluster_secret_file", "PATH", "a file, not readable by others, whose first line is the secret the hosts' peer requests carry (default: none: no peer reads)" },
 	{ "cluster", "NAME", "the prefix of every key in the store, so clusters can share a Redis (default seamfs)" },
 	{ NULL, NULL, NULL }
 };
@@ -105,6 +108,10 @@ void px_config_release(struct px_config *cfg)
 	free(cfg->store_password_file);
 	free(cfg->host_id);
 	free(cfg->cluster);
+	free(cfg->peer_listen);
+	free(cfg->peer_url);
+	free(cfg->cluster_secret_file);
+	cfg->peer_listen = cfg->peer_url = cfg->cluster_secret_file = NULL;
 	cfg->store = cfg->store_password_file = cfg->host_id = cfg->cluster = NULL;
 	free(cfg->log_file);
 	cfg->log_file = NULL;
@@ -341,16 +348,36 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 			snprintf(err, errlen, "out of memory");
 			return PX_ENOMEM;
 		}
+	} else if (strcmp(name, "peer_listen") == 0) {
+		const char *colon = strrchr(value, ':');
+		int port = 0;
+		if (!colon || colon == value || parse_int(colon + 1, 1, 65535, &port))
+			want = "ADDR:PORT, a port from 1 to 65535";
+		else if (set_string(&cfg->peer_listen, value)) {
+			snprintf(err, errlen, "out of memory");
+			return PX_ENOMEM;
+		}
+	} else if (strcmp(name, "peer_url") == 0) {
+		size_t n = strlen(value);
+		if (strncmp(value, "http://", 7) != 0 || n <= 7 || n > 200 ||
+		    strchr(value + 7, '/') || strchr(value, '@') || strpbrk(value, " \t\r\n"))
+			want = "http://HOST:PORT (no path, no credentials)";
+		else if (set_string(&cfg->peer_url, value)) {
+			snprintf(err, errlen, "out of memory");
+			return PX_ENOMEM;
+		}
 	} else if (strcmp(name, "state_dir") == 0 || strcmp(name, "ca_file") == 0 ||
 		   strcmp(name, "work_dir") == 0 || strcmp(name, "writer") == 0 ||
 		   strcmp(name, "control_socket") == 0 || strcmp(name, "log_file") == 0 ||
-		   strcmp(name, "store_password_file") == 0 || strcmp(name, "cache_dir") == 0) {
+		   strcmp(name, "store_password_file") == 0 || strcmp(name, "cache_dir") == 0 ||
+		   strcmp(name, "cluster_secret_file") == 0) {
 		char **dst = strcmp(name, "state_dir") == 0 ? &cfg->state_dir
 			     : strcmp(name, "cache_dir") == 0 ? &cfg->cache_dir
 			     : strcmp(name, "ca_file") == 0 ? &cfg->ca_file
 			     : strcmp(name, "work_dir") == 0 ? &cfg->work_dir
 			     : strcmp(name, "writer") == 0 ? &cfg->writer
 			     : strcmp(name, "store_password_file") == 0 ? &cfg->store_password_file
+			     : strcmp(name, "cluster_secret_file") == 0 ? &cfg->cluster_secret_file
 			     : strcmp(name, "log_file") == 0 ? &cfg->log_file : &cfg->control_socket;
 		if (value[0] != '/') {
 			want = "an absolute path";

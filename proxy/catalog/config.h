@@ -67,6 +67,11 @@ struct px_config {
 	char *store;                /* owned; redis://HOST:PORT[/DB] or redis+unix:///PATH */
 	char *store_password_file;  /* owned; NULL: no AUTH */
 	char *host_id;              /* owned; NULL: the host name */
+	char *peer_listen;          /* owned; ADDR:PORT the peer endpoint listens on,
+				     * NULL: none (docs/copies.md, "Across hosts") */
+	char *peer_url;             /* owned; the URL other hosts reach it by, NULL:
+				     * http://peer_listen */
+	char *cluster_secret_file;  /* owned; the hosts' shared secret, NULL: none */
 	char *cluster;              /* owned; the keys' prefix; NULL: "seamfs" */
 };
 

@@ -151,12 +151,17 @@ static json_t *hosts_json(const struct px_snapshot *snap)
 	json_t *arr = json_array();
 	for (size_t i = 0; arr && i < snap->nhosts; i++) {
 		const struct px_host_info *h = &snap->hosts[i];
-		json_array_append_new(arr, json_pack("{s:s, s:I, s:f, s:f, s:i, s:i, s:s, s:b}",
+		json_t *o = json_pack("{s:s, s:I, s:f, s:f, s:i, s:i, s:s, s:b}",
 			"host_id", h->id, "pid", (json_int_t)h->pid,
 			"heartbeat_age_s", (double)h->age_ms / 1000.0,
 			"up_s", (double)h->up_ms / 1000.0,
 			"sessions", h->sessions, "writers", h->writers,
-			"version", h->version, "self", h->self));
+			"version", h->version, "self", h->self);
+		/* where it serves its copies to the others (peer_listen) */
+		if (o)
+			json_object_set_new(o, "peer_url", h->peer[0] ? json_string(h->peer)
+								    : json_null());
+		json_array_append_new(arr, o);
 	}
 	return arr;
 }

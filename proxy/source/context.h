@@ -213,6 +213,9 @@ struct px_core {
 	struct px_store *store;
 	struct px_hosts *hosts;
 	struct px_cslots *cslots;  /* providers' slots across hosts (cslots.c) */
+	/* the cluster's shared secret (cluster_secret_file), owned; NULL:
+	 * none, no peer's copy is read. Never logged, shown or stored */
+	char *peer_secret;
 };
 
 #endif

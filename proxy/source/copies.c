@@ -72,6 +72,18 @@
  * .seamfs-copies*.json there (mount, every RESCAN_MS, a reload, after a
  * claim): another host's copy is checked as at mount and registered.
  *
+ * Across hosts (cluster mode with a hosts registry), storages that name
+ * their host (local disks): each host publishes its disks (role, room)
+ * and the assets it holds there in PREFIX:cstate:HOST and reads the live
+ * hosts' every SYNC_MS (cluster_sync). A live host's copy is a source
+ * here (provider peer:HOST, its peer endpoint: control/peer.c), dropped
+ * when the host leaves the registry, back when it returns. Placement
+ * weighs every live host's disks with the same figures, one copy per
+ * host (place_job); a place on another host's disk waits here ("copying
+ * on another host"), and the host that owns it copies under the claim
+ * PREFIX:copy:{ASSET}:/hosts, reading the others' records again first
+ * and publishing its copy before the claim goes.
+ *
  * Staleness. A reload that gives an asset another sha256, or a source
  * whose ETag changed since the copy (asked at mount and after each
  * reload), makes its copies stop serving at once; the job makes them
@@ -92,6 +104,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,6 +182,36 @@ struct copy {
 	enum px_copy_wait dropped;   /* found replaced (a link, a foreign file) */
 };
 
+#define PEER_STORAGES_MAX 32
+#define SYNC_MS 1000              /* cluster: this host's state published, the others' read */
+#define NEAR_BYTES (64LL << 20)   /* cluster: disks this close in free space tie */
+
+/* One storage of a host, as that host published it. */
+struct pstorage {
+	char name[128];
+	int reachable, copying;
+	int64_t free_bytes, min_free;
+};
+
+/* A live host of the cluster (this one too) as of the last sync: its
+ * own disks and the assets it holds a serving copy of there. */
+struct peer {
+	char id[PX_HOST_ID_MAX + 1];
+	char url[208];               /* its peer endpoint; "": none */
+	int self;
+	struct pstorage st[PEER_STORAGES_MAX];
+	size_t nst;
+	unsigned char *held;         /* per asset, cap + 1 */
+};
+
+/* Another host's copy, made a source of the asset here. */
+struct psrc {
+	size_t asset;
+	char host[PX_HOST_ID_MAX + 1];
+	size_t k;
+	int serving;
+};
+
 enum { JOB_WAITING, JOB_COPYING, JOB_BACKOFF };
 
 struct job {
@@ -183,6 +226,7 @@ struct job {
 	int64_t claim_at;            /* monotonic ms: the claim asked again after */
 	int64_t retry_at;            /* monotonic ms */
 	char error[240];             /* the last failure */
+	char host[PX_HOST_ID_MAX + 1]; /* cluster: the host it is handed to, "": none */
 };
 
 struct px_copies {
@@ -215,6 +259,12 @@ struct px_copies {
 	int64_t claim_ttl_ms;
 	int64_t claim_renew_at;
 	int claim_lost;              /* a renewal found it another host's */
+	/* across hosts (cluster mode): the live hosts, under lock */
+	struct peer *peers;
+	size_t npeers;
+	int64_t sync_at;             /* monotonic ms; the copies thread only */
+	struct psrc *ps;             /* the copies thread only */
+	size_t nps, capps;
 };
 
 /* ---- placement */
@@ -231,6 +281,7 @@ const char *px_copy_wait_name(enum px_copy_wait w)
 	case PX_WAIT_STORE_DOWN: return "store not answering";
 	case PX_WAIT_FOREIGN: return "foreign file in the way";
 	case PX_WAIT_LINK: return "link in the way";
+	case PX_WAIT_NO_HOST: return "no live host";
 	}
 	return "";
 }
@@ -810,6 +861,381 @@ static void claim_drop(struct px_copies *cp)
 	cp->claim_key[0] = '\0';
 }
 
+/* ---- across hosts (cluster mode: storages that name their host) */
+
+/* Cluster mode with a hosts registry: a storage with a host (a local
+ * disk) is placed on by the cluster, one copy per host. */
+static int clustered(const struct px_copies *cp)
+{
+	return cp->core->store != NULL && cp->core->hosts != NULL;
+}
+
+/* A local disk of this host. */
+static int own_disk(const struct px_copies *cp, const struct storage *s)
+{
+	return s->host && strcmp(s->host, cp->host) == 0;
+}
+
+/* Whether this host holds a serving copy of the asset on its own disks.
+ * cp->lock held. */
+static int self_holds(const struct px_copies *cp, size_t asset)
+{
+	for (size_t i = 0; i < cp->nc; i++)
+		if (cp->c[i].asset == asset && cp->c[i].serving && !cp->c[i].stale &&
+		    own_disk(cp, &cp->st[cp->c[i].storage]))
+			return 1;
+	return 0;
+}
+
+/* Whether host p published a serving copy of the asset on its disks
+ * (assets a reload added beyond cp->cap: none). */
+static int peer_holds(const struct px_copies *cp, const struct peer *p, size_t asset)
+{
+	return p->held && asset <= cp->cap && p->held[asset];
+}
+
+/* How many live other hosts hold a serving copy of the asset on their
+ * disks (as of the last sync). cp->lock held. */
+static int peers_holding(const struct px_copies *cp, size_t asset)
+{
+	int n = 0;
+	for (size_t i = 0; i < cp->npeers; i++)
+		n += !cp->peers[i].self && peer_holds(cp, &cp->peers[i], asset);
+	return n;
+}
+
+static void peers_free(struct peer *p, size_t n)
+{
+	for (size_t i = 0; p && i < n; i++)
+		free(p[i].held);
+	free(p);
+}
+
+/* Appends a malloc'd "fmt" to the list: 0, or -1 out of memory. */
+static int push_fmt(char ***v, size_t *n, size_t *cap, const char *fmt, ...) PX_PRINTF(4, 5);
+
+static int push_fmt(char ***v, size_t *n, size_t *cap, const char *fmt, ...)
+{
+	va_list ap;
+	char *sv = NULL;
+	if (grow((void **)v, cap, *n, sizeof(**v)))
+		return -1;
+	va_start(ap, fmt);
+	int rc = vasprintf(&sv, fmt, ap);
+	va_end(ap);
+	if (rc < 0)
+		return -1;
+	(*v)[(*n)++] = sv;
+	return 0;
+}
+
+/* This host's disks and the assets it holds there, as the store's
+ * field/value pairs after the ttl (into *out; their count). cp->lock held. */
+static size_t own_state(struct px_copies *cp, const char *ttl, char ***out)
+{
+	char **v = NULL;
+	size_t n = 0, cap = 0;
+	int bad = push_fmt(&v, &n, &cap, "%s", ttl);
+	for (size_t i = 0; i < cp->nst && !bad; i++) {
+		const struct storage *s = &cp->st[i];
+		if (s->in_catalog && own_disk(cp, s))
+			bad = push_fmt(&v, &n, &cap, "s:%s", s->name) ||
+			      push_fmt(&v, &n, &cap, "%d %d %lld %lld", s->reachable, s->copying,
+				       (long long)s->free_bytes, (long long)s->min_free);
+	}
+	for (size_t a = 0; a < cp->core->cat->nassets && !bad; a++)
+		if (cp->core->assets[a].listed && self_holds(cp, a))
+			bad = push_fmt(&v, &n, &cap, "a:%s", cp->core->cat->assets[a].id) ||
+			      push_fmt(&v, &n, &cap, "1");
+	if (bad && n > 0 && n % 2 == 0) /* a pair half pushed: dropped */
+		free(v[--n]);
+	*out = v;
+	return n;
+}
+
+/* Replaces this host's record; ARGV[1] its ttl, then field/value pairs. */
+static const char PUBLISH[] =
+	"redis.call('DEL', KEYS[1])\n"
+	"for i = 2, #ARGV, 200 do\n"
+	"  redis.call('HSET', KEYS[1], unpack(ARGV, i, math.min(i + 199, #ARGV)))\n"
+	"end\n"
+	"redis.call('PEXPIRE', KEYS[1], ARGV[1])\n"
+	"return 1\n";
+
+/* Every registered host's record: {{id, {field, value, ...}}, ...}. */
+static const char READ_ALL[] =
+	"local out = {}\n"
+	"for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do\n"
+	"  local v = redis.call('HGETALL', ARGV[1] .. id)\n"
+	"  if #v > 0 then out[#out + 1] = {id, v} end\n"
+	"end\n"
+	"return out\n";
+
+/* Publishes this host's record (no lock held). */
+static void publish(struct px_copies *cp)
+{
+	struct px_core *core = cp->core;
+	char key[400], ttl[32], **v = NULL;
+	int64_t hb = core->cfg->heartbeat_ms > 0 ? core->cfg->heartbeat_ms : 10000;
+	/* liveness is the hosts registry's: this only outlives a long copy */
+	snprintf(ttl, sizeof(ttl), "%lld", (long long)(10 * hb < 10000 ? 10000 : 10 * hb));
+	if (px_store_key(core->store, key, sizeof(key), "cstate:%s", cp->host) < 0)
+		return;
+	pthread_mutex_lock(&cp->lock);
+	size_t n = own_state(cp, ttl, &v);
+	pthread_mutex_unlock(&cp->lock);
+	const char *keys[1] = { key };
+	if (n && px_store_eval(core->store, PUBLISH, 1, keys, (int)n, (const char **)v, NULL) !=
+	    PX_OK)
+		px_debug("copies", "this host's copies could not be published (the store did not "
+			 "answer)");
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* Fills peer p from its record's field/value pairs r. */
+static void peer_parse(struct px_copies *cp, struct peer *p, const struct px_reply *r)
+{
+	for (size_t i = 0; i + 1 < r->n; i += 2) {
+		const char *f = px_reply_str(r, i), *val = px_reply_str(r, i + 1);
+		if (strncmp(f, "s:", 2) == 0 && p->nst < PEER_STORAGES_MAX) {
+			struct pstorage *ps = &p->st[p->nst];
+			long long fr = 0, mn = 0;
+			if (sscanf(val, "%d %d %lld %lld", &ps->reachable, &ps->copying, &fr, &mn) != 4)
+				continue;
+			snprintf(ps->name, sizeof(ps->name), "%s", f + 2);
+			ps->free_bytes = fr;
+			ps->min_free = mn;
+			p->nst++;
+		} else if (strncmp(f, "a:", 2) == 0) {
+			long a = px_catalog_find(cp->core->cat, f + 2);
+			if (a >= 0 && (size_t)a <= cp->cap)
+				p->held[a] = 1;
+		}
+	}
+}
+
+/* Reads the live hosts' records into a new list (*out, sorted by id as
+ * the registry lists them): its length, or -1 when the store did not
+ * answer. No lock held. */
+static long read_peers(struct px_copies *cp, struct peer **out)
+{
+	struct px_core *core = cp->core;
+	struct px_host_info live[PX_HOSTS_MAX];
+	size_t nlive = px_hosts_list(core->hosts, live, PX_HOSTS_MAX);
+	char set[300], pfx[300];
+	struct px_reply *r = NULL;
+	long n = -1;
+	*out = NULL;
+	if (px_store_key(core->store, set, sizeof(set), "hosts") < 0 ||
+	    px_store_key(core->store, pfx, sizeof(pfx), "cstate:") < 0)
+		return -1;
+	const char *keys[1] = { set }, *args[1] = { pfx };
+	if (px_store_eval(core->store, READ_ALL, 1, keys, 1, args, &r) != PX_OK || !r ||
+	    r->type != PX_REPLY_ARRAY)
+		goto out;
+	struct peer *p = calloc(nlive + 1, sizeof(*p));
+	if (!p)
+		goto out;
+	n = 0;
+	for (size_t h = 0; h < nlive; h++) {
+		const struct px_reply *e = NULL;
+		for (size_t i = 0; i < r->n && !e; i++)
+			if (r->el[i].type == PX_REPLY_ARRAY && r->el[i].n == 2 &&
+			    strcmp(px_reply_str(&r->el[i], 0), live[h].id) == 0)
+				e = &r->el[i];
+		if (!e || e->el[1].type != PX_REPLY_ARRAY ||
+		    !(p[n].held = calloc(cp->cap + 1, 1)))
+			continue; /* no record yet: not a place, holds nothing */
+		snprintf(p[n].id, sizeof(p[n].id), "%s", live[h].id);
+		snprintf(p[n].url, sizeof(p[n].url), "%s", live[h].peer);
+		p[n].self = live[h].self;
+		peer_parse(cp, &p[n], &e->el[1]);
+		n++;
+	}
+	*out = p;
+out:
+	px_reply_free(r);
+	return n;
+}
+
+/* The peer URL of the asset's copy on a host whose endpoint is base. */
+static void peer_url(const char *base, const char *id, char *out, size_t n)
+{
+	size_t o = (size_t)snprintf(out, n, "%s%s", base, PX_PEER_PATH);
+	for (const unsigned char *c = (const unsigned char *)id; *c && o + 4 < n; c++) {
+		if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		    (*c >= '0' && *c <= '9') || strchr("-._~", *c))
+			out[o++] = (char)*c;
+		else
+			o += (size_t)snprintf(out + o, n - o, "%%%02X", *c);
+	}
+	out[o < n ? o : n - 1] = '\0';
+}
+
+/* Another host's copy becomes (or is again) a source here. The copies
+ * thread, no lock held. */
+static void peer_source_add(struct px_copies *cp, const struct peer *p, size_t a)
+{
+	struct px_core *core = cp->core;
+	char url[600], prov[PX_HOST_ID_MAX + 8], *hdr = NULL;
+	size_t k, i = 0;
+	while (i < cp->nps && !(cp->ps[i].asset == a && strcmp(cp->ps[i].host, p->id) == 0))
+		i++;
+	if (i == cp->nps) {
+		if (grow((void **)&cp->ps, &cp->capps, cp->nps, sizeof(*cp->ps)))
+			return;
+		memset(&cp->ps[i], 0, sizeof(cp->ps[i]));
+		cp->ps[i].asset = a;
+		snprintf(cp->ps[i].host, sizeof(cp->ps[i].host), "%s", p->id);
+		cp->nps++;
+	}
+	if (cp->ps[i].serving)
+		return;
+	peer_url(p->url, core->cat->assets[a].id, url, sizeof(url));
+	snprintf(prov, sizeof(prov), "peer:%s", p->id);
+	if (asprintf(&hdr, "Authorization: Bearer %s", core->peer_secret) < 0)
+		return;
+	enum px_status st = px_sources_add_peer(core, a, url, prov, hdr, &k);
+	explicit_bzero(hdr, strlen(hdr));
+	free(hdr);
+	if (st != PX_OK) {
+		px_warn("copies", "asset %s: host %s's copy cannot become a source: %s",
+			core->cat->assets[a].id, p->id,
+			st == PX_EINVAL ? "no room for another source or provider while mounted"
+					: px_strerror(st));
+		cp->ps[i].serving = 1; /* not asked again each second */
+		cp->ps[i].k = (size_t)-1;
+		return;
+	}
+	cp->ps[i].k = k;
+	cp->ps[i].serving = 1;
+	px_info("copies", "asset %s: host %s's copy is a source here (%s, provider %s)",
+		core->cat->assets[a].id, p->id, url, prov);
+}
+
+/* Makes the sources here follow the live hosts' copies: a host that
+ * holds one adds it; one that went away (its heartbeat expired) or no
+ * longer holds it drops it. The copies thread, no lock held. */
+static void peer_sources_follow(struct px_copies *cp, const struct peer *p, size_t np)
+{
+	struct px_core *core = cp->core;
+	for (size_t h = 0; h < np && core->peer_secret; h++)
+		for (size_t a = 0; !p[h].self && p[h].url[0] && a < core->cat->nassets; a++)
+			if (peer_holds(cp, &p[h], a) && core->assets[a].listed &&
+			    core->cat->assets[a].kind == PX_ASSET_PLAIN)
+				peer_source_add(cp, &p[h], a);
+	for (size_t i = 0; i < cp->nps; i++) {
+		struct psrc *s = &cp->ps[i];
+		const struct peer *ph = NULL;
+		for (size_t h = 0; h < np && !ph; h++)
+			if (strcmp(p[h].id, s->host) == 0)
+				ph = &p[h];
+		if (!s->serving || (ph && ph->url[0] && peer_holds(cp, ph, s->asset) &&
+				    core->peer_secret))
+			continue;
+		s->serving = 0;
+		if (s->k == (size_t)-1)
+			continue;
+		px_sources_drop(core, s->asset, s->k, ph ? "the host no longer holds a copy"
+						       : "the host is gone (its heartbeat expired)");
+		px_info("copies", "asset %s: host %s's copy is no longer a source here: %s",
+			core->cat->assets[s->asset].id, s->host,
+			ph ? "it no longer holds it" : "the host is gone");
+	}
+}
+
+/* Publishes this host's state, reads the live hosts' and follows their
+ * copies (the copies thread, no lock held). A store that does not answer
+ * leaves the last view standing. */
+static void cluster_sync(struct px_copies *cp)
+{
+	struct peer *np = NULL;
+	cp->sync_at = px_now_ms() + SYNC_MS;
+	publish(cp);
+	long n = read_peers(cp, &np);
+	if (n < 0)
+		return;
+	peer_sources_follow(cp, np, (size_t)n);
+	pthread_mutex_lock(&cp->lock);
+	struct peer *old = cp->peers;
+	size_t nold = cp->npeers;
+	cp->peers = np;
+	cp->npeers = (size_t)n;
+	pthread_mutex_unlock(&cp->lock);
+	peers_free(old, nold);
+}
+
+/* cluster_sync when due (the copies thread, no lock held): a host with
+ * no storage and no secret has nothing to tell nor to read. */
+static void sync_due(struct px_copies *cp)
+{
+	if (!clustered(cp) || px_now_ms() < cp->sync_at)
+		return;
+	pthread_mutex_lock(&cp->lock);
+	int any = cp->nst > 0 || cp->core->peer_secret;
+	pthread_mutex_unlock(&cp->lock);
+	if (any)
+		cluster_sync(cp);
+}
+
+/*
+ * The places for one more copy of asset a, for px_copies_place: the
+ * storages without a host as this host sees them (*own: the index in
+ * cp->st), then every live host's disks as that host published them
+ * (this host's too, so that every host weighs the same figures; *own the
+ * index of this host's, -1 another host's, *host its id). in, own and
+ * host have room for cp->nst + PX_HOSTS_MAX * PEER_STORAGES_MAX. cp->lock
+ * held.
+ */
+static size_t cluster_places(struct px_copies *cp, size_t a, struct px_place_in *in, long *own,
+			     const char **host)
+{
+	size_t n = 0;
+	int mine = self_holds(cp, a);
+	for (size_t i = 0; i < cp->nst; i++) {
+		const struct storage *s = &cp->st[i];
+		if (s->host)
+			continue;
+		long ci = find_copy(cp, a, i);
+		in[n] = (struct px_place_in){ s->reachable && s->in_catalog,
+					      s->copying && s->in_catalog,
+					      ci < 0 || !s->in_catalog ? 0
+					      : cp->c[ci].serving && !cp->c[ci].stale ? 1 : 2,
+					      s->free_bytes, s->min_free };
+		own[n] = (long)i;
+		host[n++] = cp->host;
+	}
+	for (size_t h = 0; h < cp->npeers; h++) {
+		const struct peer *p = &cp->peers[h];
+		for (size_t k = 0; k < p->nst; k++) {
+			const struct pstorage *ps = &p->st[k];
+			long si = p->self ? find_storage(cp, ps->name) : -1;
+			if (p->self && (si < 0 || !own_disk(cp, &cp->st[si])))
+				continue;
+			in[n] = (struct px_place_in){ ps->reachable, ps->copying,
+						      (p->self ? mine : peer_holds(cp, p, a)) ? 1 : 0,
+						      ps->free_bytes, ps->min_free };
+			own[n] = si;
+			host[n++] = p->id;
+		}
+	}
+	return n;
+}
+
+/* The copies of asset a that serve: here, and on the other live hosts'
+ * disks (cluster mode). cp->lock held. */
+static int copies_held(struct px_copies *cp, size_t a)
+{
+	int have = 0;
+	for (size_t i = 0; i < cp->nc; i++)
+		if (cp->c[i].asset == a && cp->c[i].serving && !cp->c[i].stale &&
+		    cp->st[cp->c[i].storage].in_catalog)
+			have++;
+	return have + (clustered(cp) ? peers_holding(cp, a) : 0);
+}
+
 /* ---- reading a source in spare slots */
 
 /* An ops table whose submit takes only a spare slot of the provider. */
@@ -947,6 +1373,7 @@ static enum px_status stream_source(struct px_copies *cp, size_t ji, size_t asse
 	while (off < size) {
 		size_t len = size - off < CHUNK ? (size_t)(size - off) : CHUNK, got = 0;
 		claim_renew(cp, 0);
+		sync_due(cp);
 		if (cp->claim_lost) {
 			snprintf(why, n, "the claim to copy it there was lost to another host");
 			st = PX_EIO;
@@ -1562,6 +1989,76 @@ static int sticky_wait(enum px_copy_wait w)
 	       w == PX_WAIT_LINK;
 }
 
+/* Whether a catalog disk with the role on belongs to a host that is not
+ * live now (none of the last sync's records). cp->lock held. */
+static int dead_host_disk(const struct px_copies *cp)
+{
+	for (size_t i = 0; i < cp->nst; i++) {
+		const struct storage *s = &cp->st[i];
+		int live = 0;
+		for (size_t h = 0; s->host && h < cp->npeers && !live; h++)
+			live = strcmp(cp->peers[h].id, s->host) == 0;
+		if (s->host && s->in_catalog && s->copying && !live)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Places job j (asset a): on one host only, this host's storages without
+ * a host then (cluster mode) every live host's disks (cluster_places); a
+ * place on another host's disk is that host's to take: the job waits
+ * here with "copying on another host" and names it (j->host). PX_WAIT_NONE
+ * with *pick the index in cp->st. in, own, host: room for every place.
+ * cp->lock held.
+ */
+static enum px_copy_wait place_job(struct px_copies *cp, size_t a, struct job *j,
+				   struct px_place_in *in, long *own, const char **host,
+				   size_t *pick)
+{
+	int64_t size = cp->core->assets[a].size;
+	j->host[0] = '\0';
+	if (!clustered(cp)) {
+		for (size_t i = 0; i < cp->nst; i++) {
+			const struct storage *s = &cp->st[i];
+			long ci = find_copy(cp, a, i);
+			in[i].reachable = s->reachable && s->in_catalog;
+			in[i].copying = s->copying && s->in_catalog;
+			in[i].holds = ci < 0 ? 0 : cp->c[ci].serving && !cp->c[ci].stale ? 1 : 2;
+			if (!s->in_catalog)
+				in[i].holds = 0;
+			in[i].free_bytes = s->free_bytes;
+			in[i].min_free = s->min_free;
+		}
+		return px_copies_place(in, cp->nst, size, pick);
+	}
+	size_t n = cluster_places(cp, a, in, own, host), at = 0;
+	enum px_copy_wait w = px_copies_place(in, n, size, &at);
+	if (w == PX_WAIT_NO_STORAGE && dead_host_disk(cp))
+		return PX_WAIT_NO_HOST;
+	if (w != PX_WAIT_NONE)
+		return w;
+	/* Hosts read each other's figures a moment apart: two disks almost
+	 * as free as each other (one file system, or both nearly empty)
+	 * could each look the freer to the other's host, and neither would
+	 * copy. Within a band of the freest, the first place wins: the same
+	 * on every host. */
+	int64_t best = in[at].free_bytes, band = best / 32 > NEAR_BYTES ? best / 32 : NEAR_BYTES;
+	for (size_t i = 0; i < at; i++)
+		if (in[i].reachable && in[i].copying && in[i].holds != 1 &&
+		    in[i].free_bytes >= size && in[i].free_bytes - size >= in[i].min_free &&
+		    in[i].free_bytes >= best - band) {
+			at = i;
+			break;
+		}
+	if (own[at] < 0) {
+		snprintf(j->host, sizeof(j->host), "%s", host[at]);
+		return PX_WAIT_OTHER_HOST;
+	}
+	*pick = (size_t)own[at];
+	return PX_WAIT_NONE;
+}
+
 /* Brings storages, copies and jobs up to date; returns the job to run
  * (its storage in *si), or -1. cp->lock held. */
 static long evaluate(struct px_copies *cp, size_t *si_out)
@@ -1709,19 +2206,22 @@ static long evaluate(struct px_copies *cp, size_t *si_out)
 	}
 	/* jobs */
 	size_t nassets = core->cat->nassets;
-	struct px_place_in *in = calloc(cp->nst + 1, sizeof(*in));
-	if (!in)
+	size_t room = cp->nst + 1 + (clustered(cp) ? PX_HOSTS_MAX * PEER_STORAGES_MAX : 0);
+	struct px_place_in *in = calloc(room, sizeof(*in));
+	long *own = calloc(room, sizeof(*own));
+	const char **host = calloc(room, sizeof(*host));
+	if (!in || !own || !host) {
+		free(in);
+		free(own);
+		free(host);
 		return -1;
+	}
 	int64_t now = px_now_ms();
 	for (size_t a = 0; a < nassets; a++) {
 		const struct px_asset *as = &core->cat->assets[a];
 		if (as->kind != PX_ASSET_PLAIN || !core->assets[a].listed)
 			continue;
-		int want = want_copies(cp, a), have = 0;
-		for (size_t i = 0; i < cp->nc; i++)
-			if (cp->c[i].asset == a && cp->c[i].serving && !cp->c[i].stale &&
-			    cp->st[cp->c[i].storage].in_catalog)
-				have++;
+		int want = want_copies(cp, a), have = copies_held(cp, a);
 		long ji = find_job(cp, a);
 		if (have >= want) {
 			if (ji >= 0 && cp->jobs[ji].state != JOB_COPYING)
@@ -1739,23 +2239,14 @@ static long evaluate(struct px_copies *cp, size_t *si_out)
 		struct job *j = &cp->jobs[ji];
 		if (j->state == JOB_COPYING)
 			continue;
-		for (size_t i = 0; i < cp->nst; i++) {
-			const struct storage *s = &cp->st[i];
-			long ci = find_copy(cp, a, i);
-			in[i].reachable = s->reachable && s->in_catalog;
-			in[i].copying = s->copying && s->in_catalog;
-			in[i].holds = ci < 0 ? 0 : cp->c[ci].serving && !cp->c[ci].stale ? 1 : 2;
-			if (!s->in_catalog)
-				in[i].holds = 0;
-			in[i].free_bytes = s->free_bytes;
-			in[i].min_free = s->min_free;
-		}
 		size_t pick = 0;
-		enum px_copy_wait w = px_copies_place(in, cp->nst, core->assets[a].size, &pick);
+		enum px_copy_wait w = place_job(cp, a, j, in, own, host, &pick);
 		if (w == PX_WAIT_NONE && j->state == JOB_WAITING && now < j->claim_at)
 			continue; /* the claim is asked again later (its reason stays) */
 		if (w != j->wait && w != PX_WAIT_NONE)
-			px_info("copies", "asset %s: copy waits: %s", as->id, px_copy_wait_name(w));
+			px_info("copies", "asset %s: copy waits: %s%s%s%s", as->id,
+				px_copy_wait_name(w), j->host[0] ? " (host " : "", j->host,
+				j->host[0] ? ", the freest disk)" : "");
 		if (w != PX_WAIT_NONE || !sticky_wait(j->wait))
 			j->wait = w; /* (a claim's reason stays until the claim is had) */
 		if (w != PX_WAIT_NONE) {
@@ -1771,6 +2262,8 @@ static long evaluate(struct px_copies *cp, size_t *si_out)
 		}
 	}
 	free(in);
+	free(own);
+	free(host);
 	return run;
 }
 
@@ -1791,6 +2284,53 @@ static void job_in_way(struct px_copies *cp, struct job *j, size_t si, enum px_c
 	j->claim_at = px_now_ms() + IN_WAY_RETRY_MS;
 }
 
+/*
+ * Takes the claim job ji needs before copying to storage si, in cluster
+ * mode: one host copies an asset to a shared storage, and one host at a
+ * time places an asset on the hosts' disks ("/" is in no storage's name).
+ * 1: copy now (claim held, or none needed); 0: not now (it waits, or
+ * another host made the copy meanwhile: the claim dropped). cp->lock
+ * held; dropped around the store's calls.
+ */
+static int claim_job(struct px_copies *cp, long ji, size_t si)
+{
+	int across = clustered(cp) && cp->st[si].host;
+	if (!shared(cp, &cp->st[si]) && !across)
+		return 1;
+	size_t asset = cp->jobs[ji].asset;
+	char sname[256];
+	snprintf(sname, sizeof(sname), "%s", across ? "/hosts" : cp->st[si].name);
+	pthread_mutex_unlock(&cp->lock);
+	enum px_copy_wait w = claim_take(cp, asset, sname);
+	if (w == PX_WAIT_NONE && across)
+		cluster_sync(cp); /* what the others made meanwhile */
+	pthread_mutex_lock(&cp->lock);
+	struct job *j = &cp->jobs[ji];
+	if (w != PX_WAIT_NONE) {
+		if (w != j->wait)
+			px_info("copies", "asset %s: copy to %s%s waits: %s",
+				cp->core->cat->assets[asset].id,
+				across ? "this host's disk " : "storage ",
+				across ? cp->st[si].name : sname, px_copy_wait_name(w));
+		j->wait = w;
+		j->state = JOB_WAITING;
+		j->claim_at = px_now_ms() + CLAIM_RETRY_MS;
+		return 0;
+	}
+	/* another host may have made it meanwhile: its manifest first */
+	if (!across)
+		manifest_load(cp, si, 1);
+	long ci = find_copy(cp, asset, si);
+	if ((!across && ci >= 0 && cp->c[ci].serving && !cp->c[ci].stale) ||
+	    (across && copies_held(cp, asset) >= want_copies(cp, asset))) {
+		pthread_mutex_unlock(&cp->lock);
+		claim_drop(cp);
+		pthread_mutex_lock(&cp->lock);
+		return 0;
+	}
+	return 1;
+}
+
 static void *copies_main(void *arg)
 {
 	struct px_copies *cp = arg;
@@ -1798,36 +2338,12 @@ static void *copies_main(void *arg)
 	while (!cp->stop) {
 		size_t si = 0;
 		cp->kick = 0;
+		pthread_mutex_unlock(&cp->lock);
+		sync_due(cp);
+		pthread_mutex_lock(&cp->lock);
 		long ji = evaluate(cp, &si);
-		if (ji >= 0 && shared(cp, &cp->st[si])) {
-			/* cluster: one host copies an asset to a shared storage */
-			size_t asset = cp->jobs[ji].asset;
-			char sname[256];
-			snprintf(sname, sizeof(sname), "%s", cp->st[si].name);
-			pthread_mutex_unlock(&cp->lock);
-			enum px_copy_wait w = claim_take(cp, asset, sname);
-			pthread_mutex_lock(&cp->lock);
-			struct job *j = &cp->jobs[ji];
-			if (w != PX_WAIT_NONE) {
-				if (w != j->wait)
-					px_info("copies", "asset %s: copy to storage %s waits: %s",
-						cp->core->cat->assets[asset].id, sname,
-						px_copy_wait_name(w));
-				j->wait = w;
-				j->state = JOB_WAITING;
-				j->claim_at = px_now_ms() + CLAIM_RETRY_MS;
-				continue;
-			}
-			/* another host may have made it meanwhile: its manifest first */
-			manifest_load(cp, si, 1);
-			long ci = find_copy(cp, asset, si);
-			if (ci >= 0 && cp->c[ci].serving && !cp->c[ci].stale) {
-				pthread_mutex_unlock(&cp->lock);
-				claim_drop(cp);
-				pthread_mutex_lock(&cp->lock);
-				continue;
-			}
-		}
+		if (ji >= 0 && !claim_job(cp, ji, si))
+			continue;
 		if (ji >= 0) {
 			struct job *j = &cp->jobs[ji];
 			size_t asset = j->asset;
@@ -1843,6 +2359,8 @@ static void *copies_main(void *arg)
 			char why[240] = "";
 			enum px_status st = make_copy(cp, (size_t)ji, asset, si, &in_way, why,
 						      sizeof(why));
+			if (st == PX_OK && clustered(cp))
+				cluster_sync(cp); /* the others see it before the claim goes */
 			claim_drop(cp);
 			pthread_mutex_lock(&cp->lock);
 			j = &cp->jobs[ji];
@@ -1959,6 +2477,8 @@ void px_copies_free(struct px_core *core)
 	free(cp->st);
 	free(cp->c);
 	free(cp->jobs);
+	peers_free(cp->peers, cp->npeers);
+	free(cp->ps);
 	free(cp->want);
 	free(cp->sha);
 	free(cp->sha_set);
@@ -2047,6 +2567,28 @@ enum px_status px_copies_role(struct px_core *core, const char *storage, int cop
 	return PX_OK;
 }
 
+int px_copies_peer_open(struct px_core *core, const char *id, int64_t *size)
+{
+	struct px_copies *cp = core->copies;
+	long a = cp ? px_catalog_find(core->cat, id) : -1;
+	long k = -1;
+	if (a < 0 || !core->assets[a].listed || core->cat->assets[a].kind != PX_ASSET_PLAIN)
+		return -1;
+	pthread_mutex_lock(&cp->lock);
+	for (size_t i = 0; i < cp->nc && k < 0; i++)
+		if (cp->c[i].asset == (size_t)a && cp->c[i].registered && cp->c[i].serving &&
+		    !cp->c[i].stale)
+			k = (long)cp->c[i].k;
+	pthread_mutex_unlock(&cp->lock);
+	pthread_mutex_lock(&core->vf_lock);
+	int dead = k < 0 || core->assets[a].dead[k];
+	pthread_mutex_unlock(&core->vf_lock);
+	if (dead)
+		return -1;
+	*size = core->assets[a].size;
+	return px_source_open(core, (size_t)a, (size_t)k);
+}
+
 void px_copies_counters(struct px_core *core, uint64_t *made, uint64_t *failed, uint64_t *bytes)
 {
 	struct px_copies *cp = core->copies;
@@ -2079,7 +2621,9 @@ static json_t *locations(struct px_copies *cp, size_t asset, const int *viewers)
 	for (size_t k = 0; arr && k < a->nsources; k++) {
 		const struct px_source *s = &a->sources[k];
 		json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:b}",
-				      "kind", s->storage ? "copy" : "source",
+				      "kind", s->storage ? "copy"
+					      : strncmp(core->cat->providers[s->provider].name,
+							"peer:", 5) == 0 && s->url ? "peer" : "source",
 				      "where", s->shown,
 				      "provider", core->cat->providers[s->provider].name,
 				      "viewers", viewers[k],
@@ -2170,6 +2714,9 @@ char *px_copies_status(struct px_core *core)
 					    ? json_string(cp->st[j->storage].name) : json_null());
 			json_object_set_new(o, "last_error", j->error[0] ? json_string(j->error)
 									 : json_null());
+			/* cluster: the host the job is handed to */
+			json_object_set_new(o, "host", j->state == JOB_WAITING && j->host[0]
+					    ? json_string(j->host) : json_null());
 		}
 		json_array_append_new(jobs, o);
 	}

@@ -30,6 +30,8 @@ enum px_copy_wait {
 			       * (or where its folder should be): never replaced */
 	PX_WAIT_LINK,         /* a link (or a mount point) is on the copy's way:
 			       * never followed */
+	PX_WAIT_NO_HOST,      /* cluster mode: only disks of hosts that are not
+			       * live (in the registry) could take it */
 };
 
 /* What placement knows of one storage for one asset. */
@@ -54,10 +56,24 @@ enum px_copy_wait px_copies_place(const struct px_place_in *s, size_t n, int64_t
 				  size_t *pick);
 
 /* "no storage", "no room", "storage not ready", "copying off", "foreign
- * file in the way", "link in the way"; "" for none. */
+ * file in the way", "link in the way", "no live host"...; "" for none. */
 const char *px_copy_wait_name(enum px_copy_wait w);
 
 /* ---- the copies of a core */
+
+/* The path of an asset's copy on a host's peer endpoint (peer.h):
+ * PX_PEER_PATH and the asset's id, percent-encoded. */
+#define PX_PEER_PATH "/v1/copies/"
+
+/*
+ * For the peer endpoint: a descriptor of this host's serving, verified
+ * copy of the asset whose id is id, opened beneath its storage as a
+ * viewer's session opens it (px_source_open: never through a link, only
+ * the file made or found), its size into *size; -1 when this host holds
+ * none (or it was found replaced). Any thread that holds none of the
+ * core's locks.
+ */
+int px_copies_peer_open(struct px_core *core, const char *id, int64_t *size);
 
 /*
  * Starts the copies of a discovered core: reads the storages' manifests,

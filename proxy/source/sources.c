@@ -411,3 +411,81 @@ void px_sources_drop(struct px_core *core, size_t asset, size_t k, const char *w
 	pthread_mutex_unlock(&core->vf_lock);
 	pthread_mutex_unlock(&core->prov_lock);
 }
+
+/* The provider named prov_name, made (with the one header) when new:
+ * its index, or m->nproviders when there is no room. Both locks held. */
+static size_t peer_provider(struct px_core *core, const char *prov_name, const char *header)
+{
+	struct px_catalog *m = core->mcat;
+	size_t prov = 0;
+	while (prov < m->nproviders && strcmp(m->providers[prov].name, prov_name) != 0)
+		prov++;
+	if (prov < m->nproviders || m->nproviders >= core->provs_cap)
+		return prov;
+	char *pname = keep(core, prov_name);
+	/* the array too is the core's to free with the strings */
+	char **hdrs = (char **)(void *)own(core, calloc(1, sizeof(char *)));
+	char *h = hdrs ? keep(core, header) : NULL;
+	if (!pname || !h)
+		return m->nproviders;
+	hdrs[0] = h;
+	struct px_provider *p = &m->providers[prov];
+	memset(p, 0, sizeof(*p));
+	p->name = pname;
+	p->implicit = 1;
+	p->headers = hdrs;
+	p->nheaders = 1;
+	memset(&core->provs[prov], 0, sizeof(core->provs[prov]));
+	core->provs[prov].probe_asset = -1;
+	m->nproviders++;
+	return prov;
+}
+
+enum px_status px_sources_add_peer(struct px_core *core, size_t asset, const char *url,
+				   const char *prov_name, const char *header, size_t *kout)
+{
+	struct px_catalog *m = core->mcat;
+	enum px_status st = PX_OK;
+
+	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(&core->vf_lock);
+	struct px_asset *a = &m->assets[asset];
+	struct asset_rt *rt = &core->assets[asset];
+	struct src_rt *all = px_src_ensure(core, asset);
+	long k = find_source(a, url);
+	size_t prov = k >= 0 ? a->sources[k].provider : peer_provider(core, prov_name, header);
+	if (!all) {
+		st = PX_ENOMEM;
+	} else if (prov >= m->nproviders || (k < 0 && a->nsources >= rt->source_cap)) {
+		st = PX_EINVAL;
+	} else if (k >= 0) {
+		/* the host is back (its heartbeat says so): what its provider
+		 * failed while it was gone is forgotten */
+		revive(core, asset, k);
+		core->provs[prov].bad_since = 0;
+		core->provs[prov].remote_down = 0;
+	} else {
+		char *s = keep(core, url);
+		if (!s) {
+			st = PX_ENOMEM;
+		} else {
+			k = (long)a->nsources;
+			struct px_source *src = &a->sources[k];
+			memset(src, 0, sizeof(*src));
+			src->url = s;
+			src->shown = s;
+			src->key = s;
+			src->provider = prov;
+			px_provider_note_source(core, prov, s);
+			rt->dead[k] = 0;
+			px_src_why(&all[k], NULL);
+			memset(&all[k], 0, sizeof(all[k]));
+			a->nsources = (size_t)k + 1;   /* published last */
+		}
+	}
+	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->prov_lock);
+	if (st == PX_OK)
+		*kout = (size_t)k;
+	return st;
+}

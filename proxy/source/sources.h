@@ -71,6 +71,20 @@ enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const cha
 				   const char *storage, const char *prov_name, int local_disk,
 				   const struct px_copy_file *file, size_t *k) PX_WUR;
 
+/*
+ * Makes url (a peer host's endpoint for the asset's copy on its disk,
+ * copies.c) a source of the asset on provider prov_name ("peer:HOST",
+ * made when new: no connection limit, its one header the cluster's
+ * secret, header "Authorization: Bearer ...", sent to that URL's origin
+ * only; shown nowhere). It starts unverified: verified like any source
+ * before a cutover or a standby uses it. A source already at that URL
+ * (dropped when the host went away) comes back to life, unverified. *k
+ * gets its index. PX_EINVAL when the asset or the mount has no room,
+ * PX_ENOMEM. Any thread that holds none of the core's locks.
+ */
+enum px_status px_sources_add_peer(struct px_core *core, size_t asset, const char *url,
+				   const char *prov_name, const char *header, size_t *k) PX_WUR;
+
 /* Source k of the asset (a copy) stops serving now: no new session or
  * cutover goes there (why in the status). Any thread that holds none of
  * the core's locks. */

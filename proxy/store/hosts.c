@@ -22,6 +22,7 @@ struct px_hosts {
 	char token[33];
 	char boot[40];
 	char key[256], set[256], hostpfx[256];
+	char peer[208];
 	int64_t heartbeat_ms;
 	void (*counts)(void *arg, int *sessions, int *writers);
 	void *counts_arg;
@@ -49,13 +50,14 @@ static const char JOIN[] =
 	"end\n"
 	"if cur[1] ~= ARGV[1] then redis.call('HSET', KEYS[1], 'started', now) end\n"
 	"redis.call('HSET', KEYS[1], 'token', ARGV[1], 'pid', ARGV[2], 'boot', ARGV[3],\n"
-	"  'version', ARGV[4], 'seen', now, 'sessions', ARGV[6], 'writers', ARGV[7])\n"
+	"  'version', ARGV[4], 'seen', now, 'sessions', ARGV[6], 'writers', ARGV[7],\n"
+	"  'peer', ARGV[10])\n"
 	"redis.call('PEXPIRE', KEYS[1], ARGV[5])\n"
 	"redis.call('SADD', KEYS[2], ARGV[9])\n"
 	"return {1}\n";
 
 /* The registered hosts: {now, {{id, pid, seen, started, sessions, writers,
- * version}, ...}}; ids whose hash expired leave the set. */
+ * version, peer}, ...}}; ids whose hash expired leave the set. */
 static const char LIST[] =
 	"local ids = redis.call('SMEMBERS', KEYS[1])\n"
 	"local t = redis.call('TIME')\n"
@@ -63,10 +65,10 @@ static const char LIST[] =
 	"local out = {}\n"
 	"for _, id in ipairs(ids) do\n"
 	"  local v = redis.call('HMGET', ARGV[1] .. id, 'pid', 'seen', 'started', 'sessions',\n"
-	"    'writers', 'version')\n"
+	"    'writers', 'version', 'peer')\n"
 	"  if v[2] then\n"
 	"    out[#out + 1] = {id, v[1] or '0', v[2], v[3] or v[2], v[4] or '0', v[5] or '0',\n"
-	"      v[6] or ''}\n"
+	"      v[6] or '', v[7] or ''}\n"
 	"  else redis.call('SREM', KEYS[1], id) end\n"
 	"end\n"
 	"return {now, out}\n";
@@ -128,8 +130,8 @@ static enum px_status beat(struct px_hosts *h, int force, struct px_reply **out)
 	snprintf(wr, sizeof(wr), "%d", writers);
 	const char *keys[] = { h->key, h->set };
 	const char *args[] = { h->token, pid, h->boot, SEAMFS_VERSION, ttl, sess, wr,
-			       force ? "1" : "0", h->id };
-	return px_store_eval(h->st, JOIN, 2, keys, 9, args, out);
+			       force ? "1" : "0", h->id, h->peer };
+	return px_store_eval(h->st, JOIN, 2, keys, 10, args, out);
 }
 
 enum px_status px_hosts_join(struct px_store *st, const char *host_id, int64_t heartbeat_ms,
@@ -242,6 +244,7 @@ static void refresh_list(struct px_hosts *h)
 		o->sessions = (int)px_reply_int(e, 4);
 		o->writers = (int)px_reply_int(e, 5);
 		snprintf(o->version, sizeof(o->version), "%s", px_reply_str(e, 6));
+		snprintf(o->peer, sizeof(o->peer), "%s", px_reply_str(e, 7));
 		o->self = strcmp(o->id, h->id) == 0;
 		self_seen |= o->self;
 	}
@@ -295,6 +298,12 @@ static void *heartbeat_main(void *arg)
 	}
 	pthread_mutex_unlock(&h->lock);
 	return NULL;
+}
+
+void px_hosts_set_peer(struct px_hosts *h, const char *url)
+{
+	snprintf(h->peer, sizeof(h->peer), "%s", url ? url : "");
+	snprintf(h->list[0].peer, sizeof(h->list[0].peer), "%s", h->peer);
 }
 
 void px_hosts_set_tick(struct px_hosts *h, void (*tick)(void *arg), void *arg)

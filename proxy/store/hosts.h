@@ -5,7 +5,8 @@
  * Keys (PREFIX from cluster=):
  *   PREFIX:host:ID   hash: token (random, this daemon's), pid, boot (the
  *                    kernel's boot id), version, started, seen (the store's
- *                    clock, ms), sessions, writers; expires 3 heartbeats
+ *                    clock, ms), sessions, writers, peer (the URL of its
+ *                    peer endpoint, "" for none); expires 3 heartbeats
  *                    after the last one
  *   PREFIX:hosts     set of the ids registered (an id whose hash expired
  *                    is dropped from it by whoever lists)
@@ -38,6 +39,7 @@ struct px_host_info {
 	int64_t up_ms;           /* since it registered */
 	int sessions, writers;
 	char version[32];
+	char peer[208];          /* its peer endpoint's URL (peer_url); "": none */
 	int self;                /* this daemon */
 };
 
@@ -64,6 +66,11 @@ void px_hosts_set_counts(struct px_hosts *h, void (*counts)(void *arg, int *sess
  * (the cluster's other periodic reads: shared drains, core.c). Set before
  * start. */
 void px_hosts_set_tick(struct px_hosts *h, void (*tick)(void *arg), void *arg);
+
+/* The URL (http://HOST:PORT, at most 200 bytes) this host's peer
+ * endpoint is reached by, advertised with every heartbeat. Set before
+ * start. */
+void px_hosts_set_peer(struct px_hosts *h, const char *url);
 
 /* Starts the heartbeat thread. */
 enum px_status px_hosts_start(struct px_hosts *h) PX_WUR;

@@ -5,7 +5,11 @@ Each scenario, built from its seed alone (random.Random(seed)), mounts two
 or three seamfs daemons on one real redis-server (store=redis://..., each
 its own host_id, mountpoint and state_dir, one shared work_dir), and reads
 through them, at once, a plain asset with two nginx sources and the
-transcode and remux of a clip. Meanwhile it kills (SIGKILL, by PID) hosts
+transcode and remux of a clip. The plain asset wants one copy: each host
+has a disk of its own (a storage naming it) and serves its copies to the
+others on its peer endpoint (peer_listen, the cluster's secret), so a
+reader may be on another host's copy when that host is killed. Meanwhile
+it kills (SIGKILL, by PID) hosts
 (the daemon and its writers) and Redis at random moments, and starts them
 again after a random pause; it never kills the last live host. It also
 swaps committed segments of the remux for links to files of other bytes,
@@ -21,6 +25,8 @@ Invariants, each a violation when broken:
   - a transcode's bytes are the committed ones: what each reader got, and
     what every host serves at the end, are the segment files the store
     lists, in order; all hosts serve the same bytes;
+  - every copy on a host's disk is the file's bytes (SHA-256), and once the
+    faults end some live host's disk holds one (within COPY_WAIT);
   - one writer per generation: no generation is claimed by two owners (the
     daemons' "generation G claimed by OWNER" lines), and every listed
     segment's generation is one that was claimed.
@@ -49,8 +55,8 @@ sys.path.insert(0, str(HERE.parent / 'integration'))
 
 import pytest  # noqa: E402 - the harness fails with pytest.fail; caught below
 
-from conftest import (Mounter, Nginx, catalog, make_clip, pid_lives, sha256_file,  # noqa: E402
-                      wait_until)
+from conftest import (Mounter, Nginx, catalog, free_port, make_clip, pid_lives,  # noqa: E402
+                      sha256_file, wait_until)
 from test_cluster import Redis, mount_host, store_playlist, seg_file  # noqa: E402
 from test_transcode import PROFILE, writer_pids  # noqa: E402
 
@@ -58,6 +64,8 @@ READ_TIMEOUT = 30          # the daemons' read_timeout (s)
 READER_WAIT = 150          # how long a reader may take, all faults included (s)
 PLAIN_SIZE = 12 * 1024 * 1024
 TC_ASSETS = {'clip-180': 'clip 180p.ts', 'clip-ts': 'clip.ts'}
+COPY_WAIT = 60             # a copy of the plain asset made once the faults end (s)
+HOST_NAMES = ('h0', 'h1', 'h2')
 CLAIM = re.compile(r'lease: asset (\S+) session \S+ generation (\d+) claimed by (\S+)')
 
 
@@ -79,15 +87,20 @@ def make_data(root):
     return sha256_file(root / 'plain.bin')
 
 
-def make_catalog(origins):
+def make_catalog(origins, base):
+    """Each possible host's disk is a storage of its own; the plain asset
+    wants one copy."""
     p = dict(PROFILE)
     p['of'] = 'clip'
-    return catalog(
-        {'id': 'plain', 'path': 'plain.bin', 'size': PLAIN_SIZE,
+    c = catalog(
+        {'id': 'plain', 'path': 'plain.bin', 'size': PLAIN_SIZE, 'copies': 1,
          'sources': [{'url': o.url('plain.bin')} for o in origins]},
         {'id': 'clip', 'path': 'clip.mkv', 'sources': [{'url': o.url('clip.mkv')} for o in origins]},
         {'id': 'clip-180', 'path': TC_ASSETS['clip-180'], 'transcode': p},
         {'id': 'clip-ts', 'path': TC_ASSETS['clip-ts'], 'remux': {'of': 'clip'}})
+    c['storages'] = [{'name': f'disk-{h}', 'path': str(base / f'disk-{h}'), 'host': h,
+                      'min_free_bytes': 0} for h in HOST_NAMES]
+    return c
 
 
 class Host:
@@ -100,11 +113,16 @@ class Host:
         self.kills = []         # when each was killed (monotonic)
         self.alive = False
         self.since = 0.0        # when the current daemon mounted (monotonic)
+        self.port = free_port()  # its peer endpoint, the same in every life
+        self.disk = world.dir / f'disk-{name}'
+        self.disk.mkdir(exist_ok=True)
 
     def start(self):
         w = self.world
         self.mount = mount_host(w.mounter, w.cat, w.redis, self.name, w.work,
-                                options=[f'writer_max_speed={self.speed}'],
+                                options=[f'writer_max_speed={self.speed}',
+                                         f'peer_listen=127.0.0.1:{self.port}',
+                                         f'cluster_secret_file={w.secret}'],
                                 read_timeout=READ_TIMEOUT, name=f'mnt-{self.name}')
         self.lives += 1
         self.alive = True
@@ -129,12 +147,15 @@ class Host:
 
 
 class World:
-    def __init__(self, base, cat, rng, seed):
+    def __init__(self, base, origins, rng, seed):
         self.dir = base
         self.rng, self.seed = rng, seed
         self.work = base / 'work'
         self.mounter = Mounter(SEAMFS, base)
-        self.cat = self.mounter.write_catalog(cat)
+        self.cat = self.mounter.write_catalog(make_catalog(origins, base))
+        self.secret = base / 'cluster.secret'
+        self.secret.write_text(f'scenario-{seed}-{os.urandom(12).hex()}\n')
+        os.chmod(self.secret, 0o600)
         self.redis = Redis(base / 'redis', persist=True)
         self.hosts = []
         self.readers = []
@@ -360,6 +381,23 @@ def check(world, plain_sha):
                 world.violate(f'{asset}: reader on {r.host.name} from {r.start} got bytes '
                               f'that are not the committed ones ({first_diff(r.data, want[r.start:])})')
     check_generations(world)
+    check_copies(world, plain_sha)
+
+
+def check_copies(world, plain_sha):
+    """Every copy on a host's disk is the file's bytes; once the faults
+    end, a live host's disk holds one."""
+    def copies():
+        return [h.disk / 'plain.bin' for h in world.alive() if (h.disk / 'plain.bin').exists()]
+    deadline = time.monotonic() + COPY_WAIT
+    while not copies() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if not copies():
+        world.violate(f'no live host\'s disk holds a copy of plain after {COPY_WAIT} s')
+    for h in world.hosts:
+        f = h.disk / 'plain.bin'
+        if f.exists() and not f.is_symlink() and sha256_file(f) != plain_sha:
+            world.violate(f'the copy of plain on {h.name}\'s disk is not the file\'s bytes')
 
 
 def first_diff(a, b):
@@ -394,12 +432,12 @@ def scenario(seed, base, origins, plain_sha):
     """Runs the scenario of `seed` in base; returns its world (its
     violations, and a summary of what it did)."""
     rng = random.Random(seed)
-    world = World(base, make_catalog(origins), rng, seed)
+    world = World(base, origins, rng, seed)
     nhosts = rng.choice([2, 2, 3])
     try:
         world.redis.start()
         for i in range(nhosts):
-            world.hosts.append(Host(world, f'h{i}', rng.choice([1, 2, 3])))
+            world.hosts.append(Host(world, HOST_NAMES[i], rng.choice([1, 2, 3])))
             world.hosts[-1].start()
         ft = threading.Thread(target=faults_checked, args=(world, rng, rng.uniform(2.0, 10.0)),
                               daemon=True)

@@ -27,6 +27,7 @@
 #include "catalog.h"
 #include "config.h"
 #include "control.h"
+#include "peer.h"
 #include "report.h"
 #include "core.h"
 #include "fake_fetch.h"
@@ -465,10 +466,40 @@ static void test_start_refusals(void **state)
 	server_free(r);
 }
 
+/* The peer endpoint's Range header: one range, clamped to the file; past
+ * the end 416; what is not one byte range reads the whole file. */
+static void test_peer_range(void **state)
+{
+	int64_t off, len;
+	(void)state;
+	assert_int_equal(px_peer_parse_range(NULL, 100, &off, &len), 0);
+	assert_true(off == 0 && len == 100);
+	assert_int_equal(px_peer_parse_range("bytes=10-19", 100, &off, &len), 0);
+	assert_true(off == 10 && len == 10);
+	assert_int_equal(px_peer_parse_range("bytes=90-", 100, &off, &len), 0);
+	assert_true(off == 90 && len == 10);
+	assert_int_equal(px_peer_parse_range("bytes=90-500", 100, &off, &len), 0);
+	assert_true(off == 90 && len == 10);
+	assert_int_equal(px_peer_parse_range("bytes=-7", 100, &off, &len), 0);
+	assert_true(off == 93 && len == 7);
+	assert_int_equal(px_peer_parse_range("bytes=-700", 100, &off, &len), 0);
+	assert_true(off == 0 && len == 100);
+	assert_int_equal(px_peer_parse_range("bytes=100-", 100, &off, &len), 1);
+	assert_int_equal(px_peer_parse_range("bytes=-0", 100, &off, &len), 1);
+	assert_int_equal(px_peer_parse_range("bytes=0-", 0, &off, &len), 1);
+	const char *odd[] = { "bytes=5-2", "bytes=1-2,4-5", "items=0-1", "bytes=x-1",
+			      "bytes=1-2x", "bytes=", "bytes=--1" };
+	for (size_t i = 0; i < sizeof(odd) / sizeof(*odd); i++) {
+		assert_int_equal(px_peer_parse_range(odd[i], 100, &off, &len), -1);
+		assert_true(off == 0 && len == 100);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_match),
+		cmocka_unit_test(test_peer_range),
 		cmocka_unit_test(test_percent_decode),
 		cmocka_unit_test(test_body),
 		cmocka_unit_test(test_source_bodies),

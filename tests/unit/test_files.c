@@ -292,6 +292,54 @@ static void test_pid_gone_counts_a_zombie_gone(void **state)
 	assert_int_equal(px_pid_gone(getpid()), 0);
 }
 
+/* px_secret_read refuses a file every user may read, a link and a short
+ * secret, naming the option and the file but never the secret; it takes
+ * the first line of a good one. px_secret_equal compares whole strings. */
+static void test_secret_file(void **state)
+{
+	struct fixture *f = *state;
+	char file[160], link[160], err[400];
+	char *sec = NULL;
+	const char *good = "0123456789abcdef-secret";
+	snprintf(file, sizeof(file), "%s/secret", f->dir);
+	snprintf(link, sizeof(link), "%s/secret-link", f->dir);
+	FILE *w = fopen(file, "w");
+	assert_non_null(w);
+	fprintf(w, "%s\nsecond line\n", good);
+	fclose(w);
+	assert_int_equal(chmod(file, 0644), 0);
+	assert_int_equal(px_secret_read(file, "cluster_secret_file", &sec, err, sizeof(err)),
+			 PX_EINVAL);
+	assert_null(sec);
+	assert_non_null(strstr(err, "cluster_secret_file"));
+	assert_non_null(strstr(err, "readable by every user"));
+	assert_null(strstr(err, good));
+	assert_int_equal(chmod(file, 0640), 0);
+	assert_int_equal(px_secret_read(file, "cluster_secret_file", &sec, err, sizeof(err)),
+			 PX_OK);
+	assert_string_equal(sec, good);
+	free(sec);
+	sec = NULL;
+	assert_int_equal(symlink(file, link), 0);
+	assert_int_not_equal(px_secret_read(link, "cluster_secret_file", &sec, err, sizeof(err)),
+			     PX_OK);
+	assert_null(sec);
+	w = fopen(file, "w");
+	assert_non_null(w);
+	fprintf(w, "short\n");
+	fclose(w);
+	assert_int_equal(px_secret_read(file, "cluster_secret_file", &sec, err, sizeof(err)),
+			 PX_EINVAL);
+	assert_non_null(strstr(err, "at least 16"));
+	assert_null(strstr(err, "short"));
+
+	assert_true(px_secret_equal(good, good));
+	assert_false(px_secret_equal(good, "0123456789abcdef-secreT"));
+	assert_false(px_secret_equal(good, "0123456789abcdef-secret-and-more"));
+	assert_false(px_secret_equal(good, "0123456789abcdef"));
+	assert_false(px_secret_equal(good, ""));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -306,6 +354,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_beneath_walk_refuses_links, setup,
 						teardown),
 		cmocka_unit_test(test_pid_gone_counts_a_zombie_gone),
+		cmocka_unit_test_setup_teardown(test_secret_file, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
