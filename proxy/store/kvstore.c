@@ -73,6 +73,7 @@ struct px_store {
 	uint64_t failovers, unacked;
 	int unacked_warned;
 	int64_t failover_wall;    /* wall ms of the last failover seen, 0: none */
+	_Atomic int64_t back_at;  /* monotonic ms it answered again, 0: never */
 	char failover_from[300], failover_to[300];
 	char master_try[300];     /* the address being connected to */
 };
@@ -618,10 +619,13 @@ static enum px_status connect_now(struct px_store *s)
 	if ((st = open_ctx(s)) != PX_OK || (st = handshake(s)) != PX_OK ||
 	    (st = read_clock(s)) != PX_OK || (st = check_role(s)) != PX_OK)
 		return st;
+	uint64_t failovers = s->failovers;
 	note_master(s);
 	if (!s->up && (s->down_since || s->connects > 1))
 		px_info("store", "%s answers again (after %lld ms)", s->url,
 			(long long)(s->down_since ? px_now_ms() - s->down_since : 0));
+	if ((!s->up && (s->down_since || s->connects > 1)) || s->failovers != failovers)
+		s->back_at = px_now_ms();
 	s->up = 1;
 	s->down_since = 0;
 	s->backoff_ms = 250;
@@ -835,6 +839,11 @@ const char *px_store_password_file(const struct px_store *s)
 int64_t px_store_now_ms(struct px_store *s)
 {
 	return wall_ms() + atomic_load(&s->clock_offset_ms);
+}
+
+int64_t px_store_back_ms(struct px_store *s)
+{
+	return s->back_at;
 }
 
 int px_store_up(struct px_store *s)

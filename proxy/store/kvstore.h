@@ -18,7 +18,7 @@
  *
  * Bounds. Connecting is bounded by PX_STORE_CONNECT_MS, every command by
  * PX_STORE_COMMAND_MS. A broken connection is dropped and made again on
- * a later call, with a backoff (250 ms doubling to PX_STORE_BACKOFF_MAX_MS):
+ * a later call, with a backoff (250 ms, then PX_STORE_BACKOFF_MAX_MS):
  * while it runs, calls fail at once (PX_ECONNECT, the last error in
  * px_store_state) instead of trying, so a store that is down costs a
  * caller nothing. No call of this layer ever waits longer than
@@ -47,7 +47,7 @@
 
 #define PX_STORE_CONNECT_MS 1000
 #define PX_STORE_COMMAND_MS 1000
-#define PX_STORE_BACKOFF_MAX_MS 1000
+#define PX_STORE_BACKOFF_MAX_MS 500 /* a failover is followed this soon */
 #define PX_STORE_WAIT_MS 250        /* WAIT 1 after a fencing write */
 #define PX_STORE_ROLE_CHECK_MS 1000 /* ROLE again before a call after this */
 #define PX_STORE_PREFIX_MAX 64
@@ -149,6 +149,11 @@ const char *px_store_password_file(const struct px_store *s);
  * to Redis's TIME measured at the last connect (hosts compare times made
  * on different machines through it). No call. */
 int64_t px_store_now_ms(struct px_store *s);
+
+/* When (monotonic ms) the store last answered again after it did not (an
+ * outage, a failover), 0: never. Nobody could write to it meanwhile:
+ * heartbeats judged by their age must allow for that. Any thread. */
+int64_t px_store_back_ms(struct px_store *s);
 
 /* Whether the last call got an answer (no call). */
 int px_store_up(struct px_store *s);
