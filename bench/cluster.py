@@ -6,6 +6,10 @@ seam-origin on loopback; the two mounts are measured in turns.
   sudo python3 bench/cluster.py [--seamfs PATH] [--origin PATH] [--runs N]
                                 [--files N] [--reads N] [--work DIR]
                                 [--max-connections N]
+                                [--case reads|failover|burst] [--down-after MS]
+
+--case failover and --case burst are clusterha.py's (its docstring says
+what they measure); the default case is this:
 
 Files of 8 MiB. Files of 8 MiB. Prints, for each mount, the medians of
   - open + first 64 KiB of a file never read before (a fresh file per open,
@@ -106,9 +110,27 @@ def main():
     ap.add_argument('--max-connections', type=int, default=0,
                     help="the origin's provider limit (0: none); with one, the cluster "
                          "mount leases its slots from Redis")
+    ap.add_argument('--case', choices=('reads', 'failover', 'burst'), default='reads',
+                    help='reads: the cost of cluster mode on plain reads (above); failover: '
+                         'readers across a Redis master failover behind Sentinel; burst: '
+                         'where 8 transcodes opened on one host are written (clusterha.py)')
+    ap.add_argument('--down-after', type=int, default=1000,
+                    help="failover: the sentinels' down-after-milliseconds")
+    ap.add_argument('--kill-at', type=float, default=10.0,
+                    help='failover: seconds into the reads when the master is killed')
+    ap.add_argument('--plain-mib', type=int, default=48, help='failover: the plain file')
     a = ap.parse_args()
     seamfs = os.path.abspath(a.seamfs)
     origin = a.origin or os.path.join(os.path.dirname(seamfs), 'tests', 'server', 'seam-origin')
+    if a.case != 'reads':
+        import clusterha
+        a.seamfs, a.origin = seamfs, origin
+        a.work = a.work or tempfile.mkdtemp(prefix='seamfs-cluster-bench-')
+        try:
+            sys.exit(clusterha.failover(a) if a.case == 'failover' else clusterha.burst(a))
+        finally:
+            if not any(x.startswith('--work') for x in sys.argv):
+                subprocess.run(['rm', '-rf', a.work])
     work = a.work or tempfile.mkdtemp(prefix='seamfs-cluster-bench-')
     data = os.path.join(work, 'data')
     os.makedirs(data, exist_ok=True)
