@@ -59,7 +59,8 @@
  * Lock order: tc->lock is the only lock. It is held while a writer is
  * started (lease claim, recovery's removals, the start of its input's
  * feed, which takes the feeds' own lock inside it, posix_spawn: short, and
- * atomic with the job's state) and
+ * atomic with the job's state; in cluster mode the placement's call,
+ * place.h, comes before all that with the lock let go) and
  * while the supervisor reads a playlist; never across a pread of a
  * segment, a wait for a child's output, or anything that enters the mount.
  */
