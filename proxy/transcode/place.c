@@ -18,7 +18,7 @@
 /*
  * KEYS[1] the hosts' set, KEYS[2] the asset's marker, KEYS[3] its lease.
  * ARGV: host key prefix, queue key prefix, asset, self, not_self, cost,
- * from, crashes, live_ms, hold_ms, orphan_ms. {host, fresh}; {'', 0} the
+ * from, crashes, live_ms, hold_ms, orphan_ms. {host, fresh, lease gen}; {'', 0} the
  * lease is live (but a reassignment's: its caller holds it, and lets it
  * go); {'', 1} no host has a slot.
  */
@@ -28,10 +28,10 @@ static const char PLACE[] =
 	"local l = redis.call('HMGET', KEYS[3], 'gen', 'hb', 'released')\n"
 	"if ARGV[5] ~= '1' and l[1] and l[3] ~= '1' and\n"
 	"   now - tonumber(l[2] or '0') <= tonumber(ARGV[11]) then\n"
-	"  return {'', 0}\n"
+	"  return {'', 0, l[1]}\n"
 	"end\n"
 	"local m = redis.call('GET', KEYS[2])\n"
-	"if m and not (ARGV[5] == '1' and m == ARGV[4]) then return {m, 0} end\n"
+	"if m and not (ARGV[5] == '1' and m == ARGV[4]) then return {m, 0, l[1] or '0'} end\n"
 	"local best, bload = nil, 0\n"
 	"for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do\n"
 	"  local v = redis.call('HMGET', ARGV[1] .. id, 'seen', 'writers', 'wcost', 'cpu',\n"
@@ -47,7 +47,7 @@ static const char PLACE[] =
 	"    end\n"
 	"  end\n"
 	"end\n"
-	"if not best then return {'', 1} end\n"
+	"if not best then return {'', 1, l[1] or '0'} end\n"
 	"redis.call('SET', KEYS[2], best, 'PX', ARGV[10])\n"
 	"redis.call('HINCRBY', ARGV[1] .. best, 'placed', ARGV[6])\n"
 	"redis.call('HINCRBY', ARGV[1] .. best, 'placedn', 1)\n"
@@ -56,7 +56,7 @@ static const char PLACE[] =
 	"    ARGV[8] .. ' ' .. now .. ' ' .. ARGV[4])\n"
 	"  redis.call('PEXPIRE', ARGV[2] .. best, ARGV[10])\n"
 	"end\n"
-	"return {best, 1}\n";
+	"return {best, 1, l[1] or '0'}\n";
 
 /* KEYS[1] the queue; ARGV marker prefix ("PREFIX:tc:{"), self.
  * {now, {asset, value, ...}}; each taken asset's marker, if it names
@@ -82,7 +82,7 @@ int64_t px_place_cost(const struct px_asset *a)
 }
 
 enum px_status px_place_choose(struct px_store *st, const struct px_place_req *req,
-			       char *host, size_t cap, int *fresh)
+			       char *host, size_t cap, int *fresh, uint64_t *gen)
 {
 	char set[256], mark[512], lease[512], hpfx[256], qpfx[256];
 	char cost[24], from[16], crashes[16], live[24], hold[24], orphan[24];
@@ -91,6 +91,7 @@ enum px_status px_place_choose(struct px_store *st, const struct px_place_req *r
 
 	host[0] = '\0';
 	*fresh = 0;
+	*gen = 0;
 	if (px_store_key(st, set, sizeof(set), "hosts") < 0 ||
 	    px_store_key(st, mark, sizeof(mark), "tc:{%s}:place", req->asset) < 0 ||
 	    px_store_key(st, lease, sizeof(lease), "tc:{%s}:lease", req->asset) < 0 ||
@@ -108,12 +109,13 @@ enum px_status px_place_choose(struct px_store *st, const struct px_place_req *r
 			       cost, from, crashes, live, hold, orphan };
 	if ((s = px_store_eval(st, PLACE, 3, keys, 11, args, &r)) != PX_OK)
 		goto out;
-	if (r->type != PX_REPLY_ARRAY || r->n != 2) {
+	if (r->type != PX_REPLY_ARRAY || r->n != 3) {
 		s = PX_EBADRESP;
 		goto out;
 	}
 	snprintf(host, cap, "%s", px_reply_str(r, 0));
 	*fresh = px_reply_int(r, 1) == 1;
+	*gen = (uint64_t)px_reply_int(r, 2);
 out:
 	px_reply_free(r);
 	return s;

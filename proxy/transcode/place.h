@@ -61,10 +61,12 @@ struct px_place_req {
  * placement of the same asset made by any host within hold_ms chose it;
  * host "" when the asset's lease is live (its holder writes: follow it)
  * or no live host has a writer slot (start here, as without placement).
+ * *gen: the lease's generation as the placement found it (0: none), so
+ * that the requester tells the chosen host's claim from an older lease.
  * Store failures as px_store_eval's.
  */
 enum px_status px_place_choose(struct px_store *st, const struct px_place_req *req,
-			       char *host, size_t cap, int *fresh) PX_WUR;
+			       char *host, size_t cap, int *fresh, uint64_t *gen) PX_WUR;
 
 /* A job another host placed here. */
 struct px_place_job {

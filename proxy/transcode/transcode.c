@@ -190,6 +190,7 @@ struct job {
 	int64_t place_until;   /* placed on place_host, whose lease we wait for
 				* until then (px_now_ms); 0: none pending */
 	char place_host[PX_PLACE_HOST_MAX + 1];
+	uint64_t place_gen;    /* the lease's generation when it was placed */
 	int place_here;        /* the next start is here, not placed again */
 	uint64_t starts;       /* main writers started here */
 	uint64_t placed_away;  /* starts this host placed on another */
@@ -1524,6 +1525,7 @@ static int placed_away(struct px_transcode *tc, struct job *j, uint32_t from,
 {
 	char host[PX_PLACE_HOST_MAX + 1];
 	int fresh;
+	uint64_t gen;
 	if (!tc->store || tc->cfg->placement_local || why == START_SEEK || j->nprobes)
 		return 0;
 	if (j->place_here) {
@@ -1536,7 +1538,7 @@ static int placed_away(struct px_transcode *tc, struct job *j, uint32_t from,
 		.live_ms = 2 * tc->cfg->heartbeat_ms, .hold_ms = place_hold_ms(tc),
 		.orphan_ms = tc->orphan_ms };
 	pthread_mutex_unlock(&tc->lock);
-	enum px_status st = px_place_choose(tc->store, &req, host, sizeof(host), &fresh);
+	enum px_status st = px_place_choose(tc->store, &req, host, sizeof(host), &fresh, &gen);
 	pthread_mutex_lock(&tc->lock);
 	if (j->pid || j->queued || j->nprobes || tc->stopping)
 		return 1;
@@ -1547,6 +1549,7 @@ static int placed_away(struct px_transcode *tc, struct job *j, uint32_t from,
 	j->remote = 1;
 	snprintf(j->remote_owner, sizeof(j->remote_owner), "%s", host);
 	snprintf(j->place_host, sizeof(j->place_host), "%s", host);
+	j->place_gen = gen;
 	j->place_until = j->nopen > 0 ? px_now_ms() + req.hold_ms : 0;
 	j->placed_away += fresh;
 	px_info("transcode", "asset %s: writer placed on host %s%s (segment %u on)%s", j->a->id,
@@ -2065,16 +2068,21 @@ static int64_t poll_ms(const struct px_transcode *tc)
 
 /*
  * A placement of j on another host is pending (placed_away): whether
- * reads here go on waiting for that host's lease. Once the lease is live
- * (live_other) it is followed as any other; when it is not by the end of
- * the hold, the job is written here instead: a read never waits on a
- * host that does not take it. Under tc->lock.
+ * reads here go on waiting for that host's lease (l, as polled). Once
+ * that host claimed it (live, or a new generation of its that is already
+ * done) it is followed as any
+ * other; when it did not by the end of the hold, the job is written here
+ * instead: a read never waits on a host that does not take it. Under
+ * tc->lock.
  */
-static int place_wait(struct px_transcode *tc, struct job *j, int live_other)
+static int place_wait(struct px_transcode *tc, struct job *j, const struct px_lease *l,
+		      int live_other)
 {
+	size_t hl = strlen(j->place_host);
 	if (!j->place_until)
 		return 0;
-	if (live_other) {
+	if (live_other || (l->gen && l->gen != j->place_gen &&
+			   strncmp(l->owner, j->place_host, hl) == 0 && l->owner[hl] == ':')) {
 		j->place_until = 0;
 		return 0;
 	}
@@ -2131,7 +2139,7 @@ static void poll_remote(struct px_transcode *tc)
 		int live_other = l.gen && !l.released &&
 				 !px_lease_orphaned(&l, now, tc->orphan_ms) &&
 				 strcmp(l.owner, tc->owner) != 0;
-		if (place_wait(tc, j, live_other))
+		if (place_wait(tc, j, &l, live_other))
 			continue;
 		if (j->remote && !live_other) {
 			px_info("transcode", "asset %s: %s holds no live lease on it now (%s); a read "

@@ -490,6 +490,53 @@ static void test_hosts(void **state)
 	px_store_free(s2);
 }
 
+/* A daemon killed with -9 whose process is a zombie not reaped yet (its
+ * parent, a keeper, died with it and init has not got to it): the next
+ * daemon of that host_id on this machine is let in at once, as for a pid
+ * that is gone; kill(pid, 0) alone took the zombie for a live holder. */
+static void test_host_zombie_holder(void **state)
+{
+	struct px_store *s = store_new("unit");
+	struct px_hosts *h = NULL;
+	char err[512], path[64], stat[512] = "";
+	(void)state;
+	flush(s);
+	pid_t child = fork();
+	if (child == 0) {
+		struct px_store *cs = NULL;
+		struct px_hosts *ch = NULL;
+		if (px_store_new(g_url, NULL, "unit", &cs, err, sizeof(err)) != PX_OK ||
+		    px_store_connect(cs, err, sizeof(err)) != PX_OK ||
+		    px_hosts_join(cs, "zed", 10000, &ch, err, sizeof(err)) != PX_OK)
+			_exit(1);
+		_exit(0); /* registered, never left: as a kill -9 */
+	}
+	assert_true(child > 0);
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)child);
+	for (int i = 0; i < 500; i++) {
+		FILE *f = fopen(path, "r");
+		stat[0] = '\0';
+		if (f) {
+			if (!fgets(stat, sizeof(stat), f))
+				stat[0] = '\0';
+			fclose(f);
+		}
+		char *p = strrchr(stat, ')');
+		if (p && p[2] == 'Z')
+			break;
+		sleep_ms(10);
+	}
+	char *p = strrchr(stat, ')');
+	assert_non_null(p);
+	assert_int_equal(p[2], 'Z');
+	assert_int_equal(px_hosts_join(s, "zed", 10000, &h, err, sizeof(err)), PX_OK);
+	int status;
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	px_hosts_leave(h);
+	px_store_free(s);
+}
+
 /* Host id registered with a heartbeat age_ms ago (by Redis's clock) and
  * this load, as hosts.c's heartbeat writes it. */
 static void put_host(struct px_store *s, const char *id, long long age_ms, int writers,
@@ -514,15 +561,19 @@ static void put_host(struct px_store *s, const char *id, long long age_ms, int w
 	assert_int_equal(px_store_eval(s, SCRIPT, 2, keys, 6, args, NULL), PX_OK);
 }
 
+static uint64_t g_place_gen; /* the last placement's lease generation */
+
 /* Places asset for self; returns the host chosen ("" none), *fresh. */
 static const char *place(struct px_store *s, const char *asset, const char *self,
 			 int not_self, int *fresh)
 {
 	static char host[PX_PLACE_HOST_MAX + 1];
+	uint64_t gen;
 	struct px_place_req req = { .asset = asset, .self = self, .from = 7, .cost = 1000,
 		.crashes = not_self, .not_self = not_self, .live_ms = 1000, .hold_ms = 5000,
 		.orphan_ms = 3000 };
-	assert_int_equal(px_place_choose(s, &req, host, sizeof(host), fresh), PX_OK);
+	assert_int_equal(px_place_choose(s, &req, host, sizeof(host), fresh, &gen), PX_OK);
+	g_place_gen = gen;
 	return host;
 }
 
@@ -597,6 +648,13 @@ static void test_place(void **state)
 	assert_int_equal(px_store_call(s, 4, hs, NULL, NULL), PX_OK);
 	assert_string_equal(place(s, "d0", "alpha", 0, &fresh), "");
 	assert_false(fresh);
+	assert_int_equal(g_place_gen, 5);
+	/* released: placed, with the generation it found */
+	const char *rel[] = { "HSET", "unit:tc:{d0}:lease", "released", "1" };
+	assert_int_equal(px_store_call(s, 4, rel, NULL, NULL), PX_OK);
+	assert_string_equal(place(s, "d0", "alpha", 0, &fresh), "alpha");
+	assert_true(fresh);
+	assert_int_equal(g_place_gen, 5);
 	/* the profiles' costs */
 	struct px_asset a = { .kind = PX_ASSET_REMUX };
 	assert_int_equal(px_place_cost(&a), 200);
@@ -786,6 +844,7 @@ int main(void)
 		cmocka_unit_test(test_wants),
 		cmocka_unit_test(test_hosts),
 		cmocka_unit_test(test_place),
+		cmocka_unit_test(test_host_zombie_holder),
 		cmocka_unit_test(test_unreachable),
 		cmocka_unit_test_setup_teardown(test_sentinel_store, sentinel_setup,
 						sentinel_teardown),
