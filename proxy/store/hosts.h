@@ -17,7 +17,8 @@
  *                    is dropped from it by whoever lists)
  * A second daemon with the same host_id on the same store is refused
  * (px_hosts_join: PX_EEXIST) while the first one's key lives, unless that
- * one ran on this machine (same boot id) and its process is gone: a
+ * one ran on this machine (same boot id) and its process is gone (or a
+ * zombie not reaped yet): a
  * daemon killed with -9 and started again is not locked out for the TTL.
  *
  * The heartbeat thread writes this host's hash every heartbeat (so after
