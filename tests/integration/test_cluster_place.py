@@ -14,10 +14,11 @@ import hashlib
 import json
 import os
 import signal
+import threading
 
 from conftest import bounded, catalog, wait_until
-from test_cluster import (mount_host, redis, seg_file, status, store_lease,  # noqa: F401
-                          store_playlist, tail_log)
+from test_cluster import (mount_host, redis, resp, seg_file, status,  # noqa: F401
+                          store_lease, store_playlist, tail_log)
 from test_transcode import PROFILE, read_sequential, start_reader, writer_pids
 from test_transcode_seek import CLIP, clip60  # noqa: F401 - the 60 s clip fixture
 
@@ -150,3 +151,47 @@ def test_killed_writer_reassigned(redis, seamfs, data, nginx, clip60, tmp_path):
     gens = [g for _, _, g in entries]
     assert gens == sorted(gens), entries
     assert len(set(gens)) >= 2, entries
+
+
+def test_placement_not_taken_falls_back(redis, seamfs, data, nginx, tmp_path):
+    """The least-loaded host never starts the writer placed on it (a host
+    "aaa" whose heartbeat the test keeps fresh in the store, with nothing
+    behind it): after the hold the reading host writes the transcode
+    itself; its reader gets no error and the listed segments' bytes."""
+    work = tmp_path / 'work'
+    cat = catalog(
+        {'id': 'clip', 'path': 'clip.mkv', 'sources': [{'url': nginx.url('clip.mkv')}]},
+        {'id': 'clip-180', 'path': 'clip 180p.ts', 'transcode': dict(PROFILE, of='clip')})
+    a = mount_host(seamfs, cat, redis, 'alpha', work)
+    wait_until(lambda: host_row(a, 'alpha').get('max_writers') == 2, HOSTS_WAIT,
+               "alpha's load in the listing")
+    stop = threading.Event()
+    ghost = ("local t = redis.call('TIME')\n"
+             "redis.call('HSET', KEYS[1], 'seen', tonumber(t[1]) * 1000 + "
+             "math.floor(tonumber(t[2]) / 1000), 'pid', '1', 'writers', '0', 'wmax', '4', "
+             "'wcost', '0', 'cpu', '0')\n"
+             "redis.call('SADD', KEYS[2], 'aaa')\nreturn 1")
+
+    def beat():
+        while not stop.is_set():
+            resp(redis.port, 'EVAL', ghost, 2, 'seamfs:host:aaa', 'seamfs:hosts')
+            stop.wait(0.1)
+    resp(redis.port, 'EVAL', ghost, 2, 'seamfs:host:aaa', 'seamfs:hosts')
+    t = threading.Thread(target=beat, daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: host_row(a, 'aaa'), HOSTS_WAIT, 'the ghost host listed')
+        digest, n = bounded(lambda: read_sequential(a.path('clip 180p.ts')), 90,
+                            'reading on alpha')
+    finally:
+        stop.set()
+        t.join(5)
+    assert n == os.stat(a.path('clip 180p.ts')).st_size
+    row = rows(a)['clip-180']
+    assert row['placed_away'] >= 1 and row['place_fallbacks'] >= 1, row
+    assert row['writer_starts'] >= 1, row
+    assert 'writer placed on host aaa' in a.log()
+    assert 'host aaa did not start its writer within' in a.log()
+    assert store_lease(redis, 'clip-180')['owner'].startswith('alpha:')
+    wait_until(lambda: listed_digest(redis, work, 'clip-180')[1], 30, 'every segment listed')
+    assert listed_digest(redis, work, 'clip-180')[0] == digest
