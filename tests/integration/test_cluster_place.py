@@ -23,6 +23,7 @@ from test_transcode import PROFILE, read_sequential, start_reader, writer_pids
 from test_transcode_seek import CLIP, clip60  # noqa: F401 - the 60 s clip fixture
 
 HOSTS_WAIT = 10.0
+PLACED = ['placement=least-loaded']   # the default; test_cluster's mounts pin local
 
 
 def listed_digest(redis, work, aid):
@@ -59,8 +60,8 @@ def test_four_transcodes_spread_over_both_hosts(redis, seamfs, data, nginx, tmp_
         p = dict(PROFILE, of='clip', video_bitrate=200000 + 50000 * n)
         assets.append({'id': aid, 'path': f'{aid}.ts', 'transcode': p})
     cat = catalog(*assets)
-    a = mount_host(seamfs, cat, redis, 'alpha', work, options=['max_writers=2'])
-    b = mount_host(seamfs, cat, redis, 'beta', work, options=['max_writers=2'])
+    a = mount_host(seamfs, cat, redis, 'alpha', work, options=PLACED + ['max_writers=2'])
+    b = mount_host(seamfs, cat, redis, 'beta', work, options=PLACED + ['max_writers=2'])
     # both listed, both offering their writer slots
     for m in (a, b):
         wait_until(lambda m=m: all(host_row(m, h).get('max_writers') == 2
@@ -103,7 +104,7 @@ def test_killed_writer_reassigned(redis, seamfs, data, nginx, clip60, tmp_path):
         {'id': 'clip60', 'path': CLIP, 'sources': [{'url': nginx.url(CLIP)}]},
         {'id': 'clip-ts', 'path': 'clip.ts', 'remux': {'of': 'clip'}},
         {'id': 'long', 'path': 'long.ts', 'transcode': dict(PROFILE, of='clip60')})
-    opts = ['max_writers=1', 'writer_max_speed=2']
+    opts = PLACED + ['max_writers=1', 'writer_max_speed=2']
     a = mount_host(seamfs, cat, redis, 'alpha', work, options=opts, read_timeout=40)
     # alpha alone: its first transcode's writer is its own, and fills its slot
     ta, box_ts = start_reader(a.path('clip.ts'))
@@ -162,7 +163,7 @@ def test_placement_not_taken_falls_back(redis, seamfs, data, nginx, tmp_path):
     cat = catalog(
         {'id': 'clip', 'path': 'clip.mkv', 'sources': [{'url': nginx.url('clip.mkv')}]},
         {'id': 'clip-180', 'path': 'clip 180p.ts', 'transcode': dict(PROFILE, of='clip')})
-    a = mount_host(seamfs, cat, redis, 'alpha', work)
+    a = mount_host(seamfs, cat, redis, 'alpha', work, options=PLACED)
     wait_until(lambda: host_row(a, 'alpha').get('max_writers') == 2, HOSTS_WAIT,
                "alpha's load in the listing")
     stop = threading.Event()

@@ -120,7 +120,8 @@ class Host:
     def start(self):
         w = self.world
         self.mount = mount_host(w.mounter, w.cat, w.redis, self.name, w.work,
-                                options=[f'writer_max_speed={self.speed}',
+                                options=['placement=least-loaded',
+                                         f'writer_max_speed={self.speed}',
                                          f'peer_listen=127.0.0.1:{self.port}',
                                          f'cluster_secret_file={w.secret}'],
                                 read_timeout=READ_TIMEOUT, name=f'mnt-{self.name}')
