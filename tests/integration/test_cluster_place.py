@@ -163,7 +163,8 @@ def test_placement_not_taken_falls_back(redis, seamfs, data, nginx, tmp_path):
     cat = catalog(
         {'id': 'clip', 'path': 'clip.mkv', 'sources': [{'url': nginx.url('clip.mkv')}]},
         {'id': 'clip-180', 'path': 'clip 180p.ts', 'transcode': dict(PROFILE, of='clip')})
-    a = mount_host(seamfs, cat, redis, 'alpha', work, options=PLACED)
+    sock = tmp_path / 'a.sock'
+    a = mount_host(seamfs, cat, redis, 'alpha', work, options=PLACED + [f'control_socket={sock}'])
     wait_until(lambda: host_row(a, 'alpha').get('max_writers') == 2, HOSTS_WAIT,
                "alpha's load in the listing")
     stop = threading.Event()
@@ -182,6 +183,14 @@ def test_placement_not_taken_falls_back(redis, seamfs, data, nginx, tmp_path):
     t.start()
     try:
         wait_until(lambda: host_row(a, 'aaa'), HOSTS_WAIT, 'the ghost host listed')
+        # seamfs ctl hosts: each host's writers (running / max) and load
+        r = seamfs.run(['ctl', '--socket', sock, 'hosts'])
+        assert r.returncode == 0, r.stderr
+        head, *lines = [ln for ln in r.stdout.splitlines() if ln.startswith(('HOST', 'aaa'))]
+        assert 'WRITERS' in head and 'LOAD' in head, r.stdout
+        assert lines and lines[0].split()[5] == '0/4', r.stdout
+        row = host_row(a, 'aaa')
+        assert row['max_writers'] == 4 and row['load']['cpu'] == 0, row
         digest, n = bounded(lambda: read_sequential(a.path('clip 180p.ts')), 90,
                             'reading on alpha')
     finally:
