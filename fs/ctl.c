@@ -488,22 +488,28 @@ static int print_hosts(const struct answer *ans)
 	if (str(store, "last_error")[0])
 		printf("last error: %s\n", str(store, "last_error"));
 	printf("\n");
-	struct table t = { 7, { "HOST", "PID", "HEARTBEAT_AGE_S", "UP_S", "SESSIONS", "WRITERS",
-				"VERSION" }, { 0, 1, 1, 1, 1, 1, 0 }, NULL, 0 };
+	/* WRITERS: running / max_writers (0: takes no placements); LOAD:
+	 * placement's (docs/cluster.md "Where a transcode is written") */
+	struct table t = { 8, { "HOST", "PID", "HEARTBEAT_AGE_S", "UP_S", "SESSIONS", "WRITERS",
+				"LOAD", "VERSION" }, { 0, 1, 1, 1, 1, 1, 1, 0 }, NULL, 0 };
 	json_array_foreach(json_object_get(root, "hosts"), i, v) {
-		char id[80], age[32], up[32];
+		char id[80], age[32], up[32], wr[48], load[32];
 		snprintf(id, sizeof(id), "%s%s", str(v, "host_id"),
 			 json_is_true(json_object_get(v, "self")) ? " (this)" : "");
 		snprintf(age, sizeof(age), "%.1f",
 			 json_number_value(json_object_get(v, "heartbeat_age_s")));
 		snprintf(up, sizeof(up), "%.0f", json_number_value(json_object_get(v, "up_s")));
-		char *cells[7] = { id, num(json_object_get(v, "pid")), age, up,
-				   num(json_object_get(v, "sessions")),
-				   num(json_object_get(v, "writers")), (char *)str(v, "version") };
+		snprintf(wr, sizeof(wr), "%lld/%lld",
+			 (long long)json_integer_value(json_object_get(v, "writers")),
+			 (long long)json_integer_value(json_object_get(v, "max_writers")));
+		snprintf(load, sizeof(load), "%.2f", json_number_value(
+			 json_object_get(json_object_get(v, "load"), "total")));
+		char *cells[8] = { id, num(json_object_get(v, "pid")), age, up,
+				   num(json_object_get(v, "sessions")), wr, load,
+				   (char *)str(v, "version") };
 		table_row(&t, cells);
 		free(cells[1]);
 		free(cells[4]);
-		free(cells[5]);
 	}
 	table_print(&t);
 	json_decref(root);

@@ -96,6 +96,20 @@ static void host_counts(void *arg, int *sessions, int *writers)
 		*writers += info[i].writers;
 }
 
+/* This host's load for placement (place.h): its writers weighted by their
+ * profile's cost; the writer slots it offers the cluster (none with
+ * placement=local: writers stay where their reads are). */
+static void host_load(void *arg, int64_t *wcost_milli, int *max_writers)
+{
+	struct px_core *core = arg;
+	struct px_tc_info info[64];
+	*wcost_milli = 0;
+	*max_writers = core->cfg->placement_local ? 0 : core->cfg->max_writers;
+	size_t nt = px_transcode_snapshot(core->tc, info, sizeof(info) / sizeof(info[0]));
+	for (size_t i = 0; i < nt; i++)
+		*wcost_milli += info[i].writers * info[i].cost;
+}
+
 /*
  * Cluster mode, on the heartbeat thread after each heartbeat: drains and
  * resumes made on any host (`seamfs ctl drain`, control.c puts them in
@@ -194,6 +208,7 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 	}
 	if (hosts) {
 		px_hosts_set_counts(hosts, host_counts, core);
+		px_hosts_set_load(hosts, host_load, core);
 		px_hosts_set_tick(hosts, cluster_tick, core);
 		if (px_hosts_start(hosts) != PX_OK)
 			px_warn("core", "could not start the cluster heartbeat thread");

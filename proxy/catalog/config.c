@@ -60,6 +60,7 @@ const struct px_config_option px_config_options[] = {
 	{ "peer_url", "URL", "the http://HOST:PORT other hosts reach peer_listen by, advertised through the store (default: http://peer_listen)" },
 	{ "cluster_secret_file", "PATH", "a file, not readable by others, whose first line is the secret the hosts' peer requests carry (default: none: no peer reads)" },
 	{ "cluster", "NAME", "the prefix of every key in the store, so clusters can share a Redis (default seamfs)" },
+	{ "placement", "RULE", "cluster mode: where a transcode's writer runs, least-loaded (the live host with the lowest load) or local (where its first read happened) (default least-loaded)" },
 	{ NULL, NULL, NULL }
 };
 
@@ -313,6 +314,13 @@ enum px_status px_config_set(struct px_config *cfg, const char *name,
 	} else if (strcmp(name, "max_writers") == 0) {
 		if (parse_int(value, 1, 64, &cfg->max_writers))
 			want = "a whole number from 1 to 64";
+	} else if (strcmp(name, "placement") == 0) {
+		if (strcmp(value, "least-loaded") == 0)
+			cfg->placement_local = 0;
+		else if (strcmp(value, "local") == 0)
+			cfg->placement_local = 1;
+		else
+			want = "least-loaded or local";
 	} else if (strcmp(name, "writer_max_speed") == 0) {
 		char *end;
 		errno = 0;

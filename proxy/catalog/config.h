@@ -62,6 +62,8 @@ struct px_config {
 	int seek_restart_segments;  /* a read further ahead restarts the writer, 3 */
 	int max_writers;            /* concurrent writers on this host, 2 */
 	double writer_max_speed;    /* writer pace as a multiple of realtime, 0: free */
+	int placement_local;        /* cluster mode: writers where their first read is
+				     * (placement=local), 0: on the least-loaded host */
 	char *control_socket;       /* owned; NULL: no control API */
 	/* cluster mode (docs/cluster.md); NULL store: one host, nothing shared */
 	char *store;                /* owned; redis://HOST:PORT[/DB] or redis+unix:///PATH */

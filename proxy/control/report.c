@@ -140,6 +140,18 @@ static json_t *transcodes_json(const struct px_snapshot *snap)
 					    json_integer((json_int_t)t->seek_asks));
 			json_object_set_new(row, "remote_seeks",
 					    json_integer((json_int_t)t->remote_seeks));
+			/* where its writers ran (docs/cluster.md "Where a
+			 * transcode is written") */
+			json_object_set_new(row, "placed_away",
+					    json_integer((json_int_t)t->placed_away));
+			json_object_set_new(row, "placed_here",
+					    json_integer((json_int_t)t->placed_here));
+			json_object_set_new(row, "place_fallbacks",
+					    json_integer((json_int_t)t->place_fallbacks));
+		}
+		if (row) {
+			json_object_set_new(row, "writers", json_integer(t->writers));
+			json_object_set_new(row, "writer_starts", json_integer((json_int_t)t->starts));
 		}
 	}
 	return arr;
@@ -151,11 +163,18 @@ static json_t *hosts_json(const struct px_snapshot *snap)
 	json_t *arr = json_array();
 	for (size_t i = 0; arr && i < snap->nhosts; i++) {
 		const struct px_host_info *h = &snap->hosts[i];
-		json_t *o = json_pack("{s:s, s:I, s:f, s:f, s:i, s:i, s:s, s:b}",
+		/* placement's load (place.h): thousandths become units */
+		json_t *load = json_pack("{s:f, s:f, s:f, s:f}",
+			"total", (double)(h->wcost_milli + h->cpu_milli + h->placed_milli) / 1000.0,
+			"writers_cost", (double)h->wcost_milli / 1000.0,
+			"cpu", (double)h->cpu_milli / 1000.0,
+			"placed", (double)h->placed_milli / 1000.0);
+		json_t *o = json_pack("{s:s, s:I, s:f, s:f, s:i, s:i, s:i, s:o, s:s, s:b}",
 			"host_id", h->id, "pid", (json_int_t)h->pid,
 			"heartbeat_age_s", (double)h->age_ms / 1000.0,
 			"up_s", (double)h->up_ms / 1000.0,
 			"sessions", h->sessions, "writers", h->writers,
+			"max_writers", h->max_writers, "load", load ? load : json_null(),
 			"version", h->version, "self", h->self);
 		/* where it serves its copies to the others (peer_listen) */
 		if (o)

@@ -21,11 +21,13 @@ struct px_hosts {
 	char id[PX_HOST_ID_MAX + 1];
 	char token[33];
 	char boot[40];
-	char key[256], set[256], hostpfx[256];
+	char key[256], set[256], hostpfx[256], queue[256];
 	char peer[208];
 	int64_t heartbeat_ms;
 	void (*counts)(void *arg, int *sessions, int *writers);
 	void *counts_arg;
+	void (*load)(void *arg, int64_t *wcost_milli, int *max_writers);
+	void *load_arg;
 	void (*tick)(void *arg);
 	void *tick_arg;
 
@@ -40,7 +42,10 @@ struct px_hosts {
 };
 
 /* Registers (or beats): refuses, {0, pid, boot, age}, when another token
- * holds the id, unless ARGV[8] is "1" (replace a dead one). */
+ * holds the id, unless ARGV[8] is "1" (replace a dead one). The load:
+ * ARGV[11..13] wcost, cpu, wmax; placed/placedn become what still waits
+ * in this host's placement queue KEYS[3] (values "FROM COST ...": the
+ * ones it started since the last beat count in wcost now). */
 static const char JOIN[] =
 	"local cur = redis.call('HMGET', KEYS[1], 'token', 'pid', 'boot', 'seen')\n"
 	"local t = redis.call('TIME')\n"
@@ -52,12 +57,19 @@ static const char JOIN[] =
 	"redis.call('HSET', KEYS[1], 'token', ARGV[1], 'pid', ARGV[2], 'boot', ARGV[3],\n"
 	"  'version', ARGV[4], 'seen', now, 'sessions', ARGV[6], 'writers', ARGV[7],\n"
 	"  'peer', ARGV[10])\n"
+	"local pc, pn = 0, 0\n"
+	"for _, v in ipairs(redis.call('HVALS', KEYS[3])) do\n"
+	"  pn = pn + 1; pc = pc + (tonumber(string.match(v, '^%S+ (%d+)')) or 0)\n"
+	"end\n"
+	"redis.call('HSET', KEYS[1], 'wcost', ARGV[11], 'cpu', ARGV[12], 'wmax', ARGV[13],\n"
+	"  'placed', pc, 'placedn', pn)\n"
 	"redis.call('PEXPIRE', KEYS[1], ARGV[5])\n"
 	"redis.call('SADD', KEYS[2], ARGV[9])\n"
 	"return {1}\n";
 
 /* The registered hosts: {now, {{id, pid, seen, started, sessions, writers,
- * version, peer}, ...}}; ids whose hash expired leave the set. */
+ * version, peer, wcost, cpu, wmax, placed}, ...}}; ids whose hash
+ * expired leave the set. */
 static const char LIST[] =
 	"local ids = redis.call('SMEMBERS', KEYS[1])\n"
 	"local t = redis.call('TIME')\n"
@@ -65,10 +77,10 @@ static const char LIST[] =
 	"local out = {}\n"
 	"for _, id in ipairs(ids) do\n"
 	"  local v = redis.call('HMGET', ARGV[1] .. id, 'pid', 'seen', 'started', 'sessions',\n"
-	"    'writers', 'version', 'peer')\n"
+	"    'writers', 'version', 'peer', 'wcost', 'cpu', 'wmax', 'placed')\n"
 	"  if v[2] then\n"
 	"    out[#out + 1] = {id, v[1] or '0', v[2], v[3] or v[2], v[4] or '0', v[5] or '0',\n"
-	"      v[6] or '', v[7] or ''}\n"
+	"      v[6] or '', v[7] or '', v[8] or '0', v[9] or '0', v[10] or '0', v[11] or '0'}\n"
 	"  else redis.call('SREM', KEYS[1], id) end\n"
 	"end\n"
 	"return {now, out}\n";
@@ -118,20 +130,37 @@ static void boot_id(char *buf, size_t cap)
 	buf[strcspn(buf, "\n")] = '\0';
 }
 
+/* The 1-minute load average per online CPU, in thousandths (0 when the
+ * kernel does not say). */
+static int64_t cpu_milli(void)
+{
+	double la[1];
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (getloadavg(la, 1) != 1 || !(la[0] >= 0))
+		return 0;
+	return (int64_t)(la[0] * 1000.0 / (double)(ncpu > 0 ? ncpu : 1));
+}
+
 static enum px_status beat(struct px_hosts *h, int force, struct px_reply **out)
 {
-	char pid[24], ttl[24], sess[16], wr[16];
-	int sessions = 0, writers = 0;
+	char pid[24], ttl[24], sess[16], wr[16], wcost[24], cpu[24], wmax[16];
+	int sessions = 0, writers = 0, maxw = 0;
+	int64_t cost = 0;
 	if (h->counts)
 		h->counts(h->counts_arg, &sessions, &writers);
+	if (h->load)
+		h->load(h->load_arg, &cost, &maxw);
+	snprintf(wcost, sizeof(wcost), "%lld", (long long)cost);
+	snprintf(cpu, sizeof(cpu), "%lld", (long long)cpu_milli());
+	snprintf(wmax, sizeof(wmax), "%d", maxw);
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)(3 * h->heartbeat_ms));
 	snprintf(sess, sizeof(sess), "%d", sessions);
 	snprintf(wr, sizeof(wr), "%d", writers);
-	const char *keys[] = { h->key, h->set };
+	const char *keys[] = { h->key, h->set, h->queue };
 	const char *args[] = { h->token, pid, h->boot, SEAMFS_VERSION, ttl, sess, wr,
-			       force ? "1" : "0", h->id, h->peer };
-	return px_store_eval(h->st, JOIN, 2, keys, 10, args, out);
+			       force ? "1" : "0", h->id, h->peer, wcost, cpu, wmax };
+	return px_store_eval(h->st, JOIN, 3, keys, 13, args, out);
 }
 
 enum px_status px_hosts_join(struct px_store *st, const char *host_id, int64_t heartbeat_ms,
@@ -156,7 +185,8 @@ enum px_status px_hosts_join(struct px_store *st, const char *host_id, int64_t h
 	boot_id(h->boot, sizeof(h->boot));
 	if (px_store_key(st, h->key, sizeof(h->key), "host:%s", host_id) < 0 ||
 	    px_store_key(st, h->set, sizeof(h->set), "hosts") < 0 ||
-	    px_store_key(st, h->hostpfx, sizeof(h->hostpfx), "host:") < 0) {
+	    px_store_key(st, h->hostpfx, sizeof(h->hostpfx), "host:") < 0 ||
+	    px_store_key(st, h->queue, sizeof(h->queue), "place:%s", host_id) < 0) {
 		free(h);
 		snprintf(err, errlen, "host_id too long");
 		return PX_EINVAL;
@@ -218,6 +248,13 @@ void px_hosts_set_counts(struct px_hosts *h, void (*counts)(void *arg, int *sess
 	h->counts_arg = arg;
 }
 
+void px_hosts_set_load(struct px_hosts *h, void (*load)(void *arg, int64_t *wcost_milli,
+							int *max_writers), void *arg)
+{
+	h->load = load;
+	h->load_arg = arg;
+}
+
 /* Reads the registered hosts into h->list. */
 static void refresh_list(struct px_hosts *h)
 {
@@ -245,6 +282,10 @@ static void refresh_list(struct px_hosts *h)
 		o->writers = (int)px_reply_int(e, 5);
 		snprintf(o->version, sizeof(o->version), "%s", px_reply_str(e, 6));
 		snprintf(o->peer, sizeof(o->peer), "%s", px_reply_str(e, 7));
+		o->wcost_milli = px_reply_int(e, 8);
+		o->cpu_milli = px_reply_int(e, 9);
+		o->max_writers = (int)px_reply_int(e, 10);
+		o->placed_milli = px_reply_int(e, 11);
 		o->self = strcmp(o->id, h->id) == 0;
 		self_seen |= o->self;
 	}

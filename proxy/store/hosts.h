@@ -6,13 +6,19 @@
  *   PREFIX:host:ID   hash: token (random, this daemon's), pid, boot (the
  *                    kernel's boot id), version, started, seen (the store's
  *                    clock, ms), sessions, writers, peer (the URL of its
- *                    peer endpoint, "" for none); expires 3 heartbeats
- *                    after the last one
+ *                    peer endpoint, "" for none); its load (placement,
+ *                    transcode/place.h): wcost (its writers, each weighted
+ *                    by its profile's cost, thousandths), cpu (the 1-minute
+ *                    load average per CPU, thousandths), wmax (max_writers),
+ *                    placed and placedn (the cost and number of the
+ *                    placements other hosts made on it that it has not
+ *                    started yet); expires 3 heartbeats after the last one
  *   PREFIX:hosts     set of the ids registered (an id whose hash expired
  *                    is dropped from it by whoever lists)
  * A second daemon with the same host_id on the same store is refused
  * (px_hosts_join: PX_EEXIST) while the first one's key lives, unless that
- * one ran on this machine (same boot id) and its process is gone: a
+ * one ran on this machine (same boot id) and its process is gone (or a
+ * zombie not reaped yet): a
  * daemon killed with -9 and started again is not locked out for the TTL.
  *
  * The heartbeat thread writes this host's hash every heartbeat (so after
@@ -38,6 +44,10 @@ struct px_host_info {
 	int64_t age_ms;          /* since its last heartbeat, by the store's clock */
 	int64_t up_ms;           /* since it registered */
 	int sessions, writers;
+	int64_t wcost_milli;     /* its writers weighted by profile cost (place.h) */
+	int64_t cpu_milli;       /* 1-minute load average per CPU, x 1000 */
+	int64_t placed_milli;    /* placements on it not started yet, by cost */
+	int max_writers;         /* 0: a daemon that takes no placements */
 	char version[32];
 	char peer[208];          /* its peer endpoint's URL (peer_url); "": none */
 	int self;                /* this daemon */
@@ -61,6 +71,13 @@ enum px_status px_hosts_join(struct px_store *st, const char *host_id, int64_t h
  * the heartbeat thread with no lock of ours held. Set before start. */
 void px_hosts_set_counts(struct px_hosts *h, void (*counts)(void *arg, int *sessions,
 							   int *writers), void *arg);
+
+/* This host's load as the heartbeat publishes it (placement, place.h):
+ * load(arg, &wcost_milli, &max_writers), on the heartbeat thread with no
+ * lock of ours held; the CPU's load average hosts.c reads itself. Set
+ * before start; unset, the host takes no placements. */
+void px_hosts_set_load(struct px_hosts *h, void (*load)(void *arg, int64_t *wcost_milli,
+							int *max_writers), void *arg);
 
 /* Called on the heartbeat thread after each heartbeat the store answered
  * (the cluster's other periodic reads: shared drains, core.c). Set before

@@ -59,7 +59,8 @@
  * Lock order: tc->lock is the only lock. It is held while a writer is
  * started (lease claim, recovery's removals, the start of its input's
  * feed, which takes the feeds' own lock inside it, posix_spawn: short, and
- * atomic with the job's state) and
+ * atomic with the job's state; in cluster mode the placement's call,
+ * place.h, comes before all that with the lock let go) and
  * while the supervisor reads a playlist; never across a pread of a
  * segment, a wait for a child's output, or anything that enters the mount.
  */
@@ -90,6 +91,7 @@
 #include "playlist.h"
 #include "segmath.h"
 #include "kvstore.h"
+#include "place.h"
 #include "tcstore.h"
 #include "transcode.h"
 
@@ -184,6 +186,16 @@ struct job {
 				* move of our writer */
 	int64_t wanted_ms;     /* when another host's want was last taken
 				* (px_now_ms), 0: never */
+	/* placement (place.h, docs/cluster.md "Where a transcode is written") */
+	int64_t place_until;   /* placed on place_host, whose lease we wait for
+				* until then (px_now_ms); 0: none pending */
+	char place_host[PX_PLACE_HOST_MAX + 1];
+	uint64_t place_gen;    /* the lease's generation when it was placed */
+	int place_here;        /* the next start is here, not placed again */
+	uint64_t starts;       /* main writers started here */
+	uint64_t placed_away;  /* starts this host placed on another */
+	uint64_t placed_here;  /* starts other hosts placed here */
+	uint64_t place_fallbacks; /* placements not taken in time, written here */
 };
 
 struct px_transcode {
@@ -230,6 +242,8 @@ struct px_tcfile {
 /* ------------------------------------------------------------ helpers */
 
 static int seg_secs(const struct job *j);
+static int64_t poll_ms(const struct px_transcode *tc);
+static void drop_lease(struct px_transcode *tc, struct job *j);
 
 static void escape_id(const char *id, char *buf, size_t cap)
 {
@@ -1538,6 +1552,62 @@ static enum px_status spawn_run(struct px_transcode *tc, struct job *j, uint32_t
 	return st;
 }
 
+/* How long a host placed on has to start the writer: its poll, the
+ * start's calls and the requester's next poll, on a loaded machine. */
+static int64_t place_hold_ms(const struct px_transcode *tc)
+{
+	return 4 * poll_ms(tc) + PX_STORE_COMMAND_MS;
+}
+
+/*
+ * Cluster mode, placement=least-loaded: where j's main writer, due to
+ * start at from, runs (place.h). 1: not here, or not now (another host
+ * was asked, and reads here wait for its lease as for any other host's
+ * writer, until the hold ends: place_wait; or the job changed while the
+ * lock was let go). 0: start it here. A failed writer's restart goes to
+ * another host first (its lease let go for that host to claim); a seek
+ * moves the writer where it runs. Under tc->lock, which it lets go
+ * around the store's call.
+ */
+static int placed_away(struct px_transcode *tc, struct job *j, uint32_t from,
+		       enum start_why why)
+{
+	char host[PX_PLACE_HOST_MAX + 1];
+	int fresh;
+	uint64_t gen;
+	if (!tc->store || tc->cfg->placement_local || why == START_SEEK || j->nprobes)
+		return 0;
+	if (j->place_here) {
+		j->place_here = 0;
+		return 0;
+	}
+	struct px_place_req req = {
+		.asset = j->a->id, .self = tc->host, .from = from, .cost = px_place_cost(j->a),
+		.crashes = j->crashes, .not_self = why == START_RETRY,
+		.live_ms = 2 * tc->cfg->heartbeat_ms, .hold_ms = place_hold_ms(tc),
+		.orphan_ms = tc->orphan_ms };
+	pthread_mutex_unlock(&tc->lock);
+	enum px_status st = px_place_choose(tc->store, &req, host, sizeof(host), &fresh, &gen);
+	pthread_mutex_lock(&tc->lock);
+	if (j->pid || j->queued || j->nprobes || tc->stopping)
+		return 1;
+	if (st != PX_OK || !host[0] || strcmp(host, tc->host) == 0)
+		return 0;
+	if (j->have_lease)
+		drop_lease(tc, j); /* a failed writer's: for that host to claim */
+	j->remote = 1;
+	snprintf(j->remote_owner, sizeof(j->remote_owner), "%s", host);
+	snprintf(j->place_host, sizeof(j->place_host), "%s", host);
+	j->place_gen = gen;
+	j->place_until = j->nopen > 0 ? px_now_ms() + req.hold_ms : 0;
+	j->placed_away += fresh;
+	px_info("transcode", "asset %s: writer placed on host %s%s (segment %u on)%s", j->a->id,
+		host, fresh ? ", the least loaded" : " by another host a moment ago", from,
+		why == START_RETRY ? " after its writer here failed" : "");
+	pthread_cond_broadcast(&tc->cond);
+	return 1;
+}
+
 /* Starts the main writer for j at segment `from` now, or queues it when
  * the host has max_writers running. why: what its recovery counts as.
  * Under tc->lock. */
@@ -1553,6 +1623,8 @@ static void start_writer(struct px_transcode *tc, struct job *j, uint32_t from,
 		j->queued_from = from;
 		return;
 	}
+	if (placed_away(tc, j, from, why))
+		return;
 	if (tc->nwriters >= tc->cfg->max_writers) {
 		size_t *q = realloc(tc->queue, (tc->nqueue + 1) * sizeof(*q));
 		if (!q)
@@ -1562,6 +1634,7 @@ static void start_writer(struct px_transcode *tc, struct job *j, uint32_t from,
 		j->queued = 1;
 		j->queued_from = from;
 		j->queued_why = why;
+		j->place_here = 1; /* placed already */
 		px_info("transcode", "asset %s: %d writers running; waiting in line (%zu)",
 			j->a->id, tc->nwriters, tc->nqueue);
 		return;
@@ -1614,6 +1687,7 @@ static void start_writer(struct px_transcode *tc, struct job *j, uint32_t from,
 	j->restart_at = -1;
 	j->retry_at = 0;
 	j->outlen = 0;
+	j->starts++;
 	tc->nwriters++;
 	if (from)
 		px_info("transcode", "writer pid %d started: asset %s session %s, segments %u..%u "
@@ -2042,6 +2116,36 @@ static int64_t poll_ms(const struct px_transcode *tc)
 }
 
 /*
+ * A placement of j on another host is pending (placed_away): whether
+ * reads here go on waiting for that host's lease (l, as polled). Once
+ * that host claimed it (live, or a new generation of its that is already
+ * done) it is followed as any
+ * other; when it did not by the end of the hold, the job is written here
+ * instead: a read never waits on a host that does not take it. Under
+ * tc->lock.
+ */
+static int place_wait(struct px_transcode *tc, struct job *j, const struct px_lease *l,
+		      int live_other)
+{
+	size_t hl = strlen(j->place_host);
+	if (!j->place_until)
+		return 0;
+	if (live_other || (l->gen && l->gen != j->place_gen &&
+			   strncmp(l->owner, j->place_host, hl) == 0 && l->owner[hl] == ':')) {
+		j->place_until = 0;
+		return 0;
+	}
+	if (px_now_ms() < j->place_until)
+		return 1;
+	j->place_until = 0;
+	j->place_here = 1;
+	j->place_fallbacks++;
+	px_warn("transcode", "asset %s: host %s did not start its writer within %lld ms; "
+		"writing it here", j->a->id, j->place_host, (long long)place_hold_ms(tc));
+	return 0;
+}
+
+/*
  * Cluster mode: for each job read here with no writer of ours, one call
  * for the playlist's version and the lease. A new version: the list is
  * read and its trusted segments become servable here (another host's
@@ -2084,6 +2188,8 @@ static void poll_remote(struct px_transcode *tc)
 		int live_other = l.gen && !l.released &&
 				 (!store_settled(tc) || !px_lease_orphaned(&l, now, tc->orphan_ms)) &&
 				 strcmp(l.owner, tc->owner) != 0;
+		if (place_wait(tc, j, &l, live_other))
+			continue;
 		if (j->remote && !live_other) {
 			px_info("transcode", "asset %s: %s holds no live lease on it now (%s); a read "
 				"here may start its writer", j->a->id,
@@ -2227,6 +2333,47 @@ static void serve_wants(struct px_transcode *tc)
 	}
 }
 
+/* Jobs taken from this host's placement queue per poll. */
+#define PLACED_MAX 16
+
+/*
+ * Cluster mode: starts the writers other hosts placed here (place.h), as
+ * a read here would, from the segment their requester needs. Their
+ * readers are elsewhere: has_readers() counts the placement until their
+ * wants take over; the failures in a row carry over, so that a writer
+ * that fails everywhere still gives up. Under tc->lock, which it lets go
+ * around the store's call.
+ */
+static void take_placed(struct px_transcode *tc)
+{
+	struct px_place_job q[PLACED_MAX];
+	size_t n = 0;
+	if (tc->cfg->placement_local)
+		return;
+	pthread_mutex_unlock(&tc->lock);
+	enum px_status st = px_place_take(tc->store, tc->host, q, PLACED_MAX, &n);
+	pthread_mutex_lock(&tc->lock);
+	for (size_t i = 0; st == PX_OK && i < n && !tc->stopping; i++) {
+		long a = px_catalog_find(tc->cat, q[i].asset);
+		struct job *j = a >= 0 ? &tc->jobs[a] : NULL;
+		if (!j || !j->a || !j->planned) {
+			px_warn("transcode", "asset %s: placed here by %s, but not a transcode "
+				"planned here; its requester writes it", q[i].asset, q[i].by);
+			continue;
+		}
+		if (j->pid || j->queued || q[i].age_ms > place_hold_ms(tc))
+			continue; /* written here already, or its requester does it */
+		j->placed_here++;
+		j->wanted_ms = px_now_ms();
+		j->crashes = q[i].crashes;
+		j->remote = 0;
+		j->place_here = 1;
+		px_info("transcode", "asset %s: placed here by %s; starting its writer at segment "
+			"%u", j->a->id, q[i].by, q[i].from);
+		start_writer(tc, j, q[i].from, q[i].crashes ? START_RETRY : START_READ);
+	}
+}
+
 static void *supervisor_main(void *arg)
 {
 	struct px_transcode *tc = arg;
@@ -2297,6 +2444,7 @@ static void *supervisor_main(void *arg)
 		if (tc->store && px_now_ms() >= next_poll) {
 			poll_remote(tc);
 			serve_wants(tc);
+			take_placed(tc);
 			next_poll = px_now_ms() + poll_ms(tc);
 			due = retry_due(tc);
 		}
@@ -3139,6 +3287,11 @@ size_t px_transcode_snapshot(struct px_transcode *tc, struct px_tc_info *out, si
 		o->takeovers = j->takeovers;
 		o->seek_asks = j->seek_asks;
 		o->remote_seeks = j->remote_seeks;
+		o->cost = px_place_cost(j->a);
+		o->starts = j->starts;
+		o->placed_away = j->placed_away;
+		o->placed_here = j->placed_here;
+		o->place_fallbacks = j->place_fallbacks;
 		o->heartbeat_age_ms = j->have_lease ? now - j->lease.heartbeat_ms : -1;
 		if (j->pid)
 			o->writers++;

@@ -136,6 +136,11 @@ struct px_tc_info {
 					* host for their segment */
 	uint64_t remote_seeks;         /* cluster mode: other hosts' far reads served here by
 					* a probe or a move of the writer */
+	int64_t cost;                  /* one writer's cost (place.h), thousandths */
+	uint64_t starts;               /* main writers started here */
+	uint64_t placed_away;          /* cluster mode: starts placed on another host */
+	uint64_t placed_here;          /* cluster mode: starts other hosts placed here */
+	uint64_t place_fallbacks;      /* cluster mode: placements not taken in time */
 };
 
 /* Fills out[0..cap) with the planned transcodes; returns how many. NULL

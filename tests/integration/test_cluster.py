@@ -140,11 +140,14 @@ def redis(tmp_path):
 def mount_host(seamfs, cat, redis, host_id, work, *, options=(), read_timeout=30,
                wait=True, name=None):
     """A daemon of the cluster: its own mountpoint and state_dir, the shared
-    work_dir, host_id."""
+    work_dir, host_id. Its writers run where their reads are
+    (placement=local), as the tests of takeovers, fencing and far seeks
+    assume ("A's reader starts A's writer"); test_cluster_place.py and the
+    cluster scenarios pass placement=least-loaded (the default)."""
     state = seamfs.dir / f'state-{host_id}'
     state.mkdir(exist_ok=True)
     opts = [f'store={redis.url}', f'host_id={host_id}', f'work_dir={work}',
-            'heartbeat=0.5', 'orphan_after=3'] + list(options)
+            'heartbeat=0.5', 'orphan_after=3', 'placement=local'] + list(options)
     return seamfs.mount(cat, read_timeout=read_timeout, options=opts, state_dir=state,
                         mnt=seamfs.new_mountpoint(name or f'mnt-{host_id}'), wait=wait)
 

@@ -147,8 +147,9 @@ def sentinel_url(sents):
 def mount_host(seamfs, cat, url, host_id, work, options=()):
     state = seamfs.dir / f'state-{host_id}'
     state.mkdir(exist_ok=True)
+    # writers where their reads are: A's reader starts A's writer
     opts = [f'store={url}', f'host_id={host_id}', f'work_dir={work}', 'heartbeat=0.5',
-            'orphan_after=3'] + list(options)
+            'orphan_after=3', 'placement=local'] + list(options)
     return seamfs.mount(cat, read_timeout=30, options=opts, state_dir=state,
                         mnt=seamfs.new_mountpoint(f'mnt-{host_id}'))
 

@@ -13,7 +13,15 @@ it kills (SIGKILL, by PID) hosts
 (the daemon and its writers) and Redis at random moments, and starts them
 again after a random pause; it never kills the last live host. It also
 swaps committed segments of the remux for links to files of other bytes,
-as someone who can write work_dir could. Redis keeps
+as someone who can write work_dir could, and kills single writers
+(SIGKILL of one writer's PID, its daemon left alive): the daemons place
+writers on the least-loaded host (placement=least-loaded, the default;
+docs/cluster.md "Where a transcode is written"), and a killed writer is
+reassigned to another host. One scenario in three runs behind Redis
+Sentinel (store=redis-sentinel://..., a master, a replica and three
+sentinels, down-after 1 s): its Redis fault is a failover (kill -9 of
+the master, once; the replica is promoted and the hosts follow it), so
+the invariants are checked across a failover too. Redis keeps
 an append-only file fsynced at each write, so its restart loses nothing
 (docs/cluster.md: without persistence a restart may cost a transcode's
 list; that limit is documented, not checked here).
@@ -57,7 +65,8 @@ import pytest  # noqa: E402 - the harness fails with pytest.fail; caught below
 
 from conftest import (Mounter, Nginx, catalog, free_port, make_clip, pid_lives,  # noqa: E402
                       sha256_file, wait_until)
-from test_cluster import Redis, mount_host, store_playlist, seg_file  # noqa: E402
+from test_cluster import Redis, mount_host, resp, store_playlist, seg_file  # noqa: E402
+from test_sentinel import NAME, RedisNode, fields  # noqa: E402
 from test_transcode import PROFILE, writer_pids  # noqa: E402
 
 READ_TIMEOUT = 30          # the daemons' read_timeout (s)
@@ -120,7 +129,8 @@ class Host:
     def start(self):
         w = self.world
         self.mount = mount_host(w.mounter, w.cat, w.redis, self.name, w.work,
-                                options=[f'writer_max_speed={self.speed}',
+                                options=['placement=least-loaded',
+                                         f'writer_max_speed={self.speed}',
                                          f'peer_listen=127.0.0.1:{self.port}',
                                          f'cluster_secret_file={w.secret}'],
                                 read_timeout=READ_TIMEOUT, name=f'mnt-{self.name}')
@@ -146,8 +156,67 @@ class Host:
         self.mount.unmount()     # the dead mount goes before the next daemon
 
 
+class SentinelStore:
+    """A master, a replica and three sentinels (test_sentinel.py's nodes),
+    used where the scenario uses a Redis: url names the sentinels, port is
+    the master's as they name it now. failover() kills the master (once)
+    and waits for the sentinels to name the replica."""
+
+    def __init__(self, workdir):
+        self.dir = Path(workdir)
+        self.nodes = []
+        self.master = self.replica = None
+        self.sents = []
+        self.failed_over = False
+
+    @property
+    def url(self):
+        return 'redis-sentinel://' + '+'.join(s.addr for s in self.sents) + f'/{NAME}'
+
+    @property
+    def port(self):
+        for s in self.sents:
+            try:
+                return int(resp(s.port, 'SENTINEL', 'get-master-addr-by-name', NAME)[1])
+            except (OSError, RuntimeError, TypeError, IndexError):
+                continue
+        return self.master.port
+
+    def start(self):
+        self.master = RedisNode(self.dir / 'master')
+        self.nodes.append(self.master)
+        self.master.start()
+        self.replica = RedisNode(self.dir / 'replica', replica_of=self.master)
+        self.nodes.append(self.replica)
+        self.replica.start()
+        wait_until(lambda: fields(resp(self.replica.port, 'INFO', 'replication'))
+                   .get('master_link_status') == 'up', 20, 'the replica in sync')
+        for i in range(3):
+            n = RedisNode(self.dir / f'sentinel{i}', sentinel_of=self.master)
+            self.nodes.append(n)
+            self.sents.append(n.start())
+        wait_until(lambda: all(len(resp(n.port, 'SENTINEL', 'sentinels', NAME)) == 2 and
+                               len(resp(n.port, 'SENTINEL', 'replicas', NAME)) == 1
+                               for n in self.sents), 30, 'the sentinels ready', interval=0.2)
+        return self
+
+    def failover(self):
+        """kill -9 of the master; True once the sentinels name the replica."""
+        if self.failed_over:
+            return False
+        self.failed_over = True
+        self.master.kill()
+        wait_until(lambda: self.port == self.replica.port, 30,
+                   'the sentinels naming the replica', interval=0.2)
+        return True
+
+    def stop(self):
+        for n in reversed(self.nodes):
+            n.kill()
+
+
 class World:
-    def __init__(self, base, origins, rng, seed):
+    def __init__(self, base, origins, rng, seed, sentinel=False):
         self.dir = base
         self.rng, self.seed = rng, seed
         self.work = base / 'work'
@@ -156,7 +225,9 @@ class World:
         self.secret = base / 'cluster.secret'
         self.secret.write_text(f'scenario-{seed}-{os.urandom(12).hex()}\n')
         os.chmod(self.secret, 0o600)
-        self.redis = Redis(base / 'redis', persist=True)
+        self.sentinel = sentinel
+        self.redis = SentinelStore(base / 'sentinel') if sentinel else \
+            Redis(base / 'redis', persist=True)
         self.hosts = []
         self.readers = []
         self.lock = threading.Lock()
@@ -257,16 +328,38 @@ def plant_link(world, rng, at):
     world.events.append(f'link:{k}@{at:.1f}s')
 
 
+def kill_writer(world, rng, at):
+    """SIGKILL of one writer of a live host, its daemon left alive: the
+    writer is reassigned (placed again, another host first)."""
+    pids = [(h, p) for h in world.alive() for p in writer_pids(h.mount.worker_pid(10))]
+    if not pids:
+        return
+    h, p = rng.choice(pids)
+    try:
+        os.kill(p, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    world.events.append(f'writer on {h.name}@{at:.1f}s')
+
+
 def faults(world, rng, t_end):
     """Kills and restarts hosts and Redis, and plants links, at random
     moments until t_end."""
-    events = sorted((rng.uniform(0.5, t_end), rng.choice(['host', 'host', 'redis', 'link']))
+    events = sorted((rng.uniform(0.5, t_end),
+                     rng.choice(['host', 'host', 'redis', 'link', 'writer']))
                     for _ in range(rng.randint(1, 4)))
     t0 = time.monotonic()
     for at, kind in events:
         time.sleep(max(0.0, t0 + at - time.monotonic()))
         if kind == 'link':
             plant_link(world, rng, at)
+            continue
+        if kind == 'writer':
+            kill_writer(world, rng, at)
+            continue
+        if kind == 'redis' and world.sentinel:
+            if world.redis.failover():
+                world.events.append(f'failover@{at:.1f}s')
             continue
         if kind == 'redis':
             world.events.append(f'redis@{at:.1f}s')
@@ -432,7 +525,8 @@ def scenario(seed, base, origins, plain_sha):
     """Runs the scenario of `seed` in base; returns its world (its
     violations, and a summary of what it did)."""
     rng = random.Random(seed)
-    world = World(base, origins, rng, seed)
+    sentinel = rng.random() < 1 / 3
+    world = World(base, origins, rng, seed, sentinel)
     nhosts = rng.choice([2, 2, 3])
     try:
         world.redis.start()
@@ -458,7 +552,10 @@ def scenario(seed, base, origins, plain_sha):
         world.redis.stop()
     readers = len(world.readers)
     kept = sum(r.survived() for r in world.readers)
-    world.summary = (f'{nhosts} hosts, {readers} readers ({kept} on hosts that lived), '
+    placed = sum(m.log().count('placed here by') for m in world.mounter.mounts)
+    world.summary = (f'{nhosts} hosts{" behind Sentinel" if sentinel else ""}, '
+                     f'{readers} readers ({kept} on hosts that lived), '
+                     f'{placed} writers placed on another host, '
                      f'killed: {", ".join(world.events) or "nothing"}')
     return world
 # --------------------------------------------------------------------------

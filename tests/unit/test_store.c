@@ -3,7 +3,9 @@
  * records in it (tcstore.c: the Redis lease backend and the playlist's
  * fenced compare-and-set) against a real redis-server, which the test
  * starts on 127.0.0.1 on a port of its own (no persistence) and stops by
- * its PID. Two struct px_store on one Redis play two hosts.
+ * its PID. Two struct px_store on one Redis play two hosts. And the
+ * placement of transcode writers (place.c) on hosts whose load the test
+ * writes as their heartbeats would.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +29,7 @@
 #include "hosts.h"
 #include "kvstore.h"
 #include "lease.h"
+#include "place.h"
 #include "tcstore.h"
 
 static pid_t g_redis;
@@ -487,6 +490,185 @@ static void test_hosts(void **state)
 	px_store_free(s2);
 }
 
+/* A daemon killed with -9 whose process is a zombie not reaped yet (its
+ * parent, a keeper, died with it and init has not got to it): the next
+ * daemon of that host_id on this machine is let in at once, as for a pid
+ * that is gone; kill(pid, 0) alone took the zombie for a live holder. */
+static void test_host_zombie_holder(void **state)
+{
+	struct px_store *s = store_new("unit");
+	struct px_hosts *h = NULL;
+	char err[512], path[64], stat[512] = "";
+	(void)state;
+	flush(s);
+	pid_t child = fork();
+	if (child == 0) {
+		struct px_store *cs = NULL;
+		struct px_hosts *ch = NULL;
+		if (px_store_new(g_url, NULL, "unit", &cs, err, sizeof(err)) != PX_OK ||
+		    px_store_connect(cs, err, sizeof(err)) != PX_OK ||
+		    px_hosts_join(cs, "zed", 10000, &ch, err, sizeof(err)) != PX_OK)
+			_exit(1);
+		_exit(0); /* registered, never left: as a kill -9 */
+	}
+	assert_true(child > 0);
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)child);
+	for (int i = 0; i < 500; i++) {
+		FILE *f = fopen(path, "r");
+		stat[0] = '\0';
+		if (f) {
+			if (!fgets(stat, sizeof(stat), f))
+				stat[0] = '\0';
+			fclose(f);
+		}
+		char *p = strrchr(stat, ')');
+		if (p && p[2] == 'Z')
+			break;
+		sleep_ms(10);
+	}
+	char *p = strrchr(stat, ')');
+	assert_non_null(p);
+	assert_int_equal(p[2], 'Z');
+	assert_int_equal(px_hosts_join(s, "zed", 10000, &h, err, sizeof(err)), PX_OK);
+	int status;
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	px_hosts_leave(h);
+	px_store_free(s);
+}
+
+/* Host id registered with a heartbeat age_ms ago (by Redis's clock) and
+ * this load, as hosts.c's heartbeat writes it. */
+static void put_host(struct px_store *s, const char *id, long long age_ms, int writers,
+		     int wmax, long long wcost, long long cpu)
+{
+	static const char SCRIPT[] =
+		"local t = redis.call('TIME')\n"
+		"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+		"redis.call('HSET', KEYS[1], 'seen', now - tonumber(ARGV[1]), 'writers', ARGV[2],\n"
+		"  'wmax', ARGV[3], 'wcost', ARGV[4], 'cpu', ARGV[5], 'placed', 0, 'placedn', 0)\n"
+		"redis.call('SADD', KEYS[2], ARGV[6])\n"
+		"return 1\n";
+	char key[128], a[5][24];
+	snprintf(key, sizeof(key), "unit:host:%s", id);
+	snprintf(a[0], 24, "%lld", age_ms);
+	snprintf(a[1], 24, "%d", writers);
+	snprintf(a[2], 24, "%d", wmax);
+	snprintf(a[3], 24, "%lld", wcost);
+	snprintf(a[4], 24, "%lld", cpu);
+	const char *keys[] = { key, "unit:hosts" };
+	const char *args[] = { a[0], a[1], a[2], a[3], a[4], id };
+	assert_int_equal(px_store_eval(s, SCRIPT, 2, keys, 6, args, NULL), PX_OK);
+}
+
+static uint64_t g_place_gen; /* the last placement's lease generation */
+
+/* Places asset for self; returns the host chosen ("" none), *fresh. */
+static const char *place(struct px_store *s, const char *asset, const char *self,
+			 int not_self, int *fresh)
+{
+	static char host[PX_PLACE_HOST_MAX + 1];
+	uint64_t gen;
+	struct px_place_req req = { .asset = asset, .self = self, .from = 7, .cost = 1000,
+		.crashes = not_self, .not_self = not_self, .live_ms = 1000, .hold_ms = 5000,
+		.orphan_ms = 3000 };
+	assert_int_equal(px_place_choose(s, &req, host, sizeof(host), fresh, &gen), PX_OK);
+	g_place_gen = gen;
+	return host;
+}
+
+/* The placement rule (docs/cluster.md "Where a transcode is written"):
+ * lowest load, ties by id, a burst spread by the placements' own cost, a
+ * host at its max or with an old heartbeat left out, a reassignment to
+ * another host first, one answer per asset within the hold, none while a
+ * live lease holds it; and the chosen host's take. */
+static void test_place(void **state)
+{
+	struct px_store *s = store_new("unit");
+	int fresh = 0;
+	(void)state;
+	flush(s);
+	/* equal loads: by id; each placement counts at once, so a burst of
+	 * four alternates */
+	put_host(s, "beta", 0, 0, 4, 0, 300);
+	put_host(s, "alpha", 0, 0, 4, 0, 300);
+	const char *want[] = { "alpha", "beta", "alpha", "beta" };
+	for (int i = 0; i < 4; i++) {
+		char asset[16];
+		snprintf(asset, sizeof(asset), "a%d", i);
+		assert_string_equal(place(s, asset, "alpha", 0, &fresh), want[i]);
+		assert_true(fresh);
+	}
+	/* the same asset again within the hold: the same host, not counted */
+	assert_string_equal(place(s, "a1", "alpha", 0, &fresh), "beta");
+	assert_false(fresh);
+	/* beta's queue: the jobs alpha placed there, taken once */
+	struct px_place_job q[8];
+	size_t n = 0;
+	assert_int_equal(px_place_take(s, "beta", q, 8, &n), PX_OK);
+	assert_int_equal(n, 2);
+	for (size_t i = 0; i < n; i++) {
+		assert_true(strcmp(q[i].asset, "a1") == 0 || strcmp(q[i].asset, "a3") == 0);
+		assert_int_equal(q[i].from, 7);
+		assert_string_equal(q[i].by, "alpha");
+		assert_true(q[i].age_ms >= 0 && q[i].age_ms < 5000);
+	}
+	assert_int_equal(px_place_take(s, "beta", q, 8, &n), PX_OK);
+	assert_int_equal(n, 0);
+	/* taken: the marker went, so the next placement of a1 chooses anew */
+	flush(s);
+	/* lower load wins over the id; a host at its max or not beating is
+	 * left out; the cpu counts */
+	put_host(s, "alpha", 0, 1, 4, 1000, 300);
+	put_host(s, "beta", 0, 0, 4, 0, 800);
+	put_host(s, "gamma", 0, 2, 2, 0, 0);    /* at its max */
+	put_host(s, "delta", 5000, 0, 4, 0, 0); /* heartbeat too old */
+	put_host(s, "old", 0, 0, 0, 0, 0);      /* takes no placements */
+	assert_string_equal(place(s, "b0", "alpha", 0, &fresh), "beta");
+	/* a reassignment: another host first, though this one is lighter */
+	flush(s);
+	put_host(s, "alpha", 0, 0, 4, 0, 0);
+	put_host(s, "beta", 0, 1, 4, 2000, 0);
+	assert_string_equal(place(s, "c0", "alpha", 1, &fresh), "beta");
+	assert_int_equal(px_place_take(s, "beta", q, 8, &n), PX_OK);
+	assert_int_equal(n, 1);
+	assert_int_equal(q[0].crashes, 1);
+	/* ... and none when no other host has a slot: it restarts where it was */
+	put_host(s, "beta", 0, 4, 4, 4000, 0);
+	assert_string_equal(place(s, "c1", "alpha", 1, &fresh), "");
+	/* nobody has a slot: "" (the writer starts where its read is) */
+	put_host(s, "alpha", 0, 4, 4, 4000, 0);
+	assert_string_equal(place(s, "c2", "alpha", 0, &fresh), "");
+	assert_true(fresh);
+	/* a live lease: its holder writes, nothing is placed */
+	put_host(s, "alpha", 0, 0, 4, 0, 0);
+	const char *hs[] = { "EVAL", "local t = redis.call('TIME')\n"
+		"redis.call('HSET', KEYS[1], 'gen', '5', 'hb', tonumber(t[1]) * 1000, "
+		"'released', '0')\nreturn 1", "1", "unit:tc:{d0}:lease" };
+	assert_int_equal(px_store_call(s, 4, hs, NULL, NULL), PX_OK);
+	assert_string_equal(place(s, "d0", "alpha", 0, &fresh), "");
+	assert_false(fresh);
+	assert_int_equal(g_place_gen, 5);
+	/* released: placed, with the generation it found */
+	const char *rel[] = { "HSET", "unit:tc:{d0}:lease", "released", "1" };
+	assert_int_equal(px_store_call(s, 4, rel, NULL, NULL), PX_OK);
+	assert_string_equal(place(s, "d0", "alpha", 0, &fresh), "alpha");
+	assert_true(fresh);
+	assert_int_equal(g_place_gen, 5);
+	/* the profiles' costs */
+	struct px_asset a = { .kind = PX_ASSET_REMUX };
+	assert_int_equal(px_place_cost(&a), 200);
+	a.kind = PX_ASSET_TRANSCODE;
+	assert_int_equal(px_place_cost(&a), 1000);
+	a.height = 720;
+	assert_int_equal(px_place_cost(&a), 1000);
+	a.height = 1080;
+	assert_int_equal(px_place_cost(&a), 2250);
+	a.height = 180;
+	assert_int_equal(px_place_cost(&a), 250);
+	px_store_free(s);
+}
+
 /* Redis gone: calls fail, then fail at once during the backoff (no
  * waiting on a dead store), the state says why; Redis back: calls work
  * again after the backoff. */
@@ -661,6 +843,8 @@ int main(void)
 		cmocka_unit_test(test_generation_after_rollback),
 		cmocka_unit_test(test_wants),
 		cmocka_unit_test(test_hosts),
+		cmocka_unit_test(test_place),
+		cmocka_unit_test(test_host_zombie_holder),
 		cmocka_unit_test(test_unreachable),
 		cmocka_unit_test_setup_teardown(test_sentinel_store, sentinel_setup,
 						sentinel_teardown),
