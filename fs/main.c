@@ -994,32 +994,550 @@ static void set_worker_info(struct px_core *core, const struct fs_worker *w)
 	px_core_set_worker(core, &wi);
 }
 
-int main(int argc, char *argv[])
-{
-	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct cmdline cl = { 0 };
+/* Everything the daemon's start-up builds and its teardown frees: main's,
+ * passed to each step by pointer. The steps run in order; each returns 0
+ * to go on, or -1 to stop with rc (EXIT_RUNTIME unless it says other). */
+struct daemon {
+	char **argv;
+	struct fuse_args args;
+	struct cmdline cl;
 	struct px_config cfg;
-	struct px_catalog *cat = NULL;
-	struct px_core *core = NULL;
-	struct px_state *state = NULL;
-	struct px_control *control = NULL;
-	struct px_peer *peer = NULL;
-	char *peer_secret = NULL;
-	struct px_store *store = NULL;
-	struct px_hosts *hosts = NULL;
-	struct fuse_session *se = NULL;
-	struct fuse_loop_config *loop = NULL;
-	struct fs_ctx ctx = { .blobs_lock = PTHREAD_MUTEX_INITIALIZER };
-	char *catalog_abs = NULL;
-	char err[1024], mnt[PATH_MAX];
-	int rc = EXIT_RUNTIME, report_fd = -1, mounted = 0, handlers = 0, fetch_init = 0;
-	int stopper = 0, mount_lock = -1, keeper = 0;
-	struct fs_worker worker = { .fd = -1, .probe_fd = -1 };
-	long holder = 0;
+	struct px_catalog *cat;
+	struct px_core *core;
+	struct px_state *state;
+	struct px_control *control;
+	struct px_peer *peer;
+	char *peer_secret;       /* the cluster's secret, until the core has it */
+	struct px_store *store;
+	struct px_hosts *hosts;
+	struct fuse_session *se;
+	struct fuse_loop_config *loop;
+	struct fs_ctx ctx;
+	char *catalog_abs;
+	char mnt[PATH_MAX];
+	char log_where[256];
+	int64_t catalog_mtime;
+	int rc, report_fd, mounted, handlers, fetch_init, stopper, mount_lock, keeper;
+	int exec_worker, detached, managed;
+	struct fs_worker worker;
 	pthread_t stopper_thread;
 	struct fs_notify notify;
-	struct stopper_ctx sc = { .notify = &notify };
-	char log_where[256];
+	struct stopper_ctx sc;
+};
+
+/* The command line: --help and --version end here (rc 0), a bad or
+ * missing argument with EXIT_USAGE. */
+static int read_command_line(struct daemon *d)
+{
+	struct cmdline *cl = &d->cl;
+	char err[1024];
+	int ret = -1;
+
+	if (fuse_opt_parse(&d->args, cl, opt_table, opt_proc) == -1 || cl->bad) {
+		usage(stderr);
+		d->rc = EXIT_USAGE;
+		goto out;
+	}
+	if (cl->help) {
+		usage(stdout);
+		d->rc = 0;
+		goto out;
+	}
+	if (cl->version) {
+		for (size_t i = 0; i < cl->ncore_opts; i++)
+			if (strncmp(cl->core_opts[i], "writer=", 7) == 0 &&
+			    px_config_set(&d->cfg, "writer", cl->core_opts[i] + 7, err, sizeof(err)))
+				break;
+		print_version(&d->cfg);
+		d->rc = 0;
+		goto out;
+	}
+	if (!cl->catalog || !cl->mountpoint) {
+		fprintf(stderr, "seamfs: %s\n", !cl->catalog ? "missing CATALOG and MOUNTPOINT"
+							     : "missing MOUNTPOINT");
+		usage(stderr);
+		d->rc = EXIT_USAGE;
+		goto out;
+	}
+	/* a keeper's worker looks at the mount only once it serves it: a
+	 * stat there would wait for itself */
+	if (check_options(cl) || (!d->exec_worker && check_places(cl->catalog, cl->mountpoint))) {
+		d->rc = EXIT_USAGE;
+		goto out;
+	}
+	ret = 0;
+out:
+	return ret;
+}
+
+/* The catalog (EXIT_CATALOG if bad), the options over its settings, the
+ * state dir, and the mountpoint's real path. */
+static int read_catalog(struct daemon *d)
+{
+	char err[1024];
+	int ret = -1;
+
+	if (px_import_load(d->cl.catalog, strm_paths_option(&d->cl), &d->cat, err,
+			   sizeof(err)) != PX_OK) {
+		fprintf(stderr, "seamfs: %s\n", err);
+		d->rc = EXIT_CATALOG;
+		goto out;
+	}
+	if (apply_options(&d->cfg, d->cat, &d->cl) != PX_OK) {
+		d->rc = EXIT_USAGE;
+		goto out;
+	}
+	/* copies across hosts: a bad option or secret file fails here, before
+	 * the fork, on the terminal */
+	if (peer_options(&d->cfg, &d->peer_secret, err, sizeof(err)) != PX_OK) {
+		fprintf(stderr, "seamfs: %s\n", err);
+		d->rc = EXIT_USAGE;
+		goto out;
+	}
+	if (!d->cfg.state_dir && !(d->cfg.state_dir = fs_default_state_dir()))
+		goto out;
+	if (d->exec_worker) {
+		snprintf(d->mnt, sizeof(d->mnt), "%s", d->worker.mnt);
+	} else if (!realpath(d->cl.mountpoint, d->mnt)) {
+		/* a stale mount fails realpath with ENOTCONN: its parent's real
+		 * path and its name, so that the mount lock and mountinfo see the
+		 * same name as for a live mount */
+		if (errno != ENOTCONN) {
+			fprintf(stderr, "seamfs: mountpoint %s: %s\n", d->cl.mountpoint,
+				strerror(errno));
+			d->rc = EXIT_USAGE;
+			goto out;
+		}
+		canonical_dead(d->cl.mountpoint, d->mnt, sizeof(d->mnt));
+	}
+	ret = 0;
+out:
+	return ret;
+}
+
+/* The log, and unless in the foreground the fork: from here on this is
+ * the process that serves (the parent waits in daemonize_wait). */
+static int detach(struct daemon *d)
+{
+	struct px_config *cfg = &d->cfg;
+	int ret = -1;
+
+	/* opened here, before the fork, so that a bad path fails at once; the
+	 * daemon inherits it */
+	if (cfg->log_file && px_log_open_file(cfg->log_file) != PX_OK) {
+		fprintf(stderr, "seamfs: log_file %s: %s\n", cfg->log_file, strerror(errno));
+		d->rc = EXIT_USAGE;
+		goto out;
+	}
+	/* under systemd the daemon stays the process it started, and so
+	 * does a keeper's worker */
+	if (d->managed || d->exec_worker)
+		d->cl.foreground = 1;
+	log_destination(cfg, d->cl.foreground, d->log_where, sizeof(d->log_where));
+	/* a daemon with a log file logs there and nowhere else, also before
+	 * it detaches: the terminal hears only that a start failed */
+	if (cfg->log_file && !d->cl.foreground)
+		px_log_stderr_level(-1);
+	if (!d->cl.foreground &&
+	    daemonize_wait(&d->report_fd, cfg->probe_timeout_ms + cfg->connect_timeout_ms + 30000,
+			   d->mnt, d->log_where, cfg->log_file != NULL))
+		goto out;
+	/* a detached daemon's worker logs where the daemon did */
+	px_log_setup(cfg->log_level, d->exec_worker && d->detached);
+	fs_notify_status(&d->notify, "discovering the sizes of %zu assets", d->cat->nassets);
+	ret = 0;
+out:
+	return ret;
+}
+
+/* One daemon per mountpoint. Taken here, in the process that will serve
+ * (after daemonize_wait's fork), and held until it exits; a dead daemon's
+ * lock went with it, and its dead mount is cleared. A keeper's worker
+ * skips this: the keeper holds the lock and the mount. */
+static int claim_mountpoint(struct daemon *d)
+{
+	char err[1024];
+	long holder = 0;
+	struct stat sb = { .st_mode = S_IFDIR };
+	int ret = -1;
+
+	switch (d->exec_worker ? PX_OK :
+		px_state_lock_mount(d->cfg.state_dir, d->mnt, &d->mount_lock, &holder, err,
+				    sizeof(err))) {
+	case PX_OK:
+		break;
+	case PX_EBUSY:
+		if (holder > 0)
+			px_error("main", "%s is already mounted (or being mounted) by seamfs pid %ld; "
+				 "not mounting it again (unmount it first: fusermount3 -u %s)", d->mnt,
+				 holder, d->mnt);
+		else
+			px_error("main", "%s is being mounted by another seamfs (%s); not mounting it "
+				 "again", d->mnt, err);
+		goto out;
+	default:
+		px_warn("main", "%s; only /proc/self/mountinfo guards against a second daemon",
+			err);
+		break;
+	}
+	if (!d->exec_worker && clear_stale_mount(d->mnt))
+		goto out;
+	if (!d->exec_worker && seamfs_mounted_at(d->mnt)) {
+		px_error("main", "%s is already a live seamfs mount, served by a daemon that "
+			 "holds no lock in state_dir %s (another state_dir, or an older seamfs); "
+			 "not mounting it again (unmount it first: fusermount3 -u %s)", d->mnt,
+			 d->cfg.state_dir, d->mnt);
+		goto out;
+	}
+	if (!d->exec_worker && stat(d->mnt, &sb)) {
+		px_error("main", "mountpoint %s: %s", d->mnt, strerror(errno));
+		goto out;
+	}
+	if (!S_ISDIR(sb.st_mode)) {
+		px_error("main", "mountpoint %s is not a directory", d->mnt);
+		goto out;
+	}
+	ret = 0;
+out:
+	return ret;
+}
+
+/* The transcode work dir, libfuse's options, and with keeper=1 the
+ * keeper: from here on this is a worker, forked by the process that
+ * mounted and holds the connection (before any thread: keeper.h). */
+static int start_keeper(struct daemon *d)
+{
+	char err[1024];
+	int ret = -1;
+
+	/* a work_dir seamfs did not make is refused before anything is
+	 * mounted or removed (transcode.h) */
+	if (px_transcode_prepare_work(&d->cfg, d->cat, err, sizeof(err)) != PX_OK) {
+		px_error("main", "%s", err);
+		goto out;
+	}
+	if (fuse_opt_add_arg(&d->args, "-oro") || fuse_opt_add_arg(&d->args, "-osubtype=seamfs") ||
+	    add_escaped_opt(&d->args, "fsname", d->cl.catalog))
+		goto out;
+	if (d->exec_worker) {
+		d->keeper = 1;
+	} else if (d->cfg.keeper) {
+		struct fs_keeper_opts ko = { .report_fd = &d->report_fd,
+					     .detach = d->report_fd >= 0,
+					     .fail_code = EXIT_RUNTIME, .argv = d->argv,
+					     .notify = &d->notify };
+		if (fs_keeper_run(&d->args, d->mnt, &ko, &d->worker) != 0)
+			goto out;
+		d->keeper = 1;
+		/* the lock is the keeper's (its pid is in it): a worker's copy
+		 * would keep the mountpoint locked after the keeper's end for
+		 * as long as the worker took to die */
+		px_state_unlock_mount(d->mount_lock);
+		d->mount_lock = -1;
+	}
+	ret = 0;
+out:
+	return ret;
+}
+
+/* Cluster mode: the store must answer at mount (it says whether this
+ * host_id is taken); later it may go away, and the mount goes on degraded
+ * (docs/cluster.md). */
+static int join_cluster(struct daemon *d)
+{
+	struct px_config *cfg = &d->cfg;
+	char err[1024], hid[PX_HOST_ID_MAX + 1];
+	int ret = -1;
+
+	if (!cfg->store) {
+		ret = 0;
+		goto out;
+	}
+	if (!cfg->host_id) {
+		px_host_id_default(hid, sizeof(hid));
+		if (!(cfg->host_id = strdup(hid)))
+			goto out;
+	}
+	if (px_store_new(cfg->store, cfg->store_password_file, cfg->cluster, &d->store, err,
+			 sizeof(err)) != PX_OK ||
+	    px_store_connect(d->store, err, sizeof(err)) != PX_OK) {
+		px_error("main", "%s; not mounting", err);
+		goto out;
+	}
+	if (px_hosts_join(d->store, cfg->host_id, cfg->heartbeat_ms, &d->hosts, err,
+			  sizeof(err)) != PX_OK) {
+		px_error("main", "%s; not mounting", err);
+		goto out;
+	}
+	if (cfg->peer_listen) {
+		char url[256];
+		snprintf(url, sizeof(url), "%s", cfg->peer_url ? cfg->peer_url : "");
+		if (!cfg->peer_url)
+			snprintf(url, sizeof(url), "http://%s", cfg->peer_listen);
+		px_hosts_set_peer(d->hosts, url);
+	}
+	ret = 0;
+out:
+	return ret;
+}
+
+/* The core: curl, the state file, the cluster, and the sizes of the
+ * assets (discovered before the mount, so the first ls shows them all). */
+static int start_core(struct daemon *d)
+{
+	char err[1024];
+	struct stat catsb;
+	int ret = -1;
+
+	if (!(d->ctx.fhs = fs_handles_new(d->worker.gen)))
+		goto out;
+	/* curl's global init before any thread */
+	if (px_fetch_global_init() != PX_OK)
+		goto out;
+	d->fetch_init = 1;
+	if (px_state_open(d->cfg.state_dir, d->cl.catalog, &d->state, err, sizeof(err)) != PX_OK)
+		px_warn("main", "%s; sizes will not be remembered", err);
+	if (join_cluster(d))
+		goto out;
+	if (px_core_new_cluster(&d->cfg, d->cat, NULL, d->store, d->hosts, &d->core) != PX_OK) {
+		px_error("main", "cannot start the core");
+		goto out;
+	}
+	px_core_set_peer_secret(d->core, d->peer_secret);
+	d->peer_secret = NULL;
+	d->catalog_mtime = stat(d->cl.catalog, &catsb) == 0 ? catsb.st_mtime : 0;
+	if (px_core_discover(d->core, d->state, d->catalog_mtime) != PX_OK) {
+		px_error("main", "out of memory building the tree");
+		goto out;
+	}
+	px_info("main", "%zu of %zu assets listed", px_core_listed(d->core), d->cat->nassets);
+	ret = 0;
+out:
+	return ret;
+}
+
+/* The FUSE session, the signal handlers and the stopper, the mount (or
+ * the keeper's connection), and the control API. */
+static int mount_fs(struct daemon *d)
+{
+	struct fs_ctx *ctx = &d->ctx;
+	int ret = -1;
+
+	ctx->core = d->core;
+	ctx->key = d->cfg.session_key;
+	ctx->uid = getuid();
+	ctx->gid = getgid();
+	ctx->dir_mtime = d->catalog_mtime;
+	d->se = fuse_session_new(&d->args, &fs_ops, sizeof(fs_ops), ctx);
+	if (!d->se) {
+		d->rc = EXIT_USAGE; /* libfuse printed which option it did not know */
+		goto out;
+	}
+	/* libfuse's handlers (SIGPIPE ignored among them), then ours on top
+	 * for the stopping signals */
+	if (fuse_set_signal_handlers(d->se)) {
+		px_error("main", "cannot install signal handlers");
+		goto out;
+	}
+	d->handlers = 1;
+	d->sc.core = d->core;
+	if (start_stopper(d->se, &d->sc, &d->stopper_thread)) {
+		px_error("main", "cannot start the stopper thread");
+		goto out;
+	}
+	d->stopper = 1;
+	if (d->keeper ? fs_keeper_attach(d->se, &d->worker) != 0 :
+			fuse_session_mount(d->se, d->mnt) != 0) {
+		px_error("main", "cannot mount on %s", d->mnt);
+		goto out;
+	}
+	d->mounted = 1;
+	set_worker_info(d->core, &d->worker);
+	find_bdi(d->mnt, ctx);
+	/* reloads read the catalog by its absolute name (a daemon chdirs to /)
+	 * and drop the kernel's cached entries of what changed */
+	d->catalog_abs = realpath(d->cl.catalog, NULL);
+	px_core_set_catalog_path(d->core, d->catalog_abs ? d->catalog_abs : d->cl.catalog);
+	ctx->se = d->se;
+	px_core_on_reload(d->core, fs_forget_changes, ctx);
+	/* asked for and not there is a failed mount, not a mount without it */
+	if (d->cfg.control_socket &&
+	    px_control_start(d->core, d->cfg.control_socket, &d->control) != PX_OK) {
+		px_error("main", "cannot serve the control API on %s; not mounting",
+			 d->cfg.control_socket);
+		goto out;
+	}
+	if (d->cfg.peer_listen && px_peer_start(d->core, d->cfg.peer_listen, &d->peer) != PX_OK) {
+		px_error("main", "cannot serve copies to the cluster on %s; not mounting",
+			 d->cfg.peer_listen);
+		goto out;
+	}
+	px_info("main", "mounted %s on %s (read_timeout %lld ms, state %s, log %s)", d->cl.catalog,
+		d->mnt, (long long)d->cfg.read_timeout_ms,
+		d->state ? px_state_file(d->state) : "none", d->log_where);
+	ret = 0;
+out:
+	return ret;
+}
+
+/* The mount is up (the kernel queues what comes before the loop answers
+ * INIT): tells the manager, or the waiting parent, and detaches stdio. */
+static void announce(struct daemon *d)
+{
+	fs_notify_send(&d->notify, "READY=1");
+	if (d->worker.gen > 0)
+		fs_notify_status(&d->notify, "worker pid %ld serves %s again (restart %u; the last "
+				 "worker %s): %zu of %zu assets listed", (long)getpid(), d->mnt,
+				 d->worker.gen, d->worker.cause, px_core_listed(d->core),
+				 d->cat->nassets);
+	else
+		fs_notify_status(&d->notify, "mounted %s on %s: %zu of %zu assets listed",
+				 d->cl.catalog, d->mnt, px_core_listed(d->core), d->cat->nassets);
+	if (d->report_fd >= 0) {
+		/* let the parent return, then detach stdio */
+		report(&d->report_fd, 0);
+		int devnull = open("/dev/null", O_RDWR);
+		if (devnull >= 0) {
+			dup2(devnull, STDIN_FILENO);
+			dup2(devnull, STDOUT_FILENO);
+			dup2(devnull, STDERR_FILENO);
+			if (devnull > 2)
+				close(devnull);
+		}
+		px_log_setup(d->cfg.log_level, 1);
+		if (chdir("/")) {
+			/* nothing depends on the cwd */
+		}
+	}
+}
+
+/* Serves until unmounted or stopped; rc 0 for a clean stop. */
+static int run_loop(struct daemon *d)
+{
+	int r, ret = -1;
+
+	if (d->cl.single) {
+		/* a transcode's reader holds the only worker while it waits for
+		 * its writer: that writer must not need the mount for its input */
+		r = fuse_session_loop(d->se);
+	} else {
+		/* From here the mount serves reads, on up to 64 workers, and
+		 * the core feeds writers their input from its read path (not
+		 * through the mount, which they would keep busy), so a dead
+		 * origin is cut over for them as for any reader. */
+		px_core_feed_writers(d->core);
+		d->loop = fuse_loop_cfg_create();
+		if (!d->loop)
+			goto out;
+		fuse_loop_cfg_set_max_threads(d->loop, 64);
+		fuse_loop_cfg_set_idle_threads(d->loop, 8);
+		r = fuse_session_loop_mt(d->se, d->loop);
+	}
+	/* the loop reports the signal that ended it: that is a clean stop */
+	d->rc = r == 0 || r == SIGTERM || r == SIGINT || r == SIGHUP ? 0 : EXIT_RUNTIME;
+	px_info("main", "unmounting %s", d->mnt);
+	/* also after fusermount3 -u, which ends the loop without a signal */
+	fs_notify_send(&d->notify, "STOPPING=1\nSTATUS=unmounting");
+	ret = 0;
+out:
+	return ret;
+}
+
+/* Frees what the command line held. */
+static void free_cmdline(struct cmdline *cl)
+{
+	for (size_t i = 0; i < cl->ncore_opts; i++)
+		free(cl->core_opts[i]);
+	free(cl->core_opts);
+	for (size_t i = 0; i < cl->nfuse_opts; i++)
+		free(cl->fuse_opts[i]);
+	free(cl->fuse_opts);
+	free(cl->catalog);
+	free(cl->mountpoint);
+}
+
+/* Undoes what the steps did, in reverse, whichever step stopped; returns
+ * the exit code (or ends the process: a catalog reader left behind). */
+static int teardown(struct daemon *d)
+{
+	if (d->report_fd >= 0)
+		report(&d->report_fd, (unsigned char)(d->rc ? d->rc : EXIT_RUNTIME));
+	px_control_stop(d->control);
+	px_peer_stop(d->peer);
+	if (d->stopper)
+		end_stopper(&d->sc, d->stopper_thread);
+	/* no reload can start now */
+	int readers_left = d->core ? px_reload_readers_left(d->core) : 0;
+	if (d->mounted)
+		fuse_session_unmount(d->se);
+	if (d->handlers)
+		fuse_remove_signal_handlers(d->se);
+	if (d->se)
+		fuse_session_destroy(d->se);
+	fuse_loop_cfg_destroy(d->loop);
+	fs_status_free_all(&d->ctx);
+	fs_handles_free(d->ctx.fhs);
+	free(d->worker.init);
+	/* the heartbeat reads the core: it stops first */
+	px_hosts_leave(d->hosts);
+	px_core_free(d->core);
+	px_store_free(d->store);
+	px_state_free(d->state);
+	px_state_unlock_mount(d->mount_lock);
+	if (d->fetch_init)
+		px_fetch_global_cleanup();
+	px_catalog_free(d->cat);
+	free(d->catalog_abs);
+	if (d->peer_secret) {
+		explicit_bzero(d->peer_secret, strlen(d->peer_secret));
+		free(d->peer_secret);
+	}
+	px_config_release(&d->cfg);
+	free_cmdline(&d->cl);
+	fs_notify_close(&d->notify);
+	fuse_opt_free_args(&d->args);
+	if (readers_left) {
+		/* a catalog reader still stuck in the kernel would outlive exit()'s
+		 * handlers (a leak checker would wait for it for good): everything
+		 * of ours is released, so end here */
+		px_info("main", "%d catalog reader(s) given up on are left behind", readers_left);
+		fflush(NULL);
+		_exit(d->rc);
+	}
+	return d->rc;
+}
+
+/* The daemon: each step in order until one stops, then the teardown. */
+static int run_daemon(int argc, char *argv[])
+{
+	struct daemon d = { .argv = argv, .args = FUSE_ARGS_INIT(argc, argv),
+			    .ctx = { .blobs_lock = PTHREAD_MUTEX_INITIALIZER },
+			    .rc = EXIT_RUNTIME, .report_fd = -1, .mount_lock = -1,
+			    .worker = { .fd = -1, .probe_fd = -1 } };
+	int rc = EXIT_RUNTIME;
+
+	d.sc.notify = &d.notify;
+	/* started by a keeper from the binary on disk (an upgrade): its
+	 * worker, on the keeper's mount (keeper.h) */
+	d.exec_worker = fs_keeper_worker(&d.worker, &d.detached);
+	if (d.exec_worker < 0)
+		goto out;
+	/* read (and unset) before any thread: a manager waits for READY=1 */
+	d.managed = fs_notify_open(&d.notify);
+	px_config_init(&d.cfg);
+	if (!read_command_line(&d) && !read_catalog(&d) && !detach(&d) && !claim_mountpoint(&d) &&
+	    !start_keeper(&d) && !start_core(&d) && !mount_fs(&d)) {
+		announce(&d);
+		run_loop(&d);
+	}
+	rc = teardown(&d);
+out:
+	return rc;
+}
+
+int main(int argc, char *argv[])
+{
+	int rc;
 
 	/* glibc gives every thread that allocates its own arena (up to 8 per
 	 * core), and each keeps the 1 MiB read buffers it once held: with many
@@ -1037,375 +1555,12 @@ int main(int argc, char *argv[])
 	 * handlers are in (writers are spawned with it back to default) */
 	signal(SIGPIPE, SIG_IGN);
 	if (argc > 1 && strcmp(argv[1], "verify") == 0)
-		return fs_verify_main(argc - 1, argv + 1);
-	if (argc > 1 && strcmp(argv[1], "ctl") == 0)
-		return fs_ctl_main(argc - 1, argv + 1);
-	if (argc > 1 && strcmp(argv[1], "catalog") == 0)
-		return fs_catalog_main(argc - 1, argv + 1);
-	/* started by a keeper from the binary on disk (an upgrade): its
-	 * worker, on the keeper's mount (keeper.h) */
-	int detached = 0, exec_worker = fs_keeper_worker(&worker, &detached);
-	if (exec_worker < 0)
-		return EXIT_RUNTIME;
-	/* read (and unset) before any thread: a manager waits for READY=1 */
-	int managed = fs_notify_open(&notify);
-	px_config_init(&cfg);
-	if (fuse_opt_parse(&args, &cl, opt_table, opt_proc) == -1 || cl.bad) {
-		usage(stderr);
-		rc = EXIT_USAGE;
-		goto out;
-	}
-	if (cl.help) {
-		usage(stdout);
-		rc = 0;
-		goto out;
-	}
-	if (cl.version) {
-		for (size_t i = 0; i < cl.ncore_opts; i++)
-			if (strncmp(cl.core_opts[i], "writer=", 7) == 0 &&
-			    px_config_set(&cfg, "writer", cl.core_opts[i] + 7, err, sizeof(err)))
-				break;
-		print_version(&cfg);
-		rc = 0;
-		goto out;
-	}
-	if (!cl.catalog || !cl.mountpoint) {
-		fprintf(stderr, "seamfs: %s\n", !cl.catalog ? "missing CATALOG and MOUNTPOINT"
-							    : "missing MOUNTPOINT");
-		usage(stderr);
-		rc = EXIT_USAGE;
-		goto out;
-	}
-	/* a keeper's worker looks at the mount only once it serves it: a
-	 * stat there would wait for itself */
-	if (check_options(&cl) || (!exec_worker && check_places(cl.catalog, cl.mountpoint))) {
-		rc = EXIT_USAGE;
-		goto out;
-	}
-	if (px_import_load(cl.catalog, strm_paths_option(&cl), &cat, err,
-			   sizeof(err)) != PX_OK) {
-		fprintf(stderr, "seamfs: %s\n", err);
-		rc = EXIT_CATALOG;
-		goto out;
-	}
-	if (apply_options(&cfg, cat, &cl) != PX_OK) {
-		rc = EXIT_USAGE;
-		goto out;
-	}
-	/* copies across hosts: a bad option or secret file fails here, before
-	 * the fork, on the terminal */
-	if (peer_options(&cfg, &peer_secret, err, sizeof(err)) != PX_OK) {
-		fprintf(stderr, "seamfs: %s\n", err);
-		rc = EXIT_USAGE;
-		goto out;
-	}
-	if (!cfg.state_dir && !(cfg.state_dir = fs_default_state_dir()))
-		goto out;
-	if (exec_worker) {
-		snprintf(mnt, sizeof(mnt), "%s", worker.mnt);
-	} else if (!realpath(cl.mountpoint, mnt)) {
-		/* a stale mount fails realpath with ENOTCONN: its parent's real
-		 * path and its name, so that the mount lock and mountinfo see the
-		 * same name as for a live mount */
-		if (errno != ENOTCONN) {
-			fprintf(stderr, "seamfs: mountpoint %s: %s\n", cl.mountpoint, strerror(errno));
-			rc = EXIT_USAGE;
-			goto out;
-		}
-		canonical_dead(cl.mountpoint, mnt, sizeof(mnt));
-	}
-	/* opened here, before the fork, so that a bad path fails at once; the
-	 * daemon inherits it */
-	if (cfg.log_file && px_log_open_file(cfg.log_file) != PX_OK) {
-		fprintf(stderr, "seamfs: log_file %s: %s\n", cfg.log_file, strerror(errno));
-		rc = EXIT_USAGE;
-		goto out;
-	}
-	/* under systemd the daemon stays the process it started, and so
-	 * does a keeper's worker */
-	if (managed || exec_worker)
-		cl.foreground = 1;
-	log_destination(&cfg, cl.foreground, log_where, sizeof(log_where));
-	/* a daemon with a log file logs there and nowhere else, also before
-	 * it detaches: the terminal hears only that a start failed */
-	if (cfg.log_file && !cl.foreground)
-		px_log_stderr_level(-1);
-	if (!cl.foreground &&
-	    daemonize_wait(&report_fd, cfg.probe_timeout_ms + cfg.connect_timeout_ms + 30000, mnt,
-			   log_where, cfg.log_file != NULL))
-		goto out;
-	/* a detached daemon's worker logs where the daemon did */
-	px_log_setup(cfg.log_level, exec_worker && detached);
-	fs_notify_status(&notify, "discovering the sizes of %zu assets", cat->nassets);
-
-	/* One daemon per mountpoint. Taken here, in the process that will
-	 * serve (after daemonize_wait's fork), and held until it exits; a
-	 * dead daemon's lock went with it, and its dead mount is cleared. */
-	/* a keeper's worker: the keeper holds the lock and the mount */
-	switch (exec_worker ? PX_OK :
-		px_state_lock_mount(cfg.state_dir, mnt, &mount_lock, &holder, err, sizeof(err))) {
-	case PX_OK:
-		break;
-	case PX_EBUSY:
-		if (holder > 0)
-			px_error("main", "%s is already mounted (or being mounted) by seamfs pid %ld; "
-				 "not mounting it again (unmount it first: fusermount3 -u %s)", mnt,
-				 holder, mnt);
-		else
-			px_error("main", "%s is being mounted by another seamfs (%s); not mounting it "
-				 "again", mnt, err);
-		goto out;
-	default:
-		px_warn("main", "%s; only /proc/self/mountinfo guards against a second daemon",
-			err);
-		break;
-	}
-	if (!exec_worker && clear_stale_mount(mnt))
-		goto out;
-	if (!exec_worker && seamfs_mounted_at(mnt)) {
-		px_error("main", "%s is already a live seamfs mount, served by a daemon that "
-			 "holds no lock in state_dir %s (another state_dir, or an older seamfs); "
-			 "not mounting it again (unmount it first: fusermount3 -u %s)", mnt,
-			 cfg.state_dir, mnt);
-		goto out;
-	}
-	struct stat sb = { .st_mode = S_IFDIR };
-	if (!exec_worker && stat(mnt, &sb)) {
-		px_error("main", "mountpoint %s: %s", mnt, strerror(errno));
-		goto out;
-	}
-	if (!S_ISDIR(sb.st_mode)) {
-		px_error("main", "mountpoint %s is not a directory", mnt);
-		goto out;
-	}
-	/* a work_dir seamfs did not make is refused before anything is
-	 * mounted or removed (transcode.h) */
-	if (px_transcode_prepare_work(&cfg, cat, err, sizeof(err)) != PX_OK) {
-		px_error("main", "%s", err);
-		goto out;
-	}
-	if (fuse_opt_add_arg(&args, "-oro") || fuse_opt_add_arg(&args, "-osubtype=seamfs") ||
-	    add_escaped_opt(&args, "fsname", cl.catalog))
-		goto out;
-	/* keeper=1: from here on this is a worker, forked by the process that
-	 * mounted and holds the connection (before any thread: keeper.h) */
-	if (exec_worker) {
-		keeper = 1;
-	} else if (cfg.keeper) {
-		struct fs_keeper_opts ko = { .report_fd = &report_fd,
-					     .detach = report_fd >= 0,
-					     .fail_code = EXIT_RUNTIME, .argv = argv,
-					     .notify = &notify };
-		if (fs_keeper_run(&args, mnt, &ko, &worker) != 0)
-			goto out;
-		keeper = 1;
-		/* the lock is the keeper's (its pid is in it): a worker's copy
-		 * would keep the mountpoint locked after the keeper's end for
-		 * as long as the worker took to die */
-		px_state_unlock_mount(mount_lock);
-		mount_lock = -1;
-	}
-	if (!(ctx.fhs = fs_handles_new(worker.gen)))
-		goto out;
-	/* curl's global init before any thread */
-	if (px_fetch_global_init() != PX_OK)
-		goto out;
-	fetch_init = 1;
-	if (px_state_open(cfg.state_dir, cl.catalog, &state, err, sizeof(err)) != PX_OK)
-		px_warn("main", "%s; sizes will not be remembered", err);
-	/* cluster mode: the store must answer at mount (it says whether this
-	 * host_id is taken); later it may go away, and the mount goes on
-	 * degraded (docs/cluster.md) */
-	if (cfg.store) {
-		char hid[PX_HOST_ID_MAX + 1];
-		if (!cfg.host_id) {
-			px_host_id_default(hid, sizeof(hid));
-			if (!(cfg.host_id = strdup(hid)))
-				goto out;
-		}
-		if (px_store_new(cfg.store, cfg.store_password_file, cfg.cluster, &store, err,
-				 sizeof(err)) != PX_OK ||
-		    px_store_connect(store, err, sizeof(err)) != PX_OK) {
-			px_error("main", "%s; not mounting", err);
-			goto out;
-		}
-		if (px_hosts_join(store, cfg.host_id, cfg.heartbeat_ms, &hosts, err,
-				  sizeof(err)) != PX_OK) {
-			px_error("main", "%s; not mounting", err);
-			goto out;
-		}
-		if (cfg.peer_listen) {
-			char url[256];
-			snprintf(url, sizeof(url), "%s", cfg.peer_url ? cfg.peer_url : "");
-			if (!cfg.peer_url)
-				snprintf(url, sizeof(url), "http://%s", cfg.peer_listen);
-			px_hosts_set_peer(hosts, url);
-		}
-	}
-	if (px_core_new_cluster(&cfg, cat, NULL, store, hosts, &core) != PX_OK) {
-		px_error("main", "cannot start the core");
-		goto out;
-	}
-	px_core_set_peer_secret(core, peer_secret);
-	peer_secret = NULL;
-	struct stat catsb;
-	int64_t catalog_mtime = stat(cl.catalog, &catsb) == 0 ? catsb.st_mtime : 0;
-	if (px_core_discover(core, state, catalog_mtime) != PX_OK) {
-		px_error("main", "out of memory building the tree");
-		goto out;
-	}
-	px_info("main", "%zu of %zu assets listed", px_core_listed(core), cat->nassets);
-
-	ctx.core = core;
-	ctx.key = cfg.session_key;
-	ctx.uid = getuid();
-	ctx.gid = getgid();
-	ctx.dir_mtime = catalog_mtime;
-	se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), &ctx);
-	if (!se) {
-		rc = EXIT_USAGE; /* libfuse printed which option it did not know */
-		goto out;
-	}
-	/* libfuse's handlers (SIGPIPE ignored among them), then ours on top
-	 * for the stopping signals */
-	if (fuse_set_signal_handlers(se)) {
-		px_error("main", "cannot install signal handlers");
-		goto out;
-	}
-	handlers = 1;
-	sc.core = core;
-	if (start_stopper(se, &sc, &stopper_thread)) {
-		px_error("main", "cannot start the stopper thread");
-		goto out;
-	}
-	stopper = 1;
-	if (keeper ? fs_keeper_attach(se, &worker) != 0 : fuse_session_mount(se, mnt) != 0) {
-		px_error("main", "cannot mount on %s", mnt);
-		goto out;
-	}
-	mounted = 1;
-	set_worker_info(core, &worker);
-	find_bdi(mnt, &ctx);
-	/* reloads read the catalog by its absolute name (a daemon chdirs to /)
-	 * and drop the kernel's cached entries of what changed */
-	catalog_abs = realpath(cl.catalog, NULL);
-	px_core_set_catalog_path(core, catalog_abs ? catalog_abs : cl.catalog);
-	ctx.se = se;
-	px_core_on_reload(core, fs_forget_changes, &ctx);
-	/* asked for and not there is a failed mount, not a mount without it */
-	if (cfg.control_socket && px_control_start(core, cfg.control_socket, &control) != PX_OK) {
-		px_error("main", "cannot serve the control API on %s; not mounting",
-			 cfg.control_socket);
-		goto out;
-	}
-	if (cfg.peer_listen && px_peer_start(core, cfg.peer_listen, &peer) != PX_OK) {
-		px_error("main", "cannot serve copies to the cluster on %s; not mounting",
-			 cfg.peer_listen);
-		goto out;
-	}
-	px_info("main", "mounted %s on %s (read_timeout %lld ms, state %s, log %s)", cl.catalog,
-		mnt, (long long)cfg.read_timeout_ms, state ? px_state_file(state) : "none",
-		log_where);
-	/* the mount is up (the kernel queues what comes before the loop
-	 * answers INIT): the manager may start what needs it */
-	fs_notify_send(&notify, "READY=1");
-	if (worker.gen > 0)
-		fs_notify_status(&notify, "worker pid %ld serves %s again (restart %u; the last "
-				 "worker %s): %zu of %zu assets listed", (long)getpid(), mnt,
-				 worker.gen, worker.cause, px_core_listed(core), cat->nassets);
+		rc = fs_verify_main(argc - 1, argv + 1);
+	else if (argc > 1 && strcmp(argv[1], "ctl") == 0)
+		rc = fs_ctl_main(argc - 1, argv + 1);
+	else if (argc > 1 && strcmp(argv[1], "catalog") == 0)
+		rc = fs_catalog_main(argc - 1, argv + 1);
 	else
-		fs_notify_status(&notify, "mounted %s on %s: %zu of %zu assets listed", cl.catalog,
-				 mnt, px_core_listed(core), cat->nassets);
-	if (report_fd >= 0) {
-		/* the mount is up: let the parent return, then detach stdio */
-		report(&report_fd, 0);
-		int devnull = open("/dev/null", O_RDWR);
-		if (devnull >= 0) {
-			dup2(devnull, STDIN_FILENO);
-			dup2(devnull, STDOUT_FILENO);
-			dup2(devnull, STDERR_FILENO);
-			if (devnull > 2)
-				close(devnull);
-		}
-		px_log_setup(cfg.log_level, 1);
-		if (chdir("/")) {
-			/* nothing depends on the cwd */
-		}
-	}
-	int r;
-	if (cl.single) {
-		/* a transcode's reader holds the only worker while it waits for
-		 * its writer: that writer must not need the mount for its input */
-		r = fuse_session_loop(se);
-	} else {
-		/* From here the mount serves reads, on up to 64 workers, and
-		 * the core feeds writers their input from its read path (not
-		 * through the mount, which they would keep busy), so a dead
-		 * origin is cut over for them as for any reader. */
-		px_core_feed_writers(core);
-		loop = fuse_loop_cfg_create();
-		if (!loop)
-			goto out;
-		fuse_loop_cfg_set_max_threads(loop, 64);
-		fuse_loop_cfg_set_idle_threads(loop, 8);
-		r = fuse_session_loop_mt(se, loop);
-	}
-	/* the loop reports the signal that ended it: that is a clean stop */
-	rc = r == 0 || r == SIGTERM || r == SIGINT || r == SIGHUP ? 0 : EXIT_RUNTIME;
-	px_info("main", "unmounting %s", mnt);
-	/* also after fusermount3 -u, which ends the loop without a signal */
-	fs_notify_send(&notify, "STOPPING=1\nSTATUS=unmounting");
-out:
-	if (report_fd >= 0)
-		report(&report_fd, (unsigned char)(rc ? rc : EXIT_RUNTIME));
-	px_control_stop(control);
-	px_peer_stop(peer);
-	if (stopper)
-		end_stopper(&sc, stopper_thread);
-	/* no reload can start now */
-	int readers_left = core ? px_reload_readers_left(core) : 0;
-	if (mounted)
-		fuse_session_unmount(se);
-	if (handlers)
-		fuse_remove_signal_handlers(se);
-	if (se)
-		fuse_session_destroy(se);
-	fuse_loop_cfg_destroy(loop);
-	fs_status_free_all(&ctx);
-	fs_handles_free(ctx.fhs);
-	free(worker.init);
-	/* the heartbeat reads the core: it stops first */
-	px_hosts_leave(hosts);
-	px_core_free(core);
-	px_store_free(store);
-	px_state_free(state);
-	px_state_unlock_mount(mount_lock);
-	if (fetch_init)
-		px_fetch_global_cleanup();
-	px_catalog_free(cat);
-	free(catalog_abs);
-	if (peer_secret) {
-		explicit_bzero(peer_secret, strlen(peer_secret));
-		free(peer_secret);
-	}
-	px_config_release(&cfg);
-	for (size_t i = 0; i < cl.ncore_opts; i++)
-		free(cl.core_opts[i]);
-	free(cl.core_opts);
-	for (size_t i = 0; i < cl.nfuse_opts; i++)
-		free(cl.fuse_opts[i]);
-	free(cl.fuse_opts);
-	fs_notify_close(&notify);
-	free(cl.catalog);
-	free(cl.mountpoint);
-	fuse_opt_free_args(&args);
-	if (readers_left) {
-		/* a catalog reader still stuck in the kernel would outlive exit()'s
-		 * handlers (a leak checker would wait for it for good): everything
-		 * of ours is released, so end here */
-		px_info("main", "%d catalog reader(s) given up on are left behind", readers_left);
-		fflush(NULL);
-		_exit(rc);
-	}
+		rc = run_daemon(argc, argv);
 	return rc;
 }

@@ -13,6 +13,10 @@
  * offset, bytes served) stay in status.json, because sessions come and go
  * by the thousand and a label per session would make every one of them a
  * series that a scraper keeps for good.
+ *
+ * One function writes each group of families (process, providers,
+ * sessions, reads, copies, memory, failures, cluster), called in the order
+ * a scrape shows them.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -154,46 +158,46 @@ void px_metrics_note_read(struct px_core *core, int64_t us)
 	px_histo_observe_us(&core->h_read, us);
 }
 
-char *px_metrics_text(struct px_core *core)
+/* The process: version, worker restarts, assets. */
+static void process_metrics(struct buf *b, const struct px_snapshot *snap)
 {
-	struct px_snapshot *snap = NULL;
-	struct buf b = { malloc(16384), 0, 16384, 0 };
+	family(b, "seamfs_info", "gauge", "Always 1; the version as a label.");
+	put(b, "seamfs_info{version=\"%s\"} 1\n", SEAMFS_VERSION);
+	family(b, "seamfs_worker_restarts_total", "counter",
+	       "Workers the keeper started after one died (keeper=1).");
+	sample(b, "seamfs_worker_restarts_total", snap->worker.restarts);
+	family(b, "seamfs_assets", "gauge", "Assets in the catalog.");
+	sample(b, "seamfs_assets", snap->nassets);
+	family(b, "seamfs_assets_listed", "gauge", "Assets the mount shows as files.");
+	sample(b, "seamfs_assets_listed", snap->nlisted);
+}
 
-	if (!b.p || px_snapshot_new(core, 0, &snap) != PX_OK)
-		goto fail;
+/* Each provider: its state, its connections, its answers. */
+static void provider_metrics(struct buf *b, const struct px_snapshot *snap)
+{
 	const struct px_snap_provider *ps = snap->provs;
 	size_t np = snap->nprovs;
 
-	family(&b, "seamfs_info", "gauge", "Always 1; the version as a label.");
-	put(&b, "seamfs_info{version=\"%s\"} 1\n", SEAMFS_VERSION);
-	family(&b, "seamfs_worker_restarts_total", "counter",
-	       "Workers the keeper started after one died (keeper=1).");
-	sample(&b, "seamfs_worker_restarts_total", snap->worker.restarts);
-	family(&b, "seamfs_assets", "gauge", "Assets in the catalog.");
-	sample(&b, "seamfs_assets", snap->nassets);
-	family(&b, "seamfs_assets_listed", "gauge", "Assets the mount shows as files.");
-	sample(&b, "seamfs_assets_listed", snap->nlisted);
-
-	family(&b, "seamfs_provider_up", "gauge",
+	family(b, "seamfs_provider_up", "gauge",
 	       "1 unless the provider has answered badly for liveness_ttl (down).");
 	for (size_t i = 0; i < np; i++) {
-		put(&b, "seamfs_provider_up{provider=\"");
-		put_label(&b, ps[i].name);
-		put(&b, "\"} %d\n", ps[i].state != PX_SNAP_DOWN);
+		put(b, "seamfs_provider_up{provider=\"");
+		put_label(b, ps[i].name);
+		put(b, "\"} %d\n", ps[i].state != PX_SNAP_DOWN);
 	}
-	family(&b, "seamfs_provider_state", "gauge",
+	family(b, "seamfs_provider_state", "gauge",
 	       "1 for the provider's state (live, failing, down, drained, auth_error), 0 for "
 	       "the others.");
 	for (size_t i = 0; i < np; i++) {
 		for (int k = 0; k < PX_SNAP_NSTATES; k++) {
-			put(&b, "seamfs_provider_state{provider=\"");
-			put_label(&b, ps[i].name);
-			put(&b, "\",state=\"%s\"} %d\n", px_snapshot_state_name((enum px_snap_state)k),
+			put(b, "seamfs_provider_state{provider=\"");
+			put_label(b, ps[i].name);
+			put(b, "\",state=\"%s\"} %d\n", px_snapshot_state_name((enum px_snap_state)k),
 			    (int)ps[i].state == k);
 		}
 	}
 #define PP(name, type, help, field) \
-	per_provider(&b, ps, np, name, type, help, offsetof(struct px_snap_provider, field), \
+	per_provider(b, ps, np, name, type, help, offsetof(struct px_snap_provider, field), \
 		     sizeof(ps[0].field) == sizeof(uint64_t))
 	PP("seamfs_provider_sessions", "gauge", "Sessions whose source is on the provider.",
 	   sessions);
@@ -206,13 +210,13 @@ char *px_metrics_text(struct px_core *core)
 	   "The provider's connection limit; 0: none.", max);
 	PP("seamfs_provider_drained", "gauge", "1 when the provider takes no new session.",
 	   drained);
-	family(&b, "seamfs_provider_answers_total", "counter",
+	family(b, "seamfs_provider_answers_total", "counter",
 	       "Transfer outcomes that count for liveness, by result (good or bad).");
 	for (size_t i = 0; i < np; i++) {
 		for (int k = 0; k < 2; k++) {
-			put(&b, "seamfs_provider_answers_total{provider=\"");
-			put_label(&b, ps[i].name);
-			put(&b, "\",result=\"%s\"} %llu\n", k ? "bad" : "good",
+			put(b, "seamfs_provider_answers_total{provider=\"");
+			put_label(b, ps[i].name);
+			put(b, "\",result=\"%s\"} %llu\n", k ? "bad" : "good",
 			    (unsigned long long)(k ? ps[i].n_bad : ps[i].n_ok));
 		}
 	}
@@ -227,87 +231,111 @@ char *px_metrics_text(struct px_core *core)
 	PP("seamfs_provider_liveness_probes_total", "counter",
 	   "One-byte liveness probes sent.", n_probes);
 #undef PP
+}
 
-	family(&b, "seamfs_sessions", "gauge",
+/* Sessions and admission. */
+static void session_metrics(struct buf *b, const struct px_snapshot *snap)
+{
+	family(b, "seamfs_sessions", "gauge",
 	       "Sessions by state: open (a handle is open) or lingering (waiting for a reopen).");
-	put(&b, "seamfs_sessions{state=\"open\"} %llu\n",
+	put(b, "seamfs_sessions{state=\"open\"} %llu\n",
 	    (unsigned long long)snap->sessions_open);
-	put(&b, "seamfs_sessions{state=\"lingering\"} %llu\n",
+	put(b, "seamfs_sessions{state=\"lingering\"} %llu\n",
 	    (unsigned long long)snap->sessions_lingering);
-	family(&b, "seamfs_sessions_by_kind", "gauge",
+	family(b, "seamfs_sessions_by_kind", "gauge",
 	       "Sessions by what they read: playback (past the head and tail) or scan.");
-	put(&b, "seamfs_sessions_by_kind{kind=\"playback\"} %llu\n",
+	put(b, "seamfs_sessions_by_kind{kind=\"playback\"} %llu\n",
 	    (unsigned long long)snap->sessions_playback);
-	put(&b, "seamfs_sessions_by_kind{kind=\"scan\"} %llu\n",
+	put(b, "seamfs_sessions_by_kind{kind=\"scan\"} %llu\n",
 	    (unsigned long long)snap->sessions_scan);
-	family(&b, "seamfs_admission_refused_total", "counter",
+	family(b, "seamfs_admission_refused_total", "counter",
 	       "Opens refused because every provider that could serve was at its limit.");
-	sample(&b, "seamfs_admission_refused_total", snap->n_admit_busy);
+	sample(b, "seamfs_admission_refused_total", snap->n_admit_busy);
+}
 
-	family(&b, "seamfs_cache_hits_total", "counter",
+/* How reads were served: the cache, streams, parts, direct ranges. */
+static void read_metrics(struct buf *b, const struct px_snapshot *snap)
+{
+	family(b, "seamfs_cache_hits_total", "counter",
 	       "Reads answered from the shared head/tail cache.");
-	sample(&b, "seamfs_cache_hits_total", snap->n_cache_hits);
-	family(&b, "seamfs_scans_from_cache_total", "counter",
+	sample(b, "seamfs_cache_hits_total", snap->n_cache_hits);
+	family(b, "seamfs_scans_from_cache_total", "counter",
 	       "Opens that read only cached heads and tails (library scans), closed.");
-	sample(&b, "seamfs_scans_from_cache_total", snap->n_scans_cached);
-	family(&b, "seamfs_cache_fills_total", "counter", "Head/tail cache fills started.");
-	sample(&b, "seamfs_cache_fills_total", snap->n_cache_fills);
-	family(&b, "seamfs_streams_total", "counter", "Streaming transfers started.");
-	sample(&b, "seamfs_streams_total", snap->n_streams);
-	family(&b, "seamfs_stream_restarts_total", "counter",
+	sample(b, "seamfs_scans_from_cache_total", snap->n_scans_cached);
+	family(b, "seamfs_cache_fills_total", "counter", "Head/tail cache fills started.");
+	sample(b, "seamfs_cache_fills_total", snap->n_cache_fills);
+	family(b, "seamfs_streams_total", "counter", "Streaming transfers started.");
+	sample(b, "seamfs_streams_total", snap->n_streams);
+	family(b, "seamfs_stream_restarts_total", "counter",
 	       "Streams restarted after a failed transfer.");
-	sample(&b, "seamfs_stream_restarts_total", snap->n_stream_restarts);
-	family(&b, "seamfs_stream_waits_total", "counter",
+	sample(b, "seamfs_stream_restarts_total", snap->n_stream_restarts);
+	family(b, "seamfs_stream_waits_total", "counter",
 	       "Reads that waited for a stream's bytes.");
-	sample(&b, "seamfs_stream_waits_total", snap->n_stream_waits);
-	family(&b, "seamfs_stream_wait_seconds_total", "counter",
+	sample(b, "seamfs_stream_waits_total", snap->n_stream_waits);
+	family(b, "seamfs_stream_wait_seconds_total", "counter",
 	       "Time reads spent waiting for a stream's bytes.");
-	put(&b, "seamfs_stream_wait_seconds_total %.6f\n",
+	put(b, "seamfs_stream_wait_seconds_total %.6f\n",
 	    (double)snap->stream_wait_us / 1e6);
-	family(&b, "seamfs_parallel_streams_total", "counter",
+	family(b, "seamfs_parallel_streams_total", "counter",
 	       "Streams that turned parallel: their reader outran one transfer.");
-	sample(&b, "seamfs_parallel_streams_total", snap->n_par_streams);
-	family(&b, "seamfs_parallel_parts_total", "counter",
+	sample(b, "seamfs_parallel_streams_total", snap->n_par_streams);
+	family(b, "seamfs_parallel_parts_total", "counter",
 	       "Part transfers parallel streams started.");
-	sample(&b, "seamfs_parallel_parts_total", snap->n_parts);
-	family(&b, "seamfs_direct_reads_total", "counter", "Reads fetched by a range request.");
-	sample(&b, "seamfs_direct_reads_total", snap->n_direct);
+	sample(b, "seamfs_parallel_parts_total", snap->n_parts);
+	family(b, "seamfs_direct_reads_total", "counter", "Reads fetched by a range request.");
+	sample(b, "seamfs_direct_reads_total", snap->n_direct);
+}
 
+/* Local copies and what was found in their way (core: for the copies' counters). */
+static void copies_metrics(struct buf *b, const struct px_snapshot *snap, struct px_core *core)
+{
 	uint64_t made, failed, copied;
 	px_copies_counters(core, &made, &failed, &copied);
-	family(&b, "seamfs_copies_made_total", "counter", "Copies made, verified and serving.");
-	sample(&b, "seamfs_copies_made_total", made);
-	family(&b, "seamfs_copies_failed_total", "counter",
+	family(b, "seamfs_copies_made_total", "counter", "Copies made, verified and serving.");
+	sample(b, "seamfs_copies_made_total", made);
+	family(b, "seamfs_copies_failed_total", "counter",
 	       "Copy attempts that failed (a broken read or a mismatch).");
-	sample(&b, "seamfs_copies_failed_total", failed);
-	family(&b, "seamfs_copies_bytes_total", "counter", "Bytes written to copies.");
-	sample(&b, "seamfs_copies_bytes_total", copied);
-	family(&b, "seamfs_work_dir_links_total", "counter",
+	sample(b, "seamfs_copies_failed_total", failed);
+	family(b, "seamfs_copies_bytes_total", "counter", "Bytes written to copies.");
+	sample(b, "seamfs_copies_bytes_total", copied);
+	family(b, "seamfs_work_dir_links_total", "counter",
 	       "Links found in transcode job directories (never followed nor written through).");
-	sample(&b, "seamfs_work_dir_links_total", snap->n_work_links);
-	family(&b, "seamfs_copies_in_way_total", "counter",
+	sample(b, "seamfs_work_dir_links_total", snap->n_work_links);
+	family(b, "seamfs_copies_in_way_total", "counter",
 	       "Links or foreign files found in a copy's way (left alone), by jobs and reads.");
-	sample(&b, "seamfs_copies_in_way_total", px_copies_in_way(core));
+	sample(b, "seamfs_copies_in_way_total", px_copies_in_way(core));
+}
 
-	family(&b, "seamfs_readahead_used_bytes", "gauge",
+/* Memory and disk: read-ahead, the cache, cache_dir. */
+static void memory_metrics(struct buf *b, const struct px_snapshot *snap)
+{
+	family(b, "seamfs_readahead_used_bytes", "gauge",
 	       "Read-ahead memory in use (windows and cached heads/tails).");
-	put(&b, "seamfs_readahead_used_bytes %lld\n", (long long)snap->ra_used);
-	family(&b, "seamfs_readahead_budget_bytes", "gauge", "The readahead_budget option.");
-	put(&b, "seamfs_readahead_budget_bytes %lld\n", (long long)snap->ra_budget);
-	family(&b, "seamfs_cache_used_bytes", "gauge", "Bytes the cached heads and tails hold.");
-	put(&b, "seamfs_cache_used_bytes %lld\n", (long long)snap->cache_used);
-	family(&b, "seamfs_cache_size_bytes", "gauge", "The cache_size option.");
-	put(&b, "seamfs_cache_size_bytes %lld\n", (long long)snap->cache_size);
-	disk_metrics(&b, &snap->disk);
+	put(b, "seamfs_readahead_used_bytes %lld\n", (long long)snap->ra_used);
+	family(b, "seamfs_readahead_budget_bytes", "gauge", "The readahead_budget option.");
+	put(b, "seamfs_readahead_budget_bytes %lld\n", (long long)snap->ra_budget);
+	family(b, "seamfs_cache_used_bytes", "gauge", "Bytes the cached heads and tails hold.");
+	put(b, "seamfs_cache_used_bytes %lld\n", (long long)snap->cache_used);
+	family(b, "seamfs_cache_size_bytes", "gauge", "The cache_size option.");
+	put(b, "seamfs_cache_size_bytes %lld\n", (long long)snap->cache_size);
+	disk_metrics(b, &snap->disk);
+}
 
-	family(&b, "seamfs_provider_auth_errors_total", "counter",
+/* Failures and cutovers: auth errors, cutovers by reason, exhausted reads,
+ * standby checks. */
+static void failure_metrics(struct buf *b, const struct px_snapshot *snap)
+{
+	const struct px_snap_provider *ps = snap->provs;
+	size_t np = snap->nprovs;
+
+	family(b, "seamfs_provider_auth_errors_total", "counter",
 	       "HTTP 401/403 answers: the provider's credentials refused.");
 	for (size_t i = 0; i < np; i++) {
-		put(&b, "seamfs_provider_auth_errors_total{provider=\"");
-		put_label(&b, ps[i].name);
-		put(&b, "\"} %llu\n", (unsigned long long)ps[i].n_auth);
+		put(b, "seamfs_provider_auth_errors_total{provider=\"");
+		put_label(b, ps[i].name);
+		put(b, "\"} %llu\n", (unsigned long long)ps[i].n_auth);
 	}
-	family(&b, "seamfs_cutovers_total", "counter",
+	family(b, "seamfs_cutovers_total", "counter",
 	       "Sessions moved to a standby at the same offset, by what failed.");
 	/* several triggers share a reason's name ("error"): one series each,
 	 * summed, as Prometheus takes a series once */
@@ -325,51 +353,72 @@ char *px_metrics_text(struct px_core *core)
 			n += snap->n_cutovers[o];
 		}
 		if (first)
-			put(&b, "seamfs_cutovers_total{reason=\"%s\"} %llu\n", name, n);
+			put(b, "seamfs_cutovers_total{reason=\"%s\"} %llu\n", name, n);
 	}
-	family(&b, "seamfs_fallback_exhausted_total", "counter",
+	family(b, "seamfs_fallback_exhausted_total", "counter",
 	       "Reads that failed with no standby able to take over.");
-	sample(&b, "seamfs_fallback_exhausted_total", snap->n_exhausted);
-	family(&b, "seamfs_verifications_total", "counter",
+	sample(b, "seamfs_fallback_exhausted_total", snap->n_exhausted);
+	family(b, "seamfs_verifications_total", "counter",
 	       "Standby checks against the asset's reference, by outcome.");
 	static const char *const outcomes[] = { "match", "mismatch", "size_mismatch",
 						"inconclusive" };
 	for (int k = 0; k < 4; k++)
-		put(&b, "seamfs_verifications_total{outcome=\"%s\"} %llu\n", outcomes[k],
+		put(b, "seamfs_verifications_total{outcome=\"%s\"} %llu\n", outcomes[k],
 		    (unsigned long long)snap->n_verified[k]);
+}
 
-	if (snap->clustered) {
-		/* cluster mode (docs/cluster.md) */
-		family(&b, "seamfs_store_up", "gauge",
-		       "1 when the last call to the store (Redis) got an answer.");
-		sample(&b, "seamfs_store_up", (unsigned long long)snap->store.connected);
-		family(&b, "seamfs_store_latency_seconds", "gauge",
-		       "Round trip of the last call to the store.");
-		put(&b, "seamfs_store_latency_seconds %.6f\n",
-		    snap->store.latency_us >= 0 ? (double)snap->store.latency_us / 1e6 : 0.0);
-		family(&b, "seamfs_store_calls_total", "counter", "Calls to the store.");
-		sample(&b, "seamfs_store_calls_total", snap->store.calls);
-		family(&b, "seamfs_store_errors_total", "counter",
-		       "Calls to the store that failed (no answer, or an error answer).");
-		sample(&b, "seamfs_store_errors_total", snap->store.errors);
-		family(&b, "seamfs_cluster_hosts", "gauge",
-		       "Hosts registered in the cluster, as the last heartbeat listed them.");
-		sample(&b, "seamfs_cluster_hosts", snap->nhosts);
-		family(&b, "seamfs_transcode_takeovers_total", "counter",
-		       "Transcode leases this host took over from another host's writer.");
-		sample(&b, "seamfs_transcode_takeovers_total", snap->n_takeovers);
-	}
+/* Cluster mode (docs/cluster.md): the store and the hosts. */
+static void cluster_metrics(struct buf *b, const struct px_snapshot *snap)
+{
+	/* cluster mode (docs/cluster.md) */
+	family(b, "seamfs_store_up", "gauge",
+	       "1 when the last call to the store (Redis) got an answer.");
+	sample(b, "seamfs_store_up", (unsigned long long)snap->store.connected);
+	family(b, "seamfs_store_latency_seconds", "gauge",
+	       "Round trip of the last call to the store.");
+	put(b, "seamfs_store_latency_seconds %.6f\n",
+	    snap->store.latency_us >= 0 ? (double)snap->store.latency_us / 1e6 : 0.0);
+	family(b, "seamfs_store_calls_total", "counter", "Calls to the store.");
+	sample(b, "seamfs_store_calls_total", snap->store.calls);
+	family(b, "seamfs_store_errors_total", "counter",
+	       "Calls to the store that failed (no answer, or an error answer).");
+	sample(b, "seamfs_store_errors_total", snap->store.errors);
+	family(b, "seamfs_cluster_hosts", "gauge",
+	       "Hosts registered in the cluster, as the last heartbeat listed them.");
+	sample(b, "seamfs_cluster_hosts", snap->nhosts);
+	family(b, "seamfs_transcode_takeovers_total", "counter",
+	       "Transcode leases this host took over from another host's writer.");
+	sample(b, "seamfs_transcode_takeovers_total", snap->n_takeovers);
+}
+
+char *px_metrics_text(struct px_core *core)
+{
+	struct px_snapshot *snap = NULL;
+	struct buf b = { malloc(16384), 0, 16384, 0 };
+	char *text = NULL;
+
+	if (!b.p || px_snapshot_new(core, 0, &snap) != PX_OK)
+		goto out;
+	process_metrics(&b, snap);
+	provider_metrics(&b, snap);
+	session_metrics(&b, snap);
+	read_metrics(&b, snap);
+	copies_metrics(&b, snap, core);
+	memory_metrics(&b, snap);
+	failure_metrics(&b, snap);
+	if (snap->clustered)
+		cluster_metrics(&b, snap);
 	histogram(&b, "seamfs_read_latency_seconds",
 		  "Time to answer a read of a file, from the kernel's request to the reply.",
 		  &snap->h_read);
 	histogram(&b, "seamfs_first_byte_seconds",
 		  "Time from submitting a transfer to its first byte.", &snap->h_ttfb);
 	if (b.bad)
-		goto fail;
-	px_snapshot_free(snap);
-	return b.p;
-fail:
+		goto out;
+	text = b.p;
+	b.p = NULL;
+out:
 	px_snapshot_free(snap);
 	free(b.p);
-	return NULL;
+	return text;
 }

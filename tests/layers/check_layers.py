@@ -5,50 +5,62 @@ Reads every object of the daemon, the writer and the core libraries (found
 through the build directory's compile_commands.json), links each undefined
 symbol to the object that defines it, and fails when:
 
-  - a file calls into a layer it may not see (the table below: each layer
-    names the layers it may call), or
+  - a file calls into a layer it may not see (each layer names the layers
+    it may call), or
   - files call each other in a cycle, inside a layer or across layers.
 
 The include directories in meson.build already keep headers apart; this
 catches what they cannot: a declaration written by hand, an extern, a
 function moved to the wrong folder.
 
-Usage: check_layers.py BUILD_DIR   (exit 0 clean, 1 with one line per breach)
+The table is meson.build's (the layers are written there once), passed by
+tests/layers/meson.build as one NAME:FOLDER:CALLS argument per layer.
+
+Usage: check_layers.py BUILD_DIR NAME:FOLDER:CALLS...   (exit 0 clean, 1 with one line per breach)
 """
 import json
 import os
 import subprocess
 import sys
 
-# layer -> the layers its files may call (besides their own)
-ALLOWED = {
-    'base': set(),
-    'store': {'base'},
-    'verifier': {'base', 'store'},
-    'catalog': {'base', 'store', 'verifier'},
-    'source': {'base', 'store', 'verifier', 'catalog'},
-    'read': {'base', 'store', 'verifier', 'catalog', 'source'},
-    'transcode': {'base', 'store', 'catalog'},
-    'control': {'base', 'store', 'verifier', 'catalog', 'source', 'read', 'transcode'},
-    'core': {'base', 'store', 'verifier', 'catalog', 'source', 'read', 'transcode', 'control'},
-    'fs': {'base', 'store', 'verifier', 'catalog', 'source', 'read', 'transcode', 'control',
-           'core'},
-}
+
+UNPLACED = '(no layer)'
 
 
-def layer_of(src):
-    """The layer of a source file (a path relative to the project root)."""
-    parts = src.split('/')
-    if parts[0] == 'fs':
-        return 'fs'
-    if parts[0] == 'verifier':
-        return 'verifier'
-    if parts[0] == 'proxy':
-        return 'core' if len(parts) == 2 else parts[1]
+def parse_layers(specs):
+    """The layer table from meson.build's layer_args: each spec is
+    NAME:FOLDER:CALLS (CALLS a comma-separated list, maybe empty). Returns
+    ({layer: set of layers it may call}, {folder: layer})."""
+    allowed, folders = {}, {}
+    for spec in specs:
+        parts = spec.split(':')
+        if len(parts) != 3 or not parts[0] or not parts[1]:
+            raise ValueError(f'layer spec {spec!r}: want NAME:FOLDER:CALLS')
+        name, folder, calls = parts
+        allowed[name] = {c for c in calls.split(',') if c}
+        folders[folder.rstrip('/')] = name
+    for name, calls in allowed.items():
+        unknown = calls - set(allowed)
+        if unknown:
+            raise ValueError(f'layer {name} may call unknown layer(s) {sorted(unknown)}')
+    return allowed, folders
+
+
+def layer_of(src, folders):
+    """The layer of a source file (a path relative to the project root):
+    the layer of its folder, or of the nearest folder above it that holds
+    no other layer's folder (a new folder under proxy/ is not core.c's);
+    UNPLACED when only such a folder holds it, None when none does."""
+    d = os.path.dirname(src)
+    while d:
+        if d in folders:
+            inner = any(f.startswith(d + '/') for f in folders)
+            return folders[d] if d == os.path.dirname(src) or not inner else UNPLACED
+        d = os.path.dirname(d)
     return None
 
 
-def objects(build):
+def objects(build, folders):
     """(source path, object path) of every compiled file of ours."""
     root = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..'))
     with open(os.path.join(build, 'compile_commands.json')) as f:
@@ -56,7 +68,7 @@ def objects(build):
     seen = {}
     for c in cmds:
         src = os.path.relpath(os.path.realpath(os.path.join(c['directory'], c['file'])), root)
-        if layer_of(src) is None:
+        if layer_of(src, folders) is None:
             continue
         obj = c.get('output')
         if obj is None:
@@ -114,10 +126,15 @@ def cycles(graph):
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 3:
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
-    objs = objects(sys.argv[1])
+    try:
+        allowed, folders = parse_layers(sys.argv[2:])
+    except ValueError as e:
+        print(f'check_layers.py: {e}', file=sys.stderr)
+        return 2
+    objs = objects(sys.argv[1], folders)
     if not objs:
         print(f'{sys.argv[1]}: no objects of ours in compile_commands.json (not built?)',
               file=sys.stderr)
@@ -129,14 +146,17 @@ def main():
         for s in d:
             defs.setdefault(s, src)
     graph, problems = {}, []
+    for src, _ in objs:
+        if layer_of(src, folders) == UNPLACED:
+            problems.append(f'{src}: its folder is in no layer of meson.build\'s table')
     for src, used in uses.items():
         for s in sorted(used):
             dst = defs.get(s)
             if dst is None or dst == src:
                 continue
             graph.setdefault(src, set()).add(dst)
-            a, b = layer_of(src), layer_of(dst)
-            if a != b and b not in ALLOWED[a]:
+            a, b = layer_of(src, folders), layer_of(dst, folders)
+            if a != b and UNPLACED not in (a, b) and b not in allowed[a]:
                 problems.append(f'layer breach: {src} ({a}) calls {s} of {dst} ({b})')
     for comp in cycles(graph):
         edges = [f'{a} -> {b}' for a in comp for b in sorted(graph.get(a, ())) if b in comp]
