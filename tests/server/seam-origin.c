@@ -6,7 +6,8 @@
  * a forced status, ignored ranges, delays, connection resets, truncation,
  * stalls, corrupted bytes, lying lengths and Content-Range headers,
  * redirects, another file's bytes, odd Content-Type/Content-Encoding, gzip
- * bodies, read-to-close or chunked framing, short 206 answers.  Rules are
+ * bodies, read-to-close or chunked framing, short 206 answers, broken
+ * multipart/byteranges answers to two ranges.  Rules are
  * set with plain GET requests under /_ctl/ on the same port, so a test
  * needs nothing but an HTTP client.  Every finished or aborted response
  * goes into an in-memory log that tests read back as JSON to check what the
@@ -72,6 +73,8 @@
 #define SHUTDOWN_GRACE_MS 1000
 
 enum cr_mode { CR_NORMAL, CR_MISSING, CR_SHIFT, CR_TOTAL };
+/* how a request for two ranges is answered (multipart=) */
+enum mp_mode { MP_NORMAL, MP_IGNORE, MP_SINGLE, MP_BOUNDARY, MP_OVERLAP, MP_MISSING };
 enum framing { FR_LENGTH, FR_CLOSE, FR_CHUNKED };
 
 struct rule {
@@ -90,6 +93,7 @@ struct rule {
 	int64_t length_delta;
 	int64_t clen_delta;     /* a 206's Content-Length is off by this */
 	enum cr_mode content_range;
+	enum mp_mode multipart;
 	enum framing framing;
 	uint64_t cap;   /* 0: none; else a 206 covers at most this many bytes */
 	uint64_t count; /* 0: unlimited */
@@ -736,9 +740,9 @@ static const char *skip_ows(const char *s)
 }
 
 /*
- * Single byte ranges only.  Anything unparsable, or a multi-range set, is
- * answered as if there were no Range header (RFC 7233 allows both).
- * Sets [*a, *b] inclusive on RANGE_OK.
+ * One byte range.  Anything unparsable, or a set of ranges, is answered as
+ * if there were no Range header (RFC 7233 allows both), but for the two
+ * ranges parse_two_ranges takes.  Sets [*a, *b] inclusive on RANGE_OK.
  */
 static enum range_result parse_range(const char *v, uint64_t size, uint64_t *a, uint64_t *b)
 {
@@ -780,6 +784,33 @@ static enum range_result parse_range(const char *v, uint64_t size, uint64_t *a, 
 	*a = first;
 	*b = last >= size ? size - 1 : last;
 	return RANGE_OK;
+}
+
+/*
+ * Exactly two byte ranges ("a-b,c-d", each also "a-" or "-n"), both
+ * satisfiable, ascending and apart, as [a[i], b[i]] inclusive: true.
+ * Anything else is for parse_range (a multi-range set it ignores).
+ */
+static bool parse_two_ranges(const char *v, uint64_t size, uint64_t a[2], uint64_t b[2])
+{
+	const char *s = skip_ows(v), *comma;
+	char one[128];
+
+	if (strncasecmp(s, "bytes", 5) != 0)
+		return false;
+	s = skip_ows(s + 5);
+	if (*s++ != '=' || !(comma = strchr(s, ',')) || strchr(comma + 1, ','))
+		return false;
+	for (int i = 0; i < 2; i++) {
+		const char *from = i ? comma + 1 : s;
+		size_t n = i ? strlen(from) : (size_t)(comma - s);
+		if (n + 7 > sizeof one)
+			return false;
+		snprintf(one, sizeof one, "bytes=%.*s", (int)n, from);
+		if (parse_range(one, size, &a[i], &b[i]) != RANGE_OK)
+			return false;
+	}
+	return a[1] > b[0] + 1;
 }
 
 /* ---- rules ----------------------------------------------------------- */
@@ -919,6 +950,15 @@ static const char *rule_set_key(struct rule *r, const char *k, const char *v, ch
 			r->content_range = CR_NORMAL;
 		else
 			BAD();
+	} else if (!strcmp(k, "multipart")) {
+		static const char *const modes[] = { "normal", "ignore", "single", "boundary", "overlap",
+						     "missing" };
+		size_t i = 0;
+		while (i < sizeof modes / sizeof *modes && strcmp(v, modes[i]))
+			i++;
+		if (i == sizeof modes / sizeof *modes)
+			BAD();
+		r->multipart = (enum mp_mode)i;
 	} else if (!strcmp(k, "redirect")) {
 		/* Local paths are percent-encoded when sent; absolute URLs go out verbatim. */
 		bool abs = !strncmp(v, "http://", 7) || !strncmp(v, "https://", 8);
@@ -1363,6 +1403,90 @@ static const char *default_type(const char *name)
 	return html ? "text/html; charset=utf-8" : "application/octet-stream";
 }
 
+/* The delimiter and headers of part i of a multipart answer into sb. */
+static void mp_part_head(struct sbuf *sb, const char *bnd, int i, const char *ctype, uint64_t a,
+			 uint64_t b, uint64_t total)
+{
+	(void)i; /* every part opens with CRLF, the first too (nginx's way) */
+	sb_printf(sb, "\r\n--%s\r\nContent-Type: %s\r\nContent-Range: bytes %" PRIu64 "-%" PRIu64
+		  "/%" PRIu64 "\r\n\r\n", bnd, ctype, a, b, total);
+}
+
+/*
+ * Answers a request for two ranges [a[i], b[i]] as nginx does: 206 with a
+ * multipart/byteranges body, each part with its Content-Type and
+ * Content-Range, after the rule's delay. multipart= breaks it on purpose:
+ * another boundary in the body than in the header, a second part that
+ * overlaps the first (from the first's last byte), or no second part.
+ * Only file bytes count in the log.
+ */
+static enum next serve_multipart(struct conn *c, struct req *rq, const struct rule *r, int fd,
+				 const struct stat *st, const char *name, bool want_close,
+				 const uint64_t a_in[2], const uint64_t b_in[2], const char *validators)
+{
+	uint64_t size = (uint64_t)st->st_size, a[2] = { a_in[0], a_in[1] }, b[2] = { b_in[0], b_in[1] };
+	const char *ctype = r->content_type ? r->content_type : default_type(name);
+	const char *bnd = "00000000000000000042", *sent_bnd = r->multipart == MP_BOUNDARY
+		? "00000000000000000043" : bnd;
+	int nparts = r->multipart == MP_MISSING ? 1 : 2;
+	struct sbuf heads[2] = { { 0 }, { 0 } }, tail = { 0 };
+	enum next nx = NEXT_DROP;
+	uint64_t clen = 0;
+
+	if (r->multipart == MP_OVERLAP)
+		a[1] = b[0];
+	for (int i = 0; i < nparts; i++) {
+		mp_part_head(&heads[i], sent_bnd, i, ctype, a[i], b[i], size);
+		clen += heads[i].n + (b[i] - a[i] + 1);
+	}
+	sb_printf(&tail, "\r\n--%s--\r\n", sent_bnd);
+	clen += tail.n;
+	begin_headers(c, 206, want_close);
+	hput(&c->h, "Content-Type: multipart/byteranges; boundary=%s\r\n", bnd);
+	hput(&c->h, "Content-Length: %" PRIu64 "\r\nAccept-Ranges: bytes\r\n%s\r\n", clen,
+	     validators);
+	c->lstatus = 206;
+	if (r->delay_ms && conn_sleep(c, r->delay_ms) < 0) {
+		log_finish(c, false);
+		goto out;
+	}
+	if (send_all(c, c->h.b, c->h.n, rq->head ? 0 : MSG_MORE, NULL) < 0) {
+		log_finish(c, false);
+		goto out;
+	}
+	if (!c->body)
+		c->body = xmalloc(CHUNK);
+	for (int i = 0; !rq->head && i < nparts; i++) {
+		if (send_all(c, heads[i].p, heads[i].n, MSG_MORE, NULL) < 0) {
+			log_finish(c, false);
+			goto out;
+		}
+		for (uint64_t pos = a[i]; pos <= b[i];) {
+			size_t n = b[i] + 1 - pos > CHUNK ? CHUNK : (size_t)(b[i] + 1 - pos);
+			ssize_t got = pread(fd, c->body, n, (off_t)pos);
+			if (got < 0 && errno == EINTR)
+				continue;
+			if (got <= 0 || send_all(c, c->body, (size_t)got, MSG_MORE, &c->lbytes) < 0) {
+				log_finish(c, false);
+				goto out;
+			}
+			pos += (uint64_t)got;
+		}
+	}
+	mark_finishing(c);
+	if (!rq->head && send_all(c, tail.p, tail.n, 0, NULL) < 0) {
+		log_finish(c, false);
+		goto out;
+	}
+	log_finish(c, true);
+	nx = want_close ? NEXT_CLOSE : NEXT_KEEP;
+out:
+	free(heads[0].p);
+	free(heads[1].p);
+	free(tail.p);
+	return nx;
+}
+
 /*
  * Answers a GET or HEAD from fd, the file that `name` names (the request's
  * path, or the rule's serve=): 200, 206 or 416, or 500 if gzip fails.
@@ -1387,6 +1511,18 @@ static enum next serve_file(struct conn *c, struct req *rq, const struct rule *r
 	http_date(st->st_mtime, lm, sizeof lm);
 	snprintf(validators, sizeof validators, "Last-Modified: %s\r\nETag: \"%" PRIx64 "-%llx\"\r\n",
 		 lm, size, (unsigned long long)st->st_mtime);
+	uint64_t ma[2], mb[2];
+	if (rq->range && !r->no_range && r->multipart != MP_IGNORE &&
+	    parse_two_ranges(rq->range, size, ma, mb)) {
+		if (r->multipart != MP_SINGLE) {
+			nx = serve_multipart(c, rq, r, fd, st, name, want_close, ma, mb, validators);
+			goto out;
+		}
+		/* one range where two were asked: the first (RFC 9110 allows it) */
+		rr = RANGE_OK;
+		a = ma[0];
+		b = mb[0];
+	}
 
 	if (rr == RANGE_UNSAT) {
 		char extra[512];
