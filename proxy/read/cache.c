@@ -456,8 +456,11 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 	s->xid = 0;
 	s->owner = sess->id;
 	core->cache_used += more;
-	/* a head's first part brings the tail along where the origin can */
-	struct cache_slot *t = which == 0 && first
+	/* a head's first part brings the tail along where the origin can,
+	 * for a reader through the page cache (a scanner: FRESH_READ); not
+	 * for a small direct read, which a thousand files' 4 KiB must keep
+	 * cheap */
+	struct cache_slot *t = which == 0 && first && (int64_t)len >= FRESH_READ
 		? pair_tail(core, sess, asset, s, source, start + want) : NULL;
 	f->tail = t;
 	f->prov = sess->prov;

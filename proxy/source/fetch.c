@@ -241,7 +241,7 @@ static void check_multipart(struct xfer *x)
 		snprintf(r->detail, sizeof(r->detail),
 			 "HTTP 206 with Content-Encoding %s, not the asset's bytes", h->encoding);
 	} else if (px_multipart_boundary(h->ctype, strlen(h->ctype), bnd) != 1 ||
-		   px_multipart_init(&x->mp, bnd, want, 2, x->expect_size) != PX_OK) {
+		   px_multipart_init(&x->mp, bnd, want, 2, x->expect_size, x->html_ok) != PX_OK) {
 		x->fail = PX_EBADRESP;
 		snprintf(r->detail, sizeof(r->detail),
 			 "multipart/byteranges answer without a valid boundary");

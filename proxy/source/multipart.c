@@ -106,7 +106,7 @@ int px_multipart_boundary(const char *v, size_t len, char *out)
 
 enum px_status px_multipart_init(struct px_multipart *m, const char *b,
 				 const struct px_multipart_range *want, int nwant,
-				 int64_t total)
+				 int64_t total, int html_ok)
 {
 	size_t blen = strlen(b);
 	memset(m, 0, sizeof(*m));
@@ -122,6 +122,7 @@ enum px_status px_multipart_init(struct px_multipart *m, const char *b,
 	memcpy(m->want, want, sizeof(*want) * (size_t)nwant);
 	m->nwant = nwant;
 	m->total = total;
+	m->html_ok = html_ok;
 	m->state = MP_OPEN;
 	return PX_OK;
 }
@@ -159,8 +160,18 @@ static enum px_status head_line(struct px_multipart *m, char *why, size_t whylen
 
 	if (px_http_header(m->line, m->linelen, &name, &nl, &value, &vl) != PX_OK)
 		return bad(why, whylen, "a header line that is not one", m->part);
+	if (px_http_name_is(name, nl, "Content-Type")) {
+		/* a page in place of the file, as a 200 or 206 may carry one */
+		const char *semi = memchr(value, ';', vl);
+		size_t n = semi ? (size_t)(semi - value) : vl;
+		trim(&value, &n);
+		if (!m->html_ok && ((n == 9 && strncasecmp(value, "text/html", 9) == 0) ||
+				    (n == 21 && strncasecmp(value, "application/xhtml+xml", 21) == 0)))
+			return bad(why, whylen, "an HTML page, not the asset's bytes", m->part);
+		return PX_OK;
+	}
 	if (!px_http_name_is(name, nl, "Content-Range"))
-		return PX_OK; /* Content-Type and the like: nothing to us */
+		return PX_OK; /* nothing to us */
 	if (m->have_cr++)
 		return bad(why, whylen, "two Content-Range headers", m->part);
 	if (px_http_content_range(value, vl, &cr) != PX_OK || cr.first < 0)

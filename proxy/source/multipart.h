@@ -42,6 +42,7 @@ struct px_multipart {
 	struct px_multipart_range want[PX_MULTIPART_RANGES];
 	int nwant;
 	int64_t total;
+	int html_ok;                  /* the asset is an HTML file */
 	int state;
 	int part;                     /* the part being read, 0-based */
 	size_t matched;               /* bytes of the expected literal matched */
@@ -55,11 +56,13 @@ struct px_multipart {
 /*
  * Starts m for a body with boundary b (as px_multipart_boundary gave it)
  * answering the nwant ranges of want (ascending, apart, inside total, the
- * asset's size). PX_EINVAL when they are not. Pure.
+ * asset's size). A part whose Content-Type is an HTML page is refused
+ * unless html_ok (the asset is an HTML file). PX_EINVAL when they are
+ * not. Pure.
  */
 enum px_status px_multipart_init(struct px_multipart *m, const char *b,
 				 const struct px_multipart_range *want, int nwant,
-				 int64_t total) PX_WUR;
+				 int64_t total, int html_ok) PX_WUR;
 
 /*
  * Called with each run of a part's bytes: [off, off + len) of the asset.

@@ -51,6 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t step = 1 + data[3] % 32;
 	/* pause 2 or 3: every second or third run refused, never all */
 	struct got g = { r, 0, 0, data[4] % 3 ? data[4] % 3 + 1u : 0u, 0 };
+	int html_ok = data[5] & 1;
 	data += 6;
 	size -= 6;
 	const uint8_t *nl = memchr(data, '\n', size);
@@ -67,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (strlen(b) == 0 || strlen(b) > PX_MULTIPART_BOUNDARY)
 		abort();
-	if (px_multipart_init(&m, b, r, 2, total) != PX_OK)
+	if (px_multipart_init(&m, b, r, 2, total, html_ok) != PX_OK)
 		abort();
 	data += cl + 1;
 	size -= cl + 1;

@@ -5,7 +5,9 @@ request per file.  A broken multipart answer (another boundary, parts
 that overlap, a part missing) is refused, as is one range or the whole
 file where two were asked; the bytes through the mount stay the file's,
 and the provider is asked one range at a time from then on.  Reads use
-O_DIRECT so that they reach seamfs, not the kernel's page cache."""
+O_DIRECT so that they reach seamfs, not the kernel's page cache, and
+a first read of 256 KiB (as the kernel reads ahead for a scanner: a
+small direct read brings no tail)."""
 import hashlib
 import json
 import os
@@ -33,14 +35,15 @@ def cat_for(url, files):
 
 
 def scan(m, files):
-    """Reads what a scanner reads of each file (its first 64 KiB, then the
+    """Reads what a scanner reads of each file (its first 256 KiB, the
+    size the kernel reads a page-cache reader's first read in, then the
     last 64 KiB and the last 6000 bytes), checking every byte."""
     def run():
         for f in files:
             body = f.read_bytes()
             fd = os.open(m.path(f.name), os.O_RDONLY | os.O_DIRECT)
             try:
-                for off, n in [(0, 64 * KIB), (len(body) - 64 * KIB, 64 * KIB),
+                for off, n in [(0, 256 * KIB), (len(body) - 64 * KIB, 64 * KIB),
                                (len(body) - 6000, 6000)]:
                     got = os.pread(fd, n, off)
                     assert hashlib.sha256(got).digest() == \
@@ -93,6 +96,23 @@ def test_first_scan_is_one_request_per_file_on_nginx(seamfs, tmp_path):
         assert r['scan_requests'] == r['scans'], r
     finally:
         n.stop()
+
+
+def test_small_direct_reads_bring_no_tail(seamfs, make_origin, tmp_path):
+    """4 KiB of each file with O_DIRECT (a thousand files opened for a
+    peek): the head's small first part alone, no tail."""
+    files = make_files(tmp_path / 'www', 3)
+    o = make_origin(tmp_path / 'www')
+    m = seamfs.mount(cat_for(o.url, files), options=OPTS)
+    for f in files:
+        fd = os.open(m.path(f.name), os.O_RDONLY | os.O_DIRECT)
+        try:
+            assert os.pread(fd, 4 * KIB, 0) == f.read_bytes()[:4 * KIB]
+        finally:
+            os.close(fd)
+    reqs = [r for r in o.log()['requests'] if not r['path'].startswith('/_ctl')]
+    assert len(reqs) == 3 and all(',' not in r['range'] for r in reqs), reqs
+    assert sum(r['bytes_sent'] for r in reqs) <= 3 * 512 * KIB, reqs
 
 
 @pytest.mark.parametrize('mode', ['boundary', 'overlap', 'missing', 'single', 'ignore'])

@@ -73,8 +73,11 @@
 #define SHUTDOWN_GRACE_MS 1000
 
 enum cr_mode { CR_NORMAL, CR_MISSING, CR_SHIFT, CR_TOTAL };
-/* how a request for two ranges is answered (multipart=) */
-enum mp_mode { MP_NORMAL, MP_IGNORE, MP_SINGLE, MP_BOUNDARY, MP_OVERLAP, MP_MISSING };
+/* how a request for two ranges is answered (multipart=); MP_AUTO: as
+ * MP_NORMAL, but as MP_SINGLE for a rule with a key that shapes a body
+ * (an offset key, corrupt_from, cap, framing...), which a multipart
+ * answer would not honour: the first range then comes with it */
+enum mp_mode { MP_AUTO, MP_NORMAL, MP_IGNORE, MP_SINGLE, MP_BOUNDARY, MP_OVERLAP, MP_MISSING };
 enum framing { FR_LENGTH, FR_CLOSE, FR_CHUNKED };
 
 struct rule {
@@ -951,9 +954,9 @@ static const char *rule_set_key(struct rule *r, const char *k, const char *v, ch
 		else
 			BAD();
 	} else if (!strcmp(k, "multipart")) {
-		static const char *const modes[] = { "normal", "ignore", "single", "boundary", "overlap",
-						     "missing" };
-		size_t i = 0;
+		static const char *const modes[] = { "", "normal", "ignore", "single", "boundary",
+						     "overlap", "missing" };
+		size_t i = 1;
 		while (i < sizeof modes / sizeof *modes && strcmp(v, modes[i]))
 			i++;
 		if (i == sizeof modes / sizeof *modes)
@@ -1431,8 +1434,11 @@ static enum next serve_multipart(struct conn *c, struct req *rq, const struct ru
 	int nparts = r->multipart == MP_MISSING ? 1 : 2;
 	struct sbuf heads[2] = { { 0 }, { 0 } }, tail = { 0 };
 	enum next nx = NEXT_DROP;
-	uint64_t clen = 0;
+	uint64_t clen = 0, sent = 0, t0 = mono_ms(), step = CHUNK;
 
+	/* --rate: paced as send_body paces */
+	if (g_rate && step > g_rate / 16)
+		step = g_rate / 16 > 1024 ? g_rate / 16 : 1024;
 	if (r->multipart == MP_OVERLAP)
 		a[1] = b[0];
 	for (int i = 0; i < nparts; i++) {
@@ -1462,7 +1468,7 @@ static enum next serve_multipart(struct conn *c, struct req *rq, const struct ru
 			goto out;
 		}
 		for (uint64_t pos = a[i]; pos <= b[i];) {
-			size_t n = b[i] + 1 - pos > CHUNK ? CHUNK : (size_t)(b[i] + 1 - pos);
+			size_t n = b[i] + 1 - pos > step ? step : (size_t)(b[i] + 1 - pos);
 			ssize_t got = pread(fd, c->body, n, (off_t)pos);
 			if (got < 0 && errno == EINTR)
 				continue;
@@ -1471,6 +1477,12 @@ static enum next serve_multipart(struct conn *c, struct req *rq, const struct ru
 				goto out;
 			}
 			pos += (uint64_t)got;
+			sent += (uint64_t)got;
+			uint64_t due = t0 + (g_rate ? sent * 1000 / g_rate : 0), now = mono_ms();
+			if (g_rate && due > now && conn_sleep(c, due - now) < 0) {
+				log_finish(c, false);
+				goto out;
+			}
 		}
 	}
 	mark_finishing(c);
@@ -1512,9 +1524,13 @@ static enum next serve_file(struct conn *c, struct req *rq, const struct rule *r
 	snprintf(validators, sizeof validators, "Last-Modified: %s\r\nETag: \"%" PRIx64 "-%llx\"\r\n",
 		 lm, size, (unsigned long long)st->st_mtime);
 	uint64_t ma[2], mb[2];
+	bool shaped = r->reset_at != NONE || r->truncate_at != NONE || r->stall_at != NONE ||
+		      r->corrupt_from != NONE || r->status_after != NONE || r->cap ||
+		      r->length_delta || r->clen_delta || r->content_range != CR_NORMAL ||
+		      r->framing != FR_LENGTH || r->content_encoding;
 	if (rq->range && !r->no_range && r->multipart != MP_IGNORE &&
 	    parse_two_ranges(rq->range, size, ma, mb)) {
-		if (r->multipart != MP_SINGLE) {
+		if (r->multipart != MP_SINGLE && !(r->multipart == MP_AUTO && shaped)) {
 			nx = serve_multipart(c, rq, r, fd, st, name, want_close, ma, mb, validators);
 			goto out;
 		}

@@ -370,6 +370,14 @@ def test_two_ranges_single_or_ignored(srv, data):
     srv.rule("/a.bin", multipart="ignore")
     r, body = request(srv, "/a.bin", headers={"Range": "bytes=0-99,200-299"})
     assert r.status == 200 and sha(body) == sha(a)
+    # a rule that shapes bodies: the first range, shaped, unless asked for
+    srv.rule("/a.bin", corrupt_from=50)
+    r, body = request(srv, "/a.bin", headers={"Range": "bytes=0-99,200-299"})
+    assert (r.status, r.getheader("Content-Range")) == (206, f"bytes 0-99/{len(a)}")
+    assert body == a[:50] + bytes(x ^ 0x5A for x in a[50:100])
+    srv.rule("/a.bin", corrupt_from=50, multipart="normal")
+    r, body = request(srv, "/a.bin", headers={"Range": "bytes=0-99,200-299"})
+    assert r.status == 206 and len(multipart_parts(r, body)[0]) == 2
 
 
 def test_empty_file(srv):

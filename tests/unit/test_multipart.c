@@ -98,7 +98,7 @@ static void check_whole(const char *b, size_t len, size_t step, int stop_every)
 	struct px_multipart m;
 	struct seen s = { .stop_every = stop_every };
 	char why[200] = "";
-	assert_int_equal(px_multipart_init(&m, "3d6b6a416f9b5", two, 2, SIZE), PX_OK);
+	assert_int_equal(px_multipart_init(&m, "3d6b6a416f9b5", two, 2, SIZE, 0), PX_OK);
 	assert_int_equal(feed(&m, b, len, step, &s, why), PX_EOF);
 	assert_true(px_multipart_done(&m));
 	assert_memory_equal(s.got, file, 300);
@@ -125,7 +125,7 @@ static void expect_bad(const char *b, size_t len, const char *boundary, const ch
 		struct px_multipart m;
 		struct seen s = { 0 };
 		char why[200] = "";
-		assert_int_equal(px_multipart_init(&m, boundary, two, 2, SIZE), PX_OK);
+		assert_int_equal(px_multipart_init(&m, boundary, two, 2, SIZE, 0), PX_OK);
 		enum px_status st = feed(&m, b, len, step, &s, why);
 		if (st != PX_EBADRESP)
 			fail_msg("%s: %s, want a refusal", what, px_strerror(st));
@@ -174,6 +174,11 @@ static void test_refusals(void **state)
 	const char *lng[2] = { longline, NULL };
 	n = body(b, sizeof(b), "B0", 1, two, 2, lng, end);
 	expect_bad(b, n, "B0", "a header line too long");
+	/* a page where the file should be */
+	const char *page[2] = { NULL, "Content-Type: Text/HTML; charset=utf-8\r\n"
+				"Content-Range: bytes 800-999/1000" };
+	n = body(b, sizeof(b), "B0", 1, two, 2, page, end);
+	expect_bad(b, n, "B0", "an HTML part");
 	/* garbage after a boundary */
 	expect_bad("\r\n--B0xx", 8, "B0", "garbage after the boundary");
 }
@@ -187,7 +192,7 @@ static void test_truncated_is_not_done(void **state)
 	char why[200];
 	size_t n = body(b, sizeof(b), "B0", 1, two, 2, NULL, "\r\n--B0--\r\n");
 	for (size_t cut = 0; cut + 1 < n - 8; cut += 37) {
-		assert_int_equal(px_multipart_init(&m, "B0", two, 2, SIZE), PX_OK);
+		assert_int_equal(px_multipart_init(&m, "B0", two, 2, SIZE, 0), PX_OK);
 		memset(&s, 0, sizeof(s));
 		assert_int_equal(feed(&m, b, cut, 0, &s, why), PX_OK);
 		assert_false(px_multipart_done(&m));
@@ -201,11 +206,11 @@ static void test_init_checks_ranges(void **state)
 	const struct px_multipart_range over[2] = { { 0, 500 }, { 400, 999 } };
 	const struct px_multipart_range back[2] = { { 800, 999 }, { 0, 299 } };
 	const struct px_multipart_range past[2] = { { 0, 299 }, { 800, 1000 } };
-	assert_int_equal(px_multipart_init(&m, "B", over, 2, SIZE), PX_EINVAL);
-	assert_int_equal(px_multipart_init(&m, "B", back, 2, SIZE), PX_EINVAL);
-	assert_int_equal(px_multipart_init(&m, "B", past, 2, SIZE), PX_EINVAL);
-	assert_int_equal(px_multipart_init(&m, "", two, 2, SIZE), PX_EINVAL);
-	assert_int_equal(px_multipart_init(&m, "B", two, 3, SIZE), PX_EINVAL);
+	assert_int_equal(px_multipart_init(&m, "B", over, 2, SIZE, 0), PX_EINVAL);
+	assert_int_equal(px_multipart_init(&m, "B", back, 2, SIZE, 0), PX_EINVAL);
+	assert_int_equal(px_multipart_init(&m, "B", past, 2, SIZE, 0), PX_EINVAL);
+	assert_int_equal(px_multipart_init(&m, "", two, 2, SIZE, 0), PX_EINVAL);
+	assert_int_equal(px_multipart_init(&m, "B", two, 3, SIZE, 0), PX_EINVAL);
 }
 
 static int boundary_of(const char *ct, char *out)
