@@ -31,6 +31,7 @@
 #endif
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -163,6 +164,7 @@ static bool g_verbose;
 static uint64_t g_idle_ms = 300000;
 static uint64_t g_delay_ms; /* --delay-ms: added to every GET/HEAD answer's delay_ms */
 static uint64_t g_rate;     /* --rate: bytes per second of each answer's body, 0: no cap */
+static bool g_index;        /* --index: a directory's GET lists its files (rclone's http backend) */
 static size_t g_log_max = 100000;
 static uint16_t g_port;
 
@@ -1641,6 +1643,54 @@ out:
 	return nx;
 }
 
+/*
+ * --index: a GET of a directory under the root answers a page of links to
+ * its regular files (symlinks followed, dot files left out), as nginx's
+ * autoindex does, for clients that list by parsing one (rclone's http
+ * backend). Returns false when path is no such directory.
+ */
+static bool serve_index(struct conn *c, struct req *rq, const char *path, bool want_close,
+			enum next *nx)
+{
+	struct sbuf page = { 0 };
+	struct stat st;
+	size_t need = g_root_len + strlen(path) + 2;
+	char *full = xmalloc(need), *real = NULL;
+	DIR *d = NULL;
+	bool ok = false;
+
+	snprintf(full, need, "%s/%s", g_root, path);
+	if (!g_index || !path_is_safe(path) || !(real = realpath(full, NULL)) ||
+	    (g_root_len > 1 && (strncmp(real, g_root, g_root_len) ||
+				(real[g_root_len] != '/' && real[g_root_len]))) ||
+	    stat(real, &st) < 0 ||
+	    !S_ISDIR(st.st_mode) || !(d = opendir(real)))
+		goto out;
+	sb_printf(&page, "<html><body>\n");
+	for (struct dirent *e; (e = readdir(d));) {
+		if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, 0) < 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		sb_write(&page, "<a href=\"", 9);
+		sb_pct_encode_path(&page, e->d_name);
+		sb_write(&page, "\">", 2);
+		sb_pct_encode_path(&page, e->d_name);
+		sb_write(&page, "</a>\n", 5);
+	}
+	sb_printf(&page, "</body></html>\n");
+	int r = send_simple(c, 200, want_close, NULL, "text/html", page.p, page.n, rq->head);
+	log_finish(c, r == 0);
+	*nx = r < 0 ? NEXT_DROP : want_close ? NEXT_CLOSE : NEXT_KEEP;
+	ok = true;
+out:
+	if (d)
+		closedir(d);
+	free(real);
+	free(full);
+	free(page.p);
+	return ok;
+}
+
 static enum next serve_get(struct conn *c, struct req *rq, bool want_close)
 {
 	struct rule r;
@@ -1689,6 +1739,8 @@ static enum next serve_get(struct conn *c, struct req *rq, bool want_close)
 	/* serve= swaps the file and nothing else: ranges and every other key apply to it */
 	name = r.serve ? r.serve : rq->path;
 	fd = open_under_root(name, &st);
+	if (fd < 0 && serve_index(c, rq, name, want_close, &nx))
+		goto out;
 	if (fd < 0)
 		nx = answer_short(c, &r, 404, want_close, NULL, rq->head);
 	else
@@ -2290,6 +2342,7 @@ static void usage(FILE *f)
 {
 	fputs("usage: seam-origin --root DIR [--port-file FILE] [--port N] [--verbose]\n"
 	      "                   [--idle-ms N] [--log-max N] [--delay-ms N] [--rate BYTES]\n"
+	      "                   [--index]\n"
 	      "Serves DIR on 127.0.0.1 for tests; see tests/server/README.md.\n",
 	      f);
 }
@@ -2341,6 +2394,8 @@ int main(int argc, char **argv)
 			i++;
 		} else if (!strcmp(a, "--verbose")) {
 			g_verbose = true;
+		} else if (!strcmp(a, "--index")) {
+			g_index = true;
 		} else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			usage(stdout);
 			return 0;
