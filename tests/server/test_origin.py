@@ -362,6 +362,22 @@ def test_two_ranges_multipart(srv, data, mode):
     assert parts == [(f"bytes {x}-{y}/{len(a)}", a[x:y + 1]) for x, y in want]
 
 
+def test_index_lists_regular_files(files):
+    """--index: a directory's GET is a page of links to its regular files
+    (rclone's http backend lists so); without it, 404 (test_not_found)."""
+    with own_server(files, "--index", name="index") as o:
+        r, body = request(o, "/")
+        assert r.status == 200 and r.getheader("Content-Type") == "text/html"
+        links = sorted(body.decode().split('href="')[i].split('"')[0]
+                       for i in range(1, body.decode().count('href="') + 1))
+        assert "a.bin" in links and "inside.bin" in links and "dir" not in links
+        assert all(not x.startswith(".") for x in links)
+        r, body = request(o, "/dir/")
+        assert r.status == 200 and b"href" not in body
+        r, body = request(o, "/nope/")
+        assert r.status == 404
+
+
 def test_two_ranges_single_or_ignored(srv, data):
     a = data["a.bin"]
     srv.rule("/a.bin", multipart="single")
