@@ -113,9 +113,11 @@ def probe_all(targets):
 
 
 def origin_cost(port, names):
-    """The origin's log since the last clear: (requests, bytes by name)."""
+    """The origin's log since the last clear: (requests, bytes by name).
+    Not counted: listings, and seamfs's liveness probes (one byte of some
+    file every liveness_interval, whatever the scan does)."""
     reqs = [r for r in json.loads(ctl(port, 'log'))['requests'] if r['method'] == 'GET' and
-            not r['path'].endswith('/')]
+            not r['path'].endswith('/') and r['range'] != 'bytes=0-0']
     per = {n: 0 for n in names}
     for r in reqs:
         per[r['path'].lstrip('/')] = per.get(r['path'].lstrip('/'), 0) + r['bytes_sent']
