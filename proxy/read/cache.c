@@ -40,6 +40,15 @@
  * readers read around it); a fill that brings nobody's bytes within a read
  * timeout is cancelled.
  *
+ * Head and tail in one request. A head's first part, for a reader through
+ * the page cache (a scanner), asks for the tail too when its slot is empty
+ * and not on disk: one transfer of two ranges, which origins answer as
+ * multipart/byteranges (fetch.c, multipart.c), fills both slots (each
+ * slot's peer is the other while it runs), so a first scan costs one
+ * request. An answer of one range fills the head and empties the tail
+ * for its own reader (skipped); a broken one fails both. Either way the
+ * provider asks apart from then on (prov_rt.no_multipart).
+ *
  * Persistent tier (disk.c). A part a fill completed is queued to be kept
  * on disk, with the ETag and Last-Modified its answer carried; the first
  * reader of an empty slot looks there before it asks an origin, and a part

@@ -17,6 +17,11 @@
  * Failures end the transfer by returning 0 from the write callback; the
  * transfer's own status then replaces curl's CURLE_WRITE_ERROR.
  *
+ * A transfer may ask for two ranges at once (a head and a tail): a 206 of
+ * multipart/byteranges goes through the strict parser of multipart.c,
+ * which hands each part's bytes on at their offsets; any other good
+ * answer brings the first range only, and the result says which.
+ *
  * Redirects: libcurl follows them itself, up to FETCH_MAX_REDIRS, except
  * for transfers that carry provider headers: libcurl would send those
  * (CURLOPT_HTTPHEADER) to whatever host a redirect names, and no option of
