@@ -54,6 +54,7 @@
 #define FETCH_BUFFER_SIZE (256 * 1024)
 #define FETCH_MAX_REDIRS 5
 #define FETCH_EASY_POOL 64
+#define FETCH_EPILOGUE_MAX 1024 /* after a multipart body's end: more ends it */
 
 /* What every transfer of one source sends (see fetch.h): read-only once
  * made, shared by transfers that borrow it. */
@@ -91,6 +92,7 @@ struct xfer {
 	int mp_on;
 	struct px_multipart mp;
 	int64_t raw_pos, mp_fed;
+	int64_t epilogue;     /* bytes after the closing delimiter */
 
 	int checked;          /* response validated, body_pos is meaningful */
 	int64_t body_pos;     /* absolute offset of the next body byte */
@@ -348,6 +350,7 @@ static size_t multipart_write(struct xfer *x, char *buf, size_t len)
 	if (st == PX_EOF) {
 		x->finished_early = 1;
 		x->res.multi = 1;
+		x->epilogue = (int64_t)(len - skip - used);
 	}
 	return len;
 }
@@ -369,8 +372,14 @@ static size_t on_write(char *buf, size_t size, size_t n, void *ud)
 		check_response(x);
 	if (x->fail)
 		return 0;
+	if (x->mp_on && x->finished_early) {
+		/* the parts are in: a CRLF may follow, not a stream of bytes
+		 * (a larger epilogue ends the transfer, good as it is) */
+		x->epilogue += (int64_t)len;
+		return x->epilogue <= FETCH_EPILOGUE_MAX ? len : 0;
+	}
 	if (x->mp_on)
-		return x->finished_early ? len : multipart_write(x, buf, len);
+		return multipart_write(x, buf, len);
 	if (x->length == 0) {
 		/* a probe needs the headers only; let a one-byte 206 finish so the
 		 * connection stays open for the next request */
