@@ -264,6 +264,14 @@ static void read_metrics(struct buf *b, const struct px_snapshot *snap)
 	sample(b, "seamfs_scans_from_cache_total", snap->n_scans_cached);
 	family(b, "seamfs_cache_fills_total", "counter", "Head/tail cache fills started.");
 	sample(b, "seamfs_cache_fills_total", snap->n_cache_fills);
+	family(b, "seamfs_cache_multipart_fills_total", "counter",
+	       "Head fills that brought the tail in the same request (multipart ranges).");
+	sample(b, "seamfs_cache_multipart_fills_total", snap->n_multipart);
+	family(b, "seamfs_scans_total", "counter",
+	       "Sessions closed having read only heads and tails (library scans).");
+	sample(b, "seamfs_scans_total", snap->n_scans);
+	family(b, "seamfs_scan_requests_total", "counter", "Requests those scans made.");
+	sample(b, "seamfs_scan_requests_total", snap->n_scan_requests);
 	family(b, "seamfs_streams_total", "counter", "Streaming transfers started.");
 	sample(b, "seamfs_streams_total", snap->n_streams);
 	family(b, "seamfs_stream_restarts_total", "counter",

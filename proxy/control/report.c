@@ -337,10 +337,14 @@ char *px_report_json(struct px_core *core)
 	json_object_set_new(root, "cutovers", cutovers_json(snap));
 
 	json_object_set_new(root, "reads",
-			    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+			    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+				      "s:I}",
 				      "head_tail_cache_hits", (json_int_t)snap->n_cache_hits,
 				      "head_tail_cache_fills", (json_int_t)snap->n_cache_fills,
+				      "head_tail_multipart", (json_int_t)snap->n_multipart,
 				      "scans_from_cache", (json_int_t)snap->n_scans_cached,
+				      "scans", (json_int_t)snap->n_scans,
+				      "scan_requests", (json_int_t)snap->n_scan_requests,
 				      "streams", (json_int_t)snap->n_streams,
 				      "stream_restarts", (json_int_t)snap->n_stream_restarts,
 				      "stream_waits", (json_int_t)snap->n_stream_waits,

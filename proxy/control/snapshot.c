@@ -297,6 +297,9 @@ static void take_reads(struct px_core *core, struct px_snapshot *s)
 	px_disk_stats(core->disk, &s->disk);
 	s->n_cache_hits = atomic_load(&core->n_cache_hits);
 	s->n_scans_cached = atomic_load(&core->n_scans_cached);
+	s->n_scans = atomic_load(&core->n_scans);
+	s->n_scan_requests = atomic_load(&core->n_scan_requests);
+	s->n_multipart = atomic_load(&core->n_multipart);
 	s->n_cache_fills = atomic_load(&core->n_cache_fills);
 	s->n_streams = atomic_load(&core->n_streams);
 	s->n_stream_restarts = atomic_load(&core->n_stream_restarts);

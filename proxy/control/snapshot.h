@@ -143,6 +143,8 @@ struct px_snapshot {
 	/* reads and memory (atomics; cache_used under cache_lock) */
 	uint64_t n_cache_hits, n_cache_fills, n_streams, n_stream_restarts;
 	uint64_t n_scans_cached;   /* handles that read only cached bytes */
+	uint64_t n_scans, n_scan_requests; /* scan sessions, their requests */
+	uint64_t n_multipart;      /* head fills that brought the tail too */
 	uint64_t n_stream_waits, stream_wait_us, n_direct;
 	uint64_t n_par_streams, n_parts;
 	int64_t ra_used, ra_budget, cache_used, cache_size;

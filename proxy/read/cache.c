@@ -40,6 +40,15 @@
  * readers read around it); a fill that brings nobody's bytes within a read
  * timeout is cancelled.
  *
+ * Head and tail in one request. A head's first part, for a reader through
+ * the page cache (a scanner), asks for the tail too when its slot is empty
+ * and not on disk: one transfer of two ranges, which origins answer as
+ * multipart/byteranges (fetch.c, multipart.c), fills both slots (each
+ * slot's peer is the other while it runs), so a first scan costs one
+ * request. An answer of one range fills the head and empties the tail
+ * for its own reader (skipped); a broken one fails both. Either way the
+ * provider asks apart from then on (prov_rt.no_multipart).
+ *
  * Persistent tier (disk.c). A part a fill completed is queued to be kept
  * on disk, with the ETag and Last-Modified its answer carried; the first
  * reader of an empty slot looks there before it asks an origin, and a part
@@ -98,6 +107,12 @@ struct cache_slot {
 	int stale;                 /* its copy on disk is of another version:
 				    * the tier's thread removes it */
 	int from_disk;             /* loaded from disk: an earlier mount's bytes */
+	int skipped;               /* emptied by an answer that did not bring
+				    * it (a tail asked with its head): its
+				    * waiters fill it, they do not read around */
+	struct cache_slot *peer;   /* the other slot the running fill brings
+				    * too (a head and tail asked in one
+				    * request), NULL */
 };
 
 enum { CACHE_EMPTY, CACHE_FILLING, CACHE_PARTIAL, CACHE_READY };
@@ -134,7 +149,28 @@ struct fill {
 	struct cache_slot *slot;
 	size_t asset;
 	int which;
+	struct cache_slot *tail;   /* a head's fill that brings the tail too */
+	size_t prov;               /* the provider asked */
 };
+
+/* Clears a held fill's pause on the slot and its peer, whose readers wait
+ * on the same transfer. Lock held. */
+static void unpause(struct cache_slot *s)
+{
+	s->paused = 0;
+	if (s->peer)
+		s->peer->paused = 0;
+}
+
+/* Where the asset's cached tail lies: [*start, *start + *len). */
+static void tail_bounds(const struct px_core *core, size_t asset, int64_t *start, int64_t *len)
+{
+	const struct px_config *cfg = core->cfg;
+	int64_t size = core->assets[asset].size;
+	int64_t head_end = cfg->head_size < size ? cfg->head_size : size;
+	*start = size - cfg->tail_size > head_end ? size - cfg->tail_size : head_end;
+	*len = size - *start;
+}
 
 void px_cache_init(struct px_core *core)
 {
@@ -168,6 +204,7 @@ static void drop(struct px_core *core, struct cache_slot *s)
 	s->asked = s->filled = 0;
 	s->state = CACHE_EMPTY;
 	s->disk_tried = 0; /* evicted from memory: the disk may have it */
+	s->skipped = 0;
 }
 
 /* Makes room for need bytes by evicting ready (or partly filled, idle)
@@ -196,14 +233,18 @@ static int make_room(struct px_core *core, int64_t need, const struct cache_slot
 static int f_data(void *ctx, int64_t off, const void *buf, size_t len)
 {
 	struct fill *f = ctx;
-	struct cache_slot *s = f->slot;
+	/* a head and tail fill brings the head's part, then the tail */
+	struct cache_slot *s = f->tail && off >= f->tail->start ? f->tail : f->slot;
 	int took = 1;
 	pthread_mutex_lock(&f->core->cache_lock);
 	/* the fetcher delivers in order, inside the range asked for */
 	if (off == s->start + s->filled && s->held) {
 		/* a reader has its bytes and has not taken them yet: let it
-		 * have the CPU first (this chunk comes again on resume) */
+		 * have the CPU first (this chunk comes again on resume); the
+		 * peer's readers may resume it too */
 		s->paused = 1;
+		if (s->peer)
+			s->peer->paused = 1;
 		took = 0;
 	} else if (off == s->start + s->filled && s->filled + (int64_t)len <= s->asked) {
 		memcpy(s->buf + s->filled, buf, len);
@@ -214,6 +255,8 @@ static int f_data(void *ctx, int64_t off, const void *buf, size_t len)
 		 * taken its bytes: on a small machine the fill's own copying
 		 * and the origin's sending would keep the reader from a CPU
 		 * for milliseconds (the first read of a file waits on this) */
+		if (s->peer) /* the other slot's readers wait on these bytes too */
+			s->peer->progress = s->progress;
 		if (s->start + s->filled >= s->wake_at) {
 			s->wake_at = INT64_MAX;
 			s->held = s->filled < s->asked;
@@ -229,9 +272,9 @@ static int f_data(void *ctx, int64_t off, const void *buf, size_t len)
  * than the slot's earlier part (one kept on disk by an earlier mount, or
  * filled before the file changed): the slot is not to be served. Lock
  * held. */
-static int answered(struct px_core *core, struct fill *f, const struct px_fetch_result *res)
+static int answered(struct px_core *core, size_t asset, struct cache_slot *s, int which,
+		    const struct px_fetch_result *res)
 {
-	struct cache_slot *s = f->slot;
 	if (!s->answered) {
 		snprintf(s->etag, sizeof(s->etag), "%s", res->etag);
 		s->mtime = res->mtime;
@@ -242,28 +285,25 @@ static int answered(struct px_core *core, struct fill *f, const struct px_fetch_
 	}
 	s->persisted = 0;
 	if (core->disk && s->also == NO_SOURCE)
-		px_disk_want(core->disk, f->asset, f->which);
+		px_disk_want(core->disk, asset, which);
 	return 1;
 }
 
-static void f_done(void *ctx, const struct px_fetch_result *res)
+/* The end of a fill for slot which (s) of f's asset. Lock held. */
+static void slot_done(struct px_core *core, struct fill *f, struct cache_slot *s, int which,
+		      const struct px_fetch_result *res)
 {
-	struct fill *f = ctx;
-	struct cache_slot *s = f->slot;
-	struct px_core *core = f->core;
-
-	pthread_mutex_lock(&core->cache_lock);
-	if (res->status == PX_OK && s->filled > 0 && !answered(core, f, res)) {
+	if (res->status == PX_OK && s->filled > 0 && !answered(core, f->asset, s, which, res)) {
 		px_warn("cache", "asset %s: the %s's source answers with another version (ETag "
 			"or Last-Modified) than its cached part: the part is dropped",
-			core->cat->assets[f->asset].id, f->which ? "tail" : "head");
+			core->cat->assets[f->asset].id, which ? "tail" : "head");
 		drop(core, s);
 		/* the copy on disk is of the old version too: forgotten, not
 		 * loaded again */
 		s->disk_tried = 1;
 		s->stale = core->disk != NULL;
 		if (s->stale)
-			px_disk_want(core->disk, f->asset, f->which);
+			px_disk_want(core->disk, f->asset, which);
 	} else if (res->status == PX_OK && s->filled == s->asked) {
 		/* all of the part asked for: the whole slot, or more later */
 		s->state = s->asked == s->len ? CACHE_READY : CACHE_PARTIAL;
@@ -278,16 +318,85 @@ static void f_done(void *ctx, const struct px_fetch_result *res)
 		s->state = s->asked == s->len ? CACHE_READY : CACHE_PARTIAL;
 		s->last_use = ++core->cache_clock;
 	} else {
-		/* readers read around it; the next miss tries again */
+		/* readers read around it; the next miss tries again (a tail
+		 * that a single-range answer did not bring too) */
 		px_debug("cache", "fill of %lld bytes at %lld failed: %s", (long long)s->asked,
-			 (long long)s->start, res->detail);
+			 (long long)s->start, res->status == PX_OK ? "not in the answer" : res->detail);
 		drop(core, s);
+		s->skipped = res->status == PX_OK;
 	}
 	s->xid = 0;
 	s->held = s->paused = 0;
+	s->peer = NULL;
+}
+
+static void f_done(void *ctx, const struct px_fetch_result *res)
+{
+	struct fill *f = ctx;
+	struct px_core *core = f->core;
+
+	pthread_mutex_lock(&core->cache_lock);
+	slot_done(core, f, f->slot, f->which, res);
+	if (f->tail) {
+		slot_done(core, f, f->tail, 1, res);
+		/* an origin that does not answer two ranges as two parts: this
+		 * provider's heads and tails are asked for apart from now on */
+		if (res->multi < 0 && !atomic_exchange(&core->provs[f->prov].no_multipart, 1))
+			px_info("cache", "asset %s: provider %s answered a request for its head and "
+				"tail with %s: heads and tails are asked for apart from now on",
+				core->cat->assets[f->asset].id, core->cat->providers[f->prov].name,
+				res->status != PX_OK ? res->detail
+				: res->http_status == 200 ? "the whole file" : "one range");
+		else if (res->multi > 0) {
+			core->n_multipart++;
+			core->n_cache_fills++; /* the tail's fill too */
+		}
+	}
 	pthread_cond_broadcast(&core->cache_cond);
 	pthread_mutex_unlock(&core->cache_lock);
 	free(f);
+}
+
+/* For a head's first part, which ends at end: whether the same request
+ * may bring the asset's tail too (two ranges, answered as multipart/
+ * byteranges), and if so the tail's slot, made a fill of that transfer.
+ * The tail must be empty and not on disk (looked for before), apart from
+ * the part, within cache_size and the budget, and the provider not one
+ * that answered such a request otherwise. Lock held. */
+static struct cache_slot *pair_tail(struct px_core *core, struct px_session *sess, size_t asset,
+				    struct cache_slot *head, size_t source, int64_t end)
+{
+	struct cache_slot *t = &core->assets[asset].slot[1];
+	int64_t start, len, used = atomic_load(&core->ra_used);
+	tail_bounds(core, asset, &start, &len);
+	if (t->state != CACHE_EMPTY || (core->disk && !t->disk_tried) || start <= end ||
+	    len <= 0 || len > core->cfg->cache_size ||
+	    atomic_load(&core->provs[sess->prov].no_multipart) || make_room(core, len, t))
+		return NULL;
+	do {
+		if (used + len > core->cfg->readahead_budget)
+			return NULL;
+	} while (!atomic_compare_exchange_weak(&core->ra_used, &used, used + len));
+	if (!(t->buf = malloc((size_t)len))) {
+		atomic_fetch_sub(&core->ra_used, len);
+		return NULL;
+	}
+	t->start = start;
+	t->len = t->asked = len;
+	t->filled = 0;
+	t->source = t->fill_source = source;
+	t->also = NO_SOURCE;
+	t->answered = t->mixed = t->persisted = t->from_disk = t->skipped = 0;
+	t->state = CACHE_FILLING;
+	t->wake_at = INT64_MAX;
+	t->held = t->paused = 0;
+	t->progress = px_progress_start();
+	t->xid = 0;
+	t->owner = sess->id;
+	t->peer = head;
+	head->peer = t;
+	core->cache_used += len;
+	return t;
 }
 
 /* Asks for the slot's next part, up to need bytes of it at least: an empty
@@ -343,7 +452,7 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 		s->filled = 0;
 		s->source = source;
 		also = NO_SOURCE;
-		s->answered = s->mixed = s->persisted = s->from_disk = 0;
+		s->answered = s->mixed = s->persisted = s->from_disk = s->skipped = 0;
 	}
 	size_t was_also = s->also;
 	s->also = also;
@@ -356,17 +465,35 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 	s->xid = 0;
 	s->owner = sess->id;
 	core->cache_used += more;
+	/* a head's first part brings the tail along where the origin can,
+	 * for a reader through the page cache (a scanner: FRESH_READ); not
+	 * for a small direct read, which a thousand files' 4 KiB must keep
+	 * cheap */
+	struct cache_slot *t = which == 0 && first && (int64_t)len >= FRESH_READ
+		? pair_tail(core, sess, asset, s, source, start + want) : NULL;
+	f->tail = t;
+	f->prov = sess->prov;
 	struct px_fetch_params fp = px_source_range(core, asset, source, start + from, more);
+	if (t) {
+		fp.offset2 = t->start;
+		fp.length2 = t->len;
+	}
 	struct px_fetch_cb cb = { f_data, f_done, f };
 	pthread_mutex_unlock(&core->cache_lock);
 	/* the part's pages in one call, not a fault per page as its bytes
 	 * come (the fill is not submitted yet: nothing frees buf meanwhile) */
 	px_mem_prefault(buf + from, (size_t)more);
+	if (t)
+		px_mem_prefault(t->buf, (size_t)t->len);
 	/* the fill holds a slot of the reader's session */
 	enum px_status rc = px_xfer_submit(core, sess->prov, sess, 0, deadline, &fp, &cb, &id);
 	pthread_mutex_lock(&core->cache_lock);
 	if (rc != PX_OK) {
 		free(f);
+		if (t) {
+			t->peer = s->peer = NULL;
+			drop(core, t);
+		}
 		if (first) {
 			drop(core, s);
 		} else {
@@ -383,6 +510,10 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 	if (s->state == CACHE_FILLING && s->start == start && s->len == slen && s->asked == want) {
 		s->xid = id; /* unless it has already ended */
 		s->progress = px_progress_start(); /* a stall counts from the slot */
+	}
+	if (t && t->peer == s && t->state == CACHE_FILLING) {
+		t->xid = id;
+		t->progress = px_progress_start();
 	}
 	core->n_cache_fills += first;
 	return PX_OK;
@@ -533,7 +664,7 @@ void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fil
 	if (s && fill && s->xid == fill && s->held) {
 		s->held = 0;
 		if (s->paused) {
-			s->paused = 0;
+			unpause(s);
 			s->progress = px_progress_start(); /* a stall counts from the resume */
 			resume = fill;
 		}
@@ -567,7 +698,10 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 	for (;;) {
 		if (s->state == CACHE_EMPTY) {
 			/* a fill we were waiting for failed: read directly, where
-			 * failures are retried with backoff and counted */
+			 * failures are retried with backoff and counted; one
+			 * whose answer left this slot out failed nothing */
+			if (s->skipped && !filler)
+				seen_fill = 0;
 			if (filler || seen_fill) {
 				st = PX_EDECLINED;
 				break;
@@ -577,6 +711,19 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 				s->disk_tried = 1;
 				pthread_mutex_unlock(&core->cache_lock);
 				load(core, asset, which, start, slen);
+				pthread_mutex_lock(&core->cache_lock);
+				continue;
+			}
+			struct cache_slot *t = &core->assets[asset].slot[1];
+			int64_t tstart, tlen;
+			tail_bounds(core, asset, &tstart, &tlen);
+			if (which == 0 && core->disk && t->state == CACHE_EMPTY && !t->disk_tried &&
+			    tlen > 0) {
+				/* the head's fill may bring the tail too, unless
+				 * the tail is on disk: look first */
+				t->disk_tried = 1;
+				pthread_mutex_unlock(&core->cache_lock);
+				load(core, asset, 1, tstart, tlen);
 				pthread_mutex_lock(&core->cache_lock);
 				continue;
 			}
@@ -602,7 +749,7 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 			} else {
 				s->held = 0;
 				if (s->paused && s->xid) {
-					s->paused = 0;
+					unpause(s);
 					s->progress = px_progress_start();
 					resume = s->xid;
 				}
@@ -636,7 +783,7 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 			 * more: that reader may have left without taking them
 			 * (its deadline), and nobody else would resume it */
 			s->held = 0;
-			s->paused = 0;
+			unpause(s);
 			s->progress = px_progress_start();
 			uint64_t id = s->xid;
 			pthread_mutex_unlock(&core->cache_lock);
@@ -695,8 +842,9 @@ int px_cache_yield(struct px_core *core, uint64_t session)
 	for (size_t i = 0; i < core->cat->nassets && n < 8; i++) {
 		for (int k = 0; core->assets[i].slot && k < 2 && n < 8; k++) {
 			struct cache_slot *s = &core->assets[i].slot[k];
+			/* a head and tail fill: the head's, if neither waits */
 			if (s->state == CACHE_FILLING && s->xid && s->owner == session &&
-			    !s->waiting)
+			    !s->waiting && !(s->peer && (k == 1 || s->peer->waiting)))
 				ids[n++] = s->xid;
 		}
 	}

@@ -199,9 +199,15 @@ struct px_core {
 	_Atomic uint64_t n_cache_hits, n_cache_fills, n_streams, n_direct, n_stream_restarts;
 	_Atomic uint64_t n_par_streams;  /* streams that turned parallel */
 	_Atomic uint64_t n_parts;        /* part transfers they started */
+	_Atomic uint64_t n_multipart;    /* head fills that brought the tail in
+					  * the same request (multipart ranges) */
 	/* handles closed after reading only cached heads and tails: library
 	 * scans (ffprobe, a scraper) that cost no transfer of their own */
 	_Atomic uint64_t n_scans_cached;
+	/* sessions whose handles were all closed having read only heads and
+	 * tails (each close of the last handle counts once), and the requests
+	 * they made (provider.c): a scan's cost at the origin */
+	_Atomic uint64_t n_scans, n_scan_requests;
 	_Atomic int64_t kernel_ra;  /* px_stream_set_kernel_readahead(), 0: unknown */
 	_Atomic uint64_t n_stream_waits, stream_wait_us; /* reads that waited for bytes */
 

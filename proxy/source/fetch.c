@@ -17,6 +17,11 @@
  * Failures end the transfer by returning 0 from the write callback; the
  * transfer's own status then replaces curl's CURLE_WRITE_ERROR.
  *
+ * A transfer may ask for two ranges at once (a head and a tail): a 206 of
+ * multipart/byteranges goes through the strict parser of multipart.c,
+ * which hands each part's bytes on at their offsets; any other good
+ * answer brings the first range only, and the result says which.
+ *
  * Redirects: libcurl follows them itself, up to FETCH_MAX_REDIRS, except
  * for transfers that carry provider headers: libcurl would send those
  * (CURLOPT_HTTPHEADER) to whatever host a redirect names, and no option of
@@ -42,12 +47,14 @@
 
 #include "fetch.h"
 #include "httpparse.h"
+#include "multipart.h"
 #include "log.h"
 #include "redact.h"
 
 #define FETCH_BUFFER_SIZE (256 * 1024)
 #define FETCH_MAX_REDIRS 5
 #define FETCH_EASY_POOL 64
+#define FETCH_EPILOGUE_MAX 1024 /* after a multipart body's end: more ends it */
 
 /* What every transfer of one source sends (see fetch.h): read-only once
  * made, shared by transfers that borrow it. */
@@ -77,6 +84,15 @@ struct xfer {
 	/* the response's head, reset at each status line */
 	struct px_http_head head;
 	int html_ok;
+
+	/* a second range (length2 > 0), and its answer as multipart/byteranges:
+	 * the parser has consumed mp_fed bytes of the body, libcurl counts
+	 * raw_pos as taken (a paused chunk comes again from raw_pos) */
+	int64_t offset2, length2;
+	int mp_on;
+	struct px_multipart mp;
+	int64_t raw_pos, mp_fed;
+	int64_t epilogue;     /* bytes after the closing delimiter */
 
 	int checked;          /* response validated, body_pos is meaningful */
 	int64_t body_pos;     /* absolute offset of the next body byte */
@@ -215,6 +231,33 @@ static void xfer_free(struct xfer *x)
 	free(x);
 }
 
+/* A two-range transfer's 206 multipart/byteranges answer: the parser is
+ * set for the two ranges. Sets x->fail when the head cannot carry them. */
+static void check_multipart(struct xfer *x)
+{
+	struct px_fetch_result *r = &x->res;
+	const struct px_http_head *h = &x->head;
+	struct px_multipart_range want[2] = {
+		{ x->offset, x->offset + x->length - 1 },
+		{ x->offset2, x->offset2 + x->length2 - 1 },
+	};
+	char bnd[PX_MULTIPART_BOUNDARY + 1];
+	r->multi = -1; /* unless it proves good, below */
+	if (h->encoding[0]) {
+		x->fail = PX_ENOTASSET;
+		snprintf(r->detail, sizeof(r->detail),
+			 "HTTP 206 with Content-Encoding %s, not the asset's bytes", h->encoding);
+	} else if (px_multipart_boundary(h->ctype, strlen(h->ctype), bnd) != 1 ||
+		   px_multipart_init(&x->mp, bnd, want, 2, x->expect_size, x->html_ok) != PX_OK) {
+		x->fail = PX_EBADRESP;
+		snprintf(r->detail, sizeof(r->detail),
+			 "multipart/byteranges answer without a valid boundary");
+	} else {
+		x->mp_on = 1;
+		r->size = x->expect_size;
+	}
+}
+
 /* Checks the final response once its headers are complete. Sets x->fail or
  * x->body_pos; fills res.size. */
 static void check_response(struct xfer *x)
@@ -224,8 +267,17 @@ static void check_response(struct xfer *x)
 	x->checked = 1;
 	r->http_status = x->head.status;
 	snprintf(r->etag, sizeof(r->etag), "%s", x->head.etag);
+	char bnd[PX_MULTIPART_BOUNDARY + 1];
+	if (x->length2 > 0 && x->head.status == 206 &&
+	    px_multipart_boundary(x->head.ctype, strlen(x->head.ctype), bnd) >= 0) {
+		check_multipart(x);
+		return;
+	}
 	x->fail = px_http_judge(&x->head, &w, &x->body_pos, &r->size, r->detail,
 				sizeof(r->detail));
+	/* one range, or the whole file: the first range comes, not the second */
+	if (x->length2 > 0 && x->fail == PX_OK)
+		r->multi = -1;
 	if (x->fail == PX_OK && x->head.status == 200 && x->offset > 0 &&
 	    px_log_enabled(PX_LOG_DEBUG)) {
 		char shown[512];
@@ -264,6 +316,45 @@ static int cancel_queued(struct xfer *x)
 	return found;
 }
 
+/* The multipart parser's emit: a part's bytes to the caller. */
+static int mp_emit(void *ctx, int64_t off, const char *buf, size_t len)
+{
+	struct xfer *x = ctx;
+	if (!x->cb.on_data(x->cb.ctx, off, buf, len))
+		return 0;
+	x->res.bytes += (int64_t)len;
+	return 1;
+}
+
+/* A body chunk of a multipart answer. A paused chunk comes again from
+ * raw_pos, of which the parser has consumed mp_fed - raw_pos bytes. */
+static size_t multipart_write(struct xfer *x, char *buf, size_t len)
+{
+	int64_t seen = x->mp_fed - x->raw_pos;
+	size_t skip = seen < (int64_t)len ? (size_t)seen : len;
+	size_t used = 0;
+	enum px_status st = px_multipart_feed(&x->mp, buf + skip, len - skip, &used, mp_emit, x,
+					      x->res.detail, sizeof(x->res.detail));
+	x->mp_fed += (int64_t)used;
+	if (st == PX_EAGAIN) {
+		x->paused_at = px_now_ms();
+		return CURL_WRITEFUNC_PAUSE;
+	}
+	if (st == PX_EBADRESP) {
+		x->fail = PX_EBADRESP;
+		x->res.multi = -1;
+		return 0;
+	}
+	x->raw_pos += (int64_t)len;
+	x->mp_fed = x->raw_pos;
+	if (st == PX_EOF) {
+		x->finished_early = 1;
+		x->res.multi = 1;
+		x->epilogue = (int64_t)(len - skip - used);
+	}
+	return len;
+}
+
 static size_t on_write(char *buf, size_t size, size_t n, void *ud)
 {
 	struct xfer *x = ud;
@@ -281,6 +372,14 @@ static size_t on_write(char *buf, size_t size, size_t n, void *ud)
 		check_response(x);
 	if (x->fail)
 		return 0;
+	if (x->mp_on && x->finished_early) {
+		/* the parts are in: a CRLF may follow, not a stream of bytes
+		 * (a larger epilogue ends the transfer, good as it is) */
+		x->epilogue += (int64_t)len;
+		return x->epilogue <= FETCH_EPILOGUE_MAX ? len : 0;
+	}
+	if (x->mp_on)
+		return multipart_write(x, buf, len);
 	if (x->length == 0) {
 		/* a probe needs the headers only; let a one-byte 206 finish so the
 		 * connection stays open for the next request */
@@ -363,7 +462,12 @@ static void finish(struct px_fetch *f, struct xfer *x, CURLcode rc, enum px_stat
 			if (!x->checked)
 				check_response(x);
 			st = x->fail;
-			if (st == PX_OK && x->length > 0 && x->body_pos < x->offset + x->length &&
+			if (st == PX_OK && x->mp_on) {
+				st = PX_ETRANSFER;
+				snprintf(r->detail, sizeof(r->detail),
+					 "multipart/byteranges body ended before its last part");
+			} else if (st == PX_OK && x->length > 0 &&
+				   x->body_pos < x->offset + x->length &&
 			    !(x->head.status == 206 && x->body_pos == x->head.cr.last + 1)) {
 				/* the body ended cleanly but before the bytes asked for */
 				st = PX_ETRANSFER;
@@ -399,7 +503,7 @@ static void finish(struct px_fetch *f, struct xfer *x, CURLcode rc, enum px_stat
 static int setup_easy(struct px_fetch *f, struct xfer *x)
 {
 	CURL *e = f->npool ? f->pool[--f->npool] : curl_easy_init();
-	char range[64];
+	char range[96];
 	const struct px_config *cfg = f->cfg;
 
 	if (!e)
@@ -429,7 +533,12 @@ static int setup_easy(struct px_fetch *f, struct xfer *x)
 		curl_easy_setopt(e, CURLOPT_CAINFO, cfg->ca_file);
 	/* a probe asks for one byte: the 206 tells the total and that ranges work */
 	int64_t last = x->length > 0 ? x->offset + x->length - 1 : x->offset;
-	snprintf(range, sizeof(range), "%lld-%lld", (long long)x->offset, (long long)last);
+	if (x->length2 > 0)
+		snprintf(range, sizeof(range), "%lld-%lld,%lld-%lld", (long long)x->offset,
+			 (long long)last, (long long)x->offset2,
+			 (long long)(x->offset2 + x->length2 - 1));
+	else
+		snprintf(range, sizeof(range), "%lld-%lld", (long long)x->offset, (long long)last);
 	curl_easy_setopt(e, CURLOPT_RANGE, range);
 	curl_easy_setopt(e, CURLOPT_FORBID_REUSE, x->no_reuse ? 1L : 0L);
 	curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, x->fresh ? 1L : 0L);
@@ -509,6 +618,9 @@ static int follow(struct px_fetch *f, struct xfer *x, CURLcode rc)
 	x->fail = PX_OK;
 	x->finished_early = 0;
 	x->body_pos = 0;
+	x->mp_on = 0;
+	x->raw_pos = x->mp_fed = 0;
+	x->res.multi = 0;
 	x->errbuf[0] = '\0';
 	xfer_reset_response(x);
 	if (curl_multi_add_handle(f->multi, x->easy) != CURLM_OK)
@@ -674,6 +786,11 @@ static enum px_status fetch_submit(void *impl, const struct px_fetch_params *p,
 	x->offset = p->offset;
 	x->length = p->length;
 	x->expect_size = p->expect_size;
+	if (p->length2 > 0 && p->length > 0 && p->expect_size > 0 &&
+	    p->offset2 > p->offset + p->length && p->offset2 + p->length2 <= p->expect_size) {
+		x->offset2 = p->offset2;
+		x->length2 = p->length2;
+	}
 	x->no_reuse = p->no_reuse;
 	x->fresh = p->fresh_connect;
 	x->html_ok = p->html_ok;

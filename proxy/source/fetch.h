@@ -48,6 +48,12 @@ struct px_fetch_params {
 	/* for a submit through provider slots (standby.c's gate): PX_EBUSY at
 	 * once when no slot is free, no wait; the fetcher ignores it */
 	int no_wait;
+	/* a second range, after the first and apart from it (length2 > 0;
+	 * expect_size known): both asked in one request. A multipart/
+	 * byteranges answer is parsed strictly (multipart.h) and both
+	 * ranges' bytes come through on_data; any other good answer brings
+	 * the first range's only (px_fetch_result.multi says which) */
+	int64_t offset2, length2;
 };
 
 /*
@@ -76,6 +82,13 @@ struct px_fetch_result {
 					  * (quotes, W/), "" if none or longer */
 	int64_t bytes;                   /* bytes delivered through on_data */
 	int redirects;                   /* redirects followed to get there */
+	int multi;                       /* a two-range transfer: 1 when both
+					  * ranges came as multipart/byteranges,
+					  * -1 when the answer was one range, the
+					  * whole file or a broken multipart body
+					  * (the origin's way with multiple
+					  * ranges: ask for one at a time), 0
+					  * when it did not tell (no answer) */
 	char detail[200];                /* what happened, in words, for logs */
 };
 

@@ -200,6 +200,10 @@ int px_http_head_line(struct px_http_head *h, const char *line, size_t len)
 		}
 	} else if (px_http_name_is(name, nl, "Content-Type")) {
 		h->html = html_type(value, vl);
+		/* kept whole or not at all, like the ETag */
+		size_t keep = vl < sizeof(h->ctype) && !memchr(value, '\0', vl) ? vl : 0;
+		memcpy(h->ctype, value, keep);
+		h->ctype[keep] = '\0';
 	} else if (px_http_name_is(name, nl, "ETag")) {
 		/* kept whole or not at all: a cut ETag could match another */
 		size_t keep = vl < sizeof(h->etag) && !memchr(value, '\0', vl) ? vl : 0;

@@ -57,6 +57,8 @@ struct px_http_head {
 	int html;                 /* Content-Type text/html or application/xhtml+xml */
 	char encoding[32];        /* a Content-Encoding other than identity, "" */
 	char etag[128];           /* as sent, "" if none or longer */
+	char ctype[160];          /* Content-Type as sent, "" if none or
+				   * longer (multipart.h reads it) */
 };
 
 void px_http_head_reset(struct px_http_head *h);

@@ -656,6 +656,8 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 		p->bgs = x;
 	}
 	x->seq = ++p->submits;
+	if (sess && !bg)
+		sess->requests++;
 	pthread_mutex_unlock(&core->prov_lock);
 
 	struct px_fetch_cb wrap = { x_data, x_done, x };
@@ -979,6 +981,13 @@ void px_session_leave(struct px_session *s)
 	s->nhandles--;
 	if (s->nhandles == 0) {
 		s->closed_at = core->now();
+		/* read only heads and tails: a scan, and what it cost */
+		if (atomic_load(&s->served) > 0 && atomic_load(&s->middle) == 0) {
+			atomic_fetch_add(&core->n_scans, 1);
+			atomic_fetch_add(&core->n_scan_requests,
+					 (uint64_t)(s->requests - s->requests_counted));
+		}
+		s->requests_counted = s->requests;
 		if (s->failed || core->cfg->session_ttl_ms == 0 || core->stopping)
 			session_unlist(core, s);
 		if (session_gone(s))

@@ -46,6 +46,9 @@ struct prov_rt {
 	 * limit) */
 	char host[300];
 	_Atomic int multi_host;
+	/* it answered a request for two ranges with anything but their two
+	 * parts (cache.c): heads and tails are asked for apart */
+	_Atomic int no_multipart;
 
 	/* cluster mode (store=): max is the cluster's limit, and this host may
 	 * use only the slots it holds of it (cslots.c) */
@@ -99,6 +102,8 @@ struct px_session {
 	int listed;                /* in core->sessions: may be joined */
 	int failed;                /* a read failed for good: no more joins */
 	int64_t closed_at;         /* when nhandles last fell to 0 */
+	int requests;              /* transfers submitted for its reads */
+	int requests_counted;      /* of them, counted in a scan already */
 
 	pthread_mutex_t lock;      /* guards handles */
 	pthread_mutex_t cut_lock;  /* one cutover of the session at a time */

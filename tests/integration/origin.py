@@ -233,7 +233,7 @@ class Origin:
         Keywords are the rule keys: status, no_range, delay_ms, reset_at,
         truncate_at, stall_at, stall_ms, corrupt_from, length_delta, clen_delta,
         content_range, redirect, serve, content_type, content_encoding,
-        framing, cap, count.  Values go out as str(value), percent-encoded;
+        framing, cap, multipart, count.  Values go out as str(value), percent-encoded;
         booleans become 1/0.
         """
         if not path.startswith("/"):

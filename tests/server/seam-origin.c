@@ -6,7 +6,8 @@
  * a forced status, ignored ranges, delays, connection resets, truncation,
  * stalls, corrupted bytes, lying lengths and Content-Range headers,
  * redirects, another file's bytes, odd Content-Type/Content-Encoding, gzip
- * bodies, read-to-close or chunked framing, short 206 answers.  Rules are
+ * bodies, read-to-close or chunked framing, short 206 answers, broken
+ * multipart/byteranges answers to two ranges.  Rules are
  * set with plain GET requests under /_ctl/ on the same port, so a test
  * needs nothing but an HTTP client.  Every finished or aborted response
  * goes into an in-memory log that tests read back as JSON to check what the
@@ -30,6 +31,7 @@
 #endif
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -72,6 +74,11 @@
 #define SHUTDOWN_GRACE_MS 1000
 
 enum cr_mode { CR_NORMAL, CR_MISSING, CR_SHIFT, CR_TOTAL };
+/* how a request for two ranges is answered (multipart=); MP_AUTO: as
+ * MP_NORMAL, but as MP_SINGLE for a rule with a key that shapes a body
+ * (an offset key, corrupt_from, cap, framing...), which a multipart
+ * answer would not honour: the first range then comes with it */
+enum mp_mode { MP_AUTO, MP_NORMAL, MP_IGNORE, MP_SINGLE, MP_BOUNDARY, MP_OVERLAP, MP_MISSING };
 enum framing { FR_LENGTH, FR_CLOSE, FR_CHUNKED };
 
 struct rule {
@@ -90,6 +97,7 @@ struct rule {
 	int64_t length_delta;
 	int64_t clen_delta;     /* a 206's Content-Length is off by this */
 	enum cr_mode content_range;
+	enum mp_mode multipart;
 	enum framing framing;
 	uint64_t cap;   /* 0: none; else a 206 covers at most this many bytes */
 	uint64_t count; /* 0: unlimited */
@@ -156,6 +164,7 @@ static bool g_verbose;
 static uint64_t g_idle_ms = 300000;
 static uint64_t g_delay_ms; /* --delay-ms: added to every GET/HEAD answer's delay_ms */
 static uint64_t g_rate;     /* --rate: bytes per second of each answer's body, 0: no cap */
+static bool g_index;        /* --index: a directory's GET lists its files (rclone's http backend) */
 static size_t g_log_max = 100000;
 static uint16_t g_port;
 
@@ -736,9 +745,9 @@ static const char *skip_ows(const char *s)
 }
 
 /*
- * Single byte ranges only.  Anything unparsable, or a multi-range set, is
- * answered as if there were no Range header (RFC 7233 allows both).
- * Sets [*a, *b] inclusive on RANGE_OK.
+ * One byte range.  Anything unparsable, or a set of ranges, is answered as
+ * if there were no Range header (RFC 7233 allows both), but for the two
+ * ranges parse_two_ranges takes.  Sets [*a, *b] inclusive on RANGE_OK.
  */
 static enum range_result parse_range(const char *v, uint64_t size, uint64_t *a, uint64_t *b)
 {
@@ -780,6 +789,33 @@ static enum range_result parse_range(const char *v, uint64_t size, uint64_t *a, 
 	*a = first;
 	*b = last >= size ? size - 1 : last;
 	return RANGE_OK;
+}
+
+/*
+ * Exactly two byte ranges ("a-b,c-d", each also "a-" or "-n"), both
+ * satisfiable, ascending and apart, as [a[i], b[i]] inclusive: true.
+ * Anything else is for parse_range (a multi-range set it ignores).
+ */
+static bool parse_two_ranges(const char *v, uint64_t size, uint64_t a[2], uint64_t b[2])
+{
+	const char *s = skip_ows(v), *comma;
+	char one[128];
+
+	if (strncasecmp(s, "bytes", 5) != 0)
+		return false;
+	s = skip_ows(s + 5);
+	if (*s++ != '=' || !(comma = strchr(s, ',')) || strchr(comma + 1, ','))
+		return false;
+	for (int i = 0; i < 2; i++) {
+		const char *from = i ? comma + 1 : s;
+		size_t n = i ? strlen(from) : (size_t)(comma - s);
+		if (n + 7 > sizeof one)
+			return false;
+		snprintf(one, sizeof one, "bytes=%.*s", (int)n, from);
+		if (parse_range(one, size, &a[i], &b[i]) != RANGE_OK)
+			return false;
+	}
+	return a[1] > b[0] + 1;
 }
 
 /* ---- rules ----------------------------------------------------------- */
@@ -919,6 +955,15 @@ static const char *rule_set_key(struct rule *r, const char *k, const char *v, ch
 			r->content_range = CR_NORMAL;
 		else
 			BAD();
+	} else if (!strcmp(k, "multipart")) {
+		static const char *const modes[] = { "", "normal", "ignore", "single", "boundary",
+						     "overlap", "missing" };
+		size_t i = 1;
+		while (i < sizeof modes / sizeof *modes && strcmp(v, modes[i]))
+			i++;
+		if (i == sizeof modes / sizeof *modes)
+			BAD();
+		r->multipart = (enum mp_mode)i;
 	} else if (!strcmp(k, "redirect")) {
 		/* Local paths are percent-encoded when sent; absolute URLs go out verbatim. */
 		bool abs = !strncmp(v, "http://", 7) || !strncmp(v, "https://", 8);
@@ -1363,6 +1408,99 @@ static const char *default_type(const char *name)
 	return html ? "text/html; charset=utf-8" : "application/octet-stream";
 }
 
+/* The delimiter and headers of part i of a multipart answer into sb. */
+static void mp_part_head(struct sbuf *sb, const char *bnd, int i, const char *ctype, uint64_t a,
+			 uint64_t b, uint64_t total)
+{
+	(void)i; /* every part opens with CRLF, the first too (nginx's way) */
+	sb_printf(sb, "\r\n--%s\r\nContent-Type: %s\r\nContent-Range: bytes %" PRIu64 "-%" PRIu64
+		  "/%" PRIu64 "\r\n\r\n", bnd, ctype, a, b, total);
+}
+
+/*
+ * Answers a request for two ranges [a[i], b[i]] as nginx does: 206 with a
+ * multipart/byteranges body, each part with its Content-Type and
+ * Content-Range, after the rule's delay. multipart= breaks it on purpose:
+ * another boundary in the body than in the header, a second part that
+ * overlaps the first (from the first's last byte), or no second part.
+ * Only file bytes count in the log.
+ */
+static enum next serve_multipart(struct conn *c, struct req *rq, const struct rule *r, int fd,
+				 const struct stat *st, const char *name, bool want_close,
+				 const uint64_t a_in[2], const uint64_t b_in[2], const char *validators)
+{
+	uint64_t size = (uint64_t)st->st_size, a[2] = { a_in[0], a_in[1] }, b[2] = { b_in[0], b_in[1] };
+	const char *ctype = r->content_type ? r->content_type : default_type(name);
+	const char *bnd = "00000000000000000042", *sent_bnd = r->multipart == MP_BOUNDARY
+		? "00000000000000000043" : bnd;
+	int nparts = r->multipart == MP_MISSING ? 1 : 2;
+	struct sbuf heads[2] = { { 0 }, { 0 } }, tail = { 0 };
+	enum next nx = NEXT_DROP;
+	uint64_t clen = 0, sent = 0, t0 = mono_ms(), step = CHUNK;
+
+	/* --rate: paced as send_body paces */
+	if (g_rate && step > g_rate / 16)
+		step = g_rate / 16 > 1024 ? g_rate / 16 : 1024;
+	if (r->multipart == MP_OVERLAP)
+		a[1] = b[0];
+	for (int i = 0; i < nparts; i++) {
+		mp_part_head(&heads[i], sent_bnd, i, ctype, a[i], b[i], size);
+		clen += heads[i].n + (b[i] - a[i] + 1);
+	}
+	sb_printf(&tail, "\r\n--%s--\r\n", sent_bnd);
+	clen += tail.n;
+	begin_headers(c, 206, want_close);
+	hput(&c->h, "Content-Type: multipart/byteranges; boundary=%s\r\n", bnd);
+	hput(&c->h, "Content-Length: %" PRIu64 "\r\nAccept-Ranges: bytes\r\n%s\r\n", clen,
+	     validators);
+	c->lstatus = 206;
+	if (r->delay_ms && conn_sleep(c, r->delay_ms) < 0) {
+		log_finish(c, false);
+		goto out;
+	}
+	if (send_all(c, c->h.b, c->h.n, rq->head ? 0 : MSG_MORE, NULL) < 0) {
+		log_finish(c, false);
+		goto out;
+	}
+	if (!c->body)
+		c->body = xmalloc(CHUNK);
+	for (int i = 0; !rq->head && i < nparts; i++) {
+		if (send_all(c, heads[i].p, heads[i].n, MSG_MORE, NULL) < 0) {
+			log_finish(c, false);
+			goto out;
+		}
+		for (uint64_t pos = a[i]; pos <= b[i];) {
+			size_t n = b[i] + 1 - pos > step ? step : (size_t)(b[i] + 1 - pos);
+			ssize_t got = pread(fd, c->body, n, (off_t)pos);
+			if (got < 0 && errno == EINTR)
+				continue;
+			if (got <= 0 || send_all(c, c->body, (size_t)got, MSG_MORE, &c->lbytes) < 0) {
+				log_finish(c, false);
+				goto out;
+			}
+			pos += (uint64_t)got;
+			sent += (uint64_t)got;
+			uint64_t due = t0 + (g_rate ? sent * 1000 / g_rate : 0), now = mono_ms();
+			if (g_rate && due > now && conn_sleep(c, due - now) < 0) {
+				log_finish(c, false);
+				goto out;
+			}
+		}
+	}
+	mark_finishing(c);
+	if (!rq->head && send_all(c, tail.p, tail.n, 0, NULL) < 0) {
+		log_finish(c, false);
+		goto out;
+	}
+	log_finish(c, true);
+	nx = want_close ? NEXT_CLOSE : NEXT_KEEP;
+out:
+	free(heads[0].p);
+	free(heads[1].p);
+	free(tail.p);
+	return nx;
+}
+
 /*
  * Answers a GET or HEAD from fd, the file that `name` names (the request's
  * path, or the rule's serve=): 200, 206 or 416, or 500 if gzip fails.
@@ -1387,6 +1525,22 @@ static enum next serve_file(struct conn *c, struct req *rq, const struct rule *r
 	http_date(st->st_mtime, lm, sizeof lm);
 	snprintf(validators, sizeof validators, "Last-Modified: %s\r\nETag: \"%" PRIx64 "-%llx\"\r\n",
 		 lm, size, (unsigned long long)st->st_mtime);
+	uint64_t ma[2], mb[2];
+	bool shaped = r->reset_at != NONE || r->truncate_at != NONE || r->stall_at != NONE ||
+		      r->corrupt_from != NONE || r->status_after != NONE || r->cap ||
+		      r->length_delta || r->clen_delta || r->content_range != CR_NORMAL ||
+		      r->framing != FR_LENGTH || r->content_encoding;
+	if (rq->range && !r->no_range && r->multipart != MP_IGNORE &&
+	    parse_two_ranges(rq->range, size, ma, mb)) {
+		if (r->multipart != MP_SINGLE && !(r->multipart == MP_AUTO && shaped)) {
+			nx = serve_multipart(c, rq, r, fd, st, name, want_close, ma, mb, validators);
+			goto out;
+		}
+		/* one range where two were asked: the first (RFC 9110 allows it) */
+		rr = RANGE_OK;
+		a = ma[0];
+		b = mb[0];
+	}
 
 	if (rr == RANGE_UNSAT) {
 		char extra[512];
@@ -1489,6 +1643,54 @@ out:
 	return nx;
 }
 
+/*
+ * --index: a GET of a directory under the root answers a page of links to
+ * its regular files (symlinks followed, dot files left out), as nginx's
+ * autoindex does, for clients that list by parsing one (rclone's http
+ * backend). Returns false when path is no such directory.
+ */
+static bool serve_index(struct conn *c, struct req *rq, const char *path, bool want_close,
+			enum next *nx)
+{
+	struct sbuf page = { 0 };
+	struct stat st;
+	size_t need = g_root_len + strlen(path) + 2;
+	char *full = xmalloc(need), *real = NULL;
+	DIR *d = NULL;
+	bool ok = false;
+
+	snprintf(full, need, "%s/%s", g_root, path);
+	if (!g_index || !path_is_safe(path) || !(real = realpath(full, NULL)) ||
+	    (g_root_len > 1 && (strncmp(real, g_root, g_root_len) ||
+				(real[g_root_len] != '/' && real[g_root_len]))) ||
+	    stat(real, &st) < 0 ||
+	    !S_ISDIR(st.st_mode) || !(d = opendir(real)))
+		goto out;
+	sb_printf(&page, "<html><body>\n");
+	for (struct dirent *e; (e = readdir(d));) {
+		if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, 0) < 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		sb_write(&page, "<a href=\"", 9);
+		sb_pct_encode_path(&page, e->d_name);
+		sb_write(&page, "\">", 2);
+		sb_pct_encode_path(&page, e->d_name);
+		sb_write(&page, "</a>\n", 5);
+	}
+	sb_printf(&page, "</body></html>\n");
+	int r = send_simple(c, 200, want_close, NULL, "text/html", page.p, page.n, rq->head);
+	log_finish(c, r == 0);
+	*nx = r < 0 ? NEXT_DROP : want_close ? NEXT_CLOSE : NEXT_KEEP;
+	ok = true;
+out:
+	if (d)
+		closedir(d);
+	free(real);
+	free(full);
+	free(page.p);
+	return ok;
+}
+
 static enum next serve_get(struct conn *c, struct req *rq, bool want_close)
 {
 	struct rule r;
@@ -1537,6 +1739,8 @@ static enum next serve_get(struct conn *c, struct req *rq, bool want_close)
 	/* serve= swaps the file and nothing else: ranges and every other key apply to it */
 	name = r.serve ? r.serve : rq->path;
 	fd = open_under_root(name, &st);
+	if (fd < 0 && serve_index(c, rq, name, want_close, &nx))
+		goto out;
 	if (fd < 0)
 		nx = answer_short(c, &r, 404, want_close, NULL, rq->head);
 	else
@@ -2138,6 +2342,7 @@ static void usage(FILE *f)
 {
 	fputs("usage: seam-origin --root DIR [--port-file FILE] [--port N] [--verbose]\n"
 	      "                   [--idle-ms N] [--log-max N] [--delay-ms N] [--rate BYTES]\n"
+	      "                   [--index]\n"
 	      "Serves DIR on 127.0.0.1 for tests; see tests/server/README.md.\n",
 	      f);
 }
@@ -2189,6 +2394,8 @@ int main(int argc, char **argv)
 			i++;
 		} else if (!strcmp(a, "--verbose")) {
 			g_verbose = true;
+		} else if (!strcmp(a, "--index")) {
+			g_index = true;
 		} else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			usage(stdout);
 			return 0;

@@ -315,11 +315,85 @@ def test_unsatisfiable_range(srv, path, spec, total):
     assert r.getheader("Content-Range") == "bytes */%d" % total
 
 
-@pytest.mark.parametrize("spec", ["bytes=0-1,5-6", "bytes=5-1", "items=0-1", "bytes=abc", "bytes="])
+@pytest.mark.parametrize("spec", ["bytes=0-1,2-6", "bytes=5-9,0-1", "bytes=0-1,5-6,9-10",
+                                  "bytes=5-1", "items=0-1", "bytes=abc", "bytes="])
 def test_ignored_range_gives_full_body(srv, data, spec):
     r, body = request(srv, "/a.bin", headers={"Range": spec})
     assert r.status == 200
     assert sha(body) == sha(data["a.bin"])
+
+
+def multipart_parts(r, body):
+    """The parts of a multipart/byteranges answer as (Content-Range, bytes),
+    read strictly by each part's length, and the boundary its body used."""
+    ctype = r.getheader("Content-Type")
+    assert ctype.startswith("multipart/byteranges; boundary="), ctype
+    assert int(r.getheader("Content-Length")) == len(body)
+    parts, at = [], 0
+    while True:
+        assert body[at:at + 4] == b"\r\n--", body[at:at + 40]
+        end = body.index(b"\r\n", at + 4)
+        bnd = body[at + 4:end].decode()
+        if bnd.endswith("--"):
+            return parts, bnd[:-2]
+        head_end = body.index(b"\r\n\r\n", end)
+        heads = dict(line.split(": ", 1) for line in body[end + 2:head_end].decode().split("\r\n"))
+        first, last = heads["Content-Range"].split(" ")[1].split("/")[0].split("-")
+        n = int(last) - int(first) + 1
+        parts.append((heads["Content-Range"], body[head_end + 4:head_end + 4 + n]))
+        at = head_end + 4 + n
+
+
+@pytest.mark.parametrize("mode", ["normal", "boundary", "overlap", "missing"])
+def test_two_ranges_multipart(srv, data, mode):
+    if mode != "normal":
+        srv.rule("/a.bin", multipart=mode)
+    a = data["a.bin"]
+    r, body = request(srv, "/a.bin", headers={"Range": "bytes=0-99,-50"})
+    assert r.status == 206
+    parts, bnd = multipart_parts(r, body)
+    said = r.getheader("Content-Type").split("boundary=")[1]
+    assert (bnd == said) == (mode != "boundary"), (bnd, said)
+    want = [(0, 99), (len(a) - 50, len(a) - 1)]
+    if mode == "overlap":
+        want[1] = (99, len(a) - 1)
+    if mode == "missing":
+        want = want[:1]
+    assert parts == [(f"bytes {x}-{y}/{len(a)}", a[x:y + 1]) for x, y in want]
+
+
+def test_index_lists_regular_files(files):
+    """--index: a directory's GET is a page of links to its regular files
+    (rclone's http backend lists so); without it, 404 (test_not_found)."""
+    with own_server(files, "--index", name="index") as o:
+        r, body = request(o, "/")
+        assert r.status == 200 and r.getheader("Content-Type") == "text/html"
+        links = sorted(body.decode().split('href="')[i].split('"')[0]
+                       for i in range(1, body.decode().count('href="') + 1))
+        assert "a.bin" in links and "inside.bin" in links and "dir" not in links
+        assert all(not x.startswith(".") for x in links)
+        r, body = request(o, "/dir/")
+        assert r.status == 200 and b"href" not in body
+        r, body = request(o, "/nope/")
+        assert r.status == 404
+
+
+def test_two_ranges_single_or_ignored(srv, data):
+    a = data["a.bin"]
+    srv.rule("/a.bin", multipart="single")
+    r, body = request(srv, "/a.bin", headers={"Range": "bytes=0-99,200-299"})
+    assert (r.status, r.getheader("Content-Range"), body) == (206, f"bytes 0-99/{len(a)}", a[:100])
+    srv.rule("/a.bin", multipart="ignore")
+    r, body = request(srv, "/a.bin", headers={"Range": "bytes=0-99,200-299"})
+    assert r.status == 200 and sha(body) == sha(a)
+    # a rule that shapes bodies: the first range, shaped, unless asked for
+    srv.rule("/a.bin", corrupt_from=50)
+    r, body = request(srv, "/a.bin", headers={"Range": "bytes=0-99,200-299"})
+    assert (r.status, r.getheader("Content-Range")) == (206, f"bytes 0-99/{len(a)}")
+    assert body == a[:50] + bytes(x ^ 0x5A for x in a[50:100])
+    srv.rule("/a.bin", corrupt_from=50, multipart="normal")
+    r, body = request(srv, "/a.bin", headers={"Range": "bytes=0-99,200-299"})
+    assert r.status == 206 and len(multipart_parts(r, body)[0]) == 2
 
 
 def test_empty_file(srv):

@@ -49,6 +49,8 @@ static void fake_finish(struct fake *f, struct fake_req *r, enum px_status st)
 	res.http_status = st == PX_OK ? 206 : st == PX_ENOTFOUND ? 404 : st == PX_EAUTH ? 403 :
 			  st == PX_ESERVER ? 503 : 0;
 	res.bytes = r->bytes;
+	if (r->length2 > 0)
+		res.multi = r->second ? 1 : st == PX_OK ? -1 : 0;
 	/* as the real fetcher's, an HTTP error's detail names its status */
 	if (res.http_status >= 400)
 		snprintf(res.detail, sizeof(res.detail), "fake: %s (HTTP %d)", px_strerror(st),
@@ -79,6 +81,13 @@ static void fake_finish(struct fake *f, struct fake_req *r, enum px_status st)
 /* Delivers one chunk of r, or ends it. Called with the lock held. */
 static void fake_step(struct fake *f, struct fake_req *r)
 {
+	if (r->pos >= r->limit && r->length2 > 0 && f->multipart && !r->second &&
+	    r->final == PX_OK && r->pos == r->offset + r->length) {
+		/* the second part of a multipart answer */
+		r->second = 1;
+		r->pos = r->offset2;
+		r->limit = r->offset2 + r->length2;
+	}
 	if (r->pos >= r->limit) {
 		fake_finish(f, r, r->final);
 		return;
@@ -88,7 +97,9 @@ static void fake_step(struct fake *f, struct fake_req *r)
 		n = (int64_t)f->chunk;
 	if (r->drip && n > (int64_t)f->drip_bytes)
 		n = (int64_t)f->drip_bytes;
-	if (r->pos < r->offset || r->pos + n > r->offset + r->length)
+	int64_t lo = r->second ? r->offset2 : r->offset;
+	int64_t hi = r->second ? r->offset2 + r->length2 : r->offset + r->length;
+	if (r->pos < lo || r->pos + n > hi)
 		f->problems++;
 	/* a skewed request breaks the contract: its later chunks one byte off */
 	int64_t at = r->pos + (r->skew && r->pos > r->offset ? 1 : 0);
@@ -190,6 +201,11 @@ static enum px_status fake_submit(void *impl, const struct px_fetch_params *p,
 	r->id = 7000 + (uint64_t)r->index;
 	r->offset = p->offset;
 	r->length = p->length;
+	r->offset2 = p->offset2;
+	r->length2 = p->length2;
+	if (p->length2 > 0 && (p->offset2 <= p->offset + p->length ||
+			       p->offset2 + p->length2 > f->size))
+		f->problems++; /* two ranges must be apart, in order, in the file */
 	r->expect_size = p->expect_size;
 	snprintf(r->url, sizeof(r->url), "%s", p->url ? p->url : "(null)");
 	r->nheaders = p->nheaders;

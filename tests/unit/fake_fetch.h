@@ -23,6 +23,8 @@ struct fake_req {
 	uint64_t id;
 	int index;                /* 1-based order of submit */
 	int64_t offset, length, expect_size;
+	int64_t offset2, length2; /* a second range asked with the first */
+	int second;               /* delivering the second range */
 	char url[128];
 	size_t nheaders;
 	char header0[128];        /* the first header, "" when none */
@@ -72,6 +74,9 @@ struct fake {
 	enum px_status fail_status;
 	int64_t fail_after, fail_after_more;
 	int hang_from;            /* requests from this one on never answer */
+	int multipart;            /* a request for two ranges gets both, as a
+				   * multipart answer (result multi 1); 0: the
+				   * first only, as one range (multi -1) */
 	int fast_end;             /* threaded: submit returns only after the
 				   * transfer ended (or paused), as when a quick
 				   * failure beats the caller */

@@ -187,6 +187,8 @@ struct col {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	int64_t off, len, next, got;
+	int64_t off2;             /* a second range's start (0: none), where
+				   * the bytes may jump to from the first's end */
 	int ndata, ndone, problems, npause;
 	int pause_every;          /* pause on every k-th on_data (0: never) */
 	int paused;               /* set by on_data; the test resumes */
@@ -203,6 +205,8 @@ static int c_data(void *ctx, int64_t off, const void *p, size_t len)
 	struct col *c = ctx;
 	pthread_mutex_lock(&c->lock);
 	c->ndata++;
+	if (c->off2 && off == c->off2 && c->next < c->off2)
+		c->next = c->off2; /* the second range of a two-range transfer */
 	/* in order, contiguous, inside the range, never while paused or done */
 	if (c->ndone || c->paused || off != c->next || len == 0 ||
 	    off + (int64_t)len > c->off + c->len || off + (int64_t)len > SIZE)
@@ -299,6 +303,28 @@ static enum px_status run(struct col *c, int64_t off, int64_t len, int64_t expec
 	assert_int_equal(c->res.bytes, c->got);
 	if (c->got && memcmp(c->buf + off, g_file + off, (size_t)c->got) != 0)
 		fail_msg("transfer %lld+%lld: wrong bytes", (long long)off, (long long)len);
+	return c->res.status;
+}
+
+/* Runs a transfer of two ranges [a, a+n) and [b, b+m) to its end; checks
+ * the bytes that came. */
+static enum px_status run2(struct col *c, int64_t a, int64_t n, int64_t b, int64_t m)
+{
+	struct px_fetch_params p = { .url = g_url, .offset = a, .length = n,
+				     .expect_size = SIZE, .offset2 = b, .length2 = m };
+	struct px_fetch_cb cb = { c_data, c_done, c };
+	c->off = c->next = a;
+	c->len = b + m - a;
+	c->off2 = b;
+	assert_int_equal(g_ops.submit(g_ops.impl, &p, &cb, &c->id), PX_OK);
+	if (!wait_for(c, is_done, 1, 0))
+		fail_msg("two ranges: no on_done within %d ms", WAIT_MS);
+	assert_int_equal(c->problems, 0);
+	assert_int_equal(c->res.bytes, c->got);
+	int64_t first = c->got < n ? c->got : n;
+	assert_memory_equal(c->buf + a, g_file + a, (size_t)first);
+	if (c->got > n)
+		assert_memory_equal(c->buf + b, g_file + b, (size_t)(c->got - n));
 	return c->res.status;
 }
 
@@ -460,6 +486,47 @@ static void test_capped_206(void **state)
 	}
 	assert_int_equal(have, len);
 	assert_int_equal(col(3)->id, 0); /* three requests */
+}
+
+/* Two ranges in one request (a head and a tail): a multipart/byteranges
+ * answer brings both at their offsets, through pauses too; one range or
+ * the whole file brings the first and says so (multi -1); a broken
+ * multipart answer (another boundary, overlapping parts, a part missing)
+ * is refused, with no byte of the part that broke it. */
+static void test_two_ranges(void **state)
+{
+	const int64_t a = 0, n = 300000, b = SIZE - 1024 * 1024, m = 1024 * 1024;
+	struct col *c = col(0);
+	assert_int_equal(run2(c, a, n, b, m), PX_OK);
+	assert_int_equal(c->got, n + m);
+	assert_int_equal(c->res.multi, 1);
+	assert_int_equal(c->res.http_status, 206);
+	assert_int_equal(c->res.size, SIZE);
+	c = col(1);
+	c->pause_every = 2;
+	assert_int_equal(run2(c, 1000, n, b, m), PX_OK);
+	assert_int_equal(c->got, n + m);
+	assert_int_equal(c->res.multi, 1);
+	assert_true(c->npause >= 2);
+	static const char *const fallback[] = { "multipart=single", "multipart=ignore" };
+	for (int i = 0; i < 2; i++) {
+		rule(fallback[i]);
+		c = col(2 + i);
+		assert_int_equal(run2(c, a, n, b, m), PX_OK);
+		assert_int_equal(c->got, n);
+		assert_int_equal(c->res.multi, -1);
+		assert_int_equal(c->res.http_status, i ? 200 : 206);
+	}
+	static const char *const broken[] = { "multipart=boundary", "multipart=overlap",
+					      "multipart=missing" };
+	for (int i = 0; i < 3; i++) {
+		rule(broken[i]);
+		c = col(4 + i);
+		assert_int_equal(run2(c, a, n, b, m), PX_EBADRESP);
+		assert_int_equal(c->got, i ? n : 0); /* the first part was good */
+		assert_int_equal(c->res.multi, -1);
+		assert_non_null(strstr(c->res.detail, "multipart/byteranges"));
+	}
 }
 
 /* ------------------------------------------------------------- failures */
@@ -711,6 +778,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_past_eof, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_200_for_range, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_capped_206, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_ranges, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reset_mid_body, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_status_codes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_not_asset_and_bad_range, setup, teardown),

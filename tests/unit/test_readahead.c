@@ -1002,6 +1002,56 @@ static void test_budget_pressure(void **state)
  * fill of each in all, the rest from memory, no stream. A session on
  * another source of the asset does not get the cached bytes of the first.
  */
+/* A head's first read of the kernel's size (a scanner through the page
+ * cache) asks for the tail in the same request: where the origin answers
+ * both ranges, the scan's tail reads cost nothing more. Where it answers
+ * one, the tail's reader fills the tail itself, and the provider is asked
+ * apart from then on: the next asset's head comes alone. */
+static void test_head_and_tail_in_one_request(void **state)
+{
+	(void)state;
+	struct rig *r = asset_rig(3, DATA_SIZE, 1, 64 * 1024, 0);
+	ra_start(r);
+	pthread_mutex_lock(&r->fake.lock);
+	r->fake.multipart = 1;
+	pthread_mutex_unlock(&r->fake.lock);
+	struct px_handle *s = rig_open(r, 0, 42);
+	read_check(r, s, 0, 0, 0, 128 * 1024);
+	read_check(r, s, 0, 0, r->size - 64 * 1024, 64 * 1024);
+	read_check(r, s, 0, 0, r->size - 6000, 6000);
+	rig_close(r, s);
+	assert_int_equal(fake_nreq(&r->fake), 1);
+	struct fake_req q = fake_req(&r->fake, 1);
+	assert_int_equal(q.offset, 0);
+	assert_int_equal(q.offset2, r->size - MiB);
+	assert_int_equal(q.length2, MiB);
+	assert_int_equal(r->core->n_multipart, 1);
+	assert_int_equal(r->core->n_cache_fills, 2);
+
+	/* an origin that answers the first range only */
+	pthread_mutex_lock(&r->fake.lock);
+	r->fake.multipart = 0;
+	pthread_mutex_unlock(&r->fake.lock);
+	s = rig_open(r, 1, 43);
+	read_check(r, s, 1, 0, 0, 128 * 1024);
+	read_check(r, s, 1, 0, r->size - 64 * 1024, 64 * 1024);
+	rig_close(r, s);
+	assert_int_equal(fake_nreq(&r->fake), 3);
+	assert_int_equal(fake_req(&r->fake, 2).length2, MiB);
+	q = fake_req(&r->fake, 3);
+	assert_int_equal(q.offset, r->size - MiB);
+	assert_int_equal(q.length, MiB);
+	assert_int_equal(q.length2, 0);
+	/* remembered: the next head comes alone */
+	s = rig_open(r, 2, 44);
+	read_check(r, s, 2, 0, 0, 128 * 1024);
+	rig_close(r, s);
+	assert_int_equal(fake_nreq(&r->fake), 4);
+	assert_int_equal(fake_req(&r->fake, 4).length2, 0);
+	assert_int_equal(r->core->n_multipart, 1);
+	rig_free(r);
+}
+
 static void test_head_tail_cache(void **state)
 {
 	struct rig *r = asset_rig(1, DATA_SIZE, 1, 64 * 1024, 1);
@@ -1429,6 +1479,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_seek_beats_stale_reads, rig_teardown),
 		cmocka_unit_test_teardown(test_budget_pressure, rig_teardown),
 		cmocka_unit_test_teardown(test_head_tail_cache, rig_teardown),
+		cmocka_unit_test_teardown(test_head_and_tail_in_one_request, rig_teardown),
 		cmocka_unit_test_teardown(test_fill_held_for_first_reader, rig_teardown),
 		cmocka_unit_test_teardown(test_direct_read_zero_copy, rig_teardown),
 		cmocka_unit_test_teardown(test_stream_fails_once, rig_teardown),

@@ -227,6 +227,7 @@ static void check_shape(json_t *js)
 	exact_keys(get(js, "admission"), "admission",
 		   "refused_at_limit last_refusal last_refusal_age_s");
 	exact_keys(get(js, "reads"), "reads", "head_tail_cache_hits head_tail_cache_fills "
+		   "head_tail_multipart scans scan_requests "
 		   "scans_from_cache streams stream_restarts stream_waits stream_wait_ms "
 		   "parallel_streams parallel_parts direct_reads");
 	exact_keys(get(js, "memory"), "memory",
