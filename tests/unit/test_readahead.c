@@ -28,6 +28,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -766,11 +767,13 @@ struct waiter {
 	enum px_status st;
 	size_t got;
 	unsigned char *buf;
+	_Atomic int entered; /* its read is about to start */
 };
 
 static void *waiter_main(void *arg)
 {
 	struct waiter *w = arg;
+	atomic_store(&w->entered, 1);
 	w->st = px_handle_read(w->s, w->off, (size_t)BLOCK, w->buf, &w->got);
 	return NULL;
 }
@@ -791,7 +794,7 @@ static void test_jump_ends_stream_under_waiter(void **state)
 	for (off = 0; off < 2 * MiB; off += BLOCK)
 		read_check(r, s, 0, 0, off, BLOCK);
 
-	struct waiter w = { r, s, off, PX_EIO, 0, malloc((size_t)BLOCK) };
+	struct waiter w = { r, s, off, PX_EIO, 0, malloc((size_t)BLOCK), 0 };
 	pthread_t t;
 	assert_non_null(w.buf);
 	assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
@@ -863,11 +866,23 @@ static void test_seek_beats_stale_reads(void **state)
 		struct timespec gap = { 0, 3 * 1000000 };
 		for (int k = 0; k < STALE; k++) {
 			w[k] = (struct waiter){ r, s, base + k * BLOCK, PX_EIO, 0,
-						malloc((size_t)BLOCK) };
+						malloc((size_t)BLOCK), 0 };
 			assert_non_null(w[k].buf);
 			if (pthread_create(&t[k], NULL, waiter_main, &w[k]) == 0)
 				nt++;
 			nanosleep(&gap, NULL);
+		}
+		/* every stale read has begun before the seek: on a loaded machine
+		 * (ASan in CI) a waiter's thread could start after it, and a read
+		 * that comes after the seek is not a stale one */
+		for (int i = 0; i < 2000; i++) {
+			int all = 1;
+			for (int k = 0; k < nt; k++)
+				all &= atomic_load(&w[k].entered);
+			if (all)
+				break;
+			struct timespec tick = { 0, 5 * 1000000 };
+			nanosleep(&tick, NULL);
 		}
 		struct timespec pause = { 0, 20 * 1000000 };
 		nanosleep(&pause, NULL);
