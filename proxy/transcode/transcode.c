@@ -1804,6 +1804,15 @@ static int has_readers(const struct px_transcode *tc, const struct job *j)
 	       (j->wanted_ms && px_now_ms() - j->wanted_ms < tc->cfg->read_timeout_ms);
 }
 
+/* Whether one handle here is j's only reader (no far read of another
+ * host asked within read_timeout): a settled read of it may move the
+ * main writer at once, nobody takes turns with it. Under tc->lock. */
+static int sole_reader(const struct px_transcode *tc, const struct job *j)
+{
+	return j->nopen == 1 &&
+	       !(j->wanted_ms && px_now_ms() - j->wanted_ms < tc->cfg->read_timeout_ms);
+}
+
 /* Starts the next queued job if a slot is free. Under tc->lock. */
 static void run_queue(struct px_transcode *tc)
 {
@@ -3014,7 +3023,8 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 				.main_edge = j->edge, .ahead = tc->cfg->seek_restart_segments,
 				.probe_covers = probe_covers(j, k), .slot_free = probe_slot_free(tc),
 				.probes_running = tc->nprobes,
-				.settled = settled, .first_read = first };
+				.settled = settled, .first_read = first,
+				.sole_reader = sole_reader(tc, j) };
 			act = px_seek_decide(&v, k);
 			if ((act == PX_SEEK_START && tried >= 3) ||
 			    (act == PX_SEEK_PROBE && probed >= 3) ||
