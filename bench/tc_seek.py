@@ -139,7 +139,7 @@ def counts(log_text, status):
     return {
         'main_starts': len(re.findall(r'writer pid \d+ started: asset', log_text)),
         'probe_runs': len(re.findall(r'probe pid \d+ for asset \S+ started', log_text)),
-        'probes_cancelled': log_text.count('probe cancelled'),
+        'probes_cancelled': len(re.findall(r'probe pid \d+ of asset \S+ cancelled', log_text)),
         'main_killed_for_seek': log_text.count('restarting it there'),
         'recoveries': row.get('recoveries'),
         'seeks': row.get('seeks'),
