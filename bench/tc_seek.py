@@ -1,26 +1,30 @@
 #!/usr/bin/env python3
-"""A player's seek into a transcode that is not written yet: how long mpv
-takes to show its first frame, and what the writers did meanwhile.
+"""A player's seek into a transcode: how long mpv takes to show its first
+frame, cold and warm, against ffmpeg's own time to encode those 2 s.
 
-    python3 bench/tc_seek.py --seamfs build/seamfs [--runs 5] [--start 120]
+    python3 bench/tc_seek.py --seamfs build/seamfs [--runs 5]
+        [--heights 360,720] [--starts 50%,10%,0]
 
-Makes a 3-minute clip (ffmpeg lavfi testsrc2 + sine, 320x240 unless --size,
-as the tests' make_clip), serves it with a private nginx on 127.0.0.1, and for
-each run
-mounts the daemon afresh on an empty work directory (so nothing of the
-transcode exists yet), then runs
+Makes a clip (ffmpeg lavfi testsrc2 + sine; 120 s at 1280x720 unless
+--seconds/--size say otherwise), serves it with a private nginx on
+127.0.0.1, and for each height, start and run mounts the daemon afresh on
+an empty work directory (cold: nothing of the transcode exists yet), then
+runs
 
-    mpv --no-config --vo=null --ao=null --start=120 --frames=1 --msg-time -v FILE
+    mpv --no-config --vo=null --ao=null --start=START --frames=1 --msg-time -v FILE
 
-on the transcode (180p, 300 kbit/s, 2 s segments: the tests' profile, unless
---height and --video-bitrate say otherwise). The
-first frame's time is mpv's own clock at "first video frame after restart
-shown"; the exit time is when mpv's process was gone. After mpv exits the
-mount stays up for --linger seconds, so that reads a player left behind
-show in the counts. Per run it prints the main writer's starts, its kills
-for a seek ("restarting it there"), the probe runs, and the transcode row
-of status.json (recoveries, seeks: absent before seeks were counted). Standard library only;
-every wait is bounded and everything started is stopped by its own PID.
+on the transcode (HEIGHT p, 2 s segments, the video bitrate of
+BITRATES below unless --video-bitrate), then the same mpv again on the same
+mount (warm: the segments the first one read are written). The first
+frame's time is mpv's own clock (--msg-time, from mpv's start) at the log
+line "first video frame after restart shown". The anchor is ffmpeg's own
+time (wall, process start to exit, median of --runs) to encode 2 s at the
+same offset from the source file on local disk with the writer's profile
+(libx264 veryfast, no B-frames, GOP of one segment, the same bitrate and
+VBV, AAC 64 kbit/s, to MPEG-TS). Per cold run it prints the main writer's
+starts, its kills for a seek, the probe runs and the transcode row of
+status.json. Standard library only; every wait is bounded and everything
+started is stopped by its own PID.
 """
 
 import argparse
@@ -60,8 +64,8 @@ http {{
 }}
 """
 
-PROFILE = {'height': 180, 'video_bitrate': 300000, 'audio_bitrate': 64000,
-           'segment_seconds': 2}
+PROFILE = {'audio_bitrate': 64000, 'segment_seconds': 2}
+BITRATES = {180: 300000, 360: 800000, 720: 3000000}
 
 
 def free_port():
@@ -135,28 +139,119 @@ def counts(log_text, status):
     return {
         'main_starts': len(re.findall(r'writer pid \d+ started: asset', log_text)),
         'probe_runs': len(re.findall(r'probe pid \d+ for asset \S+ started', log_text)),
+        'probes_cancelled': len(re.findall(r'probe pid \d+ of asset \S+ cancelled', log_text)),
         'main_killed_for_seek': log_text.count('restarting it there'),
         'recoveries': row.get('recoveries'),
         'seeks': row.get('seeks'),
     }
 
 
+def offset_s(start, seconds):
+    if start.endswith('%'):
+        return seconds * float(start[:-1]) / 100.0
+    return float(start)
+
+
+def anchor(clip, off, height, vbps, runs):
+    """ffmpeg's wall time to encode 2 s at off with the writer's profile."""
+    cmd = ['ffmpeg', '-nostdin', '-hide_banner', '-loglevel', 'error', '-y',
+           '-ss', f'{off:.3f}', '-i', str(clip), '-t', '2', '-vf', f'scale=-2:{height}',
+           '-c:v', 'libx264', '-preset', 'veryfast', '-b:v', str(vbps), '-maxrate', str(vbps),
+           '-bufsize', str(vbps // 2), '-bf', '0', '-g', str(PROFILE['segment_seconds'] * 25),
+           '-forced-idr', '1', '-x264-params', 'scenecut=0:open-gop=0',
+           '-c:a', 'aac', '-b:a', str(PROFILE['audio_bitrate']), '-ar', '48000',
+           '-f', 'mpegts', os.devnull]
+    t = []
+    for _ in range(runs):
+        t0 = time.monotonic()
+        subprocess.run(cmd, check=True, timeout=120)
+        t.append(time.monotonic() - t0)
+    return round(statistics.median(t), 3)
+
+
+def write_catalog(cat, port, height, vbps):
+    cat.write_text(json.dumps({'assets': [
+        {'id': 'clip', 'path': 'clip.mkv',
+         'sources': [{'url': f'http://127.0.0.1:{port}/clip.mkv'}]},
+        {'id': 'clip-t', 'path': 'clip.ts',
+         'transcode': dict(PROFILE, of='clip', height=height, video_bitrate=vbps)}]}))
+
+
+def one_run(a, seamfs, cat, run, start):
+    mnt = run / 'mnt'
+    mnt.mkdir(parents=True)
+    log = run / 'seamfs.log'
+    p = mount(seamfs, cat, mnt, run / 'work', run / 'state', log, a.options)
+    try:
+        r = run_mpv(mnt / 'clip.ts', start, 120)
+        time.sleep(a.linger)
+        w = run_mpv(mnt / 'clip.ts', start, 120)
+        with open(mnt / '.seamfs' / 'status.json') as f:
+            status = json.load(f)
+    finally:
+        unmount(str(mnt))
+        stop(p, 15)
+    r['warm_first_frame_s'] = w['first_frame_s']
+    r.update(counts(log.read_text(errors='replace'), status))
+    if not a.keep:
+        shutil.rmtree(run, ignore_errors=True)
+    return r
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return round(statistics.median(xs), 3) if xs else None
+
+
+def case(a, seamfs, tmp, port, clip, height, start):
+    vbps = a.video_bitrate or BITRATES.get(height, height * 4000)
+    cat = tmp / f'catalog-{height}.json'
+    write_catalog(cat, port, height, vbps)
+    off = offset_s(start, a.seconds)
+    anc = anchor(clip, off, height, vbps, a.runs)
+    rs = []
+    for i in range(a.runs):
+        r = one_run(a, seamfs, cat, tmp / f'run-{height}-{start}-{i}', start)
+        rs.append(r)
+        say(f'{height}p --start={start} run {i + 1}: ' + json.dumps(r))
+    cold = median(r['first_frame_s'] for r in rs)
+    warm = median(r['warm_first_frame_s'] for r in rs)
+    return {'height': height, 'start': start, 'offset_s': off, 'anchor_s': anc,
+            'cold_s': cold, 'cold_range_s': [min((r['first_frame_s'] or 0) for r in rs),
+                                             max((r['first_frame_s'] or 0) for r in rs)],
+            'warm_s': warm,
+            'cold_x_anchor': round(cold / anc, 2) if cold else None,
+            'probe_runs_median': statistics.median(r['probe_runs'] for r in rs),
+            'main_starts_median': statistics.median(r['main_starts'] for r in rs),
+            'failed': sum(1 for r in rs if r['first_frame_s'] is None
+                          or r['warm_first_frame_s'] is None)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--seamfs', required=True, help='the seamfs binary (seamfs-writer beside it)')
     ap.add_argument('--runs', type=int, default=5)
-    ap.add_argument('--start', type=float, default=120)
-    ap.add_argument('--seconds', type=int, default=180, help='length of the clip')
-    ap.add_argument('--linger', type=float, default=6, help='seconds to watch after mpv exits')
+    ap.add_argument('--starts', default='50%,10%,0',
+                    help='mpv --start values, comma-separated (N%% or seconds)')
+    ap.add_argument('--heights', default='360,720', help='profile heights, comma-separated')
+    ap.add_argument('--seconds', type=int, default=120, help='length of the clip')
+    ap.add_argument('--linger', type=float, default=1, help='seconds between cold and warm')
     ap.add_argument('--clip', help='reuse this clip (made there if missing)')
-    ap.add_argument('--size', default='320x240', help='the clip\'s picture size')
-    ap.add_argument('--height', type=int, default=PROFILE['height'], help='profile height')
-    ap.add_argument('--video-bitrate', type=int, default=PROFILE['video_bitrate'])
+    ap.add_argument('--size', default='1280x720', help='the clip\'s picture size')
+    ap.add_argument('--video-bitrate', type=int, default=0,
+                    help='profile video bitrate (default: BITRATES by height)')
     ap.add_argument('-o', dest='options', action='append', default=[],
                     help='extra mount option (name=value), repeatable')
     ap.add_argument('--keep', action='store_true', help='keep the temporary directory')
     a = ap.parse_args()
     seamfs = os.path.abspath(a.seamfs)
+    heights = [int(h) for h in a.heights.split(',')]
+    starts = a.starts.split(',')
+    for st in starts:
+        try:
+            offset_s(st, a.seconds)
+        except ValueError:
+            raise SystemExit(f'--starts: bad value {st!r} (want N% or seconds)')
     tmp = Path(tempfile.mkdtemp(prefix='tc-seek-'))
     media = tmp / 'media'
     media.mkdir()
@@ -167,56 +262,31 @@ def main():
             make_clip(a.clip, a.seconds, a.size)
         shutil.copyfile(a.clip, clip)
     else:
-        say(f'making a {a.seconds} s clip')
+        say(f'making a {a.seconds} s {a.size} clip')
         make_clip(clip, a.seconds, a.size)
     ng, port = start_nginx(media, tmp / 'nginx')
-    cat = tmp / 'catalog.json'
-    cat.write_text(json.dumps({'assets': [
-        {'id': 'clip', 'path': 'clip.mkv',
-         'sources': [{'url': f'http://127.0.0.1:{port}/clip.mkv'}]},
-        {'id': 'clip-t', 'path': 'clip.ts',
-         'transcode': dict(PROFILE, of='clip', height=a.height,
-                           video_bitrate=a.video_bitrate)}]}))
-    results = []
+    rows = []
     try:
-        for i in range(a.runs):
-            run = tmp / f'run{i}'
-            mnt = run / 'mnt'
-            mnt.mkdir(parents=True)
-            log = run / 'seamfs.log'
-            p = mount(seamfs, cat, mnt, run / 'work', run / 'state', log, a.options)
-            try:
-                r = run_mpv(mnt / 'clip.ts', a.start, 120)
-                time.sleep(a.linger)
-                with open(mnt / '.seamfs' / 'status.json') as f:
-                    status = json.load(f)
-            finally:
-                unmount(str(mnt))
-                stop(p, 15)
-            r.update(counts(log.read_text(errors='replace'), status))
-            results.append(r)
-            say(f'run {i + 1}: ' + json.dumps(r))
+        for h in heights:
+            for st in starts:
+                rows.append(case(a, seamfs, tmp, port, clip, h, st))
     finally:
         stop(ng)
         if not a.keep:
             shutil.rmtree(tmp, ignore_errors=True)
         else:
             say(f'kept {tmp}')
-    ff = [r['first_frame_s'] for r in results if r['first_frame_s'] is not None]
-    summary = {
-        'runs': len(results),
-        'first_frame_median_s': round(statistics.median(ff), 3) if ff else None,
-        'first_frame_s': ff,
-        'exit_median_s': round(statistics.median(r['exit_s'] for r in results), 3),
-        'main_starts_median': statistics.median(r['main_starts'] for r in results),
-        'main_killed_for_seek_median': statistics.median(
-            r['main_killed_for_seek'] for r in results),
-        'probe_runs_median': statistics.median(r['probe_runs'] for r in results),
-        'recoveries': [r['recoveries'] for r in results],
-        'seeks': [r['seeks'] for r in results],
-    }
-    print(json.dumps(summary, indent=1))
-    return 0 if len(ff) == len(results) else 1
+    print(f'load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores, runs {a.runs}')
+    print(f'{"height":>6} {"start":>6} {"anchor":>7} {"cold":>7} {"range":>13} '
+          f'{"x anchor":>8} {"warm":>6} {"probes":>6} {"mains":>5}')
+    for r in rows:
+        rg = '%.2f-%.2f' % tuple(r['cold_range_s'])
+        print(f'{r["height"]:>6} {r["start"]:>6} {r["anchor_s"]:>7.2f} '
+              f'{(r["cold_s"] or -1):>7.2f} {rg:>13} {(r["cold_x_anchor"] or -1):>8.2f} '
+              f'{(r["warm_s"] or -1):>6.2f} {r["probe_runs_median"]:>6} '
+              f'{r["main_starts_median"]:>5}')
+    print(json.dumps(rows))
+    return 0 if not any(r['failed'] for r in rows) else 1
 
 
 if __name__ == '__main__':

@@ -94,7 +94,7 @@ enum px_seek_action px_seek_decide(const struct px_seek_view *v, uint32_t k)
 	}
 	if (k >= v->main_from && (int64_t)k <= v->main_edge + v->ahead)
 		return PX_SEEK_WAIT;
-	int movable = v->main_edge >= (int64_t)v->main_from + 2;
+	int movable = v->main_edge >= (int64_t)v->main_from + 2 || v->sole_reader;
 	if (v->settled && movable)
 		return PX_SEEK_MOVE;
 	if (v->slot_free)

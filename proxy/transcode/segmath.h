@@ -92,6 +92,8 @@ struct px_seek_view {
 	int probes_running;    /* probes running on the host (they end soon) */
 	int settled;           /* px_seek_settled() for this read */
 	int first_read;        /* the handle's first read */
+	int sole_reader;       /* the job's only reader (one handle, no far
+				* read of another host): nobody to take turns with */
 };
 
 enum px_seek_action {
@@ -111,7 +113,8 @@ enum px_seek_action {
  *  - a main writer elsewhere: a settled read MOVEs it once it has
  *    committed two segments since it started (two readers far apart take
  *    turns rather than kill each other's writer before either gets a
- *    byte; until then WAIT, or PROBE when a slot is free); else PROBE.
+ *    byte; until then WAIT, or PROBE when a slot is free), at once when
+ *    its handle is the job's sole reader; else PROBE.
  *    With no slot free for a probe: WAIT while probes run (one ends in
  *    a moment), else (main writers hold every slot, max_writers 1 say)
  *    MOVE when it may be moved, as a far read always did, or WAIT.

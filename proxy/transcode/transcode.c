@@ -120,6 +120,13 @@ struct probe {
 	size_t outlen;
 	uint32_t from, until;  /* writes from..until */
 	int64_t started_ms;
+	/* issue 32: a probe serves its handle's read; once that handle reads
+	 * elsewhere (or its reader is gone) and no read waits for it, it is
+	 * killed. Unlisted, its segments were never served. */
+	const struct px_tcfile *by; /* the handle that asked, NULL: another host */
+	int waiting;           /* reads waiting for its segments now */
+	int cancelled;         /* killed because its reader moved on */
+	int listed;            /* it said "committed": done, ending */
 };
 
 /* Why a main writer starts: what its recovery pass counts as. */
@@ -1717,7 +1724,7 @@ static int probe_slot_free(const struct px_transcode *tc)
  * lease is someone else's. Under tc->lock.
  */
 static enum px_status start_probe(struct px_transcode *tc, struct job *j, uint32_t from,
-				  uint32_t until)
+				  uint32_t until, const struct px_tcfile *by)
 {
 	char shown[PATH_MAX];
 	struct probe *p = NULL;
@@ -1768,6 +1775,7 @@ static enum px_status start_probe(struct px_transcode *tc, struct job *j, uint32
 	p->from = from;
 	p->until = until;
 	p->started_ms = px_now_ms();
+	p->by = by;
 	j->nprobes++;
 	tc->nprobes++;
 	main_yield(j, 1);
@@ -1796,12 +1804,88 @@ static uint32_t probe_until(const struct job *j, uint32_t k, uint32_t read_last)
 	return px_seek_probe_until(k, read_last, j->plan.nseg, j->ok, stop_at);
 }
 
+/* The slot of a running probe of j that writes segment k, or -1. Under
+ * tc->lock. */
+static int probe_slot_of(const struct job *j, uint32_t k)
+{
+	for (int q = 0; q < PROBES_MAX; q++)
+		if (j->probes[q].pid && k >= j->probes[q].from && k <= j->probes[q].until)
+			return q;
+	return -1;
+}
+
+/* The probe one read waits for: its slot (-1: none) and pid (the slot may
+ * be another probe's by the time the read stops waiting). */
+struct probe_wait {
+	int slot;
+	pid_t pid;
+};
+
+/* Counts the read of *w as waiting for the probe in slot (-1: for none),
+ * no longer for the one before. Under tc->lock. */
+static void probe_wait_set(struct job *j, int slot, struct probe_wait *w)
+{
+	if (w->slot >= 0 && j->probes[w->slot].pid == w->pid && j->probes[w->slot].waiting)
+		j->probes[w->slot].waiting--;
+	w->slot = slot;
+	w->pid = slot >= 0 ? j->probes[slot].pid : 0;
+	if (slot >= 0)
+		j->probes[slot].waiting++;
+}
+
+/*
+ * Kills the probes of j that handle f asked for and no read waits for,
+ * when f reads first..last now and they write none of it, or (gone) when
+ * f's reader has exited: their reader has moved on (issue 32). A killed
+ * probe has listed nothing, or all it wrote (the list is renamed into
+ * place), so no byte it made was served and then differs. Under tc->lock.
+ */
+static void cancel_probes(struct job *j, const struct px_tcfile *f, uint32_t first,
+			  uint32_t last, int gone)
+{
+	for (int q = 0; q < PROBES_MAX; q++) {
+		struct probe *p = &j->probes[q];
+		if (!p->pid || p->by != f || p->waiting || p->cancelled || p->listed)
+			continue;
+		if (!gone && first <= p->until && last >= p->from)
+			continue;
+		p->cancelled = 1;
+		kill(p->pid, SIGKILL);
+		if (gone)
+			px_info("transcode", "asset %s: cancelling probe pid %d (segments %u..%u): "
+				"its reader has exited", j->a->id, (int)p->pid, p->from, p->until);
+		else
+			px_info("transcode", "asset %s: cancelling probe pid %d (segments %u..%u): "
+				"its reader reads segments %u..%u now", j->a->id, (int)p->pid,
+				p->from, p->until, first, last);
+	}
+}
+
+/* Whether a probe that handle f asked for runs and is not cancelled: its
+ * next one waits for it (one at a time per handle). Under tc->lock. */
+static int probing_for(const struct job *j, const struct px_tcfile *f)
+{
+	for (int q = 0; q < PROBES_MAX; q++)
+		if (j->probes[q].pid && j->probes[q].by == f && !j->probes[q].cancelled)
+			return 1;
+	return 0;
+}
+
 /* Whether j has readers: handles open here, or (cluster mode) a far read
  * of another host asked for it within read_timeout. Under tc->lock. */
 static int has_readers(const struct px_transcode *tc, const struct job *j)
 {
 	return j->nopen > 0 ||
 	       (j->wanted_ms && px_now_ms() - j->wanted_ms < tc->cfg->read_timeout_ms);
+}
+
+/* Whether one handle here is j's only reader (no far read of another
+ * host asked within read_timeout): a settled read of it may move the
+ * main writer at once, nobody takes turns with it. Under tc->lock. */
+static int sole_reader(const struct px_transcode *tc, const struct job *j)
+{
+	return j->nopen == 1 &&
+	       !(j->wanted_ms && px_now_ms() - j->wanted_ms < tc->cfg->read_timeout_ms);
 }
 
 /* Starts the next queued job if a slot is free. Under tc->lock. */
@@ -2022,6 +2106,7 @@ static void probe_output(struct px_transcode *tc, struct job *j, struct probe *p
 		unsigned k;
 		*nl = '\0';
 		changed |= sscanf(line, "committed %u", &k) == 1;
+		p->listed |= changed;
 		if (strncmp(line, "link ", 5) == 0)
 			j->work_links++; /* the probe logged it */
 		line = nl + 1;
@@ -2049,6 +2134,10 @@ static void probe_ended(struct px_transcode *tc, struct job *j, struct probe *p,
 		px_info("transcode", "probe pid %d of asset %s done: segments %u..%u in %lld ms",
 			(int)p->pid, j->a->id, p->from, p->until,
 			(long long)(px_now_ms() - p->started_ms));
+	else if (p->cancelled)
+		px_info("transcode", "probe pid %d of asset %s cancelled after %lld ms; segments "
+			"%u..%u not written", (int)p->pid, j->a->id,
+			(long long)(px_now_ms() - p->started_ms), p->from, p->until);
 	else if (code > 0)
 		px_warn("transcode", "probe pid %d of asset %s failed (exit %d); segments %u..%u "
 			"not written", (int)p->pid, j->a->id, code, p->from, p->until);
@@ -2283,7 +2372,7 @@ static void serve_want(struct px_transcode *tc, struct job *j, const struct px_t
 		j->remote_seeks++;
 		start_writer(tc, j, k, START_SEEK);
 	} else if (act == PX_SEEK_PROBE) {
-		if (start_probe(tc, j, k, probe_until(j, k, w->last)) == PX_OK) {
+		if (start_probe(tc, j, k, probe_until(j, k, w->last), NULL) == PX_OK) {
 			j->remote_seeks++;
 			px_info("transcode", "asset %s: read of segment %u on %s is outside the "
 				"writer's reach (%u..%lld + %lld); a probe writes it, the writer goes "
@@ -2881,6 +2970,9 @@ void px_transcode_close(struct px_tcfile *f)
 		return;
 	pthread_mutex_lock(&f->tc->lock);
 	f->job->nopen--;
+	for (int q = 0; q < PROBES_MAX; q++)
+		if (f->job->probes[q].by == f)
+			f->job->probes[q].by = NULL; /* its address may be a new handle's */
 	if (f->prev)
 		f->prev->next = f->next;
 	else
@@ -2964,6 +3056,7 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 	int64_t checked = px_now_ms();
 	int64_t ask_at = -1;   /* following another host: when to ask it next */
 	int far = 0;
+	struct probe_wait pw = { -1, 0 };
 
 	pthread_mutex_lock(&tc->lock);
 	for (;;) {
@@ -3014,10 +3107,11 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 				.main_edge = j->edge, .ahead = tc->cfg->seek_restart_segments,
 				.probe_covers = probe_covers(j, k), .slot_free = probe_slot_free(tc),
 				.probes_running = tc->nprobes,
-				.settled = settled, .first_read = first };
+				.settled = settled, .first_read = first,
+				.sole_reader = sole_reader(tc, j) };
 			act = px_seek_decide(&v, k);
 			if ((act == PX_SEEK_START && tried >= 3) ||
-			    (act == PX_SEEK_PROBE && probed >= 3) ||
+			    (act == PX_SEEK_PROBE && (probed >= 3 || probing_for(j, f))) ||
 			    (act == PX_SEEK_MOVE && j->restart_at >= 0))
 				act = PX_SEEK_WAIT; /* asked already: the deadline decides */
 		}
@@ -3035,7 +3129,7 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 		if (act == PX_SEEK_PROBE) {
 			uint32_t until = probe_until(j, k, read_last);
 			probed++;
-			if (start_probe(tc, j, k, until) == PX_OK) {
+			if (start_probe(tc, j, k, until, f) == PX_OK) {
 				if (j->pid)
 					px_info("transcode", "asset %s: read of segment %u by pid %llu "
 						"is outside the writer's reach (%u..%lld + %lld); a probe "
@@ -3082,8 +3176,12 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 		if (j->remote && ask_at > 0 && ask_at < until)
 			until = ask_at;
 		struct timespec ts = { until / 1000, (until % 1000) * 1000000 };
+		probe_wait_set(j, probe_slot_of(j, k), &pw);
 		pthread_cond_timedwait(&tc->cond, &tc->lock, &ts);
 	}
+	probe_wait_set(j, -1, &pw);
+	if (st == PX_ECANCELED)
+		cancel_probes(j, f, 0, 0, 1);
 	pthread_mutex_unlock(&tc->lock);
 	if (st == PX_ETIMEDOUT)
 		px_warn("transcode", "asset %s: segment %u not committed within read_timeout "
@@ -3198,6 +3296,7 @@ enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, v
 	struct px_seek_hist hist = f->hist;
 	int first = f->reads++ == 0;
 	px_seek_note(&f->hist, first_seg);
+	cancel_probes(j, f, first_seg, last_seg, 0);
 	pthread_mutex_unlock(&tc->lock);
 	px_debug("transcode", "asset %s: read of %zu bytes at %lld (segments %u..%u) by pid %llu",
 		 j->a->id, len, (long long)off, first_seg, last_seg,

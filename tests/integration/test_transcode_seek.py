@@ -274,3 +274,104 @@ def test_reads_of_an_exited_player_start_nothing(seamfs, data, clip60, nginx, tm
     assert row['seeks'] == 1 and row['recoveries'] == 0, row
     assert row['writer_pid'] in (moved, 0), (row, moved)
     assert writer_pids(m.worker_pid()) in ([], [moved])
+
+
+FAR_CHILD = r"""
+import os, sys
+os.pread(int(sys.argv[1]), 2048, int(sys.argv[2]))
+"""
+
+
+def proc_state(pid):
+    """The state letter of process pid ('T' stopped), None when gone."""
+    try:
+        with open(f'/proc/{pid}/stat') as f:
+            return f.read().rpartition(')')[2].split()[0]
+    except OSError:
+        return None
+
+
+def stopped_probe(m, f, fd, seg, S):
+    """A far read of segment seg through fd (the same open file, so the
+    same handle) in a child process, its probe stopped (SIGSTOP) while it
+    runs. Returns (child, probe pid), or None when the probe was done
+    before it could be stopped."""
+    child = subprocess.Popen([sys.executable, '-c', FAR_CHILD, str(fd), str(seg * S + 1000)],
+                             pass_fds=(fd,), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        pat = rf'probe pid (\d+) for asset clip60-ts started: segments {seg}\.\.'
+        pid = int(wait_until(lambda: re.findall(pat, m.log()), 30, 'the far read\'s probe')[0])
+        os.kill(pid, signal.SIGSTOP)
+    except BaseException:
+        child.kill()
+        child.wait(30)
+        raise
+    wait_until(lambda: proc_state(pid) in ('T', 'Z', None), 10, 'the probe stopped')
+    if proc_state(pid) == 'T' and f'probe pid {pid} of asset clip60-ts done' not in m.log():
+        return child, pid
+    # it was done first: that read is served; try another segment
+    child.wait(30)
+    return None
+
+
+def test_probe_of_a_reader_that_moved_on_is_cancelled(seamfs, data, clip60, nginx, tmp_path):
+    """A probe for a far read whose reader has moved on (its process was
+    killed while the probe ran, then the same open file reads elsewhere) is
+    killed, not left to write segments nobody waits for; it listed
+    nothing, and every byte read before and after equals a full read from
+    a fresh mount (issue 32). The probe is held stopped (SIGSTOP) so that it
+    cannot end before the reader moves on; without the cancel it stays so
+    and is let go at the end."""
+    work = tmp_path / 'work'
+    cat = seek_catalog(nginx, 'transcode')
+    m = seamfs.mount(cat, read_timeout=60,
+                     options=[f'work_dir={work}', 'writer_max_speed=1',
+                              'seek_restart_segments=1'])
+    job = work / 'clip60-ts'
+    plan = plan_of(job)
+    S = plan['segment_bytes']
+    f = m.path('clip60.ts')
+    fd = os.open(f, os.O_RDONLY)
+    got, held, child = [], None, None
+    try:
+        got.append((0, os.pread(fd, 188, 0)))
+        for seg in (20, 24, 27):
+            held = stopped_probe(m, f, fd, seg, S)
+            if held:
+                break
+            got.append((seg * S + 1000, bounded(lambda: os.pread(fd, 2048, seg * S + 1000),
+                                                60, 'a probe\'s read')))
+        assert held, 'every probe was done before it could be stopped'
+        child, pid = held
+        child.kill()
+        child.wait(30)
+        # the same open file reads elsewhere: the reader moved on
+        got.append((10 * S + 500, bounded(lambda: os.pread(fd, 2048, 10 * S + 500), 60,
+                                          'the read elsewhere')))
+        wait_until(lambda: proc_state(pid) is None or
+                   f'probe pid {pid} of asset clip60-ts cancelled' in m.log(), 30,
+                   'the probe cancelled')
+        log = m.log()
+        assert f'cancelling probe pid {pid} ' in log, log
+        assert f'probe pid {pid} of asset clip60-ts cancelled' in log, log
+        seg = int(re.search(rf'cancelling probe pid {pid} \(segments (\d+)\.\.', log).group(1))
+        assert seg not in {i for i, _ in playlist_entries(job)[0]}, 'the cancelled probe listed'
+        # the segment is written again for a later read, by another writer
+        got.append((seg * S + 1000, bounded(lambda: os.pread(fd, 4096, seg * S + 1000), 60,
+                                            'the cancelled segment read again')))
+    finally:
+        os.close(fd)
+        if child is not None and child.poll() is None:
+            child.kill()
+            child.wait(30)
+        if held and proc_state(held[1]) == 'T':
+            os.kill(held[1], signal.SIGCONT)   # the old code's probe: let it end
+    assert m.unmount() == 0
+    m2 = seamfs.mount(cat, read_timeout=30, options=[f'work_dir={work}'], mnt=m.mnt)
+    whole = bounded(lambda: whole_file(f), 100, 'the whole file from a fresh mount')
+    assert len(whole) == plan['size']
+    check_pieces(got, whole)
+    # the cancelled probe listed nothing: its segment is another run's
+    entries, _ = playlist_entries(job)
+    assert {i for i, _ in entries} == set(range(NSEG))

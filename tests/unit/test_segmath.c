@@ -159,6 +159,14 @@ static void test_seek_decide(void **state)
 	assert_int_equal(px_seek_decide(&v, 61), PX_SEEK_PROBE);
 	v.slot_free = 0;
 	assert_int_equal(px_seek_decide(&v, 61), PX_SEEK_WAIT);
+	/* the job's only reader: no other player to take turns with, so its
+	 * settled read moves the writer at once (issue 32) */
+	v.sole_reader = 1;
+	assert_int_equal(px_seek_decide(&v, 61), PX_SEEK_MOVE);
+	v.slot_free = 1;
+	assert_int_equal(px_seek_decide(&v, 61), PX_SEEK_MOVE);
+	v.settled = 0; /* a bisection step still gets a probe */
+	assert_int_equal(px_seek_decide(&v, 61), PX_SEEK_PROBE);
 	/* no slot free: wait for a running probe to end; with none running
 	 * (main writers hold every slot) move it as a far read always did */
 	v = view(1, 0, 9);
