@@ -223,7 +223,10 @@ def test_guide_scan_with_sidecars(seamfs, seamfs_cli, tmp_path):
             assert sha256_file(m.path(rel)) == sha256_file(lib / rel), rel
         got, since = served(servers, since)
         for rel in movies:
-            assert sum(got.get(rel, [])) <= HEAD + TAIL, (rel, got.get(rel))
+            # head and tail, no more; when they came in one multipart answer
+            # (issue 31) the log's body bytes count its part headers and
+            # boundaries too (825 bytes in a CI run)
+            assert sum(got.get(rel, [])) <= HEAD + TAIL + 4 * KIB, (rel, got.get(rel))
         for rel in sidecars:
             assert got.get(rel) == [(lib / rel).stat().st_size], (rel, got.get(rel))
         st = status(m)
