@@ -617,15 +617,12 @@ static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
 	return strlen(s);
 }
 
-static void on_mhd_log(void *cls, const char *fmt, va_list ap) PX_PRINTF(2, 0);
-
-static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+void px_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char line[512];
-	(void)cls;
 	vsnprintf(line, sizeof(line), fmt, ap);
 	line[strcspn(line, "\n")] = '\0';
-	px_warn("control", "libmicrohttpd: %s", line);
+	px_warn(cls, "libmicrohttpd: %s", line);
 }
 
 /*
@@ -731,7 +728,7 @@ enum px_status px_control_start(struct px_core *core, const char *path, struct p
 	ctl->mhd = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
 		on_request, ctl,
-		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+		MHD_OPTION_EXTERNAL_LOGGER, px_mhd_log, (void *)"control",
 		MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
 		MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,

@@ -10,6 +10,7 @@
 #ifndef SEAMFS_CONTROL_H
 #define SEAMFS_CONTROL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include "px.h"
 
@@ -108,5 +109,10 @@ enum px_status px_control_start(struct px_core *core, const char *path,
 /* Stops the server (waits for its thread) and removes the socket file if
  * it is still the one it made. NULL: nothing. */
 void px_control_stop(struct px_control *ctl);
+
+/* libmicrohttpd's error logger for the control socket and the peer
+ * endpoint (MHD_OPTION_EXTERNAL_LOGGER): cls is the module name the line
+ * is logged under ("control", "peer"); one line, as a warning. */
+void px_mhd_log(void *cls, const char *fmt, va_list ap) PX_PRINTF(2, 0);
 
 #endif

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "context.h"
+#include "control.h"
 #include "copies.h"
 #include "log.h"
 #include "peer.h"
@@ -175,17 +176,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	return serve(p, c, url + strlen(PX_PEER_PATH));
 }
 
-static void on_mhd_log(void *cls, const char *fmt, va_list ap) PX_PRINTF(2, 0);
-
-static void on_mhd_log(void *cls, const char *fmt, va_list ap)
-{
-	char line[512];
-	(void)cls;
-	vsnprintf(line, sizeof(line), fmt, ap);
-	line[strcspn(line, "\n")] = '\0';
-	px_warn("peer", "libmicrohttpd: %s", line);
-}
-
 /* A listening TCP socket on "ADDR:PORT" ("[v6]:PORT" too), or -1 (logged). */
 static int listen_on(const char *where)
 {
@@ -249,7 +239,7 @@ enum px_status px_peer_start(struct px_core *core, const char *where, struct px_
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	p->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL,
 				  NULL, on_request, p,
-				  MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+				  MHD_OPTION_EXTERNAL_LOGGER, px_mhd_log, (void *)"peer",
 				  MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
 				  MHD_OPTION_CONNECTION_LIMIT, (unsigned int)256,
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)60,

@@ -324,6 +324,38 @@ static void copy_file_set(struct src_rt *sr, const struct px_copy_file *file)
 	atomic_store(&sr->in_way, PX_IN_WAY_NONE);
 }
 
+/*
+ * Fills the next runtime source slot of asset with where (a path when
+ * is_path, else a URL; kept in the core's arena) on provider prov, its
+ * verification state reset: its index, or -1 (no memory). The caller
+ * sets what else it knows, then publishes it by raising a->nsources.
+ * prov_lock and vf_lock held.
+ */
+static long append_source(struct px_core *core, size_t asset, const char *where, int is_path,
+			  size_t prov)
+{
+	struct px_asset *a = &core->mcat->assets[asset];
+	struct src_rt *all = px_src_ensure(core, asset); /* made by the caller */
+	char *s = keep(core, where);
+	if (!s)
+		return -1;
+	long k = (long)a->nsources;
+	struct px_source *src = &a->sources[k];
+	memset(src, 0, sizeof(*src));
+	if (is_path)
+		src->path = s;
+	else
+		src->url = s;
+	src->shown = s;
+	src->key = s;
+	src->provider = prov;
+	px_provider_note_source(core, prov, is_path ? NULL : s);
+	core->assets[asset].dead[k] = 0;
+	px_src_why(&all[k], NULL);
+	memset(&all[k], 0, sizeof(all[k]));
+	return k;
+}
+
 enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const char *path,
 				   const char *storage, const char *prov_name, int local_disk,
 				   const struct px_copy_file *file, size_t *kout)
@@ -365,22 +397,11 @@ enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const cha
 	if (st == PX_OK && prov < m->nproviders)
 		m->providers[prov].local_disk = local_disk;
 	if (st == PX_OK && k < 0) {
-		char *s = keep(core, path);
-		if (!s) {
+		k = append_source(core, asset, path, 1, prov);
+		if (k < 0) {
 			st = PX_ENOMEM;
 		} else {
-			k = (long)a->nsources;
-			struct px_source *src = &a->sources[k];
-			memset(src, 0, sizeof(*src));
-			src->path = s;
-			src->shown = s;
-			src->key = s;
-			src->provider = prov;
-			src->storage = storage;
-			px_provider_note_source(core, prov, NULL);
-			rt->dead[k] = 0;
-			px_src_why(&all[k], NULL);
-			memset(&all[k], 0, sizeof(all[k]));
+			a->sources[k].storage = storage;
 			all[k].state = VS_VERIFIED;
 			copy_file_set(&all[k], file);
 			a->nsources = (size_t)k + 1;   /* published last */
@@ -465,23 +486,11 @@ enum px_status px_sources_add_peer(struct px_core *core, size_t asset, const cha
 		core->provs[prov].bad_since = 0;
 		core->provs[prov].remote_down = 0;
 	} else {
-		char *s = keep(core, url);
-		if (!s) {
+		k = append_source(core, asset, url, 0, prov);
+		if (k < 0)
 			st = PX_ENOMEM;
-		} else {
-			k = (long)a->nsources;
-			struct px_source *src = &a->sources[k];
-			memset(src, 0, sizeof(*src));
-			src->url = s;
-			src->shown = s;
-			src->key = s;
-			src->provider = prov;
-			px_provider_note_source(core, prov, s);
-			rt->dead[k] = 0;
-			px_src_why(&all[k], NULL);
-			memset(&all[k], 0, sizeof(all[k]));
+		else
 			a->nsources = (size_t)k + 1;   /* published last */
-		}
 	}
 	pthread_mutex_unlock(&core->vf_lock);
 	pthread_mutex_unlock(&core->prov_lock);
