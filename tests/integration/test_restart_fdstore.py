@@ -225,3 +225,17 @@ def test_keeper_killed_the_store_keeps_the_mount(seamfs, data, make_origin):
         store.close()   # the connection ends with the last copy
         if reader:
             reader.thread.join(10)
+
+
+def test_unit_keeps_the_store_across_a_crash():
+    """contrib/systemd's unit: a store with room for both descriptors, the
+    room told to systemd 252 too, and no ExecStopPost that would unmount
+    the kept mount before Restart= starts the next keeper."""
+    from pathlib import Path
+    unit = (Path(__file__).resolve().parents[2] / 'contrib' / 'systemd' /
+            'seamfs@.service').read_text()
+    lines = unit.splitlines()
+    assert 'FileDescriptorStoreMax=2' in lines and 'Environment=FDSTORE=2' in lines
+    assert 'Type=notify' in lines and 'NotifyAccess=all' in lines
+    post = [x for x in lines if x.startswith('ExecStopPost=')]
+    assert post and all('SERVICE_RESULT' in x for x in post if 'fusermount3' in x), post
