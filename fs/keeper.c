@@ -587,7 +587,7 @@ int fs_keeper_worker(struct fs_worker *w, int *detached)
 {
 	const char *env = getenv(FS_WORKER_ENV), *cause = getenv(FS_WORKER_ENV "_CAUSE");
 	const char *mnt = getenv(FS_WORKER_ENV "_MNT");
-	int fd, init, det, n;
+	int fd, init, det;
 	size_t len;
 	unsigned gen, base = 0;
 	long keeper;
@@ -598,9 +598,9 @@ int fs_keeper_worker(struct fs_worker *w, int *detached)
 	memset(w, 0, sizeof(*w));
 	w->fd = w->probe_fd = -1;
 	/* base= is newer: a keeper before it hands over without */
-	if ((n = sscanf(env, "fd=%d,init=%d,len=%zu,gen=%u,keeper=%ld,at=%lld,detached=%d,base=%u",
-			&fd, &init, &len, &gen, &keeper, &at, &det, &base)) < 7 || fd < 0 ||
-	    init < 0 || len == 0 ||
+	if (sscanf(env, "fd=%d,init=%d,len=%zu,gen=%u,keeper=%ld,at=%lld,detached=%d,base=%u", &fd,
+		   &init, &len, &gen, &keeper, &at, &det, &base) < 7 || fd < 0 || init < 0 ||
+	    len == 0 ||
 	    !mnt || mnt[0] != '/' || strlen(mnt) >= sizeof(w->mnt) ||
 	    len > (1u << 20) + 4096 || !(w->init = malloc(len)) ||
 	    pread(init, w->init, len, 0) != (ssize_t)len) {
