@@ -169,14 +169,15 @@ def kill_keeper_and_worker(m):
     return t, worker
 
 
-def test_keeper_killed_the_store_keeps_the_mount(seamfs, data, make_origin):
+def test_keeper_killed_the_store_keeps_the_mount(seamfs, data, make_origin, tmp_path):
     o = make_origin(data.dir, ['--rate', RATE])
     big = data['big.bin']
     cat = seamfs.write_catalog(catalog(asset('big', 'big.bin', o.url('big.bin'),
                                              size=big.size)))
     store = FakeStore()
     mnt = seamfs.new_mountpoint()
-    argv = seamfs.argv(cat, mnt, read_timeout=60, options=['keeper'])
+    sock = tmp_path / 'ctl.sock'
+    argv = seamfs.argv(cat, mnt, read_timeout=60, options=['keeper', f'control_socket={sock}'])
     env = {'NOTIFY_SOCKET': store.address, 'FDSTORE': '2'}
     first = Mount(argv, cat, mnt, seamfs.state_dir, seamfs.dir / 'keeper-1.stderr', env)
     seamfs.mounts.append(first)
@@ -210,8 +211,19 @@ def test_keeper_killed_the_store_keeps_the_mount(seamfs, data, make_origin):
             pauses.append((killed, ready, ready - started, ready - killed))
             m = nxt
             time.sleep(1.0)
+        # an upgrade under the keeper that took over: the binary on disk,
+        # handed the kept INIT copy
+        w = m.worker_pid()
+        ctl = subprocess.run([seamfs.binary, 'ctl', '--socket', str(sock), 'restart', '--wait'],
+                             capture_output=True, text=True, timeout=120)
+        assert ctl.returncode == 0, ctl
+        st = m.status()
+        assert st['worker_pid'] not in (w, None) and st['keeper']['restarts'] == 2, st
         reader.join(120)
         assert reader.digest == big.sha256
+        again = TimedReader(m.path('big.bin'))
+        again.join(120)
+        assert again.digest == big.sha256
         for killed, ready, start, total in pauses:
             # what the reader saw: the kill, the 0.3 s wait, the start, and
             # the resent read served by a new core
