@@ -243,6 +243,46 @@ def test_keeper_killed_the_store_keeps_the_mount(seamfs, data, make_origin, tmp_
             reader.thread.join(10)
 
 
+def test_unmount_empties_the_store_and_an_ended_connection_is_not_served(seamfs, data):
+    """fusermount3 -u (an unmount request): the keeper removes what it
+    stored. A seamfs handed that connection anyway (ended: POLLERR) gives it
+    up and mounts anew."""
+    mid = data['mid.bin']
+    cat = seamfs.write_catalog(catalog(asset('mid', 'mid.bin', local=mid.path)))
+    store = FakeStore()
+    mnt = seamfs.new_mountpoint()
+    argv = seamfs.argv(cat, mnt, options=['keeper'])
+    env = {'NOTIFY_SOCKET': store.address, 'FDSTORE': '2'}
+    first = Mount(argv, cat, mnt, seamfs.state_dir, seamfs.dir / 'keeper-1.stderr', env)
+    seamfs.mounts.append(first)
+    kept = []
+    try:
+        first.start()
+        store.until(lambda m: m.get('FDNAME') == 'fuse-init', 10, 'FDSTORE=1 FDNAME=fuse-init')
+        kept = [os.dup(fd) for fd in store.kept()[0]]
+        assert first.unmount() == 0, tail(first.log())
+        store.until(lambda m: m.get('FDSTOREREMOVE') == '1' and m.get('FDNAME') == 'fuse-init',
+                    EXIT_WAIT, 'FDSTOREREMOVE=1')
+        assert store.fds == {}
+        store.fds = {'fuse': [kept[0]], 'fuse-init': [kept[1]]}
+        kept = []
+        nxt = Mount(argv, cat, mnt, seamfs.state_dir, seamfs.dir / 'keeper-2.stderr')
+        nxt.proc = start_from_store(seamfs, store, argv, nxt.stderr_path,
+                                    {**daemon_env(), **env})
+        seamfs.mounts.append(nxt)
+        store.until(lambda msg: 'READY' in msg, 30, 'READY=1 of a fresh mount')
+        assert 'a connection that has ended' in nxt.log(), tail(nxt.log())
+        nxt.mount_id = mounts_at(mnt)[-1].mount_id
+        assert nxt.status()['keeper']['restarts'] == 0
+        with open(nxt.path('mid.bin'), 'rb') as f:
+            assert hashlib.sha256(f.read()).hexdigest() == mid.sha256
+        assert nxt.unmount() == 0
+    finally:
+        for fd in kept:
+            os.close(fd)
+        store.close()
+
+
 def test_unit_keeps_the_store_across_a_crash():
     """contrib/systemd's unit: a store with room for both descriptors, the
     room told to systemd 252 too, and no ExecStopPost that would unmount
