@@ -356,26 +356,27 @@ static int opt_max_connections(struct opts *o, char *arg)
 	return 0;
 }
 
+enum { OPT_MERGE = 256, OPT_PROVIDER, OPT_MAXCONN, OPT_ALL, OPT_EXT, OPT_DEPTH,
+       OPT_FILES, OPT_TIMEOUT, OPT_INSECURE, OPT_CA };
+static const struct option longs[] = {
+	{ "output", required_argument, NULL, 'o' },
+	{ "merge", required_argument, NULL, OPT_MERGE },
+	{ "provider", required_argument, NULL, OPT_PROVIDER },
+	{ "max-connections", required_argument, NULL, OPT_MAXCONN },
+	{ "all", no_argument, NULL, OPT_ALL },
+	{ "ext", required_argument, NULL, OPT_EXT },
+	{ "max-depth", required_argument, NULL, OPT_DEPTH },
+	{ "max-files", required_argument, NULL, OPT_FILES },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "insecure", no_argument, NULL, OPT_INSECURE },
+	{ "ca-file", required_argument, NULL, OPT_CA },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 }
+};
+
 /* 0 ok, 1 bad command line (said), -1 out of memory */
 static int parse_cmdline(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_MERGE = 256, OPT_PROVIDER, OPT_MAXCONN, OPT_ALL, OPT_EXT, OPT_DEPTH,
-	       OPT_FILES, OPT_TIMEOUT, OPT_INSECURE, OPT_CA };
-	static const struct option longs[] = {
-		{ "output", required_argument, NULL, 'o' },
-		{ "merge", required_argument, NULL, OPT_MERGE },
-		{ "provider", required_argument, NULL, OPT_PROVIDER },
-		{ "max-connections", required_argument, NULL, OPT_MAXCONN },
-		{ "all", no_argument, NULL, OPT_ALL },
-		{ "ext", required_argument, NULL, OPT_EXT },
-		{ "max-depth", required_argument, NULL, OPT_DEPTH },
-		{ "max-files", required_argument, NULL, OPT_FILES },
-		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
-		{ "insecure", no_argument, NULL, OPT_INSECURE },
-		{ "ca-file", required_argument, NULL, OPT_CA },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 }
-	};
 	int c;
 
 	o->max_depth = 32;
@@ -1502,6 +1503,134 @@ static json_t *provider_json(const struct prov *p)
 }
 
 /* Builds the catalog. 0, 1 nothing to write (said), -1 out of memory. */
+/* Whether f is an existing asset of mg's (*ai its index): by one of its
+ * sources, else by its path; one asset, one walked file. */
+static int existing(const struct merged *mg, const struct file *f, size_t *ai)
+{
+	int found = 0;
+	for (size_t k = 0; mg->root && k < f->ncopies && !found; k++)
+		found = f->copies[k].accepted && px_strmap_get(mg->by_loc, f->copies[k].loc, ai);
+	if (mg->root && !found)
+		found = px_strmap_get(mg->by_path, f->rel, ai);
+	return found && !mg->matched[*ai];
+}
+
+/* An existing asset a, matched by walked file f: its sources on the walked
+ * mirrors and its size are f's, its date stays. 0, -1 out of memory. */
+static int merge_asset(struct ctx *c, json_t *a, const struct file *f)
+{
+	json_t *srcs = merged_sources(c, json_object_get(a, "sources"), f);
+	if (!srcs)
+		return -1;
+	json_t *old = json_object_get(a, "size");
+	if (json_is_integer(old) && json_integer_value(old) != f->size) {
+		say("asset \"%s\" (%s): size %lld in %s, %lld on the mirrors: updated%s",
+		    json_string_value(json_object_get(a, "id")), f->rel,
+		    (long long)json_integer_value(old), c->o->merge, (long long)f->size,
+		    json_object_get(a, "sha256") ? "; its sha256 is dropped" : "");
+		json_object_del(a, "sha256");
+	}
+	if (json_object_set_new(a, "size", json_integer(f->size)) ||
+	    json_object_set_new(a, "sources", srcs))
+		return -1;
+	/* an existing date stays: a library's "date added" must not move */
+	if (f->mtime >= 0 && !json_object_get(a, "mtime") &&
+	    json_object_set_new(a, "mtime", json_integer(f->mtime)))
+		return -1;
+	return 0;
+}
+
+/* A new asset for f, appended to assets: id and path are its relative
+ * path (the id made unique against mg's). 0, -1 out of memory. */
+static int new_asset(struct ctx *c, const struct merged *mg, const struct file *f,
+		     json_t *assets)
+{
+	size_t ai;
+	char *id = strdup(f->rel);
+	if (!id)
+		return -1;
+	for (int n = 2; mg->ids && px_strmap_get(mg->ids, id, &ai); n++) {
+		free(id);
+		if (asprintf(&id, "%s#%d", f->rel, n) < 0)
+			return -1;
+	}
+	json_t *na = json_object(), *srcs = json_array();
+	if (!na || !srcs || json_object_set_new(na, "id", json_string(id)) ||
+	    json_object_set_new(na, "path", json_string(f->rel)) ||
+	    json_object_set_new(na, "size", json_integer(f->size)) ||
+	    (f->mtime >= 0 && json_object_set_new(na, "mtime", json_integer(f->mtime)))) {
+		free(id);
+		json_decref(na);
+		json_decref(srcs);
+		return -1;
+	}
+	free(id);
+	for (size_t k = 0; k < f->ncopies; k++) {
+		if (!f->copies[k].accepted)
+			continue;
+		json_t *js = source_json(c, &f->copies[k]);
+		if (!js || json_array_append_new(srcs, js)) {
+			json_decref(na);
+			json_decref(srcs);
+			return -1;
+		}
+		c->provs[f->copies[k].prov].used = 1;
+	}
+	if (json_object_set_new(na, "sources", srcs) || json_array_append_new(assets, na))
+		return -1;
+	return 0;
+}
+
+/* Existing assets (the first nold) with sources on a walked mirror that
+ * the walk did not find: kept as they were, and said. */
+static void say_unfound(const struct ctx *c, json_t *assets, size_t nold,
+			const char *matched)
+{
+	size_t i;
+	json_t *a;
+	json_array_foreach(assets, i, a) {
+		if (i >= nold || matched[i])
+			continue;
+		size_t k;
+		json_t *s;
+		json_array_foreach(json_object_get(a, "sources"), k, s) {
+			const char *loc = json_loc(s);
+			if (loc && on_walked_mirror(c, loc)) {
+				say("asset \"%s\": %s was not found on the mirrors (or had no "
+				    "size); the asset is kept as it was",
+				    json_string_value(json_object_get(a, "id")), shown(loc));
+				break;
+			}
+		}
+	}
+}
+
+/* Providers: those named by a new source, unless there already (then
+ * their --max-connections is set on them). 0, -1 out of memory. */
+static int add_providers(struct ctx *c, json_t *provs)
+{
+	for (size_t p = 0; p < c->nprovs; p++) {
+		const struct prov *pr = &c->provs[p];
+		size_t k;
+		json_t *e;
+		int have = 0;
+		json_array_foreach(provs, k, e) {
+			if (strcmp(json_string_value(json_object_get(e, "name")), pr->name) == 0) {
+				have = 1;
+				if (pr->max_conn &&
+				    json_object_set_new(e, "max_connections", json_integer(pr->max_conn)))
+					return -1;
+			}
+		}
+		if (have || !pr->used)
+			continue;
+		json_t *pj = provider_json(pr);
+		if (!pj || json_array_append_new(provs, pj))
+			return -1;
+	}
+	return 0;
+}
+
 static int build(struct ctx *c, struct merged *mg, json_t **out, size_t *nnew, size_t *nkept)
 {
 	struct file **order = malloc((c->nfiles + 1) * sizeof(*order));
@@ -1540,16 +1669,8 @@ static int build(struct ctx *c, struct merged *mg, json_t **out, size_t *nnew, s
 		}
 		if (!path_ok(c, f))
 			continue;
-		/* an existing asset: by one of its sources, else by its path */
 		size_t ai;
-		int found = 0;
-		for (size_t k = 0; mg->root && k < f->ncopies && !found; k++)
-			found = f->copies[k].accepted && px_strmap_get(mg->by_loc, f->copies[k].loc, &ai);
-		if (mg->root && !found)
-			found = px_strmap_get(mg->by_path, f->rel, &ai);
-		if (found && mg->matched[ai])
-			found = 0;      /* one asset, one walked file */
-		json_t *a = found ? json_array_get(assets, ai) : NULL;
+		json_t *a = existing(mg, f, &ai) ? json_array_get(assets, ai) : NULL;
 		if (a && !json_object_get(a, "sources")) {
 			say("%s: the path of asset \"%s\", a transcode or remux, in %s: left out",
 			    f->rel, json_string_value(json_object_get(a, "id")), c->o->merge);
@@ -1557,23 +1678,7 @@ static int build(struct ctx *c, struct merged *mg, json_t **out, size_t *nnew, s
 			continue;
 		}
 		if (a) {
-			json_t *srcs = merged_sources(c, json_object_get(a, "sources"), f);
-			if (!srcs)
-				goto out;
-			json_t *old = json_object_get(a, "size");
-			if (json_is_integer(old) && json_integer_value(old) != f->size) {
-				say("asset \"%s\" (%s): size %lld in %s, %lld on the mirrors: updated%s",
-				    json_string_value(json_object_get(a, "id")), f->rel,
-				    (long long)json_integer_value(old), c->o->merge, (long long)f->size,
-				    json_object_get(a, "sha256") ? "; its sha256 is dropped" : "");
-				json_object_del(a, "sha256");
-			}
-			if (json_object_set_new(a, "size", json_integer(f->size)) ||
-			    json_object_set_new(a, "sources", srcs))
-				goto out;
-			/* an existing date stays: a library's "date added" must not move */
-			if (f->mtime >= 0 && !json_object_get(a, "mtime") &&
-			    json_object_set_new(a, "mtime", json_integer(f->mtime)))
+			if (merge_asset(c, a, f))
 				goto out;
 			mg->matched[ai] = 1;
 			(*nkept)++;
@@ -1586,82 +1691,14 @@ static int build(struct ctx *c, struct merged *mg, json_t **out, size_t *nnew, s
 			c->skipped++;
 			continue;
 		}
-		/* a new asset: id and path are its relative path */
-		char *id = strdup(f->rel);
-		if (!id)
-			goto out;
-		for (int n = 2; mg->ids && px_strmap_get(mg->ids, id, &ai); n++) {
-			free(id);
-			if (asprintf(&id, "%s#%d", f->rel, n) < 0)
-				goto out;
-		}
-		json_t *na = json_object(), *srcs = json_array();
-		if (!na || !srcs || json_object_set_new(na, "id", json_string(id)) ||
-		    json_object_set_new(na, "path", json_string(f->rel)) ||
-		    json_object_set_new(na, "size", json_integer(f->size)) ||
-		    (f->mtime >= 0 && json_object_set_new(na, "mtime", json_integer(f->mtime)))) {
-			free(id);
-			json_decref(na);
-			json_decref(srcs);
-			goto out;
-		}
-		free(id);
-		for (size_t k = 0; k < f->ncopies; k++) {
-			if (!f->copies[k].accepted)
-				continue;
-			json_t *js = source_json(c, &f->copies[k]);
-			if (!js || json_array_append_new(srcs, js)) {
-				json_decref(na);
-				json_decref(srcs);
-				goto out;
-			}
-			c->provs[f->copies[k].prov].used = 1;
-		}
-		if (json_object_set_new(na, "sources", srcs) || json_array_append_new(assets, na))
+		if (new_asset(c, mg, f, assets))
 			goto out;
 		(*nnew)++;
 	}
-	/* existing assets with sources on a walked mirror that the walk did
-	 * not find: kept as they were, and said */
-	if (mg->root) {
-		size_t i;
-		json_t *a;
-		json_array_foreach(assets, i, a) {
-			if (i >= nold || mg->matched[i])
-				continue;
-			size_t k;
-			json_t *s;
-			json_array_foreach(json_object_get(a, "sources"), k, s) {
-				const char *loc = json_loc(s);
-				if (loc && on_walked_mirror(c, loc)) {
-					say("asset \"%s\": %s was not found on the mirrors (or had no "
-					    "size); the asset is kept as it was",
-					    json_string_value(json_object_get(a, "id")), shown(loc));
-					break;
-				}
-			}
-		}
-	}
-	/* providers: those named by a new source, unless there already */
-	for (size_t p = 0; p < c->nprovs; p++) {
-		const struct prov *pr = &c->provs[p];
-		size_t k;
-		json_t *e;
-		int have = 0;
-		json_array_foreach(provs, k, e) {
-			if (strcmp(json_string_value(json_object_get(e, "name")), pr->name) == 0) {
-				have = 1;
-				if (pr->max_conn &&
-				    json_object_set_new(e, "max_connections", json_integer(pr->max_conn)))
-					goto out;
-			}
-		}
-		if (have || !pr->used)
-			continue;
-		json_t *pj = provider_json(pr);
-		if (!pj || json_array_append_new(provs, pj))
-			goto out;
-	}
+	if (mg->root)
+		say_unfound(c, assets, nold, mg->matched);
+	if (add_providers(c, provs))
+		goto out;
 	if (json_array_size(assets) == 0) {
 		say("no %sfiles found on the mirrors: no catalog written%s",
 		    c->o->all ? "" : "media or sidecar ", c->o->all ? "" : " (see --all and --ext)");
@@ -1680,6 +1717,69 @@ out:
 
 /* ------------------------------------------------------------ main */
 
+/* Walks the local mirrors. 0, -1 out of memory. */
+static int walk_locals(struct ctx *c)
+{
+	for (size_t i = 0; i < c->nmirrors; i++) {
+		struct mirror *m = &c->mirrors[i];
+		if (!m->local)
+			continue;
+		struct ancestor *anc = calloc((size_t)c->o->max_depth + 2, sizeof(*anc));
+		struct stat st;
+		if (!anc)
+			return -1;
+		if (stat(m->root, &st) == 0) {
+			anc[0].dev = st.st_dev;
+			anc[0].ino = st.st_ino;
+		}
+		int r = walk_local(c, i, m->root, "", 0, anc);
+		free(anc);
+		if (r < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Writes cat (to -o's file atomically, else stdout), once the daemon's own
+ * parser takes it. 0, 1 not written (said), -1 out of memory. */
+static int write_catalog(const struct opts *o, json_t *cat)
+{
+	char *text = json_dumps(cat, JSON_INDENT(2));
+	char err[1024];
+	struct px_catalog *check = NULL;
+	int rc = 1;
+	if (!text)
+		return -1;
+	size_t len = strlen(text);
+	enum px_status st = px_catalog_parse(o->output ? o->output : "(stdout)", text, len,
+					     &check, err, sizeof(err));
+	px_catalog_free(check);
+	if (st != PX_OK) {
+		say("the catalog made is not valid, not written: %s", err);
+		goto out;
+	}
+	char *withnl = realloc(text, len + 2);
+	if (!withnl) {
+		rc = -1;
+		goto out;
+	}
+	text = withnl;
+	text[len++] = '\n';
+	text[len] = '\0';
+	if (o->output) {
+		if (px_write_atomic(o->output, text, len, 0644, err, sizeof(err)) != PX_OK) {
+			say("cannot write the catalog: %s", err);
+			goto out;
+		}
+	} else if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) {
+		say("cannot write the catalog to stdout: %s", strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	free(text);
+	return rc;
+}
 static void free_ctx(struct ctx *c)
 {
 	for (size_t i = 0; i < c->nfiles; i++) {
@@ -1708,7 +1808,6 @@ int fs_catalog_main(int argc, char **argv)
 	struct ctx c = { .o = &o };
 	struct merged mg = { 0 };
 	json_t *cat = NULL;
-	char *text = NULL;
 	int rc = EXIT_FAIL, r;
 	size_t nnew = 0, nkept = 0;
 
@@ -1741,24 +1840,7 @@ int fs_catalog_main(int argc, char **argv)
 	}
 	if (!(c.rels = px_strmap_new(1024)) || !(c.listed = px_strmap_new(256)))
 		goto oom;
-	for (size_t i = 0; i < c.nmirrors; i++) {
-		struct mirror *m = &c.mirrors[i];
-		if (!m->local)
-			continue;
-		struct ancestor *anc = calloc((size_t)o.max_depth + 2, sizeof(*anc));
-		struct stat st;
-		if (!anc)
-			goto oom;
-		if (stat(m->root, &st) == 0) {
-			anc[0].dev = st.st_dev;
-			anc[0].ino = st.st_ino;
-		}
-		r = walk_local(&c, i, m->root, "", 0, anc);
-		free(anc);
-		if (r < 0)
-			goto oom;
-	}
-	if (walk_http(&c))
+	if (walk_locals(&c) || walk_http(&c))
 		goto oom;
 	int failed = 0;
 	for (size_t i = 0; i < c.nmirrors; i++)
@@ -1772,38 +1854,10 @@ int fs_catalog_main(int argc, char **argv)
 		goto oom;
 	if (r > 0)
 		goto out_cleanup;
-	text = json_dumps(cat, JSON_INDENT(2));
-	if (!text)
+	if ((r = write_catalog(&o, cat)) < 0)
 		goto oom;
-	size_t len = strlen(text);
-	{
-		/* the daemon's own parser must take what we write */
-		char err[1024];
-		struct px_catalog *check = NULL;
-		const char *name = o.output ? o.output : "(stdout)";
-		enum px_status st = px_catalog_parse(name, text, len, &check, err, sizeof(err));
-		px_catalog_free(check);
-		if (st != PX_OK) {
-			say("the catalog made is not valid, not written: %s", err);
-			goto out_cleanup;
-		}
-	}
-	char *withnl = realloc(text, len + 2);
-	if (!withnl)
-		goto oom;
-	text = withnl;
-	text[len++] = '\n';
-	text[len] = '\0';
-	if (o.output) {
-		char err[512];
-		if (px_write_atomic(o.output, text, len, 0644, err, sizeof(err)) != PX_OK) {
-			say("cannot write the catalog: %s", err);
-			goto out_cleanup;
-		}
-	} else if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) {
-		say("cannot write the catalog to stdout: %s", strerror(errno));
+	if (r > 0)
 		goto out_cleanup;
-	}
 	say("%zu asset(s) from %zu mirror(s): %zu new, %zu updated%s; %zu size mismatch(es), "
 	    "%zu copy(ies) without a size, %zu file(s) left out; %zu size request(s)%s%s",
 	    json_array_size(json_object_get(cat, "assets")), c.nmirrors, nnew, nkept,
@@ -1816,7 +1870,6 @@ oom:
 out_cleanup:
 	px_fetch_global_cleanup();
 out:
-	free(text);
 	json_decref(cat);
 	free_merged(&mg);
 	free_ctx(&c);
