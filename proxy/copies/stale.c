@@ -89,7 +89,8 @@ void cp_follow_storages(struct px_copies *cp)
 		cp_copy_path(core, s, asset, path, sizeof(path));
 		snprintf(prov, sizeof(prov), "%s", s->prov);
 		int local = s->host != NULL;
-		struct cp_reg reg = { asset, path, s->name, prov, local, { s->dev, c->dev, c->ino } };
+		struct cp_reg reg = { asset, path, s->name, prov, local,
+				      { s->dev, c->dev, c->ino } };
 		pthread_mutex_unlock(&cp->lock);
 		if (should) {
 			size_t kk;
