@@ -981,7 +981,7 @@ static void read_failed(struct px_handle *s, int64_t off, size_t len, enum px_st
 }
 
 /* Screens the bytes source gave this read (px_standby_screen). PX_OK: they
- * may go out. PX_EAGAIN: they were not the asset's, the session cut over,
+ * may go out. PX_ENEXT: they were not the asset's, the session cut over,
  * read again. PX_EMISMATCH: not the asset's, and nothing could take over. */
 static enum px_status screen(struct px_handle *s, size_t source, int64_t off,
 			     const struct iovec *iov, int iovcnt)
@@ -1006,7 +1006,7 @@ static enum px_status screen(struct px_handle *s, size_t source, int64_t off,
 	if (px_cutover(s->sess, source, off, PX_EMISMATCH, NULL, 0,
 		       px_now_ms() + core->cfg->read_timeout_ms) != PX_OK)
 		return PX_EMISMATCH;
-	return PX_EAGAIN;
+	return PX_ENEXT;
 }
 
 /* The read's length within the asset: 0 at or past its end. */
@@ -1042,7 +1042,7 @@ enum px_status px_handle_read(struct px_handle *s, int64_t off, size_t len,
 			break;
 		struct iovec v = { out, *got };
 		st = screen(s, source, off, &v, 1);
-		if (st != PX_EAGAIN)
+		if (st != PX_ENEXT)
 			break;
 		if (tries == 3) {
 			st = PX_EMISMATCH;
@@ -1092,7 +1092,7 @@ enum px_status px_handle_read_zc(struct px_handle *s, int64_t off, size_t len,
 			break;
 		px_handle_zc_done(zc);
 		zc->iovcnt = 0;
-		if (st != PX_EAGAIN)
+		if (st != PX_ENEXT)
 			break;
 		if (tries == 3) {
 			st = PX_EMISMATCH;
