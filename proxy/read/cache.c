@@ -56,7 +56,7 @@
  * slot whose parts came from two sources, or whose answers named two
  * versions, is not kept.
  *
- * Lock: core->cache_lock guards every slot and the accounting; never held
+ * Lock: core->reads->cache_lock guards every slot and the accounting; never held
  * across the fetcher's submit, cancel or resume, nor across disk I/O.
  */
 #include <stdio.h>
@@ -64,6 +64,7 @@
 #include <string.h>
 
 #include "cache.h"
+#include "reads_i.h"
 #include "clock.h"
 #include "disk.h"
 #include "health.h"
@@ -135,7 +136,7 @@ static int slot_serves(const struct px_core *core, size_t asset, const struct ca
 /* How far past its first reader's bytes a head's first part reaches. */
 static int64_t head_margin(const struct px_core *core, size_t len)
 {
-	int64_t ra = atomic_load(&core->kernel_ra);
+	int64_t ra = atomic_load(&core->reads->kernel_ra);
 	if ((int64_t)len < FRESH_READ)
 		return HEAD_FIRST;
 	if (ra <= 0 || ra > FRESH_MARGIN)
@@ -172,26 +173,20 @@ static void tail_bounds(const struct px_core *core, size_t asset, int64_t *start
 	*len = size - *start;
 }
 
-void px_cache_init(struct px_core *core)
-{
-	pthread_mutex_init(&core->cache_lock, NULL);
-	px_cond_init_mono(&core->cache_cond);
-}
-
 void px_cache_release(struct px_core *core)
 {
+	if (!core->reads)
+		return;
 	for (size_t i = 0; i < core->cat->nassets; i++) {
 		for (int k = 0; core->assets[i].slot && k < 2; k++) {
 			struct cache_slot *s = &core->assets[i].slot[k];
 			if (s->buf)
-				atomic_fetch_sub(&core->ra_used, s->asked);
+				atomic_fetch_sub(&core->reads->ra_used, s->asked);
 			free(s->buf);
 		}
 		free(core->assets[i].slot);
 		core->assets[i].slot = NULL;
 	}
-	pthread_cond_destroy(&core->cache_cond);
-	pthread_mutex_destroy(&core->cache_lock);
 }
 
 /* Empties a slot that no transfer fills, giving its memory back. Lock held. */
@@ -199,8 +194,8 @@ static void drop(struct px_core *core, struct cache_slot *s)
 {
 	free(s->buf);
 	s->buf = NULL;
-	core->cache_used -= s->asked;
-	atomic_fetch_sub(&core->ra_used, s->asked);
+	core->reads->cache_used -= s->asked;
+	atomic_fetch_sub(&core->reads->ra_used, s->asked);
 	s->asked = s->filled = 0;
 	s->state = CACHE_EMPTY;
 	s->disk_tried = 0; /* evicted from memory: the disk may have it */
@@ -213,7 +208,7 @@ static void drop(struct px_core *core, struct cache_slot *s)
  * when there is room. */
 static int make_room(struct px_core *core, int64_t need, const struct cache_slot *keep)
 {
-	while (core->cache_used + need > core->cfg->cache_size) {
+	while (core->reads->cache_used + need > core->cfg->cache_size) {
 		struct cache_slot *victim = NULL;
 		for (size_t i = 0; i < core->cat->nassets; i++) {
 			for (int k = 0; core->assets[i].slot && k < 2; k++) {
@@ -236,7 +231,7 @@ static int f_data(void *ctx, int64_t off, const void *buf, size_t len)
 	/* a head and tail fill brings the head's part, then the tail */
 	struct cache_slot *s = f->tail && off >= f->tail->start ? f->tail : f->slot;
 	int took = 1;
-	pthread_mutex_lock(&f->core->cache_lock);
+	pthread_mutex_lock(&f->core->reads->cache_lock);
 	/* the fetcher delivers in order, inside the range asked for */
 	if (off == s->start + s->filled && s->held) {
 		/* a reader has its bytes and has not taken them yet: let it
@@ -260,10 +255,10 @@ static int f_data(void *ctx, int64_t off, const void *buf, size_t len)
 		if (s->start + s->filled >= s->wake_at) {
 			s->wake_at = INT64_MAX;
 			s->held = s->filled < s->asked;
-			pthread_cond_broadcast(&f->core->cache_cond);
+			pthread_cond_broadcast(&f->core->reads->cache_cond);
 		}
 	}
-	pthread_mutex_unlock(&f->core->cache_lock);
+	pthread_mutex_unlock(&f->core->reads->cache_lock);
 	return took;
 }
 
@@ -284,8 +279,8 @@ static int answered(struct px_core *core, size_t asset, struct cache_slot *s, in
 		return 0;
 	}
 	s->persisted = 0;
-	if (core->disk && s->also == NO_SOURCE)
-		px_disk_want(core->disk, asset, which);
+	if (core->reads->disk && s->also == NO_SOURCE)
+		px_disk_want(core->reads->disk, asset, which);
 	return 1;
 }
 
@@ -301,22 +296,22 @@ static void slot_done(struct px_core *core, struct fill *f, struct cache_slot *s
 		/* the copy on disk is of the old version too: forgotten, not
 		 * loaded again */
 		s->disk_tried = 1;
-		s->stale = core->disk != NULL;
+		s->stale = core->reads->disk != NULL;
 		if (s->stale)
-			px_disk_want(core->disk, f->asset, which);
+			px_disk_want(core->reads->disk, f->asset, which);
 	} else if (res->status == PX_OK && s->filled == s->asked) {
 		/* all of the part asked for: the whole slot, or more later */
 		s->state = s->asked == s->len ? CACHE_READY : CACHE_PARTIAL;
-		s->last_use = ++core->cache_clock;
+		s->last_use = ++core->reads->cache_clock;
 	} else if (res->status == PX_OK && s->filled > 0) {
 		/* a short answer (an origin that caps its 206s): what came is
 		 * good, the next reader that needs more asks on from there */
 		int64_t extra = s->asked - s->filled;
-		core->cache_used -= extra;
-		atomic_fetch_sub(&core->ra_used, extra);
+		core->reads->cache_used -= extra;
+		atomic_fetch_sub(&core->reads->ra_used, extra);
 		s->asked = s->filled;
 		s->state = s->asked == s->len ? CACHE_READY : CACHE_PARTIAL;
-		s->last_use = ++core->cache_clock;
+		s->last_use = ++core->reads->cache_clock;
 	} else {
 		/* readers read around it; the next miss tries again (a tail
 		 * that a single-range answer did not bring too) */
@@ -335,7 +330,7 @@ static void f_done(void *ctx, const struct px_fetch_result *res)
 	struct fill *f = ctx;
 	struct px_core *core = f->core;
 
-	pthread_mutex_lock(&core->cache_lock);
+	pthread_mutex_lock(&core->reads->cache_lock);
 	slot_done(core, f, f->slot, f->which, res);
 	if (f->tail) {
 		slot_done(core, f, f->tail, 1, res);
@@ -348,12 +343,12 @@ static void f_done(void *ctx, const struct px_fetch_result *res)
 				res->status != PX_OK ? res->detail
 				: res->http_status == 200 ? "the whole file" : "one range");
 		else if (res->multi > 0) {
-			core->n_multipart++;
-			core->n_cache_fills++; /* the tail's fill too */
+			core->reads->n_multipart++;
+			core->reads->n_cache_fills++; /* the tail's fill too */
 		}
 	}
-	pthread_cond_broadcast(&core->cache_cond);
-	pthread_mutex_unlock(&core->cache_lock);
+	pthread_cond_broadcast(&core->reads->cache_cond);
+	pthread_mutex_unlock(&core->reads->cache_lock);
 	free(f);
 }
 
@@ -367,18 +362,18 @@ static struct cache_slot *pair_tail(struct px_core *core, struct px_session *ses
 				    struct cache_slot *head, size_t source, int64_t end)
 {
 	struct cache_slot *t = &core->assets[asset].slot[1];
-	int64_t start, len, used = atomic_load(&core->ra_used);
+	int64_t start, len, used = atomic_load(&core->reads->ra_used);
 	tail_bounds(core, asset, &start, &len);
-	if (t->state != CACHE_EMPTY || (core->disk && !t->disk_tried) || start <= end ||
+	if (t->state != CACHE_EMPTY || (core->reads->disk && !t->disk_tried) || start <= end ||
 	    len <= 0 || len > core->cfg->cache_size ||
 	    atomic_load(&core->provs[sess->prov].no_multipart) || make_room(core, len, t))
 		return NULL;
 	do {
 		if (used + len > core->cfg->readahead_budget)
 			return NULL;
-	} while (!atomic_compare_exchange_weak(&core->ra_used, &used, used + len));
+	} while (!atomic_compare_exchange_weak(&core->reads->ra_used, &used, used + len));
 	if (!(t->buf = malloc((size_t)len))) {
-		atomic_fetch_sub(&core->ra_used, len);
+		atomic_fetch_sub(&core->reads->ra_used, len);
 		return NULL;
 	}
 	t->start = start;
@@ -395,7 +390,7 @@ static struct cache_slot *pair_tail(struct px_core *core, struct px_session *ses
 	t->owner = sess->id;
 	t->peer = head;
 	head->peer = t;
-	core->cache_used += len;
+	core->reads->cache_used += len;
 	return t;
 }
 
@@ -427,18 +422,18 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 	if (slen > core->cfg->cache_size || make_room(core, more, s))
 		return first ? PX_EDECLINED : PX_ENOMEM;
 	/* cached bytes count against the one memory budget too */
-	int64_t used = atomic_load(&core->ra_used);
+	int64_t used = atomic_load(&core->reads->ra_used);
 	do {
 		if (used + more > core->cfg->readahead_budget)
 			return first ? PX_EDECLINED : PX_ENOMEM;
-	} while (!atomic_compare_exchange_weak(&core->ra_used, &used, used + more));
+	} while (!atomic_compare_exchange_weak(&core->reads->ra_used, &used, used + more));
 	f = malloc(sizeof(*f));
 	unsigned char *buf = realloc(first ? NULL : s->buf, (size_t)want);
 	if (!f || !buf) {
 		free(f);
 		if (buf && !first)
 			s->buf = buf;
-		atomic_fetch_sub(&core->ra_used, more);
+		atomic_fetch_sub(&core->reads->ra_used, more);
 		return first ? PX_EDECLINED : PX_ENOMEM;
 	}
 	s->buf = buf;
@@ -464,7 +459,7 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 	s->progress = px_progress_start();
 	s->xid = 0;
 	s->owner = sess->id;
-	core->cache_used += more;
+	core->reads->cache_used += more;
 	/* a head's first part brings the tail along where the origin can,
 	 * for a reader through the page cache (a scanner: FRESH_READ); not
 	 * for a small direct read, which a thousand files' 4 KiB must keep
@@ -479,7 +474,7 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 		fp.length2 = t->len;
 	}
 	struct px_fetch_cb cb = { f_data, f_done, f };
-	pthread_mutex_unlock(&core->cache_lock);
+	pthread_mutex_unlock(&core->reads->cache_lock);
 	/* the part's pages in one call, not a fault per page as its bytes
 	 * come (the fill is not submitted yet: nothing frees buf meanwhile) */
 	px_mem_prefault(buf + from, (size_t)more);
@@ -487,7 +482,7 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 		px_mem_prefault(t->buf, (size_t)t->len);
 	/* the fill holds a slot of the reader's session */
 	enum px_status rc = px_xfer_submit(core, sess->prov, sess, 0, deadline, &fp, &cb, &id);
-	pthread_mutex_lock(&core->cache_lock);
+	pthread_mutex_lock(&core->reads->cache_lock);
 	if (rc != PX_OK) {
 		free(f);
 		if (t) {
@@ -498,13 +493,13 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 			drop(core, s);
 		} else {
 			/* the bytes in stay good: back to what was there */
-			core->cache_used -= more;
-			atomic_fetch_sub(&core->ra_used, more);
+			core->reads->cache_used -= more;
+			atomic_fetch_sub(&core->reads->ra_used, more);
 			s->asked = from;
 			s->state = CACHE_PARTIAL;
 			s->also = was_also;
 		}
-		pthread_cond_broadcast(&core->cache_cond);
+		pthread_cond_broadcast(&core->reads->cache_cond);
 		return rc == PX_EBUSY || rc == PX_ESHUTDOWN ? rc : first ? PX_EDECLINED : rc;
 	}
 	if (s->state == CACHE_FILLING && s->start == start && s->len == slen && s->asked == want) {
@@ -515,7 +510,7 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 		t->xid = id;
 		t->progress = px_progress_start();
 	}
-	core->n_cache_fills += first;
+	core->reads->n_cache_fills += first;
 	return PX_OK;
 }
 
@@ -525,14 +520,14 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 static void install(struct px_core *core, struct cache_slot *s, size_t k,
 		    const struct px_disk_meta *m, unsigned char *buf)
 {
-	int64_t used = atomic_load(&core->ra_used);
+	int64_t used = atomic_load(&core->reads->ra_used);
 	if (s->state != CACHE_EMPTY || m->len > core->cfg->cache_size ||
 	    make_room(core, m->have, s))
 		goto out;
 	do {
 		if (used + m->have > core->cfg->readahead_budget)
 			goto out;
-	} while (!atomic_compare_exchange_weak(&core->ra_used, &used, used + m->have));
+	} while (!atomic_compare_exchange_weak(&core->reads->ra_used, &used, used + m->have));
 	s->buf = buf;
 	buf = NULL;
 	s->start = m->start;
@@ -544,12 +539,12 @@ static void install(struct px_core *core, struct cache_slot *s, size_t k,
 	s->xid = 0;
 	s->held = s->paused = 0;
 	s->wake_at = INT64_MAX;
-	s->last_use = ++core->cache_clock;
+	s->last_use = ++core->reads->cache_clock;
 	snprintf(s->etag, sizeof(s->etag), "%s", m->etag);
 	s->mtime = m->mtime;
 	s->answered = s->persisted = s->from_disk = 1;
 	s->mixed = 0;
-	core->cache_used += m->have;
+	core->reads->cache_used += m->have;
 out:
 	free(buf);
 }
@@ -593,13 +588,13 @@ static void load(struct px_core *core, size_t asset, int which, int64_t start, i
 	struct px_disk_meta got;
 	struct load_ctx c = { core, asset, 0 };
 	unsigned char *buf;
-	if (px_disk_load(core->disk, core->cat->assets[asset].id, which, &want, load_source_ok,
+	if (px_disk_load(core->reads->disk, core->cat->assets[asset].id, which, &want, load_source_ok,
 			 &c, &buf, &got) != PX_OK)
 		return;
-	pthread_mutex_lock(&core->cache_lock);
+	pthread_mutex_lock(&core->reads->cache_lock);
 	install(core, &core->assets[asset].slot[which], c.k, &got, buf);
-	pthread_cond_broadcast(&core->cache_cond);
-	pthread_mutex_unlock(&core->cache_lock);
+	pthread_cond_broadcast(&core->reads->cache_cond);
+	pthread_mutex_unlock(&core->reads->cache_lock);
 }
 
 /* The tier's thread (px_disk_persist_fn): copies slot which of the asset,
@@ -611,7 +606,7 @@ static void persist(void *arg, size_t asset, int which)
 				  .asset_mtime = core->assets[asset].mtime };
 	unsigned char *copy = NULL;
 	int forget = 0;
-	pthread_mutex_lock(&core->cache_lock);
+	pthread_mutex_lock(&core->reads->cache_lock);
 	struct cache_slot *s = core->assets[asset].slot ? &core->assets[asset].slot[which] : NULL;
 	const struct px_asset *a = &core->cat->assets[asset];
 	if (s && s->stale) {
@@ -629,11 +624,11 @@ static void persist(void *arg, size_t asset, int which)
 		snprintf(m.source, sizeof(m.source), "%s", a->sources[s->source].key);
 		s->persisted = 1;
 	}
-	pthread_mutex_unlock(&core->cache_lock);
+	pthread_mutex_unlock(&core->reads->cache_lock);
 	if (forget)
-		px_disk_forget(core->disk, a->id, which);
+		px_disk_forget(core->reads->disk, a->id, which);
 	if (copy)
-		px_disk_store(core->disk, a->id, which, &m, copy);
+		px_disk_store(core->reads->disk, a->id, which, &m, copy);
 	free(copy);
 }
 
@@ -646,20 +641,22 @@ void px_cache_disk_start(struct px_core *core)
 		return;
 	snprintf(dir, sizeof(dir), "%s%s", cfg->cache_dir ? cfg->cache_dir : cfg->state_dir,
 		 cfg->cache_dir ? "" : "/cache");
-	(void)px_disk_open(dir, cfg->cache_max_bytes, persist, core, &core->disk);
+	(void)px_disk_open(dir, cfg->cache_max_bytes, persist, core, &core->reads->disk);
 }
 
 void px_cache_disk_stop(struct px_core *core)
 {
-	px_disk_free(core->disk);
-	core->disk = NULL;
+	if (!core->reads)
+		return;
+	px_disk_free(core->reads->disk);
+	core->reads->disk = NULL;
 }
 
 void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fill)
 {
 	uint64_t resume = 0;
 
-	pthread_mutex_lock(&core->cache_lock);
+	pthread_mutex_lock(&core->reads->cache_lock);
 	struct cache_slot *s = core->assets[asset].slot ? &core->assets[asset].slot[which] : NULL;
 	if (s && fill && s->xid == fill && s->held) {
 		s->held = 0;
@@ -669,7 +666,7 @@ void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fil
 			resume = fill;
 		}
 	}
-	pthread_mutex_unlock(&core->cache_lock);
+	pthread_mutex_unlock(&core->reads->cache_lock);
 	if (resume)
 		core->ops.resume(core->ops.impl, resume);
 }
@@ -687,11 +684,11 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 	/* a path source is read in place: nothing to cache */
 	if (px_source_is_path(core, asset, source))
 		return PX_EDECLINED;
-	pthread_mutex_lock(&core->cache_lock);
+	pthread_mutex_lock(&core->reads->cache_lock);
 	/* an asset's slots exist once it is read: a library costs none */
 	if (!core->assets[asset].slot &&
 	    !(core->assets[asset].slot = calloc(2, sizeof(struct cache_slot)))) {
-		pthread_mutex_unlock(&core->cache_lock);
+		pthread_mutex_unlock(&core->reads->cache_lock);
 		return PX_EDECLINED;
 	}
 	struct cache_slot *s = &core->assets[asset].slot[which];
@@ -706,25 +703,25 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 				st = PX_EDECLINED;
 				break;
 			}
-			if (core->disk && !s->disk_tried) {
+			if (core->reads->disk && !s->disk_tried) {
 				/* kept on disk by an earlier mount: no request */
 				s->disk_tried = 1;
-				pthread_mutex_unlock(&core->cache_lock);
+				pthread_mutex_unlock(&core->reads->cache_lock);
 				load(core, asset, which, start, slen);
-				pthread_mutex_lock(&core->cache_lock);
+				pthread_mutex_lock(&core->reads->cache_lock);
 				continue;
 			}
 			struct cache_slot *t = &core->assets[asset].slot[1];
 			int64_t tstart, tlen;
 			tail_bounds(core, asset, &tstart, &tlen);
-			if (which == 0 && core->disk && t->state == CACHE_EMPTY && !t->disk_tried &&
+			if (which == 0 && core->reads->disk && t->state == CACHE_EMPTY && !t->disk_tried &&
 			    tlen > 0) {
 				/* the head's fill may bring the tail too, unless
 				 * the tail is on disk: look first */
 				t->disk_tried = 1;
-				pthread_mutex_unlock(&core->cache_lock);
+				pthread_mutex_unlock(&core->reads->cache_lock);
 				load(core, asset, 1, tstart, tlen);
-				pthread_mutex_lock(&core->cache_lock);
+				pthread_mutex_lock(&core->reads->cache_lock);
 				continue;
 			}
 			st = ask(core, sess, asset, s, which, source, start, slen, need, len, deadline);
@@ -740,7 +737,7 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 		/* ready, or filled far enough: a reader waits only for its bytes */
 		if (s->state == CACHE_READY || s->filled >= need) {
 			memcpy(buf, s->buf + (off - start), len);
-			s->last_use = ++core->cache_clock;
+			s->last_use = ++core->reads->cache_clock;
 			*from_disk |= s->from_disk;
 			/* taken: the held fill goes on, now or (when the caller
 			 * can tell) once the reply is out */
@@ -755,7 +752,7 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 				}
 			}
 			if (!filler)
-				core->n_cache_hits++; /* served without a transfer of its own */
+				core->reads->n_cache_hits++; /* served without a transfer of its own */
 			st = PX_OK;
 			break;
 		}
@@ -786,9 +783,9 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 			unpause(s);
 			s->progress = px_progress_start();
 			uint64_t id = s->xid;
-			pthread_mutex_unlock(&core->cache_lock);
+			pthread_mutex_unlock(&core->reads->cache_lock);
 			core->ops.resume(core->ops.impl, id);
-			pthread_mutex_lock(&core->cache_lock);
+			pthread_mutex_lock(&core->reads->cache_lock);
 			continue;
 		}
 		if (s->asked < need) {
@@ -809,7 +806,7 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 		int woke = 0;
 		if (px_now_ms() < deadline) {
 			s->waiting++;
-			woke = pthread_cond_timedwait(&core->cache_cond, &core->cache_lock, &ts) == 0;
+			woke = pthread_cond_timedwait(&core->reads->cache_cond, &core->reads->cache_lock, &ts) == 0;
 			s->waiting--;
 		}
 		if (px_now_ms() >= deadline ||
@@ -825,7 +822,7 @@ enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size
 			break;
 		}
 	}
-	pthread_mutex_unlock(&core->cache_lock);
+	pthread_mutex_unlock(&core->reads->cache_lock);
 	if (resume)
 		core->ops.resume(core->ops.impl, resume);
 	if (cancel)
@@ -838,7 +835,7 @@ int px_cache_yield(struct px_core *core, uint64_t session)
 	uint64_t ids[8];
 	int n = 0;
 
-	pthread_mutex_lock(&core->cache_lock);
+	pthread_mutex_lock(&core->reads->cache_lock);
 	for (size_t i = 0; i < core->cat->nassets && n < 8; i++) {
 		for (int k = 0; core->assets[i].slot && k < 2 && n < 8; k++) {
 			struct cache_slot *s = &core->assets[i].slot[k];
@@ -848,7 +845,7 @@ int px_cache_yield(struct px_core *core, uint64_t session)
 				ids[n++] = s->xid;
 		}
 	}
-	pthread_mutex_unlock(&core->cache_lock);
+	pthread_mutex_unlock(&core->reads->cache_lock);
 	/* each ends in f_done, which empties its slot for the next reader */
 	for (int i = 0; i < n; i++)
 		core->ops.cancel(core->ops.impl, ids[i]);
@@ -858,26 +855,18 @@ int px_cache_yield(struct px_core *core, uint64_t session)
 int64_t px_cache_wake_at(struct px_core *core, size_t asset, int which)
 {
 	int64_t at = -1;
-	pthread_mutex_lock(&core->cache_lock);
+	pthread_mutex_lock(&core->reads->cache_lock);
 	if (core->assets[asset].slot)
 		at = core->assets[asset].slot[which].wake_at;
-	pthread_mutex_unlock(&core->cache_lock);
+	pthread_mutex_unlock(&core->reads->cache_lock);
 	return at;
-}
-
-int64_t px_cache_used(struct px_core *core)
-{
-	pthread_mutex_lock(&core->cache_lock);
-	int64_t used = core->cache_used;
-	pthread_mutex_unlock(&core->cache_lock);
-	return used;
 }
 
 int px_cache_holds(struct px_core *core, size_t asset, int which, size_t source, int64_t off,
 		   int64_t len)
 {
 	int holds = 0;
-	pthread_mutex_lock(&core->cache_lock);
+	pthread_mutex_lock(&core->reads->cache_lock);
 	const struct cache_slot *s = core->assets[asset].slot ? &core->assets[asset].slot[which]
 							      : NULL;
 	/* a filling slot holds what is in: a reader woken by the fill's last
@@ -886,6 +875,6 @@ int px_cache_holds(struct px_core *core, size_t asset, int which, size_t source,
 		int64_t end = s->start + (s->state == CACHE_READY ? s->len : s->filled);
 		holds = off >= s->start && off + len <= end;
 	}
-	pthread_mutex_unlock(&core->cache_lock);
+	pthread_mutex_unlock(&core->reads->cache_lock);
 	return holds;
 }

@@ -40,7 +40,6 @@ void px_cache_disk_start(struct px_core *core);
 void px_cache_disk_stop(struct px_core *core);
 
 void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fill);
-void px_cache_init(struct px_core *core);
 void px_cache_release(struct px_core *core);
 
 /* Cancels the fills that session's reads started and no reader waits on
@@ -51,12 +50,6 @@ int px_cache_yield(struct px_core *core, uint64_t session);
 /* The end a reader of slot `which` (0 head, 1 tail) of the asset waits
  * for, INT64_MAX when none waits, -1 when the asset has no slots yet. */
 int64_t px_cache_wake_at(struct px_core *core, size_t asset, int which);
-
-/* The bytes the cached heads and tails hold (filled or asked for), which
- * count against the read-ahead budget (core->ra_used) beside the streams'
- * windows. Takes cache_lock; any thread that holds none of the core's
- * locks. */
-int64_t px_cache_used(struct px_core *core);
 
 /* Whether slot `which` (0 head, 1 tail) of the asset holds [off, off+len)
  * of source's bytes now, with no fill to wait for. Takes the cache lock. */

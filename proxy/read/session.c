@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "reads_i.h"
 #include "clock.h"
 #include "context.h"
 #include "health.h"
@@ -70,7 +71,7 @@
 struct px_handle {
 	struct px_core *core;
 	struct px_session *sess;
-	struct px_handle *prev, *next;   /* core->handles, under handles_lock */
+	struct px_handle *prev, *next;   /* core->reads->handles, under handles_lock */
 	struct px_handle *snext;         /* sess->handles, under sess->lock */
 	size_t asset;
 	const char *who;      /* the session's */
@@ -184,12 +185,12 @@ enum px_status px_handle_open(struct px_core *core, size_t asset, uint64_t clien
 	h->snext = sess->handles;
 	sess->handles = h;
 	pthread_mutex_unlock(&sess->lock);
-	pthread_mutex_lock(&core->handles_lock);
-	h->next = core->handles;
+	pthread_mutex_lock(&core->reads->handles_lock);
+	h->next = core->reads->handles;
 	if (h->next)
 		h->next->prev = h;
-	core->handles = h;
-	pthread_mutex_unlock(&core->handles_lock);
+	core->reads->handles = h;
+	pthread_mutex_unlock(&core->reads->handles_lock);
 	*out = h;
 	return PX_OK;
 }
@@ -199,14 +200,14 @@ void px_handle_close(struct px_handle *h)
 	if (!h)
 		return;
 	struct px_session *sess = h->sess;
-	pthread_mutex_lock(&h->core->handles_lock);
+	pthread_mutex_lock(&h->core->reads->handles_lock);
 	if (h->prev)
 		h->prev->next = h->next;
 	else
-		h->core->handles = h->next;
+		h->core->reads->handles = h->next;
 	if (h->next)
 		h->next->prev = h->prev;
-	pthread_mutex_unlock(&h->core->handles_lock);
+	pthread_mutex_unlock(&h->core->reads->handles_lock);
 	pthread_mutex_lock(&sess->lock);
 	for (struct px_handle **pp = &sess->handles; *pp; pp = &(*pp)->snext) {
 		if (*pp == h) {
@@ -222,7 +223,7 @@ void px_handle_close(struct px_handle *h)
 		atomic_store(&sess->lead, 0);
 	/* only cached heads and tails read: a library scan the cache served */
 	if (atomic_load(&h->n_cached) && !atomic_load(&h->n_fetched))
-		atomic_fetch_add(&h->core->n_scans_cached, 1);
+		atomic_fetch_add(&h->core->reads->n_scans_cached, 1);
 	/* the stream's transfer is cancelled here; its slot frees when the
 	 * fetcher has closed it */
 	px_stream_close(h->stream);
@@ -234,8 +235,8 @@ void px_handle_close(struct px_handle *h)
 void px_handles_close_all(struct px_core *core)
 {
 	size_t n = 0;
-	while (core->handles) {
-		px_handle_close(core->handles);
+	while (core->reads && core->reads->handles) {
+		px_handle_close(core->reads->handles);
 		n++;
 	}
 	if (n)
@@ -524,7 +525,7 @@ static enum px_status read_direct(struct px_handle *s, struct px_stream *stream,
 	size_t got = 0;
 
 	if (!on_path(s))
-		core->n_direct++;
+		core->reads->n_direct++;
 	while (got < len) {
 		char detail[200];
 		size_t n = 0;

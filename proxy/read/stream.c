@@ -67,6 +67,7 @@
 #include "ownprint.h"
 #include "provider.h"
 #include "rangeread.h"
+#include "reads_i.h"
 #include "retry.h"
 #include "session.h"
 #include "standby.h"
@@ -96,7 +97,7 @@
  * reaches: a sync window and two async ones, and a read's worth */
 static int64_t jump_ahead(const struct px_core *core)
 {
-	int64_t ra = atomic_load(&core->kernel_ra);
+	int64_t ra = atomic_load(&core->reads->kernel_ra);
 	int64_t j = 3 * ra + (1LL << 20);
 	if (j < JUMP_AHEAD)
 		return JUMP_AHEAD;
@@ -105,7 +106,7 @@ static int64_t jump_ahead(const struct px_core *core)
 
 void px_stream_set_kernel_readahead(struct px_core *core, int64_t bytes)
 {
-	atomic_store(&core->kernel_ra, bytes > 0 ? bytes : 0);
+	atomic_store(&core->reads->kernel_ra, bytes > 0 ? bytes : 0);
 }
 
 /* A part of a parallel stream: bytes [from, end) that one range transfer
@@ -259,7 +260,7 @@ void px_stream_unref(struct px_stream *st)
 	if (atomic_fetch_sub(&st->refs, 1) != 1)
 		return;
 	ring_free(st->ring, st->cap);
-	atomic_fetch_sub(&st->core->ra_used, st->cap);
+	atomic_fetch_sub(&st->core->reads->ra_used, st->cap);
 	pthread_cond_destroy(&st->cond);
 	pthread_mutex_destroy(&st->lock);
 	free(st);
@@ -268,7 +269,7 @@ void px_stream_unref(struct px_stream *st)
 /* Reserves up to want bytes (at least min) of the read-ahead budget. */
 static int64_t budget_take(struct px_core *core, int64_t want, int64_t min)
 {
-	int64_t used = atomic_load(&core->ra_used);
+	int64_t used = atomic_load(&core->reads->ra_used);
 	for (;;) {
 		int64_t room = core->cfg->readahead_budget - used;
 		/* share what is left: a new window takes at most a quarter of it */
@@ -277,7 +278,7 @@ static int64_t budget_take(struct px_core *core, int64_t want, int64_t min)
 			take = room >= min ? min : 0;
 		if (take == 0)
 			return 0;
-		if (atomic_compare_exchange_weak(&core->ra_used, &used, used + take))
+		if (atomic_compare_exchange_weak(&core->reads->ra_used, &used, used + take))
 			return take;
 	}
 }
@@ -650,7 +651,7 @@ static void par_begin(struct px_stream *st)
 	st->open_xid = st->xid;
 	st->xid = 0;
 	st->par = 1;
-	st->core->n_par_streams++;
+	st->core->reads->n_par_streams++;
 	px_debug("stream", "%s: the reader outruns one transfer at %lld: parallel ranges "
 		 "of %lld KiB", st->sess->who, (long long)st->rend,
 		 (long long)(part_size(st) >> 10));
@@ -722,7 +723,7 @@ static enum px_status par_pump(struct px_stream *st, int starving, int64_t deadl
 			}
 			if (next != PX_OK)
 				return next;
-			core->n_stream_restarts++;
+			core->reads->n_stream_restarts++;
 			continue;
 		}
 		size_t source = atomic_load(&st->sess->source);
@@ -799,7 +800,7 @@ static enum px_status par_pump(struct px_stream *st, int starving, int64_t deadl
 			/* no spare slot now: the part waits for the next turn */
 			return bg ? PX_OK : rc;
 		}
-		core->n_parts++;
+		core->reads->n_parts++;
 		if (p && p->gen == gen && !st->closed) {
 			p->xid = id;
 			p->progress = px_progress_start(); /* a stall counts from the slot */
@@ -833,7 +834,7 @@ enum px_status px_stream_start(struct px_core *core, struct px_session *sess, si
 	if (!st || !st->ring) {
 		if (st)
 			free(st);
-		atomic_fetch_sub(&core->ra_used, cap);
+		atomic_fetch_sub(&core->reads->ra_used, cap);
 		return PX_ENOMEM;
 	}
 	st->core = core;
@@ -852,7 +853,7 @@ enum px_status px_stream_start(struct px_core *core, struct px_session *sess, si
 		st->pins[i] = -1;
 	pthread_mutex_init(&st->lock, NULL);
 	px_cond_init_mono(&st->cond);
-	core->n_streams++;
+	core->reads->n_streams++;
 	pthread_mutex_lock(&st->lock);
 	enum px_status rc = submit(st, deadline);
 	pthread_mutex_unlock(&st->lock);
@@ -1065,7 +1066,7 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 				st->want = end;
 			if (!waited) {
 				waited = px_now_us();
-				core->n_stream_waits++;
+				core->reads->n_stream_waits++;
 			}
 			int64_t now = px_now_ms(), until = deadline;
 			if (now >= deadline) {
@@ -1139,7 +1140,7 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 					break;
 				}
 			}
-			core->n_stream_restarts++;
+			core->reads->n_stream_restarts++;
 			if (submit(st, deadline) != PX_OK && st->ended && !st->closed) {
 				rc = st->err;
 				break;
@@ -1178,7 +1179,7 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 		struct timespec ts = { until / 1000, (until % 1000) * 1000000 };
 		if (!waited) {
 			waited = px_now_us();
-			core->n_stream_waits++;
+			core->reads->n_stream_waits++;
 		}
 		if (px_now_ms() >= deadline) {
 			rc = PX_ETIMEDOUT;
@@ -1199,7 +1200,7 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 		}
 	}
 	if (waited)
-		core->stream_wait_us += (uint64_t)(px_now_us() - waited);
+		core->reads->stream_wait_us += (uint64_t)(px_now_us() - waited);
 	if (mypin >= 0) {
 		st->pins[mypin] = -1;
 		st->npins--;
