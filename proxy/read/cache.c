@@ -65,6 +65,8 @@
 
 #include "cache.h"
 #include "reads_i.h"
+#include "request.h"
+#include "wait.h"
 #include "clock.h"
 #include "disk.h"
 #include "health.h"
@@ -96,7 +98,7 @@ struct cache_slot {
 	int paused;                /* the fill's transfer is paused (held) */
 	int waiting;               /* readers waiting for the fill's bytes */
 	uint64_t owner;            /* the session whose slot the fill holds */
-	int64_t progress;          /* the fill's progress clock (px_progress_add,
+	_Atomic int64_t progress;  /* the fill's progress clock (px_progress_add,
 				    * us), restarted when it resumes */
 	/* the persistent tier (disk.c) */
 	char etag[128];            /* the fill's answer's ETag, "" none */
@@ -394,40 +396,162 @@ static struct cache_slot *pair_tail(struct px_core *core, struct px_session *ses
 	return t;
 }
 
-/* Asks for the slot's next part, up to need bytes of it at least: an empty
- * slot's first part, or a partly filled one's next. Lock held; dropped
- * around the submit. */
-static enum px_status ask(struct px_core *core, struct px_session *sess, size_t asset,
-			  struct cache_slot *s, int which, size_t source, int64_t start,
-			  int64_t slen, int64_t need, size_t len, int64_t deadline)
-{
-	struct fill *f;
-	uint64_t id = 0;
-	int first = s->state == CACHE_EMPTY;
-	int64_t from = first ? 0 : s->asked;
-	int64_t want = slen;
+/* One read of the cache: what its steps share (px_cache_read). */
+struct cread {
+	struct px_core *core;
+	struct px_session *sess;
+	size_t asset, source;
+	int which;
+	int64_t start, slen;        /* the slot's range */
+	int64_t need;               /* bytes of the slot the read needs in */
+	const struct px_read_req *rq;
+	uint64_t *held;
+	int *from_disk;
+	int filler, seen_fill;      /* we asked for a part; we waited on a fill */
+	enum px_status st;
+	uint64_t cancel, resume;    /* for after the lock */
+};
 
-	if (which == 0 && first) {
-		/* a head's first part: its reader's bytes and a margin; the
-		 * rest only once a read goes past it (a player, not a scan) */
-		want = (need + head_margin(core, len) + 65535) & ~65535LL;
-		if (want > slen)
-			want = slen;
-	}
-	int64_t more = want - from;
-	/* a slot holds the parts of two sources at most: a third reads around */
-	size_t also = first || source == s->source ? s->also : source;
-	if (!first && s->also != NO_SOURCE && also != s->also)
-		return PX_EDECLINED;
+/* Reserves more bytes of cache_size and the read-ahead budget for slot s.
+ * Returns 0 when they are. Lock held. */
+static int reserve(struct px_core *core, struct cache_slot *s, int64_t slen, int64_t more)
+{
 	if (slen > core->cfg->cache_size || make_room(core, more, s))
-		return first ? PX_EDECLINED : PX_ENOMEM;
+		return -1;
 	/* cached bytes count against the one memory budget too */
 	int64_t used = atomic_load(&core->reads->ra_used);
 	do {
 		if (used + more > core->cfg->readahead_budget)
-			return first ? PX_EDECLINED : PX_ENOMEM;
+			return -1;
 	} while (!atomic_compare_exchange_weak(&core->reads->ra_used, &used, used + more));
-	f = malloc(sizeof(*f));
+	return 0;
+}
+
+/* The slot's fill state for a part of want bytes from source. Lock held. */
+static void fill_begin(struct cread *c, struct cache_slot *s, int first, size_t also,
+		       int64_t want, int64_t more)
+{
+	if (first) {
+		s->start = c->start;
+		s->len = c->slen;
+		s->filled = 0;
+		s->source = c->source;
+		also = NO_SOURCE;
+		s->answered = s->mixed = s->persisted = s->from_disk = s->skipped = 0;
+	}
+	s->also = also;
+	s->state = CACHE_FILLING;
+	s->fill_source = c->source;
+	s->asked = want;
+	s->wake_at = INT64_MAX;
+	s->held = s->paused = 0;
+	s->progress = px_progress_start();
+	s->xid = 0;
+	s->owner = c->sess->id;
+	c->core->reads->cache_used += more;
+}
+
+/* The part a fill asks for: slot s's bytes [from, want), and the tail t
+ * when it rides along (NULL). */
+struct part_ask {
+	struct cache_slot *s, *t;
+	int first;                 /* the slot's first part */
+	int64_t from, want;
+	size_t was_also;           /* s->also before */
+};
+
+/* A fill's submit failed: the slot (and a paired tail) back as they were.
+ * Lock held. Returns what the read makes of it. */
+static enum px_status submit_failed(struct px_core *core, const struct part_ask *pa,
+				    enum px_status rc)
+{
+	struct cache_slot *s = pa->s, *t = pa->t;
+	int first = pa->first;
+	int64_t more = pa->want - pa->from;
+	if (t) {
+		t->peer = s->peer = NULL;
+		drop(core, t);
+	}
+	if (first) {
+		drop(core, s);
+	} else {
+		/* the bytes in stay good: back to what was there */
+		core->reads->cache_used -= more;
+		atomic_fetch_sub(&core->reads->ra_used, more);
+		s->asked = pa->from;
+		s->state = CACHE_PARTIAL;
+		s->also = pa->was_also;
+	}
+	pthread_cond_broadcast(&core->reads->cache_cond);
+	return rc == PX_EBUSY || rc == PX_ESHUTDOWN ? rc : first ? PX_EDECLINED : rc;
+}
+
+/* Starts fill f of the part. Lock held; dropped around the submit. */
+static enum px_status fill_submit(struct cread *c, struct fill *f, const struct part_ask *pa)
+{
+	struct px_core *core = c->core;
+	struct cache_slot *s = pa->s, *t = pa->t;
+	int64_t from = pa->from, want = pa->want, more = want - from;
+	uint64_t id = 0;
+	struct px_fetch_params fp = px_source_range(core, c->asset, c->source, c->start + from,
+						    more);
+	if (t) {
+		fp.offset2 = t->start;
+		fp.length2 = t->len;
+	}
+	struct px_fetch_cb cb = { f_data, f_done, f };
+	pthread_mutex_unlock(&core->reads->cache_lock);
+	/* the part's pages in one call, not a fault per page as its bytes
+	 * come (the fill is not submitted yet: nothing frees buf meanwhile) */
+	px_mem_prefault(s->buf + from, (size_t)more);
+	if (t)
+		px_mem_prefault(t->buf, (size_t)t->len);
+	/* the fill holds a slot of the reader's session */
+	enum px_status rc = px_xfer_submit(core, c->sess->prov, c->sess, 0, c->rq->deadline, &fp,
+					   &cb, &id);
+	pthread_mutex_lock(&core->reads->cache_lock);
+	if (rc != PX_OK) {
+		free(f);
+		return submit_failed(core, pa, rc);
+	}
+	if (s->state == CACHE_FILLING && s->start == c->start && s->len == c->slen &&
+	    s->asked == want) {
+		s->xid = id; /* unless it has already ended */
+		s->progress = px_progress_start(); /* a stall counts from the slot */
+	}
+	if (t && t->peer == s && t->state == CACHE_FILLING) {
+		t->xid = id;
+		t->progress = px_progress_start();
+	}
+	core->reads->n_cache_fills += pa->first;
+	return PX_OK;
+}
+
+/* Asks for the slot's next part, up to c->need bytes of it at least: an
+ * empty slot's first part, or a partly filled one's next. Lock held;
+ * dropped around the submit. */
+static enum px_status ask(struct cread *c, struct cache_slot *s)
+{
+	struct px_core *core = c->core;
+	int first = s->state == CACHE_EMPTY;
+	int64_t from = first ? 0 : s->asked;
+	int64_t want = c->slen;
+
+	if (c->which == 0 && first) {
+		/* a head's first part: its reader's bytes and a margin; the
+		 * rest only once a read goes past it (a player, not a scan) */
+		want = (c->need + head_margin(core, c->rq->len) + 65535) & ~65535LL;
+		if (want > c->slen)
+			want = c->slen;
+	}
+	int64_t more = want - from;
+	/* a slot holds the parts of two sources at most: a third reads around */
+	size_t also = first || c->source == s->source ? s->also : c->source;
+	if (!first && s->also != NO_SOURCE && also != s->also)
+		return PX_EDECLINED;
+	if (reserve(core, s, c->slen, more))
+		return first ? PX_EDECLINED : PX_ENOMEM;
+	struct fill *f = malloc(sizeof(*f));
 	unsigned char *buf = realloc(first ? NULL : s->buf, (size_t)want);
 	if (!f || !buf) {
 		free(f);
@@ -437,81 +561,18 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 		return first ? PX_EDECLINED : PX_ENOMEM;
 	}
 	s->buf = buf;
-	f->core = core;
-	f->slot = s;
-	f->asset = asset;
-	f->which = which;
-	if (first) {
-		s->start = start;
-		s->len = slen;
-		s->filled = 0;
-		s->source = source;
-		also = NO_SOURCE;
-		s->answered = s->mixed = s->persisted = s->from_disk = s->skipped = 0;
-	}
+	*f = (struct fill){ .core = core, .slot = s, .asset = c->asset, .which = c->which,
+			    .prov = c->sess->prov };
 	size_t was_also = s->also;
-	s->also = also;
-	s->state = CACHE_FILLING;
-	s->fill_source = source;
-	s->asked = want;
-	s->wake_at = INT64_MAX;
-	s->held = s->paused = 0;
-	s->progress = px_progress_start();
-	s->xid = 0;
-	s->owner = sess->id;
-	core->reads->cache_used += more;
+	fill_begin(c, s, first, also, want, more);
 	/* a head's first part brings the tail along where the origin can,
 	 * for a reader through the page cache (a scanner: FRESH_READ); not
 	 * for a small direct read, which a thousand files' 4 KiB must keep
 	 * cheap */
-	struct cache_slot *t = which == 0 && first && (int64_t)len >= FRESH_READ
-		? pair_tail(core, sess, asset, s, source, start + want) : NULL;
-	f->tail = t;
-	f->prov = sess->prov;
-	struct px_fetch_params fp = px_source_range(core, asset, source, start + from, more);
-	if (t) {
-		fp.offset2 = t->start;
-		fp.length2 = t->len;
-	}
-	struct px_fetch_cb cb = { f_data, f_done, f };
-	pthread_mutex_unlock(&core->reads->cache_lock);
-	/* the part's pages in one call, not a fault per page as its bytes
-	 * come (the fill is not submitted yet: nothing frees buf meanwhile) */
-	px_mem_prefault(buf + from, (size_t)more);
-	if (t)
-		px_mem_prefault(t->buf, (size_t)t->len);
-	/* the fill holds a slot of the reader's session */
-	enum px_status rc = px_xfer_submit(core, sess->prov, sess, 0, deadline, &fp, &cb, &id);
-	pthread_mutex_lock(&core->reads->cache_lock);
-	if (rc != PX_OK) {
-		free(f);
-		if (t) {
-			t->peer = s->peer = NULL;
-			drop(core, t);
-		}
-		if (first) {
-			drop(core, s);
-		} else {
-			/* the bytes in stay good: back to what was there */
-			core->reads->cache_used -= more;
-			atomic_fetch_sub(&core->reads->ra_used, more);
-			s->asked = from;
-			s->state = CACHE_PARTIAL;
-			s->also = was_also;
-		}
-		pthread_cond_broadcast(&core->reads->cache_cond);
-		return rc == PX_EBUSY || rc == PX_ESHUTDOWN ? rc : first ? PX_EDECLINED : rc;
-	}
-	if (s->state == CACHE_FILLING && s->start == start && s->len == slen && s->asked == want) {
-		s->xid = id; /* unless it has already ended */
-		s->progress = px_progress_start(); /* a stall counts from the slot */
-	}
-	if (t && t->peer == s && t->state == CACHE_FILLING) {
-		t->xid = id;
-		t->progress = px_progress_start();
-	}
-	core->reads->n_cache_fills += first;
-	return PX_OK;
+	f->tail = c->which == 0 && first && (int64_t)c->rq->len >= FRESH_READ
+		? pair_tail(core, c->sess, c->asset, s, c->source, c->start + want) : NULL;
+	struct part_ask pa = { s, f->tail, first, from, want, was_also };
+	return fill_submit(c, f, &pa);
 }
 
 /* Makes the slot the part loaded from disk (buf, m->have bytes, of source
@@ -671,163 +732,182 @@ void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fil
 		core->ops.resume(core->ops.impl, resume);
 }
 
-enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size_t asset,
-			     int which, size_t source,
-			     int64_t start, int64_t slen, int64_t off, size_t len, void *buf,
-			     int64_t deadline, uint64_t *held, int *from_disk)
+/* An empty slot: a fill we waited for failed (decline), else the disk
+ * tier is looked at (the tail's too, which a head's fill may bring), else
+ * a fill is asked for. Lock held. Returns 1 to look again. */
+static int cache_empty(struct cread *c, struct cache_slot *s)
 {
-	int64_t need = off + (int64_t)len - start;
-	enum px_status st;
-	uint64_t cancel = 0, resume = 0;
-	int filler = 0, seen_fill = 0;
+	struct px_core *core = c->core;
+	/* a fill we were waiting for failed: read directly, where failures are
+	 * retried with backoff and counted; one whose answer left this slot
+	 * out failed nothing */
+	if (s->skipped && !c->filler)
+		c->seen_fill = 0;
+	if (c->filler || c->seen_fill) {
+		c->st = PX_EDECLINED;
+		return 0;
+	}
+	struct cache_slot *t = &core->assets[c->asset].slot[1];
+	int64_t tstart, tlen;
+	tail_bounds(core, c->asset, &tstart, &tlen);
+	int mine = core->reads->disk && !s->disk_tried;
+	/* the head's fill may bring the tail too, unless the tail is on disk:
+	 * look first */
+	int tail = !mine && c->which == 0 && core->reads->disk && t->state == CACHE_EMPTY &&
+		   !t->disk_tried && tlen > 0;
+	if (mine || tail) {
+		/* kept on disk by an earlier mount: no request */
+		(mine ? s : t)->disk_tried = 1;
+		pthread_mutex_unlock(&core->reads->cache_lock);
+		if (mine)
+			load(core, c->asset, c->which, c->start, c->slen);
+		else
+			load(core, c->asset, 1, tstart, tlen);
+		pthread_mutex_lock(&core->reads->cache_lock);
+		return 1;
+	}
+	c->st = ask(c, s);
+	c->filler = c->st == PX_OK;
+	return c->filler;
+}
+
+/* The read's bytes are in the slot: copied, and the held fill goes on,
+ * now or (when the caller can tell) once the reply is out. Lock held. */
+static void cache_take(struct cread *c, struct cache_slot *s)
+{
+	memcpy(c->rq->buf, s->buf + (c->rq->off - c->start), c->rq->len);
+	s->last_use = ++c->core->reads->cache_clock;
+	*c->from_disk |= s->from_disk;
+	if (s->held && c->held && s->xid) {
+		*c->held = s->xid;
+	} else {
+		s->held = 0;
+		if (s->paused && s->xid) {
+			unpause(s);
+			s->progress = px_progress_start();
+			c->resume = s->xid;
+		}
+	}
+	if (!c->filler)
+		c->core->reads->n_cache_hits++; /* served without a transfer of its own */
+	c->st = PX_OK;
+}
+
+/* The slot fills from the read's source: wait for our bytes, the
+ * deadline, or a stall of the fill while it runs. A held fill nobody will
+ * resume is resumed. A fill that stalled, or did not bring our bytes
+ * within a whole read timeout, is stuck: it is ended (the next reader
+ * starts afresh) and the caller cuts over (PX_ETIMEDOUT). Lock held.
+ * Returns 1 to look again. */
+static int cache_wait(struct cread *c, struct cache_slot *s)
+{
+	struct px_core *core = c->core;
+	int64_t end = c->rq->off + (int64_t)c->rq->len;
+	c->seen_fill = 1;
+	if (s->paused && s->xid && (!s->held || s->filled < c->need)) {
+		/* held before its submit had returned (no id then), or held
+		 * for a reader that has its bytes while we need more: that
+		 * reader may have left without taking them (its deadline), and
+		 * nobody else would resume it */
+		s->held = 0;
+		unpause(s);
+		s->progress = px_progress_start();
+		uint64_t id = s->xid;
+		pthread_mutex_unlock(&core->reads->cache_lock);
+		core->ops.resume(core->ops.impl, id);
+		pthread_mutex_lock(&core->reads->cache_lock);
+		return 1;
+	}
+	/* a part that ends before our bytes: wait for its end, then ask for
+	 * the next */
+	int64_t wake = s->asked < c->need ? s->start + s->asked : end;
+	if (wake < s->wake_at)
+		s->wake_at = wake;
+	struct px_wait wt = { &core->reads->cache_lock, &core->reads->cache_cond,
+			      c->rq->deadline, core->cfg->stall_timeout_ms };
+	s->waiting++;
+	enum px_wait_outcome o = px_wait_bytes(&wt, NULL, s->paused ? NULL : &s->progress);
+	s->waiting--;
+	if (o == PX_WAIT_DEADLINE || (o == PX_WAIT_STALLED && s->state == CACHE_FILLING &&
+				      s->filled < c->need && !s->paused)) {
+		c->cancel = s->xid;
+		c->st = PX_ETIMEDOUT;
+		return 0;
+	}
+	return 1;
+}
+
+/* The range of slot which of the asset: [*start, *start + *len). */
+static void slot_bounds(const struct px_core *core, size_t asset, int which, int64_t *start,
+			int64_t *len)
+{
+	int64_t size = core->assets[asset].size;
+	if (which)
+		tail_bounds(core, asset, start, len);
+	else
+		*start = 0, *len = core->cfg->head_size < size ? core->cfg->head_size : size;
+}
+
+/* One step of a cache read on slot s. Lock held. Returns 1 to look again. */
+static int cache_step(struct cread *c, struct cache_slot *s)
+{
+	if (s->state == CACHE_EMPTY)
+		return cache_empty(c, s);
+	if (!slot_serves(c->core, c->asset, s, c->source) || s->start != c->start ||
+	    s->len != c->slen) {
+		c->st = PX_EDECLINED; /* bytes of a source not proved identical */
+		return 0;
+	}
+	/* ready, or filled far enough: a reader waits only for its bytes */
+	if (s->state == CACHE_READY || s->filled >= c->need) {
+		cache_take(c, s);
+		return 0;
+	}
+	if (s->state == CACHE_PARTIAL) {
+		/* the reads went on past what was asked: the next part */
+		enum px_status st = ask(c, s);
+		c->st = st == PX_OK || st == PX_EBUSY || st == PX_ESHUTDOWN ? st : PX_EDECLINED;
+		c->filler = st == PX_OK;
+		return c->filler;
+	}
+	if (s->fill_source != c->source) {
+		/* another (identical) source's transfer: its bytes in are
+		 * shared, but a reader waits only on its own source, whose
+		 * stall is its session's to cut over */
+		c->st = PX_EDECLINED;
+		return 0;
+	}
+	return cache_wait(c, s);
+}
+
+enum px_status px_cache_read(struct px_session *sess, int which, size_t source,
+			     const struct px_read_req *rq, uint64_t *held, int *from_disk)
+{
+	struct px_core *core = sess->core;
+	struct cread c = { .core = core, .sess = sess, .asset = sess->asset, .source = source,
+			   .which = which, .rq = rq, .held = held, .from_disk = from_disk };
 
 	/* a path source is read in place: nothing to cache */
-	if (px_source_is_path(core, asset, source))
+	if (px_source_is_path(core, c.asset, source))
 		return PX_EDECLINED;
+	slot_bounds(core, c.asset, which, &c.start, &c.slen);
+	c.need = rq->off + (int64_t)rq->len - c.start;
 	pthread_mutex_lock(&core->reads->cache_lock);
 	/* an asset's slots exist once it is read: a library costs none */
-	if (!core->assets[asset].slot &&
-	    !(core->assets[asset].slot = calloc(2, sizeof(struct cache_slot)))) {
+	if (!core->assets[c.asset].slot &&
+	    !(core->assets[c.asset].slot = calloc(2, sizeof(struct cache_slot)))) {
 		pthread_mutex_unlock(&core->reads->cache_lock);
 		return PX_EDECLINED;
 	}
-	struct cache_slot *s = &core->assets[asset].slot[which];
-	for (;;) {
-		if (s->state == CACHE_EMPTY) {
-			/* a fill we were waiting for failed: read directly, where
-			 * failures are retried with backoff and counted; one
-			 * whose answer left this slot out failed nothing */
-			if (s->skipped && !filler)
-				seen_fill = 0;
-			if (filler || seen_fill) {
-				st = PX_EDECLINED;
-				break;
-			}
-			if (core->reads->disk && !s->disk_tried) {
-				/* kept on disk by an earlier mount: no request */
-				s->disk_tried = 1;
-				pthread_mutex_unlock(&core->reads->cache_lock);
-				load(core, asset, which, start, slen);
-				pthread_mutex_lock(&core->reads->cache_lock);
-				continue;
-			}
-			struct cache_slot *t = &core->assets[asset].slot[1];
-			int64_t tstart, tlen;
-			tail_bounds(core, asset, &tstart, &tlen);
-			if (which == 0 && core->reads->disk && t->state == CACHE_EMPTY && !t->disk_tried &&
-			    tlen > 0) {
-				/* the head's fill may bring the tail too, unless
-				 * the tail is on disk: look first */
-				t->disk_tried = 1;
-				pthread_mutex_unlock(&core->reads->cache_lock);
-				load(core, asset, 1, tstart, tlen);
-				pthread_mutex_lock(&core->reads->cache_lock);
-				continue;
-			}
-			st = ask(core, sess, asset, s, which, source, start, slen, need, len, deadline);
-			if (st != PX_OK)
-				break;
-			filler = 1;
-			continue;
-		}
-		if (!slot_serves(core, asset, s, source) || s->start != start || s->len != slen) {
-			st = PX_EDECLINED; /* bytes of a source not proved identical */
-			break;
-		}
-		/* ready, or filled far enough: a reader waits only for its bytes */
-		if (s->state == CACHE_READY || s->filled >= need) {
-			memcpy(buf, s->buf + (off - start), len);
-			s->last_use = ++core->reads->cache_clock;
-			*from_disk |= s->from_disk;
-			/* taken: the held fill goes on, now or (when the caller
-			 * can tell) once the reply is out */
-			if (s->held && held && s->xid) {
-				*held = s->xid;
-			} else {
-				s->held = 0;
-				if (s->paused && s->xid) {
-					unpause(s);
-					s->progress = px_progress_start();
-					resume = s->xid;
-				}
-			}
-			if (!filler)
-				core->reads->n_cache_hits++; /* served without a transfer of its own */
-			st = PX_OK;
-			break;
-		}
-		if (s->state == CACHE_PARTIAL) {
-			/* the reads went on past what was asked: the next part */
-			st = ask(core, sess, asset, s, which, source, start, slen, need, len, deadline);
-			if (st != PX_OK) {
-				st = st == PX_EBUSY || st == PX_ESHUTDOWN ? st : PX_EDECLINED;
-				break;
-			}
-			filler = 1;
-			continue;
-		}
-		if (s->fill_source != source) {
-			/* another (identical) source's transfer: its bytes in are
-			 * shared, but a reader waits only on its own source, whose
-			 * stall is its session's to cut over */
-			st = PX_EDECLINED;
-			break;
-		}
-		seen_fill = 1;
-		if (s->paused && s->xid && (!s->held || s->filled < need)) {
-			/* held before its submit had returned (no id then), or
-			 * held for a reader that has its bytes while we need
-			 * more: that reader may have left without taking them
-			 * (its deadline), and nobody else would resume it */
-			s->held = 0;
-			unpause(s);
-			s->progress = px_progress_start();
-			uint64_t id = s->xid;
-			pthread_mutex_unlock(&core->reads->cache_lock);
-			core->ops.resume(core->ops.impl, id);
-			pthread_mutex_lock(&core->reads->cache_lock);
-			continue;
-		}
-		if (s->asked < need) {
-			/* a part that ends before our bytes: wait for its end, then
-			 * ask for the next (above) */
-			if (s->start + s->asked < s->wake_at)
-				s->wake_at = s->start + s->asked;
-		} else if (off + (int64_t)len < s->wake_at) {
-			s->wake_at = off + (int64_t)len;
-		}
-		/* wait for our bytes, the deadline, or a stall: no progress of
-		 * the fill (bytes at stall_min_rate) for stall_timeout while it
-		 * runs */
-		int64_t until = px_progress_stall_at(s->progress, core->cfg->stall_timeout_ms);
-		if (s->paused || until > deadline)
-			until = deadline;
-		struct timespec ts = { until / 1000, (until % 1000) * 1000000 };
-		int woke = 0;
-		if (px_now_ms() < deadline) {
-			s->waiting++;
-			woke = pthread_cond_timedwait(&core->reads->cache_cond, &core->reads->cache_lock, &ts) == 0;
-			s->waiting--;
-		}
-		if (px_now_ms() >= deadline ||
-		    (!woke && s->state == CACHE_FILLING && s->filled < need &&
-		     (px_now_ms() >= deadline ||
-		      (!s->paused && px_now_ms() >= px_progress_stall_at(s->progress,
-							core->cfg->stall_timeout_ms))))) {
-			/* a fill that stalled, or did not bring our bytes within
-			 * a whole read timeout, is stuck: end it, the next reader
-			 * starts afresh; the caller cuts over (PX_ETIMEDOUT) */
-			cancel = s->xid;
-			st = PX_ETIMEDOUT;
-			break;
-		}
-	}
+	struct cache_slot *s = &core->assets[c.asset].slot[which];
+	while (cache_step(&c, s))
+		;
 	pthread_mutex_unlock(&core->reads->cache_lock);
-	if (resume)
-		core->ops.resume(core->ops.impl, resume);
-	if (cancel)
-		core->ops.cancel(core->ops.impl, cancel);
-	return st;
+	if (c.resume)
+		core->ops.resume(core->ops.impl, c.resume);
+	if (c.cancel)
+		core->ops.cancel(core->ops.impl, c.cancel);
+	return c.st;
 }
 
 int px_cache_yield(struct px_core *core, uint64_t session)
