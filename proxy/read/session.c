@@ -361,10 +361,10 @@ static int waiter_wait(struct px_core *core, struct waiter *w, uint64_t id, int6
 			return 0;
 		if (o == PX_WAIT_DEADLINE)
 			gave_up = "no answer within read_timeout";
-		else if (o == PX_WAIT_STALLED)
+		a->stalled = o == PX_WAIT_STALLED;
+		if (a->stalled)
 			gave_up = "stalled: no progress within stall_timeout";
 	}
-	a->stalled = strncmp(gave_up, "stalled", 7) == 0;
 	px_wait_cancel(core, &w->lock, id);
 	px_cond_wait_until(&w->cond, &w->lock, &w->done, px_now_ms() + CANCEL_GRACE_MS);
 	snprintf(a->detail, sizeof(a->detail), "%s", gave_up);
