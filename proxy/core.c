@@ -29,6 +29,7 @@
 #include "probe.h"
 #include "provider.h"
 #include "rangeread.h"
+#include "reads.h"
 #include "session.h"
 #include "session_i.h"
 #include "sources.h"
@@ -168,11 +169,11 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 	core->provs = calloc(core->provs_cap, sizeof(*core->provs));
 	if (!core->provs)
 		goto out;
-	px_cache_init(core);
+	if (px_reads_new(cfg, &core->reads) != PX_OK)
+		goto out;
 	px_providers_init(core);
 	/* a session at its provider's limit gives back its idle streams' slots */
 	core->yield_idle = px_session_yield_idle;
-	pthread_mutex_init(&core->handles_lock, NULL);
 	if ((st = px_standby_init(core)) != PX_OK)
 		goto out;
 	st = PX_ENOMEM;
@@ -234,7 +235,6 @@ void px_core_free(struct px_core *core)
 		}
 		/* before the fetcher stops: their streams' transfers end with it */
 		px_handles_close_all(core);
-		pthread_mutex_destroy(&core->handles_lock);
 		/* every slot this host holds back to the cluster */
 		px_cslots_stop(core);
 		monitor_stop(core);
@@ -253,13 +253,16 @@ void px_core_free(struct px_core *core)
 		px_standby_release(core);
 	}
 	if (core->assets) {
+		struct px_reads_stats rs = { 0 };
+		if (core->reads)
+			px_reads_stats(core->reads, &rs);
 		px_info("core", "reads: %llu head/tail cache hits, %llu cache fills, %llu streams "
 			"(%llu restarts, %llu waits for bytes, %llu ms waiting), %llu direct range reads",
-			(unsigned long long)core->n_cache_hits, (unsigned long long)core->n_cache_fills,
-			(unsigned long long)core->n_streams, (unsigned long long)core->n_stream_restarts,
-			(unsigned long long)core->n_stream_waits,
-			(unsigned long long)core->stream_wait_us / 1000,
-			(unsigned long long)core->n_direct);
+			(unsigned long long)rs.n_cache_hits, (unsigned long long)rs.n_cache_fills,
+			(unsigned long long)rs.n_streams, (unsigned long long)rs.n_stream_restarts,
+			(unsigned long long)rs.n_stream_waits,
+			(unsigned long long)rs.stream_wait_us / 1000,
+			(unsigned long long)rs.n_direct);
 		px_cache_release(core);
 		px_source_preps_free(core);
 		for (size_t i = 0; i < core->cat->nassets; i++)
@@ -267,6 +270,7 @@ void px_core_free(struct px_core *core)
 		for (size_t i = core->cat->nassets; i < core->assets_cap; i++)
 			free((void *)core->assets[i].dead);
 	}
+	px_reads_free(core->reads);
 	free(core->assets);
 	free(core->provs);
 	px_tree_free(core->tree);

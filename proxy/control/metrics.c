@@ -26,6 +26,7 @@
 #include "context.h"
 #include "copies.h"
 #include "metrics.h"
+#include "reads.h"
 #include "snapshot.h"
 #include "standby.h"
 #include "utf8.h"
@@ -155,7 +156,7 @@ static void disk_metrics(struct buf *b, const struct px_disk_stats *d)
 
 void px_metrics_note_read(struct px_core *core, int64_t us)
 {
-	px_histo_observe_us(&core->h_read, us);
+	px_reads_note_read(core->reads, us);
 }
 
 /* The process: version, worker restarts, assets. */

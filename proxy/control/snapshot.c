@@ -37,6 +37,7 @@
 #include "hosts.h"
 #include "kvstore.h"
 #include "provider.h"
+#include "reads.h"
 #include "snapshot.h"
 #include "transcode.h"
 
@@ -291,27 +292,27 @@ out:
 
 static void take_reads(struct px_core *core, struct px_snapshot *s)
 {
-	pthread_mutex_lock(&core->cache_lock);
-	s->cache_used = core->cache_used;
-	pthread_mutex_unlock(&core->cache_lock);
-	px_disk_stats(core->disk, &s->disk);
-	s->n_cache_hits = atomic_load(&core->n_cache_hits);
-	s->n_scans_cached = atomic_load(&core->n_scans_cached);
+	struct px_reads_stats rs;
+	px_reads_stats(core->reads, &rs);
+	s->cache_used = rs.cache_used;
+	s->disk = rs.disk;
+	s->n_cache_hits = rs.n_cache_hits;
+	s->n_scans_cached = rs.n_scans_cached;
 	s->n_scans = atomic_load(&core->n_scans);
 	s->n_scan_requests = atomic_load(&core->n_scan_requests);
-	s->n_multipart = atomic_load(&core->n_multipart);
-	s->n_cache_fills = atomic_load(&core->n_cache_fills);
-	s->n_streams = atomic_load(&core->n_streams);
-	s->n_stream_restarts = atomic_load(&core->n_stream_restarts);
-	s->n_stream_waits = atomic_load(&core->n_stream_waits);
-	s->n_par_streams = atomic_load(&core->n_par_streams);
-	s->n_parts = atomic_load(&core->n_parts);
-	s->stream_wait_us = atomic_load(&core->stream_wait_us);
-	s->n_direct = atomic_load(&core->n_direct);
-	s->ra_used = atomic_load(&core->ra_used);
+	s->n_multipart = rs.n_multipart;
+	s->n_cache_fills = rs.n_cache_fills;
+	s->n_streams = rs.n_streams;
+	s->n_stream_restarts = rs.n_stream_restarts;
+	s->n_stream_waits = rs.n_stream_waits;
+	s->n_par_streams = rs.n_par_streams;
+	s->n_parts = rs.n_parts;
+	s->stream_wait_us = rs.stream_wait_us;
+	s->n_direct = rs.n_direct;
+	s->ra_used = rs.ra_used;
 	s->ra_budget = core->cfg->readahead_budget;
 	s->cache_size = core->cfg->cache_size;
-	px_histo_snapshot(&core->h_read, &s->h_read);
+	s->h_read = rs.h_read;
 	px_histo_snapshot(&core->h_ttfb, &s->h_ttfb);
 }
 

@@ -34,6 +34,7 @@ struct px_hosts;
 struct px_cslots;
 struct px_copies;
 struct px_disk;
+struct px_reads;
 
 struct asset_rt {
 	struct cache_slot *slot;   /* head, tail: two, made at the asset's first
@@ -146,14 +147,9 @@ struct px_core {
 	struct px_copies *copies;  /* copies.c; NULL until px_copies_start */
 	_Atomic uint64_t next_session;
 
-	/* read-ahead windows share cfg->readahead_budget (stream.c) */
-	_Atomic int64_t ra_used;
-	/* heads and tails share cfg->cache_size (cache.c) */
-	pthread_mutex_t cache_lock;
-	pthread_cond_t cache_cond;
-	int64_t cache_used;
-	uint64_t cache_clock;
-	struct px_disk *disk;      /* heads and tails on disk (disk.c); NULL: none */
+	/* the read layer's state (read/reads.h): the budget, the head and
+	 * tail cache, the open handles, the read counters */
+	struct px_reads *reads;
 
 	/* providers and sessions (provider.c); prov_cond (monotonic) wakes
 	 * those waiting for a slot and the monitor thread */
@@ -190,30 +186,14 @@ struct px_core {
 	uint64_t n_exhausted;
 	char exhausted_why[300];
 
-	/* open handles (session.c), closed by px_core_free if FUSE did not
-	 * release them before the unmount */
-	pthread_mutex_t handles_lock;
-	struct px_handle *handles;
-
-	/* counters, for the log and later the status */
-	_Atomic uint64_t n_cache_hits, n_cache_fills, n_streams, n_direct, n_stream_restarts;
-	_Atomic uint64_t n_par_streams;  /* streams that turned parallel */
-	_Atomic uint64_t n_parts;        /* part transfers they started */
-	_Atomic uint64_t n_multipart;    /* head fills that brought the tail in
-					  * the same request (multipart ranges) */
-	/* handles closed after reading only cached heads and tails: library
-	 * scans (ffprobe, a scraper) that cost no transfer of their own */
-	_Atomic uint64_t n_scans_cached;
 	/* sessions whose handles were all closed having read only heads and
 	 * tails (each close of the last handle counts once), and the requests
 	 * they made (provider.c): a scan's cost at the origin */
 	_Atomic uint64_t n_scans, n_scan_requests;
-	_Atomic int64_t kernel_ra;  /* px_stream_set_kernel_readahead(), 0: unknown */
-	_Atomic uint64_t n_stream_waits, stream_wait_us; /* reads that waited for bytes */
 
-	/* durations for the metrics (lock-free): reads as fs/ answers them,
-	 * and each transfer's submit to its first byte (provider.c) */
-	struct px_histo h_read, h_ttfb;
+	/* each transfer's submit to its first byte (provider.c), for the
+	 * metrics (lock-free) */
+	struct px_histo h_ttfb;
 
 	/* cluster mode (docs/cluster.md), borrowed from main; NULL: one host */
 	struct px_store *store;

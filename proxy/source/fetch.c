@@ -336,7 +336,7 @@ static size_t multipart_write(struct xfer *x, char *buf, size_t len)
 	enum px_status st = px_multipart_feed(&x->mp, buf + skip, len - skip, &used, mp_emit, x,
 					      x->res.detail, sizeof(x->res.detail));
 	x->mp_fed += (int64_t)used;
-	if (st == PX_EAGAIN) {
+	if (st == PX_EFULL) {
 		x->paused_at = px_now_ms();
 		return CURL_WRITEFUNC_PAUSE;
 	}

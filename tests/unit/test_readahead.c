@@ -17,7 +17,7 @@
  *    is running is applied when on_data answers "pause" (the real thread
  *    handles resumes after the callback returns);
  *  - cancels can be held (logged, but the transfer ends only when the test
- *    lets go), and it samples core->ra_used on its data path.
+ *    lets go), and it samples the read-ahead budget in use on its data path.
  *
  * The tests assert on bytes and on the request log, not on timings; the few
  * bounds on elapsed time are the read_timeout contract, with slack.
@@ -56,6 +56,7 @@
 #include "log.h"
 #include "session.h"
 #include "fake_fetch.h"
+#include "reads_i.h"
 #include "rig.h"
 
 #define KiB (1LL << 10)
@@ -153,7 +154,7 @@ static void ra_start(struct rig *r)
 	assert_int_equal(px_core_listed(r->core), r->cat->nassets);
 	assert_int_equal(fake_nreq(&r->fake), 0);
 	pthread_mutex_lock(&r->fake.lock);
-	r->fake.watch = &r->core->ra_used;
+	r->fake.watch = &r->core->reads->ra_used;
 	pthread_mutex_unlock(&r->fake.lock);
 }
 
@@ -289,9 +290,9 @@ static void sequential_growth(int threaded, size_t chunk)
 	assert_true(max_used > 0);
 	assert_true(max_used <= r->cfg.readahead_budget);
 	assert_true(watch_max <= r->cfg.readahead_budget);
-	assert_int_equal(r->core->n_streams, 1);
-	assert_int_equal(r->core->n_stream_restarts, 0);
-	assert_int_equal(r->core->n_cache_fills, 1 + (uint64_t)m.tails);
+	assert_int_equal(rig_reads(r).n_streams, 1);
+	assert_int_equal(rig_reads(r).n_stream_restarts, 0);
+	assert_int_equal(rig_reads(r).n_cache_fills, 1 + (uint64_t)m.tails);
 	/* the window is held until the session closes, then given back */
 	assert_true(ra_used(r) > 0);
 	rig_close(r, s);
@@ -356,7 +357,7 @@ static void test_reorder_tolerance(void **state)
 	struct summary m = summarize(r);
 	assert_int_equal(m.heads, 2); /* the head in two parts */
 	assert_int_equal(m.streams, 1);
-	assert_int_equal(r->core->n_streams, 1);
+	assert_int_equal(rig_reads(r).n_streams, 1);
 	/* the stream starts where the first read past the head asked */
 	struct fake_req st = fake_req(&r->fake, m.stream_idx[0]);
 	assert_true(st.offset >= 2 * MiB && st.offset <= 2 * MiB + 2 * BLOCK);
@@ -542,7 +543,7 @@ static void test_fill_held_for_first_reader(void **state)
 	assert_int_equal(q.offset + q.length, 2 * MiB);
 	read_check(r, s, 0, 0, MiB, BLOCK);
 	assert_int_equal(fake_nreq(&r->fake), 2);
-	assert_int_equal(r->core->n_cache_hits, 1);
+	assert_int_equal(rig_reads(r).n_cache_hits, 1);
 	free(z.buf);
 	pthread_cond_destroy(&z.cond);
 	pthread_mutex_destroy(&z.lock);
@@ -625,7 +626,7 @@ static void test_far_jump_forward(void **state)
 	assert_int_equal(b, before + 1);
 	assert_int_equal(qb.offset, jump);
 	assert_int_equal(qb.length, r->size - qb.offset);
-	assert_int_equal(r->core->n_streams, 2);
+	assert_int_equal(rig_reads(r).n_streams, 2);
 	pthread_mutex_lock(&r->fake.lock);
 	int max_open = r->fake.max_open_streams;
 	pthread_mutex_unlock(&r->fake.lock);
@@ -705,7 +706,7 @@ static void test_seeks_of_a_mebibyte_stream(void **state)
 		assert_true(q.stream);
 		assert_int_equal(q.offset, jumps[k]);
 	}
-	assert_int_equal(r->core->n_streams, n);
+	assert_int_equal(rig_reads(r).n_streams, n);
 	/* 64 KiB jumps: the first spends the credit, the next are bounded */
 	int64_t small[] = { 20 * MiB, 35 * MiB, 14 * MiB };
 	for (int k = 0; k < 3; k++) {
@@ -716,7 +717,7 @@ static void test_seeks_of_a_mebibyte_stream(void **state)
 		assert_int_equal(q.offset, small[k]);
 		assert_int_equal(q.stream, k == 0);
 	}
-	assert_int_equal(r->core->n_streams, n + 1);
+	assert_int_equal(rig_reads(r).n_streams, n + 1);
 	rig_close(r, s);
 	rig_free(r);
 }
@@ -1002,9 +1003,9 @@ static void test_budget_pressure(void **state)
 	struct summary m = summarize(r);
 	/* some sessions streamed, the others read directly, and still right */
 	assert_true(m.streams >= 1);
-	assert_true(r->core->n_streams >= 1);
+	assert_true(rig_reads(r).n_streams >= 1);
 	assert_true(m.direct >= 1);
-	assert_true(r->core->n_direct > r->core->n_cache_fills);
+	assert_true(rig_reads(r).n_direct > rig_reads(r).n_cache_fills);
 	/* every session closed, every transfer ended: the budget is whole */
 	assert_int_equal(ra_used(r), 0);
 	rig_free(r);
@@ -1040,8 +1041,8 @@ static void test_head_and_tail_in_one_request(void **state)
 	assert_int_equal(q.offset, 0);
 	assert_int_equal(q.offset2, r->size - MiB);
 	assert_int_equal(q.length2, MiB);
-	assert_int_equal(r->core->n_multipart, 1);
-	assert_int_equal(r->core->n_cache_fills, 2);
+	assert_int_equal(rig_reads(r).n_multipart, 1);
+	assert_int_equal(rig_reads(r).n_cache_fills, 2);
 
 	/* an origin that answers the first range only */
 	pthread_mutex_lock(&r->fake.lock);
@@ -1063,7 +1064,7 @@ static void test_head_and_tail_in_one_request(void **state)
 	rig_close(r, s);
 	assert_int_equal(fake_nreq(&r->fake), 4);
 	assert_int_equal(fake_req(&r->fake, 4).length2, 0);
-	assert_int_equal(r->core->n_multipart, 1);
+	assert_int_equal(rig_reads(r).n_multipart, 1);
 	rig_free(r);
 }
 
@@ -1094,9 +1095,9 @@ static void test_head_tail_cache(void **state)
 	assert_int_equal(t.offset, r->size - MiB);
 	assert_int_equal(t.length, MiB);
 	assert_string_equal(t.url, u0);
-	assert_int_equal(r->core->n_cache_fills, 2);
-	assert_int_equal(r->core->n_cache_hits, 98);
-	assert_int_equal(r->core->n_streams, 0);
+	assert_int_equal(rig_reads(r).n_cache_fills, 2);
+	assert_int_equal(rig_reads(r).n_cache_hits, 98);
+	assert_int_equal(rig_reads(r).n_streams, 0);
 	assert_int_equal(ra_used(r), 0);
 
 	/* the origin answers 404 to a later session: dead for this asset */
@@ -1121,7 +1122,7 @@ static void test_head_tail_cache(void **state)
 	read_check(r, s, 0, 1, r->size - 64 * 1024, 64 * 1024);
 	read_check(r, s, 0, 1, 5000, 3000);
 	rig_close(r, s);
-	assert_int_equal(r->core->n_cache_hits, 98);
+	assert_int_equal(rig_reads(r).n_cache_hits, 98);
 	assert_true(fake_nreq(&r->fake) > n);
 	for (int i = n + 1; i <= fake_nreq(&r->fake); i++)
 		assert_string_equal(fake_req(&r->fake, i).url, u1);
@@ -1129,7 +1130,7 @@ static void test_head_tail_cache(void **state)
 	s = rig_open(r, 0, 42);
 	read_check(r, s, 0, 1, 100, 64 * 1024);
 	rig_close(r, s);
-	assert_int_equal(r->core->n_cache_hits, 98);
+	assert_int_equal(rig_reads(r).n_cache_hits, 98);
 	assert_string_equal(fake_req(&r->fake, fake_nreq(&r->fake)).url, u1);
 	rig_free(r);
 }
@@ -1166,8 +1167,8 @@ static void stream_fails_once(int threaded, size_t chunk, int64_t after)
 	/* restarted at the first byte the window lacked */
 	assert_int_equal(b.offset, a.offset + a.bytes);
 	assert_int_equal(b.length, r->size - b.offset);
-	assert_int_equal(r->core->n_streams, 1);
-	assert_int_equal(r->core->n_stream_restarts, 1);
+	assert_int_equal(rig_reads(r).n_streams, 1);
+	assert_int_equal(rig_reads(r).n_stream_restarts, 1);
 	if (m.delivered * 10 > r->size * 11)
 		fail_msg("fetched %lld bytes for an asset of %lld", (long long)m.delivered,
 			 (long long)r->size);
@@ -1231,7 +1232,7 @@ static void test_stream_fails_persistently(void **state)
 	assert_int_equal(m.streams, 1 + r->cfg.retries);
 	for (int i = 1; i < m.streams; i++)
 		assert_int_equal(fake_req(&r->fake, m.stream_idx[i]).offset, 3 * MiB);
-	assert_int_equal(r->core->n_stream_restarts, (uint64_t)r->cfg.retries);
+	assert_int_equal(rig_reads(r).n_stream_restarts, (uint64_t)r->cfg.retries);
 
 	/*
 	 * The source is back.
@@ -1332,7 +1333,7 @@ static void test_stream_fails_before_submit_returns(void **state)
 	struct summary m = summarize(r);
 	assert_int_equal(m.streams, 2);
 	assert_int_equal(fake_req(&r->fake, m.stream_idx[1]).offset, 2 * MiB);
-	assert_int_equal(r->core->n_stream_restarts, 1);
+	assert_int_equal(rig_reads(r).n_stream_restarts, 1);
 	rig_free(r);
 }
 
@@ -1364,7 +1365,7 @@ static void test_stream_idle_end(void **state)
 	m = summarize(r);
 	assert_int_equal(m.streams, 2);
 	assert_int_equal(fake_req(&r->fake, m.stream_idx[1]).offset, qa.offset + qa.bytes);
-	assert_int_equal(r->core->n_stream_restarts, 1);
+	assert_int_equal(rig_reads(r).n_stream_restarts, 1);
 	rig_free(r);
 }
 
