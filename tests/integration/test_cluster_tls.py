@@ -11,6 +11,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -217,3 +218,64 @@ def test_tls_refusals(seamfs, data, nginx, tmp_path, certs):
     finally:
         for s in (good, stranger, plain):
             s.stop()
+
+
+class TlsSentinel(Redis):
+    """A sentinel that listens with TLS only and speaks TLS to the master
+    (tls-replication), presenting the server certificate as its client's."""
+
+    def __init__(self, workdir, certs, master, name):
+        super().__init__(workdir)
+        self.certs, self.master, self.name = Path(certs), master, name
+
+    def start(self):
+        c = self.certs
+        for _attempt in range(5):
+            port = free_port()
+            conf = self.dir / 'sentinel.conf'      # a sentinel rewrites its own
+            conf.write_text(
+                f'port 0\ntls-port {port}\nbind 127.0.0.1\ndaemonize no\ndir {self.dir}\n'
+                f'logfile {self.dir / "redis.log"}\n'
+                f'tls-cert-file {c / "server.crt"}\ntls-key-file {c / "server.key"}\n'
+                f'tls-ca-cert-file {c / "ca.crt"}\ntls-replication yes\n'
+                f'sentinel monitor {self.name} 127.0.0.1 {self.master.port} 1\n')
+            self.proc = subprocess.Popen(['redis-server', str(conf), '--sentinel'],
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL, start_new_session=True)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                try:
+                    with socket.create_connection(('127.0.0.1', port), timeout=0.5):
+                        self.port = port
+                        return self
+                except OSError:
+                    time.sleep(0.05)
+            self.stop()
+        pytest.fail(f'sentinel (TLS) did not start: {self.log()}')
+
+
+def test_tls_sentinel(seamfs, data, nginx, tmp_path, certs):
+    """rediss-sentinel://: the sentinel asked over TLS names the master,
+    which is reached over TLS; a sentinel certificate of another CA is
+    refused, naming the sentinel."""
+    master = TlsRedis(tmp_path / 'master', certs).start()
+    sent = TlsSentinel(tmp_path / 'sentinel', certs, master, 'seam').start()
+    try:
+        cat = catalog({'id': 'one', 'path': 'one.bin',
+                       'sources': [{'url': nginx.url('mid.bin')}]})
+        url = f'rediss-sentinel://127.0.0.1:{sent.port}/seam?{master.query()}'
+        m = mount_host(seamfs, cat, SimpleNamespace(url=url), 'alpha', tmp_path / 'work')
+        st = status(m)['store']
+        assert st['connected'] is True and st['sentinel_master'] == 'seam', st
+        assert st['master'] == f'127.0.0.1:{master.port}', st
+        assert sha256_file(m.path('one.bin')) == data['mid.bin'].sha256
+        m.unmount()
+        # the sentinel checked against another CA: no master named
+        other = certs / 'other-ca.crt'
+        url = f'rediss-sentinel://127.0.0.1:{sent.port}/seam?{master.query(tls_ca_file=other)}'
+        r, took = attempt(seamfs, seamfs.write_catalog(cat), tmp_path, f'store={url}')
+        assert r.returncode == 1 and took < 10, r.stderr
+        assert f'certificate of 127.0.0.1:{sent.port} is refused' in r.stderr, r.stderr
+    finally:
+        sent.stop()
+        master.stop()
