@@ -21,6 +21,11 @@
  * again at most every PX_STORE_ROLE_CHECK_MS before a call, no longer says
  * "master". Each drops the connection; the next connect asks the sentinels
  * again, and a master at another address is counted as a failover.
+ *
+ * Over TLS (rediss://, rediss-sentinel://) the connection is made by
+ * tls.c, which hands hiredis a socket of its pump thread
+ * (redisConnectFd): everything above sees a plain connection, and a TLS
+ * failure is a connection lost.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -238,6 +243,11 @@ static enum px_status parse_url(const char *url, struct url_parts *u, char *err,
 {
 	memset(u, 0, sizeof(*u));
 	u->port = 6379;
+	if (strlen(url) >= sizeof(((struct px_store *)0)->url)) {
+		snprintf(err, errlen, "store URL: longer than %zu bytes",
+			 sizeof(((struct px_store *)0)->url) - 1);
+		return PX_EINVAL;
+	}
 	if (strncmp(url, "redis+unix://", 13) == 0) {
 		const char *p = url + 13;
 		const char *q = strchr(p, '?');
@@ -361,7 +371,10 @@ enum px_status px_store_new(const char *url, const char *password_file, const ch
 		}
 	}
 	if (u.tls && (st = px_tls_new(&u.tlsf, &s->tls, err, errlen)) != PX_OK) {
-		free(s->password);
+		if (s->password) {
+			memset(s->password, 0, strlen(s->password));
+			free(s->password);
+		}
 		free(s);
 		return st;
 	}
