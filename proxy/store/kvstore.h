@@ -10,6 +10,10 @@
  *                                the master named NAME as Redis Sentinel
  *                                says (sentinel.h; PORT 26379 by default),
  *                                followed through failovers
+ *   rediss://HOST[:PORT][/DB][?TLS], rediss-sentinel://...[?TLS]
+ *                                the same over TLS; TLS is the CA file,
+ *                                client certificate and key, and name to
+ *                                verify, as tls.h says
  * A password, when Redis wants one, is read from a file
  * (store_password_file=, first line), never from the URL or a command
  * line: a URL with user information is refused. Every key seamfs writes

@@ -170,6 +170,13 @@ static void test_checks(void **state)
 					    "[::1]:26381/mymaster", err, sizeof(err)), PX_OK);
 	assert_int_equal(px_store_check_url("redis-sentinel://s1.lan/media.main", err, sizeof(err)),
 			 PX_OK);
+	/* over TLS: the query names files (absolute paths) and a name */
+	assert_int_equal(px_store_check_url("rediss://h:6380/2?tls_ca_file=/a/ca.pem&"
+					    "tls_cert_file=/a/c.pem&tls_key_file=/a/k.pem", err,
+					    sizeof(err)), PX_OK);
+	assert_int_equal(px_store_check_url("rediss://[::1]", err, sizeof(err)), PX_OK);
+	assert_int_equal(px_store_check_url("rediss-sentinel://s1+s2:26380/m?tls_server_name="
+					    "redis.lan", err, sizeof(err)), PX_OK);
 	static const struct { const char *url, *says; } bad[] = {
 		{ "redis-sentinel:///mymaster", "no sentinel" },
 		{ "redis-sentinel://h:26379", "no master NAME" },
@@ -184,6 +191,16 @@ static void test_checks(void **state)
 		{ "redis-sentinel://[::1/m", "bad [IPv6] host" },
 		{ "redis-sentinel://:pw@h:1/m", "store_password_file" },
 		{ "redis-sentinel://a+b+c+d+e+f+g+h+i/m", "more than 8 sentinels" },
+		{ "rediss://h?tls_ca=/x", "unknown setting 'tls_ca'" },
+		{ "rediss://h?tls_ca_file", "unknown setting 'tls_ca_file'" },
+		{ "rediss://h?tls_ca_file=ca.pem", "tls_ca_file: an absolute path" },
+		{ "rediss://h?tls_ca_file=", "tls_ca_file: empty" },
+		{ "rediss://h?tls_cert_file=/c.pem", "go together" },
+		{ "rediss://h:0/1?tls_ca_file=/x", "bad port" },
+		{ "rediss://h/x?tls_ca_file=/x", "database number" },
+		{ "rediss-sentinel://h:1/m?tls_key_file=/k", "go together" },
+		{ "rediss-sentinel://h:1/?tls_ca_file=/x", "no master NAME" },
+		{ "redis://h?tls_ca_file=/x", "database number" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		err[0] = '\0';
