@@ -775,7 +775,7 @@ static enum px_status write_plan_file(const char *path, const char *key, json_t 
 #define PLAN_MAX_BYTES (64 << 20)
 
 /* Runs `seamfs-writer plan` on source k of the source asset, until
- * deadline; *out is its JSON. PX_EAGAIN: that plan failed or took too
+ * deadline; *out is its JSON. PX_ENEXT: that plan failed or took too
  * long (the writer's stderr says why), another source may do. */
 static enum px_status run_plan(struct px_transcode *tc, struct job *j, size_t k,
 			       int64_t deadline, json_t **out)
@@ -833,7 +833,7 @@ static enum px_status run_plan(struct px_transcode *tc, struct job *j, size_t k,
 			 "stderr says why", j->a->id, s->shown, tc->writer,
 			 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 		free(buf);
-		return PX_EAGAIN;
+		return PX_ENEXT;
 	}
 	buf[got] = '\0';
 	json_error_t je;
@@ -1038,15 +1038,15 @@ static enum px_status plan_afresh(struct px_transcode *tc, struct job *j, const 
 	 * a dead first origin must not keep the asset out of the mount */
 	json_t *root = NULL;
 	int64_t deadline = px_now_ms() + tc->cfg->probe_timeout_ms;
-	st = PX_EAGAIN;
-	for (size_t k = 0; k < j->src->nsources && st == PX_EAGAIN; k++) {
+	st = PX_ENEXT;
+	for (size_t k = 0; k < j->src->nsources && st == PX_ENEXT; k++) {
 		const struct px_source *s = &j->src->sources[k];
 		if (k && px_now_ms() >= deadline) {
 			px_error("transcode", "asset %s: probe_timeout spent; sources %zu.. of "
 				 "%zu not tried", j->a->id, k + 1, j->src->nsources);
 			break;
 		}
-		/* anything but PX_EAGAIN is the writer's fault, not the source's */
+		/* anything but PX_ENEXT is the writer's fault, not the source's */
 		if ((st = run_plan(tc, j, k, deadline, &root)) == PX_OK) {
 			j->direct = k;
 			if (k)
@@ -1056,7 +1056,7 @@ static enum px_status plan_afresh(struct px_transcode *tc, struct job *j, const 
 		}
 	}
 	if (st != PX_OK)
-		return st == PX_EAGAIN ? PX_EIO : st;
+		return st == PX_ENEXT ? PX_EIO : st;
 	st = plan_from_json(j, root, &j->plan, "the writer's plan");
 	/* a remux's writer reads the plan back: keeping it is not optional */
 	char err[PATH_MAX + 64] = "out of memory";
@@ -1397,7 +1397,7 @@ static enum px_status hold_lease(struct px_transcode *tc, struct job *j)
 				"segment", j->a->id, cur.owner, cur.gen,
 				(long long)(px_lease_now(tc->leases) - cur.heartbeat_ms));
 		}
-	} else if (st == PX_EAGAIN) {
+	} else if (st == PX_EFENCED) {
 		if (tc->store) {
 			/* another host's live writer: follow its commits */
 			if (!j->remote || strcmp(j->remote_owner, j->lease.owner))
@@ -1720,7 +1720,7 @@ static int probe_slot_free(const struct px_transcode *tc)
  * segments are listed, and so trusted, when it ends. A probe that takes
  * the lease runs recovery first, as a main writer's start does. PX_OK
  * also when that recovery finds from..until trusted (nothing starts);
- * PX_EBUSY when no slot is free; PX_EAGAIN (j->failed set) when the
+ * PX_EBUSY when no slot is free; PX_EFENCED (j->failed set) when the
  * lease is someone else's. Under tc->lock.
  */
 static enum px_status start_probe(struct px_transcode *tc, struct job *j, uint32_t from,
@@ -1744,13 +1744,13 @@ static enum px_status start_probe(struct px_transcode *tc, struct job *j, uint32
 			j->remote = 1;
 			pthread_cond_broadcast(&tc->cond);
 			wake(tc);
-			return PX_EAGAIN;
+			return PX_EFENCED;
 		}
 		if (hs != PX_OK) {
 			j->failed = 1;
 			j->failed_ms = px_now_ms();
 			pthread_cond_broadcast(&tc->cond);
-			return PX_EAGAIN;
+			return PX_EFENCED;
 		}
 		/* a new generation starts with recovery, as a main writer's
 		 * does: the last writer's newest entry (open, never served) is

@@ -531,13 +531,13 @@ static enum px_status heartbeat(struct wr *w, int force)
 		return PX_OK;
 	w->last_hb = now;
 	enum px_status st = px_lease_heartbeat(a->leases, &a->lease);
-	if (st == PX_EAGAIN)
+	if (st == PX_EFENCED)
 		snprintf(w->err, w->errlen, "lease of %s (generation %llu) was taken over; "
 			 "stopping", a->lease.key, (unsigned long long)a->lease.gen);
 	else if (st != PX_OK)
 		px_warn("writer", "lease %s: heartbeat failed: %s", a->lease.key,
 			px_strerror(st));
-	return st == PX_EAGAIN ? st : PX_OK;
+	return st == PX_EFENCED ? st : PX_OK;
 }
 
 /* ---- cluster mode: the playlist in the store (tcstore.h) */
@@ -657,7 +657,7 @@ static enum px_status store_load(struct wr *w, int strict)
 }
 
 /* Puts w->pl into the store if our generation is current and nobody
- * changed it since we loaded it. PX_OK, PX_EAGAIN (fenced), PX_EEXIST
+ * changed it since we loaded it. PX_OK, PX_EFENCED, PX_EEXIST
  * (changed: load and redo), or the store's failure. */
 static enum px_status store_save(struct wr *w)
 {
@@ -681,7 +681,7 @@ static enum px_status store_save(struct wr *w)
 		 * back (or finds another generation: fenced); then again */
 		px_warn("writer", "the store lost the lease of %s; renewing it", w->a->lease.key);
 		st = px_lease_heartbeat(w->a->leases, &w->a->lease);
-		return st == PX_OK ? PX_EEXIST : st == PX_EAGAIN ? PX_EAGAIN : PX_EIO;
+		return st == PX_OK ? PX_EEXIST : st == PX_EFENCED ? PX_EFENCED : PX_EIO;
 	}
 	return st;
 }
@@ -737,7 +737,7 @@ static enum px_status fenced(struct wr *w, uint32_t k, const char *path)
 		unlink(path);
 	snprintf(w->err, w->errlen, "lease of %s (generation %llu) was taken over; segment %u "
 		 "not listed", w->a->lease.key, (unsigned long long)w->a->lease.gen, k);
-	return PX_EAGAIN;
+	return PX_EFENCED;
 }
 
 /*
@@ -787,7 +787,7 @@ static enum px_status commit_store(struct wr *w, uint32_t k, const char *tmp, in
 		st = store_save(w);
 		if (st == PX_OK)
 			break;
-		if (st == PX_EAGAIN)
+		if (st == PX_EFENCED)
 			return fenced(w, k, path);
 		if (st != PX_EEXIST && (st = store_wait(w, st, &tries)) != PX_OK)
 			return st;
@@ -1380,7 +1380,7 @@ static enum px_status save_clean(struct wr *w)
 		for (;;) {
 			if ((st = store_load(w, 1)) == PX_OK) {
 				w->pl.clean = w->pl.n > 0;
-				if ((st = store_save(w)) == PX_OK || st == PX_EAGAIN)
+				if ((st = store_save(w)) == PX_OK || st == PX_EFENCED)
 					break;
 				if (st == PX_EEXIST)
 					continue;
@@ -1390,7 +1390,7 @@ static enum px_status save_clean(struct wr *w)
 			if ((st = store_wait(w, st, &tries)) != PX_OK)
 				break;
 		}
-		if (st == PX_EAGAIN)
+		if (st == PX_EFENCED)
 			snprintf(w->err, w->errlen, "lease of %s (generation %llu) was taken over; "
 				 "not marking the list clean", w->a->lease.key,
 				 (unsigned long long)w->a->lease.gen);
@@ -1918,7 +1918,7 @@ static enum px_status publish_store(struct wr *w, uint32_t from)
 			break;
 		if ((st = store_save(w)) == PX_OK)
 			break;
-		if (st == PX_EAGAIN) {
+		if (st == PX_EFENCED) {
 			for (size_t i = 0; i < n; i++)
 				unlink(paths[i]);
 			snprintf(w->err, w->errlen, "lease of %s (generation %llu) was taken over; not "
@@ -1952,11 +1952,11 @@ enum px_status px_writer_publish(struct px_writer_args *a, uint32_t from, char *
 	int lk;
 
 	/* a probe whose lease was taken over lists nothing (fencing) */
-	if (a->leases && px_lease_heartbeat(a->leases, &a->lease) == PX_EAGAIN) {
+	if (a->leases && px_lease_heartbeat(a->leases, &a->lease) == PX_EFENCED) {
 		snprintf(err, errlen, "lease of %s (generation %llu) was taken over; not listing "
 			 "segments %u..%u", a->lease.key, (unsigned long long)a->lease.gen, from,
 			 a->probe_until);
-		return PX_EAGAIN;
+		return PX_EFENCED;
 	}
 	if (a->store)
 		return publish_store(&w, from);

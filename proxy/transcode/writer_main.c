@@ -347,7 +347,7 @@ int main(int argc, char **argv)
 		st = px_writer_publish(&a, first, err, sizeof(err));
 	if (st != PX_OK) {
 		fprintf(stderr, "seamfs-writer: %s\n", err);
-		rc = st == PX_EAGAIN ? 3 : st == PX_ESIZE ? 4 : 1;
+		rc = st == PX_EFENCED ? 3 : st == PX_ESIZE ? 4 : 1;
 		goto out;
 	}
 	rc = 0;
