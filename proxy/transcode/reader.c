@@ -30,8 +30,6 @@ static int sole_reader(const struct px_transcode *tc, const struct job *j)
 	       !(j->wanted_ms && px_now_ms() - j->wanted_ms < tc->cfg->read_timeout_ms);
 }
 
-/* ------------------------------------------------------------ reads */
-
 /* The process (thread group) of thread tid, from /proc; 0 when unknown
  * (a caller that is not a process here, as in the core's unit tests). */
 static pid_t tgid_of(uint64_t tid)

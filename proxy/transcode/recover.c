@@ -21,8 +21,6 @@
 #include "tcstore.h"
 #include "transcode_i.h"
 
-/* ------------------------------------------------------------ writers */
-
 /* Whether the entry de of the directory dirfd is a symbolic link. */
 static int link_at(int dirfd, const struct dirent *de)
 {

@@ -1,6 +1,15 @@
 /*
  * transcode.c - the transcode supervisor: writers, leases, recovery, reads.
  *
+ * The daemon's side of transcodes is a file per idea, sharing
+ * transcode_i.h: workdir.c (job directories, markers, cleanup), plan.c,
+ * trust.c (which segments may be served), recover.c (recovery and the
+ * lease it runs under), spawn.c (a writer process), start.c (a main
+ * writer's start, placement, the queue), probe.c, remote.c (a job another
+ * host writes), supervisor.c (the thread), reader.c (the reader API); this
+ * file: the lifecycle and the snapshot. The writer program is
+ * proxy/writer/.
+ *
  * Each transcode asset is a job with a work directory (WORK/<id>/) that
  * holds its plan, its segments, its playlist; leases live in WORK/leases.
  * Each of these directories carries the marker .seamfs-work, and seamfs

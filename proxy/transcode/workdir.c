@@ -272,8 +272,6 @@ int tc_marked_soon(const char *dir)
 	return marked_dir(dir);
 }
 
-/* ------------------------------------------------------------ lifecycle */
-
 void tc_cleanup_orphans(struct px_transcode *tc)
 {
 	DIR *d = opendir(tc->work);
