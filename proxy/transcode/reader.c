@@ -144,6 +144,112 @@ static int reader_gone(struct px_tcfile *f, pid_t tgid)
 	return 1;
 }
 
+/* A wait for a segment across its turns. */
+struct seg_wait {
+	int tried, probed, asks;  /* starts, probes and asks made for it */
+	int64_t checked;          /* when its reader was last looked at */
+	int64_t ask_at;           /* following another host: when to ask it next */
+	int far;
+};
+
+/*
+ * Another host's live writer holds the lease (or the store cannot say):
+ * wait for its commits, which the supervisor learns from the store; a far
+ * read asks that host for the segment (serve_wants there): at once, a
+ * read near what it committed after two polls (that writer may be
+ * elsewhere: a probe of its wrote the segment before), and again every
+ * two polls while it waits; a takeover only once that lease is orphaned
+ * (poll_remote). 1 when it asked (the wait looks again). Under tc->lock.
+ */
+static int ask_remote(struct px_tcfile *f, pid_t tgid, uint32_t k, uint32_t read_last,
+		      int settled, struct seg_wait *w)
+{
+	struct px_transcode *tc = f->tc;
+	int64_t now = px_now_ms();
+	if (w->ask_at < 0) {
+		w->far = tc_remote_far(tc, f->job, k);
+		w->ask_at = w->far ? now : now + 2 * poll_ms(tc);
+	}
+	if (now >= w->ask_at && !reader_gone(f, tgid)) {
+		tc_ask_owner(f, k, read_last, settled, w->asks++ == 0, w->far);
+		w->ask_at = px_now_ms() + 2 * poll_ms(tc);
+		return 1;
+	}
+	return 0;
+}
+
+/* What a read of segment k does here (px_seek_decide), not asking twice
+ * for what it asked already. Under tc->lock. */
+static enum px_seek_action decide(struct px_tcfile *f, uint32_t k, int settled, int first,
+				  const struct seg_wait *w)
+{
+	struct px_transcode *tc = f->tc;
+	struct job *j = f->job;
+	struct px_seek_view v = {
+		.main_running = j->pid != 0, .main_from = j->from,
+		.main_edge = j->edge, .ahead = tc->cfg->seek_restart_segments,
+		.probe_covers = tc_probe_covers(j, k), .slot_free = tc_probe_slot_free(tc),
+		.probes_running = tc->nprobes,
+		.settled = settled, .first_read = first,
+		.sole_reader = sole_reader(tc, j) };
+	enum px_seek_action act = px_seek_decide(&v, k);
+	if ((act == PX_SEEK_START && w->tried >= 3) ||
+	    (act == PX_SEEK_PROBE && (w->probed >= 3 || tc_probing_for(j, f))) ||
+	    (act == PX_SEEK_MOVE && j->restart_at >= 0))
+		act = PX_SEEK_WAIT; /* asked already: the deadline decides */
+	return act;
+}
+
+/* Moves j's main writer to segment k, where f's reads are. Under
+ * tc->lock. */
+static void move_writer(struct px_tcfile *f, uint32_t k, int settled)
+{
+	struct px_transcode *tc = f->tc;
+	struct job *j = f->job;
+	if (settled)
+		px_info("transcode", "asset %s: reads of pid %llu settled at segment "
+			"%u, outside the writer's reach (%u..%lld + %lld); restarting "
+			"it there", j->a->id, (unsigned long long)f->client, k,
+			j->from, (long long)j->edge,
+			(long long)tc->cfg->seek_restart_segments);
+	else
+		px_info("transcode", "asset %s: read of segment %u by pid %llu is "
+			"outside the writer's reach (%u..%lld + %lld) and no writer "
+			"slot is free for a probe; restarting it there", j->a->id, k,
+			(unsigned long long)f->client, j->from, (long long)j->edge,
+			(long long)tc->cfg->seek_restart_segments);
+	j->restart_at = k;
+	j->seeks++;
+	kill(j->pid, SIGKILL);
+}
+
+/* Waits on tc->cond for a change, until the deadline, the next look at
+ * the reader (GONE_CHECK_MS) or the next ask of another host. PX_OK,
+ * PX_ETIMEDOUT, or PX_ECANCELED when the reader is gone. Under tc->lock. */
+static enum px_status nap(struct px_tcfile *f, pid_t tgid, uint32_t k, int64_t deadline,
+			  struct seg_wait *w, struct probe_wait *pw)
+{
+	struct job *j = f->job;
+	int64_t now = px_now_ms();
+	if (now >= deadline)
+		return PX_ETIMEDOUT;
+	/* a reader that dies while it waits is answered within
+	 * GONE_CHECK_MS: its process cannot end before we answer */
+	if (tgid > 0 && now >= w->checked + GONE_CHECK_MS) {
+		w->checked = now;
+		if (reader_gone(f, tgid))
+			return PX_ECANCELED;
+	}
+	int64_t until = tgid > 0 && w->checked + GONE_CHECK_MS < deadline
+			? w->checked + GONE_CHECK_MS : deadline;
+	if (j->remote && w->ask_at > 0 && w->ask_at < until)
+		until = w->ask_at;
+	struct timespec ts = { until / 1000, (until % 1000) * 1000000 };
+	tc_probe_wait_set(j, tc_probe_slot_of(j, k), pw);
+	pthread_cond_timedwait(&f->tc->cond, &f->tc->lock, &ts);
+	return PX_OK;
+}
+
 /*
  * Waits until segment k (of a read whose last segment is read_last) is
  * trusted, getting a writer there as px_seek_decide says: wait for one
@@ -157,10 +263,7 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 	struct px_transcode *tc = f->tc;
 	struct job *j = f->job;
 	enum px_status st = PX_OK;
-	int tried = 0, probed = 0, asks = 0;
-	int64_t checked = px_now_ms();
-	int64_t ask_at = -1;   /* following another host: when to ask it next */
-	int far = 0;
+	struct seg_wait w = { .checked = px_now_ms(), .ask_at = -1 };
 	struct probe_wait pw = { -1, 0 };
 
 	pthread_mutex_lock(&tc->lock);
@@ -176,7 +279,7 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 			 * moment ago: fail. A later read starts a new series of
 			 * restarts, but not sooner than BACKOFF_MAX_MS after giving
 			 * up, so that retried reads cannot restart it in a loop */
-			if (tried || probed || px_now_ms() < j->failed_ms + BACKOFF_MAX_MS) {
+			if (w.tried || w.probed || px_now_ms() < j->failed_ms + BACKOFF_MAX_MS) {
 				st = PX_EIO;
 				break;
 			}
@@ -187,38 +290,11 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 		if (j->queued) {
 			j->queued_from = k;
 		} else if (tc->store && j->remote && !j->pid && !j->nprobes) {
-			/* another host's live writer holds the lease (or the store
-			 * cannot say): wait for its commits, which the supervisor
-			 * learns from the store; a far read asks that host for the
-			 * segment (serve_wants there): at once, a read near what it
-			 * committed after two polls (that writer may be elsewhere: a
-			 * probe of its wrote the segment before), and again every two
-			 * polls while it waits; a takeover only once that lease is
-			 * orphaned (poll_remote) */
-			int64_t now = px_now_ms();
-			if (ask_at < 0) {
-				far = tc_remote_far(tc, j, k);
-				ask_at = far ? now : now + 2 * poll_ms(tc);
-			}
-			if (now >= ask_at && !reader_gone(f, tgid)) {
-				tc_ask_owner(f, k, read_last, settled, asks++ == 0, far);
-				ask_at = px_now_ms() + 2 * poll_ms(tc);
+			if (ask_remote(f, tgid, k, read_last, settled, &w))
 				continue;
-			}
 		} else if (!j->retry_at) {
 			/* a failed writer backs off; the supervisor starts it again */
-			struct px_seek_view v = {
-				.main_running = j->pid != 0, .main_from = j->from,
-				.main_edge = j->edge, .ahead = tc->cfg->seek_restart_segments,
-				.probe_covers = tc_probe_covers(j, k), .slot_free = tc_probe_slot_free(tc),
-				.probes_running = tc->nprobes,
-				.settled = settled, .first_read = first,
-				.sole_reader = sole_reader(tc, j) };
-			act = px_seek_decide(&v, k);
-			if ((act == PX_SEEK_START && tried >= 3) ||
-			    (act == PX_SEEK_PROBE && (probed >= 3 || tc_probing_for(j, f))) ||
-			    (act == PX_SEEK_MOVE && j->restart_at >= 0))
-				act = PX_SEEK_WAIT; /* asked already: the deadline decides */
+			act = decide(f, k, settled, first, &w);
 		}
 		if (act != PX_SEEK_WAIT && reader_gone(f, tgid)) {
 			st = PX_ECANCELED;
@@ -227,13 +303,13 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 		if (act == PX_SEEK_START) {
 			/* a writer that stops at once (caught up) gets two more
 			 * chances, then the deadline decides */
-			tried++;
+			w.tried++;
 			tc_start_writer(tc, j, k, START_READ);
 			continue;
 		}
 		if (act == PX_SEEK_PROBE) {
 			uint32_t until = tc_probe_until(j, k, read_last);
-			probed++;
+			w.probed++;
 			if (tc_start_probe(tc, j, k, until, f) == PX_OK) {
 				if (j->pid)
 					px_info("transcode", "asset %s: read of segment %u by pid %llu "
@@ -245,44 +321,10 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 				continue;
 			}
 		}
-		if (act == PX_SEEK_MOVE) {
-			if (settled)
-				px_info("transcode", "asset %s: reads of pid %llu settled at segment "
-					"%u, outside the writer's reach (%u..%lld + %lld); restarting "
-					"it there", j->a->id, (unsigned long long)f->client, k,
-					j->from, (long long)j->edge,
-					(long long)tc->cfg->seek_restart_segments);
-			else
-				px_info("transcode", "asset %s: read of segment %u by pid %llu is "
-					"outside the writer's reach (%u..%lld + %lld) and no writer "
-					"slot is free for a probe; restarting it there", j->a->id, k,
-					(unsigned long long)f->client, j->from, (long long)j->edge,
-					(long long)tc->cfg->seek_restart_segments);
-			j->restart_at = k;
-			j->seeks++;
-			kill(j->pid, SIGKILL);
-		}
-		int64_t now = px_now_ms();
-		if (now >= deadline) {
-			st = PX_ETIMEDOUT;
+		if (act == PX_SEEK_MOVE)
+			move_writer(f, k, settled);
+		if ((st = nap(f, tgid, k, deadline, &w, &pw)) != PX_OK)
 			break;
-		}
-		/* a reader that dies while it waits is answered within
-		 * GONE_CHECK_MS: its process cannot end before we answer */
-		if (tgid > 0 && now >= checked + GONE_CHECK_MS) {
-			checked = now;
-			if (reader_gone(f, tgid)) {
-				st = PX_ECANCELED;
-				break;
-			}
-		}
-		int64_t until = tgid > 0 && checked + GONE_CHECK_MS < deadline
-				? checked + GONE_CHECK_MS : deadline;
-		if (j->remote && ask_at > 0 && ask_at < until)
-			until = ask_at;
-		struct timespec ts = { until / 1000, (until % 1000) * 1000000 };
-		tc_probe_wait_set(j, tc_probe_slot_of(j, k), &pw);
-		pthread_cond_timedwait(&tc->cond, &tc->lock, &ts);
 	}
 	tc_probe_wait_set(j, -1, &pw);
 	if (st == PX_ECANCELED)

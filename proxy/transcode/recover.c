@@ -38,6 +38,118 @@ int tc_probe_covers(const struct job *j, uint32_t k)
 	return 0;
 }
 
+/* The entries of pl that the playlist rule and the files on disk let be
+ * trusted and that have the plan's size, copied into keep (*t marks
+ * them; *t and *seen are the caller's to free); how many. */
+static size_t keep_trusted(struct px_transcode *tc, struct job *j, const struct px_playlist *pl,
+			   struct px_playlist *keep, unsigned char **t,
+			   struct px_seg_seen **seen, int *repaired)
+{
+	size_t ntrust = 0;
+	*t = calloc(pl->n + 1, 1);
+	*seen = tc_look(tc, j, pl);
+	if (*t && *seen)
+		ntrust = px_playlist_trust(pl, *seen, *t);
+	for (size_t i = 0; *t && *seen && i < pl->n; i++) {
+		if ((*t)[i] && pl->e[i].size != seg_size(j, pl->e[i].index)) {
+			px_warn("transcode", "recovery: asset %s: segment %u has %lld bytes, "
+				"the plan %lld", j->a->id, pl->e[i].index,
+				(long long)pl->e[i].size,
+				(long long)seg_size(j, pl->e[i].index));
+			(*t)[i] = 0;
+			ntrust--;
+		}
+		if (!(*t)[i]) {
+			*repaired = 1;
+			px_info("transcode", "recovery: asset %s: segment %u distrusted (%s)",
+				j->a->id, pl->e[i].index,
+				i + 1 == pl->n && !pl->clean ? "the newest listed"
+							    : "changed on disk");
+			continue;
+		}
+		if (px_playlist_add_gen(keep, pl->e[i].index, pl->e[i].size,
+					pl->e[i].mtime_ns, pl->e[i].gen) != PX_OK)
+			ntrust--;
+	}
+	return ntrust;
+}
+
+/* Removes the leftovers of j's directory: .tmp files, segments that keep
+ * does not list (keep_segments: segment files of other generations
+ * stay), never a running probe's files or a link someone planted. */
+static void remove_leftovers(struct px_transcode *tc, struct job *j,
+			     const struct px_playlist *keep, int keep_segments, int *repaired)
+{
+	DIR *d = opendir(j->dir);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		uint32_t k;
+		uint64_t g;
+		char tail[16];
+		/* a link under a name seamfs makes: seamfs makes none, someone
+		 * who can write here planted it; left alone, logged, counted */
+		if (tc_job_file_name(de->d_name) && link_at(dirfd(d), de)) {
+			px_warn("transcode", "recovery: asset %s: %s/%s is a link seamfs did not "
+				"make: left alone", j->a->id, j->dir, de->d_name);
+			j->work_links++;
+			continue;
+		}
+		/* only names seamfs makes: a user's file here is left alone */
+		if (!tc_job_file_name(de->d_name) ||
+		    !px_playlist_seg_parse(de->d_name, &k, &g, tail, sizeof(tail))) {
+			size_t len = strlen(de->d_name);
+			if (!(tc_job_file_name(de->d_name) && len > 4 &&
+			      strcmp(de->d_name + len - 4, ".tmp") == 0))
+				continue;
+			if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+				*repaired = 1;
+			continue;
+		}
+		if (tc_probe_covers(j, k) && (!tc->store || g == j->lease.gen))
+			continue; /* a running probe's: it lists them when it ends */
+		if (keep_segments && tail[0] == '\0' && g != j->lease.gen)
+			continue;
+		long at = k < keep->nseg ? px_playlist_find(keep, k) : -1;
+		int listed = at >= 0 && tail[0] == '\0' && keep->e[at].gen == g;
+		if (!listed) {
+			if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
+				*repaired = 1;
+				px_debug("transcode", "recovery: asset %s: removed %s", j->a->id,
+					 de->d_name);
+			}
+		}
+	}
+	if (d)
+		closedir(d);
+}
+
+/* Puts keep into the store as j's list if j's generation and the list's
+ * version ver still hold (px_tcstore_pl_put). */
+static enum px_status save_kept(struct px_transcode *tc, struct job *j,
+				const struct px_playlist *keep, uint64_t ver)
+{
+	size_t len;
+	uint64_t nv = 0;
+	char *text = px_playlist_format(keep, &len);
+	enum px_status ps = text ? px_tcstore_pl_put(tc->store, j->a->id, j->lease.gen, ver,
+						     text, len, &nv)
+				 : PX_ENOMEM;
+	free(text);
+	if (ps == PX_OK)
+		j->plver = nv;
+	return ps;
+}
+
+/* The first segment >= from (0 when from is past the end) j does not
+ * trust. */
+static uint32_t first_untrusted(const struct job *j, uint32_t from)
+{
+	uint32_t first = from < j->plan.nseg ? from : 0;
+	while (first < j->plan.nseg && j->ok[first])
+		first++;
+	return first;
+}
+
 uint32_t tc_recover(struct px_transcode *tc, struct job *j, uint32_t from, int *repaired)
 {
 	struct px_playlist pl, keep;
@@ -73,41 +185,14 @@ again:
 		st = PX_EINVAL;
 	}
 	if (st == PX_OK) {
-		t = calloc(pl.n + 1, 1);
-		seen = tc_look(tc, j, &pl);
-		if (t && seen)
-			ntrust = px_playlist_trust(&pl, seen, t);
-		for (size_t i = 0; t && seen && i < pl.n; i++) {
-			if (t[i] && pl.e[i].size != seg_size(j, pl.e[i].index)) {
-				px_warn("transcode", "recovery: asset %s: segment %u has %lld bytes, "
-					"the plan %lld", j->a->id, pl.e[i].index,
-					(long long)pl.e[i].size,
-					(long long)seg_size(j, pl.e[i].index));
-				t[i] = 0;
-				ntrust--;
-			}
-			if (!t[i]) {
-				*repaired = 1;
-				px_info("transcode", "recovery: asset %s: segment %u distrusted (%s)",
-					j->a->id, pl.e[i].index,
-					i + 1 == pl.n && !pl.clean ? "the newest listed"
-								    : "changed on disk");
-				continue;
-			}
-			if (px_playlist_add_gen(&keep, pl.e[i].index, pl.e[i].size,
-						pl.e[i].mtime_ns, pl.e[i].gen) != PX_OK)
-				ntrust--;
-		}
+		ntrust = keep_trusted(tc, j, &pl, &keep, &t, &seen, repaired);
 	} else if (st != PX_ENOTFOUND) {
 		if (tc->store && st != PX_EINVAL) {
 			/* the store does not answer: touch nothing (what it lists
 			 * is not known); the writer lists what it makes later */
 			px_warn("transcode", "recovery: asset %s: %s; leaving its files as they are",
 				j->a->id, err);
-			uint32_t first = from < j->plan.nseg ? from : 0;
-			while (first < j->plan.nseg && j->ok[first])
-				first++;
-			return first;
+			return first_untrusted(j, from);
 		}
 		px_warn("transcode", "recovery: asset %s: %s; starting afresh", j->a->id, err);
 	}
@@ -115,65 +200,14 @@ again:
 	 * restarted empty): segment files there are kept, untrusted, since
 	 * another host may still serve what it trusted before; the new
 	 * writer's files carry its own generation */
-	int keep_segments = tc->store && st == PX_ENOTFOUND;
-	/* leftovers: .tmp files, unlisted or distrusted segments (in cluster
-	 * mode also the files of generations fenced now) */
-	DIR *d = opendir(j->dir);
-	struct dirent *de;
-	while (d && (de = readdir(d))) {
-		uint32_t k;
-		uint64_t g;
-		char tail[16];
-		/* a link under a name seamfs makes: seamfs makes none, someone
-		 * who can write here planted it; left alone, logged, counted */
-		if (tc_job_file_name(de->d_name) && link_at(dirfd(d), de)) {
-			px_warn("transcode", "recovery: asset %s: %s/%s is a link seamfs did not "
-				"make: left alone", j->a->id, j->dir, de->d_name);
-			j->work_links++;
-			continue;
-		}
-		/* only names seamfs makes: a user's file here is left alone */
-		if (!tc_job_file_name(de->d_name) ||
-		    !px_playlist_seg_parse(de->d_name, &k, &g, tail, sizeof(tail))) {
-			size_t len = strlen(de->d_name);
-			if (!(tc_job_file_name(de->d_name) && len > 4 &&
-			      strcmp(de->d_name + len - 4, ".tmp") == 0))
-				continue;
-			if (unlinkat(dirfd(d), de->d_name, 0) == 0)
-				*repaired = 1;
-			continue;
-		}
-		if (tc_probe_covers(j, k) && (!tc->store || g == j->lease.gen))
-			continue; /* a running probe's: it lists them when it ends */
-		if (keep_segments && tail[0] == '\0' && g != j->lease.gen)
-			continue;
-		long at = k < keep.nseg ? px_playlist_find(&keep, k) : -1;
-		int listed = at >= 0 && tail[0] == '\0' && keep.e[at].gen == g;
-		if (!listed) {
-			if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
-				*repaired = 1;
-				px_debug("transcode", "recovery: asset %s: removed %s", j->a->id,
-					 de->d_name);
-			}
-		}
-	}
-	if (d)
-		closedir(d);
+	remove_leftovers(tc, j, &keep, tc->store && st == PX_ENOTFOUND, repaired);
 	keep.clean = keep.n > 0;
 	if (!tc->store) {
 		if (px_playlist_save(&keep, j->pl_path, err, sizeof(err)) != PX_OK)
 			px_error("transcode", "recovery: asset %s: %s", j->a->id, err);
 	} else {
-		size_t len;
-		uint64_t nv = 0;
-		char *text = px_playlist_format(&keep, &len);
-		enum px_status ps = text ? px_tcstore_pl_put(tc->store, j->a->id, j->lease.gen, ver,
-							     text, len, &nv)
-					 : PX_ENOMEM;
-		free(text);
-		if (ps == PX_OK) {
-			j->plver = nv;
-		} else if (ps == PX_EEXIST && tries++ < 3) {
+		enum px_status ps = save_kept(tc, j, &keep, ver);
+		if (ps == PX_EEXIST && tries++ < 3) {
 			/* changed meanwhile (by a probe of ours): once more */
 			px_playlist_release(&keep);
 			if (st == PX_OK)
@@ -183,7 +217,7 @@ again:
 			t = NULL;
 			seen = NULL;
 			goto again;
-		} else {
+		} else if (ps != PX_OK) {
 			px_warn("transcode", "recovery: asset %s: the store did not take the cleaned "
 				"list: %s", j->a->id, px_strerror(ps));
 		}
@@ -195,9 +229,7 @@ again:
 		j->okgen[keep.e[i].index] = keep.e[i].gen;
 		j->okmt[keep.e[i].index] = keep.e[i].mtime_ns;
 	}
-	uint32_t first = from < j->plan.nseg ? from : 0;
-	while (first < j->plan.nseg && j->ok[first])
-		first++;
+	uint32_t first = first_untrusted(j, from);
 	if (st == PX_OK)
 		px_info("transcode", "recovery: asset %s: %zu of %zu listed segments trusted; "
 			"first untrusted from %u is %u", j->a->id, ntrust, pl.n, from, first);

@@ -238,73 +238,135 @@ static void check_leases(struct px_transcode *tc)
 	}
 }
 
+/* What the supervisor polls: the eventfd, then each running writer's and
+ * probe's pidfd and stdout, with the job (who), the probe slot (whop, -1:
+ * the main writer) and the process (whopid) each entry was polled for:
+ * handling one entry may end that writer and start another (a seek's
+ * restart, the queue), whose new pidfd or pipe can take a number a later,
+ * stale entry polled; matched by number alone, that entry's revents were
+ * taken for the new writer's, and waitpid() then waited, under tc->lock,
+ * for the new writer to end (the status and every read stalled
+ * meanwhile). */
+struct polled {
+	struct pollfd *pf;
+	size_t *who;
+	int *whop;
+	pid_t *whopid;
+	size_t np;
+};
+
+static void poll_add(struct polled *ps, int fd, size_t i, int q, pid_t pid)
+{
+	if (fd < 0)
+		return;
+	ps->who[ps->np] = i;
+	ps->whop[ps->np] = q;
+	ps->whopid[ps->np] = pid;
+	ps->pf[ps->np++] = (struct pollfd){ fd, POLLIN, 0 };
+}
+
+/* The entries to poll now. Under tc->lock. */
+static void poll_set(struct px_transcode *tc, struct polled *ps)
+{
+	ps->np = 0;
+	ps->pf[ps->np++] = (struct pollfd){ tc->evfd, POLLIN, 0 };
+	for (size_t i = 0; i < tc->cat->nassets; i++) {
+		struct job *j = &tc->jobs[i];
+		for (int q = 0; q < PROBES_MAX; q++) {
+			struct probe *p = &j->probes[q];
+			if (!p->pid)
+				continue;
+			poll_add(ps, p->pidfd, i, q, p->pid);
+			poll_add(ps, p->outfd, i, q, p->pid);
+		}
+		if (!j->pid)
+			continue;
+		poll_add(ps, j->pidfd, i, -1, j->pid);
+		poll_add(ps, j->outfd, i, -1, j->pid);
+	}
+}
+
+/* Probe p of j has something on fd (its stdout or its pidfd). Under
+ * tc->lock. */
+static void probe_event(struct px_transcode *tc, struct job *j, struct probe *p, int fd)
+{
+	int status;
+	if (fd == p->outfd) {
+		tc_probe_output(tc, j, p);
+		/* no pidfd: the end of its output is its end */
+		if (p->outfd < 0 && p->pidfd < 0) {
+			if (waitpid(p->pid, &status, 0) == p->pid)
+				tc_probe_ended(tc, j, p, status);
+		}
+	} else if (fd == p->pidfd) {
+		while (p->outfd >= 0 && poll(&(struct pollfd){ p->outfd, POLLIN, 0 }, 1, 0) > 0)
+			tc_probe_output(tc, j, p);
+		if (waitpid(p->pid, &status, 0) == p->pid)
+			tc_probe_ended(tc, j, p, status);
+	}
+}
+
+/* j's main writer has something on fd (its stdout or its pidfd). Under
+ * tc->lock. */
+static void writer_event(struct px_transcode *tc, struct job *j, int fd)
+{
+	if (fd == j->outfd) {
+		writer_output(tc, j);
+	} else if (fd == j->pidfd) {
+		int status;
+		/* drain what it printed before it died */
+		while (j->outfd >= 0 && poll(&(struct pollfd){ j->outfd, POLLIN, 0 },
+					    1, 0) > 0 && j->pid)
+			writer_output(tc, j);
+		if (j->pid && waitpid(j->pid, &status, 0) == j->pid)
+			writer_ended(tc, j, status);
+	}
+}
+
+/* Handles what poll found on the entries of ps. Under tc->lock. */
+static void poll_events(struct px_transcode *tc, const struct polled *ps)
+{
+	if (ps->pf[0].revents) {
+		uint64_t v;
+		ssize_t rd = read(tc->evfd, &v, sizeof(v));
+		(void)rd;
+	}
+	for (size_t k = 1; k < ps->np; k++) {
+		struct job *j = &tc->jobs[ps->who[k]];
+		if (ps->whop[k] >= 0) {
+			struct probe *p = &j->probes[ps->whop[k]];
+			if (ps->pf[k].revents && p->pid && p->pid == ps->whopid[k])
+				probe_event(tc, j, p, ps->pf[k].fd);
+			continue;
+		}
+		if (ps->pf[k].revents && j->pid && j->pid == ps->whopid[k])
+			writer_event(tc, j, ps->pf[k].fd);
+	}
+}
+
 void *tc_supervisor_main(void *arg)
 {
 	struct px_transcode *tc = arg;
-	size_t n = tc->cat->nassets;
 	/* per job: the main writer's pidfd and stdout, and each probe's */
-	size_t cap = 2 * n * (1 + PROBES_MAX) + 1;
-	struct pollfd *pf = calloc(cap, sizeof(*pf));
-	size_t *who = calloc(cap, sizeof(*who));
-	int *whop = calloc(cap, sizeof(*whop));    /* probe slot, -1: the main writer */
-	/* the process each entry was polled for: handling one entry may end
-	 * that writer and start another (a seek's restart, the queue), whose
-	 * new pidfd or pipe can take a number a later, stale entry polled;
-	 * matched by number alone, that entry's revents were taken for the
-	 * new writer's, and waitpid() then waited, under tc->lock, for the
-	 * new writer to end (the status and every read stalled meanwhile) */
-	pid_t *whopid = calloc(cap, sizeof(*whopid));
+	size_t cap = 2 * tc->cat->nassets * (1 + PROBES_MAX) + 1;
+	struct polled ps = { calloc(cap, sizeof(*ps.pf)), calloc(cap, sizeof(*ps.who)),
+			     calloc(cap, sizeof(*ps.whop)), calloc(cap, sizeof(*ps.whopid)), 0 };
 	sigset_t all;
 	int64_t next_check = px_now_ms() + tc->cfg->heartbeat_ms / 2;
 	int64_t next_poll = px_now_ms();
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	if (!pf || !who || !whop || !whopid) {
+	if (!ps.pf || !ps.who || !ps.whop || !ps.whopid) {
 		px_error("transcode", "supervisor: out of memory");
 		goto out;
 	}
 	pthread_mutex_lock(&tc->lock);
 	while (!tc->stopping) {
-		size_t np = 0;
 		/* writers whose backoff ended start first, so that their fds are
 		 * polled too; poll's timeout ends the next backoff */
 		int64_t due = retry_due(tc);
-		pf[np++] = (struct pollfd){ tc->evfd, POLLIN, 0 };
-		for (size_t i = 0; i < n; i++) {
-			struct job *j = &tc->jobs[i];
-			for (int q = 0; q < PROBES_MAX; q++) {
-				struct probe *p = &j->probes[q];
-				if (!p->pid)
-					continue;
-				if (p->pidfd >= 0) {
-					who[np] = i;
-					whop[np] = q;
-					whopid[np] = p->pid;
-					pf[np++] = (struct pollfd){ p->pidfd, POLLIN, 0 };
-				}
-				if (p->outfd >= 0) {
-					who[np] = i;
-					whop[np] = q;
-					whopid[np] = p->pid;
-					pf[np++] = (struct pollfd){ p->outfd, POLLIN, 0 };
-				}
-			}
-			if (!j->pid)
-				continue;
-			if (j->pidfd >= 0) {
-				who[np] = i;
-				whop[np] = -1;
-				whopid[np] = j->pid;
-				pf[np++] = (struct pollfd){ j->pidfd, POLLIN, 0 };
-			}
-			if (j->outfd >= 0) {
-				who[np] = i;
-				whop[np] = -1;
-				whopid[np] = j->pid;
-				pf[np++] = (struct pollfd){ j->outfd, POLLIN, 0 };
-			}
-		}
+		poll_set(tc, &ps);
 		if (tc->store && px_now_ms() >= next_poll) {
 			tc_poll_remote(tc);
 			tc_serve_wants(tc);
@@ -317,53 +379,12 @@ void *tc_supervisor_main(void *arg)
 			wake_at = next_poll;
 		int64_t wait = wake_at - px_now_ms();
 		pthread_mutex_unlock(&tc->lock);
-		int r = poll(pf, np, wait < 0 ? 0 : (int)wait);
+		int r = poll(ps.pf, ps.np, wait < 0 ? 0 : (int)wait);
 		pthread_mutex_lock(&tc->lock);
 		if (r < 0 && errno != EINTR)
 			break;
-		if (pf[0].revents) {
-			uint64_t v;
-			ssize_t rd = read(tc->evfd, &v, sizeof(v));
-			(void)rd;
-		}
-		for (size_t k = 1; r > 0 && k < np; k++) {
-			struct job *j = &tc->jobs[who[k]];
-			if (whop[k] >= 0) {
-				struct probe *p = &j->probes[whop[k]];
-				if (!pf[k].revents || !p->pid || p->pid != whopid[k])
-					continue;
-				if (pf[k].fd == p->outfd) {
-					tc_probe_output(tc, j, p);
-					/* no pidfd: the end of its output is its end */
-					if (p->outfd < 0 && p->pidfd < 0) {
-						int status;
-						if (waitpid(p->pid, &status, 0) == p->pid)
-							tc_probe_ended(tc, j, p, status);
-					}
-				} else if (pf[k].fd == p->pidfd) {
-					int status;
-					while (p->outfd >= 0 &&
-					       poll(&(struct pollfd){ p->outfd, POLLIN, 0 }, 1, 0) > 0)
-						tc_probe_output(tc, j, p);
-					if (waitpid(p->pid, &status, 0) == p->pid)
-						tc_probe_ended(tc, j, p, status);
-				}
-				continue;
-			}
-			if (!pf[k].revents || !j->pid || j->pid != whopid[k])
-				continue;
-			if (pf[k].fd == j->outfd) {
-				writer_output(tc, j);
-			} else if (pf[k].fd == j->pidfd) {
-				int status;
-				/* drain what it printed before it died */
-				while (j->outfd >= 0 && poll(&(struct pollfd){ j->outfd, POLLIN, 0 },
-							    1, 0) > 0 && j->pid)
-					writer_output(tc, j);
-				if (j->pid && waitpid(j->pid, &status, 0) == j->pid)
-					writer_ended(tc, j, status);
-			}
-		}
+		if (r > 0) /* else no revents are set */
+			poll_events(tc, &ps);
 		if (px_now_ms() >= next_check) {
 			check_leases(tc);
 			next_check = px_now_ms() + tc->cfg->heartbeat_ms / 2;
@@ -371,9 +392,9 @@ void *tc_supervisor_main(void *arg)
 	}
 	pthread_mutex_unlock(&tc->lock);
 out:
-	free(pf);
-	free(who);
-	free(whop);
-	free(whopid);
+	free(ps.pf);
+	free(ps.who);
+	free(ps.whop);
+	free(ps.whopid);
 	return NULL;
 }

@@ -122,19 +122,215 @@ static const char *input_from_stdin(struct px_writer_args *a, char **text)
 	return input && *input ? input : NULL;
 }
 
+/* What the command line gives besides the writer's arguments. */
+struct cli {
+	const char *ldir, *lkey, *surl, *spw, *scluster;
+	long long gen, nseg, sbytes;
+	enum px_log_level lvl;
+};
+
+/* One option c (getopt_long's) with optarg into a and o: 0, or -1 after
+ * saying why on stderr. */
+static int one_option(int c, struct px_writer_args *a, struct cli *o)
+{
+	long long v;
+
+	switch (c) {
+	case O_INPUT: a->input = optarg; break;
+	case O_HEADER: a->headers[a->nheaders++] = optarg; break;
+	case O_HEIGHT:
+		if (num("height", optarg, 0, 4320, &v)) return -1;
+		a->height = (int)v;
+		break;
+	case O_VB:
+		if (num("video-bitrate", optarg, 1, 1000000000, &v)) return -1;
+		a->video_bps = v;
+		break;
+	case O_AB:
+		if (num("audio-bitrate", optarg, 1, 100000000, &v)) return -1;
+		a->audio_bps = v;
+		break;
+	case O_SEC:
+		if (num("segment-seconds", optarg, 2, 6, &v)) return -1;
+		a->segment_seconds = (int)v;
+		break;
+	case O_REMUX: a->remux = 1; break;
+	case O_WORK: a->work_dir = optarg; break;
+	case O_FROM:
+		if (num("from", optarg, 0, PX_SEG_MAX_COUNT, &v)) return -1;
+		a->from = (uint32_t)v;
+		break;
+	case O_NSEG:
+		if (num("segments", optarg, 1, PX_SEG_MAX_COUNT, &o->nseg)) return -1;
+		break;
+	case O_SBYTES:
+		if (num("segment-bytes", optarg, 0, 1LL << 40, &o->sbytes)) return -1;
+		break;
+	case O_LDIR: o->ldir = optarg; break;
+	case O_STORE: o->surl = optarg; break;
+	case O_STORE_PW: o->spw = optarg; break;
+	case O_CLUSTER: o->scluster = optarg; break;
+	case O_LKEY: o->lkey = optarg; break;
+	case O_LGEN:
+		if (num("lease-gen", optarg, 1, 1LL << 62, &o->gen)) return -1;
+		break;
+	case O_HB:
+		if (num("heartbeat-ms", optarg, 10, 3600000, &v)) return -1;
+		a->heartbeat_ms = v;
+		break;
+	case O_IOTIMEOUT:
+		if (num("io-timeout-ms", optarg, 100, 3600000, &v)) return -1;
+		a->io_timeout_ms = v;
+		break;
+	case O_INPUT_FD:
+		if (num("input-fd", optarg, 3, 1023, &v)) return -1;
+		a->input_fd = (int)v;
+		break;
+	case O_PROBE:
+		if (num("probe-until", optarg, 0, PX_SEG_MAX_COUNT, &v)) return -1;
+		a->probe = 1;
+		a->probe_until = (uint32_t)v;
+		break;
+	case O_SPEED: {
+		char *end;
+		a->max_speed = strtod(optarg, &end);
+		if (end == optarg || *end || !(a->max_speed >= 0 && a->max_speed <= 1000)) {
+			fprintf(stderr, "seamfs-writer: --max-speed: bad value '%s'\n", optarg);
+			return -1;
+		}
+		break;
+	}
+	case O_LOG:
+		if (px_log_level_parse(optarg, &o->lvl) != PX_OK) {
+			fprintf(stderr, "seamfs-writer: --log-level: bad value '%s'\n", optarg);
+			return -1;
+		}
+		break;
+	default:
+		return -1;
+	}
+	return 0;
+}
+
+/* `seamfs-writer plan`: the plan's JSON on stdout. The exit code. */
+static int plan_main(struct px_writer_args *a, char *err, size_t errlen)
+{
+	struct px_seg_plan p;
+	if (a->remux) {
+		char *json = NULL;
+		if (px_writer_remux_plan(a, &json, err, errlen) != PX_OK) {
+			fprintf(stderr, "seamfs-writer: %s\n", err);
+			return 1;
+		}
+		printf("%s\n", json);
+		free(json);
+		return 0;
+	}
+	if (px_writer_plan(a, &p, err, errlen) != PX_OK) {
+		fprintf(stderr, "seamfs-writer: %s\n", err);
+		return 1;
+	}
+	printf("{\"duration_us\": %lld, \"segments\": %u, \"segment_bytes\": %lld, "
+	       "\"size\": %lld}\n", (long long)p.duration_us, p.nseg,
+	       (long long)p.seg_bytes, (long long)p.size);
+	return 0;
+}
+
+/* The lease a run works under (--store or --lease-dir, else none): the
+ * exit code when it is not to be had (2: bad options, 1: no store, 3: the
+ * lease is not held), 0 when held. *store is the store connected. */
+static int open_lease(struct px_writer_args *a, const struct cli *o, struct px_store **store,
+		      char *err, size_t errlen)
+{
+	enum px_status st;
+	if (o->surl) {
+		if (!o->lkey || !o->gen || o->ldir) {
+			fprintf(stderr, "seamfs-writer: --store needs --lease-key and --lease-gen "
+				"(and no --lease-dir)\n");
+			return 2;
+		}
+		if (px_store_new(o->surl, o->spw, o->scluster, store, err, errlen) != PX_OK ||
+		    px_store_connect(*store, err, errlen) != PX_OK) {
+			fprintf(stderr, "seamfs-writer: %s\n", err);
+			return 1;
+		}
+		a->store = *store;
+		st = px_lease_redis_new(*store, &a->leases);
+	} else if (o->ldir) {
+		if (!o->lkey || !o->gen) {
+			fprintf(stderr, "seamfs-writer: --lease-dir needs --lease-key and "
+				"--lease-gen\n");
+			return 2;
+		}
+		st = px_lease_files_new(o->ldir, NULL, NULL, &a->leases);
+	} else {
+		return 0;
+	}
+	if (st != PX_OK || px_lease_get(a->leases, o->lkey, &a->lease) != PX_OK ||
+	    a->lease.gen != (uint64_t)o->gen || a->lease.released) {
+		fprintf(stderr, "seamfs-writer: lease %s generation %lld is not held\n",
+			o->lkey, o->gen);
+		return 3;
+	}
+	return 0;
+}
+
+/* `seamfs-writer run` once its lease is held: the exit code (0, 1: its
+ * input failed, 3: fenced, 4: a segment did not fit S). */
+static int run_main(struct px_writer_args *a, char *err, size_t errlen)
+{
+	enum px_status st;
+	a->lease.writer_pid = getpid();
+	/* a segment that does not fit S is written again, and what follows it,
+	 * at a lower video bitrate: segments are independent, so only the
+	 * overflowing one is lost (TRANSCODE-NOTES) */
+	uint32_t first = a->from;
+	for (int tries = 0;; tries++) {
+		st = a->remux ? px_writer_remux_run(a, err, errlen)
+			      : px_writer_run(a, err, errlen);
+		if (st != PX_ESIZE || tries == 3 || a->remux)
+			break;
+		fprintf(stderr, "seamfs-writer: %s; writing again from segment %u at %lld bit/s\n",
+			err, a->overflow_seg, (long long)(a->video_bps * 3 / 4));
+		a->from = a->overflow_seg;
+		a->video_bps = a->video_bps * 3 / 4;
+	}
+	if (st == PX_OK && a->probe)
+		st = px_writer_publish(a, first, err, errlen);
+	if (st != PX_OK) {
+		fprintf(stderr, "seamfs-writer: %s\n", err);
+		return st == PX_EFENCED ? 3 : st == PX_ESIZE ? 4 : 1;
+	}
+	return 0;
+}
+
+/* The checks of a run's options: 0, or 2 after saying why. */
+static int run_options(const struct px_writer_args *a, const struct cli *o)
+{
+	if (!a->work_dir || !o->nseg || (!o->sbytes && !a->remux) || o->sbytes % PX_TS_PACKET) {
+		fprintf(stderr, "seamfs-writer: run needs --work-dir, --segments and "
+			"--segment-bytes (a multiple of 188)\n");
+		return 2;
+	}
+	if (a->probe && (a->probe_until < a->from ||
+			 a->probe_until - a->from >= PX_WRITER_PROBE_MAX)) {
+		fprintf(stderr, "seamfs-writer: --probe-until %u: must be --from to --from + %d\n",
+			a->probe_until, PX_WRITER_PROBE_MAX - 1);
+		return 2;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct px_writer_args a = { .segment_seconds = 2, .video_bps = 1000000,
 				    .audio_bps = 128000, .heartbeat_ms = 10000 };
-	const char *ldir = NULL, *lkey = NULL, *surl = NULL, *spw = NULL, *scluster = NULL;
+	struct cli o = { .lvl = PX_LOG_INFO };
 	struct px_store *store = NULL;
-	long long v, gen = 0, nseg = 0, sbytes = 0;
 	const char **hdrs = calloc((size_t)argc + STDIN_HEADERS + 1, sizeof(*hdrs));
 	char *stdin_text = NULL;
-	enum px_log_level lvl = PX_LOG_INFO;
 	char err[2048] = "";
 	int rc = 2, c;
-	enum px_status st;
 
 	if (argc == 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)) {
 		printf("seamfs-writer %s\n", SEAMFS_VERSION);
@@ -156,82 +352,9 @@ int main(int argc, char **argv)
 	int run = strcmp(argv[1], "run") == 0;
 	optind = 2;
 	a.headers = hdrs;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case O_INPUT: a.input = optarg; break;
-		case O_HEADER: hdrs[a.nheaders++] = optarg; break;
-		case O_HEIGHT:
-			if (num("height", optarg, 0, 4320, &v)) goto out;
-			a.height = (int)v;
-			break;
-		case O_VB:
-			if (num("video-bitrate", optarg, 1, 1000000000, &v)) goto out;
-			a.video_bps = v;
-			break;
-		case O_AB:
-			if (num("audio-bitrate", optarg, 1, 100000000, &v)) goto out;
-			a.audio_bps = v;
-			break;
-		case O_SEC:
-			if (num("segment-seconds", optarg, 2, 6, &v)) goto out;
-			a.segment_seconds = (int)v;
-			break;
-		case O_REMUX: a.remux = 1; break;
-		case O_WORK: a.work_dir = optarg; break;
-		case O_FROM:
-			if (num("from", optarg, 0, PX_SEG_MAX_COUNT, &v)) goto out;
-			a.from = (uint32_t)v;
-			break;
-		case O_NSEG:
-			if (num("segments", optarg, 1, PX_SEG_MAX_COUNT, &nseg)) goto out;
-			break;
-		case O_SBYTES:
-			if (num("segment-bytes", optarg, 0, 1LL << 40, &sbytes)) goto out;
-			break;
-		case O_LDIR: ldir = optarg; break;
-		case O_STORE: surl = optarg; break;
-		case O_STORE_PW: spw = optarg; break;
-		case O_CLUSTER: scluster = optarg; break;
-		case O_LKEY: lkey = optarg; break;
-		case O_LGEN:
-			if (num("lease-gen", optarg, 1, 1LL << 62, &gen)) goto out;
-			break;
-		case O_HB:
-			if (num("heartbeat-ms", optarg, 10, 3600000, &v)) goto out;
-			a.heartbeat_ms = v;
-			break;
-		case O_IOTIMEOUT:
-			if (num("io-timeout-ms", optarg, 100, 3600000, &v)) goto out;
-			a.io_timeout_ms = v;
-			break;
-		case O_INPUT_FD:
-			if (num("input-fd", optarg, 3, 1023, &v)) goto out;
-			a.input_fd = (int)v;
-			break;
-		case O_PROBE:
-			if (num("probe-until", optarg, 0, PX_SEG_MAX_COUNT, &v)) goto out;
-			a.probe = 1;
-			a.probe_until = (uint32_t)v;
-			break;
-		case O_SPEED: {
-			char *end;
-			a.max_speed = strtod(optarg, &end);
-			if (end == optarg || *end || !(a.max_speed >= 0 && a.max_speed <= 1000)) {
-				fprintf(stderr, "seamfs-writer: --max-speed: bad value '%s'\n", optarg);
-				goto out;
-			}
-			break;
-		}
-		case O_LOG:
-			if (px_log_level_parse(optarg, &lvl) != PX_OK) {
-				fprintf(stderr, "seamfs-writer: --log-level: bad value '%s'\n", optarg);
-				goto out;
-			}
-			break;
-		default:
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
+		if (one_option(c, &a, &o))
 			goto out;
-		}
-	}
 	if (!a.input || optind != argc) {
 		fprintf(stderr, "seamfs-writer: %s\n", !a.input ? "--input is required"
 								 : "unexpected argument");
@@ -241,7 +364,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "seamfs-writer: --input -: no input on stdin\n");
 		goto out;
 	}
-	px_log_setup(lvl, 0);
+	px_log_setup(o.lvl, 0);
 	char shown[1024]; /* messages reach the daemon's log: no credentials */
 	px_redact_url(a.input, shown, sizeof(shown));
 	a.shown = shown;
@@ -251,106 +374,17 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (!run) {
-		struct px_seg_plan p;
-		if (a.remux) {
-			char *json = NULL;
-			if ((st = px_writer_remux_plan(&a, &json, err, sizeof(err))) != PX_OK) {
-				fprintf(stderr, "seamfs-writer: %s\n", err);
-				goto out;
-			}
-			printf("%s\n", json);
-			free(json);
-			rc = 0;
-			goto out;
-		}
-		if ((st = px_writer_plan(&a, &p, err, sizeof(err))) != PX_OK) {
-			fprintf(stderr, "seamfs-writer: %s\n", err);
-			goto out;
-		}
-		printf("{\"duration_us\": %lld, \"segments\": %u, \"segment_bytes\": %lld, "
-		       "\"size\": %lld}\n", (long long)p.duration_us, p.nseg,
-		       (long long)p.seg_bytes, (long long)p.size);
-		rc = 0;
+		rc = plan_main(&a, err, sizeof(err));
 		goto out;
 	}
-	if (!a.work_dir || !nseg || (!sbytes && !a.remux) || sbytes % PX_TS_PACKET) {
-		fprintf(stderr, "seamfs-writer: run needs --work-dir, --segments and "
-			"--segment-bytes (a multiple of 188)\n");
-		rc = 2;
+	if ((rc = run_options(&a, &o)) != 0)
 		goto out;
-	}
-	if (a.probe && (a.probe_until < a.from ||
-			a.probe_until - a.from >= PX_WRITER_PROBE_MAX)) {
-		fprintf(stderr, "seamfs-writer: --probe-until %u: must be --from to --from + %d\n",
-			a.probe_until, PX_WRITER_PROBE_MAX - 1);
-		rc = 2;
-		goto out;
-	}
-	a.plan.nseg = (uint32_t)nseg;
-	a.plan.seg_bytes = sbytes;
+	a.plan.nseg = (uint32_t)o.nseg;
+	a.plan.seg_bytes = o.sbytes;
 	a.plan.seg_us = (int64_t)a.segment_seconds * 1000000;
-	a.plan.size = nseg * sbytes;
-	if (surl) {
-		if (!lkey || !gen || ldir) {
-			fprintf(stderr, "seamfs-writer: --store needs --lease-key and --lease-gen "
-				"(and no --lease-dir)\n");
-			rc = 2;
-			goto out;
-		}
-		if (px_store_new(surl, spw, scluster, &store, err, sizeof(err)) != PX_OK ||
-		    px_store_connect(store, err, sizeof(err)) != PX_OK) {
-			fprintf(stderr, "seamfs-writer: %s\n", err);
-			rc = 1;
-			goto out;
-		}
-		a.store = store;
-		if (px_lease_redis_new(store, &a.leases) != PX_OK ||
-		    px_lease_get(a.leases, lkey, &a.lease) != PX_OK ||
-		    a.lease.gen != (uint64_t)gen || a.lease.released) {
-			fprintf(stderr, "seamfs-writer: lease %s generation %lld is not held\n",
-				lkey, gen);
-			rc = 3;
-			goto out;
-		}
-	} else if (ldir) {
-		if (!lkey || !gen) {
-			fprintf(stderr, "seamfs-writer: --lease-dir needs --lease-key and "
-				"--lease-gen\n");
-			rc = 2;
-			goto out;
-		}
-		if (px_lease_files_new(ldir, NULL, NULL, &a.leases) != PX_OK ||
-		    px_lease_get(a.leases, lkey, &a.lease) != PX_OK ||
-		    a.lease.gen != (uint64_t)gen || a.lease.released) {
-			fprintf(stderr, "seamfs-writer: lease %s generation %lld is not held\n",
-				lkey, gen);
-			rc = 3;
-			goto out;
-		}
-	}
-	a.lease.writer_pid = getpid();
-	/* a segment that does not fit S is written again, and what follows it,
-	 * at a lower video bitrate: segments are independent, so only the
-	 * overflowing one is lost (TRANSCODE-NOTES) */
-	uint32_t first = a.from;
-	for (int tries = 0;; tries++) {
-		st = a.remux ? px_writer_remux_run(&a, err, sizeof(err))
-			     : px_writer_run(&a, err, sizeof(err));
-		if (st != PX_ESIZE || tries == 3 || a.remux)
-			break;
-		fprintf(stderr, "seamfs-writer: %s; writing again from segment %u at %lld bit/s\n",
-			err, a.overflow_seg, (long long)(a.video_bps * 3 / 4));
-		a.from = a.overflow_seg;
-		a.video_bps = a.video_bps * 3 / 4;
-	}
-	if (st == PX_OK && a.probe)
-		st = px_writer_publish(&a, first, err, sizeof(err));
-	if (st != PX_OK) {
-		fprintf(stderr, "seamfs-writer: %s\n", err);
-		rc = st == PX_EFENCED ? 3 : st == PX_ESIZE ? 4 : 1;
-		goto out;
-	}
-	rc = 0;
+	a.plan.size = o.nseg * o.sbytes;
+	if ((rc = open_lease(&a, &o, &store, err, sizeof(err))) == 0)
+		rc = run_main(&a, err, sizeof(err));
 out:
 	px_lease_store_free(a.leases);
 	px_store_free(store);
