@@ -25,7 +25,6 @@ enum px_status tc_start_probe(struct px_transcode *tc, struct job *j, uint32_t f
 {
 	char shown[PATH_MAX];
 	struct probe *p = NULL;
-	int via;
 
 	for (int i = 0; i < PROBES_MAX && !p; i++)
 		if (!j->probes[i].pid)
@@ -63,8 +62,9 @@ enum px_status tc_start_probe(struct px_transcode *tc, struct job *j, uint32_t f
 	}
 	memset(p, 0, sizeof(*p));
 	p->pidfd = p->outfd = -1;
-	if (tc_spawn_run(tc, j, from, until, &p->pid, &p->outfd, &via, shown, sizeof(shown)) !=
-	    PX_OK) {
+	int via;
+	struct tc_run run = { from, until, &p->pid, &p->outfd, &via, shown, sizeof(shown) };
+	if (tc_spawn_run(tc, j, &run) != PX_OK) {
 		p->pid = 0;
 		return PX_EIO;
 	}

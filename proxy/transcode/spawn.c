@@ -196,58 +196,64 @@ void tc_main_yield(struct job *j, int yield)
 	j->yielded = 0;
 }
 
+/* A feed started for a writer: the writer's end of its socket (-1: none),
+ * the feed, and the buffers of the options that name them. */
+struct feed_start {
+	int fd;
+	struct px_feed *feed;
+	char sfd[16], stmo[24];
+};
+
 /* Starts the daemon's feed of j's source asset for a writer about to be
- * spawned; adds its options to argv (at *n; sfd, stmo: their buffers).
- * The writer's end in *feedfd (never PX_FEED_FD itself: posix_spawn's
+ * spawned; adds its options to argv (at *n; fs holds their buffers).
+ * The writer's end in fs->fd (never PX_FEED_FD itself: posix_spawn's
  * dup2 onto the same number would keep its close-on-exec). Under
  * tc->lock. */
 static enum px_status feed_writer(struct px_transcode *tc, struct job *j, char **argv,
-				  size_t *n, char sfd[16], char stmo[24], int *feedfd,
-				  struct px_feed **feed)
+				  size_t *n, struct feed_start *fs)
 {
 	enum px_status st = px_feeds_start(tc->feeds, &tc->input,
-					   (size_t)(j->src - tc->cat->assets), j->a->id, feedfd,
-					   feed);
-	if (st == PX_OK && *feedfd == PX_FEED_FD) {
-		int moved = fcntl(*feedfd, F_DUPFD_CLOEXEC, PX_FEED_FD + 1);
-		close(*feedfd);
-		*feedfd = moved;
+					   (size_t)(j->src - tc->cat->assets), j->a->id, &fs->fd,
+					   &fs->feed);
+	if (st == PX_OK && fs->fd == PX_FEED_FD) {
+		int moved = fcntl(fs->fd, F_DUPFD_CLOEXEC, PX_FEED_FD + 1);
+		close(fs->fd);
+		fs->fd = moved;
 		st = moved < 0 ? PX_EIO : PX_OK;
 	}
 	if (st != PX_OK)
 		goto out;
-	snprintf(sfd, 16, "%d", PX_FEED_FD);
+	snprintf(fs->sfd, sizeof(fs->sfd), "%d", PX_FEED_FD);
 	/* the daemon bounds the open (the hello) by admission_timeout and
 	 * each read by read_timeout; the writer waits that long and a little
 	 * more for an answer */
 	int64_t bound = tc->cfg->read_timeout_ms > tc->cfg->admission_timeout_ms
 			? tc->cfg->read_timeout_ms : tc->cfg->admission_timeout_ms;
 	bound += 5000;
-	snprintf(stmo, 24, "%lld", (long long)(bound < 3600000 ? bound : 3600000)); /* its max */
+	snprintf(fs->stmo, sizeof(fs->stmo), "%lld",
+		 (long long)(bound < 3600000 ? bound : 3600000)); /* its max */
 	argv[(*n)++] = "--input-fd";
-	argv[(*n)++] = sfd;
+	argv[(*n)++] = fs->sfd;
 	argv[(*n)++] = "--io-timeout-ms";
-	argv[(*n)++] = stmo;
+	argv[(*n)++] = fs->stmo;
 out:
 	return st;
 }
 
-enum px_status tc_spawn_run(struct px_transcode *tc, struct job *j, uint32_t from,
-			    int64_t until, pid_t *pid, int *outfd, int *via_feed,
-			    char *shown, size_t shown_cap)
+enum px_status tc_spawn_run(struct px_transcode *tc, struct job *j, struct tc_run *r)
 {
 	char *argv[96], bufs[4][32], sfrom[16], snseg[16], sbytes[32], sgen[24], shb[24];
-	char speed[32], suntil[16], sfd[16], stmo[24];
+	char speed[32], suntil[16];
 	const struct px_source *hdr;
-	int fed, feedfd = -1;
-	struct px_feed *feed = NULL;
+	int fed;
+	struct feed_start fs = { .fd = -1 };
 	const char *input = writer_input(tc, j, j->direct, &fed, &hdr);
 	char *secret;
 	size_t n = tc_profile_argv(tc, j, argv, bufs, input, hdr, &secret);
 	enum px_status st = PX_OK;
 
 	argv[1] = "run";
-	snprintf(sfrom, sizeof(sfrom), "%u", from);
+	snprintf(sfrom, sizeof(sfrom), "%u", r->from);
 	snprintf(snseg, sizeof(snseg), "%u", j->plan.nseg);
 	snprintf(sbytes, sizeof(sbytes), "%lld", (long long)j->plan.seg_bytes);
 	snprintf(sgen, sizeof(sgen), "%" PRIu64, j->lease.gen);
@@ -274,31 +280,31 @@ enum px_status tc_spawn_run(struct px_transcode *tc, struct job *j, uint32_t fro
 		argv[n++] = "--lease-dir";
 		argv[n++] = leasedir;
 	}
-	if (tc->cfg->writer_max_speed > 0 && until < 0) {
+	if (tc->cfg->writer_max_speed > 0 && r->until < 0) {
 		/* a probe is not paced: a reader waits for it */
 		snprintf(speed, sizeof(speed), "%g", tc->cfg->writer_max_speed);
 		argv[n++] = "--max-speed";
 		argv[n++] = speed;
 	}
-	if (until >= 0) {
-		snprintf(suntil, sizeof(suntil), "%lld", (long long)until);
+	if (r->until >= 0) {
+		snprintf(suntil, sizeof(suntil), "%lld", (long long)r->until);
 		argv[n++] = "--probe-until";
 		argv[n++] = suntil;
 	}
 	if (fed)
-		st = feed_writer(tc, j, argv, &n, sfd, stmo, &feedfd, &feed);
+		st = feed_writer(tc, j, argv, &n, &fs);
 	argv[n] = NULL;
 	if (st == PX_OK)
-		st = tc_spawn(argv, pid, outfd, secret, feedfd);
-	if (feedfd >= 0)
-		close(feedfd); /* the writer has its own; its exit ends the feed */
-	if (feed)
-		px_feed_go(tc->feeds, feed, st == PX_OK ? *pid : 0);
+		st = tc_spawn(argv, r->pid, r->outfd, secret, fs.fd);
+	if (fs.fd >= 0)
+		close(fs.fd); /* the writer has its own; its exit ends the feed */
+	if (fs.feed)
+		px_feed_go(tc->feeds, fs.feed, st == PX_OK ? *r->pid : 0);
 	free(secret);
-	*via_feed = fed;
+	*r->via_feed = fed;
 	if (fed)
-		snprintf(shown, shown_cap, "%s (fed by the daemon's read path)", input);
+		snprintf(r->shown, r->shown_cap, "%s (fed by the daemon's read path)", input);
 	else
-		snprintf(shown, shown_cap, "%s", hdr ? hdr->shown : input);
+		snprintf(r->shown, r->shown_cap, "%s", hdr ? hdr->shown : input);
 	return st;
 }

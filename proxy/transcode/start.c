@@ -126,8 +126,8 @@ void tc_start_writer(struct px_transcode *tc, struct job *j, uint32_t from,
 		pthread_cond_broadcast(&tc->cond);
 		return;
 	}
-	if (tc_spawn_run(tc, j, from, -1, &j->pid, &j->outfd, &j->via_feed, shown,
-		      sizeof(shown)) != PX_OK) {
+	struct tc_run run = { from, -1, &j->pid, &j->outfd, &j->via_feed, shown, sizeof(shown) };
+	if (tc_spawn_run(tc, j, &run) != PX_OK) {
 		j->pid = 0;
 		j->failed = 1;
 		pthread_cond_broadcast(&tc->cond);

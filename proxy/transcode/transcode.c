@@ -92,6 +92,74 @@
 #include "tcstore.h"
 #include "transcode_i.h"
 
+/* When a lease without a heartbeat is orphaned: orphan_after, or 3 x
+ * heartbeat; above heartbeat always. */
+static int64_t orphan_after(const struct px_config *cfg)
+{
+	int64_t ms = cfg->orphan_after_ms > 0 ? cfg->orphan_after_ms : 3 * cfg->heartbeat_ms;
+	if (ms <= cfg->heartbeat_ms) {
+		/* every writer would look orphaned between two heartbeats */
+		px_warn("transcode", "orphan_after (%lld ms) is not above heartbeat (%lld ms); "
+			"using %lld ms", (long long)ms, (long long)cfg->heartbeat_ms,
+			(long long)(2 * cfg->heartbeat_ms));
+		ms = 2 * cfg->heartbeat_ms;
+	}
+	return ms;
+}
+
+/* The writer program's path (-o writer, else next to this binary), the
+ * host's name and this daemon's owner string. */
+static void name_writer_and_owner(struct px_transcode *tc)
+{
+	const struct px_config *cfg = tc->cfg;
+	if (cfg->writer) {
+		snprintf(tc->writer, sizeof(tc->writer), "%s", cfg->writer);
+	} else {
+		char self[PATH_MAX];
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		self[n > 0 ? n : 0] = '\0';
+		char *slash = strrchr(self, '/');
+		if (slash)
+			*slash = '\0';
+		snprintf(tc->writer, sizeof(tc->writer), "%s/seamfs-writer",
+			 slash ? self : "/usr/bin");
+	}
+	if (tc->store && cfg->host_id)
+		snprintf(tc->host, sizeof(tc->host), "%s", cfg->host_id);
+	else if (gethostname(tc->host, sizeof(tc->host) - 1))
+		snprintf(tc->host, sizeof(tc->host), "localhost");
+	for (char *p = tc->host; *p; p++)
+		if (*p == ' ' || *p == '\n' || *p == ':')
+			*p = '_';
+	px_lease_make_owner_host(tc->owner, sizeof(tc->owner), tc->host);
+}
+
+/* Job i of the catalog: no writer yet; for a transcode or remux its
+ * source asset and its directory. */
+static void job_init(struct px_transcode *tc, size_t i)
+{
+	const struct px_catalog *cat = tc->cat;
+	struct job *j = &tc->jobs[i];
+	char esc[PATH_MAX];
+	long src;
+	j->asset = i;
+	j->pidfd = j->outfd = -1;
+	j->restart_at = -1;
+	for (int q = 0; q < PROBES_MAX; q++)
+		j->probes[q].pidfd = j->probes[q].outfd = -1;
+	if (cat->assets[i].kind == PX_ASSET_PLAIN)
+		return;
+	j->a = &cat->assets[i];
+	j->remux = j->a->kind == PX_ASSET_REMUX;
+	src = px_catalog_find(cat, j->a->of);
+	if (src < 0 || cat->assets[src].nsources == 0)
+		return; /* the catalog validated it; defensive */
+	j->src = &cat->assets[src];
+	tc_escape_id(j->a->id, esc, sizeof(esc));
+	snprintf(j->dir, sizeof(j->dir), "%s/%s", tc->work, esc);
+	snprintf(j->pl_path, sizeof(j->pl_path), "%s/playlist", j->dir);
+}
+
 enum px_status px_transcode_new(const struct px_config *cfg, const struct px_catalog *cat,
 				struct px_store *store, struct px_transcode **out)
 {
@@ -111,36 +179,10 @@ enum px_status px_transcode_new(const struct px_config *cfg, const struct px_cat
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&tc->cond, &ca);
 	pthread_condattr_destroy(&ca);
-	tc->orphan_ms = cfg->orphan_after_ms > 0 ? cfg->orphan_after_ms : 3 * cfg->heartbeat_ms;
-	if (tc->orphan_ms <= cfg->heartbeat_ms) {
-		/* every writer would look orphaned between two heartbeats */
-		px_warn("transcode", "orphan_after (%lld ms) is not above heartbeat (%lld ms); "
-			"using %lld ms", (long long)tc->orphan_ms, (long long)cfg->heartbeat_ms,
-			(long long)(2 * cfg->heartbeat_ms));
-		tc->orphan_ms = 2 * cfg->heartbeat_ms;
-	}
+	tc->orphan_ms = orphan_after(cfg);
 	tc_work_path(cfg, tc->work, sizeof(tc->work));
-	if (cfg->writer) {
-		snprintf(tc->writer, sizeof(tc->writer), "%s", cfg->writer);
-	} else {
-		char self[PATH_MAX];
-		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-		self[n > 0 ? n : 0] = '\0';
-		char *slash = strrchr(self, '/');
-		if (slash)
-			*slash = '\0';
-		snprintf(tc->writer, sizeof(tc->writer), "%s/seamfs-writer",
-			 slash ? self : "/usr/bin");
-	}
 	tc->store = store;
-	if (store && cfg->host_id)
-		snprintf(tc->host, sizeof(tc->host), "%s", cfg->host_id);
-	else if (gethostname(tc->host, sizeof(tc->host) - 1))
-		snprintf(tc->host, sizeof(tc->host), "localhost");
-	for (char *p = tc->host; *p; p++)
-		if (*p == ' ' || *p == '\n' || *p == ':')
-			*p = '_';
-	px_lease_make_owner_host(tc->owner, sizeof(tc->owner), tc->host);
+	name_writer_and_owner(tc);
 	tc->jobs = calloc(cat->nassets + 1, sizeof(*tc->jobs));
 	if (!tc->jobs)
 		goto out;
@@ -159,27 +201,8 @@ enum px_status px_transcode_new(const struct px_config *cfg, const struct px_cat
 		px_error("transcode", "lease store %s: %s", leasedir, px_strerror(st));
 		goto out;
 	}
-	for (size_t i = 0; i < cat->nassets; i++) {
-		struct job *j = &tc->jobs[i];
-		char esc[PATH_MAX];
-		long src;
-		j->asset = i;
-		j->pidfd = j->outfd = -1;
-		j->restart_at = -1;
-		for (int q = 0; q < PROBES_MAX; q++)
-			j->probes[q].pidfd = j->probes[q].outfd = -1;
-		if (cat->assets[i].kind == PX_ASSET_PLAIN)
-			continue;
-		j->a = &cat->assets[i];
-		j->remux = j->a->kind == PX_ASSET_REMUX;
-		src = px_catalog_find(cat, j->a->of);
-		if (src < 0 || cat->assets[src].nsources == 0)
-			continue; /* the catalog validated it; defensive */
-		j->src = &cat->assets[src];
-		tc_escape_id(j->a->id, esc, sizeof(esc));
-		snprintf(j->dir, sizeof(j->dir), "%s/%s", tc->work, esc);
-		snprintf(j->pl_path, sizeof(j->pl_path), "%s/playlist", j->dir);
-	}
+	for (size_t i = 0; i < cat->nassets; i++)
+		job_init(tc, i);
 	tc_cleanup_orphans(tc);
 	tc->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (tc->evfd < 0) {

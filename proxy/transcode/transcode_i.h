@@ -271,15 +271,23 @@ enum px_status tc_spawn(char **argv, pid_t *pid, int *outfd, const char *secret,
  * tc->lock.
  */
 void tc_main_yield(struct job *j, int yield);
+/* A writer run to spawn (tc_spawn_run): from its first segment; a probe
+ * when until >= 0 (segments from..until only); what the spawn gives
+ * back. */
+struct tc_run {
+	uint32_t from;
+	int64_t until;
+	pid_t *pid;       /* out: the writer */
+	int *outfd;       /* out: its stdout */
+	int *via_feed;    /* out: its input is the daemon's feed */
+	char *shown;      /* out: its input as the log shows it, shown_cap bytes */
+	size_t shown_cap;
+};
 /*
- * Spawns `seamfs-writer run` for j from segment `from` under j's lease (a
- * probe run when until >= 0: segments from..until only). *via_feed: its
- * input is the daemon's feed; *shown: its input as the log shows it. Under
+ * Spawns `seamfs-writer run` for j as r says, under j's lease. Under
  * tc->lock.
  */
-enum px_status tc_spawn_run(struct px_transcode *tc, struct job *j, uint32_t from,
-			    int64_t until, pid_t *pid, int *outfd, int *via_feed,
-			    char *shown, size_t shown_cap) PX_WUR;
+enum px_status tc_spawn_run(struct px_transcode *tc, struct job *j, struct tc_run *r) PX_WUR;
 
 /* trust.c */
 /* What is on disk now for each listed entry. In cluster mode a file
