@@ -999,76 +999,81 @@ out:
 	return st;
 }
 
-/* Muxes the pending packets of segment k, pads to S and commits. */
-static enum px_status mux_segment(struct wr *w, uint32_t k)
+/* Whether this run keeps segment k: not when another run made it (an
+ * earlier one, or a probe just now): bytes that may have been served are
+ * never rewritten (a store that does not answer: the list we have;
+ * commit checks again). *keep 0 then; at a segment listed where this run
+ * must stop, w->stop too. */
+static enum px_status still_ours(struct wr *w, uint32_t k, int *keep)
 {
-	const int64_t S = w->remux ? (w->dry ? INT64_MAX : w->sizes[k]) : w->a->plan.seg_bytes;
-	AVFormatContext *oc = NULL;
-	AVDictionary *o = NULL;
-	uint8_t *buf = NULL, *out = NULL;
-	int64_t *vdts = NULL;
-	enum px_status st = PX_ENOMEM;
-	int rc, len = 0;
-	int keep = k >= w->first;
+	enum px_status st = w->a->store ? store_load(w, 0) : load_playlist(w);
+	if (st != PX_OK)
+		return st;
+	int what = listed(w, k);
+	if (what == LISTED_STOP) {
+		px_info("writer", "segment %u is already committed; stopping here", k);
+		w->stop = 1;
+		*keep = 0;
+	}
+	if (what == LISTED_SKIP) {
+		px_debug("writer", "segment %u is already committed; encoding past it", k);
+		*keep = 0;
+	}
+	return PX_OK;
+}
 
-	if (keep && !w->dry) {
-		/* another run made it (an earlier one, or a probe just now):
-		 * never rewrite bytes that may have been served (a store that
-		 * does not answer: the list we have; commit checks again) */
-		if ((st = w->a->store ? store_load(w, 0) : load_playlist(w)) != PX_OK)
-			goto out;
-		int what = listed(w, k);
-		if (what == LISTED_STOP) {
-			px_info("writer", "segment %u is already committed; stopping here", k);
-			w->stop = 1;
-			goto drop;
-		}
-		if (what == LISTED_SKIP) {
-			px_debug("writer", "segment %u is already committed; encoding past it", k);
-			keep = 0;
-		}
-	}
-	if (!keep) {
-		st = PX_OK; /* the warm-up segment: encoded, not kept */
-		goto drop;
-	}
-	if ((rc = avformat_alloc_output_context2(&oc, NULL, "mpegts", NULL)) < 0) {
-		st = averr(w, rc, "mpegts muxer");
+/* An MPEG-TS muxer into memory with the run's streams (*as NULL: no
+ * audio), its header written. *oc is the caller's to free, also on
+ * failure. */
+static enum px_status open_muxer(struct wr *w, AVFormatContext **oc, AVStream **vs,
+				 AVStream **as)
+{
+	AVDictionary *o = NULL;
+	enum px_status st = PX_ENOMEM;
+	int rc;
+
+	if ((rc = avformat_alloc_output_context2(oc, NULL, "mpegts", NULL)) < 0)
+		return averr(w, rc, "mpegts muxer");
+	if (!(*vs = avformat_new_stream(*oc, NULL)))
 		goto out;
-	}
-	AVStream *vs = avformat_new_stream(oc, NULL), *as = NULL;
-	if (!vs)
-		goto out;
-	avcodec_parameters_copy(vs->codecpar, w->vpar);
-	vs->codecpar->codec_tag = 0;
-	vs->time_base = w->vtb;
+	avcodec_parameters_copy((*vs)->codecpar, w->vpar);
+	(*vs)->codecpar->codec_tag = 0;
+	(*vs)->time_base = w->vtb;
 	if (w->apar) {
-		if (!(as = avformat_new_stream(oc, NULL)))
+		if (!(*as = avformat_new_stream(*oc, NULL)))
 			goto out;
-		avcodec_parameters_copy(as->codecpar, w->apar);
-		as->codecpar->codec_tag = 0;
-		as->time_base = w->atb;
+		avcodec_parameters_copy((*as)->codecpar, w->apar);
+		(*as)->codecpar->codec_tag = 0;
+		(*as)->time_base = w->atb;
 	}
-	if ((rc = avio_open_dyn_buf(&oc->pb)) < 0) {
+	if ((rc = avio_open_dyn_buf(&(*oc)->pb)) < 0) {
 		st = averr(w, rc, "memory output");
 		goto out;
 	}
 	av_dict_set(&o, "mpegts_flags", "+initial_discontinuity", 0);
 	av_dict_set(&o, "mpegts_copyts", "1", 0);
-	if ((rc = avformat_write_header(oc, &o)) < 0) {
+	if ((rc = avformat_write_header(*oc, &o)) < 0) {
 		st = averr(w, rc, "mpegts header");
 		goto out;
 	}
-	if (w->remux && (st = remux_video_dts(w, k, &vdts)) != PX_OK)
-		goto out;
-	st = PX_ENOMEM;
+	st = PX_OK;
+out:
+	av_dict_free(&o);
+	return st;
+}
+
+/* Writes the pending packets of segment k into oc (vdts: a remux's
+ * video decoding times, or NULL). */
+static enum px_status write_packets(struct wr *w, uint32_t k, AVFormatContext *oc,
+				    AVStream *vs, AVStream *as, const int64_t *vdts)
+{
 	for (size_t i = 0, vn = 0; i < w->npend; i++) {
 		struct pending *p = &w->pend[i];
 		if (p->seg != k)
 			continue;
 		AVPacket *pk = av_packet_clone(p->pkt);
 		if (!pk)
-			goto out;
+			return PX_ENOMEM;
 		AVStream *st_ = p->video ? vs : as;
 		AVRational tb = p->video ? w->vtb : w->atb;
 		pk->stream_index = st_->index;
@@ -1081,46 +1086,44 @@ static enum px_status mux_segment(struct wr *w, uint32_t k)
 			      av_rescale_q(w->shift_us, AV_TIME_BASE_Q, st_->time_base);
 		pk->pts += off;
 		pk->dts += off;
-		rc = av_interleaved_write_frame(oc, pk);
+		int rc = av_interleaved_write_frame(oc, pk);
 		av_packet_free(&pk);
-		if (rc < 0) {
-			st = averr(w, rc, "mpegts write");
-			goto out;
-		}
+		if (rc < 0)
+			return averr(w, rc, "mpegts write");
 	}
-	if ((rc = av_write_trailer(oc)) < 0) {
-		st = averr(w, rc, "mpegts trailer");
-		goto out;
-	}
-	len = avio_close_dyn_buf(oc->pb, &buf);
-	oc->pb = NULL;
+	return PX_OK;
+}
+
+/* Segment k's len muxed bytes in buf: padded to S and committed (a
+ * remux's dry run notes its size instead). */
+static enum px_status pad_commit(struct wr *w, uint32_t k, const uint8_t *buf, int len)
+{
+	const int64_t S = w->remux ? (w->dry ? INT64_MAX : w->sizes[k]) : w->a->plan.seg_bytes;
+	enum px_status st;
+	uint8_t *out;
+
 	if (len % PX_TS_PACKET) {
 		snprintf(w->err, w->errlen, "segment %u: muxer wrote %d bytes, not whole TS "
 			 "packets", k, len);
-		st = PX_EIO;
-		goto out;
+		return PX_EIO;
 	}
 	if (w->remux && w->dry) {
 		w->sizes[k] = len;
-		st = PX_OK;
-		goto drop;
+		return PX_OK;
 	}
 	if (w->remux && len != S) {
 		snprintf(w->err, w->errlen, "segment %u: remuxed to %d bytes, the plan says %lld "
 			 "(the source changed?)", k, len, (long long)S);
-		st = PX_ESIZE;
-		goto out;
+		return PX_ESIZE;
 	}
 	if (len > S) {
 		snprintf(w->err, w->errlen, "segment %u: %d bytes do not fit the segment size "
 			 "%lld (profile bitrate too low for this source?)", k, len, (long long)S);
-		st = PX_ESIZE;
 		w->a->overflow_seg = k;
-		goto out;
+		return PX_ESIZE;
 	}
-	out = malloc((size_t)S);
-	if (!out)
-		goto out;
+	if (!(out = malloc((size_t)S)))
+		return PX_ENOMEM;
 	pad_spread(out, buf, len / PX_TS_PACKET, (S - len) / PX_TS_PACKET);
 	if ((st = commit(w, k, out, S)) == PX_EEXIST) {
 		/* a probe listed it while this run encoded it */
@@ -1130,9 +1133,13 @@ static enum px_status mux_segment(struct wr *w, uint32_t k)
 			w->stop = 1;
 		}
 	}
-	if (st != PX_OK)
-		goto out;
-drop:;
+	free(out);
+	return st;
+}
+
+/* Frees the pending packets of segments up to k. */
+static void drop_pending(struct wr *w, uint32_t k)
+{
 	size_t j = 0;
 	for (size_t i = 0; i < w->npend; i++) {
 		if (w->pend[i].seg <= k)
@@ -1141,8 +1148,40 @@ drop:;
 			w->pend[j++] = w->pend[i];
 	}
 	w->npend = j;
+}
+
+/* Muxes the pending packets of segment k, pads to S and commits. */
+static enum px_status mux_segment(struct wr *w, uint32_t k)
+{
+	AVFormatContext *oc = NULL;
+	AVStream *vs = NULL, *as = NULL;
+	uint8_t *buf = NULL;
+	int64_t *vdts = NULL;
+	enum px_status st;
+	int rc, len, keep = k >= w->first;
+
+	if (keep && !w->dry && (st = still_ours(w, k, &keep)) != PX_OK)
+		goto out;
+	if (!keep)
+		goto drop; /* the warm-up segment (encoded, not kept), or made already */
+	if ((st = open_muxer(w, &oc, &vs, &as)) != PX_OK)
+		goto out;
+	if (w->remux && (st = remux_video_dts(w, k, &vdts)) != PX_OK)
+		goto out;
+	if ((st = write_packets(w, k, oc, vs, as, vdts)) != PX_OK)
+		goto out;
+	if ((rc = av_write_trailer(oc)) < 0) {
+		st = averr(w, rc, "mpegts trailer");
+		goto out;
+	}
+	len = avio_close_dyn_buf(oc->pb, &buf);
+	oc->pb = NULL;
+	if ((st = pad_commit(w, k, buf, len)) != PX_OK)
+		goto out;
+drop:
+	drop_pending(w, k);
+	st = PX_OK;
 out:
-	av_dict_free(&o);
 	if (oc && oc->pb) {
 		uint8_t *junk;
 		avio_close_dyn_buf(oc->pb, &junk);
@@ -1150,7 +1189,6 @@ out:
 	}
 	avformat_free_context(oc);
 	av_free(buf);
-	free(out);
 	free(vdts);
 	return st;
 }
@@ -1429,12 +1467,107 @@ static void pace(struct wr *w)
 	}
 }
 
+/* The encoders' parameters and time bases, for the muxer of each
+ * segment. */
+static enum px_status out_params(struct wr *w)
+{
+	if (!(w->vpar = avcodec_parameters_alloc()) ||
+	    avcodec_parameters_from_context(w->vpar, w->venc) < 0 ||
+	    (w->aenc && (!(w->apar = avcodec_parameters_alloc()) ||
+			 avcodec_parameters_from_context(w->apar, w->aenc) < 0)))
+		return PX_ENOMEM;
+	w->vtb = w->venc->time_base;
+	if (w->aenc)
+		w->atb = w->aenc->time_base;
+	return PX_OK;
+}
+
+/* Where the run starts: the warm-up segment before a->from (a probe's
+ * warm-up is shorter), the input sought there. */
+static enum px_status seek_start(struct wr *w)
+{
+	struct px_writer_args *a = w->a;
+	w->first = a->from;
+	w->next_flush = a->from ? a->from - 1 : 0;
+	w->skip_us = px_segmath_start_us(&a->plan, w->next_flush);
+	if (a->probe && a->from) {
+		/* a reader waits for a probe: it warms up on the end of the
+		 * segment before only (the encoders need a few frames) */
+		int64_t s = px_segmath_start_us(&a->plan, a->from) - PROBE_WARMUP_US;
+		if (s > w->skip_us)
+			w->skip_us = s;
+	}
+	w->last_hb = w->start_ms = px_now_ms();
+	if (w->skip_us > 0) {
+		/* land on the keyframe before, a second early; decode up to the
+		 * warm-up segment and drop what comes before it */
+		int64_t ts = w->t0_us + w->skip_us - 1000000;
+		int rc = avformat_seek_file(w->ic, -1, INT64_MIN, ts, ts, 0);
+		if (rc < 0)
+			return averr(w, rc, "seek");
+	}
+	return PX_OK;
+}
+
+/* Reads, decodes, encodes and muxes until the input ends or the run
+ * stops, renewing the lease and keeping the pace. */
+static enum px_status read_loop(struct wr *w)
+{
+	enum px_status st = PX_OK;
+	AVPacket *in = av_packet_alloc();
+	if (!in)
+		return PX_ENOMEM;
+	while (!w->stop && st == PX_OK) {
+		int rc = read_frame(w, in);
+		if (rc == AVERROR_EOF)
+			break;
+		if (rc < 0) {
+			st = averr(w, rc, "read");
+			break;
+		}
+		if (in->stream_index == w->vi)
+			st = decode(w, w->vdec, in, 1);
+		else if (in->stream_index == w->ai)
+			st = decode(w, w->adec, in, 0);
+		av_packet_unref(in);
+		if (st == PX_OK)
+			st = flush_ready(w);
+		if (st == PX_OK)
+			st = heartbeat(w, 0);
+		if (st == PX_OK && w->a->max_speed > 0 && w->v_last_pts != INT64_MIN)
+			pace(w);
+	}
+	av_packet_free(&in);
+	return st;
+}
+
+/* The end of the input: flushes decoders and encoders, then every
+ * segment. */
+static enum px_status flush_end(struct wr *w)
+{
+	enum px_status st;
+	if ((st = decode(w, w->vdec, NULL, 1)) != PX_OK)
+		return st;
+	if (w->adec && ((st = decode(w, w->adec, NULL, 0)) != PX_OK ||
+			(st = audio_out(w, 1)) != PX_OK))
+		return st;
+	avcodec_send_frame(w->venc, NULL);
+	if ((st = drain(w, w->venc, 1)) != PX_OK)
+		return st;
+	if (w->aenc) {
+		avcodec_send_frame(w->aenc, NULL);
+		if ((st = drain(w, w->aenc, 0)) != PX_OK)
+			return st;
+	}
+	w->v_eof = w->a_eof = 1;
+	return flush_ready(w);
+}
+
 enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen)
 {
 	struct wr w = { .a = a, .err = err, .errlen = errlen, .v_last_pts = INT64_MIN,
 			.v_last_seg = -1, .v_done_seg = -1, .a_done_seg = -1, .ppid = getppid() };
 	enum px_status st;
-	int rc;
 
 	if (a->remux) {
 		snprintf(err, errlen, "remux assets are not implemented yet");
@@ -1450,91 +1583,20 @@ enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen)
 		goto out;
 	w.frame = av_frame_alloc();
 	w.pkt = av_packet_alloc();
-	AVPacket *in = av_packet_alloc();
-	if (!w.frame || !w.pkt || !in) {
-		av_packet_free(&in);
+	if (!w.frame || !w.pkt) {
 		st = PX_ENOMEM;
 		goto out;
 	}
-	if (!(w.vpar = avcodec_parameters_alloc()) ||
-	    avcodec_parameters_from_context(w.vpar, w.venc) < 0 ||
-	    (w.aenc && (!(w.apar = avcodec_parameters_alloc()) ||
-			avcodec_parameters_from_context(w.apar, w.aenc) < 0))) {
-		av_packet_free(&in);
-		st = PX_ENOMEM;
+	if ((st = out_params(&w)) != PX_OK || (st = seek_start(&w)) != PX_OK)
 		goto out;
-	}
-	w.vtb = w.venc->time_base;
-	if (w.aenc)
-		w.atb = w.aenc->time_base;
-	w.first = a->from;
-	w.next_flush = a->from ? a->from - 1 : 0;
-	w.skip_us = px_segmath_start_us(&a->plan, w.next_flush);
-	if (a->probe && a->from) {
-		/* a reader waits for a probe: it warms up on the end of the
-		 * segment before only (the encoders need a few frames) */
-		int64_t s = px_segmath_start_us(&a->plan, a->from) - PROBE_WARMUP_US;
-		if (s > w.skip_us)
-			w.skip_us = s;
-	}
-	w.last_hb = w.start_ms = px_now_ms();
-	if (w.skip_us > 0) {
-		/* land on the keyframe before, a second early; decode up to the
-		 * warm-up segment and drop what comes before it */
-		int64_t ts = w.t0_us + w.skip_us - 1000000;
-		rc = avformat_seek_file(w.ic, -1, INT64_MIN, ts, ts, 0);
-		if (rc < 0) {
-			av_packet_free(&in);
-			st = averr(&w, rc, "seek");
-			goto out;
-		}
-	}
 	px_info("writer", "segments %u.. of %u (%lld bytes each) from %s at %lld bit/s, %s %u",
 		a->from, a->plan.nseg, (long long)a->plan.seg_bytes, input_name(a),
 		(long long)a->video_bps, a->from ? "warm-up segment" : "no warm-up before",
 		w.next_flush);
-	while (!w.stop && st == PX_OK) {
-		rc = read_frame(&w, in);
-		if (rc == AVERROR_EOF)
-			break;
-		if (rc < 0) {
-			st = averr(&w, rc, "read");
-			break;
-		}
-		if (in->stream_index == w.vi)
-			st = decode(&w, w.vdec, in, 1);
-		else if (in->stream_index == w.ai)
-			st = decode(&w, w.adec, in, 0);
-		av_packet_unref(in);
-		if (st == PX_OK)
-			st = flush_ready(&w);
-		if (st == PX_OK)
-			st = heartbeat(&w, 0);
-		if (st == PX_OK && a->max_speed > 0 && w.v_last_pts != INT64_MIN)
-			pace(&w);
-	}
-	av_packet_free(&in);
-	if (st != PX_OK)
+	if ((st = read_loop(&w)) != PX_OK)
 		goto out;
-	if (!w.stop) {
-		/* the end: flush decoders and encoders, then every segment */
-		if ((st = decode(&w, w.vdec, NULL, 1)) != PX_OK)
-			goto out;
-		if (w.adec && ((st = decode(&w, w.adec, NULL, 0)) != PX_OK ||
-			       (st = audio_out(&w, 1)) != PX_OK))
-			goto out;
-		avcodec_send_frame(w.venc, NULL);
-		if ((st = drain(&w, w.venc, 1)) != PX_OK)
-			goto out;
-		if (w.aenc) {
-			avcodec_send_frame(w.aenc, NULL);
-			if ((st = drain(&w, w.aenc, 0)) != PX_OK)
-				goto out;
-		}
-		w.v_eof = w.a_eof = 1;
-		if ((st = flush_ready(&w)) != PX_OK)
-			goto out;
-	}
+	if (!w.stop && (st = flush_end(&w)) != PX_OK)
+		goto out;
 	if (a->probe)
 		goto out; /* px_writer_publish lists its segments */
 	if ((st = save_clean(&w)) != PX_OK)
