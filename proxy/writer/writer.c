@@ -392,6 +392,10 @@ out:
 	return st;
 }
 
+static enum px_status open_audio(struct wr *w);
+
+/* The video decoder, the x264 encoder (the profile's size and bitrate)
+ * and the scaler between them; then the audio's (open_audio). */
 static enum px_status open_codecs(struct wr *w)
 {
 	const struct px_writer_args *a = w->a;
@@ -458,8 +462,15 @@ static enum px_status open_codecs(struct wr *w)
 	if ((rc = av_frame_get_buffer(w->vframe, 0)) < 0)
 		return averr(w, rc, "frame");
 
-	if (w->ai < 0)
-		return PX_OK;
+	return w->ai < 0 ? PX_OK : open_audio(w);
+}
+
+/* The audio decoder, the AAC encoder (stereo, OUT_RATE), the resampler
+ * between them and the FIFO of resampled samples. */
+static enum px_status open_audio(struct wr *w)
+{
+	const struct px_writer_args *a = w->a;
+	int rc;
 	AVStream *as = w->ic->streams[w->ai];
 	const AVCodec *ad = avcodec_find_decoder(as->codecpar->codec_id);
 	if (!ad || !(w->adec = avcodec_alloc_context3(ad))) {
@@ -1713,70 +1724,122 @@ out:
 	return st;
 }
 
-enum px_status px_writer_remux_plan(const struct px_writer_args *a, char **json, char *err,
-				    size_t errlen)
+/* A remux plan's pass 1: where segments start (a video keyframe at least
+ * D after the last start), into w->bounds; w->nseg the number of
+ * segments. */
+static enum px_status remux_bounds(struct wr *w)
 {
-	struct px_writer_args pa = *a;
-	struct wr w = { .a = &pa, .err = err, .errlen = errlen, .remux = 1, .dry = 1,
-			.v_done_seg = -1, .a_done_seg = -1 };
+	const struct px_writer_args *a = w->a;
 	AVPacket *in = av_packet_alloc();
-	json_t *root = NULL, *starts = NULL, *sizes = NULL;
 	enum px_status st = PX_ENOMEM;
 	size_t cap = 0;
 	int64_t first = AV_NOPTS_VALUE, last_start = 0, end = AV_NOPTS_VALUE;
 	int rc;
 
-	*json = NULL;
-	if (!in || (st = open_input(&w)) != PX_OK)
+	if (!in || (st = open_input(w)) != PX_OK)
 		goto out;
-	AVStream *vs = w.ic->streams[w.vi];
+	AVStream *vs = w->ic->streams[w->vi];
 	const int64_t D = av_rescale_q((int64_t)a->segment_seconds * AV_TIME_BASE, AV_TIME_BASE_Q,
 				       vs->time_base);
-	/* pass 1: where segments start */
-	while ((rc = read_frame(&w, in)) >= 0) {
-		if (in->stream_index == w.vi && in->pts != AV_NOPTS_VALUE) {
+	while ((rc = read_frame(w, in)) >= 0) {
+		if (in->stream_index == w->vi && in->pts != AV_NOPTS_VALUE) {
 			int64_t e = in->pts + (in->duration > 0 ? in->duration : 0);
 			if (end == AV_NOPTS_VALUE || e > end)
 				end = e;
 			if ((in->flags & AV_PKT_FLAG_KEY) && first == AV_NOPTS_VALUE) {
 				first = last_start = in->pts;
 			} else if ((in->flags & AV_PKT_FLAG_KEY) && in->pts - last_start >= D) {
-				if (w.nseg + 1 >= cap) {
+				if (w->nseg + 1 >= cap) {
 					cap = cap ? 2 * cap : 256;
-					int64_t *b = realloc(w.bounds, cap * sizeof(*b));
+					int64_t *b = realloc(w->bounds, cap * sizeof(*b));
 					if (!b) {
 						st = PX_ENOMEM;
 						goto out;
 					}
-					w.bounds = b;
+					w->bounds = b;
 				}
-				w.bounds[w.nseg++] = in->pts; /* nseg counts bounds here */
+				w->bounds[w->nseg++] = in->pts; /* nseg counts bounds here */
 				last_start = in->pts;
 			}
 		}
 		av_packet_unref(in);
-		if (w.nseg + 1 >= PX_SEG_MAX_COUNT) {
-			snprintf(err, errlen, "%s: too many segments", input_name(a));
+		if (w->nseg + 1 >= PX_SEG_MAX_COUNT) {
+			snprintf(w->err, w->errlen, "%s: too many segments", input_name(a));
 			st = PX_EINVAL;
 			goto out;
 		}
 	}
 	if (rc != AVERROR_EOF) {
-		st = averr(&w, rc, "read");
+		st = averr(w, rc, "read");
 		goto out;
 	}
 	if (first == AV_NOPTS_VALUE) {
-		snprintf(err, errlen, "%s: no video keyframe", input_name(a));
+		snprintf(w->err, w->errlen, "%s: no video keyframe", input_name(a));
 		st = PX_EINVAL;
 		goto out;
 	}
-	if (w.nseg && end - w.bounds[w.nseg - 1] < D / 4)
-		w.nseg--; /* a short tail joins the last segment */
-	w.nseg++;     /* from here on, the number of segments */
-	if (!w.bounds && !(w.bounds = malloc(sizeof(*w.bounds)))) {
-		st = PX_ENOMEM;
+	if (w->nseg && end - w->bounds[w->nseg - 1] < D / 4)
+		w->nseg--; /* a short tail joins the last segment */
+	w->nseg++;     /* from here on, the number of segments */
+	st = !w->bounds && !(w->bounds = malloc(sizeof(*w->bounds))) ? PX_ENOMEM : PX_OK;
+out:
+	av_packet_free(&in);
+	return st;
+}
+
+/* The plan's JSON from a dry run's sizes (w->sizes) and bounds. */
+static enum px_status remux_plan_json(struct wr *w, char **json)
+{
+	json_t *root = json_object(), *starts = json_array(), *sizes = json_array();
+	enum px_status st = PX_ENOMEM;
+	int64_t total = 0;
+	uint32_t nseg = w->nseg;
+
+	if (!root || !starts || !sizes)
 		goto out;
+	for (uint32_t k = 0; k < nseg; k++) {
+		if (w->sizes[k] <= 0) {
+			snprintf(w->err, w->errlen, "%s: segment %u came out empty",
+				 input_name(w->a), k);
+			st = PX_EINVAL;
+			goto out;
+		}
+		total += w->sizes[k];
+		if (json_array_append_new(sizes, json_integer(w->sizes[k])) ||
+		    (k + 1 < nseg && json_array_append_new(starts, json_integer(w->bounds[k]))))
+			goto out;
 	}
+	int64_t dur = duration_us(w);
+	if (json_object_set_new(root, "remux", json_true()) ||
+	    json_object_set_new(root, "duration_us", json_integer(dur)) ||
+	    json_object_set_new(root, "segments", json_integer(nseg)) ||
+	    json_object_set_new(root, "segment_bytes", json_integer(0)) ||
+	    json_object_set_new(root, "size", json_integer(total)) ||
+	    json_object_set_new(root, "tb_num", json_integer(w->vtb.num)) ||
+	    json_object_set_new(root, "tb_den", json_integer(w->vtb.den)) ||
+	    json_object_set(root, "starts", starts) || json_object_set(root, "sizes", sizes))
+		goto out;
+	*json = json_dumps(root, JSON_COMPACT);
+	st = *json ? PX_OK : PX_ENOMEM;
+out:
+	json_decref(starts);
+	json_decref(sizes);
+	json_decref(root);
+	return st;
+}
+
+enum px_status px_writer_remux_plan(const struct px_writer_args *a, char **json, char *err,
+				    size_t errlen)
+{
+	struct px_writer_args pa = *a;
+	struct wr w = { .a = &pa, .err = err, .errlen = errlen, .remux = 1, .dry = 1,
+			.v_done_seg = -1, .a_done_seg = -1 };
+	enum px_status st;
+
+	*json = NULL;
+	/* pass 1: where segments start */
+	if ((st = remux_bounds(&w)) != PX_OK)
+		goto out;
 	/* pass 2: the exact size of every segment */
 	int64_t *bounds = w.bounds;
 	uint32_t nseg = w.nseg;
@@ -1787,47 +1850,13 @@ enum px_status px_writer_remux_plan(const struct px_writer_args *a, char **json,
 			 .v_done_seg = -1, .a_done_seg = -1, .bounds = bounds, .nseg = nseg };
 	pa.plan.nseg = nseg;
 	pa.plan.seg_bytes = 0;
+	st = PX_ENOMEM;
 	if (!(w.sizes = calloc(nseg, sizeof(*w.sizes))) ||
 	    (st = open_input(&w)) != PX_OK || (st = remux_streams(&w)) != PX_OK ||
 	    (st = remux_pass(&w, 0)) != PX_OK)
 		goto out;
-	int64_t total = 0;
-	root = json_object();
-	starts = json_array();
-	sizes = json_array();
-	if (!root || !starts || !sizes)
-		goto oom;
-	for (uint32_t k = 0; k < nseg; k++) {
-		if (w.sizes[k] <= 0) {
-			snprintf(err, errlen, "%s: segment %u came out empty", input_name(a), k);
-			st = PX_EINVAL;
-			goto out;
-		}
-		total += w.sizes[k];
-		if (json_array_append_new(sizes, json_integer(w.sizes[k])) ||
-		    (k + 1 < nseg && json_array_append_new(starts, json_integer(w.bounds[k]))))
-			goto oom;
-	}
-	int64_t dur = duration_us(&w);
-	if (json_object_set_new(root, "remux", json_true()) ||
-	    json_object_set_new(root, "duration_us", json_integer(dur)) ||
-	    json_object_set_new(root, "segments", json_integer(nseg)) ||
-	    json_object_set_new(root, "segment_bytes", json_integer(0)) ||
-	    json_object_set_new(root, "size", json_integer(total)) ||
-	    json_object_set_new(root, "tb_num", json_integer(w.vtb.num)) ||
-	    json_object_set_new(root, "tb_den", json_integer(w.vtb.den)) ||
-	    json_object_set(root, "starts", starts) || json_object_set(root, "sizes", sizes))
-		goto oom;
-	*json = json_dumps(root, JSON_COMPACT);
-	st = *json ? PX_OK : PX_ENOMEM;
-	goto out;
-oom:
-	st = PX_ENOMEM;
+	st = remux_plan_json(&w, json);
 out:
-	json_decref(starts);
-	json_decref(sizes);
-	json_decref(root);
-	av_packet_free(&in);
 	close_all(&w);
 	return st;
 }
