@@ -220,6 +220,8 @@ static inline int64_t poll_ms(const struct px_transcode *tc)
 }
 
 /* workdir.c */
+/* An asset id as one file name: bytes other than [A-Za-z0-9._-] (and a
+ * leading '.') as %XX. */
 void tc_escape_id(const char *id, char *buf, size_t cap);
 /* The names seamfs and its writer make in a job directory. */
 int tc_job_file_name(const char *name);
@@ -232,6 +234,8 @@ int tc_mark_dir(const char *dir);
  * when everything went (dir too, with rmdir).
  */
 int tc_clear_job_dir(const char *dir, int rmdir_too);
+/* work_dir, or STATE_DIR/transcode (/tmp/seamfs without a state_dir),
+ * into buf. */
 void tc_work_path(const struct px_config *cfg, char *buf, size_t cap);
 /* Whether job directory dir carries seamfs's marker, given a moment: a
  * host sharing work_dir that made it just now writes the marker right
@@ -243,6 +247,7 @@ int tc_marked_soon(const char *dir);
 void tc_cleanup_orphans(struct px_transcode *tc);
 
 /* spawn.c */
+/* Wakes the supervisor thread (its eventfd). Any thread. */
 void tc_wake(struct px_transcode *tc);
 /* The profile's identity: a plan made for another profile is not reused. */
 void tc_profile_key(const struct px_transcode *tc, const struct job *j, char *buf,
