@@ -307,7 +307,7 @@ void px_core_stop(struct px_core *core)
 }
 
 /* Lists a transcode or remux asset at the size its plan gives
- * (transcode.c). */
+ * (transcode/plan.c). */
 static void discover_derived(struct px_core *core, size_t i, int64_t fallback_mtime,
 			     unsigned char *listed)
 {

@@ -270,7 +270,7 @@ static void test_lease_cas_and_fencing(void **state)
 	assert_int_equal(px_lease_claim(la, "movie", "hostA:1:aa", 2000, &a), PX_OK);
 	assert_true(a.gen > 1000000000000ULL);
 	/* host B: refused while A is live */
-	assert_int_equal(px_lease_claim(lb, "movie", "hostB:2:bb", 2000, &b), PX_EAGAIN);
+	assert_int_equal(px_lease_claim(lb, "movie", "hostB:2:bb", 2000, &b), PX_EFENCED);
 	assert_string_equal(b.owner, "hostA:1:aa");
 	assert_int_equal(px_lease_heartbeat(la, &a), PX_OK);
 	/* A lists a segment under its generation */
@@ -289,9 +289,9 @@ static void test_lease_cas_and_fencing(void **state)
 	assert_true(b.gen > a.gen);
 	assert_string_equal(b.session, a.session);
 	/* A is fenced: no heartbeat, no listing, whatever version it holds */
-	assert_int_equal(px_lease_heartbeat(la, &a), PX_EAGAIN);
+	assert_int_equal(px_lease_heartbeat(la, &a), PX_EFENCED);
 	assert_int_equal(px_tcstore_pl_put(sa, "movie", a.gen, v1, t1, strlen(t1), &nv),
-			 PX_EAGAIN);
+			 PX_EFENCED);
 	char *text = NULL;
 	size_t len = 0;
 	assert_int_equal(px_tcstore_pl_get(sb, "movie", &text, &len, &ver), PX_OK);
@@ -340,7 +340,7 @@ static void test_store_lost_data(void **state)
 	assert_int_equal(px_lease_claim(ls, "ep1", "h:2:y", 60000, &got), PX_OK);
 	assert_true(got.gen > g1);
 	/* the old holder is fenced by the new generation */
-	assert_int_equal(px_lease_heartbeat(ls, &l), PX_EAGAIN);
+	assert_int_equal(px_lease_heartbeat(ls, &l), PX_EFENCED);
 	px_lease_store_free(ls);
 	px_store_free(s);
 }
@@ -376,7 +376,7 @@ static void test_generation_after_rollback(void **state)
 	assert_int_equal(px_lease_claim(la, "ep", "hostA:1:aa", -1000, &c), PX_OK);
 	assert_true(c.gen > b.gen);
 	/* B, whose generation the store no longer has, is fenced */
-	assert_int_equal(px_lease_heartbeat(lb, &b), PX_EAGAIN);
+	assert_int_equal(px_lease_heartbeat(lb, &b), PX_EFENCED);
 	/* a claimant's floor: the highest generation it saw, whatever the clock */
 	px_store_note_gen(sb, c.gen + 5000000);
 	assert_int_equal(px_lease_release(la, &c), PX_OK);
@@ -813,7 +813,7 @@ static void test_sentinel_store(void **state)
 	assert_true(px_store_key(s, lk, sizeof(lk), "tc:{ep}:lease") > 0);
 	const char *del[] = { "DEL", lk };
 	assert_int_equal(px_store_call(plain, 2, del, NULL, NULL), PX_OK);
-	assert_int_equal(px_lease_heartbeat(ls, &l), PX_EAGAIN);
+	assert_int_equal(px_lease_heartbeat(ls, &l), PX_EFENCED);
 	const char *ex[] = { "EXISTS", lk };
 	struct px_reply *r = NULL;
 	assert_int_equal(px_store_call(plain, 2, ex, NULL, &r), PX_OK);
