@@ -521,7 +521,7 @@ fresh:
 #define LOCK_WAIT_MS 5000
 
 /* Takes the exclusive lock of file's read-modify-write between processes:
- * the lock file's fd, or -1 with err (PX_EAGAIN: held too long). */
+ * the lock file's fd, or -1 with err (PX_ELOCKTIMEOUT: held too long). */
 static int lock_file(const char *file, enum px_status *st, char *err, size_t errlen)
 {
 	char path[PATH_MAX];
@@ -540,7 +540,7 @@ static int lock_file(const char *file, enum px_status *st, char *err, size_t err
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
 			return fd;
 		if ((errno != EWOULDBLOCK && errno != EINTR) || waited >= LOCK_WAIT_MS) {
-			*st = errno == EWOULDBLOCK ? PX_EAGAIN : PX_EIO;
+			*st = errno == EWOULDBLOCK ? PX_ELOCKTIMEOUT : PX_EIO;
 			snprintf(err, errlen, "%s: %s", path,
 				 errno == EWOULDBLOCK ? "held by another process for over 5 s"
 						      : strerror(errno));

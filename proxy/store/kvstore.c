@@ -716,7 +716,7 @@ static enum px_status call(struct px_store *s, int argc, const char **argv,
 	if (out)
 		*out = NULL;
 	if (lock_bounded(s))
-		return PX_EBUSY;
+		return PX_ELOCKTIMEOUT;
 	s->calls++;
 	if (!s->ctx && px_now_ms() < s->retry_at) {
 		s->errors++;
