@@ -1152,6 +1152,33 @@ void px_providers_init(struct px_core *core)
 						cat->assets[i].sources[k].url);
 }
 
+void px_provider_fresh(struct px_core *core, size_t prov)
+{
+	memset(&core->provs[prov], 0, sizeof(core->provs[prov]));
+	core->provs[prov].probe_asset = -1;
+}
+
+void px_providers_apply(struct px_core *core, size_t prov, const struct px_provider *p,
+			int fresh)
+{
+	struct prov_rt *rt = &core->provs[prov];
+	if (fresh) {
+		px_provider_fresh(core, prov);
+		rt->cl = core->store != NULL;
+	}
+	rt->max = p->max_connections;
+	if (fresh || !p->implicit)
+		rt->drained = p->drained;
+}
+
+int px_providers_stopping(struct px_core *core)
+{
+	pthread_mutex_lock(&core->prov_lock);
+	int s = core->stopping;
+	pthread_mutex_unlock(&core->prov_lock);
+	return s;
+}
+
 void px_provider_note_source(struct px_core *core, size_t prov, const char *url)
 {
 	struct prov_rt *p = &core->provs[prov];

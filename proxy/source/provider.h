@@ -198,6 +198,20 @@ enum px_status px_session_switch_wait(struct px_session *s, size_t source,
  * for the asset when missing or of another size). */
 int px_session_fd(struct px_session *s, size_t source);
 
+/* Makes provider prov's run-time entry that of a provider new to the
+ * core: no slots, no sessions, no probe yet. prov_lock held. */
+void px_provider_fresh(struct px_core *core, size_t prov);
+
+/* A reload's catalog entry p for provider prov: its max_connections, and
+ * its drained unless p is implicit (a named provider's word stands); fresh:
+ * prov is new to the core, its entry is made first (px_provider_fresh,
+ * counted across hosts in cluster mode). prov_lock held (sources.c). */
+void px_providers_apply(struct px_core *core, size_t prov, const struct px_provider *p,
+			int fresh);
+
+/* Whether px_core_stop() was called. Takes prov_lock. Any thread. */
+int px_providers_stopping(struct px_core *core);
+
 /* Notes that provider prov has a source at url (NULL: a path): see
  * prov_rt.host. prov_lock held, or no other thread yet. */
 void px_provider_note_source(struct px_core *core, size_t prov, const char *url);
