@@ -1409,3 +1409,115 @@ int px_provider_sessions(struct px_core *core, size_t prov)
 	pthread_mutex_unlock(&core->prov_lock);
 	return n;
 }
+
+/* ---- the status's copy (px_providers_stats) */
+
+static enum px_snap_state snap_state(const struct prov_rt *p, int64_t now, int64_t ttl)
+{
+	if (p->drained)
+		return PX_SNAP_DRAINED;
+	if (p->auth_failed)
+		return PX_SNAP_AUTH_ERROR;
+	if ((p->bad_since && now - p->bad_since >= ttl) || p->remote_down)
+		return PX_SNAP_DOWN;
+	if (p->bad_since)
+		return PX_SNAP_FAILING;
+	return PX_SNAP_LIVE;
+}
+
+static void snap_session(const struct px_core *core, const struct px_session *x,
+			 struct px_snap_session *o, int *oom)
+{
+	const struct px_asset *a = &core->cat->assets[x->asset];
+	o->id = x->id;
+	o->client = x->client;
+	o->asset = px_snap_copy(a->id, oom);
+	o->path = px_snap_copy(a->path, oom);
+	o->source = px_snap_copy(a->sources[atomic_load(&x->source)].shown, oom);
+	o->provider = px_snap_copy(core->cat->providers[x->prov].name, oom);
+	o->offset = atomic_load(&x->offset);
+	o->served = atomic_load(&x->served);
+	o->created = x->created;
+	o->nhandles = x->nhandles;
+	o->xfers = x->xfers;
+	o->extra = x->xfers_extra;
+	o->exhausted = x->exhausted;
+	o->playback = atomic_load(&x->middle) >= PX_PLAY_BYTES;
+}
+
+enum px_status px_providers_stats(struct px_core *core, int rows, struct px_providers_stats *s)
+{
+	int oom = 0;
+	size_t n = 0;
+
+	pthread_mutex_lock(&core->prov_lock);
+	s->now = core->now();
+	s->nassets = core->cat->nassets; /* grows under prov_lock and vf_lock */
+	/* changed only where a reload publishes its tree, under reload_lock
+	 * alone: read without it, as a word (snapshot.c, Locks) */
+	s->nlisted = __atomic_load_n(&core->nlisted, __ATOMIC_RELAXED);
+	s->nprovs = core->cat->nproviders;
+	s->provs = calloc(s->nprovs + 1, sizeof(*s->provs));
+	if (!s->provs) {
+		oom = 1;
+		goto out;
+	}
+	for (size_t i = 0; i < s->nprovs; i++) {
+		const struct prov_rt *p = &core->provs[i];
+		struct px_snap_provider *o = &s->provs[i];
+		o->name = px_snap_copy(core->cat->providers[i].name, &oom);
+		o->state = snap_state(p, s->now, core->cfg->liveness_ttl_ms);
+		memcpy(o->why, p->why, sizeof(o->why));
+		o->why[sizeof(o->why) - 1] = '\0';
+		o->auth_failed = p->auth_failed;
+		memcpy(o->auth_why, p->auth_why, sizeof(o->auth_why));
+		o->auth_why[sizeof(o->auth_why) - 1] = '\0';
+		o->sessions = p->sessions;
+		o->xfers = p->xfers;
+		o->bg = p->bg;
+		o->held = p->held;
+		o->max = p->max;
+		o->cl = p->cl;
+		o->granted = p->granted;
+		o->others_slots = p->others_slots;
+		o->others_sessions = p->others_sessions;
+		o->cl_degraded = p->cl_degraded;
+		o->drained = p->drained;
+		o->last_good = p->last_good;
+		o->n_ok = p->n_ok;
+		o->n_bad = p->n_bad;
+		o->n_waits = p->n_waits;
+		o->n_busy = p->n_busy;
+		o->n_preempted = p->n_preempted;
+		o->n_evicted = p->n_evicted;
+		o->n_probes = p->n_probes;
+		o->n_auth = p->n_auth;
+	}
+	for (const struct px_session *x = core->sessions; x; x = x->next) {
+		if (x->nhandles)
+			s->sessions_open++;
+		else
+			s->sessions_lingering++;
+		if (atomic_load(&x->middle) >= PX_PLAY_BYTES)
+			s->sessions_playback++;
+		else
+			s->sessions_scan++;
+		n++;
+	}
+	if (rows) {
+		s->sessions = calloc(n + 1, sizeof(*s->sessions));
+		if (!s->sessions) {
+			oom = 1;
+			goto out;
+		}
+		for (const struct px_session *x = core->sessions; x; x = x->next)
+			snap_session(core, x, &s->sessions[s->nsessions++], &oom);
+	}
+	s->n_admit_busy = core->n_admit_busy;
+	memcpy(s->admit_why, core->admit_why, sizeof(s->admit_why));
+	s->admit_why[sizeof(s->admit_why) - 1] = '\0';
+	s->admit_when = core->admit_when;
+out:
+	pthread_mutex_unlock(&core->prov_lock);
+	return oom ? PX_ENOMEM : PX_OK;
+}

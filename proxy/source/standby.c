@@ -1798,3 +1798,87 @@ enum px_status px_standby_set_reference(struct px_core *core, size_t asset,
 	set_reference(core, asset, fp, 1);
 	return PX_OK;
 }
+
+/* ---- the status's copy */
+
+_Static_assert(sizeof(((struct px_core *)0)->recent) / sizeof(struct cutover_rec) ==
+	       PX_SNAP_RECENT, "the snapshot keeps every cutover the core remembers");
+
+/* Whether status.json lists the asset: listed, with a standby. */
+static int shown(const struct px_core *core, size_t i)
+{
+	return core->assets[i].listed && core->cat->assets[i].nsources >= 2;
+}
+
+static void snap_asset(const struct px_core *core, size_t i, struct px_snap_asset *o, int *oom)
+{
+	const struct px_asset *a = &core->cat->assets[i];
+	const struct asset_rt *rt = &core->assets[i];
+	const struct src_rt *src = __atomic_load_n(&rt->src, __ATOMIC_ACQUIRE);
+
+	o->id = px_snap_copy(a->id, oom);
+	o->path = px_snap_copy(a->path, oom);
+	o->size = rt->size;
+	if (rt->ref)
+		memcpy(o->reference, rt->ref_id, sizeof(o->reference));
+	o->reference[sizeof(o->reference) - 1] = '\0';
+	o->sources = calloc(a->nsources, sizeof(*o->sources));
+	if (!o->sources) {
+		*oom = 1;
+		return;
+	}
+	o->nsources = a->nsources;
+	for (size_t k = 0; k < a->nsources; k++) {
+		struct px_snap_source *so = &o->sources[k];
+		so->source = px_snap_copy(a->sources[k].shown, oom);
+		so->provider = px_snap_copy(core->cat->providers[a->sources[k].provider].name, oom);
+		so->verification = atomic_load(&rt->dead[k])
+			? "dead" : px_standby_state_name(src ? src[k].state : VS_UNKNOWN);
+		so->why = px_snap_copy(src ? px_src_why_of(&src[k]) : "", oom);
+		so->inconclusive = src ? src[k].inconclusive : 0;
+	}
+}
+
+enum px_status px_verify_stats(struct px_core *core, int rows, struct px_verify_stats *s)
+{
+	int oom = 0;
+
+	pthread_mutex_lock(&core->vf_lock);
+	memcpy(s->n_cutovers, core->n_cutovers, sizeof(s->n_cutovers));
+	memcpy(s->n_verified, core->n_verified, sizeof(s->n_verified));
+	s->n_exhausted = core->n_exhausted;
+	memcpy(s->exhausted_why, core->exhausted_why, sizeof(s->exhausted_why));
+	s->exhausted_why[sizeof(s->exhausted_why) - 1] = '\0';
+	if (!rows)
+		goto out;
+
+	uint64_t nr = core->nrecent < PX_SNAP_RECENT ? core->nrecent : PX_SNAP_RECENT;
+	for (uint64_t i = 0; i < nr; i++) {
+		const struct cutover_rec *c = &core->recent[(core->nrecent - 1 - i) % PX_SNAP_RECENT];
+		const struct px_asset *a = &core->cat->assets[c->asset];
+		struct px_snap_cutover *o = &s->recent[s->nrecent++];
+		o->session = c->session;
+		o->asset = px_snap_copy(a->id, &oom);
+		o->from = px_snap_copy(a->sources[c->from].shown, &oom);
+		o->to = px_snap_copy(a->sources[c->to].shown, &oom);
+		o->offset = c->offset;
+		o->ms = c->ms;
+		o->when = c->when;
+		o->reason = c->reason;
+	}
+
+	size_t n = 0, na = core->cat->nassets;
+	for (size_t i = 0; i < na; i++)
+		n += (size_t)shown(core, i);
+	s->assets = calloc(n + 1, sizeof(*s->assets));
+	if (!s->assets) {
+		oom = 1;
+		goto out;
+	}
+	for (size_t i = 0; i < na && s->nshown < n; i++)
+		if (shown(core, i))
+			snap_asset(core, i, &s->assets[s->nshown++], &oom);
+out:
+	pthread_mutex_unlock(&core->vf_lock);
+	return oom ? PX_ENOMEM : PX_OK;
+}
