@@ -509,123 +509,126 @@ static void wait_cutover(struct px_core *core, struct px_session *sess, int64_t 
 		nanosleep(&step, NULL);
 }
 
-enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_session *sess,
-			      int bg, int64_t deadline, const struct px_fetch_params *fp,
-			      const struct px_fetch_cb *cb, uint64_t *id)
+/* Takes the spare room a PX_XFER_SPARE transfer may have: 0 when there is
+ * none (no waiting, no lingering session ended). prov_lock held. */
+static int take_spare(struct prov_rt *p, struct xrec *x, struct px_session *sess)
 {
-	struct prov_rt *p = &core->provs[prov];
-	struct xrec *x = calloc(1, sizeof(*x));
+	if (!has_room(p) || p->waitq)
+		return 0;
+	if (sess) {
+		x->extra = sess;
+		sess->xfers_extra++;
+	}
+	return 1;
+}
+
+/* Waits in turn (w queued at p) until w is granted a slot of x's
+ * provider: makes room where it may (background work, a lingering
+ * session, the cluster, the session's own idle streams) and wakes every
+ * 200 ms to look again. PX_EBUSY at deadline, PX_ESHUTDOWN; w is then
+ * out of the queue. prov_lock held (let go around the yield). */
+static enum px_status wait_turn(struct px_core *core, struct xrec *x, struct slot_wait *w,
+				int64_t deadline)
+{
+	struct prov_rt *p = &core->provs[x->prov];
 	enum px_status st = PX_OK;
 	int yielded = 0;
 	int slices = 0; /* waits of 200 ms with no slot */
 
-	if (!x)
-		return PX_ENOMEM;
-	if (sess && !bg && !t_cutover)
-		wait_cutover(core, sess, deadline);
-	x->core = core;
-	x->prov = prov;
-	x->sess = bg ? NULL : sess;
-	x->bg = bg || !sess;
-	x->inner = *cb;
-	x->refs = 2;
-
-	pthread_mutex_lock(&core->prov_lock);
-	if (bg == PX_XFER_SPARE) {
-		/* spare room only: no waiting, no lingering session ended */
-		if (!has_room(p) || p->waitq) {
+	while (!w->granted) {
+		if (core->stopping) {
+			st = PX_ESHUTDOWN;
+		} else if (!x->bg && preempt_bg(core, p)) {
+			continue;
+		} else if (evict_lingering(core, x->prov, x->sess)) {
+			continue;
+		} else if (cluster_need(p) && cluster_take(core, x->prov)) {
+			grant_waiters(core, p);
+			continue;
+		} else if (x->sess && !yielded) {
+			yielded = 1;
 			pthread_mutex_unlock(&core->prov_lock);
-			free(x);
-			return PX_EBUSY;
+			/* a cutover's check that found no slot for a while:
+			 * the session's own streams on the source it leaves
+			 * may hold it (a shared provider) */
+			int how = !slices ? PX_YIELD_IDLE :
+				  t_cutover ? PX_YIELD_LEAVING : PX_YIELD_UNREAD;
+			int n = core->yield_idle ? core->yield_idle(x->sess, how) : 0;
+			pthread_mutex_lock(&core->prov_lock);
+			if (n)
+				continue;
+		} else {
+			/* wake now and then to look for idle streams again */
+			int64_t slice = px_now_ms() + 200;
+			if (!wait_until(core, slice < deadline ? slice : deadline)) {
+				p->n_busy++;
+				st = PX_EBUSY;
+			}
+			yielded = 0;
+			slices++;
 		}
-		if (sess) {
-			x->extra = sess;
-			sess->xfers_extra++;
+		if (st != PX_OK && !w->granted) {
+			for (struct slot_wait **pw = &p->waitq; *pw; pw = &(*pw)->next) {
+				if (*pw == w) {
+					*pw = w->next;
+					break;
+				}
+			}
+			return st;
 		}
+		st = PX_OK;
 	}
-	if (x->sess && x->sess->prov != prov) {
-		/* counted like a transfer left behind by a cutover */
-		x->loose = 1;
-		x->sess = NULL;
-	}
+	return PX_OK;
+}
+
+/* Takes a slot of x's provider for x, at once or in turn (wait_turn);
+ * w->gen and w->moved say how it was counted. prov_lock held. */
+static enum px_status take_slot(struct px_core *core, struct xrec *x, struct slot_wait *w,
+				int64_t deadline)
+{
+	struct prov_rt *p = &core->provs[x->prov];
 	/* its own reservation needs no turn; shared room is taken in turn */
 	int now_ok = can_take(p, x->sess) &&
 		     (!p->waitq || (x->sess && x->sess->xfers < x->sess->reserved &&
 				    !queued(p, x->sess)));
-	unsigned gen = x->sess ? x->sess->gen : 0;
-	int moved = 0;
+	w->gen = x->sess ? x->sess->gen : 0;
 	if (now_ok) {
 		take(p, x->sess);
-	} else {
-		struct slot_wait w = { NULL, x->sess, 0, 0, 0 };
-		struct slot_wait **tail = &p->waitq;
-		while (*tail)
-			tail = &(*tail)->next;
-		*tail = &w;
-		p->n_waits++;
-		grant_waiters(core, p); /* it may be its turn already */
-		while (!w.granted) {
-			if (core->stopping) {
-				st = PX_ESHUTDOWN;
-			} else if (!x->bg && preempt_bg(core, p)) {
-				continue;
-			} else if (evict_lingering(core, prov, x->sess)) {
-				continue;
-			} else if (cluster_need(p) && cluster_take(core, prov)) {
-				grant_waiters(core, p);
-				continue;
-			} else if (x->sess && !yielded) {
-				yielded = 1;
-				pthread_mutex_unlock(&core->prov_lock);
-				/* a cutover's check that found no slot for a while:
-				 * the session's own streams on the source it leaves
-				 * may hold it (a shared provider) */
-				int how = !slices ? PX_YIELD_IDLE :
-					  t_cutover ? PX_YIELD_LEAVING : PX_YIELD_UNREAD;
-				int n = core->yield_idle ? core->yield_idle(x->sess, how) : 0;
-				pthread_mutex_lock(&core->prov_lock);
-				if (n)
-					continue;
-			} else {
-				/* wake now and then to look for idle streams again */
-				int64_t slice = px_now_ms() + 200;
-				if (!wait_until(core, slice < deadline ? slice : deadline)) {
-					p->n_busy++;
-					st = PX_EBUSY;
-				}
-				yielded = 0;
-				slices++;
-			}
-			if (st != PX_OK && !w.granted) {
-				for (struct slot_wait **pw = &p->waitq; *pw; pw = &(*pw)->next) {
-					if (*pw == &w) {
-						*pw = w.next;
-						break;
-					}
-				}
-				break;
-			}
-			st = PX_OK;
-		}
-		gen = w.gen;
-		moved = w.moved;
-		if (st != PX_OK) {
-			/* who held the slots all that time: a read that fails so
-			 * says nothing else (retry.c leaves PX_EBUSY alone) */
-			int held = p->held, xfers = p->xfers, bgn = p->bg, nsess = p->sessions;
-			int max = p->max;
-			pthread_mutex_unlock(&core->prov_lock);
-			if (st == PX_EBUSY)
-				px_log(x->sess ? PX_LOG_WARN : PX_LOG_DEBUG, "provider",
-				       "provider %s: no slot free within the bound of a %s transfer "
-				       "(max_connections %d: %d held, %d transfers open, %d of them "
-				       "background, %d sessions)", core->cat->providers[prov].name,
-				       x->sess ? "session's" : "background", max, held, xfers, bgn,
-				       nsess);
-			free(x);
-			return st;
-		}
+		return PX_OK;
 	}
+	struct slot_wait **tail = &p->waitq;
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = w;
+	p->n_waits++;
+	grant_waiters(core, p); /* it may be its turn already */
+	return wait_turn(core, x, w, deadline);
+}
+
+/* Logs who held the slots all the time a transfer waited in vain, and
+ * lets go of prov_lock. */
+static void no_slot(struct px_core *core, const struct xrec *x, enum px_status st)
+{
+	/* a read that fails so says nothing else (retry.c leaves PX_EBUSY
+	 * alone) */
+	const struct prov_rt *p = &core->provs[x->prov];
+	int held = p->held, xfers = p->xfers, bgn = p->bg, nsess = p->sessions;
+	int max = p->max;
+	pthread_mutex_unlock(&core->prov_lock);
+	if (st == PX_EBUSY)
+		px_log(x->sess ? PX_LOG_WARN : PX_LOG_DEBUG, "provider",
+		       "provider %s: no slot free within the bound of a %s transfer "
+		       "(max_connections %d: %d held, %d transfers open, %d of them "
+		       "background, %d sessions)", core->cat->providers[x->prov].name,
+		       x->sess ? "session's" : "background", max, held, xfers, bgn, nsess);
+}
+
+/* Counts x, granted its slot (w), where it belongs: the session's (sess),
+ * one left by a cutover, or background work. prov_lock held. */
+static void settle(struct px_core *core, struct xrec *x, struct px_session *sess,
+		   const struct slot_wait *w)
+{
+	struct prov_rt *p = &core->provs[x->prov];
 	if (x->loose) {
 		/* taken as background work; it is not: a session's, not
 		 * preemptible */
@@ -634,20 +637,20 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 		x->sess = sess;
 		sess->xfers_moved++;
 		x->gen = sess->gen - 1;
-	} else if (moved) {
+	} else if (w->moved) {
 		/* take_moved() counted it apart from the session */
 		x->loose = 1;
 	} else if (x->sess) {
 		/* the generation its slot was counted in, not the session's
 		 * now: a cutover may have moved it while this thread woke */
-		x->gen = gen;
+		x->gen = w->gen;
 	}
 	if (p->max && p->xfers > p->max)
 		px_error("provider", "provider %s: %d transfers open, over its limit of %d "
 			 "(%d slots held, %d background, %d sessions; this one %s%s, %s)",
-			 core->cat->providers[prov].name, p->xfers, p->max, p->held, p->bg,
+			 core->cat->providers[x->prov].name, p->xfers, p->max, p->held, p->bg,
 			 p->sessions, x->bg ? "background" : x->loose ? "left by a cutover" :
-			 "a session's", moved ? ", moved while it waited" : "",
+			 "a session's", w->moved ? ", moved while it waited" : "",
 			 x->sess ? x->sess->who : "no session");
 	if (x->bg) {
 		x->next = p->bgs;
@@ -656,13 +659,17 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 		p->bgs = x;
 	}
 	x->seq = ++p->submits;
-	if (sess && !bg)
-		sess->requests++;
-	pthread_mutex_unlock(&core->prov_lock);
+}
 
+/* Hands x, holding its slot, to the fetcher; a submit that fails gives
+ * the slot back. Takes prov_lock. */
+static enum px_status start(struct px_core *core, struct xrec *x,
+			    const struct px_fetch_params *fp, uint64_t *id)
+{
+	struct prov_rt *p = &core->provs[x->prov];
 	struct px_fetch_cb wrap = { x_data, x_done, x };
 	x->submitted_us = px_now_us();
-	st = core->ops.submit(core->ops.impl, fp, &wrap, id);
+	enum px_status st = core->ops.submit(core->ops.impl, fp, &wrap, id);
 
 	pthread_mutex_lock(&core->prov_lock);
 	if (st != PX_OK) {
@@ -678,6 +685,48 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 	xrec_unref(x);
 	pthread_mutex_unlock(&core->prov_lock);
 	return st;
+}
+
+enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_session *sess,
+			      int bg, int64_t deadline, const struct px_fetch_params *fp,
+			      const struct px_fetch_cb *cb, uint64_t *id)
+{
+	struct xrec *x = calloc(1, sizeof(*x));
+	enum px_status st;
+
+	if (!x)
+		return PX_ENOMEM;
+	if (sess && !bg && !t_cutover)
+		wait_cutover(core, sess, deadline);
+	x->core = core;
+	x->prov = prov;
+	x->sess = bg ? NULL : sess;
+	x->bg = bg || !sess;
+	x->inner = *cb;
+	x->refs = 2;
+
+	pthread_mutex_lock(&core->prov_lock);
+	if (bg == PX_XFER_SPARE && !take_spare(&core->provs[prov], x, sess)) {
+		pthread_mutex_unlock(&core->prov_lock);
+		free(x);
+		return PX_EBUSY;
+	}
+	if (x->sess && x->sess->prov != prov) {
+		/* counted like a transfer left behind by a cutover */
+		x->loose = 1;
+		x->sess = NULL;
+	}
+	struct slot_wait w = { NULL, x->sess, 0, 0, 0 };
+	if ((st = take_slot(core, x, &w, deadline)) != PX_OK) {
+		no_slot(core, x, st);
+		free(x);
+		return st;
+	}
+	settle(core, x, sess, &w);
+	if (sess && !bg)
+		sess->requests++;
+	pthread_mutex_unlock(&core->prov_lock);
+	return start(core, x, fp, id);
 }
 
 /* ---- sessions */
