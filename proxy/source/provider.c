@@ -859,81 +859,70 @@ static int unheard(const struct px_core *core, const struct prov_rt *p, int64_t 
 static void check_at_open(struct px_core *core, size_t i, size_t asset, size_t k,
 			  int64_t deadline);
 
-enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t client,
-				int64_t deadline, struct px_session **out)
+/* A live session of client on the asset that a new handle joins, or
+ * NULL. prov_lock held. */
+static struct px_session *joinable(struct px_core *core, size_t asset, uint64_t client,
+				   int64_t now)
 {
-	const struct px_asset *a = &core->cat->assets[asset];
 	struct px_session *s;
-	enum px_status st = PX_OK;
-	char why[300] = "";
-	int waited = 0;
-	size_t src = 0;
-
-	*out = NULL;
-	/* an asset's per-source states exist once it is played */
-	if (!px_src_ensure(core, asset))
-		return PX_ENOMEM;
-	pthread_mutex_lock(&core->prov_lock);
-	int64_t now = core->now();
-	expire_sessions(core, now);
 	for (s = core->sessions; s; s = s->next)
 		if (s->asset == asset && s->client == client && !s->failed &&
 		    !core->assets[asset].dead[s->source] &&
 		    health(core, &core->provs[s->prov], now) < 2)
 			break;
-	if (s) {
-		s->nhandles++;
-		pthread_mutex_unlock(&core->prov_lock);
-		px_debug("session", "%s: joined by client %llu", s->who, (unsigned long long)client);
-		*out = s;
-		return PX_OK;
-	}
+	return s;
+}
+
+/* What an open of the asset waits for: the source *src to start on, with
+ * a slot free on its provider (made where it may: a lingering session,
+ * the cluster, background work) and, for a path, a file that opens.
+ * PX_EBUSY at deadline, PX_ENOSOURCE, PX_ESHUTDOWN, with why. prov_lock
+ * held (let go around a path's check). */
+static enum px_status admit(struct px_core *core, size_t asset, int64_t deadline, size_t *src,
+			    char *why, size_t whylen)
+{
+	const struct px_asset *a = &core->cat->assets[asset];
+	int waited = 0;
 	for (;;) {
-		if (core->stopping) {
-			st = PX_ESHUTDOWN;
-			break;
-		}
-		int r = choose(core, asset, core->now(), &src, why, sizeof(why));
-		if (r < 0) {
-			st = PX_ENOSOURCE;
-			break;
-		}
+		if (core->stopping)
+			return PX_ESHUTDOWN;
+		int r = choose(core, asset, core->now(), src, why, whylen);
+		if (r < 0)
+			return PX_ENOSOURCE;
 		if (r == 1) {
-			struct prov_rt *p = &core->provs[a->sources[src].provider];
-			if (!a->sources[src].path && unheard(core, p, core->now())) {
+			size_t prov = a->sources[*src].provider;
+			struct prov_rt *p = &core->provs[prov];
+			if (!a->sources[*src].path && unheard(core, p, core->now())) {
 				/* an idle mount asked nothing: ask now, then
 				 * choose with its answer */
-				check_at_open(core, a->sources[src].provider, asset, src, deadline);
+				check_at_open(core, prov, asset, *src, deadline);
 				continue;
 			}
-			if ((!has_room(p) || p->waitq) &&
-			    !evict_lingering(core, a->sources[src].provider, NULL)) {
+			if ((!has_room(p) || p->waitq) && !evict_lingering(core, prov, NULL)) {
 				/* a slot more from the cluster (a closed session of
 				 * ours gave its up first: no call for that) */
-				if (!has_room(p) && cluster_need(p) &&
-				    cluster_take(core, a->sources[src].provider))
+				if (!has_room(p) && cluster_need(p) && cluster_take(core, prov))
 					continue; /* choose again */
 				/* background work there gives way: wait for its end */
 				preempt_bg(core, p);
 				if (!wait_until(core, deadline)) {
-					st = PX_EBUSY;
-					snprintf(why, sizeof(why), "all providers at their limit "
+					snprintf(why, whylen, "all providers at their limit "
 						 "(background work did not end in time)");
-					break;
+					return PX_EBUSY;
 				}
 				continue;
 			}
-			if (!a->sources[src].path)
-				break;
+			if (!a->sources[*src].path)
+				return PX_OK;
 			/* a path source must open and have the size: check it
 			 * outside the lock, then choose again */
 			pthread_mutex_unlock(&core->prov_lock);
-			int fd = open_path(core, asset, src);
+			int fd = open_path(core, asset, *src);
 			pthread_mutex_lock(&core->prov_lock);
 			if (fd < 0)
 				continue;
 			close(fd);
-			break;
+			return PX_OK;
 		}
 		if (cluster_ask(core, asset))
 			continue;
@@ -941,30 +930,39 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 			waited = 1;
 			px_info("session", "asset %s: open waits: %s", a->id, why);
 		}
-		if (!wait_until(core, deadline)) {
-			st = PX_EBUSY;
-			break;
-		}
+		if (!wait_until(core, deadline))
+			return PX_EBUSY;
 	}
-	if (st != PX_OK) {
-		snprintf(core->admit_why, sizeof(core->admit_why), "asset %s: %s", a->id,
-			 st == PX_EBUSY ? why : st == PX_ESHUTDOWN ? "shutting down" : why);
-		core->admit_when = core->now();
-		if (st == PX_EBUSY)
-			core->n_admit_busy++;
-		pthread_mutex_unlock(&core->prov_lock);
-		px_warn("session", "asset %s: open refused: %s", a->id, why);
-		return st;
-	}
-	s = calloc(1, sizeof(*s));
+}
+
+/* Notes an open admit() refused for the status, lets go of prov_lock
+ * and logs it. */
+static void refuse(struct px_core *core, const struct px_asset *a, enum px_status st,
+		   const char *why)
+{
+	snprintf(core->admit_why, sizeof(core->admit_why), "asset %s: %s", a->id,
+		 st == PX_EBUSY ? why : st == PX_ESHUTDOWN ? "shutting down" : why);
+	core->admit_when = core->now();
+	if (st == PX_EBUSY)
+		core->n_admit_busy++;
+	pthread_mutex_unlock(&core->prov_lock);
+	px_warn("session", "asset %s: open refused: %s", a->id, why);
+}
+
+/* A new session of client on the asset's source src, holding its slot,
+ * in the list; NULL without memory. prov_lock held. */
+static struct px_session *session_new(struct px_core *core, size_t asset, uint64_t client,
+				      size_t src)
+{
+	const struct px_asset *a = &core->cat->assets[asset];
+	struct px_session *s = calloc(1, sizeof(*s));
 	/* room for the sources the asset may gain while mounted */
 	size_t nfds = core->assets[asset].source_cap + 1;
 	int *fds = s ? malloc(nfds * sizeof(*fds)) : NULL;
 	if (!s || !fds) {
 		free(s);
 		free(fds);
-		pthread_mutex_unlock(&core->prov_lock);
-		return PX_ENOMEM;
+		return NULL;
 	}
 	for (size_t i = 0; i < nfds; i++)
 		fds[i] = -1;
@@ -991,8 +989,41 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 	if (s->next)
 		s->next->prev = s;
 	core->sessions = s;
-	pthread_mutex_unlock(&core->prov_lock);
+	return s;
+}
 
+enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t client,
+				int64_t deadline, struct px_session **out)
+{
+	const struct px_asset *a = &core->cat->assets[asset];
+	struct px_session *s;
+	enum px_status st;
+	char why[300] = "";
+	size_t src = 0;
+
+	*out = NULL;
+	/* an asset's per-source states exist once it is played */
+	if (!px_src_ensure(core, asset))
+		return PX_ENOMEM;
+	pthread_mutex_lock(&core->prov_lock);
+	int64_t now = core->now();
+	expire_sessions(core, now);
+	s = joinable(core, asset, client, now);
+	if (s) {
+		s->nhandles++;
+		pthread_mutex_unlock(&core->prov_lock);
+		px_debug("session", "%s: joined by client %llu", s->who, (unsigned long long)client);
+		*out = s;
+		return PX_OK;
+	}
+	if ((st = admit(core, asset, deadline, &src, why, sizeof(why))) != PX_OK) {
+		refuse(core, a, st, why);
+		return st;
+	}
+	s = session_new(core, asset, client, src);
+	pthread_mutex_unlock(&core->prov_lock);
+	if (!s)
+		return PX_ENOMEM;
 	if (a->sources[src].path && px_session_fd(s, src) < 0) {
 		/* it went away between the check and now */
 		px_session_leave(s);
