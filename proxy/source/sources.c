@@ -142,107 +142,149 @@ static enum px_status find_asset(struct px_core *core, const char *id, size_t *o
 	return PX_OK;
 }
 
+/* What px_sources_add is asked: the asset, the URL or path and its
+ * provider (NULL: the URL's implicit one), with the names its checks
+ * made. */
+struct add_req {
+	size_t asset;
+	const char *where, *provider;
+	int is_url;
+	char hostport[300];        /* the implicit provider's name ("local") */
+	char esc[300];             /* where, redacted and escaped: for messages */
+};
+
+/* Whether r->where may be a source, with its implicit provider's name;
+ * PX_EINVAL with "FIELD: why" in err. */
+static enum px_status check_where(const struct px_core *core, struct add_req *r, char *err,
+				  size_t errlen)
+{
+	const char *bad = r->is_url ? px_catalog_bad_url(r->where, r->hostport,
+							 sizeof(r->hostport))
+				    : px_catalog_bad_local(r->where);
+	if (bad) {
+		snprintf(err, errlen, "%s: \"%s\" %s", r->is_url ? "url" : "path", r->esc, bad);
+		return PX_EINVAL;
+	}
+	if (!r->is_url) {
+		char why[300];
+		/* added at run time: held to strm_paths like playlists */
+		if (!px_sources_path_allowed(core, r->where, 1, why, sizeof(why))) {
+			snprintf(err, errlen, "path: \"%s\" %s", r->esc, why);
+			return PX_EINVAL;
+		}
+		snprintf(r->hostport, sizeof(r->hostport), "local");
+	}
+	return PX_OK;
+}
+
+/* Writes the new source (on provider prov, made when new) into the next
+ * free entry, then publishes it. Both locks held. */
+static enum px_status append_new(struct px_core *core, const struct add_req *r, size_t prov,
+				 char *err, size_t errlen)
+{
+	struct px_catalog *m = core->mcat;
+	struct px_asset *a = &m->assets[r->asset];
+	struct asset_rt *rt = &core->assets[r->asset];
+	char *s = keep(core, r->where);
+	char *shown_s = own(core, px_redact_url_dup(r->where));
+	char *key_s = own(core, px_redact_key(r->where));
+	char *pname = prov == m->nproviders ? keep(core, r->hostport) : NULL;
+	if (!s || !shown_s || !key_s || (prov == m->nproviders && !pname)) {
+		snprintf(err, errlen, "out of memory");
+		return PX_ENOMEM;
+	}
+	if (prov == m->nproviders) {
+		/* the implicit provider of a host seen for the first time */
+		struct px_provider *p = &m->providers[prov];
+		memset(p, 0, sizeof(*p));
+		p->name = pname;
+		p->implicit = 1;
+		px_provider_fresh(core, prov);
+		m->nproviders++;
+	}
+	size_t k = a->nsources;
+	struct px_source *src = &a->sources[k];
+	memset(src, 0, sizeof(*src));
+	if (r->is_url)
+		src->url = s;
+	else
+		src->path = s;
+	src->shown = shown_s;
+	src->key = key_s;
+	src->provider = prov;
+	px_provider_note_source(core, prov, src->url);
+	rt->dead[k] = 0;
+	if (rt->src) {
+		px_src_why(&rt->src[k], NULL);
+		memset(&rt->src[k], 0, sizeof(rt->src[k]));
+	}
+	a->nsources = k + 1;   /* published last */
+	return PX_OK;
+}
+
+/* px_sources_add under both locks: *prov gets the source's provider. */
+static enum px_status add_locked(struct px_core *core, struct add_req *r, size_t *prov,
+				 char *err, size_t errlen)
+{
+	struct px_catalog *m = core->mcat;
+	struct px_asset *a = &m->assets[r->asset];
+	struct asset_rt *rt = &core->assets[r->asset];
+	const char *want = r->provider ? r->provider : r->hostport;
+	*prov = 0;
+	while (*prov < m->nproviders && strcmp(m->providers[*prov].name, want) != 0)
+		(*prov)++;
+	long had = find_source(a, r->where);
+	if (was_removed(core, r->asset, had)) {
+		revive(core, r->asset, had);
+		*prov = a->sources[had].provider;
+		return PX_OK;
+	}
+	if (had >= 0) {
+		snprintf(err, errlen, "%s: \"%s\" is already a source of \"%s\"",
+			 r->is_url ? "url" : "path", r->esc, a->id);
+		return PX_EEXIST;
+	}
+	if (a->nsources >= rt->source_cap) {
+		snprintf(err, errlen, "asset: \"%s\" has room for %zu sources while mounted",
+			 a->id, rt->source_cap);
+		return PX_EINVAL;
+	}
+	if (*prov == m->nproviders && r->provider) {
+		px_catalog_escape(r->esc, sizeof(r->esc), r->provider);
+		snprintf(err, errlen, "provider: no provider named \"%s\"", r->esc);
+		return PX_ENOTFOUND;
+	}
+	if (*prov == m->nproviders && m->nproviders >= core->provs_cap) {
+		snprintf(err, errlen, "url: no room for another provider while mounted "
+			 "(name an existing one)");
+		return PX_EINVAL;
+	}
+	return append_new(core, r, *prov, err, errlen);
+}
+
 enum px_status px_sources_add(struct px_core *core, const char *asset_id, const char *where,
 				  const char *provider, char *err, size_t errlen)
 {
-	struct px_catalog *m = core->mcat;
-	char hostport[300], esc[300], shown[300];
-	const char *bad;
-	size_t asset, prov = 0;
+	struct add_req r = { .where = where, .provider = provider,
+			     .is_url = strstr(where, "://") != NULL };
+	char shown[300];
+	size_t prov;
 	enum px_status st;
-	int is_url = strstr(where, "://") != NULL;
 
-	if ((st = find_asset(core, asset_id, &asset, err, errlen)) != PX_OK)
+	if ((st = find_asset(core, asset_id, &r.asset, err, errlen)) != PX_OK)
 		return st;
 	px_redact_url(where, shown, sizeof(shown)); /* messages go to the log and the API */
-	px_catalog_escape(esc, sizeof(esc), shown);
-	bad = is_url ? px_catalog_bad_url(where, hostport, sizeof(hostport))
-		     : px_catalog_bad_local(where);
-	if (bad) {
-		snprintf(err, errlen, "%s: \"%s\" %s", is_url ? "url" : "path", esc, bad);
-		return PX_EINVAL;
-	}
-	if (!is_url) {
-		char why[300];
-		/* added at run time: held to strm_paths like playlists */
-		if (!px_sources_path_allowed(core, where, 1, why, sizeof(why))) {
-			snprintf(err, errlen, "path: \"%s\" %s", esc, why);
-			return PX_EINVAL;
-		}
-		snprintf(hostport, sizeof(hostport), "local");
-	}
-
+	px_catalog_escape(r.esc, sizeof(r.esc), shown);
+	if ((st = check_where(core, &r, err, errlen)) != PX_OK)
+		return st;
 	pthread_mutex_lock(&core->prov_lock);
 	pthread_mutex_lock(&core->vf_lock);
-	struct px_asset *a = &m->assets[asset];
-	struct asset_rt *rt = &core->assets[asset];
-	const char *want = provider ? provider : hostport;
-	while (prov < m->nproviders && strcmp(m->providers[prov].name, want) != 0)
-		prov++;
-	long had = find_source(a, where);
-	if (was_removed(core, asset, had)) {
-		revive(core, asset, had);
-		prov = a->sources[had].provider;
-		st = PX_OK;
-	} else if (had >= 0) {
-		snprintf(err, errlen, "%s: \"%s\" is already a source of \"%s\"",
-			 is_url ? "url" : "path", esc, a->id);
-		st = PX_EEXIST;
-	} else if (a->nsources >= rt->source_cap) {
-		snprintf(err, errlen, "asset: \"%s\" has room for %zu sources while mounted",
-			 a->id, rt->source_cap);
-		st = PX_EINVAL;
-	} else if (prov == m->nproviders && provider) {
-		px_catalog_escape(esc, sizeof(esc), provider);
-		snprintf(err, errlen, "provider: no provider named \"%s\"", esc);
-		st = PX_ENOTFOUND;
-	} else if (prov == m->nproviders && m->nproviders >= core->provs_cap) {
-		snprintf(err, errlen, "url: no room for another provider while mounted "
-			 "(name an existing one)");
-		st = PX_EINVAL;
-	} else {
-		char *s = keep(core, where);
-		char *shown_s = own(core, px_redact_url_dup(where));
-		char *key_s = own(core, px_redact_key(where));
-		char *pname = prov == m->nproviders ? keep(core, hostport) : NULL;
-		if (!s || !shown_s || !key_s || (prov == m->nproviders && !pname)) {
-			snprintf(err, errlen, "out of memory");
-			st = PX_ENOMEM;
-		} else {
-			if (prov == m->nproviders) {
-				/* the implicit provider of a host seen for the first time */
-				struct px_provider *p = &m->providers[prov];
-				memset(p, 0, sizeof(*p));
-				p->name = pname;
-				p->implicit = 1;
-				px_provider_fresh(core, prov);
-				m->nproviders++;
-			}
-			size_t k = a->nsources;
-			struct px_source *src = &a->sources[k];
-			memset(src, 0, sizeof(*src));
-			if (is_url)
-				src->url = s;
-			else
-				src->path = s;
-			src->shown = shown_s;
-			src->key = key_s;
-			src->provider = prov;
-			px_provider_note_source(core, prov, src->url);
-			rt->dead[k] = 0;
-			if (rt->src) {
-				px_src_why(&rt->src[k], NULL);
-				memset(&rt->src[k], 0, sizeof(rt->src[k]));
-			}
-			a->nsources = k + 1;   /* published last */
-			st = PX_OK;
-		}
-	}
+	st = add_locked(core, &r, &prov, err, errlen);
 	pthread_mutex_unlock(&core->vf_lock);
 	pthread_mutex_unlock(&core->prov_lock);
 	if (st == PX_OK)
 		px_info("sources", "asset %s: source %s added (provider %s): a standby once verified",
-			a->id, shown, m->providers[prov].name);
+			core->cat->assets[r.asset].id, shown, core->cat->providers[prov].name);
 	return st;
 }
 
