@@ -10,9 +10,10 @@
  * reading every age goes by: px_providers_stats, provider.c), the
  * transcode supervisor's own lock (inside px_transcode_snapshot), vf_lock
  * (verification states, cutovers, and the catalog's ids and sources the
- * rows name: px_verify_stats, standby.c), cache_lock (bytes cached). Where other code
- * nests the core's locks (reload.c, sources.c) the order is reload_lock,
- * prov_lock, vf_lock; they are taken here in that order too. A reload
+ * rows name: px_verify_stats, standby.c), cache_lock (bytes cached).
+ * Where other code nests the core's locks (reload.c, sources.c) the
+ * order is reload_lock, prov_lock, vf_lock; they are taken here in that
+ * order too. A reload
  * holds reload_lock across its size probes, so the metrics' snapshot
  * never takes it: a scrape does not wait for a reload (status.json always
  * has). Counters and histograms are atomics, read without a lock. A
