@@ -87,6 +87,8 @@ struct probe {
 	pthread_cond_t cond;
 	struct probe_item *items;
 	size_t nitems, inflight;
+	struct probe_src *srcs; /* every item's sources, in one array */
+	size_t nsrcs;
 	int changed;          /* a transfer ended: the driver has work */
 	int64_t deadline;
 };
@@ -382,36 +384,33 @@ static int item_over(struct probe_item *it)
 	return 1;
 }
 
-void px_probe_assets(struct px_core *core, const unsigned char *need)
+/* Makes pr's items (the assets need names) and their sources. 0 when
+ * there is nothing to do or no memory (logged). */
+static int make_items(struct probe *pr, const unsigned char *need)
 {
-	struct probe pr = { .core = core };
-	const struct px_catalog *cat = core->cat;
-	int64_t deadline = px_now_ms() + core->cfg->probe_timeout_ms;
-	size_t nsrcs = 0;
-	struct probe_src *srcs = NULL;
-
-	pr.deadline = deadline;
+	const struct px_catalog *cat = pr->core->cat;
 	for (size_t i = 0; i < cat->nassets; i++) {
 		if (need[i]) {
-			pr.nitems++;
-			nsrcs += cat->assets[i].nsources;
+			pr->nitems++;
+			pr->nsrcs += cat->assets[i].nsources;
 		}
 	}
-	if (!pr.nitems)
-		return;
-	pr.items = calloc(pr.nitems, sizeof(*pr.items));
-	srcs = calloc(nsrcs + 1, sizeof(*srcs));
-	if (!pr.items || !srcs) {
+	if (!pr->nitems)
+		return 0;
+	pr->items = calloc(pr->nitems, sizeof(*pr->items));
+	pr->srcs = calloc(pr->nsrcs + 1, sizeof(*pr->srcs));
+	if (!pr->items || !pr->srcs) {
 		px_error("probe", "out of memory: no sizes discovered");
-		free(pr.items);
-		free(srcs);
-		return;
+		free(pr->items);
+		free(pr->srcs);
+		return 0;
 	}
+	struct probe_src *srcs = pr->srcs;
 	for (size_t i = 0, k = 0, m = 0; i < cat->nassets; i++) {
 		if (!need[i])
 			continue;
-		struct probe_item *it = &pr.items[k++];
-		it->pr = &pr;
+		struct probe_item *it = &pr->items[k++];
+		it->pr = pr;
 		it->asset = i;
 		it->srcs = &srcs[m];
 		it->n = cat->assets[i].nsources;
@@ -423,72 +422,83 @@ void px_probe_assets(struct px_core *core, const unsigned char *need)
 		}
 		m += it->n;
 	}
-	pthread_mutex_init(&pr.lock, NULL);
-	px_cond_init_mono(&pr.cond);
-	px_info("probe", "discovering %zu asset size(s) (up to %lld ms)", pr.nitems,
-		(long long)core->cfg->probe_timeout_ms);
+	return 1;
+}
 
-	pthread_mutex_lock(&pr.lock);
+/* Keeps PROBE_PARALLEL transfers going until every item is decided or
+ * the deadline, then gives answers on their way PROBE_GRACE_MS. pr->lock
+ * held. */
+static void drive(struct probe *pr)
+{
 	size_t first = 0; /* items before it are over */
-	while (px_now_ms() < deadline) {
+	while (px_now_ms() < pr->deadline) {
 		/* keep PROBE_PARALLEL transfers going, items in catalog order */
-		pr.changed = 0;
+		pr->changed = 0;
 		int open_left = 0;
-		for (size_t k = first; k < pr.nitems && pr.inflight < PROBE_PARALLEL; k++) {
-			struct probe_item *it = &pr.items[k];
+		for (size_t k = first; k < pr->nitems && pr->inflight < PROBE_PARALLEL; k++) {
+			struct probe_item *it = &pr->items[k];
 			struct probe_src *ps;
-			while (pr.inflight < PROBE_PARALLEL && (ps = next_src(it)))
-				start_src(&pr, ps);
+			while (pr->inflight < PROBE_PARALLEL && (ps = next_src(it)))
+				start_src(pr, ps);
 			if (k == first && item_over(it))
 				first++;
 		}
-		while (first < pr.nitems && item_over(&pr.items[first]))
+		while (first < pr->nitems && item_over(&pr->items[first]))
 			first++;
-		open_left = first < pr.nitems;
+		open_left = first < pr->nitems;
 		/* a transfer that ended while start_src() had dropped the lock
 		 * may have left an item to move on: look again */
-		if (pr.changed)
+		if (pr->changed)
 			continue;
 		if (!open_left)
 			break;
-		if (!px_cond_wait_until(&pr.cond, &pr.lock, &pr.changed, deadline))
+		if (!px_cond_wait_until(&pr->cond, &pr->lock, &pr->changed, pr->deadline))
 			break;
 	}
 	/* every size is decided: answers on their way still get a moment
 	 * (PROBE_GRACE_MS), so that a source of another size is named as one */
 	int64_t grace = px_now_ms() + PROBE_GRACE_MS;
-	if (grace > deadline)
-		grace = deadline;
-	while (pr.inflight > 0 && px_now_ms() < grace) {
-		pr.changed = 0;
-		if (!px_cond_wait_until(&pr.cond, &pr.lock, &pr.changed, grace))
+	if (grace > pr->deadline)
+		grace = pr->deadline;
+	while (pr->inflight > 0 && px_now_ms() < grace) {
+		pr->changed = 0;
+		if (!px_cond_wait_until(&pr->cond, &pr->lock, &pr->changed, grace))
 			break;
 	}
-	/* deadline: cancel what is left and wait (briefly) for the callbacks,
-	 * which touch pr */
-	for (size_t k = 0; k < nsrcs; k++) {
-		struct probe_src *ps = &srcs[k];
+}
+
+/* Cancels what is left and waits for the callbacks, which touch pr, then
+ * decides every item with what answered in time. pr->lock held. */
+static void finish(struct probe *pr)
+{
+	const struct px_catalog *cat = pr->core->cat;
+	for (size_t k = 0; k < pr->nsrcs; k++) {
+		struct probe_src *ps = &pr->srcs[k];
 		if (ps->state == PS_FLIGHT) {
 			note(ps->it, source_name(&cat->assets[ps->it->asset].sources[ps->source]),
 			     "no answer within probe_timeout");
-			core->ops.cancel(core->ops.impl, ps->id);
+			pr->core->ops.cancel(pr->core->ops.impl, ps->id);
 		}
 	}
-	while (pr.inflight > 0) {
-		pr.changed = 0;
-		if (!px_cond_wait_until(&pr.cond, &pr.lock, &pr.changed, px_now_ms() + 10000)) {
+	while (pr->inflight > 0) {
+		pr->changed = 0;
+		if (!px_cond_wait_until(&pr->cond, &pr->lock, &pr->changed, px_now_ms() + 10000)) {
 			/* cannot happen with a live fetch thread; never free pr under it */
 			px_error("probe", "transfers did not end after cancel; waiting on");
 		}
 	}
 	/* what answered in time decides */
-	for (size_t k = 0; k < pr.nitems; k++)
-		decide(&pr.items[k], 1);
-	pthread_mutex_unlock(&pr.lock);
+	for (size_t k = 0; k < pr->nitems; k++)
+		decide(&pr->items[k], 1);
+}
 
-	for (size_t k = 0; k < pr.nitems; k++) {
-		struct probe_item *it = &pr.items[k];
-		struct asset_rt *rt = &core->assets[it->asset];
+/* Logs each asset left without a size, and why. */
+static void report_left(struct probe *pr)
+{
+	const struct px_catalog *cat = pr->core->cat;
+	for (size_t k = 0; k < pr->nitems; k++) {
+		struct probe_item *it = &pr->items[k];
+		struct asset_rt *rt = &pr->core->assets[it->asset];
 		if (rt->size < 0 && it->why[0] == '\0')
 			snprintf(it->why, sizeof(it->why), "not probed within probe_timeout");
 		if (rt->size >= 0)
@@ -501,10 +511,29 @@ void px_probe_assets(struct px_core *core, const unsigned char *need)
 			px_warn("probe", "asset %s left out: size unknown (%s); size discovery is "
 				"tried again later", cat->assets[it->asset].id, it->why);
 	}
+}
+
+void px_probe_assets(struct px_core *core, const unsigned char *need)
+{
+	struct probe pr = { .core = core };
+
+	pr.deadline = px_now_ms() + core->cfg->probe_timeout_ms;
+	if (!make_items(&pr, need))
+		return;
+	pthread_mutex_init(&pr.lock, NULL);
+	px_cond_init_mono(&pr.cond);
+	px_info("probe", "discovering %zu asset size(s) (up to %lld ms)", pr.nitems,
+		(long long)core->cfg->probe_timeout_ms);
+
+	pthread_mutex_lock(&pr.lock);
+	drive(&pr);
+	finish(&pr);
+	pthread_mutex_unlock(&pr.lock);
+	report_left(&pr);
 	pthread_cond_destroy(&pr.cond);
 	pthread_mutex_destroy(&pr.lock);
 	free(pr.items);
-	free(srcs);
+	free(pr.srcs);
 }
 
 int px_probe_state_key(const struct px_asset *a, char key[PX_STATE_KEY_LEN])

@@ -82,6 +82,7 @@ static int says_failed(enum px_status st);
 /* take_own's flags: the size gate first; only the samples asked first */
 #define TAKE_GATE 1
 #define TAKE_FIRST_ONLY 2
+#define WHY_LEN 200             /* a sample read's reason, in words */
 
 /* The size gate a cutover's take_own asks of source k: a path's (fstat,
  * no wait), not a URL's, a round trip the reader would wait for, while
@@ -405,7 +406,7 @@ out:
  */
 static enum px_status fill_own(struct px_core *core, size_t asset, size_t k,
 			       struct px_rangeread *rr, struct vf_fingerprint *fp,
-			       const struct vf_fingerprint *first, char *why, size_t whylen)
+			       const struct vf_fingerprint *first, char why[WHY_LEN])
 {
 	unsigned char skip[VF_MAX_SAMPLES] = { 0 };
 	struct vf_reader r = px_rangeread_reader(rr);
@@ -415,7 +416,7 @@ static enum px_status fill_own(struct px_core *core, size_t asset, size_t k,
 		skip[i] = !fp->have[i] && !first->have[i];
 		fp->have[i] |= skip[i]; /* not asked for in this batch */
 	}
-	enum px_status st = vf_fingerprint_fill(&r, fp, &bad, why, whylen);
+	enum px_status st = vf_fingerprint_fill(&r, fp, &bad, why, WHY_LEN);
 	for (size_t i = 0; first && i < fp->plan.n; i++)
 		fp->have[i] = (unsigned char)(fp->have[i] && !skip[i]);
 	if (px_own_merge(core, asset, k, fp) >= 0)
@@ -450,7 +451,7 @@ static enum px_status take_own(struct px_core *core, size_t asset, size_t k,
 	struct px_rangeread *rr = NULL;
 	struct vf_seen seen;
 	struct gate g;
-	char why[200] = "";
+	char why[WHY_LEN] = "";
 	enum px_status st;
 
 	if (!fp)
@@ -492,10 +493,10 @@ static enum px_status take_own(struct px_core *core, size_t asset, size_t k,
 	}
 	if (st == PX_OK && first) {
 		/* the samples the session's reference has, before the rest */
-		st = fill_own(core, asset, k, rr, fp, first, why, sizeof(why));
+		st = fill_own(core, asset, k, rr, fp, first, why);
 	}
 	if (st == PX_OK && !(flags & TAKE_FIRST_ONLY))
-		st = fill_own(core, asset, k, rr, fp, NULL, why, sizeof(why));
+		st = fill_own(core, asset, k, rr, fp, NULL, why);
 out:
 	if (st != PX_OK && st != PX_ESIZE && st != PX_ENOMEM) {
 		if (st == PX_ENOTFOUND)
@@ -1185,6 +1186,20 @@ static void *sweep_main(void *arg)
 	return NULL;
 }
 
+/* What a cutover's candidate is checked against (cutover_locked). */
+struct check {
+	struct px_session *s;
+	size_t failed;
+	enum px_status why;
+	int64_t off;
+	const void *seam;
+	size_t n;
+	const struct vf_fingerprint *mine; /* the session's reference */
+	size_t have;                       /* its samples */
+	const size_t *cand;
+	size_t nc;
+};
+
 /*
  * The samples a cutover needs, fetched at once, in parallel, within until:
  * what the failed source's fingerprint lacks, those from off on first, when
@@ -1198,10 +1213,14 @@ static void *sweep_main(void *arg)
  * others: one stall_timeout for all. Threads: at most one per source; one
  * that cannot start sweeps in the caller's.
  */
-static void sweep_all(struct px_core *core, struct px_session *s, size_t failed,
-		      enum px_status why, const struct vf_fingerprint *served, int64_t off,
+static void sweep_all(const struct check *c, const struct vf_fingerprint *served,
 		      const size_t *cand, size_t nc, int64_t until)
 {
+	struct px_session *s = c->s;
+	struct px_core *core = s->core;
+	size_t failed = c->failed;
+	enum px_status why = c->why;
+	int64_t off = c->off;
 	struct sweep *w = calloc(nc + 1, sizeof(*w));
 	struct vf_fingerprint *ahead = malloc(sizeof(*ahead));
 	size_t n = 0;
@@ -1305,10 +1324,13 @@ static int conflict(const struct vf_fingerprint *a, const struct vf_fingerprint 
  * with one of them, itself included): one of that side comes later. cand:
  * the candidates, nc of them.
  */
-static int backed(struct px_core *core, struct px_session *s, size_t failed, size_t k,
-		  const struct vf_fingerprint *mine, const struct vf_fingerprint *fk,
-		  const size_t *cand, size_t nc)
+static int backed(const struct check *c, size_t k, const struct vf_fingerprint *fk)
 {
+	struct px_session *s = c->s;
+	struct px_core *core = s->core;
+	size_t failed = c->failed, nc = c->nc;
+	const struct vf_fingerprint *mine = c->mine;
+	const size_t *cand = c->cand;
 	struct vf_fingerprint *fp = calloc(nc + 1, sizeof(*fp));
 	size_t n = 0, agree = 0, against = 0, i;
 	int ok = 0;
@@ -1316,8 +1338,8 @@ static int backed(struct px_core *core, struct px_session *s, size_t failed, siz
 		goto out;
 	/* k first, then the others that hold every sample the reader passed */
 	fp[n++] = *fk;
-	for (size_t c = 0; c < nc; c++) {
-		size_t j = cand[c];
+	for (size_t m = 0; m < nc; m++) {
+		size_t j = cand[m];
 		if (j == k || j == failed || px_source_rejected(core, s->asset, j))
 			continue;
 		(void)px_own_get(core, s->asset, j, &fp[n]);
@@ -1345,10 +1367,12 @@ out:
 	return ok;
 }
 
-static int holds_same(struct px_core *core, struct px_session *s, size_t failed, size_t k,
-		      const struct vf_fingerprint *mine, size_t have, const size_t *all,
-		      size_t nall, int64_t until)
+static int holds_same(const struct check *c, size_t k, int64_t until)
 {
+	struct px_session *s = c->s;
+	struct px_core *core = s->core;
+	size_t failed = c->failed, have = c->have;
+	const struct vf_fingerprint *mine = c->mine;
 	struct asset_rt *rt = &core->assets[s->asset];
 	struct vf_fingerprint *cand = malloc(sizeof(*cand));
 	int ok = 0;
@@ -1380,7 +1404,7 @@ static int holds_same(struct px_core *core, struct px_session *s, size_t failed,
 			pthread_mutex_lock(&core->vf_lock);
 			ok = rt->src[k].state != VS_REJECTED;
 			pthread_mutex_unlock(&core->vf_lock);
-			ok = ok && backed(core, s, failed, k, mine, cand, all, nall);
+			ok = ok && backed(c, k, cand);
 			if (ok)
 				px_info("cutover", "%s: %s matches the %zu of %zu samples %s gave "
 					"before it failed", s->who, src_name(core, s->asset, k),
@@ -1460,20 +1484,6 @@ static int takes_verified(struct px_core *core, size_t asset, size_t k, size_t f
 	return verified;
 }
 
-/* What a cutover's candidate is checked against (cutover_locked). */
-struct check {
-	struct px_session *s;
-	size_t failed;
-	enum px_status why;
-	int64_t off;
-	const void *seam;
-	size_t n;
-	const struct vf_fingerprint *mine; /* the session's reference */
-	size_t have;                       /* its samples */
-	const size_t *cand;
-	size_t nc;
-};
-
 /* Whether candidate k may take the session over: 1 yes, 0 no, -1 its
  * provider had no slot free for a question. until bounds the sample
  * checks, per (and deadline) the seam check. */
@@ -1497,7 +1507,7 @@ static int passes(const struct check *c, size_t k, int verified, int64_t until, 
 		 * the seam are all there is */
 		ok = size_gate(core, s, k, until);
 	} else {
-		ok = holds_same(core, s, c->failed, k, c->mine, c->have, c->cand, c->nc, until);
+		ok = holds_same(c, k, until);
 	}
 	if (ok <= 0)
 		return ok;
@@ -1510,49 +1520,70 @@ static int passes(const struct check *c, size_t k, int verified, int64_t until, 
 	return 1;
 }
 
-/* px_cutover() with the session's cut_lock held. Each candidate gets at
- * most stall_timeout for its checks (and the read's deadline bounds all):
- * a standby that does not answer costs the reader no more than a stall. */
-static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_t off,
-				     enum px_status why, const void *seam, size_t n,
-				     int64_t deadline)
+/* Takes the failure that starts a cutover into the source's state: gone
+ * (404), refused credentials (its provider's), or a failure. */
+static void note_failure(struct px_session *s, size_t failed, enum px_status why)
 {
 	struct px_core *core = s->core;
-	const struct px_asset *a = &core->cat->assets[s->asset];
-	struct asset_rt *rt = &core->assets[s->asset];
-	struct vf_fingerprint *mine = malloc(sizeof(*mine));
-	struct vf_fingerprint *served = malloc(sizeof(*served));
-	enum px_status rc = PX_ENOSOURCE;
-	size_t cand[64];
-	int64_t t0 = px_now_ms();
-	int64_t per = core->cfg->stall_timeout_ms > 0 ? core->cfg->stall_timeout_ms : 3000;
-
-	if (!mine || !served || !px_src_ensure(core, s->asset))
-		goto out;
-	/* what the failed source had when it failed: the reader's bytes */
-	if (px_own_get(core, s->asset, failed, served) == 0) {
-		free(served);
-		served = NULL; /* none: the candidates are swept whole */
-	}
 	if (why == PX_ENOTFOUND)
-		rt->dead[failed] = 1;
+		core->assets[s->asset].dead[failed] = 1;
 	if (why == PX_EAUTH)
-		px_provider_auth_failed(core, a->sources[failed].provider, "HTTP 401/403");
+		px_provider_auth_failed(core, core->cat->assets[s->asset].sources[failed].provider,
+					"HTTP 401/403");
 	if (why != PX_EAUTH && why != PX_ENOTFOUND)
 		px_source_failed(core, s->asset, failed, why, "under a read");
-	size_t nc = candidates(core, s, failed, cand, 64), have = 0, busy = SIZE_MAX;
-	size_t unchecked = SIZE_MAX; /* the first whose provider had no slot for
-				      * its checks */
+}
+
+/* The session moved to k: a verified k vouches for the failed source's
+ * bytes too; the cutover is counted and logged (after: how it got k). */
+static void moved(const struct check *c, size_t k, int verified, int64_t t0, const char *after)
+{
+	struct px_session *s = c->s;
+	struct px_core *core = s->core;
+	/* the source that failed served these bytes, screened against the
+	 * reference k matches: a verified standby too */
+	pthread_mutex_lock(&core->vf_lock);
+	if (verified && c->why != PX_EMISMATCH && c->why != PX_ENOTASSET)
+		core->assets[s->asset].src[c->failed].state = VS_VERIFIED;
+	pthread_mutex_unlock(&core->vf_lock);
+	int64_t took = px_now_ms() - t0;
+	record(core, s, c->off, c->failed, k, c->why, took);
+	px_info("cutover", "%s offset %lld: %s -> %s (%s), %lld ms%s", s->who,
+		(long long)c->off, src_name(core, s->asset, c->failed), src_name(core, s->asset, k),
+		reason_name(c->why), (long long)took, after);
+}
+
+/* Where a cutover's pass over its candidates ended. */
+struct pass {
+	size_t cand[64];   /* the candidates, best first (c->cand) */
+	int64_t t0;        /* when the cutover began */
+	size_t took;       /* the candidate the session moved to; SIZE_MAX none */
+	size_t busy;       /* the first that passed on a provider at its limit */
+	size_t unchecked;  /* the first whose provider had no slot for its checks */
+};
+
+/* Tries the candidates in order, each within stall_timeout (per) and
+ * the deadline, sweeping their samples once when one needs them. */
+static void try_all(struct check *c, struct vf_fingerprint *mine,
+		    const struct vf_fingerprint *served, int64_t deadline, struct pass *out)
+{
+	struct px_session *s = c->s;
+	struct px_core *core = s->core;
+	int64_t per = core->cfg->stall_timeout_ms > 0 ? core->cfg->stall_timeout_ms : 3000;
+	size_t *cand = out->cand;
 	int know = 0;
 	uint64_t tried = 0; /* bit k: candidate k was tried */
-	for (size_t i = 0; i < nc && px_now_ms() < deadline; i++) {
+
+	c->cand = cand;
+	c->nc = candidates(core, s, c->failed, cand, 64);
+	for (size_t i = 0; i < c->nc && px_now_ms() < deadline; i++) {
 		size_t k = cand[i];
 		if (k < 64 && (tried >> k & 1))
 			continue;
 		int64_t until = px_now_ms() + per;
 		if (until > deadline)
 			until = deadline;
-		int verified = takes_verified(core, s->asset, k, failed, why);
+		int verified = takes_verified(core, s->asset, k, c->failed, c->why);
 		if (!verified && !know) {
 			/* the session's reference and the candidates'
 			 * fingerprints, once, when a candidate needs them */
@@ -1563,66 +1594,82 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 			int64_t sweep_until = px_now_ms() + 2 * per;
 			if (sweep_until > deadline - per / 4)
 				sweep_until = deadline - per / 4;
-			sweep_all(core, s, failed, why, served, off, cand + i, nc - i, sweep_until);
-			have = session_reference(core, s, failed, why, mine);
+			sweep_all(c, served, cand + i, c->nc - i, sweep_until);
+			c->have = session_reference(core, s, c->failed, c->why, mine);
 			know = 1;
 			/* the ones that did not answer the sweep go last now */
-			nc = candidates(core, s, failed, cand, 64);
+			c->nc = candidates(core, s, c->failed, cand, 64);
 			i = (size_t)-1;
 			continue;
 		}
 		if (k < 64)
 			tried |= 1ULL << k;
-		struct check c = { s, failed, why, off, seam, n, mine, have, cand, nc };
-		int ok = passes(&c, k, verified, until, per, deadline);
-		if (ok < 0 && unchecked == SIZE_MAX)
-			unchecked = k;
+		int ok = passes(c, k, verified, until, per, deadline);
+		if (ok < 0 && out->unchecked == SIZE_MAX)
+			out->unchecked = k;
 		if (ok <= 0)
 			continue;
 		if (px_session_switch(s, k) != PX_OK) {
 			px_info("cutover", "%s: %s: its provider is at its limit", s->who,
 				src_name(core, s->asset, k));
-			if (busy == SIZE_MAX)
-				busy = k;
+			if (out->busy == SIZE_MAX)
+				out->busy = k;
 			continue;
 		}
-		/* the source that failed served these bytes, screened
-		 * against the reference k matches: a verified standby too */
-		pthread_mutex_lock(&core->vf_lock);
-		if (verified && why != PX_EMISMATCH && why != PX_ENOTASSET)
-			rt->src[failed].state = VS_VERIFIED;
-		pthread_mutex_unlock(&core->vf_lock);
-		int64_t took = px_now_ms() - t0;
-		record(core, s, off, failed, k, why, took);
-		px_info("cutover", "%s offset %lld: %s -> %s (%s), %lld ms", s->who, (long long)off,
-			src_name(core, s->asset, failed), src_name(core, s->asset, k),
-			reason_name(why), (long long)took);
+		moved(c, k, verified, out->t0, "");
+		out->took = k;
+		return;
+	}
+}
+
+/* px_cutover() with the session's cut_lock held. Each candidate gets at
+ * most stall_timeout for its checks (and the read's deadline bounds all):
+ * a standby that does not answer costs the reader no more than a stall. */
+static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_t off,
+				     enum px_status why, const void *seam, size_t n,
+				     int64_t deadline)
+{
+	struct px_core *core = s->core;
+	struct vf_fingerprint *mine = malloc(sizeof(*mine));
+	struct vf_fingerprint *served = malloc(sizeof(*served));
+	struct check c = { s, failed, why, off, seam, n, mine, 0, NULL, 0 };
+	struct pass p = { .t0 = px_now_ms(), .took = SIZE_MAX, .busy = SIZE_MAX,
+			  .unchecked = SIZE_MAX };
+	enum px_status rc = PX_ENOSOURCE;
+
+	if (!mine || !served || !px_src_ensure(core, s->asset))
+		goto out;
+	/* what the failed source had when it failed: the reader's bytes */
+	if (px_own_get(core, s->asset, failed, served) == 0) {
+		free(served);
+		served = NULL; /* none: the candidates are swept whole */
+	}
+	note_failure(s, failed, why);
+	try_all(&c, mine, served, deadline, &p);
+	if (p.took != SIZE_MAX) {
 		rc = PX_OK;
-		break;
+		goto out;
 	}
 	/* every standby was on a provider at its limit, or failed: the first
 	 * that could not be asked (a wait for a slot is no fault of the
 	 * source) is asked again with the read's time left */
-	if (rc != PX_OK && busy == SIZE_MAX && unchecked != SIZE_MAX &&
-	    px_now_ms() < deadline) {
-		int verified = takes_verified(core, s->asset, unchecked, failed, why);
-		struct check c = { s, failed, why, off, seam, n, mine, have, cand, nc };
-		if (passes(&c, unchecked, verified, deadline, deadline - px_now_ms(),
+	if (p.busy == SIZE_MAX && p.unchecked != SIZE_MAX && px_now_ms() < deadline) {
+		int verified = takes_verified(core, s->asset, p.unchecked, failed, why);
+		if (passes(&c, p.unchecked, verified, deadline, deadline - px_now_ms(),
 			   deadline) > 0) {
 			px_info("cutover", "%s: %s passed once its provider had a slot free",
-				s->who, src_name(core, s->asset, unchecked));
-			busy = unchecked;
+				s->who, src_name(core, s->asset, p.unchecked));
+			p.busy = p.unchecked;
 		}
 	}
 	/* every standby that holds the bytes is on a provider at its limit:
 	 * the first that passed waits for a slot, within the read's time */
-	if (rc != PX_OK && busy != SIZE_MAX &&
-	    px_session_switch_wait(s, busy, deadline) == PX_OK) {
-		int64_t took = px_now_ms() - t0;
-		record(core, s, off, failed, busy, why, took);
+	if (p.busy != SIZE_MAX && px_session_switch_wait(s, p.busy, deadline) == PX_OK) {
+		int64_t took = px_now_ms() - p.t0;
+		record(core, s, off, failed, p.busy, why, took);
 		px_info("cutover", "%s offset %lld: %s -> %s (%s), %lld ms, after a wait for a "
 			"slot", s->who, (long long)off, src_name(core, s->asset, failed),
-			src_name(core, s->asset, busy), reason_name(why), (long long)took);
+			src_name(core, s->asset, p.busy), reason_name(why), (long long)took);
 		rc = PX_OK;
 	}
 out:
@@ -1797,4 +1844,88 @@ enum px_status px_standby_set_reference(struct px_core *core, size_t asset,
 		return PX_EINVAL;
 	set_reference(core, asset, fp, 1);
 	return PX_OK;
+}
+
+/* ---- the status's copy */
+
+_Static_assert(sizeof(((struct px_core *)0)->recent) / sizeof(struct cutover_rec) ==
+	       PX_SNAP_RECENT, "the snapshot keeps every cutover the core remembers");
+
+/* Whether status.json lists the asset: listed, with a standby. */
+static int shown(const struct px_core *core, size_t i)
+{
+	return core->assets[i].listed && core->cat->assets[i].nsources >= 2;
+}
+
+static void snap_asset(const struct px_core *core, size_t i, struct px_snap_asset *o, int *oom)
+{
+	const struct px_asset *a = &core->cat->assets[i];
+	const struct asset_rt *rt = &core->assets[i];
+	const struct src_rt *src = __atomic_load_n(&rt->src, __ATOMIC_ACQUIRE);
+
+	o->id = px_snap_copy(a->id, oom);
+	o->path = px_snap_copy(a->path, oom);
+	o->size = rt->size;
+	if (rt->ref)
+		memcpy(o->reference, rt->ref_id, sizeof(o->reference));
+	o->reference[sizeof(o->reference) - 1] = '\0';
+	o->sources = calloc(a->nsources, sizeof(*o->sources));
+	if (!o->sources) {
+		*oom = 1;
+		return;
+	}
+	o->nsources = a->nsources;
+	for (size_t k = 0; k < a->nsources; k++) {
+		struct px_snap_source *so = &o->sources[k];
+		so->source = px_snap_copy(a->sources[k].shown, oom);
+		so->provider = px_snap_copy(core->cat->providers[a->sources[k].provider].name, oom);
+		so->verification = atomic_load(&rt->dead[k])
+			? "dead" : px_standby_state_name(src ? src[k].state : VS_UNKNOWN);
+		so->why = px_snap_copy(src ? px_src_why_of(&src[k]) : "", oom);
+		so->inconclusive = src ? src[k].inconclusive : 0;
+	}
+}
+
+enum px_status px_verify_stats(struct px_core *core, int rows, struct px_verify_stats *s)
+{
+	int oom = 0;
+
+	pthread_mutex_lock(&core->vf_lock);
+	memcpy(s->n_cutovers, core->n_cutovers, sizeof(s->n_cutovers));
+	memcpy(s->n_verified, core->n_verified, sizeof(s->n_verified));
+	s->n_exhausted = core->n_exhausted;
+	memcpy(s->exhausted_why, core->exhausted_why, sizeof(s->exhausted_why));
+	s->exhausted_why[sizeof(s->exhausted_why) - 1] = '\0';
+	if (!rows)
+		goto out;
+
+	uint64_t nr = core->nrecent < PX_SNAP_RECENT ? core->nrecent : PX_SNAP_RECENT;
+	for (uint64_t i = 0; i < nr; i++) {
+		const struct cutover_rec *c = &core->recent[(core->nrecent - 1 - i) % PX_SNAP_RECENT];
+		const struct px_asset *a = &core->cat->assets[c->asset];
+		struct px_snap_cutover *o = &s->recent[s->nrecent++];
+		o->session = c->session;
+		o->asset = px_snap_copy(a->id, &oom);
+		o->from = px_snap_copy(a->sources[c->from].shown, &oom);
+		o->to = px_snap_copy(a->sources[c->to].shown, &oom);
+		o->offset = c->offset;
+		o->ms = c->ms;
+		o->when = c->when;
+		o->reason = c->reason;
+	}
+
+	size_t n = 0, na = core->cat->nassets;
+	for (size_t i = 0; i < na; i++)
+		n += (size_t)shown(core, i);
+	s->assets = calloc(n + 1, sizeof(*s->assets));
+	if (!s->assets) {
+		oom = 1;
+		goto out;
+	}
+	for (size_t i = 0; i < na && s->nshown < n; i++)
+		if (shown(core, i))
+			snap_asset(core, i, &s->assets[s->nshown++], &oom);
+out:
+	pthread_mutex_unlock(&core->vf_lock);
+	return oom ? PX_ENOMEM : PX_OK;
 }

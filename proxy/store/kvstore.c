@@ -808,7 +808,7 @@ static enum px_status call(struct px_store *s, int argc, const char **argv,
 	if (out)
 		*out = NULL;
 	if (lock_bounded(s))
-		return PX_EBUSY;
+		return PX_ELOCKTIMEOUT;
 	s->calls++;
 	if (!s->ctx && px_now_ms() < s->retry_at) {
 		s->errors++;
@@ -848,10 +848,20 @@ enum px_status px_store_call(struct px_store *s, int argc, const char **argv,
 	return call(s, argc, argv, argvlen, 0, out);
 }
 
-static enum px_status eval(struct px_store *s, const char *script, int nkeys,
-			   const char **keys, int nargs, const char **args, int acked,
+/* A script's call: its text, keys and arguments. */
+struct script_call {
+	const char *script;
+	int nkeys;
+	const char **keys;
+	int nargs;
+	const char **args;
+};
+
+static enum px_status eval(struct px_store *s, const struct script_call *e, int acked,
 			   struct px_reply **out)
 {
+	const char *script = e->script, **keys = e->keys, **args = e->args;
+	int nkeys = e->nkeys, nargs = e->nargs;
 	const char *argv[64];
 	char nk[16];
 	if (nkeys + nargs + 3 > (int)(sizeof(argv) / sizeof(argv[0])))
@@ -872,14 +882,16 @@ enum px_status px_store_eval(struct px_store *s, const char *script, int nkeys,
 			     const char **keys, int nargs, const char **args,
 			     struct px_reply **out)
 {
-	return eval(s, script, nkeys, keys, nargs, args, 0, out);
+	struct script_call e = { script, nkeys, keys, nargs, args };
+	return eval(s, &e, 0, out);
 }
 
 enum px_status px_store_eval_acked(struct px_store *s, const char *script, int nkeys,
 				   const char **keys, int nargs, const char **args,
 				   struct px_reply **out)
 {
-	return eval(s, script, nkeys, keys, nargs, args, 1, out);
+	struct script_call e = { script, nkeys, keys, nargs, args };
+	return eval(s, &e, 1, out);
 }
 
 int px_store_sentinel(const struct px_store *s)
