@@ -54,7 +54,7 @@ const struct px_config_option px_config_options[] = {
 	{ "writer_max_speed", "X", "pace writers at most X times realtime, 0 for no limit (default 0)" },
 	{ "strm_paths", "DIR[:DIR...]", "folders local paths named in .strm and M3U playlists (and added through seamfs ctl) must lie in, after symlinks (default: none, URL sources only)" },
 	{ "control_socket", "PATH", "serve the control API (seamfs ctl) on a Unix socket made at PATH, mode 0600 (default: none)" },
-	{ "store", "URL", "cluster mode: share leases and hosts through Redis at redis://HOST[:PORT][/DB], redis+unix:///PATH, or the master NAME that Redis Sentinel names at redis-sentinel://HOST:PORT+HOST:PORT+.../NAME; over TLS rediss://... and rediss-sentinel://..., with ?tls_ca_file=PATH&tls_cert_file=PATH&tls_key_file=PATH&tls_server_name=NAME as needed (default: none, one host)" },
+	{ "store", "URL", "cluster mode: share leases and hosts through Redis at redis://HOST[:PORT][/DB], redis+unix:///PATH, or the master NAME that Redis Sentinel names at redis-sentinel://HOST:PORT+HOST:PORT+.../NAME; over TLS rediss://... and rediss-sentinel://..., with the URL's query settings tls_ca_file, tls_cert_file, tls_key_file and tls_server_name as needed (default: none, one host)" },
 	{ "store_password_file", "PATH", "a file whose first line is the store's password (default: no AUTH)" },
 	{ "host_id", "NAME", "this daemon's name in the cluster, unique per store (default: the host name)" },
 	{ "peer_listen", "ADDR:PORT", "cluster mode: serve this host's verified copies to the other hosts over HTTP at ADDR:PORT, for requests that carry the cluster's secret (default: none)" },
