@@ -63,7 +63,8 @@ def kodi_userdata(home, mnt, rpc_port, es_port):
     """Kodi's user data as the guide writes it: sources.xml with the mount's
     Movies folder, and settings that turn on the JSON-RPC TCP server on a
     loopback port (advancedsettings.xml's jsonrpc/tcpport; "remote control
-    from applications on this system" only), the rest of the network off."""
+    from applications on this system" only), the rest of the network off
+    (WS-Discovery would listen on UDP 3702 of every interface)."""
     ud = home / '.kodi' / 'userdata'
     ud.mkdir(parents=True)
     (ud / 'sources.xml').write_text(
@@ -79,7 +80,8 @@ def kodi_userdata(home, mnt, rpc_port, es_port):
         'services.esenabled': 'true', 'services.esallinterfaces': 'false',
         'services.esport': str(es_port), 'services.webserver': 'false',
         'services.zeroconf': 'false', 'services.upnp': 'false',
-        'services.airplay': 'false', 'general.addonupdates': '2',
+        'services.airplay': 'false', 'services.wsdiscovery': 'false',
+        'general.addonupdates': '2',
     }
     (ud / 'guisettings.xml').write_text(
         '<settings version="2">\n' + ''.join(
