@@ -248,9 +248,9 @@ def origin_reads(server, since):
 
 
 def wait_quiet(server, quiet=10, timeout=120):
-    """After a scan Kodi goes on in the background (stream details, the
-    tails of Matroska files): waits until the origin has logged no request
-    for `quiet` seconds."""
+    """Kodi may read on after its scan's notification (a window's loader
+    of thumbnails and stream details): waits until the origin has logged
+    no request for `quiet` seconds."""
     last = [len(server.access_log().splitlines()), time.monotonic()]
 
     def settled():
@@ -319,19 +319,19 @@ def test_kodi_scans_the_guides_library(seamfs, seamfs_cli, tmp_path):
             pytest.fail(f'no VideoLibrary.OnScanFinished within {SCAN_WAIT} s:\n{kodi.log}')
         scan_s = time.monotonic() - t0
 
-        def details():
-            got = rpc.call('VideoLibrary.GetMovies', {'properties': ['streamdetails']})
-            have = [mv for mv in got.get('movies', []) if mv['streamdetails']['video']]
-            return len(have) == len(MOVIES)
-        # stream details are extracted after the scan, in the background
-        wait_until(details, SCAN_WAIT, 'the stream details of every movie', interval=1)
-        wait_quiet(server)
         got = rpc.call('VideoLibrary.GetMovies', {'properties': ['title', 'year', 'file']})
         movies = {Path(mv['file']).relative_to(m.mnt).as_posix(): (mv['title'], mv['year'])
                   for mv in got.get('movies', [])}
         want = {f'Movies/{folder}/{name}': (title, year)
                 for folder, (name, title, year) in MOVIES.items()}
         assert movies == want, f'{movies}\n{kodi.log}'
+
+        def details():
+            got = rpc.call('VideoLibrary.GetMovies', {'properties': ['streamdetails']})
+            return all(mv['streamdetails']['video'] for mv in got['movies'])
+        # "Extract video information": the streams Kodi read from each file
+        wait_until(details, SCAN_WAIT, 'the stream details of every movie', interval=1)
+        wait_quiet(server)
         reqs, nbytes, reads, since = origin_reads(server, since)
         answers, fills = (a - b for a, b in zip(counters(m), before))
         print(f'\nkodi scan of {len(MOVIES)} movies ({len(paths)} files): {reqs} origin '
