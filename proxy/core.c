@@ -4,7 +4,7 @@
  * layers below, runs the discovery pass that decides which assets the
  * mount lists, owns the monitor thread that calls each layer's periodic
  * tick, and wires the one call that must go up a layer (a provider at its
- * limit asks the read layer for idle streams' slots: core->yield_idle).
+ * limit asks the read layer for idle streams' slots: px_providers_set_yield).
  * The only file that sees every layer; docs/architecture.md maps them.
  */
 #include <errno.h>
@@ -171,9 +171,10 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 		goto out;
 	if (px_reads_new(cfg, &core->reads) != PX_OK)
 		goto out;
-	px_providers_init(core);
+	if (px_providers_init(core) != PX_OK)
+		goto out;
 	/* a session at its provider's limit gives back its idle streams' slots */
-	core->yield_idle = px_session_yield_idle;
+	px_providers_set_yield(core, px_session_yield_idle);
 	if ((st = px_standby_init(core)) != PX_OK)
 		goto out;
 	st = PX_ENOMEM;
@@ -200,7 +201,7 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 			goto out;
 		core->ops = px_fetch_ops(core->fetch);
 	}
-	core->cluster_acquire = px_cslots_acquire;
+	px_providers_set_cluster(core, px_cslots_acquire);
 	if (hosts && px_cslots_start(core) != PX_OK) {
 		px_warn("core", "providers' slots cannot be shared with the cluster: each host "
 			"keeps to its own limit");

@@ -72,6 +72,9 @@ static enum px_status take_providers(struct px_core *core, struct px_snapshot *s
 	s->n_admit_busy = p.n_admit_busy;
 	memcpy(s->admit_why, p.admit_why, sizeof(s->admit_why));
 	s->admit_when = p.admit_when;
+	s->n_scans = p.n_scans;
+	s->n_scan_requests = p.n_scan_requests;
+	s->h_ttfb = p.h_ttfb;
 	return st;
 }
 
@@ -138,8 +141,6 @@ static void take_reads(struct px_core *core, struct px_snapshot *s)
 	s->disk = rs.disk;
 	s->n_cache_hits = rs.n_cache_hits;
 	s->n_scans_cached = rs.n_scans_cached;
-	s->n_scans = atomic_load(&core->n_scans);
-	s->n_scan_requests = atomic_load(&core->n_scan_requests);
 	s->n_multipart = rs.n_multipart;
 	s->n_cache_fills = rs.n_cache_fills;
 	s->n_streams = rs.n_streams;
@@ -153,7 +154,6 @@ static void take_reads(struct px_core *core, struct px_snapshot *s)
 	s->ra_budget = core->cfg->readahead_budget;
 	s->cache_size = core->cfg->cache_size;
 	s->h_read = rs.h_read;
-	px_histo_snapshot(&core->h_ttfb, &s->h_ttfb);
 }
 
 /* Sums over the transcodes (their rows when taken, else a snapshot of

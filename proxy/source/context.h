@@ -35,6 +35,7 @@ struct px_cslots;
 struct px_copies;
 struct px_disk;
 struct px_reads;
+struct px_providers;
 
 struct asset_rt {
 	struct cache_slot *slot;   /* head, tail: two, made at the asset's first
@@ -101,7 +102,7 @@ struct cutover_rec {
 /* Told of a new tree (px_core_on_reload). */
 typedef void (*px_reload_fn)(void *ctx, const struct px_tree *old, const struct px_tree *now);
 
-/* What a session gives up for a slot (px_core.yield_idle). */
+/* What a session gives up for a slot (px_providers_set_yield). */
 enum { PX_YIELD_IDLE, PX_YIELD_UNREAD, PX_YIELD_LEAVING };
 
 struct px_core {
@@ -145,7 +146,6 @@ struct px_core {
 	size_t nlisted;
 	struct px_transcode *tc;   /* transcoded assets; NULL when none */
 	struct px_copies *copies;  /* copies.c; NULL until px_copies_start */
-	_Atomic uint64_t next_session;
 
 	/* the read layer's state (read/reads.h): the budget, the head and
 	 * tail cache, the open handles, the read counters */
@@ -156,21 +156,14 @@ struct px_core {
 	pthread_mutex_t prov_lock;
 	pthread_cond_t prov_cond;
 	struct prov_rt *provs;
+	/* the rest of provider.c's state: its hooks, the session ids, the
+	 * admission and scan counters (provider.c, opaque) */
+	struct px_providers *providers;
 	struct px_session *sessions;
 	int stopping;
 	int64_t (*now)(void);      /* the clock TTLs and liveness go by */
 	pthread_t monitor;          /* core.c */
-	/* closes a session's streams so a slot frees, how: PX_YIELD_* (read/:
-	 * px_session_yield_idle, set by core.c) */
-	int (*yield_idle)(struct px_session *s, int how);
-	/* cluster mode: asks the cluster for up to n more slots of provider
-	 * prov, returns how many came (cslots.c's px_cslots_acquire, set by
-	 * core.c; NULL on one host). No lock held. */
-	int (*cluster_acquire)(struct px_core *core, size_t prov, int n);
 	int monitor_started;
-	char admit_why[300];       /* the last open that could not be admitted */
-	int64_t admit_when;
-	uint64_t n_admit_busy;
 
 	/* verification and cutover (standby.c) */
 	pthread_mutex_t vf_lock;
@@ -185,15 +178,6 @@ struct px_core {
 	uint64_t nrecent;
 	uint64_t n_exhausted;
 	char exhausted_why[300];
-
-	/* sessions whose handles were all closed having read only heads and
-	 * tails (each close of the last handle counts once), and the requests
-	 * they made (provider.c): a scan's cost at the origin */
-	_Atomic uint64_t n_scans, n_scan_requests;
-
-	/* each transfer's submit to its first byte (provider.c), for the
-	 * metrics (lock-free) */
-	struct px_histo h_ttfb;
 
 	/* cluster mode (docs/cluster.md), borrowed from main; NULL: one host */
 	struct px_store *store;
