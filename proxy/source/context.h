@@ -36,6 +36,7 @@ struct px_copies;
 struct px_disk;
 struct px_reads;
 struct px_providers;
+struct px_verify;
 
 struct asset_rt {
 	struct cache_slot *slot;   /* head, tail: two, made at the asset's first
@@ -90,14 +91,6 @@ static inline size_t px_spare_sources(size_t nassets)
 #define PX_SPARE_ASSETS 4096    /* assets reloads may add */
 #define PX_MAX_RELOADS 256      /* reloads per mount */
 
-
-/* One cutover, for the status. */
-struct cutover_rec {
-	uint64_t session;
-	size_t asset, from, to;
-	int64_t offset, ms, when;
-	enum px_status reason;
-};
 
 /* Told of a new tree (px_core_on_reload). */
 typedef void (*px_reload_fn)(void *ctx, const struct px_tree *old, const struct px_tree *now);
@@ -167,17 +160,9 @@ struct px_core {
 
 	/* verification and cutover (standby.c) */
 	pthread_mutex_t vf_lock;
-	pthread_cond_t vf_cond;
-	int vf_init;
-	struct vf_store *vstore;   /* NULL without a state_dir */
-	struct vf_pool *vpool;
-	int verify_workers;        /* 0: 2 with a real fetcher, none with a fake */
-	uint64_t n_verified[4];    /* by vf_outcome */
-	uint64_t n_cutovers[PX_STATUS_COUNT]; /* by trigger */
-	struct cutover_rec recent[8];
-	uint64_t nrecent;
-	uint64_t n_exhausted;
-	char exhausted_why[300];
+	/* the rest of standby.c's state: the fingerprint store, the workers,
+	 * the verification and cutover counters (standby.c, opaque) */
+	struct px_verify *verify;
 
 	/* cluster mode (docs/cluster.md), borrowed from main; NULL: one host */
 	struct px_store *store;
