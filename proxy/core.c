@@ -30,6 +30,7 @@
 #include "provider.h"
 #include "rangeread.h"
 #include "reads.h"
+#include "reload.h"
 #include "session.h"
 #include "session_i.h"
 #include "sources.h"
@@ -162,6 +163,8 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 	if (!core->assets)
 		goto out;
 	pthread_mutex_init(&core->reload_lock, NULL);
+	if (px_reloads_new(core) != PX_OK || px_probe_retry_new(core) != PX_OK)
+		goto out;
 	for (size_t i = 0; i < cat->nassets; i++)
 		core->assets[i].source_cap = cat->assets[i].kind == PX_ASSET_PLAIN
 			? cat->assets[i].nsources + px_spare_sources(cat->nassets) : 0;
@@ -276,10 +279,7 @@ void px_core_free(struct px_core *core)
 	free(core->provs);
 	px_tree_free(core->tree);
 	px_probe_retry_release(core);
-	for (size_t i = 0; i < core->ncatalogs; i++) {
-		px_tree_free(core->old_trees[i]);
-		px_catalog_free(core->catalogs[i]);
-	}
+	px_reloads_free(core);
 	if (core->assets)
 		pthread_mutex_destroy(&core->reload_lock);
 	px_copies_free(core);
@@ -432,15 +432,14 @@ void px_core_set_worker(struct px_core *core, const struct px_worker_info *w)
 
 void px_core_set_catalog_path(struct px_core *core, const char *path)
 {
-	core->catalog_path = path;
+	px_reload_set_path(core, path);
 }
 
 void px_core_on_reload(struct px_core *core,
 		       void (*fn)(void *ctx, const struct px_tree *old, const struct px_tree *now),
 		       void *ctx)
 {
-	core->on_reload_ctx = ctx;
-	atomic_store(&core->on_reload, fn); /* after ctx: a reader loads fn first */
+	px_probe_on_reload(core, fn, ctx);
 }
 
 int64_t px_core_asset_size(const struct px_core *core, size_t asset)

@@ -40,18 +40,18 @@
 #include "kvstore.h"
 #include "provider.h"
 #include "reads.h"
+#include "reload.h"
 #include "snapshot.h"
 #include "transcode.h"
 
 static void take_reload(struct px_core *core, struct px_snapshot *s)
 {
-	pthread_mutex_lock(&core->reload_lock);
-	s->n_reloads = core->n_reloads;
-	s->reload_ok = core->reload_ok;
-	memcpy(s->reload_msg, core->reload_msg, sizeof(s->reload_msg));
-	s->reload_msg[sizeof(s->reload_msg) - 1] = '\0';
-	s->reload_when = core->reload_when;
-	pthread_mutex_unlock(&core->reload_lock);
+	struct px_reload_stats r;
+	px_reload_stats(core, &r);
+	s->n_reloads = r.n_reloads;
+	s->reload_ok = r.reload_ok;
+	memcpy(s->reload_msg, r.reload_msg, sizeof(s->reload_msg));
+	s->reload_when = r.reload_when;
 }
 
 static enum px_status take_providers(struct px_core *core, struct px_snapshot *s, int rows)

@@ -37,6 +37,8 @@ struct px_disk;
 struct px_reads;
 struct px_providers;
 struct px_verify;
+struct px_reloads;
+struct px_retry;
 
 struct asset_rt {
 	struct cache_slot *slot;   /* head, tail: two, made at the asset's first
@@ -111,31 +113,13 @@ struct px_core {
 	size_t assets_cap;         /* room in assets and in the catalog copy */
 	struct px_tree *_Atomic tree;
 	int64_t catalog_mtime;     /* the mtime of files that have none */
-	/* reload.c: catalogs and trees kept until the core is freed */
+	/* reload.c's catalogs, trees and outcomes (control/reload.c, opaque)
+	 * and probe.c's retry of size discovery with who is told of a new
+	 * tree (probe.c, opaque); reload_lock guards both */
 	pthread_mutex_t reload_lock;
-	struct px_catalog *catalogs[PX_MAX_RELOADS];
-	struct px_tree *old_trees[PX_MAX_RELOADS];
-	size_t ncatalogs;
-	/* probe.c's retry of size discovery: its thread, the state it
-	 * remembers sizes in (borrowed, NULL: none) and the trees it
-	 * replaced (kept until the core is freed, under reload_lock) */
-	pthread_t retry_thread;
-	int retry_started;
-	struct px_state *retry_state;
-	struct px_tree *retry_trees[PX_MAX_RELOADS];
-	size_t nretry_trees;
+	struct px_reloads *reloads;
+	struct px_retry *retry;
 	struct px_worker_info worker; /* the serving process (core.h) */
-	const char *catalog_path;  /* borrowed from main; NULL: no reload */
-	char reload_msg[1024];     /* the last reload's outcome, in words */
-	int reload_ok;
-	int64_t reload_when;
-	uint64_t n_reloads;
-	int readers_left;          /* catalog readers a reload gave up on, that
-				    * may still sit in the kernel (reload.c) */
-	/* set once by the front after the core started, read by the reload
-	 * and discovery-retry threads: ctx is stored first, fn is atomic */
-	_Atomic(px_reload_fn) on_reload;
-	void *on_reload_ctx;
 	size_t nlisted;
 	struct px_transcode *tc;   /* transcoded assets; NULL when none */
 	struct px_copies *copies;  /* copies.c; NULL until px_copies_start */
