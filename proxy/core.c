@@ -17,6 +17,7 @@
 
 #include "cache.h"
 #include "clock.h"
+#include "cluster.h"
 #include "context.h"
 #include "copies.h"
 #include "core.h"
@@ -125,11 +126,12 @@ static void cluster_tick(void *arg)
 	char key[256];
 	struct px_reply *r = NULL;
 	struct px_host_info hosts[PX_HOSTS_MAX];
-	px_cslots_set_hosts(core, (int)px_hosts_list(core->hosts, hosts, PX_HOSTS_MAX));
-	if (px_store_key(core->store, key, sizeof(key), "drains") < 0)
+	px_cslots_set_hosts(core, (int)px_hosts_list(px_cluster_hosts(core), hosts, PX_HOSTS_MAX));
+	if (px_store_key(px_cluster_store(core), key, sizeof(key), "drains") < 0)
 		return;
 	const char *argv[] = { "HGETALL", key };
-	if (px_store_call(core->store, 2, argv, NULL, &r) == PX_OK && r->type == PX_REPLY_ARRAY)
+	if (px_store_call(px_cluster_store(core), 2, argv, NULL, &r) == PX_OK &&
+	    r->type == PX_REPLY_ARRAY)
 		for (size_t i = 0; i + 1 < r->n; i += 2)
 			if (px_provider_drain(core, px_reply_str(r, i),
 					      strcmp(px_reply_str(r, i + 1), "1") == 0) == PX_OK)
@@ -154,8 +156,8 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 	if (!core)
 		return PX_ENOMEM;
 	core->cfg = cfg;
-	core->store = store;
-	core->hosts = hosts;
+	if (px_cluster_new(core, store, hosts) != PX_OK)
+		goto out;
 	if (px_sources_own_catalog(core, cat) != PX_OK)
 		goto out;
 	core->assets_cap = cat->nassets + PX_SPARE_ASSETS;
@@ -193,7 +195,7 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 	for (size_t i = 0; i < cat->nassets; i++) {
 		if (cat->assets[i].kind == PX_ASSET_PLAIN)
 			continue;
-		if (px_transcode_new(cfg, cat, core->store, &core->tc) != PX_OK)
+		if (px_transcode_new(cfg, cat, px_cluster_store(core), &core->tc) != PX_OK)
 			px_error("core", "transcoded assets cannot be served (see above)");
 		break;
 	}
@@ -284,16 +286,13 @@ void px_core_free(struct px_core *core)
 		pthread_mutex_destroy(&core->reload_lock);
 	px_copies_free(core);
 	px_sources_release_catalog(core);
-	if (core->peer_secret) {
-		explicit_bzero(core->peer_secret, strlen(core->peer_secret));
-		free(core->peer_secret);
-	}
+	px_cluster_free(core);
 	free(core);
 }
 
 void px_core_set_peer_secret(struct px_core *core, char *secret)
 {
-	core->peer_secret = secret;
+	px_cluster_set_secret(core, secret);
 }
 
 void px_core_stop(struct px_core *core)

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "context.h"
 #include "health.h"
 #include "hosts.h"
@@ -174,15 +175,15 @@ static void take_tc_sums(struct px_core *core, struct px_snapshot *s)
  * call to the store (kvstore.c's own lock, hosts.c's). */
 static void take_cluster(struct px_core *core, struct px_snapshot *s)
 {
-	if (!core->store)
+	if (!px_cluster_store(core))
 		return;
 	s->clustered = 1;
-	snprintf(s->store_url, sizeof(s->store_url), "%s", px_store_url(core->store));
-	snprintf(s->cluster, sizeof(s->cluster), "%s", px_store_prefix(core->store));
-	if (core->hosts)
-		snprintf(s->host_id, sizeof(s->host_id), "%s", px_hosts_self(core->hosts));
-	px_store_state(core->store, &s->store);
-	s->nhosts = px_hosts_list(core->hosts, s->hosts, PX_HOSTS_MAX);
+	snprintf(s->store_url, sizeof(s->store_url), "%s", px_store_url(px_cluster_store(core)));
+	snprintf(s->cluster, sizeof(s->cluster), "%s", px_store_prefix(px_cluster_store(core)));
+	if (px_cluster_hosts(core))
+		snprintf(s->host_id, sizeof(s->host_id), "%s", px_hosts_self(px_cluster_hosts(core)));
+	px_store_state(px_cluster_store(core), &s->store);
+	s->nhosts = px_hosts_list(px_cluster_hosts(core), s->hosts, PX_HOSTS_MAX);
 }
 
 enum px_status px_snapshot_new(struct px_core *core, unsigned what, struct px_snapshot **out)

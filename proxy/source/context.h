@@ -39,6 +39,7 @@ struct px_providers;
 struct px_verify;
 struct px_reloads;
 struct px_retry;
+struct px_cluster;
 
 struct asset_rt {
 	struct cache_slot *slot;   /* head, tail: two, made at the asset's first
@@ -148,13 +149,9 @@ struct px_core {
 	 * the verification and cutover counters (standby.c, opaque) */
 	struct px_verify *verify;
 
-	/* cluster mode (docs/cluster.md), borrowed from main; NULL: one host */
-	struct px_store *store;
-	struct px_hosts *hosts;
-	struct px_cslots *cslots;  /* providers' slots across hosts (cslots.c) */
-	/* the cluster's shared secret (cluster_secret_file), owned; NULL:
-	 * none, no peer's copy is read. Never logged, shown or stored */
-	char *peer_secret;
+	/* the cluster's handles: store, hosts, slots, secret (cluster.c,
+	 * opaque); NULL handles on one host */
+	struct px_cluster *cluster;
 };
 
 #endif

@@ -71,6 +71,7 @@
 
 #include "catalog.h"
 #include "clock.h"
+#include "cluster.h"
 #include "context.h"
 #include "health.h"
 #include "provider.h"
@@ -1255,7 +1256,7 @@ enum px_status px_providers_init(struct px_core *core)
 	if (!core->now)
 		core->now = px_now_ms;
 	for (size_t i = 0; i < cat->nproviders; i++) {
-		core->provs[i].cl = core->store != NULL;
+		core->provs[i].cl = px_cluster_store(core) != NULL;
 		core->provs[i].max = cat->providers[i].max_connections;
 		core->provs[i].drained = cat->providers[i].drained;
 		core->provs[i].probe_asset = -1;
@@ -1279,7 +1280,7 @@ void px_providers_apply(struct px_core *core, size_t prov, const struct px_provi
 	struct prov_rt *rt = &core->provs[prov];
 	if (fresh) {
 		px_provider_fresh(core, prov);
-		rt->cl = core->store != NULL;
+		rt->cl = px_cluster_store(core) != NULL;
 	}
 	rt->max = p->max_connections;
 	if (fresh || !p->implicit)

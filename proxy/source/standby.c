@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "cluster.h"
 #include "health.h"
 #include "provider.h"
 #include "standby.h"
@@ -1757,8 +1758,8 @@ enum px_status px_standby_start(struct px_core *core)
 			px_warn("verify", "fingerprints are not kept: %s", err);
 		/* cluster mode: fingerprints and verdicts are the cluster's
 		 * (docs/cluster.md) */
-		else if (core->store)
-			vf_store_share(core->verify->vstore, core->store);
+		else if (px_cluster_store(core))
+			vf_store_share(core->verify->vstore, px_cluster_store(core));
 	}
 	/* unit tests with a fake fetcher ask for workers explicitly */
 	if (!core->fetch && !core->verify->verify_workers)
