@@ -1,9 +1,13 @@
 /*
  * context.h - the core's shared context: the catalog copy, the per-asset
- * and per-provider run-time state and the locks that guard them. core.c
- * (the composition root) builds it; the layers from source/ up read the
- * fields their module owns, as each field's comment says. Reporting code
- * never reads it: it takes a snapshot (px_snapshot_new, control/snapshot.c).
+ * and per-provider run-time state, the locks other files of a layer take,
+ * and pointers to the objects each layer owns (px_reads, px_providers,
+ * px_verify, px_retry, px_reloads, px_cluster), opaque outside their own
+ * file and used through its functions. core.c (the composition root)
+ * builds it and makes and frees those objects; the layers from source/ up
+ * read the fields their module owns, as each field's comment says.
+ * Reporting code never reads it: it takes a snapshot (px_snapshot_new,
+ * control/snapshot.c).
  */
 #ifndef SEAMFS_CONTEXT_H
 #define SEAMFS_CONTEXT_H
