@@ -4,7 +4,7 @@
  * layers below, runs the discovery pass that decides which assets the
  * mount lists, owns the monitor thread that calls each layer's periodic
  * tick, and wires the one call that must go up a layer (a provider at its
- * limit asks the read layer for idle streams' slots: core->yield_idle).
+ * limit asks the read layer for idle streams' slots: px_providers_set_yield).
  * The only file that sees every layer; docs/architecture.md maps them.
  */
 #include <errno.h>
@@ -17,6 +17,7 @@
 
 #include "cache.h"
 #include "clock.h"
+#include "cluster.h"
 #include "context.h"
 #include "copies.h"
 #include "core.h"
@@ -30,6 +31,7 @@
 #include "provider.h"
 #include "rangeread.h"
 #include "reads.h"
+#include "reload.h"
 #include "session.h"
 #include "session_i.h"
 #include "sources.h"
@@ -124,11 +126,12 @@ static void cluster_tick(void *arg)
 	char key[256];
 	struct px_reply *r = NULL;
 	struct px_host_info hosts[PX_HOSTS_MAX];
-	px_cslots_set_hosts(core, (int)px_hosts_list(core->hosts, hosts, PX_HOSTS_MAX));
-	if (px_store_key(core->store, key, sizeof(key), "drains") < 0)
+	px_cslots_set_hosts(core, (int)px_hosts_list(px_cluster_hosts(core), hosts, PX_HOSTS_MAX));
+	if (px_store_key(px_cluster_store(core), key, sizeof(key), "drains") < 0)
 		return;
 	const char *argv[] = { "HGETALL", key };
-	if (px_store_call(core->store, 2, argv, NULL, &r) == PX_OK && r->type == PX_REPLY_ARRAY)
+	if (px_store_call(px_cluster_store(core), 2, argv, NULL, &r) == PX_OK &&
+	    r->type == PX_REPLY_ARRAY)
 		for (size_t i = 0; i + 1 < r->n; i += 2)
 			if (px_provider_drain(core, px_reply_str(r, i),
 					      strcmp(px_reply_str(r, i + 1), "1") == 0) == PX_OK)
@@ -153,8 +156,8 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 	if (!core)
 		return PX_ENOMEM;
 	core->cfg = cfg;
-	core->store = store;
-	core->hosts = hosts;
+	if (px_cluster_new(core, store, hosts) != PX_OK)
+		goto out;
 	if (px_sources_own_catalog(core, cat) != PX_OK)
 		goto out;
 	core->assets_cap = cat->nassets + PX_SPARE_ASSETS;
@@ -162,6 +165,8 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 	if (!core->assets)
 		goto out;
 	pthread_mutex_init(&core->reload_lock, NULL);
+	if (px_reloads_new(core) != PX_OK || px_probe_retry_new(core) != PX_OK)
+		goto out;
 	for (size_t i = 0; i < cat->nassets; i++)
 		core->assets[i].source_cap = cat->assets[i].kind == PX_ASSET_PLAIN
 			? cat->assets[i].nsources + px_spare_sources(cat->nassets) : 0;
@@ -171,9 +176,10 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 		goto out;
 	if (px_reads_new(cfg, &core->reads) != PX_OK)
 		goto out;
-	px_providers_init(core);
+	if (px_providers_init(core) != PX_OK)
+		goto out;
 	/* a session at its provider's limit gives back its idle streams' slots */
-	core->yield_idle = px_session_yield_idle;
+	px_providers_set_yield(core, px_session_yield_idle);
 	if ((st = px_standby_init(core)) != PX_OK)
 		goto out;
 	st = PX_ENOMEM;
@@ -189,7 +195,7 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 	for (size_t i = 0; i < cat->nassets; i++) {
 		if (cat->assets[i].kind == PX_ASSET_PLAIN)
 			continue;
-		if (px_transcode_new(cfg, cat, core->store, &core->tc) != PX_OK)
+		if (px_transcode_new(cfg, cat, px_cluster_store(core), &core->tc) != PX_OK)
 			px_error("core", "transcoded assets cannot be served (see above)");
 		break;
 	}
@@ -200,7 +206,7 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 			goto out;
 		core->ops = px_fetch_ops(core->fetch);
 	}
-	core->cluster_acquire = px_cslots_acquire;
+	px_providers_set_cluster(core, px_cslots_acquire);
 	if (hosts && px_cslots_start(core) != PX_OK) {
 		px_warn("core", "providers' slots cannot be shared with the cluster: each host "
 			"keeps to its own limit");
@@ -275,24 +281,18 @@ void px_core_free(struct px_core *core)
 	free(core->provs);
 	px_tree_free(core->tree);
 	px_probe_retry_release(core);
-	for (size_t i = 0; i < core->ncatalogs; i++) {
-		px_tree_free(core->old_trees[i]);
-		px_catalog_free(core->catalogs[i]);
-	}
+	px_reloads_free(core);
 	if (core->assets)
 		pthread_mutex_destroy(&core->reload_lock);
 	px_copies_free(core);
 	px_sources_release_catalog(core);
-	if (core->peer_secret) {
-		explicit_bzero(core->peer_secret, strlen(core->peer_secret));
-		free(core->peer_secret);
-	}
+	px_cluster_free(core);
 	free(core);
 }
 
 void px_core_set_peer_secret(struct px_core *core, char *secret)
 {
-	core->peer_secret = secret;
+	px_cluster_set_secret(core, secret);
 }
 
 void px_core_stop(struct px_core *core)
@@ -431,15 +431,14 @@ void px_core_set_worker(struct px_core *core, const struct px_worker_info *w)
 
 void px_core_set_catalog_path(struct px_core *core, const char *path)
 {
-	core->catalog_path = path;
+	px_reload_set_path(core, path);
 }
 
 void px_core_on_reload(struct px_core *core,
 		       void (*fn)(void *ctx, const struct px_tree *old, const struct px_tree *now),
 		       void *ctx)
 {
-	core->on_reload_ctx = ctx;
-	atomic_store(&core->on_reload, fn); /* after ctx: a reader loads fn first */
+	px_probe_on_reload(core, fn, ctx);
 }
 
 int64_t px_core_asset_size(const struct px_core *core, size_t asset)

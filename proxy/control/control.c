@@ -30,6 +30,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "context.h"
 #include "control.h"
 #include "kvstore.h"
@@ -393,17 +394,17 @@ static enum MHD_Result on_drain(struct px_control *ctl, struct MHD_Connection *c
 		return respond_err(c, &err);
 	}
 	int cluster = 0;
-	if (ctl->core->store) {
+	if (px_cluster_store(ctl->core)) {
 		/* cluster mode: every host applies it at its next heartbeat */
 		char key[256];
 		const char *argv[] = { "HSET", key, r->req.name, drain ? "1" : "0" };
-		if (px_store_key(ctl->core->store, key, sizeof(key), "drains") >= 0 &&
-		    px_store_call(ctl->core->store, 4, argv, NULL, NULL) == PX_OK)
+		if (px_store_key(px_cluster_store(ctl->core), key, sizeof(key), "drains") >= 0 &&
+		    px_store_call(px_cluster_store(ctl->core), 4, argv, NULL, NULL) == PX_OK)
 			cluster = 1;
 		else
 			px_warn("control", "%s of provider %s applies to this host only: the "
 				"store %s does not answer", drain ? "drain" : "resume",
-				r->req.name, px_store_url(ctl->core->store));
+				r->req.name, px_store_url(px_cluster_store(ctl->core)));
 	}
 	return respond(c, MHD_HTTP_OK,
 		       px_json_text(json_pack("{s:s, s:b, s:b}", "provider", r->req.name,

@@ -45,6 +45,57 @@
  * files on a slow NFS server is read well within it. */
 #define RELOAD_READ_MS 30000
 
+/* reload.c's own state (context.h's px_core.reloads), under
+ * core->reload_lock: the catalogs and trees kept until the core is freed,
+ * the last reload's outcome; made by px_reloads_new, freed by
+ * px_reloads_free, opaque to the rest. */
+struct px_reloads {
+	struct px_catalog *catalogs[PX_MAX_RELOADS];
+	struct px_tree *old_trees[PX_MAX_RELOADS];
+	size_t ncatalogs;
+	const char *catalog_path;  /* borrowed from main; NULL: no reload */
+	char reload_msg[1024];     /* the last reload's outcome, in words */
+	int reload_ok;
+	int64_t reload_when;
+	uint64_t n_reloads;
+	int readers_left;          /* catalog readers a reload gave up on, that
+				    * may still sit in the kernel */
+};
+
+enum px_status px_reloads_new(struct px_core *core)
+{
+	core->reloads = calloc(1, sizeof(*core->reloads));
+	return core->reloads ? PX_OK : PX_ENOMEM;
+}
+
+void px_reloads_free(struct px_core *core)
+{
+	if (!core->reloads)
+		return;
+	for (size_t i = 0; i < core->reloads->ncatalogs; i++) {
+		px_tree_free(core->reloads->old_trees[i]);
+		px_catalog_free(core->reloads->catalogs[i]);
+	}
+	free(core->reloads);
+	core->reloads = NULL;
+}
+
+void px_reload_set_path(struct px_core *core, const char *path)
+{
+	core->reloads->catalog_path = path;
+}
+
+void px_reload_stats(struct px_core *core, struct px_reload_stats *out)
+{
+	pthread_mutex_lock(&core->reload_lock);
+	out->n_reloads = core->reloads->n_reloads;
+	out->reload_ok = core->reloads->reload_ok;
+	memcpy(out->reload_msg, core->reloads->reload_msg, sizeof(out->reload_msg));
+	out->reload_msg[sizeof(out->reload_msg) - 1] = '\0';
+	out->reload_when = core->reloads->reload_when;
+	pthread_mutex_unlock(&core->reload_lock);
+}
+
 /* Builds the tree of the reloaded catalog and swaps it in, telling the
  * front. reload_lock held. */
 static enum px_status publish(struct px_core *core, const struct px_sources_change *c,
@@ -60,10 +111,8 @@ static enum px_status publish(struct px_core *core, const struct px_sources_chan
 	/* publish: listed flags, then the tree */
 	px_sources_set_listed(core, listed);
 	struct px_tree *old = atomic_exchange(&core->tree, tree);
-	core->old_trees[core->ncatalogs] = old;
-	px_reload_fn told = atomic_load(&core->on_reload);
-	if (told)
-		told(core->on_reload_ctx, old, tree);
+	core->reloads->old_trees[core->reloads->ncatalogs] = old;
+	px_probe_tell(core, old, tree);
 	px_copies_reload(core, c->nc);
 	px_info("reload", "catalog reloaded: %d asset(s) added, %d gone, %d source(s) added, "
 		"%d removed%s%s", c->n_new, n_gone, c->s_added, c->s_removed,
@@ -82,7 +131,7 @@ enum px_status px_reload_catalog(struct px_core *core, struct px_catalog *nc, ch
 	report[0] = '\0';
 	c.map = calloc(nc->nproviders + 1, sizeof(*c.map));
 	pthread_mutex_lock(&core->reload_lock);
-	if (!c.map || core->ncatalogs == PX_MAX_RELOADS) {
+	if (!c.map || core->reloads->ncatalogs == PX_MAX_RELOADS) {
 		px_sources_note(report, len, "%s",
 				c.map ? "too many reloads: remount" : "out of memory");
 		goto out;
@@ -101,7 +150,7 @@ enum px_status px_reload_catalog(struct px_core *core, struct px_catalog *nc, ch
 out:
 	pthread_mutex_unlock(&core->reload_lock);
 	if (nc && merged)
-		core->catalogs[core->ncatalogs++] = nc; /* room was checked first */
+		core->reloads->catalogs[core->reloads->ncatalogs++] = nc; /* room was checked first */
 	else if (nc)
 		px_catalog_free(nc);
 	free(c.map);
@@ -169,7 +218,7 @@ static struct load_job *load_start(struct px_core *core, char *err, size_t errle
 	pthread_t t;
 	int ok = 0;
 
-	if (!j || !(j->path = strdup(core->catalog_path)) ||
+	if (!j || !(j->path = strdup(core->reloads->catalog_path)) ||
 	    (core->cfg->strm_paths && !(j->strm_paths = strdup(core->cfg->strm_paths)))) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
@@ -181,7 +230,7 @@ static struct load_job *load_start(struct px_core *core, char *err, size_t errle
 	ok = pthread_create(&t, &attr, load_main, j) == 0;
 	pthread_attr_destroy(&attr);
 	if (!ok)
-		snprintf(err, errlen, "%s: cannot start a thread to read it", core->catalog_path);
+		snprintf(err, errlen, "%s: cannot start a thread to read it", core->reloads->catalog_path);
 out:
 	if (!ok && j) {
 		if (j->path)
@@ -222,14 +271,14 @@ static enum px_status load_bounded(struct px_core *core, struct px_catalog **out
 		j->abandoned = 1;
 		st = PX_ETIMEDOUT;
 		pthread_mutex_lock(&core->reload_lock);
-		core->readers_left++;
+		core->reloads->readers_left++;
 		pthread_mutex_unlock(&core->reload_lock);
 		if (px_providers_stopping(core))
 			snprintf(err, errlen, "%s: not read before the daemon stopped (a hung file "
-				 "system?)", core->catalog_path);
+				 "system?)", core->reloads->catalog_path);
 		else
 			snprintf(err, errlen, "%s: not read within %d s (a hung file system?); "
-				 "the read is left behind", core->catalog_path, RELOAD_READ_MS / 1000);
+				 "the read is left behind", core->reloads->catalog_path, RELOAD_READ_MS / 1000);
 	}
 	int mine = j->done;
 	pthread_mutex_unlock(&j->lock);
@@ -241,7 +290,7 @@ static enum px_status load_bounded(struct px_core *core, struct px_catalog **out
 int px_reload_readers_left(struct px_core *core)
 {
 	pthread_mutex_lock(&core->reload_lock);
-	int n = core->readers_left;
+	int n = core->reloads->readers_left;
 	pthread_mutex_unlock(&core->reload_lock);
 	return n;
 }
@@ -252,7 +301,7 @@ enum px_status px_reload_file(struct px_core *core, char *report, size_t len)
 	char err[1024];
 	enum px_status st;
 
-	if (!core->catalog_path) {
+	if (!core->reloads->catalog_path) {
 		snprintf(report, len, "no catalog file to read again");
 		return PX_EINVAL;
 	}
@@ -262,17 +311,17 @@ enum px_status px_reload_file(struct px_core *core, char *report, size_t len)
 	} else {
 		if (nc->nsettings)
 			px_info("reload", "%s: \"settings\" apply at the next mount only",
-				core->catalog_path);
+				core->reloads->catalog_path);
 		st = px_reload_catalog(core, nc, report, len);
 	}
 	pthread_mutex_lock(&core->reload_lock);
-	snprintf(core->reload_msg, sizeof(core->reload_msg), "%s%s",
+	snprintf(core->reloads->reload_msg, sizeof(core->reloads->reload_msg), "%s%s",
 		 st == PX_OK ? "reloaded" : "", st == PX_OK && report[0] ? ": " : "");
-	size_t n = strlen(core->reload_msg);
-	snprintf(core->reload_msg + n, sizeof(core->reload_msg) - n, "%s", report);
-	core->reload_ok = st == PX_OK;
-	core->reload_when = core->now();
-	core->n_reloads++;
+	size_t n = strlen(core->reloads->reload_msg);
+	snprintf(core->reloads->reload_msg + n, sizeof(core->reloads->reload_msg) - n, "%s", report);
+	core->reloads->reload_ok = st == PX_OK;
+	core->reloads->reload_when = core->now();
+	core->reloads->n_reloads++;
 	pthread_mutex_unlock(&core->reload_lock);
 	if (st != PX_OK)
 		px_error("reload", "%s", report);

@@ -34,24 +34,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "context.h"
 #include "health.h"
 #include "hosts.h"
 #include "kvstore.h"
 #include "provider.h"
 #include "reads.h"
+#include "reload.h"
 #include "snapshot.h"
 #include "transcode.h"
 
 static void take_reload(struct px_core *core, struct px_snapshot *s)
 {
-	pthread_mutex_lock(&core->reload_lock);
-	s->n_reloads = core->n_reloads;
-	s->reload_ok = core->reload_ok;
-	memcpy(s->reload_msg, core->reload_msg, sizeof(s->reload_msg));
-	s->reload_msg[sizeof(s->reload_msg) - 1] = '\0';
-	s->reload_when = core->reload_when;
-	pthread_mutex_unlock(&core->reload_lock);
+	struct px_reload_stats r;
+	px_reload_stats(core, &r);
+	s->n_reloads = r.n_reloads;
+	s->reload_ok = r.reload_ok;
+	memcpy(s->reload_msg, r.reload_msg, sizeof(s->reload_msg));
+	s->reload_when = r.reload_when;
 }
 
 static enum px_status take_providers(struct px_core *core, struct px_snapshot *s, int rows)
@@ -72,6 +73,9 @@ static enum px_status take_providers(struct px_core *core, struct px_snapshot *s
 	s->n_admit_busy = p.n_admit_busy;
 	memcpy(s->admit_why, p.admit_why, sizeof(s->admit_why));
 	s->admit_when = p.admit_when;
+	s->n_scans = p.n_scans;
+	s->n_scan_requests = p.n_scan_requests;
+	s->h_ttfb = p.h_ttfb;
 	return st;
 }
 
@@ -138,8 +142,6 @@ static void take_reads(struct px_core *core, struct px_snapshot *s)
 	s->disk = rs.disk;
 	s->n_cache_hits = rs.n_cache_hits;
 	s->n_scans_cached = rs.n_scans_cached;
-	s->n_scans = atomic_load(&core->n_scans);
-	s->n_scan_requests = atomic_load(&core->n_scan_requests);
 	s->n_multipart = rs.n_multipart;
 	s->n_cache_fills = rs.n_cache_fills;
 	s->n_streams = rs.n_streams;
@@ -153,7 +155,6 @@ static void take_reads(struct px_core *core, struct px_snapshot *s)
 	s->ra_budget = core->cfg->readahead_budget;
 	s->cache_size = core->cfg->cache_size;
 	s->h_read = rs.h_read;
-	px_histo_snapshot(&core->h_ttfb, &s->h_ttfb);
 }
 
 /* Sums over the transcodes (their rows when taken, else a snapshot of
@@ -174,15 +175,15 @@ static void take_tc_sums(struct px_core *core, struct px_snapshot *s)
  * call to the store (kvstore.c's own lock, hosts.c's). */
 static void take_cluster(struct px_core *core, struct px_snapshot *s)
 {
-	if (!core->store)
+	if (!px_cluster_store(core))
 		return;
 	s->clustered = 1;
-	snprintf(s->store_url, sizeof(s->store_url), "%s", px_store_url(core->store));
-	snprintf(s->cluster, sizeof(s->cluster), "%s", px_store_prefix(core->store));
-	if (core->hosts)
-		snprintf(s->host_id, sizeof(s->host_id), "%s", px_hosts_self(core->hosts));
-	px_store_state(core->store, &s->store);
-	s->nhosts = px_hosts_list(core->hosts, s->hosts, PX_HOSTS_MAX);
+	snprintf(s->store_url, sizeof(s->store_url), "%s", px_store_url(px_cluster_store(core)));
+	snprintf(s->cluster, sizeof(s->cluster), "%s", px_store_prefix(px_cluster_store(core)));
+	if (px_cluster_hosts(core))
+		snprintf(s->host_id, sizeof(s->host_id), "%s", px_hosts_self(px_cluster_hosts(core)));
+	px_store_state(px_cluster_store(core), &s->store);
+	s->nhosts = px_hosts_list(px_cluster_hosts(core), s->hosts, PX_HOSTS_MAX);
 }
 
 enum px_status px_snapshot_new(struct px_core *core, unsigned what, struct px_snapshot **out)

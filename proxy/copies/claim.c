@@ -2,7 +2,7 @@
  * claim.c - the claim to copy an asset to a place (docs/copies.md,
  * "Cluster mode" and "Across hosts").
  *
- * Cluster mode (core->store), a storage without a host (shared, NFS):
+ * Cluster mode (px_cluster_store(core)), a storage without a host (shared, NFS):
  * before copying there a job takes PREFIX:copy:{ASSET}:STORAGE (SET NX PX
  * 3 heartbeats; renewed from the copy loop, compare-and-deleted at the
  * end); one another host holds makes it wait ("copying on another host"),
@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "cluster.h"
 #include "copies_i.h"
 #include "kvstore.h"
 #include "log.h"
@@ -33,7 +34,7 @@ static const char CLAIM_DROP[] =
  * a store that does not answer is asked again at the next renewal. */
 void cp_claim_renew(struct px_copies *cp, int force)
 {
-	struct px_store *store = cp->core->store;
+	struct px_store *store = px_cluster_store(cp->core);
 	if (!store || !cp->claim_key[0] || (!force && px_now_ms() < cp->claim_renew_at))
 		return;
 	char ttl[32];
@@ -54,7 +55,7 @@ static enum px_copy_wait claim_take(struct px_copies *cp, size_t asset, const ch
 {
 	struct px_core *core = cp->core;
 	char key[sizeof(cp->claim_key)], ttl[32];
-	if (px_store_key(core->store, key, sizeof(key), "copy:{%s}:%s",
+	if (px_store_key(px_cluster_store(core), key, sizeof(key), "copy:{%s}:%s",
 			 core->cat->assets[asset].id, storage) < 0)
 		return PX_WAIT_STORE_DOWN;
 	int64_t hb = core->cfg->heartbeat_ms > 0 ? core->cfg->heartbeat_ms : 10000;
@@ -62,7 +63,7 @@ static enum px_copy_wait claim_take(struct px_copies *cp, size_t asset, const ch
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
 	const char *argv[6] = { "SET", key, cp->host, "NX", "PX", ttl };
 	struct px_reply *r = NULL;
-	enum px_status st = px_store_call(core->store, 6, argv, NULL, &r);
+	enum px_status st = px_store_call(px_cluster_store(core), 6, argv, NULL, &r);
 	int got = st == PX_OK && r && r->type == PX_REPLY_STATUS;
 	int answered = st == PX_OK || st == PX_EBADRESP;
 	px_reply_free(r);
@@ -72,7 +73,7 @@ static enum px_copy_wait claim_take(struct px_copies *cp, size_t asset, const ch
 		/* held: ours (this host id, a claim left by a restart) or not */
 		const char *get[2] = { "GET", key };
 		r = NULL;
-		st = px_store_call(core->store, 2, get, NULL, &r);
+		st = px_store_call(px_cluster_store(core), 2, get, NULL, &r);
 		got = st == PX_OK && r && r->type == PX_REPLY_STR && strcmp(r->str, cp->host) == 0;
 		px_reply_free(r);
 		if (st != PX_OK && st != PX_EBADRESP)
@@ -90,11 +91,11 @@ static enum px_copy_wait claim_take(struct px_copies *cp, size_t asset, const ch
 /* Drops the held claim if it is still ours (no lock held). */
 void cp_claim_drop(struct px_copies *cp)
 {
-	if (!cp->core->store || !cp->claim_key[0])
+	if (!px_cluster_store(cp->core) || !cp->claim_key[0])
 		return;
 	const char *keys[1] = { cp->claim_key }, *args[1] = { cp->host };
 	struct px_reply *r = NULL;
-	if (px_store_eval(cp->core->store, CLAIM_DROP, 1, keys, 1, args, &r) != PX_OK)
+	if (px_store_eval(px_cluster_store(cp->core), CLAIM_DROP, 1, keys, 1, args, &r) != PX_OK)
 		px_info("copies", "claim %s could not be dropped (the store did not answer): it "
 			"expires in %lld ms", cp->claim_key, (long long)cp->claim_ttl_ms);
 	px_reply_free(r);

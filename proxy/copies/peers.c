@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "cluster.h"
 #include "copies_i.h"
 #include "kvstore.h"
 #include "log.h"
@@ -123,14 +124,14 @@ static void publish(struct px_copies *cp)
 	int64_t hb = core->cfg->heartbeat_ms > 0 ? core->cfg->heartbeat_ms : 10000;
 	/* liveness is the hosts registry's: this only outlives a long copy */
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)(10 * hb < 10000 ? 10000 : 10 * hb));
-	if (px_store_key(core->store, key, sizeof(key), "cstate:%s", cp->host) < 0)
+	if (px_store_key(px_cluster_store(core), key, sizeof(key), "cstate:%s", cp->host) < 0)
 		return;
 	pthread_mutex_lock(&cp->lock);
 	size_t n = own_state(cp, ttl, &v);
 	pthread_mutex_unlock(&cp->lock);
 	const char *keys[1] = { key };
-	if (n && px_store_eval(core->store, PUBLISH, 1, keys, (int)n, (const char **)v, NULL) !=
-	    PX_OK)
+	if (n && px_store_eval(px_cluster_store(core), PUBLISH, 1, keys, (int)n,
+			      (const char **)v, NULL) != PX_OK)
 		px_debug("copies", "this host's copies could not be published (the store did not "
 			 "answer)");
 	for (size_t i = 0; i < n; i++)
@@ -167,16 +168,16 @@ static long read_peers(struct px_copies *cp, struct peer **out)
 {
 	struct px_core *core = cp->core;
 	struct px_host_info live[PX_HOSTS_MAX];
-	size_t nlive = px_hosts_list(core->hosts, live, PX_HOSTS_MAX);
+	size_t nlive = px_hosts_list(px_cluster_hosts(core), live, PX_HOSTS_MAX);
 	char set[300], pfx[300];
 	struct px_reply *r = NULL;
 	long n = -1;
 	*out = NULL;
-	if (px_store_key(core->store, set, sizeof(set), "hosts") < 0 ||
-	    px_store_key(core->store, pfx, sizeof(pfx), "cstate:") < 0)
+	if (px_store_key(px_cluster_store(core), set, sizeof(set), "hosts") < 0 ||
+	    px_store_key(px_cluster_store(core), pfx, sizeof(pfx), "cstate:") < 0)
 		return -1;
 	const char *keys[1] = { set }, *args[1] = { pfx };
-	if (px_store_eval(core->store, READ_ALL, 1, keys, 1, args, &r) != PX_OK || !r ||
+	if (px_store_eval(px_cluster_store(core), READ_ALL, 1, keys, 1, args, &r) != PX_OK || !r ||
 	    r->type != PX_REPLY_ARRAY)
 		goto out;
 	struct peer *p = calloc(nlive + 1, sizeof(*p));
@@ -239,7 +240,7 @@ static void peer_source_add(struct px_copies *cp, const struct peer *p, size_t a
 		return;
 	peer_url(p->url, core->cat->assets[a].id, url, sizeof(url));
 	snprintf(prov, sizeof(prov), "peer:%s", p->id);
-	if (asprintf(&hdr, "Authorization: Bearer %s", core->peer_secret) < 0)
+	if (asprintf(&hdr, "Authorization: Bearer %s", px_cluster_secret(core)) < 0)
 		return;
 	enum px_status st = px_sources_add_peer(core, a, url, prov, hdr, &k);
 	explicit_bzero(hdr, strlen(hdr));
@@ -265,7 +266,7 @@ static void peer_source_add(struct px_copies *cp, const struct peer *p, size_t a
 static void peer_sources_follow(struct px_copies *cp, const struct peer *p, size_t np)
 {
 	struct px_core *core = cp->core;
-	for (size_t h = 0; h < np && core->peer_secret; h++)
+	for (size_t h = 0; h < np && px_cluster_secret(core); h++)
 		for (size_t a = 0; !p[h].self && p[h].url[0] && a < core->cat->nassets; a++)
 			if (cp_peer_holds(cp, &p[h], a) && core->assets[a].listed &&
 			    core->cat->assets[a].kind == PX_ASSET_PLAIN)
@@ -277,7 +278,7 @@ static void peer_sources_follow(struct px_copies *cp, const struct peer *p, size
 			if (strcmp(p[h].id, s->host) == 0)
 				ph = &p[h];
 		if (!s->serving || (ph && ph->url[0] && cp_peer_holds(cp, ph, s->asset) &&
-				    core->peer_secret))
+				    px_cluster_secret(core)))
 			continue;
 		s->serving = 0;
 		if (s->k == (size_t)-1)
@@ -318,7 +319,7 @@ void cp_sync_due(struct px_copies *cp)
 	if (!cp_clustered(cp) || px_now_ms() < cp->sync_at)
 		return;
 	pthread_mutex_lock(&cp->lock);
-	int any = cp->nst > 0 || cp->core->peer_secret;
+	int any = cp->nst > 0 || px_cluster_secret(cp->core);
 	pthread_mutex_unlock(&cp->lock);
 	if (any)
 		cp_cluster_sync(cp);

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "cluster.h"
 #include "copies_i.h"
 #include "log.h"
 #include "provider.h"
@@ -211,7 +212,7 @@ void cp_storages_look(struct px_copies *cp)
 
 void cp_storages_load(struct px_copies *cp)
 {
-	if (cp->core->store && px_now_ms() >= cp->rescan_at) {
+	if (px_cluster_store(cp->core) && px_now_ms() >= cp->rescan_at) {
 		/* the copies other hosts made on shared storages */
 		cp->rescan_at = px_now_ms() + RESCAN_MS;
 		for (size_t i = 0; i < cp->nst; i++)

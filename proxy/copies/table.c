@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "copies_i.h"
 
 long cp_find_storage(struct px_copies *cp, const char *name)
@@ -51,7 +52,7 @@ int cp_grow(void **arr, size_t *cap, size_t n, size_t size)
  * each host keeps a manifest of its own there. */
 int cp_shared(const struct px_copies *cp, const struct storage *s)
 {
-	return cp->core->store != NULL && s->host == NULL;
+	return px_cluster_store(cp->core) != NULL && s->host == NULL;
 }
 
 void cp_copy_path(struct px_core *core, const struct storage *s, size_t asset, char *out,
@@ -79,7 +80,7 @@ int cp_want_copies(struct px_copies *cp, size_t asset)
  * disk) is placed on by the cluster, one copy per host. */
 int cp_clustered(const struct px_copies *cp)
 {
-	return cp->core->store != NULL && cp->core->hosts != NULL;
+	return px_cluster_store(cp->core) != NULL && px_cluster_hosts(cp->core) != NULL;
 }
 
 /* A local disk of this host. */

@@ -53,6 +53,42 @@
 #include "state.h"
 #include "tree.h"
 
+/* probe.c's own state (context.h's px_core.retry): the retry of size
+ * discovery and who is told of a new tree; made by px_probe_retry_new,
+ * freed by px_probe_retry_release, opaque to the rest. */
+struct px_retry {
+	pthread_t thread;
+	int started;
+	struct px_state *state;    /* sizes are remembered in (borrowed); NULL: none */
+	/* the trees the retry replaced, kept until the core is freed (under
+	 * core->reload_lock) */
+	struct px_tree *trees[PX_MAX_RELOADS];
+	size_t ntrees;
+	/* set once by the front after the core started, read by the reload
+	 * and retry threads: ctx is stored first, fn is atomic */
+	_Atomic(px_reload_fn) on_reload;
+	void *on_reload_ctx;
+};
+
+enum px_status px_probe_retry_new(struct px_core *core)
+{
+	core->retry = calloc(1, sizeof(*core->retry));
+	return core->retry ? PX_OK : PX_ENOMEM;
+}
+
+void px_probe_on_reload(struct px_core *core, px_reload_fn fn, void *ctx)
+{
+	core->retry->on_reload_ctx = ctx;
+	atomic_store(&core->retry->on_reload, fn); /* after ctx: a reader loads fn first */
+}
+
+void px_probe_tell(struct px_core *core, const struct px_tree *old, const struct px_tree *now)
+{
+	px_reload_fn told = atomic_load(&core->retry->on_reload);
+	if (told)
+		told(core->retry->on_reload_ctx, old, now);
+}
+
 #define PROBE_PARALLEL 32
 #define PROBE_GRACE_MS 1000  /* for answers after every size is decided */
 #define RETRY_FIRST_MS 5000  /* an asset left out is asked again after this, */
@@ -582,7 +618,7 @@ static size_t retry_publish(struct px_core *core, const unsigned char *need,
 	}
 	if (!n)
 		return 0;
-	if (core->nretry_trees == PX_MAX_RELOADS ||
+	if (core->retry->ntrees == PX_MAX_RELOADS ||
 	    px_tree_new(core->cat, listed, &tree) != PX_OK) {
 		px_error("probe", "sizes found for %zu left-out asset(s), but they cannot be "
 			 "listed (out of memory or of room for trees): remount", n);
@@ -596,8 +632,8 @@ static size_t retry_publish(struct px_core *core, const unsigned char *need,
 			continue;
 		if (rt->mtime < 0)
 			rt->mtime = core->catalog_mtime;
-		if (core->retry_state && px_probe_state_key(a, key) == 0 &&
-		    px_state_put(core->retry_state, a->id, key, rt->size, rt->mtime) != PX_OK)
+		if (core->retry->state && px_probe_state_key(a, key) == 0 &&
+		    px_state_put(core->retry->state, a->id, key, rt->size, rt->mtime) != PX_OK)
 			px_warn("state", "could not remember the size of %s", a->id);
 		px_info("probe", "asset %s listed: %lld bytes, found at a retry of size discovery",
 			a->id, (long long)rt->size);
@@ -606,10 +642,8 @@ static size_t retry_publish(struct px_core *core, const unsigned char *need,
 		core->nlisted++;
 	}
 	struct px_tree *old = atomic_exchange(&core->tree, tree);
-	core->retry_trees[core->nretry_trees++] = old;
-	px_reload_fn told = atomic_load(&core->on_reload);
-	if (told)
-		told(core->on_reload_ctx, old, tree);
+	core->retry->trees[core->retry->ntrees++] = old;
+	px_probe_tell(core, old, tree);
 	return n;
 }
 
@@ -631,11 +665,11 @@ size_t px_probe_retry(struct px_core *core)
 	pthread_mutex_lock(&core->reload_lock);
 	found = retry_publish(core, need, listed);
 	pthread_mutex_unlock(&core->reload_lock);
-	if (found && core->retry_state) {
+	if (found && core->retry->state) {
 		char err[512];
-		if (px_state_save(core->retry_state, err, sizeof(err)) != PX_OK)
+		if (px_state_save(core->retry->state, err, sizeof(err)) != PX_OK)
 			px_warn("state", "could not remember sizes: %s", err);
-		px_state_release(core->retry_state);
+		px_state_release(core->retry->state);
 	}
 out:
 	free(need);
@@ -683,9 +717,9 @@ static void *retry_main(void *arg)
 
 void px_probe_retry_start(struct px_core *core, struct px_state *state)
 {
-	core->retry_state = state;
-	if (pthread_create(&core->retry_thread, NULL, retry_main, core) == 0)
-		core->retry_started = 1;
+	core->retry->state = state;
+	if (pthread_create(&core->retry->thread, NULL, retry_main, core) == 0)
+		core->retry->started = 1;
 	else
 		px_warn("probe", "could not start the thread that retries size discovery: an "
 			"asset left out stays out until a remount");
@@ -693,19 +727,22 @@ void px_probe_retry_start(struct px_core *core, struct px_state *state)
 
 void px_probe_retry_stop(struct px_core *core)
 {
-	if (!core->retry_started)
+	if (!core->retry || !core->retry->started)
 		return;
 	pthread_mutex_lock(&core->prov_lock);
 	core->stopping = 1;
 	pthread_cond_broadcast(&core->prov_cond);
 	pthread_mutex_unlock(&core->prov_lock);
-	pthread_join(core->retry_thread, NULL);
-	core->retry_started = 0;
+	pthread_join(core->retry->thread, NULL);
+	core->retry->started = 0;
 }
 
 void px_probe_retry_release(struct px_core *core)
 {
-	for (size_t i = 0; i < core->nretry_trees; i++)
-		px_tree_free(core->retry_trees[i]);
-	core->nretry_trees = 0;
+	if (!core->retry)
+		return;
+	for (size_t i = 0; i < core->retry->ntrees; i++)
+		px_tree_free(core->retry->trees[i]);
+	free(core->retry);
+	core->retry = NULL;
 }

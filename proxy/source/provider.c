@@ -71,11 +71,32 @@
 
 #include "catalog.h"
 #include "clock.h"
+#include "cluster.h"
 #include "context.h"
 #include "health.h"
 #include "provider.h"
 #include "rangeread.h"
 #include "log.h"
+
+/* provider.c's own state beside prov_rt and the sessions (context.h's
+ * px_core.providers): made and freed with the core, opaque to the rest. */
+struct px_providers {
+	/* set before the core serves (px_providers_set_*), then read only */
+	int (*yield_idle)(struct px_session *s, int how);
+	int (*cluster_acquire)(struct px_core *core, size_t prov, int n);
+	_Atomic uint64_t next_session;
+	/* under prov_lock: the last open that could not be admitted */
+	char admit_why[300];
+	int64_t admit_when;
+	uint64_t n_admit_busy;
+	/* sessions whose handles were all closed having read only heads and
+	 * tails (each close of the last handle counts once), and the requests
+	 * they made: a scan's cost at the origin */
+	_Atomic uint64_t n_scans, n_scan_requests;
+	/* each transfer's submit to its first byte, for the metrics
+	 * (lock-free) */
+	struct px_histo h_ttfb;
+};
 
 /* One transfer submitted through px_xfer_submit(). */
 struct xrec {
@@ -245,10 +266,10 @@ int px_provider_cluster_need(const struct px_core *core, size_t prov)
  * call. Returns 1 when one came. */
 static int cluster_take(struct px_core *core, size_t prov)
 {
-	if (!core->cluster_acquire)
+	if (!core->providers->cluster_acquire)
 		return 0;
 	pthread_mutex_unlock(&core->prov_lock);
-	int got = core->cluster_acquire(core, prov, 1);
+	int got = core->providers->cluster_acquire(core, prov, 1);
 	pthread_mutex_lock(&core->prov_lock);
 	return got > 0;
 }
@@ -426,7 +447,7 @@ static int x_data(void *ctx, int64_t off, const void *buf, size_t len)
 	struct xrec *x = ctx;
 	if (!x->got_data) {
 		x->got_data = 1;
-		px_histo_observe_us(&x->core->h_ttfb, px_now_us() - x->submitted_us);
+		px_histo_observe_us(&x->core->providers->h_ttfb, px_now_us() - x->submitted_us);
 	}
 	return x->inner.on_data(x->inner.ctx, off, buf, len);
 }
@@ -553,7 +574,7 @@ static enum px_status wait_turn(struct px_core *core, struct xrec *x, struct slo
 			 * may hold it (a shared provider) */
 			int how = !slices ? PX_YIELD_IDLE :
 				  t_cutover ? PX_YIELD_LEAVING : PX_YIELD_UNREAD;
-			int n = core->yield_idle ? core->yield_idle(x->sess, how) : 0;
+			int n = core->providers->yield_idle ? core->providers->yield_idle(x->sess, how) : 0;
 			pthread_mutex_lock(&core->prov_lock);
 			if (n)
 				continue;
@@ -940,11 +961,11 @@ static enum px_status admit(struct px_core *core, size_t asset, int64_t deadline
 static void refuse(struct px_core *core, const struct px_asset *a, enum px_status st,
 		   const char *why)
 {
-	snprintf(core->admit_why, sizeof(core->admit_why), "asset %s: %s", a->id,
+	snprintf(core->providers->admit_why, sizeof(core->providers->admit_why), "asset %s: %s", a->id,
 		 st == PX_EBUSY ? why : st == PX_ESHUTDOWN ? "shutting down" : why);
-	core->admit_when = core->now();
+	core->providers->admit_when = core->now();
 	if (st == PX_EBUSY)
-		core->n_admit_busy++;
+		core->providers->n_admit_busy++;
 	pthread_mutex_unlock(&core->prov_lock);
 	px_warn("session", "asset %s: open refused: %s", a->id, why);
 }
@@ -974,7 +995,7 @@ static struct px_session *session_new(struct px_core *core, size_t asset, uint64
 	s->fds = fds;
 	s->nfds = nfds;
 	pthread_mutex_init(&s->fd_lock, NULL);
-	s->id = atomic_fetch_add(&core->next_session, 1) + 1;
+	s->id = atomic_fetch_add(&core->providers->next_session, 1) + 1;
 	s->created = core->now();
 	s->nhandles = 1;
 	s->reserved = 1;
@@ -1063,8 +1084,8 @@ void px_session_leave(struct px_session *s)
 		s->closed_at = core->now();
 		/* read only heads and tails: a scan, and what it cost */
 		if (atomic_load(&s->served) > 0 && atomic_load(&s->middle) == 0) {
-			atomic_fetch_add(&core->n_scans, 1);
-			atomic_fetch_add(&core->n_scan_requests,
+			atomic_fetch_add(&core->providers->n_scans, 1);
+			atomic_fetch_add(&core->providers->n_scan_requests,
 					 (uint64_t)(s->requests - s->requests_counted));
 		}
 		s->requests_counted = s->requests;
@@ -1213,15 +1234,29 @@ int64_t px_providers_tick(struct px_core *core)
 	return next;
 }
 
-void px_providers_init(struct px_core *core)
+void px_providers_set_yield(struct px_core *core, int (*fn)(struct px_session *s, int how))
+{
+	core->providers->yield_idle = fn;
+}
+
+void px_providers_set_cluster(struct px_core *core,
+			      int (*fn)(struct px_core *core, size_t prov, int n))
+{
+	core->providers->cluster_acquire = fn;
+}
+
+enum px_status px_providers_init(struct px_core *core)
 {
 	const struct px_catalog *cat = core->cat;
+	core->providers = calloc(1, sizeof(*core->providers));
+	if (!core->providers)
+		return PX_ENOMEM;
 	pthread_mutex_init(&core->prov_lock, NULL);
 	px_cond_init_mono(&core->prov_cond);
 	if (!core->now)
 		core->now = px_now_ms;
 	for (size_t i = 0; i < cat->nproviders; i++) {
-		core->provs[i].cl = core->store != NULL;
+		core->provs[i].cl = px_cluster_store(core) != NULL;
 		core->provs[i].max = cat->providers[i].max_connections;
 		core->provs[i].drained = cat->providers[i].drained;
 		core->provs[i].probe_asset = -1;
@@ -1230,6 +1265,7 @@ void px_providers_init(struct px_core *core)
 		for (size_t k = 0; k < cat->assets[i].nsources; k++)
 			px_provider_note_source(core, cat->assets[i].sources[k].provider,
 						cat->assets[i].sources[k].url);
+	return PX_OK;
 }
 
 void px_provider_fresh(struct px_core *core, size_t prov)
@@ -1244,7 +1280,7 @@ void px_providers_apply(struct px_core *core, size_t prov, const struct px_provi
 	struct prov_rt *rt = &core->provs[prov];
 	if (fresh) {
 		px_provider_fresh(core, prov);
-		rt->cl = core->store != NULL;
+		rt->cl = px_cluster_store(core) != NULL;
 	}
 	rt->max = p->max_connections;
 	if (fresh || !p->implicit)
@@ -1314,6 +1350,8 @@ void px_sessions_free_all(struct px_core *core)
 	pthread_mutex_unlock(&core->prov_lock);
 	pthread_cond_destroy(&core->prov_cond);
 	pthread_mutex_destroy(&core->prov_lock);
+	free(core->providers);
+	core->providers = NULL;
 }
 
 enum px_status px_session_switch(struct px_session *s, size_t source)
@@ -1593,11 +1631,14 @@ enum px_status px_providers_stats(struct px_core *core, int rows, struct px_prov
 		for (const struct px_session *x = core->sessions; x; x = x->next)
 			snap_session(core, x, &s->sessions[s->nsessions++], &oom);
 	}
-	s->n_admit_busy = core->n_admit_busy;
-	memcpy(s->admit_why, core->admit_why, sizeof(s->admit_why));
+	s->n_admit_busy = core->providers->n_admit_busy;
+	memcpy(s->admit_why, core->providers->admit_why, sizeof(s->admit_why));
 	s->admit_why[sizeof(s->admit_why) - 1] = '\0';
-	s->admit_when = core->admit_when;
+	s->admit_when = core->providers->admit_when;
 out:
+	s->n_scans = atomic_load(&core->providers->n_scans);
+	s->n_scan_requests = atomic_load(&core->providers->n_scan_requests);
+	px_histo_snapshot(&core->providers->h_ttfb, &s->h_ttfb);
 	pthread_mutex_unlock(&core->prov_lock);
 	return oom ? PX_ENOMEM : PX_OK;
 }

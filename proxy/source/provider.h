@@ -189,6 +189,9 @@ struct px_providers_stats {
 	uint64_t n_admit_busy;
 	char admit_why[300];
 	int64_t admit_when;        /* core clock; 0: never */
+	uint64_t n_scans, n_scan_requests; /* sessions that read only heads
+				    * and tails, and their requests */
+	struct px_histo_snap h_ttfb; /* each transfer's submit to its first byte */
 };
 
 /*
@@ -204,7 +207,17 @@ enum px_status px_providers_stats(struct px_core *core, int rows,
 
 /* ---- provider.c: slots, sessions, liveness */
 
-void px_providers_init(struct px_core *core);
+/* Makes provider.c's state (core->providers) and the providers' locks;
+ * PX_ENOMEM without memory. px_sessions_free_all frees it. */
+enum px_status px_providers_init(struct px_core *core) PX_WUR;
+
+/* What a session at its provider's limit gives up for a slot (PX_YIELD_*;
+ * read/: px_session_yield_idle) and, in cluster mode, how more slots of a
+ * provider are asked for (cslots.c's px_cslots_acquire; called with no
+ * lock held). Set by core.c before the core serves. */
+void px_providers_set_yield(struct px_core *core, int (*fn)(struct px_session *s, int how));
+void px_providers_set_cluster(struct px_core *core,
+			      int (*fn)(struct px_core *core, size_t prov, int n));
 void px_providers_release(struct px_core *core);
 
 /* Picks each provider's liveness probe. After discovery; core.c's monitor

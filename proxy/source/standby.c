@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "cluster.h"
 #include "health.h"
 #include "provider.h"
 #include "standby.h"
@@ -60,6 +61,32 @@
 #define SPARE_WAIT_MS 500        /* background work waits this long for a slot */
 #define ABANDON_AFTER 5          /* inconclusive checks in a row */
 #define RECENT_CUTOVERS 8
+
+/* One cutover, for the status. */
+struct cutover_rec {
+	uint64_t session;
+	size_t asset, from, to;
+	int64_t offset, ms, when;
+	enum px_status reason;
+};
+
+/* standby.c's own state (context.h's px_core.verify): the fingerprint
+ * store, the verifier's workers and the verification and cutover
+ * counters; made by px_standby_init, freed by px_standby_release, opaque
+ * to the rest. */
+struct px_verify {
+	pthread_cond_t vf_cond;    /* with core->vf_lock */
+	struct vf_store *vstore;   /* NULL without a state_dir */
+	struct vf_pool *vpool;
+	int verify_workers;        /* 0: 2 with a real fetcher, none with a fake */
+	/* under core->vf_lock */
+	uint64_t n_verified[4];    /* by vf_outcome */
+	uint64_t n_cutovers[PX_STATUS_COUNT]; /* by trigger */
+	struct cutover_rec recent[RECENT_CUTOVERS];
+	uint64_t nrecent;
+	uint64_t n_exhausted;
+	char exhausted_why[300];
+};
 
 /* The source as logs show it: without credentials. */
 static const char *src_name(const struct px_core *core, size_t asset, size_t k)
@@ -206,7 +233,7 @@ static void store_fp(struct px_core *core, size_t asset, size_t k, const struct 
 	const struct px_asset *a = &core->cat->assets[asset];
 	struct vf_record rec;
 	char err[300];
-	if (!core->vstore)
+	if (!core->verify->vstore)
 		return;
 	memset(&rec, 0, sizeof(rec));
 	rec.seen = *seen;
@@ -226,10 +253,10 @@ static void store_fp(struct px_core *core, size_t asset, size_t k, const struct 
 		 * reference (a put without the flag would end that) */
 		struct vf_record cur;
 		char name[VF_STORE_MAX_NAME];
-		reference = vf_store_reference(core->vstore, a->id, name, sizeof(name), &cur) &&
+		reference = vf_store_reference(core->verify->vstore, a->id, name, sizeof(name), &cur) &&
 			    strcmp(name, src_key(core, asset, k)) == 0;
 	}
-	if (vf_store_put(core->vstore, a->id, src_key(core, asset, k), &rec, reference, err,
+	if (vf_store_put(core->verify->vstore, a->id, src_key(core, asset, k), &rec, reference, err,
 			 sizeof(err)) != PX_OK)
 		px_warn("verify", "asset %s: could not store a fingerprint: %s", a->id, err);
 }
@@ -298,7 +325,7 @@ static int install_reference(struct px_core *core, size_t asset, const struct vf
 	/* every source is screened again against the new one */
 	for (size_t k = 0; rt->src && k <= rt->source_cap; k++)
 		atomic_store(&rt->src[k].screened, 0);
-	pthread_cond_broadcast(&core->vf_cond);
+	pthread_cond_broadcast(&core->verify->vf_cond);
 	return 1;
 }
 
@@ -482,8 +509,8 @@ static enum px_status take_own(struct px_core *core, size_t asset, size_t k,
 		px_rangeread_set_size(rr, rt->size);
 		/* a fingerprint stored for these very bytes costs no request */
 		struct vf_record rec;
-		if (st == PX_OK && core->vstore &&
-		    vf_store_get(core->vstore, core->cat->assets[asset].id,
+		if (st == PX_OK && core->verify->vstore &&
+		    vf_store_get(core->verify->vstore, core->cat->assets[asset].id,
 				 src_key(core, asset, k), &seen, &rec) &&
 		    rec.has_fp && rec.fp.size == rt->size) {
 			(void)px_own_merge(core, asset, k, &rec.fp);
@@ -595,8 +622,8 @@ static void take_reference(struct px_core *core, size_t asset, size_t k)
 	pthread_mutex_lock(&core->vf_lock);
 	int recheck = rt->ref_recheck;
 	pthread_mutex_unlock(&core->vf_lock);
-	if (!recheck && core->vstore &&
-	    vf_store_reference(core->vstore, a->id, name, sizeof(name), &rec) && rec.has_fp &&
+	if (!recheck && core->verify->vstore &&
+	    vf_store_reference(core->verify->vstore, a->id, name, sizeof(name), &rec) && rec.has_fp &&
 	    rec.fp.size == rt->size) {
 		set_reference(core, asset, &rec.fp, 1);
 		char shown[512]; /* an older seamfs named records by the whole URL */
@@ -610,7 +637,7 @@ static void take_reference(struct px_core *core, size_t asset, size_t k)
 	pthread_mutex_lock(&core->vf_lock);
 	rt->ref_busy = 0;
 	rt->ref_recheck = 0;
-	pthread_cond_broadcast(&core->vf_cond);
+	pthread_cond_broadcast(&core->verify->vf_cond);
 	pthread_mutex_unlock(&core->vf_lock);
 }
 
@@ -651,7 +678,7 @@ static void apply_verdict(struct px_core *core, size_t asset, size_t k,
 		break;
 	}
 	sr->checked = core->now();
-	core->n_verified[v->outcome]++;
+	core->verify->n_verified[v->outcome]++;
 }
 
 /*
@@ -809,13 +836,13 @@ static void job_done(void *arg, enum px_status st)
 static int queue_job(struct px_core *core, size_t asset, size_t k, enum job_kind kind)
 {
 	struct job *j;
-	if (!core->vpool || !(j = malloc(sizeof(*j))))
+	if (!core->verify->vpool || !(j = malloc(sizeof(*j))))
 		return 0;
 	j->core = core;
 	j->asset = asset;
 	j->source = k;
 	j->kind = kind;
-	if (vf_pool_submit(core->vpool, job_run, job_done, j) != PX_OK) {
+	if (vf_pool_submit(core->verify->vpool, job_run, job_done, j) != PX_OK) {
 		free(j);
 		return 0;
 	}
@@ -922,10 +949,10 @@ void px_standby_prime(struct px_core *core, size_t asset)
 	struct vf_record rec;
 	char name[VF_STORE_MAX_NAME], ref_id[VF_FINGERPRINT_ID_LEN] = "";
 
-	if (atomic_exchange(&rt->primed, 1) || !core->vstore || a->nsources < 2 ||
+	if (atomic_exchange(&rt->primed, 1) || !core->verify->vstore || a->nsources < 2 ||
 	    !px_src_ensure(core, asset))
 		return;
-	if (vf_store_reference(core->vstore, a->id, name, sizeof(name), &rec) && rec.has_fp &&
+	if (vf_store_reference(core->verify->vstore, a->id, name, sizeof(name), &rec) && rec.has_fp &&
 	    rec.fp.size == rt->size)
 		set_reference(core, asset, &rec.fp, 1);
 	pthread_mutex_lock(&core->vf_lock);
@@ -937,7 +964,7 @@ void px_standby_prime(struct px_core *core, size_t asset)
 	 * not taken on trust: the source may serve other bytes since (its
 	 * bytes are screened as they pass, its sweep checks what it was) */
 	for (size_t k = 0; k < a->nsources; k++) {
-		if (!vf_store_get(core->vstore, a->id, src_key(core, asset, k), NULL, &rec) ||
+		if (!vf_store_get(core->verify->vstore, a->id, src_key(core, asset, k), NULL, &rec) ||
 		    !rec.has_verdict || !vf_outcome_final(rec.verdict.outcome))
 			continue;
 		int sized = rec.verdict.outcome == VF_SIZE_MISMATCH;
@@ -1067,7 +1094,7 @@ static void record(struct px_core *core, struct px_session *s, int64_t off, size
 		   size_t to, enum px_status why, int64_t took_ms)
 {
 	pthread_mutex_lock(&core->vf_lock);
-	struct cutover_rec *c = &core->recent[core->nrecent++ % RECENT_CUTOVERS];
+	struct cutover_rec *c = &core->verify->recent[core->verify->nrecent++ % RECENT_CUTOVERS];
 	c->session = s->id;
 	c->asset = s->asset;
 	c->offset = off;
@@ -1076,7 +1103,7 @@ static void record(struct px_core *core, struct px_session *s, int64_t off, size
 	c->reason = why;
 	c->ms = took_ms;
 	c->when = core->now();
-	core->n_cutovers[why]++;
+	core->verify->n_cutovers[why]++;
 	pthread_mutex_unlock(&core->vf_lock);
 }
 
@@ -1685,8 +1712,8 @@ void px_standby_exhausted(struct px_session *s, int64_t off, enum px_status why)
 {
 	struct px_core *core = s->core;
 	pthread_mutex_lock(&core->vf_lock);
-	core->n_exhausted++;
-	snprintf(core->exhausted_why, sizeof(core->exhausted_why),
+	core->verify->n_exhausted++;
+	snprintf(core->verify->exhausted_why, sizeof(core->verify->exhausted_why),
 		 "%s offset %lld: %s, and no standby could take over", s->who, (long long)off,
 		 px_strerror(why));
 	pthread_mutex_unlock(&core->vf_lock);
@@ -1711,9 +1738,11 @@ static void store_log(void *ctx, const char *line)
 enum px_status px_standby_init(struct px_core *core)
 {
 	const struct px_catalog *cat = core->cat;
+	core->verify = calloc(1, sizeof(*core->verify));
+	if (!core->verify)
+		return PX_ENOMEM;
 	pthread_mutex_init(&core->vf_lock, NULL);
-	pthread_cond_init(&core->vf_cond, NULL);
-	core->vf_init = 1;
+	pthread_cond_init(&core->verify->vf_cond, NULL);
 	for (size_t i = 0; i < cat->nassets; i++) {
 		core->assets[i].src = NULL; /* px_src_ensure() makes them */
 	}
@@ -1725,38 +1754,43 @@ enum px_status px_standby_start(struct px_core *core)
 	char dir[4096], err[512];
 	if (core->cfg->state_dir) {
 		snprintf(dir, sizeof(dir), "%s/fingerprints", core->cfg->state_dir);
-		if (vf_store_open(dir, store_log, NULL, &core->vstore, err, sizeof(err)) != PX_OK)
+		if (vf_store_open(dir, store_log, NULL, &core->verify->vstore, err, sizeof(err)) != PX_OK)
 			px_warn("verify", "fingerprints are not kept: %s", err);
 		/* cluster mode: fingerprints and verdicts are the cluster's
 		 * (docs/cluster.md) */
-		else if (core->store)
-			vf_store_share(core->vstore, core->store);
+		else if (px_cluster_store(core))
+			vf_store_share(core->verify->vstore, px_cluster_store(core));
 	}
 	/* unit tests with a fake fetcher ask for workers explicitly */
-	if (!core->fetch && !core->verify_workers)
+	if (!core->fetch && !core->verify->verify_workers)
 		return PX_OK;
-	if (vf_pool_new(core->verify_workers ? (unsigned)core->verify_workers : 2, 256,
-			&core->vpool) != PX_OK) {
+	if (vf_pool_new(core->verify->verify_workers ? (unsigned)core->verify->verify_workers : 2, 256,
+			&core->verify->vpool) != PX_OK) {
 		px_warn("verify", "no verifier threads: standbys are verified only at a cutover");
-		core->vpool = NULL;
+		core->verify->vpool = NULL;
 	}
 	return PX_OK;
 }
 
+void px_standby_set_workers(struct px_core *core, int n)
+{
+	core->verify->verify_workers = n;
+}
+
 void px_standby_stop(struct px_core *core)
 {
-	if (core->vpool)
-		vf_pool_shutdown(core->vpool);
+	if (core->verify && core->verify->vpool)
+		vf_pool_shutdown(core->verify->vpool);
 }
 
 void px_standby_release(struct px_core *core)
 {
-	vf_pool_free(core->vpool);
-	core->vpool = NULL;
-	vf_store_free(core->vstore);
-	core->vstore = NULL;
-	if (!core->vf_init)
+	if (!core->verify)
 		return;
+	vf_pool_free(core->verify->vpool);
+	core->verify->vpool = NULL;
+	vf_store_free(core->verify->vstore);
+	core->verify->vstore = NULL;
 	for (size_t i = 0; i < core->cat->nassets; i++) {
 		px_own_release(core, i);
 		for (size_t k = 0; core->assets[i].src && k <= core->assets[i].source_cap; k++) {
@@ -1766,8 +1800,10 @@ void px_standby_release(struct px_core *core)
 		free(core->assets[i].src);
 		free(core->assets[i].ref);
 	}
-	pthread_cond_destroy(&core->vf_cond);
+	pthread_cond_destroy(&core->verify->vf_cond);
 	pthread_mutex_destroy(&core->vf_lock);
+	free(core->verify);
+	core->verify = NULL;
 }
 
 /* ---- the first bytes a source gives */
@@ -1848,7 +1884,7 @@ enum px_status px_standby_set_reference(struct px_core *core, size_t asset,
 
 /* ---- the status's copy */
 
-_Static_assert(sizeof(((struct px_core *)0)->recent) / sizeof(struct cutover_rec) ==
+_Static_assert(sizeof(((struct px_verify *)0)->recent) / sizeof(struct cutover_rec) ==
 	       PX_SNAP_RECENT, "the snapshot keeps every cutover the core remembers");
 
 /* Whether status.json lists the asset: listed, with a standby. */
@@ -1891,17 +1927,17 @@ enum px_status px_verify_stats(struct px_core *core, int rows, struct px_verify_
 	int oom = 0;
 
 	pthread_mutex_lock(&core->vf_lock);
-	memcpy(s->n_cutovers, core->n_cutovers, sizeof(s->n_cutovers));
-	memcpy(s->n_verified, core->n_verified, sizeof(s->n_verified));
-	s->n_exhausted = core->n_exhausted;
-	memcpy(s->exhausted_why, core->exhausted_why, sizeof(s->exhausted_why));
+	memcpy(s->n_cutovers, core->verify->n_cutovers, sizeof(s->n_cutovers));
+	memcpy(s->n_verified, core->verify->n_verified, sizeof(s->n_verified));
+	s->n_exhausted = core->verify->n_exhausted;
+	memcpy(s->exhausted_why, core->verify->exhausted_why, sizeof(s->exhausted_why));
 	s->exhausted_why[sizeof(s->exhausted_why) - 1] = '\0';
 	if (!rows)
 		goto out;
 
-	uint64_t nr = core->nrecent < PX_SNAP_RECENT ? core->nrecent : PX_SNAP_RECENT;
+	uint64_t nr = core->verify->nrecent < PX_SNAP_RECENT ? core->verify->nrecent : PX_SNAP_RECENT;
 	for (uint64_t i = 0; i < nr; i++) {
-		const struct cutover_rec *c = &core->recent[(core->nrecent - 1 - i) % PX_SNAP_RECENT];
+		const struct cutover_rec *c = &core->verify->recent[(core->verify->nrecent - 1 - i) % PX_SNAP_RECENT];
 		const struct px_asset *a = &core->cat->assets[c->asset];
 		struct px_snap_cutover *o = &s->recent[s->nrecent++];
 		o->session = c->session;

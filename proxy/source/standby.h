@@ -16,6 +16,9 @@ struct px_session;
 
 enum px_status px_standby_init(struct px_core *core);  /* with px_core_new */
 enum px_status px_standby_start(struct px_core *core); /* after discovery */
+/* Verifier threads for a core without a real fetcher (the scenario
+ * checker's; 0: none): before px_core_discover. */
+void px_standby_set_workers(struct px_core *core, int n);
 void px_standby_stop(struct px_core *core);            /* ends the workers */
 void px_standby_release(struct px_core *core);
 

@@ -682,7 +682,7 @@ static void wait_through_cutover(struct rig *r, struct px_session **s, struct wa
 	g_cut.r = r;
 	g_cut.holder = id;
 	g_cut.switch_first = switch_first;
-	r->core->yield_idle = cut_while_waiting;
+	px_providers_set_yield(r->core, cut_while_waiting);
 	*wt = (struct waiter){ r, *s, { 3 * KiB + 5, 0, 0, 0 }, 0, PX_OK };
 	assert_int_equal(pthread_create(&th, NULL, waiter_thread, wt), 0);
 	assert_int_equal(pthread_join(th, NULL), 0);
