@@ -40,6 +40,12 @@
 #include "transcode.h"
 #include "tree.h"
 
+/* The monitor thread, started when the core has its own fetcher. */
+struct px_monitor {
+	pthread_t thread;
+	int started;
+};
+
 /*
  * The monitor thread: the core's periodic work, at most a second apart or
  * sooner when a tick says so: sessions' TTLs and providers' liveness
@@ -76,9 +82,9 @@ static void monitor_stop(struct px_core *core)
 	core->stopping = 1;
 	pthread_cond_broadcast(&core->prov_cond);
 	pthread_mutex_unlock(&core->prov_lock);
-	if (core->monitor_started)
-		pthread_join(core->monitor, NULL);
-	core->monitor_started = 0;
+	if (core->monitor->started)
+		pthread_join(core->monitor->thread, NULL);
+	core->monitor->started = 0;
 }
 
 /* What this host's heartbeat reports to the cluster (hosts.c's thread):
@@ -156,6 +162,9 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 	if (!core)
 		return PX_ENOMEM;
 	core->cfg = cfg;
+	core->monitor = calloc(1, sizeof(*core->monitor));
+	if (!core->monitor)
+		goto out;
 	if (px_cluster_new(core, store, hosts) != PX_OK)
 		goto out;
 	if (px_sources_own_catalog(core, cat) != PX_OK)
@@ -200,11 +209,11 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 		break;
 	}
 	if (ops) {
-		core->ops = *ops;
+		core->fetch.ops = *ops;
 	} else {
-		if ((st = px_fetch_new(cfg, &core->fetch)) != PX_OK)
+		if ((st = px_fetch_new(cfg, &core->fetch.own)) != PX_OK)
 			goto out;
-		core->ops = px_fetch_ops(core->fetch);
+		core->fetch.ops = px_fetch_ops(core->fetch.own);
 	}
 	px_providers_set_cluster(core, px_cslots_acquire);
 	if (hosts && px_cslots_start(core) != PX_OK) {
@@ -251,7 +260,7 @@ void px_core_free(struct px_core *core)
 		px_standby_stop(core);
 	}
 	px_transcode_free(core->tc);
-	px_fetch_free(core->fetch);
+	px_fetch_free(core->fetch.own);
 	/* no fill ends any more: nothing queues a part for the disk */
 	px_cache_disk_stop(core);
 	if (core->provs) {
@@ -287,6 +296,7 @@ void px_core_free(struct px_core *core)
 	px_copies_free(core);
 	px_sources_release_catalog(core);
 	px_cluster_free(core);
+	free(core->monitor);
 	free(core);
 }
 
@@ -301,8 +311,8 @@ void px_core_stop(struct px_core *core)
 	core->stopping = 1;
 	pthread_cond_broadcast(&core->prov_cond);
 	pthread_mutex_unlock(&core->prov_lock);
-	if (core->fetch)
-		px_fetch_stop(core->fetch);
+	if (core->fetch.own)
+		px_fetch_stop(core->fetch.own);
 	px_transcode_stop(core->tc);
 }
 
@@ -393,14 +403,14 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 	atomic_store(&core->tree, tree);
 	if (st == PX_OK) {
 		px_providers_start(core);
-		if (core->fetch) {
-			if (pthread_create(&core->monitor, NULL, monitor_main, core) == 0)
-				core->monitor_started = 1;
+		if (core->fetch.own) {
+			if (pthread_create(&core->monitor->thread, NULL, monitor_main, core) == 0)
+				core->monitor->started = 1;
 			else
 				px_warn("core", "could not start the monitor thread: sessions "
 					"expire only at opens, and providers are not probed");
 		}
-		if (core->fetch) {
+		if (core->fetch.own) {
 			px_probe_retry_start(core, state);
 			px_cache_disk_start(core);
 		}

@@ -2,8 +2,9 @@
  * context.h - the core's shared context: the catalog copy, the per-asset
  * and per-provider run-time state, the locks other files of a layer take,
  * and pointers to the objects each layer owns (px_reads, px_providers,
- * px_verify, px_retry, px_reloads, px_cluster), opaque outside their own
- * file and used through its functions. core.c (the composition root)
+ * px_verify, px_retry, px_reloads, px_cluster, core.c's px_monitor),
+ * opaque outside their own file and used through its functions, and the
+ * fetcher with its ops (px_fetcher). core.c (the composition root)
  * builds it and makes and frees those objects; the layers from source/ up
  * read the fields their module owns, as each field's comment says.
  * Reporting code never reads it: it takes a snapshot (px_snapshot_new,
@@ -44,6 +45,7 @@ struct px_verify;
 struct px_reloads;
 struct px_retry;
 struct px_cluster;
+struct px_monitor;
 
 struct asset_rt {
 	struct cache_slot *slot;   /* head, tail: two, made at the asset's first
@@ -112,8 +114,7 @@ struct px_core {
 	size_t provs_cap;
 	char *owned[PX_SPARE_STRINGS]; /* strings added while mounted */
 	size_t nowned;
-	struct px_fetch *fetch;    /* owned when we started it */
-	struct px_fetch_ops ops;
+	struct px_fetcher fetch;   /* the transfers' ops (fetch.h) */
 	struct asset_rt *assets;
 	size_t assets_cap;         /* room in assets and in the catalog copy */
 	struct px_tree *_Atomic tree;
@@ -144,8 +145,7 @@ struct px_core {
 	struct px_session *sessions;
 	int stopping;
 	int64_t (*now)(void);      /* the clock TTLs and liveness go by */
-	pthread_t monitor;          /* core.c */
-	int monitor_started;
+	struct px_monitor *monitor; /* core.c's thread (opaque) */
 
 	/* verification and cutover (standby.c) */
 	pthread_mutex_t vf_lock;

@@ -513,7 +513,7 @@ static void finish(struct probe *pr)
 		if (ps->state == PS_FLIGHT) {
 			note(ps->it, source_name(&cat->assets[ps->it->asset].sources[ps->source]),
 			     "no answer within probe_timeout");
-			pr->core->ops.cancel(pr->core->ops.impl, ps->id);
+			pr->core->fetch.ops.cancel(pr->core->fetch.ops.impl, ps->id);
 		}
 	}
 	while (pr->inflight > 0) {

@@ -497,7 +497,7 @@ static int preempt_bg(struct px_core *core, struct prov_rt *p)
 	p->n_preempted++;
 	uint64_t id = x->id;
 	pthread_mutex_unlock(&core->prov_lock);
-	core->ops.cancel(core->ops.impl, id);
+	core->fetch.ops.cancel(core->fetch.ops.impl, id);
 	pthread_mutex_lock(&core->prov_lock);
 	xrec_unref(x);
 	return 1;
@@ -690,7 +690,7 @@ static enum px_status start(struct px_core *core, struct xrec *x,
 	struct prov_rt *p = &core->provs[x->prov];
 	struct px_fetch_cb wrap = { x_data, x_done, x };
 	x->submitted_us = px_now_us();
-	enum px_status st = core->ops.submit(core->ops.impl, fp, &wrap, id);
+	enum px_status st = core->fetch.ops.submit(core->fetch.ops.impl, fp, &wrap, id);
 
 	pthread_mutex_lock(&core->prov_lock);
 	if (st != PX_OK) {

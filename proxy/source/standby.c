@@ -143,13 +143,13 @@ static enum px_status g_submit(void *impl, const struct px_fetch_params *p,
 static void g_cancel(void *impl, uint64_t id)
 {
 	struct gate *g = impl;
-	g->core->ops.cancel(g->core->ops.impl, id);
+	g->core->fetch.ops.cancel(g->core->fetch.ops.impl, id);
 }
 
 static void g_resume(void *impl, uint64_t id)
 {
 	struct gate *g = impl;
-	g->core->ops.resume(g->core->ops.impl, id);
+	g->core->fetch.ops.resume(g->core->fetch.ops.impl, id);
 }
 
 /* A reader of source k of the asset; sess NULL for background work, else
@@ -1762,7 +1762,7 @@ enum px_status px_standby_start(struct px_core *core)
 			vf_store_share(core->verify->vstore, px_cluster_store(core));
 	}
 	/* unit tests with a fake fetcher ask for workers explicitly */
-	if (!core->fetch && !core->verify->verify_workers)
+	if (!core->fetch.own && !core->verify->verify_workers)
 		return PX_OK;
 	if (vf_pool_new(core->verify->verify_workers ? (unsigned)core->verify->verify_workers : 2, 256,
 			&core->verify->vpool) != PX_OK) {
