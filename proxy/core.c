@@ -173,7 +173,6 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 	core->assets = calloc(core->assets_cap + 1, sizeof(*core->assets));
 	if (!core->assets)
 		goto out;
-	pthread_mutex_init(&core->reload_lock, NULL);
 	if (px_reloads_new(core) != PX_OK || px_probe_retry_new(core) != PX_OK)
 		goto out;
 	for (size_t i = 0; i < cat->nassets; i++)
@@ -291,8 +290,6 @@ void px_core_free(struct px_core *core)
 	px_tree_free(core->tree);
 	px_probe_retry_release(core);
 	px_reloads_free(core);
-	if (core->assets)
-		pthread_mutex_destroy(&core->reload_lock);
 	px_copies_free(core);
 	px_sources_release_catalog(core);
 	px_cluster_free(core);

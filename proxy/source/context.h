@@ -121,8 +121,8 @@ struct px_core {
 	int64_t catalog_mtime;     /* the mtime of files that have none */
 	/* reload.c's catalogs, trees and outcomes (control/reload.c, opaque)
 	 * and probe.c's retry of size discovery with who is told of a new
-	 * tree (probe.c, opaque); reload_lock guards both */
-	pthread_mutex_t reload_lock;
+	 * tree and the reload lock that guards both (probe.c, opaque:
+	 * px_reload_lock) */
 	struct px_reloads *reloads;
 	struct px_retry *retry;
 	struct px_worker_info worker; /* the serving process (core.h) */
