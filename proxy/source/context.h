@@ -51,7 +51,7 @@ struct asset_rt {
 	struct cache_slot *slot;   /* head, tail: two, made at the asset's first
 				    * cached read (cache.c, under cache_lock) */
 	size_t source_cap;         /* room in the core's sources array */
-	/* standby.c, under core->vf_lock */
+	/* standby.c, under vf_lock (px_vf_lock) */
 	struct src_rt *src;        /* per source; NULL until the asset's first
 				    * session or a source's first verdict
 				    * (px_src_ensure): a library of 100 000
@@ -147,10 +147,9 @@ struct px_core {
 	int64_t (*now)(void);      /* the clock TTLs and liveness go by */
 	struct px_monitor *monitor; /* core.c's thread (opaque) */
 
-	/* verification and cutover (standby.c) */
-	pthread_mutex_t vf_lock;
-	/* the rest of standby.c's state: the fingerprint store, the workers,
-	 * the verification and cutover counters (standby.c, opaque) */
+	/* verification and cutover: vf_lock (px_vf_lock), the fingerprint
+	 * store, the workers, the verification and cutover counters
+	 * (standby.c, opaque) */
 	struct px_verify *verify;
 
 	/* the cluster's handles: store, hosts, slots, secret (cluster.c,

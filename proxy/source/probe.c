@@ -173,9 +173,9 @@ static void size_dead(struct px_core *core, size_t asset, size_t k, int64_t size
 	rt->dead[k] = 1;
 	struct src_rt *all = px_src_ensure(core, asset);
 	if (all) {
-		pthread_mutex_lock(&core->vf_lock);
+		px_vf_lock(core);
 		px_src_why(&all[k], detail);
-		pthread_mutex_unlock(&core->vf_lock);
+		px_vf_unlock(core);
 	}
 }
 
