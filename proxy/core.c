@@ -55,7 +55,7 @@ static void *monitor_main(void *arg)
 {
 	struct px_core *core = arg;
 	pthread_mutex_lock(&core->prov_lock);
-	while (!core->stopping) {
+	while (!px_providers_stopping_locked(core)) {
 		pthread_mutex_unlock(&core->prov_lock);
 		int64_t next = px_providers_tick(core);
 		px_standby_tick(core);
@@ -67,10 +67,8 @@ static void *monitor_main(void *arg)
 		if (delay > 1000)
 			delay = 1000;
 		int64_t wake = px_now_ms() + delay;
-		if (!core->stopping) {
-			struct timespec ts = { wake / 1000, (wake % 1000) * 1000000 };
-			pthread_cond_timedwait(&core->prov_cond, &core->prov_lock, &ts);
-		}
+		if (!px_providers_stopping_locked(core))
+			px_prov_wait_until(core, wake);
 	}
 	pthread_mutex_unlock(&core->prov_lock);
 	return NULL;
@@ -78,10 +76,7 @@ static void *monitor_main(void *arg)
 
 static void monitor_stop(struct px_core *core)
 {
-	pthread_mutex_lock(&core->prov_lock);
-	core->stopping = 1;
-	pthread_cond_broadcast(&core->prov_cond);
-	pthread_mutex_unlock(&core->prov_lock);
+	px_providers_release(core);
 	if (core->monitor->started)
 		pthread_join(core->monitor->thread, NULL);
 	core->monitor->started = 0;
@@ -304,10 +299,7 @@ void px_core_set_peer_secret(struct px_core *core, char *secret)
 
 void px_core_stop(struct px_core *core)
 {
-	pthread_mutex_lock(&core->prov_lock);
-	core->stopping = 1;
-	pthread_cond_broadcast(&core->prov_cond);
-	pthread_mutex_unlock(&core->prov_lock);
+	px_providers_release(core);
 	if (core->fetch.own)
 		px_fetch_stop(core->fetch.own);
 	px_transcode_stop(core->tc);

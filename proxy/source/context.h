@@ -134,16 +134,14 @@ struct px_core {
 	 * tail cache, the open handles, the read counters */
 	struct px_reads *reads;
 
-	/* providers and sessions (provider.c); prov_cond (monotonic) wakes
-	 * those waiting for a slot and the monitor thread */
+	/* providers and sessions (provider.c) */
 	pthread_mutex_t prov_lock;
-	pthread_cond_t prov_cond;
 	struct prov_rt *provs;
-	/* the rest of provider.c's state: its hooks, the session ids, the
-	 * admission and scan counters (provider.c, opaque) */
+	/* the rest of provider.c's state: prov_cond and whether the core is
+	 * stopping (px_prov_wait_until, px_providers_release), its hooks, the
+	 * session ids, the admission and scan counters (provider.c, opaque) */
 	struct px_providers *providers;
 	struct px_session *sessions;
-	int stopping;
 	int64_t (*now)(void);      /* the clock TTLs and liveness go by */
 	struct px_monitor *monitor; /* core.c's thread (opaque) */
 

@@ -711,12 +711,9 @@ static void *retry_main(void *arg)
 	int64_t wake = px_now_ms() + delay;
 
 	pthread_mutex_lock(&core->prov_lock);
-	while (!core->stopping) {
-		struct timespec ts = { wake / 1000, (wake % 1000) * 1000000 };
-		if (px_now_ms() < wake) {
-			pthread_cond_timedwait(&core->prov_cond, &core->prov_lock, &ts);
+	while (!px_providers_stopping_locked(core)) {
+		if (px_prov_wait_until(core, wake))
 			continue;
-		}
 		pthread_mutex_unlock(&core->prov_lock);
 		px_probe_retry(core);
 		px_reload_lock(core);
@@ -745,10 +742,7 @@ void px_probe_retry_stop(struct px_core *core)
 {
 	if (!core->retry || !core->retry->started)
 		return;
-	pthread_mutex_lock(&core->prov_lock);
-	core->stopping = 1;
-	pthread_cond_broadcast(&core->prov_cond);
-	pthread_mutex_unlock(&core->prov_lock);
+	px_providers_release(core);
 	pthread_join(core->retry->thread, NULL);
 	core->retry->started = 0;
 }
