@@ -1,10 +1,12 @@
 /*
  * context.h - the core's shared context: the catalog copy, the per-asset
- * and per-provider run-time state, the locks other files of a layer take,
- * and pointers to the objects each layer owns (px_reads, px_providers,
- * px_verify, px_retry, px_reloads, px_cluster, core.c's px_monitor),
- * opaque outside their own file and used through its functions, and the
- * fetcher with its ops (px_fetcher). core.c (the composition root)
+ * and per-provider run-time state, prov_lock (the one lock other files
+ * still take from here: vf_lock and the reload lock are their owners',
+ * taken through px_vf_lock and px_reload_lock), and pointers to the
+ * objects each layer owns (px_reads, px_providers, px_verify, px_retry,
+ * px_reloads, px_cluster, core.c's px_monitor), opaque outside their own
+ * file and used through its functions, and the fetcher with its ops
+ * (px_fetcher). core.c (the composition root)
  * builds it and makes and frees those objects; the layers from source/ up
  * read the fields their module owns, as each field's comment says.
  * Reporting code never reads it: it takes a snapshot (px_snapshot_new,
