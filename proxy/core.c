@@ -40,6 +40,12 @@
 #include "transcode.h"
 #include "tree.h"
 
+/* The monitor thread, started when the core has its own fetcher. */
+struct px_monitor {
+	pthread_t thread;
+	int started;
+};
+
 /*
  * The monitor thread: the core's periodic work, at most a second apart or
  * sooner when a tick says so: sessions' TTLs and providers' liveness
@@ -49,7 +55,7 @@ static void *monitor_main(void *arg)
 {
 	struct px_core *core = arg;
 	pthread_mutex_lock(&core->prov_lock);
-	while (!core->stopping) {
+	while (!px_providers_stopping_locked(core)) {
 		pthread_mutex_unlock(&core->prov_lock);
 		int64_t next = px_providers_tick(core);
 		px_standby_tick(core);
@@ -61,10 +67,8 @@ static void *monitor_main(void *arg)
 		if (delay > 1000)
 			delay = 1000;
 		int64_t wake = px_now_ms() + delay;
-		if (!core->stopping) {
-			struct timespec ts = { wake / 1000, (wake % 1000) * 1000000 };
-			pthread_cond_timedwait(&core->prov_cond, &core->prov_lock, &ts);
-		}
+		if (!px_providers_stopping_locked(core))
+			px_prov_wait_until(core, wake);
 	}
 	pthread_mutex_unlock(&core->prov_lock);
 	return NULL;
@@ -72,13 +76,10 @@ static void *monitor_main(void *arg)
 
 static void monitor_stop(struct px_core *core)
 {
-	pthread_mutex_lock(&core->prov_lock);
-	core->stopping = 1;
-	pthread_cond_broadcast(&core->prov_cond);
-	pthread_mutex_unlock(&core->prov_lock);
-	if (core->monitor_started)
-		pthread_join(core->monitor, NULL);
-	core->monitor_started = 0;
+	px_providers_release(core);
+	if (core->monitor->started)
+		pthread_join(core->monitor->thread, NULL);
+	core->monitor->started = 0;
 }
 
 /* What this host's heartbeat reports to the cluster (hosts.c's thread):
@@ -156,6 +157,9 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 	if (!core)
 		return PX_ENOMEM;
 	core->cfg = cfg;
+	core->monitor = calloc(1, sizeof(*core->monitor));
+	if (!core->monitor)
+		goto out;
 	if (px_cluster_new(core, store, hosts) != PX_OK)
 		goto out;
 	if (px_sources_own_catalog(core, cat) != PX_OK)
@@ -164,7 +168,6 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 	core->assets = calloc(core->assets_cap + 1, sizeof(*core->assets));
 	if (!core->assets)
 		goto out;
-	pthread_mutex_init(&core->reload_lock, NULL);
 	if (px_reloads_new(core) != PX_OK || px_probe_retry_new(core) != PX_OK)
 		goto out;
 	for (size_t i = 0; i < cat->nassets; i++)
@@ -200,11 +203,11 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 		break;
 	}
 	if (ops) {
-		core->ops = *ops;
+		core->fetch.ops = *ops;
 	} else {
-		if ((st = px_fetch_new(cfg, &core->fetch)) != PX_OK)
+		if ((st = px_fetch_new(cfg, &core->fetch.own)) != PX_OK)
 			goto out;
-		core->ops = px_fetch_ops(core->fetch);
+		core->fetch.ops = px_fetch_ops(core->fetch.own);
 	}
 	px_providers_set_cluster(core, px_cslots_acquire);
 	if (hosts && px_cslots_start(core) != PX_OK) {
@@ -251,7 +254,7 @@ void px_core_free(struct px_core *core)
 		px_standby_stop(core);
 	}
 	px_transcode_free(core->tc);
-	px_fetch_free(core->fetch);
+	px_fetch_free(core->fetch.own);
 	/* no fill ends any more: nothing queues a part for the disk */
 	px_cache_disk_stop(core);
 	if (core->provs) {
@@ -282,11 +285,10 @@ void px_core_free(struct px_core *core)
 	px_tree_free(core->tree);
 	px_probe_retry_release(core);
 	px_reloads_free(core);
-	if (core->assets)
-		pthread_mutex_destroy(&core->reload_lock);
 	px_copies_free(core);
 	px_sources_release_catalog(core);
 	px_cluster_free(core);
+	free(core->monitor);
 	free(core);
 }
 
@@ -297,12 +299,9 @@ void px_core_set_peer_secret(struct px_core *core, char *secret)
 
 void px_core_stop(struct px_core *core)
 {
-	pthread_mutex_lock(&core->prov_lock);
-	core->stopping = 1;
-	pthread_cond_broadcast(&core->prov_cond);
-	pthread_mutex_unlock(&core->prov_lock);
-	if (core->fetch)
-		px_fetch_stop(core->fetch);
+	px_providers_release(core);
+	if (core->fetch.own)
+		px_fetch_stop(core->fetch.own);
 	px_transcode_stop(core->tc);
 }
 
@@ -393,14 +392,14 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 	atomic_store(&core->tree, tree);
 	if (st == PX_OK) {
 		px_providers_start(core);
-		if (core->fetch) {
-			if (pthread_create(&core->monitor, NULL, monitor_main, core) == 0)
-				core->monitor_started = 1;
+		if (core->fetch.own) {
+			if (pthread_create(&core->monitor->thread, NULL, monitor_main, core) == 0)
+				core->monitor->started = 1;
 			else
 				px_warn("core", "could not start the monitor thread: sessions "
 					"expire only at opens, and providers are not probed");
 		}
-		if (core->fetch) {
+		if (core->fetch.own) {
 			px_probe_retry_start(core, state);
 			px_cache_disk_start(core);
 		}

@@ -45,10 +45,10 @@
  * files on a slow NFS server is read well within it. */
 #define RELOAD_READ_MS 30000
 
-/* reload.c's own state (context.h's px_core.reloads), under
- * core->reload_lock: the catalogs and trees kept until the core is freed,
- * the last reload's outcome; made by px_reloads_new, freed by
- * px_reloads_free, opaque to the rest. */
+/* reload.c's own state (context.h's px_core.reloads), under the reload
+ * lock (px_reload_lock, probe.c): the catalogs and trees kept until the
+ * core is freed, the last reload's outcome; made by px_reloads_new, freed
+ * by px_reloads_free, opaque to the rest. */
 struct px_reloads {
 	struct px_catalog *catalogs[PX_MAX_RELOADS];
 	struct px_tree *old_trees[PX_MAX_RELOADS];
@@ -87,13 +87,13 @@ void px_reload_set_path(struct px_core *core, const char *path)
 
 void px_reload_stats(struct px_core *core, struct px_reload_stats *out)
 {
-	pthread_mutex_lock(&core->reload_lock);
+	px_reload_lock(core);
 	out->n_reloads = core->reloads->n_reloads;
 	out->reload_ok = core->reloads->reload_ok;
 	memcpy(out->reload_msg, core->reloads->reload_msg, sizeof(out->reload_msg));
 	out->reload_msg[sizeof(out->reload_msg) - 1] = '\0';
 	out->reload_when = core->reloads->reload_when;
-	pthread_mutex_unlock(&core->reload_lock);
+	px_reload_unlock(core);
 }
 
 /* Builds the tree of the reloaded catalog and swaps it in, telling the
@@ -130,7 +130,7 @@ enum px_status px_reload_catalog(struct px_core *core, struct px_catalog *nc, ch
 
 	report[0] = '\0';
 	c.map = calloc(nc->nproviders + 1, sizeof(*c.map));
-	pthread_mutex_lock(&core->reload_lock);
+	px_reload_lock(core);
 	if (!c.map || core->reloads->ncatalogs == PX_MAX_RELOADS) {
 		px_sources_note(report, len, "%s",
 				c.map ? "too many reloads: remount" : "out of memory");
@@ -148,7 +148,7 @@ enum px_status px_reload_catalog(struct px_core *core, struct px_catalog *nc, ch
 	px_probe_assets(core, c.need);
 	st = publish(core, &c, listed, px_sources_listing(core, &c, listed));
 out:
-	pthread_mutex_unlock(&core->reload_lock);
+	px_reload_unlock(core);
 	if (nc && merged)
 		core->reloads->catalogs[core->reloads->ncatalogs++] = nc; /* room was checked first */
 	else if (nc)
@@ -270,9 +270,9 @@ static enum px_status load_bounded(struct px_core *core, struct px_catalog **out
 	} else {
 		j->abandoned = 1;
 		st = PX_ETIMEDOUT;
-		pthread_mutex_lock(&core->reload_lock);
+		px_reload_lock(core);
 		core->reloads->readers_left++;
-		pthread_mutex_unlock(&core->reload_lock);
+		px_reload_unlock(core);
 		if (px_providers_stopping(core))
 			snprintf(err, errlen, "%s: not read before the daemon stopped (a hung file "
 				 "system?)", core->reloads->catalog_path);
@@ -289,9 +289,9 @@ static enum px_status load_bounded(struct px_core *core, struct px_catalog **out
 
 int px_reload_readers_left(struct px_core *core)
 {
-	pthread_mutex_lock(&core->reload_lock);
+	px_reload_lock(core);
 	int n = core->reloads->readers_left;
-	pthread_mutex_unlock(&core->reload_lock);
+	px_reload_unlock(core);
 	return n;
 }
 
@@ -314,7 +314,7 @@ enum px_status px_reload_file(struct px_core *core, char *report, size_t len)
 				core->reloads->catalog_path);
 		st = px_reload_catalog(core, nc, report, len);
 	}
-	pthread_mutex_lock(&core->reload_lock);
+	px_reload_lock(core);
 	snprintf(core->reloads->reload_msg, sizeof(core->reloads->reload_msg), "%s%s",
 		 st == PX_OK ? "reloaded" : "", st == PX_OK && report[0] ? ": " : "");
 	size_t n = strlen(core->reloads->reload_msg);
@@ -322,7 +322,7 @@ enum px_status px_reload_file(struct px_core *core, char *report, size_t len)
 	core->reloads->reload_ok = st == PX_OK;
 	core->reloads->reload_when = core->now();
 	core->reloads->n_reloads++;
-	pthread_mutex_unlock(&core->reload_lock);
+	px_reload_unlock(core);
 	if (st != PX_OK)
 		px_error("reload", "%s", report);
 	return st;

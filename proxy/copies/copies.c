@@ -109,7 +109,7 @@ enum px_status px_copies_start(struct px_core *core)
 	pthread_mutex_lock(&cp->lock);
 	cp_merge_storages(cp, core->cat);
 	pthread_mutex_unlock(&cp->lock);
-	if (core->fetch == NULL && core->cat->nstorages == 0)
+	if (core->fetch.own == NULL && core->cat->nstorages == 0)
 		return PX_OK; /* a unit test's core without storages: no thread */
 	if (pthread_create(&cp->thread, NULL, copies_main, cp) == 0)
 		cp->started = 1;
@@ -129,7 +129,7 @@ void px_copies_stop(struct px_core *core)
 	/* a range in flight ends now, not at its timeout */
 	uint64_t id = cp->reading ? atomic_load(&cp->reading->id) : 0;
 	if (id)
-		core->ops.cancel(core->ops.impl, id);
+		core->fetch.ops.cancel(core->fetch.ops.impl, id);
 	pthread_mutex_unlock(&cp->lock);
 	if (cp->started)
 		pthread_join(cp->thread, NULL);

@@ -55,7 +55,7 @@ static long pick_source(struct px_core *core, size_t asset, long *second)
 		failing[k] = p->bad_since != 0;
 	}
 	pthread_mutex_unlock(&core->prov_lock);
-	pthread_mutex_lock(&core->vf_lock);
+	px_vf_lock(core);
 	int served_by = atomic_load(&rt->served_by);
 	for (size_t k = 0; k < n; k++) {
 		rank[k] = -1;
@@ -69,7 +69,7 @@ static long pick_source(struct px_core *core, size_t asset, long *second)
 		if (px_source_bad(core, asset, k, now) || failing[k])
 			rank[k] -= 2;
 	}
-	pthread_mutex_unlock(&core->vf_lock);
+	px_vf_unlock(core);
 	for (size_t k = 0; k < n; k++)
 		if (rank[k] >= 0 && (best < 0 || rank[k] > rank[best]))
 			best = (long)k;
@@ -104,12 +104,12 @@ static int check_samples(struct px_copies *cp, size_t asset, size_t k, const cha
 		goto out;
 	}
 	int have_ref = 0;
-	pthread_mutex_lock(&core->vf_lock);
+	px_vf_lock(core);
 	if (rt->ref) {
 		*ref = *rt->ref;
 		have_ref = 1;
 	}
-	pthread_mutex_unlock(&core->vf_lock);
+	px_vf_unlock(core);
 	if (!have_ref) {
 		/* no reference yet: the source's own samples, asked again */
 		struct gate g = { 0 };

@@ -11,6 +11,7 @@
 
 #include "copies_i.h"
 #include "log.h"
+#include "health.h"
 #include "rangeread.h"
 
 int cp_register_copy(struct px_copies *cp, const struct cp_reg *r, size_t *k)
@@ -40,9 +41,9 @@ int px_copies_peer_open(struct px_core *core, const char *id, int64_t *size)
 		    !cp->c[i].stale)
 			k = (long)cp->c[i].k;
 	pthread_mutex_unlock(&cp->lock);
-	pthread_mutex_lock(&core->vf_lock);
+	px_vf_lock(core);
 	int dead = k < 0 || core->assets[a].dead[k];
-	pthread_mutex_unlock(&core->vf_lock);
+	px_vf_unlock(core);
 	if (dead)
 		return -1;
 	*size = core->assets[a].size;

@@ -38,7 +38,7 @@ static enum px_status g_submit(void *impl, const struct px_fetch_params *p,
 		int stop = g->cp->stop;
 		pthread_mutex_unlock(&g->cp->lock);
 		if (stop)
-			g->core->ops.cancel(g->core->ops.impl, *id);
+			g->core->fetch.ops.cancel(g->core->fetch.ops.impl, *id);
 	}
 	return st;
 }
@@ -46,13 +46,13 @@ static enum px_status g_submit(void *impl, const struct px_fetch_params *p,
 static void g_cancel(void *impl, uint64_t id)
 {
 	struct gate *g = impl;
-	g->core->ops.cancel(g->core->ops.impl, id);
+	g->core->fetch.ops.cancel(g->core->fetch.ops.impl, id);
 }
 
 static void g_resume(void *impl, uint64_t id)
 {
 	struct gate *g = impl;
-	g->core->ops.resume(g->core->ops.impl, id);
+	g->core->fetch.ops.resume(g->core->fetch.ops.impl, id);
 }
 
 enum px_status cp_open_source(struct px_core *core, size_t asset, size_t k, struct gate *g,

@@ -729,7 +729,7 @@ void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fil
 	}
 	pthread_mutex_unlock(&core->reads->cache_lock);
 	if (resume)
-		core->ops.resume(core->ops.impl, resume);
+		core->fetch.ops.resume(core->fetch.ops.impl, resume);
 }
 
 /* An empty slot: a fill we waited for failed (decline), else the disk
@@ -814,7 +814,7 @@ static int cache_wait(struct cread *c, struct cache_slot *s)
 		s->progress = px_progress_start();
 		uint64_t id = s->xid;
 		pthread_mutex_unlock(&core->reads->cache_lock);
-		core->ops.resume(core->ops.impl, id);
+		core->fetch.ops.resume(core->fetch.ops.impl, id);
 		pthread_mutex_lock(&core->reads->cache_lock);
 		return 1;
 	}
@@ -904,9 +904,9 @@ enum px_status px_cache_read(struct px_session *sess, int which, size_t source,
 		;
 	pthread_mutex_unlock(&core->reads->cache_lock);
 	if (c.resume)
-		core->ops.resume(core->ops.impl, c.resume);
+		core->fetch.ops.resume(core->fetch.ops.impl, c.resume);
 	if (c.cancel)
-		core->ops.cancel(core->ops.impl, c.cancel);
+		core->fetch.ops.cancel(core->fetch.ops.impl, c.cancel);
 	return c.st;
 }
 
@@ -928,7 +928,7 @@ int px_cache_yield(struct px_core *core, uint64_t session)
 	pthread_mutex_unlock(&core->reads->cache_lock);
 	/* each ends in f_done, which empties its slot for the next reader */
 	for (int i = 0; i < n; i++)
-		core->ops.cancel(core->ops.impl, ids[i]);
+		core->fetch.ops.cancel(core->fetch.ops.impl, ids[i]);
 	return n;
 }
 

@@ -582,7 +582,7 @@ static enum px_status submit(struct px_stream *st, int64_t deadline)
 	} else {
 		/* superseded while we were submitting */
 		pthread_mutex_unlock(&st->lock);
-		core->ops.cancel(core->ops.impl, id);
+		core->fetch.ops.cancel(core->fetch.ops.impl, id);
 		pthread_mutex_lock(&st->lock);
 	}
 	return PX_OK;
@@ -615,7 +615,7 @@ static void cancel_all(struct px_stream *st)
 		return;
 	pthread_mutex_unlock(&st->lock);
 	for (int i = 0; i < n; i++)
-		st->core->ops.cancel(st->core->ops.impl, ids[i]);
+		st->core->fetch.ops.cancel(st->core->fetch.ops.impl, ids[i]);
 	pthread_mutex_lock(&st->lock);
 }
 
@@ -952,7 +952,7 @@ void px_stream_unpin(struct px_stream *st, int pin)
 	resume = after_read(st, st->consumed);
 	pthread_mutex_unlock(&st->lock);
 	if (resume)
-		st->core->ops.resume(st->core->ops.impl, resume);
+		st->core->fetch.ops.resume(st->core->fetch.ops.impl, resume);
 	px_stream_unref(st);
 }
 
@@ -1150,7 +1150,7 @@ static enum px_status wait_single(struct px_stream *st, const struct px_read_req
 	uint64_t id = after_read(st, st->consumed);
 	if (id) {
 		pthread_mutex_unlock(&st->lock);
-		core->ops.resume(core->ops.impl, id);
+		core->fetch.ops.resume(core->fetch.ops.impl, id);
 		pthread_mutex_lock(&st->lock);
 		return PX_OK;
 	}
@@ -1200,7 +1200,7 @@ static enum px_status read_end(struct px_stream *st, const char *who, enum px_st
 		(void)par_pump(st, st->nwait > 0, px_now_ms(), who, NULL);
 	pthread_mutex_unlock(&st->lock);
 	if (resume)
-		st->core->ops.resume(st->core->ops.impl, resume);
+		st->core->fetch.ops.resume(st->core->fetch.ops.impl, resume);
 	return rc;
 }
 

@@ -57,6 +57,6 @@ void px_wait_cancel(struct px_core *core, pthread_mutex_t *lock, uint64_t id)
 	if (!id)
 		return;
 	pthread_mutex_unlock(lock);
-	core->ops.cancel(core->ops.impl, id);
+	core->fetch.ops.cancel(core->fetch.ops.impl, id);
 	pthread_mutex_lock(lock);
 }

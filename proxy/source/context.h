@@ -1,9 +1,12 @@
 /*
  * context.h - the core's shared context: the catalog copy, the per-asset
- * and per-provider run-time state, the locks other files of a layer take,
- * and pointers to the objects each layer owns (px_reads, px_providers,
- * px_verify, px_retry, px_reloads, px_cluster), opaque outside their own
- * file and used through its functions. core.c (the composition root)
+ * and per-provider run-time state, prov_lock (the one lock other files
+ * still take from here: vf_lock and the reload lock are their owners',
+ * taken through px_vf_lock and px_reload_lock), and pointers to the
+ * objects each layer owns (px_reads, px_providers, px_verify, px_retry,
+ * px_reloads, px_cluster, core.c's px_monitor), opaque outside their own
+ * file and used through its functions, and the fetcher with its ops
+ * (px_fetcher). core.c (the composition root)
  * builds it and makes and frees those objects; the layers from source/ up
  * read the fields their module owns, as each field's comment says.
  * Reporting code never reads it: it takes a snapshot (px_snapshot_new,
@@ -44,12 +47,13 @@ struct px_verify;
 struct px_reloads;
 struct px_retry;
 struct px_cluster;
+struct px_monitor;
 
 struct asset_rt {
 	struct cache_slot *slot;   /* head, tail: two, made at the asset's first
 				    * cached read (cache.c, under cache_lock) */
 	size_t source_cap;         /* room in the core's sources array */
-	/* standby.c, under core->vf_lock */
+	/* standby.c, under vf_lock (px_vf_lock) */
 	struct src_rt *src;        /* per source; NULL until the asset's first
 				    * session or a source's first verdict
 				    * (px_src_ensure): a library of 100 000
@@ -112,16 +116,15 @@ struct px_core {
 	size_t provs_cap;
 	char *owned[PX_SPARE_STRINGS]; /* strings added while mounted */
 	size_t nowned;
-	struct px_fetch *fetch;    /* owned when we started it */
-	struct px_fetch_ops ops;
+	struct px_fetcher fetch;   /* the transfers' ops (fetch.h) */
 	struct asset_rt *assets;
 	size_t assets_cap;         /* room in assets and in the catalog copy */
 	struct px_tree *_Atomic tree;
 	int64_t catalog_mtime;     /* the mtime of files that have none */
 	/* reload.c's catalogs, trees and outcomes (control/reload.c, opaque)
 	 * and probe.c's retry of size discovery with who is told of a new
-	 * tree (probe.c, opaque); reload_lock guards both */
-	pthread_mutex_t reload_lock;
+	 * tree and the reload lock that guards both (probe.c, opaque:
+	 * px_reload_lock) */
 	struct px_reloads *reloads;
 	struct px_retry *retry;
 	struct px_worker_info worker; /* the serving process (core.h) */
@@ -133,24 +136,20 @@ struct px_core {
 	 * tail cache, the open handles, the read counters */
 	struct px_reads *reads;
 
-	/* providers and sessions (provider.c); prov_cond (monotonic) wakes
-	 * those waiting for a slot and the monitor thread */
+	/* providers and sessions (provider.c) */
 	pthread_mutex_t prov_lock;
-	pthread_cond_t prov_cond;
 	struct prov_rt *provs;
-	/* the rest of provider.c's state: its hooks, the session ids, the
-	 * admission and scan counters (provider.c, opaque) */
+	/* the rest of provider.c's state: prov_cond and whether the core is
+	 * stopping (px_prov_wait_until, px_providers_release), its hooks, the
+	 * session ids, the admission and scan counters (provider.c, opaque) */
 	struct px_providers *providers;
 	struct px_session *sessions;
-	int stopping;
 	int64_t (*now)(void);      /* the clock TTLs and liveness go by */
-	pthread_t monitor;          /* core.c */
-	int monitor_started;
+	struct px_monitor *monitor; /* core.c's thread (opaque) */
 
-	/* verification and cutover (standby.c) */
-	pthread_mutex_t vf_lock;
-	/* the rest of standby.c's state: the fingerprint store, the workers,
-	 * the verification and cutover counters (standby.c, opaque) */
+	/* verification and cutover: vf_lock (px_vf_lock), the fingerprint
+	 * store, the workers, the verification and cutover counters
+	 * (standby.c, opaque) */
 	struct px_verify *verify;
 
 	/* the cluster's handles: store, hosts, slots, secret (cluster.c,

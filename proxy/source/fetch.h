@@ -134,6 +134,14 @@ void px_fetch_free(struct px_fetch *f);
 /* The ops table of a real fetcher. */
 struct px_fetch_ops px_fetch_ops(struct px_fetch *f);
 
+/* The core's way to transfers (core.c fills it): ops, and the fetcher
+ * behind them when the core started one (NULL when a test gave its own
+ * ops). */
+struct px_fetcher {
+	struct px_fetch *own;
+	struct px_fetch_ops ops;
+};
+
 /* Called once by main, before any thread starts / after all have ended. */
 enum px_status px_fetch_global_init(void) PX_WUR;
 void px_fetch_global_cleanup(void);

@@ -57,11 +57,14 @@
  * discovery and who is told of a new tree; made by px_probe_retry_new,
  * freed by px_probe_retry_release, opaque to the rest. */
 struct px_retry {
+	/* the reload lock: one reload's or retry's publish at a time; guards
+	 * this object's trees and reload.c's px_reloads (px_reload_lock) */
+	pthread_mutex_t lock;
 	pthread_t thread;
 	int started;
 	struct px_state *state;    /* sizes are remembered in (borrowed); NULL: none */
 	/* the trees the retry replaced, kept until the core is freed (under
-	 * core->reload_lock) */
+	 * the reload lock) */
 	struct px_tree *trees[PX_MAX_RELOADS];
 	size_t ntrees;
 	/* set once by the front after the core started, read by the reload
@@ -73,7 +76,20 @@ struct px_retry {
 enum px_status px_probe_retry_new(struct px_core *core)
 {
 	core->retry = calloc(1, sizeof(*core->retry));
-	return core->retry ? PX_OK : PX_ENOMEM;
+	if (!core->retry)
+		return PX_ENOMEM;
+	pthread_mutex_init(&core->retry->lock, NULL);
+	return PX_OK;
+}
+
+void px_reload_lock(struct px_core *core)
+{
+	pthread_mutex_lock(&core->retry->lock);
+}
+
+void px_reload_unlock(struct px_core *core)
+{
+	pthread_mutex_unlock(&core->retry->lock);
 }
 
 void px_probe_on_reload(struct px_core *core, px_reload_fn fn, void *ctx)
@@ -157,9 +173,9 @@ static void size_dead(struct px_core *core, size_t asset, size_t k, int64_t size
 	rt->dead[k] = 1;
 	struct src_rt *all = px_src_ensure(core, asset);
 	if (all) {
-		pthread_mutex_lock(&core->vf_lock);
+		px_vf_lock(core);
 		px_src_why(&all[k], detail);
-		pthread_mutex_unlock(&core->vf_lock);
+		px_vf_unlock(core);
 	}
 }
 
@@ -513,7 +529,7 @@ static void finish(struct probe *pr)
 		if (ps->state == PS_FLIGHT) {
 			note(ps->it, source_name(&cat->assets[ps->it->asset].sources[ps->source]),
 			     "no answer within probe_timeout");
-			pr->core->ops.cancel(pr->core->ops.impl, ps->id);
+			pr->core->fetch.ops.cancel(pr->core->fetch.ops.impl, ps->id);
 		}
 	}
 	while (pr->inflight > 0) {
@@ -654,17 +670,17 @@ size_t px_probe_retry(struct px_core *core)
 
 	if (!need || !listed)
 		goto out;
-	pthread_mutex_lock(&core->reload_lock);
+	px_reload_lock(core);
 	size_t n = retry_wanted(core, need);
-	pthread_mutex_unlock(&core->reload_lock);
+	px_reload_unlock(core);
 	if (!n)
 		goto out;
 	/* without reload_lock: a reload (and status.json) need not wait for
 	 * probe_timeout; a reload probes only assets new to it */
 	px_probe_assets(core, need);
-	pthread_mutex_lock(&core->reload_lock);
+	px_reload_lock(core);
 	found = retry_publish(core, need, listed);
-	pthread_mutex_unlock(&core->reload_lock);
+	px_reload_unlock(core);
 	if (found && core->retry->state) {
 		char err[512];
 		if (px_state_save(core->retry->state, err, sizeof(err)) != PX_OK)
@@ -695,17 +711,14 @@ static void *retry_main(void *arg)
 	int64_t wake = px_now_ms() + delay;
 
 	pthread_mutex_lock(&core->prov_lock);
-	while (!core->stopping) {
-		struct timespec ts = { wake / 1000, (wake % 1000) * 1000000 };
-		if (px_now_ms() < wake) {
-			pthread_cond_timedwait(&core->prov_cond, &core->prov_lock, &ts);
+	while (!px_providers_stopping_locked(core)) {
+		if (px_prov_wait_until(core, wake))
 			continue;
-		}
 		pthread_mutex_unlock(&core->prov_lock);
 		px_probe_retry(core);
-		pthread_mutex_lock(&core->reload_lock);
+		px_reload_lock(core);
 		int more = retry_pending(core);
-		pthread_mutex_unlock(&core->reload_lock);
+		px_reload_unlock(core);
 		/* nothing left out: a reload may leave one out later */
 		delay = !more ? RETRY_FIRST_MS : delay * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : delay * 2;
 		pthread_mutex_lock(&core->prov_lock);
@@ -729,10 +742,7 @@ void px_probe_retry_stop(struct px_core *core)
 {
 	if (!core->retry || !core->retry->started)
 		return;
-	pthread_mutex_lock(&core->prov_lock);
-	core->stopping = 1;
-	pthread_cond_broadcast(&core->prov_cond);
-	pthread_mutex_unlock(&core->prov_lock);
+	px_providers_release(core);
 	pthread_join(core->retry->thread, NULL);
 	core->retry->started = 0;
 }
@@ -743,6 +753,7 @@ void px_probe_retry_release(struct px_core *core)
 		return;
 	for (size_t i = 0; i < core->retry->ntrees; i++)
 		px_tree_free(core->retry->trees[i]);
+	pthread_mutex_destroy(&core->retry->lock);
 	free(core->retry);
 	core->retry = NULL;
 }

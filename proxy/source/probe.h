@@ -31,9 +31,15 @@ int px_probe_state_key(const struct px_asset *a, char key[PX_STATE_KEY_LEN]);
  */
 size_t px_probe_retry(struct px_core *core);
 
-/* Makes the retry's state (core->retry); PX_ENOMEM without memory. With
- * px_core_new; px_probe_retry_release frees it. */
+/* Makes the retry's state (core->retry) and the reload lock; PX_ENOMEM
+ * without memory. With px_core_new; px_probe_retry_release frees it. */
 enum px_status px_probe_retry_new(struct px_core *core) PX_WUR;
+
+/* The reload lock (reload_lock in docs/architecture.md's table): one
+ * reload's or size-discovery retry's publish at a time. Taken before
+ * prov_lock and vf_lock, never inside them. */
+void px_reload_lock(struct px_core *core);
+void px_reload_unlock(struct px_core *core);
 
 /* Who is told of a new tree (a reload's, a retry's): fn(ctx, old, now),
  * set once by the front after the core started (px_core_on_reload). */

@@ -81,6 +81,10 @@
 /* provider.c's own state beside prov_rt and the sessions (context.h's
  * px_core.providers): made and freed with the core, opaque to the rest. */
 struct px_providers {
+	/* with prov_lock: wakes those waiting for a slot and the core's
+	 * threads (monotonic; px_prov_wait_until) */
+	pthread_cond_t prov_cond;
+	int stopping;              /* under prov_lock: the core is stopping */
 	/* set before the core serves (px_providers_set_*), then read only */
 	int (*yield_idle)(struct px_session *s, int how);
 	int (*cluster_acquire)(struct px_core *core, size_t prov, int n);
@@ -177,7 +181,7 @@ static void session_unlist(struct px_core *core, struct px_session *s)
 	if (s->next)
 		s->next->prev = s->prev;
 	grant_waiters(core, p);
-	pthread_cond_broadcast(&core->prov_cond);
+	pthread_cond_broadcast(&core->providers->prov_cond);
 }
 
 /* 0 live, 1 failing, 2 down. */
@@ -359,7 +363,7 @@ static void grant_waiters(struct px_core *core, struct prov_rt *p)
 		}
 	}
 	if (any)
-		pthread_cond_broadcast(&core->prov_cond);
+		pthread_cond_broadcast(&core->providers->prov_cond);
 }
 
 static int queued(const struct prov_rt *p, const struct px_session *sess)
@@ -478,7 +482,7 @@ static void x_done(void *ctx, const struct px_fetch_result *res)
 	pthread_mutex_lock(&core->prov_lock);
 	give_back(p, x);
 	grant_waiters(core, p);
-	pthread_cond_broadcast(&core->prov_cond);
+	pthread_cond_broadcast(&core->providers->prov_cond);
 	xrec_unref(x);
 	pthread_mutex_unlock(&core->prov_lock);
 }
@@ -497,19 +501,18 @@ static int preempt_bg(struct px_core *core, struct prov_rt *p)
 	p->n_preempted++;
 	uint64_t id = x->id;
 	pthread_mutex_unlock(&core->prov_lock);
-	core->ops.cancel(core->ops.impl, id);
+	core->fetch.ops.cancel(core->fetch.ops.impl, id);
 	pthread_mutex_lock(&core->prov_lock);
 	xrec_unref(x);
 	return 1;
 }
 
-/* Waits on prov_cond until the real-clock deadline. 0 when it passed. */
-static int wait_until(struct px_core *core, int64_t deadline)
+int px_prov_wait_until(struct px_core *core, int64_t deadline)
 {
 	if (px_now_ms() >= deadline)
 		return 0;
 	struct timespec ts = { deadline / 1000, (deadline % 1000) * 1000000 };
-	pthread_cond_timedwait(&core->prov_cond, &core->prov_lock, &ts);
+	pthread_cond_timedwait(&core->providers->prov_cond, &core->prov_lock, &ts);
 	return 1;
 }
 
@@ -557,7 +560,7 @@ static enum px_status wait_turn(struct px_core *core, struct xrec *x, struct slo
 	int slices = 0; /* waits of 200 ms with no slot */
 
 	while (!w->granted) {
-		if (core->stopping) {
+		if (core->providers->stopping) {
 			st = PX_ESHUTDOWN;
 		} else if (!x->bg && preempt_bg(core, p)) {
 			continue;
@@ -581,7 +584,7 @@ static enum px_status wait_turn(struct px_core *core, struct xrec *x, struct slo
 		} else {
 			/* wake now and then to look for idle streams again */
 			int64_t slice = px_now_ms() + 200;
-			if (!wait_until(core, slice < deadline ? slice : deadline)) {
+			if (!px_prov_wait_until(core, slice < deadline ? slice : deadline)) {
 				p->n_busy++;
 				st = PX_EBUSY;
 			}
@@ -690,14 +693,14 @@ static enum px_status start(struct px_core *core, struct xrec *x,
 	struct prov_rt *p = &core->provs[x->prov];
 	struct px_fetch_cb wrap = { x_data, x_done, x };
 	x->submitted_us = px_now_us();
-	enum px_status st = core->ops.submit(core->ops.impl, fp, &wrap, id);
+	enum px_status st = core->fetch.ops.submit(core->fetch.ops.impl, fp, &wrap, id);
 
 	pthread_mutex_lock(&core->prov_lock);
 	if (st != PX_OK) {
 		/* never started: give the slot back as x_done would */
 		give_back(p, x);
 		grant_waiters(core, p);
-		pthread_cond_broadcast(&core->prov_cond);
+		pthread_cond_broadcast(&core->providers->prov_cond);
 		x->refs = 1;
 	} else {
 		x->id = *id;
@@ -905,7 +908,7 @@ static enum px_status admit(struct px_core *core, size_t asset, int64_t deadline
 	const struct px_asset *a = &core->cat->assets[asset];
 	int waited = 0;
 	for (;;) {
-		if (core->stopping)
+		if (core->providers->stopping)
 			return PX_ESHUTDOWN;
 		int r = choose(core, asset, core->now(), src, why, whylen);
 		if (r < 0)
@@ -926,7 +929,7 @@ static enum px_status admit(struct px_core *core, size_t asset, int64_t deadline
 					continue; /* choose again */
 				/* background work there gives way: wait for its end */
 				preempt_bg(core, p);
-				if (!wait_until(core, deadline)) {
+				if (!px_prov_wait_until(core, deadline)) {
 					snprintf(why, whylen, "all providers at their limit "
 						 "(background work did not end in time)");
 					return PX_EBUSY;
@@ -951,7 +954,7 @@ static enum px_status admit(struct px_core *core, size_t asset, int64_t deadline
 			waited = 1;
 			px_info("session", "asset %s: open waits: %s", a->id, why);
 		}
-		if (!wait_until(core, deadline))
+		if (!px_prov_wait_until(core, deadline))
 			return PX_EBUSY;
 	}
 }
@@ -1089,12 +1092,12 @@ void px_session_leave(struct px_session *s)
 					 (uint64_t)(s->requests - s->requests_counted));
 		}
 		s->requests_counted = s->requests;
-		if (s->failed || core->cfg->session_ttl_ms == 0 || core->stopping)
+		if (s->failed || core->cfg->session_ttl_ms == 0 || core->providers->stopping)
 			session_unlist(core, s);
 		if (session_gone(s))
 			session_free_locked(s);
 	}
-	pthread_cond_broadcast(&core->prov_cond);
+	pthread_cond_broadcast(&core->providers->prov_cond);
 	pthread_mutex_unlock(&core->prov_lock);
 }
 
@@ -1126,7 +1129,7 @@ static void lp_done(void *ctx, const struct px_fetch_result *res)
 	pthread_mutex_lock(&core->prov_lock);
 	core->provs[lp->prov].probing = 0;
 	/* an open may wait for this answer (check_at_open) */
-	pthread_cond_broadcast(&core->prov_cond);
+	pthread_cond_broadcast(&core->providers->prov_cond);
 	pthread_mutex_unlock(&core->prov_lock);
 	free(lp);
 }
@@ -1177,7 +1180,7 @@ static int unheard(const struct px_core *core, const struct prov_rt *p, int64_t 
 	if (last < p->last_probe)
 		last = p->last_probe;
 	return cfg->liveness_interval_ms && cfg->liveness_idle_ms && !p->probing &&
-	       !core->stopping && now - last >= cfg->liveness_idle_ms;
+	       !core->providers->stopping && now - last >= cfg->liveness_idle_ms;
 }
 
 /*
@@ -1199,7 +1202,7 @@ static void check_at_open(struct px_core *core, size_t i, size_t asset, size_t k
 		 (long long)core->cfg->liveness_idle_ms / 1000);
 	if (!probe_source(core, i, asset, k, core->now()))
 		return;
-	while (p->probing && wait_until(core, bound))
+	while (p->probing && px_prov_wait_until(core, bound))
 		;
 }
 
@@ -1215,7 +1218,7 @@ int64_t px_providers_tick(struct px_core *core)
 	int quiet = cfg->liveness_idle_ms && !core->sessions;
 	for (size_t i = 0; cfg->liveness_interval_ms && i < core->cat->nproviders; i++) {
 		struct prov_rt *p = &core->provs[i];
-		if (p->probe_asset < 0 || core->stopping ||
+		if (p->probe_asset < 0 || core->providers->stopping ||
 		    (quiet && !p->bad_since && !p->remote_down))
 			continue;
 		/* any answer within the interval says as much as a probe */
@@ -1252,7 +1255,7 @@ enum px_status px_providers_init(struct px_core *core)
 	if (!core->providers)
 		return PX_ENOMEM;
 	pthread_mutex_init(&core->prov_lock, NULL);
-	px_cond_init_mono(&core->prov_cond);
+	px_cond_init_mono(&core->providers->prov_cond);
 	if (!core->now)
 		core->now = px_now_ms;
 	for (size_t i = 0; i < cat->nproviders; i++) {
@@ -1287,10 +1290,15 @@ void px_providers_apply(struct px_core *core, size_t prov, const struct px_provi
 		rt->drained = p->drained;
 }
 
+int px_providers_stopping_locked(struct px_core *core)
+{
+	return core->providers->stopping;
+}
+
 int px_providers_stopping(struct px_core *core)
 {
 	pthread_mutex_lock(&core->prov_lock);
-	int s = core->stopping;
+	int s = core->providers->stopping;
 	pthread_mutex_unlock(&core->prov_lock);
 	return s;
 }
@@ -1330,14 +1338,18 @@ void px_providers_start(struct px_core *core)
 
 void px_providers_release(struct px_core *core)
 {
+	if (!core->providers)
+		return;
 	pthread_mutex_lock(&core->prov_lock);
-	core->stopping = 1;
-	pthread_cond_broadcast(&core->prov_cond);
+	core->providers->stopping = 1;
+	pthread_cond_broadcast(&core->providers->prov_cond);
 	pthread_mutex_unlock(&core->prov_lock);
 }
 
 void px_sessions_free_all(struct px_core *core)
 {
+	if (!core->providers)
+		return;
 	pthread_mutex_lock(&core->prov_lock);
 	while (core->sessions) {
 		struct px_session *s = core->sessions;
@@ -1348,7 +1360,7 @@ void px_sessions_free_all(struct px_core *core)
 			px_error("session", "%s: still has %d transfer(s) at exit", s->who, s->xfers);
 	}
 	pthread_mutex_unlock(&core->prov_lock);
-	pthread_cond_destroy(&core->prov_cond);
+	pthread_cond_destroy(&core->providers->prov_cond);
 	pthread_mutex_destroy(&core->prov_lock);
 	free(core->providers);
 	core->providers = NULL;
@@ -1386,7 +1398,7 @@ enum px_status px_session_switch(struct px_session *s, size_t source)
 		grant_waiters(core, from);
 	}
 	atomic_store(&s->source, source);
-	pthread_cond_broadcast(&core->prov_cond);
+	pthread_cond_broadcast(&core->providers->prov_cond);
 out:
 	pthread_mutex_unlock(&core->prov_lock);
 	return st;
@@ -1399,8 +1411,8 @@ enum px_status px_session_switch_wait(struct px_session *s, size_t source, int64
 	enum px_status st;
 	while ((st = px_session_switch(s, source)) == PX_EBUSY) {
 		pthread_mutex_lock(&core->prov_lock);
-		int more = !core->stopping && (has_room(&core->provs[prov]) ||
-					       wait_until(core, deadline));
+		int more = !core->providers->stopping && (has_room(&core->provs[prov]) ||
+					       px_prov_wait_until(core, deadline));
 		pthread_mutex_unlock(&core->prov_lock);
 		if (!more)
 			break;
@@ -1438,7 +1450,7 @@ enum px_status px_provider_drain(struct px_core *core, const char *provider, int
 	int was = core->provs[i].drained;
 	core->provs[i].drained = drained ? 1 : 0;
 	/* an open waiting for a slot may choose a resumed provider */
-	pthread_cond_broadcast(&core->prov_cond);
+	pthread_cond_broadcast(&core->providers->prov_cond);
 	pthread_mutex_unlock(&core->prov_lock);
 	if (was != (drained ? 1 : 0))
 		px_info("provider", "provider %s %s", provider,
@@ -1472,7 +1484,7 @@ void px_provider_cluster_apply(struct px_core *core, size_t prov, int delta, int
 	if (wanted)
 		(void)evict_lingering(core, prov, NULL);
 	grant_waiters(core, p);
-	pthread_cond_broadcast(&core->prov_cond);
+	pthread_cond_broadcast(&core->providers->prov_cond);
 	pthread_mutex_unlock(&core->prov_lock);
 }
 

@@ -218,6 +218,8 @@ enum px_status px_providers_init(struct px_core *core) PX_WUR;
 void px_providers_set_yield(struct px_core *core, int (*fn)(struct px_session *s, int how));
 void px_providers_set_cluster(struct px_core *core,
 			      int (*fn)(struct px_core *core, size_t prov, int n));
+/* Marks the core stopping and wakes every waiter on prov_cond (takes
+ * prov_lock): the monitor and retry threads end, waits for a slot give up. */
 void px_providers_release(struct px_core *core);
 
 /* Picks each provider's liveness probe. After discovery; core.c's monitor
@@ -298,6 +300,12 @@ void px_providers_apply(struct px_core *core, size_t prov, const struct px_provi
 
 /* Whether px_core_stop() was called. Takes prov_lock. Any thread. */
 int px_providers_stopping(struct px_core *core);
+/* The same, prov_lock held. */
+int px_providers_stopping_locked(struct px_core *core);
+/* Waits on prov_cond (in px_providers; woken by a freed slot, a session's
+ * end, px_providers_release) until the deadline (px_now_ms clock),
+ * prov_lock held. 0 when the deadline had passed (no wait). */
+int px_prov_wait_until(struct px_core *core, int64_t deadline);
 
 /* Notes that provider prov has a source at url (NULL: a path): see
  * prov_rt.host. prov_lock held, or no other thread yet. */

@@ -278,9 +278,9 @@ enum px_status px_sources_add(struct px_core *core, const char *asset_id, const 
 	if ((st = check_where(core, &r, err, errlen)) != PX_OK)
 		return st;
 	pthread_mutex_lock(&core->prov_lock);
-	pthread_mutex_lock(&core->vf_lock);
+	px_vf_lock(core);
 	st = add_locked(core, &r, &prov, err, errlen);
-	pthread_mutex_unlock(&core->vf_lock);
+	px_vf_unlock(core);
 	pthread_mutex_unlock(&core->prov_lock);
 	if (st == PX_OK)
 		px_info("sources", "asset %s: source %s added (provider %s): a standby once verified",
@@ -299,7 +299,7 @@ enum px_status px_sources_remove(struct px_core *core, const char *asset_id,
 		return st;
 	px_redact_url(where, shown, sizeof(shown)); /* messages go to the log and the API */
 	pthread_mutex_lock(&core->prov_lock);
-	pthread_mutex_lock(&core->vf_lock);
+	px_vf_lock(core);
 	const struct px_asset *a = &core->cat->assets[asset];
 	long k = find_source(a, where);
 	struct src_rt *all = k >= 0 ? px_src_ensure(core, asset) : NULL;
@@ -317,7 +317,7 @@ enum px_status px_sources_remove(struct px_core *core, const char *asset_id,
 		all[k].removed = 1;
 		px_src_why(&all[k], "removed through the control API");
 	}
-	pthread_mutex_unlock(&core->vf_lock);
+	px_vf_unlock(core);
 	pthread_mutex_unlock(&core->prov_lock);
 	if (st == PX_OK)
 		px_info("sources", "asset %s: source %s removed: no new session or cutover goes "
@@ -407,7 +407,7 @@ enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const cha
 	size_t prov = 0;
 
 	pthread_mutex_lock(&core->prov_lock);
-	pthread_mutex_lock(&core->vf_lock);
+	px_vf_lock(core);
 	struct px_asset *a = &m->assets[asset];
 	struct asset_rt *rt = &core->assets[asset];
 	struct src_rt *all = px_src_ensure(core, asset);
@@ -455,7 +455,7 @@ enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const cha
 		copy_file_set(&all[k], file);
 		rt->dead[k] = 0;
 	}
-	pthread_mutex_unlock(&core->vf_lock);
+	px_vf_unlock(core);
 	pthread_mutex_unlock(&core->prov_lock);
 	if (st == PX_OK)
 		*kout = (size_t)k;
@@ -465,12 +465,12 @@ enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const cha
 void px_sources_drop(struct px_core *core, size_t asset, size_t k, const char *why)
 {
 	pthread_mutex_lock(&core->prov_lock);
-	pthread_mutex_lock(&core->vf_lock);
+	px_vf_lock(core);
 	core->assets[asset].dead[k] = 1;
 	struct src_rt *all = px_src_ensure(core, asset);
 	if (all)
 		px_src_why(&all[k], why);
-	pthread_mutex_unlock(&core->vf_lock);
+	px_vf_unlock(core);
 	pthread_mutex_unlock(&core->prov_lock);
 }
 
@@ -510,7 +510,7 @@ enum px_status px_sources_add_peer(struct px_core *core, size_t asset, const cha
 	enum px_status st = PX_OK;
 
 	pthread_mutex_lock(&core->prov_lock);
-	pthread_mutex_lock(&core->vf_lock);
+	px_vf_lock(core);
 	struct px_asset *a = &m->assets[asset];
 	struct asset_rt *rt = &core->assets[asset];
 	struct src_rt *all = px_src_ensure(core, asset);
@@ -533,7 +533,7 @@ enum px_status px_sources_add_peer(struct px_core *core, size_t asset, const cha
 		else
 			a->nsources = (size_t)k + 1;   /* published last */
 	}
-	pthread_mutex_unlock(&core->vf_lock);
+	px_vf_unlock(core);
 	pthread_mutex_unlock(&core->prov_lock);
 	if (st == PX_OK)
 		*kout = (size_t)k;
@@ -765,7 +765,7 @@ void px_sources_apply(struct px_core *core, struct px_sources_change *c)
 {
 	c->old_n = core->mcat->nassets;
 	pthread_mutex_lock(&core->prov_lock);
-	pthread_mutex_lock(&core->vf_lock);
+	px_vf_lock(core);
 	merge_providers(core, c);
 	for (size_t j = 0; j < c->nc->nassets; j++) {
 		const struct px_asset *na = &c->nc->assets[j];
@@ -775,7 +775,7 @@ void px_sources_apply(struct px_core *core, struct px_sources_change *c)
 		else
 			apply_new(core, na, c);
 	}
-	pthread_mutex_unlock(&core->vf_lock);
+	px_vf_unlock(core);
 	pthread_mutex_unlock(&core->prov_lock);
 }
 

@@ -33,7 +33,7 @@
  * same offset. The source that failed stays a verified standby: it served
  * these very bytes.
  *
- * Lock: core->vf_lock guards the states, the reference and the counters;
+ * Lock: core->verify->vf_lock guards the states, the reference and the counters;
  * never held across I/O.
  */
 #include <errno.h>
@@ -46,6 +46,7 @@
 #include "health.h"
 #include "provider.h"
 #include "standby.h"
+#include "standby_i.h"
 #include "httpparse.h"
 #include "ownprint.h"
 #include "log.h"
@@ -60,34 +61,6 @@
 #define SAMPLE_TIMEOUT_MS 5000   /* one sample read in the background */
 #define SPARE_WAIT_MS 500        /* background work waits this long for a slot */
 #define ABANDON_AFTER 5          /* inconclusive checks in a row */
-#define RECENT_CUTOVERS 8
-
-/* One cutover, for the status. */
-struct cutover_rec {
-	uint64_t session;
-	size_t asset, from, to;
-	int64_t offset, ms, when;
-	enum px_status reason;
-};
-
-/* standby.c's own state (context.h's px_core.verify): the fingerprint
- * store, the verifier's workers and the verification and cutover
- * counters; made by px_standby_init, freed by px_standby_release, opaque
- * to the rest. */
-struct px_verify {
-	pthread_cond_t vf_cond;    /* with core->vf_lock */
-	struct vf_store *vstore;   /* NULL without a state_dir */
-	struct vf_pool *vpool;
-	int verify_workers;        /* 0: 2 with a real fetcher, none with a fake */
-	/* under core->vf_lock */
-	uint64_t n_verified[4];    /* by vf_outcome */
-	uint64_t n_cutovers[PX_STATUS_COUNT]; /* by trigger */
-	struct cutover_rec recent[RECENT_CUTOVERS];
-	uint64_t nrecent;
-	uint64_t n_exhausted;
-	char exhausted_why[300];
-};
-
 /* The source as logs show it: without credentials. */
 static const char *src_name(const struct px_core *core, size_t asset, size_t k)
 {
@@ -143,13 +116,13 @@ static enum px_status g_submit(void *impl, const struct px_fetch_params *p,
 static void g_cancel(void *impl, uint64_t id)
 {
 	struct gate *g = impl;
-	g->core->ops.cancel(g->core->ops.impl, id);
+	g->core->fetch.ops.cancel(g->core->fetch.ops.impl, id);
 }
 
 static void g_resume(void *impl, uint64_t id)
 {
 	struct gate *g = impl;
-	g->core->ops.resume(g->core->ops.impl, id);
+	g->core->fetch.ops.resume(g->core->fetch.ops.impl, id);
 }
 
 /* A reader of source k of the asset; sess NULL for background work, else
@@ -243,10 +216,10 @@ static void store_fp(struct px_core *core, size_t asset, size_t k, const struct 
 	if (v) {
 		rec.has_verdict = 1;
 		rec.verdict = *v;
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		snprintf(rec.ref, sizeof(rec.ref), "%s",
 			 v->outcome == VF_SIZE_MISMATCH ? "" : core->assets[asset].ref_id);
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 	}
 	if (!reference && rec.has_fp) {
 		/* a new record of the reference's own source keeps it the
@@ -267,10 +240,10 @@ static struct vf_seen seen_of(struct px_core *core, size_t asset, size_t k)
 {
 	struct vf_seen seen = { .size = core->assets[asset].size, .mtime = -1 };
 	struct src_rt *all = px_src_ensure(core, asset);
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	if (all && all[k].seen)
 		seen = *all[k].seen;
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	return seen;
 }
 
@@ -283,13 +256,13 @@ int px_standby_seen(struct px_core *core, size_t asset, size_t k, char etag[128]
 	*mtime = -1;
 	if (!all)
 		return 0;
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	if (all[k].seen) {
 		snprintf(etag, 128, "%s", all[k].seen->etag);
 		*mtime = all[k].seen->mtime;
 		known = 1;
 	}
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	return known;
 }
 
@@ -297,10 +270,10 @@ int px_standby_seen(struct px_core *core, size_t asset, size_t k, char etag[128]
 static void keep_seen(struct px_core *core, size_t asset, size_t k, const struct vf_seen *seen)
 {
 	struct src_rt *all = px_src_ensure(core, asset);
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	if (all && (all[k].seen || (all[k].seen = malloc(sizeof(*all[k].seen)))))
 		*all[k].seen = *seen;
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 }
 
 /* Installs fp as the asset's reference: when it has none, or (replace)
@@ -332,9 +305,9 @@ static int install_reference(struct px_core *core, size_t asset, const struct vf
 static void set_reference(struct px_core *core, size_t asset, const struct vf_fingerprint *fp,
 			  int from_store)
 {
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	(void)install_reference(core, asset, fp, from_store, 0);
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 }
 
 /* How many sources must agree for a reference: a strict majority of the
@@ -345,10 +318,10 @@ static size_t majority(struct px_core *core, size_t asset)
 	const struct px_asset *a = &core->cat->assets[asset];
 	size_t live = 0;
 	struct src_rt *all = px_src_ensure(core, asset);
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	for (size_t k = 0; k < a->nsources; k++)
 		live += !core->assets[asset].dead[k] && !(all && all[k].wrong_size);
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	return live / 2 + 1 < 2 ? 2 : live / 2 + 1;
 }
 
@@ -385,7 +358,7 @@ static int maybe_agree(struct px_core *core, size_t asset, int reopen)
 	}
 	if (best < need)
 		goto out;
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	size_t i;
 	int differs = rt->ref && px_own_agrees(rt->ref, &fps[at], &i) != PX_OWN_SAME;
 	int installed = install_reference(core, asset, &fps[at], 0, reopen && differs &&
@@ -399,7 +372,7 @@ static int maybe_agree(struct px_core *core, size_t asset, int reopen)
 				rt->src[k].state = VS_UNKNOWN;
 	}
 	ok = !rt->ref_from_store || !differs || installed;
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	if (!installed)
 		goto out;
 	if (differs)
@@ -414,9 +387,9 @@ static int maybe_agree(struct px_core *core, size_t asset, int reopen)
 		if (!have[k])
 			continue;
 		vf_verdict_compare(&fps[at], &fps[k], &v);
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		apply_verdict(core, asset, k, &v);
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 		store_fp(core, asset, k, &seen, &fps[k], &v, k == at);
 	}
 out:
@@ -499,9 +472,9 @@ static enum px_status take_own(struct px_core *core, size_t asset, size_t k,
 						.offset = -1, .size = seen.size };
 			snprintf(v.why, sizeof(v.why), "size %lld, the asset's is %lld",
 				 (long long)seen.size, (long long)rt->size);
-			pthread_mutex_lock(&core->vf_lock);
+			pthread_mutex_lock(&core->verify->vf_lock);
 			apply_verdict(core, asset, k, &v);
-			pthread_mutex_unlock(&core->vf_lock);
+			pthread_mutex_unlock(&core->verify->vf_lock);
 			store_fp(core, asset, k, &seen, NULL, &v, 0);
 			st = PX_ESIZE;
 			goto out;
@@ -564,7 +537,7 @@ static int agree_reference(struct px_core *core, size_t asset, const size_t *ord
 		ok = maybe_agree(core, asset, reopen);
 	}
 	if (!ok) {
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		/* the backoff is in time, per asset: a failed attempt waits
 		 * 4 s, doubling to 8.5 min, however many reads fail meanwhile
 		 * (cutovers never take a reference: the served source's own
@@ -572,7 +545,7 @@ static int agree_reference(struct px_core *core, size_t asset, const size_t *ord
 		int fails = ++rt->ref_fails;
 		int64_t wait = 2000LL << (fails < 8 ? fails : 8);
 		rt->ref_retry_at = core->now() + wait;
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 		px_info("verify", "asset %s: no reference yet: %zu whole fingerprint(s) read, no "
 			"majority of %zu agrees; next try in %lld s", a->id, taken,
 			majority(core, asset), (long long)wait / 1000);
@@ -596,9 +569,9 @@ static size_t reference_order(struct px_core *core, size_t asset, size_t first, 
 		for (size_t k = 0; k < a->nsources && n < cap; k++) {
 			size_t src = k == 0 ? first : k <= first ? k - 1 : k;
 			int bad = px_source_bad(core, asset, src, now);
-			pthread_mutex_lock(&core->vf_lock);
+			pthread_mutex_lock(&core->verify->vf_lock);
 			int st = rt->src[src].state;
-			pthread_mutex_unlock(&core->vf_lock);
+			pthread_mutex_unlock(&core->verify->vf_lock);
 			if (rt->dead[src] || (st == VS_REJECTED && !rt->ref_recheck) || bad != pass)
 				continue;
 			out[n++] = src;
@@ -619,9 +592,9 @@ static void take_reference(struct px_core *core, size_t asset, size_t k)
 	char name[VF_STORE_MAX_NAME];
 	size_t order[64];
 
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	int recheck = rt->ref_recheck;
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	if (!recheck && core->verify->vstore &&
 	    vf_store_reference(core->verify->vstore, a->id, name, sizeof(name), &rec) && rec.has_fp &&
 	    rec.fp.size == rt->size) {
@@ -634,11 +607,11 @@ static void take_reference(struct px_core *core, size_t asset, size_t k)
 		size_t n = reference_order(core, asset, k, order, 64);
 		(void)agree_reference(core, asset, order, n, recheck);
 	}
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	rt->ref_busy = 0;
 	rt->ref_recheck = 0;
 	pthread_cond_broadcast(&core->verify->vf_cond);
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 }
 
 /* ---- verifying one source */
@@ -708,11 +681,11 @@ static void verify_source(struct px_core *core, size_t asset, size_t k,
 		snprintf(v->why, sizeof(v->why), "out of memory");
 		goto out;
 	}
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	int have_ref = rt->ref != NULL;
 	if (have_ref)
 		*ref = *rt->ref;
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	if (!have_ref) {
 		snprintf(v->why, sizeof(v->why), "no reference fingerprint of the asset yet");
 		goto out;
@@ -735,7 +708,7 @@ static void verify_source(struct px_core *core, size_t asset, size_t k,
 		store_fp(core, asset, k, &seen, cand, v, 0);
 	}
 out:
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	if (counts) {
 		apply_verdict(core, asset, k, v);
 		if (v->outcome == VF_MISMATCH && rt->ref_from_store)
@@ -747,7 +720,7 @@ out:
 		sr->checked = core->now();
 		px_src_why(sr, v->why);
 	}
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	free(ref);
 	free(cand);
 }
@@ -774,7 +747,7 @@ static void own_job(struct px_core *core, size_t asset, size_t k)
 {
 	/* the size probe first: its answer keys the stored fingerprint */
 	enum px_status st = take_own(core, asset, k, NULL, 0, TAKE_GATE, NULL);
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	struct src_rt *sr = &core->assets[asset].src[k];
 	sr->own_busy = 0;
 	if (st != PX_OK) {
@@ -782,7 +755,7 @@ static void own_job(struct px_core *core, size_t asset, size_t k)
 		sr->own_retry_at = core->now() + (2000LL << t);
 	}
 	int judge = st == PX_OK && core->assets[asset].ref && sr->state != VS_VERIFIED;
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	if (st == PX_OK)
 		px_debug("verify", "asset %s: %s's whole fingerprint is known",
 			 core->cat->assets[asset].id, src_name(core, asset, k));
@@ -819,7 +792,7 @@ static void job_done(void *arg, enum px_status st)
 	struct px_core *core = j->core;
 	if (st == PX_ECANCELED) {
 		/* never ran (shutdown): undo the marks */
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		struct src_rt *sr = core->assets[j->asset].src;
 		if (j->kind == JOB_REFERENCE)
 			core->assets[j->asset].ref_busy = 0;
@@ -827,7 +800,7 @@ static void job_done(void *arg, enum px_status st)
 			sr[j->source].own_busy = 0;
 		else if (sr && sr[j->source].state == VS_VERIFYING)
 			sr[j->source].state = VS_UNKNOWN;
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 	}
 	free(j);
 }
@@ -955,10 +928,10 @@ void px_standby_prime(struct px_core *core, size_t asset)
 	if (vf_store_reference(core->verify->vstore, a->id, name, sizeof(name), &rec) && rec.has_fp &&
 	    rec.fp.size == rt->size)
 		set_reference(core, asset, &rec.fp, 1);
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	if (rt->ref)
 		memcpy(ref_id, rt->ref_id, sizeof(ref_id));
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	/* a rejection stored against that very reference (or of the size
 	 * alone) holds now: that source gets no session. A stored match is
 	 * not taken on trust: the source may serve other bytes since (its
@@ -972,12 +945,12 @@ void px_standby_prime(struct px_core *core, size_t asset)
 			continue;
 		char why[300];
 		snprintf(why, sizeof(why), "%s (a stored verdict)", rec.verdict.why);
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		struct src_rt *sr = &rt->src[k];
 		sr->state = VS_REJECTED;
 		sr->wrong_size = sized;
 		px_src_why(sr, why);
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 	}
 }
 
@@ -987,7 +960,7 @@ void px_standby_tick(struct px_core *core)
 	struct due *d = NULL;
 	size_t m = sessions_due(core, now, &d);
 
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	for (size_t i = 0; i < m; i++) {
 		size_t asset = d[i].asset, active = d[i].source;
 		struct asset_rt *rt = &core->assets[asset];
@@ -1009,7 +982,7 @@ void px_standby_tick(struct px_core *core)
 		if (rt->ref)
 			tick_standbys(core, asset, active, now);
 	}
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	free(d);
 }
 
@@ -1050,7 +1023,7 @@ static size_t candidates(struct px_core *core, struct px_session *s, size_t acti
 	if (!px_src_ensure(core, s->asset))
 		return 0;
 	pthread_mutex_lock(&core->prov_lock);
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	for (size_t k = 0; k < a->nsources && n < cap; k++) {
 		const struct prov_rt *p = &core->provs[a->sources[k].provider];
 		int st = rt->src[k].state;
@@ -1085,7 +1058,7 @@ static size_t candidates(struct px_core *core, struct px_session *s, size_t acti
 			bad[j] = (unsigned char)bx;
 		}
 	}
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	pthread_mutex_unlock(&core->prov_lock);
 	return n;
 }
@@ -1093,7 +1066,7 @@ static size_t candidates(struct px_core *core, struct px_session *s, size_t acti
 static void record(struct px_core *core, struct px_session *s, int64_t off, size_t from,
 		   size_t to, enum px_status why, int64_t took_ms)
 {
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	struct cutover_rec *c = &core->verify->recent[core->verify->nrecent++ % RECENT_CUTOVERS];
 	c->session = s->id;
 	c->asset = s->asset;
@@ -1104,7 +1077,7 @@ static void record(struct px_core *core, struct px_session *s, int64_t off, size
 	c->ms = took_ms;
 	c->when = core->now();
 	core->verify->n_cutovers[why]++;
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 }
 
 static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_t off,
@@ -1162,9 +1135,9 @@ static int size_gate(struct px_core *core, struct px_session *s, size_t k, int64
 					.size = seen.size };
 		snprintf(v.why, sizeof(v.why), "size %lld, the asset's is %lld",
 			 (long long)seen.size, (long long)rt->size);
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		apply_verdict(core, s->asset, k, &v);
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 	} else {
 		ok = 1;
 	}
@@ -1182,12 +1155,12 @@ static size_t session_reference(struct px_core *core, struct px_session *s, size
 	if (why == PX_EMISMATCH) {
 		/* the screen kept the failed source's wrong bytes from the
 		 * reader: what it was given matched the asset's reference */
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		if (rt->ref)
 			*mine = *rt->ref;
 		else
 			vf_fingerprint_init(mine, rt->size);
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 		return vf_fingerprint_complete(mine) ? mine->plan.n : 0;
 	}
 	return px_own_get(core, s->asset, failed, mine);
@@ -1273,10 +1246,10 @@ static void sweep_all(const struct check *c, const struct vf_fingerprint *served
 		w[n++] = (struct sweep){ .core = core, .s = s, .k = failed, .until = mine_until,
 					 .first = ahead };
 	for (size_t i = 0; i < nc; i++) {
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		int skip = rt->src[cand[i]].state == VS_VERIFIED ||
 			   rt->src[cand[i]].state == VS_REJECTED;
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 		if (!skip && !px_own_full(core, s->asset, cand[i]))
 			w[n++] = (struct sweep){ .core = core, .s = s, .k = cand[i],
 						 .until = until, .first = served,
@@ -1303,7 +1276,7 @@ static enum vf_outcome judge_against_reference(struct px_core *core, size_t asse
 {
 	struct asset_rt *rt = &core->assets[asset];
 	struct vf_verdict v;
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	int have = rt->ref != NULL;
 	if (have)
 		vf_verdict_compare(rt->ref, cand, &v);
@@ -1312,7 +1285,7 @@ static enum vf_outcome judge_against_reference(struct px_core *core, size_t asse
 		if (v.outcome == VF_MISMATCH && rt->ref_from_store)
 			rt->ref_recheck = 1;
 	}
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	if (!have || v.outcome == VF_INCONCLUSIVE)
 		return VF_INCONCLUSIVE;
 	struct vf_seen seen = seen_of(core, asset, k);
@@ -1428,9 +1401,9 @@ static int holds_same(const struct check *c, size_t k, int64_t until)
 			 * every one it served agrees, the asset's reference
 			 * must not contradict the candidate, nor a majority
 			 * of the others that agree with what it served */
-			pthread_mutex_lock(&core->vf_lock);
+			pthread_mutex_lock(&core->verify->vf_lock);
 			ok = rt->src[k].state != VS_REJECTED;
-			pthread_mutex_unlock(&core->vf_lock);
+			pthread_mutex_unlock(&core->verify->vf_lock);
 			ok = ok && backed(c, k, cand);
 			if (ok)
 				px_info("cutover", "%s: %s matches the %zu of %zu samples %s gave "
@@ -1443,9 +1416,9 @@ static int holds_same(const struct check *c, size_t k, int64_t until)
 		snprintf(why, sizeof(why), "differs from %s, which a session was served from, at "
 			 "sample %zu (offset %lld)", src_name(core, s->asset, failed), i,
 			 (long long)mine->plan.off[i]);
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		px_src_why(&rt->src[k], why);
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 		px_warn("cutover", "%s: %s %s: not a standby of this session", s->who,
 			src_name(core, s->asset, k), why);
 		break;
@@ -1484,9 +1457,9 @@ static int seam_holds(struct px_core *core, struct px_session *s, size_t k, int6
 	if (st == PX_EBUSY)
 		return -1;
 	if (st == PX_OK && v.outcome == VF_MISMATCH) {
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		apply_verdict(core, s->asset, k, &v);
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 	} else if (st == PX_OK || says_failed(st)) {
 		/* it did not answer: not a verdict */
 		px_source_failed(core, s->asset, k, st != PX_OK ? st : PX_ETIMEDOUT, v.why);
@@ -1504,10 +1477,10 @@ static int takes_verified(struct px_core *core, size_t asset, size_t k, size_t f
 			  enum px_status why)
 {
 	struct asset_rt *rt = &core->assets[asset];
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	int verified = rt->src[k].state == VS_VERIFIED &&
 		       (rt->src[failed].state != VS_REJECTED || why == PX_EMISMATCH);
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	return verified;
 }
 
@@ -1569,10 +1542,10 @@ static void moved(const struct check *c, size_t k, int verified, int64_t t0, con
 	struct px_core *core = s->core;
 	/* the source that failed served these bytes, screened against the
 	 * reference k matches: a verified standby too */
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	if (verified && c->why != PX_EMISMATCH && c->why != PX_ENOTASSET)
 		core->assets[s->asset].src[c->failed].state = VS_VERIFIED;
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	int64_t took = px_now_ms() - t0;
 	record(core, s, c->off, c->failed, k, c->why, took);
 	px_info("cutover", "%s offset %lld: %s -> %s (%s), %lld ms%s", s->who,
@@ -1711,12 +1684,12 @@ out:
 void px_standby_exhausted(struct px_session *s, int64_t off, enum px_status why)
 {
 	struct px_core *core = s->core;
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	core->verify->n_exhausted++;
 	snprintf(core->verify->exhausted_why, sizeof(core->verify->exhausted_why),
 		 "%s offset %lld: %s, and no standby could take over", s->who, (long long)off,
 		 px_strerror(why));
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	pthread_mutex_lock(&core->prov_lock);
 	s->exhausted = 1;
 	pthread_mutex_unlock(&core->prov_lock);
@@ -1741,7 +1714,7 @@ enum px_status px_standby_init(struct px_core *core)
 	core->verify = calloc(1, sizeof(*core->verify));
 	if (!core->verify)
 		return PX_ENOMEM;
-	pthread_mutex_init(&core->vf_lock, NULL);
+	pthread_mutex_init(&core->verify->vf_lock, NULL);
 	pthread_cond_init(&core->verify->vf_cond, NULL);
 	for (size_t i = 0; i < cat->nassets; i++) {
 		core->assets[i].src = NULL; /* px_src_ensure() makes them */
@@ -1762,7 +1735,7 @@ enum px_status px_standby_start(struct px_core *core)
 			vf_store_share(core->verify->vstore, px_cluster_store(core));
 	}
 	/* unit tests with a fake fetcher ask for workers explicitly */
-	if (!core->fetch && !core->verify->verify_workers)
+	if (!core->fetch.own && !core->verify->verify_workers)
 		return PX_OK;
 	if (vf_pool_new(core->verify->verify_workers ? (unsigned)core->verify->verify_workers : 2, 256,
 			&core->verify->vpool) != PX_OK) {
@@ -1801,7 +1774,7 @@ void px_standby_release(struct px_core *core)
 		free(core->assets[i].ref);
 	}
 	pthread_cond_destroy(&core->verify->vf_cond);
-	pthread_mutex_destroy(&core->vf_lock);
+	pthread_mutex_destroy(&core->verify->vf_lock);
 	free(core->verify);
 	core->verify = NULL;
 }
@@ -1822,11 +1795,11 @@ enum px_status px_standby_screen(struct px_core *core, size_t asset, size_t k, i
 				.offset = plan ? plan->off[hit] : -1, .size = rt->size };
 	snprintf(v.why, sizeof(v.why), "the bytes it served at %lld differ from the "
 		 "reference's sample %ld", (long long)v.offset, hit);
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	apply_verdict(core, asset, k, &v);
 	if (rt->ref_from_store)
 		rt->ref_recheck = 1;
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	return PX_EMISMATCH;
 }
 
@@ -1842,10 +1815,10 @@ enum px_status px_standby_check_live(struct px_core *core, size_t asset, size_t 
 		    vf_hash_once((const unsigned char *)buf + (plan->off[i] - off), plan->len[i],
 				 d) != PX_OK)
 			continue;
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		if (rt->ref && rt->ref->have[i] && memcmp(rt->ref->sha[i], d, VF_HASH_LEN))
 			hit = (long)i;
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 	}
 	if (hit < 0)
 		return PX_OK;
@@ -1853,11 +1826,11 @@ enum px_status px_standby_check_live(struct px_core *core, size_t asset, size_t 
 				.size = rt->size };
 	snprintf(v.why, sizeof(v.why), "the bytes it served at %lld differ from the "
 		 "reference's sample %ld", (long long)v.offset, hit);
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	apply_verdict(core, asset, k, &v);
 	if (rt->ref_from_store)
 		rt->ref_recheck = 1;
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	return PX_EMISMATCH;
 }
 
@@ -1866,9 +1839,9 @@ enum px_status px_standby_check_live(struct px_core *core, size_t asset, size_t 
 void px_standby_apply_verdict(struct px_core *core, size_t asset, size_t k,
 			      const struct vf_verdict *v)
 {
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	apply_verdict(core, asset, k, v);
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 }
 
 enum px_status px_standby_set_reference(struct px_core *core, size_t asset,
@@ -1926,7 +1899,7 @@ enum px_status px_verify_stats(struct px_core *core, int rows, struct px_verify_
 {
 	int oom = 0;
 
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	memcpy(s->n_cutovers, core->verify->n_cutovers, sizeof(s->n_cutovers));
 	memcpy(s->n_verified, core->verify->n_verified, sizeof(s->n_verified));
 	s->n_exhausted = core->verify->n_exhausted;
@@ -1962,6 +1935,6 @@ enum px_status px_verify_stats(struct px_core *core, int rows, struct px_verify_
 		if (shown(core, i))
 			snap_asset(core, i, &s->assets[s->nshown++], &oom);
 out:
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	return oom ? PX_ENOMEM : PX_OK;
 }
