@@ -57,7 +57,7 @@ RATES = (('8 Mbit/s', 1_000_000), ('25 Mbit/s', 3_125_000))   # bytes per second
 # ------------------------------------------------------------ child probes
 # Reads go into tools.py's page-aligned buffer, as a player's or dd's would.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tools import exact_pread  # noqa: E402  (bench/tools.py, beside this file)
+from tools import exact_pread, tree_cpu, tree_status  # noqa: E402  (bench/tools.py, beside this file)
 
 
 def same_bytes(path, data_path, spans):
@@ -156,23 +156,15 @@ def probe_kodi(argv):
 # ------------------------------------------------------------ processes
 
 def proc_cpu(pid):
-    """utime + stime of a live process, all threads, in seconds."""
-    with open(f'/proc/{pid}/stat') as f:
-        s = f.read()
-    fields = s[s.rindex(')') + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
+    """utime + stime of a live process and its descendants (seamfs's keeper
+    and worker), all threads, in seconds."""
+    return tree_cpu(pid)
 
 
 def proc_mem(pid):
-    """(VmRSS, VmHWM) in KiB."""
-    rss = hwm = 0
-    with open(f'/proc/{pid}/status') as f:
-        for line in f:
-            if line.startswith('VmRSS:'):
-                rss = int(line.split()[1])
-            elif line.startswith('VmHWM:'):
-                hwm = int(line.split()[1])
-    return rss, hwm
+    """(VmRSS, VmHWM) in KiB, summed over the process and its descendants."""
+    st = tree_status(pid)
+    return st['VmRSS'], st['VmHWM']
 
 
 def mounted_as(mnt, fstype):

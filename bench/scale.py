@@ -41,6 +41,7 @@ import threading
 import time
 
 from mountlib import Pids, stop  # noqa: E402 (bench/, the script's own folder)
+from tools import tree_cpu, tree_status  # noqa: E402 (bench/tools.py)
 
 MIB = 1024 * 1024
 KB = 1024
@@ -248,21 +249,14 @@ def make_catalog(path, n, with_mtime, nsources, ports, seed=14):
 # ---- one mount
 
 def proc_status(pid):
-    out = {}
-    with open(f'/proc/{pid}/status') as f:
-        for line in f:
-            k, _, v = line.partition(':')
-            if k in ('VmRSS', 'VmHWM', 'VmSize', 'Threads', 'RssAnon', 'RssFile'):
-                v = v.split()
-                out[k] = int(v[0]) * KB if len(v) > 1 else int(v[0])
-    return out
+    """Memory of the daemon: the process and its descendants (seamfs's
+    keeper and worker), summed, in bytes (Threads: a count)."""
+    st = tree_status(pid, ('VmRSS', 'VmHWM', 'VmSize', 'Threads', 'RssAnon', 'RssFile'))
+    return {k: v if k == 'Threads' else v * KB for k, v in st.items()}
 
 
 def proc_cpu(pid):
-    with open(f'/proc/{pid}/stat') as f:
-        rest = f.read().rsplit(')', 1)[1].split()
-    tck = os.sysconf('SC_CLK_TCK')
-    return (int(rest[11]) + int(rest[12])) / tck
+    return tree_cpu(pid)
 
 
 def dir_bytes(d):

@@ -61,6 +61,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, 'tests', 'integration'))
 from origin import Origin, OriginError  # noqa: E402
 from mountlib import Pids, daemon_env, fs_mounted, random_file, say, unmount  # noqa: E402
+from tools import tree_pids  # noqa: E402
 
 MIB = 1024 * 1024
 READ = MIB                  # one read(2) of a reader
@@ -690,7 +691,8 @@ class Chaos:
 
 
 class Sampler(threading.Thread):
-    """Every second: the daemon's VmRSS and open fds."""
+    """Every second: the daemon's VmRSS and open fds, summed over the
+    process and its descendants (seamfs's keeper and worker)."""
 
     def __init__(self, pid, t0, chaos):
         super().__init__(daemon=True)
@@ -703,18 +705,19 @@ class Sampler(threading.Thread):
 
     def sample(self):
         t = time.monotonic() - self.t0
-        try:
-            rss = None
-            with open(f'/proc/{self.pid}/status') as f:
-                for ln in f:
-                    if ln.startswith('VmRSS:'):
-                        rss = int(ln.split()[1]) * 1024
-            fds = len(os.listdir(f'/proc/{self.pid}/fd'))
-        except (OSError, ValueError):
-            if self.dead_at is None:
-                self.dead_at = t
-            return
-        if rss is None:     # a zombie has no VmRSS
+        rss = fds = None
+        for pid in tree_pids(self.pid):
+            try:
+                with open(f'/proc/{pid}/status') as f:
+                    for ln in f:
+                        if ln.startswith('VmRSS:'):
+                            rss = (rss or 0) + int(ln.split()[1]) * 1024
+                fds = (fds or 0) + len(os.listdir(f'/proc/{pid}/fd'))
+            except (OSError, ValueError):
+                if pid != self.pid:
+                    continue    # a worker that just ended
+                break
+        if rss is None or fds is None:  # gone, or a zombie (no VmRSS)
             if self.dead_at is None:
                 self.dead_at = t
             return

@@ -7,6 +7,7 @@ a file where said), so that bench.sh can record it without parsing prose.
   timed OUT -- CMD...           run CMD; write {"wall", "cpu", "rc"} to OUT (cpu =
                                 user+system seconds of CMD and all its children)
   proc PID                      {"cpu", "hwm_kib", "rss_kib"} of a live process
+                                and its descendants (seamfs's keeper and worker)
   fio FILE.json                 totals of a fio JSON report
   logsum LOG START END          origin bytes of the nginx access-log slice
   curlcfg URL SIZE BS N SEED OUT  curl config of N range requests of BS bytes at
@@ -51,22 +52,59 @@ def cmd_timed(argv):
     return rc
 
 
+def tree_pids(pid):
+    """pid and its live descendants. seamfs runs as a keeper that holds the
+    mount and a worker (its child) that serves it: a figure of the daemon is
+    the sum over both, never the keeper's alone."""
+    pids, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        pids.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return pids
+
+
+def tree_cpu(pid):
+    """utime + stime in seconds, summed over tree_pids(pid)."""
+    ticks = 0
+    for p in tree_pids(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # comm may hold spaces or parentheses: fields start after the last ')'.
+        # fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+        fields = stat[stat.rindex(")") + 2:].split()
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / TICK
+
+
+def tree_status(pid, keys=("VmRSS", "VmHWM")):
+    """The /proc status fields in keys (KiB, or counts), summed over
+    tree_pids(pid). A sum of peaks (VmHWM) is an upper bound of the peak."""
+    total = dict.fromkeys(keys, 0)
+    for p in tree_pids(pid):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    k, _, v = line.partition(":")
+                    if k in total:
+                        total[k] += int(v.split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
 def cmd_proc(argv):
     pid = int(argv[0])
-    with open(f"/proc/{pid}/stat") as f:
-        stat = f.read()
-    # comm may hold spaces or parentheses: fields start after the last ')'.
-    fields = stat[stat.rindex(")") + 2:].split()
-    # fields[0] is field 3 (state); utime and stime are fields 14 and 15.
-    cpu = (int(fields[11]) + int(fields[12])) / TICK
-    hwm = rss = 0
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                hwm = int(line.split()[1])
-            elif line.startswith("VmRSS:"):
-                rss = int(line.split()[1])
-    out({"cpu": cpu, "hwm_kib": hwm, "rss_kib": rss})
+    st = tree_status(pid)
+    out({"cpu": tree_cpu(pid), "hwm_kib": st["VmHWM"], "rss_kib": st["VmRSS"]})
 
 
 def cmd_fio(argv):

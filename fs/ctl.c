@@ -124,6 +124,51 @@ static int connect_to(const char *path, int quiet)
 	return -1;
 }
 
+/* Sends len bytes of p (NULL when len is 0). 0, -1 (errno) on failure. */
+static int send_all(int fd, const char *p, size_t len)
+{
+	for (size_t off = 0; off < len;) {
+		if (wait_fd(fd, POLLOUT))
+			return -1;
+		ssize_t n = send(fd, p + off, len - off, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		off += (size_t)n;
+	}
+	return 0;
+}
+
+/* Reads until the other end closes, into *buf (NUL-terminated, the
+ * caller frees). 0, -1 (errno) on failure, 1 over CTL_MAX_ANSWER. */
+static int recv_all(int fd, char **buf, size_t *len)
+{
+	size_t cap = 0;
+	for (;;) {
+		if (*len + 4096 + 1 > cap) {
+			size_t nc = cap ? cap * 2 : 65536;
+			char *nb = nc <= CTL_MAX_ANSWER ? realloc(*buf, nc) : NULL;
+			if (!nb)
+				return 1;
+			*buf = nb;
+			cap = nc;
+		}
+		if (wait_fd(fd, POLLIN))
+			return -1;
+		ssize_t n = recv(fd, *buf + *len, cap - *len - 1, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		*len += (size_t)n;
+	}
+	(*buf)[*len] = '\0';
+	return 0;
+}
+
 /*
  * Sends one request and reads the answer. Returns 0, or an exit status
  * (a message printed).
@@ -133,7 +178,7 @@ static int request(const char *sock, const char *method, const char *target, con
 {
 	char head[2048];
 	char *buf = NULL;
-	size_t len = 0, cap = 0;
+	size_t len = 0;
 	int fd, rc = EXIT_CONNECT;
 	size_t blen = body ? strlen(body) : 0;
 	int quiet = ans->quiet;
@@ -151,44 +196,16 @@ static int request(const char *sock, const char *method, const char *target, con
 		rc = EXIT_USAGE;
 		goto out;
 	}
-	const char *parts[2] = { head, body };
-	size_t plen[2] = { (size_t)hl, blen };
-	for (int k = 0; k < 2; k++) {
-		for (size_t off = 0; off < plen[k];) {
-			if (wait_fd(fd, POLLOUT))
-				goto io;
-			ssize_t n = send(fd, parts[k] + off, plen[k] - off, MSG_NOSIGNAL);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0)
-				goto io;
-			off += (size_t)n;
-		}
+	if (send_all(fd, head, (size_t)hl) || send_all(fd, body, blen))
+		goto io;
+	int r = recv_all(fd, &buf, &len);
+	if (r < 0)
+		goto io;
+	if (r > 0) {
+		fprintf(stderr, "seamfs ctl: the answer is too big\n");
+		rc = EXIT_DAEMON;
+		goto out;
 	}
-	for (;;) {
-		if (len + 4096 + 1 > cap) {
-			size_t nc = cap ? cap * 2 : 65536;
-			char *nb = nc <= CTL_MAX_ANSWER ? realloc(buf, nc) : NULL;
-			if (!nb) {
-				fprintf(stderr, "seamfs ctl: the answer is too big\n");
-				rc = EXIT_DAEMON;
-				goto out;
-			}
-			buf = nb;
-			cap = nc;
-		}
-		if (wait_fd(fd, POLLIN))
-			goto io;
-		ssize_t n = recv(fd, buf + len, cap - len - 1, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			goto io;
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	buf[len] = '\0';
 	/* "HTTP/1.1 200 OK\r\n" headers "\r\n\r\n" body */
 	char *eoh = strstr(buf, "\r\n\r\n");
 	if (strncmp(buf, "HTTP/1.", 7) != 0 || len < 12 || !eoh || !isdigit((unsigned char)buf[9]) ||
@@ -617,186 +634,195 @@ static char *escape_segment(const char *s)
 	return out;
 }
 
-int fs_ctl_main(int argc, char **argv)
-{
-	const char *sock = getenv("SEAMFS_CONTROL_SOCKET"), *reason = NULL, *provider = NULL;
-	const char *args[4] = { NULL, NULL, NULL, NULL };
-	int nargs = 0, json = 0, wait = 0, rc;
-	struct answer ans = { 0 };
+/* A command line of seamfs ctl. */
+struct ctl_cmd {
+	const char *sock, *reason, *provider;
+	const char *args[4];
+	int nargs, json, wait;
+	int named, plain, storage, reload, src;     /* the subcommand's kind */
+};
 
+/* The options and arguments into cmd. 0, 1 --help (printed), -1 bad
+ * (said; usage follows). */
+static int parse_args(int argc, char **argv, struct ctl_cmd *cmd)
+{
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
 			usage(stdout);
-			return EXIT_OK;
+			return 1;
 		} else if (strcmp(argv[i], "--json") == 0) {
-			json = 1;
+			cmd->json = 1;
 		} else if (strcmp(argv[i], "--wait") == 0) {
-			wait = 1;
+			cmd->wait = 1;
 		} else if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
-			sock = argv[++i];
+			cmd->sock = argv[++i];
 		} else if (strncmp(argv[i], "--socket=", 9) == 0) {
-			sock = argv[i] + 9;
+			cmd->sock = argv[i] + 9;
 		} else if (strcmp(argv[i], "--reason") == 0 && i + 1 < argc) {
-			reason = argv[++i];
+			cmd->reason = argv[++i];
 		} else if (strcmp(argv[i], "--provider") == 0 && i + 1 < argc) {
-			provider = argv[++i];
+			cmd->provider = argv[++i];
 		} else if (argv[i][0] == '-' && argv[i][1] != '\0') {
 			fprintf(stderr, "seamfs ctl: unknown option '%s'\n", argv[i]);
-			goto usage;
-		} else if (nargs < 4) {
-			args[nargs++] = argv[i];
+			return -1;
+		} else if (cmd->nargs < 4) {
+			cmd->args[cmd->nargs++] = argv[i];
 		} else {
 			fprintf(stderr, "seamfs ctl: unexpected argument '%s'\n", argv[i]);
-			goto usage;
+			return -1;
 		}
 	}
+	return 0;
+}
+
+/* Whether cmd is a subcommand with its arguments (sets its kind). 0, -1
+ * bad (said; usage follows). */
+static int check_cmd(struct ctl_cmd *cmd)
+{
+	const char **args = cmd->args;
+	int nargs = cmd->nargs;
 	if (!args[0]) {
 		fprintf(stderr, "seamfs ctl: missing SUBCOMMAND\n");
-		goto usage;
+		return -1;
 	}
-	if (!sock || !sock[0]) {
+	if (!cmd->sock || !cmd->sock[0]) {
 		fprintf(stderr, "seamfs ctl: no socket: give --socket PATH or set "
 			"SEAMFS_CONTROL_SOCKET\n");
-		goto usage;
+		return -1;
 	}
-	int named = strcmp(args[0], "drain") == 0 || strcmp(args[0], "resume") == 0;
-	int plain = strcmp(args[0], "status") == 0 || strcmp(args[0], "metrics") == 0 ||
-		    strcmp(args[0], "hosts") == 0 || strcmp(args[0], "copies") == 0;
-	int storage = strcmp(args[0], "storage") == 0;
+	int named = cmd->named = strcmp(args[0], "drain") == 0 || strcmp(args[0], "resume") == 0;
+	int plain = cmd->plain = strcmp(args[0], "status") == 0 ||
+				 strcmp(args[0], "metrics") == 0 ||
+				 strcmp(args[0], "hosts") == 0 || strcmp(args[0], "copies") == 0;
+	int storage = cmd->storage = strcmp(args[0], "storage") == 0;
 	if (storage && (nargs != 3 || !args[2][0] ||
 			(strcmp(args[1], "disable") && strcmp(args[1], "enable") &&
 			 strcmp(args[1], "drain")))) {
 		fprintf(stderr, "seamfs ctl: storage takes disable, enable or drain and a NAME\n");
-		goto usage;
+		return -1;
 	}
 	/* reload and restart: a POST without a body */
-	int reload = strcmp(args[0], "reload") == 0 || strcmp(args[0], "restart") == 0;
-	int src = strcmp(args[0], "add-source") == 0 || strcmp(args[0], "remove-source") == 0;
+	int reload = cmd->reload = strcmp(args[0], "reload") == 0 ||
+				   strcmp(args[0], "restart") == 0;
+	int src = cmd->src = strcmp(args[0], "add-source") == 0 ||
+			     strcmp(args[0], "remove-source") == 0;
 	if (storage) {
 		/* checked above */
 	} else if ((!named && !plain && !src && !reload) ||
 		   (named && (nargs != 2 || !args[1][0])) ||
 	    (reload && nargs != 1) ||
 	    (src && (nargs != 3 || !args[1][0] || !args[2][0])) ||
-	    (plain && nargs != 1) || (reason && strcmp(args[0], "drain") != 0) ||
-	    (provider && strcmp(args[0], "add-source") != 0) ||
-	    (wait && strcmp(args[0], "restart") != 0)) {
+	    (plain && nargs != 1) || (cmd->reason && strcmp(args[0], "drain") != 0) ||
+	    (cmd->provider && strcmp(args[0], "add-source") != 0) ||
+	    (cmd->wait && strcmp(args[0], "restart") != 0)) {
 		if (!named && !plain && !src && !reload)
 			fprintf(stderr, "seamfs ctl: unknown subcommand '%s'\n", args[0]);
 		else
 			fprintf(stderr, "seamfs ctl: wrong arguments for '%s'\n", args[0]);
-		goto usage;
+		return -1;
 	}
-	/* requests are JSON and name catalog entries: UTF-8 only */
-	const char *texts[] = { args[1], args[2], reason, provider };
-	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
-		if (texts[i] && !px_utf8_valid(texts[i])) {
-			fprintf(stderr, "seamfs ctl: '%s' is not valid UTF-8\n", texts[i]);
-			return EXIT_USAGE;
-		}
+	return 0;
+}
+
+/* A POST of body (NULL: none) to target, both ours to free; out of memory
+ * when either is missing (want_body: a body was to be made). */
+static int post(const struct ctl_cmd *cmd, char *target, char *body, int want_body,
+		struct answer *ans)
+{
+	int rc;
+	if (!target || (want_body && !body)) {
+		fprintf(stderr, "seamfs ctl: out of memory\n");
+		rc = EXIT_DAEMON;
+	} else {
+		rc = request(cmd->sock, "POST", target, body, ans);
 	}
-	if (storage) {
-		char *name = escape_segment(args[2]), *target = NULL;
-		if (name && asprintf(&target, "/v1/storages/%s/%s", name, args[1]) < 0)
+	free(body);
+	free(target);
+	return rc;
+}
+
+/* The subcommand's request. 0, or an exit status (a message printed). */
+static int send_cmd(const struct ctl_cmd *cmd, struct answer *ans)
+{
+	const char *const *args = cmd->args;
+	char *body = NULL, *target = NULL;
+	int rc;
+	if (cmd->plain || cmd->reload) {
+		char t[64];
+		snprintf(t, sizeof(t), "/v1/%s", args[0]);
+		return request(cmd->sock, cmd->plain ? "GET" : "POST", t, NULL, ans);
+	}
+	/* the storage's, the asset's or the provider's name */
+	char *seg = escape_segment(args[cmd->storage ? 2 : 1]);
+	if (cmd->storage) {
+		if (seg && asprintf(&target, "/v1/storages/%s/%s", seg, args[1]) < 0)
 			target = NULL;
-		if (!target) {
-			fprintf(stderr, "seamfs ctl: out of memory\n");
-			rc = EXIT_DAEMON;
-		} else {
-			rc = request(sock, "POST", target, NULL, &ans);
-		}
-		free(name);
-		free(target);
-	} else if (plain) {
-		char target[64];
-		snprintf(target, sizeof(target), "/v1/%s", args[0]);
-		rc = request(sock, "GET", target, NULL, &ans);
-	} else if (reload) {
-		rc = request(sock, "POST", args[0][2] == 'l' ? "/v1/reload" : "/v1/restart", NULL,
-			     &ans);
-	} else if (src) {
+		rc = post(cmd, target, NULL, 0, ans);
+	} else if (cmd->src) {
 		int add = strcmp(args[0], "add-source") == 0;
 		int is_url = strstr(args[2], "://") != NULL;
-		char *id = escape_segment(args[1]), *body = NULL, *target = NULL;
 		json_t *o = json_pack("{s:s}", is_url ? "url" : "path", args[2]);
-		if (o && provider)
-			json_object_set_new(o, "provider", json_string(provider));
+		if (o && cmd->provider)
+			json_object_set_new(o, "provider", json_string(cmd->provider));
 		if (o)
 			body = json_dumps(o, 0);
 		json_decref(o);
-		if (id && asprintf(&target, "/v1/assets/%s/sources%s", id, add ? "" : "/remove") < 0)
+		if (seg && asprintf(&target, "/v1/assets/%s/sources%s", seg,
+				    add ? "" : "/remove") < 0)
 			target = NULL;
-		if (!target || !body) {
-			fprintf(stderr, "seamfs ctl: out of memory\n");
-			rc = EXIT_DAEMON;
-		} else {
-			rc = request(sock, "POST", target, body, &ans);
-		}
-		free(id);
-		free(body);
-		free(target);
+		rc = post(cmd, target, body, 1, ans);
 	} else {
-		char *name = escape_segment(args[1]), *body = NULL, *target = NULL;
-		json_t *o = reason ? json_pack("{s:s}", "reason", reason) : NULL;
+		json_t *o = cmd->reason ? json_pack("{s:s}", "reason", cmd->reason) : NULL;
 		if (o)
 			body = json_dumps(o, 0);
 		json_decref(o);
-		if (name && asprintf(&target, "/v1/providers/%s/%s", name, args[0]) < 0)
+		if (seg && asprintf(&target, "/v1/providers/%s/%s", seg, args[0]) < 0)
 			target = NULL;
-		if (!target || (reason && !body)) {
-			fprintf(stderr, "seamfs ctl: out of memory\n");
-			rc = EXIT_DAEMON;
-		} else {
-			rc = request(sock, "POST", target, body, &ans);
-		}
-		free(name);
-		free(body);
-		free(target);
+		rc = post(cmd, target, body, cmd->reason != NULL, ans);
 	}
-	if (rc)
-		goto out;
-	if (ans.status >= 300) {
-		rc = daemon_error(&ans);
-	} else if (wait && json) {
-		rc = restart_json(sock, &ans);
-	} else if (json || strcmp(args[0], "metrics") == 0) {
-		fwrite(ans.body, 1, ans.len, stdout);
-	} else if (strcmp(args[0], "status") == 0) {
-		rc = print_status(&ans);
-	} else if (strcmp(args[0], "copies") == 0) {
-		rc = print_copies(&ans);
-	} else if (storage) {
+	free(seg);
+	return rc;
+}
+
+/* restart's answer, said; with --wait, until the new worker serves. */
+static int print_restart(const struct ctl_cmd *cmd, const struct answer *ans)
+{
+	int rc = 0;
+	json_t *o = json_loadb(ans->body, ans->len, 0, NULL);
+	printf("restarting: keeper pid %lld ends worker pid %lld and starts the seamfs binary "
+	       "on disk on the same mount; readers pause, open files stay open\n",
+	       (long long)json_integer_value(json_object_get(o, "keeper_pid")),
+	       (long long)json_integer_value(json_object_get(o, "worker_pid")));
+	fflush(stdout);
+	if (cmd->wait)
+		rc = wait_restarted(cmd->sock, json_integer_value(json_object_get(o, "worker_pid")),
+				    NULL);
+	json_decref(o);
+	return rc;
+}
+
+/* What a POST that changed something did, in words. */
+static void print_done(const struct ctl_cmd *cmd, const struct answer *ans)
+{
+	const char *const *args = cmd->args;
+	char shown[1024]; /* output may end up in a log: no credentials */
+	if (cmd->storage) {
 		printf("storage %s: %s\n", args[2],
 		       strcmp(args[1], "enable") == 0 ? "copying role on: new copies may go there"
 		       : strcmp(args[1], "drain") == 0 ? "copying role off and drained: no new copy "
 			 "and no new session goes there; open ones move to another source"
 		       : "copying role off: running copies finish, new ones go elsewhere; its "
 			 "copies keep serving");
-	} else if (strcmp(args[0], "hosts") == 0) {
-		rc = print_hosts(&ans);
-	} else if (strcmp(args[0], "restart") == 0) {
-		json_t *o = json_loadb(ans.body, ans.len, 0, NULL);
-		printf("restarting: keeper pid %lld ends worker pid %lld and starts the seamfs binary "
-		       "on disk on the same mount; readers pause, open files stay open\n",
-		       (long long)json_integer_value(json_object_get(o, "keeper_pid")),
-		       (long long)json_integer_value(json_object_get(o, "worker_pid")));
-		fflush(stdout);
-		if (wait)
-			rc = wait_restarted(sock, json_integer_value(json_object_get(o, "worker_pid")),
-					    NULL);
-		json_decref(o);
-	} else if (reload) {
-		json_t *o = json_loadb(ans.body, ans.len, 0, NULL);
+	} else if (cmd->reload) {
+		json_t *o = json_loadb(ans->body, ans->len, 0, NULL);
 		const char *notes = json_string_value(json_object_get(o, "notes"));
 		printf("catalog reloaded%s%s\n", notes && notes[0] ? ": " : "", notes ? notes : "");
 		json_decref(o);
 	} else if (strcmp(args[0], "add-source") == 0) {
-		char shown[1024]; /* output may end up in a log: no credentials */
 		px_redact_url(args[2], shown, sizeof(shown));
 		printf("asset %s: %s added; live sessions take it as a standby once verified\n",
 		       args[1], shown);
 	} else if (strcmp(args[0], "remove-source") == 0) {
-		char shown[1024];
 		px_redact_url(args[2], shown, sizeof(shown));
 		printf("asset %s: %s removed; no new session or cutover goes there\n", args[1],
 		       shown);
@@ -805,7 +831,52 @@ int fs_ctl_main(int argc, char **argv)
 	} else {
 		printf("provider %s resumed: it takes new sessions again\n", args[1]);
 	}
-out:
+}
+
+/* The answer, as the subcommand shows it. Returns the exit status. */
+static int print_answer(const struct ctl_cmd *cmd, struct answer *ans)
+{
+	const char *sub = cmd->args[0];
+	if (ans->status >= 300)
+		return daemon_error(ans);
+	if (cmd->wait && cmd->json)
+		return restart_json(cmd->sock, ans);
+	if (cmd->json || strcmp(sub, "metrics") == 0) {
+		fwrite(ans->body, 1, ans->len, stdout);
+		return 0;
+	}
+	if (strcmp(sub, "status") == 0)
+		return print_status(ans);
+	if (strcmp(sub, "copies") == 0)
+		return print_copies(ans);
+	if (strcmp(sub, "hosts") == 0)
+		return print_hosts(ans);
+	if (strcmp(sub, "restart") == 0)
+		return print_restart(cmd, ans);
+	print_done(cmd, ans);
+	return 0;
+}
+
+int fs_ctl_main(int argc, char **argv)
+{
+	struct ctl_cmd cmd = { .sock = getenv("SEAMFS_CONTROL_SOCKET") };
+	struct answer ans = { 0 };
+	int rc = parse_args(argc, argv, &cmd);
+	if (rc > 0)
+		return EXIT_OK;
+	if (rc < 0 || check_cmd(&cmd))
+		goto usage;
+	/* requests are JSON and name catalog entries: UTF-8 only */
+	const char *texts[] = { cmd.args[1], cmd.args[2], cmd.reason, cmd.provider };
+	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		if (texts[i] && !px_utf8_valid(texts[i])) {
+			fprintf(stderr, "seamfs ctl: '%s' is not valid UTF-8\n", texts[i]);
+			return EXIT_USAGE;
+		}
+	}
+	rc = send_cmd(&cmd, &ans);
+	if (rc == 0)
+		rc = print_answer(&cmd, &ans);
 	free(ans.body);
 	return rc;
 usage:

@@ -20,7 +20,10 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +44,7 @@ static volatile sig_atomic_t g_worker, g_stopping, g_upgrade_asked;
 static char g_exe[PATH_MAX]; /* the binary an upgrade starts */
 static int g_init_fd = -1;   /* the saved INIT, for a started binary */
 static int g_resend = -1;    /* whether the kernel resends: -1 not known yet */
+static int g_in_store;       /* the connection is in the manager's fd store */
 /* the keeper's session (its mount); a worker inherits it unused and keeps
  * it reachable: destroying it there would close the connection's number */
 static struct fuse_session *g_keeper_se;
@@ -95,6 +99,13 @@ out:
 	return fd;
 }
 
+/* Whether buf (n bytes) is one whole INIT request. */
+static int is_init(const unsigned char *buf, ssize_t n)
+{
+	const struct fuse_in_header *h = (const struct fuse_in_header *)buf;
+	return n >= (ssize_t)sizeof(*h) && h->opcode == FUSE_INIT && h->len == (uint32_t)n;
+}
+
 /* Reads the kernel's first request, which must be INIT, into w. 0 or -1. */
 static int read_init(int fd, struct fs_worker *w)
 {
@@ -107,8 +118,7 @@ static int read_init(int fd, struct fs_worker *w)
 	do
 		n = read(fd, buf, room);
 	while (n < 0 && errno == EINTR);
-	if (n < (ssize_t)sizeof(struct fuse_in_header) ||
-	    ((struct fuse_in_header *)buf)->opcode != FUSE_INIT) {
+	if (!is_init(buf, n)) {
 		px_error("keeper", "the kernel's first request is not INIT (%zd bytes: %s)", n,
 			 n < 0 ? strerror(errno) : "another request");
 		free(buf);
@@ -241,9 +251,9 @@ static void exec_worker(const struct fs_worker *w, const struct fs_keeper_opts *
 	/* the connection and the INIT copy survive the exec */
 	if (fcntl(w->fd, F_SETFD, 0) != 0 || fcntl(g_init_fd, F_SETFD, 0) != 0)
 		return;
-	snprintf(env, sizeof(env), "fd=%d,init=%d,len=%zu,gen=%u,keeper=%ld,at=%lld,detached=%d",
-		 w->fd, g_init_fd, w->init_len, w->gen, (long)w->keeper,
-		 (long long)w->restarted_ms, o->detach);
+	snprintf(env, sizeof(env), "fd=%d,init=%d,len=%zu,gen=%u,keeper=%ld,at=%lld,detached=%d,"
+		 "base=%u", w->fd, g_init_fd, w->init_len, w->gen, (long)w->keeper,
+		 (long long)w->restarted_ms, o->detach, w->fh_base);
 	/* the manager hears from the worker as from the first (the keeper
 	 * unset NOTIFY_SOCKET when it read it) */
 	if (setenv(FS_WORKER_ENV, env, 1) != 0 || setenv(FS_WORKER_ENV "_CAUSE", w->cause, 1) != 0 ||
@@ -309,7 +319,7 @@ static int next_worker(struct fs_worker *w, const struct fs_keeper_opts *o, int 
 static int run_workers(struct fs_worker *w, const struct fs_keeper_opts *o, int probe_rd,
 		       int *code)
 {
-	int quick = 0, exec = 0;
+	int quick = 0, exec = 0, first = 1;
 	for (;;) {
 		int64_t started = px_now_ms();
 		int was_exec = exec, upgrade = 0;
@@ -328,7 +338,8 @@ static int run_workers(struct fs_worker *w, const struct fs_keeper_opts *o, int 
 			return 0;
 		}
 		g_worker = pid;
-		if (w->gen == 0) {
+		if (first) {
+			first = 0;
 			if (*o->report_fd >= 0)
 				close(*o->report_fd); /* the worker says when it serves */
 			*o->report_fd = -1;
@@ -364,6 +375,8 @@ static int prepare_upgrades(const struct fs_worker *w)
 	if (n <= 0)
 		return -1;
 	g_exe[n] = '\0';
+	if (g_init_fd >= 0)
+		return 0; /* the one the manager kept */
 	g_init_fd = memfd_create("seamfs-init", MFD_CLOEXEC);
 	if (g_init_fd < 0 || write(g_init_fd, w->init, w->init_len) != (ssize_t)w->init_len) {
 		px_warn("keeper", "upgrades will not work: cannot keep the INIT request: %s",
@@ -373,11 +386,148 @@ static int prepare_upgrades(const struct fs_worker *w)
 	return 0;
 }
 
+/* Puts the connection and the saved INIT into the manager's fd store
+ * when it has room for both (room: $FDSTORE, FileDescriptorStoreMax=). */
+static void store_conn(const struct fs_worker *w, const struct fs_notify *n, long room)
+{
+	if (n->fd < 0 || room <= 0)
+		return;
+	if (room < 2 || g_init_fd < 0) {
+		px_warn("keeper", "the service manager's fd store %s: the mount ends with "
+			"the keeper", room < 2 ? "takes fewer than 2 descriptors "
+			"(FileDescriptorStoreMax=2)" : "gets no INIT copy");
+		return;
+	}
+	if (fs_notify_send_fds(n, "FDSTORE=1\nFDNAME=" FS_STORE_CONN, &w->fd, 1) != 0 ||
+	    fs_notify_send_fds(n, "FDSTORE=1\nFDNAME=" FS_STORE_INIT, &g_init_fd, 1) != 0) {
+		px_warn("keeper", "cannot store the connection with the service manager: %s",
+			strerror(errno));
+		return;
+	}
+	g_in_store = 1;
+	px_info("keeper", "the connection is in the service manager's fd store: a keeper "
+		"started after this one serves this mount again");
+}
+
+/* Has the manager close its copies of both. */
+static void remove_stored(const struct fs_notify *n)
+{
+	fs_notify_send(n, "FDSTOREREMOVE=1\nFDNAME=" FS_STORE_CONN);
+	fs_notify_send(n, "FDSTOREREMOVE=1\nFDNAME=" FS_STORE_INIT);
+}
+
+/* Takes over a connection the manager kept: its first worker serves it
+ * as after a restart (INIT to a stand-in, then a resend). */
+static void resume(struct fs_stored *s, struct fs_worker *w)
+{
+	w->fd = s->fd;
+	w->init = s->init;
+	w->init_len = s->init_len;
+	g_init_fd = s->init_fd;
+	s->fd = s->init_fd = -1;
+	s->init = NULL;
+	w->gen = 1;
+	/* file handles opened under the keepers before mean nothing to this
+	 * one's workers, which must not make the same ids: a base from the
+	 * clock, one second's apart for 255 restarts (handles.c: 24 bits) */
+	w->fh_base = (unsigned)((px_now_ms() / 1000) % 0xfffe + 1) << 8;
+	w->restarted_ms = px_now_ms();
+	snprintf(w->cause, sizeof(w->cause), "ended with its keeper");
+	g_in_store = 1;
+	px_info("keeper", "serving %s again on the connection the service manager kept", w->mnt);
+}
+
+/* Unmounts a resumed connection (no libfuse session of ours mounted it),
+ * as libfuse does: nothing when it has ended already. */
+static void unmount_kept(const char *mnt, int fd)
+{
+	struct pollfd p = { .fd = fd, .events = 0 };
+	int ended = poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
+	close(fd);
+	if (ended || umount2(mnt, MNT_DETACH) == 0)
+		return;
+	pid_t pid = fork();
+	if (pid == 0) {
+		execlp("fusermount3", "fusermount3", "-u", "-q", "-z", "--", mnt, (char *)NULL);
+		_exit(127);
+	}
+	while (pid > 0 && waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
+int fs_keeper_stored(struct fs_stored *s)
+{
+	const char *pid = getenv("LISTEN_PID"), *nfds = getenv("LISTEN_FDS");
+	const char *names = getenv("LISTEN_FDNAMES");
+	char copy[512];
+	long n = nfds ? strtol(nfds, NULL, 10) : 0;
+	int ours = pid && strtol(pid, NULL, 10) == (long)getpid();
+
+	memset(s, 0, sizeof(*s));
+	s->fd = s->init_fd = -1;
+	snprintf(copy, sizeof(copy), "%s", names ? names : "");
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+	unsetenv("LISTEN_FDNAMES");
+	if (!ours || n <= 0 || n > 64)
+		return 0;
+	char *save = NULL, *name = strtok_r(copy, ":", &save);
+	for (int fd = 3; fd < 3 + n; fd++, name = name ? strtok_r(NULL, ":", &save) : NULL) {
+		fcntl(fd, F_SETFD, FD_CLOEXEC);
+		if (name && strcmp(name, FS_STORE_CONN) == 0 && s->fd < 0)
+			s->fd = fd;
+		else if (name && strcmp(name, FS_STORE_INIT) == 0 && s->init_fd < 0)
+			s->init_fd = fd;
+		else
+			close(fd); /* not the keeper's */
+	}
+	if (s->fd < 0 && s->init_fd < 0)
+		return 0;
+	/* the connection: /dev/fuse (10:229), not ended (POLLERR) */
+	struct stat sb;
+	struct pollfd p = { .fd = s->fd, .events = 0 };
+	const char *why = NULL;
+	if (s->fd < 0 || s->init_fd < 0)
+		why = "only one of the connection and its INIT";
+	else if (fstat(s->fd, &sb) != 0 || !S_ISCHR(sb.st_mode) || major(sb.st_rdev) != 10 ||
+		 minor(sb.st_rdev) != 229)
+		why = "a descriptor that is not /dev/fuse";
+	else if (poll(&p, 1, 0) < 0 || (p.revents & (POLLERR | POLLHUP)))
+		why = "a connection that has ended";
+	else if (fstat(s->init_fd, &sb) != 0 || sb.st_size <= 0 || sb.st_size > (1 << 20) ||
+		 !(s->init = malloc((size_t)sb.st_size)) ||
+		 !is_init(s->init, pread(s->init_fd, s->init, (size_t)sb.st_size, 0)))
+		why = "an INIT copy that is not one";
+	if (why) {
+		px_warn("keeper", "the service manager kept %s: not served again", why);
+		return -1;
+	}
+	s->init_len = (size_t)sb.st_size;
+	return 1;
+}
+
+void fs_keeper_forget_stored(struct fs_stored *s, const struct fs_notify *n)
+{
+	if (s->fd >= 0)
+		close(s->fd);
+	if (s->init_fd >= 0)
+		close(s->init_fd);
+	free(s->init);
+	s->init = NULL;
+	s->fd = s->init_fd = -1;
+	remove_stored(n);
+}
+
 int fs_keeper_run(struct fuse_args *args, const char *mnt, const struct fs_keeper_opts *o,
 		  struct fs_worker *w)
 {
 	struct fuse_session *se = NULL;
 	int probe[2] = { -1, -1 }, code = o->fail_code;
+	/* the room in the manager's fd store (systemd 254+ says; the unit
+	 * says for older ones); not for the workers' children */
+	const char *room = getenv("FDSTORE");
+	long store_room = room ? strtol(room, NULL, 10) : 0;
+	unsetenv("FDSTORE");
 
 	memset(w, 0, sizeof(*w));
 	w->probe_fd = -1;
@@ -388,26 +538,39 @@ int fs_keeper_run(struct fuse_args *args, const char *mnt, const struct fs_keepe
 		px_error("keeper", "cannot set up: %s", strerror(errno));
 		goto fail;
 	}
-	if ((w->fd = mount_conn(args, mnt, &se)) < 0) {
-		px_error("keeper", "cannot mount on %s", mnt);
-		goto fail;
-	}
-	if (read_init(w->fd, w) != 0) {
-		fuse_session_unmount(se);
-		fuse_session_destroy(se);
-		goto fail;
+	if (o->stored && o->stored->fd >= 0) {
+		resume(o->stored, w);
+	} else {
+		if ((w->fd = mount_conn(args, mnt, &se)) < 0) {
+			px_error("keeper", "cannot mount on %s", mnt);
+			goto fail;
+		}
+		if (read_init(w->fd, w) != 0) {
+			fuse_session_unmount(se);
+			fuse_session_destroy(se);
+			goto fail;
+		}
 	}
 	w->keeper = getpid();
 	w->probe_fd = probe[1];
 	g_keeper_se = se;
 	(void)prepare_upgrades(w);
+	if (se)
+		store_conn(w, o->notify, store_room);
 	if (run_workers(w, o, probe[0], &code)) {
 		close(probe[0]);
 		return 0; /* a worker */
 	}
 	px_info("keeper", "unmounting %s (last worker %s)", mnt, w->cause);
-	fuse_session_unmount(se);
-	fuse_session_destroy(se);
+	/* a stop ends the mount: the manager's copy must not keep it */
+	if (g_in_store)
+		remove_stored(o->notify);
+	if (se) {
+		fuse_session_unmount(se);
+		fuse_session_destroy(se);
+	} else {
+		unmount_kept(mnt, w->fd);
+	}
 	exit(code);
 fail:
 	if (probe[0] >= 0) {
@@ -426,7 +589,7 @@ int fs_keeper_worker(struct fs_worker *w, int *detached)
 	const char *mnt = getenv(FS_WORKER_ENV "_MNT");
 	int fd, init, det;
 	size_t len;
-	unsigned gen;
+	unsigned gen, base = 0;
 	long keeper;
 	long long at;
 
@@ -434,8 +597,10 @@ int fs_keeper_worker(struct fs_worker *w, int *detached)
 		return 0;
 	memset(w, 0, sizeof(*w));
 	w->fd = w->probe_fd = -1;
-	if (sscanf(env, "fd=%d,init=%d,len=%zu,gen=%u,keeper=%ld,at=%lld,detached=%d", &fd, &init,
-		   &len, &gen, &keeper, &at, &det) != 7 || fd < 0 || init < 0 || len == 0 ||
+	/* base= is newer: a keeper before it hands over without */
+	if (sscanf(env, "fd=%d,init=%d,len=%zu,gen=%u,keeper=%ld,at=%lld,detached=%d,base=%u", &fd,
+		   &init, &len, &gen, &keeper, &at, &det, &base) < 7 || fd < 0 || init < 0 ||
+	    len == 0 ||
 	    !mnt || mnt[0] != '/' || strlen(mnt) >= sizeof(w->mnt) ||
 	    len > (1u << 20) + 4096 || !(w->init = malloc(len)) ||
 	    pread(init, w->init, len, 0) != (ssize_t)len) {
@@ -448,6 +613,7 @@ int fs_keeper_worker(struct fs_worker *w, int *detached)
 	w->fd = fd;
 	w->init_len = len;
 	w->gen = gen;
+	w->fh_base = base;
 	w->keeper = (pid_t)keeper;
 	w->restarted_ms = at;
 	snprintf(w->cause, sizeof(w->cause), "%s", cause ? cause : "");
@@ -471,7 +637,7 @@ static int ask_resend(int fd, struct fs_worker *w)
 	ssize_t n = write(fd, &h, sizeof(h));
 	int ok = n == (ssize_t)sizeof(h);
 	w->resend = ok;
-	if (w->gen == 0 && w->probe_fd >= 0) {
+	if (w->probe_fd >= 0) {
 		if (write(w->probe_fd, ok ? "R" : "N", 1) != 1)
 			ok = 0;
 		close(w->probe_fd);

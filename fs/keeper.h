@@ -27,6 +27,10 @@ struct fs_worker {
 	unsigned char *init;    /* the kernel's FUSE_INIT request, as read */
 	size_t init_len;
 	unsigned gen;           /* 0: the first worker; n: after n restarts */
+	unsigned fh_base;       /* added to gen in file handle ids (handles.h): 0,
+				 * or where the workers of a keeper that took
+				 * over a kept connection start, apart from
+				 * those of the keepers before it */
 	pid_t keeper;
 	int probe_fd;           /* the first worker says whether resend works */
 	int resend;             /* set by fs_keeper_attach: the kernel resends */
@@ -35,6 +39,37 @@ struct fs_worker {
 	char mnt[PATH_MAX];     /* the mountpoint (a started binary must not look
 				 * at it: nobody answers there until it serves) */
 };
+
+/*
+ * A connection a service manager kept for the keeper: systemd's
+ * file-descriptor store (FileDescriptorStoreMax=, docs/restart.md). The
+ * keeper stores the connection (FDNAME "fuse") and a memfd with the
+ * kernel's INIT request ("fuse-init") after it mounts; a keeper started
+ * after the last one died gets both back and serves the same mount.
+ */
+struct fs_stored {
+	int fd;              /* the connection, -1: none */
+	int init_fd;         /* the memfd with the INIT request */
+	unsigned char *init; /* its bytes */
+	size_t init_len;
+};
+
+#define FS_STORE_CONN "fuse"
+#define FS_STORE_INIT "fuse-init"
+
+/*
+ * Takes what the service manager passed to this process ($LISTEN_PID,
+ * $LISTEN_FDS, $LISTEN_FDNAMES; the variables are removed): 1 when s holds
+ * a live FUSE connection and its INIT, 0 when none was passed, -1 when what
+ * was passed cannot serve (logged; give it up with fs_keeper_forget_stored).
+ * Never looks at the mountpoint (nobody answers there). Call before any
+ * thread starts.
+ */
+int fs_keeper_stored(struct fs_stored *s);
+
+/* Gives up what the manager kept: closes this process's copies and has
+ * the manager close its own (FDSTOREREMOVE=1), which ends the connection. */
+void fs_keeper_forget_stored(struct fs_stored *s, const struct fs_notify *n);
 
 /* How the keeper runs. */
 struct fs_keeper_opts {
@@ -47,6 +82,8 @@ struct fs_keeper_opts {
 	const struct fs_notify *notify; /* the service manager: told of each
 					 * restart, and handed to a started
 					 * binary (forked workers inherit it) */
+	struct fs_stored *stored; /* a connection the manager kept (fd >= 0):
+				   * served again, not mounted; taken over */
 };
 
 /* The environment variable that makes a started seamfs a worker of a
@@ -55,7 +92,12 @@ struct fs_keeper_opts {
 
 /*
  * Mounts mnt with args (a copy; args stay as they are), reads the kernel's
- * FUSE_INIT and runs workers: returns 0 in each worker, w filled. The
+ * FUSE_INIT and runs workers: returns 0 in each worker, w filled. With
+ * o->stored it mounts nothing: its first worker serves that connection as
+ * after a restart. With a manager whose store takes two descriptors
+ * ($FDSTORE, set by systemd 254+ or the unit), the connection and the INIT
+ * are stored there after the mount; the keeper removes them when it
+ * unmounts. The
  * keeper itself never returns: it exits with its last worker's exit status
  * after unmounting, or fail_code when workers crash in a loop or the
  * kernel cannot resend. SIGUSR2 to the keeper is an upgrade: the worker is

@@ -1020,6 +1020,7 @@ struct daemon {
 	int rc, report_fd, mounted, handlers, fetch_init, stopper, mount_lock, keeper;
 	int exec_worker, detached, managed;
 	struct fs_worker worker;
+	struct fs_stored stored; /* a connection the service manager kept */
 	pthread_t stopper_thread;
 	struct fs_notify notify;
 	struct stopper_ctx sc;
@@ -1060,8 +1061,10 @@ static int read_command_line(struct daemon *d)
 		goto out;
 	}
 	/* a keeper's worker looks at the mount only once it serves it: a
-	 * stat there would wait for itself */
-	if (check_options(cl) || (!d->exec_worker && check_places(cl->catalog, cl->mountpoint))) {
+	 * stat there would wait for itself; nobody serves a mount whose
+	 * connection the service manager kept either */
+	if (check_options(cl) || (!d->exec_worker && d->stored.fd < 0 &&
+				  check_places(cl->catalog, cl->mountpoint))) {
 		d->rc = EXIT_USAGE;
 		goto out;
 	}
@@ -1098,6 +1101,9 @@ static int read_catalog(struct daemon *d)
 		goto out;
 	if (d->exec_worker) {
 		snprintf(d->mnt, sizeof(d->mnt), "%s", d->worker.mnt);
+	} else if (d->stored.fd >= 0) {
+		/* not resolved through the mount nobody serves */
+		canonical_dead(d->cl.mountpoint, d->mnt, sizeof(d->mnt));
 	} else if (!realpath(d->cl.mountpoint, d->mnt)) {
 		/* a stale mount fails realpath with ENOTCONN: its parent's real
 		 * path and its name, so that the mount lock and mountinfo see the
@@ -1180,6 +1186,18 @@ static int claim_mountpoint(struct daemon *d)
 			err);
 		break;
 	}
+	/* a kept connection is served again when its mount is still here
+	 * (mountinfo: a stat would wait for the worker to come); else it is
+	 * given up, which ends it, and the mountpoint is mounted anew */
+	if (d->stored.fd >= 0 && !(d->cfg.keeper && seamfs_mounted_at(d->mnt))) {
+		px_warn("main", "the connection the service manager kept is not %s: giving it up",
+			d->cfg.keeper ? "a seamfs mount on this mountpoint" : "served without keeper");
+		fs_keeper_forget_stored(&d->stored, &d->notify);
+	}
+	if (d->stored.fd >= 0) {
+		ret = 0;
+		goto out;
+	}
 	if (!d->exec_worker && clear_stale_mount(d->mnt))
 		goto out;
 	if (!d->exec_worker && seamfs_mounted_at(d->mnt)) {
@@ -1225,7 +1243,7 @@ static int start_keeper(struct daemon *d)
 		struct fs_keeper_opts ko = { .report_fd = &d->report_fd,
 					     .detach = d->report_fd >= 0,
 					     .fail_code = EXIT_RUNTIME, .argv = d->argv,
-					     .notify = &d->notify };
+					     .notify = &d->notify, .stored = &d->stored };
 		if (fs_keeper_run(&d->args, d->mnt, &ko, &d->worker) != 0)
 			goto out;
 		d->keeper = 1;
@@ -1289,7 +1307,7 @@ static int start_core(struct daemon *d)
 	struct stat catsb;
 	int ret = -1;
 
-	if (!(d->ctx.fhs = fs_handles_new(d->worker.gen)))
+	if (!(d->ctx.fhs = fs_handles_new(d->worker.gen + d->worker.fh_base)))
 		goto out;
 	/* curl's global init before any thread */
 	if (px_fetch_global_init() != PX_OK)
@@ -1478,6 +1496,11 @@ static int teardown(struct daemon *d)
 	fs_status_free_all(&d->ctx);
 	fs_handles_free(d->ctx.fhs);
 	free(d->worker.init);
+	if (d->stored.fd >= 0)
+		close(d->stored.fd);
+	if (d->stored.init_fd >= 0)
+		close(d->stored.init_fd);
+	free(d->stored.init);
 	/* the heartbeat reads the core: it stops first */
 	px_hosts_leave(d->hosts);
 	px_core_free(d->core);
@@ -1513,7 +1536,8 @@ static int run_daemon(int argc, char *argv[])
 	struct daemon d = { .argv = argv, .args = FUSE_ARGS_INIT(argc, argv),
 			    .ctx = { .blobs_lock = PTHREAD_MUTEX_INITIALIZER },
 			    .rc = EXIT_RUNTIME, .report_fd = -1, .mount_lock = -1,
-			    .worker = { .fd = -1, .probe_fd = -1 } };
+			    .worker = { .fd = -1, .probe_fd = -1 },
+			    .stored = { .fd = -1, .init_fd = -1 } };
 	int rc = EXIT_RUNTIME;
 
 	d.sc.notify = &d.notify;
@@ -1524,6 +1548,10 @@ static int run_daemon(int argc, char *argv[])
 		goto out;
 	/* read (and unset) before any thread: a manager waits for READY=1 */
 	d.managed = fs_notify_open(&d.notify);
+	/* a connection the manager kept for the keeper (its fd store): this
+	 * start serves it again instead of mounting (keeper.h) */
+	if (!d.exec_worker && fs_keeper_stored(&d.stored) < 0)
+		fs_keeper_forget_stored(&d.stored, &d.notify);
 	px_config_init(&d.cfg);
 	if (!read_command_line(&d) && !read_catalog(&d) && !detach(&d) && !claim_mountpoint(&d) &&
 	    !start_keeper(&d) && !start_core(&d) && !mount_fs(&d)) {

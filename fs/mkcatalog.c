@@ -16,7 +16,8 @@
  * the mount's state directory. Every request is
  * bounded in time (--timeout), and each provider gets at most its
  * connection limit of transfers at once (4 when none is given), all
- * providers in parallel on one libcurl multi handle.
+ * providers in parallel on one batch of the fetch module (fetch.h: its
+ * redirect, protocol and TLS policy; no libcurl here).
  *
  * Then per file: the size most copies agree on (ties: the earlier mirror
  * on the command line) is the asset's; a copy of another size is reported
@@ -43,10 +44,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 
 #include "catalog.h"
+#include "fetch.h"
 #include "httpparse.h"
 #include "listing.h"
 #include "mkcatalog.h"
@@ -63,7 +64,6 @@
 #define MAX_OWN_CONNECTIONS 16     /* per provider, whatever its limit */
 #define MAX_ALL_CONNECTIONS 32
 #define MAX_LISTING_BYTES (16L << 20)
-#define MAX_REDIRECTS 5
 #define MAX_ENTRIES 1000000        /* directory entries walked per mirror */
 #define MAX_ATTEMPTS 6             /* of one request that is answered "busy" */
 #define RETRY_BASE_MS 200          /* then 400, 800, ... ms later */
@@ -115,24 +115,15 @@ struct file {
 	int64_t mtime;              /* the asset's, -1 while none */
 };
 
-enum job_kind { JOB_LIST, JOB_HEAD, JOB_RANGE };
-
 struct job {
-	enum job_kind kind;
+	enum px_fetch_kind kind;    /* a page (a listing), a HEAD, a first byte */
 	size_t mirror, prov;
 	char *url;
-	char *rel;                  /* JOB_LIST: the directory's path below the root, "" or "a/b/" */
+	char *rel;                  /* a page: the directory's path below the root, "" or "a/b/" */
 	int depth;
 	int attempt;                /* 0 the first time */
 	int64_t not_before;         /* a retry waits until then (px_now_ms) */
-	size_t file, copy;          /* JOB_HEAD, JOB_RANGE */
-	CURL *easy;
-	struct curl_slist *hdrs;
-	char *body;
-	size_t len, cap;
-	int too_big, binary;
-	struct px_http_head head;
-	char cerr[CURL_ERROR_SIZE];
+	size_t file, copy;          /* a HEAD, a first byte */
 	struct job *next;
 };
 
@@ -162,6 +153,7 @@ struct ctx {
 	struct px_strmap *listed;   /* listing URLs seen (keys owned by listed_keys) */
 	char **listed_keys;
 	size_t nlisted;
+	struct px_fetch_batch *batch; /* while walking HTTP mirrors */
 	int running;
 	struct job *active;         /* started, not done */
 	struct job *delayed;        /* retries waiting for their time */
@@ -315,28 +307,77 @@ static void free_opts(struct opts *o)
 	free(o->conn_values);
 }
 
+/* --provider NAME=PREFIX (arg is cut at the '='). 0, 1 bad (said), -1 out
+ * of memory. */
+static int opt_provider(struct opts *o, char *arg)
+{
+	char *eq = strchr(arg, '=');
+	size_t nnames = o->nprov_opts, nprefixes = o->nprov_opts;
+	if (!eq || eq == arg || !eq[1]) {
+		say("--provider %s: expected NAME=URL (a mirror's URL or a prefix "
+		    "of its sources)", arg);
+		return 1;
+	}
+	*eq = '\0';
+	for (const unsigned char *q = (const unsigned char *)arg; *q; q++) {
+		if (*q < 0x20 || *q == 0x7f) {
+			say("--provider: the name has a control character");
+			return 1;
+		}
+	}
+	if (push(&o->prov_names, &nnames, arg) || push(&o->prov_prefixes, &nprefixes, eq + 1))
+		return -1;
+	o->nprov_opts = nnames;
+	return 0;
+}
+
+/* --max-connections N or NAME=N (arg is cut at the '='). 0, 1 bad (said),
+ * -1 out of memory. */
+static int opt_max_connections(struct opts *o, char *arg)
+{
+	char *eq = strrchr(arg, '=');
+	long v;
+	if (number(eq ? eq + 1 : arg, 1, 100000, &v) || (eq && eq == arg)) {
+		say("--max-connections %s: expected N or NAME=N, N from 1 to 100000", arg);
+		return 1;
+	}
+	if (eq)
+		*eq = '\0';
+	char **names = realloc(o->conn_names, (o->nconn + 1) * sizeof(*names));
+	if (!names)
+		return -1;
+	o->conn_names = names;
+	int *vals = realloc(o->conn_values, (o->nconn + 1) * sizeof(*vals));
+	if (!vals)
+		return -1;
+	o->conn_values = vals;
+	names[o->nconn] = eq ? arg : NULL;
+	vals[o->nconn++] = (int)v;
+	return 0;
+}
+
+enum { OPT_MERGE = 256, OPT_PROVIDER, OPT_MAXCONN, OPT_ALL, OPT_EXT, OPT_DEPTH,
+       OPT_FILES, OPT_TIMEOUT, OPT_INSECURE, OPT_CA };
+static const struct option longs[] = {
+	{ "output", required_argument, NULL, 'o' },
+	{ "merge", required_argument, NULL, OPT_MERGE },
+	{ "provider", required_argument, NULL, OPT_PROVIDER },
+	{ "max-connections", required_argument, NULL, OPT_MAXCONN },
+	{ "all", no_argument, NULL, OPT_ALL },
+	{ "ext", required_argument, NULL, OPT_EXT },
+	{ "max-depth", required_argument, NULL, OPT_DEPTH },
+	{ "max-files", required_argument, NULL, OPT_FILES },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "insecure", no_argument, NULL, OPT_INSECURE },
+	{ "ca-file", required_argument, NULL, OPT_CA },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 }
+};
+
 /* 0 ok, 1 bad command line (said), -1 out of memory */
 static int parse_cmdline(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_MERGE = 256, OPT_PROVIDER, OPT_MAXCONN, OPT_ALL, OPT_EXT, OPT_DEPTH,
-	       OPT_FILES, OPT_TIMEOUT, OPT_INSECURE, OPT_CA };
-	static const struct option longs[] = {
-		{ "output", required_argument, NULL, 'o' },
-		{ "merge", required_argument, NULL, OPT_MERGE },
-		{ "provider", required_argument, NULL, OPT_PROVIDER },
-		{ "max-connections", required_argument, NULL, OPT_MAXCONN },
-		{ "all", no_argument, NULL, OPT_ALL },
-		{ "ext", required_argument, NULL, OPT_EXT },
-		{ "max-depth", required_argument, NULL, OPT_DEPTH },
-		{ "max-files", required_argument, NULL, OPT_FILES },
-		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
-		{ "insecure", no_argument, NULL, OPT_INSECURE },
-		{ "ca-file", required_argument, NULL, OPT_CA },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 }
-	};
 	int c;
-	size_t nnames = 0, nprefixes = 0;
 
 	o->max_depth = 32;
 	o->max_files = 100000;
@@ -344,7 +385,6 @@ static int parse_cmdline(int argc, char **argv, struct opts *o)
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "ho:", longs, NULL)) != -1) {
-		long v;
 		switch (c) {
 		case 'o': o->output = optarg; break;
 		case OPT_MERGE: o->merge = optarg; break;
@@ -359,44 +399,15 @@ static int parse_cmdline(int argc, char **argv, struct opts *o)
 			break;
 		}
 		case OPT_PROVIDER: {
-			char *eq = strchr(optarg, '=');
-			if (!eq || eq == optarg || !eq[1]) {
-				say("--provider %s: expected NAME=URL (a mirror's URL or a prefix "
-				    "of its sources)", optarg);
-				return 1;
-			}
-			*eq = '\0';
-			for (const unsigned char *q = (const unsigned char *)optarg; *q; q++) {
-				if (*q < 0x20 || *q == 0x7f) {
-					say("--provider: the name has a control character");
-					return 1;
-				}
-			}
-			if (push(&o->prov_names, &nnames, optarg) ||
-			    push(&o->prov_prefixes, &nprefixes, eq + 1))
-				return -1;
-			o->nprov_opts = nnames;
+			int r = opt_provider(o, optarg);
+			if (r)
+				return r;
 			break;
 		}
 		case OPT_MAXCONN: {
-			char *eq = strrchr(optarg, '=');
-			if (number(eq ? eq + 1 : optarg, 1, 100000, &v) || (eq && eq == optarg)) {
-				say("--max-connections %s: expected N or NAME=N, N from 1 to 100000",
-				    optarg);
-				return 1;
-			}
-			if (eq)
-				*eq = '\0';
-			char **names = realloc(o->conn_names, (o->nconn + 1) * sizeof(*names));
-			if (!names)
-				return -1;
-			o->conn_names = names;
-			int *vals = realloc(o->conn_values, (o->nconn + 1) * sizeof(*vals));
-			if (!vals)
-				return -1;
-			o->conn_values = vals;
-			names[o->nconn] = eq ? optarg : NULL;
-			vals[o->nconn++] = (int)v;
+			int r = opt_max_connections(o, optarg);
+			if (r)
+				return r;
 			break;
 		}
 		case OPT_DEPTH:
@@ -504,6 +515,82 @@ static int host_name(const char *url, char *out, size_t cap)
 	return 0;
 }
 
+/* A mirror's root from its argument: a URL ending in '/', or a folder's
+ * real path; name gets its provider's default name. 0, 1 bad command
+ * line (said), 2 a local mirror that cannot be used (said), -1 out of
+ * memory. */
+static int mirror_root(struct mirror *m, char *name, size_t cap)
+{
+	const char *arg = m->arg;
+	if (is_url(arg)) {
+		if (strpbrk(arg, "?#")) {
+			say("mirror %s: a URL with a query or fragment is not a directory to "
+			    "walk", shown(arg));
+			return 1;
+		}
+		const char *why = px_catalog_bad_url(arg, name, cap);
+		if (why) {
+			say("mirror %s: %s", shown(arg), why);
+			return 1;
+		}
+		size_t n = strlen(arg);
+		const char *path = strchr(arg + (arg[4] == 's' || arg[4] == 'S' ? 8 : 7), '/');
+		int slash = path && arg[n - 1] == '/';
+		if (!(m->root = malloc(n + 2)))
+			return -1;
+		snprintf(m->root, n + 2, "%s%s", arg, slash ? "" : "/");
+		return host_name(m->root, name, cap) ? 1 : 0;
+	}
+	if (strstr(arg, "://")) {
+		say("mirror %s: unsupported URL scheme (an http:// or https:// URL, or a "
+		    "folder)", shown(arg));
+		return 1;
+	}
+	struct stat st;
+	m->local = 1;
+	m->root = realpath(arg, NULL);
+	if (!m->root || stat(m->root, &st) || !S_ISDIR(st.st_mode)) {
+		say("mirror %s: %s", arg, !m->root ? strerror(errno) : "not a directory");
+		return 2;
+	}
+	if (px_catalog_bad_local(m->root)) {
+		say("mirror %s: %s", arg, px_catalog_bad_local(m->root));
+		return 2;
+	}
+	snprintf(name, cap, "local");
+	return 0;
+}
+
+/* Each provider's limit of transfers at once. 0, 1 bad command line (said). */
+static int set_limits(struct ctx *c)
+{
+	const struct opts *o = c->o;
+	/* connection limits: N for all, then NAME=N, which wins */
+	for (size_t i = 0; i < o->nconn; i++)
+		for (size_t p = 0; !o->conn_names[i] && p < c->nprovs; p++)
+			c->provs[p].max_conn = o->conn_values[i];
+	for (size_t i = 0; i < o->nconn; i++) {
+		if (!o->conn_names[i])
+			continue;
+		long p = find_prov(c, o->conn_names[i]);
+		if (p < 0) {
+			char list[512] = "";
+			for (size_t q = 0; q < c->nprovs; q++)
+				snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+					 q ? ", " : "", c->provs[q].name);
+			say("--max-connections %s=%d: no provider named \"%s\" (the providers: %s)",
+			    o->conn_names[i], o->conn_values[i], o->conn_names[i], list);
+			return 1;
+		}
+		c->provs[p].max_conn = o->conn_values[i];
+	}
+	for (size_t p = 0; p < c->nprovs; p++) {
+		int lim = c->provs[p].max_conn ? c->provs[p].max_conn : DEFAULT_CONNECTIONS;
+		c->provs[p].limit = lim > MAX_OWN_CONNECTIONS ? MAX_OWN_CONNECTIONS : lim;
+	}
+	return 0;
+}
+
 /* Mirrors and providers from the command line. 0, 1 bad command line,
  * 2 a local mirror that cannot be used (said), -1 out of memory. */
 static int setup_mirrors(struct ctx *c)
@@ -529,45 +616,13 @@ static int setup_mirrors(struct ctx *c)
 		const char *arg = o->mirrors[i];
 		char name[300];
 		m->arg = arg;
-		if (is_url(arg)) {
-			if (strpbrk(arg, "?#")) {
-				say("mirror %s: a URL with a query or fragment is not a directory to "
-				    "walk", shown(arg));
-				return 1;
-			}
-			const char *why = px_catalog_bad_url(arg, name, sizeof(name));
-			if (why) {
-				say("mirror %s: %s", shown(arg), why);
-				return 1;
-			}
-			size_t n = strlen(arg);
-			const char *path = strchr(arg + (arg[4] == 's' || arg[4] == 'S' ? 8 : 7), '/');
-			int slash = path && arg[n - 1] == '/';
-			if (!(m->root = malloc(n + 2)))
-				return -1;
-			snprintf(m->root, n + 2, "%s%s", arg, slash ? "" : "/");
-			if (host_name(m->root, name, sizeof(name)))
-				return 1;
-		} else if (strstr(arg, "://")) {
-			say("mirror %s: unsupported URL scheme (an http:// or https:// URL, or a "
-			    "folder)", shown(arg));
-			return 1;
-		} else {
-			struct stat st;
-			m->local = 1;
-			m->root = realpath(arg, NULL);
-			if (!m->root || stat(m->root, &st) || !S_ISDIR(st.st_mode)) {
-				say("mirror %s: %s", arg, !m->root ? strerror(errno) : "not a directory");
-				bad_local = 1;
-				continue;
-			}
-			if (px_catalog_bad_local(m->root)) {
-				say("mirror %s: %s", arg, px_catalog_bad_local(m->root));
-				bad_local = 1;
-				continue;
-			}
-			snprintf(name, sizeof(name), "local");
+		int r = mirror_root(m, name, sizeof(name));
+		if (r == 2) {
+			bad_local = 1;
+			continue;
 		}
+		if (r)
+			return r;
 		for (size_t k = 0; k < i; k++) {
 			if (c->mirrors[k].root && m->root && !strcmp(c->mirrors[k].root, m->root)) {
 				say("mirror %s: given twice", shown(arg));
@@ -602,30 +657,7 @@ static int setup_mirrors(struct ctx *c)
 			return 1;
 		}
 	}
-	/* connection limits: N for all, then NAME=N, which wins */
-	for (size_t i = 0; i < o->nconn; i++)
-		for (size_t p = 0; !o->conn_names[i] && p < c->nprovs; p++)
-			c->provs[p].max_conn = o->conn_values[i];
-	for (size_t i = 0; i < o->nconn; i++) {
-		if (!o->conn_names[i])
-			continue;
-		long p = find_prov(c, o->conn_names[i]);
-		if (p < 0) {
-			char list[512] = "";
-			for (size_t q = 0; q < c->nprovs; q++)
-				snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
-					 q ? ", " : "", c->provs[q].name);
-			say("--max-connections %s=%d: no provider named \"%s\" (the providers: %s)",
-			    o->conn_names[i], o->conn_values[i], o->conn_names[i], list);
-			return 1;
-		}
-		c->provs[p].max_conn = o->conn_values[i];
-	}
-	for (size_t p = 0; p < c->nprovs; p++) {
-		int lim = c->provs[p].max_conn ? c->provs[p].max_conn : DEFAULT_CONNECTIONS;
-		c->provs[p].limit = lim > MAX_OWN_CONNECTIONS ? MAX_OWN_CONNECTIONS : lim;
-	}
-	return 0;
+	return set_limits(c);
 }
 
 /* ------------------------------------------------------------ files */
@@ -643,11 +675,19 @@ static int wanted(const struct opts *o, const char *name)
 	return 0;
 }
 
-/* Adds mirror's copy of rel (a file) at loc. 0, 1 over --max-files (said),
+/* A file a mirror has: its path below the root, where it is, and what the
+ * walk learnt of it (-1: not known). */
+struct found {
+	const char *rel, *loc;
+	int64_t size, mtime;
+};
+
+/* Adds mirror's copy of fd->rel at fd->loc. 0, 1 over --max-files (said),
  * -1 out of memory. *copy_out: the copy's place, for a HEAD. */
-static int add_copy(struct ctx *c, size_t mirror, const char *rel, const char *loc,
-		    int64_t size, int64_t mtime, size_t *file_out, size_t *copy_out)
+static int add_copy(struct ctx *c, size_t mirror, const struct found *fd, size_t *file_out,
+		    size_t *copy_out)
 {
+	const char *rel = fd->rel, *loc = fd->loc;
 	struct mirror *m = &c->mirrors[mirror];
 	size_t fi;
 	if (++m->files > (size_t)c->o->max_files) {
@@ -684,8 +724,8 @@ static int add_copy(struct ctx *c, size_t mirror, const char *rel, const char *l
 	struct copy *cp = &g[f->ncopies];
 	memset(cp, 0, sizeof(*cp));
 	cp->mirror = mirror;
-	cp->size = size;
-	cp->mtime = mtime;
+	cp->size = fd->size;
+	cp->mtime = fd->mtime;
 	if (!(cp->loc = strdup(loc)))
 		return -1;
 	cp->prov = prov_of(c, mirror, loc);
@@ -760,8 +800,9 @@ static int walk_local(struct ctx *c, size_t mi, const char *dir, const char *rel
 			}
 		} else if (S_ISREG(st.st_mode) && wanted(c->o, name)) {
 			size_t fi, ci;
-			int r = add_copy(c, mi, sub, path, (int64_t)st.st_size,
-					 (int64_t)st.st_mtime, &fi, &ci);
+			struct found fd = { .rel = sub, .loc = path, .size = (int64_t)st.st_size,
+					    .mtime = (int64_t)st.st_mtime };
+			int r = add_copy(c, mi, &fd, &fi, &ci);
 			if (r < 0)
 				rc = -1;
 		}
@@ -773,42 +814,6 @@ static int walk_local(struct ctx *c, size_t mi, const char *dir, const char *rel
 }
 
 /* ------------------------------------------------------------ HTTP */
-
-static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
-{
-	struct job *j = arg;
-	size_t n = size * nmemb;
-	if (j->kind != JOB_LIST)
-		return 0;               /* a range GET needs the head only */
-	if (memchr(data, '\0', n)) {
-		j->binary = 1;      /* a file, not a page: no need to fetch it all */
-		return 0;
-	}
-	if (j->len + n > (size_t)MAX_LISTING_BYTES) {
-		j->too_big = 1;
-		return 0;
-	}
-	if (j->len + n + 1 > j->cap) {
-		size_t ncap = j->cap ? j->cap : 65536;
-		while (ncap < j->len + n + 1)
-			ncap *= 2;
-		char *g = realloc(j->body, ncap);
-		if (!g)
-			return 0;
-		j->body = g;
-		j->cap = ncap;
-	}
-	memcpy(j->body + j->len, data, n);
-	j->len += n;
-	return n;
-}
-
-static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
-{
-	struct job *j = arg;
-	px_http_head_line(&j->head, data, size * nmemb);
-	return size * nmemb;
-}
 
 static void enqueue(struct ctx *c, struct job *j, int front)
 {
@@ -832,16 +837,12 @@ static void free_job(struct job *j)
 {
 	if (!j)
 		return;
-	if (j->easy)
-		curl_easy_cleanup(j->easy);
-	curl_slist_free_all(j->hdrs);
 	free(j->url);
 	free(j->rel);
-	free(j->body);
 	free(j);
 }
 
-static struct job *new_job(enum job_kind kind, size_t mirror, size_t prov, const char *url)
+static struct job *new_job(enum px_fetch_kind kind, size_t mirror, size_t prov, const char *url)
 {
 	struct job *j = calloc(1, sizeof(*j));
 	if (!j || !(j->url = strdup(url))) {
@@ -854,50 +855,9 @@ static struct job *new_job(enum job_kind kind, size_t mirror, size_t prov, const
 	return j;
 }
 
-static int start(struct ctx *c, CURLM *multi, struct job *j)
+static int start(struct ctx *c, struct job *j)
 {
-	CURL *e = curl_easy_init();
-	if (!e)
-		return -1;
-	j->easy = e;
-	px_http_head_reset(&j->head);
-	long t = c->o->timeout_s * 1000L;
-	curl_easy_setopt(e, CURLOPT_URL, j->url);
-	curl_easy_setopt(e, CURLOPT_PRIVATE, j);
-	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, j->cerr);
-	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
-	curl_easy_setopt(e, CURLOPT_MAXREDIRS, (long)MAX_REDIRECTS);
-#if LIBCURL_VERSION_NUM >= 0x075500
-	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-#endif
-	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, t < 10000 ? t : 10000L);
-	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, t);
-	curl_easy_setopt(e, CURLOPT_USERAGENT, "seamfs-catalog/" SEAMFS_VERSION);
-	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(e, CURLOPT_HEADERDATA, j);
-	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(e, CURLOPT_WRITEDATA, j);
-	if (c->o->insecure) {
-		curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
-		curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
-	}
-	if (c->o->ca_file)
-		curl_easy_setopt(e, CURLOPT_CAINFO, c->o->ca_file);
-	if (j->kind == JOB_LIST) {
-		curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, ""); /* a listing may come gzipped */
-	} else if (j->kind == JOB_HEAD) {
-		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
-		curl_easy_setopt(e, CURLOPT_FILETIME, 1L);
-	} else {
-		curl_easy_setopt(e, CURLOPT_FILETIME, 1L);
-		j->hdrs = curl_slist_append(NULL, "Range: bytes=0-0");
-		if (!j->hdrs)
-			return -1;
-		curl_easy_setopt(e, CURLOPT_HTTPHEADER, j->hdrs);
-	}
-	if (curl_multi_add_handle(multi, e) != CURLM_OK)
+	if (px_fetch_batch_add(c->batch, j->kind, j->url, j) != PX_OK)
 		return -1;
 	j->next = c->active;
 	c->active = j;
@@ -906,7 +866,7 @@ static int start(struct ctx *c, CURLM *multi, struct job *j)
 	return 0;
 }
 
-static int start_jobs(struct ctx *c, CURLM *multi)
+static int start_jobs(struct ctx *c)
 {
 	for (size_t p = 0; p < c->nprovs; p++) {
 		struct prov *pr = &c->provs[p];
@@ -919,7 +879,7 @@ static int start_jobs(struct ctx *c, CURLM *multi)
 				free_job(j);
 				continue;
 			}
-			if (start(c, multi, j)) {
+			if (start(c, j)) {
 				free_job(j);
 				return -1;
 			}
@@ -929,17 +889,16 @@ static int start_jobs(struct ctx *c, CURLM *multi)
 }
 
 /* Why a transfer failed, in words. */
-static void transfer_why(struct job *j, CURLcode rc, char *why, size_t cap)
+static void transfer_why(const struct px_fetch_reply *r, char *why, size_t cap)
 {
-	if (j->too_big)
+	if (r->too_big)
 		snprintf(why, cap, "the page is larger than %ld MiB", MAX_LISTING_BYTES >> 20);
-	else if (rc != CURLE_OK)
-		snprintf(why, cap, "%s%s%s%s", curl_easy_strerror(rc), j->cerr[0] ? " (" : "",
-			 j->cerr, j->cerr[0] ? ")" : "");
+	else if (!r->done)
+		snprintf(why, cap, "%s", r->error);
 	else
-		snprintf(why, cap, "HTTP %d%s", j->head.status,
-			 j->head.status == 404 ? " (not found)"
-			 : j->head.status == 401 || j->head.status == 403 ? " (access denied)"
+		snprintf(why, cap, "HTTP %d%s", r->head.status,
+			 r->head.status == 404 ? " (not found)"
+			 : r->head.status == 401 || r->head.status == 403 ? " (access denied)"
 			 : "");
 }
 
@@ -947,14 +906,13 @@ static void transfer_why(struct job *j, CURLcode rc, char *why, size_t cap)
  * listing while it builds too many at once), or the connection broke
  * before an answer: then the same request is made again, later, up to
  * MAX_ATTEMPTS times. */
-static int retry(struct ctx *c, struct job *j, CURLcode rc)
+static int retry(struct ctx *c, struct job *j, const struct px_fetch_reply *rp)
 {
-	int st = j->head.status;
-	/* a range GET ends in a write error once its head is in: we stop it */
-	int answered = rc == CURLE_OK || (j->kind == JOB_RANGE && rc == CURLE_WRITE_ERROR);
+	int st = rp->head.status;
+	/* a range GET is stopped by the batch once its head is in */
+	int answered = rp->done || (j->kind == PX_FETCH_FIRST_BYTE && rp->stopped);
 	int busy = (answered && (st == 429 || st == 502 || st == 503 || st == 504)) ||
-		   rc == CURLE_GOT_NOTHING || rc == CURLE_RECV_ERROR || rc == CURLE_SEND_ERROR ||
-		   rc == CURLE_PARTIAL_FILE;
+		   rp->broken;
 	if (!busy || j->attempt + 1 >= MAX_ATTEMPTS)
 		return 0;
 	struct job *r = new_job(j->kind, j->mirror, j->prov, j->url);
@@ -972,44 +930,51 @@ static int retry(struct ctx *c, struct job *j, CURLcode rc)
 	return 1;
 }
 
-static int list_done(struct ctx *c, struct job *j, CURLcode rc)
+/* "URL: " when url is not the mirror's root, for a message's start. */
+static const char *below_root(const struct mirror *m, const char *url)
 {
-	struct mirror *m = &c->mirrors[j->mirror];
-	char why[600], err[512];
-	int again = retry(c, j, rc);
-	if (again)
-		return again < 0 ? -1 : 0;
-	if (j->binary && j->head.status == 200) {
+	return strcmp(url, m->root) ? shown(url) : "";
+}
+
+static const char *colon_below(const struct mirror *m, const char *url)
+{
+	return strcmp(url, m->root) ? ": " : "";
+}
+
+/* A listing that did not come as a page: said, and the mirror failed. */
+static void list_failed(struct mirror *m, const struct job *j, const struct px_fetch_reply *r)
+{
+	char why[600];
+	if (r->binary && r->head.status == 200) {
 		say("mirror %s: %s%snot a directory listing: binary data, not an HTML page",
-		    shown(m->arg), strcmp(j->url, m->root) ? shown(j->url) : "",
-		    strcmp(j->url, m->root) ? ": " : "");
+		    shown(m->arg), below_root(m, j->url), colon_below(m, j->url));
 		m->failed = 1;
-		return 0;
+		return;
 	}
-	if (rc != CURLE_OK || j->head.status != 200 || j->too_big) {
-		transfer_why(j, rc, why, sizeof(why));
-		size_t al = strlen(m->arg);
-		if (rc == CURLE_OK && j->head.status == 404 && !strcmp(j->url, m->root) &&
-		    al && m->arg[al - 1] != '/')
-			snprintf(why + strlen(why), sizeof(why) - strlen(why),
-				 "; a MIRROR is a folder's URL, and %s was asked", shown(j->url));
-		if (rc == CURLE_OK && j->head.status >= 300 && j->head.status < 400)
-			snprintf(why, sizeof(why), "HTTP %d: more than %d redirects, or one to "
-				 "another scheme", j->head.status, MAX_REDIRECTS);
-		say("mirror %s: %s%scannot list the folder: %s", shown(m->arg),
-		    strcmp(j->url, m->root) ? shown(j->url) : "", strcmp(j->url, m->root) ? ": " : "",
-		    why);
-		m->failed = 1;
-		return 0;
-	}
-	char *eff = NULL;
-	curl_easy_getinfo(j->easy, CURLINFO_EFFECTIVE_URL, &eff);
-	const char *base = eff ? eff : j->url;
+	transfer_why(r, why, sizeof(why));
+	size_t al = strlen(m->arg);
+	if (r->done && r->head.status == 404 && !strcmp(j->url, m->root) && al &&
+	    m->arg[al - 1] != '/')
+		snprintf(why + strlen(why), sizeof(why) - strlen(why),
+			 "; a MIRROR is a folder's URL, and %s was asked", shown(j->url));
+	if (r->done && r->head.status >= 300 && r->head.status < 400)
+		snprintf(why, sizeof(why), "HTTP %d: more than %d redirects, or one to "
+			 "another scheme", r->head.status, PX_FETCH_MAX_REDIRS);
+	say("mirror %s: %s%scannot list the folder: %s", shown(m->arg), below_root(m, j->url),
+	    colon_below(m, j->url), why);
+	m->failed = 1;
+}
+
+/* Remembers a listing's URL. 1 when it was listed already (said), 0,
+ * -1 out of memory. */
+static int listed_once(struct ctx *c, const struct mirror *m, const char *url,
+		       const char *base)
+{
 	size_t seen;
 	if (px_strmap_get(c->listed, base, &seen)) {
 		say("mirror %s: %s leads to %s, listed already: skipped", shown(m->arg),
-		    shown(j->url), shown(base));
-		return 0;
+		    shown(url), shown(base));
+		return 1;
 	}
 	char *key = strdup(base);
 	char **keys = realloc(c->listed_keys, (c->nlisted + 1) * sizeof(*keys));
@@ -1023,18 +988,63 @@ static int list_done(struct ctx *c, struct job *j, CURLcode rc)
 	keys[c->nlisted++] = key;
 	if (px_strmap_put(c->listed, key, 0, NULL) == PX_ENOMEM)
 		return -1;
+	return 0;
+}
 
-	struct px_listing *l = NULL;
-	enum px_status st = px_listing_parse(base, j->body ? j->body : "", j->len, &l, err,
-					     sizeof(err));
-	if (st == PX_ENOMEM)
-		return -1;
-	if (st != PX_OK) {
-		say("mirror %s: %s%s%s", shown(m->arg), strcmp(base, m->root) ? shown(base) : "",
-		    strcmp(base, m->root) ? ": " : "", err);
+/* A listing's subfolder: walked next, within --max-depth. 0, -1 out of
+ * memory. Takes rel. */
+static int list_dir(struct ctx *c, const struct job *j, const struct px_listing_entry *e,
+		    char *rel)
+{
+	struct mirror *m = &c->mirrors[j->mirror];
+	if (j->depth + 1 > c->o->max_depth) {
+		say("mirror %s: %s is deeper than %ld levels (see --max-depth)", shown(m->arg),
+		    shown(e->url), c->o->max_depth);
 		m->failed = 1;
+		free(rel);
 		return 0;
 	}
+	struct job *sub = new_job(PX_FETCH_PAGE, j->mirror, prov_of(c, j->mirror, e->url),
+				  e->url);
+	if (!sub) {
+		free(rel);
+		return -1;
+	}
+	sub->rel = rel;
+	sub->depth = j->depth + 1;
+	enqueue(c, sub, 1);
+	return 0;
+}
+
+/* A listing's file: a copy, and a HEAD when the page gave no size. 0, -1
+ * out of memory. */
+static int list_file(struct ctx *c, const struct job *j, const struct px_listing_entry *e,
+		     const char *rel)
+{
+	size_t fi, ci;
+	if (e->bad_date)
+		say("%s: the listing dates it \"%s\", which is not a date and "
+		    "time; that date is skipped", shown(e->url), shown(e->bad_date));
+	struct found fd = { .rel = rel, .loc = e->url, .size = e->size, .mtime = e->mtime };
+	int r = add_copy(c, j->mirror, &fd, &fi, &ci);
+	if (r < 0)
+		return -1;
+	if (r == 0 && e->size < 0) {
+		const struct copy *cp = &c->files[fi].copies[ci];
+		struct job *h = new_job(PX_FETCH_HEAD, j->mirror, cp->prov, e->url);
+		if (!h)
+			return -1;
+		h->file = fi;
+		h->copy = ci;
+		enqueue(c, h, 0);
+	}
+	return 0;
+}
+
+/* A listing's entries: folders to walk, files to take. 0, -1 out of memory. */
+static int list_entries(struct ctx *c, const struct job *j, const struct px_listing *l)
+{
+	struct mirror *m = &c->mirrors[j->mirror];
 	int rcode = 0;
 	for (size_t i = 0; i < l->n && !m->failed && rcode == 0; i++) {
 		const struct px_listing_entry *e = &l->entries[i];
@@ -1046,54 +1056,52 @@ static int list_done(struct ctx *c, struct job *j, CURLcode rc)
 			break;
 		}
 		char *rel = NULL;
-		if (asprintf(&rel, "%s%s%s", j->rel, e->name, e->is_dir ? "/" : "") < 0) {
-			rcode = -1;
-			break;
-		}
+		if (asprintf(&rel, "%s%s%s", j->rel, e->name, e->is_dir ? "/" : "") < 0)
+			return -1;
 		if (e->is_dir) {
-			if (j->depth + 1 > c->o->max_depth) {
-				say("mirror %s: %s is deeper than %ld levels (see --max-depth)",
-				    shown(m->arg), shown(e->url), c->o->max_depth);
-				m->failed = 1;
-			} else {
-				struct job *sub = new_job(JOB_LIST, j->mirror,
-							  prov_of(c, j->mirror, e->url), e->url);
-				if (!sub) {
-					rcode = -1;
-				} else {
-					sub->rel = rel;
-					rel = NULL;
-					sub->depth = j->depth + 1;
-					enqueue(c, sub, 1);
-				}
-			}
-		} else if (wanted(c->o, e->name)) {
-			size_t fi, ci;
-			if (e->bad_date)
-				say("%s: the listing dates it \"%s\", which is not a date and "
-				    "time; that date is skipped", shown(e->url), shown(e->bad_date));
-			int r = add_copy(c, j->mirror, rel, e->url, e->size, e->mtime, &fi, &ci);
-			if (r < 0) {
-				rcode = -1;
-			} else if (r == 0 && e->size < 0) {
-				const struct copy *cp = &c->files[fi].copies[ci];
-				struct job *h = new_job(JOB_HEAD, j->mirror, cp->prov, e->url);
-				if (!h) {
-					rcode = -1;
-				} else {
-					h->file = fi;
-					h->copy = ci;
-					enqueue(c, h, 0);
-				}
-			}
+			rcode = list_dir(c, j, e, rel);
+		} else {
+			if (wanted(c->o, e->name))
+				rcode = list_file(c, j, e, rel);
+			free(rel);
 		}
-		free(rel);
 	}
+	return rcode;
+}
+
+static int list_done(struct ctx *c, struct job *j, const struct px_fetch_reply *r)
+{
+	struct mirror *m = &c->mirrors[j->mirror];
+	char err[512];
+	int again = retry(c, j, r);
+	if (again)
+		return again < 0 ? -1 : 0;
+	if ((r->binary && r->head.status == 200) || !r->done || r->head.status != 200 ||
+	    r->too_big) {
+		list_failed(m, j, r);
+		return 0;
+	}
+	const char *base = r->url ? r->url : j->url;
+	int seen = listed_once(c, m, j->url, base);
+	if (seen)
+		return seen < 0 ? -1 : 0;
+	struct px_listing *l = NULL;
+	enum px_status st = px_listing_parse(base, r->body ? r->body : "", r->len, &l, err,
+					     sizeof(err));
+	if (st == PX_ENOMEM)
+		return -1;
+	if (st != PX_OK) {
+		say("mirror %s: %s%s%s", shown(m->arg), below_root(m, base), colon_below(m, base),
+		    err);
+		m->failed = 1;
+		return 0;
+	}
+	int rcode = list_entries(c, j, l);
 	px_listing_free(l);
 	return rcode;
 }
 
-static int head_done(struct ctx *c, struct job *j, CURLcode rc)
+static int head_done(struct ctx *c, struct job *j, const struct px_fetch_reply *rp)
 {
 	struct copy *cp = &c->files[j->file].copies[j->copy];
 	const struct file *f = &c->files[j->file];
@@ -1101,22 +1109,21 @@ static int head_done(struct ctx *c, struct job *j, CURLcode rc)
 	int64_t body_pos, size = -1;
 	struct px_http_want want = { .offset = 0, .length = 0, .expect_size = -1,
 				     .html_ok = px_http_is_html_path(f->rel) };
-	int again = retry(c, j, rc);
+	int again = retry(c, j, rp);
 	if (again)
 		return again < 0 ? -1 : 0;
 	c->heads++;
-	/* a range GET is stopped by us once its head is in */
-	int got_head = rc == CURLE_OK || (j->kind == JOB_RANGE && rc == CURLE_WRITE_ERROR &&
-					  j->head.status);
+	/* a range GET is stopped by the batch once its head is in */
+	int got_head = rp->done || (j->kind == PX_FETCH_FIRST_BYTE && rp->stopped &&
+				    rp->head.status);
 	if (got_head) {
-		enum px_status st = px_http_judge(&j->head, &want, &body_pos, &size, why,
+		enum px_status st = px_http_judge(&rp->head, &want, &body_pos, &size, why,
 						  sizeof(why));
 		if (st == PX_OK && size >= 0) {
 			/* Last-Modified is exact and zoned; a listing's date may be
 			 * in the server's unnamed zone */
-			curl_off_t ft = -1;
-			if (curl_easy_getinfo(j->easy, CURLINFO_FILETIME_T, &ft) == CURLE_OK && ft >= 0)
-				cp->mtime = (int64_t)ft;
+			if (rp->mtime >= 0)
+				cp->mtime = rp->mtime;
 			cp->size = size;
 			return 0;
 		}
@@ -1124,9 +1131,9 @@ static int head_done(struct ctx *c, struct job *j, CURLcode rc)
 			snprintf(why, sizeof(why), "no size in the answer");
 		/* a server that refuses HEAD, or answers it without a length:
 		 * ask for one byte instead */
-		if (j->kind == JOB_HEAD && (j->head.status == 405 || j->head.status == 501 ||
-					    (j->head.status == 200 && j->head.clen < 0))) {
-			struct job *r = new_job(JOB_RANGE, j->mirror, j->prov, j->url);
+		if (j->kind == PX_FETCH_HEAD && (rp->head.status == 405 || rp->head.status == 501 ||
+						 (rp->head.status == 200 && rp->head.clen < 0))) {
+			struct job *r = new_job(PX_FETCH_FIRST_BYTE, j->mirror, j->prov, j->url);
 			if (!r)
 				return -1;
 			r->file = j->file;
@@ -1136,7 +1143,7 @@ static int head_done(struct ctx *c, struct job *j, CURLcode rc)
 			return 0;
 		}
 	} else {
-		transfer_why(j, rc, why, sizeof(why));
+		transfer_why(rp, why, sizeof(why));
 	}
 	say("%s: %s: no size: %s; this copy is left out", shown(f->rel), shown(cp->loc), why);
 	cp->failed = 1;
@@ -1144,18 +1151,78 @@ static int head_done(struct ctx *c, struct job *j, CURLcode rc)
 	return 0;
 }
 
+/* Retries whose time has come go first in their queue; the ms until the
+ * next one's (at most 1000). */
+static int64_t due_retries(struct ctx *c)
+{
+	int64_t now = px_now_ms(), wait_ms = 1000;
+	for (struct job **pp = &c->delayed; *pp;) {
+		struct job *j = *pp;
+		if (j->not_before <= now) {
+			*pp = j->next;
+			enqueue(c, j, 1);
+		} else {
+			if (j->not_before - now < wait_ms)
+				wait_ms = j->not_before - now;
+			pp = &j->next;
+		}
+	}
+	return wait_ms;
+}
+
+/* Takes the finished transfers' answers. The count taken, -1 out of memory. */
+static int take_replies(struct ctx *c)
+{
+	struct px_fetch_reply *rp;
+	int done = 0;
+	while (px_fetch_batch_next(c->batch, &rp) == PX_OK) {
+		struct job *j = rp->tag;
+		for (struct job **pp = &c->active; *pp; pp = &(*pp)->next) {
+			if (*pp == j) {
+				*pp = j->next;
+				break;
+			}
+		}
+		c->provs[j->prov].running--;
+		c->running--;
+		done++;
+		int r = c->mirrors[j->mirror].failed ? 0
+			: j->kind == PX_FETCH_PAGE ? list_done(c, j, rp)
+			: head_done(c, j, rp);
+		free_job(j);
+		px_fetch_reply_free(rp);
+		if (r < 0)
+			return -1;
+	}
+	return done;
+}
+
+static void free_jobs(struct job **list)
+{
+	while (*list) {
+		struct job *j = *list;
+		*list = j->next;
+		free_job(j);
+	}
+}
+
 static int walk_http(struct ctx *c)
 {
-	CURLM *multi = curl_multi_init();
+	long t = c->o->timeout_s * 1000L;
+	struct px_fetch_batch_opts bo = {
+		.timeout_ms = t, .connect_timeout_ms = t < 10000 ? t : 10000L,
+		.insecure = c->o->insecure, .ca_file = c->o->ca_file,
+		.user_agent = "seamfs-catalog/" SEAMFS_VERSION,
+		.max_connections = MAX_ALL_CONNECTIONS, .body_max = MAX_LISTING_BYTES,
+	};
 	int rc = 0;
-	if (!multi)
+	if (px_fetch_batch_new(&bo, &c->batch) != PX_OK)
 		return -1;
-	curl_multi_setopt(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)MAX_ALL_CONNECTIONS);
 	for (size_t i = 0; i < c->nmirrors; i++) {
 		struct mirror *m = &c->mirrors[i];
 		if (m->local || m->failed)
 			continue;
-		struct job *j = new_job(JOB_LIST, i, m->prov, m->root);
+		struct job *j = new_job(PX_FETCH_PAGE, i, m->prov, m->root);
 		if (!j || !(j->rel = strdup(""))) {
 			free_job(j);
 			rc = -1;
@@ -1164,79 +1231,31 @@ static int walk_http(struct ctx *c)
 		enqueue(c, j, 0);
 	}
 	for (;;) {
-		/* retries whose time has come go first in their queue */
-		int64_t now = px_now_ms(), wait_ms = 1000;
-		for (struct job **pp = &c->delayed; *pp;) {
-			struct job *j = *pp;
-			if (j->not_before <= now) {
-				*pp = j->next;
-				enqueue(c, j, 1);
-			} else {
-				if (j->not_before - now < wait_ms)
-					wait_ms = j->not_before - now;
-				pp = &j->next;
-			}
-		}
-		if (start_jobs(c, multi)) {
+		int64_t wait_ms = due_retries(c);
+		if (start_jobs(c)) {
 			rc = -1;
 			break;
 		}
 		if (c->running == 0 && !c->delayed)
 			break;
-		int still, done = 0, left;
-		curl_multi_perform(multi, &still);
-		CURLMsg *msg;
-		while ((msg = curl_multi_info_read(multi, &left))) {
-			if (msg->msg != CURLMSG_DONE)
-				continue;
-			struct job *j = NULL;
-			CURLcode res = msg->data.result;
-			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&j);
-			curl_multi_remove_handle(multi, msg->easy_handle);
-			for (struct job **pp = &c->active; *pp; pp = &(*pp)->next) {
-				if (*pp == j) {
-					*pp = j->next;
-					break;
-				}
-			}
-			c->provs[j->prov].running--;
-			c->running--;
-			done++;
-			int r = c->mirrors[j->mirror].failed ? 0
-				: j->kind == JOB_LIST ? list_done(c, j, res)
-				: head_done(c, j, res);
-			free_job(j);
-			if (r < 0) {
-				rc = -1;
-				goto out;
-			}
+		int done = take_replies(c);
+		if (done < 0) {
+			rc = -1;
+			goto out;
 		}
 		if (!done)
-			curl_multi_poll(multi, NULL, 0, (int)wait_ms, NULL);
+			px_fetch_batch_wait(c->batch, (int)wait_ms);
 	}
 out:
 	/* jobs still running or waiting (out of memory only) */
 	for (size_t p = 0; p < c->nprovs; p++) {
-		struct job *j = c->provs[p].head;
-		while (j) {
-			struct job *next = j->next;
-			free_job(j);
-			j = next;
-		}
-		c->provs[p].head = c->provs[p].tail = NULL;
+		free_jobs(&c->provs[p].head);
+		c->provs[p].tail = NULL;
 	}
-	while (c->active) {
-		struct job *j = c->active;
-		c->active = j->next;
-		curl_multi_remove_handle(multi, j->easy);
-		free_job(j);
-	}
-	while (c->delayed) {
-		struct job *j = c->delayed;
-		c->delayed = j->next;
-		free_job(j);
-	}
-	curl_multi_cleanup(multi);
+	px_fetch_batch_free(c->batch);
+	c->batch = NULL;
+	free_jobs(&c->active);
+	free_jobs(&c->delayed);
 	return rc;
 }
 
@@ -1484,6 +1503,134 @@ static json_t *provider_json(const struct prov *p)
 }
 
 /* Builds the catalog. 0, 1 nothing to write (said), -1 out of memory. */
+/* Whether f is an existing asset of mg's (*ai its index): by one of its
+ * sources, else by its path; one asset, one walked file. */
+static int existing(const struct merged *mg, const struct file *f, size_t *ai)
+{
+	int found = 0;
+	for (size_t k = 0; mg->root && k < f->ncopies && !found; k++)
+		found = f->copies[k].accepted && px_strmap_get(mg->by_loc, f->copies[k].loc, ai);
+	if (mg->root && !found)
+		found = px_strmap_get(mg->by_path, f->rel, ai);
+	return found && !mg->matched[*ai];
+}
+
+/* An existing asset a, matched by walked file f: its sources on the walked
+ * mirrors and its size are f's, its date stays. 0, -1 out of memory. */
+static int merge_asset(struct ctx *c, json_t *a, const struct file *f)
+{
+	json_t *srcs = merged_sources(c, json_object_get(a, "sources"), f);
+	if (!srcs)
+		return -1;
+	json_t *old = json_object_get(a, "size");
+	if (json_is_integer(old) && json_integer_value(old) != f->size) {
+		say("asset \"%s\" (%s): size %lld in %s, %lld on the mirrors: updated%s",
+		    json_string_value(json_object_get(a, "id")), f->rel,
+		    (long long)json_integer_value(old), c->o->merge, (long long)f->size,
+		    json_object_get(a, "sha256") ? "; its sha256 is dropped" : "");
+		json_object_del(a, "sha256");
+	}
+	if (json_object_set_new(a, "size", json_integer(f->size)) ||
+	    json_object_set_new(a, "sources", srcs))
+		return -1;
+	/* an existing date stays: a library's "date added" must not move */
+	if (f->mtime >= 0 && !json_object_get(a, "mtime") &&
+	    json_object_set_new(a, "mtime", json_integer(f->mtime)))
+		return -1;
+	return 0;
+}
+
+/* A new asset for f, appended to assets: id and path are its relative
+ * path (the id made unique against mg's). 0, -1 out of memory. */
+static int new_asset(struct ctx *c, const struct merged *mg, const struct file *f,
+		     json_t *assets)
+{
+	size_t ai;
+	char *id = strdup(f->rel);
+	if (!id)
+		return -1;
+	for (int n = 2; mg->ids && px_strmap_get(mg->ids, id, &ai); n++) {
+		free(id);
+		if (asprintf(&id, "%s#%d", f->rel, n) < 0)
+			return -1;
+	}
+	json_t *na = json_object(), *srcs = json_array();
+	if (!na || !srcs || json_object_set_new(na, "id", json_string(id)) ||
+	    json_object_set_new(na, "path", json_string(f->rel)) ||
+	    json_object_set_new(na, "size", json_integer(f->size)) ||
+	    (f->mtime >= 0 && json_object_set_new(na, "mtime", json_integer(f->mtime)))) {
+		free(id);
+		json_decref(na);
+		json_decref(srcs);
+		return -1;
+	}
+	free(id);
+	for (size_t k = 0; k < f->ncopies; k++) {
+		if (!f->copies[k].accepted)
+			continue;
+		json_t *js = source_json(c, &f->copies[k]);
+		if (!js || json_array_append_new(srcs, js)) {
+			json_decref(na);
+			json_decref(srcs);
+			return -1;
+		}
+		c->provs[f->copies[k].prov].used = 1;
+	}
+	if (json_object_set_new(na, "sources", srcs) || json_array_append_new(assets, na))
+		return -1;
+	return 0;
+}
+
+/* Existing assets (the first nold) with sources on a walked mirror that
+ * the walk did not find: kept as they were, and said. */
+static void say_unfound(const struct ctx *c, json_t *assets, size_t nold,
+			const char *matched)
+{
+	size_t i;
+	json_t *a;
+	json_array_foreach(assets, i, a) {
+		if (i >= nold || matched[i])
+			continue;
+		size_t k;
+		json_t *s;
+		json_array_foreach(json_object_get(a, "sources"), k, s) {
+			const char *loc = json_loc(s);
+			if (loc && on_walked_mirror(c, loc)) {
+				say("asset \"%s\": %s was not found on the mirrors (or had no "
+				    "size); the asset is kept as it was",
+				    json_string_value(json_object_get(a, "id")), shown(loc));
+				break;
+			}
+		}
+	}
+}
+
+/* Providers: those named by a new source, unless there already (then
+ * their --max-connections is set on them). 0, -1 out of memory. */
+static int add_providers(struct ctx *c, json_t *provs)
+{
+	for (size_t p = 0; p < c->nprovs; p++) {
+		const struct prov *pr = &c->provs[p];
+		size_t k;
+		json_t *e;
+		int have = 0;
+		json_array_foreach(provs, k, e) {
+			if (strcmp(json_string_value(json_object_get(e, "name")), pr->name) == 0) {
+				have = 1;
+				if (pr->max_conn &&
+				    json_object_set_new(e, "max_connections", json_integer(pr->max_conn)))
+					return -1;
+			}
+		}
+		if (have || !pr->used)
+			continue;
+		json_t *pj = provider_json(pr);
+		if (!pj || json_array_append_new(provs, pj))
+			return -1;
+	}
+	return 0;
+}
+
 static int build(struct ctx *c, struct merged *mg, json_t **out, size_t *nnew, size_t *nkept)
 {
 	struct file **order = malloc((c->nfiles + 1) * sizeof(*order));
@@ -1522,16 +1669,8 @@ static int build(struct ctx *c, struct merged *mg, json_t **out, size_t *nnew, s
 		}
 		if (!path_ok(c, f))
 			continue;
-		/* an existing asset: by one of its sources, else by its path */
 		size_t ai;
-		int found = 0;
-		for (size_t k = 0; mg->root && k < f->ncopies && !found; k++)
-			found = f->copies[k].accepted && px_strmap_get(mg->by_loc, f->copies[k].loc, &ai);
-		if (mg->root && !found)
-			found = px_strmap_get(mg->by_path, f->rel, &ai);
-		if (found && mg->matched[ai])
-			found = 0;      /* one asset, one walked file */
-		json_t *a = found ? json_array_get(assets, ai) : NULL;
+		json_t *a = existing(mg, f, &ai) ? json_array_get(assets, ai) : NULL;
 		if (a && !json_object_get(a, "sources")) {
 			say("%s: the path of asset \"%s\", a transcode or remux, in %s: left out",
 			    f->rel, json_string_value(json_object_get(a, "id")), c->o->merge);
@@ -1539,23 +1678,7 @@ static int build(struct ctx *c, struct merged *mg, json_t **out, size_t *nnew, s
 			continue;
 		}
 		if (a) {
-			json_t *srcs = merged_sources(c, json_object_get(a, "sources"), f);
-			if (!srcs)
-				goto out;
-			json_t *old = json_object_get(a, "size");
-			if (json_is_integer(old) && json_integer_value(old) != f->size) {
-				say("asset \"%s\" (%s): size %lld in %s, %lld on the mirrors: updated%s",
-				    json_string_value(json_object_get(a, "id")), f->rel,
-				    (long long)json_integer_value(old), c->o->merge, (long long)f->size,
-				    json_object_get(a, "sha256") ? "; its sha256 is dropped" : "");
-				json_object_del(a, "sha256");
-			}
-			if (json_object_set_new(a, "size", json_integer(f->size)) ||
-			    json_object_set_new(a, "sources", srcs))
-				goto out;
-			/* an existing date stays: a library's "date added" must not move */
-			if (f->mtime >= 0 && !json_object_get(a, "mtime") &&
-			    json_object_set_new(a, "mtime", json_integer(f->mtime)))
+			if (merge_asset(c, a, f))
 				goto out;
 			mg->matched[ai] = 1;
 			(*nkept)++;
@@ -1568,82 +1691,14 @@ static int build(struct ctx *c, struct merged *mg, json_t **out, size_t *nnew, s
 			c->skipped++;
 			continue;
 		}
-		/* a new asset: id and path are its relative path */
-		char *id = strdup(f->rel);
-		if (!id)
-			goto out;
-		for (int n = 2; mg->ids && px_strmap_get(mg->ids, id, &ai); n++) {
-			free(id);
-			if (asprintf(&id, "%s#%d", f->rel, n) < 0)
-				goto out;
-		}
-		json_t *na = json_object(), *srcs = json_array();
-		if (!na || !srcs || json_object_set_new(na, "id", json_string(id)) ||
-		    json_object_set_new(na, "path", json_string(f->rel)) ||
-		    json_object_set_new(na, "size", json_integer(f->size)) ||
-		    (f->mtime >= 0 && json_object_set_new(na, "mtime", json_integer(f->mtime)))) {
-			free(id);
-			json_decref(na);
-			json_decref(srcs);
-			goto out;
-		}
-		free(id);
-		for (size_t k = 0; k < f->ncopies; k++) {
-			if (!f->copies[k].accepted)
-				continue;
-			json_t *js = source_json(c, &f->copies[k]);
-			if (!js || json_array_append_new(srcs, js)) {
-				json_decref(na);
-				json_decref(srcs);
-				goto out;
-			}
-			c->provs[f->copies[k].prov].used = 1;
-		}
-		if (json_object_set_new(na, "sources", srcs) || json_array_append_new(assets, na))
+		if (new_asset(c, mg, f, assets))
 			goto out;
 		(*nnew)++;
 	}
-	/* existing assets with sources on a walked mirror that the walk did
-	 * not find: kept as they were, and said */
-	if (mg->root) {
-		size_t i;
-		json_t *a;
-		json_array_foreach(assets, i, a) {
-			if (i >= nold || mg->matched[i])
-				continue;
-			size_t k;
-			json_t *s;
-			json_array_foreach(json_object_get(a, "sources"), k, s) {
-				const char *loc = json_loc(s);
-				if (loc && on_walked_mirror(c, loc)) {
-					say("asset \"%s\": %s was not found on the mirrors (or had no "
-					    "size); the asset is kept as it was",
-					    json_string_value(json_object_get(a, "id")), shown(loc));
-					break;
-				}
-			}
-		}
-	}
-	/* providers: those named by a new source, unless there already */
-	for (size_t p = 0; p < c->nprovs; p++) {
-		const struct prov *pr = &c->provs[p];
-		size_t k;
-		json_t *e;
-		int have = 0;
-		json_array_foreach(provs, k, e) {
-			if (strcmp(json_string_value(json_object_get(e, "name")), pr->name) == 0) {
-				have = 1;
-				if (pr->max_conn &&
-				    json_object_set_new(e, "max_connections", json_integer(pr->max_conn)))
-					goto out;
-			}
-		}
-		if (have || !pr->used)
-			continue;
-		json_t *pj = provider_json(pr);
-		if (!pj || json_array_append_new(provs, pj))
-			goto out;
-	}
+	if (mg->root)
+		say_unfound(c, assets, nold, mg->matched);
+	if (add_providers(c, provs))
+		goto out;
 	if (json_array_size(assets) == 0) {
 		say("no %sfiles found on the mirrors: no catalog written%s",
 		    c->o->all ? "" : "media or sidecar ", c->o->all ? "" : " (see --all and --ext)");
@@ -1662,6 +1717,69 @@ out:
 
 /* ------------------------------------------------------------ main */
 
+/* Walks the local mirrors. 0, -1 out of memory. */
+static int walk_locals(struct ctx *c)
+{
+	for (size_t i = 0; i < c->nmirrors; i++) {
+		struct mirror *m = &c->mirrors[i];
+		if (!m->local)
+			continue;
+		struct ancestor *anc = calloc((size_t)c->o->max_depth + 2, sizeof(*anc));
+		struct stat st;
+		if (!anc)
+			return -1;
+		if (stat(m->root, &st) == 0) {
+			anc[0].dev = st.st_dev;
+			anc[0].ino = st.st_ino;
+		}
+		int r = walk_local(c, i, m->root, "", 0, anc);
+		free(anc);
+		if (r < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Writes cat (to -o's file atomically, else stdout), once the daemon's own
+ * parser takes it. 0, 1 not written (said), -1 out of memory. */
+static int write_catalog(const struct opts *o, json_t *cat)
+{
+	char *text = json_dumps(cat, JSON_INDENT(2));
+	char err[1024];
+	struct px_catalog *check = NULL;
+	int rc = 1;
+	if (!text)
+		return -1;
+	size_t len = strlen(text);
+	enum px_status st = px_catalog_parse(o->output ? o->output : "(stdout)", text, len,
+					     &check, err, sizeof(err));
+	px_catalog_free(check);
+	if (st != PX_OK) {
+		say("the catalog made is not valid, not written: %s", err);
+		goto out;
+	}
+	char *withnl = realloc(text, len + 2);
+	if (!withnl) {
+		rc = -1;
+		goto out;
+	}
+	text = withnl;
+	text[len++] = '\n';
+	text[len] = '\0';
+	if (o->output) {
+		if (px_write_atomic(o->output, text, len, 0644, err, sizeof(err)) != PX_OK) {
+			say("cannot write the catalog: %s", err);
+			goto out;
+		}
+	} else if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) {
+		say("cannot write the catalog to stdout: %s", strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	free(text);
+	return rc;
+}
 static void free_ctx(struct ctx *c)
 {
 	for (size_t i = 0; i < c->nfiles; i++) {
@@ -1690,7 +1808,6 @@ int fs_catalog_main(int argc, char **argv)
 	struct ctx c = { .o = &o };
 	struct merged mg = { 0 };
 	json_t *cat = NULL;
-	char *text = NULL;
 	int rc = EXIT_FAIL, r;
 	size_t nnew = 0, nkept = 0;
 
@@ -1717,30 +1834,13 @@ int fs_catalog_main(int argc, char **argv)
 		rc = r < 0 ? EXIT_FAIL : EXIT_CATALOG;
 		goto out;
 	}
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+	if (px_fetch_global_init() != PX_OK) {
 		say("cannot initialise libcurl");
 		goto out;
 	}
 	if (!(c.rels = px_strmap_new(1024)) || !(c.listed = px_strmap_new(256)))
 		goto oom;
-	for (size_t i = 0; i < c.nmirrors; i++) {
-		struct mirror *m = &c.mirrors[i];
-		if (!m->local)
-			continue;
-		struct ancestor *anc = calloc((size_t)o.max_depth + 2, sizeof(*anc));
-		struct stat st;
-		if (!anc)
-			goto oom;
-		if (stat(m->root, &st) == 0) {
-			anc[0].dev = st.st_dev;
-			anc[0].ino = st.st_ino;
-		}
-		r = walk_local(&c, i, m->root, "", 0, anc);
-		free(anc);
-		if (r < 0)
-			goto oom;
-	}
-	if (walk_http(&c))
+	if (walk_locals(&c) || walk_http(&c))
 		goto oom;
 	int failed = 0;
 	for (size_t i = 0; i < c.nmirrors; i++)
@@ -1754,38 +1854,10 @@ int fs_catalog_main(int argc, char **argv)
 		goto oom;
 	if (r > 0)
 		goto out_cleanup;
-	text = json_dumps(cat, JSON_INDENT(2));
-	if (!text)
+	if ((r = write_catalog(&o, cat)) < 0)
 		goto oom;
-	size_t len = strlen(text);
-	{
-		/* the daemon's own parser must take what we write */
-		char err[1024];
-		struct px_catalog *check = NULL;
-		const char *name = o.output ? o.output : "(stdout)";
-		enum px_status st = px_catalog_parse(name, text, len, &check, err, sizeof(err));
-		px_catalog_free(check);
-		if (st != PX_OK) {
-			say("the catalog made is not valid, not written: %s", err);
-			goto out_cleanup;
-		}
-	}
-	char *withnl = realloc(text, len + 2);
-	if (!withnl)
-		goto oom;
-	text = withnl;
-	text[len++] = '\n';
-	text[len] = '\0';
-	if (o.output) {
-		char err[512];
-		if (px_write_atomic(o.output, text, len, 0644, err, sizeof(err)) != PX_OK) {
-			say("cannot write the catalog: %s", err);
-			goto out_cleanup;
-		}
-	} else if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) {
-		say("cannot write the catalog to stdout: %s", strerror(errno));
+	if (r > 0)
 		goto out_cleanup;
-	}
 	say("%zu asset(s) from %zu mirror(s): %zu new, %zu updated%s; %zu size mismatch(es), "
 	    "%zu copy(ies) without a size, %zu file(s) left out; %zu size request(s)%s%s",
 	    json_array_size(json_object_get(cat, "assets")), c.nmirrors, nnew, nkept,
@@ -1796,9 +1868,8 @@ int fs_catalog_main(int argc, char **argv)
 oom:
 	say("out of memory");
 out_cleanup:
-	curl_global_cleanup();
+	px_fetch_global_cleanup();
 out:
-	free(text);
 	json_decref(cat);
 	free_merged(&mg);
 	free_ctx(&c);

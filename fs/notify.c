@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -37,21 +38,46 @@ int fs_notify_open(struct fs_notify *n)
 	return n->fd >= 0;
 }
 
-void fs_notify_send(const struct fs_notify *n, const char *msg)
+int fs_notify_send_fds(const struct fs_notify *n, const char *msg, const int *fds, int nfds)
 {
 	struct sockaddr_un sa;
+	struct iovec iov = { .iov_base = (void *)msg, .iov_len = strlen(msg) };
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int) * 4)];
+	} ctl;
+	struct msghdr mh = { .msg_name = &sa, .msg_iov = &iov, .msg_iovlen = 1 };
 	ssize_t w;
 
-	if (n->fd < 0)
-		return;
+	if (n->fd < 0 || nfds < 0 || nfds > 4) {
+		errno = EINVAL;
+		return -1;
+	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sun_family = AF_UNIX;
 	memcpy(sa.sun_path, n->path, (size_t)n->len);
-	socklen_t salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n->len +
-				      (n->abstract ? 0 : 1));
+	mh.msg_namelen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n->len +
+				     (n->abstract ? 0 : 1));
+	if (nfds > 0) {
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
+	}
 	do
-		w = sendto(n->fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&sa, salen);
+		w = sendmsg(n->fd, &mh, MSG_NOSIGNAL);
 	while (w < 0 && errno == EINTR);
+	return w < 0 ? -1 : 0;
+}
+
+void fs_notify_send(const struct fs_notify *n, const char *msg)
+{
+	if (n->fd >= 0)
+		(void)fs_notify_send_fds(n, msg, NULL, 0);
 }
 
 void fs_notify_status(const struct fs_notify *n, const char *fmt, ...)

@@ -30,6 +30,10 @@ int fs_notify_open(struct fs_notify *n);
  * Any thread; the socket is only written. */
 void fs_notify_send(const struct fs_notify *n, const char *msg);
 
+/* Sends msg with the descriptors fds[0..n) attached (SCM_RIGHTS): systemd's
+ * FDSTORE=1. 0, or -1 (no manager, or the send failed: errno). */
+int fs_notify_send_fds(const struct fs_notify *n, const char *msg, const int *fds, int nfds);
+
 /* Sends STATUS=<formatted text>. */
 void fs_notify_status(const struct fs_notify *n, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

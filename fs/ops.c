@@ -37,6 +37,7 @@ int fs_errno(enum px_status st)
 	case PX_ESHUTDOWN: return ESHUTDOWN;
 	case PX_ENOSOURCE: return EIO;
 	case PX_EBUSY: return EBUSY;
+	case PX_ELOCKTIMEOUT: return EBUSY; /* as PX_EBUSY was for it */
 	default: return EIO; /* timeouts and source failures alike: EIO */
 	}
 }

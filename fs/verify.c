@@ -710,6 +710,85 @@ out:
 
 /* ------------------------------------------------------------ main */
 
+/* The catalog's settings, then -o options, into cfg; the named ids must
+ * be the catalog's. 0, or an exit status (said). */
+static int configure(const struct vopts *o, const struct px_catalog *cat,
+		     struct px_config *cfg)
+{
+	char err[1024];
+	for (size_t i = 0; i < cat->nsettings; i++) {
+		if (px_config_set(cfg, cat->setting_names[i], cat->setting_values[i], err,
+				  sizeof(err)) != PX_OK) {
+			fprintf(stderr, "seamfs verify: %s: settings: %s\n", o->catalog, err);
+			return EXIT_CATALOG;
+		}
+	}
+	for (size_t i = 0; i < o->ncore; i++) {
+		char *eq = strchr(o->core[i], '=');
+		if (eq)
+			*eq++ = '\0';
+		if (px_config_set(cfg, o->core[i], eq, err, sizeof(err)) != PX_OK) {
+			fprintf(stderr, "seamfs verify: %s\n", err);
+			return EXIT_USAGE;
+		}
+	}
+	for (size_t i = 0; i < o->nids; i++) {
+		if (px_catalog_find(cat, o->ids[i]) < 0) {
+			fprintf(stderr, "seamfs verify: unknown asset id '%s' (not in %s)\n",
+				o->ids[i], o->catalog);
+			return EXIT_USAGE;
+		}
+	}
+	return 0;
+}
+
+/* Checks the assets: the named ones in the order given, else all plain
+ * ones. 0, -1 out of memory (said). */
+static int verify_all(struct run *r, const struct vopts *o)
+{
+	const struct px_catalog *cat = r->cat;
+	size_t count = o->nids ? o->nids : cat->nassets;
+	for (size_t k = 0; k < count; k++) {
+		const struct px_asset *a = &cat->assets[o->nids ? (size_t)px_catalog_find(cat, o->ids[k]) : k];
+		r->total += a->kind == PX_ASSET_PLAIN ? a->nsources : 0;
+	}
+	for (size_t k = 0; k < count; k++) {
+		const struct px_asset *a = &cat->assets[o->nids ? (size_t)px_catalog_find(cat, o->ids[k]) : k];
+		if (a->kind != PX_ASSET_PLAIN) {
+			if (o->nids)
+				say(r, "%s: not a plain asset (made from %s): nothing to verify",
+				    a->id, a->of ? a->of : "another asset");
+			continue;
+		}
+		if (check_asset(r, a) != PX_OK) {
+			progress_clear(r);
+			fprintf(stderr, "seamfs verify: out of memory\n");
+			return -1;
+		}
+	}
+	progress_clear(r);
+	return 0;
+}
+
+/* The counts, on stdout; the exit status they make. */
+static int summary(const struct run *r)
+{
+	printf("%zu source(s): %zu match, %zu mismatch, %zu size mismatch, %zu inconclusive, "
+	       "%zu undecided, %zu alone", r->done, r->n[O_MATCH], r->n[O_MISMATCH],
+	       r->n[O_SIZE_MISMATCH], r->n[O_INCONCLUSIVE], r->n[O_UNDECIDED], r->n[O_ALONE]);
+	if (r->full)
+		printf("; full sha256: %zu differ, %zu unread", r->full_bad, r->full_unsure);
+	printf("\n");
+	fflush(stdout);
+	if (r->n[O_MISMATCH] || r->n[O_SIZE_MISMATCH])
+		return EXIT_MISMATCH;
+	if (r->n[O_UNDECIDED])
+		return EXIT_UNDECIDED;
+	if (r->n[O_INCONCLUSIVE])
+		return EXIT_INCONCLUSIVE;
+	return 0;
+}
+
 int fs_verify_main(int argc, char **argv)
 {
 	struct vopts o = { 0 };
@@ -742,31 +821,9 @@ int fs_verify_main(int argc, char **argv)
 		rc = EXIT_CATALOG;
 		goto out;
 	}
-	for (size_t i = 0; i < cat->nsettings; i++) {
-		if (px_config_set(&cfg, cat->setting_names[i], cat->setting_values[i], err,
-				  sizeof(err)) != PX_OK) {
-			fprintf(stderr, "seamfs verify: %s: settings: %s\n", o.catalog, err);
-			rc = EXIT_CATALOG;
-			goto out;
-		}
-	}
-	for (size_t i = 0; i < o.ncore; i++) {
-		char *eq = strchr(o.core[i], '=');
-		if (eq)
-			*eq++ = '\0';
-		if (px_config_set(&cfg, o.core[i], eq, err, sizeof(err)) != PX_OK) {
-			fprintf(stderr, "seamfs verify: %s\n", err);
-			rc = EXIT_USAGE;
-			goto out;
-		}
-	}
-	for (size_t i = 0; i < o.nids; i++) {
-		if (px_catalog_find(cat, o.ids[i]) < 0) {
-			fprintf(stderr, "seamfs verify: unknown asset id '%s' (not in %s)\n",
-				o.ids[i], o.catalog);
-			rc = EXIT_USAGE;
-			goto out;
-		}
+	if ((pr = configure(&o, cat, &cfg))) {
+		rc = pr;
+		goto out;
 	}
 	if (!cfg.state_dir && !(cfg.state_dir = fs_default_state_dir()))
 		goto out;
@@ -790,42 +847,8 @@ int fs_verify_main(int argc, char **argv)
 	if (vf_store_open(dir, store_log, NULL, &r.store, err, sizeof(err)) != PX_OK)
 		px_warn("verify", "%s; results will not be remembered", err);
 
-	/* which assets: the named ones in the order given, else all plain ones */
-	size_t count = o.nids ? o.nids : cat->nassets;
-	for (size_t k = 0; k < count; k++) {
-		const struct px_asset *a = &cat->assets[o.nids ? (size_t)px_catalog_find(cat, o.ids[k]) : k];
-		r.total += a->kind == PX_ASSET_PLAIN ? a->nsources : 0;
-	}
-	for (size_t k = 0; k < count; k++) {
-		const struct px_asset *a = &cat->assets[o.nids ? (size_t)px_catalog_find(cat, o.ids[k]) : k];
-		if (a->kind != PX_ASSET_PLAIN) {
-			if (o.nids)
-				say(&r, "%s: not a plain asset (made from %s): nothing to verify",
-				    a->id, a->of ? a->of : "another asset");
-			continue;
-		}
-		if (check_asset(&r, a) != PX_OK) {
-			progress_clear(&r);
-			fprintf(stderr, "seamfs verify: out of memory\n");
-			goto out;
-		}
-	}
-	progress_clear(&r);
-	printf("%zu source(s): %zu match, %zu mismatch, %zu size mismatch, %zu inconclusive, "
-	       "%zu undecided, %zu alone", r.done, r.n[O_MATCH], r.n[O_MISMATCH],
-	       r.n[O_SIZE_MISMATCH], r.n[O_INCONCLUSIVE], r.n[O_UNDECIDED], r.n[O_ALONE]);
-	if (r.full)
-		printf("; full sha256: %zu differ, %zu unread", r.full_bad, r.full_unsure);
-	printf("\n");
-	fflush(stdout);
-	if (r.n[O_MISMATCH] || r.n[O_SIZE_MISMATCH])
-		rc = EXIT_MISMATCH;
-	else if (r.n[O_UNDECIDED])
-		rc = EXIT_UNDECIDED;
-	else if (r.n[O_INCONCLUSIVE])
-		rc = EXIT_INCONCLUSIVE;
-	else
-		rc = 0;
+	if (verify_all(&r, &o) == 0)
+		rc = summary(&r);
 out:
 	vf_store_free(r.store);
 	px_fetch_free(r.fetch);

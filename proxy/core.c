@@ -4,7 +4,7 @@
  * layers below, runs the discovery pass that decides which assets the
  * mount lists, owns the monitor thread that calls each layer's periodic
  * tick, and wires the one call that must go up a layer (a provider at its
- * limit asks the read layer for idle streams' slots: core->yield_idle).
+ * limit asks the read layer for idle streams' slots: px_providers_set_yield).
  * The only file that sees every layer; docs/architecture.md maps them.
  */
 #include <errno.h>
@@ -17,6 +17,7 @@
 
 #include "cache.h"
 #include "clock.h"
+#include "cluster.h"
 #include "context.h"
 #include "copies.h"
 #include "core.h"
@@ -29,6 +30,8 @@
 #include "probe.h"
 #include "provider.h"
 #include "rangeread.h"
+#include "reads.h"
+#include "reload.h"
 #include "session.h"
 #include "session_i.h"
 #include "sources.h"
@@ -36,6 +39,12 @@
 #include "state.h"
 #include "transcode.h"
 #include "tree.h"
+
+/* The monitor thread, started when the core has its own fetcher. */
+struct px_monitor {
+	pthread_t thread;
+	int started;
+};
 
 /*
  * The monitor thread: the core's periodic work, at most a second apart or
@@ -46,7 +55,7 @@ static void *monitor_main(void *arg)
 {
 	struct px_core *core = arg;
 	pthread_mutex_lock(&core->prov_lock);
-	while (!core->stopping) {
+	while (!px_providers_stopping_locked(core)) {
 		pthread_mutex_unlock(&core->prov_lock);
 		int64_t next = px_providers_tick(core);
 		px_standby_tick(core);
@@ -58,10 +67,8 @@ static void *monitor_main(void *arg)
 		if (delay > 1000)
 			delay = 1000;
 		int64_t wake = px_now_ms() + delay;
-		if (!core->stopping) {
-			struct timespec ts = { wake / 1000, (wake % 1000) * 1000000 };
-			pthread_cond_timedwait(&core->prov_cond, &core->prov_lock, &ts);
-		}
+		if (!px_providers_stopping_locked(core))
+			px_prov_wait_until(core, wake);
 	}
 	pthread_mutex_unlock(&core->prov_lock);
 	return NULL;
@@ -69,13 +76,10 @@ static void *monitor_main(void *arg)
 
 static void monitor_stop(struct px_core *core)
 {
-	pthread_mutex_lock(&core->prov_lock);
-	core->stopping = 1;
-	pthread_cond_broadcast(&core->prov_cond);
-	pthread_mutex_unlock(&core->prov_lock);
-	if (core->monitor_started)
-		pthread_join(core->monitor, NULL);
-	core->monitor_started = 0;
+	px_providers_release(core);
+	if (core->monitor->started)
+		pthread_join(core->monitor->thread, NULL);
+	core->monitor->started = 0;
 }
 
 /* What this host's heartbeat reports to the cluster (hosts.c's thread):
@@ -123,11 +127,12 @@ static void cluster_tick(void *arg)
 	char key[256];
 	struct px_reply *r = NULL;
 	struct px_host_info hosts[PX_HOSTS_MAX];
-	px_cslots_set_hosts(core, (int)px_hosts_list(core->hosts, hosts, PX_HOSTS_MAX));
-	if (px_store_key(core->store, key, sizeof(key), "drains") < 0)
+	px_cslots_set_hosts(core, (int)px_hosts_list(px_cluster_hosts(core), hosts, PX_HOSTS_MAX));
+	if (px_store_key(px_cluster_store(core), key, sizeof(key), "drains") < 0)
 		return;
 	const char *argv[] = { "HGETALL", key };
-	if (px_store_call(core->store, 2, argv, NULL, &r) == PX_OK && r->type == PX_REPLY_ARRAY)
+	if (px_store_call(px_cluster_store(core), 2, argv, NULL, &r) == PX_OK &&
+	    r->type == PX_REPLY_ARRAY)
 		for (size_t i = 0; i + 1 < r->n; i += 2)
 			if (px_provider_drain(core, px_reply_str(r, i),
 					      strcmp(px_reply_str(r, i + 1), "1") == 0) == PX_OK)
@@ -152,15 +157,19 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 	if (!core)
 		return PX_ENOMEM;
 	core->cfg = cfg;
-	core->store = store;
-	core->hosts = hosts;
+	core->monitor = calloc(1, sizeof(*core->monitor));
+	if (!core->monitor)
+		goto out;
+	if (px_cluster_new(core, store, hosts) != PX_OK)
+		goto out;
 	if (px_sources_own_catalog(core, cat) != PX_OK)
 		goto out;
 	core->assets_cap = cat->nassets + PX_SPARE_ASSETS;
 	core->assets = calloc(core->assets_cap + 1, sizeof(*core->assets));
 	if (!core->assets)
 		goto out;
-	pthread_mutex_init(&core->reload_lock, NULL);
+	if (px_reloads_new(core) != PX_OK || px_probe_retry_new(core) != PX_OK)
+		goto out;
 	for (size_t i = 0; i < cat->nassets; i++)
 		core->assets[i].source_cap = cat->assets[i].kind == PX_ASSET_PLAIN
 			? cat->assets[i].nsources + px_spare_sources(cat->nassets) : 0;
@@ -168,11 +177,12 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 	core->provs = calloc(core->provs_cap, sizeof(*core->provs));
 	if (!core->provs)
 		goto out;
-	px_cache_init(core);
-	px_providers_init(core);
+	if (px_reads_new(cfg, &core->reads) != PX_OK)
+		goto out;
+	if (px_providers_init(core) != PX_OK)
+		goto out;
 	/* a session at its provider's limit gives back its idle streams' slots */
-	core->yield_idle = px_session_yield_idle;
-	pthread_mutex_init(&core->handles_lock, NULL);
+	px_providers_set_yield(core, px_session_yield_idle);
 	if ((st = px_standby_init(core)) != PX_OK)
 		goto out;
 	st = PX_ENOMEM;
@@ -188,18 +198,18 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 	for (size_t i = 0; i < cat->nassets; i++) {
 		if (cat->assets[i].kind == PX_ASSET_PLAIN)
 			continue;
-		if (px_transcode_new(cfg, cat, core->store, &core->tc) != PX_OK)
+		if (px_transcode_new(cfg, cat, px_cluster_store(core), &core->tc) != PX_OK)
 			px_error("core", "transcoded assets cannot be served (see above)");
 		break;
 	}
 	if (ops) {
-		core->ops = *ops;
+		core->fetch.ops = *ops;
 	} else {
-		if ((st = px_fetch_new(cfg, &core->fetch)) != PX_OK)
+		if ((st = px_fetch_new(cfg, &core->fetch.own)) != PX_OK)
 			goto out;
-		core->ops = px_fetch_ops(core->fetch);
+		core->fetch.ops = px_fetch_ops(core->fetch.own);
 	}
-	core->cluster_acquire = px_cslots_acquire;
+	px_providers_set_cluster(core, px_cslots_acquire);
 	if (hosts && px_cslots_start(core) != PX_OK) {
 		px_warn("core", "providers' slots cannot be shared with the cluster: each host "
 			"keeps to its own limit");
@@ -234,7 +244,6 @@ void px_core_free(struct px_core *core)
 		}
 		/* before the fetcher stops: their streams' transfers end with it */
 		px_handles_close_all(core);
-		pthread_mutex_destroy(&core->handles_lock);
 		/* every slot this host holds back to the cluster */
 		px_cslots_stop(core);
 		monitor_stop(core);
@@ -245,7 +254,7 @@ void px_core_free(struct px_core *core)
 		px_standby_stop(core);
 	}
 	px_transcode_free(core->tc);
-	px_fetch_free(core->fetch);
+	px_fetch_free(core->fetch.own);
 	/* no fill ends any more: nothing queues a part for the disk */
 	px_cache_disk_stop(core);
 	if (core->provs) {
@@ -253,13 +262,16 @@ void px_core_free(struct px_core *core)
 		px_standby_release(core);
 	}
 	if (core->assets) {
+		struct px_reads_stats rs = { 0 };
+		if (core->reads)
+			px_reads_stats(core->reads, &rs);
 		px_info("core", "reads: %llu head/tail cache hits, %llu cache fills, %llu streams "
 			"(%llu restarts, %llu waits for bytes, %llu ms waiting), %llu direct range reads",
-			(unsigned long long)core->n_cache_hits, (unsigned long long)core->n_cache_fills,
-			(unsigned long long)core->n_streams, (unsigned long long)core->n_stream_restarts,
-			(unsigned long long)core->n_stream_waits,
-			(unsigned long long)core->stream_wait_us / 1000,
-			(unsigned long long)core->n_direct);
+			(unsigned long long)rs.n_cache_hits, (unsigned long long)rs.n_cache_fills,
+			(unsigned long long)rs.n_streams, (unsigned long long)rs.n_stream_restarts,
+			(unsigned long long)rs.n_stream_waits,
+			(unsigned long long)rs.stream_wait_us / 1000,
+			(unsigned long long)rs.n_direct);
 		px_cache_release(core);
 		px_source_preps_free(core);
 		for (size_t i = 0; i < core->cat->nassets; i++)
@@ -267,43 +279,34 @@ void px_core_free(struct px_core *core)
 		for (size_t i = core->cat->nassets; i < core->assets_cap; i++)
 			free((void *)core->assets[i].dead);
 	}
+	px_reads_free(core->reads);
 	free(core->assets);
 	free(core->provs);
 	px_tree_free(core->tree);
 	px_probe_retry_release(core);
-	for (size_t i = 0; i < core->ncatalogs; i++) {
-		px_tree_free(core->old_trees[i]);
-		px_catalog_free(core->catalogs[i]);
-	}
-	if (core->assets)
-		pthread_mutex_destroy(&core->reload_lock);
+	px_reloads_free(core);
 	px_copies_free(core);
 	px_sources_release_catalog(core);
-	if (core->peer_secret) {
-		explicit_bzero(core->peer_secret, strlen(core->peer_secret));
-		free(core->peer_secret);
-	}
+	px_cluster_free(core);
+	free(core->monitor);
 	free(core);
 }
 
 void px_core_set_peer_secret(struct px_core *core, char *secret)
 {
-	core->peer_secret = secret;
+	px_cluster_set_secret(core, secret);
 }
 
 void px_core_stop(struct px_core *core)
 {
-	pthread_mutex_lock(&core->prov_lock);
-	core->stopping = 1;
-	pthread_cond_broadcast(&core->prov_cond);
-	pthread_mutex_unlock(&core->prov_lock);
-	if (core->fetch)
-		px_fetch_stop(core->fetch);
+	px_providers_release(core);
+	if (core->fetch.own)
+		px_fetch_stop(core->fetch.own);
 	px_transcode_stop(core->tc);
 }
 
 /* Lists a transcode or remux asset at the size its plan gives
- * (transcode.c). */
+ * (transcode/plan.c). */
 static void discover_derived(struct px_core *core, size_t i, int64_t fallback_mtime,
 			     unsigned char *listed)
 {
@@ -389,14 +392,14 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 	atomic_store(&core->tree, tree);
 	if (st == PX_OK) {
 		px_providers_start(core);
-		if (core->fetch) {
-			if (pthread_create(&core->monitor, NULL, monitor_main, core) == 0)
-				core->monitor_started = 1;
+		if (core->fetch.own) {
+			if (pthread_create(&core->monitor->thread, NULL, monitor_main, core) == 0)
+				core->monitor->started = 1;
 			else
 				px_warn("core", "could not start the monitor thread: sessions "
 					"expire only at opens, and providers are not probed");
 		}
-		if (core->fetch) {
+		if (core->fetch.own) {
 			px_probe_retry_start(core, state);
 			px_cache_disk_start(core);
 		}
@@ -427,15 +430,14 @@ void px_core_set_worker(struct px_core *core, const struct px_worker_info *w)
 
 void px_core_set_catalog_path(struct px_core *core, const char *path)
 {
-	core->catalog_path = path;
+	px_reload_set_path(core, path);
 }
 
 void px_core_on_reload(struct px_core *core,
 		       void (*fn)(void *ctx, const struct px_tree *old, const struct px_tree *now),
 		       void *ctx)
 {
-	core->on_reload_ctx = ctx;
-	atomic_store(&core->on_reload, fn); /* after ctx: a reader loads fn first */
+	px_probe_on_reload(core, fn, ctx);
 }
 
 int64_t px_core_asset_size(const struct px_core *core, size_t asset)

@@ -97,7 +97,7 @@ enum px_status vf_pool_submit(struct vf_pool *p, vf_job_fn run, vf_done_fn done,
 	if (p->stop) {
 		st = PX_ESHUTDOWN;
 	} else if (p->count == p->max) {
-		st = PX_EAGAIN;
+		st = PX_EFULL;
 	} else {
 		p->ring[(p->head + p->count) % p->max] = (struct job){ run, done, arg };
 		p->count++;

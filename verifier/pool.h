@@ -31,7 +31,7 @@ enum px_status vf_pool_new(unsigned nthreads, size_t max_queued, struct vf_pool 
 
 /*
  * Queues a job. run must not be NULL; done may be. Any thread, a worker
- * too. PX_EAGAIN when the queue is full, PX_ESHUTDOWN once shutdown has
+ * too. PX_EFULL when the queue is full, PX_ESHUTDOWN once shutdown has
  * begun; on failure neither run nor done is ever called for it, and arg
  * stays the caller's.
  */

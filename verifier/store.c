@@ -185,10 +185,26 @@ int vf_seen_same(const struct vf_seen *a, const struct vf_seen *b)
 
 /* ------------------------------------------------------------ decoding */
 
-/* An integer member in [min, max]; absent gives def when def_ok. */
-static int get_int(json_t *obj, const char *key, int64_t min, int64_t max, int def_ok,
-		   int64_t def, int64_t *out, const char *where, char *err, size_t errlen)
+/* What an integer member may be: in [min, max]; absent gives def when
+ * def_ok. */
+struct int_rule {
+	int64_t min, max;
+	int def_ok;
+	int64_t def;
+};
+
+/* -1 when absent: none (a sample, an offset, an mtime) */
+static const struct int_rule sample_rule = { -1, VF_MAX_SAMPLES - 1, 1, -1 };
+static const struct int_rule offset_rule = { -1, INT64_MAX, 1, -1 };
+static const struct int_rule size_rule = { 0, INT64_MAX, 0, 0 };   /* required */
+static const struct int_rule time_rule = { 0, INT64_MAX, 1, 0 };
+
+/* An integer member by rule r. */
+static int get_int(json_t *obj, const char *key, const struct int_rule *r, int64_t *out,
+		   const char *where, char *err, size_t errlen)
 {
+	int64_t min = r->min, max = r->max, def = r->def;
+	int def_ok = r->def_ok;
 	json_t *v = json_object_get(obj, key);
 	if (!v && def_ok) {
 		*out = def;
@@ -268,10 +284,10 @@ static int decode_verdict(json_t *v, struct vf_record *rec, const char *where,
 		return -1;
 	}
 	snprintf(rec->ref, sizeof(rec->ref), "%s", ref ? json_string_value(ref) : "");
-	if (get_int(v, "sample", -1, VF_MAX_SAMPLES - 1, 1, -1, &n, where, err, errlen))
+	if (get_int(v, "sample", &sample_rule, &n, where, err, errlen))
 		return -1;
 	vd->sample = (long)n;
-	if (get_int(v, "offset", -1, INT64_MAX, 1, -1, &vd->offset, where, err, errlen))
+	if (get_int(v, "offset", &offset_rule, &vd->offset, where, err, errlen))
 		return -1;
 	if (why && !json_is_string(why)) {
 		snprintf(err, errlen, "%s.verdict.why: expected a string", where);
@@ -295,9 +311,9 @@ static int decode_record(json_t *r, const char *source, struct vf_record *rec,
 		snprintf(err, errlen, "%s: expected an object", where);
 		return -1;
 	}
-	if (get_int(r, "size", 0, INT64_MAX, 0, 0, &rec->seen.size, where, err, errlen) ||
-	    get_int(r, "mtime", -1, INT64_MAX, 1, -1, &rec->seen.mtime, where, err, errlen) ||
-	    get_int(r, "time", 0, INT64_MAX, 1, 0, &rec->time, where, err, errlen))
+	if (get_int(r, "size", &size_rule, &rec->seen.size, where, err, errlen) ||
+	    get_int(r, "mtime", &offset_rule, &rec->seen.mtime, where, err, errlen) ||
+	    get_int(r, "time", &time_rule, &rec->time, where, err, errlen))
 		return -1;
 	etag = json_object_get(r, "etag");
 	if (etag && (!json_is_string(etag) || json_string_length(etag) >= ETAG_KEY_MAX ||
@@ -521,7 +537,7 @@ fresh:
 #define LOCK_WAIT_MS 5000
 
 /* Takes the exclusive lock of file's read-modify-write between processes:
- * the lock file's fd, or -1 with err (PX_EAGAIN: held too long). */
+ * the lock file's fd, or -1 with err (PX_ELOCKTIMEOUT: held too long). */
 static int lock_file(const char *file, enum px_status *st, char *err, size_t errlen)
 {
 	char path[PATH_MAX];
@@ -540,7 +556,7 @@ static int lock_file(const char *file, enum px_status *st, char *err, size_t err
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
 			return fd;
 		if ((errno != EWOULDBLOCK && errno != EINTR) || waited >= LOCK_WAIT_MS) {
-			*st = errno == EWOULDBLOCK ? PX_EAGAIN : PX_EIO;
+			*st = errno == EWOULDBLOCK ? PX_ELOCKTIMEOUT : PX_EIO;
 			snprintf(err, errlen, "%s: %s", path,
 				 errno == EWOULDBLOCK ? "held by another process for over 5 s"
 						      : strerror(errno));

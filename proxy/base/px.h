@@ -19,9 +19,8 @@
 enum px_status {
 	PX_OK = 0,
 	PX_EOF,          /* outcome: no byte at or after the offset */
-	PX_EAGAIN,       /* outcome: not now; the same request may succeed when
-			  * made again (the read's source changed under it, a
-			  * lease another holds) */
+	PX_EAGAIN,       /* outcome: nothing yet; the same request, made again
+			  * later, may succeed. Only that. */
 	PX_ENOMEM,
 	PX_EINVAL,       /* bad argument or bad input */
 	PX_EIO,          /* local I/O error (pread, state files) */
@@ -44,6 +43,13 @@ enum px_status {
 			  * not hold the bytes, a parse that needs the whole
 			  * document): the caller takes the next way */
 	PX_EEXIST,       /* it is there already */
+	PX_EFENCED,      /* outcome: our lease or generation was taken or
+			  * superseded: stop, publish nothing (not "again") */
+	PX_EFULL,        /* a bounded queue or table has no room */
+	PX_ELOCKTIMEOUT, /* a lock (a store's, a file's) was not had in time */
+	PX_ENEXT,        /* outcome: this source is done with the request (it
+			  * cut over, or its bytes were not the asset's): take
+			  * the next source and ask again */
 	PX_STATUS_COUNT
 };
 

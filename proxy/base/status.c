@@ -28,6 +28,10 @@ const char *px_strerror(enum px_status st)
 	case PX_EMISMATCH: return "bytes differ from the asset's reference";
 	case PX_EDECLINED: return "not served this way";
 	case PX_EEXIST: return "already there";
+	case PX_EFENCED: return "fenced: superseded by another holder";
+	case PX_EFULL: return "no room";
+	case PX_ELOCKTIMEOUT: return "lock not had in time";
+	case PX_ENEXT: return "take the next source";
 	case PX_STATUS_COUNT: break;
 	}
 	return "unknown status";

@@ -620,6 +620,55 @@ static enum px_status parse_derived(struct ctx *c, const char *at, json_t *av,
 	return a->of ? PX_OK : oom(c);
 }
 
+/* An asset's "sha256" (at: "assets[N]"): 64 hex digits, kept lowercase. */
+static enum px_status parse_sha256(struct ctx *c, const char *at, const char *sha,
+				   struct px_asset *a)
+{
+	char field[128];
+	size_t n = strlen(sha);
+	int hex = n == 64;
+	for (size_t k = 0; hex && k < n; k++)
+		hex = isxdigit((unsigned char)sha[k]);
+	if (!hex) {
+		snprintf(field, sizeof(field), "%s.sha256", at);
+		return fail(c, field, "must be 64 hexadecimal digits");
+	}
+	if (!(a->sha256 = malloc(65)))
+		return oom(c);
+	for (size_t k = 0; k < 64; k++)
+		a->sha256[k] = (char)tolower((unsigned char)sha[k]);
+	a->sha256[64] = '\0';
+	return PX_OK;
+}
+
+/* A plain asset's "sources" (srcs, NULL when missing): at least one. */
+static enum px_status parse_sources(struct ctx *c, const char *at, json_t *srcs,
+				    struct px_asset *a)
+{
+	char field[128];
+	enum px_status st;
+	snprintf(field, sizeof(field), "%s.sources", at);
+	if (!srcs)
+		return fail(c, field, "missing required field \"sources\"");
+	if (!json_is_array(srcs))
+		return fail(c, field, "must be an array, not %s", type_name(srcs));
+	if (json_array_size(srcs) == 0)
+		return fail(c, field, "must list at least one source");
+	a->sources = calloc(json_array_size(srcs), sizeof(*a->sources));
+	if (!a->sources)
+		return oom(c);
+	size_t k;
+	json_t *sv;
+	json_array_foreach(srcs, k, sv) {
+		char sat[256];
+		snprintf(sat, sizeof(sat), "%s.sources[%zu]", at, k);
+		if ((st = parse_source(c, sat, sv, &a->sources[k])))
+			return st;
+		a->nsources++;
+	}
+	return PX_OK;
+}
+
 static enum px_status parse_asset(struct ctx *c, size_t i, json_t *av)
 {
 	static const char *const keys[] = { "id", "path", "size", "sha256", "mtime",
@@ -660,21 +709,8 @@ static enum px_status parse_asset(struct ctx *c, size_t i, json_t *av)
 	if ((st = get_count(c, at, av, "copies", 0, PX_CATALOG_MAX_COPIES, &ncopies)))
 		return st;
 	a->copies = (int)ncopies;
-	if (sha) {
-		size_t n = strlen(sha);
-		int hex = n == 64;
-		for (size_t k = 0; hex && k < n; k++)
-			hex = isxdigit((unsigned char)sha[k]);
-		if (!hex) {
-			snprintf(field, sizeof(field), "%s.sha256", at);
-			return fail(c, field, "must be 64 hexadecimal digits");
-		}
-		if (!(a->sha256 = malloc(65)))
-			return oom(c);
-		for (size_t k = 0; k < 64; k++)
-			a->sha256[k] = (char)tolower((unsigned char)sha[k]);
-		a->sha256[64] = '\0';
-	}
+	if (sha && (st = parse_sha256(c, at, sha, a)))
+		return st;
 	a->id = strdup(id);
 	a->path = strdup(path);
 	if (!a->id || !a->path)
@@ -694,26 +730,7 @@ static enum px_status parse_asset(struct ctx *c, size_t i, json_t *av)
 	}
 	if (derived)
 		return parse_derived(c, at, av, a);
-	snprintf(field, sizeof(field), "%s.sources", at);
-	if (!srcs)
-		return fail(c, field, "missing required field \"sources\"");
-	if (!json_is_array(srcs))
-		return fail(c, field, "must be an array, not %s", type_name(srcs));
-	if (json_array_size(srcs) == 0)
-		return fail(c, field, "must list at least one source");
-	a->sources = calloc(json_array_size(srcs), sizeof(*a->sources));
-	if (!a->sources)
-		return oom(c);
-	size_t k;
-	json_t *sv;
-	json_array_foreach(srcs, k, sv) {
-		char sat[256];
-		snprintf(sat, sizeof(sat), "%s.sources[%zu]", at, k);
-		if ((st = parse_source(c, sat, sv, &a->sources[k])))
-			return st;
-		a->nsources++;
-	}
-	return PX_OK;
+	return parse_sources(c, at, srcs, a);
 }
 
 /* Ids and paths unique; no path is a directory of another; derived assets
@@ -1047,6 +1064,52 @@ static long array_elements(const char *t, size_t a0, size_t a1, size_t *spans)
 	}
 }
 
+/* The catalog text with the "assets" array's inside blanked, parsed: the
+ * rest of the document, small even when the assets are many; *nel and
+ * *spans (start, end of each element, the caller frees) say where the
+ * assets are. NULL when the text does not lend itself to that. */
+static json_t *load_skeleton(const char *text, size_t len, long *nel, size_t **spans)
+{
+	size_t a0 = 0, a1 = 0;
+	char *skel = NULL;
+	json_error_t jerr;
+	if (!find_assets(text, len, &a0, &a1) || (*nel = array_elements(text, a0, a1, NULL)) < 0 ||
+	    !(*spans = malloc(2 * ((size_t)*nel + 1) * sizeof(**spans))) ||
+	    array_elements(text, a0, a1, *spans) != *nel || !(skel = malloc(len)))
+		return NULL;
+	memcpy(skel, text, len);
+	memset(skel + a0 + 1, ' ', a1 - a0 - 2);
+	json_t *root = json_loadb(skel, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+	free(skel);
+	return root;
+}
+
+/* The assets: of the parsed array, or with spans (load_skeleton) nel
+ * elements parsed one at a time from the text. */
+static enum px_status parse_assets(struct ctx *c, json_t *assets, const size_t *spans,
+				   long nel)
+{
+	const int flags = JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY;
+	json_error_t jerr;
+	size_t count = spans ? (size_t)nel : json_array_size(assets);
+	c->cat->assets = calloc(count + 1, sizeof(*c->cat->assets));
+	if (!c->cat->assets)
+		return oom(c);
+	for (size_t i = 0; i < count; i++) {
+		json_t *av = spans ? json_loadb(c->text + spans[2 * i],
+						spans[2 * i + 1] - spans[2 * i], flags, &jerr)
+				   : json_incref(json_array_get(assets, i));
+		if (!av)
+			return PX_EDECLINED; /* the whole parse says where and why */
+		c->cat->nassets++;
+		enum px_status st = parse_asset(c, i, av);
+		json_decref(av);
+		if (st)
+			return st;
+	}
+	return PX_OK;
+}
+
 /* px_catalog_parse(); stream: the assets one at a time, PX_EDECLINED when
  * the document does not lend itself to that (nothing said, nothing kept). */
 static enum px_status parse_text(const char *file, const char *text, size_t len, int stream,
@@ -1054,7 +1117,7 @@ static enum px_status parse_text(const char *file, const char *text, size_t len,
 {
 	static const char *const keys[] = { "providers", "assets", "settings", "storages", NULL };
 	const int flags = JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL;
-	size_t a0 = 0, a1 = 0, *spans = NULL;
+	size_t *spans = NULL;
 	long nel = -1;
 	struct ctx c = { .file = file, .text = text, .len = len, .err = err, .errlen = errlen };
 	json_error_t jerr;
@@ -1079,18 +1142,8 @@ static enum px_status parse_text(const char *file, const char *text, size_t len,
 		goto out;
 	}
 	if (stream) {
-		char *skel = NULL;
 		st = PX_EDECLINED;
-		if (!find_assets(text, len, &a0, &a1) ||
-		    (nel = array_elements(text, a0, a1, NULL)) < 0 ||
-		    !(spans = malloc(2 * ((size_t)nel + 1) * sizeof(*spans))) ||
-		    array_elements(text, a0, a1, spans) != nel || !(skel = malloc(len)))
-			goto out;
-		memcpy(skel, text, len);
-		memset(skel + a0 + 1, ' ', a1 - a0 - 2);
-		root = json_loadb(skel, len, flags, &jerr);
-		free(skel);
-		if (!root)
+		if (!(root = load_skeleton(text, len, &nel, &spans)))
 			goto out;
 	} else {
 		root = json_loadb(text, len, flags, &jerr);
@@ -1119,27 +1172,7 @@ static enum px_status parse_text(const char *file, const char *text, size_t len,
 		st = fail(&c, "assets", "must be an array, not %s", type_name(assets));
 		goto out;
 	}
-	size_t count = stream ? (size_t)nel : json_array_size(assets);
-	c.cat->assets = calloc(count + 1, sizeof(*c.cat->assets));
-	if (!c.cat->assets) {
-		st = oom(&c);
-		goto out;
-	}
-	for (size_t i = 0; i < count; i++) {
-		json_t *av = stream ? json_loadb(text + spans[2 * i], spans[2 * i + 1] - spans[2 * i],
-						 flags | JSON_DECODE_ANY, &jerr)
-				    : json_incref(json_array_get(assets, i));
-		if (!av) {
-			st = PX_EDECLINED; /* the whole parse says where and why */
-			goto out;
-		}
-		c.cat->nassets++;
-		st = parse_asset(&c, i, av);
-		json_decref(av);
-		if (st)
-			goto out;
-	}
-	if ((st = check_assets(&c)))
+	if ((st = parse_assets(&c, assets, spans, nel)) || (st = check_assets(&c)))
 		goto out;
 	json_t *settings = json_object_get(root, "settings");
 	if (settings && (st = parse_settings(&c, settings)))

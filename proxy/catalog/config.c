@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,7 @@ const struct px_config_option px_config_options[] = {
 	{ "writer_max_speed", "X", "pace writers at most X times realtime, 0 for no limit (default 0)" },
 	{ "strm_paths", "DIR[:DIR...]", "folders local paths named in .strm and M3U playlists (and added through seamfs ctl) must lie in, after symlinks (default: none, URL sources only)" },
 	{ "control_socket", "PATH", "serve the control API (seamfs ctl) on a Unix socket made at PATH, mode 0600 (default: none)" },
-	{ "store", "URL", "cluster mode: share leases and hosts through Redis at redis://HOST[:PORT][/DB], redis+unix:///PATH, or the master NAME that Redis Sentinel names at redis-sentinel://HOST:PORT+HOST:PORT+.../NAME (default: none, one host)" },
+	{ "store", "URL", "cluster mode: share leases and hosts through Redis at redis://HOST[:PORT][/DB], redis+unix:///PATH, or the master NAME that Redis Sentinel names at redis-sentinel://HOST:PORT+HOST:PORT+.../NAME; over TLS rediss://... and rediss-sentinel://..., with the URL's query settings tls_ca_file, tls_cert_file, tls_key_file and tls_server_name as needed (default: none, one host)" },
 	{ "store_password_file", "PATH", "a file whose first line is the store's password (default: no AUTH)" },
 	{ "host_id", "NAME", "this daemon's name in the cluster, unique per store (default: the host name)" },
 	{ "peer_listen", "ADDR:PORT", "cluster mode: serve this host's verified copies to the other hosts over HTTP at ADDR:PORT, for requests that carry the cluster's secret (default: none)" },
@@ -206,193 +207,278 @@ static int set_string(char **dst, const char *v)
 	return 0;
 }
 
+/* The options whose values need more than a range: each sets its field or
+ * says what it wants (*want) or fails (err). */
+typedef enum px_status (*set_fn)(struct px_config *cfg, const char *name, const char *value,
+				 const char **want, char *err, size_t errlen);
+
+static enum px_status out_of_memory(char *err, size_t errlen)
+{
+	snprintf(err, errlen, "out of memory");
+	return PX_ENOMEM;
+}
+
+static enum px_status set_log_level(struct px_config *cfg, const char *name, const char *value,
+				    const char **want, char *err, size_t errlen)
+{
+	(void)name, (void)err, (void)errlen;
+	if (px_log_level_parse(value, &cfg->log_level) != PX_OK)
+		*want = "error, warn, info or debug";
+	return PX_OK;
+}
+
+static enum px_status set_session_key(struct px_config *cfg, const char *name,
+				      const char *value, const char **want, char *err,
+				      size_t errlen)
+{
+	static const char *const keys[] = { "process", "thread", "uid", "open" };
+	size_t k = 0;
+	(void)name, (void)err, (void)errlen;
+	while (k < 4 && strcmp(value, keys[k]))
+		k++;
+	if (k == 4)
+		*want = "process, thread, uid or open";
+	else
+		cfg->session_key = (enum px_session_key)k;
+	return PX_OK;
+}
+
+static enum px_status set_placement(struct px_config *cfg, const char *name, const char *value,
+				    const char **want, char *err, size_t errlen)
+{
+	(void)name, (void)err, (void)errlen;
+	if (strcmp(value, "least-loaded") == 0)
+		cfg->placement_local = 0;
+	else if (strcmp(value, "local") == 0)
+		cfg->placement_local = 1;
+	else
+		*want = "least-loaded or local";
+	return PX_OK;
+}
+
+static enum px_status set_writer_speed(struct px_config *cfg, const char *name,
+				       const char *value, const char **want, char *err,
+				       size_t errlen)
+{
+	char *end;
+	(void)name, (void)err, (void)errlen;
+	errno = 0;
+	double d = strtod(value, &end);
+	if (errno || end == value || *end || !isfinite(d) || d < 0 || d > 1000)
+		*want = "a number from 0 to 1000";
+	else
+		cfg->writer_max_speed = d;
+	return PX_OK;
+}
+
+static enum px_status set_strm_paths(struct px_config *cfg, const char *name,
+				     const char *value, const char **want, char *err,
+				     size_t errlen)
+{
+	/* absolute folders, ':' between them */
+	int ok = value && value[0] == '/';
+	(void)name;
+	for (const char *c = value; ok && (c = strchr(c, ':')); c++)
+		ok = c[1] == '/';
+	if (!ok)
+		*want = "absolute folders separated by ':'";
+	else if (set_string(&cfg->strm_paths, value))
+		return out_of_memory(err, errlen);
+	return PX_OK;
+}
+
+/* store, host_id and cluster: checked by the store's own rules. */
+static enum px_status set_cluster_name(struct px_config *cfg, const char *name,
+				       const char *value, const char **want, char *err,
+				       size_t errlen)
+{
+	char why[300];
+	enum px_status v = name[0] == 's' ? px_store_check_url(value, why, sizeof(why))
+			   : name[0] == 'h' ? px_host_id_check(value, why, sizeof(why))
+			   : px_store_check_prefix(value, why, sizeof(why));
+	char **dst = name[0] == 's' ? &cfg->store : name[0] == 'h' ? &cfg->host_id
+							: &cfg->cluster;
+	(void)want;
+	if (v != PX_OK) {
+		snprintf(err, errlen, "option '%s': %s", name, why);
+		return PX_EINVAL;
+	}
+	if (set_string(dst, value))
+		return out_of_memory(err, errlen);
+	return PX_OK;
+}
+
+static enum px_status set_peer_listen(struct px_config *cfg, const char *name,
+				      const char *value, const char **want, char *err,
+				      size_t errlen)
+{
+	const char *colon = strrchr(value, ':');
+	int port = 0;
+	(void)name;
+	if (!colon || colon == value || parse_int(colon + 1, 1, 65535, &port))
+		*want = "ADDR:PORT, a port from 1 to 65535";
+	else if (set_string(&cfg->peer_listen, value))
+		return out_of_memory(err, errlen);
+	return PX_OK;
+}
+
+static enum px_status set_peer_url(struct px_config *cfg, const char *name, const char *value,
+				   const char **want, char *err, size_t errlen)
+{
+	size_t n = strlen(value);
+	(void)name;
+	if (strncmp(value, "http://", 7) != 0 || n <= 7 || n > 200 ||
+	    strchr(value + 7, '/') || strchr(value, '@') || strpbrk(value, " \t\r\n"))
+		*want = "http://HOST:PORT (no path, no credentials)";
+	else if (set_string(&cfg->peer_url, value))
+		return out_of_memory(err, errlen);
+	return PX_OK;
+}
+
+/* How an option's value is read into its field. */
+enum setter_kind {
+	SECONDS,        /* int64_t ms, (0, max] seconds */
+	SECONDS0,       /* the same, or "0" */
+	WHOLE,          /* int, [min, max] */
+	FLAG,           /* int, true or false; no value: true */
+	SIZE,           /* int64_t bytes, [min, max] */
+	PATH,           /* char *, an absolute path */
+	OTHER           /* its own function */
+};
+
+struct setter {
+	const char *name;
+	enum setter_kind kind;
+	size_t off;             /* of the field in struct px_config */
+	int64_t min, max;
+	const char *want;       /* what a bad value is told it should be */
+	set_fn set;             /* OTHER */
+};
+
+#define CFG(f) offsetof(struct px_config, f)
+#define SECS_ABOVE(max) "a number of seconds above 0 and at most " #max
+#define SECS_FROM0(max) "a number of seconds from 0 to " #max
+
+static const struct setter setters[] = {
+	{ "read_timeout", SECONDS, CFG(read_timeout_ms), 0, 86400, SECS_ABOVE(86400), NULL },
+	{ "connect_timeout", SECONDS, CFG(connect_timeout_ms), 0, 3600, SECS_ABOVE(3600), NULL },
+	{ "probe_timeout", SECONDS, CFG(probe_timeout_ms), 0, 3600, SECS_ABOVE(3600), NULL },
+	{ "retries", WHOLE, CFG(retries), 0, 20, "a whole number from 0 to 20", NULL },
+	{ "insecure", FLAG, CFG(insecure), 0, 0, "true or false", NULL },
+	{ "keeper", FLAG, CFG(keeper), 0, 0, "true or false", NULL },
+	{ "log_level", OTHER, 0, 0, 0, NULL, set_log_level },
+	{ "readahead_budget", SIZE, CFG(readahead_budget), 4LL << 20, 64LL << 30,
+	  "a size from 4M to 64G (bytes, or with K, M or G)", NULL },
+	{ "head_size", SIZE, CFG(head_size), 0, 256LL << 20,
+	  "a size from 0 to 256M (bytes, or with K, M or G)", NULL },
+	{ "tail_size", SIZE, CFG(tail_size), 0, 256LL << 20,
+	  "a size from 0 to 256M (bytes, or with K, M or G)", NULL },
+	{ "cache_size", SIZE, CFG(cache_size), 0, 64LL << 30,
+	  "a size from 0 to 64G (bytes, or with K, M or G)", NULL },
+	{ "cache_max_bytes", SIZE, CFG(cache_max_bytes), 0, 1LL << 40,
+	  "a size from 0 to 1024G (bytes, or with K, M or G)", NULL },
+	{ "session_ttl", SECONDS0, CFG(session_ttl_ms), 0, 86400, SECS_FROM0(86400), NULL },
+	{ "session_key", OTHER, 0, 0, 0, NULL, set_session_key },
+	{ "admission_timeout", SECONDS, CFG(admission_timeout_ms), 0, 3600, SECS_ABOVE(3600),
+	  NULL },
+	{ "liveness_ttl", SECONDS, CFG(liveness_ttl_ms), 0, 86400, SECS_ABOVE(86400), NULL },
+	{ "liveness_interval", SECONDS0, CFG(liveness_interval_ms), 0, 86400, SECS_FROM0(86400),
+	  NULL },
+	{ "liveness_idle", SECONDS0, CFG(liveness_idle_ms), 0, 86400 * 365,
+	  SECS_FROM0(31536000), NULL },
+	{ "stall_timeout", SECONDS, CFG(stall_timeout_ms), 0, 3600, SECS_ABOVE(3600), NULL },
+	{ "stall_min_rate", SIZE, CFG(stall_min_rate), 0, 1LL << 30,
+	  "a rate from 0 to 1G bytes a second (bytes, or with K, M or G)", NULL },
+	{ "standby_delay", SECONDS0, CFG(standby_delay_ms), 0, 86400, SECS_FROM0(86400), NULL },
+	{ "max_standby", WHOLE, CFG(max_standby), 0, 64, "a whole number from 0 to 64", NULL },
+	{ "copies", WHOLE, CFG(copies), 0, 64, "a whole number from 0 to 64", NULL },
+	{ "max_streams", WHOLE, CFG(max_streams), 1, 16, "a whole number from 1 to 16", NULL },
+	{ "heartbeat", SECONDS, CFG(heartbeat_ms), 0, 3600, SECS_ABOVE(3600), NULL },
+	{ "orphan_after", SECONDS, CFG(orphan_after_ms), 0, 3600, SECS_ABOVE(3600), NULL },
+	{ "seek_restart_segments", WHOLE, CFG(seek_restart_segments), 0, 1000,
+	  "a whole number from 0 to 1000", NULL },
+	{ "max_writers", WHOLE, CFG(max_writers), 1, 64, "a whole number from 1 to 64", NULL },
+	{ "placement", OTHER, 0, 0, 0, NULL, set_placement },
+	{ "writer_max_speed", OTHER, 0, 0, 0, NULL, set_writer_speed },
+	{ "strm_paths", OTHER, 0, 0, 0, NULL, set_strm_paths },
+	{ "store", OTHER, 0, 0, 0, NULL, set_cluster_name },
+	{ "host_id", OTHER, 0, 0, 0, NULL, set_cluster_name },
+	{ "cluster", OTHER, 0, 0, 0, NULL, set_cluster_name },
+	{ "peer_listen", OTHER, 0, 0, 0, NULL, set_peer_listen },
+	{ "peer_url", OTHER, 0, 0, 0, NULL, set_peer_url },
+	{ "state_dir", PATH, CFG(state_dir), 0, 0, NULL, NULL },
+	{ "ca_file", PATH, CFG(ca_file), 0, 0, NULL, NULL },
+	{ "work_dir", PATH, CFG(work_dir), 0, 0, NULL, NULL },
+	{ "writer", PATH, CFG(writer), 0, 0, NULL, NULL },
+	{ "control_socket", PATH, CFG(control_socket), 0, 0, NULL, NULL },
+	{ "log_file", PATH, CFG(log_file), 0, 0, NULL, NULL },
+	{ "store_password_file", PATH, CFG(store_password_file), 0, 0, NULL, NULL },
+	{ "cache_dir", PATH, CFG(cache_dir), 0, 0, NULL, NULL },
+	{ "cluster_secret_file", PATH, CFG(cluster_secret_file), 0, 0, NULL, NULL },
+	{ NULL, OTHER, 0, 0, 0, NULL, NULL }
+};
+
+/* One row's value into its field: PX_OK (with *want set when the value is
+ * not one it takes), or PX_ENOMEM / PX_EINVAL said in err. */
+static enum px_status apply(struct px_config *cfg, const struct setter *s, const char *value,
+			    const char **want, char *err, size_t errlen)
+{
+	void *field = (char *)cfg + s->off;
+	int bad = 0;
+	switch (s->kind) {
+	case SECONDS0:
+		if (strcmp(value, "0") == 0) {
+			*(int64_t *)field = 0;
+			break;
+		}
+		/* fall through */
+	case SECONDS:
+		bad = parse_seconds(value, (double)s->max, field);
+		break;
+	case WHOLE:
+		bad = parse_int(value, (long)s->min, (long)s->max, field);
+		break;
+	case FLAG:
+		bad = parse_bool(value, field);
+		break;
+	case SIZE:
+		bad = parse_size(value, s->min, s->max, field);
+		break;
+	case PATH:
+		if (value[0] != '/') {
+			*want = "an absolute path";
+			return PX_OK;
+		}
+		if (set_string(field, value))
+			return out_of_memory(err, errlen);
+		break;
+	case OTHER:
+		return s->set(cfg, s->name, value, want, err, errlen);
+	}
+	if (bad)
+		*want = s->want;
+	return PX_OK;
+}
+
 enum px_status px_config_set(struct px_config *cfg, const char *name,
 			     const char *value, char *err, size_t errlen)
 {
 	const char *want = NULL;
-	int is_flag = strcmp(name, "insecure") == 0 || strcmp(name, "keeper") == 0;
-
+	const struct setter *s = setters;
+	while (s->name && strcmp(s->name, name))
+		s++;
 	if (!px_config_known(name)) {
 		snprintf(err, errlen, "unknown option '%s'", name);
 		return PX_EINVAL;
 	}
-	if (!value && !is_flag) {
+	if (!value && !(s->name && s->kind == FLAG)) {
 		snprintf(err, errlen, "option '%s' needs a value (%s=...)", name, name);
 		return PX_EINVAL;
 	}
-	if (strcmp(name, "read_timeout") == 0) {
-		if (parse_seconds(value, 86400, &cfg->read_timeout_ms))
-			want = "a number of seconds above 0 and at most 86400";
-	} else if (strcmp(name, "connect_timeout") == 0) {
-		if (parse_seconds(value, 3600, &cfg->connect_timeout_ms))
-			want = "a number of seconds above 0 and at most 3600";
-	} else if (strcmp(name, "probe_timeout") == 0) {
-		if (parse_seconds(value, 3600, &cfg->probe_timeout_ms))
-			want = "a number of seconds above 0 and at most 3600";
-	} else if (strcmp(name, "retries") == 0) {
-		if (parse_int(value, 0, 20, &cfg->retries))
-			want = "a whole number from 0 to 20";
-	} else if (strcmp(name, "insecure") == 0) {
-		if (parse_bool(value, &cfg->insecure))
-			want = "true or false";
-	} else if (strcmp(name, "keeper") == 0) {
-		if (parse_bool(value, &cfg->keeper))
-			want = "true or false";
-	} else if (strcmp(name, "log_level") == 0) {
-		if (px_log_level_parse(value, &cfg->log_level) != PX_OK)
-			want = "error, warn, info or debug";
-	} else if (strcmp(name, "readahead_budget") == 0) {
-		if (parse_size(value, 4LL << 20, 64LL << 30, &cfg->readahead_budget))
-			want = "a size from 4M to 64G (bytes, or with K, M or G)";
-	} else if (strcmp(name, "head_size") == 0 || strcmp(name, "tail_size") == 0) {
-		if (parse_size(value, 0, 256LL << 20, name[0] == 'h' ? &cfg->head_size
-								  : &cfg->tail_size))
-			want = "a size from 0 to 256M (bytes, or with K, M or G)";
-	} else if (strcmp(name, "cache_size") == 0) {
-		if (parse_size(value, 0, 64LL << 30, &cfg->cache_size))
-			want = "a size from 0 to 64G (bytes, or with K, M or G)";
-	} else if (strcmp(name, "cache_max_bytes") == 0) {
-		if (parse_size(value, 0, 1LL << 40, &cfg->cache_max_bytes))
-			want = "a size from 0 to 1024G (bytes, or with K, M or G)";
-	} else if (strcmp(name, "session_ttl") == 0) {
-		if (strcmp(value, "0") == 0)
-			cfg->session_ttl_ms = 0;
-		else if (parse_seconds(value, 86400, &cfg->session_ttl_ms))
-			want = "a number of seconds from 0 to 86400";
-	} else if (strcmp(name, "session_key") == 0) {
-		static const char *const keys[] = { "process", "thread", "uid", "open" };
-		size_t k = 0;
-		while (k < 4 && strcmp(value, keys[k]))
-			k++;
-		if (k == 4)
-			want = "process, thread, uid or open";
-		else
-			cfg->session_key = (enum px_session_key)k;
-	} else if (strcmp(name, "admission_timeout") == 0) {
-		if (parse_seconds(value, 3600, &cfg->admission_timeout_ms))
-			want = "a number of seconds above 0 and at most 3600";
-	} else if (strcmp(name, "liveness_ttl") == 0) {
-		if (parse_seconds(value, 86400, &cfg->liveness_ttl_ms))
-			want = "a number of seconds above 0 and at most 86400";
-	} else if (strcmp(name, "liveness_interval") == 0) {
-		if (strcmp(value, "0") == 0)
-			cfg->liveness_interval_ms = 0;
-		else if (parse_seconds(value, 86400, &cfg->liveness_interval_ms))
-			want = "a number of seconds from 0 to 86400";
-	} else if (strcmp(name, "liveness_idle") == 0) {
-		if (strcmp(value, "0") == 0)
-			cfg->liveness_idle_ms = 0;
-		else if (parse_seconds(value, 86400 * 365, &cfg->liveness_idle_ms))
-			want = "a number of seconds from 0 to 31536000";
-	} else if (strcmp(name, "stall_timeout") == 0) {
-		if (parse_seconds(value, 3600, &cfg->stall_timeout_ms))
-			want = "a number of seconds above 0 and at most 3600";
-	} else if (strcmp(name, "stall_min_rate") == 0) {
-		if (parse_size(value, 0, 1LL << 30, &cfg->stall_min_rate))
-			want = "a rate from 0 to 1G bytes a second (bytes, or with K, M or G)";
-	} else if (strcmp(name, "standby_delay") == 0) {
-		if (strcmp(value, "0") == 0)
-			cfg->standby_delay_ms = 0;
-		else if (parse_seconds(value, 86400, &cfg->standby_delay_ms))
-			want = "a number of seconds from 0 to 86400";
-	} else if (strcmp(name, "max_standby") == 0) {
-		if (parse_int(value, 0, 64, &cfg->max_standby))
-			want = "a whole number from 0 to 64";
-	} else if (strcmp(name, "copies") == 0) {
-		if (parse_int(value, 0, 64, &cfg->copies))
-			want = "a whole number from 0 to 64";
-	} else if (strcmp(name, "max_streams") == 0) {
-		if (parse_int(value, 1, 16, &cfg->max_streams))
-			want = "a whole number from 1 to 16";
-	} else if (strcmp(name, "heartbeat") == 0 || strcmp(name, "orphan_after") == 0) {
-		if (parse_seconds(value, 3600, name[0] == 'h' ? &cfg->heartbeat_ms
-							      : &cfg->orphan_after_ms))
-			want = "a number of seconds above 0 and at most 3600";
-	} else if (strcmp(name, "seek_restart_segments") == 0) {
-		if (parse_int(value, 0, 1000, &cfg->seek_restart_segments))
-			want = "a whole number from 0 to 1000";
-	} else if (strcmp(name, "max_writers") == 0) {
-		if (parse_int(value, 1, 64, &cfg->max_writers))
-			want = "a whole number from 1 to 64";
-	} else if (strcmp(name, "placement") == 0) {
-		if (strcmp(value, "least-loaded") == 0)
-			cfg->placement_local = 0;
-		else if (strcmp(value, "local") == 0)
-			cfg->placement_local = 1;
-		else
-			want = "least-loaded or local";
-	} else if (strcmp(name, "writer_max_speed") == 0) {
-		char *end;
-		errno = 0;
-		double d = strtod(value, &end);
-		if (errno || end == value || *end || !isfinite(d) || d < 0 || d > 1000)
-			want = "a number from 0 to 1000";
-		else
-			cfg->writer_max_speed = d;
-	} else if (strcmp(name, "strm_paths") == 0) {
-		/* absolute folders, ':' between them */
-		int ok = value && value[0] == '/';
-		for (const char *c = value; ok && (c = strchr(c, ':')); c++)
-			ok = c[1] == '/';
-		if (!ok)
-			want = "absolute folders separated by ':'";
-		else if (set_string(&cfg->strm_paths, value)) {
-			snprintf(err, errlen, "out of memory");
-			return PX_ENOMEM;
-		}
-	} else if (strcmp(name, "store") == 0 || strcmp(name, "host_id") == 0 ||
-		   strcmp(name, "cluster") == 0) {
-		char why[300];
-		enum px_status v = name[0] == 's' ? px_store_check_url(value, why, sizeof(why))
-				   : name[0] == 'h' ? px_host_id_check(value, why, sizeof(why))
-				   : px_store_check_prefix(value, why, sizeof(why));
-		char **dst = name[0] == 's' ? &cfg->store : name[0] == 'h' ? &cfg->host_id
-								: &cfg->cluster;
-		if (v != PX_OK) {
-			snprintf(err, errlen, "option '%s': %s", name, why);
-			return PX_EINVAL;
-		}
-		if (set_string(dst, value)) {
-			snprintf(err, errlen, "out of memory");
-			return PX_ENOMEM;
-		}
-	} else if (strcmp(name, "peer_listen") == 0) {
-		const char *colon = strrchr(value, ':');
-		int port = 0;
-		if (!colon || colon == value || parse_int(colon + 1, 1, 65535, &port))
-			want = "ADDR:PORT, a port from 1 to 65535";
-		else if (set_string(&cfg->peer_listen, value)) {
-			snprintf(err, errlen, "out of memory");
-			return PX_ENOMEM;
-		}
-	} else if (strcmp(name, "peer_url") == 0) {
-		size_t n = strlen(value);
-		if (strncmp(value, "http://", 7) != 0 || n <= 7 || n > 200 ||
-		    strchr(value + 7, '/') || strchr(value, '@') || strpbrk(value, " \t\r\n"))
-			want = "http://HOST:PORT (no path, no credentials)";
-		else if (set_string(&cfg->peer_url, value)) {
-			snprintf(err, errlen, "out of memory");
-			return PX_ENOMEM;
-		}
-	} else if (strcmp(name, "state_dir") == 0 || strcmp(name, "ca_file") == 0 ||
-		   strcmp(name, "work_dir") == 0 || strcmp(name, "writer") == 0 ||
-		   strcmp(name, "control_socket") == 0 || strcmp(name, "log_file") == 0 ||
-		   strcmp(name, "store_password_file") == 0 || strcmp(name, "cache_dir") == 0 ||
-		   strcmp(name, "cluster_secret_file") == 0) {
-		char **dst = strcmp(name, "state_dir") == 0 ? &cfg->state_dir
-			     : strcmp(name, "cache_dir") == 0 ? &cfg->cache_dir
-			     : strcmp(name, "ca_file") == 0 ? &cfg->ca_file
-			     : strcmp(name, "work_dir") == 0 ? &cfg->work_dir
-			     : strcmp(name, "writer") == 0 ? &cfg->writer
-			     : strcmp(name, "store_password_file") == 0 ? &cfg->store_password_file
-			     : strcmp(name, "cluster_secret_file") == 0 ? &cfg->cluster_secret_file
-			     : strcmp(name, "log_file") == 0 ? &cfg->log_file : &cfg->control_socket;
-		if (value[0] != '/') {
-			want = "an absolute path";
-		} else if (set_string(dst, value)) {
-			snprintf(err, errlen, "out of memory");
-			return PX_ENOMEM;
-		}
+	if (s->name) {
+		enum px_status st = apply(cfg, s, value, &want, err, errlen);
+		if (st != PX_OK)
+			return st;
 	}
 	if (want) {
 		snprintf(err, errlen, "option '%s': bad value '%s' (expected %s)",

@@ -1106,53 +1106,116 @@ static enum px_status m3u_lines(struct m3u *m, const char *text, size_t len)
 	return PX_OK;
 }
 
-/* Groups the entries into assets, then gives each asset its path. */
-static enum px_status m3u_assets(struct m3u *m)
+/* The entries into assets (one per key), each with its sources;
+ * first[asset]: its first entry. */
+static enum px_status m3u_group(struct m3u *m, size_t *first)
 {
 	struct build *b = m->b;
 	enum px_status st = PX_OK;
 	struct px_strmap *keys = px_strmap_new(m->nentries);
-	size_t *first = NULL;   /* asset → its first entry */
-	/* "group/name\x01ext" → the first asset with it, whose numbered[] is
-	 * the last " (k)" given to that name */
-	struct px_strmap *tried = px_strmap_new(m->nentries);
-	char **stems = NULL;
-	size_t *numbered = NULL;
-	char name[NAME_MAX_BYTES + 1], group[NAME_MAX_BYTES + 1], path[2 * NAME_MAX_BYTES + 32];
-
-	if (!keys || !tried || !(first = calloc(m->nentries + 1, sizeof(*first))) ||
-	    !(stems = calloc(m->nentries + 1, sizeof(*stems))) ||
-	    !(numbered = calloc(m->nentries + 1, sizeof(*numbered)))) {
-		st = oom(b, m->file);
-		goto out;
-	}
-	for (size_t i = 0; i < m->nentries; i++) {
+	if (!keys)
+		return oom(b, m->file);
+	for (size_t i = 0; i < m->nentries && st == PX_OK; i++) {
 		struct entry *e = &m->entries[i];
 		size_t a;
 		if (!px_strmap_get(keys, e->key, &a)) {
 			if (b->cat->nassets == PX_IMPORT_MAX_ASSETS) {
 				st = fail(b, "%s:%d: more than %d assets", m->file, e->line,
 					  PX_IMPORT_MAX_ASSETS);
-				goto out;
+				break;
 			}
 			/* the path is set below, once every folder is known */
 			if (build_asset(b, e->key, "", &a) ||
 			    px_strmap_put(keys, e->key, a, NULL) == PX_ENOMEM) {
 				st = oom(b, m->file);
-				goto out;
+				break;
 			}
 			first[a] = i;
 		}
-		if (b->cat->assets[a].nsources == PX_IMPORT_MAX_SOURCES) {
+		if (b->cat->assets[a].nsources == PX_IMPORT_MAX_SOURCES)
 			st = fail(b, "%s:%d: url: more than %d sources for %s", m->file, e->line,
 				  PX_IMPORT_MAX_SOURCES, e->key);
-			goto out;
-		}
-		if (build_source(b, a, e->loc, e->hostport)) {
+		else if (build_source(b, a, e->loc, e->hostport))
 			st = oom(b, m->file);
-			goto out;
-		}
 	}
+	px_strmap_free(keys);
+	return st;
+}
+
+/* How assets get distinct names: "group/name\x01ext" → the first asset
+ * with it (tried), whose numbered[] is the last " (k)" given to that
+ * name; stems[asset] owns the key. */
+struct naming {
+	struct px_strmap *tried;
+	char **stems;
+	size_t *numbered;
+};
+
+/* Asset a's path from its first entry e: "group/title.ext", numbered
+ * " (k)" past the paths taken. */
+static enum px_status m3u_path(struct m3u *m, struct naming *nm, size_t a,
+			       const struct entry *e)
+{
+	struct build *b = m->b;
+	char name[NAME_MAX_BYTES + 1], group[NAME_MAX_BYTES + 1], path[2 * NAME_MAX_BYTES + 32];
+	char ext[8];
+	size_t other;
+	sanitise(group, e->group);
+	sanitise(name, e->title);
+	if (!name[0])
+		snprintf(name, sizeof(name), "Untitled");
+	media_ext(e->loc, ext, sizeof(ext));
+	if (!ext[0])
+		snprintf(ext, sizeof(ext), "ts");
+	/* numbers below the last one given for this name are all taken:
+	 * a thousand "Untitled" cost a thousand lookups, not a million */
+	size_t owner = a, k;
+	if (asprintf(&nm->stems[a], "%s/%s\x01%s", group, name, ext) < 0) {
+		nm->stems[a] = NULL;
+		return oom(b, m->file);
+	}
+	int seen = px_strmap_get(nm->tried, nm->stems[a], &owner);
+	size_t last = seen ? nm->numbered[owner] : 0;
+	for (k = last + 1;; k++) {
+		char num[16] = "";
+		if (k > 1)
+			snprintf(num, sizeof(num), " (%zu)", k);
+		snprintf(path, sizeof(path), "%s%s%s%s.%s", group, group[0] ? "/" : "", name,
+			 num, ext);
+		if (path_free(b, path, &other))
+			break;
+	}
+	nm->numbered[owner] = k;
+	if (!seen && px_strmap_put(nm->tried, nm->stems[a], a, NULL) == PX_ENOMEM)
+		return oom(b, m->file);
+	/* sanitise() leaves nothing px_catalog_bad_path refuses */
+	const char *bad = px_catalog_bad_path(path);
+	if (bad)
+		return fail(b, "%s:%d: path: \"%s\" %s", m->file, e->line, path, bad);
+	struct px_asset *as = &b->cat->assets[a];
+	free(as->path);
+	if (!(as->path = strdup(path)) || claim_path(b, a))
+		return oom(b, m->file);
+	return PX_OK;
+}
+
+/* Groups the entries into assets, then gives each asset its path. */
+static enum px_status m3u_assets(struct m3u *m)
+{
+	struct build *b = m->b;
+	enum px_status st = PX_OK;
+	size_t *first = NULL;   /* asset → its first entry */
+	struct naming nm = { .tried = px_strmap_new(m->nentries) };
+	char group[NAME_MAX_BYTES + 1], path[2 * NAME_MAX_BYTES + 32];
+
+	if (!nm.tried || !(first = calloc(m->nentries + 1, sizeof(*first))) ||
+	    !(nm.stems = calloc(m->nentries + 1, sizeof(*nm.stems))) ||
+	    !(nm.numbered = calloc(m->nentries + 1, sizeof(*nm.numbered)))) {
+		st = oom(b, m->file);
+		goto out;
+	}
+	if ((st = m3u_group(m, first)))
+		goto out;
 	/* folders first, so that a file never takes a folder's name */
 	for (size_t a = 0; a < b->cat->nassets; a++) {
 		sanitise(group, m->entries[first[a]].group);
@@ -1164,62 +1227,15 @@ static enum px_status m3u_assets(struct m3u *m)
 			}
 		}
 	}
-	for (size_t a = 0; a < b->cat->nassets; a++) {
-		const struct entry *e = &m->entries[first[a]];
-		char ext[8];
-		size_t other;
-		sanitise(group, e->group);
-		sanitise(name, e->title);
-		if (!name[0])
-			snprintf(name, sizeof(name), "Untitled");
-		media_ext(e->loc, ext, sizeof(ext));
-		if (!ext[0])
-			snprintf(ext, sizeof(ext), "ts");
-		/* numbers below the last one given for this name are all taken:
-		 * a thousand "Untitled" cost a thousand lookups, not a million */
-		size_t owner = a, k;
-		if (asprintf(&stems[a], "%s/%s\x01%s", group, name, ext) < 0) {
-			stems[a] = NULL;
-			st = oom(b, m->file);
-			goto out;
-		}
-		int seen = px_strmap_get(tried, stems[a], &owner);
-		size_t last = seen ? numbered[owner] : 0;
-		for (k = last + 1;; k++) {
-			char num[16] = "";
-			if (k > 1)
-				snprintf(num, sizeof(num), " (%zu)", k);
-			snprintf(path, sizeof(path), "%s%s%s%s.%s", group, group[0] ? "/" : "", name,
-				 num, ext);
-			if (path_free(b, path, &other))
-				break;
-		}
-		numbered[owner] = k;
-		if (!seen && px_strmap_put(tried, stems[a], a, NULL) == PX_ENOMEM) {
-			st = oom(b, m->file);
-			goto out;
-		}
-		/* sanitise() leaves nothing px_catalog_bad_path refuses */
-		const char *bad = px_catalog_bad_path(path);
-		if (bad) {
-			st = fail(b, "%s:%d: path: \"%s\" %s", m->file, e->line, path, bad);
-			goto out;
-		}
-		struct px_asset *as = &b->cat->assets[a];
-		free(as->path);
-		if (!(as->path = strdup(path)) || claim_path(b, a)) {
-			st = oom(b, m->file);
-			goto out;
-		}
-	}
+	for (size_t a = 0; a < b->cat->nassets && st == PX_OK; a++)
+		st = m3u_path(m, &nm, a, &m->entries[first[a]]);
 out:
-	for (size_t a = 0; stems && a < b->cat->nassets; a++)
-		free(stems[a]);
-	free(stems);
-	free(numbered);
-	px_strmap_free(tried);
+	for (size_t a = 0; nm.stems && a < b->cat->nassets; a++)
+		free(nm.stems[a]);
+	free(nm.stems);
+	free(nm.numbered);
+	px_strmap_free(nm.tried);
 	free(first);
-	px_strmap_free(keys);
 	return st;
 }
 
@@ -1230,8 +1246,15 @@ enum px_status px_import_strm_dir(const char *dir, struct px_catalog **out,
 }
 
 
-/* px_import_m3u(), local paths screened when screen is set. */
-static enum px_status m3u_parse(const char *file, int screen, const char *strm_paths,
+/* Whether local paths are screened (on), and the folders they must lie
+ * in. */
+struct screening {
+	int on;
+	const char *strm_paths;
+};
+
+/* px_import_m3u(), local paths screened as sc says. */
+static enum px_status m3u_parse(const char *file, const struct screening *sc,
 				const char *text, size_t len, struct px_catalog **out,
 				char *err, size_t errlen)
 {
@@ -1242,8 +1265,8 @@ static enum px_status m3u_parse(const char *file, int screen, const char *strm_p
 	*out = NULL;
 	if ((st = build_init(&b, file, err, errlen)))
 		goto out;
-	b.screen = screen;
-	b.strm_paths = strm_paths;
+	b.screen = sc->on;
+	b.strm_paths = sc->strm_paths;
 	if (len > (size_t)PX_IMPORT_MAX_M3U_BYTES) {
 		st = fail(&b, "%s: larger than %ld MiB", file, PX_IMPORT_MAX_M3U_BYTES >> 20);
 		goto out;
@@ -1277,7 +1300,8 @@ out:
 enum px_status px_import_m3u(const char *file, const char *text, size_t len,
 			     struct px_catalog **out, char *err, size_t errlen)
 {
-	return m3u_parse(file, 0, NULL, text, len, out, err, errlen);
+	const struct screening none = { 0, NULL };
+	return m3u_parse(file, &none, text, len, out, err, errlen);
 }
 
 /* px_import_m3u_load(), local paths screened when screen is set. */
@@ -1296,7 +1320,8 @@ static enum px_status m3u_load(const char *file, int screen, const char *strm_pa
 	}
 	if ((st = read_fd(fd, file, (size_t)PX_IMPORT_MAX_M3U_BYTES, &text, &len, err, errlen)))
 		return st;
-	st = m3u_parse(file, screen, strm_paths, text, len, out, err, errlen);
+	const struct screening sc = { screen, strm_paths };
+	st = m3u_parse(file, &sc, text, len, out, err, errlen);
 	free(text);
 	return st;
 }

@@ -603,10 +603,54 @@ static void finish(struct parse *p)
 	p->closed = 0;
 }
 
+/* A new entry: *name (taken on PX_OK: *name is NULL then) at path, below
+ * the page's origin. PX_EINVAL over PX_LISTING_MAX_ENTRIES. */
+static enum px_status add_entry(struct parse *p, const char *path, char **name, int is_dir)
+{
+	char *url = NULL;
+	if (p->l->n >= PX_LISTING_MAX_ENTRIES)
+		return PX_EINVAL;
+	size_t plen = strlen(path);
+	char *cpath = url_clean(path, plen);
+	if (!cpath || !(url = malloc(p->b.authlen + strlen(cpath) + 10))) {
+		free(cpath);
+		return PX_ENOMEM;
+	}
+	sprintf(url, "%s://%.*s%s", p->b.https ? "https" : "http", (int)p->b.authlen, p->b.auth,
+		cpath);
+	free(cpath);
+	if (p->l->n == p->cap) {
+		size_t ncap = p->cap ? 2 * p->cap : 32;
+		struct px_listing_entry *ne = realloc(p->l->entries, ncap * sizeof(*ne));
+		if (!ne) {
+			free(url);
+			return PX_ENOMEM;
+		}
+		p->l->entries = ne;
+		p->cap = ncap;
+	}
+	struct px_listing_entry *e = &p->l->entries[p->l->n];
+	e->name = *name;
+	e->url = url;
+	e->is_dir = is_dir;
+	e->size = e->mtime = -1;
+	e->bad_date = NULL;
+	if (px_strmap_put(p->names, e->name, p->l->n, NULL) != PX_OK) {
+		free(url);      /* e is not counted: the caller frees nothing twice */
+		return PX_ENOMEM;
+	}
+	*name = NULL;
+	p->pending = (long)p->l->n++;
+	p->attr_size = p->word_size = p->attr_time = -1;
+	p->bad_attr[0] = '\0';
+	p->rowlen = 0;
+	return PX_OK;
+}
+
 /* An <a href>: a new entry when it names a child of the page's directory. */
 static enum px_status link(struct parse *p, const char *href, size_t hlen)
 {
-	char *path = resolve(p, href, hlen), *dec = NULL, *name = NULL, *url = NULL;
+	char *path = resolve(p, href, hlen), *dec = NULL, *name = NULL;
 	enum px_status st = PX_OK;
 	finish(p);
 	if (!path)
@@ -649,50 +693,11 @@ static enum px_status link(struct parse *p, const char *href, size_t hlen)
 		}
 		goto out;
 	}
-	if (p->l->n >= PX_LISTING_MAX_ENTRIES) {
-		st = PX_EINVAL;
-		goto out;
-	}
-	size_t plen = strlen(path);
-	char *cpath = url_clean(path, plen);
-	if (!cpath || !(url = malloc(p->b.authlen + strlen(cpath) + 10))) {
-		free(cpath);
-		st = PX_ENOMEM;
-		goto out;
-	}
-	sprintf(url, "%s://%.*s%s", p->b.https ? "https" : "http", (int)p->b.authlen, p->b.auth,
-		cpath);
-	free(cpath);
-	if (p->l->n == p->cap) {
-		size_t ncap = p->cap ? 2 * p->cap : 32;
-		struct px_listing_entry *ne = realloc(p->l->entries, ncap * sizeof(*ne));
-		if (!ne) {
-			st = PX_ENOMEM;
-			goto out;
-		}
-		p->l->entries = ne;
-		p->cap = ncap;
-	}
-	struct px_listing_entry *e = &p->l->entries[p->l->n];
-	e->name = name;
-	e->url = url;
-	e->is_dir = is_dir;
-	e->size = e->mtime = -1;
-	e->bad_date = NULL;
-	if (px_strmap_put(p->names, e->name, p->l->n, NULL) != PX_OK) {
-		st = PX_ENOMEM;     /* e is not counted: the caller frees nothing twice */
-		goto out;
-	}
-	name = url = NULL;
-	p->pending = (long)p->l->n++;
-	p->attr_size = p->word_size = p->attr_time = -1;
-	p->bad_attr[0] = '\0';
-	p->rowlen = 0;
+	st = add_entry(p, path, &name, is_dir);
 out:
 	free(path);
 	free(dec);
 	free(name);
-	free(url);
 	return st;
 }
 
@@ -926,22 +931,29 @@ struct attr {
  * MAX_ATTRS attributes). Returns the index just past it; *tag_n 0 when it
  * is not a start tag (an end tag sets *end).
  */
-static size_t tag(const char *h, size_t n, size_t i, const char **tname, size_t *tag_n,
-		  int *end, struct attr *attrs, size_t *nattrs)
+struct tag {
+	const char *name;
+	size_t n;               /* 0: not a start tag */
+	int end;                /* an end tag */
+	struct attr attrs[MAX_ATTRS];
+	size_t nattrs;
+};
+
+static size_t tag(const char *h, size_t n, size_t i, struct tag *t)
 {
 	size_t j = i + 1;
-	*tag_n = 0;
-	*end = 0;
-	*nattrs = 0;
+	t->n = 0;
+	t->end = 0;
+	t->nattrs = 0;
 	if (j < n && h[j] == '/') {
-		*end = 1;
+		t->end = 1;
 		j++;
 	}
 	size_t t0 = j;
 	while (j < n && (isalnum((unsigned char)h[j]) || h[j] == '-' || h[j] == ':'))
 		j++;
-	*tname = h + t0;
-	*tag_n = j - t0;
+	t->name = h + t0;
+	t->n = j - t0;
 	for (;;) {
 		while (j < n && (isspace((unsigned char)h[j]) || h[j] == '/'))
 			j++;
@@ -973,12 +985,12 @@ static size_t tag(const char *h, size_t n, size_t i, const char **tname, size_t 
 				v1 = j;
 			}
 		}
-		if (*nattrs < MAX_ATTRS && a1 > a0) {
-			attrs[*nattrs].name = h + a0;
-			attrs[*nattrs].nlen = a1 - a0;
-			attrs[*nattrs].value = h + v0;
-			attrs[*nattrs].vlen = v1 - v0;
-			(*nattrs)++;
+		if (t->nattrs < MAX_ATTRS && a1 > a0) {
+			t->attrs[t->nattrs].name = h + a0;
+			t->attrs[t->nattrs].nlen = a1 - a0;
+			t->attrs[t->nattrs].value = h + v0;
+			t->attrs[t->nattrs].vlen = v1 - v0;
+			t->nattrs++;
 		}
 	}
 }
@@ -1044,6 +1056,54 @@ static size_t skip_raw(const char *h, size_t n, size_t i, const char *name)
 	return n;
 }
 
+/* The page's text and tags, in order, into p. PX_OK, PX_ENOMEM, or
+ * PX_EINVAL over PX_LISTING_MAX_ENTRIES. */
+static enum px_status scan(struct parse *p, const char *html, size_t len)
+{
+	enum px_status st;
+	size_t i = 0;
+	while (i < len) {
+		const char *lt = memchr(html + i, '<', len - i);
+		size_t next = lt ? (size_t)(lt - html) : len;
+		text(p, html + i, next - i);
+		i = next;
+		if (i >= len)
+			break;
+		if (len - i >= 4 && memcmp(html + i, "<!--", 4) == 0) {
+			const char *e = memmem(html + i + 4, len - i - 4, "-->", 3);
+			i = e ? (size_t)(e - html) + 3 : len;
+			continue;
+		}
+		if (i + 1 < len && (html[i + 1] == '!' || html[i + 1] == '?')) {
+			const char *e = memchr(html + i, '>', len - i);
+			i = e ? (size_t)(e - html) + 1 : len;
+			continue;
+		}
+		if (i + 1 >= len || !(isalpha((unsigned char)html[i + 1]) || html[i + 1] == '/')) {
+			text(p, html + i, 1);  /* a lone '<' is text */
+			i++;
+			continue;
+		}
+		struct tag t;
+		i = tag(html, len, i, &t);
+		if (t.end) {
+			if (name_is(t.name, t.n, "a") && p->pending >= 0)
+				p->closed = 1;
+			else if (name_is(t.name, t.n, "tr") || name_is(t.name, t.n, "pre") ||
+				 name_is(t.name, t.n, "table"))
+				finish(p);
+			continue;
+		}
+		if (name_is(t.name, t.n, "script") || name_is(t.name, t.n, "style")) {
+			i = skip_raw(html, len, i, name_is(t.name, t.n, "script") ? "script" : "style");
+			continue;
+		}
+		if ((st = start_tag(p, t.name, t.n, t.attrs, t.nattrs)) != PX_OK)
+			return st;
+	}
+	return PX_OK;
+}
+
 enum px_status px_listing_parse(const char *base, const char *html, size_t len,
 				struct px_listing **out, char *err, size_t errlen)
 {
@@ -1081,53 +1141,12 @@ enum px_status px_listing_parse(const char *base, const char *html, size_t len,
 		 kind == PX_LISTING_RCLONE ||
 		 (kind == PX_LISTING_APACHE && ci_find(html, len, "<table"));
 
-	size_t i = 0;
-	while (i < len) {
-		const char *lt = memchr(html + i, '<', len - i);
-		size_t next = lt ? (size_t)(lt - html) : len;
-		text(&p, html + i, next - i);
-		i = next;
-		if (i >= len)
-			break;
-		if (len - i >= 4 && memcmp(html + i, "<!--", 4) == 0) {
-			const char *e = memmem(html + i + 4, len - i - 4, "-->", 3);
-			i = e ? (size_t)(e - html) + 3 : len;
-			continue;
-		}
-		if (i + 1 < len && (html[i + 1] == '!' || html[i + 1] == '?')) {
-			const char *e = memchr(html + i, '>', len - i);
-			i = e ? (size_t)(e - html) + 1 : len;
-			continue;
-		}
-		if (i + 1 >= len || !(isalpha((unsigned char)html[i + 1]) || html[i + 1] == '/')) {
-			text(&p, html + i, 1);  /* a lone '<' is text */
-			i++;
-			continue;
-		}
-		const char *tname;
-		size_t tn, nattrs;
-		int end;
-		struct attr attrs[MAX_ATTRS];
-		i = tag(html, len, i, &tname, &tn, &end, attrs, &nattrs);
-		if (end) {
-			if (name_is(tname, tn, "a") && p.pending >= 0)
-				p.closed = 1;
-			else if (name_is(tname, tn, "tr") || name_is(tname, tn, "pre") ||
-				 name_is(tname, tn, "table"))
-				finish(&p);
-			continue;
-		}
-		if (name_is(tname, tn, "script") || name_is(tname, tn, "style")) {
-			i = skip_raw(html, len, i, name_is(tname, tn, "script") ? "script" : "style");
-			continue;
-		}
-		if ((st = start_tag(&p, tname, tn, attrs, nattrs)) != PX_OK) {
-			if (st == PX_ENOMEM)
-				goto oom;
-			snprintf(err, errlen, "the listing has more than %d entries",
-				 PX_LISTING_MAX_ENTRIES);
-			goto out;
-		}
+	if ((st = scan(&p, html, len)) != PX_OK) {
+		if (st == PX_ENOMEM)
+			goto oom;
+		snprintf(err, errlen, "the listing has more than %d entries",
+			 PX_LISTING_MAX_ENTRIES);
+		goto out;
 	}
 	finish(&p);
 	if (p.oom)

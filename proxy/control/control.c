@@ -30,6 +30,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "context.h"
 #include "control.h"
 #include "kvstore.h"
@@ -375,6 +376,160 @@ static enum MHD_Result respond_err(struct MHD_Connection *c, const struct px_ctl
 		       err->http == 405 && err->allow[0] ? err->allow : NULL);
 }
 
+/* POST drain or resume of a provider: here, and through the store on every host. */
+static enum MHD_Result on_drain(struct px_control *ctl, struct MHD_Connection *c, struct conn *r)
+{
+	struct px_ctl_error err = { 0 };
+	int drain = r->req.route == PX_CTL_DRAIN;
+	enum px_status st = px_provider_drain(ctl->core, r->req.name, drain);
+	px_debug("control", "%s of provider %s requested%s%s: %s", drain ? "drain" : "resume",
+		 r->req.name, r->req.reason[0] ? "; reason: " : "", r->req.reason,
+		 px_strerror(st));
+	if (st == PX_ENOTFOUND) {
+		set_err(&err, 404, "name", "no provider named \"%.200s\"", r->req.name);
+		return respond_err(c, &err);
+	}
+	if (st != PX_OK) {
+		set_err(&err, 500, "", "%s", px_strerror(st));
+		return respond_err(c, &err);
+	}
+	int cluster = 0;
+	if (px_cluster_store(ctl->core)) {
+		/* cluster mode: every host applies it at its next heartbeat */
+		char key[256];
+		const char *argv[] = { "HSET", key, r->req.name, drain ? "1" : "0" };
+		if (px_store_key(px_cluster_store(ctl->core), key, sizeof(key), "drains") >= 0 &&
+		    px_store_call(px_cluster_store(ctl->core), 4, argv, NULL, NULL) == PX_OK)
+			cluster = 1;
+		else
+			px_warn("control", "%s of provider %s applies to this host only: the "
+				"store %s does not answer", drain ? "drain" : "resume",
+				r->req.name, px_store_url(px_cluster_store(ctl->core)));
+	}
+	return respond(c, MHD_HTTP_OK,
+		       px_json_text(json_pack("{s:s, s:b, s:b}", "provider", r->req.name,
+					   "drained", drain, "cluster", cluster),
+				    REPLY_JSON),
+		       "application/json", NULL);
+}
+
+/* POST or DELETE of an asset's source. */
+static enum MHD_Result on_source(struct px_control *ctl, struct MHD_Connection *c, struct conn *r)
+{
+	struct px_ctl_error err = { 0 };
+	int add = r->req.route == PX_CTL_ADD_SOURCE;
+	char msg[600];
+	enum px_status st = add ? px_sources_add(ctl->core, r->req.name, r->req.where,
+						    r->req.provider[0] ? r->req.provider
+								       : NULL,
+						    msg, sizeof(msg))
+			       : px_sources_remove(ctl->core, r->req.name,
+						       r->req.where, msg, sizeof(msg));
+	if (st != PX_OK) {
+		/* the core's message is "FIELD: what is wrong" */
+		const char *colon = strstr(msg, ": ");
+		char field[64] = "";
+		if (colon && (size_t)(colon - msg) < sizeof(field))
+			snprintf(field, sizeof(field), "%.*s", (int)(colon - msg), msg);
+		set_err(&err, st == PX_ENOTFOUND ? 404 : st == PX_EEXIST ? 409
+			      : st == PX_EINVAL ? 400 : 500, field, "%s",
+			colon ? colon + 2 : msg);
+		return respond_err(c, &err);
+	}
+	char shown[sizeof(r->req.where)]; /* answers end up in logs: no credentials */
+	px_redact_url(r->req.where, shown, sizeof(shown));
+	return respond(c, MHD_HTTP_OK,
+		       px_json_text(json_pack("{s:s, s:s, s:s}", "asset", r->req.name,
+					   "source", shown,
+					   "result", add ? "added" : "removed"),
+			    REPLY_JSON),
+		       "application/json", NULL);
+}
+
+/* POST reload: the catalog read again. */
+static enum MHD_Result on_reload(struct px_control *ctl, struct MHD_Connection *c, struct conn *r)
+{
+	struct px_ctl_error err = { 0 };
+	(void)r;
+	char report[1024];
+	if (px_reload_file(ctl->core, report, sizeof(report)) != PX_OK) {
+		set_err(&err, 400, "catalog", "%s", report);
+		return respond_err(c, &err);
+	}
+	px_utf8_scrub(report); /* may quote the catalog, or be cut inside a character */
+	return respond(c, MHD_HTTP_OK,
+		       px_json_text(json_pack("{s:b, s:s}", "reloaded", 1, "notes", report),
+			    REPLY_JSON),
+		       "application/json", NULL);
+}
+
+/* POST restart: the keeper starts the binary on disk. */
+static enum MHD_Result on_restart(struct px_control *ctl, struct MHD_Connection *c, struct conn *r)
+{
+	struct px_ctl_error err = { 0 };
+	/* the keeper ends this worker at once and starts the binary on
+	 * disk (fs/keeper.h): it is told in on_completed, after this
+	 * answer is written, or the answer would die with the worker */
+	long keeper = ctl->core->worker.keeper_pid;
+	if (keeper <= 0) {
+		set_err(&err, 409, "keeper", "this mount has no keeper (keeper=0): a "
+			"restart would end it");
+		return respond_err(c, &err);
+	}
+	if (!ctl->core->worker.resend) {
+		/* the keeper would refuse the signal: say why here */
+		set_err(&err, 409, "keeper", "this kernel cannot resend a worker's requests "
+			"(FUSE_NOTIFY_RESEND, Linux 6.9+): a restart would end the mount");
+		return respond_err(c, &err);
+	}
+	if (kill((pid_t)keeper, 0) != 0) {
+		set_err(&err, 500, "keeper", "cannot signal keeper pid %ld: %s", keeper,
+			strerror(errno));
+		return respond_err(c, &err);
+	}
+	r->keeper = keeper;
+	return respond(c, MHD_HTTP_ACCEPTED,
+		       px_json_text(json_pack("{s:b, s:I, s:I}", "restarting", 1,
+					   "keeper_pid", (json_int_t)keeper, "worker_pid",
+					   (json_int_t)ctl->core->worker.pid),
+			    REPLY_JSON),
+		       "application/json", NULL);
+}
+
+/* GET copies: copies.c's status. */
+static enum MHD_Result on_copies(struct px_control *ctl, struct MHD_Connection *c, struct conn *r)
+{
+	struct px_ctl_error err = { 0 };
+	(void)r;
+	char *text = px_copies_status(ctl->core);
+	json_t *js = text ? json_loads(text, 0, NULL) : NULL;
+	free(text);
+	if (!js) {
+		set_err(&err, 500, "", "out of memory");
+		return respond_err(c, &err);
+	}
+	return respond(c, MHD_HTTP_OK, px_json_text(js, REPLY_JSON), "application/json",
+		       NULL);
+}
+
+/* POST a storage's role: copying on or off, drained. */
+static enum MHD_Result on_storage(struct px_control *ctl, struct MHD_Connection *c, struct conn *r)
+{
+	struct px_ctl_error err = { 0 };
+	int on = r->req.route == PX_CTL_STORAGE_ENABLE;
+	int drain = r->req.route == PX_CTL_STORAGE_DRAIN;
+	enum px_status st = px_copies_role(ctl->core, r->req.name, on, drain);
+	if (st == PX_ENOTFOUND) {
+		set_err(&err, 404, "name", "no storage named \"%.200s\" in the catalog",
+			r->req.name);
+		return respond_err(c, &err);
+	}
+	return respond(c, MHD_HTTP_OK,
+		       px_json_text(json_pack("{s:s, s:b, s:b}", "storage", r->req.name,
+					   "copying", on, "drained", drain), REPLY_JSON),
+		       "application/json", NULL);
+}
+
 static enum MHD_Result handle(struct px_control *ctl, struct MHD_Connection *c, struct conn *r)
 {
 	struct px_ctl_error err = { 0 };
@@ -390,137 +545,21 @@ static enum MHD_Result handle(struct px_control *ctl, struct MHD_Connection *c, 
 		return respond(c, MHD_HTTP_OK, px_report_hosts(ctl->core), "application/json",
 			       NULL);
 	case PX_CTL_DRAIN:
-	case PX_CTL_RESUME: {
-		int drain = r->req.route == PX_CTL_DRAIN;
-		enum px_status st = px_provider_drain(ctl->core, r->req.name, drain);
-		px_debug("control", "%s of provider %s requested%s%s: %s", drain ? "drain" : "resume",
-			 r->req.name, r->req.reason[0] ? "; reason: " : "", r->req.reason,
-			 px_strerror(st));
-		if (st == PX_ENOTFOUND) {
-			set_err(&err, 404, "name", "no provider named \"%.200s\"", r->req.name);
-			return respond_err(c, &err);
-		}
-		if (st != PX_OK) {
-			set_err(&err, 500, "", "%s", px_strerror(st));
-			return respond_err(c, &err);
-		}
-		int cluster = 0;
-		if (ctl->core->store) {
-			/* cluster mode: every host applies it at its next heartbeat */
-			char key[256];
-			const char *argv[] = { "HSET", key, r->req.name, drain ? "1" : "0" };
-			if (px_store_key(ctl->core->store, key, sizeof(key), "drains") >= 0 &&
-			    px_store_call(ctl->core->store, 4, argv, NULL, NULL) == PX_OK)
-				cluster = 1;
-			else
-				px_warn("control", "%s of provider %s applies to this host only: the "
-					"store %s does not answer", drain ? "drain" : "resume",
-					r->req.name, px_store_url(ctl->core->store));
-		}
-		return respond(c, MHD_HTTP_OK,
-			       px_json_text(json_pack("{s:s, s:b, s:b}", "provider", r->req.name,
-						   "drained", drain, "cluster", cluster),
-					    REPLY_JSON),
-			       "application/json", NULL);
-	}
+	case PX_CTL_RESUME:
+		return on_drain(ctl, c, r);
 	case PX_CTL_ADD_SOURCE:
-	case PX_CTL_REMOVE_SOURCE: {
-		int add = r->req.route == PX_CTL_ADD_SOURCE;
-		char msg[600];
-		enum px_status st = add ? px_sources_add(ctl->core, r->req.name, r->req.where,
-							    r->req.provider[0] ? r->req.provider
-									       : NULL,
-							    msg, sizeof(msg))
-				       : px_sources_remove(ctl->core, r->req.name,
-							       r->req.where, msg, sizeof(msg));
-		if (st != PX_OK) {
-			/* the core's message is "FIELD: what is wrong" */
-			const char *colon = strstr(msg, ": ");
-			char field[64] = "";
-			if (colon && (size_t)(colon - msg) < sizeof(field))
-				snprintf(field, sizeof(field), "%.*s", (int)(colon - msg), msg);
-			set_err(&err, st == PX_ENOTFOUND ? 404 : st == PX_EEXIST ? 409
-				      : st == PX_EINVAL ? 400 : 500, field, "%s",
-				colon ? colon + 2 : msg);
-			return respond_err(c, &err);
-		}
-		char shown[sizeof(r->req.where)]; /* answers end up in logs: no credentials */
-		px_redact_url(r->req.where, shown, sizeof(shown));
-		return respond(c, MHD_HTTP_OK,
-			       px_json_text(json_pack("{s:s, s:s, s:s}", "asset", r->req.name,
-						   "source", shown,
-						   "result", add ? "added" : "removed"),
-				    REPLY_JSON),
-			       "application/json", NULL);
-	}
-	case PX_CTL_RELOAD: {
-		char report[1024];
-		if (px_reload_file(ctl->core, report, sizeof(report)) != PX_OK) {
-			set_err(&err, 400, "catalog", "%s", report);
-			return respond_err(c, &err);
-		}
-		px_utf8_scrub(report); /* may quote the catalog, or be cut inside a character */
-		return respond(c, MHD_HTTP_OK,
-			       px_json_text(json_pack("{s:b, s:s}", "reloaded", 1, "notes", report),
-				    REPLY_JSON),
-			       "application/json", NULL);
-	}
-	case PX_CTL_RESTART: {
-		/* the keeper ends this worker at once and starts the binary on
-		 * disk (fs/keeper.h): it is told in on_completed, after this
-		 * answer is written, or the answer would die with the worker */
-		long keeper = ctl->core->worker.keeper_pid;
-		if (keeper <= 0) {
-			set_err(&err, 409, "keeper", "this mount has no keeper (keeper=0): a "
-				"restart would end it");
-			return respond_err(c, &err);
-		}
-		if (!ctl->core->worker.resend) {
-			/* the keeper would refuse the signal: say why here */
-			set_err(&err, 409, "keeper", "this kernel cannot resend a worker's requests "
-				"(FUSE_NOTIFY_RESEND, Linux 6.9+): a restart would end the mount");
-			return respond_err(c, &err);
-		}
-		if (kill((pid_t)keeper, 0) != 0) {
-			set_err(&err, 500, "keeper", "cannot signal keeper pid %ld: %s", keeper,
-				strerror(errno));
-			return respond_err(c, &err);
-		}
-		r->keeper = keeper;
-		return respond(c, MHD_HTTP_ACCEPTED,
-			       px_json_text(json_pack("{s:b, s:I, s:I}", "restarting", 1,
-						   "keeper_pid", (json_int_t)keeper, "worker_pid",
-						   (json_int_t)ctl->core->worker.pid),
-				    REPLY_JSON),
-			       "application/json", NULL);
-	}
-	case PX_CTL_COPIES: {
-		char *text = px_copies_status(ctl->core);
-		json_t *js = text ? json_loads(text, 0, NULL) : NULL;
-		free(text);
-		if (!js) {
-			set_err(&err, 500, "", "out of memory");
-			return respond_err(c, &err);
-		}
-		return respond(c, MHD_HTTP_OK, px_json_text(js, REPLY_JSON), "application/json",
-			       NULL);
-	}
+	case PX_CTL_REMOVE_SOURCE:
+		return on_source(ctl, c, r);
+	case PX_CTL_RELOAD:
+		return on_reload(ctl, c, r);
+	case PX_CTL_RESTART:
+		return on_restart(ctl, c, r);
+	case PX_CTL_COPIES:
+		return on_copies(ctl, c, r);
 	case PX_CTL_STORAGE_DISABLE:
 	case PX_CTL_STORAGE_ENABLE:
-	case PX_CTL_STORAGE_DRAIN: {
-		int on = r->req.route == PX_CTL_STORAGE_ENABLE;
-		int drain = r->req.route == PX_CTL_STORAGE_DRAIN;
-		enum px_status st = px_copies_role(ctl->core, r->req.name, on, drain);
-		if (st == PX_ENOTFOUND) {
-			set_err(&err, 404, "name", "no storage named \"%.200s\" in the catalog",
-				r->req.name);
-			return respond_err(c, &err);
-		}
-		return respond(c, MHD_HTTP_OK,
-			       px_json_text(json_pack("{s:s, s:b, s:b}", "storage", r->req.name,
-						   "copying", on, "drained", drain), REPLY_JSON),
-			       "application/json", NULL);
-	}
+	case PX_CTL_STORAGE_DRAIN:
+		return on_storage(ctl, c, r);
 	case PX_CTL_NROUTES:
 		break;
 	}

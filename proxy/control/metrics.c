@@ -26,6 +26,7 @@
 #include "context.h"
 #include "copies.h"
 #include "metrics.h"
+#include "reads.h"
 #include "snapshot.h"
 #include "standby.h"
 #include "utf8.h"
@@ -100,11 +101,17 @@ static void sample(struct buf *b, const char *name, unsigned long long v)
 	put(b, "%s %llu\n", name, v);
 }
 
+/* A metric family's name, type and help text. */
+struct fam {
+	const char *name, *type, *help;
+};
+
 /* A provider's family: one sample per provider of the field at offset. */
 static void per_provider(struct buf *b, const struct px_snap_provider *ps, size_t n,
-			 const char *name, const char *type, const char *help, size_t off, int is64)
+			 const struct fam *f, size_t off, int is64)
 {
-	family(b, name, type, help);
+	const char *name = f->name;
+	family(b, name, f->type, f->help);
 	for (size_t i = 0; i < n; i++) {
 		const char *base = (const char *)&ps[i] + off;
 		unsigned long long v = is64 ? *(const uint64_t *)(const void *)base
@@ -155,7 +162,7 @@ static void disk_metrics(struct buf *b, const struct px_disk_stats *d)
 
 void px_metrics_note_read(struct px_core *core, int64_t us)
 {
-	px_histo_observe_us(&core->h_read, us);
+	px_reads_note_read(core->reads, us);
 }
 
 /* The process: version, worker restarts, assets. */
@@ -197,7 +204,8 @@ static void provider_metrics(struct buf *b, const struct px_snapshot *snap)
 		}
 	}
 #define PP(name, type, help, field) \
-	per_provider(b, ps, np, name, type, help, offsetof(struct px_snap_provider, field), \
+	per_provider(b, ps, np, &(const struct fam){ name, type, help }, \
+		     offsetof(struct px_snap_provider, field), \
 		     sizeof(ps[0].field) == sizeof(uint64_t))
 	PP("seamfs_provider_sessions", "gauge", "Sessions whose source is on the provider.",
 	   sessions);

@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "context.h"
 #include "control.h"
 #include "copies.h"
@@ -108,7 +109,7 @@ static int authorized(struct px_peer *p, struct MHD_Connection *c)
 						    MHD_HTTP_HEADER_AUTHORIZATION);
 	if (!h || strncmp(h, "Bearer ", 7) != 0)
 		return 0;
-	return px_secret_equal(p->core->peer_secret, h + 7);
+	return px_secret_equal(px_cluster_secret(p->core), h + 7);
 }
 
 /* Answers with the bytes of the copy of asset id. */
@@ -221,7 +222,7 @@ enum px_status px_peer_start(struct px_core *core, const char *where, struct px_
 	int fd = -1;
 
 	*out = NULL;
-	if (!core->peer_secret) {
+	if (!px_cluster_secret(core)) {
 		px_error("peer", "peer_listen %s: no cluster_secret_file: refusing to serve copies "
 			 "to anyone who asks", where);
 		goto out;

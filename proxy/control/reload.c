@@ -2,8 +2,10 @@
  * reload.c - a new catalog while mounted.
  *
  * The new catalog is parsed and validated by the caller; an invalid one
- * never gets here, and the old one stays. Then, in the core's own copy of
- * the catalog (sources.c), which has room to spare:
+ * never gets here, and the old one stays. Then the source layer changes
+ * the core's own copy of the catalog, which has room to spare
+ * (px_sources_apply, sources.c; reload.c writes no provider's or source's
+ * field):
  *  - providers: a new name is added; an existing one takes the new
  *    max_connections and drained (its headers stay until a remount);
  *  - an asset whose id is known keeps its path, size and inode; its
@@ -23,7 +25,6 @@
  * every catalog it was given until it is freed.
  */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,11 +33,9 @@
 #include "context.h"
 #include "copies.h"
 #include "reload.h"
-#include "health.h"
 #include "probe.h"
 #include "provider.h"
 #include "sources.h"
-#include "standby.h"
 #include "tree.h"
 #include "clock.h"
 #include "import.h"
@@ -46,296 +45,117 @@
  * files on a slow NFS server is read well within it. */
 #define RELOAD_READ_MS 30000
 
-/* Appends to the report, keeping it one line. */
-static void note(char *r, size_t len, const char *fmt, ...) PX_PRINTF(3, 4);
-static void note(char *r, size_t len, const char *fmt, ...)
+/* reload.c's own state (context.h's px_core.reloads), under the reload
+ * lock (px_reload_lock, probe.c): the catalogs and trees kept until the
+ * core is freed, the last reload's outcome; made by px_reloads_new, freed
+ * by px_reloads_free, opaque to the rest. */
+struct px_reloads {
+	struct px_catalog *catalogs[PX_MAX_RELOADS];
+	struct px_tree *old_trees[PX_MAX_RELOADS];
+	size_t ncatalogs;
+	const char *catalog_path;  /* borrowed from main; NULL: no reload */
+	char reload_msg[1024];     /* the last reload's outcome, in words */
+	int reload_ok;
+	int64_t reload_when;
+	uint64_t n_reloads;
+	int readers_left;          /* catalog readers a reload gave up on, that
+				    * may still sit in the kernel */
+};
+
+enum px_status px_reloads_new(struct px_core *core)
 {
-	size_t n = strlen(r);
-	va_list ap;
-	if (n + 3 >= len)
+	core->reloads = calloc(1, sizeof(*core->reloads));
+	return core->reloads ? PX_OK : PX_ENOMEM;
+}
+
+void px_reloads_free(struct px_core *core)
+{
+	if (!core->reloads)
 		return;
-	if (n)
-		n += (size_t)snprintf(r + n, len - n, "; ");
-	va_start(ap, fmt);
-	vsnprintf(r + n, len - n, fmt, ap);
-	va_end(ap);
-}
-
-/* Whether two asset paths cannot both be files: equal, or one a folder on
- * the other's way. */
-static int paths_clash(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	if (la == lb)
-		return strcmp(a, b) == 0;
-	if (la > lb)
-		return strncmp(a, b, lb) == 0 && a[lb] == '/';
-	return strncmp(b, a, la) == 0 && b[la] == '/';
-}
-
-static long find_provider(const struct px_catalog *c, const char *name)
-{
-	for (size_t i = 0; i < c->nproviders; i++)
-		if (strcmp(c->providers[i].name, name) == 0)
-			return (long)i;
-	return -1;
-}
-
-static int same_source(const struct px_source *a, const struct px_source *b)
-{
-	return (a->url && b->url && strcmp(a->url, b->url) == 0) ||
-	       (a->path && b->path && strcmp(a->path, b->path) == 0);
-}
-
-/* Maps the new catalog's provider indices to the core's, adding providers
- * the core does not know. prov_lock held. */
-static void merge_providers(struct px_core *core, const struct px_catalog *nc, size_t *map,
-			    char *report, size_t len)
-{
-	struct px_catalog *m = core->mcat;
-	for (size_t i = 0; i < nc->nproviders; i++) {
-		const struct px_provider *np = &nc->providers[i];
-		long k = find_provider(m, np->name);
-		if (k < 0 && m->nproviders < core->provs_cap) {
-			k = (long)m->nproviders;
-			m->providers[k] = *np;
-			memset(&core->provs[k], 0, sizeof(core->provs[k]));
-			core->provs[k].probe_asset = -1;
-			core->provs[k].cl = core->store != NULL;
-			core->provs[k].max = np->max_connections;
-			core->provs[k].drained = np->drained;
-			m->nproviders++;
-		} else if (k >= 0) {
-			struct px_provider *op = &m->providers[k];
-			if (op->nheaders != np->nheaders)
-				note(report, len, "provider %s: new headers need a remount", np->name);
-			op->max_connections = np->max_connections;
-			core->provs[k].max = np->max_connections;
-			if (!np->implicit)
-				core->provs[k].drained = np->drained;
-		} else {
-			note(report, len, "provider %s: no room for more providers", np->name);
-		}
-		map[i] = k < 0 ? (size_t)-1 : (size_t)k;
+	for (size_t i = 0; i < core->reloads->ncatalogs; i++) {
+		px_tree_free(core->reloads->old_trees[i]);
+		px_catalog_free(core->reloads->catalogs[i]);
 	}
+	free(core->reloads);
+	core->reloads = NULL;
 }
 
-/* The new source list of a known asset: adds and removes. Both locks held. */
-static void merge_sources(struct px_core *core, size_t ai, const struct px_asset *na,
-			  const size_t *map, int *added, int *removed, char *report, size_t len)
+void px_reload_set_path(struct px_core *core, const char *path)
 {
-	struct px_asset *a = &core->mcat->assets[ai];
-	struct asset_rt *rt = &core->assets[ai];
-	for (size_t k = 0; k < a->nsources; k++) {
-		int keep = a->sources[k].storage != NULL; /* a copy: copies.c's */
-		for (size_t j = 0; j < na->nsources && !keep; j++)
-			keep = same_source(&a->sources[k], &na->sources[j]);
-		if (!keep && !rt->dead[k]) {
-			rt->dead[k] = 1;
-			struct src_rt *all = px_src_ensure(core, ai);
-			if (all) {
-				all[k].removed = 1;
-				px_src_why(&all[k], "removed by a reload");
-			}
-			(*removed)++;
-		}
-	}
-	for (size_t j = 0; j < na->nsources; j++) {
-		long k = -1;
-		for (size_t i = 0; i < a->nsources && k < 0; i++)
-			if (same_source(&a->sources[i], &na->sources[j]))
-				k = (long)i;
-		if (k >= 0) {
-			if (rt->dead[k] && rt->src &&
-			    strcmp(px_src_why_of(&rt->src[k]), "removed by a reload") == 0) {
-				rt->dead[k] = 0; /* back in the list */
-				rt->src[k].removed = 0;
-				px_src_why(&rt->src[k], NULL);
-			}
-			continue;
-		}
-		if (a->nsources >= rt->source_cap || map[na->sources[j].provider] == (size_t)-1) {
-			note(report, len, "asset %s: no room for source %s", a->id,
-			     na->sources[j].shown);
-			continue;
-		}
-		size_t n = a->nsources;
-		a->sources[n] = na->sources[j];
-		a->sources[n].provider = map[na->sources[j].provider];
-		px_provider_note_source(core, a->sources[n].provider, a->sources[n].url);
-		rt->dead[n] = 0;
-		if (rt->src) {
-			px_src_why(&rt->src[n], NULL);
-			memset(&rt->src[n], 0, sizeof(rt->src[n]));
-		}
-		a->nsources = n + 1;
-		(*added)++;
-	}
+	core->reloads->catalog_path = path;
 }
 
-/* Appends a new plain asset (unlisted until its size is known). Both locks
- * held. Returns its index, or -1 when there is no room. */
-static long add_asset(struct px_core *core, const struct px_asset *na, const size_t *map)
+void px_reload_stats(struct px_core *core, struct px_reload_stats *out)
 {
-	struct px_catalog *m = core->mcat;
-	if (m->nassets >= core->assets_cap)
-		return -1;
-	size_t i = m->nassets;
-	struct asset_rt *rt = &core->assets[i];
-	struct px_asset *a = &m->assets[i];
-	memset(rt, 0, sizeof(*rt));
-	rt->source_cap = na->nsources + px_spare_sources(m->nassets);
-	rt->dead = calloc(rt->source_cap + 1, 1);
-	rt->src = calloc(rt->source_cap + 1, sizeof(*rt->src));
-	struct px_source *srcs = calloc(rt->source_cap, sizeof(*srcs));
-	if (!rt->dead || !rt->src || !srcs) {
-		free((void *)rt->dead);
-		free(rt->src);
-		free(srcs);
-		memset(rt, 0, sizeof(*rt));
-		return -1;
+	px_reload_lock(core);
+	out->n_reloads = core->reloads->n_reloads;
+	out->reload_ok = core->reloads->reload_ok;
+	memcpy(out->reload_msg, core->reloads->reload_msg, sizeof(out->reload_msg));
+	out->reload_msg[sizeof(out->reload_msg) - 1] = '\0';
+	out->reload_when = core->reloads->reload_when;
+	px_reload_unlock(core);
+}
+
+/* Builds the tree of the reloaded catalog and swaps it in, telling the
+ * front. reload_lock held. */
+static enum px_status publish(struct px_core *core, const struct px_sources_change *c,
+			      unsigned char *listed, int n_gone)
+{
+	struct px_tree *tree = NULL;
+	enum px_status st = px_tree_new(core->cat, listed, &tree);
+	if (st != PX_OK) {
+		px_sources_note(c->report, c->len, "the new tree could not be built: %s",
+				px_strerror(st));
+		return st;
 	}
-	*a = *na;
-	a->sources = srcs;
-	a->nsources = 0;
-	for (size_t j = 0; j < na->nsources; j++) {
-		if (map[na->sources[j].provider] == (size_t)-1)
-			continue;
-		srcs[a->nsources] = na->sources[j];
-		srcs[a->nsources].provider = map[na->sources[j].provider];
-		px_provider_note_source(core, srcs[a->nsources].provider, srcs[a->nsources].url);
-		a->nsources++;
-	}
-	rt->size = na->size;
-	rt->mtime = na->mtime;
-	m->nassets = i + 1; /* published last */
-	return (long)i;
+	/* publish: listed flags, then the tree */
+	px_sources_set_listed(core, listed);
+	struct px_tree *old = atomic_exchange(&core->tree, tree);
+	core->reloads->old_trees[core->reloads->ncatalogs] = old;
+	px_probe_tell(core, old, tree);
+	px_copies_reload(core, c->nc);
+	px_info("reload", "catalog reloaded: %d asset(s) added, %d gone, %d source(s) added, "
+		"%d removed%s%s", c->n_new, n_gone, c->s_added, c->s_removed,
+		c->report[0] ? "; " : "", c->report);
+	return PX_OK;
 }
 
 enum px_status px_reload_catalog(struct px_core *core, struct px_catalog *nc, char *report,
 			      size_t len)
 {
-	struct px_catalog *m = core->mcat;
-	size_t *map = calloc(nc->nproviders + 1, sizeof(*map));
-	size_t old_n = m->nassets;
-	unsigned char *keep = NULL, *need = NULL, *listed = NULL;
-	int n_new = 0, n_gone = 0, s_added = 0, s_removed = 0, merged = 0;
+	struct px_sources_change c = { .nc = nc, .report = report, .len = len };
+	unsigned char *listed = NULL;
+	int merged = 0;
 	enum px_status st = PX_ENOMEM;
-	struct px_tree *tree = NULL;
 
 	report[0] = '\0';
-	pthread_mutex_lock(&core->reload_lock);
-	if (!map || core->ncatalogs == PX_MAX_RELOADS) {
-		note(report, len, "%s", map ? "too many reloads: remount" : "out of memory");
+	c.map = calloc(nc->nproviders + 1, sizeof(*c.map));
+	px_reload_lock(core);
+	if (!c.map || core->reloads->ncatalogs == PX_MAX_RELOADS) {
+		px_sources_note(report, len, "%s",
+				c.map ? "too many reloads: remount" : "out of memory");
 		goto out;
 	}
-	keep = calloc(core->assets_cap + 1, 1);
-	need = calloc(core->assets_cap + 1, 1);
+	c.keep = calloc(core->assets_cap + 1, 1);
+	c.need = calloc(core->assets_cap + 1, 1);
 	listed = calloc(core->assets_cap + 1, 1);
-	if (!keep || !need || !listed)
+	if (!c.keep || !c.need || !listed)
 		goto out;
 
-	pthread_mutex_lock(&core->prov_lock);
-	pthread_mutex_lock(&core->vf_lock);
 	merged = 1; /* from here the core may point into nc: it is kept */
-	merge_providers(core, nc, map, report, len);
-	for (size_t j = 0; j < nc->nassets; j++) {
-		const struct px_asset *na = &nc->assets[j];
-		long i = px_catalog_find(core->cat, na->id);
-		if (i >= 0) {
-			const struct px_asset *a = &m->assets[i];
-			keep[i] = 1;
-			if (strcmp(a->path, na->path) != 0)
-				note(report, len, "asset %s: a new path needs a remount", na->id);
-			if (a->kind != na->kind)
-				note(report, len, "asset %s: a new kind needs a remount", na->id);
-			else if (a->kind == PX_ASSET_PLAIN)
-				merge_sources(core, (size_t)i, na, map, &s_added, &s_removed,
-					      report, len);
-			if (a->kind == PX_ASSET_PLAIN)
-				px_sources_screen_paths(core, (size_t)i, nc->from_playlists);
-			if (na->size >= 0 && core->assets[i].size >= 0 &&
-			    na->size != core->assets[i].size)
-				note(report, len, "asset %s: a new size needs a remount", na->id);
-			continue;
-		}
-		if (na->kind != PX_ASSET_PLAIN) {
-			note(report, len, "asset %s: a new transcode or remux needs a remount",
-			     na->id);
-			continue;
-		}
-		/* a path a kept asset has (or a folder of it, or a file on its
-		 * way) cannot be taken */
-		int clash = 0;
-		for (size_t k = 0; k < old_n && !clash; k++)
-			clash = core->assets[k].listed && px_catalog_find(nc, m->assets[k].id) >= 0 &&
-				paths_clash(m->assets[k].path, na->path);
-		if (clash) {
-			note(report, len, "asset %s: its path clashes with another asset's", na->id);
-			continue;
-		}
-		i = add_asset(core, na, map);
-		if (i < 0) {
-			note(report, len, "asset %s: no room for more assets", na->id);
-			continue;
-		}
-		px_sources_screen_paths(core, (size_t)i, nc->from_playlists);
-		need[i] = core->assets[i].size < 0; /* a size lists it: no request */
-		n_new++;
-	}
-	pthread_mutex_unlock(&core->vf_lock);
-	pthread_mutex_unlock(&core->prov_lock);
-
+	px_sources_apply(core, &c);
 	/* sizes of the new assets, as at mount (bounded by probe_timeout) */
-	px_probe_assets(core, need);
-
-	for (size_t i = 0; i < m->nassets; i++) {
-		struct asset_rt *rt = &core->assets[i];
-		if (i < old_n)
-			listed[i] = rt->listed && keep[i];
-		else if (rt->size >= 0)
-			listed[i] = 1;
-		else
-			note(report, len, "asset %s: left out, its size is unknown",
-			     m->assets[i].id);
-		/* a new asset without a size is asked again (probe.c's retry);
-		 * one no longer in the catalog is not */
-		rt->rediscover = i < old_n ? rt->rediscover && keep[i] : rt->size < 0;
-		if (i < old_n && rt->listed && !keep[i])
-			n_gone++;
-		if (i >= old_n && rt->mtime < 0)
-			rt->mtime = core->catalog_mtime;
-	}
-	st = px_tree_new(core->cat, listed, &tree);
-	if (st != PX_OK) {
-		note(report, len, "the new tree could not be built: %s", px_strerror(st));
-		goto out;
-	}
-	/* publish: listed flags, then the tree */
-	for (size_t i = 0; i < m->nassets; i++) {
-		if (core->assets[i].listed != listed[i])
-			core->nlisted += listed[i] ? 1 : (size_t)-1;
-		core->assets[i].listed = listed[i];
-	}
-	struct px_tree *old = atomic_exchange(&core->tree, tree);
-	core->old_trees[core->ncatalogs] = old;
-	px_reload_fn told = atomic_load(&core->on_reload);
-	if (told)
-		told(core->on_reload_ctx, old, tree);
-	px_copies_reload(core, nc);
-	px_info("reload", "catalog reloaded: %d asset(s) added, %d gone, %d source(s) added, "
-		"%d removed%s%s", n_new, n_gone, s_added, s_removed, report[0] ? "; " : "",
-		report);
-	st = PX_OK;
+	px_probe_assets(core, c.need);
+	st = publish(core, &c, listed, px_sources_listing(core, &c, listed));
 out:
-	pthread_mutex_unlock(&core->reload_lock);
+	px_reload_unlock(core);
 	if (nc && merged)
-		core->catalogs[core->ncatalogs++] = nc; /* room was checked first */
+		core->reloads->catalogs[core->reloads->ncatalogs++] = nc; /* room was checked first */
 	else if (nc)
 		px_catalog_free(nc);
-	free(map);
-	free(keep);
-	free(need);
+	free(c.map);
+	free(c.keep);
+	free(c.need);
 	free(listed);
 	return st;
 }
@@ -390,15 +210,6 @@ static void *load_main(void *arg)
 	return NULL;
 }
 
-/* Whether px_core_stop() was called. */
-static int stopping(struct px_core *core)
-{
-	pthread_mutex_lock(&core->prov_lock);
-	int s = core->stopping;
-	pthread_mutex_unlock(&core->prov_lock);
-	return s;
-}
-
 /* Starts the reader; NULL when it cannot (err says why). */
 static struct load_job *load_start(struct px_core *core, char *err, size_t errlen)
 {
@@ -407,7 +218,7 @@ static struct load_job *load_start(struct px_core *core, char *err, size_t errle
 	pthread_t t;
 	int ok = 0;
 
-	if (!j || !(j->path = strdup(core->catalog_path)) ||
+	if (!j || !(j->path = strdup(core->reloads->catalog_path)) ||
 	    (core->cfg->strm_paths && !(j->strm_paths = strdup(core->cfg->strm_paths)))) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
@@ -419,7 +230,7 @@ static struct load_job *load_start(struct px_core *core, char *err, size_t errle
 	ok = pthread_create(&t, &attr, load_main, j) == 0;
 	pthread_attr_destroy(&attr);
 	if (!ok)
-		snprintf(err, errlen, "%s: cannot start a thread to read it", core->catalog_path);
+		snprintf(err, errlen, "%s: cannot start a thread to read it", core->reloads->catalog_path);
 out:
 	if (!ok && j) {
 		if (j->path)
@@ -448,7 +259,7 @@ static enum px_status load_bounded(struct px_core *core, struct px_catalog **out
 		return PX_ENOMEM;
 	pthread_mutex_lock(&j->lock);
 	/* in steps, so that a stop is seen within one */
-	while (!j->done && px_now_ms() < deadline && !stopping(core))
+	while (!j->done && px_now_ms() < deadline && !px_providers_stopping(core))
 		px_cond_wait_until(&j->cond, &j->lock, &j->done,
 				   px_now_ms() + 100 < deadline ? px_now_ms() + 100 : deadline);
 	if (j->done) {
@@ -459,15 +270,15 @@ static enum px_status load_bounded(struct px_core *core, struct px_catalog **out
 	} else {
 		j->abandoned = 1;
 		st = PX_ETIMEDOUT;
-		pthread_mutex_lock(&core->reload_lock);
-		core->readers_left++;
-		pthread_mutex_unlock(&core->reload_lock);
-		if (stopping(core))
+		px_reload_lock(core);
+		core->reloads->readers_left++;
+		px_reload_unlock(core);
+		if (px_providers_stopping(core))
 			snprintf(err, errlen, "%s: not read before the daemon stopped (a hung file "
-				 "system?)", core->catalog_path);
+				 "system?)", core->reloads->catalog_path);
 		else
 			snprintf(err, errlen, "%s: not read within %d s (a hung file system?); "
-				 "the read is left behind", core->catalog_path, RELOAD_READ_MS / 1000);
+				 "the read is left behind", core->reloads->catalog_path, RELOAD_READ_MS / 1000);
 	}
 	int mine = j->done;
 	pthread_mutex_unlock(&j->lock);
@@ -478,9 +289,9 @@ static enum px_status load_bounded(struct px_core *core, struct px_catalog **out
 
 int px_reload_readers_left(struct px_core *core)
 {
-	pthread_mutex_lock(&core->reload_lock);
-	int n = core->readers_left;
-	pthread_mutex_unlock(&core->reload_lock);
+	px_reload_lock(core);
+	int n = core->reloads->readers_left;
+	px_reload_unlock(core);
 	return n;
 }
 
@@ -490,7 +301,7 @@ enum px_status px_reload_file(struct px_core *core, char *report, size_t len)
 	char err[1024];
 	enum px_status st;
 
-	if (!core->catalog_path) {
+	if (!core->reloads->catalog_path) {
 		snprintf(report, len, "no catalog file to read again");
 		return PX_EINVAL;
 	}
@@ -500,18 +311,18 @@ enum px_status px_reload_file(struct px_core *core, char *report, size_t len)
 	} else {
 		if (nc->nsettings)
 			px_info("reload", "%s: \"settings\" apply at the next mount only",
-				core->catalog_path);
+				core->reloads->catalog_path);
 		st = px_reload_catalog(core, nc, report, len);
 	}
-	pthread_mutex_lock(&core->reload_lock);
-	snprintf(core->reload_msg, sizeof(core->reload_msg), "%s%s",
+	px_reload_lock(core);
+	snprintf(core->reloads->reload_msg, sizeof(core->reloads->reload_msg), "%s%s",
 		 st == PX_OK ? "reloaded" : "", st == PX_OK && report[0] ? ": " : "");
-	size_t n = strlen(core->reload_msg);
-	snprintf(core->reload_msg + n, sizeof(core->reload_msg) - n, "%s", report);
-	core->reload_ok = st == PX_OK;
-	core->reload_when = core->now();
-	core->n_reloads++;
-	pthread_mutex_unlock(&core->reload_lock);
+	size_t n = strlen(core->reloads->reload_msg);
+	snprintf(core->reloads->reload_msg + n, sizeof(core->reloads->reload_msg) - n, "%s", report);
+	core->reloads->reload_ok = st == PX_OK;
+	core->reloads->reload_when = core->now();
+	core->reloads->n_reloads++;
+	px_reload_unlock(core);
 	if (st != PX_OK)
 		px_error("reload", "%s", report);
 	return st;

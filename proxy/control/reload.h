@@ -7,7 +7,28 @@
 #include <stddef.h>
 #include "px.h"
 
+#include <stdint.h>
+
 struct px_core;
+
+/* Makes reload.c's state (core->reloads; PX_ENOMEM without memory) and
+ * frees it with the catalogs and trees reloads kept: with px_core_new
+ * and px_core_free. */
+enum px_status px_reloads_new(struct px_core *core) PX_WUR;
+void px_reloads_free(struct px_core *core);
+
+/* The catalog file px_reload_file() reads again (borrowed; NULL: none).
+ * Before the core serves. */
+void px_reload_set_path(struct px_core *core, const char *path);
+
+/* The last reload's outcome, copied under reload_lock (for the status). */
+struct px_reload_stats {
+	uint64_t n_reloads;
+	int reload_ok;
+	char reload_msg[1024];
+	int64_t reload_when;       /* core clock; 0: never */
+};
+void px_reload_stats(struct px_core *core, struct px_reload_stats *out);
 
 /*
  * Applies a new, valid catalog while mounted (reload.c): new assets

@@ -273,6 +273,43 @@ static json_t *disk_json(const struct px_disk_stats *d)
 			 "evictions", (json_int_t)d->evictions, "rejects", (json_int_t)d->rejects);
 }
 
+/* The keeper's figures (fs/keeper.c), null when the mount has none. */
+static json_t *keeper_json(const struct px_worker_info *w)
+{
+	if (!w->keeper_pid)
+		return json_null();
+	return json_pack("{s:I, s:I, s:o, s:o, s:o}", "pid", (json_int_t)w->keeper_pid,
+			 "restarts", (json_int_t)w->restarts, "last_end",
+			 w->restarts ? json_string(w->last_end) : json_null(),
+			 "last_restart_unix_ms",
+			 w->last_at_ms ? json_integer(w->last_at_ms) : json_null(),
+			 "last_pause_ms",
+			 w->restarts ? json_integer(w->last_pause_ms) : json_null());
+}
+
+/* Opens refused at the providers' limits, and the last refusal. */
+static json_t *admission_json(const struct px_snapshot *snap)
+{
+	int64_t now = snap->now;
+	return json_pack("{s:I, s:o, s:o}",
+			 "refused_at_limit", (json_int_t)snap->n_admit_busy,
+			 "last_refusal", px_json_str(snap->admit_why),
+			 "last_refusal_age_s",
+			 snap->admit_when ? json_real((double)(now - snap->admit_when) / 1000.0)
+					  : json_null());
+}
+
+/* The catalog reloads, and the last one's outcome. */
+static json_t *reload_json(const struct px_snapshot *snap)
+{
+	int64_t now = snap->now;
+	return json_pack("{s:I, s:b, s:o, s:o}", "reloads", (json_int_t)snap->n_reloads, "ok",
+			 snap->n_reloads ? snap->reload_ok : 1, "last",
+			 px_json_str(snap->reload_msg), "last_age_s",
+			 snap->reload_when ? json_real((double)(now - snap->reload_when) / 1000.0)
+					   : json_null());
+}
+
 char *px_report_json(struct px_core *core)
 {
 	struct px_snapshot *snap = NULL;
@@ -288,19 +325,7 @@ char *px_report_json(struct px_core *core)
 	json_object_set_new(root, "version", json_string(SEAMFS_VERSION));
 	const struct px_worker_info *w = &snap->worker;
 	json_object_set_new(root, "worker_pid", json_integer(w->pid));
-	json_object_set_new(root, "keeper",
-			    w->keeper_pid ? json_pack("{s:I, s:I, s:o, s:o, s:o}", "pid",
-						      (json_int_t)w->keeper_pid, "restarts",
-						      (json_int_t)w->restarts, "last_end",
-						      w->restarts ? json_string(w->last_end)
-								  : json_null(),
-						      "last_restart_unix_ms",
-						      w->last_at_ms ? json_integer(w->last_at_ms)
-								    : json_null(),
-						      "last_pause_ms",
-						      w->restarts ? json_integer(w->last_pause_ms)
-								  : json_null())
-					  : json_null());
+	json_object_set_new(root, "keeper", keeper_json(w));
 	json_object_set_new(root, "providers", provs);
 	json_object_set_new(root, "sessions", sess);
 	json_object_set_new(root, "playback_sessions", json_integer((json_int_t)snap->sessions_playback));
@@ -310,22 +335,8 @@ char *px_report_json(struct px_core *core)
 		json_array_append_new(provs, provider_json(&snap->provs[i], now));
 	for (size_t i = 0; i < snap->nsessions; i++)
 		json_array_append_new(sess, session_json(&snap->sessions[i], now));
-	json_object_set_new(root, "admission",
-			    json_pack("{s:I, s:o, s:o}",
-				      "refused_at_limit", (json_int_t)snap->n_admit_busy,
-				      "last_refusal", px_json_str(snap->admit_why),
-				      "last_refusal_age_s",
-				      snap->admit_when ? json_real((double)(now - snap->admit_when) /
-								   1000.0)
-						       : json_null()));
-	json_object_set_new(root, "reload",
-			    json_pack("{s:I, s:b, s:o, s:o}", "reloads",
-				      (json_int_t)snap->n_reloads, "ok",
-				      snap->n_reloads ? snap->reload_ok : 1, "last",
-				      px_json_str(snap->reload_msg), "last_age_s",
-				      snap->reload_when ? json_real((double)(now - snap->reload_when) /
-								    1000.0)
-							: json_null()));
+	json_object_set_new(root, "admission", admission_json(snap));
+	json_object_set_new(root, "reload", reload_json(snap));
 	json_object_set_new(root, "assets", assets_json(snap));
 	char *copies = px_copies_status(core);
 	json_object_set_new(root, "copies", copies ? json_loads(copies, 0, NULL) : json_null());

@@ -16,6 +16,8 @@
 #include "histo.h"
 #include "hosts.h"
 #include "kvstore.h"
+#include "provider.h"
+#include "standby.h"
 #include "px.h"
 #include "transcode.h"
 
@@ -26,69 +28,10 @@ struct px_core;
  * transcodes). The metrics do without them. */
 #define PX_SNAPSHOT_ROWS 0x1u
 
-/* A provider's state as the status names it; the order is the metrics'. */
-enum px_snap_state {
-	PX_SNAP_LIVE,
-	PX_SNAP_FAILING,           /* answering badly, for less than liveness_ttl */
-	PX_SNAP_DOWN,              /* answering badly for liveness_ttl */
-	PX_SNAP_DRAINED,           /* takes no new session (before the others) */
-	PX_SNAP_AUTH_ERROR,        /* its credentials refused (401/403) */
-	PX_SNAP_NSTATES
-};
-
-struct px_snap_provider {
-	char *name;
-	enum px_snap_state state;
-	char why[200];             /* its last bad answer, in words */
-	int auth_failed;
-	char auth_why[200];        /* why its credentials count as refused */
-	int sessions, xfers, bg, held, max, drained;
-	int cl;                    /* cluster mode: the four below count */
-	int granted, others_slots, others_sessions, cl_degraded;
-	int64_t last_good;         /* core clock, ms; 0: never */
-	uint64_t n_ok, n_bad, n_waits, n_busy, n_preempted, n_evicted, n_probes, n_auth;
-};
-
-struct px_snap_session {
-	uint64_t id, client;
-	char *asset, *path;        /* the asset's id and path */
-	char *source, *provider;   /* the source as shown (no credentials), its provider */
-	int64_t offset, served;    /* where the last read ended; bytes served */
-	int64_t created;           /* core clock, ms */
-	int nhandles, xfers, exhausted;
-	int extra;                 /* its parallel read-ahead transfers */
-	int playback;              /* read PX_PLAY_BYTES of the middle; else a scan */
-};
-
-struct px_snap_source {
-	char *source, *provider;
-	const char *verification;  /* a static name: "dead", or its VS_* state's */
-	char *why;                 /* the last verdict, in words; "" when none */
-	int inconclusive;          /* inconclusive checks in a row */
-};
-
-/* An asset the status lists: listed, with more than one source. */
-struct px_snap_asset {
-	char *id, *path;
-	int64_t size;
-	char reference[17];        /* the reference fingerprint's id, "" when none */
-	struct px_snap_source *sources;
-	size_t nsources;
-};
-
-struct px_snap_cutover {
-	uint64_t session;
-	char *asset, *from, *to;   /* the asset's id, the sources as shown */
-	int64_t offset, ms, when;  /* when: core clock, ms */
-	enum px_status reason;
-};
-
 struct px_snap_transcode {
 	struct px_tc_info info;    /* px_transcode_snapshot()'s */
 	char *asset;               /* the asset's id */
 };
-
-#define PX_SNAP_RECENT 8        /* cutovers the core remembers */
 
 struct px_snapshot {
 	int64_t now;               /* the core clock when taken (ms): ages go by it */

@@ -56,7 +56,7 @@
  * slot whose parts came from two sources, or whose answers named two
  * versions, is not kept.
  *
- * Lock: core->cache_lock guards every slot and the accounting; never held
+ * Lock: core->reads->cache_lock guards every slot and the accounting; never held
  * across the fetcher's submit, cancel or resume, nor across disk I/O.
  */
 #include <stdio.h>
@@ -64,6 +64,9 @@
 #include <string.h>
 
 #include "cache.h"
+#include "reads_i.h"
+#include "request.h"
+#include "wait.h"
 #include "clock.h"
 #include "disk.h"
 #include "health.h"
@@ -95,7 +98,7 @@ struct cache_slot {
 	int paused;                /* the fill's transfer is paused (held) */
 	int waiting;               /* readers waiting for the fill's bytes */
 	uint64_t owner;            /* the session whose slot the fill holds */
-	int64_t progress;          /* the fill's progress clock (px_progress_add,
+	_Atomic int64_t progress;  /* the fill's progress clock (px_progress_add,
 				    * us), restarted when it resumes */
 	/* the persistent tier (disk.c) */
 	char etag[128];            /* the fill's answer's ETag, "" none */
@@ -135,7 +138,7 @@ static int slot_serves(const struct px_core *core, size_t asset, const struct ca
 /* How far past its first reader's bytes a head's first part reaches. */
 static int64_t head_margin(const struct px_core *core, size_t len)
 {
-	int64_t ra = atomic_load(&core->kernel_ra);
+	int64_t ra = atomic_load(&core->reads->kernel_ra);
 	if ((int64_t)len < FRESH_READ)
 		return HEAD_FIRST;
 	if (ra <= 0 || ra > FRESH_MARGIN)
@@ -172,26 +175,20 @@ static void tail_bounds(const struct px_core *core, size_t asset, int64_t *start
 	*len = size - *start;
 }
 
-void px_cache_init(struct px_core *core)
-{
-	pthread_mutex_init(&core->cache_lock, NULL);
-	px_cond_init_mono(&core->cache_cond);
-}
-
 void px_cache_release(struct px_core *core)
 {
+	if (!core->reads)
+		return;
 	for (size_t i = 0; i < core->cat->nassets; i++) {
 		for (int k = 0; core->assets[i].slot && k < 2; k++) {
 			struct cache_slot *s = &core->assets[i].slot[k];
 			if (s->buf)
-				atomic_fetch_sub(&core->ra_used, s->asked);
+				atomic_fetch_sub(&core->reads->ra_used, s->asked);
 			free(s->buf);
 		}
 		free(core->assets[i].slot);
 		core->assets[i].slot = NULL;
 	}
-	pthread_cond_destroy(&core->cache_cond);
-	pthread_mutex_destroy(&core->cache_lock);
 }
 
 /* Empties a slot that no transfer fills, giving its memory back. Lock held. */
@@ -199,8 +196,8 @@ static void drop(struct px_core *core, struct cache_slot *s)
 {
 	free(s->buf);
 	s->buf = NULL;
-	core->cache_used -= s->asked;
-	atomic_fetch_sub(&core->ra_used, s->asked);
+	core->reads->cache_used -= s->asked;
+	atomic_fetch_sub(&core->reads->ra_used, s->asked);
 	s->asked = s->filled = 0;
 	s->state = CACHE_EMPTY;
 	s->disk_tried = 0; /* evicted from memory: the disk may have it */
@@ -213,7 +210,7 @@ static void drop(struct px_core *core, struct cache_slot *s)
  * when there is room. */
 static int make_room(struct px_core *core, int64_t need, const struct cache_slot *keep)
 {
-	while (core->cache_used + need > core->cfg->cache_size) {
+	while (core->reads->cache_used + need > core->cfg->cache_size) {
 		struct cache_slot *victim = NULL;
 		for (size_t i = 0; i < core->cat->nassets; i++) {
 			for (int k = 0; core->assets[i].slot && k < 2; k++) {
@@ -236,7 +233,7 @@ static int f_data(void *ctx, int64_t off, const void *buf, size_t len)
 	/* a head and tail fill brings the head's part, then the tail */
 	struct cache_slot *s = f->tail && off >= f->tail->start ? f->tail : f->slot;
 	int took = 1;
-	pthread_mutex_lock(&f->core->cache_lock);
+	pthread_mutex_lock(&f->core->reads->cache_lock);
 	/* the fetcher delivers in order, inside the range asked for */
 	if (off == s->start + s->filled && s->held) {
 		/* a reader has its bytes and has not taken them yet: let it
@@ -260,10 +257,10 @@ static int f_data(void *ctx, int64_t off, const void *buf, size_t len)
 		if (s->start + s->filled >= s->wake_at) {
 			s->wake_at = INT64_MAX;
 			s->held = s->filled < s->asked;
-			pthread_cond_broadcast(&f->core->cache_cond);
+			pthread_cond_broadcast(&f->core->reads->cache_cond);
 		}
 	}
-	pthread_mutex_unlock(&f->core->cache_lock);
+	pthread_mutex_unlock(&f->core->reads->cache_lock);
 	return took;
 }
 
@@ -284,8 +281,8 @@ static int answered(struct px_core *core, size_t asset, struct cache_slot *s, in
 		return 0;
 	}
 	s->persisted = 0;
-	if (core->disk && s->also == NO_SOURCE)
-		px_disk_want(core->disk, asset, which);
+	if (core->reads->disk && s->also == NO_SOURCE)
+		px_disk_want(core->reads->disk, asset, which);
 	return 1;
 }
 
@@ -301,22 +298,22 @@ static void slot_done(struct px_core *core, struct fill *f, struct cache_slot *s
 		/* the copy on disk is of the old version too: forgotten, not
 		 * loaded again */
 		s->disk_tried = 1;
-		s->stale = core->disk != NULL;
+		s->stale = core->reads->disk != NULL;
 		if (s->stale)
-			px_disk_want(core->disk, f->asset, which);
+			px_disk_want(core->reads->disk, f->asset, which);
 	} else if (res->status == PX_OK && s->filled == s->asked) {
 		/* all of the part asked for: the whole slot, or more later */
 		s->state = s->asked == s->len ? CACHE_READY : CACHE_PARTIAL;
-		s->last_use = ++core->cache_clock;
+		s->last_use = ++core->reads->cache_clock;
 	} else if (res->status == PX_OK && s->filled > 0) {
 		/* a short answer (an origin that caps its 206s): what came is
 		 * good, the next reader that needs more asks on from there */
 		int64_t extra = s->asked - s->filled;
-		core->cache_used -= extra;
-		atomic_fetch_sub(&core->ra_used, extra);
+		core->reads->cache_used -= extra;
+		atomic_fetch_sub(&core->reads->ra_used, extra);
 		s->asked = s->filled;
 		s->state = s->asked == s->len ? CACHE_READY : CACHE_PARTIAL;
-		s->last_use = ++core->cache_clock;
+		s->last_use = ++core->reads->cache_clock;
 	} else {
 		/* readers read around it; the next miss tries again (a tail
 		 * that a single-range answer did not bring too) */
@@ -335,7 +332,7 @@ static void f_done(void *ctx, const struct px_fetch_result *res)
 	struct fill *f = ctx;
 	struct px_core *core = f->core;
 
-	pthread_mutex_lock(&core->cache_lock);
+	pthread_mutex_lock(&core->reads->cache_lock);
 	slot_done(core, f, f->slot, f->which, res);
 	if (f->tail) {
 		slot_done(core, f, f->tail, 1, res);
@@ -348,12 +345,12 @@ static void f_done(void *ctx, const struct px_fetch_result *res)
 				res->status != PX_OK ? res->detail
 				: res->http_status == 200 ? "the whole file" : "one range");
 		else if (res->multi > 0) {
-			core->n_multipart++;
-			core->n_cache_fills++; /* the tail's fill too */
+			core->reads->n_multipart++;
+			core->reads->n_cache_fills++; /* the tail's fill too */
 		}
 	}
-	pthread_cond_broadcast(&core->cache_cond);
-	pthread_mutex_unlock(&core->cache_lock);
+	pthread_cond_broadcast(&core->reads->cache_cond);
+	pthread_mutex_unlock(&core->reads->cache_lock);
 	free(f);
 }
 
@@ -367,18 +364,18 @@ static struct cache_slot *pair_tail(struct px_core *core, struct px_session *ses
 				    struct cache_slot *head, size_t source, int64_t end)
 {
 	struct cache_slot *t = &core->assets[asset].slot[1];
-	int64_t start, len, used = atomic_load(&core->ra_used);
+	int64_t start, len, used = atomic_load(&core->reads->ra_used);
 	tail_bounds(core, asset, &start, &len);
-	if (t->state != CACHE_EMPTY || (core->disk && !t->disk_tried) || start <= end ||
+	if (t->state != CACHE_EMPTY || (core->reads->disk && !t->disk_tried) || start <= end ||
 	    len <= 0 || len > core->cfg->cache_size ||
 	    atomic_load(&core->provs[sess->prov].no_multipart) || make_room(core, len, t))
 		return NULL;
 	do {
 		if (used + len > core->cfg->readahead_budget)
 			return NULL;
-	} while (!atomic_compare_exchange_weak(&core->ra_used, &used, used + len));
+	} while (!atomic_compare_exchange_weak(&core->reads->ra_used, &used, used + len));
 	if (!(t->buf = malloc((size_t)len))) {
-		atomic_fetch_sub(&core->ra_used, len);
+		atomic_fetch_sub(&core->reads->ra_used, len);
 		return NULL;
 	}
 	t->start = start;
@@ -395,119 +392,130 @@ static struct cache_slot *pair_tail(struct px_core *core, struct px_session *ses
 	t->owner = sess->id;
 	t->peer = head;
 	head->peer = t;
-	core->cache_used += len;
+	core->reads->cache_used += len;
 	return t;
 }
 
-/* Asks for the slot's next part, up to need bytes of it at least: an empty
- * slot's first part, or a partly filled one's next. Lock held; dropped
- * around the submit. */
-static enum px_status ask(struct px_core *core, struct px_session *sess, size_t asset,
-			  struct cache_slot *s, int which, size_t source, int64_t start,
-			  int64_t slen, int64_t need, size_t len, int64_t deadline)
-{
-	struct fill *f;
-	uint64_t id = 0;
-	int first = s->state == CACHE_EMPTY;
-	int64_t from = first ? 0 : s->asked;
-	int64_t want = slen;
+/* One read of the cache: what its steps share (px_cache_read). */
+struct cread {
+	struct px_core *core;
+	struct px_session *sess;
+	size_t asset, source;
+	int which;
+	int64_t start, slen;        /* the slot's range */
+	int64_t need;               /* bytes of the slot the read needs in */
+	const struct px_read_req *rq;
+	uint64_t *held;
+	int *from_disk;
+	int filler, seen_fill;      /* we asked for a part; we waited on a fill */
+	enum px_status st;
+	uint64_t cancel, resume;    /* for after the lock */
+};
 
-	if (which == 0 && first) {
-		/* a head's first part: its reader's bytes and a margin; the
-		 * rest only once a read goes past it (a player, not a scan) */
-		want = (need + head_margin(core, len) + 65535) & ~65535LL;
-		if (want > slen)
-			want = slen;
-	}
-	int64_t more = want - from;
-	/* a slot holds the parts of two sources at most: a third reads around */
-	size_t also = first || source == s->source ? s->also : source;
-	if (!first && s->also != NO_SOURCE && also != s->also)
-		return PX_EDECLINED;
+/* Reserves more bytes of cache_size and the read-ahead budget for slot s.
+ * Returns 0 when they are. Lock held. */
+static int reserve(struct px_core *core, struct cache_slot *s, int64_t slen, int64_t more)
+{
 	if (slen > core->cfg->cache_size || make_room(core, more, s))
-		return first ? PX_EDECLINED : PX_ENOMEM;
+		return -1;
 	/* cached bytes count against the one memory budget too */
-	int64_t used = atomic_load(&core->ra_used);
+	int64_t used = atomic_load(&core->reads->ra_used);
 	do {
 		if (used + more > core->cfg->readahead_budget)
-			return first ? PX_EDECLINED : PX_ENOMEM;
-	} while (!atomic_compare_exchange_weak(&core->ra_used, &used, used + more));
-	f = malloc(sizeof(*f));
-	unsigned char *buf = realloc(first ? NULL : s->buf, (size_t)want);
-	if (!f || !buf) {
-		free(f);
-		if (buf && !first)
-			s->buf = buf;
-		atomic_fetch_sub(&core->ra_used, more);
-		return first ? PX_EDECLINED : PX_ENOMEM;
-	}
-	s->buf = buf;
-	f->core = core;
-	f->slot = s;
-	f->asset = asset;
-	f->which = which;
+			return -1;
+	} while (!atomic_compare_exchange_weak(&core->reads->ra_used, &used, used + more));
+	return 0;
+}
+
+/* The slot's fill state for a part of want bytes from source. Lock held. */
+static void fill_begin(struct cread *c, struct cache_slot *s, int first, size_t also,
+		       int64_t want, int64_t more)
+{
 	if (first) {
-		s->start = start;
-		s->len = slen;
+		s->start = c->start;
+		s->len = c->slen;
 		s->filled = 0;
-		s->source = source;
+		s->source = c->source;
 		also = NO_SOURCE;
 		s->answered = s->mixed = s->persisted = s->from_disk = s->skipped = 0;
 	}
-	size_t was_also = s->also;
 	s->also = also;
 	s->state = CACHE_FILLING;
-	s->fill_source = source;
+	s->fill_source = c->source;
 	s->asked = want;
 	s->wake_at = INT64_MAX;
 	s->held = s->paused = 0;
 	s->progress = px_progress_start();
 	s->xid = 0;
-	s->owner = sess->id;
-	core->cache_used += more;
-	/* a head's first part brings the tail along where the origin can,
-	 * for a reader through the page cache (a scanner: FRESH_READ); not
-	 * for a small direct read, which a thousand files' 4 KiB must keep
-	 * cheap */
-	struct cache_slot *t = which == 0 && first && (int64_t)len >= FRESH_READ
-		? pair_tail(core, sess, asset, s, source, start + want) : NULL;
-	f->tail = t;
-	f->prov = sess->prov;
-	struct px_fetch_params fp = px_source_range(core, asset, source, start + from, more);
+	s->owner = c->sess->id;
+	c->core->reads->cache_used += more;
+}
+
+/* The part a fill asks for: slot s's bytes [from, want), and the tail t
+ * when it rides along (NULL). */
+struct part_ask {
+	struct cache_slot *s, *t;
+	int first;                 /* the slot's first part */
+	int64_t from, want;
+	size_t was_also;           /* s->also before */
+};
+
+/* A fill's submit failed: the slot (and a paired tail) back as they were.
+ * Lock held. Returns what the read makes of it. */
+static enum px_status submit_failed(struct px_core *core, const struct part_ask *pa,
+				    enum px_status rc)
+{
+	struct cache_slot *s = pa->s, *t = pa->t;
+	int first = pa->first;
+	int64_t more = pa->want - pa->from;
+	if (t) {
+		t->peer = s->peer = NULL;
+		drop(core, t);
+	}
+	if (first) {
+		drop(core, s);
+	} else {
+		/* the bytes in stay good: back to what was there */
+		core->reads->cache_used -= more;
+		atomic_fetch_sub(&core->reads->ra_used, more);
+		s->asked = pa->from;
+		s->state = CACHE_PARTIAL;
+		s->also = pa->was_also;
+	}
+	pthread_cond_broadcast(&core->reads->cache_cond);
+	return rc == PX_EBUSY || rc == PX_ESHUTDOWN ? rc : first ? PX_EDECLINED : rc;
+}
+
+/* Starts fill f of the part. Lock held; dropped around the submit. */
+static enum px_status fill_submit(struct cread *c, struct fill *f, const struct part_ask *pa)
+{
+	struct px_core *core = c->core;
+	struct cache_slot *s = pa->s, *t = pa->t;
+	int64_t from = pa->from, want = pa->want, more = want - from;
+	uint64_t id = 0;
+	struct px_fetch_params fp = px_source_range(core, c->asset, c->source, c->start + from,
+						    more);
 	if (t) {
 		fp.offset2 = t->start;
 		fp.length2 = t->len;
 	}
 	struct px_fetch_cb cb = { f_data, f_done, f };
-	pthread_mutex_unlock(&core->cache_lock);
+	pthread_mutex_unlock(&core->reads->cache_lock);
 	/* the part's pages in one call, not a fault per page as its bytes
 	 * come (the fill is not submitted yet: nothing frees buf meanwhile) */
-	px_mem_prefault(buf + from, (size_t)more);
+	px_mem_prefault(s->buf + from, (size_t)more);
 	if (t)
 		px_mem_prefault(t->buf, (size_t)t->len);
 	/* the fill holds a slot of the reader's session */
-	enum px_status rc = px_xfer_submit(core, sess->prov, sess, 0, deadline, &fp, &cb, &id);
-	pthread_mutex_lock(&core->cache_lock);
+	enum px_status rc = px_xfer_submit(core, c->sess->prov, c->sess, 0, c->rq->deadline, &fp,
+					   &cb, &id);
+	pthread_mutex_lock(&core->reads->cache_lock);
 	if (rc != PX_OK) {
 		free(f);
-		if (t) {
-			t->peer = s->peer = NULL;
-			drop(core, t);
-		}
-		if (first) {
-			drop(core, s);
-		} else {
-			/* the bytes in stay good: back to what was there */
-			core->cache_used -= more;
-			atomic_fetch_sub(&core->ra_used, more);
-			s->asked = from;
-			s->state = CACHE_PARTIAL;
-			s->also = was_also;
-		}
-		pthread_cond_broadcast(&core->cache_cond);
-		return rc == PX_EBUSY || rc == PX_ESHUTDOWN ? rc : first ? PX_EDECLINED : rc;
+		return submit_failed(core, pa, rc);
 	}
-	if (s->state == CACHE_FILLING && s->start == start && s->len == slen && s->asked == want) {
+	if (s->state == CACHE_FILLING && s->start == c->start && s->len == c->slen &&
+	    s->asked == want) {
 		s->xid = id; /* unless it has already ended */
 		s->progress = px_progress_start(); /* a stall counts from the slot */
 	}
@@ -515,8 +523,56 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 		t->xid = id;
 		t->progress = px_progress_start();
 	}
-	core->n_cache_fills += first;
+	core->reads->n_cache_fills += pa->first;
 	return PX_OK;
+}
+
+/* Asks for the slot's next part, up to c->need bytes of it at least: an
+ * empty slot's first part, or a partly filled one's next. Lock held;
+ * dropped around the submit. */
+static enum px_status ask(struct cread *c, struct cache_slot *s)
+{
+	struct px_core *core = c->core;
+	int first = s->state == CACHE_EMPTY;
+	int64_t from = first ? 0 : s->asked;
+	int64_t want = c->slen;
+
+	if (c->which == 0 && first) {
+		/* a head's first part: its reader's bytes and a margin; the
+		 * rest only once a read goes past it (a player, not a scan) */
+		want = (c->need + head_margin(core, c->rq->len) + 65535) & ~65535LL;
+		if (want > c->slen)
+			want = c->slen;
+	}
+	int64_t more = want - from;
+	/* a slot holds the parts of two sources at most: a third reads around */
+	size_t also = first || c->source == s->source ? s->also : c->source;
+	if (!first && s->also != NO_SOURCE && also != s->also)
+		return PX_EDECLINED;
+	if (reserve(core, s, c->slen, more))
+		return first ? PX_EDECLINED : PX_ENOMEM;
+	struct fill *f = malloc(sizeof(*f));
+	unsigned char *buf = realloc(first ? NULL : s->buf, (size_t)want);
+	if (!f || !buf) {
+		free(f);
+		if (buf && !first)
+			s->buf = buf;
+		atomic_fetch_sub(&core->reads->ra_used, more);
+		return first ? PX_EDECLINED : PX_ENOMEM;
+	}
+	s->buf = buf;
+	*f = (struct fill){ .core = core, .slot = s, .asset = c->asset, .which = c->which,
+			    .prov = c->sess->prov };
+	size_t was_also = s->also;
+	fill_begin(c, s, first, also, want, more);
+	/* a head's first part brings the tail along where the origin can,
+	 * for a reader through the page cache (a scanner: FRESH_READ); not
+	 * for a small direct read, which a thousand files' 4 KiB must keep
+	 * cheap */
+	f->tail = c->which == 0 && first && (int64_t)c->rq->len >= FRESH_READ
+		? pair_tail(core, c->sess, c->asset, s, c->source, c->start + want) : NULL;
+	struct part_ask pa = { s, f->tail, first, from, want, was_also };
+	return fill_submit(c, f, &pa);
 }
 
 /* Makes the slot the part loaded from disk (buf, m->have bytes, of source
@@ -525,14 +581,14 @@ static enum px_status ask(struct px_core *core, struct px_session *sess, size_t 
 static void install(struct px_core *core, struct cache_slot *s, size_t k,
 		    const struct px_disk_meta *m, unsigned char *buf)
 {
-	int64_t used = atomic_load(&core->ra_used);
+	int64_t used = atomic_load(&core->reads->ra_used);
 	if (s->state != CACHE_EMPTY || m->len > core->cfg->cache_size ||
 	    make_room(core, m->have, s))
 		goto out;
 	do {
 		if (used + m->have > core->cfg->readahead_budget)
 			goto out;
-	} while (!atomic_compare_exchange_weak(&core->ra_used, &used, used + m->have));
+	} while (!atomic_compare_exchange_weak(&core->reads->ra_used, &used, used + m->have));
 	s->buf = buf;
 	buf = NULL;
 	s->start = m->start;
@@ -544,12 +600,12 @@ static void install(struct px_core *core, struct cache_slot *s, size_t k,
 	s->xid = 0;
 	s->held = s->paused = 0;
 	s->wake_at = INT64_MAX;
-	s->last_use = ++core->cache_clock;
+	s->last_use = ++core->reads->cache_clock;
 	snprintf(s->etag, sizeof(s->etag), "%s", m->etag);
 	s->mtime = m->mtime;
 	s->answered = s->persisted = s->from_disk = 1;
 	s->mixed = 0;
-	core->cache_used += m->have;
+	core->reads->cache_used += m->have;
 out:
 	free(buf);
 }
@@ -593,13 +649,13 @@ static void load(struct px_core *core, size_t asset, int which, int64_t start, i
 	struct px_disk_meta got;
 	struct load_ctx c = { core, asset, 0 };
 	unsigned char *buf;
-	if (px_disk_load(core->disk, core->cat->assets[asset].id, which, &want, load_source_ok,
+	if (px_disk_load(core->reads->disk, core->cat->assets[asset].id, which, &want, load_source_ok,
 			 &c, &buf, &got) != PX_OK)
 		return;
-	pthread_mutex_lock(&core->cache_lock);
+	pthread_mutex_lock(&core->reads->cache_lock);
 	install(core, &core->assets[asset].slot[which], c.k, &got, buf);
-	pthread_cond_broadcast(&core->cache_cond);
-	pthread_mutex_unlock(&core->cache_lock);
+	pthread_cond_broadcast(&core->reads->cache_cond);
+	pthread_mutex_unlock(&core->reads->cache_lock);
 }
 
 /* The tier's thread (px_disk_persist_fn): copies slot which of the asset,
@@ -611,7 +667,7 @@ static void persist(void *arg, size_t asset, int which)
 				  .asset_mtime = core->assets[asset].mtime };
 	unsigned char *copy = NULL;
 	int forget = 0;
-	pthread_mutex_lock(&core->cache_lock);
+	pthread_mutex_lock(&core->reads->cache_lock);
 	struct cache_slot *s = core->assets[asset].slot ? &core->assets[asset].slot[which] : NULL;
 	const struct px_asset *a = &core->cat->assets[asset];
 	if (s && s->stale) {
@@ -629,11 +685,11 @@ static void persist(void *arg, size_t asset, int which)
 		snprintf(m.source, sizeof(m.source), "%s", a->sources[s->source].key);
 		s->persisted = 1;
 	}
-	pthread_mutex_unlock(&core->cache_lock);
+	pthread_mutex_unlock(&core->reads->cache_lock);
 	if (forget)
-		px_disk_forget(core->disk, a->id, which);
+		px_disk_forget(core->reads->disk, a->id, which);
 	if (copy)
-		px_disk_store(core->disk, a->id, which, &m, copy);
+		px_disk_store(core->reads->disk, a->id, which, &m, copy);
 	free(copy);
 }
 
@@ -646,20 +702,22 @@ void px_cache_disk_start(struct px_core *core)
 		return;
 	snprintf(dir, sizeof(dir), "%s%s", cfg->cache_dir ? cfg->cache_dir : cfg->state_dir,
 		 cfg->cache_dir ? "" : "/cache");
-	(void)px_disk_open(dir, cfg->cache_max_bytes, persist, core, &core->disk);
+	(void)px_disk_open(dir, cfg->cache_max_bytes, persist, core, &core->reads->disk);
 }
 
 void px_cache_disk_stop(struct px_core *core)
 {
-	px_disk_free(core->disk);
-	core->disk = NULL;
+	if (!core->reads)
+		return;
+	px_disk_free(core->reads->disk);
+	core->reads->disk = NULL;
 }
 
 void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fill)
 {
 	uint64_t resume = 0;
 
-	pthread_mutex_lock(&core->cache_lock);
+	pthread_mutex_lock(&core->reads->cache_lock);
 	struct cache_slot *s = core->assets[asset].slot ? &core->assets[asset].slot[which] : NULL;
 	if (s && fill && s->xid == fill && s->held) {
 		s->held = 0;
@@ -669,168 +727,187 @@ void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fil
 			resume = fill;
 		}
 	}
-	pthread_mutex_unlock(&core->cache_lock);
+	pthread_mutex_unlock(&core->reads->cache_lock);
 	if (resume)
-		core->ops.resume(core->ops.impl, resume);
+		core->fetch.ops.resume(core->fetch.ops.impl, resume);
 }
 
-enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size_t asset,
-			     int which, size_t source,
-			     int64_t start, int64_t slen, int64_t off, size_t len, void *buf,
-			     int64_t deadline, uint64_t *held, int *from_disk)
+/* An empty slot: a fill we waited for failed (decline), else the disk
+ * tier is looked at (the tail's too, which a head's fill may bring), else
+ * a fill is asked for. Lock held. Returns 1 to look again. */
+static int cache_empty(struct cread *c, struct cache_slot *s)
 {
-	int64_t need = off + (int64_t)len - start;
-	enum px_status st;
-	uint64_t cancel = 0, resume = 0;
-	int filler = 0, seen_fill = 0;
-
-	/* a path source is read in place: nothing to cache */
-	if (px_source_is_path(core, asset, source))
-		return PX_EDECLINED;
-	pthread_mutex_lock(&core->cache_lock);
-	/* an asset's slots exist once it is read: a library costs none */
-	if (!core->assets[asset].slot &&
-	    !(core->assets[asset].slot = calloc(2, sizeof(struct cache_slot)))) {
-		pthread_mutex_unlock(&core->cache_lock);
-		return PX_EDECLINED;
+	struct px_core *core = c->core;
+	/* a fill we were waiting for failed: read directly, where failures are
+	 * retried with backoff and counted; one whose answer left this slot
+	 * out failed nothing */
+	if (s->skipped && !c->filler)
+		c->seen_fill = 0;
+	if (c->filler || c->seen_fill) {
+		c->st = PX_EDECLINED;
+		return 0;
 	}
-	struct cache_slot *s = &core->assets[asset].slot[which];
-	for (;;) {
-		if (s->state == CACHE_EMPTY) {
-			/* a fill we were waiting for failed: read directly, where
-			 * failures are retried with backoff and counted; one
-			 * whose answer left this slot out failed nothing */
-			if (s->skipped && !filler)
-				seen_fill = 0;
-			if (filler || seen_fill) {
-				st = PX_EDECLINED;
-				break;
-			}
-			if (core->disk && !s->disk_tried) {
-				/* kept on disk by an earlier mount: no request */
-				s->disk_tried = 1;
-				pthread_mutex_unlock(&core->cache_lock);
-				load(core, asset, which, start, slen);
-				pthread_mutex_lock(&core->cache_lock);
-				continue;
-			}
-			struct cache_slot *t = &core->assets[asset].slot[1];
-			int64_t tstart, tlen;
-			tail_bounds(core, asset, &tstart, &tlen);
-			if (which == 0 && core->disk && t->state == CACHE_EMPTY && !t->disk_tried &&
-			    tlen > 0) {
-				/* the head's fill may bring the tail too, unless
-				 * the tail is on disk: look first */
-				t->disk_tried = 1;
-				pthread_mutex_unlock(&core->cache_lock);
-				load(core, asset, 1, tstart, tlen);
-				pthread_mutex_lock(&core->cache_lock);
-				continue;
-			}
-			st = ask(core, sess, asset, s, which, source, start, slen, need, len, deadline);
-			if (st != PX_OK)
-				break;
-			filler = 1;
-			continue;
-		}
-		if (!slot_serves(core, asset, s, source) || s->start != start || s->len != slen) {
-			st = PX_EDECLINED; /* bytes of a source not proved identical */
-			break;
-		}
-		/* ready, or filled far enough: a reader waits only for its bytes */
-		if (s->state == CACHE_READY || s->filled >= need) {
-			memcpy(buf, s->buf + (off - start), len);
-			s->last_use = ++core->cache_clock;
-			*from_disk |= s->from_disk;
-			/* taken: the held fill goes on, now or (when the caller
-			 * can tell) once the reply is out */
-			if (s->held && held && s->xid) {
-				*held = s->xid;
-			} else {
-				s->held = 0;
-				if (s->paused && s->xid) {
-					unpause(s);
-					s->progress = px_progress_start();
-					resume = s->xid;
-				}
-			}
-			if (!filler)
-				core->n_cache_hits++; /* served without a transfer of its own */
-			st = PX_OK;
-			break;
-		}
-		if (s->state == CACHE_PARTIAL) {
-			/* the reads went on past what was asked: the next part */
-			st = ask(core, sess, asset, s, which, source, start, slen, need, len, deadline);
-			if (st != PX_OK) {
-				st = st == PX_EBUSY || st == PX_ESHUTDOWN ? st : PX_EDECLINED;
-				break;
-			}
-			filler = 1;
-			continue;
-		}
-		if (s->fill_source != source) {
-			/* another (identical) source's transfer: its bytes in are
-			 * shared, but a reader waits only on its own source, whose
-			 * stall is its session's to cut over */
-			st = PX_EDECLINED;
-			break;
-		}
-		seen_fill = 1;
-		if (s->paused && s->xid && (!s->held || s->filled < need)) {
-			/* held before its submit had returned (no id then), or
-			 * held for a reader that has its bytes while we need
-			 * more: that reader may have left without taking them
-			 * (its deadline), and nobody else would resume it */
-			s->held = 0;
+	struct cache_slot *t = &core->assets[c->asset].slot[1];
+	int64_t tstart, tlen;
+	tail_bounds(core, c->asset, &tstart, &tlen);
+	int mine = core->reads->disk && !s->disk_tried;
+	/* the head's fill may bring the tail too, unless the tail is on disk:
+	 * look first */
+	int tail = !mine && c->which == 0 && core->reads->disk && t->state == CACHE_EMPTY &&
+		   !t->disk_tried && tlen > 0;
+	if (mine || tail) {
+		/* kept on disk by an earlier mount: no request */
+		(mine ? s : t)->disk_tried = 1;
+		pthread_mutex_unlock(&core->reads->cache_lock);
+		if (mine)
+			load(core, c->asset, c->which, c->start, c->slen);
+		else
+			load(core, c->asset, 1, tstart, tlen);
+		pthread_mutex_lock(&core->reads->cache_lock);
+		return 1;
+	}
+	c->st = ask(c, s);
+	c->filler = c->st == PX_OK;
+	return c->filler;
+}
+
+/* The read's bytes are in the slot: copied, and the held fill goes on,
+ * now or (when the caller can tell) once the reply is out. Lock held. */
+static void cache_take(struct cread *c, struct cache_slot *s)
+{
+	memcpy(c->rq->buf, s->buf + (c->rq->off - c->start), c->rq->len);
+	s->last_use = ++c->core->reads->cache_clock;
+	*c->from_disk |= s->from_disk;
+	if (s->held && c->held && s->xid) {
+		*c->held = s->xid;
+	} else {
+		s->held = 0;
+		if (s->paused && s->xid) {
 			unpause(s);
 			s->progress = px_progress_start();
-			uint64_t id = s->xid;
-			pthread_mutex_unlock(&core->cache_lock);
-			core->ops.resume(core->ops.impl, id);
-			pthread_mutex_lock(&core->cache_lock);
-			continue;
-		}
-		if (s->asked < need) {
-			/* a part that ends before our bytes: wait for its end, then
-			 * ask for the next (above) */
-			if (s->start + s->asked < s->wake_at)
-				s->wake_at = s->start + s->asked;
-		} else if (off + (int64_t)len < s->wake_at) {
-			s->wake_at = off + (int64_t)len;
-		}
-		/* wait for our bytes, the deadline, or a stall: no progress of
-		 * the fill (bytes at stall_min_rate) for stall_timeout while it
-		 * runs */
-		int64_t until = px_progress_stall_at(s->progress, core->cfg->stall_timeout_ms);
-		if (s->paused || until > deadline)
-			until = deadline;
-		struct timespec ts = { until / 1000, (until % 1000) * 1000000 };
-		int woke = 0;
-		if (px_now_ms() < deadline) {
-			s->waiting++;
-			woke = pthread_cond_timedwait(&core->cache_cond, &core->cache_lock, &ts) == 0;
-			s->waiting--;
-		}
-		if (px_now_ms() >= deadline ||
-		    (!woke && s->state == CACHE_FILLING && s->filled < need &&
-		     (px_now_ms() >= deadline ||
-		      (!s->paused && px_now_ms() >= px_progress_stall_at(s->progress,
-							core->cfg->stall_timeout_ms))))) {
-			/* a fill that stalled, or did not bring our bytes within
-			 * a whole read timeout, is stuck: end it, the next reader
-			 * starts afresh; the caller cuts over (PX_ETIMEDOUT) */
-			cancel = s->xid;
-			st = PX_ETIMEDOUT;
-			break;
+			c->resume = s->xid;
 		}
 	}
-	pthread_mutex_unlock(&core->cache_lock);
-	if (resume)
-		core->ops.resume(core->ops.impl, resume);
-	if (cancel)
-		core->ops.cancel(core->ops.impl, cancel);
-	return st;
+	if (!c->filler)
+		c->core->reads->n_cache_hits++; /* served without a transfer of its own */
+	c->st = PX_OK;
+}
+
+/* The slot fills from the read's source: wait for our bytes, the
+ * deadline, or a stall of the fill while it runs. A held fill nobody will
+ * resume is resumed. A fill that stalled, or did not bring our bytes
+ * within a whole read timeout, is stuck: it is ended (the next reader
+ * starts afresh) and the caller cuts over (PX_ETIMEDOUT). Lock held.
+ * Returns 1 to look again. */
+static int cache_wait(struct cread *c, struct cache_slot *s)
+{
+	struct px_core *core = c->core;
+	int64_t end = c->rq->off + (int64_t)c->rq->len;
+	c->seen_fill = 1;
+	if (s->paused && s->xid && (!s->held || s->filled < c->need)) {
+		/* held before its submit had returned (no id then), or held
+		 * for a reader that has its bytes while we need more: that
+		 * reader may have left without taking them (its deadline), and
+		 * nobody else would resume it */
+		s->held = 0;
+		unpause(s);
+		s->progress = px_progress_start();
+		uint64_t id = s->xid;
+		pthread_mutex_unlock(&core->reads->cache_lock);
+		core->fetch.ops.resume(core->fetch.ops.impl, id);
+		pthread_mutex_lock(&core->reads->cache_lock);
+		return 1;
+	}
+	/* a part that ends before our bytes: wait for its end, then ask for
+	 * the next */
+	int64_t wake = s->asked < c->need ? s->start + s->asked : end;
+	if (wake < s->wake_at)
+		s->wake_at = wake;
+	struct px_wait wt = { &core->reads->cache_lock, &core->reads->cache_cond,
+			      c->rq->deadline, core->cfg->stall_timeout_ms };
+	s->waiting++;
+	enum px_wait_outcome o = px_wait_bytes(&wt, NULL, s->paused ? NULL : &s->progress);
+	s->waiting--;
+	if (o == PX_WAIT_DEADLINE || (o == PX_WAIT_STALLED && s->state == CACHE_FILLING &&
+				      s->filled < c->need && !s->paused)) {
+		c->cancel = s->xid;
+		c->st = PX_ETIMEDOUT;
+		return 0;
+	}
+	return 1;
+}
+
+/* The range of slot which of the asset: [*start, *start + *len). */
+static void slot_bounds(const struct px_core *core, size_t asset, int which, int64_t *start,
+			int64_t *len)
+{
+	int64_t size = core->assets[asset].size;
+	if (which)
+		tail_bounds(core, asset, start, len);
+	else
+		*start = 0, *len = core->cfg->head_size < size ? core->cfg->head_size : size;
+}
+
+/* One step of a cache read on slot s. Lock held. Returns 1 to look again. */
+static int cache_step(struct cread *c, struct cache_slot *s)
+{
+	if (s->state == CACHE_EMPTY)
+		return cache_empty(c, s);
+	if (!slot_serves(c->core, c->asset, s, c->source) || s->start != c->start ||
+	    s->len != c->slen) {
+		c->st = PX_EDECLINED; /* bytes of a source not proved identical */
+		return 0;
+	}
+	/* ready, or filled far enough: a reader waits only for its bytes */
+	if (s->state == CACHE_READY || s->filled >= c->need) {
+		cache_take(c, s);
+		return 0;
+	}
+	if (s->state == CACHE_PARTIAL) {
+		/* the reads went on past what was asked: the next part */
+		enum px_status st = ask(c, s);
+		c->st = st == PX_OK || st == PX_EBUSY || st == PX_ESHUTDOWN ? st : PX_EDECLINED;
+		c->filler = st == PX_OK;
+		return c->filler;
+	}
+	if (s->fill_source != c->source) {
+		/* another (identical) source's transfer: its bytes in are
+		 * shared, but a reader waits only on its own source, whose
+		 * stall is its session's to cut over */
+		c->st = PX_EDECLINED;
+		return 0;
+	}
+	return cache_wait(c, s);
+}
+
+enum px_status px_cache_read(struct px_session *sess, int which, size_t source,
+			     const struct px_read_req *rq, uint64_t *held, int *from_disk)
+{
+	struct px_core *core = sess->core;
+	struct cread c = { .core = core, .sess = sess, .asset = sess->asset, .source = source,
+			   .which = which, .rq = rq, .held = held, .from_disk = from_disk };
+
+	/* a path source is read in place: nothing to cache */
+	if (px_source_is_path(core, c.asset, source))
+		return PX_EDECLINED;
+	slot_bounds(core, c.asset, which, &c.start, &c.slen);
+	c.need = rq->off + (int64_t)rq->len - c.start;
+	pthread_mutex_lock(&core->reads->cache_lock);
+	/* an asset's slots exist once it is read: a library costs none */
+	if (!core->assets[c.asset].slot &&
+	    !(core->assets[c.asset].slot = calloc(2, sizeof(struct cache_slot)))) {
+		pthread_mutex_unlock(&core->reads->cache_lock);
+		return PX_EDECLINED;
+	}
+	struct cache_slot *s = &core->assets[c.asset].slot[which];
+	while (cache_step(&c, s))
+		;
+	pthread_mutex_unlock(&core->reads->cache_lock);
+	if (c.resume)
+		core->fetch.ops.resume(core->fetch.ops.impl, c.resume);
+	if (c.cancel)
+		core->fetch.ops.cancel(core->fetch.ops.impl, c.cancel);
+	return c.st;
 }
 
 int px_cache_yield(struct px_core *core, uint64_t session)
@@ -838,7 +915,7 @@ int px_cache_yield(struct px_core *core, uint64_t session)
 	uint64_t ids[8];
 	int n = 0;
 
-	pthread_mutex_lock(&core->cache_lock);
+	pthread_mutex_lock(&core->reads->cache_lock);
 	for (size_t i = 0; i < core->cat->nassets && n < 8; i++) {
 		for (int k = 0; core->assets[i].slot && k < 2 && n < 8; k++) {
 			struct cache_slot *s = &core->assets[i].slot[k];
@@ -848,36 +925,28 @@ int px_cache_yield(struct px_core *core, uint64_t session)
 				ids[n++] = s->xid;
 		}
 	}
-	pthread_mutex_unlock(&core->cache_lock);
+	pthread_mutex_unlock(&core->reads->cache_lock);
 	/* each ends in f_done, which empties its slot for the next reader */
 	for (int i = 0; i < n; i++)
-		core->ops.cancel(core->ops.impl, ids[i]);
+		core->fetch.ops.cancel(core->fetch.ops.impl, ids[i]);
 	return n;
 }
 
 int64_t px_cache_wake_at(struct px_core *core, size_t asset, int which)
 {
 	int64_t at = -1;
-	pthread_mutex_lock(&core->cache_lock);
+	pthread_mutex_lock(&core->reads->cache_lock);
 	if (core->assets[asset].slot)
 		at = core->assets[asset].slot[which].wake_at;
-	pthread_mutex_unlock(&core->cache_lock);
+	pthread_mutex_unlock(&core->reads->cache_lock);
 	return at;
-}
-
-int64_t px_cache_used(struct px_core *core)
-{
-	pthread_mutex_lock(&core->cache_lock);
-	int64_t used = core->cache_used;
-	pthread_mutex_unlock(&core->cache_lock);
-	return used;
 }
 
 int px_cache_holds(struct px_core *core, size_t asset, int which, size_t source, int64_t off,
 		   int64_t len)
 {
 	int holds = 0;
-	pthread_mutex_lock(&core->cache_lock);
+	pthread_mutex_lock(&core->reads->cache_lock);
 	const struct cache_slot *s = core->assets[asset].slot ? &core->assets[asset].slot[which]
 							      : NULL;
 	/* a filling slot holds what is in: a reader woken by the fill's last
@@ -886,6 +955,6 @@ int px_cache_holds(struct px_core *core, size_t asset, int which, size_t source,
 		int64_t end = s->start + (s->state == CACHE_READY ? s->len : s->filled);
 		holds = off >= s->start && off + len <= end;
 	}
-	pthread_mutex_unlock(&core->cache_lock);
+	pthread_mutex_unlock(&core->reads->cache_lock);
 	return holds;
 }

@@ -13,13 +13,16 @@ struct px_session;
 
 /* ---- cache.c: heads and tails of assets, shared by all sessions */
 
+struct px_read_req;
+
 /*
- * Copies [off, off+len), which lies inside slot `which` (0 head, 1 tail,
- * spanning [start, start+slen)) of the asset as served by source, from the
- * cache. On a miss it starts one transfer that fills the whole slot and
- * waits (until deadline) only for the bytes asked for. PX_EDECLINED: not served
- * from the cache (another source's bytes, no room, the fill failed): read
- * directly. PX_ETIMEDOUT at the deadline.
+ * Copies rq's bytes, which lie inside slot `which` (0 head, 1 tail) of the
+ * session's asset as served by source, from the cache into rq->buf. On a
+ * miss it starts one transfer that fills the slot (a head in parts) and
+ * waits (until rq->deadline) only for the bytes asked for. PX_EDECLINED:
+ * not served from the cache (another source's bytes, no room, the fill
+ * failed): read directly. PX_ETIMEDOUT at the deadline, or when the fill
+ * stalled (it is cancelled).
  * A fill holds its transfer once a waiting reader's bytes are in, so that
  * the reader gets a CPU before the rest comes. The reader that takes them
  * lets it go on at once; or, when held is not NULL and the fill is held,
@@ -27,10 +30,8 @@ struct px_session;
  * reply out, calls px_cache_let_go(). *from_disk is set when the bytes
  * are a part an earlier mount kept on disk (not the source's live answer).
  */
-enum px_status px_cache_read(struct px_core *core, struct px_session *sess, size_t asset,
-			     int which, size_t source,
-			     int64_t start, int64_t slen, int64_t off, size_t len, void *buf,
-			     int64_t deadline, uint64_t *held, int *from_disk);
+enum px_status px_cache_read(struct px_session *sess, int which, size_t source,
+			     const struct px_read_req *rq, uint64_t *held, int *from_disk);
 
 /* Opens the persistent tier (disk.c) in cache_dir when cache_max_bytes
  * allows: after discovery, before reads. px_cache_disk_stop ends it, once
@@ -40,7 +41,6 @@ void px_cache_disk_start(struct px_core *core);
 void px_cache_disk_stop(struct px_core *core);
 
 void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fill);
-void px_cache_init(struct px_core *core);
 void px_cache_release(struct px_core *core);
 
 /* Cancels the fills that session's reads started and no reader waits on
@@ -51,12 +51,6 @@ int px_cache_yield(struct px_core *core, uint64_t session);
 /* The end a reader of slot `which` (0 head, 1 tail) of the asset waits
  * for, INT64_MAX when none waits, -1 when the asset has no slots yet. */
 int64_t px_cache_wake_at(struct px_core *core, size_t asset, int which);
-
-/* The bytes the cached heads and tails hold (filled or asked for), which
- * count against the read-ahead budget (core->ra_used) beside the streams'
- * windows. Takes cache_lock; any thread that holds none of the core's
- * locks. */
-int64_t px_cache_used(struct px_core *core);
 
 /* Whether slot `which` (0 head, 1 tail) of the asset holds [off, off+len)
  * of source's bytes now, with no fill to wait for. Takes the cache lock. */

@@ -30,12 +30,15 @@
 #define BACKOFF_BASE_MS 50
 #define LAST_TRY_MS 10   /* less time than this left: no last attempt */
 
-enum px_status px_retry_failed(struct px_retry *r, struct px_session *sess, size_t source,
-			       int64_t pos, enum px_status st, int stalled, const char *detail,
-			       const void *seam, size_t nseam, int64_t deadline, const char *who)
+enum px_status px_retry_failed(struct px_retry *r, struct px_session *sess,
+			       const struct px_failure *f, int64_t deadline, const char *who)
 {
 	struct px_core *core = sess->core;
-	size_t asset = sess->asset;
+	size_t asset = sess->asset, source = f->source;
+	int64_t pos = f->pos;
+	enum px_status st = f->why;
+	int stalled = f->stalled;
+	const char *detail = f->detail;
 
 	if (st == PX_EBUSY || st == PX_ESHUTDOWN || st == PX_ENOMEM ||
 	    (st == PX_ETIMEDOUT && !stalled))
@@ -48,7 +51,7 @@ enum px_status px_retry_failed(struct px_retry *r, struct px_session *sess, size
 		px_strerror(st), detail && detail[0] ? detail : px_strerror(st));
 	if (st == PX_ENOTFOUND || st == PX_ESIZE)
 		core->assets[asset].dead[source] = 1; /* for later sessions */
-	int moved = px_cutover(sess, source, pos, stalled ? PX_ETIMEDOUT : st, seam, nseam,
+	int moved = px_cutover(sess, source, pos, stalled ? PX_ETIMEDOUT : st, f->seam, f->nseam,
 			       deadline) == PX_OK;
 	if (moved && r->cut_at != pos) {
 		r->cut_at = pos;

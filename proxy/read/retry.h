@@ -22,27 +22,36 @@ struct px_retry {
 };
 #define PX_RETRY_INIT { 0, -1, -1, 0 }
 
+/* A transfer's failure under a read: which source, where, and why. */
+struct px_failure {
+	size_t source;       /* the source that failed */
+	int64_t pos;         /* the first byte the read still needs */
+	enum px_status why;
+	int stalled;         /* no byte came within stall_timeout */
+	const char *detail;  /* the failure in words, or NULL */
+	const void *seam;    /* the bytes just before pos (a cutover's check) */
+	size_t nseam;
+};
+
 /*
- * Source `source` of the session failed under a read at pos, with st
- * (stalled: no byte came within stall_timeout; detail: the failure in
- * words). Logs it, marks a source that is gone (404/410) or of another
+ * Source f->source of the session failed under a read at f->pos, with
+ * f->why. Logs it, marks a source that is gone (404/410) or of another
  * size dead for the asset, and decides:
  *  - PX_OK: read on at pos, at once from the standby that took over (a
- *    cutover checked on seam[0..nseam), the bytes just before pos), or
- *    after a backoff (50, 100, 200 ms ...) from the same source while the
- *    failure is worth retrying (transient, a stall, or every source failing
- *    as fast as we move) and the read has failed fewer than cfg->retries
- *    times in a row without a new byte;
- *  - otherwise the status the read fails with: st, or PX_ETIMEDOUT at the
+ *    cutover checked on the seam bytes), or after a backoff (50, 100,
+ *    200 ms ...) from the same source while the failure is worth retrying
+ *    (transient, a stall, or every source failing as fast as we move) and
+ *    the read has failed fewer than cfg->retries times in a row without a
+ *    new byte;
+ *  - otherwise the status the read fails with: why, or PX_ETIMEDOUT at the
  *    deadline. A backoff that would outlast the deadline is cut to half of
  *    the time left, so the read uses its whole budget and one last attempt
  *    still fits.
  * Failures no cutover cures (no slot, shutdown, no memory, the read's own
  * deadline) are returned at once. Call with no lock held: it sleeps.
  */
-enum px_status px_retry_failed(struct px_retry *r, struct px_session *sess, size_t source,
-			       int64_t pos, enum px_status st, int stalled, const char *detail,
-			       const void *seam, size_t nseam, int64_t deadline,
+enum px_status px_retry_failed(struct px_retry *r, struct px_session *sess,
+			       const struct px_failure *f, int64_t deadline,
 			       const char *who) PX_WUR;
 
 #endif

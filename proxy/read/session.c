@@ -40,12 +40,15 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "reads_i.h"
 #include "clock.h"
 #include "context.h"
 #include "health.h"
 #include "provider.h"
 #include "rangeread.h"
+#include "request.h"
 #include "retry.h"
+#include "wait.h"
 #include "session_i.h"
 #include "mem.h"
 #include "ownprint.h"
@@ -70,7 +73,7 @@
 struct px_handle {
 	struct px_core *core;
 	struct px_session *sess;
-	struct px_handle *prev, *next;   /* core->handles, under handles_lock */
+	struct px_handle *prev, *next;   /* core->reads->handles, under handles_lock */
 	struct px_handle *snext;         /* sess->handles, under sess->lock */
 	size_t asset;
 	const char *who;      /* the session's */
@@ -184,12 +187,12 @@ enum px_status px_handle_open(struct px_core *core, size_t asset, uint64_t clien
 	h->snext = sess->handles;
 	sess->handles = h;
 	pthread_mutex_unlock(&sess->lock);
-	pthread_mutex_lock(&core->handles_lock);
-	h->next = core->handles;
+	pthread_mutex_lock(&core->reads->handles_lock);
+	h->next = core->reads->handles;
 	if (h->next)
 		h->next->prev = h;
-	core->handles = h;
-	pthread_mutex_unlock(&core->handles_lock);
+	core->reads->handles = h;
+	pthread_mutex_unlock(&core->reads->handles_lock);
 	*out = h;
 	return PX_OK;
 }
@@ -199,14 +202,14 @@ void px_handle_close(struct px_handle *h)
 	if (!h)
 		return;
 	struct px_session *sess = h->sess;
-	pthread_mutex_lock(&h->core->handles_lock);
+	pthread_mutex_lock(&h->core->reads->handles_lock);
 	if (h->prev)
 		h->prev->next = h->next;
 	else
-		h->core->handles = h->next;
+		h->core->reads->handles = h->next;
 	if (h->next)
 		h->next->prev = h->prev;
-	pthread_mutex_unlock(&h->core->handles_lock);
+	pthread_mutex_unlock(&h->core->reads->handles_lock);
 	pthread_mutex_lock(&sess->lock);
 	for (struct px_handle **pp = &sess->handles; *pp; pp = &(*pp)->snext) {
 		if (*pp == h) {
@@ -222,7 +225,7 @@ void px_handle_close(struct px_handle *h)
 		atomic_store(&sess->lead, 0);
 	/* only cached heads and tails read: a library scan the cache served */
 	if (atomic_load(&h->n_cached) && !atomic_load(&h->n_fetched))
-		atomic_fetch_add(&h->core->n_scans_cached, 1);
+		atomic_fetch_add(&h->core->reads->n_scans_cached, 1);
 	/* the stream's transfer is cancelled here; its slot frees when the
 	 * fetcher has closed it */
 	px_stream_close(h->stream);
@@ -234,8 +237,8 @@ void px_handle_close(struct px_handle *h)
 void px_handles_close_all(struct px_core *core)
 {
 	size_t n = 0;
-	while (core->handles) {
-		px_handle_close(core->handles);
+	while (core->reads && core->reads->handles) {
+		px_handle_close(core->reads->handles);
 		n++;
 	}
 	if (n)
@@ -286,52 +289,51 @@ static int on_path(const struct px_handle *s)
 	return px_source_is_path(s->core, s->asset, atomic_load(&s->sess->source));
 }
 
-/* [off, off+len) of path source `source` with pread; *got: bytes read. A
- * failure says what happened in detail. */
-static enum px_status read_path(struct px_handle *s, size_t source, int64_t off, size_t len,
-				unsigned char *buf, size_t *got, char *detail, size_t detlen)
+/* One attempt of a direct read: [off, off+len) of source into buf. */
+struct attempt {
+	size_t source;
+	int64_t off;
+	size_t len;
+	unsigned char *buf;
+	size_t got;            /* out: bytes copied */
+	int stalled;           /* out: no progress within stall_timeout */
+	char detail[200];      /* out: a failure in words */
+	struct waiter **keep;  /* a transfer that brings it all is kept here */
+};
+
+/* The attempt with pread on the session's descriptor of its path source.
+ * A failure says what happened in detail. */
+static enum px_status read_path(struct px_handle *s, struct attempt *a)
 {
-	int fd = px_session_fd(s->sess, source);
+	int fd = px_session_fd(s->sess, a->source);
 	if (fd < 0) {
-		snprintf(detail, detlen, "cannot be opened, or has another size");
+		snprintf(a->detail, sizeof(a->detail), "cannot be opened, or has another size");
 		return PX_EIO;
 	}
-	while (*got < len) {
-		ssize_t n = pread(fd, buf + *got, len - *got, off + (int64_t)*got);
+	while (a->got < a->len) {
+		ssize_t n = pread(fd, a->buf + a->got, a->len - a->got, a->off + (int64_t)a->got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			snprintf(detail, detlen, "%s", strerror(errno));
+			snprintf(a->detail, sizeof(a->detail), "%s", strerror(errno));
 			return PX_EIO;
 		}
 		if (n == 0) {
 			/* shorter than when it was opened: never pad, fail */
-			snprintf(detail, detlen, "shrank below %lld bytes",
-				 (long long)(off + (int64_t)*got));
+			snprintf(a->detail, sizeof(a->detail), "shrank below %lld bytes",
+				 (long long)(a->off + (int64_t)a->got));
 			return PX_ESIZE;
 		}
-		*got += (size_t)n;
+		a->got += (size_t)n;
 	}
 	return PX_OK;
 }
 
-/* One transfer of [off, off+len); copies what arrived in order into buf.
- * Returns the transfer's status; *got = bytes copied. */
-static enum px_status fetch_once(struct px_handle *s, size_t source, int64_t off, size_t len,
-				 unsigned char *buf, size_t *got, int64_t deadline,
-				 char *detail, size_t detlen, int *stalled, struct waiter **keep)
+static struct waiter *waiter_new(const struct px_core *core, int64_t off, size_t len)
 {
-	struct px_core *core = s->core;
-	struct waiter *w;
-	enum px_status st;
-	uint64_t id;
-
-	*got = 0;
-	if (px_source_is_path(core, s->asset, source))
-		return read_path(s, source, off, len, buf, got, detail, detlen);
-	w = malloc(sizeof(*w) + len);
+	struct waiter *w = malloc(sizeof(*w) + len);
 	if (!w)
-		return PX_ENOMEM;
+		return NULL;
 	memset(w, 0, sizeof(*w));
 	pthread_mutex_init(&w->lock, NULL);
 	px_cond_init_mono(&w->cond);
@@ -339,95 +341,120 @@ static enum px_status fetch_once(struct px_handle *s, size_t source, int64_t off
 	w->start = off;
 	w->cap = len;
 	w->floor = core->cfg->stall_min_rate;
-	int64_t t0 = px_progress_start();
-	atomic_store(&w->progress, t0);
-	struct px_fetch_params fp = px_source_range(core, s->asset, source, off, (int64_t)len);
-	struct px_fetch_cb cb = { w_data, w_done, w };
-	st = px_xfer_submit(core, core->cat->assets[s->asset].sources[source].provider, s->sess, 0,
-			    deadline, &fp, &cb, &id);
-	if (st != PX_OK) {
-		w->refs = 1;
-		waiter_unref(w);
-		snprintf(detail, detlen, "%s", px_strerror(st));
-		return st;
-	}
-	/* the submit may have waited for a slot: the clock starts now,
-	 * unless bytes already moved it */
-	(void)atomic_compare_exchange_strong(&w->progress, &t0, px_progress_start());
-	/* wait for the end, the deadline, or a stall: no progress (bytes at
-	 * stall_min_rate) for stall_timeout, which a standby may cure */
-	pthread_mutex_lock(&w->lock);
+	atomic_store(&w->progress, px_progress_start());
+	return w;
+}
+
+/* Waits (w->lock held) for the transfer's end, the deadline, or a stall,
+ * which a standby may cure. Giving up, it cancels the transfer and waits
+ * briefly for its end, so that the bytes that did arrive can be used.
+ * Returns 0 when the transfer ended (w->res says how), -1 when it did not
+ * even after the cancel (a->detail says why). */
+static int waiter_wait(struct px_core *core, struct waiter *w, uint64_t id, int64_t deadline,
+		       struct attempt *a)
+{
+	struct px_wait wt = { &w->lock, &w->cond, deadline, core->cfg->stall_timeout_ms };
 	const char *gave_up = NULL;
-	while (!w->done) {
-		int64_t stall_at = px_progress_stall_at(atomic_load(&w->progress),
-							core->cfg->stall_timeout_ms);
-		int64_t until = stall_at < deadline ? stall_at : deadline;
-		if (px_cond_wait_until(&w->cond, &w->lock, &w->done, until))
-			break;
-		if (px_now_ms() >= deadline) {
+	while (!gave_up) {
+		enum px_wait_outcome o = px_wait_bytes(&wt, &w->done, &w->progress);
+		if (o == PX_WAIT_ENDED)
+			return 0;
+		if (o == PX_WAIT_DEADLINE)
 			gave_up = "no answer within read_timeout";
-			break;
-		}
-		if (px_now_ms() >= px_progress_stall_at(atomic_load(&w->progress),
-							core->cfg->stall_timeout_ms)) {
+		a->stalled = o == PX_WAIT_STALLED;
+		if (a->stalled)
 			gave_up = "stalled: no progress within stall_timeout";
-			*stalled = 1;
-			break;
-		}
 	}
-	if (gave_up) {
-		pthread_mutex_unlock(&w->lock);
-		core->ops.cancel(core->ops.impl, id);
-		pthread_mutex_lock(&w->lock);
-		/* the bytes that did arrive are still good: wait briefly for the
-		 * cancel so that they can be used, else leave them */
-		px_cond_wait_until(&w->cond, &w->lock, &w->done, px_now_ms() + CANCEL_GRACE_MS);
-		if (!w->done) {
-			pthread_mutex_unlock(&w->lock);
-			waiter_unref(w);
-			snprintf(detail, detlen, "%s", gave_up);
-			return PX_ETIMEDOUT;
-		}
-		w->res.status = PX_ETIMEDOUT;
-		snprintf(w->res.detail, sizeof(w->res.detail), "%s", gave_up);
-	}
-	pthread_mutex_unlock(&w->lock);
+	px_wait_cancel(core, &w->lock, id);
+	px_cond_wait_until(&w->cond, &w->lock, &w->done, px_now_ms() + CANCEL_GRACE_MS);
+	snprintf(a->detail, sizeof(a->detail), "%s", gave_up);
+	if (!w->done)
+		return -1;
+	w->res.status = PX_ETIMEDOUT;
+	snprintf(w->res.detail, sizeof(w->res.detail), "%s", gave_up);
+	return 0;
+}
+
+/* The attempt's outcome once its transfer ended: the bytes copied, or the
+ * transfer kept (a->keep) when it brought them all. Drops our reference. */
+static enum px_status waiter_finish(struct waiter *w, struct attempt *a)
+{
 	/* done: the fetch thread no longer touches buf */
-	st = w->res.status;
+	enum px_status st = w->res.status;
 	if (w->disorder) {
 		st = PX_EBADRESP;
 		snprintf(w->res.detail, sizeof(w->res.detail), "bytes arrived out of order");
 		w->filled = 0;
 	}
-	if (keep && st == PX_OK && w->filled == len) {
+	if (a->keep && st == PX_OK && w->filled == a->len) {
 		/* all of it: the caller replies from the transfer's buffer and
 		 * lets go of it then (one buffer and one copy less) */
-		*keep = w;
-		*got = len;
+		*a->keep = w;
+		a->got = a->len;
 		return PX_OK;
 	}
-	memcpy(buf, w->buf, w->filled);
-	*got = w->filled;
-	snprintf(detail, detlen, "%s", w->res.detail);
+	memcpy(a->buf, w->buf, w->filled);
+	a->got = w->filled;
+	snprintf(a->detail, sizeof(a->detail), "%s", w->res.detail);
 	if (st == PX_OK && w->filled == 0) {
 		st = PX_ETRANSFER;
-		snprintf(detail, detlen, "the response carried none of the bytes asked for");
+		snprintf(a->detail, sizeof(a->detail),
+			 "the response carried none of the bytes asked for");
 	}
 	waiter_unref(w);
 	return st;
 }
 
+/* One transfer of the attempt's bytes (a pread for a path source); copies
+ * what arrived in order into a->buf. Returns the transfer's status. */
+static enum px_status fetch_once(struct px_handle *s, struct attempt *a, int64_t deadline)
+{
+	struct px_core *core = s->core;
+	uint64_t id;
+
+	a->got = 0;
+	a->stalled = 0;
+	if (px_source_is_path(core, s->asset, a->source))
+		return read_path(s, a);
+	struct waiter *w = waiter_new(core, a->off, a->len);
+	if (!w)
+		return PX_ENOMEM;
+	int64_t t0 = atomic_load(&w->progress);
+	struct px_fetch_params fp = px_source_range(core, s->asset, a->source, a->off,
+						    (int64_t)a->len);
+	struct px_fetch_cb cb = { w_data, w_done, w };
+	enum px_status st = px_xfer_submit(core,
+					   core->cat->assets[s->asset].sources[a->source].provider,
+					   s->sess, 0, deadline, &fp, &cb, &id);
+	if (st != PX_OK) {
+		w->refs = 1;
+		waiter_unref(w);
+		snprintf(a->detail, sizeof(a->detail), "%s", px_strerror(st));
+		return st;
+	}
+	/* the submit may have waited for a slot: the clock starts now,
+	 * unless bytes already moved it */
+	(void)atomic_compare_exchange_strong(&w->progress, &t0, px_progress_start());
+	pthread_mutex_lock(&w->lock);
+	int ended = waiter_wait(core, w, id, deadline, a) == 0;
+	pthread_mutex_unlock(&w->lock);
+	if (!ended) {
+		waiter_unref(w);
+		return PX_ETIMEDOUT;
+	}
+	return waiter_finish(w, a);
+}
+
 /* One read being served: what its tiers share. */
 struct read_op {
 	struct px_handle *h;
-	int64_t deadline;
+	int64_t deadline;       /* the read's (this try's) */
 	int seq;                /* it earns a stream: 1 a run, 2 a seek */
 	struct px_stream *st;   /* the handle's stream, referenced, or NULL */
 	unsigned char *buf;     /* the read's first byte goes here */
 	size_t got;             /* bytes in so far */
 	int copied;             /* some came other than from the stream */
 	int fetched;            /* some came other than from the cache */
-	struct px_zc *zc;       /* the whole read may stay where it is */
 	uint64_t *held;         /* head and tail fills held for the reply */
 };
 
@@ -511,34 +538,31 @@ static void regions(const struct px_handle *s, int64_t *head_end, int64_t *tail_
 	*tail_start = size - cfg->tail_size > *head_end ? size - cfg->tail_size : *head_end;
 }
 
-/* Reads [off, off+len) with bounded range requests (pread for a path
+/* Reads rq's bytes with bounded range requests (pread for a path
  * source), retrying transient failures on the same source. A failure cuts
- * over to a standby of either kind, at the same offset. */
-static enum px_status read_direct(struct px_handle *s, struct px_stream *stream, int64_t off,
-				  size_t len, void *out, int64_t deadline, struct waiter **keep)
+ * over to a standby of either kind, at the same offset. keep: see
+ * struct attempt. */
+static enum px_status read_direct(struct read_op *op, const struct px_read_req *rq,
+				  struct waiter **keep)
 {
-	struct px_core *core = s->core;
-	unsigned char *buf = out;
+	struct px_handle *s = op->h;
 	enum px_status st = PX_OK;
 	struct px_retry retry = PX_RETRY_INIT;
-	size_t got = 0;
+	size_t got = 0, len = rq->len;
 
 	if (!on_path(s))
-		core->n_direct++;
+		s->core->reads->n_direct++;
 	while (got < len) {
-		char detail[200];
-		size_t n = 0;
-		int stalled = 0;
-
-		if (px_now_ms() >= deadline) {
+		if (px_now_ms() >= rq->deadline) {
 			st = PX_ETIMEDOUT;
 			break;
 		}
-		size_t source = atomic_load(&s->sess->source);
 		/* only a first attempt that brings everything is kept */
-		st = fetch_once(s, source, off + (int64_t)got, len - got, buf + got, &n, deadline,
-				detail, sizeof(detail), &stalled, got ? NULL : keep);
-		got += n;
+		struct attempt a = { .source = atomic_load(&s->sess->source),
+				     .off = rq->off + (int64_t)got, .len = len - got,
+				     .buf = rq->buf + got, .keep = got ? NULL : keep };
+		st = fetch_once(s, &a, rq->deadline);
+		got += a.got;
 		if (got == len) {
 			st = PX_OK; /* every byte is here, whatever came after */
 			break;
@@ -547,11 +571,11 @@ static enum px_status read_direct(struct px_handle *s, struct px_stream *stream,
 			continue;
 		/* a standby takes over at the same offset, checked against the
 		 * bytes just before it: this read's, or the previous read's */
-		int64_t pos = off + (int64_t)got;
+		int64_t pos = rq->off + (int64_t)got;
 		unsigned char seam[4096];
-		size_t nseam = seam_bytes(s, stream, pos, buf + got, got, seam);
-		st = px_retry_failed(&retry, s->sess, source, pos, st, stalled, detail, seam, nseam,
-				     deadline, s->who);
+		struct px_failure f = { a.source, pos, st, a.stalled, a.detail, seam,
+					seam_bytes(s, op->st, pos, rq->buf + got, got, seam) };
+		st = px_retry_failed(&retry, s->sess, &f, rq->deadline, s->who);
 		if (st != PX_OK)
 			break;
 	}
@@ -561,38 +585,24 @@ static enum px_status read_direct(struct px_handle *s, struct px_stream *stream,
 	return st == PX_OK ? PX_ETRANSFER : st;
 }
 
-/* read_direct(); with zc, a read that one transfer brings whole is replied
- * from that transfer's buffer, which zc holds until px_handle_zc_done(). */
-static enum px_status read_direct_zc(struct read_op *op, int64_t off, size_t len,
-				     unsigned char *buf, struct px_zc *zc)
+/* read_direct(); with rq->zc, a read that one transfer brings whole is
+ * replied from that transfer's buffer, which zc holds until
+ * px_handle_zc_done(). */
+static enum px_status read_direct_zc(struct read_op *op, const struct px_read_req *rq)
 {
 	struct waiter *w = NULL;
-	enum px_status st = read_direct(op->h, op->st, off, len, buf, op->deadline,
-				       zc ? &w : NULL);
+	struct px_zc *zc = rq->zc;
+	enum px_status st = read_direct(op, rq, zc ? &w : NULL);
 	if (st == PX_OK && w) {
 		zc->wt = w;
 		zc->iov[0].iov_base = w->buf;
-		zc->iov[0].iov_len = len;
+		zc->iov[0].iov_len = rq->len;
 		zc->iovcnt = 1;
 	} else if (w) {
 		waiter_unref(w);
 	}
 	op->copied = 1;
 	return st;
-}
-
-/* [off, off+len) from op->st, pinned in its window when zc asks. */
-static enum px_status stream_read(struct read_op *op, int64_t off, size_t len,
-				  unsigned char *buf, int *behind, struct px_zc *zc)
-{
-	struct px_stream *st = op->st;
-	if (!zc)
-		return px_stream_read(st, off, len, buf, op->deadline, op->h->who, behind);
-	enum px_status rc = px_stream_read_pinned(st, off, len, buf, op->deadline, op->h->who,
-						  behind, zc->iov, &zc->iovcnt, &zc->pin);
-	if (rc == PX_OK && zc->iovcnt)
-		zc->st = st;
-	return rc;
 }
 
 /* Whether a read that earns a stream (seq, begin_read()) starts the
@@ -626,60 +636,47 @@ static int end_stream(struct px_handle *s, struct px_stream *st, int seq)
 	return mine;
 }
 
-/*
- * The stream tier: [off, off+len) from the handle's stream when it holds
- * or is about to hold them; else, between head and tail (middle), a new
- * stream when the read continues a run that earns one. PX_EDECLINED: not
- * the stream's (a straggler behind it, a read in the tail it has not
- * reached, no stream to be had): the next tier serves. A stream a jump
- * left behind has served its run and ends.
- */
-static enum px_status read_stream(struct read_op *op, int64_t off, size_t len,
-				  unsigned char *buf, int middle, struct px_zc *zc)
+/* The handle's stream declined the read: a straggler of its run reads
+ * directly and the stream stays (*decline); otherwise the stream has
+ * served its run (a jump left it behind, or it closed under the read) and
+ * ends, and a read that earns a stream claims the next one. Returns
+ * whether the caller starts it; op->st is let go. */
+static int stream_left(struct read_op *op, int behind, int *decline)
+{
+	*decline = 0;
+	if (behind && !px_stream_closed(op->st)) {
+		/* a little behind the window: a straggler of the run, and the
+		 * stream stays; but a read that begin_read() found far from the
+		 * run (a seek with the credit) is a seek back, and ends it like
+		 * any jump */
+		if (op->seq != 2) {
+			*decline = 1;
+			return 0;
+		}
+		behind = 0;
+	}
+	/* behind and closed: the stream ended under this read (another read's
+	 * jump, a cutover to a path). The reader has moved on: this read (the
+	 * kernel's read-ahead of the place it left) reads its bytes directly
+	 * and starts nothing, or it could start a stream at the old place
+	 * before the jump's read starts one at the new, which then reads
+	 * directly: a seek of two round trips and a transfer for nothing */
+	int mine = end_stream(op->h, op->st, behind ? 0 : op->seq);
+	px_stream_unref(op->st);
+	op->st = NULL;
+	*decline = behind;
+	return mine;
+}
+
+/* Starts the handle's stream at rq's offset (a seek's with a small first
+ * fill) and reads rq from it. PX_EDECLINED when the budget has no room. */
+static enum px_status stream_begin(struct read_op *op, const struct px_read_req *rq)
 {
 	struct px_handle *s = op->h;
-	enum px_status rc;
-	int behind, mine;
-
-	if (op->st) {
-		rc = stream_read(op, off, len, buf, &behind, zc);
-		if (rc != PX_EDECLINED || !middle)
-			return rc;
-		if (behind && !px_stream_closed(op->st)) {
-			/* a little behind the window: a straggler of the run,
-			 * and the stream stays; but a read that begin_read()
-			 * found far from the run (a seek with the credit) is a
-			 * seek back, and ends it like any jump */
-			if (op->seq != 2)
-				return PX_EDECLINED;
-			behind = 0;
-		}
-		/* behind and closed: the stream ended under this read (another
-		 * read's jump, a cutover to a path). The reader has moved on:
-		 * this read (the kernel's read-ahead of the place it left)
-		 * reads its bytes directly and starts nothing, or it could
-		 * start a stream at the old place before the jump's read
-		 * starts one at the new, which then reads directly: a seek of
-		 * two round trips and a transfer for nothing */
-		mine = end_stream(s, op->st, behind ? 0 : op->seq);
-		px_stream_unref(op->st);
-		op->st = NULL;
-		if (behind)
-			return PX_EDECLINED;
-	} else {
-		if (!middle || !op->seq)
-			return PX_EDECLINED;
-		/* one reader starts the stream; the kernel's parallel read-ahead
-		 * reads meanwhile go direct rather than start streams of their own */
-		pthread_mutex_lock(&s->lock);
-		mine = claim_start(s, op->seq);
-		pthread_mutex_unlock(&s->lock);
-	}
-	if (!mine)
-		return PX_EDECLINED;
 	struct px_stream *st;
-	rc = px_stream_start(s->core, s->sess, s->asset, off, op->seq == 2 ? JUMP_FILL : 0,
-			     op->deadline, &st);
+	int behind;
+	enum px_status rc = px_stream_start(s->core, s->sess, s->asset, rq->off,
+					    op->seq == 2 ? JUMP_FILL : 0, op->deadline, &st);
 	pthread_mutex_lock(&s->lock);
 	s->starting = 0;
 	if (rc == PX_OK)
@@ -693,7 +690,39 @@ static enum px_status read_stream(struct read_op *op, int64_t off, size_t len,
 	}
 	px_stream_ref(st);
 	op->st = st;
-	return stream_read(op, off, len, buf, &behind, zc);
+	return px_stream_read(st, rq, &behind);
+}
+
+/*
+ * The stream tier's read: rq's bytes from the handle's stream when it
+ * holds or is about to hold them; else, between head and tail (middle), a
+ * new stream when the read continues a run that earns one. PX_EDECLINED:
+ * not the stream's (a straggler behind it, a read in the tail it has not
+ * reached, no stream to be had): the next tier serves. A stream a jump
+ * left behind has served its run and ends.
+ */
+static enum px_status read_stream(struct read_op *op, const struct px_read_req *rq, int middle)
+{
+	struct px_handle *s = op->h;
+	int behind, mine, decline;
+
+	if (op->st) {
+		enum px_status rc = px_stream_read(op->st, rq, &behind);
+		if (rc != PX_EDECLINED || !middle)
+			return rc;
+		mine = stream_left(op, behind, &decline);
+		if (decline)
+			return PX_EDECLINED;
+	} else {
+		if (!middle || !op->seq)
+			return PX_EDECLINED;
+		/* one reader starts the stream; the kernel's parallel read-ahead
+		 * reads meanwhile go direct rather than start streams of their own */
+		pthread_mutex_lock(&s->lock);
+		mine = claim_start(s, op->seq);
+		pthread_mutex_unlock(&s->lock);
+	}
+	return mine ? stream_begin(op, rq) : PX_EDECLINED;
 }
 
 /* A head or tail fill stalled under the read at pos: a standby takes over
@@ -733,14 +762,13 @@ static enum px_status prove_live(struct read_op *op, int64_t pos)
 		return PX_OK;
 	const struct vf_plan *plan = px_own_plan(s->core, s->asset);
 	unsigned char buf[VF_SAMPLE_LEN];
-	char detail[200];
-	size_t got = 0;
-	int stalled = 0;
-	if (!plan || !plan->n ||
-	    fetch_once(s, source, plan->off[0], plan->len[0], buf, &got, op->deadline, detail,
-		       sizeof(detail), &stalled, NULL) != PX_OK || got != plan->len[0])
+	if (!plan || !plan->n)
+		return PX_OK;
+	struct attempt a = { .source = source, .off = plan->off[0], .len = plan->len[0],
+			     .buf = buf };
+	if (fetch_once(s, &a, op->deadline) != PX_OK || a.got != plan->len[0])
 		return PX_OK; /* not answered: the live read that follows tells */
-	if (px_standby_check_live(s->core, s->asset, source, plan->off[0], buf, got) == PX_OK) {
+	if (px_standby_check_live(s->core, s->asset, source, plan->off[0], buf, a.got) == PX_OK) {
 		atomic_store(&sess->proven, source + 1);
 		return PX_OK;
 	}
@@ -751,54 +779,78 @@ static enum px_status prove_live(struct read_op *op, int64_t pos)
 	       ? PX_OK : PX_EMISMATCH;
 }
 
-/*
- * Serves [pos, pos+n), which lies in one region of the asset, choosing its
- * tier. All of it in one place, in order of preference:
- *  - a path source: pread;
- *  - the head: the cached head, else direct;
- *  - the middle: the stream, else direct;
- *  - the tail: a stream that already reaches it, else the cached tail,
- *    else direct.
- * zc (only when this span is the whole read): the bytes may stay in the
- * stream's window or the transfer's buffer.
- */
-static enum px_status serve_span(struct read_op *op, int path, int region, int64_t pos,
-				 size_t n, unsigned char *buf, struct px_zc *zc)
+/* A piece of a read that lies in one region of the asset. */
+struct span {
+	struct px_read_req rq;
+	int region;             /* 0 the head, 1 the middle, 2 the tail */
+	int path;               /* the session reads a path source */
+};
+
+/* Local copy: a path source is read in place, with pread. */
+static enum px_status tier_path(struct read_op *op, const struct span *sp)
+{
+	if (!sp->path)
+		return PX_EDECLINED;
+	op->fetched = 1;
+	enum px_status st = prove_live(op, sp->rq.off);
+	return st == PX_OK ? read_direct_zc(op, &sp->rq) : st;
+}
+
+/* Stream window (and its parallel parts): the middle, and the tail when a
+ * stream already runs that reaches it. */
+static enum px_status tier_stream(struct read_op *op, const struct span *sp)
+{
+	if (sp->region == 0 || (sp->region == 2 && !op->st))
+		return PX_EDECLINED;
+	enum px_status st = prove_live(op, sp->rq.off);
+	return st == PX_OK ? read_stream(op, &sp->rq, sp->region == 1) : st;
+}
+
+/* Head/tail cache: the one way that fetches nothing of its own. A fill
+ * that stalled lets a standby take over before the read goes direct. */
+static enum px_status tier_cache(struct read_op *op, const struct span *sp)
 {
 	struct px_handle *s = op->h;
-	struct px_core *core = s->core;
-	enum px_status st = PX_EDECLINED;
-	int64_t head_end, tail_start, size = core->assets[s->asset].size;
+	if (sp->region == 1)
+		return PX_EDECLINED;
+	int tail = sp->region == 2, from_disk = 0;
+	size_t source = atomic_load(&s->sess->source);
+	enum px_status st = px_cache_read(s->sess, tail, source, &sp->rq, &op->held[tail],
+					  &from_disk);
+	op->copied = 1;
+	if (from_disk)
+		atomic_store(&s->sess->disk_fed, 1);
+	if (st == PX_ETIMEDOUT)
+		st = cache_stalled(op, source, sp->rq.off);
+	op->fetched |= st != PX_OK;
+	return st;
+}
 
-	if (path) {
-		op->fetched = 1;
-		st = prove_live(op, pos);
-		return st == PX_OK ? read_direct_zc(op, pos, n, buf, NULL) : st;
-	}
-	regions(s, &head_end, &tail_start);
-	/* the tail's stream tier is live only when a stream runs */
-	if ((region == 1 || (region == 2 && op->st)) && (st = prove_live(op, pos)) != PX_OK)
-		return st;
-	if (region != 0)
-		st = read_stream(op, pos, n, buf, region == 1, zc);
-	if (st == PX_EDECLINED && region != 1) {
-		int tail = region == 2;
-		size_t source = atomic_load(&s->sess->source);
-		int from_disk = 0;
-		st = px_cache_read(core, s->sess, s->asset, tail, source, tail ? tail_start : 0,
-				   tail ? size - tail_start : head_end, pos, n, buf, op->deadline,
-				   &op->held[tail], &from_disk);
-		op->copied = 1;
-		if (from_disk)
-			atomic_store(&s->sess->disk_fed, 1);
-		if (st == PX_OK)
-			return PX_OK; /* the one way that fetches nothing of its own */
-		if (st == PX_ETIMEDOUT)
-			st = cache_stalled(op, source, pos);
-	}
+/* Direct range: a bounded request of exactly the bytes asked for. */
+static enum px_status tier_direct(struct read_op *op, const struct span *sp)
+{
 	op->fetched = 1;
-	if (st == PX_EDECLINED && (st = prove_live(op, pos)) == PX_OK)
-		st = read_direct_zc(op, pos, n, buf, zc);
+	enum px_status st = prove_live(op, sp->rq.off);
+	return st == PX_OK ? read_direct_zc(op, &sp->rq) : st;
+}
+
+/*
+ * The tiers, in order: each serves the span (PX_OK), declines it
+ * (PX_EDECLINED: the next one is asked) or fails it with the status the
+ * one decision after a failed transfer (px_retry_failed, inside each
+ * tier's wait) left. In front of them all is the kernel's page cache
+ * (keep_cache), whose hits never reach the daemon.
+ */
+static enum px_status (*const tiers[])(struct read_op *, const struct span *) = {
+	tier_path, tier_stream, tier_cache, tier_direct,
+};
+
+/* Serves the span: the first tier that does not decline it. */
+static enum px_status serve_span(struct read_op *op, const struct span *sp)
+{
+	enum px_status st = PX_EDECLINED;
+	for (size_t i = 0; st == PX_EDECLINED && i < sizeof(tiers) / sizeof(tiers[0]); i++)
+		st = tiers[i](op, sp);
 	return st;
 }
 
@@ -859,34 +911,69 @@ static void note_offset(struct px_session *sess, int64_t mine, int64_t end)
 		atomic_store(&sess->offset, end);
 }
 
-/* One try of a read of [off, off+len) (len within the asset) into buf, or
- * left where it is (zc). The head and tail fills it held are in held. */
-static enum px_status serve(struct px_handle *s, int64_t off, size_t len, unsigned char *buf,
-			    struct px_zc *zc, uint64_t held[2], int count, size_t *got)
+/* Whether a read across the head's end or the tail's start is served as
+ * one read of the middle: its cached part is not there yet, and a fill
+ * and a range in turn would cost two round trips where one request does.
+ * A path source's read is always one. */
+static int one_span(struct px_handle *s, int path, int64_t off, size_t len, int64_t head_end,
+		    int64_t tail_start)
 {
-	struct px_core *core = s->core;
-	struct read_op op = { .h = s, .buf = buf, .zc = zc, .held = held,
-			      .deadline = px_now_ms() + core->cfg->read_timeout_ms };
+	if (path)
+		return 1;
+	int64_t end = off + (int64_t)len;
+	size_t source = atomic_load(&s->sess->source);
+	return (off < head_end && end > head_end &&
+		!px_cache_holds(s->core, s->asset, 0, source, off, head_end - off)) ||
+	       (off < tail_start && end > tail_start &&
+		!px_cache_holds(s->core, s->asset, 1, source, tail_start, end - tail_start));
+}
+
+/* What a try of a read served, counted: the handle's reads (count: its
+ * first try), the source's and the session's bytes, the middle, the
+ * session's offset, and the last bytes for a seam check. */
+static void account(struct px_handle *s, const struct read_op *op,
+		    const struct px_read_req *rq, int count, int64_t head_end, int64_t tail_start)
+{
+	int64_t off = rq->off, end = off + (int64_t)op->got;
+	if (op->got == rq->len && count)
+		atomic_fetch_add(op->fetched ? &s->n_fetched : &s->n_cached, 1);
+	if (op->got)
+		px_standby_served(s->core, s->asset, atomic_load(&s->sess->source));
+	atomic_fetch_add(&s->sess->served, (int64_t)op->got);
+	int64_t mid_from = off > head_end ? off : head_end;
+	int64_t mid_to = end < tail_start ? end : tail_start;
+	int64_t mine = atomic_load(&s->middle);
+	if (mid_to > mid_from) {
+		atomic_fetch_add(&s->sess->middle, mid_to - mid_from);
+		mine = atomic_fetch_add(&s->middle, mid_to - mid_from) + (mid_to - mid_from);
+	}
+	note_offset(s->sess, mine, end);
+	if (op->got && op->copied) {
+		struct iovec v = { rq->buf, op->got };
+		if (rq->zc && rq->zc->iovcnt)
+			keep_tail(s, end, rq->zc->iov, rq->zc->iovcnt);
+		else
+			keep_tail(s, end, &v, 1);
+	}
+}
+
+/* One try of rq (its length within the asset): into rq->buf, or left
+ * where it is (rq->zc). The head and tail fills it held are in held;
+ * *got: the bytes served. */
+static enum px_status serve(struct px_handle *s, const struct px_read_req *rq,
+			    uint64_t held[2], int count, size_t *got)
+{
+	struct read_op op = { .h = s, .buf = rq->buf, .held = held, .deadline = rq->deadline };
 	int64_t head_end, tail_start;
 	enum px_status st = PX_OK;
+	size_t len = rq->len;
 
-	op.seq = begin_read(s, off, len, count, &op.st);
+	op.seq = begin_read(s, rq->off, len, count, &op.st);
 	int path = on_path(s);
 	regions(s, &head_end, &tail_start);
-	/* a read across the head's end or the tail's start whose cached part
-	 * is not there yet is one read of the middle: a fill and a range in
-	 * turn would cost two round trips where one request does */
-	int whole = path;
-	if (!whole) {
-		int64_t end = off + (int64_t)len;
-		size_t source = atomic_load(&s->sess->source);
-		whole = (off < head_end && end > head_end &&
-			 !px_cache_holds(core, s->asset, 0, source, off, head_end - off)) ||
-			(off < tail_start && end > tail_start &&
-			 !px_cache_holds(core, s->asset, 1, source, tail_start, end - tail_start));
-	}
+	int whole = one_span(s, path, rq->off, len, head_end, tail_start);
 	while (op.got < len && st == PX_OK) {
-		int64_t pos = off + (int64_t)op.got;
+		int64_t pos = rq->off + (int64_t)op.got;
 		size_t n = len - op.got;
 		int region = whole ? 1 : pos < head_end ? 0 : pos >= tail_start ? 2 : 1;
 		if (region == 0 && (int64_t)n > head_end - pos)
@@ -894,34 +981,16 @@ static enum px_status serve(struct px_handle *s, int64_t off, size_t len, unsign
 		else if (region == 1 && !whole && (int64_t)n > tail_start - pos)
 			n = (size_t)(tail_start - pos);
 		/* the bytes stay where they are only when one span is the read */
-		struct px_zc *z = zc && n == len && !path ? zc : NULL;
-		st = serve_span(&op, path, region, pos, n, buf + op.got, z);
+		struct span sp = { { pos, n, rq->buf + op.got, rq->deadline, s->who,
+				     rq->zc && n == len && !path ? rq->zc : NULL }, region, path };
+		st = serve_span(&op, &sp);
 		if (st == PX_OK)
 			op.got += n;
 	}
 	if (op.st)
 		px_stream_unref(op.st);
-	if (op.got == len && count)
-		atomic_fetch_add(op.fetched ? &s->n_fetched : &s->n_cached, 1);
 	*got = op.got;
-	if (op.got)
-		px_standby_served(core, s->asset, atomic_load(&s->sess->source));
-	atomic_fetch_add(&s->sess->served, (int64_t)op.got);
-	int64_t mid_from = off > head_end ? off : head_end;
-	int64_t mid_to = off + (int64_t)op.got < tail_start ? off + (int64_t)op.got : tail_start;
-	int64_t mine = atomic_load(&s->middle);
-	if (mid_to > mid_from) {
-		atomic_fetch_add(&s->sess->middle, mid_to - mid_from);
-		mine = atomic_fetch_add(&s->middle, mid_to - mid_from) + (mid_to - mid_from);
-	}
-	note_offset(s->sess, mine, off + (int64_t)op.got);
-	if (op.got && op.copied) {
-		struct iovec v = { buf, op.got };
-		if (zc && zc->iovcnt)
-			keep_tail(s, off + (int64_t)op.got, zc->iov, zc->iovcnt);
-		else
-			keep_tail(s, off + (int64_t)op.got, &v, 1);
-	}
+	account(s, &op, rq, count, head_end, tail_start);
 	return op.got == len ? PX_OK : st;
 }
 
@@ -981,7 +1050,7 @@ static void read_failed(struct px_handle *s, int64_t off, size_t len, enum px_st
 }
 
 /* Screens the bytes source gave this read (px_standby_screen). PX_OK: they
- * may go out. PX_EAGAIN: they were not the asset's, the session cut over,
+ * may go out. PX_ENEXT: they were not the asset's, the session cut over,
  * read again. PX_EMISMATCH: not the asset's, and nothing could take over. */
 static enum px_status screen(struct px_handle *s, size_t source, int64_t off,
 			     const struct iovec *iov, int iovcnt)
@@ -1006,7 +1075,7 @@ static enum px_status screen(struct px_handle *s, size_t source, int64_t off,
 	if (px_cutover(s->sess, source, off, PX_EMISMATCH, NULL, 0,
 		       px_now_ms() + core->cfg->read_timeout_ms) != PX_OK)
 		return PX_EMISMATCH;
-	return PX_EAGAIN;
+	return PX_ENEXT;
 }
 
 /* The read's length within the asset: 0 at or past its end. */
@@ -1036,13 +1105,15 @@ enum px_status px_handle_read(struct px_handle *s, int64_t off, size_t len,
 	}
 	for (int tries = 0;; tries++) {
 		size_t source = atomic_load(&s->sess->source);
-		st = serve(s, off, len, out, NULL, held, tries == 0, got);
+		struct px_read_req rq = { off, len, out, px_now_ms() + s->core->cfg->read_timeout_ms,
+					  s->who, NULL };
+		st = serve(s, &rq, held, tries == 0, got);
 		release_held(s->core, s->asset, held);
 		if (st != PX_OK)
 			break;
 		struct iovec v = { out, *got };
 		st = screen(s, source, off, &v, 1);
-		if (st != PX_EAGAIN)
+		if (st != PX_ENEXT)
 			break;
 		if (tries == 3) {
 			st = PX_EMISMATCH;
@@ -1077,7 +1148,9 @@ enum px_status px_handle_read_zc(struct px_handle *s, int64_t off, size_t len,
 	}
 	for (int tries = 0;; tries++) {
 		size_t source = atomic_load(&s->sess->source);
-		st = len ? serve(s, off, len, buf, zc, zc->held, tries == 0, &got) : PX_OK;
+		struct px_read_req rq = { off, len, buf, px_now_ms() + s->core->cfg->read_timeout_ms,
+					  s->who, zc };
+		st = len ? serve(s, &rq, zc->held, tries == 0, &got) : PX_OK;
 		if (st != PX_OK) {
 			px_handle_zc_done(zc);
 			break;
@@ -1092,7 +1165,7 @@ enum px_status px_handle_read_zc(struct px_handle *s, int64_t off, size_t len,
 			break;
 		px_handle_zc_done(zc);
 		zc->iovcnt = 0;
-		if (st != PX_EAGAIN)
+		if (st != PX_ENEXT)
 			break;
 		if (tries == 3) {
 			st = PX_EMISMATCH;

@@ -18,7 +18,7 @@
  * A reader pins its offset while it waits, so that readers further on (the
  * kernel sends a run's reads in parallel) cannot make the window drop the
  * bytes it waits for; a zero-copy reply keeps the pin until the bytes are
- * out (px_stream_read_pinned / px_stream_unpin).
+ * out (px_stream_read with a zero-copy request / px_stream_unpin).
  *
  * Memory: every window is reserved from one budget (readahead_budget)
  * when the stream starts; windows are smaller when the budget is short,
@@ -67,10 +67,13 @@
 #include "ownprint.h"
 #include "provider.h"
 #include "rangeread.h"
+#include "reads_i.h"
+#include "request.h"
 #include "retry.h"
 #include "session.h"
 #include "standby.h"
 #include "stream.h"
+#include "wait.h"
 #include "log.h"
 
 #define KEEP_BEHIND (2LL << 20)
@@ -96,7 +99,7 @@
  * reaches: a sync window and two async ones, and a read's worth */
 static int64_t jump_ahead(const struct px_core *core)
 {
-	int64_t ra = atomic_load(&core->kernel_ra);
+	int64_t ra = atomic_load(&core->reads->kernel_ra);
 	int64_t j = 3 * ra + (1LL << 20);
 	if (j < JUMP_AHEAD)
 		return JUMP_AHEAD;
@@ -105,7 +108,7 @@ static int64_t jump_ahead(const struct px_core *core)
 
 void px_stream_set_kernel_readahead(struct px_core *core, int64_t bytes)
 {
-	atomic_store(&core->kernel_ra, bytes > 0 ? bytes : 0);
+	atomic_store(&core->reads->kernel_ra, bytes > 0 ? bytes : 0);
 }
 
 /* A part of a parallel stream: bytes [from, end) that one range transfer
@@ -121,7 +124,7 @@ struct part {
 	int deciding;           /* a reader is deciding on the failure */
 	enum px_status err;
 	char detail[160];
-	int64_t progress;       /* its progress clock (px_progress_add, us) */
+	_Atomic int64_t progress; /* its progress clock (px_progress_add, us) */
 };
 
 struct px_stream {
@@ -158,7 +161,7 @@ struct px_stream {
 				 * covers less than asked (an origin that caps
 				 * its answers), not a failure */
 	int capped_seen;        /* that was logged, once per stream */
-	int64_t progress;       /* the transfer's progress clock (px_progress_add,
+	_Atomic int64_t progress; /* the transfer's progress clock (px_progress_add,
 				 * us): bytes at stall_min_rate keep it at now */
 	enum px_status err;
 	char detail[200];
@@ -259,7 +262,7 @@ void px_stream_unref(struct px_stream *st)
 	if (atomic_fetch_sub(&st->refs, 1) != 1)
 		return;
 	ring_free(st->ring, st->cap);
-	atomic_fetch_sub(&st->core->ra_used, st->cap);
+	atomic_fetch_sub(&st->core->reads->ra_used, st->cap);
 	pthread_cond_destroy(&st->cond);
 	pthread_mutex_destroy(&st->lock);
 	free(st);
@@ -268,7 +271,7 @@ void px_stream_unref(struct px_stream *st)
 /* Reserves up to want bytes (at least min) of the read-ahead budget. */
 static int64_t budget_take(struct px_core *core, int64_t want, int64_t min)
 {
-	int64_t used = atomic_load(&core->ra_used);
+	int64_t used = atomic_load(&core->reads->ra_used);
 	for (;;) {
 		int64_t room = core->cfg->readahead_budget - used;
 		/* share what is left: a new window takes at most a quarter of it */
@@ -277,7 +280,7 @@ static int64_t budget_take(struct px_core *core, int64_t want, int64_t min)
 			take = room >= min ? min : 0;
 		if (take == 0)
 			return 0;
-		if (atomic_compare_exchange_weak(&core->ra_used, &used, used + take))
+		if (atomic_compare_exchange_weak(&core->reads->ra_used, &used, used + take))
 			return take;
 	}
 }
@@ -579,7 +582,7 @@ static enum px_status submit(struct px_stream *st, int64_t deadline)
 	} else {
 		/* superseded while we were submitting */
 		pthread_mutex_unlock(&st->lock);
-		core->ops.cancel(core->ops.impl, id);
+		core->fetch.ops.cancel(core->fetch.ops.impl, id);
 		pthread_mutex_lock(&st->lock);
 	}
 	return PX_OK;
@@ -612,7 +615,7 @@ static void cancel_all(struct px_stream *st)
 		return;
 	pthread_mutex_unlock(&st->lock);
 	for (int i = 0; i < n; i++)
-		st->core->ops.cancel(st->core->ops.impl, ids[i]);
+		st->core->fetch.ops.cancel(st->core->fetch.ops.impl, ids[i]);
 	pthread_mutex_lock(&st->lock);
 }
 
@@ -650,7 +653,7 @@ static void par_begin(struct px_stream *st)
 	st->open_xid = st->xid;
 	st->xid = 0;
 	st->par = 1;
-	st->core->n_par_streams++;
+	st->core->reads->n_par_streams++;
 	px_debug("stream", "%s: the reader outruns one transfer at %lld: parallel ranges "
 		 "of %lld KiB", st->sess->who, (long long)st->rend,
 		 (long long)(part_size(st) >> 10));
@@ -668,14 +671,129 @@ static size_t part_seam(struct px_stream *st, int i, unsigned char out[4096])
 	return n > 0 ? (size_t)n : 0;
 }
 
+/* The first failed part no reader is deciding on, or -1. Lock held. */
+static int par_failed(const struct px_stream *st)
+{
+	for (int i = 0; i < st->nparts; i++)
+		if (st->parts[i].failed && !st->parts[i].deciding)
+			return i;
+	return -1;
+}
+
+/* Decides on failed part i as a single transfer's failure is decided
+ * (retry.c): PX_OK, the part goes on from the byte it reached; else the
+ * status the waiting read fails with. Lock held; dropped around it. */
+static enum px_status par_decide(struct px_stream *st, int i, struct px_retry *retry,
+				 int64_t deadline, const char *who)
+{
+	struct part *p = &st->parts[i];
+	unsigned char seam[4096];
+	char detail[sizeof(p->detail)];
+	memcpy(detail, p->detail, sizeof(detail));
+	struct px_failure f = { p->source, p->pos, p->err, p->stalled, detail, seam,
+				part_seam(st, i, seam) };
+	uint64_t pid = p->id;
+	p->deciding = 1;
+	pthread_mutex_unlock(&st->lock);
+	enum px_status next = px_retry_failed(retry, st->sess, &f, deadline, who);
+	pthread_mutex_lock(&st->lock);
+	p = part_by_id(st, pid);
+	if (p) {
+		p->deciding = 0;
+		if (next == PX_OK) {
+			p->failed = p->stalled = 0;
+			p->err = PX_OK;
+		}
+	}
+	if (next == PX_OK)
+		st->core->reads->n_stream_restarts++;
+	return next;
+}
+
+/* The part to start a transfer for: one that has none, else a new one at
+ * the end if a lane is free and the ring has room for it (ahead of the
+ * fill limit only for a starving reader). -1: none now. Lock held. */
+static int par_pick(struct px_stream *st, int starving)
+{
+	int target = starving ? st->core->cfg->max_streams : 1;
+	for (int i = 0; i < st->nparts; i++)
+		if (!st->parts[i].gen && !st->parts[i].failed && st->parts[i].pos < st->parts[i].end)
+			return i > 0 && st->nrun >= target ? -1 : i;
+	int64_t e = st->next_off + part_size(st);
+	if (e > st->size)
+		e = st->size;
+	reclaim(st);
+	if (st->nrun >= target || st->next_off >= st->size || st->nparts == MAX_PARTS ||
+	    e - st->rstart > st->cap || (!starving && st->next_off >= st->consumed + st->fill))
+		return -1;
+	struct part *n = &st->parts[st->nparts];
+	memset(n, 0, sizeof(*n));
+	n->id = ++st->next_part;
+	n->from = n->pos = st->next_off;
+	n->end = e;
+	st->next_off = e;
+	return st->nparts++;
+}
+
+/* Starts part pick's transfer from source: parts[0] in the session's slot
+ * (waiting until deadline for it), the others in spare slots only. Lock
+ * held; dropped around the submit. *stop: the pump ends now, with the
+ * status returned (no slot: the part waits for the next turn). */
+static enum px_status par_submit(struct px_stream *st, int pick, size_t source,
+				 int64_t deadline, int *stop)
+{
+	struct px_core *core = st->core;
+	struct part *p = &st->parts[pick];
+	struct sx *x = malloc(sizeof(*x));
+	*stop = 1;
+	if (!x)
+		return pick == 0 ? PX_ENOMEM : PX_OK;
+	int bg = pick != 0;
+	p->gen = ++st->gen;
+	p->xid = 0;
+	p->source = source;
+	p->err = PX_OK;
+	p->stalled = 0;
+	p->progress = px_progress_start();
+	*x = (struct sx){ st, p->gen, 1 };
+	atomic_fetch_add(&st->refs, 1);
+	st->nrun++;
+	uint64_t pid = p->id, gen = p->gen, id = 0;
+	struct px_fetch_params fp = px_source_range(core, st->asset, source, p->pos,
+						    p->end - p->pos);
+	struct px_fetch_cb cb = { s_data, s_done, x };
+	pthread_mutex_unlock(&st->lock);
+	enum px_status rc = px_xfer_submit(core,
+					   core->cat->assets[st->asset].sources[source].provider,
+					   st->sess, bg ? PX_XFER_SPARE : 0, deadline, &fp, &cb, &id);
+	pthread_mutex_lock(&st->lock);
+	p = part_by_id(st, pid);
+	if (rc != PX_OK) {
+		free(x); /* never started: no callback will come */
+		atomic_fetch_sub(&st->refs, 1);
+		st->nrun--;
+		if (p && p->gen == gen)
+			p->gen = 0;
+		return bg ? PX_OK : rc;
+	}
+	*stop = 0;
+	core->reads->n_parts++;
+	if (p && p->gen == gen && !st->closed) {
+		p->xid = id;
+		p->progress = px_progress_start(); /* a stall counts from the slot */
+	} else {
+		/* ended already, or the stream closed meanwhile */
+		px_wait_cancel(core, &st->lock, id);
+	}
+	return PX_OK;
+}
+
 /*
  * Runs a parallel stream's parts: cancels the open-ended transfer past its
  * part, decides on a failed part (retry: the read's budget; NULL: leave it
- * to a waiting reader) as a single transfer's failure is decided, and
- * starts transfers for parts that have none, new parts ahead of them while
- * a reader starves (up to max_streams; one otherwise, within the fill
- * limit). parts[0] takes the session's slot, waiting until deadline for
- * it; the others take spare slots only. Lock held; dropped around cancels,
+ * to a waiting reader), and starts transfers for parts that have none, new
+ * parts ahead of them while a reader starves (up to max_streams; one
+ * otherwise, within the fill limit). Lock held; dropped around cancels,
  * submits and decisions. PX_OK, or the status the waiting read fails with.
  */
 static enum px_status par_pump(struct px_stream *st, int starving, int64_t deadline,
@@ -688,41 +806,14 @@ static enum px_status par_pump(struct px_stream *st, int starving, int64_t deadl
 		if (st->cut_xid) {
 			uint64_t id = st->cut_xid;
 			st->cut_xid = 0;
-			pthread_mutex_unlock(&st->lock);
-			core->ops.cancel(core->ops.impl, id);
-			pthread_mutex_lock(&st->lock);
+			px_wait_cancel(core, &st->lock, id);
 			continue;
 		}
-		int i = 0;
-		while (retry && i < st->nparts && !(st->parts[i].failed && !st->parts[i].deciding))
-			i++;
-		if (retry && i < st->nparts) {
-			struct part *p = &st->parts[i];
-			unsigned char seam[4096];
-			char detail[sizeof(p->detail)];
-			size_t nseam = part_seam(st, i, seam);
-			memcpy(detail, p->detail, sizeof(detail));
-			uint64_t pid = p->id;
-			size_t failed = p->source;
-			int64_t at = p->pos;
-			enum px_status why = p->err;
-			int stalled = p->stalled;
-			p->deciding = 1;
-			pthread_mutex_unlock(&st->lock);
-			enum px_status next = px_retry_failed(retry, st->sess, failed, at, why, stalled,
-							      detail, seam, nseam, deadline, who);
-			pthread_mutex_lock(&st->lock);
-			p = part_by_id(st, pid);
-			if (p) {
-				p->deciding = 0;
-				if (next == PX_OK) {
-					p->failed = p->stalled = 0;
-					p->err = PX_OK;
-				}
-			}
+		int i = retry ? par_failed(st) : -1;
+		if (i >= 0) {
+			enum px_status next = par_decide(st, i, retry, deadline, who);
 			if (next != PX_OK)
 				return next;
-			core->n_stream_restarts++;
 			continue;
 		}
 		size_t source = atomic_load(&st->sess->source);
@@ -735,80 +826,12 @@ static enum px_status par_pump(struct px_stream *st, int starving, int64_t deadl
 			cancel_all(st);
 			return PX_OK;
 		}
-		int target = starving ? core->cfg->max_streams : 1;
-		int pick = -1;
-		for (i = 0; i < st->nparts && pick < 0; i++)
-			if (!st->parts[i].gen && !st->parts[i].failed &&
-			    st->parts[i].pos < st->parts[i].end)
-				pick = i;
-		if (pick > 0 && st->nrun >= target)
+		int pick = par_pick(st, starving), stop;
+		if (pick < 0)
 			return PX_OK;
-		if (pick < 0) {
-			/* a new part at the end, if a lane is free and the ring
-			 * has room for it; ahead of the fill limit only for a
-			 * starving reader */
-			int64_t e = st->next_off + part_size(st);
-			if (e > st->size)
-				e = st->size;
-			reclaim(st);
-			if (st->nrun >= target || st->next_off >= st->size ||
-			    st->nparts == MAX_PARTS || e - st->rstart > st->cap ||
-			    (!starving && st->next_off >= st->consumed + st->fill))
-				return PX_OK;
-			struct part *n = &st->parts[st->nparts];
-			memset(n, 0, sizeof(*n));
-			n->id = ++st->next_part;
-			n->from = n->pos = st->next_off;
-			n->end = e;
-			st->next_off = e;
-			pick = st->nparts++;
-		}
-		struct part *p = &st->parts[pick];
-		struct sx *x = malloc(sizeof(*x));
-		if (!x)
-			return pick == 0 ? PX_ENOMEM : PX_OK;
-		int bg = pick != 0;
-		p->gen = ++st->gen;
-		p->xid = 0;
-		p->source = source;
-		p->err = PX_OK;
-		p->stalled = 0;
-		p->progress = px_progress_start();
-		x->st = st;
-		x->gen = p->gen;
-		x->par = 1;
-		atomic_fetch_add(&st->refs, 1);
-		st->nrun++;
-		uint64_t pid = p->id, gen = p->gen, id = 0;
-		struct px_fetch_params fp = px_source_range(core, st->asset, source, p->pos,
-							    p->end - p->pos);
-		struct px_fetch_cb cb = { s_data, s_done, x };
-		pthread_mutex_unlock(&st->lock);
-		enum px_status rc = px_xfer_submit(core,
-						   core->cat->assets[st->asset].sources[source].provider,
-						   st->sess, bg ? PX_XFER_SPARE : 0, deadline, &fp,
-						   &cb, &id);
-		pthread_mutex_lock(&st->lock);
-		p = part_by_id(st, pid);
-		if (rc != PX_OK) {
-			free(x); /* never started: no callback will come */
-			atomic_fetch_sub(&st->refs, 1);
-			st->nrun--;
-			if (p && p->gen == gen)
-				p->gen = 0;
-			/* no spare slot now: the part waits for the next turn */
-			return bg ? PX_OK : rc;
-		}
-		core->n_parts++;
-		if (p && p->gen == gen && !st->closed) {
-			p->xid = id;
-			p->progress = px_progress_start(); /* a stall counts from the slot */
-		} else {
-			/* ended already, or the stream closed meanwhile */
-			pthread_mutex_unlock(&st->lock);
-			core->ops.cancel(core->ops.impl, id);
-			pthread_mutex_lock(&st->lock);
-		}
+		enum px_status rc = par_submit(st, pick, source, deadline, &stop);
+		if (stop)
+			return rc;
 	}
 	return PX_OK;
 }
@@ -833,7 +856,7 @@ enum px_status px_stream_start(struct px_core *core, struct px_session *sess, si
 	if (!st || !st->ring) {
 		if (st)
 			free(st);
-		atomic_fetch_sub(&core->ra_used, cap);
+		atomic_fetch_sub(&core->reads->ra_used, cap);
 		return PX_ENOMEM;
 	}
 	st->core = core;
@@ -852,7 +875,7 @@ enum px_status px_stream_start(struct px_core *core, struct px_session *sess, si
 		st->pins[i] = -1;
 	pthread_mutex_init(&st->lock, NULL);
 	px_cond_init_mono(&st->cond);
-	core->n_streams++;
+	core->reads->n_streams++;
 	pthread_mutex_lock(&st->lock);
 	enum px_status rc = submit(st, deadline);
 	pthread_mutex_unlock(&st->lock);
@@ -919,13 +942,6 @@ static uint64_t after_read(struct px_stream *st, int64_t end)
 	return st->xid;
 }
 
-enum px_status px_stream_read(struct px_stream *st, int64_t off, size_t len, void *buf,
-			      int64_t deadline, const char *who, int *behind)
-{
-	int n, pin;
-	return px_stream_read_pinned(st, off, len, buf, deadline, who, behind, NULL, &n, &pin);
-}
-
 void px_stream_unpin(struct px_stream *st, int pin)
 {
 	uint64_t resume;
@@ -936,12 +952,10 @@ void px_stream_unpin(struct px_stream *st, int pin)
 	resume = after_read(st, st->consumed);
 	pthread_mutex_unlock(&st->lock);
 	if (resume)
-		st->core->ops.resume(st->core->ops.impl, resume);
+		st->core->fetch.ops.resume(st->core->fetch.ops.impl, resume);
 	px_stream_unref(st);
 }
 
-/* The bytes just before the window's end, for a cutover's seam check.
- * Lock held. */
 /*
  * The failed source's bytes the window holds, into its own fingerprint
  * (px_own_note): the samples there the reader has not reached are its
@@ -966,6 +980,8 @@ static void note_window(struct px_stream *st)
 	px_own_note(st->core, st->asset, st->source, from, iov, cnt, &hit);
 }
 
+/* The bytes just before the window's end, for a cutover's seam check.
+ * Lock held. */
 static size_t seam_before_end(struct px_stream *st, unsigned char out[4096])
 {
 	int64_t n = st->rend - st->rstart < 4096 ? st->rend - st->rstart : 4096;
@@ -974,18 +990,12 @@ static size_t seam_before_end(struct px_stream *st, unsigned char out[4096])
 	return (size_t)n;
 }
 
-enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t len, void *buf,
-				     int64_t deadline, const char *who, int *behind,
-				     struct iovec *iov, int *iovcnt, int *pin)
+/* Whether [off, end) is the stream's to serve. Declined (0), *behind says
+ * a straggler of this run, or the kernel's read-ahead too far for the ring
+ * beside the kept bytes (read it directly, the stream goes on); else a
+ * jump. Lock held. */
+static int admits(struct px_stream *st, int64_t off, int64_t end, int *behind)
 {
-	struct px_core *core = st->core;
-	int64_t end = off + (int64_t)len;
-	enum px_status rc = PX_OK;
-	uint64_t resume = 0;
-	struct px_retry retry = PX_RETRY_INIT;
-	int64_t waited = 0;     /* when this read began to wait for bytes */
-
-	pthread_mutex_lock(&st->lock);
 	/* a little behind: a straggler of this run; far behind: a jump */
 	*behind = (off < st->rstart && off >= st->rstart - JUMP_BACK) || st->closed;
 	/* too far ahead: it would wait for bytes nobody asked for, or not fit
@@ -993,227 +1003,244 @@ enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t l
 	 * chunk, which may run past the read) */
 	int64_t keep = st->consumed - KEEP_BEHIND > st->rstart ? st->consumed - KEEP_BEHIND
 							       : st->rstart;
-	int64_t ahead = jump_ahead(core);
-	if (st->closed || off < st->rstart || off > st->rend + ahead ||
-	    end + CHUNK_MAX - keep > st->cap) {
-		/* near enough to be the kernel's read-ahead, but more than
-		 * the ring holds beside the kept bytes: read it directly and
-		 * let the stream go on for the readers behind it */
-		if (!*behind && !st->closed && off >= st->rstart && off <= st->rend + ahead)
-			*behind = 1;
+	int64_t ahead = jump_ahead(st->core);
+	if (!st->closed && off >= st->rstart && off <= st->rend + ahead &&
+	    end + CHUNK_MAX - keep <= st->cap)
+		return 1;
+	if (!*behind && !st->closed && off >= st->rstart && off <= st->rend + ahead)
+		*behind = 1;
+	return 0;
+}
+
+/* Pins off while its reader waits, so that readers further on (the kernel
+ * sends a run's reads in parallel) cannot make the window drop the bytes
+ * it waits for. -1: no pin free. Lock held. */
+static int pin_take(struct px_stream *st, int64_t off)
+{
+	if (st->npins >= MAX_PINS)
+		return -1;
+	int pin = 0;
+	while (st->pins[pin] >= 0)
+		pin++;
+	st->pins[pin] = off;
+	st->npins++;
+	return pin;
+}
+
+/* The read's bytes, all in the ring: left there for a zero-copy reply
+ * (rq->zc and a pin, which then stays until px_stream_unpin), else copied.
+ * Lock held; returns the transfer to resume (after_read). */
+static uint64_t take(struct px_stream *st, const struct px_read_req *rq, int *mypin)
+{
+	int64_t pos = rq->off % st->cap;
+	size_t len = rq->len;
+	size_t first = (size_t)(st->cap - pos) < len ? (size_t)(st->cap - pos) : len;
+	struct px_zc *zc = rq->zc;
+	if (zc && *mypin >= 0) {
+		zc->pin = *mypin;
+		*mypin = -1;
+		atomic_fetch_add(&st->refs, 1); /* dropped by unpin */
+		zc->st = st;
+		zc->iov[0] = (struct iovec){ st->ring + pos, first };
+		zc->iov[1] = (struct iovec){ st->ring, len - first };
+		zc->iovcnt = len - first ? 2 : 1;
+	} else {
+		memcpy(rq->buf, st->ring + pos, first);
+		memcpy(rq->buf + first, st->ring, len - first);
+	}
+	return after_read(st, rq->off + (int64_t)len);
+}
+
+/* A reader starts waiting for bytes: counted once per read. Lock held. */
+static void note_wait(struct px_stream *st, int64_t *waited)
+{
+	if (!*waited) {
+		*waited = px_now_us();
+		st->core->reads->n_stream_waits++;
+	}
+}
+
+/* The single transfer ended before the read's bytes: the one decision of
+ * every read (retry.c), then a restart where the window ends. Lock held;
+ * dropped around the decision and the submit. PX_OK: look again. */
+static enum px_status restart_ended(struct px_stream *st, struct px_retry *retry,
+				    const struct px_read_req *rq)
+{
+	if (st->stalled) {
+		st->err = PX_ETIMEDOUT;
+		snprintf(st->detail, sizeof(st->detail), "stalled: no progress within stall_timeout");
+	}
+	int idle = st->err == PX_ECANCELED;
+	if (st->capped && st->err == PX_OK) {
+		idle = 1;
+		if (!st->capped_seen)
+			px_info("stream", "%s: %s answers in parts (%lld bytes so far): asking for "
+				"the rest as each ends", rq->who,
+				st->core->cat->assets[st->asset].sources[st->source].shown,
+				(long long)(st->rend - st->origin));
+		st->capped_seen = 1;
+	}
+	if (!idle) {
+		/* a standby takes over where the window ends, or the source is
+		 * tried again after a backoff, or the read fails */
+		unsigned char seam[4096];
+		char detail[sizeof(st->detail)];
+		memcpy(detail, st->detail, sizeof(detail));
+		struct px_failure f = { st->source, st->rend, st->err, st->stalled, detail, seam,
+					seam_before_end(st, seam) };
+		note_window(st);
+		uint64_t gen0 = st->gen;
 		pthread_mutex_unlock(&st->lock);
-		return PX_EDECLINED;
+		enum px_status next = px_retry_failed(retry, st->sess, &f, rq->deadline, rq->who);
+		pthread_mutex_lock(&st->lock);
+		if (gen0 != st->gen)
+			return PX_OK; /* another reader restarted it meanwhile */
+		if (next != PX_OK)
+			return next; /* counted and logged by the handle */
 	}
-	/* pin our offset while we wait: the kernel sends a run's reads in
-	 * parallel, and readers further on must not make the window drop the
-	 * bytes we are waiting for */
-	int mypin = -1;
-	if (st->npins < MAX_PINS) {
-		mypin = 0;
-		while (st->pins[mypin] >= 0)
-			mypin++;
-		st->pins[mypin] = off;
-		st->npins++;
+	st->core->reads->n_stream_restarts++;
+	if (submit(st, rq->deadline) != PX_OK && st->ended && !st->closed)
+		return st->err;
+	return PX_OK;
+}
+
+/* A reader of a parallel stream waits for its bytes: it starts what the
+ * parts need, then waits, cancelling a first part that stalls (its end
+ * fails it). Lock held. PX_OK: look again. */
+static enum px_status wait_par(struct px_stream *st, struct px_retry *retry,
+			       const struct px_read_req *rq, int64_t end, int64_t *waited)
+{
+	struct px_wait wt = { &st->lock, &st->cond, rq->deadline, st->core->cfg->stall_timeout_ms };
+	enum px_status rc = par_pump(st, 1, rq->deadline, rq->who, retry);
+	if (rc != PX_OK || end <= st->rend || st->closed)
+		return rc;
+	if (end > st->want)
+		st->want = end;
+	note_wait(st, waited);
+	if (px_now_ms() >= rq->deadline)
+		return PX_ETIMEDOUT;
+	struct part *p0 = st->nparts ? &st->parts[0] : NULL;
+	int watch = p0 && p0->xid && !p0->stalled;
+	if (end < st->wake_at)
+		st->wake_at = end;
+	st->nwait++;
+	enum px_wait_outcome o = px_wait_bytes(&wt, NULL, watch ? &p0->progress : NULL);
+	st->nwait--;
+	/* the parts may have moved while we waited: the first one now */
+	p0 = st->nparts ? &st->parts[0] : NULL;
+	if (o == PX_WAIT_STALLED && p0 && p0->xid && !p0->stalled &&
+	    px_now_ms() >= px_progress_stall_at(p0->progress, st->core->cfg->stall_timeout_ms)) {
+		p0->stalled = 1;
+		px_wait_cancel(st->core, &st->lock, p0->xid);
 	}
-	*iovcnt = 0;
-	for (;;) {
-		if (end <= st->rend) {
-			/* rstart may have moved while we waited (if we had no pin) */
-			if (off < st->rstart) {
-				*behind = 1; /* the run went on without us */
-				rc = PX_EDECLINED;
-				break;
-			}
-			int64_t pos = off % st->cap;
-			size_t first = (size_t)(st->cap - pos) < len ? (size_t)(st->cap - pos) : len;
-			if (iov && mypin >= 0) {
-				/* the pin stays until the reply is out */
-				*pin = mypin;
-				mypin = -1;
-				atomic_fetch_add(&st->refs, 1); /* dropped by unpin */
-				iov[0].iov_base = st->ring + pos;
-				iov[0].iov_len = first;
-				iov[1].iov_base = st->ring;
-				iov[1].iov_len = len - first;
-				*iovcnt = len - first ? 2 : 1;
-			} else {
-				memcpy(buf, st->ring + pos, first);
-				memcpy((unsigned char *)buf + first, st->ring, len - first);
-			}
-			resume = after_read(st, end);
-			break;
-		}
-		if (st->closed) {
-			/* another read of the session jumped (or a slot was
-			 * wanted) and ended the stream under us: these bytes
-			 * are still owed, and a direct read brings them */
-			*behind = 1;
-			rc = PX_EDECLINED;
-			break;
-		}
-		if (st->par) {
-			/* parallel ranges: start what the parts need, then wait
-			 * for ours, cancelling a first part that stalls */
-			enum px_status prc = par_pump(st, 1, deadline, who, &retry);
-			if (prc != PX_OK) {
-				rc = prc;
-				break;
-			}
-			if (end <= st->rend || st->closed)
-				continue;
-			if (end > st->want)
-				st->want = end;
-			if (!waited) {
-				waited = px_now_us();
-				core->n_stream_waits++;
-			}
-			int64_t now = px_now_ms(), until = deadline;
-			if (now >= deadline) {
-				rc = PX_ETIMEDOUT;
-				break;
-			}
-			struct part *p0 = st->nparts ? &st->parts[0] : NULL;
-			if (p0 && p0->xid && !p0->stalled) {
-				int64_t stall_at = px_progress_stall_at(p0->progress,
-									core->cfg->stall_timeout_ms);
-				if (now >= stall_at) {
-					p0->stalled = 1; /* its end (par_done) fails it */
-					uint64_t sid = p0->xid;
-					pthread_mutex_unlock(&st->lock);
-					core->ops.cancel(core->ops.impl, sid);
-					pthread_mutex_lock(&st->lock);
-					continue;
-				}
-				if (stall_at < until)
-					until = stall_at;
-			}
-			struct timespec ts = { until / 1000, (until % 1000) * 1000000 };
-			if (end < st->wake_at)
-				st->wake_at = end;
-			st->nwait++;
-			pthread_cond_timedwait(&st->cond, &st->lock, &ts);
-			st->nwait--;
-			continue;
-		}
-		if (st->ended) {
-			/* the transfer stopped before our bytes: restart it where
-			 * the window ends, unless it keeps failing */
-			if (st->stalled) {
-				st->err = PX_ETIMEDOUT;
-				snprintf(st->detail, sizeof(st->detail),
-					 "stalled: no progress within stall_timeout");
-			}
-			int idle = st->err == PX_ECANCELED;
-			if (st->capped && st->err == PX_OK) {
-				idle = 1;
-				if (!st->capped_seen)
-					px_info("stream", "%s: %s answers in parts (%lld bytes so far): "
-						"asking for the rest as each ends", who,
-						core->cat->assets[st->asset].sources[st->source].shown,
-						(long long)(st->rend - st->origin));
-				st->capped_seen = 1;
-			}
-			if (!idle) {
-				/* the one decision of every read (retry.c): a standby
-				 * takes over where the window ends, or the source is
-				 * tried again after a backoff, or the read fails */
-				unsigned char seam[4096];
-				size_t nseam = seam_before_end(st, seam);
-				note_window(st);
-				char detail[sizeof(st->detail)];
-				memcpy(detail, st->detail, sizeof(detail));
-				size_t failed = st->source;
-				int64_t at = st->rend;
-				enum px_status why = st->err;
-				int stalled = st->stalled;
-				uint64_t gen0 = st->gen;
-				pthread_mutex_unlock(&st->lock);
-				enum px_status next = px_retry_failed(&retry, st->sess, failed, at, why,
-								      stalled, detail, seam, nseam,
-								      deadline, who);
-				pthread_mutex_lock(&st->lock);
-				if (gen0 != st->gen)
-					continue; /* another reader restarted it meanwhile */
-				if (next != PX_OK) {
-					rc = next; /* counted and logged by the handle */
-					break;
-				}
-			}
-			core->n_stream_restarts++;
-			if (submit(st, deadline) != PX_OK && st->ended && !st->closed) {
-				rc = st->err;
-				break;
-			}
-			continue;
-		}
-		/* the bytes are on their way: make room for them if the
-		 * transfer paused, then wait */
-		if (end > st->want)
-			st->want = end;
-		uint64_t id = after_read(st, st->consumed);
-		if (id) {
-			pthread_mutex_unlock(&st->lock);
-			core->ops.resume(core->ops.impl, id);
-			pthread_mutex_lock(&st->lock);
-			continue;
-		}
-		/* a transfer slower than its reader: more of them, if the
-		 * provider has a slot to spare (asked without our lock) */
-		if (par_wanted(st, px_now_ms())) {
-			size_t prov = core->cat->assets[st->asset].sources[st->source].provider;
-			pthread_mutex_unlock(&st->lock);
-			int spare = px_provider_spare(core, prov);
-			pthread_mutex_lock(&st->lock);
-			if (spare > 0 && par_wanted(st, px_now_ms())) {
-				par_begin(st);
-				continue;
-			}
-			st->par_next = px_now_ms() + STARVE_MS;
-		}
-		/* wait until the bytes come, the deadline, or a stall: no
-		 * progress (bytes at stall_min_rate) for stall_timeout while we
-		 * wait, which a standby may cure */
-		int64_t stall_at = px_progress_stall_at(st->progress, core->cfg->stall_timeout_ms);
-		int64_t until = stall_at < deadline ? stall_at : deadline;
-		struct timespec ts = { until / 1000, (until % 1000) * 1000000 };
-		if (!waited) {
-			waited = px_now_us();
-			core->n_stream_waits++;
-		}
-		if (px_now_ms() >= deadline) {
-			rc = PX_ETIMEDOUT;
-			break;
-		}
-		if (end < st->wake_at)
-			st->wake_at = end;
-		if (pthread_cond_timedwait(&st->cond, &st->lock, &ts) == ETIMEDOUT &&
-		    st->rend < end && !st->ended && !st->paused && st->xid &&
-		    px_now_ms() >= px_progress_stall_at(st->progress, core->cfg->stall_timeout_ms) &&
-		    px_now_ms() < deadline) {
-			/* stalled: end the transfer; the ended branch cuts over */
-			st->stalled = 1;
-			uint64_t sid = st->xid;
-			pthread_mutex_unlock(&st->lock);
-			core->ops.cancel(core->ops.impl, sid);
-			pthread_mutex_lock(&st->lock);
-		}
+	return PX_OK;
+}
+
+/* A reader of the single transfer waits for its bytes: it resumes a paused
+ * transfer that has room, turns the stream parallel when the transfer is
+ * the slower of the two, and cancels a transfer that stalls (its end then
+ * decides, restart_ended). Lock held. PX_OK: look again. */
+static enum px_status wait_single(struct px_stream *st, const struct px_read_req *rq,
+				  int64_t end, int64_t *waited)
+{
+	struct px_core *core = st->core;
+	struct px_wait wt = { &st->lock, &st->cond, rq->deadline, core->cfg->stall_timeout_ms };
+	if (end > st->want)
+		st->want = end;
+	uint64_t id = after_read(st, st->consumed);
+	if (id) {
+		pthread_mutex_unlock(&st->lock);
+		core->fetch.ops.resume(core->fetch.ops.impl, id);
+		pthread_mutex_lock(&st->lock);
+		return PX_OK;
 	}
+	/* a transfer slower than its reader: more of them, if the provider
+	 * has a slot to spare (asked without our lock) */
+	if (par_wanted(st, px_now_ms())) {
+		size_t prov = core->cat->assets[st->asset].sources[st->source].provider;
+		pthread_mutex_unlock(&st->lock);
+		int spare = px_provider_spare(core, prov);
+		pthread_mutex_lock(&st->lock);
+		if (spare > 0 && par_wanted(st, px_now_ms())) {
+			par_begin(st);
+			return PX_OK;
+		}
+		st->par_next = px_now_ms() + STARVE_MS;
+	}
+	note_wait(st, waited);
+	if (px_now_ms() >= rq->deadline)
+		return PX_ETIMEDOUT;
+	if (end < st->wake_at)
+		st->wake_at = end;
+	enum px_wait_outcome o = px_wait_bytes(&wt, NULL, &st->progress);
+	if (o == PX_WAIT_STALLED && st->rend < end && !st->ended && !st->paused && st->xid) {
+		/* stalled: end the transfer; restart_ended cuts over */
+		st->stalled = 1;
+		px_wait_cancel(core, &st->lock, st->xid);
+	}
+	return PX_OK;
+}
+
+/* A read's end: its wait counted, its pin (unless a reply keeps it) let
+ * go, and a parallel stream's next parts started as the reader moves on
+ * (without waiting for a slot; failures are left to a waiting reader).
+ * Unlocks. */
+static enum px_status read_end(struct px_stream *st, const char *who, enum px_status rc,
+			       int64_t waited, int mypin, uint64_t resume)
+{
 	if (waited)
-		core->stream_wait_us += (uint64_t)(px_now_us() - waited);
+		st->core->reads->stream_wait_us += (uint64_t)(px_now_us() - waited);
 	if (mypin >= 0) {
 		st->pins[mypin] = -1;
 		st->npins--;
 		if (!resume)
 			resume = after_read(st, st->consumed);
 	}
-	/* a parallel stream's next parts, as the reader moves on: without
-	 * waiting for a slot, and failures are left to a waiting reader */
 	if (st->par && rc == PX_OK)
 		(void)par_pump(st, st->nwait > 0, px_now_ms(), who, NULL);
 	pthread_mutex_unlock(&st->lock);
 	if (resume)
-		core->ops.resume(core->ops.impl, resume);
+		st->core->fetch.ops.resume(st->core->fetch.ops.impl, resume);
 	return rc;
+}
+
+enum px_status px_stream_read(struct px_stream *st, const struct px_read_req *rq, int *behind)
+{
+	int64_t end = rq->off + (int64_t)rq->len;
+	enum px_status rc = PX_OK;
+	uint64_t resume = 0;
+	struct px_retry retry = PX_RETRY_INIT;
+	int64_t waited = 0;     /* when this read began to wait for bytes */
+
+	pthread_mutex_lock(&st->lock);
+	if (!admits(st, rq->off, end, behind)) {
+		pthread_mutex_unlock(&st->lock);
+		return PX_EDECLINED;
+	}
+	int mypin = pin_take(st, rq->off);
+	if (rq->zc)
+		rq->zc->iovcnt = 0;
+	while (rc == PX_OK) {
+		if (end <= st->rend && rq->off >= st->rstart) {
+			resume = take(st, rq, &mypin);
+			break;
+		}
+		if (end <= st->rend || st->closed) {
+			/* rstart moved while we waited without a pin (the run
+			 * went on without us), or another read of the session
+			 * jumped and ended the stream under us: these bytes are
+			 * still owed, and a direct read brings them */
+			*behind = 1;
+			rc = PX_EDECLINED;
+		} else if (st->par) {
+			rc = wait_par(st, &retry, rq, end, &waited);
+		} else if (st->ended) {
+			rc = restart_ended(st, &retry, rq);
+		} else {
+			rc = wait_single(st, rq, end, &waited);
+		}
+	}
+	return read_end(st, rq->who, rc, waited, mypin, resume);
 }
 
 size_t px_stream_bytes_before(struct px_stream *st, int64_t pos, unsigned char *out, size_t max)

@@ -34,28 +34,23 @@ int px_stream_idle(struct px_stream *st, int unread);
 /* Whether the stream is over (closed, or ended by a cutover to a path). */
 int px_stream_closed(struct px_stream *st);
 
-/*
- * Reads [off, off+len) from the stream's window, waiting (until deadline)
- * for bytes still on their way and restarting a failed transfer at the
- * byte it stopped, up to cfg->retries times without progress.
- * PX_EDECLINED when off is behind the window (*behind set: a straggler of a
- * sequential run; read it directly, keep the stream) or too far ahead of
- * it (a jump: the caller ends this stream). A read waiting on a stream
- * that another thread closes gets PX_EDECLINED with *behind set too: it reads
- * directly, never fails for it.
- */
-enum px_status px_stream_read(struct px_stream *st, int64_t off, size_t len, void *buf,
-			      int64_t deadline, const char *who, int *behind);
+struct px_read_req;
 
 /*
- * Like px_stream_read(), but when iov is not NULL the bytes are not copied:
- * iov (two entries; *iovcnt set) points into the window, which keeps them
- * until px_stream_unpin(st, *pin). Falls back to copying into buf (iovcnt 0)
- * when no pin slot is free.
+ * Reads rq's bytes from the stream's window, waiting (until rq->deadline)
+ * for bytes still on their way and restarting a failed transfer at the
+ * byte it stopped, up to cfg->retries times without progress. With
+ * rq->zc the bytes are not copied: zc->iov (zc->iovcnt entries) points
+ * into the window, which keeps them until px_stream_unpin(st, zc->pin)
+ * (zc->st is set); with no pin free, or no zc, they are copied into
+ * rq->buf (zc->iovcnt 0).
+ * PX_EDECLINED when rq->off is behind the window (*behind set: a
+ * straggler of a sequential run; read it directly, keep the stream) or
+ * too far ahead of it (a jump: the caller ends this stream). A read
+ * waiting on a stream that another thread closes gets PX_EDECLINED with
+ * *behind set too: it reads directly, never fails for it.
  */
-enum px_status px_stream_read_pinned(struct px_stream *st, int64_t off, size_t len, void *buf,
-				     int64_t deadline, const char *who, int *behind,
-				     struct iovec *iov, int *iovcnt, int *pin);
+enum px_status px_stream_read(struct px_stream *st, const struct px_read_req *rq, int *behind);
 void px_stream_unpin(struct px_stream *st, int pin);
 
 /* Cancels the transfer and drops the session's reference; the window is

@@ -1,9 +1,16 @@
 /*
  * context.h - the core's shared context: the catalog copy, the per-asset
- * and per-provider run-time state and the locks that guard them. core.c
- * (the composition root) builds it; the layers from source/ up read the
- * fields their module owns, as each field's comment says. Reporting code
- * never reads it: it takes a snapshot (px_snapshot_new, control/snapshot.c).
+ * and per-provider run-time state, prov_lock (the one lock other files
+ * still take from here: vf_lock and the reload lock are their owners',
+ * taken through px_vf_lock and px_reload_lock), and pointers to the
+ * objects each layer owns (px_reads, px_providers, px_verify, px_retry,
+ * px_reloads, px_cluster, core.c's px_monitor), opaque outside their own
+ * file and used through its functions, and the fetcher with its ops
+ * (px_fetcher). core.c (the composition root)
+ * builds it and makes and frees those objects; the layers from source/ up
+ * read the fields their module owns, as each field's comment says.
+ * Reporting code never reads it: it takes a snapshot (px_snapshot_new,
+ * control/snapshot.c).
  */
 #ifndef SEAMFS_CONTEXT_H
 #define SEAMFS_CONTEXT_H
@@ -34,12 +41,19 @@ struct px_hosts;
 struct px_cslots;
 struct px_copies;
 struct px_disk;
+struct px_reads;
+struct px_providers;
+struct px_verify;
+struct px_reloads;
+struct px_retry;
+struct px_cluster;
+struct px_monitor;
 
 struct asset_rt {
 	struct cache_slot *slot;   /* head, tail: two, made at the asset's first
 				    * cached read (cache.c, under cache_lock) */
 	size_t source_cap;         /* room in the core's sources array */
-	/* standby.c, under core->vf_lock */
+	/* standby.c, under vf_lock (px_vf_lock) */
 	struct src_rt *src;        /* per source; NULL until the asset's first
 				    * session or a source's first verdict
 				    * (px_src_ensure): a library of 100 000
@@ -89,18 +103,10 @@ static inline size_t px_spare_sources(size_t nassets)
 #define PX_MAX_RELOADS 256      /* reloads per mount */
 
 
-/* One cutover, for the status. */
-struct cutover_rec {
-	uint64_t session;
-	size_t asset, from, to;
-	int64_t offset, ms, when;
-	enum px_status reason;
-};
-
 /* Told of a new tree (px_core_on_reload). */
 typedef void (*px_reload_fn)(void *ctx, const struct px_tree *old, const struct px_tree *now);
 
-/* What a session gives up for a slot (px_core.yield_idle). */
+/* What a session gives up for a slot (px_providers_set_yield). */
 enum { PX_YIELD_IDLE, PX_YIELD_UNREAD, PX_YIELD_LEAVING };
 
 struct px_core {
@@ -110,118 +116,45 @@ struct px_core {
 	size_t provs_cap;
 	char *owned[PX_SPARE_STRINGS]; /* strings added while mounted */
 	size_t nowned;
-	struct px_fetch *fetch;    /* owned when we started it */
-	struct px_fetch_ops ops;
+	struct px_fetcher fetch;   /* the transfers' ops (fetch.h) */
 	struct asset_rt *assets;
 	size_t assets_cap;         /* room in assets and in the catalog copy */
 	struct px_tree *_Atomic tree;
 	int64_t catalog_mtime;     /* the mtime of files that have none */
-	/* reload.c: catalogs and trees kept until the core is freed */
-	pthread_mutex_t reload_lock;
-	struct px_catalog *catalogs[PX_MAX_RELOADS];
-	struct px_tree *old_trees[PX_MAX_RELOADS];
-	size_t ncatalogs;
-	/* probe.c's retry of size discovery: its thread, the state it
-	 * remembers sizes in (borrowed, NULL: none) and the trees it
-	 * replaced (kept until the core is freed, under reload_lock) */
-	pthread_t retry_thread;
-	int retry_started;
-	struct px_state *retry_state;
-	struct px_tree *retry_trees[PX_MAX_RELOADS];
-	size_t nretry_trees;
+	/* reload.c's catalogs, trees and outcomes (control/reload.c, opaque)
+	 * and probe.c's retry of size discovery with who is told of a new
+	 * tree and the reload lock that guards both (probe.c, opaque:
+	 * px_reload_lock) */
+	struct px_reloads *reloads;
+	struct px_retry *retry;
 	struct px_worker_info worker; /* the serving process (core.h) */
-	const char *catalog_path;  /* borrowed from main; NULL: no reload */
-	char reload_msg[1024];     /* the last reload's outcome, in words */
-	int reload_ok;
-	int64_t reload_when;
-	uint64_t n_reloads;
-	int readers_left;          /* catalog readers a reload gave up on, that
-				    * may still sit in the kernel (reload.c) */
-	/* set once by the front after the core started, read by the reload
-	 * and discovery-retry threads: ctx is stored first, fn is atomic */
-	_Atomic(px_reload_fn) on_reload;
-	void *on_reload_ctx;
 	size_t nlisted;
 	struct px_transcode *tc;   /* transcoded assets; NULL when none */
 	struct px_copies *copies;  /* copies.c; NULL until px_copies_start */
-	_Atomic uint64_t next_session;
 
-	/* read-ahead windows share cfg->readahead_budget (stream.c) */
-	_Atomic int64_t ra_used;
-	/* heads and tails share cfg->cache_size (cache.c) */
-	pthread_mutex_t cache_lock;
-	pthread_cond_t cache_cond;
-	int64_t cache_used;
-	uint64_t cache_clock;
-	struct px_disk *disk;      /* heads and tails on disk (disk.c); NULL: none */
+	/* the read layer's state (read/reads.h): the budget, the head and
+	 * tail cache, the open handles, the read counters */
+	struct px_reads *reads;
 
-	/* providers and sessions (provider.c); prov_cond (monotonic) wakes
-	 * those waiting for a slot and the monitor thread */
+	/* providers and sessions (provider.c) */
 	pthread_mutex_t prov_lock;
-	pthread_cond_t prov_cond;
 	struct prov_rt *provs;
+	/* the rest of provider.c's state: prov_cond and whether the core is
+	 * stopping (px_prov_wait_until, px_providers_release), its hooks, the
+	 * session ids, the admission and scan counters (provider.c, opaque) */
+	struct px_providers *providers;
 	struct px_session *sessions;
-	int stopping;
 	int64_t (*now)(void);      /* the clock TTLs and liveness go by */
-	pthread_t monitor;          /* core.c */
-	/* closes a session's streams so a slot frees, how: PX_YIELD_* (read/:
-	 * px_session_yield_idle, set by core.c) */
-	int (*yield_idle)(struct px_session *s, int how);
-	/* cluster mode: asks the cluster for up to n more slots of provider
-	 * prov, returns how many came (cslots.c's px_cslots_acquire, set by
-	 * core.c; NULL on one host). No lock held. */
-	int (*cluster_acquire)(struct px_core *core, size_t prov, int n);
-	int monitor_started;
-	char admit_why[300];       /* the last open that could not be admitted */
-	int64_t admit_when;
-	uint64_t n_admit_busy;
+	struct px_monitor *monitor; /* core.c's thread (opaque) */
 
-	/* verification and cutover (standby.c) */
-	pthread_mutex_t vf_lock;
-	pthread_cond_t vf_cond;
-	int vf_init;
-	struct vf_store *vstore;   /* NULL without a state_dir */
-	struct vf_pool *vpool;
-	int verify_workers;        /* 0: 2 with a real fetcher, none with a fake */
-	uint64_t n_verified[4];    /* by vf_outcome */
-	uint64_t n_cutovers[PX_STATUS_COUNT]; /* by trigger */
-	struct cutover_rec recent[8];
-	uint64_t nrecent;
-	uint64_t n_exhausted;
-	char exhausted_why[300];
+	/* verification and cutover: vf_lock (px_vf_lock), the fingerprint
+	 * store, the workers, the verification and cutover counters
+	 * (standby.c, opaque) */
+	struct px_verify *verify;
 
-	/* open handles (session.c), closed by px_core_free if FUSE did not
-	 * release them before the unmount */
-	pthread_mutex_t handles_lock;
-	struct px_handle *handles;
-
-	/* counters, for the log and later the status */
-	_Atomic uint64_t n_cache_hits, n_cache_fills, n_streams, n_direct, n_stream_restarts;
-	_Atomic uint64_t n_par_streams;  /* streams that turned parallel */
-	_Atomic uint64_t n_parts;        /* part transfers they started */
-	_Atomic uint64_t n_multipart;    /* head fills that brought the tail in
-					  * the same request (multipart ranges) */
-	/* handles closed after reading only cached heads and tails: library
-	 * scans (ffprobe, a scraper) that cost no transfer of their own */
-	_Atomic uint64_t n_scans_cached;
-	/* sessions whose handles were all closed having read only heads and
-	 * tails (each close of the last handle counts once), and the requests
-	 * they made (provider.c): a scan's cost at the origin */
-	_Atomic uint64_t n_scans, n_scan_requests;
-	_Atomic int64_t kernel_ra;  /* px_stream_set_kernel_readahead(), 0: unknown */
-	_Atomic uint64_t n_stream_waits, stream_wait_us; /* reads that waited for bytes */
-
-	/* durations for the metrics (lock-free): reads as fs/ answers them,
-	 * and each transfer's submit to its first byte (provider.c) */
-	struct px_histo h_read, h_ttfb;
-
-	/* cluster mode (docs/cluster.md), borrowed from main; NULL: one host */
-	struct px_store *store;
-	struct px_hosts *hosts;
-	struct px_cslots *cslots;  /* providers' slots across hosts (cslots.c) */
-	/* the cluster's shared secret (cluster_secret_file), owned; NULL:
-	 * none, no peer's copy is read. Never logged, shown or stored */
-	char *peer_secret;
+	/* the cluster's handles: store, hosts, slots, secret (cluster.c,
+	 * opaque); NULL handles on one host */
+	struct px_cluster *cluster;
 };
 
 #endif

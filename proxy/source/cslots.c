@@ -54,6 +54,7 @@
 
 #include "catalog.h"
 #include "clock.h"
+#include "cluster.h"
 #include "context.h"
 #include "cslots.h"
 #include "hosts.h"
@@ -187,8 +188,8 @@ static int local_share(struct px_cslots *cs, int max)
 
 void px_cslots_set_hosts(struct px_core *core, int n)
 {
-	if (core->cslots && n > 0)
-		atomic_store(&core->cslots->nhosts, n);
+	if (px_cluster_cslots(core) && n > 0)
+		atomic_store(&px_cluster_cslots(core)->nhosts, n);
 }
 
 /* The store did not answer (or answered nonsense): says so once, and
@@ -200,7 +201,7 @@ static void degrade(struct px_cslots *cs, const char *why)
 	if (!cs->degraded)
 		px_warn("cluster", "store %s does not answer (%s): each provider's limit is "
 			"shared out locally (max_connections / hosts) until it does",
-			px_store_url(core->store), why);
+			px_store_url(px_cluster_store(core)), why);
 	cs->degraded = 1;
 	for (size_t i = 0; i < core->cat->nproviders; i++) {
 		/* the local share of every limited provider */
@@ -220,13 +221,13 @@ static void answered(struct px_cslots *cs)
 {
 	if (cs->degraded)
 		px_info("cluster", "store %s answers again: slots are leased from it again",
-			px_store_url(cs->core->store));
+			px_store_url(px_cluster_store(cs->core)));
 	cs->degraded = 0;
 }
 
 int px_cslots_acquire(struct px_core *core, size_t prov, int n)
 {
-	struct px_cslots *cs = core->cslots;
+	struct px_cslots *cs = px_cluster_cslots(core);
 	if (!cs || n <= 0)
 		return 0;
 	pthread_mutex_lock(&cs->call_lock);
@@ -252,7 +253,7 @@ int px_cslots_acquire(struct px_core *core, size_t prov, int n)
 			       a_want, a_have, a_max, a_ttl, a_wttl };
 	struct px_reply *r = NULL;
 	atomic_fetch_add(&cs->n_acquire, 1);
-	enum px_status st = px_store_eval(core->store, ACQUIRE, 2, keys, 7, args, &r);
+	enum px_status st = px_store_eval(px_cluster_store(core), ACQUIRE, 2, keys, 7, args, &r);
 	if (st == PX_OK && r->type == PX_REPLY_ARRAY && r->n == 2) {
 		answered(cs);
 		got = (int)px_reply_int(r, 0);
@@ -287,7 +288,7 @@ static void sync_once(struct px_cslots *cs, int leaving)
 	size_t nw = 0;
 	int64_t now = core->now();
 	/* liveness times go to the store on its clock */
-	int64_t to_store = px_store_now_ms(core->store) - now;
+	int64_t to_store = px_store_now_ms(px_cluster_store(core)) - now;
 	pthread_mutex_lock(&core->prov_lock);
 	for (size_t i = 0; i < np; i++) {
 		struct prov_rt *p = &core->provs[i];
@@ -325,7 +326,7 @@ static void sync_once(struct px_cslots *cs, int leaving)
 		const char *keys[] = { cs->slots_key, cs->sess_key, cs->want_key, cs->down_key };
 		struct px_reply *r = NULL;
 		atomic_fetch_add(&cs->n_sync, 1);
-		enum px_status st = px_store_eval(core->store, SYNC, 4, keys, (int)nargs, args, &r);
+		enum px_status st = px_store_eval(px_cluster_store(core), SYNC, 4, keys, (int)nargs, args, &r);
 		if (st == PX_OK && r->type == PX_REPLY_ARRAY && r->n == 5 * nw) {
 			answered(cs);
 			for (size_t k = 0; k < nw; k++) {
@@ -370,31 +371,31 @@ static void *cslots_main(void *arg)
 
 enum px_status px_cslots_start(struct px_core *core)
 {
-	if (!core->store || !core->hosts)
+	if (!px_cluster_store(core) || !px_cluster_hosts(core))
 		return PX_OK;
 	struct px_cslots *cs = calloc(1, sizeof(*cs));
 	if (!cs)
 		return PX_ENOMEM;
 	cs->core = core;
 	cs->nhosts = 1;
-	snprintf(cs->self, sizeof(cs->self), "%s", px_hosts_self(core->hosts));
+	snprintf(cs->self, sizeof(cs->self), "%s", px_hosts_self(px_cluster_hosts(core)));
 	int64_t hb = core->cfg->heartbeat_ms > 0 ? core->cfg->heartbeat_ms : 10000;
 	cs->sync_ms = hb / 2 < SYNC_MIN_MS ? SYNC_MIN_MS : hb / 2 > SYNC_MAX_MS ? SYNC_MAX_MS
 										  : hb / 2;
 	/* a holding outlives a missed sync or two, and a dead host's goes
 	 * with its registration (three heartbeats) */
 	cs->ttl_ms = 3 * hb > 6 * cs->sync_ms ? 3 * hb : 6 * cs->sync_ms;
-	if (px_store_key(core->store, cs->slots_key, sizeof(cs->slots_key), "slots") < 0 ||
-	    px_store_key(core->store, cs->sess_key, sizeof(cs->sess_key), "psess") < 0 ||
-	    px_store_key(core->store, cs->want_key, sizeof(cs->want_key), "slotwant") < 0 ||
-	    px_store_key(core->store, cs->down_key, sizeof(cs->down_key), "pdown") < 0) {
+	if (px_store_key(px_cluster_store(core), cs->slots_key, sizeof(cs->slots_key), "slots") < 0 ||
+	    px_store_key(px_cluster_store(core), cs->sess_key, sizeof(cs->sess_key), "psess") < 0 ||
+	    px_store_key(px_cluster_store(core), cs->want_key, sizeof(cs->want_key), "slotwant") < 0 ||
+	    px_store_key(px_cluster_store(core), cs->down_key, sizeof(cs->down_key), "pdown") < 0) {
 		free(cs);
 		return PX_EINVAL;
 	}
 	pthread_mutex_init(&cs->call_lock, NULL);
 	pthread_mutex_init(&cs->lock, NULL);
 	px_cond_init_mono(&cs->cond);
-	core->cslots = cs;
+	px_cluster_set_cslots(core, cs);
 	if (pthread_create(&cs->thread, NULL, cslots_main, cs) != 0) {
 		px_warn("cluster", "could not start the slots thread: unused slots go back "
 			"only when the daemon stops");
@@ -406,7 +407,7 @@ enum px_status px_cslots_start(struct px_core *core)
 
 void px_cslots_stop(struct px_core *core)
 {
-	struct px_cslots *cs = core ? core->cslots : NULL;
+	struct px_cslots *cs = core ? px_cluster_cslots(core) : NULL;
 	if (!cs)
 		return;
 	pthread_mutex_lock(&cs->lock);
@@ -416,7 +417,7 @@ void px_cslots_stop(struct px_core *core)
 	if (cs->started)
 		pthread_join(cs->thread, NULL);
 	sync_once(cs, 1); /* every slot back */
-	core->cslots = NULL;
+	px_cluster_set_cslots(core, NULL);
 	pthread_cond_destroy(&cs->cond);
 	pthread_mutex_destroy(&cs->lock);
 	pthread_mutex_destroy(&cs->call_lock);
@@ -425,7 +426,7 @@ void px_cslots_stop(struct px_core *core)
 
 void px_cslots_counts(struct px_core *core, uint64_t *acquires, uint64_t *syncs)
 {
-	struct px_cslots *cs = core->cslots;
+	struct px_cslots *cs = px_cluster_cslots(core);
 	*acquires = cs ? atomic_load(&cs->n_acquire) : 0;
 	*syncs = cs ? atomic_load(&cs->n_sync) : 0;
 }

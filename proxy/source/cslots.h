@@ -11,7 +11,7 @@
 #include "px.h"
 
 /* Starts the thread that gives back unused slots and shares this host's
- * holdings and sessions (cluster mode: core->store and core->hosts set).
+ * holdings and sessions (cluster mode: a store and hosts in cluster.h).
  * PX_OK without a store (nothing to do). */
 enum px_status px_cslots_start(struct px_core *core) PX_WUR;
 

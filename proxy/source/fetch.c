@@ -52,7 +52,7 @@
 #include "redact.h"
 
 #define FETCH_BUFFER_SIZE (256 * 1024)
-#define FETCH_MAX_REDIRS 5
+#define FETCH_MAX_REDIRS PX_FETCH_MAX_REDIRS
 #define FETCH_EASY_POOL 64
 #define FETCH_EPILOGUE_MAX 1024 /* after a multipart body's end: more ends it */
 
@@ -336,7 +336,7 @@ static size_t multipart_write(struct xfer *x, char *buf, size_t len)
 	enum px_status st = px_multipart_feed(&x->mp, buf + skip, len - skip, &used, mp_emit, x,
 					      x->res.detail, sizeof(x->res.detail));
 	x->mp_fed += (int64_t)used;
-	if (st == PX_EAGAIN) {
+	if (st == PX_EFULL) {
 		x->paused_at = px_now_ms();
 		return CURL_WRITEFUNC_PAUSE;
 	}
@@ -917,4 +917,245 @@ void px_fetch_version(char *buf, size_t len)
 {
 	const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
 	snprintf(buf, len, "%s (%s)", v->version, v->ssl_version ? v->ssl_version : "no TLS");
+}
+
+/* ------------------------------------------------------------ batches
+ *
+ * A batch is for a program's own thread (the catalog crawler): its multi
+ * handle is driven by the caller's calls, not by the fetch thread, and
+ * its requests carry no provider headers, so libcurl follows redirects
+ * itself. The policy is the fetch thread's: http and https only, also
+ * after a redirect, at most FETCH_MAX_REDIRS of them, TLS checked unless
+ * told otherwise, every request bounded in time.
+ */
+
+struct px_fetch_batch {
+	CURLM *multi;
+	struct px_fetch_batch_opts o;   /* ca_file, user_agent: owned copies */
+	struct batch_req *active;       /* started, not yet taken by next */
+};
+
+struct batch_req {
+	enum px_fetch_kind kind;
+	size_t body_max;
+	size_t cap;                     /* of r->body */
+	CURL *easy;
+	struct px_fetch_reply *r;
+	char errbuf[CURL_ERROR_SIZE];
+	struct batch_req *next;
+};
+
+void px_fetch_reply_free(struct px_fetch_reply *r)
+{
+	if (!r)
+		return;
+	free(r->url);
+	free(r->body);
+	free(r);
+}
+
+static void batch_req_free(struct batch_req *q)
+{
+	if (!q)
+		return;
+	if (q->easy)
+		curl_easy_cleanup(q->easy);
+	px_fetch_reply_free(q->r);
+	free(q);
+}
+
+enum px_status px_fetch_batch_new(const struct px_fetch_batch_opts *opts,
+				  struct px_fetch_batch **out)
+{
+	struct px_fetch_batch *b = calloc(1, sizeof(*b));
+	*out = NULL;
+	if (!b)
+		return PX_ENOMEM;
+	b->o = *opts;
+	b->o.ca_file = opts->ca_file ? strdup(opts->ca_file) : NULL;
+	b->o.user_agent = strdup(opts->user_agent ? opts->user_agent : "seamfs/" SEAMFS_VERSION);
+	b->multi = curl_multi_init();
+	if (!b->multi || !b->o.user_agent || (opts->ca_file && !b->o.ca_file)) {
+		px_fetch_batch_free(b);
+		return PX_ENOMEM;
+	}
+	curl_multi_setopt(b->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, opts->max_connections);
+	*out = b;
+	return PX_OK;
+}
+
+void px_fetch_batch_free(struct px_fetch_batch *b)
+{
+	if (!b)
+		return;
+	while (b->active) {
+		struct batch_req *q = b->active;
+		b->active = q->next;
+		curl_multi_remove_handle(b->multi, q->easy);
+		batch_req_free(q);
+	}
+	if (b->multi)
+		curl_multi_cleanup(b->multi);
+	free((char *)b->o.ca_file);
+	free((char *)b->o.user_agent);
+	free(b);
+}
+
+static size_t batch_on_header(char *data, size_t size, size_t n, void *ud)
+{
+	struct batch_req *q = ud;
+	px_http_head_line(&q->r->head, data, size * n);
+	return size * n;
+}
+
+static size_t batch_on_body(char *data, size_t size, size_t n, void *ud)
+{
+	struct batch_req *q = ud;
+	struct px_fetch_reply *r = q->r;
+	size_t len = size * n;
+	if (q->kind != PX_FETCH_PAGE)
+		return 0;               /* the head is all it wanted */
+	if (memchr(data, '\0', len)) {
+		r->binary = 1;          /* a file, not a page: no need to fetch it all */
+		return 0;
+	}
+	if (r->len + len > q->body_max) {
+		r->too_big = 1;
+		return 0;
+	}
+	if (r->len + len + 1 > q->cap) {
+		size_t ncap = q->cap ? q->cap : 65536;
+		while (ncap < r->len + len + 1)
+			ncap *= 2;
+		char *g = realloc(r->body, ncap);
+		if (!g)
+			return 0;
+		r->body = g;
+		q->cap = ncap;
+	}
+	memcpy(r->body + r->len, data, len);
+	r->len += len;
+	r->body[r->len] = '\0';
+	return len;
+}
+
+static int batch_setup(struct px_fetch_batch *b, struct batch_req *q, const char *url)
+{
+	CURL *e = q->easy;
+	const struct px_fetch_batch_opts *o = &b->o;
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_PRIVATE, q);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, q->errbuf);
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(e, CURLOPT_MAXREDIRS, (long)FETCH_MAX_REDIRS);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, o->connect_timeout_ms);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, o->timeout_ms);
+	curl_easy_setopt(e, CURLOPT_USERAGENT, o->user_agent);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, batch_on_header);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, q);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, batch_on_body);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, q);
+	if (o->insecure) {
+		curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+	if (o->ca_file)
+		curl_easy_setopt(e, CURLOPT_CAINFO, o->ca_file);
+	if (q->kind == PX_FETCH_PAGE) {
+		curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, ""); /* a page may come gzipped */
+	} else if (q->kind == PX_FETCH_HEAD) {
+		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+		curl_easy_setopt(e, CURLOPT_FILETIME, 1L);
+	} else {
+		curl_easy_setopt(e, CURLOPT_FILETIME, 1L);
+		curl_easy_setopt(e, CURLOPT_RANGE, "0-0");
+	}
+	return curl_multi_add_handle(b->multi, e) == CURLM_OK ? 0 : -1;
+}
+
+enum px_status px_fetch_batch_add(struct px_fetch_batch *b, enum px_fetch_kind kind,
+				  const char *url, void *tag)
+{
+	struct batch_req *q = calloc(1, sizeof(*q));
+	if (!q)
+		return PX_ENOMEM;
+	q->kind = kind;
+	q->body_max = b->o.body_max;
+	q->r = calloc(1, sizeof(*q->r));
+	q->easy = curl_easy_init();
+	if (!q->r || !q->easy) {
+		batch_req_free(q);
+		return PX_ENOMEM;
+	}
+	q->r->tag = tag;
+	q->r->mtime = -1;
+	px_http_head_reset(&q->r->head);
+	if (batch_setup(b, q, url)) {
+		batch_req_free(q);
+		return PX_ENOMEM;
+	}
+	q->next = b->active;
+	b->active = q;
+	return PX_OK;
+}
+
+/* What one finished transfer gives, into its reply. */
+static void batch_finish(struct batch_req *q, CURLcode rc)
+{
+	struct px_fetch_reply *r = q->r;
+	char *eff = NULL;
+	curl_off_t ft = -1;
+	r->done = rc == CURLE_OK;
+	r->stopped = rc == CURLE_WRITE_ERROR;
+	r->broken = rc == CURLE_GOT_NOTHING || rc == CURLE_RECV_ERROR ||
+		    rc == CURLE_SEND_ERROR || rc == CURLE_PARTIAL_FILE;
+	if (rc != CURLE_OK)
+		snprintf(r->error, sizeof(r->error), "%s%s%s%s", curl_easy_strerror(rc),
+			 q->errbuf[0] ? " (" : "", q->errbuf, q->errbuf[0] ? ")" : "");
+	if (q->kind != PX_FETCH_PAGE &&
+	    curl_easy_getinfo(q->easy, CURLINFO_FILETIME_T, &ft) == CURLE_OK && ft >= 0)
+		r->mtime = (int64_t)ft;
+	curl_easy_getinfo(q->easy, CURLINFO_EFFECTIVE_URL, &eff);
+	r->url = eff ? strdup(eff) : NULL;
+}
+
+enum px_status px_fetch_batch_next(struct px_fetch_batch *b, struct px_fetch_reply **out)
+{
+	CURLMsg *msg;
+	int left, still;
+	*out = NULL;
+	do {
+		msg = curl_multi_info_read(b->multi, &left);
+	} while (msg && msg->msg != CURLMSG_DONE);
+	if (!msg) {
+		curl_multi_perform(b->multi, &still);
+		do {
+			msg = curl_multi_info_read(b->multi, &left);
+		} while (msg && msg->msg != CURLMSG_DONE);
+	}
+	if (!msg)
+		return PX_EAGAIN;
+	struct batch_req *q = NULL;
+	CURLcode rc = msg->data.result;
+	curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&q);
+	curl_multi_remove_handle(b->multi, q->easy);
+	for (struct batch_req **pp = &b->active; *pp; pp = &(*pp)->next) {
+		if (*pp == q) {
+			*pp = q->next;
+			break;
+		}
+	}
+	batch_finish(q, rc);
+	*out = q->r;
+	q->r = NULL;
+	batch_req_free(q);
+	return PX_OK;
+}
+
+void px_fetch_batch_wait(struct px_fetch_batch *b, int wait_ms)
+{
+	curl_multi_poll(b->multi, NULL, 0, wait_ms, NULL);
 }

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "config.h"
+#include "httpparse.h"
 #include "px.h"
 
 struct px_fetch_params {
@@ -133,6 +134,14 @@ void px_fetch_free(struct px_fetch *f);
 /* The ops table of a real fetcher. */
 struct px_fetch_ops px_fetch_ops(struct px_fetch *f);
 
+/* The core's way to transfers (core.c fills it): ops, and the fetcher
+ * behind them when the core started one (NULL when a test gave its own
+ * ops). */
+struct px_fetcher {
+	struct px_fetch *own;
+	struct px_fetch_ops ops;
+};
+
 /* Called once by main, before any thread starts / after all have ended. */
 enum px_status px_fetch_global_init(void) PX_WUR;
 void px_fetch_global_cleanup(void);
@@ -140,5 +149,80 @@ void px_fetch_global_cleanup(void);
 /* libcurl's runtime version and its TLS backend ("8.4.0 (OpenSSL/3.0.17)")
  * into buf, for --version. Any thread. */
 void px_fetch_version(char *buf, size_t len);
+
+/*
+ * A batch: one thread's own requests (the catalog crawler's: directory
+ * pages, HEADs, one-byte GETs), run at once on a multi handle of the
+ * batch's, under the fetch module's policy: http and https only, also
+ * after a redirect; redirects followed up to PX_FETCH_MAX_REDIRS; TLS
+ * checked unless insecure, against ca_file when given; every request
+ * bounded by timeout_ms. No provider headers are sent. Not thread-safe: one
+ * thread uses a batch from new to free.
+ */
+#define PX_FETCH_MAX_REDIRS 5
+
+enum px_fetch_kind {
+	PX_FETCH_PAGE,       /* GET of a text page, kept whole: a compressed
+			      * answer is decoded, a body over body_max or
+			      * with a NUL byte (a file, not a page) ends it */
+	PX_FETCH_HEAD,       /* HEAD: the head only */
+	PX_FETCH_FIRST_BYTE  /* GET of bytes 0-0, ended once the head is in */
+};
+
+struct px_fetch_batch_opts {
+	long timeout_ms;            /* a whole request */
+	long connect_timeout_ms;
+	int insecure;               /* no TLS certificate or host check */
+	const char *ca_file;        /* NULL: the system's; copied */
+	const char *user_agent;     /* copied */
+	long max_connections;       /* open at once, all hosts; requests
+				     * beyond wait for one */
+	size_t body_max;            /* PX_FETCH_PAGE: the most body kept */
+};
+
+struct px_fetch_reply {
+	void *tag;                  /* the request's */
+	int done;                   /* the transfer ended as HTTP meant: a
+				     * whole answer (any status) */
+	int stopped;                /* ended by the batch once it had what it
+				     * wanted or could not take more: a
+				     * first byte's head, too_big, binary */
+	int broken;                 /* the connection broke before or during
+				     * the answer (nothing, a send or receive
+				     * error, a short body): worth asking again */
+	char error[400];            /* when !done: libcurl's words ("" if done) */
+	struct px_http_head head;   /* the final answer's head */
+	int64_t mtime;              /* Last-Modified as Unix time, -1 if none */
+	char *url;                  /* where the final answer came from */
+	char *body;                 /* PX_FETCH_PAGE: NUL-terminated, or NULL */
+	size_t len;
+	int too_big;                /* the page is over body_max */
+	int binary;                 /* the page has a NUL byte */
+};
+
+struct px_fetch_batch;
+
+/* A batch; opts is copied. PX_ENOMEM on failure. */
+enum px_status px_fetch_batch_new(const struct px_fetch_batch_opts *opts,
+				  struct px_fetch_batch **out) PX_WUR;
+
+/* Ends whatever is still running and frees, also the replies not taken.
+ * NULL: nothing. */
+void px_fetch_batch_free(struct px_fetch_batch *b);
+
+/* Starts a request of url (copied); tag comes back in its reply. PX_ENOMEM
+ * when it could not be started. */
+enum px_status px_fetch_batch_add(struct px_fetch_batch *b, enum px_fetch_kind kind,
+				  const char *url, void *tag) PX_WUR;
+
+/* Moves the batch's transfers on, without waiting. PX_OK with *out one
+ * finished request's reply (the caller frees it with
+ * px_fetch_reply_free), PX_EAGAIN when none has finished. */
+enum px_status px_fetch_batch_next(struct px_fetch_batch *b, struct px_fetch_reply **out) PX_WUR;
+
+/* Waits at most wait_ms for any of the batch's transfers to move on. */
+void px_fetch_batch_wait(struct px_fetch_batch *b, int wait_ms);
+
+void px_fetch_reply_free(struct px_fetch_reply *r);
 
 #endif

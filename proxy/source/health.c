@@ -21,6 +21,7 @@
 #include "context.h"
 #include "health.h"
 #include "log.h"
+#include "standby_i.h"
 
 /* The source as logs show it: without credentials. */
 static const char *src_name(const struct px_core *core, size_t asset, size_t k)
@@ -58,9 +59,9 @@ void px_source_misanswered(struct px_core *core, size_t asset, size_t k, enum px
 	px_source_failed(core, asset, k, why, detail);
 	snprintf(text, sizeof(text), "at size discovery: %s", detail && detail[0] ? detail
 									 : px_strerror(why));
-	pthread_mutex_lock(&core->vf_lock);
+	px_vf_lock(core);
 	px_src_why(&all[k], text);
-	pthread_mutex_unlock(&core->vf_lock);
+	px_vf_unlock(core);
 	atomic_store(&all[k].misanswered, 1);
 }
 
@@ -72,10 +73,10 @@ void px_source_good(struct px_core *core, size_t asset, size_t k)
 	struct src_rt *sr = &all[k];
 	if (atomic_load(&sr->misanswered) && atomic_exchange(&sr->misanswered, 0)) {
 		/* it serves the asset after all: its discovery answer is past */
-		pthread_mutex_lock(&core->vf_lock);
+		px_vf_lock(core);
 		if (strncmp(px_src_why_of(sr), "at size discovery: ", 19) == 0)
 			px_src_why(sr, NULL);
-		pthread_mutex_unlock(&core->vf_lock);
+		px_vf_unlock(core);
 	}
 	if (atomic_load(&sr->nbad) || atomic_load(&sr->bad_until)) {
 		atomic_store(&sr->nbad, 0);
@@ -141,3 +142,12 @@ const char *px_standby_state_name(int state)
 	}
 }
 
+void px_vf_lock(struct px_core *core)
+{
+	pthread_mutex_lock(&core->verify->vf_lock);
+}
+
+void px_vf_unlock(struct px_core *core)
+{
+	pthread_mutex_unlock(&core->verify->vf_lock);
+}

@@ -15,7 +15,7 @@ struct px_core;
 struct vf_fingerprint;
 struct vf_seen;
 
-/* A source's verification state (standby.c), under core->vf_lock. */
+/* A source's verification state (standby.c), under vf_lock. */
 enum { VS_UNKNOWN, VS_VERIFYING, VS_VERIFIED, VS_REJECTED, VS_ABANDONED };
 /* What px_source_open found in a copy's place (src_rt.in_way). */
 enum { PX_IN_WAY_NONE, PX_IN_WAY_LINK, PX_IN_WAY_FOREIGN };
@@ -64,6 +64,13 @@ struct src_rt {
 				    * no longer a source of the asset, only
 				    * an add or a reload brings it back */
 };
+
+/* vf_lock (docs/architecture.md's table), in standby.c's px_verify:
+ * sources' verification states, references, own fingerprints, the
+ * verification counters. Taken after reload_lock and prov_lock, never
+ * across I/O. */
+void px_vf_lock(struct px_core *core);
+void px_vf_unlock(struct px_core *core);
 
 /*
  * Source k of the asset failed on its own account (why, detail: a stall,

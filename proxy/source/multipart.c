@@ -262,7 +262,7 @@ enum px_status px_multipart_feed(struct px_multipart *m, const char *buf, size_t
 			int64_t left = m->want[m->part].last + 1 - m->pos;
 			size_t n = (int64_t)(len - at) < left ? len - at : (size_t)left;
 			if (!emit(ctx, m->pos, buf + at, n)) {
-				st = PX_EAGAIN;
+				st = PX_EFULL;
 				break;
 			}
 			at += n;

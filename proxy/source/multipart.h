@@ -73,8 +73,8 @@ typedef int (*px_multipart_emit_fn)(void *ctx, int64_t off, const char *buf, siz
 
 /*
  * Feeds the next len bytes of the body. Sets *used to the bytes consumed.
- * Returns PX_OK when all were consumed, PX_EAGAIN when emit stopped (the
- * bytes from buf + *used on come again), PX_EOF once the closing
+ * Returns PX_OK when all were consumed, PX_EFULL when emit stopped (its
+ * receiver has no room now: the bytes from buf + *used on come again), PX_EOF once the closing
  * delimiter is in (the rest is epilogue, ignored), PX_EBADRESP for a
  * broken body, with why in words. Pure but for emit.
  */

@@ -22,7 +22,7 @@
  * plan is immutable once published) and hashes those the fingerprint
  * lacks outside the lock. Once whole, two atomic loads.
  *
- * Lock: core->vf_lock guards each src_rt's own; never held while hashing.
+ * Lock: vf_lock (px_vf_lock) guards each src_rt's own; never held while hashing.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -113,20 +113,20 @@ void px_own_note(struct px_core *core, size_t asset, size_t k, int64_t off,
 	int64_t end = off + (int64_t)px_iov_len(iov, iovcnt);
 	for (size_t i = first_at(plan, off); i < plan->n && plan->off[i] + plan->len[i] <= end;
 	     i++) {
-		pthread_mutex_lock(&core->vf_lock);
+		px_vf_lock(core);
 		int had = sr->own && sr->own->have[i];
 		/* a verified source's samples were all compared by its sweep */
 		if (sr->state == VS_VERIFIED)
 			atomic_store(&sr->screened, 1);
-		pthread_mutex_unlock(&core->vf_lock);
+		px_vf_unlock(core);
 		if (had)
 			continue; /* compared when it was had */
 		(void)px_iov_copy(iov, iovcnt, (size_t)(plan->off[i] - off), plan->len[i], chunk);
 		if (vf_hash_once(chunk, plan->len[i], d) != PX_OK)
 			continue; /* cannot hash: nothing proven either way */
-		pthread_mutex_lock(&core->vf_lock);
+		px_vf_lock(core);
 		note_one(core, asset, sr, i, d, ref_differs);
-		pthread_mutex_unlock(&core->vf_lock);
+		px_vf_unlock(core);
 	}
 }
 
@@ -135,10 +135,10 @@ size_t px_own_get(struct px_core *core, size_t asset, size_t k, struct vf_finger
 	struct src_rt *all = px_src_ensure(core, asset);
 	size_t n = 0;
 	vf_fingerprint_init(out, core->assets[asset].size);
-	pthread_mutex_lock(&core->vf_lock);
+	px_vf_lock(core);
 	if (all && all[k].own && all[k].own->size == out->size)
 		*out = *all[k].own;
-	pthread_mutex_unlock(&core->vf_lock);
+	px_vf_unlock(core);
 	for (size_t i = 0; i < out->plan.n; i++)
 		n += out->have[i];
 	return n;
@@ -150,14 +150,14 @@ long px_own_merge(struct px_core *core, size_t asset, size_t k, const struct vf_
 	long differs = -1;
 	if (!all || fp->size != core->assets[asset].size)
 		return -1;
-	pthread_mutex_lock(&core->vf_lock);
+	px_vf_lock(core);
 	struct vf_fingerprint *own = own_of(core, asset, &all[k]);
 	if (own) {
 		differs = vf_fingerprint_merge(own, fp);
 		if (vf_fingerprint_complete(own))
 			atomic_store(&all[k].own_full, 1);
 	}
-	pthread_mutex_unlock(&core->vf_lock);
+	px_vf_unlock(core);
 	return differs;
 }
 

@@ -53,6 +53,58 @@
 #include "state.h"
 #include "tree.h"
 
+/* probe.c's own state (context.h's px_core.retry): the retry of size
+ * discovery and who is told of a new tree; made by px_probe_retry_new,
+ * freed by px_probe_retry_release, opaque to the rest. */
+struct px_retry {
+	/* the reload lock: one reload's or retry's publish at a time; guards
+	 * this object's trees and reload.c's px_reloads (px_reload_lock) */
+	pthread_mutex_t lock;
+	pthread_t thread;
+	int started;
+	struct px_state *state;    /* sizes are remembered in (borrowed); NULL: none */
+	/* the trees the retry replaced, kept until the core is freed (under
+	 * the reload lock) */
+	struct px_tree *trees[PX_MAX_RELOADS];
+	size_t ntrees;
+	/* set once by the front after the core started, read by the reload
+	 * and retry threads: ctx is stored first, fn is atomic */
+	_Atomic(px_reload_fn) on_reload;
+	void *on_reload_ctx;
+};
+
+enum px_status px_probe_retry_new(struct px_core *core)
+{
+	core->retry = calloc(1, sizeof(*core->retry));
+	if (!core->retry)
+		return PX_ENOMEM;
+	pthread_mutex_init(&core->retry->lock, NULL);
+	return PX_OK;
+}
+
+void px_reload_lock(struct px_core *core)
+{
+	pthread_mutex_lock(&core->retry->lock);
+}
+
+void px_reload_unlock(struct px_core *core)
+{
+	pthread_mutex_unlock(&core->retry->lock);
+}
+
+void px_probe_on_reload(struct px_core *core, px_reload_fn fn, void *ctx)
+{
+	core->retry->on_reload_ctx = ctx;
+	atomic_store(&core->retry->on_reload, fn); /* after ctx: a reader loads fn first */
+}
+
+void px_probe_tell(struct px_core *core, const struct px_tree *old, const struct px_tree *now)
+{
+	px_reload_fn told = atomic_load(&core->retry->on_reload);
+	if (told)
+		told(core->retry->on_reload_ctx, old, now);
+}
+
 #define PROBE_PARALLEL 32
 #define PROBE_GRACE_MS 1000  /* for answers after every size is decided */
 #define RETRY_FIRST_MS 5000  /* an asset left out is asked again after this, */
@@ -87,6 +139,8 @@ struct probe {
 	pthread_cond_t cond;
 	struct probe_item *items;
 	size_t nitems, inflight;
+	struct probe_src *srcs; /* every item's sources, in one array */
+	size_t nsrcs;
 	int changed;          /* a transfer ended: the driver has work */
 	int64_t deadline;
 };
@@ -119,9 +173,9 @@ static void size_dead(struct px_core *core, size_t asset, size_t k, int64_t size
 	rt->dead[k] = 1;
 	struct src_rt *all = px_src_ensure(core, asset);
 	if (all) {
-		pthread_mutex_lock(&core->vf_lock);
+		px_vf_lock(core);
 		px_src_why(&all[k], detail);
-		pthread_mutex_unlock(&core->vf_lock);
+		px_vf_unlock(core);
 	}
 }
 
@@ -382,36 +436,33 @@ static int item_over(struct probe_item *it)
 	return 1;
 }
 
-void px_probe_assets(struct px_core *core, const unsigned char *need)
+/* Makes pr's items (the assets need names) and their sources. 0 when
+ * there is nothing to do or no memory (logged). */
+static int make_items(struct probe *pr, const unsigned char *need)
 {
-	struct probe pr = { .core = core };
-	const struct px_catalog *cat = core->cat;
-	int64_t deadline = px_now_ms() + core->cfg->probe_timeout_ms;
-	size_t nsrcs = 0;
-	struct probe_src *srcs = NULL;
-
-	pr.deadline = deadline;
+	const struct px_catalog *cat = pr->core->cat;
 	for (size_t i = 0; i < cat->nassets; i++) {
 		if (need[i]) {
-			pr.nitems++;
-			nsrcs += cat->assets[i].nsources;
+			pr->nitems++;
+			pr->nsrcs += cat->assets[i].nsources;
 		}
 	}
-	if (!pr.nitems)
-		return;
-	pr.items = calloc(pr.nitems, sizeof(*pr.items));
-	srcs = calloc(nsrcs + 1, sizeof(*srcs));
-	if (!pr.items || !srcs) {
+	if (!pr->nitems)
+		return 0;
+	pr->items = calloc(pr->nitems, sizeof(*pr->items));
+	pr->srcs = calloc(pr->nsrcs + 1, sizeof(*pr->srcs));
+	if (!pr->items || !pr->srcs) {
 		px_error("probe", "out of memory: no sizes discovered");
-		free(pr.items);
-		free(srcs);
-		return;
+		free(pr->items);
+		free(pr->srcs);
+		return 0;
 	}
+	struct probe_src *srcs = pr->srcs;
 	for (size_t i = 0, k = 0, m = 0; i < cat->nassets; i++) {
 		if (!need[i])
 			continue;
-		struct probe_item *it = &pr.items[k++];
-		it->pr = &pr;
+		struct probe_item *it = &pr->items[k++];
+		it->pr = pr;
 		it->asset = i;
 		it->srcs = &srcs[m];
 		it->n = cat->assets[i].nsources;
@@ -423,72 +474,83 @@ void px_probe_assets(struct px_core *core, const unsigned char *need)
 		}
 		m += it->n;
 	}
-	pthread_mutex_init(&pr.lock, NULL);
-	px_cond_init_mono(&pr.cond);
-	px_info("probe", "discovering %zu asset size(s) (up to %lld ms)", pr.nitems,
-		(long long)core->cfg->probe_timeout_ms);
+	return 1;
+}
 
-	pthread_mutex_lock(&pr.lock);
+/* Keeps PROBE_PARALLEL transfers going until every item is decided or
+ * the deadline, then gives answers on their way PROBE_GRACE_MS. pr->lock
+ * held. */
+static void drive(struct probe *pr)
+{
 	size_t first = 0; /* items before it are over */
-	while (px_now_ms() < deadline) {
+	while (px_now_ms() < pr->deadline) {
 		/* keep PROBE_PARALLEL transfers going, items in catalog order */
-		pr.changed = 0;
+		pr->changed = 0;
 		int open_left = 0;
-		for (size_t k = first; k < pr.nitems && pr.inflight < PROBE_PARALLEL; k++) {
-			struct probe_item *it = &pr.items[k];
+		for (size_t k = first; k < pr->nitems && pr->inflight < PROBE_PARALLEL; k++) {
+			struct probe_item *it = &pr->items[k];
 			struct probe_src *ps;
-			while (pr.inflight < PROBE_PARALLEL && (ps = next_src(it)))
-				start_src(&pr, ps);
+			while (pr->inflight < PROBE_PARALLEL && (ps = next_src(it)))
+				start_src(pr, ps);
 			if (k == first && item_over(it))
 				first++;
 		}
-		while (first < pr.nitems && item_over(&pr.items[first]))
+		while (first < pr->nitems && item_over(&pr->items[first]))
 			first++;
-		open_left = first < pr.nitems;
+		open_left = first < pr->nitems;
 		/* a transfer that ended while start_src() had dropped the lock
 		 * may have left an item to move on: look again */
-		if (pr.changed)
+		if (pr->changed)
 			continue;
 		if (!open_left)
 			break;
-		if (!px_cond_wait_until(&pr.cond, &pr.lock, &pr.changed, deadline))
+		if (!px_cond_wait_until(&pr->cond, &pr->lock, &pr->changed, pr->deadline))
 			break;
 	}
 	/* every size is decided: answers on their way still get a moment
 	 * (PROBE_GRACE_MS), so that a source of another size is named as one */
 	int64_t grace = px_now_ms() + PROBE_GRACE_MS;
-	if (grace > deadline)
-		grace = deadline;
-	while (pr.inflight > 0 && px_now_ms() < grace) {
-		pr.changed = 0;
-		if (!px_cond_wait_until(&pr.cond, &pr.lock, &pr.changed, grace))
+	if (grace > pr->deadline)
+		grace = pr->deadline;
+	while (pr->inflight > 0 && px_now_ms() < grace) {
+		pr->changed = 0;
+		if (!px_cond_wait_until(&pr->cond, &pr->lock, &pr->changed, grace))
 			break;
 	}
-	/* deadline: cancel what is left and wait (briefly) for the callbacks,
-	 * which touch pr */
-	for (size_t k = 0; k < nsrcs; k++) {
-		struct probe_src *ps = &srcs[k];
+}
+
+/* Cancels what is left and waits for the callbacks, which touch pr, then
+ * decides every item with what answered in time. pr->lock held. */
+static void finish(struct probe *pr)
+{
+	const struct px_catalog *cat = pr->core->cat;
+	for (size_t k = 0; k < pr->nsrcs; k++) {
+		struct probe_src *ps = &pr->srcs[k];
 		if (ps->state == PS_FLIGHT) {
 			note(ps->it, source_name(&cat->assets[ps->it->asset].sources[ps->source]),
 			     "no answer within probe_timeout");
-			core->ops.cancel(core->ops.impl, ps->id);
+			pr->core->fetch.ops.cancel(pr->core->fetch.ops.impl, ps->id);
 		}
 	}
-	while (pr.inflight > 0) {
-		pr.changed = 0;
-		if (!px_cond_wait_until(&pr.cond, &pr.lock, &pr.changed, px_now_ms() + 10000)) {
+	while (pr->inflight > 0) {
+		pr->changed = 0;
+		if (!px_cond_wait_until(&pr->cond, &pr->lock, &pr->changed, px_now_ms() + 10000)) {
 			/* cannot happen with a live fetch thread; never free pr under it */
 			px_error("probe", "transfers did not end after cancel; waiting on");
 		}
 	}
 	/* what answered in time decides */
-	for (size_t k = 0; k < pr.nitems; k++)
-		decide(&pr.items[k], 1);
-	pthread_mutex_unlock(&pr.lock);
+	for (size_t k = 0; k < pr->nitems; k++)
+		decide(&pr->items[k], 1);
+}
 
-	for (size_t k = 0; k < pr.nitems; k++) {
-		struct probe_item *it = &pr.items[k];
-		struct asset_rt *rt = &core->assets[it->asset];
+/* Logs each asset left without a size, and why. */
+static void report_left(struct probe *pr)
+{
+	const struct px_catalog *cat = pr->core->cat;
+	for (size_t k = 0; k < pr->nitems; k++) {
+		struct probe_item *it = &pr->items[k];
+		struct asset_rt *rt = &pr->core->assets[it->asset];
 		if (rt->size < 0 && it->why[0] == '\0')
 			snprintf(it->why, sizeof(it->why), "not probed within probe_timeout");
 		if (rt->size >= 0)
@@ -501,10 +563,29 @@ void px_probe_assets(struct px_core *core, const unsigned char *need)
 			px_warn("probe", "asset %s left out: size unknown (%s); size discovery is "
 				"tried again later", cat->assets[it->asset].id, it->why);
 	}
+}
+
+void px_probe_assets(struct px_core *core, const unsigned char *need)
+{
+	struct probe pr = { .core = core };
+
+	pr.deadline = px_now_ms() + core->cfg->probe_timeout_ms;
+	if (!make_items(&pr, need))
+		return;
+	pthread_mutex_init(&pr.lock, NULL);
+	px_cond_init_mono(&pr.cond);
+	px_info("probe", "discovering %zu asset size(s) (up to %lld ms)", pr.nitems,
+		(long long)core->cfg->probe_timeout_ms);
+
+	pthread_mutex_lock(&pr.lock);
+	drive(&pr);
+	finish(&pr);
+	pthread_mutex_unlock(&pr.lock);
+	report_left(&pr);
 	pthread_cond_destroy(&pr.cond);
 	pthread_mutex_destroy(&pr.lock);
 	free(pr.items);
-	free(srcs);
+	free(pr.srcs);
 }
 
 int px_probe_state_key(const struct px_asset *a, char key[PX_STATE_KEY_LEN])
@@ -553,7 +634,7 @@ static size_t retry_publish(struct px_core *core, const unsigned char *need,
 	}
 	if (!n)
 		return 0;
-	if (core->nretry_trees == PX_MAX_RELOADS ||
+	if (core->retry->ntrees == PX_MAX_RELOADS ||
 	    px_tree_new(core->cat, listed, &tree) != PX_OK) {
 		px_error("probe", "sizes found for %zu left-out asset(s), but they cannot be "
 			 "listed (out of memory or of room for trees): remount", n);
@@ -567,8 +648,8 @@ static size_t retry_publish(struct px_core *core, const unsigned char *need,
 			continue;
 		if (rt->mtime < 0)
 			rt->mtime = core->catalog_mtime;
-		if (core->retry_state && px_probe_state_key(a, key) == 0 &&
-		    px_state_put(core->retry_state, a->id, key, rt->size, rt->mtime) != PX_OK)
+		if (core->retry->state && px_probe_state_key(a, key) == 0 &&
+		    px_state_put(core->retry->state, a->id, key, rt->size, rt->mtime) != PX_OK)
 			px_warn("state", "could not remember the size of %s", a->id);
 		px_info("probe", "asset %s listed: %lld bytes, found at a retry of size discovery",
 			a->id, (long long)rt->size);
@@ -577,10 +658,8 @@ static size_t retry_publish(struct px_core *core, const unsigned char *need,
 		core->nlisted++;
 	}
 	struct px_tree *old = atomic_exchange(&core->tree, tree);
-	core->retry_trees[core->nretry_trees++] = old;
-	px_reload_fn told = atomic_load(&core->on_reload);
-	if (told)
-		told(core->on_reload_ctx, old, tree);
+	core->retry->trees[core->retry->ntrees++] = old;
+	px_probe_tell(core, old, tree);
 	return n;
 }
 
@@ -591,22 +670,22 @@ size_t px_probe_retry(struct px_core *core)
 
 	if (!need || !listed)
 		goto out;
-	pthread_mutex_lock(&core->reload_lock);
+	px_reload_lock(core);
 	size_t n = retry_wanted(core, need);
-	pthread_mutex_unlock(&core->reload_lock);
+	px_reload_unlock(core);
 	if (!n)
 		goto out;
 	/* without reload_lock: a reload (and status.json) need not wait for
 	 * probe_timeout; a reload probes only assets new to it */
 	px_probe_assets(core, need);
-	pthread_mutex_lock(&core->reload_lock);
+	px_reload_lock(core);
 	found = retry_publish(core, need, listed);
-	pthread_mutex_unlock(&core->reload_lock);
-	if (found && core->retry_state) {
+	px_reload_unlock(core);
+	if (found && core->retry->state) {
 		char err[512];
-		if (px_state_save(core->retry_state, err, sizeof(err)) != PX_OK)
+		if (px_state_save(core->retry->state, err, sizeof(err)) != PX_OK)
 			px_warn("state", "could not remember sizes: %s", err);
-		px_state_release(core->retry_state);
+		px_state_release(core->retry->state);
 	}
 out:
 	free(need);
@@ -632,17 +711,14 @@ static void *retry_main(void *arg)
 	int64_t wake = px_now_ms() + delay;
 
 	pthread_mutex_lock(&core->prov_lock);
-	while (!core->stopping) {
-		struct timespec ts = { wake / 1000, (wake % 1000) * 1000000 };
-		if (px_now_ms() < wake) {
-			pthread_cond_timedwait(&core->prov_cond, &core->prov_lock, &ts);
+	while (!px_providers_stopping_locked(core)) {
+		if (px_prov_wait_until(core, wake))
 			continue;
-		}
 		pthread_mutex_unlock(&core->prov_lock);
 		px_probe_retry(core);
-		pthread_mutex_lock(&core->reload_lock);
+		px_reload_lock(core);
 		int more = retry_pending(core);
-		pthread_mutex_unlock(&core->reload_lock);
+		px_reload_unlock(core);
 		/* nothing left out: a reload may leave one out later */
 		delay = !more ? RETRY_FIRST_MS : delay * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : delay * 2;
 		pthread_mutex_lock(&core->prov_lock);
@@ -654,9 +730,9 @@ static void *retry_main(void *arg)
 
 void px_probe_retry_start(struct px_core *core, struct px_state *state)
 {
-	core->retry_state = state;
-	if (pthread_create(&core->retry_thread, NULL, retry_main, core) == 0)
-		core->retry_started = 1;
+	core->retry->state = state;
+	if (pthread_create(&core->retry->thread, NULL, retry_main, core) == 0)
+		core->retry->started = 1;
 	else
 		px_warn("probe", "could not start the thread that retries size discovery: an "
 			"asset left out stays out until a remount");
@@ -664,19 +740,20 @@ void px_probe_retry_start(struct px_core *core, struct px_state *state)
 
 void px_probe_retry_stop(struct px_core *core)
 {
-	if (!core->retry_started)
+	if (!core->retry || !core->retry->started)
 		return;
-	pthread_mutex_lock(&core->prov_lock);
-	core->stopping = 1;
-	pthread_cond_broadcast(&core->prov_cond);
-	pthread_mutex_unlock(&core->prov_lock);
-	pthread_join(core->retry_thread, NULL);
-	core->retry_started = 0;
+	px_providers_release(core);
+	pthread_join(core->retry->thread, NULL);
+	core->retry->started = 0;
 }
 
 void px_probe_retry_release(struct px_core *core)
 {
-	for (size_t i = 0; i < core->nretry_trees; i++)
-		px_tree_free(core->retry_trees[i]);
-	core->nretry_trees = 0;
+	if (!core->retry)
+		return;
+	for (size_t i = 0; i < core->retry->ntrees; i++)
+		px_tree_free(core->retry->trees[i]);
+	pthread_mutex_destroy(&core->retry->lock);
+	free(core->retry);
+	core->retry = NULL;
 }

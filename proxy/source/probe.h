@@ -25,11 +25,27 @@ int px_probe_state_key(const struct px_asset *a, char key[PX_STATE_KEY_LEN]);
 /*
  * One retry of size discovery: probes the assets left out for want of a
  * size (asset_rt.rediscover, not listed) and lists those it finds a size
- * for (a new tree, the fs front told through core->on_reload), remembering
- * it in core->retry_state. Takes reload_lock, not across the probes.
+ * for (a new tree, the fs front told through px_probe_tell), remembering
+ * it in the state px_probe_retry_start was given. Takes reload_lock, not across the probes.
  * Returns how many it listed. The retry thread calls it; tests may.
  */
 size_t px_probe_retry(struct px_core *core);
+
+/* Makes the retry's state (core->retry) and the reload lock; PX_ENOMEM
+ * without memory. With px_core_new; px_probe_retry_release frees it. */
+enum px_status px_probe_retry_new(struct px_core *core) PX_WUR;
+
+/* The reload lock (reload_lock in docs/architecture.md's table): one
+ * reload's or size-discovery retry's publish at a time. Taken before
+ * prov_lock and vf_lock, never inside them. */
+void px_reload_lock(struct px_core *core);
+void px_reload_unlock(struct px_core *core);
+
+/* Who is told of a new tree (a reload's, a retry's): fn(ctx, old, now),
+ * set once by the front after the core started (px_core_on_reload). */
+void px_probe_on_reload(struct px_core *core, px_reload_fn fn, void *ctx);
+/* Tells it, when set: reload_lock held. */
+void px_probe_tell(struct px_core *core, const struct px_tree *old, const struct px_tree *now);
 
 /* Starts the thread that calls px_probe_retry() 5 s after the mount, then
  * at doubling intervals (at most 5 min) while an asset stays out. state is

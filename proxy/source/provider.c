@@ -71,11 +71,36 @@
 
 #include "catalog.h"
 #include "clock.h"
+#include "cluster.h"
 #include "context.h"
 #include "health.h"
 #include "provider.h"
 #include "rangeread.h"
 #include "log.h"
+
+/* provider.c's own state beside prov_rt and the sessions (context.h's
+ * px_core.providers): made and freed with the core, opaque to the rest. */
+struct px_providers {
+	/* with prov_lock: wakes those waiting for a slot and the core's
+	 * threads (monotonic; px_prov_wait_until) */
+	pthread_cond_t prov_cond;
+	int stopping;              /* under prov_lock: the core is stopping */
+	/* set before the core serves (px_providers_set_*), then read only */
+	int (*yield_idle)(struct px_session *s, int how);
+	int (*cluster_acquire)(struct px_core *core, size_t prov, int n);
+	_Atomic uint64_t next_session;
+	/* under prov_lock: the last open that could not be admitted */
+	char admit_why[300];
+	int64_t admit_when;
+	uint64_t n_admit_busy;
+	/* sessions whose handles were all closed having read only heads and
+	 * tails (each close of the last handle counts once), and the requests
+	 * they made: a scan's cost at the origin */
+	_Atomic uint64_t n_scans, n_scan_requests;
+	/* each transfer's submit to its first byte, for the metrics
+	 * (lock-free) */
+	struct px_histo h_ttfb;
+};
 
 /* One transfer submitted through px_xfer_submit(). */
 struct xrec {
@@ -156,7 +181,7 @@ static void session_unlist(struct px_core *core, struct px_session *s)
 	if (s->next)
 		s->next->prev = s->prev;
 	grant_waiters(core, p);
-	pthread_cond_broadcast(&core->prov_cond);
+	pthread_cond_broadcast(&core->providers->prov_cond);
 }
 
 /* 0 live, 1 failing, 2 down. */
@@ -245,10 +270,10 @@ int px_provider_cluster_need(const struct px_core *core, size_t prov)
  * call. Returns 1 when one came. */
 static int cluster_take(struct px_core *core, size_t prov)
 {
-	if (!core->cluster_acquire)
+	if (!core->providers->cluster_acquire)
 		return 0;
 	pthread_mutex_unlock(&core->prov_lock);
-	int got = core->cluster_acquire(core, prov, 1);
+	int got = core->providers->cluster_acquire(core, prov, 1);
 	pthread_mutex_lock(&core->prov_lock);
 	return got > 0;
 }
@@ -338,7 +363,7 @@ static void grant_waiters(struct px_core *core, struct prov_rt *p)
 		}
 	}
 	if (any)
-		pthread_cond_broadcast(&core->prov_cond);
+		pthread_cond_broadcast(&core->providers->prov_cond);
 }
 
 static int queued(const struct prov_rt *p, const struct px_session *sess)
@@ -426,7 +451,7 @@ static int x_data(void *ctx, int64_t off, const void *buf, size_t len)
 	struct xrec *x = ctx;
 	if (!x->got_data) {
 		x->got_data = 1;
-		px_histo_observe_us(&x->core->h_ttfb, px_now_us() - x->submitted_us);
+		px_histo_observe_us(&x->core->providers->h_ttfb, px_now_us() - x->submitted_us);
 	}
 	return x->inner.on_data(x->inner.ctx, off, buf, len);
 }
@@ -457,7 +482,7 @@ static void x_done(void *ctx, const struct px_fetch_result *res)
 	pthread_mutex_lock(&core->prov_lock);
 	give_back(p, x);
 	grant_waiters(core, p);
-	pthread_cond_broadcast(&core->prov_cond);
+	pthread_cond_broadcast(&core->providers->prov_cond);
 	xrec_unref(x);
 	pthread_mutex_unlock(&core->prov_lock);
 }
@@ -476,19 +501,18 @@ static int preempt_bg(struct px_core *core, struct prov_rt *p)
 	p->n_preempted++;
 	uint64_t id = x->id;
 	pthread_mutex_unlock(&core->prov_lock);
-	core->ops.cancel(core->ops.impl, id);
+	core->fetch.ops.cancel(core->fetch.ops.impl, id);
 	pthread_mutex_lock(&core->prov_lock);
 	xrec_unref(x);
 	return 1;
 }
 
-/* Waits on prov_cond until the real-clock deadline. 0 when it passed. */
-static int wait_until(struct px_core *core, int64_t deadline)
+int px_prov_wait_until(struct px_core *core, int64_t deadline)
 {
 	if (px_now_ms() >= deadline)
 		return 0;
 	struct timespec ts = { deadline / 1000, (deadline % 1000) * 1000000 };
-	pthread_cond_timedwait(&core->prov_cond, &core->prov_lock, &ts);
+	pthread_cond_timedwait(&core->providers->prov_cond, &core->prov_lock, &ts);
 	return 1;
 }
 
@@ -509,15 +533,190 @@ static void wait_cutover(struct px_core *core, struct px_session *sess, int64_t 
 		nanosleep(&step, NULL);
 }
 
+/* Takes the spare room a PX_XFER_SPARE transfer may have: 0 when there is
+ * none (no waiting, no lingering session ended). prov_lock held. */
+static int take_spare(struct prov_rt *p, struct xrec *x, struct px_session *sess)
+{
+	if (!has_room(p) || p->waitq)
+		return 0;
+	if (sess) {
+		x->extra = sess;
+		sess->xfers_extra++;
+	}
+	return 1;
+}
+
+/* Waits in turn (w queued at p) until w is granted a slot of x's
+ * provider: makes room where it may (background work, a lingering
+ * session, the cluster, the session's own idle streams) and wakes every
+ * 200 ms to look again. PX_EBUSY at deadline, PX_ESHUTDOWN; w is then
+ * out of the queue. prov_lock held (let go around the yield). */
+static enum px_status wait_turn(struct px_core *core, struct xrec *x, struct slot_wait *w,
+				int64_t deadline)
+{
+	struct prov_rt *p = &core->provs[x->prov];
+	enum px_status st = PX_OK;
+	int yielded = 0;
+	int slices = 0; /* waits of 200 ms with no slot */
+
+	while (!w->granted) {
+		if (core->providers->stopping) {
+			st = PX_ESHUTDOWN;
+		} else if (!x->bg && preempt_bg(core, p)) {
+			continue;
+		} else if (evict_lingering(core, x->prov, x->sess)) {
+			continue;
+		} else if (cluster_need(p) && cluster_take(core, x->prov)) {
+			grant_waiters(core, p);
+			continue;
+		} else if (x->sess && !yielded) {
+			yielded = 1;
+			pthread_mutex_unlock(&core->prov_lock);
+			/* a cutover's check that found no slot for a while:
+			 * the session's own streams on the source it leaves
+			 * may hold it (a shared provider) */
+			int how = !slices ? PX_YIELD_IDLE :
+				  t_cutover ? PX_YIELD_LEAVING : PX_YIELD_UNREAD;
+			int n = core->providers->yield_idle ? core->providers->yield_idle(x->sess, how) : 0;
+			pthread_mutex_lock(&core->prov_lock);
+			if (n)
+				continue;
+		} else {
+			/* wake now and then to look for idle streams again */
+			int64_t slice = px_now_ms() + 200;
+			if (!px_prov_wait_until(core, slice < deadline ? slice : deadline)) {
+				p->n_busy++;
+				st = PX_EBUSY;
+			}
+			yielded = 0;
+			slices++;
+		}
+		if (st != PX_OK && !w->granted) {
+			for (struct slot_wait **pw = &p->waitq; *pw; pw = &(*pw)->next) {
+				if (*pw == w) {
+					*pw = w->next;
+					break;
+				}
+			}
+			return st;
+		}
+		st = PX_OK;
+	}
+	return PX_OK;
+}
+
+/* Takes a slot of x's provider for x, at once or in turn (wait_turn);
+ * w->gen and w->moved say how it was counted. prov_lock held. */
+static enum px_status take_slot(struct px_core *core, struct xrec *x, struct slot_wait *w,
+				int64_t deadline)
+{
+	struct prov_rt *p = &core->provs[x->prov];
+	/* its own reservation needs no turn; shared room is taken in turn */
+	int now_ok = can_take(p, x->sess) &&
+		     (!p->waitq || (x->sess && x->sess->xfers < x->sess->reserved &&
+				    !queued(p, x->sess)));
+	w->gen = x->sess ? x->sess->gen : 0;
+	if (now_ok) {
+		take(p, x->sess);
+		return PX_OK;
+	}
+	struct slot_wait **tail = &p->waitq;
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = w;
+	p->n_waits++;
+	grant_waiters(core, p); /* it may be its turn already */
+	return wait_turn(core, x, w, deadline);
+}
+
+/* Logs who held the slots all the time a transfer waited in vain, and
+ * lets go of prov_lock. */
+static void no_slot(struct px_core *core, const struct xrec *x, enum px_status st)
+{
+	/* a read that fails so says nothing else (retry.c leaves PX_EBUSY
+	 * alone) */
+	const struct prov_rt *p = &core->provs[x->prov];
+	int held = p->held, xfers = p->xfers, bgn = p->bg, nsess = p->sessions;
+	int max = p->max;
+	pthread_mutex_unlock(&core->prov_lock);
+	if (st == PX_EBUSY)
+		px_log(x->sess ? PX_LOG_WARN : PX_LOG_DEBUG, "provider",
+		       "provider %s: no slot free within the bound of a %s transfer "
+		       "(max_connections %d: %d held, %d transfers open, %d of them "
+		       "background, %d sessions)", core->cat->providers[x->prov].name,
+		       x->sess ? "session's" : "background", max, held, xfers, bgn, nsess);
+}
+
+/* Counts x, granted its slot (w), where it belongs: the session's (sess),
+ * one left by a cutover, or background work. prov_lock held. */
+static void settle(struct px_core *core, struct xrec *x, struct px_session *sess,
+		   const struct slot_wait *w)
+{
+	struct prov_rt *p = &core->provs[x->prov];
+	if (x->loose) {
+		/* taken as background work; it is not: a session's, not
+		 * preemptible */
+		p->bg--;
+		x->bg = 0;
+		x->sess = sess;
+		sess->xfers_moved++;
+		x->gen = sess->gen - 1;
+	} else if (w->moved) {
+		/* take_moved() counted it apart from the session */
+		x->loose = 1;
+	} else if (x->sess) {
+		/* the generation its slot was counted in, not the session's
+		 * now: a cutover may have moved it while this thread woke */
+		x->gen = w->gen;
+	}
+	if (p->max && p->xfers > p->max)
+		px_error("provider", "provider %s: %d transfers open, over its limit of %d "
+			 "(%d slots held, %d background, %d sessions; this one %s%s, %s)",
+			 core->cat->providers[x->prov].name, p->xfers, p->max, p->held, p->bg,
+			 p->sessions, x->bg ? "background" : x->loose ? "left by a cutover" :
+			 "a session's", w->moved ? ", moved while it waited" : "",
+			 x->sess ? x->sess->who : "no session");
+	if (x->bg) {
+		x->next = p->bgs;
+		if (x->next)
+			x->next->prev = x;
+		p->bgs = x;
+	}
+	x->seq = ++p->submits;
+}
+
+/* Hands x, holding its slot, to the fetcher; a submit that fails gives
+ * the slot back. Takes prov_lock. */
+static enum px_status start(struct px_core *core, struct xrec *x,
+			    const struct px_fetch_params *fp, uint64_t *id)
+{
+	struct prov_rt *p = &core->provs[x->prov];
+	struct px_fetch_cb wrap = { x_data, x_done, x };
+	x->submitted_us = px_now_us();
+	enum px_status st = core->fetch.ops.submit(core->fetch.ops.impl, fp, &wrap, id);
+
+	pthread_mutex_lock(&core->prov_lock);
+	if (st != PX_OK) {
+		/* never started: give the slot back as x_done would */
+		give_back(p, x);
+		grant_waiters(core, p);
+		pthread_cond_broadcast(&core->providers->prov_cond);
+		x->refs = 1;
+	} else {
+		x->id = *id;
+		x->started = 1;
+	}
+	xrec_unref(x);
+	pthread_mutex_unlock(&core->prov_lock);
+	return st;
+}
+
 enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_session *sess,
 			      int bg, int64_t deadline, const struct px_fetch_params *fp,
 			      const struct px_fetch_cb *cb, uint64_t *id)
 {
-	struct prov_rt *p = &core->provs[prov];
 	struct xrec *x = calloc(1, sizeof(*x));
-	enum px_status st = PX_OK;
-	int yielded = 0;
-	int slices = 0; /* waits of 200 ms with no slot */
+	enum px_status st;
 
 	if (!x)
 		return PX_ENOMEM;
@@ -531,153 +730,27 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 	x->refs = 2;
 
 	pthread_mutex_lock(&core->prov_lock);
-	if (bg == PX_XFER_SPARE) {
-		/* spare room only: no waiting, no lingering session ended */
-		if (!has_room(p) || p->waitq) {
-			pthread_mutex_unlock(&core->prov_lock);
-			free(x);
-			return PX_EBUSY;
-		}
-		if (sess) {
-			x->extra = sess;
-			sess->xfers_extra++;
-		}
+	if (bg == PX_XFER_SPARE && !take_spare(&core->provs[prov], x, sess)) {
+		pthread_mutex_unlock(&core->prov_lock);
+		free(x);
+		return PX_EBUSY;
 	}
 	if (x->sess && x->sess->prov != prov) {
 		/* counted like a transfer left behind by a cutover */
 		x->loose = 1;
 		x->sess = NULL;
 	}
-	/* its own reservation needs no turn; shared room is taken in turn */
-	int now_ok = can_take(p, x->sess) &&
-		     (!p->waitq || (x->sess && x->sess->xfers < x->sess->reserved &&
-				    !queued(p, x->sess)));
-	unsigned gen = x->sess ? x->sess->gen : 0;
-	int moved = 0;
-	if (now_ok) {
-		take(p, x->sess);
-	} else {
-		struct slot_wait w = { NULL, x->sess, 0, 0, 0 };
-		struct slot_wait **tail = &p->waitq;
-		while (*tail)
-			tail = &(*tail)->next;
-		*tail = &w;
-		p->n_waits++;
-		grant_waiters(core, p); /* it may be its turn already */
-		while (!w.granted) {
-			if (core->stopping) {
-				st = PX_ESHUTDOWN;
-			} else if (!x->bg && preempt_bg(core, p)) {
-				continue;
-			} else if (evict_lingering(core, prov, x->sess)) {
-				continue;
-			} else if (cluster_need(p) && cluster_take(core, prov)) {
-				grant_waiters(core, p);
-				continue;
-			} else if (x->sess && !yielded) {
-				yielded = 1;
-				pthread_mutex_unlock(&core->prov_lock);
-				/* a cutover's check that found no slot for a while:
-				 * the session's own streams on the source it leaves
-				 * may hold it (a shared provider) */
-				int how = !slices ? PX_YIELD_IDLE :
-					  t_cutover ? PX_YIELD_LEAVING : PX_YIELD_UNREAD;
-				int n = core->yield_idle ? core->yield_idle(x->sess, how) : 0;
-				pthread_mutex_lock(&core->prov_lock);
-				if (n)
-					continue;
-			} else {
-				/* wake now and then to look for idle streams again */
-				int64_t slice = px_now_ms() + 200;
-				if (!wait_until(core, slice < deadline ? slice : deadline)) {
-					p->n_busy++;
-					st = PX_EBUSY;
-				}
-				yielded = 0;
-				slices++;
-			}
-			if (st != PX_OK && !w.granted) {
-				for (struct slot_wait **pw = &p->waitq; *pw; pw = &(*pw)->next) {
-					if (*pw == &w) {
-						*pw = w.next;
-						break;
-					}
-				}
-				break;
-			}
-			st = PX_OK;
-		}
-		gen = w.gen;
-		moved = w.moved;
-		if (st != PX_OK) {
-			/* who held the slots all that time: a read that fails so
-			 * says nothing else (retry.c leaves PX_EBUSY alone) */
-			int held = p->held, xfers = p->xfers, bgn = p->bg, nsess = p->sessions;
-			int max = p->max;
-			pthread_mutex_unlock(&core->prov_lock);
-			if (st == PX_EBUSY)
-				px_log(x->sess ? PX_LOG_WARN : PX_LOG_DEBUG, "provider",
-				       "provider %s: no slot free within the bound of a %s transfer "
-				       "(max_connections %d: %d held, %d transfers open, %d of them "
-				       "background, %d sessions)", core->cat->providers[prov].name,
-				       x->sess ? "session's" : "background", max, held, xfers, bgn,
-				       nsess);
-			free(x);
-			return st;
-		}
+	struct slot_wait w = { NULL, x->sess, 0, 0, 0 };
+	if ((st = take_slot(core, x, &w, deadline)) != PX_OK) {
+		no_slot(core, x, st);
+		free(x);
+		return st;
 	}
-	if (x->loose) {
-		/* taken as background work; it is not: a session's, not
-		 * preemptible */
-		p->bg--;
-		x->bg = 0;
-		x->sess = sess;
-		sess->xfers_moved++;
-		x->gen = sess->gen - 1;
-	} else if (moved) {
-		/* take_moved() counted it apart from the session */
-		x->loose = 1;
-	} else if (x->sess) {
-		/* the generation its slot was counted in, not the session's
-		 * now: a cutover may have moved it while this thread woke */
-		x->gen = gen;
-	}
-	if (p->max && p->xfers > p->max)
-		px_error("provider", "provider %s: %d transfers open, over its limit of %d "
-			 "(%d slots held, %d background, %d sessions; this one %s%s, %s)",
-			 core->cat->providers[prov].name, p->xfers, p->max, p->held, p->bg,
-			 p->sessions, x->bg ? "background" : x->loose ? "left by a cutover" :
-			 "a session's", moved ? ", moved while it waited" : "",
-			 x->sess ? x->sess->who : "no session");
-	if (x->bg) {
-		x->next = p->bgs;
-		if (x->next)
-			x->next->prev = x;
-		p->bgs = x;
-	}
-	x->seq = ++p->submits;
+	settle(core, x, sess, &w);
 	if (sess && !bg)
 		sess->requests++;
 	pthread_mutex_unlock(&core->prov_lock);
-
-	struct px_fetch_cb wrap = { x_data, x_done, x };
-	x->submitted_us = px_now_us();
-	st = core->ops.submit(core->ops.impl, fp, &wrap, id);
-
-	pthread_mutex_lock(&core->prov_lock);
-	if (st != PX_OK) {
-		/* never started: give the slot back as x_done would */
-		give_back(p, x);
-		grant_waiters(core, p);
-		pthread_cond_broadcast(&core->prov_cond);
-		x->refs = 1;
-	} else {
-		x->id = *id;
-		x->started = 1;
-	}
-	xrec_unref(x);
-	pthread_mutex_unlock(&core->prov_lock);
-	return st;
+	return start(core, x, fp, id);
 }
 
 /* ---- sessions */
@@ -810,81 +883,70 @@ static int unheard(const struct px_core *core, const struct prov_rt *p, int64_t 
 static void check_at_open(struct px_core *core, size_t i, size_t asset, size_t k,
 			  int64_t deadline);
 
-enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t client,
-				int64_t deadline, struct px_session **out)
+/* A live session of client on the asset that a new handle joins, or
+ * NULL. prov_lock held. */
+static struct px_session *joinable(struct px_core *core, size_t asset, uint64_t client,
+				   int64_t now)
 {
-	const struct px_asset *a = &core->cat->assets[asset];
 	struct px_session *s;
-	enum px_status st = PX_OK;
-	char why[300] = "";
-	int waited = 0;
-	size_t src = 0;
-
-	*out = NULL;
-	/* an asset's per-source states exist once it is played */
-	if (!px_src_ensure(core, asset))
-		return PX_ENOMEM;
-	pthread_mutex_lock(&core->prov_lock);
-	int64_t now = core->now();
-	expire_sessions(core, now);
 	for (s = core->sessions; s; s = s->next)
 		if (s->asset == asset && s->client == client && !s->failed &&
 		    !core->assets[asset].dead[s->source] &&
 		    health(core, &core->provs[s->prov], now) < 2)
 			break;
-	if (s) {
-		s->nhandles++;
-		pthread_mutex_unlock(&core->prov_lock);
-		px_debug("session", "%s: joined by client %llu", s->who, (unsigned long long)client);
-		*out = s;
-		return PX_OK;
-	}
+	return s;
+}
+
+/* What an open of the asset waits for: the source *src to start on, with
+ * a slot free on its provider (made where it may: a lingering session,
+ * the cluster, background work) and, for a path, a file that opens.
+ * PX_EBUSY at deadline, PX_ENOSOURCE, PX_ESHUTDOWN, with why. prov_lock
+ * held (let go around a path's check). */
+static enum px_status admit(struct px_core *core, size_t asset, int64_t deadline, size_t *src,
+			    char *why, size_t whylen)
+{
+	const struct px_asset *a = &core->cat->assets[asset];
+	int waited = 0;
 	for (;;) {
-		if (core->stopping) {
-			st = PX_ESHUTDOWN;
-			break;
-		}
-		int r = choose(core, asset, core->now(), &src, why, sizeof(why));
-		if (r < 0) {
-			st = PX_ENOSOURCE;
-			break;
-		}
+		if (core->providers->stopping)
+			return PX_ESHUTDOWN;
+		int r = choose(core, asset, core->now(), src, why, whylen);
+		if (r < 0)
+			return PX_ENOSOURCE;
 		if (r == 1) {
-			struct prov_rt *p = &core->provs[a->sources[src].provider];
-			if (!a->sources[src].path && unheard(core, p, core->now())) {
+			size_t prov = a->sources[*src].provider;
+			struct prov_rt *p = &core->provs[prov];
+			if (!a->sources[*src].path && unheard(core, p, core->now())) {
 				/* an idle mount asked nothing: ask now, then
 				 * choose with its answer */
-				check_at_open(core, a->sources[src].provider, asset, src, deadline);
+				check_at_open(core, prov, asset, *src, deadline);
 				continue;
 			}
-			if ((!has_room(p) || p->waitq) &&
-			    !evict_lingering(core, a->sources[src].provider, NULL)) {
+			if ((!has_room(p) || p->waitq) && !evict_lingering(core, prov, NULL)) {
 				/* a slot more from the cluster (a closed session of
 				 * ours gave its up first: no call for that) */
-				if (!has_room(p) && cluster_need(p) &&
-				    cluster_take(core, a->sources[src].provider))
+				if (!has_room(p) && cluster_need(p) && cluster_take(core, prov))
 					continue; /* choose again */
 				/* background work there gives way: wait for its end */
 				preempt_bg(core, p);
-				if (!wait_until(core, deadline)) {
-					st = PX_EBUSY;
-					snprintf(why, sizeof(why), "all providers at their limit "
+				if (!px_prov_wait_until(core, deadline)) {
+					snprintf(why, whylen, "all providers at their limit "
 						 "(background work did not end in time)");
-					break;
+					return PX_EBUSY;
 				}
 				continue;
 			}
-			if (!a->sources[src].path)
-				break;
+			if (!a->sources[*src].path)
+				return PX_OK;
 			/* a path source must open and have the size: check it
 			 * outside the lock, then choose again */
 			pthread_mutex_unlock(&core->prov_lock);
-			int fd = open_path(core, asset, src);
+			int fd = open_path(core, asset, *src);
 			pthread_mutex_lock(&core->prov_lock);
 			if (fd < 0)
 				continue;
 			close(fd);
-			break;
+			return PX_OK;
 		}
 		if (cluster_ask(core, asset))
 			continue;
@@ -892,30 +954,39 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 			waited = 1;
 			px_info("session", "asset %s: open waits: %s", a->id, why);
 		}
-		if (!wait_until(core, deadline)) {
-			st = PX_EBUSY;
-			break;
-		}
+		if (!px_prov_wait_until(core, deadline))
+			return PX_EBUSY;
 	}
-	if (st != PX_OK) {
-		snprintf(core->admit_why, sizeof(core->admit_why), "asset %s: %s", a->id,
-			 st == PX_EBUSY ? why : st == PX_ESHUTDOWN ? "shutting down" : why);
-		core->admit_when = core->now();
-		if (st == PX_EBUSY)
-			core->n_admit_busy++;
-		pthread_mutex_unlock(&core->prov_lock);
-		px_warn("session", "asset %s: open refused: %s", a->id, why);
-		return st;
-	}
-	s = calloc(1, sizeof(*s));
+}
+
+/* Notes an open admit() refused for the status, lets go of prov_lock
+ * and logs it. */
+static void refuse(struct px_core *core, const struct px_asset *a, enum px_status st,
+		   const char *why)
+{
+	snprintf(core->providers->admit_why, sizeof(core->providers->admit_why), "asset %s: %s", a->id,
+		 st == PX_EBUSY ? why : st == PX_ESHUTDOWN ? "shutting down" : why);
+	core->providers->admit_when = core->now();
+	if (st == PX_EBUSY)
+		core->providers->n_admit_busy++;
+	pthread_mutex_unlock(&core->prov_lock);
+	px_warn("session", "asset %s: open refused: %s", a->id, why);
+}
+
+/* A new session of client on the asset's source src, holding its slot,
+ * in the list; NULL without memory. prov_lock held. */
+static struct px_session *session_new(struct px_core *core, size_t asset, uint64_t client,
+				      size_t src)
+{
+	const struct px_asset *a = &core->cat->assets[asset];
+	struct px_session *s = calloc(1, sizeof(*s));
 	/* room for the sources the asset may gain while mounted */
 	size_t nfds = core->assets[asset].source_cap + 1;
 	int *fds = s ? malloc(nfds * sizeof(*fds)) : NULL;
 	if (!s || !fds) {
 		free(s);
 		free(fds);
-		pthread_mutex_unlock(&core->prov_lock);
-		return PX_ENOMEM;
+		return NULL;
 	}
 	for (size_t i = 0; i < nfds; i++)
 		fds[i] = -1;
@@ -927,7 +998,7 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 	s->fds = fds;
 	s->nfds = nfds;
 	pthread_mutex_init(&s->fd_lock, NULL);
-	s->id = atomic_fetch_add(&core->next_session, 1) + 1;
+	s->id = atomic_fetch_add(&core->providers->next_session, 1) + 1;
 	s->created = core->now();
 	s->nhandles = 1;
 	s->reserved = 1;
@@ -942,8 +1013,41 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 	if (s->next)
 		s->next->prev = s;
 	core->sessions = s;
-	pthread_mutex_unlock(&core->prov_lock);
+	return s;
+}
 
+enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t client,
+				int64_t deadline, struct px_session **out)
+{
+	const struct px_asset *a = &core->cat->assets[asset];
+	struct px_session *s;
+	enum px_status st;
+	char why[300] = "";
+	size_t src = 0;
+
+	*out = NULL;
+	/* an asset's per-source states exist once it is played */
+	if (!px_src_ensure(core, asset))
+		return PX_ENOMEM;
+	pthread_mutex_lock(&core->prov_lock);
+	int64_t now = core->now();
+	expire_sessions(core, now);
+	s = joinable(core, asset, client, now);
+	if (s) {
+		s->nhandles++;
+		pthread_mutex_unlock(&core->prov_lock);
+		px_debug("session", "%s: joined by client %llu", s->who, (unsigned long long)client);
+		*out = s;
+		return PX_OK;
+	}
+	if ((st = admit(core, asset, deadline, &src, why, sizeof(why))) != PX_OK) {
+		refuse(core, a, st, why);
+		return st;
+	}
+	s = session_new(core, asset, client, src);
+	pthread_mutex_unlock(&core->prov_lock);
+	if (!s)
+		return PX_ENOMEM;
 	if (a->sources[src].path && px_session_fd(s, src) < 0) {
 		/* it went away between the check and now */
 		px_session_leave(s);
@@ -983,17 +1087,17 @@ void px_session_leave(struct px_session *s)
 		s->closed_at = core->now();
 		/* read only heads and tails: a scan, and what it cost */
 		if (atomic_load(&s->served) > 0 && atomic_load(&s->middle) == 0) {
-			atomic_fetch_add(&core->n_scans, 1);
-			atomic_fetch_add(&core->n_scan_requests,
+			atomic_fetch_add(&core->providers->n_scans, 1);
+			atomic_fetch_add(&core->providers->n_scan_requests,
 					 (uint64_t)(s->requests - s->requests_counted));
 		}
 		s->requests_counted = s->requests;
-		if (s->failed || core->cfg->session_ttl_ms == 0 || core->stopping)
+		if (s->failed || core->cfg->session_ttl_ms == 0 || core->providers->stopping)
 			session_unlist(core, s);
 		if (session_gone(s))
 			session_free_locked(s);
 	}
-	pthread_cond_broadcast(&core->prov_cond);
+	pthread_cond_broadcast(&core->providers->prov_cond);
 	pthread_mutex_unlock(&core->prov_lock);
 }
 
@@ -1025,7 +1129,7 @@ static void lp_done(void *ctx, const struct px_fetch_result *res)
 	pthread_mutex_lock(&core->prov_lock);
 	core->provs[lp->prov].probing = 0;
 	/* an open may wait for this answer (check_at_open) */
-	pthread_cond_broadcast(&core->prov_cond);
+	pthread_cond_broadcast(&core->providers->prov_cond);
 	pthread_mutex_unlock(&core->prov_lock);
 	free(lp);
 }
@@ -1076,7 +1180,7 @@ static int unheard(const struct px_core *core, const struct prov_rt *p, int64_t 
 	if (last < p->last_probe)
 		last = p->last_probe;
 	return cfg->liveness_interval_ms && cfg->liveness_idle_ms && !p->probing &&
-	       !core->stopping && now - last >= cfg->liveness_idle_ms;
+	       !core->providers->stopping && now - last >= cfg->liveness_idle_ms;
 }
 
 /*
@@ -1098,7 +1202,7 @@ static void check_at_open(struct px_core *core, size_t i, size_t asset, size_t k
 		 (long long)core->cfg->liveness_idle_ms / 1000);
 	if (!probe_source(core, i, asset, k, core->now()))
 		return;
-	while (p->probing && wait_until(core, bound))
+	while (p->probing && px_prov_wait_until(core, bound))
 		;
 }
 
@@ -1114,7 +1218,7 @@ int64_t px_providers_tick(struct px_core *core)
 	int quiet = cfg->liveness_idle_ms && !core->sessions;
 	for (size_t i = 0; cfg->liveness_interval_ms && i < core->cat->nproviders; i++) {
 		struct prov_rt *p = &core->provs[i];
-		if (p->probe_asset < 0 || core->stopping ||
+		if (p->probe_asset < 0 || core->providers->stopping ||
 		    (quiet && !p->bad_since && !p->remote_down))
 			continue;
 		/* any answer within the interval says as much as a probe */
@@ -1133,15 +1237,29 @@ int64_t px_providers_tick(struct px_core *core)
 	return next;
 }
 
-void px_providers_init(struct px_core *core)
+void px_providers_set_yield(struct px_core *core, int (*fn)(struct px_session *s, int how))
+{
+	core->providers->yield_idle = fn;
+}
+
+void px_providers_set_cluster(struct px_core *core,
+			      int (*fn)(struct px_core *core, size_t prov, int n))
+{
+	core->providers->cluster_acquire = fn;
+}
+
+enum px_status px_providers_init(struct px_core *core)
 {
 	const struct px_catalog *cat = core->cat;
+	core->providers = calloc(1, sizeof(*core->providers));
+	if (!core->providers)
+		return PX_ENOMEM;
 	pthread_mutex_init(&core->prov_lock, NULL);
-	px_cond_init_mono(&core->prov_cond);
+	px_cond_init_mono(&core->providers->prov_cond);
 	if (!core->now)
 		core->now = px_now_ms;
 	for (size_t i = 0; i < cat->nproviders; i++) {
-		core->provs[i].cl = core->store != NULL;
+		core->provs[i].cl = px_cluster_store(core) != NULL;
 		core->provs[i].max = cat->providers[i].max_connections;
 		core->provs[i].drained = cat->providers[i].drained;
 		core->provs[i].probe_asset = -1;
@@ -1150,6 +1268,39 @@ void px_providers_init(struct px_core *core)
 		for (size_t k = 0; k < cat->assets[i].nsources; k++)
 			px_provider_note_source(core, cat->assets[i].sources[k].provider,
 						cat->assets[i].sources[k].url);
+	return PX_OK;
+}
+
+void px_provider_fresh(struct px_core *core, size_t prov)
+{
+	memset(&core->provs[prov], 0, sizeof(core->provs[prov]));
+	core->provs[prov].probe_asset = -1;
+}
+
+void px_providers_apply(struct px_core *core, size_t prov, const struct px_provider *p,
+			int fresh)
+{
+	struct prov_rt *rt = &core->provs[prov];
+	if (fresh) {
+		px_provider_fresh(core, prov);
+		rt->cl = px_cluster_store(core) != NULL;
+	}
+	rt->max = p->max_connections;
+	if (fresh || !p->implicit)
+		rt->drained = p->drained;
+}
+
+int px_providers_stopping_locked(struct px_core *core)
+{
+	return core->providers->stopping;
+}
+
+int px_providers_stopping(struct px_core *core)
+{
+	pthread_mutex_lock(&core->prov_lock);
+	int s = core->providers->stopping;
+	pthread_mutex_unlock(&core->prov_lock);
+	return s;
 }
 
 void px_provider_note_source(struct px_core *core, size_t prov, const char *url)
@@ -1187,14 +1338,18 @@ void px_providers_start(struct px_core *core)
 
 void px_providers_release(struct px_core *core)
 {
+	if (!core->providers)
+		return;
 	pthread_mutex_lock(&core->prov_lock);
-	core->stopping = 1;
-	pthread_cond_broadcast(&core->prov_cond);
+	core->providers->stopping = 1;
+	pthread_cond_broadcast(&core->providers->prov_cond);
 	pthread_mutex_unlock(&core->prov_lock);
 }
 
 void px_sessions_free_all(struct px_core *core)
 {
+	if (!core->providers)
+		return;
 	pthread_mutex_lock(&core->prov_lock);
 	while (core->sessions) {
 		struct px_session *s = core->sessions;
@@ -1205,8 +1360,10 @@ void px_sessions_free_all(struct px_core *core)
 			px_error("session", "%s: still has %d transfer(s) at exit", s->who, s->xfers);
 	}
 	pthread_mutex_unlock(&core->prov_lock);
-	pthread_cond_destroy(&core->prov_cond);
+	pthread_cond_destroy(&core->providers->prov_cond);
 	pthread_mutex_destroy(&core->prov_lock);
+	free(core->providers);
+	core->providers = NULL;
 }
 
 enum px_status px_session_switch(struct px_session *s, size_t source)
@@ -1241,7 +1398,7 @@ enum px_status px_session_switch(struct px_session *s, size_t source)
 		grant_waiters(core, from);
 	}
 	atomic_store(&s->source, source);
-	pthread_cond_broadcast(&core->prov_cond);
+	pthread_cond_broadcast(&core->providers->prov_cond);
 out:
 	pthread_mutex_unlock(&core->prov_lock);
 	return st;
@@ -1254,8 +1411,8 @@ enum px_status px_session_switch_wait(struct px_session *s, size_t source, int64
 	enum px_status st;
 	while ((st = px_session_switch(s, source)) == PX_EBUSY) {
 		pthread_mutex_lock(&core->prov_lock);
-		int more = !core->stopping && (has_room(&core->provs[prov]) ||
-					       wait_until(core, deadline));
+		int more = !core->providers->stopping && (has_room(&core->provs[prov]) ||
+					       px_prov_wait_until(core, deadline));
 		pthread_mutex_unlock(&core->prov_lock);
 		if (!more)
 			break;
@@ -1293,7 +1450,7 @@ enum px_status px_provider_drain(struct px_core *core, const char *provider, int
 	int was = core->provs[i].drained;
 	core->provs[i].drained = drained ? 1 : 0;
 	/* an open waiting for a slot may choose a resumed provider */
-	pthread_cond_broadcast(&core->prov_cond);
+	pthread_cond_broadcast(&core->providers->prov_cond);
 	pthread_mutex_unlock(&core->prov_lock);
 	if (was != (drained ? 1 : 0))
 		px_info("provider", "provider %s %s", provider,
@@ -1327,7 +1484,7 @@ void px_provider_cluster_apply(struct px_core *core, size_t prov, int delta, int
 	if (wanted)
 		(void)evict_lingering(core, prov, NULL);
 	grant_waiters(core, p);
-	pthread_cond_broadcast(&core->prov_cond);
+	pthread_cond_broadcast(&core->providers->prov_cond);
 	pthread_mutex_unlock(&core->prov_lock);
 }
 
@@ -1381,4 +1538,119 @@ int px_provider_sessions(struct px_core *core, size_t prov)
 		n = core->provs[prov].sessions;
 	pthread_mutex_unlock(&core->prov_lock);
 	return n;
+}
+
+/* ---- the status's copy (px_providers_stats) */
+
+static enum px_snap_state snap_state(const struct prov_rt *p, int64_t now, int64_t ttl)
+{
+	if (p->drained)
+		return PX_SNAP_DRAINED;
+	if (p->auth_failed)
+		return PX_SNAP_AUTH_ERROR;
+	if ((p->bad_since && now - p->bad_since >= ttl) || p->remote_down)
+		return PX_SNAP_DOWN;
+	if (p->bad_since)
+		return PX_SNAP_FAILING;
+	return PX_SNAP_LIVE;
+}
+
+static void snap_session(const struct px_core *core, const struct px_session *x,
+			 struct px_snap_session *o, int *oom)
+{
+	const struct px_asset *a = &core->cat->assets[x->asset];
+	o->id = x->id;
+	o->client = x->client;
+	o->asset = px_snap_copy(a->id, oom);
+	o->path = px_snap_copy(a->path, oom);
+	o->source = px_snap_copy(a->sources[atomic_load(&x->source)].shown, oom);
+	o->provider = px_snap_copy(core->cat->providers[x->prov].name, oom);
+	o->offset = atomic_load(&x->offset);
+	o->served = atomic_load(&x->served);
+	o->created = x->created;
+	o->nhandles = x->nhandles;
+	o->xfers = x->xfers;
+	o->extra = x->xfers_extra;
+	o->exhausted = x->exhausted;
+	o->playback = atomic_load(&x->middle) >= PX_PLAY_BYTES;
+}
+
+enum px_status px_providers_stats(struct px_core *core, int rows, struct px_providers_stats *s)
+{
+	int oom = 0;
+	size_t n = 0;
+
+	pthread_mutex_lock(&core->prov_lock);
+	s->now = core->now();
+	s->nassets = core->cat->nassets; /* grows under prov_lock and vf_lock */
+	/* changed only where a reload publishes its tree, under reload_lock
+	 * alone: read without it, as a word (snapshot.c, Locks) */
+	s->nlisted = __atomic_load_n(&core->nlisted, __ATOMIC_RELAXED);
+	s->nprovs = core->cat->nproviders;
+	s->provs = calloc(s->nprovs + 1, sizeof(*s->provs));
+	if (!s->provs) {
+		oom = 1;
+		goto out;
+	}
+	for (size_t i = 0; i < s->nprovs; i++) {
+		const struct prov_rt *p = &core->provs[i];
+		struct px_snap_provider *o = &s->provs[i];
+		o->name = px_snap_copy(core->cat->providers[i].name, &oom);
+		o->state = snap_state(p, s->now, core->cfg->liveness_ttl_ms);
+		memcpy(o->why, p->why, sizeof(o->why));
+		o->why[sizeof(o->why) - 1] = '\0';
+		o->auth_failed = p->auth_failed;
+		memcpy(o->auth_why, p->auth_why, sizeof(o->auth_why));
+		o->auth_why[sizeof(o->auth_why) - 1] = '\0';
+		o->sessions = p->sessions;
+		o->xfers = p->xfers;
+		o->bg = p->bg;
+		o->held = p->held;
+		o->max = p->max;
+		o->cl = p->cl;
+		o->granted = p->granted;
+		o->others_slots = p->others_slots;
+		o->others_sessions = p->others_sessions;
+		o->cl_degraded = p->cl_degraded;
+		o->drained = p->drained;
+		o->last_good = p->last_good;
+		o->n_ok = p->n_ok;
+		o->n_bad = p->n_bad;
+		o->n_waits = p->n_waits;
+		o->n_busy = p->n_busy;
+		o->n_preempted = p->n_preempted;
+		o->n_evicted = p->n_evicted;
+		o->n_probes = p->n_probes;
+		o->n_auth = p->n_auth;
+	}
+	for (const struct px_session *x = core->sessions; x; x = x->next) {
+		if (x->nhandles)
+			s->sessions_open++;
+		else
+			s->sessions_lingering++;
+		if (atomic_load(&x->middle) >= PX_PLAY_BYTES)
+			s->sessions_playback++;
+		else
+			s->sessions_scan++;
+		n++;
+	}
+	if (rows) {
+		s->sessions = calloc(n + 1, sizeof(*s->sessions));
+		if (!s->sessions) {
+			oom = 1;
+			goto out;
+		}
+		for (const struct px_session *x = core->sessions; x; x = x->next)
+			snap_session(core, x, &s->sessions[s->nsessions++], &oom);
+	}
+	s->n_admit_busy = core->providers->n_admit_busy;
+	memcpy(s->admit_why, core->providers->admit_why, sizeof(s->admit_why));
+	s->admit_why[sizeof(s->admit_why) - 1] = '\0';
+	s->admit_when = core->providers->admit_when;
+out:
+	s->n_scans = atomic_load(&core->providers->n_scans);
+	s->n_scan_requests = atomic_load(&core->providers->n_scan_requests);
+	px_histo_snapshot(&core->providers->h_ttfb, &s->h_ttfb);
+	pthread_mutex_unlock(&core->prov_lock);
+	return oom ? PX_ENOMEM : PX_OK;
 }

@@ -8,6 +8,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include "context.h"
 #include "fetch.h"
 #include "px.h"
@@ -128,9 +130,96 @@ struct px_session {
  * with (session.c's SEQ_RUN), more than a prober reads past the head. */
 #define PX_PLAY_BYTES (512LL << 10)
 
+/* A copy of s (NULL as "") for a status snapshot; sets *oom when there
+ * is no memory. */
+static inline char *px_snap_copy(const char *s, int *oom)
+{
+	char *c = strdup(s ? s : "");
+	if (!c)
+		*oom = 1;
+	return c;
+}
+
+/* A provider's state as the status names it; the order is the metrics'. */
+enum px_snap_state {
+	PX_SNAP_LIVE,
+	PX_SNAP_FAILING,           /* answering badly, for less than liveness_ttl */
+	PX_SNAP_DOWN,              /* answering badly for liveness_ttl */
+	PX_SNAP_DRAINED,           /* takes no new session (before the others) */
+	PX_SNAP_AUTH_ERROR,        /* its credentials refused (401/403) */
+	PX_SNAP_NSTATES
+};
+
+struct px_snap_provider {
+	char *name;
+	enum px_snap_state state;
+	char why[200];             /* its last bad answer, in words */
+	int auth_failed;
+	char auth_why[200];        /* why its credentials count as refused */
+	int sessions, xfers, bg, held, max, drained;
+	int cl;                    /* cluster mode: the four below count */
+	int granted, others_slots, others_sessions, cl_degraded;
+	int64_t last_good;         /* core clock, ms; 0: never */
+	uint64_t n_ok, n_bad, n_waits, n_busy, n_preempted, n_evicted, n_probes, n_auth;
+};
+
+struct px_snap_session {
+	uint64_t id, client;
+	char *asset, *path;        /* the asset's id and path */
+	char *source, *provider;   /* the source as shown (no credentials), its provider */
+	int64_t offset, served;    /* where the last read ended; bytes served */
+	int64_t created;           /* core clock, ms */
+	int nhandles, xfers, exhausted;
+	int extra;                 /* its parallel read-ahead transfers */
+	int playback;              /* read PX_PLAY_BYTES of the middle; else a scan */
+};
+
+/* The providers and sessions as the status shows them, copied under
+ * prov_lock (px_providers_stats). Plain data the caller owns: free with
+ * px_providers_stats_free, or take its pointers. */
+struct px_providers_stats {
+	int64_t now;               /* the core clock when taken (ms) */
+	size_t nassets, nlisted;
+	struct px_snap_provider *provs;
+	size_t nprovs;
+	struct px_snap_session *sessions; /* rows only; else NULL */
+	size_t nsessions;
+	uint64_t sessions_open, sessions_lingering; /* by handles, always counted */
+	uint64_t sessions_playback, sessions_scan;  /* by what they read, always counted */
+	uint64_t n_admit_busy;
+	char admit_why[300];
+	int64_t admit_when;        /* core clock; 0: never */
+	uint64_t n_scans, n_scan_requests; /* sessions that read only heads
+				    * and tails, and their requests */
+	struct px_histo_snap h_ttfb; /* each transfer's submit to its first byte */
+};
+
+/*
+ * Copies the providers, the sessions' counts (and with rows each
+ * session), the admission counters and the catalog's counts into *out
+ * (zeroed by the caller), under prov_lock, taken once. PX_ENOMEM when a
+ * copy failed: what was copied is in *out all the same, for the caller
+ * to free (snapshot.c takes it). Any thread holding none of the core's
+ * locks.
+ */
+enum px_status px_providers_stats(struct px_core *core, int rows,
+				  struct px_providers_stats *out) PX_WUR;
+
 /* ---- provider.c: slots, sessions, liveness */
 
-void px_providers_init(struct px_core *core);
+/* Makes provider.c's state (core->providers) and the providers' locks;
+ * PX_ENOMEM without memory. px_sessions_free_all frees it. */
+enum px_status px_providers_init(struct px_core *core) PX_WUR;
+
+/* What a session at its provider's limit gives up for a slot (PX_YIELD_*;
+ * read/: px_session_yield_idle) and, in cluster mode, how more slots of a
+ * provider are asked for (cslots.c's px_cslots_acquire; called with no
+ * lock held). Set by core.c before the core serves. */
+void px_providers_set_yield(struct px_core *core, int (*fn)(struct px_session *s, int how));
+void px_providers_set_cluster(struct px_core *core,
+			      int (*fn)(struct px_core *core, size_t prov, int n));
+/* Marks the core stopping and wakes every waiter on prov_cond (takes
+ * prov_lock): the monitor and retry threads end, waits for a slot give up. */
 void px_providers_release(struct px_core *core);
 
 /* Picks each provider's liveness probe. After discovery; core.c's monitor
@@ -197,6 +286,26 @@ enum px_status px_session_switch_wait(struct px_session *s, size_t source,
  * checked) on first use; -1 when it cannot be used (then logged, and dead
  * for the asset when missing or of another size). */
 int px_session_fd(struct px_session *s, size_t source);
+
+/* Makes provider prov's run-time entry that of a provider new to the
+ * core: no slots, no sessions, no probe yet. prov_lock held. */
+void px_provider_fresh(struct px_core *core, size_t prov);
+
+/* A reload's catalog entry p for provider prov: its max_connections, and
+ * its drained unless p is implicit (a named provider's word stands); fresh:
+ * prov is new to the core, its entry is made first (px_provider_fresh,
+ * counted across hosts in cluster mode). prov_lock held (sources.c). */
+void px_providers_apply(struct px_core *core, size_t prov, const struct px_provider *p,
+			int fresh);
+
+/* Whether px_core_stop() was called. Takes prov_lock. Any thread. */
+int px_providers_stopping(struct px_core *core);
+/* The same, prov_lock held. */
+int px_providers_stopping_locked(struct px_core *core);
+/* Waits on prov_cond (in px_providers; woken by a freed slot, a session's
+ * end, px_providers_release) until the deadline (px_now_ms clock),
+ * prov_lock held. 0 when the deadline had passed (no wait). */
+int px_prov_wait_until(struct px_core *core, int64_t deadline);
 
 /* Notes that provider prov has a source at url (NULL: a path): see
  * prov_rt.host. prov_lock held, or no other thread yet. */

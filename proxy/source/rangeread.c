@@ -599,9 +599,9 @@ static int open_copy(struct px_core *core, size_t asset, size_t k)
 	}
 	/* the storage's directory: the copy's path is STORAGE/ASSET-PATH */
 	snprintf(top, sizeof(top), "%.*s", (int)(n - rel - 1), path);
-	pthread_mutex_lock(&core->vf_lock);
+	px_vf_lock(core);
 	struct src_rt id = all[k];
-	pthread_mutex_unlock(&core->vf_lock);
+	px_vf_unlock(core);
 	int fd = px_open_in_dir(top, id.copy_sdev, a->path);
 	if (fd >= 0 && (fstat(fd, &sb) != 0 || sb.st_size != core->assets[asset].size ||
 			(unsigned long long)sb.st_dev != id.copy_dev ||

@@ -14,6 +14,7 @@
  * cutover goes there; sessions reading from it go on until it fails.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,108 +142,149 @@ static enum px_status find_asset(struct px_core *core, const char *id, size_t *o
 	return PX_OK;
 }
 
+/* What px_sources_add is asked: the asset, the URL or path and its
+ * provider (NULL: the URL's implicit one), with the names its checks
+ * made. */
+struct add_req {
+	size_t asset;
+	const char *where, *provider;
+	int is_url;
+	char hostport[300];        /* the implicit provider's name ("local") */
+	char esc[300];             /* where, redacted and escaped: for messages */
+};
+
+/* Whether r->where may be a source, with its implicit provider's name;
+ * PX_EINVAL with "FIELD: why" in err. */
+static enum px_status check_where(const struct px_core *core, struct add_req *r, char *err,
+				  size_t errlen)
+{
+	const char *bad = r->is_url ? px_catalog_bad_url(r->where, r->hostport,
+							 sizeof(r->hostport))
+				    : px_catalog_bad_local(r->where);
+	if (bad) {
+		snprintf(err, errlen, "%s: \"%s\" %s", r->is_url ? "url" : "path", r->esc, bad);
+		return PX_EINVAL;
+	}
+	if (!r->is_url) {
+		char why[300];
+		/* added at run time: held to strm_paths like playlists */
+		if (!px_sources_path_allowed(core, r->where, 1, why, sizeof(why))) {
+			snprintf(err, errlen, "path: \"%s\" %s", r->esc, why);
+			return PX_EINVAL;
+		}
+		snprintf(r->hostport, sizeof(r->hostport), "local");
+	}
+	return PX_OK;
+}
+
+/* Writes the new source (on provider prov, made when new) into the next
+ * free entry, then publishes it. Both locks held. */
+static enum px_status append_new(struct px_core *core, const struct add_req *r, size_t prov,
+				 char *err, size_t errlen)
+{
+	struct px_catalog *m = core->mcat;
+	struct px_asset *a = &m->assets[r->asset];
+	struct asset_rt *rt = &core->assets[r->asset];
+	char *s = keep(core, r->where);
+	char *shown_s = own(core, px_redact_url_dup(r->where));
+	char *key_s = own(core, px_redact_key(r->where));
+	char *pname = prov == m->nproviders ? keep(core, r->hostport) : NULL;
+	if (!s || !shown_s || !key_s || (prov == m->nproviders && !pname)) {
+		snprintf(err, errlen, "out of memory");
+		return PX_ENOMEM;
+	}
+	if (prov == m->nproviders) {
+		/* the implicit provider of a host seen for the first time */
+		struct px_provider *p = &m->providers[prov];
+		memset(p, 0, sizeof(*p));
+		p->name = pname;
+		p->implicit = 1;
+		px_provider_fresh(core, prov);
+		m->nproviders++;
+	}
+	size_t k = a->nsources;
+	struct px_source *src = &a->sources[k];
+	memset(src, 0, sizeof(*src));
+	if (r->is_url)
+		src->url = s;
+	else
+		src->path = s;
+	src->shown = shown_s;
+	src->key = key_s;
+	src->provider = prov;
+	px_provider_note_source(core, prov, src->url);
+	rt->dead[k] = 0;
+	if (rt->src) {
+		px_src_why(&rt->src[k], NULL);
+		memset(&rt->src[k], 0, sizeof(rt->src[k]));
+	}
+	a->nsources = k + 1;   /* published last */
+	return PX_OK;
+}
+
+/* px_sources_add under both locks: *prov gets the source's provider. */
+static enum px_status add_locked(struct px_core *core, struct add_req *r, size_t *prov,
+				 char *err, size_t errlen)
+{
+	struct px_catalog *m = core->mcat;
+	struct px_asset *a = &m->assets[r->asset];
+	struct asset_rt *rt = &core->assets[r->asset];
+	const char *want = r->provider ? r->provider : r->hostport;
+	*prov = 0;
+	while (*prov < m->nproviders && strcmp(m->providers[*prov].name, want) != 0)
+		(*prov)++;
+	long had = find_source(a, r->where);
+	if (was_removed(core, r->asset, had)) {
+		revive(core, r->asset, had);
+		*prov = a->sources[had].provider;
+		return PX_OK;
+	}
+	if (had >= 0) {
+		snprintf(err, errlen, "%s: \"%s\" is already a source of \"%s\"",
+			 r->is_url ? "url" : "path", r->esc, a->id);
+		return PX_EEXIST;
+	}
+	if (a->nsources >= rt->source_cap) {
+		snprintf(err, errlen, "asset: \"%s\" has room for %zu sources while mounted",
+			 a->id, rt->source_cap);
+		return PX_EINVAL;
+	}
+	if (*prov == m->nproviders && r->provider) {
+		px_catalog_escape(r->esc, sizeof(r->esc), r->provider);
+		snprintf(err, errlen, "provider: no provider named \"%s\"", r->esc);
+		return PX_ENOTFOUND;
+	}
+	if (*prov == m->nproviders && m->nproviders >= core->provs_cap) {
+		snprintf(err, errlen, "url: no room for another provider while mounted "
+			 "(name an existing one)");
+		return PX_EINVAL;
+	}
+	return append_new(core, r, *prov, err, errlen);
+}
+
 enum px_status px_sources_add(struct px_core *core, const char *asset_id, const char *where,
 				  const char *provider, char *err, size_t errlen)
 {
-	struct px_catalog *m = core->mcat;
-	char hostport[300], esc[300], shown[300];
-	const char *bad;
-	size_t asset, prov = 0;
+	struct add_req r = { .where = where, .provider = provider,
+			     .is_url = strstr(where, "://") != NULL };
+	char shown[300];
+	size_t prov;
 	enum px_status st;
-	int is_url = strstr(where, "://") != NULL;
 
-	if ((st = find_asset(core, asset_id, &asset, err, errlen)) != PX_OK)
+	if ((st = find_asset(core, asset_id, &r.asset, err, errlen)) != PX_OK)
 		return st;
 	px_redact_url(where, shown, sizeof(shown)); /* messages go to the log and the API */
-	px_catalog_escape(esc, sizeof(esc), shown);
-	bad = is_url ? px_catalog_bad_url(where, hostport, sizeof(hostport))
-		     : px_catalog_bad_local(where);
-	if (bad) {
-		snprintf(err, errlen, "%s: \"%s\" %s", is_url ? "url" : "path", esc, bad);
-		return PX_EINVAL;
-	}
-	if (!is_url) {
-		char why[300];
-		/* added at run time: held to strm_paths like playlists */
-		if (!px_sources_path_allowed(core, where, 1, why, sizeof(why))) {
-			snprintf(err, errlen, "path: \"%s\" %s", esc, why);
-			return PX_EINVAL;
-		}
-		snprintf(hostport, sizeof(hostport), "local");
-	}
-
+	px_catalog_escape(r.esc, sizeof(r.esc), shown);
+	if ((st = check_where(core, &r, err, errlen)) != PX_OK)
+		return st;
 	pthread_mutex_lock(&core->prov_lock);
-	pthread_mutex_lock(&core->vf_lock);
-	struct px_asset *a = &m->assets[asset];
-	struct asset_rt *rt = &core->assets[asset];
-	const char *want = provider ? provider : hostport;
-	while (prov < m->nproviders && strcmp(m->providers[prov].name, want) != 0)
-		prov++;
-	long had = find_source(a, where);
-	if (was_removed(core, asset, had)) {
-		revive(core, asset, had);
-		prov = a->sources[had].provider;
-		st = PX_OK;
-	} else if (had >= 0) {
-		snprintf(err, errlen, "%s: \"%s\" is already a source of \"%s\"",
-			 is_url ? "url" : "path", esc, a->id);
-		st = PX_EEXIST;
-	} else if (a->nsources >= rt->source_cap) {
-		snprintf(err, errlen, "asset: \"%s\" has room for %zu sources while mounted",
-			 a->id, rt->source_cap);
-		st = PX_EINVAL;
-	} else if (prov == m->nproviders && provider) {
-		px_catalog_escape(esc, sizeof(esc), provider);
-		snprintf(err, errlen, "provider: no provider named \"%s\"", esc);
-		st = PX_ENOTFOUND;
-	} else if (prov == m->nproviders && m->nproviders >= core->provs_cap) {
-		snprintf(err, errlen, "url: no room for another provider while mounted "
-			 "(name an existing one)");
-		st = PX_EINVAL;
-	} else {
-		char *s = keep(core, where);
-		char *shown_s = own(core, px_redact_url_dup(where));
-		char *key_s = own(core, px_redact_key(where));
-		char *pname = prov == m->nproviders ? keep(core, hostport) : NULL;
-		if (!s || !shown_s || !key_s || (prov == m->nproviders && !pname)) {
-			snprintf(err, errlen, "out of memory");
-			st = PX_ENOMEM;
-		} else {
-			if (prov == m->nproviders) {
-				/* the implicit provider of a host seen for the first time */
-				struct px_provider *p = &m->providers[prov];
-				memset(p, 0, sizeof(*p));
-				p->name = pname;
-				p->implicit = 1;
-				memset(&core->provs[prov], 0, sizeof(core->provs[prov]));
-				core->provs[prov].probe_asset = -1;
-				m->nproviders++;
-			}
-			size_t k = a->nsources;
-			struct px_source *src = &a->sources[k];
-			memset(src, 0, sizeof(*src));
-			if (is_url)
-				src->url = s;
-			else
-				src->path = s;
-			src->shown = shown_s;
-			src->key = key_s;
-			src->provider = prov;
-			px_provider_note_source(core, prov, src->url);
-			rt->dead[k] = 0;
-			if (rt->src) {
-				px_src_why(&rt->src[k], NULL);
-				memset(&rt->src[k], 0, sizeof(rt->src[k]));
-			}
-			a->nsources = k + 1;   /* published last */
-			st = PX_OK;
-		}
-	}
-	pthread_mutex_unlock(&core->vf_lock);
+	px_vf_lock(core);
+	st = add_locked(core, &r, &prov, err, errlen);
+	px_vf_unlock(core);
 	pthread_mutex_unlock(&core->prov_lock);
 	if (st == PX_OK)
 		px_info("sources", "asset %s: source %s added (provider %s): a standby once verified",
-			a->id, shown, m->providers[prov].name);
+			core->cat->assets[r.asset].id, shown, core->cat->providers[prov].name);
 	return st;
 }
 
@@ -257,7 +299,7 @@ enum px_status px_sources_remove(struct px_core *core, const char *asset_id,
 		return st;
 	px_redact_url(where, shown, sizeof(shown)); /* messages go to the log and the API */
 	pthread_mutex_lock(&core->prov_lock);
-	pthread_mutex_lock(&core->vf_lock);
+	px_vf_lock(core);
 	const struct px_asset *a = &core->cat->assets[asset];
 	long k = find_source(a, where);
 	struct src_rt *all = k >= 0 ? px_src_ensure(core, asset) : NULL;
@@ -275,7 +317,7 @@ enum px_status px_sources_remove(struct px_core *core, const char *asset_id,
 		all[k].removed = 1;
 		px_src_why(&all[k], "removed through the control API");
 	}
-	pthread_mutex_unlock(&core->vf_lock);
+	px_vf_unlock(core);
 	pthread_mutex_unlock(&core->prov_lock);
 	if (st == PX_OK)
 		px_info("sources", "asset %s: source %s removed: no new session or cutover goes "
@@ -365,7 +407,7 @@ enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const cha
 	size_t prov = 0;
 
 	pthread_mutex_lock(&core->prov_lock);
-	pthread_mutex_lock(&core->vf_lock);
+	px_vf_lock(core);
 	struct px_asset *a = &m->assets[asset];
 	struct asset_rt *rt = &core->assets[asset];
 	struct src_rt *all = px_src_ensure(core, asset);
@@ -389,8 +431,7 @@ enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const cha
 			memset(p, 0, sizeof(*p));
 			p->name = pname;
 			p->implicit = 1;
-			memset(&core->provs[prov], 0, sizeof(core->provs[prov]));
-			core->provs[prov].probe_asset = -1;
+			px_provider_fresh(core, prov);
 			m->nproviders++;
 		}
 	}
@@ -414,7 +455,7 @@ enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const cha
 		copy_file_set(&all[k], file);
 		rt->dead[k] = 0;
 	}
-	pthread_mutex_unlock(&core->vf_lock);
+	px_vf_unlock(core);
 	pthread_mutex_unlock(&core->prov_lock);
 	if (st == PX_OK)
 		*kout = (size_t)k;
@@ -424,12 +465,12 @@ enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const cha
 void px_sources_drop(struct px_core *core, size_t asset, size_t k, const char *why)
 {
 	pthread_mutex_lock(&core->prov_lock);
-	pthread_mutex_lock(&core->vf_lock);
+	px_vf_lock(core);
 	core->assets[asset].dead[k] = 1;
 	struct src_rt *all = px_src_ensure(core, asset);
 	if (all)
 		px_src_why(&all[k], why);
-	pthread_mutex_unlock(&core->vf_lock);
+	px_vf_unlock(core);
 	pthread_mutex_unlock(&core->prov_lock);
 }
 
@@ -469,7 +510,7 @@ enum px_status px_sources_add_peer(struct px_core *core, size_t asset, const cha
 	enum px_status st = PX_OK;
 
 	pthread_mutex_lock(&core->prov_lock);
-	pthread_mutex_lock(&core->vf_lock);
+	px_vf_lock(core);
 	struct px_asset *a = &m->assets[asset];
 	struct asset_rt *rt = &core->assets[asset];
 	struct src_rt *all = px_src_ensure(core, asset);
@@ -492,9 +533,282 @@ enum px_status px_sources_add_peer(struct px_core *core, size_t asset, const cha
 		else
 			a->nsources = (size_t)k + 1;   /* published last */
 	}
-	pthread_mutex_unlock(&core->vf_lock);
+	px_vf_unlock(core);
 	pthread_mutex_unlock(&core->prov_lock);
 	if (st == PX_OK)
 		*kout = (size_t)k;
 	return st;
+}
+
+void px_sources_note(char *r, size_t len, const char *fmt, ...)
+{
+	size_t n = strlen(r);
+	va_list ap;
+	if (n + 3 >= len)
+		return;
+	if (n)
+		n += (size_t)snprintf(r + n, len - n, "; ");
+	va_start(ap, fmt);
+	vsnprintf(r + n, len - n, fmt, ap);
+	va_end(ap);
+}
+
+/* Whether two asset paths cannot both be files: equal, or one a folder on
+ * the other's way. */
+static int paths_clash(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la == lb)
+		return strcmp(a, b) == 0;
+	if (la > lb)
+		return strncmp(a, b, lb) == 0 && a[lb] == '/';
+	return strncmp(b, a, la) == 0 && b[la] == '/';
+}
+
+static long find_provider(const struct px_catalog *c, const char *name)
+{
+	for (size_t i = 0; i < c->nproviders; i++)
+		if (strcmp(c->providers[i].name, name) == 0)
+			return (long)i;
+	return -1;
+}
+
+static int same_source(const struct px_source *a, const struct px_source *b)
+{
+	return (a->url && b->url && strcmp(a->url, b->url) == 0) ||
+	       (a->path && b->path && strcmp(a->path, b->path) == 0);
+}
+
+/* Maps the new catalog's provider indices to the core's, adding providers
+ * the core does not know. Both locks held. */
+static void merge_providers(struct px_core *core, struct px_sources_change *c)
+{
+	struct px_catalog *m = core->mcat;
+	const struct px_catalog *nc = c->nc;
+	for (size_t i = 0; i < nc->nproviders; i++) {
+		const struct px_provider *np = &nc->providers[i];
+		long k = find_provider(m, np->name);
+		if (k < 0 && m->nproviders < core->provs_cap) {
+			k = (long)m->nproviders;
+			m->providers[k] = *np;
+			px_providers_apply(core, (size_t)k, np, 1);
+			m->nproviders++;
+		} else if (k >= 0) {
+			struct px_provider *op = &m->providers[k];
+			if (op->nheaders != np->nheaders)
+				px_sources_note(c->report, c->len,
+						"provider %s: new headers need a remount", np->name);
+			op->max_connections = np->max_connections;
+			px_providers_apply(core, (size_t)k, np, 0);
+		} else {
+			px_sources_note(c->report, c->len, "provider %s: no room for more providers",
+					np->name);
+		}
+		c->map[i] = k < 0 ? (size_t)-1 : (size_t)k;
+	}
+}
+
+/* Marks the sources of asset ai that na no longer has removed. Both locks
+ * held. */
+static void drop_missing(struct px_core *core, size_t ai, const struct px_asset *na,
+			 struct px_sources_change *c)
+{
+	struct px_asset *a = &core->mcat->assets[ai];
+	struct asset_rt *rt = &core->assets[ai];
+	for (size_t k = 0; k < a->nsources; k++) {
+		int keep = a->sources[k].storage != NULL; /* a copy: copies.c's */
+		for (size_t j = 0; j < na->nsources && !keep; j++)
+			keep = same_source(&a->sources[k], &na->sources[j]);
+		if (!keep && !rt->dead[k]) {
+			rt->dead[k] = 1;
+			struct src_rt *all = px_src_ensure(core, ai);
+			if (all) {
+				all[k].removed = 1;
+				px_src_why(&all[k], "removed by a reload");
+			}
+			c->s_removed++;
+		}
+	}
+}
+
+/* The new source list of a known asset: adds and removes. Both locks held. */
+static void merge_sources(struct px_core *core, size_t ai, const struct px_asset *na,
+			  struct px_sources_change *c)
+{
+	struct px_asset *a = &core->mcat->assets[ai];
+	struct asset_rt *rt = &core->assets[ai];
+	drop_missing(core, ai, na, c);
+	for (size_t j = 0; j < na->nsources; j++) {
+		long k = -1;
+		for (size_t i = 0; i < a->nsources && k < 0; i++)
+			if (same_source(&a->sources[i], &na->sources[j]))
+				k = (long)i;
+		if (k >= 0) {
+			if (rt->dead[k] && rt->src &&
+			    strcmp(px_src_why_of(&rt->src[k]), "removed by a reload") == 0) {
+				rt->dead[k] = 0; /* back in the list */
+				rt->src[k].removed = 0;
+				px_src_why(&rt->src[k], NULL);
+			}
+			continue;
+		}
+		if (a->nsources >= rt->source_cap || c->map[na->sources[j].provider] == (size_t)-1) {
+			px_sources_note(c->report, c->len, "asset %s: no room for source %s", a->id,
+					na->sources[j].shown);
+			continue;
+		}
+		size_t n = a->nsources;
+		a->sources[n] = na->sources[j];
+		a->sources[n].provider = c->map[na->sources[j].provider];
+		px_provider_note_source(core, a->sources[n].provider, a->sources[n].url);
+		rt->dead[n] = 0;
+		if (rt->src) {
+			px_src_why(&rt->src[n], NULL);
+			memset(&rt->src[n], 0, sizeof(rt->src[n]));
+		}
+		a->nsources = n + 1;
+		c->s_added++;
+	}
+}
+
+/* Appends a new plain asset (unlisted until its size is known). Both locks
+ * held. Returns its index, or -1 when there is no room. */
+static long add_asset(struct px_core *core, const struct px_asset *na, const size_t *map)
+{
+	struct px_catalog *m = core->mcat;
+	if (m->nassets >= core->assets_cap)
+		return -1;
+	size_t i = m->nassets;
+	struct asset_rt *rt = &core->assets[i];
+	struct px_asset *a = &m->assets[i];
+	memset(rt, 0, sizeof(*rt));
+	rt->source_cap = na->nsources + px_spare_sources(m->nassets);
+	rt->dead = calloc(rt->source_cap + 1, 1);
+	rt->src = calloc(rt->source_cap + 1, sizeof(*rt->src));
+	struct px_source *srcs = calloc(rt->source_cap, sizeof(*srcs));
+	if (!rt->dead || !rt->src || !srcs) {
+		free((void *)rt->dead);
+		free(rt->src);
+		free(srcs);
+		memset(rt, 0, sizeof(*rt));
+		return -1;
+	}
+	*a = *na;
+	a->sources = srcs;
+	a->nsources = 0;
+	for (size_t j = 0; j < na->nsources; j++) {
+		if (map[na->sources[j].provider] == (size_t)-1)
+			continue;
+		srcs[a->nsources] = na->sources[j];
+		srcs[a->nsources].provider = map[na->sources[j].provider];
+		px_provider_note_source(core, srcs[a->nsources].provider, srcs[a->nsources].url);
+		a->nsources++;
+	}
+	rt->size = na->size;
+	rt->mtime = na->mtime;
+	m->nassets = i + 1; /* published last */
+	return (long)i;
+}
+
+/* A known asset i of the core that the new catalog has as na: what may
+ * change does, the rest is noted. Both locks held. */
+static void apply_known(struct px_core *core, size_t i, const struct px_asset *na,
+			struct px_sources_change *c)
+{
+	const struct px_asset *a = &core->mcat->assets[i];
+	c->keep[i] = 1;
+	if (strcmp(a->path, na->path) != 0)
+		px_sources_note(c->report, c->len, "asset %s: a new path needs a remount", na->id);
+	if (a->kind != na->kind)
+		px_sources_note(c->report, c->len, "asset %s: a new kind needs a remount", na->id);
+	else if (a->kind == PX_ASSET_PLAIN)
+		merge_sources(core, i, na, c);
+	if (a->kind == PX_ASSET_PLAIN)
+		px_sources_screen_paths(core, i, c->nc->from_playlists);
+	if (na->size >= 0 && core->assets[i].size >= 0 && na->size != core->assets[i].size)
+		px_sources_note(c->report, c->len, "asset %s: a new size needs a remount", na->id);
+}
+
+/* An asset new to the core: added when plain and its path is free. Both
+ * locks held. */
+static void apply_new(struct px_core *core, const struct px_asset *na,
+		      struct px_sources_change *c)
+{
+	struct px_catalog *m = core->mcat;
+	if (na->kind != PX_ASSET_PLAIN) {
+		px_sources_note(c->report, c->len,
+				"asset %s: a new transcode or remux needs a remount", na->id);
+		return;
+	}
+	/* a path a kept asset has (or a folder of it, or a file on its way)
+	 * cannot be taken */
+	int clash = 0;
+	for (size_t k = 0; k < c->old_n && !clash; k++)
+		clash = core->assets[k].listed && px_catalog_find(c->nc, m->assets[k].id) >= 0 &&
+			paths_clash(m->assets[k].path, na->path);
+	if (clash) {
+		px_sources_note(c->report, c->len, "asset %s: its path clashes with another asset's",
+				na->id);
+		return;
+	}
+	long i = add_asset(core, na, c->map);
+	if (i < 0) {
+		px_sources_note(c->report, c->len, "asset %s: no room for more assets", na->id);
+		return;
+	}
+	px_sources_screen_paths(core, (size_t)i, c->nc->from_playlists);
+	c->need[i] = core->assets[i].size < 0; /* a size lists it: no request */
+	c->n_new++;
+}
+
+void px_sources_apply(struct px_core *core, struct px_sources_change *c)
+{
+	c->old_n = core->mcat->nassets;
+	pthread_mutex_lock(&core->prov_lock);
+	px_vf_lock(core);
+	merge_providers(core, c);
+	for (size_t j = 0; j < c->nc->nassets; j++) {
+		const struct px_asset *na = &c->nc->assets[j];
+		long i = px_catalog_find(core->cat, na->id);
+		if (i >= 0)
+			apply_known(core, (size_t)i, na, c);
+		else
+			apply_new(core, na, c);
+	}
+	px_vf_unlock(core);
+	pthread_mutex_unlock(&core->prov_lock);
+}
+
+int px_sources_listing(struct px_core *core, const struct px_sources_change *c,
+		       unsigned char *listed)
+{
+	const struct px_catalog *m = core->cat;
+	int n_gone = 0;
+	for (size_t i = 0; i < m->nassets; i++) {
+		struct asset_rt *rt = &core->assets[i];
+		if (i < c->old_n)
+			listed[i] = rt->listed && c->keep[i];
+		else if (rt->size >= 0)
+			listed[i] = 1;
+		else
+			px_sources_note(c->report, c->len, "asset %s: left out, its size is unknown",
+					m->assets[i].id);
+		/* a new asset without a size is asked again (probe.c's retry);
+		 * one no longer in the catalog is not */
+		rt->rediscover = i < c->old_n ? rt->rediscover && c->keep[i] : rt->size < 0;
+		if (i < c->old_n && rt->listed && !c->keep[i])
+			n_gone++;
+		if (i >= c->old_n && rt->mtime < 0)
+			rt->mtime = core->catalog_mtime;
+	}
+	return n_gone;
+}
+
+void px_sources_set_listed(struct px_core *core, const unsigned char *listed)
+{
+	for (size_t i = 0; i < core->cat->nassets; i++) {
+		if (core->assets[i].listed != listed[i])
+			core->nlisted += listed[i] ? 1 : (size_t)-1;
+		core->assets[i].listed = listed[i];
+	}
 }

@@ -49,6 +49,49 @@ enum px_status px_sources_add(struct px_core *core, const char *asset_id, const 
 enum px_status px_sources_remove(struct px_core *core, const char *asset_id,
 				     const char *where, char *err, size_t errlen) PX_WUR;
 
+/* ---- a reload's catalog (control/reload.c), under the caller's reload_lock */
+
+/* Appends "; " and the formatted text to the one-line report r (len
+ * bytes), as far as it fits. */
+void px_sources_note(char *r, size_t len, const char *fmt, ...) PX_PRINTF(3, 4);
+
+/* One reload's change of the core's catalog copy. The caller fills nc
+ * (kept by the core from the apply on: the core's copy points into it),
+ * map (nc->nproviders entries), keep and need (one byte per room in the
+ * core's assets, zeroed) and the report; px_sources_apply fills the rest. */
+struct px_sources_change {
+	const struct px_catalog *nc;
+	size_t *map;           /* nc's provider i: the core's, (size_t)-1 none */
+	unsigned char *keep;   /* core asset i is in nc */
+	unsigned char *need;   /* core asset i is new and its size unknown */
+	char *report;          /* what the reload could not do (px_sources_note) */
+	size_t len;
+	size_t old_n;          /* the core's assets before the change */
+	int n_new, s_added, s_removed;
+};
+
+/*
+ * Applies nc to the core's copy under prov_lock and vf_lock: a new
+ * provider is added, a known one takes nc's limits (px_providers_apply);
+ * a known plain asset's sources become nc's (new ones added, missing ones
+ * marked removed: open files read on); a new plain asset whose path is
+ * free is added, unlisted. What needs a remount is noted in the report.
+ */
+void px_sources_apply(struct px_core *core, struct px_sources_change *c);
+
+/*
+ * After px_sources_apply and the new assets' size probe: which assets the
+ * new tree lists (listed, one byte per asset), and which the discovery
+ * retry asks again; a new asset without an mtime takes the catalog's.
+ * Returns how many listed assets are gone.
+ */
+int px_sources_listing(struct px_core *core, const struct px_sources_change *c,
+		       unsigned char *listed);
+
+/* Publishes listed (px_sources_listing's, once its tree is built) as the
+ * assets' listed flags. */
+void px_sources_set_listed(struct px_core *core, const unsigned char *listed);
+
 /* ---- copies (copies.c): trusted paths of the catalog's storages */
 
 /* The file a copy is: its storage's file system (device) when seamfs

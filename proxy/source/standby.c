@@ -33,7 +33,7 @@
  * same offset. The source that failed stays a verified standby: it served
  * these very bytes.
  *
- * Lock: core->vf_lock guards the states, the reference and the counters;
+ * Lock: core->verify->vf_lock guards the states, the reference and the counters;
  * never held across I/O.
  */
 #include <errno.h>
@@ -42,9 +42,11 @@
 #include <string.h>
 
 #include "clock.h"
+#include "cluster.h"
 #include "health.h"
 #include "provider.h"
 #include "standby.h"
+#include "standby_i.h"
 #include "httpparse.h"
 #include "ownprint.h"
 #include "log.h"
@@ -59,8 +61,6 @@
 #define SAMPLE_TIMEOUT_MS 5000   /* one sample read in the background */
 #define SPARE_WAIT_MS 500        /* background work waits this long for a slot */
 #define ABANDON_AFTER 5          /* inconclusive checks in a row */
-#define RECENT_CUTOVERS 8
-
 /* The source as logs show it: without credentials. */
 static const char *src_name(const struct px_core *core, size_t asset, size_t k)
 {
@@ -82,6 +82,7 @@ static int says_failed(enum px_status st);
 /* take_own's flags: the size gate first; only the samples asked first */
 #define TAKE_GATE 1
 #define TAKE_FIRST_ONLY 2
+#define WHY_LEN 200             /* a sample read's reason, in words */
 
 /* The size gate a cutover's take_own asks of source k: a path's (fstat,
  * no wait), not a URL's, a round trip the reader would wait for, while
@@ -115,13 +116,13 @@ static enum px_status g_submit(void *impl, const struct px_fetch_params *p,
 static void g_cancel(void *impl, uint64_t id)
 {
 	struct gate *g = impl;
-	g->core->ops.cancel(g->core->ops.impl, id);
+	g->core->fetch.ops.cancel(g->core->fetch.ops.impl, id);
 }
 
 static void g_resume(void *impl, uint64_t id)
 {
 	struct gate *g = impl;
-	g->core->ops.resume(g->core->ops.impl, id);
+	g->core->fetch.ops.resume(g->core->fetch.ops.impl, id);
 }
 
 /* A reader of source k of the asset; sess NULL for background work, else
@@ -205,7 +206,7 @@ static void store_fp(struct px_core *core, size_t asset, size_t k, const struct 
 	const struct px_asset *a = &core->cat->assets[asset];
 	struct vf_record rec;
 	char err[300];
-	if (!core->vstore)
+	if (!core->verify->vstore)
 		return;
 	memset(&rec, 0, sizeof(rec));
 	rec.seen = *seen;
@@ -215,20 +216,20 @@ static void store_fp(struct px_core *core, size_t asset, size_t k, const struct 
 	if (v) {
 		rec.has_verdict = 1;
 		rec.verdict = *v;
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		snprintf(rec.ref, sizeof(rec.ref), "%s",
 			 v->outcome == VF_SIZE_MISMATCH ? "" : core->assets[asset].ref_id);
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 	}
 	if (!reference && rec.has_fp) {
 		/* a new record of the reference's own source keeps it the
 		 * reference (a put without the flag would end that) */
 		struct vf_record cur;
 		char name[VF_STORE_MAX_NAME];
-		reference = vf_store_reference(core->vstore, a->id, name, sizeof(name), &cur) &&
+		reference = vf_store_reference(core->verify->vstore, a->id, name, sizeof(name), &cur) &&
 			    strcmp(name, src_key(core, asset, k)) == 0;
 	}
-	if (vf_store_put(core->vstore, a->id, src_key(core, asset, k), &rec, reference, err,
+	if (vf_store_put(core->verify->vstore, a->id, src_key(core, asset, k), &rec, reference, err,
 			 sizeof(err)) != PX_OK)
 		px_warn("verify", "asset %s: could not store a fingerprint: %s", a->id, err);
 }
@@ -239,10 +240,10 @@ static struct vf_seen seen_of(struct px_core *core, size_t asset, size_t k)
 {
 	struct vf_seen seen = { .size = core->assets[asset].size, .mtime = -1 };
 	struct src_rt *all = px_src_ensure(core, asset);
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	if (all && all[k].seen)
 		seen = *all[k].seen;
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	return seen;
 }
 
@@ -255,13 +256,13 @@ int px_standby_seen(struct px_core *core, size_t asset, size_t k, char etag[128]
 	*mtime = -1;
 	if (!all)
 		return 0;
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	if (all[k].seen) {
 		snprintf(etag, 128, "%s", all[k].seen->etag);
 		*mtime = all[k].seen->mtime;
 		known = 1;
 	}
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	return known;
 }
 
@@ -269,10 +270,10 @@ int px_standby_seen(struct px_core *core, size_t asset, size_t k, char etag[128]
 static void keep_seen(struct px_core *core, size_t asset, size_t k, const struct vf_seen *seen)
 {
 	struct src_rt *all = px_src_ensure(core, asset);
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	if (all && (all[k].seen || (all[k].seen = malloc(sizeof(*all[k].seen)))))
 		*all[k].seen = *seen;
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 }
 
 /* Installs fp as the asset's reference: when it has none, or (replace)
@@ -297,16 +298,16 @@ static int install_reference(struct px_core *core, size_t asset, const struct vf
 	/* every source is screened again against the new one */
 	for (size_t k = 0; rt->src && k <= rt->source_cap; k++)
 		atomic_store(&rt->src[k].screened, 0);
-	pthread_cond_broadcast(&core->vf_cond);
+	pthread_cond_broadcast(&core->verify->vf_cond);
 	return 1;
 }
 
 static void set_reference(struct px_core *core, size_t asset, const struct vf_fingerprint *fp,
 			  int from_store)
 {
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	(void)install_reference(core, asset, fp, from_store, 0);
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 }
 
 /* How many sources must agree for a reference: a strict majority of the
@@ -317,10 +318,10 @@ static size_t majority(struct px_core *core, size_t asset)
 	const struct px_asset *a = &core->cat->assets[asset];
 	size_t live = 0;
 	struct src_rt *all = px_src_ensure(core, asset);
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	for (size_t k = 0; k < a->nsources; k++)
 		live += !core->assets[asset].dead[k] && !(all && all[k].wrong_size);
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	return live / 2 + 1 < 2 ? 2 : live / 2 + 1;
 }
 
@@ -357,7 +358,7 @@ static int maybe_agree(struct px_core *core, size_t asset, int reopen)
 	}
 	if (best < need)
 		goto out;
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	size_t i;
 	int differs = rt->ref && px_own_agrees(rt->ref, &fps[at], &i) != PX_OWN_SAME;
 	int installed = install_reference(core, asset, &fps[at], 0, reopen && differs &&
@@ -371,7 +372,7 @@ static int maybe_agree(struct px_core *core, size_t asset, int reopen)
 				rt->src[k].state = VS_UNKNOWN;
 	}
 	ok = !rt->ref_from_store || !differs || installed;
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	if (!installed)
 		goto out;
 	if (differs)
@@ -386,9 +387,9 @@ static int maybe_agree(struct px_core *core, size_t asset, int reopen)
 		if (!have[k])
 			continue;
 		vf_verdict_compare(&fps[at], &fps[k], &v);
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		apply_verdict(core, asset, k, &v);
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 		store_fp(core, asset, k, &seen, &fps[k], &v, k == at);
 	}
 out:
@@ -405,7 +406,7 @@ out:
  */
 static enum px_status fill_own(struct px_core *core, size_t asset, size_t k,
 			       struct px_rangeread *rr, struct vf_fingerprint *fp,
-			       const struct vf_fingerprint *first, char *why, size_t whylen)
+			       const struct vf_fingerprint *first, char why[WHY_LEN])
 {
 	unsigned char skip[VF_MAX_SAMPLES] = { 0 };
 	struct vf_reader r = px_rangeread_reader(rr);
@@ -415,7 +416,7 @@ static enum px_status fill_own(struct px_core *core, size_t asset, size_t k,
 		skip[i] = !fp->have[i] && !first->have[i];
 		fp->have[i] |= skip[i]; /* not asked for in this batch */
 	}
-	enum px_status st = vf_fingerprint_fill(&r, fp, &bad, why, whylen);
+	enum px_status st = vf_fingerprint_fill(&r, fp, &bad, why, WHY_LEN);
 	for (size_t i = 0; first && i < fp->plan.n; i++)
 		fp->have[i] = (unsigned char)(fp->have[i] && !skip[i]);
 	if (px_own_merge(core, asset, k, fp) >= 0)
@@ -450,7 +451,7 @@ static enum px_status take_own(struct px_core *core, size_t asset, size_t k,
 	struct px_rangeread *rr = NULL;
 	struct vf_seen seen;
 	struct gate g;
-	char why[200] = "";
+	char why[WHY_LEN] = "";
 	enum px_status st;
 
 	if (!fp)
@@ -471,9 +472,9 @@ static enum px_status take_own(struct px_core *core, size_t asset, size_t k,
 						.offset = -1, .size = seen.size };
 			snprintf(v.why, sizeof(v.why), "size %lld, the asset's is %lld",
 				 (long long)seen.size, (long long)rt->size);
-			pthread_mutex_lock(&core->vf_lock);
+			pthread_mutex_lock(&core->verify->vf_lock);
 			apply_verdict(core, asset, k, &v);
-			pthread_mutex_unlock(&core->vf_lock);
+			pthread_mutex_unlock(&core->verify->vf_lock);
 			store_fp(core, asset, k, &seen, NULL, &v, 0);
 			st = PX_ESIZE;
 			goto out;
@@ -481,8 +482,8 @@ static enum px_status take_own(struct px_core *core, size_t asset, size_t k,
 		px_rangeread_set_size(rr, rt->size);
 		/* a fingerprint stored for these very bytes costs no request */
 		struct vf_record rec;
-		if (st == PX_OK && core->vstore &&
-		    vf_store_get(core->vstore, core->cat->assets[asset].id,
+		if (st == PX_OK && core->verify->vstore &&
+		    vf_store_get(core->verify->vstore, core->cat->assets[asset].id,
 				 src_key(core, asset, k), &seen, &rec) &&
 		    rec.has_fp && rec.fp.size == rt->size) {
 			(void)px_own_merge(core, asset, k, &rec.fp);
@@ -492,10 +493,10 @@ static enum px_status take_own(struct px_core *core, size_t asset, size_t k,
 	}
 	if (st == PX_OK && first) {
 		/* the samples the session's reference has, before the rest */
-		st = fill_own(core, asset, k, rr, fp, first, why, sizeof(why));
+		st = fill_own(core, asset, k, rr, fp, first, why);
 	}
 	if (st == PX_OK && !(flags & TAKE_FIRST_ONLY))
-		st = fill_own(core, asset, k, rr, fp, NULL, why, sizeof(why));
+		st = fill_own(core, asset, k, rr, fp, NULL, why);
 out:
 	if (st != PX_OK && st != PX_ESIZE && st != PX_ENOMEM) {
 		if (st == PX_ENOTFOUND)
@@ -536,7 +537,7 @@ static int agree_reference(struct px_core *core, size_t asset, const size_t *ord
 		ok = maybe_agree(core, asset, reopen);
 	}
 	if (!ok) {
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		/* the backoff is in time, per asset: a failed attempt waits
 		 * 4 s, doubling to 8.5 min, however many reads fail meanwhile
 		 * (cutovers never take a reference: the served source's own
@@ -544,7 +545,7 @@ static int agree_reference(struct px_core *core, size_t asset, const size_t *ord
 		int fails = ++rt->ref_fails;
 		int64_t wait = 2000LL << (fails < 8 ? fails : 8);
 		rt->ref_retry_at = core->now() + wait;
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 		px_info("verify", "asset %s: no reference yet: %zu whole fingerprint(s) read, no "
 			"majority of %zu agrees; next try in %lld s", a->id, taken,
 			majority(core, asset), (long long)wait / 1000);
@@ -568,9 +569,9 @@ static size_t reference_order(struct px_core *core, size_t asset, size_t first, 
 		for (size_t k = 0; k < a->nsources && n < cap; k++) {
 			size_t src = k == 0 ? first : k <= first ? k - 1 : k;
 			int bad = px_source_bad(core, asset, src, now);
-			pthread_mutex_lock(&core->vf_lock);
+			pthread_mutex_lock(&core->verify->vf_lock);
 			int st = rt->src[src].state;
-			pthread_mutex_unlock(&core->vf_lock);
+			pthread_mutex_unlock(&core->verify->vf_lock);
 			if (rt->dead[src] || (st == VS_REJECTED && !rt->ref_recheck) || bad != pass)
 				continue;
 			out[n++] = src;
@@ -591,11 +592,11 @@ static void take_reference(struct px_core *core, size_t asset, size_t k)
 	char name[VF_STORE_MAX_NAME];
 	size_t order[64];
 
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	int recheck = rt->ref_recheck;
-	pthread_mutex_unlock(&core->vf_lock);
-	if (!recheck && core->vstore &&
-	    vf_store_reference(core->vstore, a->id, name, sizeof(name), &rec) && rec.has_fp &&
+	pthread_mutex_unlock(&core->verify->vf_lock);
+	if (!recheck && core->verify->vstore &&
+	    vf_store_reference(core->verify->vstore, a->id, name, sizeof(name), &rec) && rec.has_fp &&
 	    rec.fp.size == rt->size) {
 		set_reference(core, asset, &rec.fp, 1);
 		char shown[512]; /* an older seamfs named records by the whole URL */
@@ -606,11 +607,11 @@ static void take_reference(struct px_core *core, size_t asset, size_t k)
 		size_t n = reference_order(core, asset, k, order, 64);
 		(void)agree_reference(core, asset, order, n, recheck);
 	}
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	rt->ref_busy = 0;
 	rt->ref_recheck = 0;
-	pthread_cond_broadcast(&core->vf_cond);
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_cond_broadcast(&core->verify->vf_cond);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 }
 
 /* ---- verifying one source */
@@ -650,7 +651,7 @@ static void apply_verdict(struct px_core *core, size_t asset, size_t k,
 		break;
 	}
 	sr->checked = core->now();
-	core->n_verified[v->outcome]++;
+	core->verify->n_verified[v->outcome]++;
 }
 
 /*
@@ -680,11 +681,11 @@ static void verify_source(struct px_core *core, size_t asset, size_t k,
 		snprintf(v->why, sizeof(v->why), "out of memory");
 		goto out;
 	}
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	int have_ref = rt->ref != NULL;
 	if (have_ref)
 		*ref = *rt->ref;
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	if (!have_ref) {
 		snprintf(v->why, sizeof(v->why), "no reference fingerprint of the asset yet");
 		goto out;
@@ -707,7 +708,7 @@ static void verify_source(struct px_core *core, size_t asset, size_t k,
 		store_fp(core, asset, k, &seen, cand, v, 0);
 	}
 out:
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	if (counts) {
 		apply_verdict(core, asset, k, v);
 		if (v->outcome == VF_MISMATCH && rt->ref_from_store)
@@ -719,7 +720,7 @@ out:
 		sr->checked = core->now();
 		px_src_why(sr, v->why);
 	}
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	free(ref);
 	free(cand);
 }
@@ -746,7 +747,7 @@ static void own_job(struct px_core *core, size_t asset, size_t k)
 {
 	/* the size probe first: its answer keys the stored fingerprint */
 	enum px_status st = take_own(core, asset, k, NULL, 0, TAKE_GATE, NULL);
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	struct src_rt *sr = &core->assets[asset].src[k];
 	sr->own_busy = 0;
 	if (st != PX_OK) {
@@ -754,7 +755,7 @@ static void own_job(struct px_core *core, size_t asset, size_t k)
 		sr->own_retry_at = core->now() + (2000LL << t);
 	}
 	int judge = st == PX_OK && core->assets[asset].ref && sr->state != VS_VERIFIED;
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	if (st == PX_OK)
 		px_debug("verify", "asset %s: %s's whole fingerprint is known",
 			 core->cat->assets[asset].id, src_name(core, asset, k));
@@ -791,7 +792,7 @@ static void job_done(void *arg, enum px_status st)
 	struct px_core *core = j->core;
 	if (st == PX_ECANCELED) {
 		/* never ran (shutdown): undo the marks */
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		struct src_rt *sr = core->assets[j->asset].src;
 		if (j->kind == JOB_REFERENCE)
 			core->assets[j->asset].ref_busy = 0;
@@ -799,7 +800,7 @@ static void job_done(void *arg, enum px_status st)
 			sr[j->source].own_busy = 0;
 		else if (sr && sr[j->source].state == VS_VERIFYING)
 			sr[j->source].state = VS_UNKNOWN;
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 	}
 	free(j);
 }
@@ -808,13 +809,13 @@ static void job_done(void *arg, enum px_status st)
 static int queue_job(struct px_core *core, size_t asset, size_t k, enum job_kind kind)
 {
 	struct job *j;
-	if (!core->vpool || !(j = malloc(sizeof(*j))))
+	if (!core->verify->vpool || !(j = malloc(sizeof(*j))))
 		return 0;
 	j->core = core;
 	j->asset = asset;
 	j->source = k;
 	j->kind = kind;
-	if (vf_pool_submit(core->vpool, job_run, job_done, j) != PX_OK) {
+	if (vf_pool_submit(core->verify->vpool, job_run, job_done, j) != PX_OK) {
 		free(j);
 		return 0;
 	}
@@ -921,22 +922,22 @@ void px_standby_prime(struct px_core *core, size_t asset)
 	struct vf_record rec;
 	char name[VF_STORE_MAX_NAME], ref_id[VF_FINGERPRINT_ID_LEN] = "";
 
-	if (atomic_exchange(&rt->primed, 1) || !core->vstore || a->nsources < 2 ||
+	if (atomic_exchange(&rt->primed, 1) || !core->verify->vstore || a->nsources < 2 ||
 	    !px_src_ensure(core, asset))
 		return;
-	if (vf_store_reference(core->vstore, a->id, name, sizeof(name), &rec) && rec.has_fp &&
+	if (vf_store_reference(core->verify->vstore, a->id, name, sizeof(name), &rec) && rec.has_fp &&
 	    rec.fp.size == rt->size)
 		set_reference(core, asset, &rec.fp, 1);
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	if (rt->ref)
 		memcpy(ref_id, rt->ref_id, sizeof(ref_id));
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	/* a rejection stored against that very reference (or of the size
 	 * alone) holds now: that source gets no session. A stored match is
 	 * not taken on trust: the source may serve other bytes since (its
 	 * bytes are screened as they pass, its sweep checks what it was) */
 	for (size_t k = 0; k < a->nsources; k++) {
-		if (!vf_store_get(core->vstore, a->id, src_key(core, asset, k), NULL, &rec) ||
+		if (!vf_store_get(core->verify->vstore, a->id, src_key(core, asset, k), NULL, &rec) ||
 		    !rec.has_verdict || !vf_outcome_final(rec.verdict.outcome))
 			continue;
 		int sized = rec.verdict.outcome == VF_SIZE_MISMATCH;
@@ -944,12 +945,12 @@ void px_standby_prime(struct px_core *core, size_t asset)
 			continue;
 		char why[300];
 		snprintf(why, sizeof(why), "%s (a stored verdict)", rec.verdict.why);
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		struct src_rt *sr = &rt->src[k];
 		sr->state = VS_REJECTED;
 		sr->wrong_size = sized;
 		px_src_why(sr, why);
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 	}
 }
 
@@ -959,7 +960,7 @@ void px_standby_tick(struct px_core *core)
 	struct due *d = NULL;
 	size_t m = sessions_due(core, now, &d);
 
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	for (size_t i = 0; i < m; i++) {
 		size_t asset = d[i].asset, active = d[i].source;
 		struct asset_rt *rt = &core->assets[asset];
@@ -981,7 +982,7 @@ void px_standby_tick(struct px_core *core)
 		if (rt->ref)
 			tick_standbys(core, asset, active, now);
 	}
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	free(d);
 }
 
@@ -1022,7 +1023,7 @@ static size_t candidates(struct px_core *core, struct px_session *s, size_t acti
 	if (!px_src_ensure(core, s->asset))
 		return 0;
 	pthread_mutex_lock(&core->prov_lock);
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	for (size_t k = 0; k < a->nsources && n < cap; k++) {
 		const struct prov_rt *p = &core->provs[a->sources[k].provider];
 		int st = rt->src[k].state;
@@ -1057,7 +1058,7 @@ static size_t candidates(struct px_core *core, struct px_session *s, size_t acti
 			bad[j] = (unsigned char)bx;
 		}
 	}
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	pthread_mutex_unlock(&core->prov_lock);
 	return n;
 }
@@ -1065,8 +1066,8 @@ static size_t candidates(struct px_core *core, struct px_session *s, size_t acti
 static void record(struct px_core *core, struct px_session *s, int64_t off, size_t from,
 		   size_t to, enum px_status why, int64_t took_ms)
 {
-	pthread_mutex_lock(&core->vf_lock);
-	struct cutover_rec *c = &core->recent[core->nrecent++ % RECENT_CUTOVERS];
+	pthread_mutex_lock(&core->verify->vf_lock);
+	struct cutover_rec *c = &core->verify->recent[core->verify->nrecent++ % RECENT_CUTOVERS];
 	c->session = s->id;
 	c->asset = s->asset;
 	c->offset = off;
@@ -1075,8 +1076,8 @@ static void record(struct px_core *core, struct px_session *s, int64_t off, size
 	c->reason = why;
 	c->ms = took_ms;
 	c->when = core->now();
-	core->n_cutovers[why]++;
-	pthread_mutex_unlock(&core->vf_lock);
+	core->verify->n_cutovers[why]++;
+	pthread_mutex_unlock(&core->verify->vf_lock);
 }
 
 static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_t off,
@@ -1134,9 +1135,9 @@ static int size_gate(struct px_core *core, struct px_session *s, size_t k, int64
 					.size = seen.size };
 		snprintf(v.why, sizeof(v.why), "size %lld, the asset's is %lld",
 			 (long long)seen.size, (long long)rt->size);
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		apply_verdict(core, s->asset, k, &v);
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 	} else {
 		ok = 1;
 	}
@@ -1154,12 +1155,12 @@ static size_t session_reference(struct px_core *core, struct px_session *s, size
 	if (why == PX_EMISMATCH) {
 		/* the screen kept the failed source's wrong bytes from the
 		 * reader: what it was given matched the asset's reference */
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		if (rt->ref)
 			*mine = *rt->ref;
 		else
 			vf_fingerprint_init(mine, rt->size);
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 		return vf_fingerprint_complete(mine) ? mine->plan.n : 0;
 	}
 	return px_own_get(core, s->asset, failed, mine);
@@ -1185,6 +1186,20 @@ static void *sweep_main(void *arg)
 	return NULL;
 }
 
+/* What a cutover's candidate is checked against (cutover_locked). */
+struct check {
+	struct px_session *s;
+	size_t failed;
+	enum px_status why;
+	int64_t off;
+	const void *seam;
+	size_t n;
+	const struct vf_fingerprint *mine; /* the session's reference */
+	size_t have;                       /* its samples */
+	const size_t *cand;
+	size_t nc;
+};
+
 /*
  * The samples a cutover needs, fetched at once, in parallel, within until:
  * what the failed source's fingerprint lacks, those from off on first, when
@@ -1198,10 +1213,14 @@ static void *sweep_main(void *arg)
  * others: one stall_timeout for all. Threads: at most one per source; one
  * that cannot start sweeps in the caller's.
  */
-static void sweep_all(struct px_core *core, struct px_session *s, size_t failed,
-		      enum px_status why, const struct vf_fingerprint *served, int64_t off,
+static void sweep_all(const struct check *c, const struct vf_fingerprint *served,
 		      const size_t *cand, size_t nc, int64_t until)
 {
+	struct px_session *s = c->s;
+	struct px_core *core = s->core;
+	size_t failed = c->failed;
+	enum px_status why = c->why;
+	int64_t off = c->off;
 	struct sweep *w = calloc(nc + 1, sizeof(*w));
 	struct vf_fingerprint *ahead = malloc(sizeof(*ahead));
 	size_t n = 0;
@@ -1227,10 +1246,10 @@ static void sweep_all(struct px_core *core, struct px_session *s, size_t failed,
 		w[n++] = (struct sweep){ .core = core, .s = s, .k = failed, .until = mine_until,
 					 .first = ahead };
 	for (size_t i = 0; i < nc; i++) {
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		int skip = rt->src[cand[i]].state == VS_VERIFIED ||
 			   rt->src[cand[i]].state == VS_REJECTED;
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 		if (!skip && !px_own_full(core, s->asset, cand[i]))
 			w[n++] = (struct sweep){ .core = core, .s = s, .k = cand[i],
 						 .until = until, .first = served,
@@ -1257,7 +1276,7 @@ static enum vf_outcome judge_against_reference(struct px_core *core, size_t asse
 {
 	struct asset_rt *rt = &core->assets[asset];
 	struct vf_verdict v;
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	int have = rt->ref != NULL;
 	if (have)
 		vf_verdict_compare(rt->ref, cand, &v);
@@ -1266,7 +1285,7 @@ static enum vf_outcome judge_against_reference(struct px_core *core, size_t asse
 		if (v.outcome == VF_MISMATCH && rt->ref_from_store)
 			rt->ref_recheck = 1;
 	}
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	if (!have || v.outcome == VF_INCONCLUSIVE)
 		return VF_INCONCLUSIVE;
 	struct vf_seen seen = seen_of(core, asset, k);
@@ -1305,10 +1324,13 @@ static int conflict(const struct vf_fingerprint *a, const struct vf_fingerprint 
  * with one of them, itself included): one of that side comes later. cand:
  * the candidates, nc of them.
  */
-static int backed(struct px_core *core, struct px_session *s, size_t failed, size_t k,
-		  const struct vf_fingerprint *mine, const struct vf_fingerprint *fk,
-		  const size_t *cand, size_t nc)
+static int backed(const struct check *c, size_t k, const struct vf_fingerprint *fk)
 {
+	struct px_session *s = c->s;
+	struct px_core *core = s->core;
+	size_t failed = c->failed, nc = c->nc;
+	const struct vf_fingerprint *mine = c->mine;
+	const size_t *cand = c->cand;
 	struct vf_fingerprint *fp = calloc(nc + 1, sizeof(*fp));
 	size_t n = 0, agree = 0, against = 0, i;
 	int ok = 0;
@@ -1316,8 +1338,8 @@ static int backed(struct px_core *core, struct px_session *s, size_t failed, siz
 		goto out;
 	/* k first, then the others that hold every sample the reader passed */
 	fp[n++] = *fk;
-	for (size_t c = 0; c < nc; c++) {
-		size_t j = cand[c];
+	for (size_t m = 0; m < nc; m++) {
+		size_t j = cand[m];
 		if (j == k || j == failed || px_source_rejected(core, s->asset, j))
 			continue;
 		(void)px_own_get(core, s->asset, j, &fp[n]);
@@ -1345,10 +1367,12 @@ out:
 	return ok;
 }
 
-static int holds_same(struct px_core *core, struct px_session *s, size_t failed, size_t k,
-		      const struct vf_fingerprint *mine, size_t have, const size_t *all,
-		      size_t nall, int64_t until)
+static int holds_same(const struct check *c, size_t k, int64_t until)
 {
+	struct px_session *s = c->s;
+	struct px_core *core = s->core;
+	size_t failed = c->failed, have = c->have;
+	const struct vf_fingerprint *mine = c->mine;
 	struct asset_rt *rt = &core->assets[s->asset];
 	struct vf_fingerprint *cand = malloc(sizeof(*cand));
 	int ok = 0;
@@ -1377,10 +1401,10 @@ static int holds_same(struct px_core *core, struct px_session *s, size_t failed,
 			 * every one it served agrees, the asset's reference
 			 * must not contradict the candidate, nor a majority
 			 * of the others that agree with what it served */
-			pthread_mutex_lock(&core->vf_lock);
+			pthread_mutex_lock(&core->verify->vf_lock);
 			ok = rt->src[k].state != VS_REJECTED;
-			pthread_mutex_unlock(&core->vf_lock);
-			ok = ok && backed(core, s, failed, k, mine, cand, all, nall);
+			pthread_mutex_unlock(&core->verify->vf_lock);
+			ok = ok && backed(c, k, cand);
 			if (ok)
 				px_info("cutover", "%s: %s matches the %zu of %zu samples %s gave "
 					"before it failed", s->who, src_name(core, s->asset, k),
@@ -1392,9 +1416,9 @@ static int holds_same(struct px_core *core, struct px_session *s, size_t failed,
 		snprintf(why, sizeof(why), "differs from %s, which a session was served from, at "
 			 "sample %zu (offset %lld)", src_name(core, s->asset, failed), i,
 			 (long long)mine->plan.off[i]);
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		px_src_why(&rt->src[k], why);
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 		px_warn("cutover", "%s: %s %s: not a standby of this session", s->who,
 			src_name(core, s->asset, k), why);
 		break;
@@ -1433,9 +1457,9 @@ static int seam_holds(struct px_core *core, struct px_session *s, size_t k, int6
 	if (st == PX_EBUSY)
 		return -1;
 	if (st == PX_OK && v.outcome == VF_MISMATCH) {
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		apply_verdict(core, s->asset, k, &v);
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 	} else if (st == PX_OK || says_failed(st)) {
 		/* it did not answer: not a verdict */
 		px_source_failed(core, s->asset, k, st != PX_OK ? st : PX_ETIMEDOUT, v.why);
@@ -1453,26 +1477,12 @@ static int takes_verified(struct px_core *core, size_t asset, size_t k, size_t f
 			  enum px_status why)
 {
 	struct asset_rt *rt = &core->assets[asset];
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	int verified = rt->src[k].state == VS_VERIFIED &&
 		       (rt->src[failed].state != VS_REJECTED || why == PX_EMISMATCH);
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	return verified;
 }
-
-/* What a cutover's candidate is checked against (cutover_locked). */
-struct check {
-	struct px_session *s;
-	size_t failed;
-	enum px_status why;
-	int64_t off;
-	const void *seam;
-	size_t n;
-	const struct vf_fingerprint *mine; /* the session's reference */
-	size_t have;                       /* its samples */
-	const size_t *cand;
-	size_t nc;
-};
 
 /* Whether candidate k may take the session over: 1 yes, 0 no, -1 its
  * provider had no slot free for a question. until bounds the sample
@@ -1497,7 +1507,7 @@ static int passes(const struct check *c, size_t k, int verified, int64_t until, 
 		 * the seam are all there is */
 		ok = size_gate(core, s, k, until);
 	} else {
-		ok = holds_same(core, s, c->failed, k, c->mine, c->have, c->cand, c->nc, until);
+		ok = holds_same(c, k, until);
 	}
 	if (ok <= 0)
 		return ok;
@@ -1510,49 +1520,70 @@ static int passes(const struct check *c, size_t k, int verified, int64_t until, 
 	return 1;
 }
 
-/* px_cutover() with the session's cut_lock held. Each candidate gets at
- * most stall_timeout for its checks (and the read's deadline bounds all):
- * a standby that does not answer costs the reader no more than a stall. */
-static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_t off,
-				     enum px_status why, const void *seam, size_t n,
-				     int64_t deadline)
+/* Takes the failure that starts a cutover into the source's state: gone
+ * (404), refused credentials (its provider's), or a failure. */
+static void note_failure(struct px_session *s, size_t failed, enum px_status why)
 {
 	struct px_core *core = s->core;
-	const struct px_asset *a = &core->cat->assets[s->asset];
-	struct asset_rt *rt = &core->assets[s->asset];
-	struct vf_fingerprint *mine = malloc(sizeof(*mine));
-	struct vf_fingerprint *served = malloc(sizeof(*served));
-	enum px_status rc = PX_ENOSOURCE;
-	size_t cand[64];
-	int64_t t0 = px_now_ms();
-	int64_t per = core->cfg->stall_timeout_ms > 0 ? core->cfg->stall_timeout_ms : 3000;
-
-	if (!mine || !served || !px_src_ensure(core, s->asset))
-		goto out;
-	/* what the failed source had when it failed: the reader's bytes */
-	if (px_own_get(core, s->asset, failed, served) == 0) {
-		free(served);
-		served = NULL; /* none: the candidates are swept whole */
-	}
 	if (why == PX_ENOTFOUND)
-		rt->dead[failed] = 1;
+		core->assets[s->asset].dead[failed] = 1;
 	if (why == PX_EAUTH)
-		px_provider_auth_failed(core, a->sources[failed].provider, "HTTP 401/403");
+		px_provider_auth_failed(core, core->cat->assets[s->asset].sources[failed].provider,
+					"HTTP 401/403");
 	if (why != PX_EAUTH && why != PX_ENOTFOUND)
 		px_source_failed(core, s->asset, failed, why, "under a read");
-	size_t nc = candidates(core, s, failed, cand, 64), have = 0, busy = SIZE_MAX;
-	size_t unchecked = SIZE_MAX; /* the first whose provider had no slot for
-				      * its checks */
+}
+
+/* The session moved to k: a verified k vouches for the failed source's
+ * bytes too; the cutover is counted and logged (after: how it got k). */
+static void moved(const struct check *c, size_t k, int verified, int64_t t0, const char *after)
+{
+	struct px_session *s = c->s;
+	struct px_core *core = s->core;
+	/* the source that failed served these bytes, screened against the
+	 * reference k matches: a verified standby too */
+	pthread_mutex_lock(&core->verify->vf_lock);
+	if (verified && c->why != PX_EMISMATCH && c->why != PX_ENOTASSET)
+		core->assets[s->asset].src[c->failed].state = VS_VERIFIED;
+	pthread_mutex_unlock(&core->verify->vf_lock);
+	int64_t took = px_now_ms() - t0;
+	record(core, s, c->off, c->failed, k, c->why, took);
+	px_info("cutover", "%s offset %lld: %s -> %s (%s), %lld ms%s", s->who,
+		(long long)c->off, src_name(core, s->asset, c->failed), src_name(core, s->asset, k),
+		reason_name(c->why), (long long)took, after);
+}
+
+/* Where a cutover's pass over its candidates ended. */
+struct pass {
+	size_t cand[64];   /* the candidates, best first (c->cand) */
+	int64_t t0;        /* when the cutover began */
+	size_t took;       /* the candidate the session moved to; SIZE_MAX none */
+	size_t busy;       /* the first that passed on a provider at its limit */
+	size_t unchecked;  /* the first whose provider had no slot for its checks */
+};
+
+/* Tries the candidates in order, each within stall_timeout (per) and
+ * the deadline, sweeping their samples once when one needs them. */
+static void try_all(struct check *c, struct vf_fingerprint *mine,
+		    const struct vf_fingerprint *served, int64_t deadline, struct pass *out)
+{
+	struct px_session *s = c->s;
+	struct px_core *core = s->core;
+	int64_t per = core->cfg->stall_timeout_ms > 0 ? core->cfg->stall_timeout_ms : 3000;
+	size_t *cand = out->cand;
 	int know = 0;
 	uint64_t tried = 0; /* bit k: candidate k was tried */
-	for (size_t i = 0; i < nc && px_now_ms() < deadline; i++) {
+
+	c->cand = cand;
+	c->nc = candidates(core, s, c->failed, cand, 64);
+	for (size_t i = 0; i < c->nc && px_now_ms() < deadline; i++) {
 		size_t k = cand[i];
 		if (k < 64 && (tried >> k & 1))
 			continue;
 		int64_t until = px_now_ms() + per;
 		if (until > deadline)
 			until = deadline;
-		int verified = takes_verified(core, s->asset, k, failed, why);
+		int verified = takes_verified(core, s->asset, k, c->failed, c->why);
 		if (!verified && !know) {
 			/* the session's reference and the candidates'
 			 * fingerprints, once, when a candidate needs them */
@@ -1563,66 +1594,82 @@ static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_
 			int64_t sweep_until = px_now_ms() + 2 * per;
 			if (sweep_until > deadline - per / 4)
 				sweep_until = deadline - per / 4;
-			sweep_all(core, s, failed, why, served, off, cand + i, nc - i, sweep_until);
-			have = session_reference(core, s, failed, why, mine);
+			sweep_all(c, served, cand + i, c->nc - i, sweep_until);
+			c->have = session_reference(core, s, c->failed, c->why, mine);
 			know = 1;
 			/* the ones that did not answer the sweep go last now */
-			nc = candidates(core, s, failed, cand, 64);
+			c->nc = candidates(core, s, c->failed, cand, 64);
 			i = (size_t)-1;
 			continue;
 		}
 		if (k < 64)
 			tried |= 1ULL << k;
-		struct check c = { s, failed, why, off, seam, n, mine, have, cand, nc };
-		int ok = passes(&c, k, verified, until, per, deadline);
-		if (ok < 0 && unchecked == SIZE_MAX)
-			unchecked = k;
+		int ok = passes(c, k, verified, until, per, deadline);
+		if (ok < 0 && out->unchecked == SIZE_MAX)
+			out->unchecked = k;
 		if (ok <= 0)
 			continue;
 		if (px_session_switch(s, k) != PX_OK) {
 			px_info("cutover", "%s: %s: its provider is at its limit", s->who,
 				src_name(core, s->asset, k));
-			if (busy == SIZE_MAX)
-				busy = k;
+			if (out->busy == SIZE_MAX)
+				out->busy = k;
 			continue;
 		}
-		/* the source that failed served these bytes, screened
-		 * against the reference k matches: a verified standby too */
-		pthread_mutex_lock(&core->vf_lock);
-		if (verified && why != PX_EMISMATCH && why != PX_ENOTASSET)
-			rt->src[failed].state = VS_VERIFIED;
-		pthread_mutex_unlock(&core->vf_lock);
-		int64_t took = px_now_ms() - t0;
-		record(core, s, off, failed, k, why, took);
-		px_info("cutover", "%s offset %lld: %s -> %s (%s), %lld ms", s->who, (long long)off,
-			src_name(core, s->asset, failed), src_name(core, s->asset, k),
-			reason_name(why), (long long)took);
+		moved(c, k, verified, out->t0, "");
+		out->took = k;
+		return;
+	}
+}
+
+/* px_cutover() with the session's cut_lock held. Each candidate gets at
+ * most stall_timeout for its checks (and the read's deadline bounds all):
+ * a standby that does not answer costs the reader no more than a stall. */
+static enum px_status cutover_locked(struct px_session *s, size_t failed, int64_t off,
+				     enum px_status why, const void *seam, size_t n,
+				     int64_t deadline)
+{
+	struct px_core *core = s->core;
+	struct vf_fingerprint *mine = malloc(sizeof(*mine));
+	struct vf_fingerprint *served = malloc(sizeof(*served));
+	struct check c = { s, failed, why, off, seam, n, mine, 0, NULL, 0 };
+	struct pass p = { .t0 = px_now_ms(), .took = SIZE_MAX, .busy = SIZE_MAX,
+			  .unchecked = SIZE_MAX };
+	enum px_status rc = PX_ENOSOURCE;
+
+	if (!mine || !served || !px_src_ensure(core, s->asset))
+		goto out;
+	/* what the failed source had when it failed: the reader's bytes */
+	if (px_own_get(core, s->asset, failed, served) == 0) {
+		free(served);
+		served = NULL; /* none: the candidates are swept whole */
+	}
+	note_failure(s, failed, why);
+	try_all(&c, mine, served, deadline, &p);
+	if (p.took != SIZE_MAX) {
 		rc = PX_OK;
-		break;
+		goto out;
 	}
 	/* every standby was on a provider at its limit, or failed: the first
 	 * that could not be asked (a wait for a slot is no fault of the
 	 * source) is asked again with the read's time left */
-	if (rc != PX_OK && busy == SIZE_MAX && unchecked != SIZE_MAX &&
-	    px_now_ms() < deadline) {
-		int verified = takes_verified(core, s->asset, unchecked, failed, why);
-		struct check c = { s, failed, why, off, seam, n, mine, have, cand, nc };
-		if (passes(&c, unchecked, verified, deadline, deadline - px_now_ms(),
+	if (p.busy == SIZE_MAX && p.unchecked != SIZE_MAX && px_now_ms() < deadline) {
+		int verified = takes_verified(core, s->asset, p.unchecked, failed, why);
+		if (passes(&c, p.unchecked, verified, deadline, deadline - px_now_ms(),
 			   deadline) > 0) {
 			px_info("cutover", "%s: %s passed once its provider had a slot free",
-				s->who, src_name(core, s->asset, unchecked));
-			busy = unchecked;
+				s->who, src_name(core, s->asset, p.unchecked));
+			p.busy = p.unchecked;
 		}
 	}
 	/* every standby that holds the bytes is on a provider at its limit:
 	 * the first that passed waits for a slot, within the read's time */
-	if (rc != PX_OK && busy != SIZE_MAX &&
-	    px_session_switch_wait(s, busy, deadline) == PX_OK) {
-		int64_t took = px_now_ms() - t0;
-		record(core, s, off, failed, busy, why, took);
+	if (p.busy != SIZE_MAX && px_session_switch_wait(s, p.busy, deadline) == PX_OK) {
+		int64_t took = px_now_ms() - p.t0;
+		record(core, s, off, failed, p.busy, why, took);
 		px_info("cutover", "%s offset %lld: %s -> %s (%s), %lld ms, after a wait for a "
 			"slot", s->who, (long long)off, src_name(core, s->asset, failed),
-			src_name(core, s->asset, busy), reason_name(why), (long long)took);
+			src_name(core, s->asset, p.busy), reason_name(why), (long long)took);
 		rc = PX_OK;
 	}
 out:
@@ -1637,12 +1684,12 @@ out:
 void px_standby_exhausted(struct px_session *s, int64_t off, enum px_status why)
 {
 	struct px_core *core = s->core;
-	pthread_mutex_lock(&core->vf_lock);
-	core->n_exhausted++;
-	snprintf(core->exhausted_why, sizeof(core->exhausted_why),
+	pthread_mutex_lock(&core->verify->vf_lock);
+	core->verify->n_exhausted++;
+	snprintf(core->verify->exhausted_why, sizeof(core->verify->exhausted_why),
 		 "%s offset %lld: %s, and no standby could take over", s->who, (long long)off,
 		 px_strerror(why));
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	pthread_mutex_lock(&core->prov_lock);
 	s->exhausted = 1;
 	pthread_mutex_unlock(&core->prov_lock);
@@ -1664,9 +1711,11 @@ static void store_log(void *ctx, const char *line)
 enum px_status px_standby_init(struct px_core *core)
 {
 	const struct px_catalog *cat = core->cat;
-	pthread_mutex_init(&core->vf_lock, NULL);
-	pthread_cond_init(&core->vf_cond, NULL);
-	core->vf_init = 1;
+	core->verify = calloc(1, sizeof(*core->verify));
+	if (!core->verify)
+		return PX_ENOMEM;
+	pthread_mutex_init(&core->verify->vf_lock, NULL);
+	pthread_cond_init(&core->verify->vf_cond, NULL);
 	for (size_t i = 0; i < cat->nassets; i++) {
 		core->assets[i].src = NULL; /* px_src_ensure() makes them */
 	}
@@ -1678,38 +1727,43 @@ enum px_status px_standby_start(struct px_core *core)
 	char dir[4096], err[512];
 	if (core->cfg->state_dir) {
 		snprintf(dir, sizeof(dir), "%s/fingerprints", core->cfg->state_dir);
-		if (vf_store_open(dir, store_log, NULL, &core->vstore, err, sizeof(err)) != PX_OK)
+		if (vf_store_open(dir, store_log, NULL, &core->verify->vstore, err, sizeof(err)) != PX_OK)
 			px_warn("verify", "fingerprints are not kept: %s", err);
 		/* cluster mode: fingerprints and verdicts are the cluster's
 		 * (docs/cluster.md) */
-		else if (core->store)
-			vf_store_share(core->vstore, core->store);
+		else if (px_cluster_store(core))
+			vf_store_share(core->verify->vstore, px_cluster_store(core));
 	}
 	/* unit tests with a fake fetcher ask for workers explicitly */
-	if (!core->fetch && !core->verify_workers)
+	if (!core->fetch.own && !core->verify->verify_workers)
 		return PX_OK;
-	if (vf_pool_new(core->verify_workers ? (unsigned)core->verify_workers : 2, 256,
-			&core->vpool) != PX_OK) {
+	if (vf_pool_new(core->verify->verify_workers ? (unsigned)core->verify->verify_workers : 2, 256,
+			&core->verify->vpool) != PX_OK) {
 		px_warn("verify", "no verifier threads: standbys are verified only at a cutover");
-		core->vpool = NULL;
+		core->verify->vpool = NULL;
 	}
 	return PX_OK;
 }
 
+void px_standby_set_workers(struct px_core *core, int n)
+{
+	core->verify->verify_workers = n;
+}
+
 void px_standby_stop(struct px_core *core)
 {
-	if (core->vpool)
-		vf_pool_shutdown(core->vpool);
+	if (core->verify && core->verify->vpool)
+		vf_pool_shutdown(core->verify->vpool);
 }
 
 void px_standby_release(struct px_core *core)
 {
-	vf_pool_free(core->vpool);
-	core->vpool = NULL;
-	vf_store_free(core->vstore);
-	core->vstore = NULL;
-	if (!core->vf_init)
+	if (!core->verify)
 		return;
+	vf_pool_free(core->verify->vpool);
+	core->verify->vpool = NULL;
+	vf_store_free(core->verify->vstore);
+	core->verify->vstore = NULL;
 	for (size_t i = 0; i < core->cat->nassets; i++) {
 		px_own_release(core, i);
 		for (size_t k = 0; core->assets[i].src && k <= core->assets[i].source_cap; k++) {
@@ -1719,8 +1773,10 @@ void px_standby_release(struct px_core *core)
 		free(core->assets[i].src);
 		free(core->assets[i].ref);
 	}
-	pthread_cond_destroy(&core->vf_cond);
-	pthread_mutex_destroy(&core->vf_lock);
+	pthread_cond_destroy(&core->verify->vf_cond);
+	pthread_mutex_destroy(&core->verify->vf_lock);
+	free(core->verify);
+	core->verify = NULL;
 }
 
 /* ---- the first bytes a source gives */
@@ -1739,11 +1795,11 @@ enum px_status px_standby_screen(struct px_core *core, size_t asset, size_t k, i
 				.offset = plan ? plan->off[hit] : -1, .size = rt->size };
 	snprintf(v.why, sizeof(v.why), "the bytes it served at %lld differ from the "
 		 "reference's sample %ld", (long long)v.offset, hit);
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	apply_verdict(core, asset, k, &v);
 	if (rt->ref_from_store)
 		rt->ref_recheck = 1;
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	return PX_EMISMATCH;
 }
 
@@ -1759,10 +1815,10 @@ enum px_status px_standby_check_live(struct px_core *core, size_t asset, size_t 
 		    vf_hash_once((const unsigned char *)buf + (plan->off[i] - off), plan->len[i],
 				 d) != PX_OK)
 			continue;
-		pthread_mutex_lock(&core->vf_lock);
+		pthread_mutex_lock(&core->verify->vf_lock);
 		if (rt->ref && rt->ref->have[i] && memcmp(rt->ref->sha[i], d, VF_HASH_LEN))
 			hit = (long)i;
-		pthread_mutex_unlock(&core->vf_lock);
+		pthread_mutex_unlock(&core->verify->vf_lock);
 	}
 	if (hit < 0)
 		return PX_OK;
@@ -1770,11 +1826,11 @@ enum px_status px_standby_check_live(struct px_core *core, size_t asset, size_t 
 				.size = rt->size };
 	snprintf(v.why, sizeof(v.why), "the bytes it served at %lld differ from the "
 		 "reference's sample %ld", (long long)v.offset, hit);
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	apply_verdict(core, asset, k, &v);
 	if (rt->ref_from_store)
 		rt->ref_recheck = 1;
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 	return PX_EMISMATCH;
 }
 
@@ -1783,9 +1839,9 @@ enum px_status px_standby_check_live(struct px_core *core, size_t asset, size_t 
 void px_standby_apply_verdict(struct px_core *core, size_t asset, size_t k,
 			      const struct vf_verdict *v)
 {
-	pthread_mutex_lock(&core->vf_lock);
+	pthread_mutex_lock(&core->verify->vf_lock);
 	apply_verdict(core, asset, k, v);
-	pthread_mutex_unlock(&core->vf_lock);
+	pthread_mutex_unlock(&core->verify->vf_lock);
 }
 
 enum px_status px_standby_set_reference(struct px_core *core, size_t asset,
@@ -1797,4 +1853,88 @@ enum px_status px_standby_set_reference(struct px_core *core, size_t asset,
 		return PX_EINVAL;
 	set_reference(core, asset, fp, 1);
 	return PX_OK;
+}
+
+/* ---- the status's copy */
+
+_Static_assert(sizeof(((struct px_verify *)0)->recent) / sizeof(struct cutover_rec) ==
+	       PX_SNAP_RECENT, "the snapshot keeps every cutover the core remembers");
+
+/* Whether status.json lists the asset: listed, with a standby. */
+static int shown(const struct px_core *core, size_t i)
+{
+	return core->assets[i].listed && core->cat->assets[i].nsources >= 2;
+}
+
+static void snap_asset(const struct px_core *core, size_t i, struct px_snap_asset *o, int *oom)
+{
+	const struct px_asset *a = &core->cat->assets[i];
+	const struct asset_rt *rt = &core->assets[i];
+	const struct src_rt *src = __atomic_load_n(&rt->src, __ATOMIC_ACQUIRE);
+
+	o->id = px_snap_copy(a->id, oom);
+	o->path = px_snap_copy(a->path, oom);
+	o->size = rt->size;
+	if (rt->ref)
+		memcpy(o->reference, rt->ref_id, sizeof(o->reference));
+	o->reference[sizeof(o->reference) - 1] = '\0';
+	o->sources = calloc(a->nsources, sizeof(*o->sources));
+	if (!o->sources) {
+		*oom = 1;
+		return;
+	}
+	o->nsources = a->nsources;
+	for (size_t k = 0; k < a->nsources; k++) {
+		struct px_snap_source *so = &o->sources[k];
+		so->source = px_snap_copy(a->sources[k].shown, oom);
+		so->provider = px_snap_copy(core->cat->providers[a->sources[k].provider].name, oom);
+		so->verification = atomic_load(&rt->dead[k])
+			? "dead" : px_standby_state_name(src ? src[k].state : VS_UNKNOWN);
+		so->why = px_snap_copy(src ? px_src_why_of(&src[k]) : "", oom);
+		so->inconclusive = src ? src[k].inconclusive : 0;
+	}
+}
+
+enum px_status px_verify_stats(struct px_core *core, int rows, struct px_verify_stats *s)
+{
+	int oom = 0;
+
+	pthread_mutex_lock(&core->verify->vf_lock);
+	memcpy(s->n_cutovers, core->verify->n_cutovers, sizeof(s->n_cutovers));
+	memcpy(s->n_verified, core->verify->n_verified, sizeof(s->n_verified));
+	s->n_exhausted = core->verify->n_exhausted;
+	memcpy(s->exhausted_why, core->verify->exhausted_why, sizeof(s->exhausted_why));
+	s->exhausted_why[sizeof(s->exhausted_why) - 1] = '\0';
+	if (!rows)
+		goto out;
+
+	uint64_t nr = core->verify->nrecent < PX_SNAP_RECENT ? core->verify->nrecent : PX_SNAP_RECENT;
+	for (uint64_t i = 0; i < nr; i++) {
+		const struct cutover_rec *c = &core->verify->recent[(core->verify->nrecent - 1 - i) % PX_SNAP_RECENT];
+		const struct px_asset *a = &core->cat->assets[c->asset];
+		struct px_snap_cutover *o = &s->recent[s->nrecent++];
+		o->session = c->session;
+		o->asset = px_snap_copy(a->id, &oom);
+		o->from = px_snap_copy(a->sources[c->from].shown, &oom);
+		o->to = px_snap_copy(a->sources[c->to].shown, &oom);
+		o->offset = c->offset;
+		o->ms = c->ms;
+		o->when = c->when;
+		o->reason = c->reason;
+	}
+
+	size_t n = 0, na = core->cat->nassets;
+	for (size_t i = 0; i < na; i++)
+		n += (size_t)shown(core, i);
+	s->assets = calloc(n + 1, sizeof(*s->assets));
+	if (!s->assets) {
+		oom = 1;
+		goto out;
+	}
+	for (size_t i = 0; i < na && s->nshown < n; i++)
+		if (shown(core, i))
+			snap_asset(core, i, &s->assets[s->nshown++], &oom);
+out:
+	pthread_mutex_unlock(&core->verify->vf_lock);
+	return oom ? PX_ENOMEM : PX_OK;
 }

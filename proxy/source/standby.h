@@ -16,6 +16,9 @@ struct px_session;
 
 enum px_status px_standby_init(struct px_core *core);  /* with px_core_new */
 enum px_status px_standby_start(struct px_core *core); /* after discovery */
+/* Verifier threads for a core without a real fetcher (the scenario
+ * checker's; 0: none): before px_core_discover. */
+void px_standby_set_workers(struct px_core *core, int n);
 void px_standby_stop(struct px_core *core);            /* ends the workers */
 void px_standby_release(struct px_core *core);
 
@@ -112,5 +115,56 @@ void px_standby_apply_verdict(struct px_core *core, size_t asset, size_t k,
  */
 enum px_status px_standby_set_reference(struct px_core *core, size_t asset,
 					const struct vf_fingerprint *fp) PX_WUR;
+
+/* ---- the status's copy (px_verify_stats) */
+
+struct px_snap_source {
+	char *source, *provider;
+	const char *verification;  /* a static name: "dead", or its VS_* state's */
+	char *why;                 /* the last verdict, in words; "" when none */
+	int inconclusive;          /* inconclusive checks in a row */
+};
+
+/* An asset the status lists: listed, with more than one source. */
+struct px_snap_asset {
+	char *id, *path;
+	int64_t size;
+	char reference[17];        /* the reference fingerprint's id, "" when none */
+	struct px_snap_source *sources;
+	size_t nsources;
+};
+
+struct px_snap_cutover {
+	uint64_t session;
+	char *asset, *from, *to;   /* the asset's id, the sources as shown */
+	int64_t offset, ms, when;  /* when: core clock, ms */
+	enum px_status reason;
+};
+
+#define PX_SNAP_RECENT 8        /* cutovers the core remembers */
+
+/* Verification and cutovers as the status shows them, copied under
+ * vf_lock (px_verify_stats). Plain data the caller owns. */
+struct px_verify_stats {
+	uint64_t n_cutovers[PX_STATUS_COUNT]; /* by trigger */
+	uint64_t n_verified[4];    /* match, mismatch, size_mismatch, inconclusive */
+	uint64_t n_exhausted;
+	char exhausted_why[300];
+	struct px_snap_cutover recent[PX_SNAP_RECENT]; /* rows only: newest first */
+	size_t nrecent;
+	struct px_snap_asset *assets; /* rows only; else NULL */
+	size_t nshown;
+};
+
+/*
+ * Copies the verification and cutover counters into *out (zeroed by the
+ * caller) and, with rows, the recent cutovers and the listed assets with
+ * more than one source, with each source's state, under vf_lock taken
+ * once. PX_ENOMEM when a copy failed: what was copied is in *out all the
+ * same, for the caller to free (snapshot.c takes it). Any thread holding
+ * none of the core's locks.
+ */
+enum px_status px_verify_stats(struct px_core *core, int rows,
+			       struct px_verify_stats *out) PX_WUR;
 
 #endif

@@ -21,6 +21,11 @@
  * again at most every PX_STORE_ROLE_CHECK_MS before a call, no longer says
  * "master". Each drops the connection; the next connect asks the sentinels
  * again, and a master at another address is counted as a failover.
+ *
+ * Over TLS (rediss://, rediss-sentinel://) the connection is made by
+ * tls.c, which hands hiredis a socket of its pump thread
+ * (redisConnectFd): everything above sees a plain connection, and a TLS
+ * failure is a connection lost.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +45,7 @@
 #include "log.h"
 #include "kvstore.h"
 #include "sentinel.h"
+#include "tls.h"
 
 #define PX_SENTINEL_ASK_MS 500
 
@@ -54,10 +60,12 @@ struct px_store {
 	char prefix[PX_STORE_PREFIX_MAX + 1];
 	struct px_sentinels sents; /* sents.n 0: not behind Sentinel */
 	int sent_next;            /* the sentinel to ask first */
+	struct px_tls *tls;       /* rediss://, rediss-sentinel://; NULL: plain */
 	_Atomic uint64_t gen_floor;
 
 	pthread_mutex_t lock;     /* the connection and everything below */
 	redisContext *ctx;
+	struct px_tls_conn *tconn; /* ctx's TLS pump; NULL: plain */
 	int64_t retry_at;         /* monotonic ms: no connect before */
 	int64_t backoff_ms;
 	_Atomic int up;           /* also read without the lock */
@@ -169,6 +177,8 @@ struct url_parts {
 	char path[1024];
 	int db;
 	struct px_sentinels sents;
+	int tls;
+	struct px_tls_files tlsf;
 };
 
 static int parse_db(const char *p, int *db)
@@ -182,36 +192,10 @@ static int parse_db(const char *p, int *db)
 	return 0;
 }
 
-static enum px_status parse_url(const char *url, struct url_parts *u, char *err, size_t errlen)
+/* HOST[:PORT][/DB] at p, of url (named in messages). */
+static enum px_status parse_tcp(const char *url, const char *p, struct url_parts *u, char *err,
+				size_t errlen)
 {
-	memset(u, 0, sizeof(*u));
-	u->port = 6379;
-	if (strncmp(url, "redis+unix://", 13) == 0) {
-		const char *p = url + 13;
-		const char *q = strchr(p, '?');
-		size_t n = q ? (size_t)(q - p) : strlen(p);
-		if (p[0] != '/' || n < 2 || n >= sizeof(u->path)) {
-			snprintf(err, errlen, "store URL '%s': expected redis+unix:///PATH (an absolute "
-				 "path to Redis's socket)", url);
-			return PX_EINVAL;
-		}
-		memcpy(u->path, p, n);
-		u->path[n] = '\0';
-		if (q && (strncmp(q, "?db=", 4) || parse_db(q + 4, &u->db))) {
-			snprintf(err, errlen, "store URL '%s': the only query is ?db=N", url);
-			return PX_EINVAL;
-		}
-		return PX_OK;
-	}
-	if (strncmp(url, PX_SENTINEL_SCHEME, strlen(PX_SENTINEL_SCHEME)) == 0)
-		return px_sentinel_parse(url, &u->sents, err, errlen);
-	if (strncmp(url, "redis://", 8) != 0) {
-		snprintf(err, errlen, "store URL '%s': expected redis://HOST[:PORT][/DB], "
-			 "redis+unix:///PATH or %sHOST:PORT+HOST:PORT/NAME", url,
-			 PX_SENTINEL_SCHEME);
-		return PX_EINVAL;
-	}
-	const char *p = url + 8;
 	const char *slash = strchr(p, '/');
 	size_t hn = slash ? (size_t)(slash - p) : strlen(p);
 	if (memchr(p, '@', hn)) {
@@ -234,6 +218,73 @@ static enum px_status parse_url(const char *url, struct url_parts *u, char *err,
 		return PX_EINVAL;
 	}
 	return PX_OK;
+}
+
+/* rediss://HOST[:PORT][/DB][?QUERY] (the query: tls.h) */
+static enum px_status parse_tls_url(const char *url, struct url_parts *u, char *err,
+				    size_t errlen)
+{
+	const char *q = strchr(url, '?');
+	size_t n = q ? (size_t)(q - url) : strlen(url);
+	char plain[1024];
+
+	if (n - 9 >= sizeof(plain)) {
+		snprintf(err, errlen, "store URL: too long");
+		return PX_EINVAL;
+	}
+	if (q && px_tls_parse_query(url, q + 1, strlen(q + 1), &u->tlsf, err, errlen) != PX_OK)
+		return PX_EINVAL;
+	/* the rest reads as redis://'s, its messages naming the URL as given */
+	snprintf(plain, sizeof(plain), "%.*s", (int)(n - 9), url + 9);
+	return parse_tcp(url, plain, u, err, errlen);
+}
+
+static enum px_status parse_url(const char *url, struct url_parts *u, char *err, size_t errlen)
+{
+	memset(u, 0, sizeof(*u));
+	u->port = 6379;
+	if (strlen(url) >= sizeof(((struct px_store *)0)->url)) {
+		snprintf(err, errlen, "store URL: longer than %zu bytes",
+			 sizeof(((struct px_store *)0)->url) - 1);
+		return PX_EINVAL;
+	}
+	if (strncmp(url, "redis+unix://", 13) == 0) {
+		const char *p = url + 13;
+		const char *q = strchr(p, '?');
+		size_t n = q ? (size_t)(q - p) : strlen(p);
+		if (p[0] != '/' || n < 2 || n >= sizeof(u->path)) {
+			snprintf(err, errlen, "store URL '%s': expected redis+unix:///PATH (an absolute "
+				 "path to Redis's socket)", url);
+			return PX_EINVAL;
+		}
+		memcpy(u->path, p, n);
+		u->path[n] = '\0';
+		if (q && (strncmp(q, "?db=", 4) || parse_db(q + 4, &u->db))) {
+			snprintf(err, errlen, "store URL '%s': the only query is ?db=N", url);
+			return PX_EINVAL;
+		}
+		return PX_OK;
+	}
+	if (strncmp(url, PX_SENTINEL_TLS_SCHEME, strlen(PX_SENTINEL_TLS_SCHEME)) == 0) {
+		const char *q = strchr(url, '?');
+		u->tls = 1;
+		if (q && px_tls_parse_query(url, q + 1, strlen(q + 1), &u->tlsf, err, errlen))
+			return PX_EINVAL;
+		return px_sentinel_parse(url, &u->sents, err, errlen);
+	}
+	if (strncmp(url, PX_SENTINEL_SCHEME, strlen(PX_SENTINEL_SCHEME)) == 0)
+		return px_sentinel_parse(url, &u->sents, err, errlen);
+	if (strncmp(url, "rediss://", 9) == 0) {
+		u->tls = 1;
+		return parse_tls_url(url, u, err, errlen);
+	}
+	if (strncmp(url, "redis://", 8) != 0) {
+		snprintf(err, errlen, "store URL '%s': expected redis://HOST[:PORT][/DB], "
+			 "rediss://HOST[:PORT][/DB][?TLS], redis+unix:///PATH or "
+			 "%sHOST:PORT+HOST:PORT/NAME", url, PX_SENTINEL_SCHEME);
+		return PX_EINVAL;
+	}
+	return parse_tcp(url, url + 8, u, err, errlen);
 }
 
 enum px_status px_store_check_url(const char *url, char *err, size_t errlen)
@@ -319,6 +370,14 @@ enum px_status px_store_new(const char *url, const char *password_file, const ch
 			return st;
 		}
 	}
+	if (u.tls && (st = px_tls_new(&u.tlsf, &s->tls, err, errlen)) != PX_OK) {
+		if (s->password) {
+			memset(s->password, 0, strlen(s->password));
+			free(s->password);
+		}
+		free(s);
+		return st;
+	}
 	pthread_mutex_init(&s->lock, NULL);
 	s->latency_us = -1;
 	s->backoff_ms = 250;
@@ -332,6 +391,8 @@ void px_store_free(struct px_store *s)
 		return;
 	if (s->ctx)
 		redisFree(s->ctx);
+	px_tls_conn_free(s->tconn);
+	px_tls_free(s->tls);
 	if (s->password) {
 		memset(s->password, 0, strlen(s->password));
 		free(s->password);
@@ -359,13 +420,21 @@ static void note_error(struct px_store *s, const char *fmt, ...)
 	s->errors++;
 }
 
-/* Drops the connection after a call without an answer: calls fail at
- * once until the backoff ends. */
-static void drop(struct px_store *s)
+/* Closes the connection (and its TLS pump). */
+static void close_ctx(struct px_store *s)
 {
 	if (s->ctx)
 		redisFree(s->ctx);
 	s->ctx = NULL;
+	px_tls_conn_free(s->tconn);
+	s->tconn = NULL;
+}
+
+/* Drops the connection after a call without an answer: calls fail at
+ * once until the backoff ends. */
+static void drop(struct px_store *s)
+{
+	close_ctx(s);
 	if (s->up) {
 		px_warn("store", "%s: %s; the store is degraded (calls fail at once, retried "
 			"after %lld ms)", s->url, s->last_error, (long long)s->backoff_ms);
@@ -422,6 +491,30 @@ static enum px_status raw(struct px_store *s, int argc, const char **argv,
 	return PX_OK;
 }
 
+/* Over TLS: the handshake (bounded by PX_STORE_CONNECT_MS), then hiredis
+ * on the pump's socket. Under s->lock. */
+static enum px_status open_tls(struct px_store *s)
+{
+	char why[400];
+	int fd;
+	enum px_status st = px_tls_connect(s->tls, s->host, s->port, PX_STORE_CONNECT_MS, &fd,
+					   &s->tconn, why, sizeof(why));
+	if (st != PX_OK) {
+		note_error(s, "%s", why);
+		drop(s);
+		return st;
+	}
+	if (!(s->ctx = redisConnectFd(fd))) {
+		close(fd);
+		note_error(s, "out of memory");
+		drop(s);
+		return PX_ENOMEM;
+	}
+	redisSetTimeout(s->ctx, tv_of(PX_STORE_COMMAND_MS));
+	s->connects++;
+	return PX_OK;
+}
+
 /* Opens the connection to s->host:s->port (or the socket) with the
  * timeouts. Under s->lock. */
 static enum px_status open_ctx(struct px_store *s)
@@ -429,8 +522,9 @@ static enum px_status open_ctx(struct px_store *s)
 	struct timeval ct = tv_of(PX_STORE_CONNECT_MS);
 	enum px_status st;
 
-	if (s->ctx)
-		redisFree(s->ctx);
+	close_ctx(s);
+	if (s->tls)
+		return open_tls(s);
 	errno = 0;
 	s->ctx = s->path[0] ? redisConnectUnixWithTimeout(s->path, ct)
 			    : redisConnectWithTimeout(s->host, s->port, ct);
@@ -561,7 +655,7 @@ static enum px_status locate_master(struct px_store *s)
 {
 	struct px_hostport m;
 	char why[700];
-	enum px_status st = px_sentinel_ask(&s->sents, s->password, &s->sent_next,
+	enum px_status st = px_sentinel_ask(&s->sents, s->password, s->tls, &s->sent_next,
 					    PX_SENTINEL_ASK_MS, &m, why, sizeof(why));
 	if (st != PX_OK) {
 		note_error(s, "no sentinel names the master %s: %.190s", s->sents.name, why);
@@ -611,9 +705,7 @@ static enum px_status connect_now(struct px_store *s)
 {
 	enum px_status st;
 
-	if (s->ctx)
-		redisFree(s->ctx);
-	s->ctx = NULL;
+	close_ctx(s);
 	if (s->sents.n && (st = locate_master(s)) != PX_OK)
 		return st;
 	if ((st = open_ctx(s)) != PX_OK || (st = handshake(s)) != PX_OK ||
@@ -716,7 +808,7 @@ static enum px_status call(struct px_store *s, int argc, const char **argv,
 	if (out)
 		*out = NULL;
 	if (lock_bounded(s))
-		return PX_EBUSY;
+		return PX_ELOCKTIMEOUT;
 	s->calls++;
 	if (!s->ctx && px_now_ms() < s->retry_at) {
 		s->errors++;
@@ -756,10 +848,20 @@ enum px_status px_store_call(struct px_store *s, int argc, const char **argv,
 	return call(s, argc, argv, argvlen, 0, out);
 }
 
-static enum px_status eval(struct px_store *s, const char *script, int nkeys,
-			   const char **keys, int nargs, const char **args, int acked,
+/* A script's call: its text, keys and arguments. */
+struct script_call {
+	const char *script;
+	int nkeys;
+	const char **keys;
+	int nargs;
+	const char **args;
+};
+
+static enum px_status eval(struct px_store *s, const struct script_call *e, int acked,
 			   struct px_reply **out)
 {
+	const char *script = e->script, **keys = e->keys, **args = e->args;
+	int nkeys = e->nkeys, nargs = e->nargs;
 	const char *argv[64];
 	char nk[16];
 	if (nkeys + nargs + 3 > (int)(sizeof(argv) / sizeof(argv[0])))
@@ -780,14 +882,16 @@ enum px_status px_store_eval(struct px_store *s, const char *script, int nkeys,
 			     const char **keys, int nargs, const char **args,
 			     struct px_reply **out)
 {
-	return eval(s, script, nkeys, keys, nargs, args, 0, out);
+	struct script_call e = { script, nkeys, keys, nargs, args };
+	return eval(s, &e, 0, out);
 }
 
 enum px_status px_store_eval_acked(struct px_store *s, const char *script, int nkeys,
 				   const char **keys, int nargs, const char **args,
 				   struct px_reply **out)
 {
-	return eval(s, script, nkeys, keys, nargs, args, 1, out);
+	struct script_call e = { script, nkeys, keys, nargs, args };
+	return eval(s, &e, 1, out);
 }
 
 int px_store_sentinel(const struct px_store *s)

@@ -10,6 +10,10 @@
  *                                the master named NAME as Redis Sentinel
  *                                says (sentinel.h; PORT 26379 by default),
  *                                followed through failovers
+ *   rediss://HOST[:PORT][/DB][?TLS], rediss-sentinel://...[?TLS]
+ *                                the same over TLS; TLS is the CA file,
+ *                                client certificate and key, and name to
+ *                                verify, as tls.h says
  * A password, when Redis wants one, is read from a file
  * (store_password_file=, first line), never from the URL or a command
  * line: a URL with user information is refused. Every key seamfs writes
@@ -33,7 +37,7 @@
  *
  * Threads. One connection per store, guarded by a mutex: calls from
  * several threads are serialised (each waits at most PX_STORE_COMMAND_MS
- * for the lock, then fails with PX_EBUSY). The calls seamfs makes are
+ * for the lock, then fails with PX_ELOCKTIMEOUT). The calls seamfs makes are
  * small and rare (heartbeats, lease and playlist updates), far from a
  * Redis round trip per read; a caller that needs many in parallel makes a
  * store of its own. The state and counters are read under the same lock.
@@ -105,7 +109,7 @@ enum px_status px_store_connect(struct px_store *s, char *err, size_t errlen) PX
  * px_reply_free; an error reply is PX_EBADRESP with *out holding it (an
  * error naming AUTH: PX_EAUTH). PX_ECONNECT / PX_ETIMEDOUT: no answer
  * (the connection is dropped, the next call after the backoff makes it
- * again); PX_EBUSY: the lock was not had in time.
+ * again); PX_ELOCKTIMEOUT: the lock was not had in time.
  */
 enum px_status px_store_call(struct px_store *s, int argc, const char **argv,
 			     const size_t *argvlen, struct px_reply **out) PX_WUR;

@@ -15,10 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <hiredis/hiredis.h>
 
 #include "sentinel.h"
+#include "tls.h"
 
 const char *px_hostport_parse(const char *s, size_t n, int defport, struct px_hostport *out)
 {
@@ -57,9 +59,8 @@ const char *px_hostport_parse(const char *s, size_t n, int defport, struct px_ho
 	return NULL;
 }
 
-static int name_ok(const char *p)
+static int name_ok(const char *p, size_t n)
 {
-	size_t n = strlen(p);
 	int ok = n >= 1 && n <= PX_SENTINEL_NAME_MAX;
 	for (size_t i = 0; ok && i < n; i++)
 		ok = (p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z') ||
@@ -70,16 +71,21 @@ static int name_ok(const char *p)
 enum px_status px_sentinel_parse(const char *url, struct px_sentinels *out, char *err,
 				 size_t errlen)
 {
-	const size_t sl = strlen(PX_SENTINEL_SCHEME);
 	memset(out, 0, sizeof(*out));
-	if (strncmp(url, PX_SENTINEL_SCHEME, sl) != 0) {
+	size_t sl = strlen(PX_SENTINEL_SCHEME);
+	if (strncmp(url, PX_SENTINEL_TLS_SCHEME, strlen(PX_SENTINEL_TLS_SCHEME)) == 0) {
+		sl = strlen(PX_SENTINEL_TLS_SCHEME);
+		out->tls = 1;
+	} else if (strncmp(url, PX_SENTINEL_SCHEME, sl) != 0) {
 		snprintf(err, errlen, "store URL '%s': expected %sHOST:PORT+HOST:PORT/NAME", url,
 			 PX_SENTINEL_SCHEME);
 		return PX_EINVAL;
 	}
 	const char *p = url + sl;
-	const char *slash = strchr(p, '/');
-	size_t hn = slash ? (size_t)(slash - p) : strlen(p);
+	/* over TLS a query follows (kvstore.c reads it) */
+	size_t len = out->tls ? strcspn(p, "?") : strlen(p);
+	const char *slash = memchr(p, '/', len);
+	size_t hn = slash ? (size_t)(slash - p) : len;
 	if (memchr(p, '@', hn)) {
 		snprintf(err, errlen, "store URL: no user or password in it (a command line is "
 			 "readable by every local user); put the password in a file named by "
@@ -112,27 +118,43 @@ enum px_status px_sentinel_parse(const char *url, struct px_sentinels *out, char
 			return PX_EINVAL;
 		}
 	}
-	if (!slash || !name_ok(slash + 1)) {
+	size_t nn = slash ? (size_t)(p + len - slash - 1) : 0;
+	if (!slash || nn > PX_SENTINEL_NAME_MAX || !name_ok(slash + 1, nn)) {
 		snprintf(err, errlen, "store URL '%s': %s (the master's name in the sentinels' "
 			 "configuration: /NAME, 1 to %d of A-Z a-z 0-9 . _ -)", url,
-			 !slash || !slash[1] ? "no master NAME" : "bad master NAME",
-			 PX_SENTINEL_NAME_MAX);
+			 !nn ? "no master NAME" : "bad master NAME", PX_SENTINEL_NAME_MAX);
 		return PX_EINVAL;
 	}
-	snprintf(out->name, sizeof(out->name), "%s", slash + 1);
+	memcpy(out->name, slash + 1, nn);
+	out->name[nn] = '\0';
 	return PX_OK;
 }
 
 /* One sentinel's answer: PX_OK with *master, else err says why. */
 static enum px_status ask_one(const struct px_hostport *at, const char *name,
-			      const char *password, int64_t timeout_ms,
+			      const char *password, struct px_tls *tls, int64_t timeout_ms,
 			      struct px_hostport *master, char *err, size_t errlen)
 {
 	struct timeval tv = { (time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000 };
 	redisReply *r = NULL;
 	enum px_status st = PX_ECONNECT;
-	redisContext *c = redisConnectWithTimeout(at->host, at->port, tv);
+	struct px_tls_conn *tc = NULL;
+	redisContext *c = NULL;
+	int fd = -1;
 
+	if (tls) {
+		char why[400];
+		if ((st = px_tls_connect(tls, at->host, at->port, timeout_ms, &fd, &tc, why,
+					 sizeof(why))) != PX_OK) {
+			snprintf(err, errlen, "sentinel %s", why);
+			goto out;
+		}
+		st = PX_ECONNECT;
+		if (!(c = redisConnectFd(fd)))
+			close(fd);
+	} else {
+		c = redisConnectWithTimeout(at->host, at->port, tv);
+	}
 	if (!c || c->err) {
 		snprintf(err, errlen, "sentinel %s:%d: %s", at->host, at->port,
 			 c ? c->errstr : "out of memory");
@@ -184,12 +206,13 @@ out:
 	freeReplyObject(r);
 	if (c)
 		redisFree(c);
+	px_tls_conn_free(tc);
 	return st;
 }
 
-enum px_status px_sentinel_ask(const struct px_sentinels *s, const char *password, int *next,
-			       int64_t timeout_ms, struct px_hostport *master, char *err,
-			       size_t errlen)
+enum px_status px_sentinel_ask(const struct px_sentinels *s, const char *password,
+			       struct px_tls *tls, int *next, int64_t timeout_ms,
+			       struct px_hostport *master, char *err, size_t errlen)
 {
 	enum px_status st = PX_ECONNECT, one;
 	char why[300];
@@ -198,7 +221,8 @@ enum px_status px_sentinel_ask(const struct px_sentinels *s, const char *passwor
 	err[0] = '\0';
 	for (int i = 0; i < s->n; i++) {
 		int k = (*next + i) % s->n;
-		one = ask_one(&s->at[k], s->name, password, timeout_ms, master, why, sizeof(why));
+		one = ask_one(&s->at[k], s->name, password, tls, timeout_ms, master, why,
+			      sizeof(why));
 		if (one == PX_OK) {
 			*next = k;
 			return PX_OK;

@@ -6,7 +6,8 @@
  * PORT 26379 by default; HOST may be [an:ipv6:address]); NAME is the
  * master's name in the sentinels' configuration (sentinel monitor NAME).
  * The sentinels are asked SENTINEL get-master-addr-by-name NAME; kvstore.c
- * then connects to that address and checks ROLE.
+ * then connects to that address and checks ROLE. rediss-sentinel://...
+ * does all of it over TLS (tls.h): the sentinels and the master.
  */
 #ifndef SEAMFS_SENTINEL_H
 #define SEAMFS_SENTINEL_H
@@ -19,6 +20,7 @@
 #define PX_SENTINEL_PORT 26379
 #define PX_SENTINEL_NAME_MAX 128
 #define PX_SENTINEL_SCHEME "redis-sentinel://"
+#define PX_SENTINEL_TLS_SCHEME "rediss-sentinel://"
 
 struct px_hostport {
 	char host[256];
@@ -29,7 +31,10 @@ struct px_sentinels {
 	struct px_hostport at[PX_SENTINELS_MAX];
 	int n;
 	char name[PX_SENTINEL_NAME_MAX + 1];
+	int tls;     /* rediss-sentinel://: sentinels and master over TLS */
 };
+
+struct px_tls;
 
 /*
  * Parses "HOST[:PORT]" or "[V6]:PORT" of n bytes at s into *out (port
@@ -39,9 +44,11 @@ struct px_sentinels {
 const char *px_hostport_parse(const char *s, size_t n, int defport, struct px_hostport *out);
 
 /*
- * Parses a redis-sentinel:// URL (above). PX_EINVAL with err naming the
- * URL and the part that is wrong (no sentinel, a bad port, no NAME, more
- * than PX_SENTINELS_MAX sentinels, user information in it).
+ * Parses a redis-sentinel:// URL (above), or a rediss-sentinel:// one
+ * (out->tls set; its query, from '?', is left to the caller). PX_EINVAL
+ * with err naming the URL and the part that is wrong (no sentinel, a bad
+ * port, no NAME, more than PX_SENTINELS_MAX sentinels, user information
+ * in it).
  */
 enum px_status px_sentinel_parse(const char *url, struct px_sentinels *out, char *err,
 				 size_t errlen) PX_WUR;
@@ -49,15 +56,16 @@ enum px_status px_sentinel_parse(const char *url, struct px_sentinels *out, char
 /*
  * Asks the sentinels for the master of s->name, starting with sentinel
  * *next and going round once; each sentinel gets at most timeout_ms to
- * connect and as much to answer. password (NULL: none) is sent only to a
- * sentinel that wants one. PX_OK with *master and *next the sentinel that
+ * connect and as much to answer, over TLS when tls is not NULL (the
+ * handshake within the connect's timeout). password (NULL: none) is sent
+ * only to a sentinel that wants one. PX_OK with *master and *next the sentinel that
  * answered (asked first next time). Else err says what each sentinel
  * answered (the last one in full) and the status is PX_ECONNECT (none
  * answered), PX_ENOTFOUND (they do not know NAME) or PX_EAUTH. Blocking;
  * the caller holds whatever lock guards its connection.
  */
-enum px_status px_sentinel_ask(const struct px_sentinels *s, const char *password, int *next,
-			       int64_t timeout_ms, struct px_hostport *master, char *err,
-			       size_t errlen) PX_WUR;
+enum px_status px_sentinel_ask(const struct px_sentinels *s, const char *password,
+			       struct px_tls *tls, int *next, int64_t timeout_ms,
+			       struct px_hostport *master, char *err, size_t errlen) PX_WUR;
 
 #endif

@@ -205,7 +205,7 @@ static enum px_status files_claim(void *impl, uint64_t expect_gen, struct px_lea
 
 	if (cur != expect_gen) {
 		l->gen = cur;
-		return PX_EAGAIN;
+		return PX_EFENCED;
 	}
 	l->gen = expect_gen + 1;
 	if ((st = write_tmp(f, l, tmp, sizeof(tmp))) != PX_OK)
@@ -216,7 +216,7 @@ static enum px_status files_claim(void *impl, uint64_t expect_gen, struct px_lea
 	unlink(tmp);
 	if (rc) {
 		l->gen = expect_gen;
-		return e == EEXIST ? PX_EAGAIN : PX_EIO;
+		return e == EEXIST ? PX_EFENCED : PX_EIO;
 	}
 	for (uint64_t g = expect_gen; g >= 1 && g + 8 > expect_gen; g--) {
 		gen_path(f, l->key, g, path, sizeof(path));
@@ -233,10 +233,10 @@ static enum px_status files_renew(void *impl, const struct px_lease *l)
 
 	gen_path(f, l->key, l->gen + 1, path, sizeof(path));
 	if (access(path, F_OK) == 0)
-		return PX_EAGAIN;
+		return PX_EFENCED;
 	gen_path(f, l->key, l->gen, path, sizeof(path));
 	if (access(path, F_OK) != 0)
-		return PX_EAGAIN;
+		return PX_EFENCED;
 	if ((st = write_tmp(f, l, tmp, sizeof(tmp))) != PX_OK)
 		return st;
 	if (rename(tmp, path)) {
@@ -378,7 +378,7 @@ enum px_status px_lease_claim(struct px_lease_store *s, const char *key, const c
 		if (!px_lease_orphaned(&cur, now, orphan_after_ms) &&
 		    strcmp(cur.owner, owner) != 0) {
 			*out = cur;
-			return PX_EAGAIN;
+			return PX_EFENCED;
 		}
 		expect = cur.gen;
 		snprintf(l.session, sizeof(l.session), "%s", cur.session);
@@ -394,8 +394,8 @@ enum px_status px_lease_claim(struct px_lease_store *s, const char *key, const c
 	snprintf(l.owner, sizeof(l.owner), "%s", owner);
 	l.heartbeat_ms = now;
 	st = s->ops->claim(s->impl, expect, &l);
-	if (st == PX_EAGAIN && s->ops->get(s->impl, key, out) == PX_OK)
-		return PX_EAGAIN;
+	if (st == PX_EFENCED && s->ops->get(s->impl, key, out) == PX_OK)
+		return PX_EFENCED;
 	if (st == PX_OK)
 		*out = l;
 	return st;

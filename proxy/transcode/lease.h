@@ -36,11 +36,11 @@ struct px_lease {
 
 struct px_lease_ops {
 	/* Stores *l as generation expect_gen + 1 if the stored generation is
-	 * expect_gen (0: nothing stored). PX_EAGAIN: someone else claimed
+	 * expect_gen (0: nothing stored). PX_EFENCED: someone else claimed
 	 * first (l->gen then holds the stored generation). */
 	enum px_status (*claim)(void *impl, uint64_t expect_gen, struct px_lease *l);
 	/* Rewrites the stored lease with l->heartbeat_ms if l->gen is still the
-	 * stored generation; PX_EAGAIN when it is not. */
+	 * stored generation; PX_EFENCED when it is not. */
 	enum px_status (*renew)(void *impl, const struct px_lease *l);
 	/* The stored lease of key; PX_ENOTFOUND when none. */
 	enum px_status (*get)(void *impl, const char *key, struct px_lease *out);
@@ -81,22 +81,22 @@ int64_t px_lease_now(const struct px_lease_store *s);
  * Claims key: takes over the stored lease if it is orphaned (or released,
  * or none is stored, or owner already holds it) by compare-and-set, keeping its session id (a new one
  * is made when none was stored). owner is ours. On PX_OK *out is the
- * lease we hold. PX_EAGAIN: a live owner holds it, or another claimant
+ * lease we hold. PX_EFENCED: a live owner holds it, or another claimant
  * won the race; *out then shows the stored lease.
  */
 enum px_status px_lease_claim(struct px_lease_store *s, const char *key, const char *owner,
 			      int64_t orphan_after_ms, struct px_lease *out) PX_WUR;
 
 /* The raw compare-and-set: stores *l as generation expect_gen + 1 if the
- * stored generation is still expect_gen. PX_EAGAIN otherwise. */
+ * stored generation is still expect_gen. PX_EFENCED otherwise. */
 enum px_status px_lease_cas(struct px_lease_store *s, uint64_t expect_gen,
 			    struct px_lease *l) PX_WUR;
 
-/* Renews l (heartbeat now). PX_EAGAIN: the lease was taken over: stop. */
+/* Renews l (heartbeat now). PX_EFENCED: the lease was taken over: stop. */
 enum px_status px_lease_heartbeat(struct px_lease_store *s, struct px_lease *l) PX_WUR;
 
 /* Marks l released (its holder stops on purpose); keeps the record, whose
- * grace then protects the work files. PX_EAGAIN as for heartbeat. */
+ * grace then protects the work files. PX_EFENCED as for heartbeat. */
 enum px_status px_lease_release(struct px_lease_store *s, struct px_lease *l) PX_WUR;
 
 /* The stored lease of key; PX_ENOTFOUND when none. */

@@ -17,7 +17,7 @@
  * that a concurrent placement of the same asset answers with the same
  * host. The chosen host takes its queue at every poll and starts the
  * writer; a requester whose host does not take it in time writes it
- * itself (transcode.c).
+ * itself (start.c; the take: remote.c).
  *
  * Keys (PREFIX from cluster=):
  *   PREFIX:place:HOST      hash: asset id -> "FROM COST CRASHES AT_MS BY",

@@ -173,6 +173,49 @@ static int split4(const char *p, const char *end, const char *f[4], const char *
 	return n;
 }
 
+/* Where a playlist line is, for its messages. */
+struct plline {
+	const char *file;
+	int lineno;
+	char *err;
+	size_t errlen;
+};
+
+/* A segment line "INDEX SIZE MTIME_NS [GEN]" (its nf fields f..fe) into
+ * pl. PX_EINVAL (err says why) or PX_ENOMEM. */
+static enum px_status parse_entry(struct px_playlist *pl, const struct plline *ln, int nf,
+				  const char *const f[4], const char *const fe[4])
+{
+	int64_t k, size, mt, gen = 0;
+	if (parse_num(f[0], fe[0], PX_SEG_MAX_COUNT, &k) ||
+	    parse_num(f[1], fe[1], INT64_MAX, &size) ||
+	    parse_num(f[2], fe[2], INT64_MAX, &mt) ||
+	    (nf == 4 && (parse_num(f[3], fe[3], INT64_MAX, &gen) || gen < 1))) {
+		snprintf(ln->err, ln->errlen, "%s:%d: expected \"INDEX SIZE MTIME_NS [GEN]\" "
+			 "(decimal numbers)", ln->file, ln->lineno);
+		return PX_EINVAL;
+	}
+	if (k >= pl->nseg || (pl->seg_bytes && size != pl->seg_bytes) ||
+	    (!pl->seg_bytes && (size <= 0 || size % PX_TS_PACKET))) {
+		snprintf(ln->err, ln->errlen, "%s:%d: segment %lld: %s", ln->file, ln->lineno,
+			 (long long)k, k >= pl->nseg ? "index beyond #SEGMENTS"
+			 : pl->seg_bytes ? "size is not #SEGMENT-BYTES"
+			 : "size is not a positive multiple of 188");
+		return PX_EINVAL;
+	}
+	enum px_status r = px_playlist_add_gen(pl, (uint32_t)k, size, mt, (uint64_t)gen);
+	if (r == PX_ENOMEM) {
+		snprintf(ln->err, ln->errlen, "%s: out of memory", ln->file);
+		return r;
+	}
+	if (r != PX_OK) {
+		snprintf(ln->err, ln->errlen, "%s:%d: segment %lld listed twice", ln->file,
+			 ln->lineno, (long long)k);
+		return PX_EINVAL;
+	}
+	return PX_OK;
+}
+
 enum px_status px_playlist_parse(const char *file, const char *text, size_t len,
 				 struct px_playlist *pl, char *err, size_t errlen)
 {
@@ -228,38 +271,15 @@ enum px_status px_playlist_parse(const char *file, const char *text, size_t len,
 			}
 			pl->clean = 1;
 		} else if ((nf == 3 || nf == 4) && f[0][0] != '#') {
-			int64_t k, size, mt, gen = 0;
 			if (!have_bytes || !have_count) {
 				snprintf(err, errlen, "%s:%d: segment before #SEGMENT-BYTES and "
 					 "#SEGMENTS", file, lineno);
 				goto out;
 			}
-			if (parse_num(f[0], fe[0], PX_SEG_MAX_COUNT, &k) ||
-			    parse_num(f[1], fe[1], INT64_MAX, &size) ||
-			    parse_num(f[2], fe[2], INT64_MAX, &mt) ||
-			    (nf == 4 && (parse_num(f[3], fe[3], INT64_MAX, &gen) || gen < 1))) {
-				snprintf(err, errlen, "%s:%d: expected \"INDEX SIZE MTIME_NS [GEN]\" "
-					 "(decimal numbers)", file, lineno);
-				goto out;
-			}
-			if (k >= pl->nseg || (pl->seg_bytes && size != pl->seg_bytes) ||
-			    (!pl->seg_bytes && (size <= 0 || size % PX_TS_PACKET))) {
-				snprintf(err, errlen, "%s:%d: segment %lld: %s", file, lineno,
-					 (long long)k, k >= pl->nseg ? "index beyond #SEGMENTS"
-					 : pl->seg_bytes ? "size is not #SEGMENT-BYTES"
-					 : "size is not a positive multiple of 188");
-				goto out;
-			}
-			enum px_status r = px_playlist_add_gen(pl, (uint32_t)k, size, mt,
-							       (uint64_t)gen);
-			if (r == PX_ENOMEM) {
-				snprintf(err, errlen, "%s: out of memory", file);
-				st = r;
-				goto out;
-			}
+			struct plline ln = { file, lineno, err, errlen };
+			enum px_status r = parse_entry(pl, &ln, nf, f, fe);
 			if (r != PX_OK) {
-				snprintf(err, errlen, "%s:%d: segment %lld listed twice", file,
-					 lineno, (long long)k);
+				st = r;
 				goto out;
 			}
 		} else {

@@ -116,7 +116,7 @@ static enum px_status r_claim(void *impl, uint64_t expect_gen, struct px_lease *
 		l->gen = (uint64_t)px_reply_int(r, 1);
 		px_store_note_gen(st, l->gen);
 		if (px_reply_int(r, 0) != 1)
-			s = PX_EAGAIN;
+			s = PX_EFENCED;
 	}
 	px_reply_free(r);
 	return s;
@@ -137,7 +137,7 @@ static enum px_status r_renew(void *impl, const struct px_lease *l)
 	enum px_status s = px_store_eval_acked(st, RENEW, 1, keys, 8, args, &r);
 	if (s == PX_OK && r->type == PX_REPLY_INT) {
 		if (r->integer == 0)
-			s = PX_EAGAIN;
+			s = PX_EFENCED;
 		else if (r->integer == 2)
 			px_info("lease", "lease %s generation %" PRIu64 ": the store had lost it; put "
 				"back", l->key, l->gen);
@@ -266,7 +266,7 @@ enum px_status px_tcstore_pl_put(struct px_store *st, const char *id, uint64_t g
 		if (what == 1)
 			*newver = (uint64_t)px_reply_int(r, 1);
 		else
-			s = what == -2 ? PX_ENOTFOUND : what < 0 ? PX_EAGAIN : PX_EEXIST;
+			s = what == -2 ? PX_ENOTFOUND : what < 0 ? PX_EFENCED : PX_EEXIST;
 	}
 	px_reply_free(r);
 	return s;

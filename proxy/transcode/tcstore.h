@@ -43,7 +43,7 @@ enum px_status px_tcstore_pl_get(struct px_store *st, const char *id, char **tex
 /*
  * Replaces the playlist of id with text if the lease's generation is
  * still gen and the playlist's version still ver (0: none stored), in one
- * script. PX_OK (*newver the new version); PX_EAGAIN: gen is not the
+ * script. PX_OK (*newver the new version); PX_EFENCED: gen is not the
  * lease's (fenced: a takeover happened); PX_EEXIST: the version moved
  * (load again and redo the change); PX_ENOTFOUND: no lease is stored (the
  * store lost it; the holder renews, which puts it back, and tries again);

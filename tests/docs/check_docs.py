@@ -122,7 +122,7 @@ def main():
         if not re.search(r'-o ' + re.escape(name) + r'\b', page):
             errors.append(f'{seamfs1}: option {name} is not described')
 
-    writer_src = open(os.path.join(root, 'proxy/transcode/writer_main.c'),
+    writer_src = open(os.path.join(root, 'proxy/writer/writer_main.c'),
                       encoding='utf-8').read()
     opts_block = re.search(r'static const struct option opts\[\] = \{(.*?)\};', writer_src,
                            re.S)

@@ -80,15 +80,22 @@ def objects(build, folders):
     return sorted(seen.items())
 
 
-def symbols(obj):
-    out = subprocess.run(['nm', '--defined-only', obj], capture_output=True, text=True,
+def symbols(objs):
+    """{object: (defined, undefined)} from one nm run over every object (one
+    process, not two per object: the check stays quick on a busy machine)."""
+    out = subprocess.run(['nm', '-A'] + objs, capture_output=True, text=True,
                          check=True).stdout
-    defined = {l.split()[2] for l in out.splitlines()
-               if len(l.split()) == 3 and l.split()[1] in 'TDBRV'}
-    out = subprocess.run(['nm', '--undefined-only', obj], capture_output=True, text=True,
-                         check=True).stdout
-    undefined = {l.split()[-1] for l in out.splitlines() if l.strip()}
-    return defined, undefined
+    syms = {o: (set(), set()) for o in objs}
+    for line in out.splitlines():
+        path, sep, rest = line.partition(': ') if ': ' in line else line.rpartition(':')
+        if not sep or path not in syms:
+            continue
+        f = rest.split()
+        if len(f) == 2 and f[0] == 'U':
+            syms[path][1].add(f[1])
+        elif len(f) == 3 and f[1] in 'TDBRV':
+            syms[path][0].add(f[2])
+    return syms
 
 
 def cycles(graph):
@@ -140,8 +147,9 @@ def main():
               file=sys.stderr)
         return 2
     defs, uses = {}, {}
+    table = symbols([obj for _, obj in objs])
     for src, obj in objs:
-        d, u = symbols(obj)
+        d, u = table[obj]
         uses[src] = u
         for s in d:
             defs.setdefault(s, src)

@@ -36,6 +36,7 @@
 #include "provider.h"
 #include "scen.h"
 #include "session.h"
+#include "standby.h"
 #include "store.h"
 
 #define SC_MTIME 1600000000
@@ -588,7 +589,7 @@ static int start_core(struct scen *s, char *err, size_t errlen)
 		goto fail;
 	/* the verifier's workers, as the daemon has them: the early fetch
 	 * of a playing source's samples and the standbys' sweeps run */
-	s->core->verify_workers = 2;
+	px_standby_set_workers(s->core, 2);
 	if (px_core_discover(s->core, NULL, SC_MTIME) != PX_OK) {
 fail:
 		snprintf(err, errlen, "the core did not start");

@@ -92,10 +92,18 @@ void rig_close(struct rig *r, struct px_handle *h)
 	px_handle_close(h);
 }
 
+struct px_reads_stats rig_reads(struct rig *r)
+{
+	struct px_reads_stats rs;
+	px_reads_stats(r->core->reads, &rs);
+	return rs;
+}
+
 int64_t rig_window_bytes(struct rig *r)
 {
-	int64_t cached = px_cache_used(r->core);
-	return atomic_load(&r->core->ra_used) - cached;
+	struct px_reads_stats rs;
+	px_reads_stats(r->core->reads, &rs);
+	return rs.ra_used - rs.cache_used;
 }
 
 void rig_release(struct rig *r, int check)

@@ -24,6 +24,7 @@
 #include "config.h"
 #include "core.h"
 #include "fake_fetch.h"
+#include "reads.h"
 #include "session.h"
 #include "state.h"
 
@@ -73,9 +74,12 @@ struct px_handle *rig_open(struct rig *r, size_t asset, uint64_t client);
 /* Closes a handle of rig_open(). Any thread. */
 void rig_close(struct rig *r, struct px_handle *h);
 
-/* The read-ahead budget the stream windows hold: core->ra_used less what
- * the cached heads and tails hold, which the budget covers too and which
- * stay after the sessions. Any thread. */
+/* The read layer's counters and bytes in use now (px_reads_stats). */
+struct px_reads_stats rig_reads(struct rig *r);
+
+/* The read-ahead budget the stream windows hold: the budget in use less
+ * what the cached heads and tails hold, which the budget covers too and
+ * which stay after the sessions. Any thread. */
 int64_t rig_window_bytes(struct rig *r);
 
 /*

@@ -770,6 +770,79 @@ static void test_stop(void **state)
 	px_fetch_stop(g_f); /* idempotent */
 }
 
+/* ---------------------------------------------------------------- batches */
+
+/* Runs b until every one of n requests has its reply, into rs by tag
+ * (0..n-1). */
+static void batch_run(struct px_fetch_batch *b, struct px_fetch_reply **rs, size_t n)
+{
+	size_t got = 0;
+	int64_t end = px_now_ms() + WAIT_MS;
+	while (got < n && px_now_ms() < end) {
+		struct px_fetch_reply *r;
+		if (px_fetch_batch_next(b, &r) != PX_OK) {
+			px_fetch_batch_wait(b, 100);
+			continue;
+		}
+		size_t k = (size_t)(uintptr_t)r->tag;
+		assert_true(k < n && !rs[k]);
+		rs[k] = r;
+		got++;
+	}
+	assert_int_equal(got, n);
+}
+
+/* A batch's HEAD, first byte, page and redirect: each reply under its tag
+ * with the final answer's head, Last-Modified and URL; a page of binary
+ * bytes is stopped, not read whole; a 404 is an answer. */
+static void test_batch(void **state)
+{
+	char url[300], moved[300];
+	struct px_fetch_batch_opts o = { .timeout_ms = WAIT_MS, .connect_timeout_ms = 5000,
+					 .user_agent = "seamfs-test", .max_connections = 2,
+					 .body_max = 1 << 20 };
+	struct px_fetch_batch *b = NULL;
+	struct px_fetch_reply *rs[6] = { 0 };
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/none.bin", g_port);
+	snprintf(moved, sizeof(moved), "http://127.0.0.1:%d/moved.bin", g_port);
+	assert_int_equal(ctl(NULL, 0, "/_ctl/rule?path=/moved.bin&redirect=/a.bin"), 200);
+	assert_int_equal(px_fetch_batch_new(&o, &b), PX_OK);
+	assert_int_equal(px_fetch_batch_add(b, PX_FETCH_HEAD, g_url, (void *)0), PX_OK);
+	assert_int_equal(px_fetch_batch_add(b, PX_FETCH_FIRST_BYTE, g_url, (void *)1), PX_OK);
+	assert_int_equal(px_fetch_batch_add(b, PX_FETCH_PAGE, g_url, (void *)2), PX_OK);
+	assert_int_equal(px_fetch_batch_add(b, PX_FETCH_PAGE, url, (void *)3), PX_OK);
+	assert_int_equal(px_fetch_batch_add(b, PX_FETCH_HEAD, moved, (void *)4), PX_OK);
+	assert_int_equal(px_fetch_batch_add(b, PX_FETCH_HEAD, g_url, (void *)5), PX_OK);
+	batch_run(b, rs, 6);
+	for (int k = 0; k < 6; k += 5) {
+		assert_true(rs[k]->done);
+		assert_int_equal(rs[k]->head.status, 200);
+		assert_int_equal(rs[k]->head.clen, SIZE);
+		assert_int_equal(rs[k]->mtime, MTIME);
+		assert_string_equal(rs[k]->url, g_url);
+	}
+	assert_int_equal(rs[1]->head.status, 206);
+	assert_true(rs[1]->head.have_cr);
+	assert_int_equal(rs[1]->head.cr.total, SIZE);
+	assert_int_equal(rs[1]->mtime, MTIME);
+	assert_true(rs[1]->done || rs[1]->stopped);
+	assert_int_equal(rs[2]->head.status, 200);
+	assert_true(rs[2]->binary && rs[2]->stopped && !rs[2]->done);
+	assert_true(rs[2]->error[0] != '\0');
+	assert_true(rs[2]->len < (size_t)SIZE);
+	assert_true(rs[3]->done);
+	assert_int_equal(rs[3]->head.status, 404);
+	assert_true(rs[4]->done);
+	assert_int_equal(rs[4]->head.status, 200);
+	assert_int_equal(rs[4]->head.clen, SIZE);
+	assert_string_equal(rs[4]->url, g_url);
+	for (int k = 0; k < 6; k++)
+		px_fetch_reply_free(rs[k]);
+	/* a batch freed with requests running ends them */
+	assert_int_equal(px_fetch_batch_add(b, PX_FETCH_PAGE, g_url, NULL), PX_OK);
+	px_fetch_batch_free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -789,6 +862,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pause_resume, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stop, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_batch, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

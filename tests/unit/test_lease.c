@@ -82,14 +82,14 @@ static void test_live_lease_refused(void **state)
 	struct px_lease l, other;
 	assert_int_equal(px_lease_claim(f->a, "k", "host:1:aa", 30000, &l), PX_OK);
 	f->now += 29000;
-	assert_int_equal(px_lease_claim(f->b, "k", "host:2:bb", 30000, &other), PX_EAGAIN);
+	assert_int_equal(px_lease_claim(f->b, "k", "host:2:bb", 30000, &other), PX_EFENCED);
 	assert_string_equal(other.owner, "host:1:aa");
 	/* the same owner may claim again: a new generation fences its old writer */
 	struct px_lease again;
 	assert_int_equal(px_lease_claim(f->a, "k", "host:1:aa", 30000, &again), PX_OK);
 	assert_int_equal(again.gen, 2);
 	assert_string_equal(again.session, l.session);
-	assert_int_equal(px_lease_heartbeat(f->a, &l), PX_EAGAIN);
+	assert_int_equal(px_lease_heartbeat(f->a, &l), PX_EFENCED);
 }
 
 static void test_orphan_takeover(void **state)
@@ -105,7 +105,7 @@ static void test_orphan_takeover(void **state)
 	assert_string_equal(t.session, l.session); /* the work keeps its id */
 	assert_string_equal(t.owner, "host:2:bb");
 	/* the old holder finds out at its next heartbeat */
-	assert_int_equal(px_lease_heartbeat(f->a, &l), PX_EAGAIN);
+	assert_int_equal(px_lease_heartbeat(f->a, &l), PX_EFENCED);
 	assert_int_equal(px_lease_get(f->a, "k", &got), PX_OK);
 	assert_string_equal(got.owner, "host:2:bb");
 }
@@ -124,12 +124,12 @@ static void test_cas_conflict(void **state)
 	c1.heartbeat_ms = c2.heartbeat_ms = f->now;
 	assert_int_equal(px_lease_cas(f->b, 1, &c1), PX_OK);
 	assert_int_equal(c1.gen, 2);
-	assert_int_equal(px_lease_cas(f->a, 1, &c2), PX_EAGAIN);
+	assert_int_equal(px_lease_cas(f->a, 1, &c2), PX_EFENCED);
 	assert_int_equal(px_lease_get(f->a, "k", &got), PX_OK);
 	assert_int_equal(got.gen, 2);
 	assert_string_equal(got.owner, "host:2:bb");
 	/* and the high-level claim of the loser sees a live owner */
-	assert_int_equal(px_lease_claim(f->a, "k", "host:3:cc", 30000, &c2), PX_EAGAIN);
+	assert_int_equal(px_lease_claim(f->a, "k", "host:3:cc", 30000, &c2), PX_EFENCED);
 	assert_string_equal(c2.owner, "host:2:bb");
 }
 

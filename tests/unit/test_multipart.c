@@ -87,7 +87,7 @@ static enum px_status feed(struct px_multipart *m, const char *buf, size_t len, 
 		free(p);
 		assert_true(used <= n);
 		at += used;
-		if (st == PX_EAGAIN)
+		if (st == PX_EFULL)
 			st = PX_OK; /* the same bytes again, as libcurl does after a pause */
 	}
 	return st;

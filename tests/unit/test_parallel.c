@@ -114,7 +114,7 @@ static void *reader_main(void *arg)
 static int wait_parallel(struct rig *r)
 {
 	for (int i = 0; i < 1000; i++) {
-		if (atomic_load(&r->core->n_par_streams) > 0)
+		if (rig_reads(r).n_par_streams > 0)
 			return 1;
 		usleep(10000);
 	}
@@ -143,8 +143,8 @@ static void test_parallel_when_starved(void **state)
 	struct px_handle *h = rig_open(r, 0, 42);
 	assert_int_equal(read_all(h), 0);
 	struct fake_counts c = fake_counts(&r->fake);
-	assert_true(atomic_load(&r->core->n_par_streams) >= 1);
-	assert_true(atomic_load(&r->core->n_parts) >= 3);
+	assert_true(rig_reads(r).n_par_streams >= 1);
+	assert_true(rig_reads(r).n_parts >= 3);
 	assert_true(parts_requested(r) >= 3);
 	assert_true(c.max_open_reqs >= 2);
 	assert_true(c.max_open_reqs <= 3);
@@ -169,9 +169,9 @@ static void test_no_parallel_without_cause(void **state)
 		struct px_handle *h = rig_open(r, 0, 42);
 		assert_int_equal(read_all(h), 0);
 		struct fake_counts c = fake_counts(&r->fake);
-		if (atomic_load(&r->core->n_par_streams) != 0 || c.max_open_reqs != 1)
+		if (rig_reads(r).n_par_streams != 0 || c.max_open_reqs != 1)
 			fail_msg("case %zu: %llu parallel streams, %d requests open at once", i,
-				 (unsigned long long)atomic_load(&r->core->n_par_streams),
+				 (unsigned long long)rig_reads(r).n_par_streams,
 				 c.max_open_reqs);
 		rig_close(r, h);
 		rig_free(r);

@@ -556,7 +556,7 @@ static void test_liveness_ignores_old_transfers(void **state)
 	assert_int_equal(px_handle_read(h, 0, sizeof(buf), buf, &got), PX_ECONNECT);
 	px_handle_close(h);
 	/* the old transfer ends now, with the bytes it had */
-	r->core->ops.cancel(r->core->ops.impl, id);
+	r->core->fetch.ops.cancel(r->core->fetch.ops.impl, id);
 	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
 	assert_true(atomic_load(&o.done));
 	rig_advance(30001);
@@ -627,7 +627,7 @@ static int cut_while_waiting(struct px_session *s, int unread)
 		return 0;
 	if (g_cut.switch_first)
 		g_cut.switched = px_session_switch(s, 1);
-	g_cut.r->core->ops.cancel(g_cut.r->core->ops.impl, g_cut.holder);
+	g_cut.r->core->fetch.ops.cancel(g_cut.r->core->fetch.ops.impl, g_cut.holder);
 	g_cut.holder_ended = fake_wait(&g_cut.r->fake, req_ended, 1, 5000);
 	if (!g_cut.switch_first)
 		g_cut.switched = px_session_switch(s, 1);
@@ -682,7 +682,7 @@ static void wait_through_cutover(struct rig *r, struct px_session **s, struct wa
 	g_cut.r = r;
 	g_cut.holder = id;
 	g_cut.switch_first = switch_first;
-	r->core->yield_idle = cut_while_waiting;
+	px_providers_set_yield(r->core, cut_while_waiting);
 	*wt = (struct waiter){ r, *s, { 3 * KiB + 5, 0, 0, 0 }, 0, PX_OK };
 	assert_int_equal(pthread_create(&th, NULL, waiter_thread, wt), 0);
 	assert_int_equal(pthread_join(th, NULL), 0);
@@ -753,11 +753,11 @@ static void test_cutover_before_slot_granted(void **state)
 	enum px_status st = px_xfer_submit(r->core, prov_of(r, "a"), NULL, 1, px_now_ms(), &fp,
 					   &cb, &id);
 	if (st == PX_OK)
-		r->core->ops.cancel(r->core->ops.impl, id);
+		r->core->fetch.ops.cancel(r->core->fetch.ops.impl, id);
 	assert_int_equal(st, PX_EBUSY);
 	/* it ends; a is free after it, and serves the asset's bytes */
 	FAKE_SET(&r->fake, hang_from, 0);
-	r->core->ops.cancel(r->core->ops.impl, wt.id);
+	r->core->fetch.ops.cancel(r->core->fetch.ops.impl, wt.id);
 	assert_true(fake_wait(&r->fake, all_ended, 0, 5000));
 	assert_false(atomic_load(&wt.w.bad));
 	assert_int_equal(held_on(r, prov_of(r, "a")), 0);

@@ -170,6 +170,13 @@ static void test_checks(void **state)
 					    "[::1]:26381/mymaster", err, sizeof(err)), PX_OK);
 	assert_int_equal(px_store_check_url("redis-sentinel://s1.lan/media.main", err, sizeof(err)),
 			 PX_OK);
+	/* over TLS: the query names files (absolute paths) and a name */
+	assert_int_equal(px_store_check_url("rediss://h:6380/2?tls_ca_file=/a/ca.pem&"
+					    "tls_cert_file=/a/c.pem&tls_key_file=/a/k.pem", err,
+					    sizeof(err)), PX_OK);
+	assert_int_equal(px_store_check_url("rediss://[::1]", err, sizeof(err)), PX_OK);
+	assert_int_equal(px_store_check_url("rediss-sentinel://s1+s2:26380/m?tls_server_name="
+					    "redis.lan", err, sizeof(err)), PX_OK);
 	static const struct { const char *url, *says; } bad[] = {
 		{ "redis-sentinel:///mymaster", "no sentinel" },
 		{ "redis-sentinel://h:26379", "no master NAME" },
@@ -184,6 +191,16 @@ static void test_checks(void **state)
 		{ "redis-sentinel://[::1/m", "bad [IPv6] host" },
 		{ "redis-sentinel://:pw@h:1/m", "store_password_file" },
 		{ "redis-sentinel://a+b+c+d+e+f+g+h+i/m", "more than 8 sentinels" },
+		{ "rediss://h?tls_ca=/x", "unknown setting 'tls_ca'" },
+		{ "rediss://h?tls_ca_file", "unknown setting 'tls_ca_file'" },
+		{ "rediss://h?tls_ca_file=ca.pem", "tls_ca_file: an absolute path" },
+		{ "rediss://h?tls_ca_file=", "tls_ca_file: empty" },
+		{ "rediss://h?tls_cert_file=/c.pem", "go together" },
+		{ "rediss://h:0/1?tls_ca_file=/x", "bad port" },
+		{ "rediss://h/x?tls_ca_file=/x", "database number" },
+		{ "rediss-sentinel://h:1/m?tls_key_file=/k", "go together" },
+		{ "rediss-sentinel://h:1/?tls_ca_file=/x", "no master NAME" },
+		{ "redis://h?tls_ca_file=/x", "database number" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		err[0] = '\0';
@@ -253,7 +270,7 @@ static void test_lease_cas_and_fencing(void **state)
 	assert_int_equal(px_lease_claim(la, "movie", "hostA:1:aa", 2000, &a), PX_OK);
 	assert_true(a.gen > 1000000000000ULL);
 	/* host B: refused while A is live */
-	assert_int_equal(px_lease_claim(lb, "movie", "hostB:2:bb", 2000, &b), PX_EAGAIN);
+	assert_int_equal(px_lease_claim(lb, "movie", "hostB:2:bb", 2000, &b), PX_EFENCED);
 	assert_string_equal(b.owner, "hostA:1:aa");
 	assert_int_equal(px_lease_heartbeat(la, &a), PX_OK);
 	/* A lists a segment under its generation */
@@ -272,9 +289,9 @@ static void test_lease_cas_and_fencing(void **state)
 	assert_true(b.gen > a.gen);
 	assert_string_equal(b.session, a.session);
 	/* A is fenced: no heartbeat, no listing, whatever version it holds */
-	assert_int_equal(px_lease_heartbeat(la, &a), PX_EAGAIN);
+	assert_int_equal(px_lease_heartbeat(la, &a), PX_EFENCED);
 	assert_int_equal(px_tcstore_pl_put(sa, "movie", a.gen, v1, t1, strlen(t1), &nv),
-			 PX_EAGAIN);
+			 PX_EFENCED);
 	char *text = NULL;
 	size_t len = 0;
 	assert_int_equal(px_tcstore_pl_get(sb, "movie", &text, &len, &ver), PX_OK);
@@ -323,7 +340,7 @@ static void test_store_lost_data(void **state)
 	assert_int_equal(px_lease_claim(ls, "ep1", "h:2:y", 60000, &got), PX_OK);
 	assert_true(got.gen > g1);
 	/* the old holder is fenced by the new generation */
-	assert_int_equal(px_lease_heartbeat(ls, &l), PX_EAGAIN);
+	assert_int_equal(px_lease_heartbeat(ls, &l), PX_EFENCED);
 	px_lease_store_free(ls);
 	px_store_free(s);
 }
@@ -359,7 +376,7 @@ static void test_generation_after_rollback(void **state)
 	assert_int_equal(px_lease_claim(la, "ep", "hostA:1:aa", -1000, &c), PX_OK);
 	assert_true(c.gen > b.gen);
 	/* B, whose generation the store no longer has, is fenced */
-	assert_int_equal(px_lease_heartbeat(lb, &b), PX_EAGAIN);
+	assert_int_equal(px_lease_heartbeat(lb, &b), PX_EFENCED);
 	/* a claimant's floor: the highest generation it saw, whatever the clock */
 	px_store_note_gen(sb, c.gen + 5000000);
 	assert_int_equal(px_lease_release(la, &c), PX_OK);
@@ -796,7 +813,7 @@ static void test_sentinel_store(void **state)
 	assert_true(px_store_key(s, lk, sizeof(lk), "tc:{ep}:lease") > 0);
 	const char *del[] = { "DEL", lk };
 	assert_int_equal(px_store_call(plain, 2, del, NULL, NULL), PX_OK);
-	assert_int_equal(px_lease_heartbeat(ls, &l), PX_EAGAIN);
+	assert_int_equal(px_lease_heartbeat(ls, &l), PX_EFENCED);
 	const char *ex[] = { "EXISTS", lk };
 	struct px_reply *r = NULL;
 	assert_int_equal(px_store_call(plain, 2, ex, NULL, &r), PX_OK);

@@ -910,7 +910,7 @@ static void test_pool_shutdown_cancels_queued(void **state)
 	assert_int_equal(vf_pool_queued(p), 5);
 	/* bounded: the sixth waiting job is refused */
 	struct pjob extra = jobs[1];
-	assert_int_equal(vf_pool_submit(p, job_run, job_done, &extra), PX_EAGAIN);
+	assert_int_equal(vf_pool_submit(p, job_run, job_done, &extra), PX_EFULL);
 
 	assert_int_equal(pthread_create(&t, NULL, shutdown_thread, p), 0);
 	wait_count(&m, &c, &cancelled, 5);       /* queued jobs cancelled at once */

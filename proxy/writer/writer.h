@@ -68,7 +68,7 @@ enum px_status px_writer_plan(const struct px_writer_args *a, struct px_seg_plan
  * segment from-1 first and discarding it), each padded to S bytes and
  * committed by tmp + fsync + rename, the playlist rewritten after each;
  * prints "committed K" on stdout per segment. Stops cleanly (#CLEAN) at the
- * end or at the first segment already listed. PX_EAGAIN: the lease was
+ * end or at the first segment already listed. PX_EFENCED: the lease was
  * taken over. PX_ESIZE: a segment would not fit S.
  */
 enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen) PX_WUR;
@@ -89,7 +89,7 @@ enum px_status px_writer_remux_run(struct px_writer_args *a, char *err, size_t e
  * it wrote (NAME.probe.tmp, renamed into place) in one update of the
  * playlist under its lock, each as a closed entry (px_playlist_add_closed:
  * the probe has moved past all of them), skipping any another run listed
- * meanwhile; then prints "committed K" for each and "done". PX_EAGAIN,
+ * meanwhile; then prints "committed K" for each and "done". PX_EFENCED,
  * listing nothing, when the lease was taken over.
  */
 /* The running FFmpeg libraries' versions, one "libavformat 59.27.100"

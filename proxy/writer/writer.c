@@ -392,6 +392,10 @@ out:
 	return st;
 }
 
+static enum px_status open_audio(struct wr *w);
+
+/* The video decoder, the x264 encoder (the profile's size and bitrate)
+ * and the scaler between them; then the audio's (open_audio). */
 static enum px_status open_codecs(struct wr *w)
 {
 	const struct px_writer_args *a = w->a;
@@ -458,8 +462,15 @@ static enum px_status open_codecs(struct wr *w)
 	if ((rc = av_frame_get_buffer(w->vframe, 0)) < 0)
 		return averr(w, rc, "frame");
 
-	if (w->ai < 0)
-		return PX_OK;
+	return w->ai < 0 ? PX_OK : open_audio(w);
+}
+
+/* The audio decoder, the AAC encoder (stereo, OUT_RATE), the resampler
+ * between them and the FIFO of resampled samples. */
+static enum px_status open_audio(struct wr *w)
+{
+	const struct px_writer_args *a = w->a;
+	int rc;
 	AVStream *as = w->ic->streams[w->ai];
 	const AVCodec *ad = avcodec_find_decoder(as->codecpar->codec_id);
 	if (!ad || !(w->adec = avcodec_alloc_context3(ad))) {
@@ -531,13 +542,13 @@ static enum px_status heartbeat(struct wr *w, int force)
 		return PX_OK;
 	w->last_hb = now;
 	enum px_status st = px_lease_heartbeat(a->leases, &a->lease);
-	if (st == PX_EAGAIN)
+	if (st == PX_EFENCED)
 		snprintf(w->err, w->errlen, "lease of %s (generation %llu) was taken over; "
 			 "stopping", a->lease.key, (unsigned long long)a->lease.gen);
 	else if (st != PX_OK)
 		px_warn("writer", "lease %s: heartbeat failed: %s", a->lease.key,
 			px_strerror(st));
-	return st == PX_EAGAIN ? st : PX_OK;
+	return st == PX_EFENCED ? st : PX_OK;
 }
 
 /* ---- cluster mode: the playlist in the store (tcstore.h) */
@@ -657,7 +668,7 @@ static enum px_status store_load(struct wr *w, int strict)
 }
 
 /* Puts w->pl into the store if our generation is current and nobody
- * changed it since we loaded it. PX_OK, PX_EAGAIN (fenced), PX_EEXIST
+ * changed it since we loaded it. PX_OK, PX_EFENCED, PX_EEXIST
  * (changed: load and redo), or the store's failure. */
 static enum px_status store_save(struct wr *w)
 {
@@ -681,7 +692,7 @@ static enum px_status store_save(struct wr *w)
 		 * back (or finds another generation: fenced); then again */
 		px_warn("writer", "the store lost the lease of %s; renewing it", w->a->lease.key);
 		st = px_lease_heartbeat(w->a->leases, &w->a->lease);
-		return st == PX_OK ? PX_EEXIST : st == PX_EAGAIN ? PX_EAGAIN : PX_EIO;
+		return st == PX_OK ? PX_EEXIST : st == PX_EFENCED ? PX_EFENCED : PX_EIO;
 	}
 	return st;
 }
@@ -737,7 +748,7 @@ static enum px_status fenced(struct wr *w, uint32_t k, const char *path)
 		unlink(path);
 	snprintf(w->err, w->errlen, "lease of %s (generation %llu) was taken over; segment %u "
 		 "not listed", w->a->lease.key, (unsigned long long)w->a->lease.gen, k);
-	return PX_EAGAIN;
+	return PX_EFENCED;
 }
 
 /*
@@ -787,7 +798,7 @@ static enum px_status commit_store(struct wr *w, uint32_t k, const char *tmp, in
 		st = store_save(w);
 		if (st == PX_OK)
 			break;
-		if (st == PX_EAGAIN)
+		if (st == PX_EFENCED)
 			return fenced(w, k, path);
 		if (st != PX_EEXIST && (st = store_wait(w, st, &tries)) != PX_OK)
 			return st;
@@ -999,76 +1010,81 @@ out:
 	return st;
 }
 
-/* Muxes the pending packets of segment k, pads to S and commits. */
-static enum px_status mux_segment(struct wr *w, uint32_t k)
+/* Whether this run keeps segment k: not when another run made it (an
+ * earlier one, or a probe just now): bytes that may have been served are
+ * never rewritten (a store that does not answer: the list we have;
+ * commit checks again). *keep 0 then; at a segment listed where this run
+ * must stop, w->stop too. */
+static enum px_status still_ours(struct wr *w, uint32_t k, int *keep)
 {
-	const int64_t S = w->remux ? (w->dry ? INT64_MAX : w->sizes[k]) : w->a->plan.seg_bytes;
-	AVFormatContext *oc = NULL;
-	AVDictionary *o = NULL;
-	uint8_t *buf = NULL, *out = NULL;
-	int64_t *vdts = NULL;
-	enum px_status st = PX_ENOMEM;
-	int rc, len = 0;
-	int keep = k >= w->first;
+	enum px_status st = w->a->store ? store_load(w, 0) : load_playlist(w);
+	if (st != PX_OK)
+		return st;
+	int what = listed(w, k);
+	if (what == LISTED_STOP) {
+		px_info("writer", "segment %u is already committed; stopping here", k);
+		w->stop = 1;
+		*keep = 0;
+	}
+	if (what == LISTED_SKIP) {
+		px_debug("writer", "segment %u is already committed; encoding past it", k);
+		*keep = 0;
+	}
+	return PX_OK;
+}
 
-	if (keep && !w->dry) {
-		/* another run made it (an earlier one, or a probe just now):
-		 * never rewrite bytes that may have been served (a store that
-		 * does not answer: the list we have; commit checks again) */
-		if ((st = w->a->store ? store_load(w, 0) : load_playlist(w)) != PX_OK)
-			goto out;
-		int what = listed(w, k);
-		if (what == LISTED_STOP) {
-			px_info("writer", "segment %u is already committed; stopping here", k);
-			w->stop = 1;
-			goto drop;
-		}
-		if (what == LISTED_SKIP) {
-			px_debug("writer", "segment %u is already committed; encoding past it", k);
-			keep = 0;
-		}
-	}
-	if (!keep) {
-		st = PX_OK; /* the warm-up segment: encoded, not kept */
-		goto drop;
-	}
-	if ((rc = avformat_alloc_output_context2(&oc, NULL, "mpegts", NULL)) < 0) {
-		st = averr(w, rc, "mpegts muxer");
+/* An MPEG-TS muxer into memory with the run's streams (*as NULL: no
+ * audio), its header written. *oc is the caller's to free, also on
+ * failure. */
+static enum px_status open_muxer(struct wr *w, AVFormatContext **oc, AVStream **vs,
+				 AVStream **as)
+{
+	AVDictionary *o = NULL;
+	enum px_status st = PX_ENOMEM;
+	int rc;
+
+	if ((rc = avformat_alloc_output_context2(oc, NULL, "mpegts", NULL)) < 0)
+		return averr(w, rc, "mpegts muxer");
+	if (!(*vs = avformat_new_stream(*oc, NULL)))
 		goto out;
-	}
-	AVStream *vs = avformat_new_stream(oc, NULL), *as = NULL;
-	if (!vs)
-		goto out;
-	avcodec_parameters_copy(vs->codecpar, w->vpar);
-	vs->codecpar->codec_tag = 0;
-	vs->time_base = w->vtb;
+	avcodec_parameters_copy((*vs)->codecpar, w->vpar);
+	(*vs)->codecpar->codec_tag = 0;
+	(*vs)->time_base = w->vtb;
 	if (w->apar) {
-		if (!(as = avformat_new_stream(oc, NULL)))
+		if (!(*as = avformat_new_stream(*oc, NULL)))
 			goto out;
-		avcodec_parameters_copy(as->codecpar, w->apar);
-		as->codecpar->codec_tag = 0;
-		as->time_base = w->atb;
+		avcodec_parameters_copy((*as)->codecpar, w->apar);
+		(*as)->codecpar->codec_tag = 0;
+		(*as)->time_base = w->atb;
 	}
-	if ((rc = avio_open_dyn_buf(&oc->pb)) < 0) {
+	if ((rc = avio_open_dyn_buf(&(*oc)->pb)) < 0) {
 		st = averr(w, rc, "memory output");
 		goto out;
 	}
 	av_dict_set(&o, "mpegts_flags", "+initial_discontinuity", 0);
 	av_dict_set(&o, "mpegts_copyts", "1", 0);
-	if ((rc = avformat_write_header(oc, &o)) < 0) {
+	if ((rc = avformat_write_header(*oc, &o)) < 0) {
 		st = averr(w, rc, "mpegts header");
 		goto out;
 	}
-	if (w->remux && (st = remux_video_dts(w, k, &vdts)) != PX_OK)
-		goto out;
-	st = PX_ENOMEM;
+	st = PX_OK;
+out:
+	av_dict_free(&o);
+	return st;
+}
+
+/* Writes the pending packets of segment k into oc (vdts: a remux's
+ * video decoding times, or NULL). */
+static enum px_status write_packets(struct wr *w, uint32_t k, AVFormatContext *oc,
+				    AVStream *vs, AVStream *as, const int64_t *vdts)
+{
 	for (size_t i = 0, vn = 0; i < w->npend; i++) {
 		struct pending *p = &w->pend[i];
 		if (p->seg != k)
 			continue;
 		AVPacket *pk = av_packet_clone(p->pkt);
 		if (!pk)
-			goto out;
+			return PX_ENOMEM;
 		AVStream *st_ = p->video ? vs : as;
 		AVRational tb = p->video ? w->vtb : w->atb;
 		pk->stream_index = st_->index;
@@ -1081,46 +1097,44 @@ static enum px_status mux_segment(struct wr *w, uint32_t k)
 			      av_rescale_q(w->shift_us, AV_TIME_BASE_Q, st_->time_base);
 		pk->pts += off;
 		pk->dts += off;
-		rc = av_interleaved_write_frame(oc, pk);
+		int rc = av_interleaved_write_frame(oc, pk);
 		av_packet_free(&pk);
-		if (rc < 0) {
-			st = averr(w, rc, "mpegts write");
-			goto out;
-		}
+		if (rc < 0)
+			return averr(w, rc, "mpegts write");
 	}
-	if ((rc = av_write_trailer(oc)) < 0) {
-		st = averr(w, rc, "mpegts trailer");
-		goto out;
-	}
-	len = avio_close_dyn_buf(oc->pb, &buf);
-	oc->pb = NULL;
+	return PX_OK;
+}
+
+/* Segment k's len muxed bytes in buf: padded to S and committed (a
+ * remux's dry run notes its size instead). */
+static enum px_status pad_commit(struct wr *w, uint32_t k, const uint8_t *buf, int len)
+{
+	const int64_t S = w->remux ? (w->dry ? INT64_MAX : w->sizes[k]) : w->a->plan.seg_bytes;
+	enum px_status st;
+	uint8_t *out;
+
 	if (len % PX_TS_PACKET) {
 		snprintf(w->err, w->errlen, "segment %u: muxer wrote %d bytes, not whole TS "
 			 "packets", k, len);
-		st = PX_EIO;
-		goto out;
+		return PX_EIO;
 	}
 	if (w->remux && w->dry) {
 		w->sizes[k] = len;
-		st = PX_OK;
-		goto drop;
+		return PX_OK;
 	}
 	if (w->remux && len != S) {
 		snprintf(w->err, w->errlen, "segment %u: remuxed to %d bytes, the plan says %lld "
 			 "(the source changed?)", k, len, (long long)S);
-		st = PX_ESIZE;
-		goto out;
+		return PX_ESIZE;
 	}
 	if (len > S) {
 		snprintf(w->err, w->errlen, "segment %u: %d bytes do not fit the segment size "
 			 "%lld (profile bitrate too low for this source?)", k, len, (long long)S);
-		st = PX_ESIZE;
 		w->a->overflow_seg = k;
-		goto out;
+		return PX_ESIZE;
 	}
-	out = malloc((size_t)S);
-	if (!out)
-		goto out;
+	if (!(out = malloc((size_t)S)))
+		return PX_ENOMEM;
 	pad_spread(out, buf, len / PX_TS_PACKET, (S - len) / PX_TS_PACKET);
 	if ((st = commit(w, k, out, S)) == PX_EEXIST) {
 		/* a probe listed it while this run encoded it */
@@ -1130,9 +1144,13 @@ static enum px_status mux_segment(struct wr *w, uint32_t k)
 			w->stop = 1;
 		}
 	}
-	if (st != PX_OK)
-		goto out;
-drop:;
+	free(out);
+	return st;
+}
+
+/* Frees the pending packets of segments up to k. */
+static void drop_pending(struct wr *w, uint32_t k)
+{
 	size_t j = 0;
 	for (size_t i = 0; i < w->npend; i++) {
 		if (w->pend[i].seg <= k)
@@ -1141,8 +1159,40 @@ drop:;
 			w->pend[j++] = w->pend[i];
 	}
 	w->npend = j;
+}
+
+/* Muxes the pending packets of segment k, pads to S and commits. */
+static enum px_status mux_segment(struct wr *w, uint32_t k)
+{
+	AVFormatContext *oc = NULL;
+	AVStream *vs = NULL, *as = NULL;
+	uint8_t *buf = NULL;
+	int64_t *vdts = NULL;
+	enum px_status st;
+	int rc, len, keep = k >= w->first;
+
+	if (keep && !w->dry && (st = still_ours(w, k, &keep)) != PX_OK)
+		goto out;
+	if (!keep)
+		goto drop; /* the warm-up segment (encoded, not kept), or made already */
+	if ((st = open_muxer(w, &oc, &vs, &as)) != PX_OK)
+		goto out;
+	if (w->remux && (st = remux_video_dts(w, k, &vdts)) != PX_OK)
+		goto out;
+	if ((st = write_packets(w, k, oc, vs, as, vdts)) != PX_OK)
+		goto out;
+	if ((rc = av_write_trailer(oc)) < 0) {
+		st = averr(w, rc, "mpegts trailer");
+		goto out;
+	}
+	len = avio_close_dyn_buf(oc->pb, &buf);
+	oc->pb = NULL;
+	if ((st = pad_commit(w, k, buf, len)) != PX_OK)
+		goto out;
+drop:
+	drop_pending(w, k);
+	st = PX_OK;
 out:
-	av_dict_free(&o);
 	if (oc && oc->pb) {
 		uint8_t *junk;
 		avio_close_dyn_buf(oc->pb, &junk);
@@ -1150,7 +1200,6 @@ out:
 	}
 	avformat_free_context(oc);
 	av_free(buf);
-	free(out);
 	free(vdts);
 	return st;
 }
@@ -1380,7 +1429,7 @@ static enum px_status save_clean(struct wr *w)
 		for (;;) {
 			if ((st = store_load(w, 1)) == PX_OK) {
 				w->pl.clean = w->pl.n > 0;
-				if ((st = store_save(w)) == PX_OK || st == PX_EAGAIN)
+				if ((st = store_save(w)) == PX_OK || st == PX_EFENCED)
 					break;
 				if (st == PX_EEXIST)
 					continue;
@@ -1390,7 +1439,7 @@ static enum px_status save_clean(struct wr *w)
 			if ((st = store_wait(w, st, &tries)) != PX_OK)
 				break;
 		}
-		if (st == PX_EAGAIN)
+		if (st == PX_EFENCED)
 			snprintf(w->err, w->errlen, "lease of %s (generation %llu) was taken over; "
 				 "not marking the list clean", w->a->lease.key,
 				 (unsigned long long)w->a->lease.gen);
@@ -1429,12 +1478,107 @@ static void pace(struct wr *w)
 	}
 }
 
+/* The encoders' parameters and time bases, for the muxer of each
+ * segment. */
+static enum px_status out_params(struct wr *w)
+{
+	if (!(w->vpar = avcodec_parameters_alloc()) ||
+	    avcodec_parameters_from_context(w->vpar, w->venc) < 0 ||
+	    (w->aenc && (!(w->apar = avcodec_parameters_alloc()) ||
+			 avcodec_parameters_from_context(w->apar, w->aenc) < 0)))
+		return PX_ENOMEM;
+	w->vtb = w->venc->time_base;
+	if (w->aenc)
+		w->atb = w->aenc->time_base;
+	return PX_OK;
+}
+
+/* Where the run starts: the warm-up segment before a->from (a probe's
+ * warm-up is shorter), the input sought there. */
+static enum px_status seek_start(struct wr *w)
+{
+	struct px_writer_args *a = w->a;
+	w->first = a->from;
+	w->next_flush = a->from ? a->from - 1 : 0;
+	w->skip_us = px_segmath_start_us(&a->plan, w->next_flush);
+	if (a->probe && a->from) {
+		/* a reader waits for a probe: it warms up on the end of the
+		 * segment before only (the encoders need a few frames) */
+		int64_t s = px_segmath_start_us(&a->plan, a->from) - PROBE_WARMUP_US;
+		if (s > w->skip_us)
+			w->skip_us = s;
+	}
+	w->last_hb = w->start_ms = px_now_ms();
+	if (w->skip_us > 0) {
+		/* land on the keyframe before, a second early; decode up to the
+		 * warm-up segment and drop what comes before it */
+		int64_t ts = w->t0_us + w->skip_us - 1000000;
+		int rc = avformat_seek_file(w->ic, -1, INT64_MIN, ts, ts, 0);
+		if (rc < 0)
+			return averr(w, rc, "seek");
+	}
+	return PX_OK;
+}
+
+/* Reads, decodes, encodes and muxes until the input ends or the run
+ * stops, renewing the lease and keeping the pace. */
+static enum px_status read_loop(struct wr *w)
+{
+	enum px_status st = PX_OK;
+	AVPacket *in = av_packet_alloc();
+	if (!in)
+		return PX_ENOMEM;
+	while (!w->stop && st == PX_OK) {
+		int rc = read_frame(w, in);
+		if (rc == AVERROR_EOF)
+			break;
+		if (rc < 0) {
+			st = averr(w, rc, "read");
+			break;
+		}
+		if (in->stream_index == w->vi)
+			st = decode(w, w->vdec, in, 1);
+		else if (in->stream_index == w->ai)
+			st = decode(w, w->adec, in, 0);
+		av_packet_unref(in);
+		if (st == PX_OK)
+			st = flush_ready(w);
+		if (st == PX_OK)
+			st = heartbeat(w, 0);
+		if (st == PX_OK && w->a->max_speed > 0 && w->v_last_pts != INT64_MIN)
+			pace(w);
+	}
+	av_packet_free(&in);
+	return st;
+}
+
+/* The end of the input: flushes decoders and encoders, then every
+ * segment. */
+static enum px_status flush_end(struct wr *w)
+{
+	enum px_status st;
+	if ((st = decode(w, w->vdec, NULL, 1)) != PX_OK)
+		return st;
+	if (w->adec && ((st = decode(w, w->adec, NULL, 0)) != PX_OK ||
+			(st = audio_out(w, 1)) != PX_OK))
+		return st;
+	avcodec_send_frame(w->venc, NULL);
+	if ((st = drain(w, w->venc, 1)) != PX_OK)
+		return st;
+	if (w->aenc) {
+		avcodec_send_frame(w->aenc, NULL);
+		if ((st = drain(w, w->aenc, 0)) != PX_OK)
+			return st;
+	}
+	w->v_eof = w->a_eof = 1;
+	return flush_ready(w);
+}
+
 enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen)
 {
 	struct wr w = { .a = a, .err = err, .errlen = errlen, .v_last_pts = INT64_MIN,
 			.v_last_seg = -1, .v_done_seg = -1, .a_done_seg = -1, .ppid = getppid() };
 	enum px_status st;
-	int rc;
 
 	if (a->remux) {
 		snprintf(err, errlen, "remux assets are not implemented yet");
@@ -1450,91 +1594,20 @@ enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen)
 		goto out;
 	w.frame = av_frame_alloc();
 	w.pkt = av_packet_alloc();
-	AVPacket *in = av_packet_alloc();
-	if (!w.frame || !w.pkt || !in) {
-		av_packet_free(&in);
+	if (!w.frame || !w.pkt) {
 		st = PX_ENOMEM;
 		goto out;
 	}
-	if (!(w.vpar = avcodec_parameters_alloc()) ||
-	    avcodec_parameters_from_context(w.vpar, w.venc) < 0 ||
-	    (w.aenc && (!(w.apar = avcodec_parameters_alloc()) ||
-			avcodec_parameters_from_context(w.apar, w.aenc) < 0))) {
-		av_packet_free(&in);
-		st = PX_ENOMEM;
+	if ((st = out_params(&w)) != PX_OK || (st = seek_start(&w)) != PX_OK)
 		goto out;
-	}
-	w.vtb = w.venc->time_base;
-	if (w.aenc)
-		w.atb = w.aenc->time_base;
-	w.first = a->from;
-	w.next_flush = a->from ? a->from - 1 : 0;
-	w.skip_us = px_segmath_start_us(&a->plan, w.next_flush);
-	if (a->probe && a->from) {
-		/* a reader waits for a probe: it warms up on the end of the
-		 * segment before only (the encoders need a few frames) */
-		int64_t s = px_segmath_start_us(&a->plan, a->from) - PROBE_WARMUP_US;
-		if (s > w.skip_us)
-			w.skip_us = s;
-	}
-	w.last_hb = w.start_ms = px_now_ms();
-	if (w.skip_us > 0) {
-		/* land on the keyframe before, a second early; decode up to the
-		 * warm-up segment and drop what comes before it */
-		int64_t ts = w.t0_us + w.skip_us - 1000000;
-		rc = avformat_seek_file(w.ic, -1, INT64_MIN, ts, ts, 0);
-		if (rc < 0) {
-			av_packet_free(&in);
-			st = averr(&w, rc, "seek");
-			goto out;
-		}
-	}
 	px_info("writer", "segments %u.. of %u (%lld bytes each) from %s at %lld bit/s, %s %u",
 		a->from, a->plan.nseg, (long long)a->plan.seg_bytes, input_name(a),
 		(long long)a->video_bps, a->from ? "warm-up segment" : "no warm-up before",
 		w.next_flush);
-	while (!w.stop && st == PX_OK) {
-		rc = read_frame(&w, in);
-		if (rc == AVERROR_EOF)
-			break;
-		if (rc < 0) {
-			st = averr(&w, rc, "read");
-			break;
-		}
-		if (in->stream_index == w.vi)
-			st = decode(&w, w.vdec, in, 1);
-		else if (in->stream_index == w.ai)
-			st = decode(&w, w.adec, in, 0);
-		av_packet_unref(in);
-		if (st == PX_OK)
-			st = flush_ready(&w);
-		if (st == PX_OK)
-			st = heartbeat(&w, 0);
-		if (st == PX_OK && a->max_speed > 0 && w.v_last_pts != INT64_MIN)
-			pace(&w);
-	}
-	av_packet_free(&in);
-	if (st != PX_OK)
+	if ((st = read_loop(&w)) != PX_OK)
 		goto out;
-	if (!w.stop) {
-		/* the end: flush decoders and encoders, then every segment */
-		if ((st = decode(&w, w.vdec, NULL, 1)) != PX_OK)
-			goto out;
-		if (w.adec && ((st = decode(&w, w.adec, NULL, 0)) != PX_OK ||
-			       (st = audio_out(&w, 1)) != PX_OK))
-			goto out;
-		avcodec_send_frame(w.venc, NULL);
-		if ((st = drain(&w, w.venc, 1)) != PX_OK)
-			goto out;
-		if (w.aenc) {
-			avcodec_send_frame(w.aenc, NULL);
-			if ((st = drain(&w, w.aenc, 0)) != PX_OK)
-				goto out;
-		}
-		w.v_eof = w.a_eof = 1;
-		if ((st = flush_ready(&w)) != PX_OK)
-			goto out;
-	}
+	if (!w.stop && (st = flush_end(&w)) != PX_OK)
+		goto out;
 	if (a->probe)
 		goto out; /* px_writer_publish lists its segments */
 	if ((st = save_clean(&w)) != PX_OK)
@@ -1651,70 +1724,122 @@ out:
 	return st;
 }
 
-enum px_status px_writer_remux_plan(const struct px_writer_args *a, char **json, char *err,
-				    size_t errlen)
+/* A remux plan's pass 1: where segments start (a video keyframe at least
+ * D after the last start), into w->bounds; w->nseg the number of
+ * segments. */
+static enum px_status remux_bounds(struct wr *w)
 {
-	struct px_writer_args pa = *a;
-	struct wr w = { .a = &pa, .err = err, .errlen = errlen, .remux = 1, .dry = 1,
-			.v_done_seg = -1, .a_done_seg = -1 };
+	const struct px_writer_args *a = w->a;
 	AVPacket *in = av_packet_alloc();
-	json_t *root = NULL, *starts = NULL, *sizes = NULL;
 	enum px_status st = PX_ENOMEM;
 	size_t cap = 0;
 	int64_t first = AV_NOPTS_VALUE, last_start = 0, end = AV_NOPTS_VALUE;
 	int rc;
 
-	*json = NULL;
-	if (!in || (st = open_input(&w)) != PX_OK)
+	if (!in || (st = open_input(w)) != PX_OK)
 		goto out;
-	AVStream *vs = w.ic->streams[w.vi];
+	AVStream *vs = w->ic->streams[w->vi];
 	const int64_t D = av_rescale_q((int64_t)a->segment_seconds * AV_TIME_BASE, AV_TIME_BASE_Q,
 				       vs->time_base);
-	/* pass 1: where segments start */
-	while ((rc = read_frame(&w, in)) >= 0) {
-		if (in->stream_index == w.vi && in->pts != AV_NOPTS_VALUE) {
+	while ((rc = read_frame(w, in)) >= 0) {
+		if (in->stream_index == w->vi && in->pts != AV_NOPTS_VALUE) {
 			int64_t e = in->pts + (in->duration > 0 ? in->duration : 0);
 			if (end == AV_NOPTS_VALUE || e > end)
 				end = e;
 			if ((in->flags & AV_PKT_FLAG_KEY) && first == AV_NOPTS_VALUE) {
 				first = last_start = in->pts;
 			} else if ((in->flags & AV_PKT_FLAG_KEY) && in->pts - last_start >= D) {
-				if (w.nseg + 1 >= cap) {
+				if (w->nseg + 1 >= cap) {
 					cap = cap ? 2 * cap : 256;
-					int64_t *b = realloc(w.bounds, cap * sizeof(*b));
+					int64_t *b = realloc(w->bounds, cap * sizeof(*b));
 					if (!b) {
 						st = PX_ENOMEM;
 						goto out;
 					}
-					w.bounds = b;
+					w->bounds = b;
 				}
-				w.bounds[w.nseg++] = in->pts; /* nseg counts bounds here */
+				w->bounds[w->nseg++] = in->pts; /* nseg counts bounds here */
 				last_start = in->pts;
 			}
 		}
 		av_packet_unref(in);
-		if (w.nseg + 1 >= PX_SEG_MAX_COUNT) {
-			snprintf(err, errlen, "%s: too many segments", input_name(a));
+		if (w->nseg + 1 >= PX_SEG_MAX_COUNT) {
+			snprintf(w->err, w->errlen, "%s: too many segments", input_name(a));
 			st = PX_EINVAL;
 			goto out;
 		}
 	}
 	if (rc != AVERROR_EOF) {
-		st = averr(&w, rc, "read");
+		st = averr(w, rc, "read");
 		goto out;
 	}
 	if (first == AV_NOPTS_VALUE) {
-		snprintf(err, errlen, "%s: no video keyframe", input_name(a));
+		snprintf(w->err, w->errlen, "%s: no video keyframe", input_name(a));
 		st = PX_EINVAL;
 		goto out;
 	}
-	if (w.nseg && end - w.bounds[w.nseg - 1] < D / 4)
-		w.nseg--; /* a short tail joins the last segment */
-	w.nseg++;     /* from here on, the number of segments */
-	if (!w.bounds && !(w.bounds = malloc(sizeof(*w.bounds)))) {
-		st = PX_ENOMEM;
+	if (w->nseg && end - w->bounds[w->nseg - 1] < D / 4)
+		w->nseg--; /* a short tail joins the last segment */
+	w->nseg++;     /* from here on, the number of segments */
+	st = !w->bounds && !(w->bounds = malloc(sizeof(*w->bounds))) ? PX_ENOMEM : PX_OK;
+out:
+	av_packet_free(&in);
+	return st;
+}
+
+/* The plan's JSON from a dry run's sizes (w->sizes) and bounds. */
+static enum px_status remux_plan_json(struct wr *w, char **json)
+{
+	json_t *root = json_object(), *starts = json_array(), *sizes = json_array();
+	enum px_status st = PX_ENOMEM;
+	int64_t total = 0;
+	uint32_t nseg = w->nseg;
+
+	if (!root || !starts || !sizes)
 		goto out;
+	for (uint32_t k = 0; k < nseg; k++) {
+		if (w->sizes[k] <= 0) {
+			snprintf(w->err, w->errlen, "%s: segment %u came out empty",
+				 input_name(w->a), k);
+			st = PX_EINVAL;
+			goto out;
+		}
+		total += w->sizes[k];
+		if (json_array_append_new(sizes, json_integer(w->sizes[k])) ||
+		    (k + 1 < nseg && json_array_append_new(starts, json_integer(w->bounds[k]))))
+			goto out;
 	}
+	int64_t dur = duration_us(w);
+	if (json_object_set_new(root, "remux", json_true()) ||
+	    json_object_set_new(root, "duration_us", json_integer(dur)) ||
+	    json_object_set_new(root, "segments", json_integer(nseg)) ||
+	    json_object_set_new(root, "segment_bytes", json_integer(0)) ||
+	    json_object_set_new(root, "size", json_integer(total)) ||
+	    json_object_set_new(root, "tb_num", json_integer(w->vtb.num)) ||
+	    json_object_set_new(root, "tb_den", json_integer(w->vtb.den)) ||
+	    json_object_set(root, "starts", starts) || json_object_set(root, "sizes", sizes))
+		goto out;
+	*json = json_dumps(root, JSON_COMPACT);
+	st = *json ? PX_OK : PX_ENOMEM;
+out:
+	json_decref(starts);
+	json_decref(sizes);
+	json_decref(root);
+	return st;
+}
+
+enum px_status px_writer_remux_plan(const struct px_writer_args *a, char **json, char *err,
+				    size_t errlen)
+{
+	struct px_writer_args pa = *a;
+	struct wr w = { .a = &pa, .err = err, .errlen = errlen, .remux = 1, .dry = 1,
+			.v_done_seg = -1, .a_done_seg = -1 };
+	enum px_status st;
+
+	*json = NULL;
+	/* pass 1: where segments start */
+	if ((st = remux_bounds(&w)) != PX_OK)
+		goto out;
 	/* pass 2: the exact size of every segment */
 	int64_t *bounds = w.bounds;
 	uint32_t nseg = w.nseg;
@@ -1725,47 +1850,13 @@ enum px_status px_writer_remux_plan(const struct px_writer_args *a, char **json,
 			 .v_done_seg = -1, .a_done_seg = -1, .bounds = bounds, .nseg = nseg };
 	pa.plan.nseg = nseg;
 	pa.plan.seg_bytes = 0;
+	st = PX_ENOMEM;
 	if (!(w.sizes = calloc(nseg, sizeof(*w.sizes))) ||
 	    (st = open_input(&w)) != PX_OK || (st = remux_streams(&w)) != PX_OK ||
 	    (st = remux_pass(&w, 0)) != PX_OK)
 		goto out;
-	int64_t total = 0;
-	root = json_object();
-	starts = json_array();
-	sizes = json_array();
-	if (!root || !starts || !sizes)
-		goto oom;
-	for (uint32_t k = 0; k < nseg; k++) {
-		if (w.sizes[k] <= 0) {
-			snprintf(err, errlen, "%s: segment %u came out empty", input_name(a), k);
-			st = PX_EINVAL;
-			goto out;
-		}
-		total += w.sizes[k];
-		if (json_array_append_new(sizes, json_integer(w.sizes[k])) ||
-		    (k + 1 < nseg && json_array_append_new(starts, json_integer(w.bounds[k]))))
-			goto oom;
-	}
-	int64_t dur = duration_us(&w);
-	if (json_object_set_new(root, "remux", json_true()) ||
-	    json_object_set_new(root, "duration_us", json_integer(dur)) ||
-	    json_object_set_new(root, "segments", json_integer(nseg)) ||
-	    json_object_set_new(root, "segment_bytes", json_integer(0)) ||
-	    json_object_set_new(root, "size", json_integer(total)) ||
-	    json_object_set_new(root, "tb_num", json_integer(w.vtb.num)) ||
-	    json_object_set_new(root, "tb_den", json_integer(w.vtb.den)) ||
-	    json_object_set(root, "starts", starts) || json_object_set(root, "sizes", sizes))
-		goto oom;
-	*json = json_dumps(root, JSON_COMPACT);
-	st = *json ? PX_OK : PX_ENOMEM;
-	goto out;
-oom:
-	st = PX_ENOMEM;
+	st = remux_plan_json(&w, json);
 out:
-	json_decref(starts);
-	json_decref(sizes);
-	json_decref(root);
-	av_packet_free(&in);
 	close_all(&w);
 	return st;
 }
@@ -1918,7 +2009,7 @@ static enum px_status publish_store(struct wr *w, uint32_t from)
 			break;
 		if ((st = store_save(w)) == PX_OK)
 			break;
-		if (st == PX_EAGAIN) {
+		if (st == PX_EFENCED) {
 			for (size_t i = 0; i < n; i++)
 				unlink(paths[i]);
 			snprintf(w->err, w->errlen, "lease of %s (generation %llu) was taken over; not "
@@ -1952,11 +2043,11 @@ enum px_status px_writer_publish(struct px_writer_args *a, uint32_t from, char *
 	int lk;
 
 	/* a probe whose lease was taken over lists nothing (fencing) */
-	if (a->leases && px_lease_heartbeat(a->leases, &a->lease) == PX_EAGAIN) {
+	if (a->leases && px_lease_heartbeat(a->leases, &a->lease) == PX_EFENCED) {
 		snprintf(err, errlen, "lease of %s (generation %llu) was taken over; not listing "
 			 "segments %u..%u", a->lease.key, (unsigned long long)a->lease.gen, from,
 			 a->probe_until);
-		return PX_EAGAIN;
+		return PX_EFENCED;
 	}
 	if (a->store)
 		return publish_store(&w, from);

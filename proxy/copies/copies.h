@@ -1,7 +1,8 @@
 /*
  * copies.h - verified copies of assets on the catalog's storages
- * (copies.c; docs/copies.md): placement, the copy jobs, the copies'
- * registration as path sources, the storages' copying role.
+ * (proxy/copies/, its layout in copies.c; docs/copies.md): placement, the
+ * copy jobs, the copies' registration as path sources, the storages'
+ * copying role.
  */
 #ifndef SEAMFS_COPIES_H
 #define SEAMFS_COPIES_H
@@ -49,7 +50,7 @@ struct px_place_in {
  * Picks the storage for one more copy of an asset of `size` bytes among
  * s[0..n): reachable, the role on, no serving copy of the asset there,
  * free_bytes >= min_free + size; of those the freest (the first on a tie).
- * PX_WAIT_NONE with *pick set, else why it must wait (copies.c's design
+ * PX_WAIT_NONE with *pick set, else why it must wait (place.c's design
  * block gives the order of the reasons). Pure; any thread.
  */
 enum px_copy_wait px_copies_place(const struct px_place_in *s, size_t n, int64_t size,
