@@ -35,6 +35,9 @@ struct px_tcfile;
  * holding only lease files). Else PX_EINVAL and err names work_dir and one
  * entry that is not seamfs's: nothing is touched. PX_EIO (err says why)
  * when it cannot be made or read. Call before mounting, from one thread.
+ * Daemons on other hosts may call it at the same moment on one shared
+ * work_dir (a cluster booting): a marker one of them made meanwhile makes
+ * the directory seamfs's for all of them.
  */
 enum px_status px_transcode_prepare_work(const struct px_config *cfg,
 					 const struct px_catalog *cat, char *err,

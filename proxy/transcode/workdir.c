@@ -228,9 +228,17 @@ enum px_status px_transcode_prepare_work(const struct px_config *cfg,
 	while ((de = readdir(d))) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
+		/* another host or daemon on this work_dir made it and marked
+		 * it since the stat above (a cluster booting at once) */
+		if (strcmp(de->d_name, WORK_MARKER) == 0) {
+			closedir(d);
+			return PX_OK;
+		}
 		n++;
 		if (!legacy_entry(work, de->d_name, cat, what, sizeof(what))) {
 			closedir(d);
+			if (marked_dir(work))
+				return PX_OK; /* marked while this loop read it */
 			snprintf(err, errlen, "work_dir %s is not empty and seamfs did not make it "
 				 "(no %s in it): it holds %s; not using it (name an empty or new "
 				 "directory, or move its contents away)", work, WORK_MARKER, what);
