@@ -368,7 +368,9 @@ static struct cache_slot *pair_tail(struct px_core *core, struct px_session *ses
 	tail_bounds(core, asset, &start, &len);
 	if (t->state != CACHE_EMPTY || (core->reads->disk && !t->disk_tried) || start <= end ||
 	    len <= 0 || len > core->cfg->cache_size ||
-	    atomic_load(&core->provs[sess->prov].no_multipart) || make_room(core, len, t))
+	    atomic_load(&core->provs[core->cat->assets[asset].sources[source].provider]
+				.no_multipart) ||
+	    make_room(core, len, t))
 		return NULL;
 	do {
 		if (used + len > core->cfg->readahead_budget)
@@ -506,9 +508,11 @@ static enum px_status fill_submit(struct cread *c, struct fill *f, const struct 
 	px_mem_prefault(s->buf + from, (size_t)more);
 	if (t)
 		px_mem_prefault(t->buf, (size_t)t->len);
-	/* the fill holds a slot of the reader's session */
-	enum px_status rc = px_xfer_submit(core, c->sess->prov, c->sess, 0, c->rq->deadline, &fp,
-					   &cb, &id);
+	/* the fill holds a slot of the reader's session, on its source's
+	 * provider: another reader of the session may have cut it over to
+	 * another provider since this one chose the source */
+	enum px_status rc = px_xfer_submit(core, f->prov, c->sess, 0, c->rq->deadline, &fp, &cb,
+					   &id);
 	pthread_mutex_lock(&core->reads->cache_lock);
 	if (rc != PX_OK) {
 		free(f);
@@ -562,7 +566,7 @@ static enum px_status ask(struct cread *c, struct cache_slot *s)
 	}
 	s->buf = buf;
 	*f = (struct fill){ .core = core, .slot = s, .asset = c->asset, .which = c->which,
-			    .prov = c->sess->prov };
+			    .prov = core->cat->assets[c->asset].sources[c->source].provider };
 	size_t was_also = s->also;
 	fill_begin(c, s, first, also, want, more);
 	/* a head's first part brings the tail along where the origin can,

@@ -56,6 +56,7 @@
 #include "session.h"
 #include "fake_fetch.h"
 #include "reads_i.h"
+#include "request.h"
 #include "rig.h"
 
 #define KiB (1LL << 10)
@@ -1464,6 +1465,78 @@ static void test_close_while_paused(void **state)
 	close_while_paused(1);
 }
 
+struct fill_call {
+	struct px_session *sess;
+	unsigned char *buf;
+	size_t len;
+	enum px_status st;
+};
+
+static void *fill_main(void *arg)
+{
+	struct fill_call *c = arg;
+	struct px_read_req rq = { .off = 0, .len = c->len, .buf = c->buf,
+				  .deadline = px_now_ms() + 10000, .who = "test" };
+	int from_disk = 0;
+	c->st = px_cache_read(c->sess, 0, 0, &rq, NULL, &from_disk);
+	return NULL;
+}
+
+static int req_submitted(struct fake *f, int n)
+{
+	return f->nreq >= n;
+}
+
+/* A head fill of a source whose session another reader of its client has
+ * just cut over to the standby (on another provider) is that source's
+ * transfer: its slot is its provider's, not the session's new one. On
+ * a16ab66 the fill took the new provider's slot while it talked to the
+ * old one, which then had one transfer more than max_connections (the
+ * scenario checker's seed 266 under load: p0 had 5 open, max 4). */
+static void test_fill_counts_on_its_own_source(void **state)
+{
+	(void)state;
+	struct rig *r = asset_rig(1, 8 * MiB, 1, 16 * 1024, 1);
+	ra_start(r);
+	struct px_handle *h = rig_open(r, 0, 42);
+	struct px_session *sess = px_handle_session(h);
+	size_t p0 = r->core->cat->assets[0].sources[0].provider;
+	size_t p1 = r->core->cat->assets[0].sources[1].provider;
+	assert_int_not_equal(p0, p1);
+	assert_int_equal(atomic_load(&sess->source), 0);
+	/* the other reader's cutover */
+	assert_int_equal(px_session_switch(sess, 1), PX_OK);
+	r->fake.hang_from = 1; /* the fill waits for the test */
+	struct fill_call c = { .sess = sess, .len = 64 * KiB, .buf = malloc(64 * KiB) };
+	assert_non_null(c.buf);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, fill_main, &c), 0);
+	int seen = fake_wait(&r->fake, req_submitted, 1, 5000);
+	pthread_mutex_lock(&r->core->prov_lock);
+	int x0 = r->core->provs[p0].xfers + r->core->provs[p0].bg;
+	int held0 = r->core->provs[p0].held;
+	int x1 = r->core->provs[p1].xfers;
+	pthread_mutex_unlock(&r->core->prov_lock);
+	pthread_mutex_lock(&r->fake.lock);
+	r->fake.hang_from = 0;
+	for (int i = 0; i < r->fake.nreq; i++)
+		r->fake.reqs[i]->hang = 0;
+	pthread_cond_broadcast(&r->fake.cond);
+	pthread_mutex_unlock(&r->fake.lock);
+	pthread_join(t, NULL);
+	assert_true(seen);
+	struct fake_req q = fake_req(&r->fake, 1);
+	assert_non_null(strstr(q.url, "origin.test"));
+	/* the old provider counts the transfer; the new one has none open */
+	assert_int_equal(x1, 0);
+	assert_true(x0 >= 1 && held0 >= 1);
+	assert_int_equal(c.st, PX_OK);
+	assert_memory_equal(c.buf, g_data, 64 * KiB);
+	free(c.buf);
+	rig_close(r, h);
+	rig_free(r);
+}
+
 int main(int argc, char **argv)
 {
 	px_log_setup(PX_LOG_ERROR, 0);
@@ -1508,6 +1581,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_stream_idle_end, rig_teardown),
 		cmocka_unit_test_teardown(test_stream_hangs, rig_teardown),
 		cmocka_unit_test_teardown(test_close_while_paused, rig_teardown),
+		cmocka_unit_test_teardown(test_fill_counts_on_its_own_source, rig_teardown),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	free(g_data);
