@@ -577,8 +577,13 @@ static enum px_status submit(struct px_stream *st, int64_t deadline)
 	if (gen == st->gen && !st->closed) {
 		st->xid = id;
 		/* a stall counts from the slot: the wait for it in the submit
-		 * is the provider's limit, not the source's silence */
+		 * is the provider's limit, not the source's silence; and so
+		 * does a reader's starving (par_wanted), or a transfer that
+		 * waited for a slot or a cutover would turn parallel before
+		 * its first byte */
 		st->progress = px_progress_start();
+		st->last_pause = px_now_ms();
+		st->pause_rend = st->rend;
 	} else {
 		/* superseded while we were submitting */
 		pthread_mutex_unlock(&st->lock);
@@ -1114,6 +1119,11 @@ static enum px_status wait_par(struct px_stream *st, struct px_retry *retry,
 	enum px_status rc = par_pump(st, 1, rq->deadline, rq->who, retry);
 	if (rc != PX_OK || end <= st->rend || st->closed)
 		return rc;
+	/* a part failed while par_pump had let go of the lock (a submit): its
+	 * wakeup came before this wait, which would watch no transfer until
+	 * the deadline. Decide on it first */
+	if (par_failed(st) >= 0)
+		return PX_OK;
 	if (end > st->want)
 		st->want = end;
 	note_wait(st, waited);
@@ -1172,7 +1182,9 @@ static enum px_status wait_single(struct px_stream *st, const struct px_read_req
 		return PX_ETIMEDOUT;
 	if (end < st->wake_at)
 		st->wake_at = end;
-	enum px_wait_outcome o = px_wait_bytes(&wt, NULL, &st->progress);
+	/* the transfer may have ended while the spare slot was asked for
+	 * without our lock: its wakeup came before this wait */
+	enum px_wait_outcome o = px_wait_bytes(&wt, &st->ended, &st->progress);
 	if (o == PX_WAIT_STALLED && st->rend < end && !st->ended && !st->paused && st->xid) {
 		/* stalled: end the transfer; restart_ended cuts over */
 		st->stalled = 1;

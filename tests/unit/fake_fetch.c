@@ -176,6 +176,30 @@ static enum px_status fake_submit(void *impl, const struct px_fetch_params *p,
 	struct fake_req *r = calloc(1, sizeof(*r));
 
 	pthread_mutex_lock(&f->lock);
+	if (r && f->refuse_next_ending > 0) {
+		int t = f->refuse_next_ending;
+		f->refuse_next_ending = 0;
+		if (t <= f->nreq && !f->reqs[t - 1]->done) {
+			struct fake_req *e = f->reqs[t - 1];
+			e->hang = 1; /* the fetch thread steps it no more */
+			while (e->in_data && !f->stop) {
+				struct timespec ts;
+				clock_gettime(CLOCK_MONOTONIC, &ts);
+				ts.tv_nsec += 1000000;
+				if (ts.tv_nsec >= 1000000000L) {
+					ts.tv_sec++;
+					ts.tv_nsec -= 1000000000L;
+				}
+				pthread_cond_timedwait(&f->cond, &f->lock, &ts);
+			}
+			if (!e->done)
+				fake_finish(f, e, f->fail_status);
+		}
+		f->refused++;
+		pthread_mutex_unlock(&f->lock);
+		free(r);
+		return PX_ECONNECT;
+	}
 	if (!r || f->submit_status != PX_OK) {
 		enum px_status st = PX_ENOMEM;
 		if (r) {

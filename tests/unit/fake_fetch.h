@@ -123,6 +123,12 @@ struct fake {
 	/* origins that died (fake_host_down): every request to a URL that
 	 * contains host delivers `after` bytes, then ends with status */
 	struct { char host[64]; enum px_status status; int64_t after; } down[FAKE_MAX_DOWN];
+	int refuse_next_ending;   /* > 0: the next submit is refused (PX_ECONNECT,
+				   * counted in refused), and request
+				   * refuse_next_ending (1-based) ends first,
+				   * with fail_status, in the submitting thread:
+				   * a transfer that fails while its reader
+				   * starts another. Reset by that submit */
 	const char *drip_url;     /* threaded: a request whose URL contains it
 				   * drips: an honest answer, then drip_bytes
 				   * every drip_interval_us; NULL: none */
