@@ -254,7 +254,7 @@ int px_session_yield_idle(struct px_session *sess, int how)
 	pthread_mutex_lock(&sess->lock);
 	for (struct px_handle *h = sess->handles; h && n < 16; h = h->snext) {
 		pthread_mutex_lock(&h->lock);
-		if (h->stream && (how == PX_YIELD_LEAVING ? !px_stream_closed(h->stream) :
+		if (h->stream && (how == PX_YIELD_ALL ? !px_stream_closed(h->stream) :
 				  px_stream_idle(h->stream, unread))) {
 			idle[n++] = h->stream;
 			h->stream = NULL;
@@ -268,7 +268,7 @@ int px_session_yield_idle(struct px_session *sess, int how)
 		n += px_cache_yield(sess->core, sess->id);
 	if (n)
 		px_debug("session", "%s: closed %d %s stream(s) or fill(s) to free a slot",
-			 sess->who, n, how == PX_YIELD_LEAVING ? "leaving" : unread ? "unread" :
+			 sess->who, n, how == PX_YIELD_ALL ? "busy" : unread ? "unread" :
 			 "idle");
 	return n;
 }

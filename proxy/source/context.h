@@ -107,7 +107,7 @@ static inline size_t px_spare_sources(size_t nassets)
 typedef void (*px_reload_fn)(void *ctx, const struct px_tree *old, const struct px_tree *now);
 
 /* What a session gives up for a slot (px_providers_set_yield). */
-enum { PX_YIELD_IDLE, PX_YIELD_UNREAD, PX_YIELD_LEAVING };
+enum { PX_YIELD_IDLE, PX_YIELD_UNREAD, PX_YIELD_ALL };
 
 struct px_core {
 	const struct px_config *cfg;

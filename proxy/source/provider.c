@@ -25,7 +25,12 @@
  * reader waits on although its transfer runs or stalls: read-ahead the
  * reader left by a seek, which would otherwise hold the session's one slot
  * until its transfer ends (a stalled one: never, since only a waiting
- * reader judges a stall).
+ * reader judges a stall). After a quarter of its time (stall_timeout at
+ * most), while its session holds transfers there, it widens to every
+ * stream of its session, readers inside or not: they read directly, in
+ * turn after it. Two readers of one session at a provider of one slot so
+ * take turns; otherwise one reading a stream for longer than read_timeout
+ * starved the other (the checker's seed 1771 under load).
  *
  * Sessions. An open joins the session of the same client and asset when
  * there is one (open, or closed less than session_ttl ago), else a new
@@ -558,6 +563,12 @@ static enum px_status wait_turn(struct px_core *core, struct xrec *x, struct slo
 	enum px_status st = PX_OK;
 	int yielded = 0;
 	int slices = 0; /* waits of 200 ms with no slot */
+	/* from then on the session's own readers give up their streams for
+	 * this one: its turn, within its time */
+	int64_t now = px_now_ms(), turn = (deadline - now) / 4;
+	if (turn > core->cfg->stall_timeout_ms)
+		turn = core->cfg->stall_timeout_ms;
+	turn += now;
 
 	while (!w->granted) {
 		if (core->providers->stopping) {
@@ -571,12 +582,17 @@ static enum px_status wait_turn(struct px_core *core, struct xrec *x, struct slo
 			continue;
 		} else if (x->sess && !yielded) {
 			yielded = 1;
-			pthread_mutex_unlock(&core->prov_lock);
 			/* a cutover's check that found no slot for a while:
 			 * the session's own streams on the source it leaves
-			 * may hold it (a shared provider) */
+			 * may hold it (a shared provider); a reader that
+			 * waited its turn while its session's other readers
+			 * kept the slot (a stream its reader is always
+			 * inside) takes it: theirs read directly, in turn */
+			int own = x->sess->prov == x->prov && x->sess->xfers > 0;
+			pthread_mutex_unlock(&core->prov_lock);
 			int how = !slices ? PX_YIELD_IDLE :
-				  t_cutover ? PX_YIELD_LEAVING : PX_YIELD_UNREAD;
+				  t_cutover || (own && px_now_ms() >= turn) ? PX_YIELD_ALL :
+				  PX_YIELD_UNREAD;
 			int n = core->providers->yield_idle ? core->providers->yield_idle(x->sess, how) : 0;
 			pthread_mutex_lock(&core->prov_lock);
 			if (n)

@@ -95,6 +95,11 @@ struct scen {
 					  * machine withheld the process for
 					  * as long as the timing that failed
 					  * it (lag.c): not counted */
+	int slots_taken;                 /* a read failed while every source that
+					  * could serve it was on a provider whose
+					  * every slot other clients' open
+					  * sessions held (scen_run.c
+					  * full_by_others): not counted */
 	char what[1024];                 /* the first violation */
 	int64_t nreads, nfailed, ncut;
 	int64_t switch_done;             /* SC_FORCE_SWITCH: sessions moved */

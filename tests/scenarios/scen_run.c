@@ -124,16 +124,39 @@ static int differ_unseen(const struct scen *s, int a, int b);
 
 /* A source that could have served [t0, t1] and holds the session's bytes
  * (mask: the sources that agree with every byte it returned; 0: nothing
- * served yet, then one identical to `served`, or the asset's own), or -1. */
-static int could_serve(struct scen *s, int served, unsigned mask, int64_t t0, int64_t t1)
+ * served yet, then one identical to `served`, or the asset's own), or -1.
+ * Sources on the providers of `full` (a bit per provider) do not count. */
+static int could_serve(struct scen *s, int served, unsigned mask, int64_t t0, int64_t t1,
+		       unsigned full)
 {
 	for (int j = 0; j < s->nsrc; j++)
 		if ((mask ? servable(s, j) && (mask >> j & 1) &&
 			    (served < 0 || differ_unseen(s, j, served))
 			  : identical(s, j, served)) &&
-		    able(s, j, t0, t1))
+		    able(s, j, t0, t1) && !(full >> s->src[j].prov & 1))
 			return j;
 	return -1;
+}
+
+/* The providers (a bit each) whose every slot is held by other sessions
+ * than sid that a reader has open: the core gives a playback's slot to no
+ * other session (a reservation), so a session at such a provider's limit
+ * waits for one of them to end. Lingering sessions (no handle) do not
+ * count: the core ends them for a slot. */
+static unsigned full_by_others(struct scen *s, uint64_t sid)
+{
+	struct px_core *core = s->core;
+	int held[SF_MAX_SOURCES] = { 0 };
+	unsigned full = 0;
+	pthread_mutex_lock(&core->prov_lock);
+	for (const struct px_session *o = core->sessions; o; o = o->next)
+		if (o->id != sid && o->nhandles > 0 && o->prov < SF_MAX_SOURCES)
+			held[o->prov]++;
+	pthread_mutex_unlock(&core->prov_lock);
+	for (int p = 0; p < s->nprov; p++)
+		if (s->limit[p] > 0 && held[p] >= s->limit[p])
+			full |= 1u << p;
+	return full;
 }
 
 /* The sources whose bytes agree with every byte session sid returned; 0
@@ -347,9 +370,11 @@ static int do_read(struct scen *s, struct px_handle *h, int64_t off, size_t len,
 	uint64_t sid = px_handle_session_id(h);
 	size_t got = 0;
 	int before = (int)atomic_load(&ps->source);
+	unsigned full = full_by_others(s, sid);
 	int64_t t0 = px_now_ms();
 	enum px_status st = px_handle_read(h, off, len, buf, &got);
 	int64_t t1 = px_now_ms();
+	full &= full_by_others(s, sid); /* at the read's start and its end */
 	int after = (int)atomic_load(&ps->source);
 	int served = served_of(s, sid);
 
@@ -378,7 +403,13 @@ static int do_read(struct scen *s, struct px_handle *h, int64_t off, size_t len,
 			check_bytes(s, sid, served, off, len, buf, got);
 		return 0;
 	}
-	int j = could_serve(s, served, mask_of(s, sid), t0, t1);
+	unsigned mask = mask_of(s, sid);
+	int j = could_serve(s, served, mask, t0, t1, full);
+	if (j < 0 && could_serve(s, served, mask, t0, t1, 0) >= 0) {
+		pthread_mutex_lock(&s->lock);
+		s->slots_taken = 1;
+		pthread_mutex_unlock(&s->lock);
+	}
 	char from[64] = "nothing served yet";
 	if (served >= 0)
 		snprintf(from, sizeof(from), "served from s%d (%s)", served,
@@ -476,7 +507,7 @@ static void run_pattern(struct scen *s, const struct sc_reader *rd, struct px_ha
  * bytes could serve, or every provider is at its limit (PX_EBUSY). */
 static void check_open(struct scen *s, enum px_status st, int64_t t0)
 {
-	int j = st == PX_EBUSY ? -1 : could_serve(s, -1, 0, t0, px_now_ms());
+	int j = st == PX_EBUSY ? -1 : could_serve(s, -1, 0, t0, px_now_ms(), 0);
 	if (j >= 0)
 		scen_violation(s, "open failed (%s) while s%d (%s) could serve", px_strerror(st),
 			       j, sf_kind_name(s->src[j].kind));

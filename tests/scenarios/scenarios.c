@@ -32,7 +32,8 @@ struct run {
 	long repeat;      /* runs of each seed, side by side: a race a replay alone misses */
 	int jobs;
 	enum sc_mode mode;
-	_Atomic long next, done, violations, switched, reads, failed, cuts, unseen, unknown, starved;
+	_Atomic long next, done, violations, switched, reads, failed, cuts, unseen, unknown, starved,
+		slots_taken;
 	_Atomic long by_kind[7];
 	pthread_mutex_t print_lock;
 	char bad[8][32]; /* the first violations' tags (scen.h), for their log lines */
@@ -99,6 +100,10 @@ static void summary(void)
 		printf("scenarios whose read timed out while the machine withheld the process "
 		       "for as long as the timing that failed it (lag.c; not counted): %ld\n",
 		       atomic_load(&g_run.starved));
+	if (atomic_load(&g_run.slots_taken))
+		printf("scenarios whose read failed while every source able to serve it was on a "
+		       "provider whose every slot other clients' open sessions held (not "
+		       "counted): %ld\n", atomic_load(&g_run.slots_taken));
 	int64_t worst, lost = sc_lag_total(&worst);
 	printf("the machine withheld the process %lld ms in late wakes, %lld ms at worst\n",
 	       (long long)lost, (long long)worst);
@@ -146,6 +151,7 @@ static void *worker(void *arg)
 		atomic_fetch_add(&g_run.unseen, s->unseen && !s->violated);
 		atomic_fetch_add(&g_run.unknown, s->unknown && !s->violated);
 		atomic_fetch_add(&g_run.starved, s->starved && !s->violated);
+		atomic_fetch_add(&g_run.slots_taken, s->slots_taken && !s->violated);
 		if (s->violated) {
 			long b = atomic_fetch_add(&g_run.nbad, 1);
 			if (b < 8)

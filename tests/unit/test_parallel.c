@@ -5,7 +5,9 @@
  * holds more transfers than max_connections; its extra transfers give
  * their slots to a new session at once; and its parts merge in order, the
  * bytes exact, across a part that fails (retried from the byte it reached)
- * and a part whose source is gone (a cutover to the standby).
+ * and a part whose source is gone (a cutover to the standby); a part that
+ * fails while its reader starts another is decided at once; and two
+ * readers of one session at a provider of one slot take turns.
  *
  * On the fake fetcher (fake_fetch.h) with a per-request speed cap
  * (chunk_interval_us) in the shared rig (rig.h); every read is checked
@@ -330,6 +332,50 @@ static void test_part_failing_while_another_starts(void **state)
 	rig_free(r);
 }
 
+struct one_read {
+	struct px_handle *h;
+	int64_t off;
+	pthread_t t;
+	int rc;
+};
+
+static void *one_read_main(void *arg)
+{
+	struct one_read *o = arg;
+	o->rc = read_ok(o->h, o->off, BLOCK);
+	return NULL;
+}
+
+/* Two readers of one session (one client) on a provider of one slot: the
+ * first streams the asset sequentially for longer than read_timeout, the
+ * second reads once far ahead. The second gets the slot in its turn,
+ * within its read_timeout, and both get every byte right. On d681edf the
+ * first reader, always inside its stream, kept the slot and the second
+ * read failed at its deadline (the checker's seed 1771 under load). */
+static void test_second_reader_gets_its_turn(void **state)
+{
+	(void)state;
+	struct rig *r = par_rig(1, 1, CAP_US, 0);
+	r->cfg.read_timeout_ms = 1500;
+	rig_start(r, NULL, 0);
+	struct reader rd = { .h = rig_open(r, 0, 42) };
+	assert_int_equal(pthread_create(&rd.t, NULL, reader_main, &rd), 0);
+	/* the stream runs: its reader is inside it nearly all the time */
+	for (int i = 0; i < 500 && fake_nreq(&r->fake) < 1; i++)
+		usleep(10000);
+	usleep(300000);
+	struct one_read o = { .h = rig_open(r, 0, 42), .off = SIZE - 8 * MiB };
+	assert_int_equal(pthread_create(&o.t, NULL, one_read_main, &o), 0);
+	pthread_join(o.t, NULL);
+	pthread_join(rd.t, NULL);
+	assert_int_equal(o.rc, 0);
+	assert_int_equal(rd.rc, 0);
+	assert_true(fake_counts(&r->fake).max_open_reqs <= 1);
+	rig_close(r, o.h);
+	rig_close(r, rd.h);
+	rig_free(r);
+}
+
 int main(int argc, char **argv)
 {
 	/* for a manual run: test_parallel [PATTERN] ("*" all) */
@@ -347,6 +393,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_part_failure_retried, rig_teardown),
 		cmocka_unit_test_teardown(test_part_failing_while_another_starts, rig_teardown),
 		cmocka_unit_test_teardown(test_part_cutover, rig_teardown),
+		cmocka_unit_test_teardown(test_second_reader_gets_its_turn, rig_teardown),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	free(g_data);
