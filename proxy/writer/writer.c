@@ -158,22 +158,6 @@ static void av_log_to_px(void *avcl, int level, const char *fmt, va_list vl)
 		px_log(level <= AV_LOG_ERROR ? PX_LOG_ERROR : PX_LOG_WARN, "ffmpeg", "%s", line);
 }
 
-/* 0 when len bytes went (or came); -1 otherwise (a timeout included). */
-static int feed_io(int fd, void *buf, size_t len, int out)
-{
-	char *p = buf;
-	while (len) {
-		ssize_t r = out ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		p += r;
-		len -= (size_t)r;
-	}
-	return 0;
-}
-
 enum px_status px_writer_feed_hello(struct px_writer_args *a, char *err, size_t errlen)
 {
 	struct px_feed_hello hello;
@@ -186,7 +170,7 @@ enum px_status px_writer_feed_hello(struct px_writer_args *a, char *err, size_t 
 			 strerror(errno));
 		goto out;
 	}
-	if (feed_io(a->input_fd, &hello, sizeof(hello), 0) || hello.magic != PX_FEED_MAGIC) {
+	if (px_recv_all(a->input_fd, &hello, sizeof(hello)) || hello.magic != PX_FEED_MAGIC) {
 		snprintf(err, errlen, "%s: the daemon's feed (fd %d) said no hello", a->input,
 			 a->input_fd);
 		goto out;
@@ -217,8 +201,8 @@ static int feed_read(void *opaque, uint8_t *buf, int size)
 		return AVERROR_EOF;
 	if (rq.len > PX_FEED_MAX)
 		rq.len = PX_FEED_MAX;
-	if (feed_io(fd, &rq, sizeof(rq), 1) || feed_io(fd, &rp, sizeof(rp), 0) ||
-	    rp.n > rq.len || (rp.n && feed_io(fd, buf, rp.n, 0))) {
+	if (px_send_all(fd, &rq, sizeof(rq)) || px_recv_all(fd, &rp, sizeof(rp)) ||
+	    rp.n > rq.len || (rp.n && px_recv_all(fd, buf, rp.n))) {
 		/* a late answer would be taken for the next one's */
 		w->feed_broken = 1;
 		px_log(PX_LOG_WARN, "writer", "%s: the daemon's feed did not answer a read at "
