@@ -180,6 +180,12 @@ struct px_worker_info {
 				 * process serving (its start) */
 };
 
+/* Reads the start of the /proc file path (one read of size - 1 bytes at
+ * most) into buf as a string: the bytes read (0, buf "", when the read
+ * fails), or -1 with open's errno when the file cannot be opened (buf ""
+ * too). size > 0. Any thread (proc.c). */
+ssize_t px_proc_read(const char *path, char *buf, size_t size);
+
 /*
  * Whether process pid of this machine is gone: no such process, or every
  * thread of it has exited and it waits to be reaped (a zombie: its parent
