@@ -614,7 +614,7 @@ static void drop_missing(struct px_core *core, size_t ai, const struct px_asset 
 	struct px_asset *a = &core->mcat->assets[ai];
 	struct asset_rt *rt = &core->assets[ai];
 	for (size_t k = 0; k < a->nsources; k++) {
-		int keep = a->sources[k].storage != NULL; /* a copy: copies.c's */
+		int keep = a->sources[k].storage != NULL; /* a copy: proxy/copies/ drops it */
 		for (size_t j = 0; j < na->nsources && !keep; j++)
 			keep = same_source(&a->sources[k], &na->sources[j]);
 		if (!keep && !rt->dead[k]) {
