@@ -80,7 +80,7 @@ void px_core_set_clock(struct px_core *core, int64_t (*now)(void));
 void px_core_set_worker(struct px_core *core, const struct px_worker_info *w);
 
 /* Gives the core the cluster's shared secret (taken: freed, wiped, with
- * the core): peers' copies are read with it (copies.c). Before
+ * the core): peers' copies are read with it (copies/peers.c). Before
  * px_core_discover(). */
 void px_core_set_peer_secret(struct px_core *core, char *secret);
 

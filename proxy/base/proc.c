@@ -1,5 +1,6 @@
 /*
- * proc.c - whether a process of this machine is gone (px.h).
+ * proc.c - reading /proc, and whether a process of this machine is gone
+ * (px.h).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -11,18 +12,29 @@
 
 #include "px.h"
 
+ssize_t px_proc_read(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		buf[0] = '\0';
+		return -1;
+	}
+	ssize_t n = read(fd, buf, size - 1);
+	close(fd);
+	if (n < 0)
+		n = 0;
+	buf[n] = '\0';
+	return n;
+}
+
 /* The state letter of task tid of pid (/proc/PID/task/TID/stat, after the
  * command's closing parenthesis), or 0 when it cannot be read. */
 static char task_state(int pid, const char *tid)
 {
 	char path[96], buf[512];
 	snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", pid, tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (px_proc_read(path, buf, sizeof(buf)) < 0)
 		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = '\0';
 	const char *p = strrchr(buf, ')');
 	return p && p[1] == ' ' ? p[2] : 0;
 }

@@ -147,6 +147,16 @@ enum px_status px_secret_read(const char *file, const char *what, char **out, ch
  * differ (a secret against what a request brought): 1 when equal. */
 int px_secret_equal(const char *a, const char *b);
 
+/* Sends the len bytes of buf on the stream socket fd, again after EINTR,
+ * never raising SIGPIPE (MSG_NOSIGNAL): 0, or -1 when the peer is gone or
+ * on an error (a send timeout included). Any thread (sock.c). */
+int px_send_all(int fd, const void *buf, size_t len);
+
+/* Receives exactly len bytes into buf from the stream socket fd, again
+ * after EINTR: 0, or -1 at the end of the stream or on an error (a receive
+ * timeout, SO_RCVTIMEO, included). Any thread (sock.c). */
+int px_recv_all(int fd, void *buf, size_t len);
+
 /* A static, human-readable name for a status. Never NULL. */
 const char *px_strerror(enum px_status st);
 
@@ -169,6 +179,12 @@ struct px_worker_info {
 	int64_t last_pause_ms;  /* from the keeper's notice of that end to this
 				 * process serving (its start) */
 };
+
+/* Reads the start of the /proc file path (one read of size - 1 bytes at
+ * most) into buf as a string: the bytes read (0, buf "", when the read
+ * fails), or -1 with open's errno when the file cannot be opened (buf ""
+ * too). size > 0. Any thread (proc.c). */
+ssize_t px_proc_read(const char *path, char *buf, size_t size);
 
 /*
  * Whether process pid of this machine is gone: no such process, or every

@@ -19,7 +19,7 @@ struct px_provider {
 	size_t nheaders;
 	int implicit;          /* made for sources that name no provider */
 	int drained;           /* starts drained: no new sessions */
-	int local_disk;        /* holds copies on this host's own disk (copies.c):
+	int local_disk;        /* holds copies on this host's own disk (copies/serve.c):
 				* preferred for new sessions */
 	char **header_hosts;   /* where headers may follow a redirect: the origins of
 				* its catalog URLs ("https://host:443") and its
@@ -35,7 +35,7 @@ struct px_source {
 	char *shown;           /* what logs, status, ctl and errors show: the URL
 				* without its credentials (px_redact_url), or the path */
 	char *key;             /* what files in the state dir name it by: px_redact_key */
-	const char *storage;   /* a copy (copies.c): its storage's name, borrowed
+	const char *storage;   /* a copy (copies/serve.c): its storage's name, borrowed
 				* from the core; NULL for the catalog's sources */
 };
 

@@ -53,8 +53,8 @@ struct px_config {
 	int64_t standby_delay_ms;   /* playback before standbys are verified, 120 s */
 	int max_standby;            /* standbys verified per asset, 5 */
 	int max_streams;            /* transfers per playback while starved, 4 */
-	int copies;                 /* copies per asset without "copies", 0 (copies.c) */
-	/* transcoded assets (transcode.c) */
+	int copies;                 /* copies per asset without "copies", 0 (copies/table.c) */
+	/* transcoded assets (proxy/transcode/) */
 	char *work_dir;             /* owned; NULL: state_dir/transcode */
 	char *writer;               /* owned; NULL: seamfs-writer beside the daemon */
 	int64_t heartbeat_ms;       /* writer lease heartbeat, default 10 s */

@@ -496,7 +496,7 @@ static enum MHD_Result on_restart(struct px_control *ctl, struct MHD_Connection 
 		       "application/json", NULL);
 }
 
-/* GET copies: copies.c's status. */
+/* GET copies: the copies' status (copies/status.c). */
 static enum MHD_Result on_copies(struct px_control *ctl, struct MHD_Connection *c, struct conn *r)
 {
 	struct px_ctl_error err = { 0 };

@@ -29,7 +29,7 @@ struct src_rt {
 	unsigned long long copy_sdev, copy_dev, copy_ino;
 	_Atomic int in_way;        /* px_source_open found the copy replaced:
 				    * PX_IN_WAY_LINK or _FOREIGN; the copies
-				    * thread drops it (copies.c) */
+				    * thread drops it (copies/stale.c) */
 	int inconclusive;          /* inconclusive checks in a row */
 	int64_t checked;           /* core clock of the last check */
 	char *why;                 /* the last verdict, in words; NULL: none

@@ -36,7 +36,7 @@
  * there is one (open, or closed less than session_ttl ago), else a new
  * session takes, among the asset's sources whose provider is not drained
  * and has room, the one whose provider has the fewest sessions, the first
- * by provider name on a tie; a copy on this host's own disk (copies.c)
+ * by provider name on a tie; a copy on this host's own disk (copies/serve.c)
  * before any other. Providers that answer badly come after those
  * that answer well, and providers down for liveness_ttl are left out while
  * any other can serve. A session counts from the moment it is directed, so

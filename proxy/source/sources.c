@@ -177,6 +177,25 @@ static enum px_status check_where(const struct px_core *core, struct add_req *r,
 	return PX_OK;
 }
 
+/* Makes the implicit provider name (a host's, a storage's or a peer's:
+ * the catalog does not name it) at index m->nproviders, with headers;
+ * name and headers are the core's already (keep, own). Its run-time state
+ * starts fresh; the count grows last. The caller checked the room. Both
+ * locks held. */
+static void add_implicit(struct px_core *core, char *name, char **headers, size_t nheaders)
+{
+	struct px_catalog *m = core->mcat;
+	size_t prov = m->nproviders;
+	struct px_provider *p = &m->providers[prov];
+	memset(p, 0, sizeof(*p));
+	p->name = name;
+	p->implicit = 1;
+	p->headers = headers;
+	p->nheaders = nheaders;
+	px_provider_fresh(core, prov);
+	m->nproviders++;
+}
+
 /* Writes the new source (on provider prov, made when new) into the next
  * free entry, then publishes it. Both locks held. */
 static enum px_status append_new(struct px_core *core, const struct add_req *r, size_t prov,
@@ -193,15 +212,8 @@ static enum px_status append_new(struct px_core *core, const struct add_req *r, 
 		snprintf(err, errlen, "out of memory");
 		return PX_ENOMEM;
 	}
-	if (prov == m->nproviders) {
-		/* the implicit provider of a host seen for the first time */
-		struct px_provider *p = &m->providers[prov];
-		memset(p, 0, sizeof(*p));
-		p->name = pname;
-		p->implicit = 1;
-		px_provider_fresh(core, prov);
-		m->nproviders++;
-	}
+	if (prov == m->nproviders)
+		add_implicit(core, pname, NULL, 0); /* a host seen for the first time */
 	size_t k = a->nsources;
 	struct px_source *src = &a->sources[k];
 	memset(src, 0, sizeof(*src));
@@ -424,16 +436,10 @@ enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const cha
 		/* the storage's own provider: no connection limit, its sessions
 		 * counted apart from the origin's */
 		char *pname = keep(core, prov_name);
-		if (!pname) {
+		if (!pname)
 			st = PX_ENOMEM;
-		} else {
-			struct px_provider *p = &m->providers[prov];
-			memset(p, 0, sizeof(*p));
-			p->name = pname;
-			p->implicit = 1;
-			px_provider_fresh(core, prov);
-			m->nproviders++;
-		}
+		else
+			add_implicit(core, pname, NULL, 0);
 	}
 	if (st == PX_OK && prov < m->nproviders)
 		m->providers[prov].local_disk = local_disk;
@@ -491,15 +497,7 @@ static size_t peer_provider(struct px_core *core, const char *prov_name, const c
 	if (!pname || !h)
 		return m->nproviders;
 	hdrs[0] = h;
-	struct px_provider *p = &m->providers[prov];
-	memset(p, 0, sizeof(*p));
-	p->name = pname;
-	p->implicit = 1;
-	p->headers = hdrs;
-	p->nheaders = 1;
-	memset(&core->provs[prov], 0, sizeof(core->provs[prov]));
-	core->provs[prov].probe_asset = -1;
-	m->nproviders++;
+	add_implicit(core, pname, hdrs, 1);
 	return prov;
 }
 
@@ -616,7 +614,7 @@ static void drop_missing(struct px_core *core, size_t ai, const struct px_asset 
 	struct px_asset *a = &core->mcat->assets[ai];
 	struct asset_rt *rt = &core->assets[ai];
 	for (size_t k = 0; k < a->nsources; k++) {
-		int keep = a->sources[k].storage != NULL; /* a copy: copies.c's */
+		int keep = a->sources[k].storage != NULL; /* a copy: proxy/copies/ drops it */
 		for (size_t j = 0; j < na->nsources && !keep; j++)
 			keep = same_source(&a->sources[k], &na->sources[j]);
 		if (!keep && !rt->dead[k]) {

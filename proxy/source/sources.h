@@ -92,7 +92,7 @@ int px_sources_listing(struct px_core *core, const struct px_sources_change *c,
  * assets' listed flags. */
 void px_sources_set_listed(struct px_core *core, const unsigned char *listed);
 
-/* ---- copies (copies.c): trusted paths of the catalog's storages */
+/* ---- copies (copies/serve.c): trusted paths of the catalog's storages */
 
 /* The file a copy is: its storage's file system (device) when seamfs
  * first saw it, and the copy's own device and inode. */
@@ -116,7 +116,7 @@ enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const cha
 
 /*
  * Makes url (a peer host's endpoint for the asset's copy on its disk,
- * copies.c) a source of the asset on provider prov_name ("peer:HOST",
+ * copies/peers.c) a source of the asset on provider prov_name ("peer:HOST",
  * made when new: no connection limit, its one header the cluster's
  * secret, header "Authorization: Bearer ...", sent to that URL's origin
  * only; shown nowhere). It starts unverified: verified like any source

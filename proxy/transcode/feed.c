@@ -47,44 +47,12 @@ struct px_feeds {
 	struct feed *list;
 };
 
-/* 0 when all of buf went out; -1 when the peer is gone. No SIGPIPE. */
-static int send_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-	while (len) {
-		ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
-/* 0 when len bytes came; -1 at the end of the stream or an error. */
-static int recv_all(int fd, void *buf, size_t len)
-{
-	char *p = buf;
-	while (len) {
-		ssize_t r = recv(fd, p, len, 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		p += r;
-		len -= (size_t)r;
-	}
-	return 0;
-}
-
 /* Answers f's requests with h until either end closes or a request is
  * malformed (then the writer's next read fails: its end closes). */
 static void serve(struct feed *f, void *h, char *buf)
 {
 	struct px_feed_req rq;
-	while (recv_all(f->fd, &rq, sizeof(rq)) == 0) {
+	while (px_recv_all(f->fd, &rq, sizeof(rq)) == 0) {
 		struct px_feed_reply rp = { PX_OK, 0 };
 		size_t got = 0;
 		if (rq.off < 0 || rq.len == 0 || rq.len > PX_FEED_MAX || rq.zero) {
@@ -99,7 +67,7 @@ static void serve(struct feed *f, void *h, char *buf)
 		}
 		rp.status = (int32_t)st;
 		rp.n = st == PX_OK ? (uint32_t)got : 0;
-		if (send_all(f->fd, &rp, sizeof(rp)) || (rp.n && send_all(f->fd, buf, rp.n)))
+		if (px_send_all(f->fd, &rp, sizeof(rp)) || (rp.n && px_send_all(f->fd, buf, rp.n)))
 			break;
 	}
 }
@@ -129,7 +97,7 @@ static void *feed_main(void *arg)
 		px_warn("transcode", "%s: its input cannot be opened: %s", f->what,
 			px_strerror(st));
 	hello.status = (int32_t)st;
-	if (send_all(f->fd, &hello, sizeof(hello)) == 0 && st == PX_OK)
+	if (px_send_all(f->fd, &hello, sizeof(hello)) == 0 && st == PX_OK)
 		serve(f, h, buf);
 	if (h)
 		f->in->close(h);

@@ -39,12 +39,8 @@ static pid_t tgid_of(uint64_t tid)
 	if (tid == 0 || tid > INT32_MAX)
 		return 0;
 	snprintf(path, sizeof(path), "/proc/%llu/status", (unsigned long long)tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (px_proc_read(path, buf, sizeof(buf)) < 0)
 		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = '\0';
 	const char *t = strstr(buf, "\nTgid:");
 	if (t)
 		tgid = (pid_t)strtol(t + 7, NULL, 10);
@@ -67,12 +63,8 @@ static int client_gone(pid_t tgid)
 	if (tgid <= 0)
 		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)tgid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (px_proc_read(path, buf, sizeof(buf)) < 0)
 		return errno == ENOENT || errno == ESRCH;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = '\0';
 	const char *st = strstr(buf, "\nState:");
 	if (st) {
 		st += 8;

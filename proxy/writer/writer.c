@@ -158,22 +158,6 @@ static void av_log_to_px(void *avcl, int level, const char *fmt, va_list vl)
 		px_log(level <= AV_LOG_ERROR ? PX_LOG_ERROR : PX_LOG_WARN, "ffmpeg", "%s", line);
 }
 
-/* 0 when len bytes went (or came); -1 otherwise (a timeout included). */
-static int feed_io(int fd, void *buf, size_t len, int out)
-{
-	char *p = buf;
-	while (len) {
-		ssize_t r = out ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		p += r;
-		len -= (size_t)r;
-	}
-	return 0;
-}
-
 enum px_status px_writer_feed_hello(struct px_writer_args *a, char *err, size_t errlen)
 {
 	struct px_feed_hello hello;
@@ -186,7 +170,7 @@ enum px_status px_writer_feed_hello(struct px_writer_args *a, char *err, size_t 
 			 strerror(errno));
 		goto out;
 	}
-	if (feed_io(a->input_fd, &hello, sizeof(hello), 0) || hello.magic != PX_FEED_MAGIC) {
+	if (px_recv_all(a->input_fd, &hello, sizeof(hello)) || hello.magic != PX_FEED_MAGIC) {
 		snprintf(err, errlen, "%s: the daemon's feed (fd %d) said no hello", a->input,
 			 a->input_fd);
 		goto out;
@@ -217,8 +201,8 @@ static int feed_read(void *opaque, uint8_t *buf, int size)
 		return AVERROR_EOF;
 	if (rq.len > PX_FEED_MAX)
 		rq.len = PX_FEED_MAX;
-	if (feed_io(fd, &rq, sizeof(rq), 1) || feed_io(fd, &rp, sizeof(rp), 0) ||
-	    rp.n > rq.len || (rp.n && feed_io(fd, buf, rp.n, 0))) {
+	if (px_send_all(fd, &rq, sizeof(rq)) || px_recv_all(fd, &rp, sizeof(rp)) ||
+	    rp.n > rq.len || (rp.n && px_recv_all(fd, buf, rp.n))) {
 		/* a late answer would be taken for the next one's */
 		w->feed_broken = 1;
 		px_log(PX_LOG_WARN, "writer", "%s: the daemon's feed did not answer a read at "
@@ -1574,49 +1558,71 @@ static enum px_status flush_end(struct wr *w)
 	return flush_ready(w);
 }
 
+/*
+ * What both kinds of run share around their work: --from checked, the
+ * playlist loaded and the input opened, then work (a transcode's or a
+ * remux's), then a main writer's clean end recorded and "done" said on
+ * stdout (a probe's segments are listed by px_writer_publish); everything
+ * closed.
+ */
+static enum px_status run(struct wr *w, enum px_status (*work)(struct wr *))
+{
+	struct px_writer_args *a = w->a;
+	enum px_status st;
+
+	if (a->from >= a->plan.nseg) {
+		snprintf(w->err, w->errlen, "--from %u is beyond the last segment %u", a->from,
+			 a->plan.nseg - 1);
+		return PX_EINVAL;
+	}
+	if ((st = load_playlist(w)) != PX_OK || (st = open_input(w)) != PX_OK ||
+	    (st = work(w)) != PX_OK)
+		goto out;
+	if (a->probe)
+		goto out; /* px_writer_publish lists its segments */
+	if ((st = save_clean(w)) != PX_OK)
+		goto out;
+	printf("done\n");
+	fflush(stdout);
+out:
+	close_all(w);
+	return st;
+}
+
+/* A transcode's work: decode, encode and mux from the warm-up segment on
+ * to the end (or a stop). */
+static enum px_status transcode_work(struct wr *w)
+{
+	struct px_writer_args *a = w->a;
+	enum px_status st;
+
+	if ((st = open_codecs(w)) != PX_OK)
+		return st;
+	w->frame = av_frame_alloc();
+	w->pkt = av_packet_alloc();
+	if (!w->frame || !w->pkt)
+		return PX_ENOMEM;
+	if ((st = out_params(w)) != PX_OK || (st = seek_start(w)) != PX_OK)
+		return st;
+	px_info("writer", "segments %u.. of %u (%lld bytes each) from %s at %lld bit/s, %s %u",
+		a->from, a->plan.nseg, (long long)a->plan.seg_bytes, input_name(a),
+		(long long)a->video_bps, a->from ? "warm-up segment" : "no warm-up before",
+		w->next_flush);
+	if ((st = read_loop(w)) != PX_OK)
+		return st;
+	return w->stop ? PX_OK : flush_end(w);
+}
+
 enum px_status px_writer_run(struct px_writer_args *a, char *err, size_t errlen)
 {
 	struct wr w = { .a = a, .err = err, .errlen = errlen, .v_last_pts = INT64_MIN,
 			.v_last_seg = -1, .v_done_seg = -1, .a_done_seg = -1, .ppid = getppid() };
-	enum px_status st;
 
 	if (a->remux) {
 		snprintf(err, errlen, "remux assets are not implemented yet");
 		return PX_EINVAL;
 	}
-	if (a->from >= a->plan.nseg) {
-		snprintf(err, errlen, "--from %u is beyond the last segment %u", a->from,
-			 a->plan.nseg - 1);
-		return PX_EINVAL;
-	}
-	if ((st = load_playlist(&w)) != PX_OK || (st = open_input(&w)) != PX_OK ||
-	    (st = open_codecs(&w)) != PX_OK)
-		goto out;
-	w.frame = av_frame_alloc();
-	w.pkt = av_packet_alloc();
-	if (!w.frame || !w.pkt) {
-		st = PX_ENOMEM;
-		goto out;
-	}
-	if ((st = out_params(&w)) != PX_OK || (st = seek_start(&w)) != PX_OK)
-		goto out;
-	px_info("writer", "segments %u.. of %u (%lld bytes each) from %s at %lld bit/s, %s %u",
-		a->from, a->plan.nseg, (long long)a->plan.seg_bytes, input_name(a),
-		(long long)a->video_bps, a->from ? "warm-up segment" : "no warm-up before",
-		w.next_flush);
-	if ((st = read_loop(&w)) != PX_OK)
-		goto out;
-	if (!w.stop && (st = flush_end(&w)) != PX_OK)
-		goto out;
-	if (a->probe)
-		goto out; /* px_writer_publish lists its segments */
-	if ((st = save_clean(&w)) != PX_OK)
-		goto out;
-	printf("done\n");
-	fflush(stdout);
-out:
-	close_all(&w);
-	return st;
+	return run(&w, transcode_work);
 }
 
 /* ------------------------------------------------------------ remux */
@@ -1902,34 +1908,26 @@ out:
 	return st;
 }
 
+/* A remux's work: its plan and streams, then one pass from the warm-up
+ * segment on. */
+static enum px_status remux_work(struct wr *w)
+{
+	enum px_status st;
+
+	if ((st = load_remux_plan(w)) != PX_OK || (st = remux_streams(w)) != PX_OK)
+		return st;
+	w->last_hb = w->start_ms = px_now_ms();
+	px_info("writer", "remux segments %u.. of %u from %s", w->a->from, w->a->plan.nseg,
+		input_name(w->a));
+	return remux_pass(w, w->a->from);
+}
+
 enum px_status px_writer_remux_run(struct px_writer_args *a, char *err, size_t errlen)
 {
 	struct wr w = { .a = a, .err = err, .errlen = errlen, .remux = 1,
 			.v_done_seg = -1, .a_done_seg = -1, .ppid = getppid() };
-	enum px_status st;
 
-	if (a->from >= a->plan.nseg) {
-		snprintf(err, errlen, "--from %u is beyond the last segment %u", a->from,
-			 a->plan.nseg - 1);
-		return PX_EINVAL;
-	}
-	if ((st = load_playlist(&w)) != PX_OK || (st = open_input(&w)) != PX_OK ||
-	    (st = load_remux_plan(&w)) != PX_OK || (st = remux_streams(&w)) != PX_OK)
-		goto out;
-	w.last_hb = w.start_ms = px_now_ms();
-	px_info("writer", "remux segments %u.. of %u from %s", a->from, a->plan.nseg,
-		input_name(a));
-	if ((st = remux_pass(&w, a->from)) != PX_OK)
-		goto out;
-	if (a->probe)
-		goto out; /* px_writer_publish lists its segments */
-	if ((st = save_clean(&w)) != PX_OK)
-		goto out;
-	printf("done\n");
-	fflush(stdout);
-out:
-	close_all(&w);
-	return st;
+	return run(&w, remux_work);
 }
 
 /* ------------------------------------------------------------ probes */

@@ -73,6 +73,8 @@ class Redis:
     persist an append-only file fsynced at every write (a restart after
     kill -9 keeps every key)."""
 
+    what = 'redis-server'      # for the message when it does not start
+
     def __init__(self, workdir, port=None, password=None, persist=False):
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -85,16 +87,22 @@ class Redis:
     def url(self):
         return f'redis://127.0.0.1:{self.port}'
 
+    def argv(self, port):
+        """The command that starts it listening on port."""
+        argv = ['redis-server', '--port', str(port), '--bind', '127.0.0.1', '--save', '',
+                '--appendonly', 'yes' if self.persist else 'no', '--appendfsync', 'always',
+                '--dir', str(self.dir), '--daemonize', 'no',
+                '--logfile', str(self.dir / 'redis.log')]
+        if self.password:
+            argv += ['--requirepass', self.password]
+        return argv
+
     def start(self):
+        """Starts argv(port) until it accepts on 127.0.0.1:port: on its
+        fixed port once, else on up to five free ports in turn."""
         for _attempt in range(5):
             port = self.port or free_port()
-            argv = ['redis-server', '--port', str(port), '--bind', '127.0.0.1', '--save', '',
-                    '--appendonly', 'yes' if self.persist else 'no', '--appendfsync', 'always',
-                    '--dir', str(self.dir), '--daemonize', 'no',
-                    '--logfile', str(self.dir / 'redis.log')]
-            if self.password:
-                argv += ['--requirepass', self.password]
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+            self.proc = subprocess.Popen(self.argv(port), stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                          start_new_session=True)
             deadline = time.monotonic() + 10
@@ -108,7 +116,7 @@ class Redis:
             self.stop()
             if self.port:        # a fixed port (a restart): no other to try
                 break
-        pytest.fail(f'redis-server did not start: {self.log()}')
+        pytest.fail(f'{self.what} did not start: {self.log()}')
 
     def stop(self):
         if self.proc is not None and self.proc.poll() is None:

@@ -7,7 +7,6 @@ is stopped by its PID.
 """
 
 import itertools
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import catalog, free_port, sha256_file, wait_until
+from conftest import catalog, sha256_file, wait_until
 from test_cluster import HOSTS_WAIT, Redis, hosts_of, mount_host, status
 
 
@@ -57,6 +56,8 @@ class TlsRedis(Redis):
     server certificate given, asking clients for theirs when
     auth_clients."""
 
+    what = 'redis-server (TLS)'
+
     def __init__(self, workdir, certs, server='server', auth_clients=True, password=None):
         super().__init__(workdir, password=password)
         self.certs, self.server, self.auth_clients = Path(certs), server, auth_clients
@@ -73,35 +74,19 @@ class TlsRedis(Redis):
     def url(self):
         return f'rediss://127.0.0.1:{self.port}?{self.query()}'
 
-    def start(self):
+    def argv(self, port):
         c = self.certs
-        for _attempt in range(5):
-            port = self.port or free_port()
-            argv = ['redis-server', '--port', '0', '--tls-port', str(port),
-                    '--tls-cert-file', str(c / f'{self.server}.crt'),
-                    '--tls-key-file', str(c / f'{self.server}.key'),
-                    '--tls-ca-cert-file', str(c / 'ca.crt'),
-                    '--tls-auth-clients', 'yes' if self.auth_clients else 'no',
-                    '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-                    '--dir', str(self.dir), '--daemonize', 'no',
-                    '--logfile', str(self.dir / 'redis.log')]
-            if self.password:
-                argv += ['--requirepass', self.password]
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                         start_new_session=True)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                try:
-                    with socket.create_connection(('127.0.0.1', port), timeout=0.5):
-                        self.port = port
-                        return self
-                except OSError:
-                    time.sleep(0.05)
-            self.stop()
-            if self.port:
-                break
-        pytest.fail(f'redis-server (TLS) did not start: {self.log()}')
+        argv = ['redis-server', '--port', '0', '--tls-port', str(port),
+                '--tls-cert-file', str(c / f'{self.server}.crt'),
+                '--tls-key-file', str(c / f'{self.server}.key'),
+                '--tls-ca-cert-file', str(c / 'ca.crt'),
+                '--tls-auth-clients', 'yes' if self.auth_clients else 'no',
+                '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
+                '--dir', str(self.dir), '--daemonize', 'no',
+                '--logfile', str(self.dir / 'redis.log')]
+        if self.password:
+            argv += ['--requirepass', self.password]
+        return argv
 
 
 def test_tls_cluster_reads_and_follows_a_restart(seamfs, data, nginx, tmp_path, certs):
@@ -224,34 +209,22 @@ class TlsSentinel(Redis):
     """A sentinel that listens with TLS only and speaks TLS to the master
     (tls-replication), presenting the server certificate as its client's."""
 
+    what = 'sentinel (TLS)'
+
     def __init__(self, workdir, certs, master, name):
         super().__init__(workdir)
         self.certs, self.master, self.name = Path(certs), master, name
 
-    def start(self):
+    def argv(self, port):
         c = self.certs
-        for _attempt in range(5):
-            port = free_port()
-            conf = self.dir / 'sentinel.conf'      # a sentinel rewrites its own
-            conf.write_text(
-                f'port 0\ntls-port {port}\nbind 127.0.0.1\ndaemonize no\ndir {self.dir}\n'
-                f'logfile {self.dir / "redis.log"}\n'
-                f'tls-cert-file {c / "server.crt"}\ntls-key-file {c / "server.key"}\n'
-                f'tls-ca-cert-file {c / "ca.crt"}\ntls-replication yes\n'
-                f'sentinel monitor {self.name} 127.0.0.1 {self.master.port} 1\n')
-            self.proc = subprocess.Popen(['redis-server', str(conf), '--sentinel'],
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL, start_new_session=True)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                try:
-                    with socket.create_connection(('127.0.0.1', port), timeout=0.5):
-                        self.port = port
-                        return self
-                except OSError:
-                    time.sleep(0.05)
-            self.stop()
-        pytest.fail(f'sentinel (TLS) did not start: {self.log()}')
+        conf = self.dir / 'sentinel.conf'      # a sentinel rewrites its own
+        conf.write_text(
+            f'port 0\ntls-port {port}\nbind 127.0.0.1\ndaemonize no\ndir {self.dir}\n'
+            f'logfile {self.dir / "redis.log"}\n'
+            f'tls-cert-file {c / "server.crt"}\ntls-key-file {c / "server.key"}\n'
+            f'tls-ca-cert-file {c / "ca.crt"}\ntls-replication yes\n'
+            f'sentinel monitor {self.name} 127.0.0.1 {self.master.port} 1\n')
+        return ['redis-server', str(conf), '--sentinel']
 
 
 def test_tls_sentinel(seamfs, data, nginx, tmp_path, certs):

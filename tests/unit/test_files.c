@@ -7,7 +7,9 @@
  * (openat2, and its fallback walk) opens a file beneath a directory but
  * never through a link, "..", a FIFO or a directory. Each test works in
  * its own mkdtemp directory, removed afterwards; a "victim" file outside
- * the tree stands for what an attacker would aim a link at.
+ * the tree stands for what an attacker would aim a link at. The other
+ * base helpers of px.h are here too: /proc (proc.c), secrets, whole
+ * records over a socket (sock.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +24,7 @@
 #include <ftw.h>
 #include <limits.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -292,6 +295,60 @@ static void test_pid_gone_counts_a_zombie_gone(void **state)
 	assert_int_equal(px_pid_gone(getpid()), 0);
 }
 
+/* px_proc_read gives a /proc file's start as a string, cut at the
+ * buffer's size, and -1 with open's errno (buf "") when there is none. */
+static void test_proc_read(void **state)
+{
+	char buf[2048], small[8];
+	(void)state;
+	ssize_t n = px_proc_read("/proc/self/status", buf, sizeof(buf));
+	assert_true(n > 0);
+	assert_int_equal(strlen(buf), (size_t)n);
+	assert_non_null(strstr(buf, "\nTgid:"));
+	assert_int_equal(px_proc_read("/proc/self/status", small, sizeof(small)), 7);
+	assert_int_equal(strlen(small), 7);
+	memset(buf, 'x', sizeof(buf));
+	assert_int_equal(px_proc_read("/proc/0/status", buf, sizeof(buf)), -1);
+	assert_int_equal(errno, ENOENT);
+	assert_string_equal(buf, "");
+}
+
+/* px_send_all and px_recv_all move a record larger than the socket's
+ * buffer whole; px_recv_all fails at the end of the stream, px_send_all
+ * once the peer is gone (no SIGPIPE). */
+static void test_send_recv_all(void **state)
+{
+	enum { LEN = 1 << 20 };
+	int sv[2];
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	unsigned char *out = malloc(LEN), *in = malloc(LEN);
+	assert_non_null(out);
+	assert_non_null(in);
+	for (size_t i = 0; i < LEN; i++)
+		out[i] = (unsigned char)(i * 7 + 3);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(sv[0]);
+		_exit(px_send_all(sv[1], out, LEN) == 0 ? 0 : 1);
+	}
+	close(sv[1]);
+	assert_int_equal(px_recv_all(sv[0], in, LEN), 0);
+	assert_memory_equal(in, out, LEN);
+	int ws = 0;
+	assert_int_equal(waitpid(pid, &ws, 0), pid);
+	assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	assert_int_equal(px_recv_all(sv[0], in, 1), -1); /* the writer's end closed */
+	close(sv[0]);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	close(sv[1]);
+	assert_int_equal(px_send_all(sv[0], out, 16), -1);
+	close(sv[0]);
+	free(out);
+	free(in);
+}
+
 /* px_secret_read refuses a file every user may read, a link and a short
  * secret, naming the option and the file but never the secret; it takes
  * the first line of a good one. px_secret_equal compares whole strings. */
@@ -354,6 +411,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_beneath_walk_refuses_links, setup,
 						teardown),
 		cmocka_unit_test(test_pid_gone_counts_a_zombie_gone),
+		cmocka_unit_test(test_proc_read),
+		cmocka_unit_test(test_send_recv_all),
 		cmocka_unit_test_setup_teardown(test_secret_file, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
