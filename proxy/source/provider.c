@@ -938,7 +938,12 @@ static enum px_status admit(struct px_core *core, size_t asset, int64_t deadline
 				check_at_open(core, prov, asset, *src, deadline);
 				continue;
 			}
-			if ((!has_room(p) || p->waitq) && !evict_lingering(core, prov, NULL)) {
+			if (!has_room(p) || p->waitq) {
+				/* a lingering session's slot goes to those who
+				 * waited for it first (session_unlist grants
+				 * it): look again, never take it as ours */
+				if (evict_lingering(core, prov, NULL))
+					continue;
 				/* a slot more from the cluster (a closed session of
 				 * ours gave its up first: no call for that) */
 				if (!has_room(p) && cluster_need(p) && cluster_take(core, prov))
@@ -1392,7 +1397,11 @@ enum px_status px_session_switch(struct px_session *s, size_t source)
 	struct prov_rt *to = &core->provs[prov];
 	if (prov != s->prov && !has_room(to) && cluster_need(to))
 		(void)cluster_take(core, prov);
-	if (prov != s->prov && !has_room(to) && !evict_lingering(core, prov, s)) {
+	/* a lingering session's slot goes to those who waited for it first
+	 * (session_unlist grants it): look again after each */
+	while (prov != s->prov && !has_room(to) && evict_lingering(core, prov, s))
+		;
+	if (prov != s->prov && !has_room(to)) {
 		/* background work there gives way; a cutover does not wait */
 		preempt_bg(core, to);
 		st = PX_EBUSY;

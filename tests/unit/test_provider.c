@@ -3,7 +3,8 @@
  * fetcher and a fake clock: balancing and its tie-break, burst spread,
  * session affinity across reopens and its TTL, slot accounting through
  * reopen and seek churn, waiting and refusing at the limit, lingering
- * sessions and background work giving up their slots, a cutover while a
+ * sessions and background work giving up their slots (to whoever waited
+ * first, never to the open or cutover that ended them), a cutover while a
  * transfer waits for a slot, liveness drop and return, drained providers,
  * and the status the daemon shows.
  *
@@ -18,6 +19,7 @@
 #include <string.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -447,6 +449,109 @@ static void test_background_yields_to_playback(void **state)
 	assert_int_equal(bst, PX_ECANCELED);
 	assert_true(fake_counts(&r->fake).max_open_reqs <= 1);
 	px_handle_close(h);
+	rig_free(r);
+}
+
+struct bg_submit {
+	struct rig *r;
+	struct bg b;
+	pthread_t t;
+	enum px_status st;
+};
+
+static void *bg_submit_main(void *arg)
+{
+	struct bg_submit *g = arg;
+	struct px_fetch_params fp = px_source_range(g->r->core, 0, 0, 0, 64 * KiB);
+	struct px_fetch_cb cb = { bg_data, bg_done, &g->b };
+	uint64_t id;
+	g->st = px_xfer_submit(g->r->core, 0, NULL, 1, px_now_ms() + 3000, &fp, &cb, &id);
+	return NULL;
+}
+
+/* A transfer waits in line for a provider's only slot, which a session
+ * holds; the session closes (it lingers for a reopen) and another client
+ * opens at once. The open ends the lingering session, and its slot goes
+ * to the transfer that waited: the open takes no slot beside it (it waits
+ * for one). On 3a77d67 the open took the slot it had freed although the
+ * waiter had just been given it: two transfers on a provider of one (the
+ * checker's seed 1522 under load: "p1 had 2 transfers open at once,
+ * max_connections 1"). The race is the open's against the waiter's own
+ * wakeup: many rounds. */
+static void test_open_leaves_freed_slot_to_waiter(void **state)
+{
+	static const char *const names[] = { "x" };
+	struct rig *r = provider_rig(names, 1, 1, NULL);
+	r->cfg.admission_timeout_ms = 3000;
+	rig_start(r, NULL, 0);
+	for (int round = 0; round < 100; round++) {
+		struct px_handle *a = open_as(r, 1000 + 2 * (uint64_t)round);
+		struct bg_submit g = { .r = r, .b = { PTHREAD_MUTEX_INITIALIZER, 0, PX_OK } };
+		assert_int_equal(pthread_create(&g.t, NULL, bg_submit_main, &g), 0);
+		int queued = 0;
+		for (int i = 0; i < 2000 && !queued; i++) {
+			pthread_mutex_lock(&r->core->prov_lock);
+			queued = r->core->provs[0].waitq != NULL;
+			pthread_mutex_unlock(&r->core->prov_lock);
+			if (!queued)
+				usleep(500);
+		}
+		assert_true(queued);
+		px_handle_close(a);
+		struct px_handle *b = open_as(r, 1001 + 2 * (uint64_t)round);
+		pthread_mutex_lock(&r->core->prov_lock);
+		int held = r->core->provs[0].held;
+		pthread_mutex_unlock(&r->core->prov_lock);
+		if (held > 1)
+			fail_msg("round %d: %d slots held, max_connections 1", round, held);
+		read_check(b, 4096, 8192);
+		pthread_join(g.t, NULL);
+		px_handle_close(b);
+	}
+	assert_true(fake_counts(&r->fake).max_open_reqs <= 1);
+	rig_free(r);
+}
+
+/* The same for a cutover: a session moving to a provider whose only slot
+ * a lingering session holds while a transfer waits for it. The move ends
+ * the lingering session, the waiter gets the slot, and the move finds no
+ * room (PX_EBUSY) instead of taking a second one. */
+static void test_switch_leaves_freed_slot_to_waiter(void **state)
+{
+	static const char *const names[] = { "x", "y" };
+	struct rig *r = provider_rig(names, 2, 1, NULL);
+	r->cfg.admission_timeout_ms = 3000;
+	rig_start(r, NULL, 0);
+	size_t x = prov_of(r, "x");
+	for (int round = 0; round < 100; round++) {
+		struct px_handle *a = open_as(r, 5000 + 2 * (uint64_t)round);
+		struct px_handle *b = open_as(r, 5001 + 2 * (uint64_t)round);
+		assert_string_equal(provider_of(r, a), "x");
+		assert_string_equal(provider_of(r, b), "y");
+		struct bg_submit g = { .r = r, .b = { PTHREAD_MUTEX_INITIALIZER, 0, PX_OK } };
+		assert_int_equal(pthread_create(&g.t, NULL, bg_submit_main, &g), 0);
+		int queued = 0;
+		for (int i = 0; i < 2000 && !queued; i++) {
+			pthread_mutex_lock(&r->core->prov_lock);
+			queued = r->core->provs[x].waitq != NULL;
+			pthread_mutex_unlock(&r->core->prov_lock);
+			if (!queued)
+				usleep(500);
+		}
+		assert_true(queued);
+		px_handle_close(a);
+		enum px_status st = px_session_switch(px_handle_session(b), 0);
+		pthread_mutex_lock(&r->core->prov_lock);
+		int held = r->core->provs[x].held;
+		pthread_mutex_unlock(&r->core->prov_lock);
+		if (held > 1)
+			fail_msg("round %d: %d slots held, max_connections 1", round, held);
+		assert_true(st == PX_OK || st == PX_EBUSY);
+		pthread_join(g.t, NULL);
+		read_check(b, 4096, 8192);
+		px_handle_close(b);
+	}
+	assert_true(fake_counts(&r->fake).max_open_reqs <= 2);
 	rig_free(r);
 }
 
@@ -960,6 +1065,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_wait_then_refuse_at_limit, rig_teardown),
 		cmocka_unit_test_teardown(test_waiter_admitted_when_slot_frees, rig_teardown),
 		cmocka_unit_test_teardown(test_background_yields_to_playback, rig_teardown),
+		cmocka_unit_test_teardown(test_open_leaves_freed_slot_to_waiter, rig_teardown),
+		cmocka_unit_test_teardown(test_switch_leaves_freed_slot_to_waiter, rig_teardown),
 		cmocka_unit_test_teardown(test_liveness_drop_and_return, rig_teardown),
 		cmocka_unit_test_teardown(test_liveness_ignores_old_transfers, rig_teardown),
 		cmocka_unit_test_teardown(test_cutover_after_slot_granted, rig_teardown),
