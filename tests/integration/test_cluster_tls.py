@@ -2,11 +2,14 @@
 127.0.0.1, started by the test with certificates made by the test
 (openssl(1)), two daemons on it; and the refusals: a server certificate of
 another CA, a wrong host name, a key that is not the certificate's, a
-plain port, a plain client on the TLS port. Every wait is bounded; Redis
-is stopped by its PID.
+plain port, a plain client on the TLS port; and a remux whose writer
+commits through the TLS store. Every wait is bounded; Redis is stopped by
+its PID.
 """
 
+import hashlib
 import itertools
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -14,8 +17,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import catalog, sha256_file, wait_until
-from test_cluster import HOSTS_WAIT, Redis, hosts_of, mount_host, status
+from conftest import bounded, catalog, sha256_file, wait_until
+from test_cluster import HOSTS_WAIT, Redis, hosts_of, mount_host, status, tc_cat
 
 
 def openssl(*args, cwd):
@@ -124,6 +127,37 @@ def test_tls_cluster_reads_and_follows_a_restart(seamfs, data, nginx, tmp_path, 
             assert sha256_file(m.path('one.bin')) == data['mid.bin'].sha256
         for m in (a, b):
             assert pw not in m.log()
+            m.unmount()
+    finally:
+        redis.stop()
+
+
+def test_tls_cluster_remux_written_and_followed(seamfs, data, nginx, tmp_path, certs):
+    """A remux written in cluster mode over TLS: the writer process gets the
+    daemon's rediss:// URL (CA, client certificate and key) and takes its
+    lease and commits each segment in that Redis; the second host, which
+    writes nothing, lists the segments from there and reads the same
+    bytes, which are the segments on disk in order."""
+    redis = TlsRedis(tmp_path / 'redis', certs).start()
+    try:
+        work = tmp_path / 'work'
+        cat = tc_cat(nginx)
+        a = mount_host(seamfs, cat, redis, 'alpha', work)
+        b = mount_host(seamfs, cat, redis, 'beta', work)
+        da = bounded(lambda: sha256_file(a.path('clip.ts')), 120, 'the remux through alpha')
+        db = bounded(lambda: sha256_file(b.path('clip.ts')), 120, 'the remux through beta')
+        assert da == db
+        job = work / 'clip-ts'
+        plan = json.loads((job / 'plan.json').read_text())
+        h = hashlib.sha256()
+        for k in range(plan['segments']):
+            segs = sorted(job.glob(f'seg-{k:06d}.*ts'))
+            assert len(segs) == 1, f'segment {k}: {segs}'
+            h.update(segs[0].read_bytes())
+        assert h.hexdigest() == da
+        for m in (a, b):
+            assert 'was fenced' not in m.log()
+            assert 'seamfs-writer: ' not in m.log(), m.log()[-3000:]
             m.unmount()
     finally:
         redis.stop()
