@@ -470,6 +470,22 @@ static int is_auth_error(const char *msg)
 
 /* One command on the open connection: PX_OK with *rep, or the failure
  * (the connection is then dropped, except for an error reply). */
+/* A connection lost under a command: hiredis's words, and over TLS the
+ * server's reason where it sent one (under TLS 1.3 a server checks the
+ * client's certificate after the handshake, then closes with an alert). */
+static void note_lost(struct px_store *s)
+{
+	const char *lost = s->ctx->errstr[0] ? s->ctx->errstr : "connection lost";
+	const char *why = px_tls_conn_why(s->tconn);
+	if (!why)
+		note_error(s, "%s", lost);
+	else if (strstr(why, "certificate required"))
+		note_error(s, "%s (TLS: %s): the server asks for a client certificate: give "
+			   "tls_cert_file= and tls_key_file= in the store URL", lost, why);
+	else
+		note_error(s, "%s (TLS: %s)", lost, why);
+}
+
 static enum px_status raw(struct px_store *s, int argc, const char **argv,
 			  const size_t *argvlen, redisReply **rep)
 {
@@ -483,7 +499,7 @@ static enum px_status raw(struct px_store *s, int argc, const char **argv,
 		else if (st == PX_ETIMEDOUT)
 			note_error(s, "no answer within %d ms", PX_STORE_COMMAND_MS);
 		else
-			note_error(s, "%s", s->ctx->errstr[0] ? s->ctx->errstr : "connection lost");
+			note_lost(s);
 		drop(s);
 		return st;
 	}

@@ -27,6 +27,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,8 @@ struct px_tls_conn {
 	int pair;      /* the pump's end of the socketpair */
 	int stop[2];   /* a byte on stop[1]: end now */
 	char peer[300];
+	char why[256]; /* OpenSSL's reason the pump ended, once has_why */
+	atomic_int has_why;
 };
 
 /* ---- the URL's query */
@@ -421,6 +424,7 @@ static void *pump(void *arg)
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	int fds_stopped = 0; /* ended by px_tls_conn_free or hiredis */
 	for (int moved = 1; p;) {
 		if (pump_step(c, p, &moved))
 			break;
@@ -437,14 +441,28 @@ static void *pump(void *arg)
 		if (poll(fds, 3, -1) < 0 && errno != EINTR)
 			break;
 		/* stopped, or hiredis gone (POLLHUP comes even when not asked) */
-		if (fds[2].revents || (fds[0].revents & (POLLHUP | POLLERR)))
+		if (fds[2].revents || (fds[0].revents & (POLLHUP | POLLERR))) {
+			fds_stopped = 1;
 			break;
+		}
 		moved = 1;
 	}
 	unsigned long e = ERR_peek_last_error();
-	if (e)
+	if (!e && !fds_stopped) {
+		/* a write that failed on a closed socket says nothing: the
+		 * server may have sent its reason (an alert) before it closed */
+		char b[256];
+		ERR_clear_error();
+		(void)SSL_read(c->ssl, b, sizeof(b));
+		e = ERR_peek_last_error();
+	}
+	if (e) {
 		px_warn("store", "TLS connection to %s: %s; closed", c->peer,
 			ossl_reason(why, sizeof(why)));
+		/* before hiredis sees the end: its caller asks for it then */
+		snprintf(c->why, sizeof(c->why), "%s", why);
+		atomic_store(&c->has_why, 1);
+	}
 	free(p);
 	SSL_shutdown(c->ssl); /* best effort: the socket does not block */
 	ERR_clear_error();
@@ -520,6 +538,11 @@ fail:
 		close(sv[1]);
 	conn_release(c);
 	return st;
+}
+
+const char *px_tls_conn_why(struct px_tls_conn *c)
+{
+	return c && atomic_load(&c->has_why) ? c->why : NULL;
 }
 
 void px_tls_conn_free(struct px_tls_conn *c)

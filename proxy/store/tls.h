@@ -68,6 +68,12 @@ enum px_status px_tls_connect(struct px_tls *t, const char *host, int port, int6
 			      int *fd, struct px_tls_conn **conn, char *err,
 			      size_t errlen) PX_WUR;
 
+/* Why the TLS connection ended (OpenSSL's reason: an alert the server
+ * sent, say "tlsv13 alert certificate required"), once it has: hiredis
+ * sees the end after it is set. NULL while it runs, or when it ended
+ * without one (a plain close). Any thread. */
+const char *px_tls_conn_why(struct px_tls_conn *c);
+
 /* Ends the pump (at once, whether or not hiredis closed its end yet),
  * joins it and frees the session. NULL: nothing. */
 void px_tls_conn_free(struct px_tls_conn *c);

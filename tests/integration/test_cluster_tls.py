@@ -204,6 +204,8 @@ def test_tls_refusals(seamfs, data, nginx, tmp_path, certs):
         r, took = attempt(seamfs, cat, tmp_path, f'store={url}', 'host_id=nocert')
         assert r.returncode == 1 and took < 10, r.stderr
         assert at in r.stderr, r.stderr
+        assert 'the server asks for a client certificate: give tls_cert_file=' in r.stderr, \
+            r.stderr
         # a key that is not the certificate's
         url = f'rediss://127.0.0.1:{good.port}?' + good.query(
             tls_key_file=certs / 'server.key')
