@@ -468,8 +468,6 @@ static int is_auth_error(const char *msg)
 	       strstr(msg, "without any password");
 }
 
-/* One command on the open connection: PX_OK with *rep, or the failure
- * (the connection is then dropped, except for an error reply). */
 /* A connection lost under a command: hiredis's words, and over TLS the
  * server's reason where it sent one (under TLS 1.3 a server checks the
  * client's certificate after the handshake, then closes with an alert). */
@@ -486,6 +484,8 @@ static void note_lost(struct px_store *s)
 		note_error(s, "%s (TLS: %s)", lost, why);
 }
 
+/* One command on the open connection: PX_OK with *rep, or the failure
+ * (the connection is then dropped, except for an error reply). */
 static enum px_status raw(struct px_store *s, int argc, const char **argv,
 			  const size_t *argvlen, redisReply **rep)
 {

@@ -424,7 +424,7 @@ static void *pump(void *arg)
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	int fds_stopped = 0; /* ended by px_tls_conn_free or hiredis */
+	int local_end = 0; /* ended by px_tls_conn_free or hiredis */
 	for (int moved = 1; p;) {
 		if (pump_step(c, p, &moved))
 			break;
@@ -442,13 +442,13 @@ static void *pump(void *arg)
 			break;
 		/* stopped, or hiredis gone (POLLHUP comes even when not asked) */
 		if (fds[2].revents || (fds[0].revents & (POLLHUP | POLLERR))) {
-			fds_stopped = 1;
+			local_end = 1;
 			break;
 		}
 		moved = 1;
 	}
 	unsigned long e = ERR_peek_last_error();
-	if (!e && !fds_stopped) {
+	if (!e && !local_end) {
 		/* a write that failed on a closed socket says nothing: the
 		 * server may have sent its reason (an alert) before it closed */
 		char b[256];
