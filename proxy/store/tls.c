@@ -62,16 +62,44 @@ struct px_tls_conn {
 
 /* ---- the URL's query */
 
+static int hex_digit(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 :
+	       c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* The value v (n bytes) into dst, its %XX escapes decoded: a path with a
+ * comma (which -o would split at) or an '&' is written %2C or %26. */
 static enum px_status query_value(const char *url, const char *key, const char *v, size_t n,
 				  char *dst, size_t cap, int path, char *err, size_t errlen)
 {
-	if (n == 0 || n >= cap || (path && v[0] != '/')) {
-		snprintf(err, errlen, "store URL '%s': %s: %s", url, key,
-			 n == 0 ? "empty" : n >= cap ? "too long" : "an absolute path, please");
+	size_t m = 0;
+	const char *bad = NULL;
+	for (size_t i = 0; i < n && m < cap; i++) {
+		if (v[i] != '%') {
+			dst[m++] = v[i];
+			continue;
+		}
+		int a = i + 1 < n ? hex_digit(v[i + 1]) : -1;
+		int b = i + 2 < n ? hex_digit(v[i + 2]) : -1;
+		if (a < 0 || b < 0 || (a == 0 && b == 0)) {
+			bad = v + i;
+			break;
+		}
+		dst[m++] = (char)(a * 16 + b);
+		i += 2;
+	}
+	if (bad) {
+		snprintf(err, errlen, "store URL '%s': %s: a bad %%-escape at '%.3s' (write a "
+			 "byte as %%XX, two hex digits: %%2C for a comma)", url, key, bad);
 		return PX_EINVAL;
 	}
-	memcpy(dst, v, n);
-	dst[n] = '\0';
+	if (m == 0 || m >= cap || (path && dst[0] != '/')) {
+		snprintf(err, errlen, "store URL '%s': %s: %s", url, key,
+			 m == 0 ? "empty" : m >= cap ? "too long" : "an absolute path, please");
+		return PX_EINVAL;
+	}
+	dst[m] = '\0';
 	return PX_OK;
 }
 

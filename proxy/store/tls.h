@@ -16,6 +16,7 @@
  *   tls_server_name=NAME  the name the certificate must carry, and SNI
  *                         (default: the host connected to; an IP address
  *                         is checked against the certificate's IP entries)
+ * A value may carry %XX escapes: %2C for a comma, which -o splits at.
  */
 #ifndef SEAMFS_TLS_H
 #define SEAMFS_TLS_H

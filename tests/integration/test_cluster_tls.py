@@ -199,6 +199,17 @@ def test_tls_refusals(seamfs, data, nginx, tmp_path, certs):
                          state_dir=tmp_path / 'st-name', mnt=seamfs.new_mountpoint('mnt-name'))
         assert sha256_file(m.path('one.bin')) == data['mid.bin'].sha256
         m.unmount()
+        # a CA file in a directory with a comma (-o splits at commas): %2C
+        odd = tmp_path / 'tls,files'
+        odd.mkdir()
+        (odd / 'ca.crt').write_bytes((certs / 'ca.crt').read_bytes())
+        ca = str(odd / 'ca.crt').replace(',', '%2C')
+        url = f'rediss://127.0.0.1:{good.port}?{good.query(tls_ca_file=ca)}'
+        m = seamfs.mount(cat, options=[f'store={url}', 'host_id=comma'],
+                         state_dir=tmp_path / 'st-comma', mnt=seamfs.new_mountpoint('mnt-comma'))
+        assert sha256_file(m.path('one.bin')) == data['mid.bin'].sha256
+        assert status(m)['store']['connected'] is True
+        m.unmount()
         # no client certificate for a Redis that wants one: said, no hang
         url = f'rediss://127.0.0.1:{good.port}?tls_ca_file={certs / "ca.crt"}'
         r, took = attempt(seamfs, cat, tmp_path, f'store={url}', 'host_id=nocert')

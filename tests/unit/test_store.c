@@ -31,6 +31,7 @@
 #include "lease.h"
 #include "place.h"
 #include "tcstore.h"
+#include "tls.h"
 
 static pid_t g_redis;
 static int g_port;
@@ -175,6 +176,14 @@ static void test_checks(void **state)
 					    "tls_cert_file=/a/c.pem&tls_key_file=/a/k.pem", err,
 					    sizeof(err)), PX_OK);
 	assert_int_equal(px_store_check_url("rediss://[::1]", err, sizeof(err)), PX_OK);
+	/* a path with a comma (-o splits at commas) or an '&', %-escaped */
+	struct px_tls_files f;
+	static const char q[] = "tls_ca_file=/etc/a%2Cb/c%26d%2c.pem&tls_server_name=r%2Elan";
+	assert_int_equal(px_tls_parse_query("u", q, strlen(q), &f, err, sizeof(err)), PX_OK);
+	assert_string_equal(f.ca, "/etc/a,b/c&d,.pem");
+	assert_string_equal(f.server_name, "r.lan");
+	assert_int_equal(px_store_check_url("rediss://h?tls_ca_file=/a%2Cb.pem", err, sizeof(err)),
+			 PX_OK);
 	assert_int_equal(px_store_check_url("rediss-sentinel://s1+s2:26380/m?tls_server_name="
 					    "redis.lan", err, sizeof(err)), PX_OK);
 	static const struct { const char *url, *says; } bad[] = {
@@ -196,6 +205,9 @@ static void test_checks(void **state)
 		{ "rediss://h?tls_ca_file=ca.pem", "tls_ca_file: an absolute path" },
 		{ "rediss://h?tls_ca_file=", "tls_ca_file: empty" },
 		{ "rediss://h?tls_cert_file=/c.pem", "go together" },
+		{ "rediss://h?tls_ca_file=/a%2", "a bad %-escape at '%2'" },
+		{ "rediss://h?tls_ca_file=/a%zz.pem", "a bad %-escape at '%zz'" },
+		{ "rediss://h?tls_ca_file=/a%00.pem", "a bad %-escape at '%00'" },
 		{ "rediss://h:0/1?tls_ca_file=/x", "bad port" },
 		{ "rediss://h/x?tls_ca_file=/x", "database number" },
 		{ "rediss-sentinel://h:1/m?tls_key_file=/k", "go together" },
