@@ -408,7 +408,7 @@ struct cread {
 	int64_t need;               /* bytes of the slot the read needs in */
 	const struct px_read_req *rq;
 	uint64_t *held;
-	int *from_disk;
+	int *how;                   /* PX_CACHE_* of the caller's */
 	int filler, seen_fill;      /* we asked for a part; we waited on a fill */
 	enum px_status st;
 	uint64_t cancel, resume;    /* for after the lock */
@@ -781,7 +781,8 @@ static void cache_take(struct cread *c, struct cache_slot *s)
 {
 	memcpy(c->rq->buf, s->buf + (c->rq->off - c->start), c->rq->len);
 	s->last_use = ++c->core->reads->cache_clock;
-	*c->from_disk |= s->from_disk;
+	if (s->from_disk)
+		*c->how |= PX_CACHE_DISK;
 	if (s->held && c->held && s->xid) {
 		*c->held = s->xid;
 	} else {
@@ -885,11 +886,11 @@ static int cache_step(struct cread *c, struct cache_slot *s)
 }
 
 enum px_status px_cache_read(struct px_session *sess, int which, size_t source,
-			     const struct px_read_req *rq, uint64_t *held, int *from_disk)
+			     const struct px_read_req *rq, uint64_t *held, int *how)
 {
 	struct px_core *core = sess->core;
 	struct cread c = { .core = core, .sess = sess, .asset = sess->asset, .source = source,
-			   .which = which, .rq = rq, .held = held, .from_disk = from_disk };
+			   .which = which, .rq = rq, .held = held, .how = how };
 
 	/* a path source is read in place: nothing to cache */
 	if (px_source_is_path(core, c.asset, source))
@@ -906,6 +907,8 @@ enum px_status px_cache_read(struct px_session *sess, int which, size_t source,
 	struct cache_slot *s = &core->assets[c.asset].slot[which];
 	while (cache_step(&c, s))
 		;
+	if (c.filler || c.seen_fill)
+		*how |= PX_CACHE_FILLED;
 	pthread_mutex_unlock(&core->reads->cache_lock);
 	if (c.resume)
 		core->fetch.ops.resume(core->fetch.ops.impl, c.resume);

@@ -27,11 +27,16 @@ struct px_read_req;
  * the reader gets a CPU before the rest comes. The reader that takes them
  * lets it go on at once; or, when held is not NULL and the fill is held,
  * *held is set to the fill's id and the fill waits until the caller, its
- * reply out, calls px_cache_let_go(). *from_disk is set when the bytes
- * are a part an earlier mount kept on disk (not the source's live answer).
+ * reply out, calls px_cache_let_go(). *how gains PX_CACHE_DISK when the
+ * bytes are a part an earlier mount kept on disk (not the source's live
+ * answer), PX_CACHE_FILLED when the read started a fill or waited on one
+ * (the origin was asked for its bytes: a scan it was part of did not come
+ * from the cache alone).
  */
+#define PX_CACHE_DISK 1
+#define PX_CACHE_FILLED 2
 enum px_status px_cache_read(struct px_session *sess, int which, size_t source,
-			     const struct px_read_req *rq, uint64_t *held, int *from_disk);
+			     const struct px_read_req *rq, uint64_t *held, int *how);
 
 /* Opens the persistent tier (disk.c) in cache_dir when cache_max_bytes
  * allows: after discovery, before reads. px_cache_disk_stop ends it, once

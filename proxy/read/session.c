@@ -813,16 +813,16 @@ static enum px_status tier_cache(struct read_op *op, const struct span *sp)
 	struct px_handle *s = op->h;
 	if (sp->region == 1)
 		return PX_EDECLINED;
-	int tail = sp->region == 2, from_disk = 0;
+	int tail = sp->region == 2, how = 0;
 	size_t source = atomic_load(&s->sess->source);
-	enum px_status st = px_cache_read(s->sess, tail, source, &sp->rq, &op->held[tail],
-					  &from_disk);
+	enum px_status st = px_cache_read(s->sess, tail, source, &sp->rq, &op->held[tail], &how);
 	op->copied = 1;
-	if (from_disk)
+	if (how & PX_CACHE_DISK)
 		atomic_store(&s->sess->disk_fed, 1);
 	if (st == PX_ETIMEDOUT)
 		st = cache_stalled(op, source, sp->rq.off);
-	op->fetched |= st != PX_OK;
+	/* a read a fill served asked the origin: not the cache's alone */
+	op->fetched |= st != PX_OK || (how & PX_CACHE_FILLED);
 	return st;
 }
 

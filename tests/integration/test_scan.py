@@ -48,24 +48,44 @@ def scans(m):
         return json.load(f)['reads']['scans_from_cache']
 
 
-def test_ffprobe_scan_costs_head_and_tail(seamfs, make_origin, mp4):
-    o = make_origin(mp4.parent)
-    size = mp4.stat().st_size
-    m = seamfs.mount({'assets': [{
-        'id': 'clip', 'path': 'clip.mp4', 'size': size, 'mtime': 1700000000,
-        'sources': [{'url': o.url('clip.mp4')}]}]})
+def ffprobe_ok(path):
     r = subprocess.run(['ffprobe', '-v', 'error', '-show_entries',
                         'format=duration:stream=codec_name', '-of', 'json',
-                        m.path('clip.mp4')], capture_output=True, timeout=60)
+                        path], capture_output=True, timeout=60)
     assert r.returncode == 0, r.stderr.decode(errors='replace')
     info = json.loads(r.stdout)
     assert sorted(s['codec_name'] for s in info['streams']) == ['aac', 'h264']
     assert abs(float(info['format']['duration']) - 8.0) < 0.5
+
+
+def reads(m):
+    with open(m.path('.seamfs/status.json')) as f:
+        return json.load(f)['reads']
+
+
+def test_ffprobe_scan_costs_head_and_tail(seamfs, make_origin, mp4, tmp_path):
+    o = make_origin(mp4.parent)
+    size = mp4.stat().st_size
+    cat = {'assets': [{'id': 'clip', 'path': 'clip.mp4', 'size': size, 'mtime': 1700000000,
+                       'sources': [{'url': o.url('clip.mp4')}]}]}
+    state = tmp_path / 'state'
+    m = seamfs.mount(cat, state_dir=state)
+    ffprobe_ok(m.path('clip.mp4'))
     # the scan's cost at the origin: head, tail and little more
     scanned = sent(o, '/clip.mp4')
     assert scanned <= HEAD + TAIL + SCAN_SLACK, f'{scanned} bytes for one scan of {size}'
-    # counted once ffprobe's open is released (FUSE releases after close)
-    wait_until(lambda: scans(m) >= 1, 10, 'the scan counted')
+    # counted once ffprobe's open is released (FUSE releases after close):
+    # a scan, whose reads filled the cache, so not one from the cache
+    wait_until(lambda: reads(m)['scans'] >= 1, 10, 'the scan counted')
+    assert scans(m) == 0
+    m.unmount()
+    # mounted again on the same state_dir: the head and tail come from its
+    # cache_dir, and the scan asks the origin nothing
+    m = seamfs.mount(cat, state_dir=state)
+    ffprobe_ok(m.path('clip.mp4'))
+    wait_until(lambda: reads(m)['scans'] >= 1, 10, 'the second scan counted')
+    assert sent(o, '/clip.mp4') == scanned
+    assert scans(m) == 1
     # and the bytes through the mount are the file's
     assert bounded(lambda: sha256_file(m.path('clip.mp4')), 60, 'whole read') == \
         sha256_file(mp4)

@@ -1477,8 +1477,8 @@ static void *fill_main(void *arg)
 	struct fill_call *c = arg;
 	struct px_read_req rq = { .off = 0, .len = c->len, .buf = c->buf,
 				  .deadline = px_now_ms() + 10000, .who = "test" };
-	int from_disk = 0;
-	c->st = px_cache_read(c->sess, 0, 0, &rq, NULL, &from_disk);
+	int how = 0;
+	c->st = px_cache_read(c->sess, 0, 0, &rq, NULL, &how);
 	return NULL;
 }
 

@@ -296,9 +296,11 @@ static uint64_t scans_from_cache(struct rig *r)
 	return n;
 }
 
-/* An open that reads only the cached head and tail (a library scan) is
- * counted when it closes; one that also fetched from the middle is not,
- * nor one that read nothing. */
+/* An open that reads only the head and tail and finds them cached (a
+ * free library rescan) is counted when it closes; one whose reads filled
+ * the cache (a cold scan: the origin was asked) is not, nor one that also
+ * fetched from the middle, nor one that read nothing. On 071f287 the cold
+ * scan counted too. */
 static void test_scans_from_cache(void **state)
 {
 	struct rig *r = loop_rig(0);
@@ -306,8 +308,15 @@ static void test_scans_from_cache(void **state)
 	struct px_handle *h = rig_open(r, 0, 42);
 	assert_int_equal(read_check(h, 0, 64 * KiB), PX_OK);
 	assert_int_equal(read_check(h, SIZE - 64 * KiB, 64 * KiB), PX_OK);
+	rig_close(r, h);
+	assert_int_equal(scans_from_cache(r), 0); /* it filled the cache */
+	int n = fake_nreq(&r->fake);
+	h = rig_open(r, 0, 45);
+	assert_int_equal(read_check(h, 0, 64 * KiB), PX_OK);
+	assert_int_equal(read_check(h, SIZE - 64 * KiB, 64 * KiB), PX_OK);
 	assert_int_equal(scans_from_cache(r), 0); /* still open */
 	rig_close(r, h);
+	assert_int_equal(fake_nreq(&r->fake), n); /* the cache's alone */
 	assert_int_equal(scans_from_cache(r), 1);
 	h = rig_open(r, 0, 43);
 	assert_int_equal(read_check(h, 4096, 4096), PX_OK);
