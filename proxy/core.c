@@ -54,12 +54,12 @@ struct px_monitor {
 static void *monitor_main(void *arg)
 {
 	struct px_core *core = arg;
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	while (!px_providers_stopping_locked(core)) {
-		pthread_mutex_unlock(&core->prov_lock);
+		pthread_mutex_unlock(px_prov_lock(core));
 		int64_t next = px_providers_tick(core);
 		px_standby_tick(core);
-		pthread_mutex_lock(&core->prov_lock);
+		pthread_mutex_lock(px_prov_lock(core));
 		/* the core clock is the real one here; next may be INT64_MAX
 		 * (nothing due): never add to it */
 		int64_t now = core->now();
@@ -70,7 +70,7 @@ static void *monitor_main(void *arg)
 		if (!px_providers_stopping_locked(core))
 			px_prov_wait_until(core, wake);
 	}
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	return NULL;
 }
 
@@ -89,10 +89,10 @@ static void host_counts(void *arg, int *sessions, int *writers)
 	struct px_core *core = arg;
 	struct px_tc_info info[64];
 	int n = 0;
-	pthread_mutex_lock(&core->prov_lock);
-	for (const struct px_session *x = core->sessions; x; x = x->next)
+	pthread_mutex_lock(px_prov_lock(core));
+	for (const struct px_session *x = px_sessions_first(core); x; x = x->next)
 		n += x->nhandles > 0;
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	*sessions = n;
 	*writers = 0;
 	size_t nt = px_transcode_snapshot(core->tc, info, sizeof(info) / sizeof(info[0]));
@@ -162,39 +162,22 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 		goto out;
 	if (px_cluster_new(core, store, hosts) != PX_OK)
 		goto out;
-	if (px_sources_own_catalog(core, cat) != PX_OK)
-		goto out;
-	core->assets_cap = cat->nassets + PX_SPARE_ASSETS;
-	core->assets = calloc(core->assets_cap + 1, sizeof(*core->assets));
-	if (!core->assets)
+	if (px_sources_new(core, cat) != PX_OK)
 		goto out;
 	if (px_reloads_new(core) != PX_OK || px_probe_retry_new(core) != PX_OK)
 		goto out;
-	for (size_t i = 0; i < cat->nassets; i++)
-		core->assets[i].source_cap = cat->assets[i].kind == PX_ASSET_PLAIN
-			? cat->assets[i].nsources + px_spare_sources(cat->nassets) : 0;
-	core->provs_cap = cat->nproviders + PX_SPARE_PROVIDERS;
-	core->provs = calloc(core->provs_cap, sizeof(*core->provs));
-	if (!core->provs)
+	if (px_providers_init(core) != PX_OK)
 		goto out;
 	if (px_reads_new(cfg, &core->reads) != PX_OK)
-		goto out;
-	if (px_providers_init(core) != PX_OK)
 		goto out;
 	/* a session at its provider's limit gives back its idle streams' slots */
 	px_providers_set_yield(core, px_session_yield_idle);
 	if ((st = px_standby_init(core)) != PX_OK)
 		goto out;
 	st = PX_ENOMEM;
-	for (size_t i = 0; i < cat->nassets; i++) {
-		core->assets[i].size = core->assets[i].mtime = -1;
-		core->assets[i].dead = calloc(core->assets[i].source_cap + 1, 1);
-		if (!core->assets[i].dead)
-			goto out;
-		/* local paths from playlists only inside strm_paths */
-		if (cat->from_playlists)
-			px_sources_screen_paths(core, i, 1);
-	}
+	/* local paths from playlists only inside strm_paths */
+	for (size_t i = 0; i < cat->nassets && cat->from_playlists; i++)
+		px_sources_screen_paths(core, i, 1);
 	for (size_t i = 0; i < cat->nassets; i++) {
 		if (cat->assets[i].kind == PX_ASSET_PLAIN)
 			continue;
@@ -213,8 +196,8 @@ enum px_status px_core_new_cluster(const struct px_config *cfg, const struct px_
 	if (hosts && px_cslots_start(core) != PX_OK) {
 		px_warn("core", "providers' slots cannot be shared with the cluster: each host "
 			"keeps to its own limit");
-		for (size_t i = 0; i < core->provs_cap; i++)
-			core->provs[i].cl = 0;
+		for (size_t i = 0; i < px_provs_cap(core); i++)
+			px_prov_rt(core, i)->cl = 0;
 	}
 	if (hosts) {
 		px_hosts_set_counts(hosts, host_counts, core);
@@ -235,7 +218,7 @@ void px_core_free(struct px_core *core)
 {
 	if (!core)
 		return;
-	if (core->provs) {
+	if (core->providers) {
 		if (core->tc) {
 			/* the writers' input feeds read through handles: their reads
 			 * end now, their threads before the handles close */
@@ -257,11 +240,11 @@ void px_core_free(struct px_core *core)
 	px_fetch_free(core->fetch.own);
 	/* no fill ends any more: nothing queues a part for the disk */
 	px_cache_disk_stop(core);
-	if (core->provs) {
+	if (core->providers) {
 		px_sessions_free_all(core);
 		px_standby_release(core);
 	}
-	if (core->assets) {
+	if (core->sources) {
 		struct px_reads_stats rs = { 0 };
 		if (core->reads)
 			px_reads_stats(core->reads, &rs);
@@ -274,19 +257,13 @@ void px_core_free(struct px_core *core)
 			(unsigned long long)rs.n_direct);
 		px_cache_release(core);
 		px_source_preps_free(core);
-		for (size_t i = 0; i < core->cat->nassets; i++)
-			free((void *)core->assets[i].dead);
-		for (size_t i = core->cat->nassets; i < core->assets_cap; i++)
-			free((void *)core->assets[i].dead);
 	}
 	px_reads_free(core->reads);
-	free(core->assets);
-	free(core->provs);
-	px_tree_free(core->tree);
 	px_probe_retry_release(core);
 	px_reloads_free(core);
 	px_copies_free(core);
-	px_sources_release_catalog(core);
+	px_providers_free(core);
+	px_sources_free(core);
 	px_cluster_free(core);
 	free(core->monitor);
 	free(core);
@@ -310,8 +287,8 @@ void px_core_stop(struct px_core *core)
 static void discover_derived(struct px_core *core, size_t i, int64_t fallback_mtime,
 			     unsigned char *listed)
 {
-	const struct px_asset *a = &core->cat->assets[i];
-	struct asset_rt *rt = &core->assets[i];
+	const struct px_asset *a = &px_cat(core)->assets[i];
+	struct asset_rt *rt = px_asset_rt(core, i);
 	int64_t size;
 	if (!core->tc || px_transcode_plan(core->tc, i, &size) != PX_OK) {
 		px_warn("core", "asset %s left out: its %s could not be planned", a->id,
@@ -322,13 +299,13 @@ static void discover_derived(struct px_core *core, size_t i, int64_t fallback_mt
 	rt->mtime = a->mtime >= 0 ? a->mtime : fallback_mtime;
 	rt->listed = 1;
 	listed[i] = 1;
-	core->nlisted++;
+	px_sources_count_listed(core, 1);
 }
 
 enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 				int64_t fallback_mtime)
 {
-	const struct px_catalog *cat = core->cat;
+	const struct px_catalog *cat = px_cat(core);
 	unsigned char *need = calloc(cat->nassets + 1, 1);
 	unsigned char *listed = calloc(cat->nassets + 1, 1);
 	char (*keys)[PX_STATE_KEY_LEN] = calloc(cat->nassets + 1, sizeof(*keys));
@@ -336,10 +313,10 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 
 	if (!need || !listed || !keys)
 		goto out;
-	core->catalog_mtime = fallback_mtime;
+	px_sources_set_fallback_mtime(core, fallback_mtime);
 	for (size_t i = 0; i < cat->nassets; i++) {
 		const struct px_asset *a = &cat->assets[i];
-		struct asset_rt *rt = &core->assets[i];
+		struct asset_rt *rt = px_asset_rt(core, i);
 		int64_t size, mtime;
 		if (a->kind != PX_ASSET_PLAIN) {
 			discover_derived(core, i, fallback_mtime, listed);
@@ -364,7 +341,7 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 	px_probe_assets(core, need);
 
 	for (size_t i = 0; i < cat->nassets; i++) {
-		struct asset_rt *rt = &core->assets[i];
+		struct asset_rt *rt = px_asset_rt(core, i);
 		/* left out for want of a size: probe.c's retry asks again */
 		rt->rediscover = need[i] && rt->size < 0;
 		if (cat->assets[i].kind != PX_ASSET_PLAIN || rt->size < 0)
@@ -379,7 +356,7 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 			px_warn("state", "could not remember the size of %s", cat->assets[i].id);
 		rt->listed = 1;
 		listed[i] = 1;
-		core->nlisted++;
+		px_sources_count_listed(core, 1);
 	}
 	if (state) {
 		char err[512];
@@ -389,7 +366,7 @@ enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 	}
 	struct px_tree *tree = NULL;
 	st = px_tree_new(cat, listed, &tree);
-	atomic_store(&core->tree, tree);
+	px_tree_free(px_sources_set_tree(core, tree));
 	if (st == PX_OK) {
 		px_providers_start(core);
 		if (core->fetch.own) {
@@ -420,7 +397,7 @@ out:
 
 const struct px_tree *px_core_tree(const struct px_core *core)
 {
-	return atomic_load(&((struct px_core *)core)->tree);
+	return px_sources_tree(core);
 }
 
 void px_core_set_worker(struct px_core *core, const struct px_worker_info *w)
@@ -442,22 +419,22 @@ void px_core_on_reload(struct px_core *core,
 
 int64_t px_core_asset_size(const struct px_core *core, size_t asset)
 {
-	return core->assets[asset].size;
+	return px_asset_rt(core, asset)->size;
 }
 
 int64_t px_core_asset_mtime(const struct px_core *core, size_t asset)
 {
-	return core->assets[asset].mtime;
+	return px_asset_rt(core, asset)->mtime;
 }
 
 size_t px_core_listed(const struct px_core *core)
 {
-	return core->nlisted;
+	return px_sources_listed(core);
 }
 
 const struct px_catalog *px_core_catalog(const struct px_core *core)
 {
-	return core->cat;
+	return px_cat(core);
 }
 
 void px_core_set_clock(struct px_core *core, int64_t (*now)(void))
@@ -469,7 +446,7 @@ void px_core_set_clock(struct px_core *core, int64_t (*now)(void))
 static int feed_listed(void *arg, size_t asset)
 {
 	const struct px_core *core = arg;
-	return __atomic_load_n(&core->assets[asset].listed, __ATOMIC_RELAXED);
+	return __atomic_load_n(&px_asset_rt(core, asset)->listed, __ATOMIC_RELAXED);
 }
 
 static int64_t feed_size(void *arg, size_t asset)

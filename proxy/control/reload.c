@@ -102,7 +102,7 @@ static enum px_status publish(struct px_core *core, const struct px_sources_chan
 			      unsigned char *listed, int n_gone)
 {
 	struct px_tree *tree = NULL;
-	enum px_status st = px_tree_new(core->cat, listed, &tree);
+	enum px_status st = px_tree_new(px_cat(core), listed, &tree);
 	if (st != PX_OK) {
 		px_sources_note(c->report, c->len, "the new tree could not be built: %s",
 				px_strerror(st));
@@ -110,7 +110,7 @@ static enum px_status publish(struct px_core *core, const struct px_sources_chan
 	}
 	/* publish: listed flags, then the tree */
 	px_sources_set_listed(core, listed);
-	struct px_tree *old = atomic_exchange(&core->tree, tree);
+	struct px_tree *old = px_sources_set_tree(core, tree);
 	core->reloads->old_trees[core->reloads->ncatalogs] = old;
 	px_probe_tell(core, old, tree);
 	px_copies_reload(core, c->nc);
@@ -136,9 +136,9 @@ enum px_status px_reload_catalog(struct px_core *core, struct px_catalog *nc, ch
 				c.map ? "too many reloads: remount" : "out of memory");
 		goto out;
 	}
-	c.keep = calloc(core->assets_cap + 1, 1);
-	c.need = calloc(core->assets_cap + 1, 1);
-	listed = calloc(core->assets_cap + 1, 1);
+	c.keep = calloc(px_assets_cap(core) + 1, 1);
+	c.need = calloc(px_assets_cap(core) + 1, 1);
+	listed = calloc(px_assets_cap(core) + 1, 1);
 	if (!c.keep || !c.need || !listed)
 		goto out;
 

@@ -130,7 +130,7 @@ static enum px_status take_verification(struct px_core *core, struct px_snapshot
 	/* an asset's id never changes once it is in the catalog */
 	for (size_t i = 0; rows && i < s->ntranscodes; i++)
 		s->transcodes[i].asset = px_snap_copy(
-			core->cat->assets[s->transcodes[i].info.asset].id, &oom);
+			px_cat(core)->assets[s->transcodes[i].info.asset].id, &oom);
 	return st != PX_OK ? st : oom ? PX_ENOMEM : PX_OK;
 }
 

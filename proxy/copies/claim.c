@@ -56,7 +56,7 @@ static enum px_copy_wait claim_take(struct px_copies *cp, size_t asset, const ch
 	struct px_core *core = cp->core;
 	char key[sizeof(cp->claim_key)], ttl[32];
 	if (px_store_key(px_cluster_store(core), key, sizeof(key), "copy:{%s}:%s",
-			 core->cat->assets[asset].id, storage) < 0)
+			 px_cat(core)->assets[asset].id, storage) < 0)
 		return PX_WAIT_STORE_DOWN;
 	int64_t hb = core->cfg->heartbeat_ms > 0 ? core->cfg->heartbeat_ms : 10000;
 	int64_t ttl_ms = 3 * hb;
@@ -127,7 +127,7 @@ int cp_claim_job(struct px_copies *cp, long ji, size_t si)
 	if (w != PX_WAIT_NONE) {
 		if (w != j->wait)
 			px_info("copies", "asset %s: copy to %s%s waits: %s",
-				cp->core->cat->assets[asset].id,
+				px_cat(cp->core)->assets[asset].id,
 				across ? "this host's disk " : "storage ",
 				across ? cp->st[si].name : sname, px_copy_wait_name(w));
 		j->wait = w;

@@ -86,7 +86,7 @@ enum px_status px_copies_start(struct px_core *core)
 	if (!cp)
 		return PX_ENOMEM;
 	cp->core = core;
-	cp->cap = core->assets_cap;
+	cp->cap = px_assets_cap(core);
 	cp->want = malloc((cp->cap + 1) * sizeof(*cp->want));
 	cp->sha = calloc(cp->cap + 1, sizeof(*cp->sha));
 	cp->sha_set = calloc(cp->cap + 1, 1);
@@ -107,9 +107,9 @@ enum px_status px_copies_start(struct px_core *core)
 	px_cond_init_mono(&cp->cond);
 	core->copies = cp;
 	pthread_mutex_lock(&cp->lock);
-	cp_merge_storages(cp, core->cat);
+	cp_merge_storages(cp, px_cat(core));
 	pthread_mutex_unlock(&cp->lock);
-	if (core->fetch.own == NULL && core->cat->nstorages == 0)
+	if (core->fetch.own == NULL && px_cat(core)->nstorages == 0)
 		return PX_OK; /* a unit test's core without storages: no thread */
 	if (pthread_create(&cp->thread, NULL, copies_main, cp) == 0)
 		cp->started = 1;
@@ -171,7 +171,7 @@ void px_copies_reload(struct px_core *core, const struct px_catalog *nc)
 	cp_merge_storages(cp, nc);
 	for (size_t j = 0; j < nc->nassets; j++) {
 		const struct px_asset *na = &nc->assets[j];
-		long a = px_catalog_find(core->cat, na->id);
+		long a = px_catalog_find(px_cat(core), na->id);
 		if (a < 0 || (size_t)a >= cp->cap || na->kind != PX_ASSET_PLAIN)
 			continue;
 		cp->want[a] = na->copies;

@@ -38,8 +38,8 @@
  * opinion), -1 when none. -1 when there is no source at all. */
 static long pick_source(struct px_core *core, size_t asset, long *second)
 {
-	const struct px_asset *a = &core->cat->assets[asset];
-	struct asset_rt *rt = &core->assets[asset];
+	const struct px_asset *a = &px_cat(core)->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	int64_t now = core->now();
 	size_t n = a->nsources;
 	int *rank = calloc(n + 1, sizeof(*rank));
@@ -48,13 +48,13 @@ static long pick_source(struct px_core *core, size_t asset, long *second)
 	*second = -1;
 	if (!rank || !refused || !failing)
 		goto out;
-	pthread_mutex_lock(&core->prov_lock); /* taken alone */
+	pthread_mutex_lock(px_prov_lock(core)); /* taken alone */
 	for (size_t k = 0; k < n; k++) {
-		const struct prov_rt *p = &core->provs[a->sources[k].provider];
+		const struct prov_rt *p = px_prov_rt(core, a->sources[k].provider);
 		refused[k] = p->auth_failed != 0;
 		failing[k] = p->bad_since != 0;
 	}
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	px_vf_lock(core);
 	int served_by = atomic_load(&rt->served_by);
 	for (size_t k = 0; k < n; k++) {
@@ -91,7 +91,7 @@ static int check_samples(struct px_copies *cp, size_t asset, size_t k, const cha
 			 char *why, size_t n)
 {
 	struct px_core *core = cp->core;
-	struct asset_rt *rt = &core->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	int64_t size = rt->size;
 	struct vf_fingerprint *ref = malloc(sizeof(*ref)), *mine = malloc(sizeof(*mine));
 	struct px_rangeread *rr = NULL;
@@ -179,7 +179,7 @@ static void record_made(struct px_copies *cp, size_t asset, size_t si, const cha
 		c->registered = c->serving = 0;
 		c->mine = 1;
 		c->stale = 0;
-		c->size = core->assets[asset].size;
+		c->size = px_asset_rt(core, asset)->size;
 		snprintf(c->sha, sizeof(c->sha), "%s", hex);
 		snprintf(c->src_key, sizeof(c->src_key), "%s", src_key);
 		snprintf(c->etag, sizeof(c->etag), "%s", etag);
@@ -250,7 +250,7 @@ static enum px_status begin(struct px_copies *cp, struct making *m)
 		if (cp_pause_ms(cp, YIELD_MS))
 			break;
 	px_info("copies", "asset %s: copying from %s to storage %s (%s)",
-		core->cat->assets[m->asset].id, core->cat->assets[m->asset].sources[m->k].shown,
+		px_cat(core)->assets[m->asset].id, px_cat(core)->assets[m->asset].sources[m->k].shown,
 		m->sname, m->partial);
 	return PX_OK;
 }
@@ -272,13 +272,13 @@ static enum px_status second_opinion(struct px_copies *cp, struct making *m)
 		return s2;
 	if (s2 == PX_OK && memcmp(m->sha, sha2, VF_HASH_LEN) != 0) {
 		snprintf(m->why, m->n, "SHA-256 %s differs from source %s's", m->hex,
-			 core->cat->assets[m->asset].sources[m->second].shown);
+			 px_cat(core)->assets[m->asset].sources[m->second].shown);
 		return PX_EMISMATCH;
 	}
 	if (s2 != PX_OK)
 		px_info("copies", "asset %s: the second source could not be read "
 			"whole (%s): the copy stands on its samples",
-			core->cat->assets[m->asset].id, w);
+			px_cat(core)->assets[m->asset].id, w);
 	return PX_OK;
 }
 
@@ -288,9 +288,9 @@ static enum px_status second_opinion(struct px_copies *cp, struct making *m)
 static enum px_status check(struct px_copies *cp, struct making *m)
 {
 	struct px_core *core = cp->core;
-	if (fstat(m->fd, &m->sb) != 0 || m->sb.st_size != core->assets[m->asset].size) {
+	if (fstat(m->fd, &m->sb) != 0 || m->sb.st_size != px_asset_rt(core, m->asset)->size) {
 		snprintf(m->why, m->n, "the copy has %lld bytes, the asset %lld",
-			 (long long)m->sb.st_size, (long long)core->assets[m->asset].size);
+			 (long long)m->sb.st_size, (long long)px_asset_rt(core, m->asset)->size);
 		return PX_ESIZE;
 	}
 	if (fsync(m->fd) != 0) {
@@ -323,7 +323,7 @@ static enum px_status finish(struct px_copies *cp, struct making *m)
 		return st;
 
 	/* recorded first (not serving): is_ours knows it from now on */
-	record_made(cp, m->asset, m->si, m->hex, core->cat->assets[m->asset].sources[m->k].key,
+	record_made(cp, m->asset, m->si, m->hex, px_cat(core)->assets[m->asset].sources[m->k].key,
 		    m->etag, &m->sb);
 	size_t kk;
 	pthread_mutex_lock(&cp->lock);
@@ -345,7 +345,7 @@ static enum px_status finish(struct px_copies *cp, struct making *m)
 		return PX_EINVAL;
 	}
 	px_info("copies", "asset %s: copy on storage %s made and verified (%s, SHA-256 %s)",
-		core->cat->assets[m->asset].id, m->sname, m->path, m->hex);
+		px_cat(core)->assets[m->asset].id, m->sname, m->path, m->hex);
 	return PX_OK;
 }
 

@@ -108,7 +108,7 @@ enum px_status cp_dest_open(struct px_copies *cp, size_t asset, size_t si,
 	dev_t dev = cp->st[si].dev;
 	int dev_known = cp->st[si].dev_known;
 	pthread_mutex_unlock(&cp->lock);
-	snprintf(rel, sizeof(rel), "%s", cp->core->cat->assets[asset].path);
+	snprintf(rel, sizeof(rel), "%s", px_cat(cp->core)->assets[asset].path);
 	char *slash = strrchr(rel, '/');
 	snprintf(pl->base, sizeof(pl->base), "%s", slash ? slash + 1 : rel);
 	*(slash ? slash : rel) = '\0';

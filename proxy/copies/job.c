@@ -35,7 +35,7 @@ static void job_in_way(struct px_copies *cp, struct job *j, size_t si, enum px_c
 		if (w != PX_WAIT_NOT_READY)
 			atomic_fetch_add(&cp->n_in_way, 1);
 		px_warn("copies", "asset %s: copy to storage %s waits: %s (%s)",
-			cp->core->cat->assets[j->asset].id, cp->st[si].name, px_copy_wait_name(w),
+			px_cat(cp->core)->assets[j->asset].id, cp->st[si].name, px_copy_wait_name(w),
 			why);
 	}
 	j->wait = w;
@@ -47,7 +47,7 @@ long cp_jobs_plan(struct px_copies *cp, size_t *si_out)
 {
 	struct px_core *core = cp->core;
 	long run = -1;
-	size_t nassets = core->cat->nassets;
+	size_t nassets = px_cat(core)->nassets;
 	size_t room = cp->nst + 1 + (cp_clustered(cp) ? PX_HOSTS_MAX * PEER_STORAGES_MAX : 0);
 	struct px_place_in *in = calloc(room, sizeof(*in));
 	long *own = calloc(room, sizeof(*own));
@@ -60,8 +60,8 @@ long cp_jobs_plan(struct px_copies *cp, size_t *si_out)
 	}
 	int64_t now = px_now_ms();
 	for (size_t a = 0; a < nassets; a++) {
-		const struct px_asset *as = &core->cat->assets[a];
-		if (as->kind != PX_ASSET_PLAIN || !core->assets[a].listed)
+		const struct px_asset *as = &px_cat(core)->assets[a];
+		if (as->kind != PX_ASSET_PLAIN || !px_asset_rt(core, a)->listed)
 			continue;
 		int want = cp_want_copies(cp, a), have = cp_copies_held(cp, a);
 		long ji = cp_find_job(cp, a);
@@ -76,7 +76,7 @@ long cp_jobs_plan(struct px_copies *cp, size_t *si_out)
 			ji = (long)cp->njobs++;
 			memset(&cp->jobs[ji], 0, sizeof(cp->jobs[ji]));
 			cp->jobs[ji].asset = a;
-			cp->jobs[ji].total = core->assets[a].size;
+			cp->jobs[ji].total = px_asset_rt(core, a)->size;
 		}
 		struct job *j = &cp->jobs[ji];
 		if (j->state == JOB_COPYING)
@@ -124,7 +124,7 @@ static void job_failed(struct px_copies *cp, struct job *j, size_t si, const cha
 	j->state = JOB_BACKOFF;
 	snprintf(j->error, sizeof(j->error), "%s", why);
 	px_warn("copies", "asset %s: copy to storage %s failed (attempt %d): %s; "
-		"again from scratch in %lld ms", cp->core->cat->assets[j->asset].id,
+		"again from scratch in %lld ms", px_cat(cp->core)->assets[j->asset].id,
 		cp->st[si].name, j->attempts, why, (long long)back);
 }
 
@@ -138,7 +138,7 @@ void cp_job_run(struct px_copies *cp, long ji, size_t si)
 	j->storage = si;
 	j->done = 0;
 	j->speed = 0;
-	j->total = cp->core->assets[asset].size;
+	j->total = px_asset_rt(cp->core, asset)->size;
 	j->started_ms = px_now_ms();
 	pthread_mutex_unlock(&cp->lock);
 	char why[240] = "";

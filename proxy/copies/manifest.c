@@ -73,11 +73,11 @@ void cp_manifest_save(struct px_copies *cp, size_t si)
 		if (c->storage != si || !c->mine)
 			continue;
 		json_t *o = json_pack("{s:s, s:I, s:s, s:s, s:s}", "file",
-				      core->cat->assets[c->asset].path, "size", (json_int_t)c->size,
+				      px_cat(core)->assets[c->asset].path, "size", (json_int_t)c->size,
 				      "sha256", c->sha, "source", c->src_key, "etag", c->etag);
 		if (o && c->stale)
 			json_object_set_new(o, "stale", json_true());
-		json_object_set_new(all, core->cat->assets[c->asset].id, o);
+		json_object_set_new(all, px_cat(core)->assets[c->asset].id, o);
 	}
 	char *text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
 	json_decref(root);
@@ -141,7 +141,7 @@ static json_t *manifest_read(const char *file, json_error_t *jerr)
  * its stat into sb. cp->lock held. */
 static int found_on_storage(struct px_copies *cp, size_t si, size_t a, struct stat *sb)
 {
-	int fd = px_open_in_dir(cp->st[si].path, cp->st[si].dev, cp->core->cat->assets[a].path);
+	int fd = px_open_in_dir(cp->st[si].path, cp->st[si].dev, px_cat(cp->core)->assets[a].path);
 	int ok = fd >= 0 && fstat(fd, sb) == 0;
 	if (fd >= 0)
 		close(fd);
@@ -169,9 +169,9 @@ static void manifest_load_file(struct px_copies *cp, size_t si, const char *file
 	const char *id;
 	json_t *v;
 	json_object_foreach(all, id, v) {
-		long a = px_catalog_find(core->cat, id);
+		long a = px_catalog_find(px_cat(core), id);
 		json_t *jsize = json_object_get(v, "size"), *jsha = json_object_get(v, "sha256");
-		if (a < 0 || !core->assets[a].listed || core->cat->assets[a].kind != PX_ASSET_PLAIN ||
+		if (a < 0 || !px_asset_rt(core, a)->listed || px_cat(core)->assets[a].kind != PX_ASSET_PLAIN ||
 		    !json_is_integer(jsize) || !json_is_string(jsha) ||
 		    strlen(json_string_value(jsha)) != 64)
 			continue;
@@ -189,7 +189,7 @@ static void manifest_load_file(struct px_copies *cp, size_t si, const char *file
 		int was_stale = json_is_true(json_object_get(v, "stale"));
 		if (was_stale || !found_on_storage(cp, si, (size_t)a, &sb))
 			sb.st_size = -1;
-		if (was_stale || size != core->assets[a].size ||
+		if (was_stale || size != px_asset_rt(core, a)->size ||
 		    (sha && strcmp(sha, json_string_value(jsha))) || sb.st_size != size) {
 			if (!rescan && !was_stale)
 				px_info("copies", "asset %s: the copy on storage %s (%s) no longer "

@@ -88,9 +88,9 @@ static size_t own_state(struct px_copies *cp, const char *ttl, char ***out)
 			      push_fmt(&v, &n, &cap, "%d %d %lld %lld", s->reachable, s->copying,
 				       (long long)s->free_bytes, (long long)s->min_free);
 	}
-	for (size_t a = 0; a < cp->core->cat->nassets && !bad; a++)
-		if (cp->core->assets[a].listed && cp_self_holds(cp, a))
-			bad = push_fmt(&v, &n, &cap, "a:%s", cp->core->cat->assets[a].id) ||
+	for (size_t a = 0; a < px_cat(cp->core)->nassets && !bad; a++)
+		if (px_asset_rt(cp->core, a)->listed && cp_self_holds(cp, a))
+			bad = push_fmt(&v, &n, &cap, "a:%s", px_cat(cp->core)->assets[a].id) ||
 			      push_fmt(&v, &n, &cap, "1");
 	if (bad && n > 0 && n % 2 == 0) /* a pair half pushed: dropped */
 		free(v[--n]);
@@ -154,7 +154,7 @@ static void peer_parse(struct px_copies *cp, struct peer *p, const struct px_rep
 			ps->min_free = mn;
 			p->nst++;
 		} else if (strncmp(f, "a:", 2) == 0) {
-			long a = px_catalog_find(cp->core->cat, f + 2);
+			long a = px_catalog_find(px_cat(cp->core), f + 2);
 			if (a >= 0 && (size_t)a <= cp->cap)
 				p->held[a] = 1;
 		}
@@ -238,7 +238,7 @@ static void peer_source_add(struct px_copies *cp, const struct peer *p, size_t a
 	}
 	if (cp->ps[i].serving)
 		return;
-	peer_url(p->url, core->cat->assets[a].id, url, sizeof(url));
+	peer_url(p->url, px_cat(core)->assets[a].id, url, sizeof(url));
 	snprintf(prov, sizeof(prov), "peer:%s", p->id);
 	if (asprintf(&hdr, "Authorization: Bearer %s", px_cluster_secret(core)) < 0)
 		return;
@@ -247,7 +247,7 @@ static void peer_source_add(struct px_copies *cp, const struct peer *p, size_t a
 	free(hdr);
 	if (st != PX_OK) {
 		px_warn("copies", "asset %s: host %s's copy cannot become a source: %s",
-			core->cat->assets[a].id, p->id,
+			px_cat(core)->assets[a].id, p->id,
 			st == PX_EINVAL ? "no room for another source or provider while mounted"
 					: px_strerror(st));
 		cp->ps[i].serving = 1; /* not asked again each second */
@@ -257,7 +257,7 @@ static void peer_source_add(struct px_copies *cp, const struct peer *p, size_t a
 	cp->ps[i].k = k;
 	cp->ps[i].serving = 1;
 	px_info("copies", "asset %s: host %s's copy is a source here (%s, provider %s)",
-		core->cat->assets[a].id, p->id, url, prov);
+		px_cat(core)->assets[a].id, p->id, url, prov);
 }
 
 /* Makes the sources here follow the live hosts' copies: a host that
@@ -267,9 +267,9 @@ static void peer_sources_follow(struct px_copies *cp, const struct peer *p, size
 {
 	struct px_core *core = cp->core;
 	for (size_t h = 0; h < np && px_cluster_secret(core); h++)
-		for (size_t a = 0; !p[h].self && p[h].url[0] && a < core->cat->nassets; a++)
-			if (cp_peer_holds(cp, &p[h], a) && core->assets[a].listed &&
-			    core->cat->assets[a].kind == PX_ASSET_PLAIN)
+		for (size_t a = 0; !p[h].self && p[h].url[0] && a < px_cat(core)->nassets; a++)
+			if (cp_peer_holds(cp, &p[h], a) && px_asset_rt(core, a)->listed &&
+			    px_cat(core)->assets[a].kind == PX_ASSET_PLAIN)
 				peer_source_add(cp, &p[h], a);
 	for (size_t i = 0; i < cp->nps; i++) {
 		struct psrc *s = &cp->ps[i];
@@ -286,7 +286,7 @@ static void peer_sources_follow(struct px_copies *cp, const struct peer *p, size
 		px_sources_drop(core, s->asset, s->k, ph ? "the host no longer holds a copy"
 						       : "the host is gone (its heartbeat expired)");
 		px_info("copies", "asset %s: host %s's copy is no longer a source here: %s",
-			core->cat->assets[s->asset].id, s->host,
+			px_cat(core)->assets[s->asset].id, s->host,
 			ph ? "it no longer holds it" : "the host is gone");
 	}
 }

@@ -160,7 +160,7 @@ enum px_copy_wait cp_place_job(struct px_copies *cp, size_t a, struct job *j,
 			       struct px_place_in *in, long *own, const char **host,
 			       size_t *pick)
 {
-	int64_t size = cp->core->assets[a].size;
+	int64_t size = px_asset_rt(cp->core, a)->size;
 	j->host[0] = '\0';
 	if (!cp_clustered(cp)) {
 		for (size_t i = 0; i < cp->nst; i++) {

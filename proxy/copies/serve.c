@@ -20,7 +20,7 @@ int cp_register_copy(struct px_copies *cp, const struct cp_reg *r, size_t *k)
 						r->local, &r->id, k);
 	if (st != PX_OK) {
 		px_warn("copies", "asset %s: copy %s could not become a source: %s",
-			cp->core->cat->assets[r->asset].id, r->file,
+			px_cat(cp->core)->assets[r->asset].id, r->file,
 			st == PX_EINVAL ? "no room for another source while mounted (remount)"
 					: px_strerror(st));
 		return -1;
@@ -31,9 +31,9 @@ int cp_register_copy(struct px_copies *cp, const struct cp_reg *r, size_t *k)
 int px_copies_peer_open(struct px_core *core, const char *id, int64_t *size)
 {
 	struct px_copies *cp = core->copies;
-	long a = cp ? px_catalog_find(core->cat, id) : -1;
+	long a = cp ? px_catalog_find(px_cat(core), id) : -1;
 	long k = -1;
-	if (a < 0 || !core->assets[a].listed || core->cat->assets[a].kind != PX_ASSET_PLAIN)
+	if (a < 0 || !px_asset_rt(core, a)->listed || px_cat(core)->assets[a].kind != PX_ASSET_PLAIN)
 		return -1;
 	pthread_mutex_lock(&cp->lock);
 	for (size_t i = 0; i < cp->nc && k < 0; i++)
@@ -42,10 +42,10 @@ int px_copies_peer_open(struct px_core *core, const char *id, int64_t *size)
 			k = (long)cp->c[i].k;
 	pthread_mutex_unlock(&cp->lock);
 	px_vf_lock(core);
-	int dead = k < 0 || core->assets[a].dead[k];
+	int dead = k < 0 || px_asset_rt(core, a)->dead[k];
 	px_vf_unlock(core);
 	if (dead)
 		return -1;
-	*size = core->assets[a].size;
+	*size = px_asset_rt(core, a)->size;
 	return px_source_open(core, (size_t)a, (size_t)k);
 }

@@ -58,8 +58,8 @@ static void g_resume(void *impl, uint64_t id)
 enum px_status cp_open_source(struct px_core *core, size_t asset, size_t k, struct gate *g,
 			      struct px_rangeread **out)
 {
-	const struct px_source *src = &core->cat->assets[asset].sources[k];
-	const struct px_provider *p = &core->cat->providers[src->provider];
+	const struct px_source *src = &px_cat(core)->assets[asset].sources[k];
+	const struct px_provider *p = &px_cat(core)->providers[src->provider];
 	enum px_status st;
 	if (src->path) {
 		st = px_rangeread_new_fd(src->path, px_source_open(core, asset, k), out);
@@ -72,7 +72,7 @@ enum px_status cp_open_source(struct px_core *core, size_t asset, size_t k, stru
 					   p->nheaders, RANGE_TIMEOUT_MS, 1, out);
 	}
 	if (st == PX_OK) {
-		px_rangeread_set_size(*out, core->assets[asset].size);
+		px_rangeread_set_size(*out, px_asset_rt(core, asset)->size);
 		if (!src->path)
 			px_rangeread_set_header_hosts(*out, (const char *const *)p->header_hosts,
 						      p->nheader_hosts);
@@ -146,7 +146,7 @@ static enum px_status read_range(struct px_copies *cp, const struct cp_read *rd,
 			return PX_ESHUTDOWN;
 		if (st != PX_OK)
 			snprintf(rd->why, rd->n, "reading %s at %lld: %s",
-				 cp->core->cat->assets[rd->asset].sources[rd->k].shown,
+				 px_cat(cp->core)->assets[rd->asset].sources[rd->k].shown,
 				 (long long)off, px_strerror(st));
 		return st;
 	}
@@ -192,7 +192,7 @@ enum px_status cp_stream_source(struct px_copies *cp, const struct cp_read *rd,
 				unsigned char sha[VF_HASH_LEN])
 {
 	struct px_core *core = cp->core;
-	int64_t size = core->assets[rd->asset].size, off = 0;
+	int64_t size = px_asset_rt(core, rd->asset)->size, off = 0;
 	struct gate g = { 0 };
 	struct px_rangeread *rr = NULL;
 	struct vf_hash *h = NULL;

@@ -45,8 +45,8 @@ static void drop_in_way(struct px_copies *cp, long ci, int w)
 	snprintf(why, sizeof(why), "copy on storage %s: %s", sname,
 		 px_copy_wait_name(c->dropped));
 	px_warn("copies", "asset %s: the copy on storage %s (%s) %s: left alone, it stops "
-		"serving", core->cat->assets[asset].id, sname,
-		core->cat->assets[asset].sources[k].path,
+		"serving", px_cat(core)->assets[asset].id, sname,
+		px_cat(core)->assets[asset].sources[k].path,
 		w == PX_IN_WAY_LINK ? "is reached through a link" : "is not the file seamfs made");
 	pthread_mutex_unlock(&cp->lock);
 	px_sources_drop(core, asset, k, why);
@@ -61,7 +61,7 @@ void cp_drop_replaced(struct px_copies *cp)
 		struct copy *c = &cp->c[i];
 		if (!c->registered || c->stale)
 			continue;
-		struct src_rt *all = __atomic_load_n(&cp->core->assets[c->asset].src,
+		struct src_rt *all = __atomic_load_n(&px_asset_rt(cp->core, c->asset)->src,
 						     __ATOMIC_ACQUIRE);
 		int w = all ? atomic_load(&all[c->k].in_way) : PX_IN_WAY_NONE;
 		if (w != PX_IN_WAY_NONE)
@@ -95,11 +95,11 @@ void cp_follow_storages(struct px_copies *cp)
 		if (should) {
 			size_t kk;
 			if (cp_register_copy(cp, &reg, &kk) == 0)
-				px_info("copies", "asset %s: copy %s serves again", core->cat->assets[asset].id,
+				px_info("copies", "asset %s: copy %s serves again", px_cat(core)->assets[asset].id,
 					path);
 		} else {
 			px_sources_drop(core, asset, k, why);
-			px_warn("copies", "asset %s: %s: it stops serving", core->cat->assets[asset].id,
+			px_warn("copies", "asset %s: %s: it stops serving", px_cat(core)->assets[asset].id,
 				why);
 		}
 		pthread_mutex_lock(&cp->lock);
@@ -114,12 +114,12 @@ void cp_recheck_etags(struct px_copies *cp)
 		if (!c->recheck || c->stale || !c->serving || px_now_ms() < c->recheck_at)
 			continue;
 		size_t asset = c->asset;
-		const struct px_asset *as = &core->cat->assets[asset];
+		const struct px_asset *as = &px_cat(core)->assets[asset];
 		long k = -1;
 		for (size_t j = 0; j < as->nsources && k < 0; j++)
 			if (!as->sources[j].storage && strcmp(as->sources[j].key, c->src_key) == 0)
 				k = (long)j;
-		if (k < 0 || core->assets[asset].dead[k]) {
+		if (k < 0 || px_asset_rt(core, asset)->dead[k]) {
 			c->recheck = 0; /* that source is gone: nothing to compare with */
 			continue;
 		}

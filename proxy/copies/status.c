@@ -18,7 +18,7 @@
  * copy is recorded before it becomes a source), or -1. cp->lock held. */
 static long find_source_copy(struct px_copies *cp, size_t asset, size_t k)
 {
-	const char *storage = cp->core->cat->assets[asset].sources[k].storage;
+	const char *storage = px_cat(cp->core)->assets[asset].sources[k].storage;
 	long si = storage ? cp_find_storage(cp, storage) : -1;
 	return si >= 0 ? cp_find_copy(cp, asset, (size_t)si) : -1;
 }
@@ -50,18 +50,18 @@ static const char *job_state(const struct job *j)
 static json_t *locations(struct px_copies *cp, size_t asset, const int *viewers)
 {
 	struct px_core *core = cp->core;
-	const struct px_asset *a = &core->cat->assets[asset];
+	const struct px_asset *a = &px_cat(core)->assets[asset];
 	json_t *arr = json_array();
 	for (size_t k = 0; arr && k < a->nsources; k++) {
 		const struct px_source *s = &a->sources[k];
 		json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:b}",
 				      "kind", s->storage ? "copy"
-					      : strncmp(core->cat->providers[s->provider].name,
+					      : strncmp(px_cat(core)->providers[s->provider].name,
 							"peer:", 5) == 0 && s->url ? "peer" : "source",
 				      "where", s->shown,
-				      "provider", core->cat->providers[s->provider].name,
+				      "provider", px_cat(core)->providers[s->provider].name,
 				      "viewers", viewers[k],
-				      "serving", !core->assets[asset].dead[k]);
+				      "serving", !px_asset_rt(core, asset)->dead[k]);
 		enum px_copy_wait dropped = PX_WAIT_NONE;
 		if (s->storage) {
 			pthread_mutex_lock(&cp->lock);
@@ -117,7 +117,7 @@ static void jobs_json(struct px_copies *cp, json_t *jobs, unsigned char *show)
 		if (show)
 			show[j->asset] = 1;
 		json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:f, s:i}",
-				      "asset", core->cat->assets[j->asset].id,
+				      "asset", px_cat(core)->assets[j->asset].id,
 				      "state", job_state(j),
 				      "bytes_done", (json_int_t)(j->state == JOB_COPYING ? j->done : 0),
 				      "bytes_total", (json_int_t)j->total,
@@ -143,13 +143,13 @@ static void jobs_json(struct px_copies *cp, json_t *jobs, unsigned char *show)
 static void assets_json(struct px_copies *cp, json_t *assets, const unsigned char *show)
 {
 	struct px_core *core = cp->core;
-	size_t nassets = core->cat->nassets;
+	size_t nassets = px_cat(core)->nassets;
 	int *viewers = NULL;
 	size_t vcap = 0;
 	for (size_t a = 0; show && a < nassets; a++) {
-		if (!show[a] || !core->assets[a].listed)
+		if (!show[a] || !px_asset_rt(core, a)->listed)
 			continue;
-		size_t ns = core->cat->assets[a].nsources;
+		size_t ns = px_cat(core)->assets[a].nsources;
 		if (ns + 1 > vcap) {
 			free(viewers);
 			vcap = ns + 1;
@@ -160,15 +160,15 @@ static void assets_json(struct px_copies *cp, json_t *assets, const unsigned cha
 			}
 		}
 		memset(viewers, 0, vcap * sizeof(*viewers));
-		pthread_mutex_lock(&core->prov_lock);
-		for (struct px_session *s = core->sessions; s; s = s->next)
+		pthread_mutex_lock(px_prov_lock(core));
+		for (struct px_session *s = px_sessions_first(core); s; s = s->next)
 			if (s->asset == a && s->listed && s->source < ns)
 				viewers[s->source]++;
-		pthread_mutex_unlock(&core->prov_lock);
+		pthread_mutex_unlock(px_prov_lock(core));
 		pthread_mutex_lock(&cp->lock);
 		int want = cp_want_copies(cp, a);
 		pthread_mutex_unlock(&cp->lock);
-		json_t *o = json_pack("{s:s, s:i}", "asset", core->cat->assets[a].id,
+		json_t *o = json_pack("{s:s, s:i}", "asset", px_cat(core)->assets[a].id,
 				      "copies_wanted", want);
 		if (o)
 			json_object_set_new(o, "locations", locations(cp, a, viewers));
@@ -195,7 +195,7 @@ char *px_copies_status(struct px_core *core)
 	if (!cp)
 		goto dump;
 	/* which assets: those with copies wanted or held */
-	size_t nassets = core->cat->nassets;
+	size_t nassets = px_cat(core)->nassets;
 	unsigned char *show = calloc(nassets + 1, 1);
 	pthread_mutex_lock(&cp->lock);
 	json_object_set_new(root, "host", json_string(cp->host));
@@ -208,7 +208,7 @@ char *px_copies_status(struct px_core *core)
 	for (size_t c = 0; show && c < cp->nc; c++)
 		show[cp->c[c].asset] = 1;
 	for (size_t a = 0; show && a < nassets; a++)
-		if (cp_want_copies(cp, a) > 0 && core->cat->assets[a].kind == PX_ASSET_PLAIN)
+		if (cp_want_copies(cp, a) > 0 && px_cat(core)->assets[a].kind == PX_ASSET_PLAIN)
 			show[a] = 1;
 	pthread_mutex_unlock(&cp->lock);
 	assets_json(cp, assets, show);

@@ -115,23 +115,23 @@ static void move_viewers(struct px_core *core, const char *prov_name)
 	size_t n = 0;
 	if (!list)
 		return;
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	long pi = -1;
-	for (size_t i = 0; i < core->cat->nproviders && pi < 0; i++)
-		if (strcmp(core->cat->providers[i].name, prov_name) == 0)
+	for (size_t i = 0; i < px_cat(core)->nproviders && pi < 0; i++)
+		if (strcmp(px_cat(core)->providers[i].name, prov_name) == 0)
 			pi = (long)i;
-	for (struct px_session *s = core->sessions; s && pi >= 0 && n < MOVE_MAX; s = s->next) {
+	for (struct px_session *s = px_sessions_first(core); s && pi >= 0 && n < MOVE_MAX; s = s->next) {
 		if (!s->listed || s->failed || (long)s->prov != pi)
 			continue;
 		s->nhandles++; /* held as a handle would, until px_session_leave */
 		list[n++] = s;
 	}
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	for (size_t i = 0; i < n; i++) {
 		struct px_session *s = list[i];
 		size_t k = atomic_load(&s->source);
 		int64_t off = atomic_load(&s->offset);
-		const char *path = core->cat->assets[s->asset].sources[k].path;
+		const char *path = px_cat(core)->assets[s->asset].sources[k].path;
 		unsigned char seam[4096];
 		size_t len = off < (int64_t)sizeof(seam) ? (size_t)off : sizeof(seam), got = 0;
 		int fd = path ? px_source_open(core, s->asset, k) : -1;

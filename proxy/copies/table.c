@@ -58,7 +58,7 @@ int cp_shared(const struct px_copies *cp, const struct storage *s)
 void cp_copy_path(struct px_core *core, const struct storage *s, size_t asset, char *out,
 		  size_t n)
 {
-	snprintf(out, n, "%s/%s", s->path, core->cat->assets[asset].path);
+	snprintf(out, n, "%s/%s", s->path, px_cat(core)->assets[asset].path);
 }
 
 /* The asset's sha256 now (the last reload's, else the core's catalog). */
@@ -66,12 +66,12 @@ const char *cp_want_sha(struct px_copies *cp, size_t asset)
 {
 	if (asset < cp->cap && cp->sha_set[asset])
 		return cp->sha[asset];
-	return cp->core->cat->assets[asset].sha256;
+	return px_cat(cp->core)->assets[asset].sha256;
 }
 
 int cp_want_copies(struct px_copies *cp, size_t asset)
 {
-	const struct px_asset *a = &cp->core->cat->assets[asset];
+	const struct px_asset *a = &px_cat(cp->core)->assets[asset];
 	int n = asset < cp->cap && cp->want[asset] != -2 ? cp->want[asset] : a->copies;
 	return n >= 0 ? n : cp->core->cfg->copies;
 }

@@ -169,7 +169,7 @@ static void unpause(struct cache_slot *s)
 static void tail_bounds(const struct px_core *core, size_t asset, int64_t *start, int64_t *len)
 {
 	const struct px_config *cfg = core->cfg;
-	int64_t size = core->assets[asset].size;
+	int64_t size = px_asset_rt(core, asset)->size;
 	int64_t head_end = cfg->head_size < size ? cfg->head_size : size;
 	*start = size - cfg->tail_size > head_end ? size - cfg->tail_size : head_end;
 	*len = size - *start;
@@ -179,15 +179,15 @@ void px_cache_release(struct px_core *core)
 {
 	if (!core->reads)
 		return;
-	for (size_t i = 0; i < core->cat->nassets; i++) {
-		for (int k = 0; core->assets[i].slot && k < 2; k++) {
-			struct cache_slot *s = &core->assets[i].slot[k];
+	for (size_t i = 0; i < px_cat(core)->nassets; i++) {
+		for (int k = 0; px_asset_rt(core, i)->slot && k < 2; k++) {
+			struct cache_slot *s = &px_asset_rt(core, i)->slot[k];
 			if (s->buf)
 				atomic_fetch_sub(&core->reads->ra_used, s->asked);
 			free(s->buf);
 		}
-		free(core->assets[i].slot);
-		core->assets[i].slot = NULL;
+		free(px_asset_rt(core, i)->slot);
+		px_asset_rt(core, i)->slot = NULL;
 	}
 }
 
@@ -212,9 +212,9 @@ static int make_room(struct px_core *core, int64_t need, const struct cache_slot
 {
 	while (core->reads->cache_used + need > core->cfg->cache_size) {
 		struct cache_slot *victim = NULL;
-		for (size_t i = 0; i < core->cat->nassets; i++) {
-			for (int k = 0; core->assets[i].slot && k < 2; k++) {
-				struct cache_slot *s = &core->assets[i].slot[k];
+		for (size_t i = 0; i < px_cat(core)->nassets; i++) {
+			for (int k = 0; px_asset_rt(core, i)->slot && k < 2; k++) {
+				struct cache_slot *s = &px_asset_rt(core, i)->slot[k];
 				if ((s->state == CACHE_READY || s->state == CACHE_PARTIAL) &&
 				    s != keep && (!victim || s->last_use < victim->last_use))
 					victim = s;
@@ -293,7 +293,7 @@ static void slot_done(struct px_core *core, struct fill *f, struct cache_slot *s
 	if (res->status == PX_OK && s->filled > 0 && !answered(core, f->asset, s, which, res)) {
 		px_warn("cache", "asset %s: the %s's source answers with another version (ETag "
 			"or Last-Modified) than its cached part: the part is dropped",
-			core->cat->assets[f->asset].id, which ? "tail" : "head");
+			px_cat(core)->assets[f->asset].id, which ? "tail" : "head");
 		drop(core, s);
 		/* the copy on disk is of the old version too: forgotten, not
 		 * loaded again */
@@ -338,10 +338,10 @@ static void f_done(void *ctx, const struct px_fetch_result *res)
 		slot_done(core, f, f->tail, 1, res);
 		/* an origin that does not answer two ranges as two parts: this
 		 * provider's heads and tails are asked for apart from now on */
-		if (res->multi < 0 && !atomic_exchange(&core->provs[f->prov].no_multipart, 1))
+		if (res->multi < 0 && !atomic_exchange(&px_prov_rt(core, f->prov)->no_multipart, 1))
 			px_info("cache", "asset %s: provider %s answered a request for its head and "
 				"tail with %s: heads and tails are asked for apart from now on",
-				core->cat->assets[f->asset].id, core->cat->providers[f->prov].name,
+				px_cat(core)->assets[f->asset].id, px_cat(core)->providers[f->prov].name,
 				res->status != PX_OK ? res->detail
 				: res->http_status == 200 ? "the whole file" : "one range");
 		else if (res->multi > 0) {
@@ -363,13 +363,13 @@ static void f_done(void *ctx, const struct px_fetch_result *res)
 static struct cache_slot *pair_tail(struct px_core *core, struct px_session *sess, size_t asset,
 				    struct cache_slot *head, size_t source, int64_t end)
 {
-	struct cache_slot *t = &core->assets[asset].slot[1];
+	struct cache_slot *t = &px_asset_rt(core, asset)->slot[1];
 	int64_t start, len, used = atomic_load(&core->reads->ra_used);
 	tail_bounds(core, asset, &start, &len);
 	if (t->state != CACHE_EMPTY || (core->reads->disk && !t->disk_tried) || start <= end ||
 	    len <= 0 || len > core->cfg->cache_size ||
-	    atomic_load(&core->provs[core->cat->assets[asset].sources[source].provider]
-				.no_multipart) ||
+	    atomic_load(&px_prov_rt(core, px_cat(core)->assets[asset].sources[source].provider)
+				 ->no_multipart) ||
 	    make_room(core, len, t))
 		return NULL;
 	do {
@@ -566,7 +566,7 @@ static enum px_status ask(struct cread *c, struct cache_slot *s)
 	}
 	s->buf = buf;
 	*f = (struct fill){ .core = core, .slot = s, .asset = c->asset, .which = c->which,
-			    .prov = core->cat->assets[c->asset].sources[c->source].provider };
+			    .prov = px_cat(core)->assets[c->asset].sources[c->source].provider };
 	size_t was_also = s->also;
 	fill_begin(c, s, first, also, want, more);
 	/* a head's first part brings the tail along where the origin can,
@@ -625,12 +625,12 @@ struct load_ctx {
 static int load_source_ok(void *arg, const struct px_disk_meta *got)
 {
 	struct load_ctx *c = arg;
-	const struct px_asset *a = &c->core->cat->assets[c->asset];
+	const struct px_asset *a = &px_cat(c->core)->assets[c->asset];
 	char etag[128];
 	int64_t mtime;
 	for (size_t k = 0; k < a->nsources; k++) {
 		if (!a->sources[k].key || strcmp(a->sources[k].key, got->source) ||
-		    a->sources[k].path || c->core->assets[c->asset].dead[k] ||
+		    a->sources[k].path || px_asset_rt(c->core, c->asset)->dead[k] ||
 		    px_source_rejected(c->core, c->asset, k))
 			continue;
 		if (px_standby_seen(c->core, c->asset, k, etag, &mtime) &&
@@ -647,17 +647,17 @@ static int load_source_ok(void *arg, const struct px_disk_meta *got)
  * and makes it the slot when it checks. Holds no lock of the core. */
 static void load(struct px_core *core, size_t asset, int which, int64_t start, int64_t slen)
 {
-	struct px_disk_meta want = { .size = core->assets[asset].size, .start = start,
+	struct px_disk_meta want = { .size = px_asset_rt(core, asset)->size, .start = start,
 				     .len = slen, .mtime = -1,
-				     .asset_mtime = core->assets[asset].mtime };
+				     .asset_mtime = px_asset_rt(core, asset)->mtime };
 	struct px_disk_meta got;
 	struct load_ctx c = { core, asset, 0 };
 	unsigned char *buf;
-	if (px_disk_load(core->reads->disk, core->cat->assets[asset].id, which, &want, load_source_ok,
+	if (px_disk_load(core->reads->disk, px_cat(core)->assets[asset].id, which, &want, load_source_ok,
 			 &c, &buf, &got) != PX_OK)
 		return;
 	pthread_mutex_lock(&core->reads->cache_lock);
-	install(core, &core->assets[asset].slot[which], c.k, &got, buf);
+	install(core, &px_asset_rt(core, asset)->slot[which], c.k, &got, buf);
 	pthread_cond_broadcast(&core->reads->cache_cond);
 	pthread_mutex_unlock(&core->reads->cache_lock);
 }
@@ -667,13 +667,13 @@ static void load(struct px_core *core, size_t asset, int which, int64_t start, i
 static void persist(void *arg, size_t asset, int which)
 {
 	struct px_core *core = arg;
-	struct px_disk_meta m = { .size = core->assets[asset].size,
-				  .asset_mtime = core->assets[asset].mtime };
+	struct px_disk_meta m = { .size = px_asset_rt(core, asset)->size,
+				  .asset_mtime = px_asset_rt(core, asset)->mtime };
 	unsigned char *copy = NULL;
 	int forget = 0;
 	pthread_mutex_lock(&core->reads->cache_lock);
-	struct cache_slot *s = core->assets[asset].slot ? &core->assets[asset].slot[which] : NULL;
-	const struct px_asset *a = &core->cat->assets[asset];
+	struct cache_slot *s = px_asset_rt(core, asset)->slot ? &px_asset_rt(core, asset)->slot[which] : NULL;
+	const struct px_asset *a = &px_cat(core)->assets[asset];
 	if (s && s->stale) {
 		s->stale = 0;
 		forget = 1;
@@ -722,7 +722,7 @@ void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fil
 	uint64_t resume = 0;
 
 	pthread_mutex_lock(&core->reads->cache_lock);
-	struct cache_slot *s = core->assets[asset].slot ? &core->assets[asset].slot[which] : NULL;
+	struct cache_slot *s = px_asset_rt(core, asset)->slot ? &px_asset_rt(core, asset)->slot[which] : NULL;
 	if (s && fill && s->xid == fill && s->held) {
 		s->held = 0;
 		if (s->paused) {
@@ -751,7 +751,7 @@ static int cache_empty(struct cread *c, struct cache_slot *s)
 		c->st = PX_EDECLINED;
 		return 0;
 	}
-	struct cache_slot *t = &core->assets[c->asset].slot[1];
+	struct cache_slot *t = &px_asset_rt(core, c->asset)->slot[1];
 	int64_t tstart, tlen;
 	tail_bounds(core, c->asset, &tstart, &tlen);
 	int mine = core->reads->disk && !s->disk_tried;
@@ -846,7 +846,7 @@ static int cache_wait(struct cread *c, struct cache_slot *s)
 static void slot_bounds(const struct px_core *core, size_t asset, int which, int64_t *start,
 			int64_t *len)
 {
-	int64_t size = core->assets[asset].size;
+	int64_t size = px_asset_rt(core, asset)->size;
 	if (which)
 		tail_bounds(core, asset, start, len);
 	else
@@ -899,12 +899,12 @@ enum px_status px_cache_read(struct px_session *sess, int which, size_t source,
 	c.need = rq->off + (int64_t)rq->len - c.start;
 	pthread_mutex_lock(&core->reads->cache_lock);
 	/* an asset's slots exist once it is read: a library costs none */
-	if (!core->assets[c.asset].slot &&
-	    !(core->assets[c.asset].slot = calloc(2, sizeof(struct cache_slot)))) {
+	if (!px_asset_rt(core, c.asset)->slot &&
+	    !(px_asset_rt(core, c.asset)->slot = calloc(2, sizeof(struct cache_slot)))) {
 		pthread_mutex_unlock(&core->reads->cache_lock);
 		return PX_EDECLINED;
 	}
-	struct cache_slot *s = &core->assets[c.asset].slot[which];
+	struct cache_slot *s = &px_asset_rt(core, c.asset)->slot[which];
 	while (cache_step(&c, s))
 		;
 	if (c.filler || c.seen_fill)
@@ -923,9 +923,9 @@ int px_cache_yield(struct px_core *core, uint64_t session)
 	int n = 0;
 
 	pthread_mutex_lock(&core->reads->cache_lock);
-	for (size_t i = 0; i < core->cat->nassets && n < 8; i++) {
-		for (int k = 0; core->assets[i].slot && k < 2 && n < 8; k++) {
-			struct cache_slot *s = &core->assets[i].slot[k];
+	for (size_t i = 0; i < px_cat(core)->nassets && n < 8; i++) {
+		for (int k = 0; px_asset_rt(core, i)->slot && k < 2 && n < 8; k++) {
+			struct cache_slot *s = &px_asset_rt(core, i)->slot[k];
 			/* a head and tail fill: the head's, if neither waits */
 			if (s->state == CACHE_FILLING && s->xid && s->owner == session &&
 			    !s->waiting && !(s->peer && (k == 1 || s->peer->waiting)))
@@ -943,8 +943,8 @@ int64_t px_cache_wake_at(struct px_core *core, size_t asset, int which)
 {
 	int64_t at = -1;
 	pthread_mutex_lock(&core->reads->cache_lock);
-	if (core->assets[asset].slot)
-		at = core->assets[asset].slot[which].wake_at;
+	if (px_asset_rt(core, asset)->slot)
+		at = px_asset_rt(core, asset)->slot[which].wake_at;
 	pthread_mutex_unlock(&core->reads->cache_lock);
 	return at;
 }
@@ -954,7 +954,7 @@ int px_cache_holds(struct px_core *core, size_t asset, int which, size_t source,
 {
 	int holds = 0;
 	pthread_mutex_lock(&core->reads->cache_lock);
-	const struct cache_slot *s = core->assets[asset].slot ? &core->assets[asset].slot[which]
+	const struct cache_slot *s = px_asset_rt(core, asset)->slot ? &px_asset_rt(core, asset)->slot[which]
 							      : NULL;
 	/* a filling slot holds what is in: a reader woken by the fill's last
 	 * bytes may read across the slot's edge before the fill's end is told */

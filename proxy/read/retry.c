@@ -47,10 +47,10 @@ enum px_status px_retry_failed(struct px_retry *r, struct px_session *sess,
 		r->fails = 0;   /* progress: the retry budget starts afresh */
 	r->mark = pos;
 	px_warn("read", "%s: %s: read at %lld failed: %s (%s)", who,
-		core->cat->assets[asset].sources[source].shown, (long long)pos,
+		px_cat(core)->assets[asset].sources[source].shown, (long long)pos,
 		px_strerror(st), detail && detail[0] ? detail : px_strerror(st));
 	if (st == PX_ENOTFOUND || st == PX_ESIZE)
-		core->assets[asset].dead[source] = 1; /* for later sessions */
+		px_asset_rt(core, asset)->dead[source] = 1; /* for later sessions */
 	int moved = px_cutover(sess, source, pos, stalled ? PX_ETIMEDOUT : st, f->seam, f->nseam,
 			       deadline) == PX_OK;
 	if (moved && r->cut_at != pos) {
@@ -59,7 +59,7 @@ enum px_status px_retry_failed(struct px_retry *r, struct px_session *sess,
 	}
 	/* each standby gets its turn at the byte before a move counts as a
 	 * failure: as many moves as the asset has sources */
-	if (moved && ++r->cuts_here <= (int)core->cat->assets[asset].nsources) {
+	if (moved && ++r->cuts_here <= (int)px_cat(core)->assets[asset].nsources) {
 		r->fails = 0;
 		return PX_OK;
 	}

@@ -158,7 +158,7 @@ static void w_done(void *ctx, const struct px_fetch_result *res)
 enum px_status px_handle_open(struct px_core *core, size_t asset, uint64_t client,
 			      struct px_handle **out)
 {
-	struct asset_rt *rt = &core->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	struct px_session *sess;
 	struct px_handle *h;
 	enum px_status st;
@@ -424,7 +424,7 @@ static enum px_status fetch_once(struct px_handle *s, struct attempt *a, int64_t
 						    (int64_t)a->len);
 	struct px_fetch_cb cb = { w_data, w_done, w };
 	enum px_status st = px_xfer_submit(core,
-					   core->cat->assets[s->asset].sources[a->source].provider,
+					   px_cat(core)->assets[s->asset].sources[a->source].provider,
 					   s->sess, 0, deadline, &fp, &cb, &id);
 	if (st != PX_OK) {
 		w->refs = 1;
@@ -533,7 +533,7 @@ static void keep_tail(struct px_handle *s, int64_t end, const struct iovec *iov,
 static void regions(const struct px_handle *s, int64_t *head_end, int64_t *tail_start)
 {
 	const struct px_config *cfg = s->core->cfg;
-	int64_t size = s->core->assets[s->asset].size;
+	int64_t size = px_asset_rt(s->core, s->asset)->size;
 	*head_end = cfg->head_size < size ? cfg->head_size : size;
 	*tail_start = size - cfg->tail_size > *head_end ? size - cfg->tail_size : *head_end;
 }
@@ -734,7 +734,7 @@ static enum px_status cache_stalled(struct read_op *op, size_t source, int64_t p
 	unsigned char seam[4096];
 	if (px_now_ms() >= op->deadline)
 		return PX_ETIMEDOUT;
-	const struct px_source *src = &s->core->cat->assets[s->asset].sources[source];
+	const struct px_source *src = &px_cat(s->core)->assets[s->asset].sources[source];
 	px_warn("session", "%s: %s: read at %lld: stalled: no byte of the cached range within "
 		"stall_timeout", s->who, src->shown, (long long)pos);
 	size_t nseam = seam_bytes(s, op->st, pos, op->buf + op->got, op->got, seam);
@@ -772,7 +772,7 @@ static enum px_status prove_live(struct read_op *op, int64_t pos)
 		atomic_store(&sess->proven, source + 1);
 		return PX_OK;
 	}
-	const struct px_source *src = &s->core->cat->assets[s->asset].sources[source];
+	const struct px_source *src = &px_cat(s->core)->assets[s->asset].sources[source];
 	px_warn("session", "%s: %s: its first sample differs from the asset's reference: "
 		"its bytes are not served", s->who, src->shown);
 	return px_cutover(sess, source, pos, PX_EMISMATCH, NULL, 0, op->deadline) == PX_OK
@@ -872,7 +872,7 @@ static int begin_read(struct px_handle *s, int64_t off, size_t len, int count,
 	 * by reopening) reads there in the kernel's read-ahead size; a
 	 * scanner's or a random reader's reads are smaller, or in the cached
 	 * head and tail (or across their edges) */
-	int64_t size = s->core->assets[s->asset].size;
+	int64_t size = px_asset_rt(s->core, s->asset)->size;
 	if (s->next_off < 0 && (int64_t)len >= FRESH_RUN && off >= s->core->cfg->head_size &&
 	    off + (int64_t)len <= size - s->core->cfg->tail_size)
 		s->seek_credit = 1;
@@ -1062,7 +1062,7 @@ static enum px_status screen(struct px_handle *s, size_t source, int64_t off,
 		return PX_OK;
 	if (px_standby_screen(core, s->asset, source, off, iov, iovcnt) == PX_OK)
 		return PX_OK;
-	const struct px_source *src = &core->cat->assets[s->asset].sources[source];
+	const struct px_source *src = &px_cat(core)->assets[s->asset].sources[source];
 	px_warn("session", "%s: %s: read at %lld: the bytes differ from the asset's reference: "
 		"not served", s->who, src->shown, (long long)off);
 	/* nothing it gave may serve again: the window, the seam bytes */
@@ -1081,7 +1081,7 @@ static enum px_status screen(struct px_handle *s, size_t source, int64_t off,
 /* The read's length within the asset: 0 at or past its end. */
 static size_t clamp(const struct px_handle *s, int64_t off, size_t len)
 {
-	int64_t size = s->core->assets[s->asset].size;
+	int64_t size = px_asset_rt(s->core, s->asset)->size;
 	if (off >= size)
 		return 0;
 	return (int64_t)len > size - off ? (size_t)(size - off) : len;

@@ -560,7 +560,7 @@ static enum px_status submit(struct px_stream *st, int64_t deadline)
 	/* x belongs to the transfer from here: it may end, and free x, before
 	 * submit returns */
 	enum px_status rc = px_xfer_submit(core,
-					   core->cat->assets[st->asset].sources[st->source].provider,
+					   px_cat(core)->assets[st->asset].sources[st->source].provider,
 					   st->sess, 0, deadline, &fp, &cb, &id);
 	pthread_mutex_lock(&st->lock);
 	if (rc != PX_OK) {
@@ -769,7 +769,7 @@ static enum px_status par_submit(struct px_stream *st, int pick, size_t source,
 	struct px_fetch_cb cb = { s_data, s_done, x };
 	pthread_mutex_unlock(&st->lock);
 	enum px_status rc = px_xfer_submit(core,
-					   core->cat->assets[st->asset].sources[source].provider,
+					   px_cat(core)->assets[st->asset].sources[source].provider,
 					   st->sess, bg ? PX_XFER_SPARE : 0, deadline, &fp, &cb, &id);
 	pthread_mutex_lock(&st->lock);
 	p = part_by_id(st, pid);
@@ -845,7 +845,7 @@ enum px_status px_stream_start(struct px_core *core, struct px_session *sess, si
 			       int64_t off, int64_t first_fill, int64_t deadline,
 			       struct px_stream **out)
 {
-	int64_t size = core->assets[asset].size;
+	int64_t size = px_asset_rt(core, asset)->size;
 	int64_t want = size - off + KEEP_BEHIND;
 	if (want > WINDOW_MAX)
 		want = WINDOW_MAX;
@@ -1081,7 +1081,7 @@ static enum px_status restart_ended(struct px_stream *st, struct px_retry *retry
 		if (!st->capped_seen)
 			px_info("stream", "%s: %s answers in parts (%lld bytes so far): asking for "
 				"the rest as each ends", rq->who,
-				st->core->cat->assets[st->asset].sources[st->source].shown,
+				px_cat(st->core)->assets[st->asset].sources[st->source].shown,
 				(long long)(st->rend - st->origin));
 		st->capped_seen = 1;
 	}
@@ -1167,7 +1167,7 @@ static enum px_status wait_single(struct px_stream *st, const struct px_read_req
 	/* a transfer slower than its reader: more of them, if the provider
 	 * has a slot to spare (asked without our lock) */
 	if (par_wanted(st, px_now_ms())) {
-		size_t prov = core->cat->assets[st->asset].sources[st->source].provider;
+		size_t prov = px_cat(core)->assets[st->asset].sources[st->source].provider;
 		pthread_mutex_unlock(&st->lock);
 		int spare = px_provider_spare(core, prov);
 		pthread_mutex_lock(&st->lock);

@@ -1,14 +1,12 @@
 /*
- * context.h - the core's shared context: the catalog copy, the per-asset
- * and per-provider run-time state, prov_lock (the one lock other files
- * still take from here: vf_lock and the reload lock are their owners',
- * taken through px_vf_lock and px_reload_lock), and pointers to the
- * objects each layer owns (px_reads, px_providers, px_verify, px_retry,
+ * context.h - the core's shared context: pointers to the objects each
+ * layer owns (px_sources, px_reads, px_providers, px_verify, px_retry,
  * px_reloads, px_cluster, core.c's px_monitor), opaque outside their own
- * file and used through its functions, and the fetcher with its ops
- * (px_fetcher). core.c (the composition root)
- * builds it and makes and frees those objects; the layers from source/ up
- * read the fields their module owns, as each field's comment says.
+ * file and used through its functions, the fetcher with its ops
+ * (px_fetcher), and the accessors every layer uses: the catalog copy
+ * (px_cat), an asset's run-time state (px_asset_rt), prov_lock
+ * (px_prov_lock) and a provider's run-time state (px_prov_rt). core.c
+ * (the composition root) builds it and makes and frees those objects.
  * Reporting code never reads it: it takes a snapshot (px_snapshot_new,
  * control/snapshot.c).
  */
@@ -48,6 +46,7 @@ struct px_reloads;
 struct px_retry;
 struct px_cluster;
 struct px_monitor;
+struct px_sources;
 
 struct asset_rt {
 	struct cache_slot *slot;   /* head, tail: two, made at the asset's first
@@ -111,16 +110,10 @@ enum { PX_YIELD_IDLE, PX_YIELD_UNREAD, PX_YIELD_ALL };
 
 struct px_core {
 	const struct px_config *cfg;
-	const struct px_catalog *cat; /* the core's copy (sources.c) */
-	struct px_catalog *mcat;   /* the same, for sources.c to change */
-	size_t provs_cap;
-	char *owned[PX_SPARE_STRINGS]; /* strings added while mounted */
-	size_t nowned;
+	/* the catalog at run time: the core's copy, each asset's state, the
+	 * listed tree (sources.c, opaque: px_cat, px_asset_rt) */
+	struct px_sources *sources;
 	struct px_fetcher fetch;   /* the transfers' ops (fetch.h) */
-	struct asset_rt *assets;
-	size_t assets_cap;         /* room in assets and in the catalog copy */
-	struct px_tree *_Atomic tree;
-	int64_t catalog_mtime;     /* the mtime of files that have none */
 	/* reload.c's catalogs, trees and outcomes (control/reload.c, opaque)
 	 * and probe.c's retry of size discovery with who is told of a new
 	 * tree and the reload lock that guards both (probe.c, opaque:
@@ -128,7 +121,6 @@ struct px_core {
 	struct px_reloads *reloads;
 	struct px_retry *retry;
 	struct px_worker_info worker; /* the serving process (core.h) */
-	size_t nlisted;
 	struct px_transcode *tc;   /* transcoded assets; NULL when none */
 	struct px_copies *copies;  /* copies.c; NULL until px_copies_start */
 
@@ -136,14 +128,12 @@ struct px_core {
 	 * tail cache, the open handles, the read counters */
 	struct px_reads *reads;
 
-	/* providers and sessions (provider.c) */
-	pthread_mutex_t prov_lock;
-	struct prov_rt *provs;
-	/* the rest of provider.c's state: prov_cond and whether the core is
-	 * stopping (px_prov_wait_until, px_providers_release), its hooks, the
-	 * session ids, the admission and scan counters (provider.c, opaque) */
+	/* providers and sessions: prov_lock (px_prov_lock), each provider's
+	 * run-time state (px_prov_rt), the sessions, prov_cond and whether the
+	 * core is stopping (px_prov_wait_until, px_providers_release), its
+	 * hooks, the session ids, the admission and scan counters
+	 * (provider.c, opaque) */
 	struct px_providers *providers;
-	struct px_session *sessions;
 	int64_t (*now)(void);      /* the clock TTLs and liveness go by */
 	struct px_monitor *monitor; /* core.c's thread (opaque) */
 
@@ -156,5 +146,54 @@ struct px_core {
 	 * opaque); NULL handles on one host */
 	struct px_cluster *cluster;
 };
+
+/* What every layer reads of two objects, the first member of each (the
+ * rest is their owner's): sources.c's px_sources, the catalog at run
+ * time, and provider.c's px_providers. Read through the functions below;
+ * only the owner writes them. */
+struct px_sources_pub {
+	/* the core's copy of the catalog: assets and sources are added while
+	 * mounted, under prov_lock and vf_lock both, never moved */
+	const struct px_catalog *cat;
+	struct asset_rt *assets;   /* per asset: each field says what guards it */
+	size_t assets_cap;         /* assets has assets_cap + 1 */
+	size_t nlisted;            /* assets listed (atomic) */
+};
+struct px_providers_pub {
+	pthread_mutex_t lock;      /* prov_lock: providers' slots, the sessions'
+				    * list; taken alone */
+	struct prov_rt *provs;     /* per provider, under prov_lock */
+};
+
+/* The core's copy of the catalog. Any thread. */
+static inline const struct px_catalog *px_cat(const struct px_core *core)
+{
+	return ((const struct px_sources_pub *)(const void *)core->sources)->cat;
+}
+
+/* Asset i's run-time state, i below px_assets_cap() (sources.h). */
+static inline struct asset_rt *px_asset_rt(const struct px_core *core, size_t asset)
+{
+	return &((const struct px_sources_pub *)(const void *)core->sources)->assets[asset];
+}
+
+/* The assets the catalog copy and px_asset_rt have room for. */
+static inline size_t px_assets_cap(const struct px_core *core)
+{
+	return ((const struct px_sources_pub *)(const void *)core->sources)->assets_cap;
+}
+
+/* How many assets are listed. Any thread. */
+static inline size_t px_sources_listed(const struct px_core *core)
+{
+	return __atomic_load_n(&((const struct px_sources_pub *)(const void *)core->sources)->nlisted,
+			       __ATOMIC_RELAXED);
+}
+
+/* prov_lock. */
+static inline pthread_mutex_t *px_prov_lock(const struct px_core *core)
+{
+	return &((struct px_providers_pub *)(void *)core->providers)->lock;
+}
 
 #endif

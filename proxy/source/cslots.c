@@ -203,15 +203,15 @@ static void degrade(struct px_cslots *cs, const char *why)
 			"shared out locally (max_connections / hosts) until it does",
 			px_store_url(px_cluster_store(core)), why);
 	cs->degraded = 1;
-	for (size_t i = 0; i < core->cat->nproviders; i++) {
+	for (size_t i = 0; i < px_cat(core)->nproviders; i++) {
 		/* the local share of every limited provider */
-		pthread_mutex_lock(&core->prov_lock);
-		struct prov_rt *p = &core->provs[i];
+		pthread_mutex_lock(px_prov_lock(core));
+		struct prov_rt *p = px_prov_rt(core, i);
 		int on = p->cl && p->max;
 		int share = on ? local_share(cs, p->max) : 0;
 		int delta = on ? share - p->granted : 0;
 		int os = p->others_slots, oss = p->others_sessions;
-		pthread_mutex_unlock(&core->prov_lock);
+		pthread_mutex_unlock(px_prov_lock(core));
 		if (on)
 			px_provider_cluster_apply(core, i, delta, os, oss, 1, 0);
 	}
@@ -231,11 +231,11 @@ int px_cslots_acquire(struct px_core *core, size_t prov, int n)
 	if (!cs || n <= 0)
 		return 0;
 	pthread_mutex_lock(&cs->call_lock);
-	pthread_mutex_lock(&core->prov_lock);
-	struct prov_rt *p = &core->provs[prov];
+	pthread_mutex_lock(px_prov_lock(core));
+	struct prov_rt *p = px_prov_rt(core, prov);
 	int have = p->granted, max = p->max, oss = p->others_sessions;
 	int short_now = px_provider_cluster_need(core, prov);
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	int got = 0;
 	if (!short_now) {
 		pthread_mutex_unlock(&cs->call_lock);
@@ -249,7 +249,7 @@ int px_cslots_acquire(struct px_core *core, size_t prov, int n)
 	char a_wttl[24];
 	snprintf(a_wttl, sizeof(a_wttl), "%lld", (long long)(4 * cs->sync_ms));
 	const char *keys[] = { cs->slots_key, cs->want_key };
-	const char *args[] = { cs->self, core->cat->providers[prov].name,
+	const char *args[] = { cs->self, px_cat(core)->providers[prov].name,
 			       a_want, a_have, a_max, a_ttl, a_wttl };
 	struct px_reply *r = NULL;
 	atomic_fetch_add(&cs->n_acquire, 1);
@@ -260,9 +260,9 @@ int px_cslots_acquire(struct px_core *core, size_t prov, int n)
 		px_provider_cluster_apply(core, prov, got, (int)px_reply_int(r, 1), oss, 0, 0);
 	} else if (st != PX_OK || !cs->degraded) {
 		degrade(cs, st != PX_OK ? px_strerror(st) : "an answer that is not slots");
-		pthread_mutex_lock(&core->prov_lock);
-		got = core->provs[prov].granted - have;
-		pthread_mutex_unlock(&core->prov_lock);
+		pthread_mutex_lock(px_prov_lock(core));
+		got = px_prov_rt(core, prov)->granted - have;
+		pthread_mutex_unlock(px_prov_lock(core));
 	}
 	px_reply_free(r);
 	pthread_mutex_unlock(&cs->call_lock);
@@ -274,7 +274,7 @@ int px_cslots_acquire(struct px_core *core, size_t prov, int n)
 static void sync_once(struct px_cslots *cs, int leaving)
 {
 	struct px_core *core = cs->core;
-	size_t np = core->cat->nproviders, nargs = 2;
+	size_t np = px_cat(core)->nproviders, nargs = 2;
 	const char **args = calloc(2 + 5 * np, sizeof(*args));
 	char (*num)[24] = calloc(4 * np + 1, sizeof(*num));
 	size_t *which = calloc(np + 1, sizeof(*which));
@@ -289,9 +289,9 @@ static void sync_once(struct px_cslots *cs, int leaving)
 	int64_t now = core->now();
 	/* liveness times go to the store on its clock */
 	int64_t to_store = px_store_now_ms(px_cluster_store(core)) - now;
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	for (size_t i = 0; i < np; i++) {
-		struct prov_rt *p = &core->provs[i];
+		struct prov_rt *p = px_prov_rt(core, i);
 		if (!p->cl)
 			continue;
 		if (!p->max) {
@@ -316,12 +316,12 @@ static void sync_once(struct px_cslots *cs, int leaving)
 			 (long long)(down && !leaving ? down + to_store : 0));
 		snprintf(num[4 * nw + 3], sizeof(num[0]), "%lld",
 			 (long long)(good ? good + to_store : 0));
-		args[nargs++] = core->cat->providers[i].name;
+		args[nargs++] = px_cat(core)->providers[i].name;
 		for (int k = 0; k < 4; k++)
 			args[nargs++] = num[4 * nw + k];
 		which[nw++] = i;
 	}
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	if (nw) {
 		const char *keys[] = { cs->slots_key, cs->sess_key, cs->want_key, cs->down_key };
 		struct px_reply *r = NULL;

@@ -26,7 +26,7 @@
 /* The source as logs show it: without credentials. */
 static const char *src_name(const struct px_core *core, size_t asset, size_t k)
 {
-	return core->cat->assets[asset].sources[k].shown;
+	return px_cat(core)->assets[asset].sources[k].shown;
 }
 
 #define BAD_BASE_MS 5000
@@ -45,7 +45,7 @@ void px_source_failed(struct px_core *core, size_t asset, size_t k, enum px_stat
 		wait = BAD_MAX_MS;
 	atomic_store(&sr->bad_until, core->now() + wait);
 	px_debug("source", "asset %s: %s failed (%s%s%s): last in every choice for %lld ms",
-		 core->cat->assets[asset].id, src_name(core, asset, k), px_strerror(why),
+		 px_cat(core)->assets[asset].id, src_name(core, asset, k), px_strerror(why),
 		 detail && detail[0] ? ": " : "", detail ? detail : "", (long long)wait);
 }
 
@@ -67,7 +67,7 @@ void px_source_misanswered(struct px_core *core, size_t asset, size_t k, enum px
 
 void px_source_good(struct px_core *core, size_t asset, size_t k)
 {
-	struct src_rt *all = __atomic_load_n(&core->assets[asset].src, __ATOMIC_ACQUIRE);
+	struct src_rt *all = __atomic_load_n(&px_asset_rt(core, asset)->src, __ATOMIC_ACQUIRE);
 	if (!all)
 		return;
 	struct src_rt *sr = &all[k];
@@ -86,13 +86,13 @@ void px_source_good(struct px_core *core, size_t asset, size_t k)
 
 int px_source_bad(const struct px_core *core, size_t asset, size_t k, int64_t now)
 {
-	const struct src_rt *sr = __atomic_load_n(&core->assets[asset].src, __ATOMIC_ACQUIRE);
+	const struct src_rt *sr = __atomic_load_n(&px_asset_rt(core, asset)->src, __ATOMIC_ACQUIRE);
 	return sr && (now < atomic_load(&sr[k].bad_until) || atomic_load(&sr[k].misanswered));
 }
 
 int px_source_rejected(const struct px_core *core, size_t asset, size_t k)
 {
-	const struct src_rt *sr = __atomic_load_n(&core->assets[asset].src, __ATOMIC_ACQUIRE);
+	const struct src_rt *sr = __atomic_load_n(&px_asset_rt(core, asset)->src, __ATOMIC_ACQUIRE);
 	return sr && __atomic_load_n(&sr[k].state, __ATOMIC_RELAXED) == VS_REJECTED;
 }
 
@@ -100,7 +100,7 @@ int px_source_identical(const struct px_core *core, size_t asset, size_t a, size
 {
 	if (a == b)
 		return 1;
-	const struct src_rt *sr = __atomic_load_n(&core->assets[asset].src, __ATOMIC_ACQUIRE);
+	const struct src_rt *sr = __atomic_load_n(&px_asset_rt(core, asset)->src, __ATOMIC_ACQUIRE);
 	/* verified: every sample equals the asset's reference (a sweep, the
 	 * sources' agreement, a copy checked whole), so both are its bytes */
 	return sr && __atomic_load_n(&sr[a].state, __ATOMIC_RELAXED) == VS_VERIFIED &&
@@ -109,7 +109,7 @@ int px_source_identical(const struct px_core *core, size_t asset, size_t a, size
 
 struct src_rt *px_src_ensure(struct px_core *core, size_t asset)
 {
-	struct asset_rt *rt = &core->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	struct src_rt *s = __atomic_load_n(&rt->src, __ATOMIC_ACQUIRE), *none = NULL;
 	if (s)
 		return s;

@@ -35,7 +35,7 @@
 
 const struct vf_plan *px_own_plan(struct px_core *core, size_t asset)
 {
-	struct asset_rt *rt = &core->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	struct vf_plan *p = atomic_load(&rt->plan), *none = NULL;
 	if (p || rt->size < 0)
 		return p;
@@ -68,7 +68,7 @@ static size_t first_at(const struct vf_plan *plan, int64_t off)
 static struct vf_fingerprint *own_of(struct px_core *core, size_t asset, struct src_rt *sr)
 {
 	if (!sr->own && (sr->own = malloc(sizeof(*sr->own))))
-		vf_fingerprint_init(sr->own, core->assets[asset].size);
+		vf_fingerprint_init(sr->own, px_asset_rt(core, asset)->size);
 	return sr->own;
 }
 
@@ -77,7 +77,7 @@ static struct vf_fingerprint *own_of(struct px_core *core, size_t asset, struct 
 static void note_one(struct px_core *core, size_t asset, struct src_rt *sr, size_t i,
 		     const unsigned char *d, long *ref_differs)
 {
-	const struct vf_fingerprint *ref = core->assets[asset].ref;
+	const struct vf_fingerprint *ref = px_asset_rt(core, asset)->ref;
 	struct vf_fingerprint *own = own_of(core, asset, sr);
 	if (own && !own->have[i]) {
 		memcpy(own->sha[i], d, VF_HASH_LEN);
@@ -95,7 +95,7 @@ static void note_one(struct px_core *core, size_t asset, struct src_rt *sr, size
 void px_own_note(struct px_core *core, size_t asset, size_t k, int64_t off,
 		 const struct iovec *iov, int iovcnt, long *ref_differs)
 {
-	struct asset_rt *rt = &core->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	struct src_rt *all = __atomic_load_n(&rt->src, __ATOMIC_ACQUIRE);
 	unsigned char chunk[VF_SAMPLE_LEN], d[VF_HASH_LEN];
 
@@ -134,7 +134,7 @@ size_t px_own_get(struct px_core *core, size_t asset, size_t k, struct vf_finger
 {
 	struct src_rt *all = px_src_ensure(core, asset);
 	size_t n = 0;
-	vf_fingerprint_init(out, core->assets[asset].size);
+	vf_fingerprint_init(out, px_asset_rt(core, asset)->size);
 	px_vf_lock(core);
 	if (all && all[k].own && all[k].own->size == out->size)
 		*out = *all[k].own;
@@ -148,7 +148,7 @@ long px_own_merge(struct px_core *core, size_t asset, size_t k, const struct vf_
 {
 	struct src_rt *all = px_src_ensure(core, asset);
 	long differs = -1;
-	if (!all || fp->size != core->assets[asset].size)
+	if (!all || fp->size != px_asset_rt(core, asset)->size)
 		return -1;
 	px_vf_lock(core);
 	struct vf_fingerprint *own = own_of(core, asset, &all[k]);
@@ -163,7 +163,7 @@ long px_own_merge(struct px_core *core, size_t asset, size_t k, const struct vf_
 
 int px_own_full(struct px_core *core, size_t asset, size_t k)
 {
-	struct src_rt *all = __atomic_load_n(&core->assets[asset].src, __ATOMIC_ACQUIRE);
+	struct src_rt *all = __atomic_load_n(&px_asset_rt(core, asset)->src, __ATOMIC_ACQUIRE);
 	return all && atomic_load(&all[k].own_full);
 }
 
@@ -199,7 +199,7 @@ enum px_own_cmp px_own_agrees(const struct vf_fingerprint *a, const struct vf_fi
 
 void px_own_release(struct px_core *core, size_t asset)
 {
-	struct asset_rt *rt = &core->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	for (size_t k = 0; rt->src && k <= rt->source_cap; k++) {
 		free(rt->src[k].own);
 		rt->src[k].own = NULL;

@@ -47,6 +47,7 @@
 #include "health.h"
 #include "probe.h"
 #include "provider.h"
+#include "sources.h"
 #include "rangeread.h"
 #include "httpparse.h"
 #include "log.h"
@@ -163,8 +164,8 @@ static const char *source_name(const struct px_source *s)
 static void size_dead(struct px_core *core, size_t asset, size_t k, int64_t size,
 		      int64_t want, const char *whose)
 {
-	struct asset_rt *rt = &core->assets[asset];
-	const struct px_asset *a = &core->cat->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
+	const struct px_asset *a = &px_cat(core)->assets[asset];
 	char detail[160];
 	snprintf(detail, sizeof(detail), "has %lld bytes, %s %lld", (long long)size, whose,
 		 (long long)want);
@@ -215,7 +216,7 @@ static long count_votes(const struct probe_item *it, size_t *votes, size_t *answ
  * the asset out carries them). Lock held. */
 static void note_split(struct probe_item *it, size_t answered)
 {
-	const struct px_asset *a = &it->pr->core->cat->assets[it->asset];
+	const struct px_asset *a = &px_cat(it->pr->core)->assets[it->asset];
 	char seen[300] = "";
 	size_t n = 0;
 	for (size_t i = 0; i < it->n && n + 1 < sizeof(seen); i++) {
@@ -243,8 +244,8 @@ static void note_split(struct probe_item *it, size_t answered)
 static void decide(struct probe_item *it, int final)
 {
 	struct px_core *core = it->pr->core;
-	struct asset_rt *rt = &core->assets[it->asset];
-	const struct px_asset *a = &core->cat->assets[it->asset];
+	struct asset_rt *rt = px_asset_rt(core, it->asset);
+	const struct px_asset *a = &px_cat(core)->assets[it->asset];
 	size_t best_votes, answered, pending;
 
 	if (it->decided)
@@ -292,7 +293,7 @@ static void on_done(void *ctx, const struct px_fetch_result *res)
 	struct probe_item *it = ps->it;
 	struct probe *pr = it->pr;
 	struct px_core *core = pr->core;
-	const struct px_asset *a = &core->cat->assets[it->asset];
+	const struct px_asset *a = &px_cat(core)->assets[it->asset];
 
 	pthread_mutex_lock(&pr->lock);
 	ps->st = res->status;
@@ -304,21 +305,21 @@ static void on_done(void *ctx, const struct px_fetch_result *res)
 		note(it, source_name(&a->sources[ps->source]),
 		     res->status == PX_OK ? "the answer gave no size" : res->detail);
 		if (res->status == PX_ENOTFOUND)
-			core->assets[it->asset].dead[ps->source] = 1;
+			px_asset_rt(core, it->asset)->dead[ps->source] = 1;
 		else if (res->status == PX_ESIZE && a->size >= 0 && res->size >= 0)
 			size_dead(core, it->asset, ps->source, res->size, a->size, "the catalog says");
 		else if (res->status == PX_ESIZE)
-			core->assets[it->asset].dead[ps->source] = 1;
+			px_asset_rt(core, it->asset)->dead[ps->source] = 1;
 		else if (res->status == PX_ENOTASSET)
 			px_source_misanswered(core, it->asset, ps->source, res->status,
 					      res->detail);
 	} else if (a->size >= 0 && ps->size != a->size) {
 		size_dead(core, it->asset, ps->source, ps->size, a->size, "the catalog says");
 		ps->st = PX_ESIZE;
-	} else if (it->decided && core->assets[it->asset].size >= 0 &&
-		   ps->size != core->assets[it->asset].size) {
+	} else if (it->decided && px_asset_rt(core, it->asset)->size >= 0 &&
+		   ps->size != px_asset_rt(core, it->asset)->size) {
 		/* came after the majority decided: outvoted all the same */
-		size_dead(core, it->asset, ps->source, ps->size, core->assets[it->asset].size,
+		size_dead(core, it->asset, ps->source, ps->size, px_asset_rt(core, it->asset)->size,
 			  "the other sources agree on");
 	}
 	ps->state = PS_DONE;
@@ -334,7 +335,7 @@ static void stat_path(struct probe_src *ps)
 {
 	struct probe_item *it = ps->it;
 	struct px_core *core = it->pr->core;
-	const struct px_asset *a = &core->cat->assets[it->asset];
+	const struct px_asset *a = &px_cat(core)->assets[it->asset];
 	const char *path = a->sources[ps->source].path;
 	struct stat sb;
 	int r = stat(path, &sb), e = errno;
@@ -343,7 +344,7 @@ static void stat_path(struct probe_src *ps)
 	if (r == 0 && S_ISREG(sb.st_mode) && sb.st_size > (1LL << 62)) {
 		ps->st = PX_ESIZE;
 		note(it, path, "larger than 2^62 bytes");
-		core->assets[it->asset].dead[ps->source] = 1;
+		px_asset_rt(core, it->asset)->dead[ps->source] = 1;
 		return;
 	}
 	if (r == 0 && S_ISREG(sb.st_mode)) {
@@ -359,7 +360,7 @@ static void stat_path(struct probe_src *ps)
 	ps->st = PX_EIO;
 	const char *kind = r ? NULL : px_file_kind(path);
 	note(it, path, r ? strerror(e) : kind ? kind : "not a regular file");
-	core->assets[it->asset].dead[ps->source] = 1;
+	px_asset_rt(core, it->asset)->dead[ps->source] = 1;
 }
 
 /* Starts source ps of its item. Called with the lock held (dropped around
@@ -368,7 +369,7 @@ static int start_src(struct probe *pr, struct probe_src *ps)
 {
 	struct px_core *core = pr->core;
 	struct probe_item *it = ps->it;
-	const struct px_asset *a = &core->cat->assets[it->asset];
+	const struct px_asset *a = &px_cat(core)->assets[it->asset];
 	const struct px_source *s = &a->sources[ps->source];
 
 	if (s->path) {
@@ -376,7 +377,7 @@ static int start_src(struct probe *pr, struct probe_src *ps)
 		decide(it, 0);
 		return 0;
 	}
-	const struct px_provider *p = &core->cat->providers[s->provider];
+	const struct px_provider *p = &px_cat(core)->providers[s->provider];
 	struct px_fetch_params fp = {
 		.url = s->url, .headers = (const char *const *)p->headers,
 		.nheaders = p->nheaders, .offset = 0, .length = 0,
@@ -440,7 +441,7 @@ static int item_over(struct probe_item *it)
  * there is nothing to do or no memory (logged). */
 static int make_items(struct probe *pr, const unsigned char *need)
 {
-	const struct px_catalog *cat = pr->core->cat;
+	const struct px_catalog *cat = px_cat(pr->core);
 	for (size_t i = 0; i < cat->nassets; i++) {
 		if (need[i]) {
 			pr->nitems++;
@@ -523,7 +524,7 @@ static void drive(struct probe *pr)
  * decides every item with what answered in time. pr->lock held. */
 static void finish(struct probe *pr)
 {
-	const struct px_catalog *cat = pr->core->cat;
+	const struct px_catalog *cat = px_cat(pr->core);
 	for (size_t k = 0; k < pr->nsrcs; k++) {
 		struct probe_src *ps = &pr->srcs[k];
 		if (ps->state == PS_FLIGHT) {
@@ -547,10 +548,10 @@ static void finish(struct probe *pr)
 /* Logs each asset left without a size, and why. */
 static void report_left(struct probe *pr)
 {
-	const struct px_catalog *cat = pr->core->cat;
+	const struct px_catalog *cat = px_cat(pr->core);
 	for (size_t k = 0; k < pr->nitems; k++) {
 		struct probe_item *it = &pr->items[k];
-		struct asset_rt *rt = &pr->core->assets[it->asset];
+		struct asset_rt *rt = px_asset_rt(pr->core, it->asset);
 		if (rt->size < 0 && it->why[0] == '\0')
 			snprintf(it->why, sizeof(it->why), "not probed within probe_timeout");
 		if (rt->size >= 0)
@@ -607,12 +608,12 @@ int px_probe_state_key(const struct px_asset *a, char key[PX_STATE_KEY_LEN])
 static size_t retry_wanted(struct px_core *core, unsigned char *need)
 {
 	size_t n = 0;
-	for (size_t i = 0; i < core->cat->nassets; i++) {
-		struct asset_rt *rt = &core->assets[i];
+	for (size_t i = 0; i < px_cat(core)->nassets; i++) {
+		struct asset_rt *rt = px_asset_rt(core, i);
 		need[i] = rt->rediscover && !rt->listed && rt->size < 0;
 		if (!need[i])
 			continue;
-		for (size_t k = 0; k < core->cat->assets[i].nsources; k++)
+		for (size_t k = 0; k < px_cat(core)->assets[i].nsources; k++)
 			rt->dead[k] = 0;
 		n++;
 	}
@@ -627,27 +628,27 @@ static size_t retry_publish(struct px_core *core, const unsigned char *need,
 {
 	size_t n = 0;
 	struct px_tree *tree = NULL;
-	for (size_t i = 0; i < core->cat->nassets; i++) {
-		struct asset_rt *rt = &core->assets[i];
+	for (size_t i = 0; i < px_cat(core)->nassets; i++) {
+		struct asset_rt *rt = px_asset_rt(core, i);
 		listed[i] = rt->listed || (need[i] && rt->rediscover && rt->size >= 0);
 		n += listed[i] && !rt->listed;
 	}
 	if (!n)
 		return 0;
 	if (core->retry->ntrees == PX_MAX_RELOADS ||
-	    px_tree_new(core->cat, listed, &tree) != PX_OK) {
+	    px_tree_new(px_cat(core), listed, &tree) != PX_OK) {
 		px_error("probe", "sizes found for %zu left-out asset(s), but they cannot be "
 			 "listed (out of memory or of room for trees): remount", n);
 		return 0;
 	}
-	for (size_t i = 0; i < core->cat->nassets; i++) {
-		struct asset_rt *rt = &core->assets[i];
-		const struct px_asset *a = &core->cat->assets[i];
+	for (size_t i = 0; i < px_cat(core)->nassets; i++) {
+		struct asset_rt *rt = px_asset_rt(core, i);
+		const struct px_asset *a = &px_cat(core)->assets[i];
 		char key[PX_STATE_KEY_LEN];
 		if (!listed[i] || rt->listed)
 			continue;
 		if (rt->mtime < 0)
-			rt->mtime = core->catalog_mtime;
+			rt->mtime = px_sources_fallback_mtime(core);
 		if (core->retry->state && px_probe_state_key(a, key) == 0 &&
 		    px_state_put(core->retry->state, a->id, key, rt->size, rt->mtime) != PX_OK)
 			px_warn("state", "could not remember the size of %s", a->id);
@@ -655,9 +656,9 @@ static size_t retry_publish(struct px_core *core, const unsigned char *need,
 			a->id, (long long)rt->size);
 		rt->rediscover = 0;
 		rt->listed = 1;
-		core->nlisted++;
+		px_sources_count_listed(core, 1);
 	}
-	struct px_tree *old = atomic_exchange(&core->tree, tree);
+	struct px_tree *old = px_sources_set_tree(core, tree);
 	core->retry->trees[core->retry->ntrees++] = old;
 	px_probe_tell(core, old, tree);
 	return n;
@@ -665,7 +666,7 @@ static size_t retry_publish(struct px_core *core, const unsigned char *need,
 
 size_t px_probe_retry(struct px_core *core)
 {
-	size_t cap = core->assets_cap + 1, found = 0;
+	size_t cap = px_assets_cap(core) + 1, found = 0;
 	unsigned char *need = calloc(cap, 1), *listed = calloc(cap, 1);
 
 	if (!need || !listed)
@@ -696,8 +697,8 @@ out:
 /* Whether an asset waits for a retry. reload_lock held. */
 static int retry_pending(const struct px_core *core)
 {
-	for (size_t i = 0; i < core->cat->nassets; i++)
-		if (core->assets[i].rediscover && !core->assets[i].listed)
+	for (size_t i = 0; i < px_cat(core)->nassets; i++)
+		if (px_asset_rt(core, i)->rediscover && !px_asset_rt(core, i)->listed)
 			return 1;
 	return 0;
 }
@@ -710,21 +711,21 @@ static void *retry_main(void *arg)
 	int64_t delay = RETRY_FIRST_MS;
 	int64_t wake = px_now_ms() + delay;
 
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	while (!px_providers_stopping_locked(core)) {
 		if (px_prov_wait_until(core, wake))
 			continue;
-		pthread_mutex_unlock(&core->prov_lock);
+		pthread_mutex_unlock(px_prov_lock(core));
 		px_probe_retry(core);
 		px_reload_lock(core);
 		int more = retry_pending(core);
 		px_reload_unlock(core);
 		/* nothing left out: a reload may leave one out later */
 		delay = !more ? RETRY_FIRST_MS : delay * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : delay * 2;
-		pthread_mutex_lock(&core->prov_lock);
+		pthread_mutex_lock(px_prov_lock(core));
 		wake = px_now_ms() + delay;
 	}
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	return NULL;
 }
 

@@ -10,7 +10,7 @@
 
 /*
  * Probes every asset i with need[i] set, in parallel, bounded by
- * cfg->probe_timeout_ms, and sets the sizes it finds (core->assets[i].size,
+ * cfg->probe_timeout_ms, and sets the sizes it finds (px_asset_rt(core, i)->size,
  * .mtime): the catalog's, or else the size a strict majority of the
  * sources that gave one agree on. Assets left without a size are logged,
  * each with why (an error naming the sizes seen when the sources

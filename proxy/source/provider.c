@@ -80,12 +80,16 @@
 #include "context.h"
 #include "health.h"
 #include "provider.h"
+#include "sources.h"
 #include "rangeread.h"
 #include "log.h"
 
 /* provider.c's own state beside prov_rt and the sessions (context.h's
  * px_core.providers): made and freed with the core, opaque to the rest. */
 struct px_providers {
+	struct px_providers_pub pub; /* prov_lock, the providers (context.h) */
+	size_t provs_cap;          /* pub.provs has provs_cap */          /* the catalog's and PX_SPARE_PROVIDERS more */
+	struct px_session *sessions; /* listed sessions, newest first */
 	/* with prov_lock: wakes those waiting for a slot and the core's
 	 * threads (monotonic; px_prov_wait_until) */
 	pthread_cond_t prov_cond;
@@ -171,7 +175,7 @@ static int session_gone(const struct px_session *s)
  * caller frees it when session_gone(). prov_lock held. */
 static void session_unlist(struct px_core *core, struct px_session *s)
 {
-	struct prov_rt *p = &core->provs[s->prov];
+	struct prov_rt *p = px_prov_rt(core, s->prov);
 	if (!s->listed)
 		return;
 	int before = contrib(s);
@@ -182,7 +186,7 @@ static void session_unlist(struct px_core *core, struct px_session *s)
 	if (s->prev)
 		s->prev->next = s->next;
 	else
-		core->sessions = s->next;
+		core->providers->sessions = s->next;
 	if (s->next)
 		s->next->prev = s->prev;
 	grant_waiters(core, p);
@@ -210,7 +214,7 @@ static int source_health(const struct px_core *core, size_t asset, size_t k,
 static int64_t expire_sessions(struct px_core *core, int64_t now)
 {
 	int64_t next = INT64_MAX;
-	struct px_session *s = core->sessions, *nx;
+	struct px_session *s = core->providers->sessions, *nx;
 	for (; s; s = nx) {
 		nx = s->next;
 		if (s->nhandles)
@@ -233,14 +237,14 @@ static int64_t expire_sessions(struct px_core *core, int64_t now)
 static int evict_lingering(struct px_core *core, size_t prov, const struct px_session *keep)
 {
 	struct px_session *best = NULL;
-	for (struct px_session *s = core->sessions; s; s = s->next)
+	for (struct px_session *s = core->providers->sessions; s; s = s->next)
 		if (s->prov == prov && s != keep && !s->nhandles && !s->xfers && s->reserved &&
 		    (!best || s->closed_at < best->closed_at))
 			best = s;
 	if (!best)
 		return 0;
 	px_debug("session", "%s: ended early: its slot is needed", best->who);
-	core->provs[prov].n_evicted++;
+	px_prov_rt(core, prov)->n_evicted++;
 	session_unlist(core, best);
 	if (session_gone(best))
 		session_free_locked(best);
@@ -268,7 +272,7 @@ static int cluster_short(const struct prov_rt *p)
 
 int px_provider_cluster_need(const struct px_core *core, size_t prov)
 {
-	return cluster_need(&core->provs[prov]);
+	return cluster_need(px_prov_rt(core, prov));
 }
 
 /* Asks the cluster for a slot of prov: prov_lock held, dropped around the
@@ -277,9 +281,9 @@ static int cluster_take(struct px_core *core, size_t prov)
 {
 	if (!core->providers->cluster_acquire)
 		return 0;
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	int got = core->providers->cluster_acquire(core, prov, 1);
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	return got > 0;
 }
 
@@ -289,11 +293,11 @@ static int cluster_take(struct px_core *core, size_t prov)
  * around the calls. Returns 1 when one came. */
 static int cluster_ask(struct px_core *core, size_t asset)
 {
-	const struct px_asset *a = &core->cat->assets[asset];
+	const struct px_asset *a = &px_cat(core)->assets[asset];
 	int got = 0;
 	for (size_t i = 0; i < a->nsources && !got; i++) {
 		size_t pi = a->sources[i].provider;
-		if (cluster_need(&core->provs[pi]) && !core->provs[pi].drained)
+		if (cluster_need(px_prov_rt(core, pi)) && !px_prov_rt(core, pi)->drained)
 			got = cluster_take(core, pi);
 	}
 	return got;
@@ -342,7 +346,7 @@ static void take_moved(struct prov_rt *p, struct px_session *sess)
  * waited: its reservation is there now, so it takes a free slot here. */
 static void grant_waiters(struct px_core *core, struct prov_rt *p)
 {
-	size_t prov = (size_t)(p - core->provs);
+	size_t prov = (size_t)(p - core->providers->pub.provs);
 	int any = 0;
 	/* playback first, then background work */
 	for (int pass = 0; pass < 2; pass++) {
@@ -388,7 +392,7 @@ static void note_outcome(struct px_core *core, struct prov_rt *p, const struct x
 		   (res->http_status > 0 && res->http_status < 500);
 	int bad = !good && (res->status == PX_ECONNECT || res->status == PX_ETIMEDOUT ||
 			    res->status == PX_ETRANSFER || res->status == PX_ESERVER);
-	const char *name = core->cat->providers[x->prov].name;
+	const char *name = px_cat(core)->providers[x->prov].name;
 	if (good && (p->bad_since || p->remote_down) && x->seq <= p->bad_mark)
 		return; /* asked before it went bad: not a new answer */
 	if (good) {
@@ -465,31 +469,31 @@ static void x_done(void *ctx, const struct px_fetch_result *res)
 {
 	struct xrec *x = ctx;
 	struct px_core *core = x->core;
-	struct prov_rt *p = &core->provs[x->prov];
+	struct prov_rt *p = px_prov_rt(core, x->prov);
 
 	/* the outcome first, so a reader that sees the end sees it counted;
 	 * then the owner; the slot frees last, when the transfer is over */
 	if (!(res->status == PX_ECANCELED && res->bytes == 0)) {
-		pthread_mutex_lock(&core->prov_lock);
+		pthread_mutex_lock(px_prov_lock(core));
 		note_outcome(core, p, x, res);
-		pthread_mutex_unlock(&core->prov_lock);
+		pthread_mutex_unlock(px_prov_lock(core));
 	}
 	/* a redirect means connections to other hosts (a CDN): idle ones
 	 * there could sit beside transfers elsewhere, so no more reuse */
 	if (res->redirects > 0 && !atomic_load(&p->multi_host)) {
-		pthread_mutex_lock(&core->prov_lock);
+		pthread_mutex_lock(px_prov_lock(core));
 		if (!atomic_exchange(&p->multi_host, 1) && p->max)
 			px_info("provider", "provider %s redirects: its connections are closed "
-				"after each transfer from now on", core->cat->providers[x->prov].name);
-		pthread_mutex_unlock(&core->prov_lock);
+				"after each transfer from now on", px_cat(core)->providers[x->prov].name);
+		pthread_mutex_unlock(px_prov_lock(core));
 	}
 	x->inner.on_done(x->inner.ctx, res);
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	give_back(p, x);
 	grant_waiters(core, p);
 	pthread_cond_broadcast(&core->providers->prov_cond);
 	xrec_unref(x);
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 }
 
 /* Cancels one background transfer of p that is not cancelled yet. prov_lock
@@ -505,9 +509,9 @@ static int preempt_bg(struct px_core *core, struct prov_rt *p)
 	x->refs++;
 	p->n_preempted++;
 	uint64_t id = x->id;
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	core->fetch.ops.cancel(core->fetch.ops.impl, id);
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	xrec_unref(x);
 	return 1;
 }
@@ -517,7 +521,7 @@ int px_prov_wait_until(struct px_core *core, int64_t deadline)
 	if (px_now_ms() >= deadline)
 		return 0;
 	struct timespec ts = { deadline / 1000, (deadline % 1000) * 1000000 };
-	pthread_cond_timedwait(&core->providers->prov_cond, &core->prov_lock, &ts);
+	pthread_cond_timedwait(&core->providers->prov_cond, px_prov_lock(core), &ts);
 	return 1;
 }
 
@@ -559,7 +563,7 @@ static int take_spare(struct prov_rt *p, struct xrec *x, struct px_session *sess
 static enum px_status wait_turn(struct px_core *core, struct xrec *x, struct slot_wait *w,
 				int64_t deadline)
 {
-	struct prov_rt *p = &core->provs[x->prov];
+	struct prov_rt *p = px_prov_rt(core, x->prov);
 	enum px_status st = PX_OK;
 	int yielded = 0;
 	int slices = 0; /* waits of 200 ms with no slot */
@@ -589,12 +593,12 @@ static enum px_status wait_turn(struct px_core *core, struct xrec *x, struct slo
 			 * kept the slot (a stream its reader is always
 			 * inside) takes it: theirs read directly, in turn */
 			int own = x->sess->prov == x->prov && x->sess->xfers > 0;
-			pthread_mutex_unlock(&core->prov_lock);
+			pthread_mutex_unlock(px_prov_lock(core));
 			int how = !slices ? PX_YIELD_IDLE :
 				  t_cutover || (own && px_now_ms() >= turn) ? PX_YIELD_ALL :
 				  PX_YIELD_UNREAD;
 			int n = core->providers->yield_idle ? core->providers->yield_idle(x->sess, how) : 0;
-			pthread_mutex_lock(&core->prov_lock);
+			pthread_mutex_lock(px_prov_lock(core));
 			if (n)
 				continue;
 		} else {
@@ -626,7 +630,7 @@ static enum px_status wait_turn(struct px_core *core, struct xrec *x, struct slo
 static enum px_status take_slot(struct px_core *core, struct xrec *x, struct slot_wait *w,
 				int64_t deadline)
 {
-	struct prov_rt *p = &core->provs[x->prov];
+	struct prov_rt *p = px_prov_rt(core, x->prov);
 	/* its own reservation needs no turn; shared room is taken in turn */
 	int now_ok = can_take(p, x->sess) &&
 		     (!p->waitq || (x->sess && x->sess->xfers < x->sess->reserved &&
@@ -651,15 +655,15 @@ static void no_slot(struct px_core *core, const struct xrec *x, enum px_status s
 {
 	/* a read that fails so says nothing else (retry.c leaves PX_EBUSY
 	 * alone) */
-	const struct prov_rt *p = &core->provs[x->prov];
+	const struct prov_rt *p = px_prov_rt(core, x->prov);
 	int held = p->held, xfers = p->xfers, bgn = p->bg, nsess = p->sessions;
 	int max = p->max;
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	if (st == PX_EBUSY)
 		px_log(x->sess ? PX_LOG_WARN : PX_LOG_DEBUG, "provider",
 		       "provider %s: no slot free within the bound of a %s transfer "
 		       "(max_connections %d: %d held, %d transfers open, %d of them "
-		       "background, %d sessions)", core->cat->providers[x->prov].name,
+		       "background, %d sessions)", px_cat(core)->providers[x->prov].name,
 		       x->sess ? "session's" : "background", max, held, xfers, bgn, nsess);
 }
 
@@ -668,7 +672,7 @@ static void no_slot(struct px_core *core, const struct xrec *x, enum px_status s
 static void settle(struct px_core *core, struct xrec *x, struct px_session *sess,
 		   const struct slot_wait *w)
 {
-	struct prov_rt *p = &core->provs[x->prov];
+	struct prov_rt *p = px_prov_rt(core, x->prov);
 	if (x->loose) {
 		/* taken as background work; it is not: a session's, not
 		 * preemptible */
@@ -688,7 +692,7 @@ static void settle(struct px_core *core, struct xrec *x, struct px_session *sess
 	if (p->max && p->xfers > p->max)
 		px_error("provider", "provider %s: %d transfers open, over its limit of %d "
 			 "(%d slots held, %d background, %d sessions; this one %s%s, %s)",
-			 core->cat->providers[x->prov].name, p->xfers, p->max, p->held, p->bg,
+			 px_cat(core)->providers[x->prov].name, p->xfers, p->max, p->held, p->bg,
 			 p->sessions, x->bg ? "background" : x->loose ? "left by a cutover" :
 			 "a session's", w->moved ? ", moved while it waited" : "",
 			 x->sess ? x->sess->who : "no session");
@@ -706,12 +710,12 @@ static void settle(struct px_core *core, struct xrec *x, struct px_session *sess
 static enum px_status start(struct px_core *core, struct xrec *x,
 			    const struct px_fetch_params *fp, uint64_t *id)
 {
-	struct prov_rt *p = &core->provs[x->prov];
+	struct prov_rt *p = px_prov_rt(core, x->prov);
 	struct px_fetch_cb wrap = { x_data, x_done, x };
 	x->submitted_us = px_now_us();
 	enum px_status st = core->fetch.ops.submit(core->fetch.ops.impl, fp, &wrap, id);
 
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	if (st != PX_OK) {
 		/* never started: give the slot back as x_done would */
 		give_back(p, x);
@@ -723,7 +727,7 @@ static enum px_status start(struct px_core *core, struct xrec *x,
 		x->started = 1;
 	}
 	xrec_unref(x);
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	return st;
 }
 
@@ -745,9 +749,9 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 	x->inner = *cb;
 	x->refs = 2;
 
-	pthread_mutex_lock(&core->prov_lock);
-	if (bg == PX_XFER_SPARE && !take_spare(&core->provs[prov], x, sess)) {
-		pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
+	if (bg == PX_XFER_SPARE && !take_spare(px_prov_rt(core, prov), x, sess)) {
+		pthread_mutex_unlock(px_prov_lock(core));
 		free(x);
 		return PX_EBUSY;
 	}
@@ -765,7 +769,7 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 	settle(core, x, sess, &w);
 	if (sess && !bg)
 		sess->requests++;
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	return start(core, x, fp, id);
 }
 
@@ -773,7 +777,7 @@ enum px_status px_xfer_submit(struct px_core *core, size_t prov, struct px_sessi
 
 static const char *prov_name(const struct px_core *core, size_t prov)
 {
-	return core->cat->providers[prov].name;
+	return px_cat(core)->providers[prov].name;
 }
 
 /* Picks the source for a new session: *src set, returns 1; 0 when every
@@ -781,13 +785,13 @@ static const char *prov_name(const struct px_core *core, size_t prov)
 static int choose(struct px_core *core, size_t asset, int64_t now, size_t *src,
 		  char *why, size_t whylen)
 {
-	const struct px_asset *a = &core->cat->assets[asset];
-	const unsigned char *dead = (const unsigned char *)core->assets[asset].dead;
+	const struct px_asset *a = &px_cat(core)->assets[asset];
+	const unsigned char *dead = (const unsigned char *)px_asset_rt(core, asset)->dead;
 	int any = 0, any_up = 0, ndrained = 0, ndead = 0, nrejected = 0;
 	long best = -1;
 
 	for (size_t i = 0; i < a->nsources; i++) {
-		const struct prov_rt *p = &core->provs[a->sources[i].provider];
+		const struct prov_rt *p = px_prov_rt(core, a->sources[i].provider);
 		if (dead[i]) {
 			ndead++;
 			continue;
@@ -812,7 +816,7 @@ static int choose(struct px_core *core, size_t asset, int64_t now, size_t *src,
 	}
 	for (size_t i = 0; i < a->nsources; i++) {
 		size_t pi = a->sources[i].provider;
-		const struct prov_rt *p = &core->provs[pi];
+		const struct prov_rt *p = px_prov_rt(core, pi);
 		if (dead[i] || p->drained || p->auth_failed || px_source_rejected(core, asset, i))
 			continue;
 		int h = source_health(core, asset, i, p, now);
@@ -822,18 +826,18 @@ static int choose(struct px_core *core, size_t asset, int64_t now, size_t *src,
 			/* a closed session lingering there, or background work,
 			 * gives its slot up; transfers waiting there go first */
 			int yields = p->bg > 0;
-			for (struct px_session *s = core->sessions; s && !yields; s = s->next)
+			for (struct px_session *s = core->providers->sessions; s && !yields; s = s->next)
 				yields = s->prov == pi && !s->nhandles && !s->xfers && s->reserved;
 			if (!yields)
 				continue;
 		}
 		if (best >= 0) {
-			const struct prov_rt *b = &core->provs[a->sources[best].provider];
+			const struct prov_rt *b = px_prov_rt(core, a->sources[best].provider);
 			int hb = source_health(core, asset, (size_t)best, b, now);
 			size_t bi = a->sources[best].provider;
 			/* a copy on this host's own disk costs no connection */
-			int lb = core->cat->providers[bi].local_disk;
-			int lp = core->cat->providers[pi].local_disk;
+			int lb = px_cat(core)->providers[bi].local_disk;
+			int lp = px_cat(core)->providers[pi].local_disk;
 			if (hb < h || (hb == h && lb > lp) ||
 			    (hb == h && lb == lp && sessions_all(b) < sessions_all(p)) ||
 			    (hb == h && lb == lp && sessions_all(b) == sessions_all(p) &&
@@ -847,11 +851,11 @@ static int choose(struct px_core *core, size_t asset, int64_t now, size_t *src,
 		n += (size_t)snprintf(why, whylen, "all providers at their limit (");
 		for (size_t i = 0; i < a->nsources && n < whylen; i++) {
 			size_t pi = a->sources[i].provider;
-			if (dead[i] || core->provs[pi].drained)
+			if (dead[i] || px_prov_rt(core, pi)->drained)
 				continue;
 			n += (size_t)snprintf(why + n, whylen - n, "%s%s %d/%d", n > 30 ? ", " : "",
-					      prov_name(core, pi), core->provs[pi].held,
-					      core->provs[pi].max);
+					      prov_name(core, pi), px_prov_rt(core, pi)->held,
+					      px_prov_rt(core, pi)->max);
 		}
 		if (n < whylen)
 			snprintf(why + n, whylen - n, ")");
@@ -864,33 +868,33 @@ static int choose(struct px_core *core, size_t asset, int64_t now, size_t *src,
 /* Opens and checks a path source for a new session. */
 static int open_path(struct px_core *core, size_t asset, size_t src)
 {
-	const char *path = core->cat->assets[asset].sources[src].path;
+	const char *path = px_cat(core)->assets[asset].sources[src].path;
 	struct stat sb;
 	/* a regular file only, opened without blocking: a FIFO would hold
 	 * the reader in the kernel until someone opened its other end; a
 	 * copy beneath its storage, never through a link (px_source_open) */
 	int fd = px_source_open(core, asset, src), e = errno;
-	if (fd >= 0 && fstat(fd, &sb) == 0 && sb.st_size == core->assets[asset].size)
+	if (fd >= 0 && fstat(fd, &sb) == 0 && sb.st_size == px_asset_rt(core, asset)->size)
 		return fd;
-	int copy = core->cat->assets[asset].sources[src].storage != NULL;
-	const struct src_rt *all = __atomic_load_n(&core->assets[asset].src, __ATOMIC_ACQUIRE);
+	int copy = px_cat(core)->assets[asset].sources[src].storage != NULL;
+	const struct src_rt *all = __atomic_load_n(&px_asset_rt(core, asset)->src, __ATOMIC_ACQUIRE);
 	if (copy && fd < 0 && all && atomic_load(&all[src].in_way)) {
 		/* found replaced: no session goes there; the copies thread
 		 * drops it and says so, once */
-		core->assets[asset].dead[src] = 1;
+		px_asset_rt(core, asset)->dead[src] = 1;
 		return -1;
 	}
 	/* a copy's path is never looked at by name (a link may be there) */
 	const char *kind = !copy && fd < 0 && (e == EINVAL || e == EISDIR) ? px_file_kind(path)
 									     : NULL;
-	px_warn("session", "asset %s: source %s unusable: %s%s", core->cat->assets[asset].id, path,
+	px_warn("session", "asset %s: source %s unusable: %s%s", px_cat(core)->assets[asset].id, path,
 		fd >= 0 ? "size differs from the asset's" : kind ? "it is " : strerror(e),
 		kind ? kind : "");
 	if (fd >= 0) {
-		core->assets[asset].dead[src] = 1;
+		px_asset_rt(core, asset)->dead[src] = 1;
 		close(fd);
 	} else if (e == ENOENT || kind) {
-		core->assets[asset].dead[src] = 1;
+		px_asset_rt(core, asset)->dead[src] = 1;
 	}
 	return -1;
 }
@@ -905,10 +909,10 @@ static struct px_session *joinable(struct px_core *core, size_t asset, uint64_t 
 				   int64_t now)
 {
 	struct px_session *s;
-	for (s = core->sessions; s; s = s->next)
+	for (s = core->providers->sessions; s; s = s->next)
 		if (s->asset == asset && s->client == client && !s->failed &&
-		    !core->assets[asset].dead[s->source] &&
-		    health(core, &core->provs[s->prov], now) < 2)
+		    !px_asset_rt(core, asset)->dead[s->source] &&
+		    health(core, px_prov_rt(core, s->prov), now) < 2)
 			break;
 	return s;
 }
@@ -921,7 +925,7 @@ static struct px_session *joinable(struct px_core *core, size_t asset, uint64_t 
 static enum px_status admit(struct px_core *core, size_t asset, int64_t deadline, size_t *src,
 			    char *why, size_t whylen)
 {
-	const struct px_asset *a = &core->cat->assets[asset];
+	const struct px_asset *a = &px_cat(core)->assets[asset];
 	int waited = 0;
 	for (;;) {
 		if (core->providers->stopping)
@@ -931,7 +935,7 @@ static enum px_status admit(struct px_core *core, size_t asset, int64_t deadline
 			return PX_ENOSOURCE;
 		if (r == 1) {
 			size_t prov = a->sources[*src].provider;
-			struct prov_rt *p = &core->provs[prov];
+			struct prov_rt *p = px_prov_rt(core, prov);
 			if (!a->sources[*src].path && unheard(core, p, core->now())) {
 				/* an idle mount asked nothing: ask now, then
 				 * choose with its answer */
@@ -961,9 +965,9 @@ static enum px_status admit(struct px_core *core, size_t asset, int64_t deadline
 				return PX_OK;
 			/* a path source must open and have the size: check it
 			 * outside the lock, then choose again */
-			pthread_mutex_unlock(&core->prov_lock);
+			pthread_mutex_unlock(px_prov_lock(core));
 			int fd = open_path(core, asset, *src);
-			pthread_mutex_lock(&core->prov_lock);
+			pthread_mutex_lock(px_prov_lock(core));
 			if (fd < 0)
 				continue;
 			close(fd);
@@ -990,7 +994,7 @@ static void refuse(struct px_core *core, const struct px_asset *a, enum px_statu
 	core->providers->admit_when = core->now();
 	if (st == PX_EBUSY)
 		core->providers->n_admit_busy++;
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	px_warn("session", "asset %s: open refused: %s", a->id, why);
 }
 
@@ -999,10 +1003,10 @@ static void refuse(struct px_core *core, const struct px_asset *a, enum px_statu
 static struct px_session *session_new(struct px_core *core, size_t asset, uint64_t client,
 				      size_t src)
 {
-	const struct px_asset *a = &core->cat->assets[asset];
+	const struct px_asset *a = &px_cat(core)->assets[asset];
 	struct px_session *s = calloc(1, sizeof(*s));
 	/* room for the sources the asset may gain while mounted */
-	size_t nfds = core->assets[asset].source_cap + 1;
+	size_t nfds = px_asset_rt(core, asset)->source_cap + 1;
 	int *fds = s ? malloc(nfds * sizeof(*fds)) : NULL;
 	if (!s || !fds) {
 		free(s);
@@ -1027,20 +1031,20 @@ static struct px_session *session_new(struct px_core *core, size_t asset, uint64
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->cut_lock, NULL);
 	snprintf(s->who, sizeof(s->who), "session %llu asset %s", (unsigned long long)s->id, a->id);
-	struct prov_rt *p = &core->provs[s->prov];
+	struct prov_rt *p = px_prov_rt(core, s->prov);
 	p->held += contrib(s);
 	p->sessions++;
-	s->next = core->sessions;
+	s->next = core->providers->sessions;
 	if (s->next)
 		s->next->prev = s;
-	core->sessions = s;
+	core->providers->sessions = s;
 	return s;
 }
 
 enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t client,
 				int64_t deadline, struct px_session **out)
 {
-	const struct px_asset *a = &core->cat->assets[asset];
+	const struct px_asset *a = &px_cat(core)->assets[asset];
 	struct px_session *s;
 	enum px_status st;
 	char why[300] = "";
@@ -1050,13 +1054,13 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 	/* an asset's per-source states exist once it is played */
 	if (!px_src_ensure(core, asset))
 		return PX_ENOMEM;
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	int64_t now = core->now();
 	expire_sessions(core, now);
 	s = joinable(core, asset, client, now);
 	if (s) {
 		s->nhandles++;
-		pthread_mutex_unlock(&core->prov_lock);
+		pthread_mutex_unlock(px_prov_lock(core));
 		px_debug("session", "%s: joined by client %llu", s->who, (unsigned long long)client);
 		*out = s;
 		return PX_OK;
@@ -1066,7 +1070,7 @@ enum px_status px_session_enter(struct px_core *core, size_t asset, uint64_t cli
 		return st;
 	}
 	s = session_new(core, asset, client, src);
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	if (!s)
 		return PX_ENOMEM;
 	if (a->sources[src].path && px_session_fd(s, src) < 0) {
@@ -1102,7 +1106,7 @@ void px_session_leave(struct px_session *s)
 	if (!s)
 		return;
 	core = s->core;
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	s->nhandles--;
 	if (s->nhandles == 0) {
 		s->closed_at = core->now();
@@ -1119,14 +1123,14 @@ void px_session_leave(struct px_session *s)
 			session_free_locked(s);
 	}
 	pthread_cond_broadcast(&core->providers->prov_cond);
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 }
 
 void px_session_failed(struct px_session *s)
 {
-	pthread_mutex_lock(&s->core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(s->core));
 	s->failed = 1;
-	pthread_mutex_unlock(&s->core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(s->core));
 }
 
 /* ---- liveness probes and the monitor */
@@ -1147,11 +1151,11 @@ static void lp_done(void *ctx, const struct px_fetch_result *res)
 	struct lprobe *lp = ctx;
 	struct px_core *core = lp->core;
 	(void)res; /* x_done records the outcome */
-	pthread_mutex_lock(&core->prov_lock);
-	core->provs[lp->prov].probing = 0;
+	pthread_mutex_lock(px_prov_lock(core));
+	px_prov_rt(core, lp->prov)->probing = 0;
 	/* an open may wait for this answer (check_at_open) */
 	pthread_cond_broadcast(&core->providers->prov_cond);
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	free(lp);
 }
 
@@ -1159,7 +1163,7 @@ static void lp_done(void *ctx, const struct px_fetch_result *res)
  * free: 1 when asked. prov_lock held, dropped around the submit. */
 static int probe_source(struct px_core *core, size_t i, size_t asset, size_t k, int64_t now)
 {
-	struct prov_rt *p = &core->provs[i];
+	struct prov_rt *p = px_prov_rt(core, i);
 	struct lprobe *lp = malloc(sizeof(*lp));
 	uint64_t id;
 
@@ -1174,10 +1178,10 @@ static int probe_source(struct px_core *core, size_t i, size_t asset, size_t k, 
 	/* a failing provider's answer counts only over a new connection */
 	fp.fresh_connect = p->bad_since || p->remote_down;
 	struct px_fetch_cb cb = { lp_data, lp_done, lp };
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	/* no waiting: a provider busy with playback is clearly alive */
 	enum px_status st = px_xfer_submit(core, i, NULL, 1, px_now_ms(), &fp, &cb, &id);
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	if (st != PX_OK) {
 		p->probing = 0;
 		free(lp);
@@ -1188,7 +1192,7 @@ static int probe_source(struct px_core *core, size_t i, size_t asset, size_t k, 
 /* Asks provider i for one byte of its probe source. prov_lock held. */
 static void probe_provider(struct px_core *core, size_t i, int64_t now)
 {
-	struct prov_rt *p = &core->provs[i];
+	struct prov_rt *p = px_prov_rt(core, i);
 	(void)probe_source(core, i, (size_t)p->probe_asset, p->probe_source, now);
 }
 
@@ -1214,12 +1218,12 @@ static int unheard(const struct px_core *core, const struct prov_rt *p, int64_t 
 static void check_at_open(struct px_core *core, size_t i, size_t asset, size_t k,
 			  int64_t deadline)
 {
-	struct prov_rt *p = &core->provs[i];
+	struct prov_rt *p = px_prov_rt(core, i);
 	int64_t bound = px_now_ms() + core->cfg->connect_timeout_ms;
 	if (bound > deadline)
 		bound = deadline;
 	px_debug("provider", "provider %s: not heard from for %lld s or more: checked before "
-		 "an open", core->cat->providers[i].name,
+		 "an open", px_cat(core)->providers[i].name,
 		 (long long)core->cfg->liveness_idle_ms / 1000);
 	if (!probe_source(core, i, asset, k, core->now()))
 		return;
@@ -1230,15 +1234,15 @@ static void check_at_open(struct px_core *core, size_t i, size_t asset, size_t k
 int64_t px_providers_tick(struct px_core *core)
 {
 	const struct px_config *cfg = core->cfg;
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	int64_t now = core->now();
 	int64_t next = expire_sessions(core, now);
 	/* an idle mount asks nothing of a provider that answers: metered
 	 * providers count every probe; an open checks a provider unheard of
 	 * for liveness_idle instead. A failing one is asked, to come back */
-	int quiet = cfg->liveness_idle_ms && !core->sessions;
-	for (size_t i = 0; cfg->liveness_interval_ms && i < core->cat->nproviders; i++) {
-		struct prov_rt *p = &core->provs[i];
+	int quiet = cfg->liveness_idle_ms && !core->providers->sessions;
+	for (size_t i = 0; cfg->liveness_interval_ms && i < px_cat(core)->nproviders; i++) {
+		struct prov_rt *p = px_prov_rt(core, i);
 		if (p->probe_asset < 0 || core->providers->stopping ||
 		    (quiet && !p->bad_since && !p->remote_down))
 			continue;
@@ -1254,7 +1258,7 @@ int64_t px_providers_tick(struct px_core *core)
 		if (due < next)
 			next = due;
 	}
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	return next;
 }
 
@@ -1269,21 +1273,38 @@ void px_providers_set_cluster(struct px_core *core,
 	core->providers->cluster_acquire = fn;
 }
 
+size_t px_provs_cap(const struct px_core *core)
+{
+	return core->providers->provs_cap;
+}
+
+struct px_session *px_sessions_first(const struct px_core *core)
+{
+	return core->providers->sessions;
+}
+
 enum px_status px_providers_init(struct px_core *core)
 {
-	const struct px_catalog *cat = core->cat;
-	core->providers = calloc(1, sizeof(*core->providers));
-	if (!core->providers)
+	const struct px_catalog *cat = px_cat(core);
+	struct px_providers *pv = calloc(1, sizeof(*pv));
+	if (!pv)
 		return PX_ENOMEM;
-	pthread_mutex_init(&core->prov_lock, NULL);
+	pv->provs_cap = cat->nproviders + PX_SPARE_PROVIDERS;
+	pv->pub.provs = calloc(pv->provs_cap, sizeof(*pv->pub.provs));
+	if (!pv->pub.provs) {
+		free(pv);
+		return PX_ENOMEM;
+	}
+	core->providers = pv;
+	pthread_mutex_init(&pv->pub.lock, NULL);
 	px_cond_init_mono(&core->providers->prov_cond);
 	if (!core->now)
 		core->now = px_now_ms;
 	for (size_t i = 0; i < cat->nproviders; i++) {
-		core->provs[i].cl = px_cluster_store(core) != NULL;
-		core->provs[i].max = cat->providers[i].max_connections;
-		core->provs[i].drained = cat->providers[i].drained;
-		core->provs[i].probe_asset = -1;
+		px_prov_rt(core, i)->cl = px_cluster_store(core) != NULL;
+		px_prov_rt(core, i)->max = cat->providers[i].max_connections;
+		px_prov_rt(core, i)->drained = cat->providers[i].drained;
+		px_prov_rt(core, i)->probe_asset = -1;
 	}
 	for (size_t i = 0; i < cat->nassets; i++)
 		for (size_t k = 0; k < cat->assets[i].nsources; k++)
@@ -1294,14 +1315,14 @@ enum px_status px_providers_init(struct px_core *core)
 
 void px_provider_fresh(struct px_core *core, size_t prov)
 {
-	memset(&core->provs[prov], 0, sizeof(core->provs[prov]));
-	core->provs[prov].probe_asset = -1;
+	memset(px_prov_rt(core, prov), 0, sizeof((*px_prov_rt(core, prov))));
+	px_prov_rt(core, prov)->probe_asset = -1;
 }
 
 void px_providers_apply(struct px_core *core, size_t prov, const struct px_provider *p,
 			int fresh)
 {
-	struct prov_rt *rt = &core->provs[prov];
+	struct prov_rt *rt = px_prov_rt(core, prov);
 	if (fresh) {
 		px_provider_fresh(core, prov);
 		rt->cl = px_cluster_store(core) != NULL;
@@ -1318,15 +1339,15 @@ int px_providers_stopping_locked(struct px_core *core)
 
 int px_providers_stopping(struct px_core *core)
 {
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	int s = core->providers->stopping;
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	return s;
 }
 
 void px_provider_note_source(struct px_core *core, size_t prov, const char *url)
 {
-	struct prov_rt *p = &core->provs[prov];
+	struct prov_rt *p = px_prov_rt(core, prov);
 	char hp[300];
 	if (!url || px_catalog_bad_url(url, hp, sizeof(hp)))
 		return;
@@ -1338,15 +1359,15 @@ void px_provider_note_source(struct px_core *core, size_t prov, const char *url)
 
 void px_providers_start(struct px_core *core)
 {
-	const struct px_catalog *cat = core->cat;
-	pthread_mutex_lock(&core->prov_lock);
+	const struct px_catalog *cat = px_cat(core);
+	pthread_mutex_lock(px_prov_lock(core));
 	/* each provider's probe asks for the first byte of its first listed
 	 * HTTP source */
 	for (size_t i = 0; i < cat->nassets; i++) {
-		if (!core->assets[i].listed)
+		if (!px_asset_rt(core, i)->listed)
 			continue;
 		for (size_t k = 0; k < cat->assets[i].nsources; k++) {
-			struct prov_rt *p = &core->provs[cat->assets[i].sources[k].provider];
+			struct prov_rt *p = px_prov_rt(core, cat->assets[i].sources[k].provider);
 			if (!cat->assets[i].sources[k].url || p->probe_asset >= 0)
 				continue;
 			p->probe_asset = (long)i;
@@ -1354,47 +1375,55 @@ void px_providers_start(struct px_core *core)
 			p->last_probe = core->now();
 		}
 	}
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 }
 
 void px_providers_release(struct px_core *core)
 {
 	if (!core->providers)
 		return;
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	core->providers->stopping = 1;
 	pthread_cond_broadcast(&core->providers->prov_cond);
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 }
 
 void px_sessions_free_all(struct px_core *core)
 {
 	if (!core->providers)
 		return;
-	pthread_mutex_lock(&core->prov_lock);
-	while (core->sessions) {
-		struct px_session *s = core->sessions;
+	pthread_mutex_lock(px_prov_lock(core));
+	while (core->providers->sessions) {
+		struct px_session *s = core->providers->sessions;
 		session_unlist(core, s);
 		if (session_gone(s))
 			session_free_locked(s);
 		else
 			px_error("session", "%s: still has %d transfer(s) at exit", s->who, s->xfers);
 	}
-	pthread_mutex_unlock(&core->prov_lock);
-	pthread_cond_destroy(&core->providers->prov_cond);
-	pthread_mutex_destroy(&core->prov_lock);
-	free(core->providers);
+	pthread_mutex_unlock(px_prov_lock(core));
+}
+
+void px_providers_free(struct px_core *core)
+{
+	struct px_providers *pv = core->providers;
+	if (!pv)
+		return;
+	pthread_cond_destroy(&pv->prov_cond);
+	pthread_mutex_destroy(&pv->pub.lock);
+	free(pv->pub.provs);
+	free(pv);
 	core->providers = NULL;
 }
 
 enum px_status px_session_switch(struct px_session *s, size_t source)
 {
 	struct px_core *core = s->core;
-	size_t prov = core->cat->assets[s->asset].sources[source].provider;
+	size_t prov = px_cat(core)->assets[s->asset].sources[source].provider;
 	enum px_status st = PX_OK;
 
-	pthread_mutex_lock(&core->prov_lock);
-	struct prov_rt *to = &core->provs[prov];
+	pthread_mutex_lock(px_prov_lock(core));
+	struct prov_rt *to = px_prov_rt(core, prov);
 	if (prov != s->prov && !has_room(to) && cluster_need(to))
 		(void)cluster_take(core, prov);
 	/* a lingering session's slot goes to those who waited for it first
@@ -1408,7 +1437,7 @@ enum px_status px_session_switch(struct px_session *s, size_t source)
 		goto out;
 	}
 	if (prov != s->prov) {
-		struct prov_rt *from = &core->provs[s->prov];
+		struct prov_rt *from = px_prov_rt(core, s->prov);
 		/* its open transfers stay counted where they are, one slot each,
 		 * until they end; the reservation moves */
 		int before = contrib(s);
@@ -1425,20 +1454,20 @@ enum px_status px_session_switch(struct px_session *s, size_t source)
 	atomic_store(&s->source, source);
 	pthread_cond_broadcast(&core->providers->prov_cond);
 out:
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	return st;
 }
 
 enum px_status px_session_switch_wait(struct px_session *s, size_t source, int64_t deadline)
 {
 	struct px_core *core = s->core;
-	size_t prov = core->cat->assets[s->asset].sources[source].provider;
+	size_t prov = px_cat(core)->assets[s->asset].sources[source].provider;
 	enum px_status st;
 	while ((st = px_session_switch(s, source)) == PX_EBUSY) {
-		pthread_mutex_lock(&core->prov_lock);
-		int more = !core->providers->stopping && (has_room(&core->provs[prov]) ||
+		pthread_mutex_lock(px_prov_lock(core));
+		int more = !core->providers->stopping && (has_room(px_prov_rt(core, prov)) ||
 					       px_prov_wait_until(core, deadline));
-		pthread_mutex_unlock(&core->prov_lock);
+		pthread_mutex_unlock(px_prov_lock(core));
 		if (!more)
 			break;
 	}
@@ -1447,36 +1476,36 @@ enum px_status px_session_switch_wait(struct px_session *s, size_t source, int64
 
 void px_provider_auth_failed(struct px_core *core, size_t prov, const char *why)
 {
-	pthread_mutex_lock(&core->prov_lock);
-	struct prov_rt *p = &core->provs[prov];
+	pthread_mutex_lock(px_prov_lock(core));
+	struct prov_rt *p = px_prov_rt(core, prov);
 	p->n_auth++;
 	if (!p->auth_failed) {
 		p->auth_failed = 1;
 		snprintf(p->auth_why, sizeof(p->auth_why), "authentication refused: %s", why);
 		px_error("provider", "provider %s: authentication refused (%s): its credentials "
-			 "are not used for new sessions or cutovers", core->cat->providers[prov].name,
+			 "are not used for new sessions or cutovers", px_cat(core)->providers[prov].name,
 			 why);
 	}
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 }
 
 /* ---- the control API */
 
 enum px_status px_provider_drain(struct px_core *core, const char *provider, int drained)
 {
-	const struct px_catalog *cat = core->cat;
+	const struct px_catalog *cat = px_cat(core);
 	size_t i = 0;
 
 	while (i < cat->nproviders && strcmp(cat->providers[i].name, provider) != 0)
 		i++;
 	if (i == cat->nproviders)
 		return PX_ENOTFOUND;
-	pthread_mutex_lock(&core->prov_lock);
-	int was = core->provs[i].drained;
-	core->provs[i].drained = drained ? 1 : 0;
+	pthread_mutex_lock(px_prov_lock(core));
+	int was = px_prov_rt(core, i)->drained;
+	px_prov_rt(core, i)->drained = drained ? 1 : 0;
 	/* an open waiting for a slot may choose a resumed provider */
 	pthread_cond_broadcast(&core->providers->prov_cond);
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	if (was != (drained ? 1 : 0))
 		px_info("provider", "provider %s %s", provider,
 			drained ? "drained: no new sessions, open ones go on"
@@ -1488,18 +1517,18 @@ enum px_status px_provider_drain(struct px_core *core, const char *provider, int
 
 int px_provider_spare(struct px_core *core, size_t prov)
 {
-	struct prov_rt *p = &core->provs[prov];
-	pthread_mutex_lock(&core->prov_lock);
+	struct prov_rt *p = px_prov_rt(core, prov);
+	pthread_mutex_lock(px_prov_lock(core));
 	int n = p->waitq ? 0 : p->max == 0 ? INT_MAX : p->max - p->held;
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	return n > 0 ? n : 0;
 }
 
 void px_provider_cluster_apply(struct px_core *core, size_t prov, int delta, int others_slots,
 			       int others_sessions, int degraded, int wanted)
 {
-	struct prov_rt *p = &core->provs[prov];
-	pthread_mutex_lock(&core->prov_lock);
+	struct prov_rt *p = px_prov_rt(core, prov);
+	pthread_mutex_lock(px_prov_lock(core));
 	p->granted += delta;
 	if (p->granted < 0)
 		p->granted = 0;
@@ -1510,15 +1539,15 @@ void px_provider_cluster_apply(struct px_core *core, size_t prov, int delta, int
 		(void)evict_lingering(core, prov, NULL);
 	grant_waiters(core, p);
 	pthread_cond_broadcast(&core->providers->prov_cond);
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 }
 
 void px_provider_cluster_liveness(struct px_core *core, size_t prov, int remote_down,
 				  int answered)
 {
-	struct prov_rt *p = &core->provs[prov];
-	const char *name = core->cat->providers[prov].name;
-	pthread_mutex_lock(&core->prov_lock);
+	struct prov_rt *p = px_prov_rt(core, prov);
+	const char *name = px_cat(core)->providers[prov].name;
+	pthread_mutex_lock(px_prov_lock(core));
 	if (answered && p->bad_since) {
 		px_info("provider", "provider %s answers again (seen by another host)", name);
 		p->bad_since = 0;
@@ -1532,13 +1561,13 @@ void px_provider_cluster_liveness(struct px_core *core, size_t prov, int remote_
 			snprintf(p->why, sizeof(p->why), "found down by another host of the cluster");
 	}
 	p->remote_down = remote_down;
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 }
 
 void px_provider_liveness_times(const struct px_core *core, size_t prov, int64_t now,
 				int64_t *down_since, int64_t *last_good)
 {
-	const struct prov_rt *p = &core->provs[prov];
+	const struct prov_rt *p = px_prov_rt(core, prov);
 	*down_since = p->bad_since && now - p->bad_since >= core->cfg->liveness_ttl_ms
 		? p->bad_since : 0;
 	*last_good = p->last_good;
@@ -1547,21 +1576,21 @@ void px_provider_liveness_times(const struct px_core *core, size_t prov, int64_t
 long px_provider_of_session(struct px_core *core, uint64_t session_id)
 {
 	long prov = -1;
-	pthread_mutex_lock(&core->prov_lock);
-	for (const struct px_session *s = core->sessions; s; s = s->next)
+	pthread_mutex_lock(px_prov_lock(core));
+	for (const struct px_session *s = core->providers->sessions; s; s = s->next)
 		if (s->id == session_id)
 			prov = (long)s->prov;
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	return prov;
 }
 
 int px_provider_sessions(struct px_core *core, size_t prov)
 {
 	int n = -1;
-	pthread_mutex_lock(&core->prov_lock);
-	if (prov < core->cat->nproviders)
-		n = core->provs[prov].sessions;
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
+	if (prov < px_cat(core)->nproviders)
+		n = px_prov_rt(core, prov)->sessions;
+	pthread_mutex_unlock(px_prov_lock(core));
 	return n;
 }
 
@@ -1583,13 +1612,13 @@ static enum px_snap_state snap_state(const struct prov_rt *p, int64_t now, int64
 static void snap_session(const struct px_core *core, const struct px_session *x,
 			 struct px_snap_session *o, int *oom)
 {
-	const struct px_asset *a = &core->cat->assets[x->asset];
+	const struct px_asset *a = &px_cat(core)->assets[x->asset];
 	o->id = x->id;
 	o->client = x->client;
 	o->asset = px_snap_copy(a->id, oom);
 	o->path = px_snap_copy(a->path, oom);
 	o->source = px_snap_copy(a->sources[atomic_load(&x->source)].shown, oom);
-	o->provider = px_snap_copy(core->cat->providers[x->prov].name, oom);
+	o->provider = px_snap_copy(px_cat(core)->providers[x->prov].name, oom);
 	o->offset = atomic_load(&x->offset);
 	o->served = atomic_load(&x->served);
 	o->created = x->created;
@@ -1605,22 +1634,22 @@ enum px_status px_providers_stats(struct px_core *core, int rows, struct px_prov
 	int oom = 0;
 	size_t n = 0;
 
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	s->now = core->now();
-	s->nassets = core->cat->nassets; /* grows under prov_lock and vf_lock */
+	s->nassets = px_cat(core)->nassets; /* grows under prov_lock and vf_lock */
 	/* changed only where a reload publishes its tree, under reload_lock
 	 * alone: read without it, as a word (snapshot.c, Locks) */
-	s->nlisted = __atomic_load_n(&core->nlisted, __ATOMIC_RELAXED);
-	s->nprovs = core->cat->nproviders;
+	s->nlisted = px_sources_listed(core);
+	s->nprovs = px_cat(core)->nproviders;
 	s->provs = calloc(s->nprovs + 1, sizeof(*s->provs));
 	if (!s->provs) {
 		oom = 1;
 		goto out;
 	}
 	for (size_t i = 0; i < s->nprovs; i++) {
-		const struct prov_rt *p = &core->provs[i];
+		const struct prov_rt *p = px_prov_rt(core, i);
 		struct px_snap_provider *o = &s->provs[i];
-		o->name = px_snap_copy(core->cat->providers[i].name, &oom);
+		o->name = px_snap_copy(px_cat(core)->providers[i].name, &oom);
 		o->state = snap_state(p, s->now, core->cfg->liveness_ttl_ms);
 		memcpy(o->why, p->why, sizeof(o->why));
 		o->why[sizeof(o->why) - 1] = '\0';
@@ -1648,7 +1677,7 @@ enum px_status px_providers_stats(struct px_core *core, int rows, struct px_prov
 		o->n_probes = p->n_probes;
 		o->n_auth = p->n_auth;
 	}
-	for (const struct px_session *x = core->sessions; x; x = x->next) {
+	for (const struct px_session *x = core->providers->sessions; x; x = x->next) {
 		if (x->nhandles)
 			s->sessions_open++;
 		else
@@ -1665,7 +1694,7 @@ enum px_status px_providers_stats(struct px_core *core, int rows, struct px_prov
 			oom = 1;
 			goto out;
 		}
-		for (const struct px_session *x = core->sessions; x; x = x->next)
+		for (const struct px_session *x = core->providers->sessions; x; x = x->next)
 			snap_session(core, x, &s->sessions[s->nsessions++], &oom);
 	}
 	s->n_admit_busy = core->providers->n_admit_busy;
@@ -1676,6 +1705,6 @@ out:
 	s->n_scans = atomic_load(&core->providers->n_scans);
 	s->n_scan_requests = atomic_load(&core->providers->n_scan_requests);
 	px_histo_snapshot(&core->providers->h_ttfb, &s->h_ttfb);
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	return oom ? PX_ENOMEM : PX_OK;
 }

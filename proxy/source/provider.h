@@ -14,7 +14,7 @@
 #include "fetch.h"
 #include "px.h"
 
-/* A provider at run time (provider.c). Guarded by core->prov_lock. */
+/* A provider at run time (provider.c). Guarded by prov_lock (px_prov_lock). */
 struct xrec;
 struct slot_wait;
 struct prov_rt {
@@ -65,6 +65,12 @@ struct prov_rt {
 	int cl_wants;              /* someone waits for a slot the cluster may give */
 };
 
+/* Provider prov's run-time state, under prov_lock. */
+static inline struct prov_rt *px_prov_rt(const struct px_core *core, size_t prov)
+{
+	return &((const struct px_providers_pub *)(const void *)core->providers)->provs[prov];
+}
+
 /*
  * A session: one client's playback of one asset (provider.c admits, joins
  * and expires them; session.c reads through them). It fixes the source;
@@ -74,7 +80,7 @@ struct prov_rt {
 struct px_handle;
 struct px_session {
 	struct px_core *core;
-	struct px_session *prev, *next; /* core->sessions, under prov_lock */
+	struct px_session *prev, *next; /* the listed sessions, under prov_lock */
 	size_t asset;
 	_Atomic size_t source;     /* changed only by a cutover, under prov_lock */
 	_Atomic int cutting;       /* a cutover of it runs (standby.c): its other
@@ -101,7 +107,7 @@ struct px_session {
 				    * were made to */
 	int exhausted;             /* a read failed with nothing to cut over to */
 	int reserved;              /* holds a slot of its provider for reopens */
-	int listed;                /* in core->sessions: may be joined */
+	int listed;                /* in the listed sessions: may be joined */
 	int failed;                /* a read failed for good: no more joins */
 	int64_t closed_at;         /* when nhandles last fell to 0 */
 	int requests;              /* transfers submitted for its reads */
@@ -207,9 +213,19 @@ enum px_status px_providers_stats(struct px_core *core, int rows,
 
 /* ---- provider.c: slots, sessions, liveness */
 
-/* Makes provider.c's state (core->providers) and the providers' locks;
- * PX_ENOMEM without memory. px_sessions_free_all frees it. */
+/* Makes provider.c's state (core->providers): prov_lock, each provider's
+ * run-time state for the catalog's providers and PX_SPARE_PROVIDERS more;
+ * PX_ENOMEM without memory. px_providers_free frees it, after
+ * px_sessions_free_all. */
 enum px_status px_providers_init(struct px_core *core) PX_WUR;
+void px_providers_free(struct px_core *core);
+
+/* Room for providers: the catalog's at the mount and those it may gain. */
+size_t px_provs_cap(const struct px_core *core);
+
+/* The first of the listed sessions (->next the others, newest first);
+ * under prov_lock. */
+struct px_session *px_sessions_first(const struct px_core *core);
 
 /* What a session at its provider's limit gives up for a slot (PX_YIELD_*;
  * read/: px_session_yield_idle) and, in cluster mode, how more slots of a

@@ -41,6 +41,7 @@
 #include "health.h"
 #include "httpparse.h"
 #include "provider.h"
+#include "sources.h"
 #include "rangeread.h"
 
 #define CANCEL_GRACE_MS 2000
@@ -587,7 +588,7 @@ enum px_status px_rangeread_probe(struct px_rangeread *rr, struct vf_seen *out,
  * fd, or -1 with errno (ESTALE: another file than the copy). */
 static int open_copy(struct px_core *core, size_t asset, size_t k)
 {
-	const struct px_asset *a = &core->cat->assets[asset];
+	const struct px_asset *a = &px_cat(core)->assets[asset];
 	const char *path = a->sources[k].path;
 	struct src_rt *all = px_src_ensure(core, asset);
 	char top[PATH_MAX];
@@ -603,7 +604,7 @@ static int open_copy(struct px_core *core, size_t asset, size_t k)
 	struct src_rt id = all[k];
 	px_vf_unlock(core);
 	int fd = px_open_in_dir(top, id.copy_sdev, a->path);
-	if (fd >= 0 && (fstat(fd, &sb) != 0 || sb.st_size != core->assets[asset].size ||
+	if (fd >= 0 && (fstat(fd, &sb) != 0 || sb.st_size != px_asset_rt(core, asset)->size ||
 			(unsigned long long)sb.st_dev != id.copy_dev ||
 			(unsigned long long)sb.st_ino != id.copy_ino)) {
 		close(fd);
@@ -615,7 +616,7 @@ static int open_copy(struct px_core *core, size_t asset, size_t k)
 
 int px_source_open(struct px_core *core, size_t asset, size_t k)
 {
-	const struct px_source *src = &core->cat->assets[asset].sources[k];
+	const struct px_source *src = &px_cat(core)->assets[asset].sources[k];
 	if (!src->path) {
 		errno = EINVAL;
 		return -1;
@@ -623,7 +624,7 @@ int px_source_open(struct px_core *core, size_t asset, size_t k)
 	if (!src->storage)
 		return px_open_regular(src->path); /* the operator's path, as it stands */
 	int fd = open_copy(core, asset, k), e = errno;
-	struct src_rt *all = __atomic_load_n(&core->assets[asset].src, __ATOMIC_ACQUIRE);
+	struct src_rt *all = __atomic_load_n(&px_asset_rt(core, asset)->src, __ATOMIC_ACQUIRE);
 	if (fd < 0 && all && (e == ELOOP || e == EXDEV))
 		atomic_store(&all[k].in_way, PX_IN_WAY_LINK);
 	else if (fd < 0 && all && (e == ESTALE || e == ENOTDIR || e == EINVAL || e == EISDIR))
@@ -634,7 +635,7 @@ int px_source_open(struct px_core *core, size_t asset, size_t k)
 
 int px_source_is_path(const struct px_core *core, size_t asset, size_t source)
 {
-	return core->cat->assets[asset].sources[source].path != NULL;
+	return px_cat(core)->assets[asset].sources[source].path != NULL;
 }
 
 /* The source's prepared request (fetch.h), made at its first transfer and
@@ -643,7 +644,7 @@ int px_source_is_path(const struct px_core *core, size_t asset, size_t source)
 static const struct px_fetch_prep *source_prep(struct px_core *core, size_t asset,
 					       size_t source, const struct px_fetch_params *fp)
 {
-	struct asset_rt *rt = &core->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	struct px_fetch_prep **all = __atomic_load_n(&rt->preps, __ATOMIC_ACQUIRE), **none = NULL;
 	struct px_fetch_prep *p, *empty = NULL;
 
@@ -673,24 +674,24 @@ static const struct px_fetch_prep *source_prep(struct px_core *core, size_t asse
 
 void px_source_preps_free(struct px_core *core)
 {
-	for (size_t i = 0; i < core->assets_cap; i++) {
-		struct px_fetch_prep **all = core->assets[i].preps;
-		for (size_t k = 0; all && k < core->assets[i].source_cap; k++)
+	for (size_t i = 0; i < px_assets_cap(core); i++) {
+		struct px_fetch_prep **all = px_asset_rt(core, i)->preps;
+		for (size_t k = 0; all && k < px_asset_rt(core, i)->source_cap; k++)
 			px_fetch_prep_free(all[k]);
 		free(all);
-		core->assets[i].preps = NULL;
+		px_asset_rt(core, i)->preps = NULL;
 	}
 }
 
 struct px_fetch_params px_source_range(struct px_core *core, size_t asset,
 				       size_t source, int64_t off, int64_t len)
 {
-	const struct px_source *src = &core->cat->assets[asset].sources[source];
-	const struct px_provider *p = &core->cat->providers[src->provider];
+	const struct px_source *src = &px_cat(core)->assets[asset].sources[source];
+	const struct px_provider *p = &px_cat(core)->providers[src->provider];
 	struct px_fetch_params fp = {
 		.url = src->url, .headers = (const char *const *)p->headers,
 		.nheaders = p->nheaders, .offset = off, .length = len,
-		.expect_size = core->assets[asset].size,
+		.expect_size = px_asset_rt(core, asset)->size,
 		/* a provider with a connection limit on more than one host, or
 		 * shared by the hosts of a cluster (whose idle connections
 		 * the others' slots cannot see), keeps no idle connection
@@ -698,9 +699,9 @@ struct px_fetch_params px_source_range(struct px_core *core, size_t asset,
 		 * too; on one host, idle ones are reused (prov_rt.host) and
 		 * seeks cost no new handshake */
 		.no_reuse = p->max_connections > 0 &&
-			    (atomic_load(&core->provs[src->provider].multi_host) ||
-			     core->provs[src->provider].cl),
-		.html_ok = px_http_is_html_path(core->cat->assets[asset].path),
+			    (atomic_load(&px_prov_rt(core, src->provider)->multi_host) ||
+			     px_prov_rt(core, src->provider)->cl),
+		.html_ok = px_http_is_html_path(px_cat(core)->assets[asset].path),
 		.header_hosts = (const char *const *)p->header_hosts,
 		.nheader_hosts = p->nheader_hosts,
 	};

@@ -26,31 +26,46 @@
 #include "import.h"
 #include "provider.h"
 #include "sources.h"
+#include "tree.h"
 #include "log.h"
 #include "redact.h"
 
+/* The catalog at run time, owned here: made by px_sources_new, freed by
+ * px_sources_free; other files read it through px_cat and px_asset_rt
+ * (context.h) and the functions below. */
+struct px_sources {
+	struct px_sources_pub pub; /* the catalog copy, the assets (context.h) */
+	struct px_catalog *cat;    /* pub.cat, to change here */
+	char *owned[PX_SPARE_STRINGS]; /* strings added while mounted */
+	size_t nowned;
+	struct px_tree *_Atomic tree;
+	int64_t catalog_mtime;     /* the mtime of files that have none */
+};
+
 static char *keep(struct px_core *core, const char *s)
 {
+	struct px_sources *so = core->sources;
 	char *c;
-	if (core->nowned == PX_SPARE_STRINGS || !(c = strdup(s)))
+	if (so->nowned == PX_SPARE_STRINGS || !(c = strdup(s)))
 		return NULL;
-	core->owned[core->nowned++] = c;
+	so->owned[so->nowned++] = c;
 	return c;
 }
 
 /* Takes c (NULL: none) into the strings the core frees; NULL when full. */
 static char *own(struct px_core *core, char *c)
 {
-	if (c && core->nowned == PX_SPARE_STRINGS) {
+	struct px_sources *so = core->sources;
+	if (c && so->nowned == PX_SPARE_STRINGS) {
 		free(c);
 		c = NULL;
 	}
 	if (c)
-		core->owned[core->nowned++] = c;
+		so->owned[so->nowned++] = c;
 	return c;
 }
 
-enum px_status px_sources_own_catalog(struct px_core *core, const struct px_catalog *cat)
+static enum px_status copy_catalog(struct px_sources *so, const struct px_catalog *cat)
 {
 	struct px_catalog *m = calloc(1, sizeof(*m));
 	if (!m)
@@ -58,8 +73,8 @@ enum px_status px_sources_own_catalog(struct px_core *core, const struct px_cata
 	*m = *cat;
 	m->assets = calloc(cat->nassets + PX_SPARE_ASSETS + 1, sizeof(*m->assets));
 	m->providers = calloc(cat->nproviders + PX_SPARE_PROVIDERS, sizeof(*m->providers));
-	core->mcat = m;
-	core->cat = m;
+	so->cat = m;
+	so->pub.cat = m;
 	if (!m->assets || !m->providers)
 		return PX_ENOMEM;
 	memcpy(m->providers, cat->providers, cat->nproviders * sizeof(*m->providers));
@@ -77,20 +92,81 @@ enum px_status px_sources_own_catalog(struct px_core *core, const struct px_cata
 	return PX_OK;
 }
 
-void px_sources_release_catalog(struct px_core *core)
+enum px_status px_sources_new(struct px_core *core, const struct px_catalog *cat)
 {
-	struct px_catalog *m = core->mcat;
-	for (size_t i = 0; i < core->nowned; i++)
-		free(core->owned[i]);
-	if (!m)
+	struct px_sources *so = calloc(1, sizeof(*so));
+	if (!so)
+		return PX_ENOMEM;
+	core->sources = so;
+	if (copy_catalog(so, cat) != PX_OK)
+		goto fail;
+	so->pub.assets_cap = cat->nassets + PX_SPARE_ASSETS;
+	so->pub.assets = calloc(so->pub.assets_cap + 1, sizeof(*so->pub.assets));
+	if (!so->pub.assets)
+		goto fail;
+	for (size_t i = 0; i < cat->nassets; i++) {
+		struct asset_rt *rt = &so->pub.assets[i];
+		rt->source_cap = cat->assets[i].kind == PX_ASSET_PLAIN
+			? cat->assets[i].nsources + px_spare_sources(cat->nassets) : 0;
+		rt->size = rt->mtime = -1;
+		rt->dead = calloc(rt->source_cap + 1, 1);
+		if (!rt->dead)
+			goto fail;
+	}
+	return PX_OK;
+fail:
+	px_sources_free(core);
+	return PX_ENOMEM;
+}
+
+void px_sources_free(struct px_core *core)
+{
+	struct px_sources *so = core->sources;
+	if (!so)
 		return;
+	for (size_t i = 0; so->pub.assets && i < so->pub.assets_cap; i++)
+		free((void *)so->pub.assets[i].dead);
+	free(so->pub.assets);
+	px_tree_free(so->tree);
+	for (size_t i = 0; i < so->nowned; i++)
+		free(so->owned[i]);
+	struct px_catalog *m = so->cat;
 	/* assets a reload added have sources arrays of the core's too */
-	for (size_t i = 0; m->assets && i < m->nassets; i++)
+	for (size_t i = 0; m && m->assets && i < m->nassets; i++)
 		if (m->assets[i].kind == PX_ASSET_PLAIN)
 			free(m->assets[i].sources);
-	free(m->assets);
-	free(m->providers);
+	if (m) {
+		free(m->assets);
+		free(m->providers);
+	}
 	free(m);
+	free(so);
+	core->sources = NULL;
+}
+
+const struct px_tree *px_sources_tree(const struct px_core *core)
+{
+	return atomic_load(&core->sources->tree);
+}
+
+struct px_tree *px_sources_set_tree(struct px_core *core, struct px_tree *tree)
+{
+	return atomic_exchange(&core->sources->tree, tree);
+}
+
+int64_t px_sources_fallback_mtime(const struct px_core *core)
+{
+	return core->sources->catalog_mtime;
+}
+
+void px_sources_set_fallback_mtime(struct px_core *core, int64_t mtime)
+{
+	core->sources->catalog_mtime = mtime;
+}
+
+void px_sources_count_listed(struct px_core *core, long delta)
+{
+	__atomic_add_fetch(&core->sources->pub.nlisted, (size_t)delta, __ATOMIC_RELAXED);
 }
 
 static long find_source(const struct px_asset *a, const char *where)
@@ -107,7 +183,7 @@ static long find_source(const struct px_asset *a, const char *where)
  * reload). vf_lock held. */
 static int was_removed(const struct px_core *core, size_t asset, long k)
 {
-	const struct asset_rt *rt = &core->assets[asset];
+	const struct asset_rt *rt = px_asset_rt(core, asset);
 	return k >= 0 && rt->dead[k] && rt->src && rt->src[k].removed;
 }
 
@@ -115,26 +191,26 @@ static int was_removed(const struct px_core *core, size_t asset, long k)
  * locks held. */
 static void revive(struct px_core *core, size_t asset, long k)
 {
-	struct src_rt *sr = &core->assets[asset].src[k];
+	struct src_rt *sr = &px_asset_rt(core, asset)->src[k];
 	px_src_why(sr, NULL);
 	sr->removed = 0;
 	sr->state = VS_UNKNOWN;
 	sr->inconclusive = 0;
-	core->assets[asset].dead[k] = 0;
+	px_asset_rt(core, asset)->dead[k] = 0;
 }
 
 /* The asset an API request names, listed and plain. */
 static enum px_status find_asset(struct px_core *core, const char *id, size_t *out, char *err,
 				 size_t errlen)
 {
-	long i = px_catalog_find(core->cat, id);
+	long i = px_catalog_find(px_cat(core), id);
 	char esc[200];
 	px_catalog_escape(esc, sizeof(esc), id);
-	if (i < 0 || !core->assets[i].listed) {
+	if (i < 0 || !px_asset_rt(core, i)->listed) {
 		snprintf(err, errlen, "asset: no listed asset with id \"%s\"", esc);
 		return PX_ENOTFOUND;
 	}
-	if (core->cat->assets[i].kind != PX_ASSET_PLAIN) {
+	if (px_cat(core)->assets[i].kind != PX_ASSET_PLAIN) {
 		snprintf(err, errlen, "asset: \"%s\" is a transcode or remux; it has no sources", esc);
 		return PX_EINVAL;
 	}
@@ -184,7 +260,7 @@ static enum px_status check_where(const struct px_core *core, struct add_req *r,
  * locks held. */
 static void add_implicit(struct px_core *core, char *name, char **headers, size_t nheaders)
 {
-	struct px_catalog *m = core->mcat;
+	struct px_catalog *m = core->sources->cat;
 	size_t prov = m->nproviders;
 	struct px_provider *p = &m->providers[prov];
 	memset(p, 0, sizeof(*p));
@@ -201,9 +277,9 @@ static void add_implicit(struct px_core *core, char *name, char **headers, size_
 static enum px_status append_new(struct px_core *core, const struct add_req *r, size_t prov,
 				 char *err, size_t errlen)
 {
-	struct px_catalog *m = core->mcat;
+	struct px_catalog *m = core->sources->cat;
 	struct px_asset *a = &m->assets[r->asset];
-	struct asset_rt *rt = &core->assets[r->asset];
+	struct asset_rt *rt = px_asset_rt(core, r->asset);
 	char *s = keep(core, r->where);
 	char *shown_s = own(core, px_redact_url_dup(r->where));
 	char *key_s = own(core, px_redact_key(r->where));
@@ -238,9 +314,9 @@ static enum px_status append_new(struct px_core *core, const struct add_req *r, 
 static enum px_status add_locked(struct px_core *core, struct add_req *r, size_t *prov,
 				 char *err, size_t errlen)
 {
-	struct px_catalog *m = core->mcat;
+	struct px_catalog *m = core->sources->cat;
 	struct px_asset *a = &m->assets[r->asset];
-	struct asset_rt *rt = &core->assets[r->asset];
+	struct asset_rt *rt = px_asset_rt(core, r->asset);
 	const char *want = r->provider ? r->provider : r->hostport;
 	*prov = 0;
 	while (*prov < m->nproviders && strcmp(m->providers[*prov].name, want) != 0)
@@ -266,7 +342,7 @@ static enum px_status add_locked(struct px_core *core, struct add_req *r, size_t
 		snprintf(err, errlen, "provider: no provider named \"%s\"", r->esc);
 		return PX_ENOTFOUND;
 	}
-	if (*prov == m->nproviders && m->nproviders >= core->provs_cap) {
+	if (*prov == m->nproviders && m->nproviders >= px_provs_cap(core)) {
 		snprintf(err, errlen, "url: no room for another provider while mounted "
 			 "(name an existing one)");
 		return PX_EINVAL;
@@ -289,14 +365,14 @@ enum px_status px_sources_add(struct px_core *core, const char *asset_id, const 
 	px_catalog_escape(r.esc, sizeof(r.esc), shown);
 	if ((st = check_where(core, &r, err, errlen)) != PX_OK)
 		return st;
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	px_vf_lock(core);
 	st = add_locked(core, &r, &prov, err, errlen);
 	px_vf_unlock(core);
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	if (st == PX_OK)
 		px_info("sources", "asset %s: source %s added (provider %s): a standby once verified",
-			core->cat->assets[r.asset].id, shown, core->cat->providers[prov].name);
+			px_cat(core)->assets[r.asset].id, shown, px_cat(core)->providers[prov].name);
 	return st;
 }
 
@@ -310,9 +386,9 @@ enum px_status px_sources_remove(struct px_core *core, const char *asset_id,
 	if ((st = find_asset(core, asset_id, &asset, err, errlen)) != PX_OK)
 		return st;
 	px_redact_url(where, shown, sizeof(shown)); /* messages go to the log and the API */
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	px_vf_lock(core);
-	const struct px_asset *a = &core->cat->assets[asset];
+	const struct px_asset *a = &px_cat(core)->assets[asset];
 	long k = find_source(a, where);
 	struct src_rt *all = k >= 0 ? px_src_ensure(core, asset) : NULL;
 	if (k < 0 || was_removed(core, asset, k)) {
@@ -325,12 +401,12 @@ enum px_status px_sources_remove(struct px_core *core, const char *asset_id,
 		snprintf(err, errlen, "out of memory");
 		st = PX_ENOMEM;
 	} else {
-		core->assets[asset].dead[k] = 1;
+		px_asset_rt(core, asset)->dead[k] = 1;
 		all[k].removed = 1;
 		px_src_why(&all[k], "removed through the control API");
 	}
 	px_vf_unlock(core);
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	if (st == PX_OK)
 		px_info("sources", "asset %s: source %s removed: no new session or cutover goes "
 			"there", a->id, shown);
@@ -353,8 +429,8 @@ int px_sources_path_allowed(const struct px_core *core, const char *path, int un
 
 void px_sources_screen_paths(struct px_core *core, size_t asset, int untrusted)
 {
-	const struct px_asset *a = &core->cat->assets[asset];
-	struct asset_rt *rt = &core->assets[asset];
+	const struct px_asset *a = &px_cat(core)->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	char why[300];
 	for (size_t k = 0; k < a->nsources; k++) {
 		const char *path = a->sources[k].path;
@@ -388,7 +464,7 @@ static void copy_file_set(struct src_rt *sr, const struct px_copy_file *file)
 static long append_source(struct px_core *core, size_t asset, const char *where, int is_path,
 			  size_t prov)
 {
-	struct px_asset *a = &core->mcat->assets[asset];
+	struct px_asset *a = &core->sources->cat->assets[asset];
 	struct src_rt *all = px_src_ensure(core, asset); /* made by the caller */
 	char *s = keep(core, where);
 	if (!s)
@@ -404,7 +480,7 @@ static long append_source(struct px_core *core, size_t asset, const char *where,
 	src->key = s;
 	src->provider = prov;
 	px_provider_note_source(core, prov, is_path ? NULL : s);
-	core->assets[asset].dead[k] = 0;
+	px_asset_rt(core, asset)->dead[k] = 0;
 	px_src_why(&all[k], NULL);
 	memset(&all[k], 0, sizeof(all[k]));
 	return k;
@@ -414,14 +490,14 @@ enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const cha
 				   const char *storage, const char *prov_name, int local_disk,
 				   const struct px_copy_file *file, size_t *kout)
 {
-	struct px_catalog *m = core->mcat;
+	struct px_catalog *m = core->sources->cat;
 	enum px_status st = PX_OK;
 	size_t prov = 0;
 
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	px_vf_lock(core);
 	struct px_asset *a = &m->assets[asset];
-	struct asset_rt *rt = &core->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	struct src_rt *all = px_src_ensure(core, asset);
 	while (prov < m->nproviders && strcmp(m->providers[prov].name, prov_name) != 0)
 		prov++;
@@ -430,7 +506,7 @@ enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const cha
 		st = PX_ENOMEM;
 	} else if (k < 0 && a->nsources >= rt->source_cap) {
 		st = PX_EINVAL;
-	} else if (prov == m->nproviders && m->nproviders >= core->provs_cap) {
+	} else if (prov == m->nproviders && m->nproviders >= px_provs_cap(core)) {
 		st = PX_EINVAL;
 	} else if (prov == m->nproviders) {
 		/* the storage's own provider: no connection limit, its sessions
@@ -462,7 +538,7 @@ enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const cha
 		rt->dead[k] = 0;
 	}
 	px_vf_unlock(core);
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	if (st == PX_OK)
 		*kout = (size_t)k;
 	return st;
@@ -470,25 +546,25 @@ enum px_status px_sources_add_copy(struct px_core *core, size_t asset, const cha
 
 void px_sources_drop(struct px_core *core, size_t asset, size_t k, const char *why)
 {
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	px_vf_lock(core);
-	core->assets[asset].dead[k] = 1;
+	px_asset_rt(core, asset)->dead[k] = 1;
 	struct src_rt *all = px_src_ensure(core, asset);
 	if (all)
 		px_src_why(&all[k], why);
 	px_vf_unlock(core);
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 }
 
 /* The provider named prov_name, made (with the one header) when new:
  * its index, or m->nproviders when there is no room. Both locks held. */
 static size_t peer_provider(struct px_core *core, const char *prov_name, const char *header)
 {
-	struct px_catalog *m = core->mcat;
+	struct px_catalog *m = core->sources->cat;
 	size_t prov = 0;
 	while (prov < m->nproviders && strcmp(m->providers[prov].name, prov_name) != 0)
 		prov++;
-	if (prov < m->nproviders || m->nproviders >= core->provs_cap)
+	if (prov < m->nproviders || m->nproviders >= px_provs_cap(core))
 		return prov;
 	char *pname = keep(core, prov_name);
 	/* the array too is the core's to free with the strings */
@@ -504,13 +580,13 @@ static size_t peer_provider(struct px_core *core, const char *prov_name, const c
 enum px_status px_sources_add_peer(struct px_core *core, size_t asset, const char *url,
 				   const char *prov_name, const char *header, size_t *kout)
 {
-	struct px_catalog *m = core->mcat;
+	struct px_catalog *m = core->sources->cat;
 	enum px_status st = PX_OK;
 
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	px_vf_lock(core);
 	struct px_asset *a = &m->assets[asset];
-	struct asset_rt *rt = &core->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	struct src_rt *all = px_src_ensure(core, asset);
 	long k = find_source(a, url);
 	size_t prov = k >= 0 ? a->sources[k].provider : peer_provider(core, prov_name, header);
@@ -522,8 +598,8 @@ enum px_status px_sources_add_peer(struct px_core *core, size_t asset, const cha
 		/* the host is back (its heartbeat says so): what its provider
 		 * failed while it was gone is forgotten */
 		revive(core, asset, k);
-		core->provs[prov].bad_since = 0;
-		core->provs[prov].remote_down = 0;
+		px_prov_rt(core, prov)->bad_since = 0;
+		px_prov_rt(core, prov)->remote_down = 0;
 	} else {
 		k = append_source(core, asset, url, 0, prov);
 		if (k < 0)
@@ -532,7 +608,7 @@ enum px_status px_sources_add_peer(struct px_core *core, size_t asset, const cha
 			a->nsources = (size_t)k + 1;   /* published last */
 	}
 	px_vf_unlock(core);
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	if (st == PX_OK)
 		*kout = (size_t)k;
 	return st;
@@ -581,12 +657,12 @@ static int same_source(const struct px_source *a, const struct px_source *b)
  * the core does not know. Both locks held. */
 static void merge_providers(struct px_core *core, struct px_sources_change *c)
 {
-	struct px_catalog *m = core->mcat;
+	struct px_catalog *m = core->sources->cat;
 	const struct px_catalog *nc = c->nc;
 	for (size_t i = 0; i < nc->nproviders; i++) {
 		const struct px_provider *np = &nc->providers[i];
 		long k = find_provider(m, np->name);
-		if (k < 0 && m->nproviders < core->provs_cap) {
+		if (k < 0 && m->nproviders < px_provs_cap(core)) {
 			k = (long)m->nproviders;
 			m->providers[k] = *np;
 			px_providers_apply(core, (size_t)k, np, 1);
@@ -611,8 +687,8 @@ static void merge_providers(struct px_core *core, struct px_sources_change *c)
 static void drop_missing(struct px_core *core, size_t ai, const struct px_asset *na,
 			 struct px_sources_change *c)
 {
-	struct px_asset *a = &core->mcat->assets[ai];
-	struct asset_rt *rt = &core->assets[ai];
+	struct px_asset *a = &core->sources->cat->assets[ai];
+	struct asset_rt *rt = px_asset_rt(core, ai);
 	for (size_t k = 0; k < a->nsources; k++) {
 		int keep = a->sources[k].storage != NULL; /* a copy: proxy/copies/ drops it */
 		for (size_t j = 0; j < na->nsources && !keep; j++)
@@ -633,8 +709,8 @@ static void drop_missing(struct px_core *core, size_t ai, const struct px_asset 
 static void merge_sources(struct px_core *core, size_t ai, const struct px_asset *na,
 			  struct px_sources_change *c)
 {
-	struct px_asset *a = &core->mcat->assets[ai];
-	struct asset_rt *rt = &core->assets[ai];
+	struct px_asset *a = &core->sources->cat->assets[ai];
+	struct asset_rt *rt = px_asset_rt(core, ai);
 	drop_missing(core, ai, na, c);
 	for (size_t j = 0; j < na->nsources; j++) {
 		long k = -1;
@@ -673,11 +749,11 @@ static void merge_sources(struct px_core *core, size_t ai, const struct px_asset
  * held. Returns its index, or -1 when there is no room. */
 static long add_asset(struct px_core *core, const struct px_asset *na, const size_t *map)
 {
-	struct px_catalog *m = core->mcat;
-	if (m->nassets >= core->assets_cap)
+	struct px_catalog *m = core->sources->cat;
+	if (m->nassets >= core->sources->pub.assets_cap)
 		return -1;
 	size_t i = m->nassets;
-	struct asset_rt *rt = &core->assets[i];
+	struct asset_rt *rt = px_asset_rt(core, i);
 	struct px_asset *a = &m->assets[i];
 	memset(rt, 0, sizeof(*rt));
 	rt->source_cap = na->nsources + px_spare_sources(m->nassets);
@@ -713,7 +789,7 @@ static long add_asset(struct px_core *core, const struct px_asset *na, const siz
 static void apply_known(struct px_core *core, size_t i, const struct px_asset *na,
 			struct px_sources_change *c)
 {
-	const struct px_asset *a = &core->mcat->assets[i];
+	const struct px_asset *a = &core->sources->cat->assets[i];
 	c->keep[i] = 1;
 	if (strcmp(a->path, na->path) != 0)
 		px_sources_note(c->report, c->len, "asset %s: a new path needs a remount", na->id);
@@ -723,7 +799,7 @@ static void apply_known(struct px_core *core, size_t i, const struct px_asset *n
 		merge_sources(core, i, na, c);
 	if (a->kind == PX_ASSET_PLAIN)
 		px_sources_screen_paths(core, i, c->nc->from_playlists);
-	if (na->size >= 0 && core->assets[i].size >= 0 && na->size != core->assets[i].size)
+	if (na->size >= 0 && px_asset_rt(core, i)->size >= 0 && na->size != px_asset_rt(core, i)->size)
 		px_sources_note(c->report, c->len, "asset %s: a new size needs a remount", na->id);
 }
 
@@ -732,7 +808,7 @@ static void apply_known(struct px_core *core, size_t i, const struct px_asset *n
 static void apply_new(struct px_core *core, const struct px_asset *na,
 		      struct px_sources_change *c)
 {
-	struct px_catalog *m = core->mcat;
+	struct px_catalog *m = core->sources->cat;
 	if (na->kind != PX_ASSET_PLAIN) {
 		px_sources_note(c->report, c->len,
 				"asset %s: a new transcode or remux needs a remount", na->id);
@@ -742,7 +818,7 @@ static void apply_new(struct px_core *core, const struct px_asset *na,
 	 * cannot be taken */
 	int clash = 0;
 	for (size_t k = 0; k < c->old_n && !clash; k++)
-		clash = core->assets[k].listed && px_catalog_find(c->nc, m->assets[k].id) >= 0 &&
+		clash = px_asset_rt(core, k)->listed && px_catalog_find(c->nc, m->assets[k].id) >= 0 &&
 			paths_clash(m->assets[k].path, na->path);
 	if (clash) {
 		px_sources_note(c->report, c->len, "asset %s: its path clashes with another asset's",
@@ -755,35 +831,35 @@ static void apply_new(struct px_core *core, const struct px_asset *na,
 		return;
 	}
 	px_sources_screen_paths(core, (size_t)i, c->nc->from_playlists);
-	c->need[i] = core->assets[i].size < 0; /* a size lists it: no request */
+	c->need[i] = px_asset_rt(core, i)->size < 0; /* a size lists it: no request */
 	c->n_new++;
 }
 
 void px_sources_apply(struct px_core *core, struct px_sources_change *c)
 {
-	c->old_n = core->mcat->nassets;
-	pthread_mutex_lock(&core->prov_lock);
+	c->old_n = core->sources->cat->nassets;
+	pthread_mutex_lock(px_prov_lock(core));
 	px_vf_lock(core);
 	merge_providers(core, c);
 	for (size_t j = 0; j < c->nc->nassets; j++) {
 		const struct px_asset *na = &c->nc->assets[j];
-		long i = px_catalog_find(core->cat, na->id);
+		long i = px_catalog_find(px_cat(core), na->id);
 		if (i >= 0)
 			apply_known(core, (size_t)i, na, c);
 		else
 			apply_new(core, na, c);
 	}
 	px_vf_unlock(core);
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 }
 
 int px_sources_listing(struct px_core *core, const struct px_sources_change *c,
 		       unsigned char *listed)
 {
-	const struct px_catalog *m = core->cat;
+	const struct px_catalog *m = px_cat(core);
 	int n_gone = 0;
 	for (size_t i = 0; i < m->nassets; i++) {
-		struct asset_rt *rt = &core->assets[i];
+		struct asset_rt *rt = px_asset_rt(core, i);
 		if (i < c->old_n)
 			listed[i] = rt->listed && c->keep[i];
 		else if (rt->size >= 0)
@@ -797,16 +873,16 @@ int px_sources_listing(struct px_core *core, const struct px_sources_change *c,
 		if (i < c->old_n && rt->listed && !c->keep[i])
 			n_gone++;
 		if (i >= c->old_n && rt->mtime < 0)
-			rt->mtime = core->catalog_mtime;
+			rt->mtime = core->sources->catalog_mtime;
 	}
 	return n_gone;
 }
 
 void px_sources_set_listed(struct px_core *core, const unsigned char *listed)
 {
-	for (size_t i = 0; i < core->cat->nassets; i++) {
-		if (core->assets[i].listed != listed[i])
-			core->nlisted += listed[i] ? 1 : (size_t)-1;
-		core->assets[i].listed = listed[i];
+	for (size_t i = 0; i < px_cat(core)->nassets; i++) {
+		if (px_asset_rt(core, i)->listed != listed[i])
+			px_sources_count_listed(core, listed[i] ? 1 : -1);
+		px_asset_rt(core, i)->listed = listed[i];
 	}
 }

@@ -11,9 +11,24 @@
 
 /* ---- sources.c: the core's copy of the catalog, sources added at run time */
 
-/* Makes core->cat a copy of cat's arrays with room to spare. */
-enum px_status px_sources_own_catalog(struct px_core *core, const struct px_catalog *cat);
-void px_sources_release_catalog(struct px_core *core);
+/* Makes core->sources: px_cat(core), a copy of cat's arrays with room to
+ * spare, and each asset's run-time state (px_asset_rt), unlisted and of
+ * unknown size; on failure (PX_ENOMEM) none of it. */
+enum px_status px_sources_new(struct px_core *core, const struct px_catalog *cat);
+void px_sources_free(struct px_core *core);
+
+/* The listed tree (NULL before the first listing); px_sources_set_tree
+ * puts a new one in and returns the old one, for the caller to free once
+ * nobody reads it. Any thread. */
+const struct px_tree *px_sources_tree(const struct px_core *core);
+struct px_tree *px_sources_set_tree(struct px_core *core, struct px_tree *tree);
+
+/* The mtime of assets that have none (the catalog file's, at mount). */
+int64_t px_sources_fallback_mtime(const struct px_core *core);
+void px_sources_set_fallback_mtime(struct px_core *core, int64_t mtime);
+
+/* Adds delta to the listed assets (px_sources_listed, context.h). */
+void px_sources_count_listed(struct px_core *core, long delta);
 
 /*
  * Whether a path source may be used: a regular file (a FIFO, a device, a

@@ -64,13 +64,13 @@
 /* The source as logs show it: without credentials. */
 static const char *src_name(const struct px_core *core, size_t asset, size_t k)
 {
-	return core->cat->assets[asset].sources[k].shown;
+	return px_cat(core)->assets[asset].sources[k].shown;
 }
 
 /* The source's name in the fingerprint store: no credential on disk. */
 static const char *src_key(const struct px_core *core, size_t asset, size_t k)
 {
-	return core->cat->assets[asset].sources[k].key;
+	return px_cat(core)->assets[asset].sources[k].key;
 }
 
 /* Whether a failed request of source k says k failed (it goes last for a
@@ -131,8 +131,8 @@ static enum px_status open_reader(struct px_core *core, size_t asset, size_t k,
 				  struct px_session *sess, int64_t deadline, struct gate *g,
 				  struct px_rangeread **out)
 {
-	const struct px_source *src = &core->cat->assets[asset].sources[k];
-	const struct px_provider *p = &core->cat->providers[src->provider];
+	const struct px_source *src = &px_cat(core)->assets[asset].sources[k];
+	const struct px_provider *p = &px_cat(core)->providers[src->provider];
 	enum px_status st;
 
 	if (src->path)
@@ -157,8 +157,8 @@ static enum px_status open_reader(struct px_core *core, size_t asset, size_t k,
 					       core->cfg->stall_min_rate);
 	}
 	if (st == PX_OK) {
-		px_rangeread_set_size(*out, core->assets[asset].size);
-		px_rangeread_set_html_ok(*out, px_http_is_html_path(core->cat->assets[asset].path));
+		px_rangeread_set_size(*out, px_asset_rt(core, asset)->size);
+		px_rangeread_set_html_ok(*out, px_http_is_html_path(px_cat(core)->assets[asset].path));
 		if (!src->path)
 			px_rangeread_set_header_hosts(*out, (const char *const *)p->header_hosts,
 						      p->nheader_hosts);
@@ -203,7 +203,7 @@ static void apply_verdict(struct px_core *core, size_t asset, size_t k,
 static void store_fp(struct px_core *core, size_t asset, size_t k, const struct vf_seen *seen,
 		     const struct vf_fingerprint *fp, const struct vf_verdict *v, int reference)
 {
-	const struct px_asset *a = &core->cat->assets[asset];
+	const struct px_asset *a = &px_cat(core)->assets[asset];
 	struct vf_record rec;
 	char err[300];
 	if (!core->verify->vstore)
@@ -218,7 +218,7 @@ static void store_fp(struct px_core *core, size_t asset, size_t k, const struct 
 		rec.verdict = *v;
 		pthread_mutex_lock(&core->verify->vf_lock);
 		snprintf(rec.ref, sizeof(rec.ref), "%s",
-			 v->outcome == VF_SIZE_MISMATCH ? "" : core->assets[asset].ref_id);
+			 v->outcome == VF_SIZE_MISMATCH ? "" : px_asset_rt(core, asset)->ref_id);
 		pthread_mutex_unlock(&core->verify->vf_lock);
 	}
 	if (!reference && rec.has_fp) {
@@ -238,7 +238,7 @@ static void store_fp(struct px_core *core, size_t asset, size_t k, const struct 
  * size alone when it was never probed. */
 static struct vf_seen seen_of(struct px_core *core, size_t asset, size_t k)
 {
-	struct vf_seen seen = { .size = core->assets[asset].size, .mtime = -1 };
+	struct vf_seen seen = { .size = px_asset_rt(core, asset)->size, .mtime = -1 };
 	struct src_rt *all = px_src_ensure(core, asset);
 	pthread_mutex_lock(&core->verify->vf_lock);
 	if (all && all[k].seen)
@@ -251,7 +251,7 @@ int px_standby_seen(struct px_core *core, size_t asset, size_t k, char etag[128]
 		    int64_t *mtime)
 {
 	int known = 0;
-	struct src_rt *all = __atomic_load_n(&core->assets[asset].src, __ATOMIC_ACQUIRE);
+	struct src_rt *all = __atomic_load_n(&px_asset_rt(core, asset)->src, __ATOMIC_ACQUIRE);
 	etag[0] = '\0';
 	*mtime = -1;
 	if (!all)
@@ -281,7 +281,7 @@ static void keep_seen(struct px_core *core, size_t asset, size_t k, const struct
 static int install_reference(struct px_core *core, size_t asset, const struct vf_fingerprint *fp,
 			     int from_store, int replace)
 {
-	struct asset_rt *rt = &core->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	if (rt->ref && !replace)
 		return 0;
 	struct vf_fingerprint *mine = malloc(sizeof(*mine));
@@ -315,12 +315,12 @@ static void set_reference(struct px_core *core, size_t asset, const struct vf_fi
  * at least two. */
 static size_t majority(struct px_core *core, size_t asset)
 {
-	const struct px_asset *a = &core->cat->assets[asset];
+	const struct px_asset *a = &px_cat(core)->assets[asset];
 	size_t live = 0;
 	struct src_rt *all = px_src_ensure(core, asset);
 	pthread_mutex_lock(&core->verify->vf_lock);
 	for (size_t k = 0; k < a->nsources; k++)
-		live += !core->assets[asset].dead[k] && !(all && all[k].wrong_size);
+		live += !px_asset_rt(core, asset)->dead[k] && !(all && all[k].wrong_size);
 	pthread_mutex_unlock(&core->verify->vf_lock);
 	return live / 2 + 1 < 2 ? 2 : live / 2 + 1;
 }
@@ -335,8 +335,8 @@ static size_t majority(struct px_core *core, size_t asset)
  */
 static int maybe_agree(struct px_core *core, size_t asset, int reopen)
 {
-	const struct px_asset *a = &core->cat->assets[asset];
-	struct asset_rt *rt = &core->assets[asset];
+	const struct px_asset *a = &px_cat(core)->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	size_t n = a->nsources, need = majority(core, asset), best = 0, at = 0;
 	struct vf_fingerprint *fps = calloc(n ? n : 1, sizeof(*fps));
 	unsigned char *have = calloc(n ? n : 1, 1);
@@ -421,7 +421,7 @@ static enum px_status fill_own(struct px_core *core, size_t asset, size_t k,
 		fp->have[i] = (unsigned char)(fp->have[i] && !skip[i]);
 	if (px_own_merge(core, asset, k, fp) >= 0)
 		px_warn("verify", "asset %s: %s gave other bytes for a sample than before",
-			core->cat->assets[asset].id, src_name(core, asset, k));
+			px_cat(core)->assets[asset].id, src_name(core, asset, k));
 	int64_t rate = px_rangeread_slow_rate(rr);
 	if (rate >= 0) {
 		char slow[120];
@@ -446,7 +446,7 @@ static enum px_status take_own(struct px_core *core, size_t asset, size_t k,
 				   struct px_session *sess, int64_t until, int flags,
 				   const struct vf_fingerprint *first)
 {
-	struct asset_rt *rt = &core->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	struct vf_fingerprint *fp = malloc(sizeof(*fp));
 	struct px_rangeread *rr = NULL;
 	struct vf_seen seen;
@@ -483,7 +483,7 @@ static enum px_status take_own(struct px_core *core, size_t asset, size_t k,
 		/* a fingerprint stored for these very bytes costs no request */
 		struct vf_record rec;
 		if (st == PX_OK && core->verify->vstore &&
-		    vf_store_get(core->verify->vstore, core->cat->assets[asset].id,
+		    vf_store_get(core->verify->vstore, px_cat(core)->assets[asset].id,
 				 src_key(core, asset, k), &seen, &rec) &&
 		    rec.has_fp && rec.fp.size == rt->size) {
 			(void)px_own_merge(core, asset, k, &rec.fp);
@@ -502,12 +502,12 @@ out:
 		if (st == PX_ENOTFOUND)
 			rt->dead[k] = 1;
 		if (st == PX_EAUTH)
-			px_provider_auth_failed(core, core->cat->assets[asset].sources[k].provider,
+			px_provider_auth_failed(core, px_cat(core)->assets[asset].sources[k].provider,
 						why);
 		if (says_failed(st))
 			px_source_failed(core, asset, k, st, why);
 		px_debug("verify", "asset %s: %s: samples not all read: %s%s%s",
-			 core->cat->assets[asset].id, src_name(core, asset, k), px_strerror(st),
+			 px_cat(core)->assets[asset].id, src_name(core, asset, k), px_strerror(st),
 			 why[0] ? ": " : "", why);
 	}
 	px_rangeread_free(rr);
@@ -525,8 +525,8 @@ out:
 static int agree_reference(struct px_core *core, size_t asset, const size_t *order, size_t n,
 			   int reopen)
 {
-	struct asset_rt *rt = &core->assets[asset];
-	const struct px_asset *a = &core->cat->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
+	const struct px_asset *a = &px_cat(core)->assets[asset];
 	size_t taken = 0;
 	int ok = maybe_agree(core, asset, reopen);
 
@@ -559,8 +559,8 @@ static int agree_reference(struct px_core *core, size_t asset, const size_t *ord
 static size_t reference_order(struct px_core *core, size_t asset, size_t first, size_t *out,
 			      size_t cap)
 {
-	const struct px_asset *a = &core->cat->assets[asset];
-	struct asset_rt *rt = &core->assets[asset];
+	const struct px_asset *a = &px_cat(core)->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	int64_t now = core->now();
 	size_t n = 0;
 	if (!px_src_ensure(core, asset))
@@ -586,8 +586,8 @@ static size_t reference_order(struct px_core *core, size_t asset, size_t first, 
  * thread but the fetch thread. */
 static void take_reference(struct px_core *core, size_t asset, size_t k)
 {
-	const struct px_asset *a = &core->cat->assets[asset];
-	struct asset_rt *rt = &core->assets[asset];
+	const struct px_asset *a = &px_cat(core)->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	struct vf_record rec;
 	char name[VF_STORE_MAX_NAME];
 	size_t order[64];
@@ -624,7 +624,7 @@ static void apply_verdict(struct px_core *core, size_t asset, size_t k,
 	if (!all)
 		return;
 	struct src_rt *sr = &all[k];
-	const char *id = core->cat->assets[asset].id;
+	const char *id = px_cat(core)->assets[asset].id;
 	px_src_why(sr, v->why);
 	switch (v->outcome) {
 	case VF_MATCH:
@@ -668,7 +668,7 @@ static void apply_verdict(struct px_core *core, size_t asset, size_t k,
 static void verify_source(struct px_core *core, size_t asset, size_t k,
 			  struct px_session *sess, int64_t deadline, struct vf_verdict *v)
 {
-	struct asset_rt *rt = &core->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	struct vf_fingerprint *ref = malloc(sizeof(*ref)), *cand = malloc(sizeof(*cand));
 	int counts = 0;         /* the outcome is a verdict on the source */
 
@@ -748,17 +748,17 @@ static void own_job(struct px_core *core, size_t asset, size_t k)
 	/* the size probe first: its answer keys the stored fingerprint */
 	enum px_status st = take_own(core, asset, k, NULL, 0, TAKE_GATE, NULL);
 	pthread_mutex_lock(&core->verify->vf_lock);
-	struct src_rt *sr = &core->assets[asset].src[k];
+	struct src_rt *sr = &px_asset_rt(core, asset)->src[k];
 	sr->own_busy = 0;
 	if (st != PX_OK) {
 		int t = ++sr->own_tries < 6 ? sr->own_tries : 6;
 		sr->own_retry_at = core->now() + (2000LL << t);
 	}
-	int judge = st == PX_OK && core->assets[asset].ref && sr->state != VS_VERIFIED;
+	int judge = st == PX_OK && px_asset_rt(core, asset)->ref && sr->state != VS_VERIFIED;
 	pthread_mutex_unlock(&core->verify->vf_lock);
 	if (st == PX_OK)
 		px_debug("verify", "asset %s: %s's whole fingerprint is known",
-			 core->cat->assets[asset].id, src_name(core, asset, k));
+			 px_cat(core)->assets[asset].id, src_name(core, asset, k));
 	if (judge) {
 		/* what it serves from now on is screened against the reference
 		 * at every sample; its fingerprint is judged now */
@@ -793,9 +793,9 @@ static void job_done(void *arg, enum px_status st)
 	if (st == PX_ECANCELED) {
 		/* never ran (shutdown): undo the marks */
 		pthread_mutex_lock(&core->verify->vf_lock);
-		struct src_rt *sr = core->assets[j->asset].src;
+		struct src_rt *sr = px_asset_rt(core, j->asset)->src;
 		if (j->kind == JOB_REFERENCE)
-			core->assets[j->asset].ref_busy = 0;
+			px_asset_rt(core, j->asset)->ref_busy = 0;
 		else if (j->kind == JOB_OWN && sr)
 			sr[j->source].own_busy = 0;
 		else if (sr && sr[j->source].state == VS_VERIFYING)
@@ -824,7 +824,7 @@ static int queue_job(struct px_core *core, size_t asset, size_t k, enum job_kind
 
 void px_standby_served(struct px_core *core, size_t asset, size_t source)
 {
-	struct asset_rt *rt = &core->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	int by = atomic_load(&rt->served_by);
 	if (by != (int)source + 1 && by != -1) {
 		int want = by == 0 ? (int)source + 1 : -1;
@@ -852,14 +852,14 @@ static size_t sessions_due(struct px_core *core, int64_t now, struct due **out)
 {
 	const struct px_config *cfg = core->cfg;
 	size_t n = 0, m = 0;
-	pthread_mutex_lock(&core->prov_lock);
-	for (struct px_session *s = core->sessions; s; s = s->next)
+	pthread_mutex_lock(px_prov_lock(core));
+	for (struct px_session *s = px_sessions_first(core); s; s = s->next)
 		n += s->nhandles > 0;
 	struct due *d = n ? malloc(n * sizeof(*d)) : NULL;
-	for (struct px_session *s = core->sessions; s && d && m < n; s = s->next) {
+	for (struct px_session *s = px_sessions_first(core); s && d && m < n; s = s->next) {
 		if (!s->nhandles)
 			continue;
-		int64_t size = core->assets[s->asset].size, off = atomic_load(&s->offset);
+		int64_t size = px_asset_rt(core, s->asset)->size, off = atomic_load(&s->offset);
 		d[m].asset = s->asset;
 		d[m].source = atomic_load(&s->source);
 		d[m].delayed = now - s->created >= cfg->standby_delay_ms;
@@ -867,7 +867,7 @@ static size_t sessions_due(struct px_core *core, int64_t now, struct due **out)
 		d[m].playing = off > cfg->head_size && off < size - cfg->tail_size;
 		m++;
 	}
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	*out = d;
 	return m;
 }
@@ -877,8 +877,8 @@ static size_t sessions_due(struct px_core *core, int64_t now, struct due **out)
 static void tick_standbys(struct px_core *core, size_t asset, size_t active, int64_t now)
 {
 	const struct px_config *cfg = core->cfg;
-	struct asset_rt *rt = &core->assets[asset];
-	const struct px_asset *a = &core->cat->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
+	const struct px_asset *a = &px_cat(core)->assets[asset];
 	int busy = 0, done = 0;
 	for (size_t k = 0; k < a->nsources; k++) {
 		busy += rt->src[k].state == VS_VERIFYING;
@@ -890,7 +890,7 @@ static void tick_standbys(struct px_core *core, size_t asset, size_t active, int
 		 * ... 30 min), or once its provider answers the liveness check
 		 * after it was abandoned */
 		if (sr->state == VS_ABANDONED && !rt->dead[k]) {
-			const struct prov_rt *pv = &core->provs[a->sources[k].provider];
+			const struct prov_rt *pv = px_prov_rt(core, a->sources[k].provider);
 			int sh = sr->abandons < 6 ? sr->abandons : 6;
 			int64_t wait = 60000LL << (sh > 0 ? sh - 1 : 0);
 			if (wait > 1800000)
@@ -917,8 +917,8 @@ static void tick_standbys(struct px_core *core, size_t asset, size_t active, int
 
 void px_standby_prime(struct px_core *core, size_t asset)
 {
-	const struct px_asset *a = &core->cat->assets[asset];
-	struct asset_rt *rt = &core->assets[asset];
+	const struct px_asset *a = &px_cat(core)->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	struct vf_record rec;
 	char name[VF_STORE_MAX_NAME], ref_id[VF_FINGERPRINT_ID_LEN] = "";
 
@@ -963,8 +963,8 @@ void px_standby_tick(struct px_core *core)
 	pthread_mutex_lock(&core->verify->vf_lock);
 	for (size_t i = 0; i < m; i++) {
 		size_t asset = d[i].asset, active = d[i].source;
-		struct asset_rt *rt = &core->assets[asset];
-		const struct px_asset *a = &core->cat->assets[asset];
+		struct asset_rt *rt = px_asset_rt(core, asset);
+		const struct px_asset *a = &px_cat(core)->assets[asset];
 		if (a->nsources < 2 || !px_src_ensure(core, asset))
 			continue;
 		struct src_rt *sr = &rt->src[active];
@@ -1012,8 +1012,8 @@ static const char *reason_name(enum px_status st)
 static size_t candidates(struct px_core *core, struct px_session *s, size_t active,
 			 size_t *out, size_t cap)
 {
-	const struct px_asset *a = &core->cat->assets[s->asset];
-	struct asset_rt *rt = &core->assets[s->asset];
+	const struct px_asset *a = &px_cat(core)->assets[s->asset];
+	struct asset_rt *rt = px_asset_rt(core, s->asset);
 	int64_t now = core->now();
 	unsigned char bad[64];
 	size_t n = 0;
@@ -1022,10 +1022,10 @@ static size_t candidates(struct px_core *core, struct px_session *s, size_t acti
 		cap = 64;
 	if (!px_src_ensure(core, s->asset))
 		return 0;
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	pthread_mutex_lock(&core->verify->vf_lock);
 	for (size_t k = 0; k < a->nsources && n < cap; k++) {
-		const struct prov_rt *p = &core->provs[a->sources[k].provider];
+		const struct prov_rt *p = px_prov_rt(core, a->sources[k].provider);
 		int st = rt->src[k].state;
 		/* of either kind: a session reads a URL through transfers and a
 		 * path with pread, whichever is active at the moment */
@@ -1040,16 +1040,16 @@ static size_t candidates(struct px_core *core, struct px_session *s, size_t acti
 	for (size_t i = 1; i < n; i++) {
 		for (size_t j = i; j > 0; j--) {
 			size_t x = out[j - 1], y = out[j];
-			const struct prov_rt *px = &core->provs[a->sources[x].provider];
-			const struct prov_rt *py = &core->provs[a->sources[y].provider];
+			const struct prov_rt *px = px_prov_rt(core, a->sources[x].provider);
+			const struct prov_rt *py = px_prov_rt(core, a->sources[y].provider);
 			int vx = rt->src[x].state == VS_VERIFIED, vy = rt->src[y].state == VS_VERIFIED;
 			int bx = bad[j - 1], by = bad[j];
 			int swap = by < bx ||
 				   (by == bx && (vy > vx ||
 				   (vy == vx && (py->sessions < px->sessions ||
 						 (py->sessions == px->sessions &&
-						  strcmp(core->cat->providers[a->sources[y].provider].name,
-							 core->cat->providers[a->sources[x].provider].name) < 0)))));
+						  strcmp(px_cat(core)->providers[a->sources[y].provider].name,
+							 px_cat(core)->providers[a->sources[x].provider].name) < 0)))));
 			if (!swap)
 				break;
 			out[j - 1] = y;
@@ -1059,7 +1059,7 @@ static size_t candidates(struct px_core *core, struct px_session *s, size_t acti
 		}
 	}
 	pthread_mutex_unlock(&core->verify->vf_lock);
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	return n;
 }
 
@@ -1111,7 +1111,7 @@ enum px_status px_cutover(struct px_session *s, size_t failed, int64_t off, enum
  * for a while. */
 static int size_gate(struct px_core *core, struct px_session *s, size_t k, int64_t until)
 {
-	struct asset_rt *rt = &core->assets[s->asset];
+	struct asset_rt *rt = px_asset_rt(core, s->asset);
 	struct px_rangeread *rr = NULL;
 	struct vf_seen seen;
 	struct gate g;
@@ -1151,7 +1151,7 @@ static int size_gate(struct px_core *core, struct px_session *s, size_t k, int64
 static size_t session_reference(struct px_core *core, struct px_session *s, size_t failed,
 				enum px_status why, struct vf_fingerprint *mine)
 {
-	struct asset_rt *rt = &core->assets[s->asset];
+	struct asset_rt *rt = px_asset_rt(core, s->asset);
 	if (why == PX_EMISMATCH) {
 		/* the screen kept the failed source's wrong bytes from the
 		 * reader: what it was given matched the asset's reference */
@@ -1224,7 +1224,7 @@ static void sweep_all(const struct check *c, const struct vf_fingerprint *served
 	struct sweep *w = calloc(nc + 1, sizeof(*w));
 	struct vf_fingerprint *ahead = malloc(sizeof(*ahead));
 	size_t n = 0;
-	struct asset_rt *rt = &core->assets[s->asset];
+	struct asset_rt *rt = px_asset_rt(core, s->asset);
 	int answers = why == PX_ETRANSFER || why == PX_ESERVER || why == PX_ETIMEDOUT;
 	int64_t per = core->cfg->stall_timeout_ms > 0 ? core->cfg->stall_timeout_ms : 3000;
 	/* a candidate must match the samples the failed source had: only
@@ -1274,7 +1274,7 @@ out:
 static enum vf_outcome judge_against_reference(struct px_core *core, size_t asset, size_t k,
 					       const struct vf_fingerprint *cand)
 {
-	struct asset_rt *rt = &core->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	struct vf_verdict v;
 	pthread_mutex_lock(&core->verify->vf_lock);
 	int have = rt->ref != NULL;
@@ -1373,7 +1373,7 @@ static int holds_same(const struct check *c, size_t k, int64_t until)
 	struct px_core *core = s->core;
 	size_t failed = c->failed, have = c->have;
 	const struct vf_fingerprint *mine = c->mine;
-	struct asset_rt *rt = &core->assets[s->asset];
+	struct asset_rt *rt = px_asset_rt(core, s->asset);
 	struct vf_fingerprint *cand = malloc(sizeof(*cand));
 	int ok = 0;
 	size_t i;
@@ -1476,7 +1476,7 @@ static int seam_holds(struct px_core *core, struct px_session *s, size_t k, int6
 static int takes_verified(struct px_core *core, size_t asset, size_t k, size_t failed,
 			  enum px_status why)
 {
-	struct asset_rt *rt = &core->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	pthread_mutex_lock(&core->verify->vf_lock);
 	int verified = rt->src[k].state == VS_VERIFIED &&
 		       (rt->src[failed].state != VS_REJECTED || why == PX_EMISMATCH);
@@ -1526,9 +1526,9 @@ static void note_failure(struct px_session *s, size_t failed, enum px_status why
 {
 	struct px_core *core = s->core;
 	if (why == PX_ENOTFOUND)
-		core->assets[s->asset].dead[failed] = 1;
+		px_asset_rt(core, s->asset)->dead[failed] = 1;
 	if (why == PX_EAUTH)
-		px_provider_auth_failed(core, core->cat->assets[s->asset].sources[failed].provider,
+		px_provider_auth_failed(core, px_cat(core)->assets[s->asset].sources[failed].provider,
 					"HTTP 401/403");
 	if (why != PX_EAUTH && why != PX_ENOTFOUND)
 		px_source_failed(core, s->asset, failed, why, "under a read");
@@ -1544,7 +1544,7 @@ static void moved(const struct check *c, size_t k, int verified, int64_t t0, con
 	 * reference k matches: a verified standby too */
 	pthread_mutex_lock(&core->verify->vf_lock);
 	if (verified && c->why != PX_EMISMATCH && c->why != PX_ENOTASSET)
-		core->assets[s->asset].src[c->failed].state = VS_VERIFIED;
+		px_asset_rt(core, s->asset)->src[c->failed].state = VS_VERIFIED;
 	pthread_mutex_unlock(&core->verify->vf_lock);
 	int64_t took = px_now_ms() - t0;
 	record(core, s, c->off, c->failed, k, c->why, took);
@@ -1690,9 +1690,9 @@ void px_standby_exhausted(struct px_session *s, int64_t off, enum px_status why)
 		 "%s offset %lld: %s, and no standby could take over", s->who, (long long)off,
 		 px_strerror(why));
 	pthread_mutex_unlock(&core->verify->vf_lock);
-	pthread_mutex_lock(&core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(core));
 	s->exhausted = 1;
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	px_warn("cutover", "%s offset %lld: the read fails with %s: no source could serve it "
 		"(fallback_exhausted)", s->who, (long long)off, px_strerror(why));
 }
@@ -1710,14 +1710,14 @@ static void store_log(void *ctx, const char *line)
 
 enum px_status px_standby_init(struct px_core *core)
 {
-	const struct px_catalog *cat = core->cat;
+	const struct px_catalog *cat = px_cat(core);
 	core->verify = calloc(1, sizeof(*core->verify));
 	if (!core->verify)
 		return PX_ENOMEM;
 	pthread_mutex_init(&core->verify->vf_lock, NULL);
 	pthread_cond_init(&core->verify->vf_cond, NULL);
 	for (size_t i = 0; i < cat->nassets; i++) {
-		core->assets[i].src = NULL; /* px_src_ensure() makes them */
+		px_asset_rt(core, i)->src = NULL; /* px_src_ensure() makes them */
 	}
 	return PX_OK;
 }
@@ -1764,14 +1764,14 @@ void px_standby_release(struct px_core *core)
 	core->verify->vpool = NULL;
 	vf_store_free(core->verify->vstore);
 	core->verify->vstore = NULL;
-	for (size_t i = 0; i < core->cat->nassets; i++) {
+	for (size_t i = 0; i < px_cat(core)->nassets; i++) {
 		px_own_release(core, i);
-		for (size_t k = 0; core->assets[i].src && k <= core->assets[i].source_cap; k++) {
-			free(core->assets[i].src[k].why);
-			free(core->assets[i].src[k].seen);
+		for (size_t k = 0; px_asset_rt(core, i)->src && k <= px_asset_rt(core, i)->source_cap; k++) {
+			free(px_asset_rt(core, i)->src[k].why);
+			free(px_asset_rt(core, i)->src[k].seen);
 		}
-		free(core->assets[i].src);
-		free(core->assets[i].ref);
+		free(px_asset_rt(core, i)->src);
+		free(px_asset_rt(core, i)->ref);
 	}
 	pthread_cond_destroy(&core->verify->vf_cond);
 	pthread_mutex_destroy(&core->verify->vf_lock);
@@ -1784,7 +1784,7 @@ void px_standby_release(struct px_core *core)
 enum px_status px_standby_screen(struct px_core *core, size_t asset, size_t k, int64_t off,
 				 const struct iovec *iov, int iovcnt)
 {
-	struct asset_rt *rt = &core->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	long hit;
 
 	px_own_note(core, asset, k, off, iov, iovcnt, &hit);
@@ -1806,7 +1806,7 @@ enum px_status px_standby_screen(struct px_core *core, size_t asset, size_t k, i
 enum px_status px_standby_check_live(struct px_core *core, size_t asset, size_t k, int64_t off,
 				     const void *buf, size_t len)
 {
-	struct asset_rt *rt = &core->assets[asset];
+	struct asset_rt *rt = px_asset_rt(core, asset);
 	const struct vf_plan *plan = px_own_plan(core, asset);
 	unsigned char d[VF_HASH_LEN];
 	long hit = -1;
@@ -1849,7 +1849,7 @@ enum px_status px_standby_set_reference(struct px_core *core, size_t asset,
 {
 	/* a reference of another size, or with a sample missing, would
 	 * reject every source or prove none */
-	if (fp->size != core->assets[asset].size || !vf_fingerprint_complete(fp))
+	if (fp->size != px_asset_rt(core, asset)->size || !vf_fingerprint_complete(fp))
 		return PX_EINVAL;
 	set_reference(core, asset, fp, 1);
 	return PX_OK;
@@ -1863,13 +1863,13 @@ _Static_assert(sizeof(((struct px_verify *)0)->recent) / sizeof(struct cutover_r
 /* Whether status.json lists the asset: listed, with a standby. */
 static int shown(const struct px_core *core, size_t i)
 {
-	return core->assets[i].listed && core->cat->assets[i].nsources >= 2;
+	return px_asset_rt(core, i)->listed && px_cat(core)->assets[i].nsources >= 2;
 }
 
 static void snap_asset(const struct px_core *core, size_t i, struct px_snap_asset *o, int *oom)
 {
-	const struct px_asset *a = &core->cat->assets[i];
-	const struct asset_rt *rt = &core->assets[i];
+	const struct px_asset *a = &px_cat(core)->assets[i];
+	const struct asset_rt *rt = px_asset_rt(core, i);
 	const struct src_rt *src = __atomic_load_n(&rt->src, __ATOMIC_ACQUIRE);
 
 	o->id = px_snap_copy(a->id, oom);
@@ -1887,7 +1887,7 @@ static void snap_asset(const struct px_core *core, size_t i, struct px_snap_asse
 	for (size_t k = 0; k < a->nsources; k++) {
 		struct px_snap_source *so = &o->sources[k];
 		so->source = px_snap_copy(a->sources[k].shown, oom);
-		so->provider = px_snap_copy(core->cat->providers[a->sources[k].provider].name, oom);
+		so->provider = px_snap_copy(px_cat(core)->providers[a->sources[k].provider].name, oom);
 		so->verification = atomic_load(&rt->dead[k])
 			? "dead" : px_standby_state_name(src ? src[k].state : VS_UNKNOWN);
 		so->why = px_snap_copy(src ? px_src_why_of(&src[k]) : "", oom);
@@ -1911,7 +1911,7 @@ enum px_status px_verify_stats(struct px_core *core, int rows, struct px_verify_
 	uint64_t nr = core->verify->nrecent < PX_SNAP_RECENT ? core->verify->nrecent : PX_SNAP_RECENT;
 	for (uint64_t i = 0; i < nr; i++) {
 		const struct cutover_rec *c = &core->verify->recent[(core->verify->nrecent - 1 - i) % PX_SNAP_RECENT];
-		const struct px_asset *a = &core->cat->assets[c->asset];
+		const struct px_asset *a = &px_cat(core)->assets[c->asset];
 		struct px_snap_cutover *o = &s->recent[s->nrecent++];
 		o->session = c->session;
 		o->asset = px_snap_copy(a->id, &oom);
@@ -1923,7 +1923,7 @@ enum px_status px_verify_stats(struct px_core *core, int rows, struct px_verify_
 		o->reason = c->reason;
 	}
 
-	size_t n = 0, na = core->cat->nassets;
+	size_t n = 0, na = px_cat(core)->nassets;
 	for (size_t i = 0; i < na; i++)
 		n += (size_t)shown(core, i);
 	s->assets = calloc(n + 1, sizeof(*s->assets));

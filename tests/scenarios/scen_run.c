@@ -148,11 +148,11 @@ static unsigned full_by_others(struct scen *s, uint64_t sid)
 	struct px_core *core = s->core;
 	int held[SF_MAX_SOURCES] = { 0 };
 	unsigned full = 0;
-	pthread_mutex_lock(&core->prov_lock);
-	for (const struct px_session *o = core->sessions; o; o = o->next)
+	pthread_mutex_lock(px_prov_lock(core));
+	for (const struct px_session *o = px_sessions_first(core); o; o = o->next)
 		if (o->id != sid && o->nhandles > 0 && o->prov < SF_MAX_SOURCES)
 			held[o->prov]++;
-	pthread_mutex_unlock(&core->prov_lock);
+	pthread_mutex_unlock(px_prov_lock(core));
 	for (int p = 0; p < s->nprov; p++)
 		if (s->limit[p] > 0 && held[p] >= s->limit[p])
 			full |= 1u << p;

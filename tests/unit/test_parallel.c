@@ -192,12 +192,12 @@ static void test_parts_yield_to_new_session(void **state)
 	assert_int_equal(pthread_create(&rd.t, NULL, reader_main, &rd), 0);
 	int par = wait_parallel(r);
 	/* every slot busy: the reader's own transfer and its parts */
-	for (int i = 0; par && i < 500 && r->core->provs[0].xfers < 4; i++)
+	for (int i = 0; par && i < 500 && px_prov_rt(r->core, 0)->xfers < 4; i++)
 		usleep(10000);
-	int busy = r->core->provs[0].xfers;
+	int busy = px_prov_rt(r->core, 0)->xfers;
 	struct px_handle *other = rig_open(r, 1, 43);
 	int other_rc = read_ok(other, 0, 1 * MiB);
-	uint64_t preempted = r->core->provs[0].n_preempted;
+	uint64_t preempted = px_prov_rt(r->core, 0)->n_preempted;
 	pthread_join(rd.t, NULL);
 	assert_true(par);
 	assert_int_equal(busy, 4);

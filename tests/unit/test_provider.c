@@ -454,6 +454,7 @@ static void test_background_yields_to_playback(void **state)
 
 struct bg_submit {
 	struct rig *r;
+	size_t prov;
 	struct bg b;
 	pthread_t t;
 	enum px_status st;
@@ -462,11 +463,64 @@ struct bg_submit {
 static void *bg_submit_main(void *arg)
 {
 	struct bg_submit *g = arg;
-	struct px_fetch_params fp = px_source_range(g->r->core, 0, 0, 0, 64 * KiB);
+	struct px_fetch_params fp = px_source_range(g->r->core, 0, g->prov, 0, 64 * KiB);
 	struct px_fetch_cb cb = { bg_data, bg_done, &g->b };
 	uint64_t id;
-	g->st = px_xfer_submit(g->r->core, 0, NULL, 1, px_now_ms() + 3000, &fp, &cb, &id);
+	g->st = px_xfer_submit(g->r->core, g->prov, NULL, 1, px_now_ms() + 3000, &fp, &cb, &id);
 	return NULL;
+}
+
+/* Starts a background transfer of provider prov from a thread of its own
+ * and returns once it waits in line for a slot. */
+static void start_waiter(struct rig *r, size_t prov, struct bg_submit *g)
+{
+	*g = (struct bg_submit){ .r = r, .prov = prov, .b = { PTHREAD_MUTEX_INITIALIZER, 0, PX_OK } };
+	assert_int_equal(pthread_create(&g->t, NULL, bg_submit_main, g), 0);
+	int queued = 0;
+	for (int i = 0; i < 2000 && !queued; i++) {
+		pthread_mutex_lock(px_prov_lock(r->core));
+		queued = px_prov_rt(r->core, prov)->waitq != NULL;
+		pthread_mutex_unlock(px_prov_lock(r->core));
+		if (!queued)
+			usleep(500);
+	}
+	assert_true(queued);
+}
+
+/* Ends a round's lingering sessions once their transfers have ended
+ * (a transfer's end comes from the fetcher's thread, after its read
+ * returned; 3 s at most), so that the next round starts afresh. */
+static void end_round(struct rig *r)
+{
+	int busy = 1;
+	for (int i = 0; i < 6000 && busy; i++) {
+		busy = 0;
+		pthread_mutex_lock(px_prov_lock(r->core));
+		for (size_t k = 0; k < r->cat->nproviders; k++)
+			busy += px_prov_rt(r->core, k)->xfers;
+		pthread_mutex_unlock(px_prov_lock(r->core));
+		if (busy)
+			usleep(500);
+	}
+	assert_int_equal(busy, 0);
+	rig_advance(15001);
+	px_providers_tick(r->core);
+}
+
+/* Waits (3 s at most) for start_waiter's transfer to end: its slot is
+ * free again, and g may go out of scope. */
+static void end_waiter(struct bg_submit *g)
+{
+	pthread_join(g->t, NULL);
+	int done = 0;
+	for (int i = 0; i < 6000 && !done; i++) {
+		pthread_mutex_lock(&g->b.lock);
+		done = g->st != PX_OK || g->b.done;
+		pthread_mutex_unlock(&g->b.lock);
+		if (!done)
+			usleep(500);
+	}
+	assert_true(done);
 }
 
 /* A transfer waits in line for a provider's only slot, which a session
@@ -486,30 +540,19 @@ static void test_open_leaves_freed_slot_to_waiter(void **state)
 	rig_start(r, NULL, 0);
 	for (int round = 0; round < 100; round++) {
 		struct px_handle *a = open_as(r, 1000 + 2 * (uint64_t)round);
-		struct bg_submit g = { .r = r, .b = { PTHREAD_MUTEX_INITIALIZER, 0, PX_OK } };
-		assert_int_equal(pthread_create(&g.t, NULL, bg_submit_main, &g), 0);
-		int queued = 0;
-		for (int i = 0; i < 2000 && !queued; i++) {
-			pthread_mutex_lock(&r->core->prov_lock);
-			queued = r->core->provs[0].waitq != NULL;
-			pthread_mutex_unlock(&r->core->prov_lock);
-			if (!queued)
-				usleep(500);
-		}
-		assert_true(queued);
+		struct bg_submit g;
+		start_waiter(r, 0, &g);
 		px_handle_close(a);
 		struct px_handle *b = open_as(r, 1001 + 2 * (uint64_t)round);
-		pthread_mutex_lock(&r->core->prov_lock);
-		int held = r->core->provs[0].held;
-		pthread_mutex_unlock(&r->core->prov_lock);
+		pthread_mutex_lock(px_prov_lock(r->core));
+		int held = px_prov_rt(r->core, 0)->held;
+		pthread_mutex_unlock(px_prov_lock(r->core));
 		if (held > 1)
 			fail_msg("round %d: %d slots held, max_connections 1", round, held);
 		read_check(b, 4096, 8192);
-		pthread_join(g.t, NULL);
+		end_waiter(&g);
 		px_handle_close(b);
-		/* the round's lingering sessions end: the next starts afresh */
-		rig_advance(15001);
-		px_providers_tick(r->core);
+		end_round(r);
 	}
 	assert_true(fake_counts(&r->fake).max_open_reqs <= 1);
 	rig_free(r);
@@ -531,32 +574,22 @@ static void test_switch_leaves_freed_slot_to_waiter(void **state)
 		struct px_handle *b = open_as(r, 5001 + 2 * (uint64_t)round);
 		assert_string_equal(provider_of(r, a), "x");
 		assert_string_equal(provider_of(r, b), "y");
-		struct bg_submit g = { .r = r, .b = { PTHREAD_MUTEX_INITIALIZER, 0, PX_OK } };
-		assert_int_equal(pthread_create(&g.t, NULL, bg_submit_main, &g), 0);
-		int queued = 0;
-		for (int i = 0; i < 2000 && !queued; i++) {
-			pthread_mutex_lock(&r->core->prov_lock);
-			queued = r->core->provs[x].waitq != NULL;
-			pthread_mutex_unlock(&r->core->prov_lock);
-			if (!queued)
-				usleep(500);
-		}
-		assert_true(queued);
+		struct bg_submit g;
+		start_waiter(r, x, &g);
 		px_handle_close(a);
 		enum px_status st = px_session_switch(px_handle_session(b), 0);
-		pthread_mutex_lock(&r->core->prov_lock);
-		int held = r->core->provs[x].held;
-		pthread_mutex_unlock(&r->core->prov_lock);
+		pthread_mutex_lock(px_prov_lock(r->core));
+		int held = px_prov_rt(r->core, x)->held;
+		pthread_mutex_unlock(px_prov_lock(r->core));
 		if (held > 1)
 			fail_msg("round %d: %d slots held, max_connections 1", round, held);
 		assert_true(st == PX_OK || st == PX_EBUSY);
-		pthread_join(g.t, NULL);
+		end_waiter(&g);
 		read_check(b, 4096, 8192);
 		px_handle_close(b);
-		/* the round's lingering sessions end: where a and b go next
-		 * round (x, then y) depends on no earlier round */
-		rig_advance(15001);
-		px_providers_tick(r->core);
+		/* where a and b go next round (x, then y) depends on no
+		 * earlier round */
+		end_round(r);
 	}
 	assert_true(fake_counts(&r->fake).max_open_reqs <= 2);
 	rig_free(r);
@@ -765,9 +798,9 @@ static void *waiter_thread(void *arg)
 
 static int held_on(struct rig *r, size_t prov)
 {
-	pthread_mutex_lock(&r->core->prov_lock);
-	int held = r->core->provs[prov].held;
-	pthread_mutex_unlock(&r->core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(r->core));
+	int held = px_prov_rt(r->core, prov)->held;
+	pthread_mutex_unlock(px_prov_lock(r->core));
 	return held;
 }
 

@@ -1500,8 +1500,8 @@ static void test_fill_counts_on_its_own_source(void **state)
 	ra_start(r);
 	struct px_handle *h = rig_open(r, 0, 42);
 	struct px_session *sess = px_handle_session(h);
-	size_t p0 = r->core->cat->assets[0].sources[0].provider;
-	size_t p1 = r->core->cat->assets[0].sources[1].provider;
+	size_t p0 = px_cat(r->core)->assets[0].sources[0].provider;
+	size_t p1 = px_cat(r->core)->assets[0].sources[1].provider;
 	assert_int_not_equal(p0, p1);
 	assert_int_equal(atomic_load(&sess->source), 0);
 	/* the other reader's cutover */
@@ -1512,11 +1512,11 @@ static void test_fill_counts_on_its_own_source(void **state)
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, fill_main, &c), 0);
 	int seen = fake_wait(&r->fake, req_submitted, 1, 5000);
-	pthread_mutex_lock(&r->core->prov_lock);
-	int x0 = r->core->provs[p0].xfers + r->core->provs[p0].bg;
-	int held0 = r->core->provs[p0].held;
-	int x1 = r->core->provs[p1].xfers;
-	pthread_mutex_unlock(&r->core->prov_lock);
+	pthread_mutex_lock(px_prov_lock(r->core));
+	int x0 = px_prov_rt(r->core, p0)->xfers + px_prov_rt(r->core, p0)->bg;
+	int held0 = px_prov_rt(r->core, p0)->held;
+	int x1 = px_prov_rt(r->core, p1)->xfers;
+	pthread_mutex_unlock(px_prov_lock(r->core));
 	pthread_mutex_lock(&r->fake.lock);
 	r->fake.hang_from = 0;
 	for (int i = 0; i < r->fake.nreq; i++)
