@@ -662,6 +662,14 @@ static void load(struct px_core *core, size_t asset, int which, int64_t start, i
 	pthread_mutex_unlock(&core->reads->cache_lock);
 }
 
+/* The asset's head (which 0) or tail (1) slot, NULL before its first
+ * cached read made them; under cache_lock. */
+static struct cache_slot *slot_of(struct px_core *core, size_t asset, int which)
+{
+	struct cache_slot *slots = px_asset_rt(core, asset)->slot;
+	return slots ? &slots[which] : NULL;
+}
+
 /* The tier's thread (px_disk_persist_fn): copies slot which of the asset,
  * when what it holds is not on disk yet, and stores it. */
 static void persist(void *arg, size_t asset, int which)
@@ -672,7 +680,7 @@ static void persist(void *arg, size_t asset, int which)
 	unsigned char *copy = NULL;
 	int forget = 0;
 	pthread_mutex_lock(&core->reads->cache_lock);
-	struct cache_slot *s = px_asset_rt(core, asset)->slot ? &px_asset_rt(core, asset)->slot[which] : NULL;
+	struct cache_slot *s = slot_of(core, asset, which);
 	const struct px_asset *a = &px_cat(core)->assets[asset];
 	if (s && s->stale) {
 		s->stale = 0;
@@ -722,7 +730,7 @@ void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fil
 	uint64_t resume = 0;
 
 	pthread_mutex_lock(&core->reads->cache_lock);
-	struct cache_slot *s = px_asset_rt(core, asset)->slot ? &px_asset_rt(core, asset)->slot[which] : NULL;
+	struct cache_slot *s = slot_of(core, asset, which);
 	if (s && fill && s->xid == fill && s->held) {
 		s->held = 0;
 		if (s->paused) {
@@ -954,8 +962,7 @@ int px_cache_holds(struct px_core *core, size_t asset, int which, size_t source,
 {
 	int holds = 0;
 	pthread_mutex_lock(&core->reads->cache_lock);
-	const struct cache_slot *s = px_asset_rt(core, asset)->slot ? &px_asset_rt(core, asset)->slot[which]
-							      : NULL;
+	const struct cache_slot *s = slot_of(core, asset, which);
 	/* a filling slot holds what is in: a reader woken by the fill's last
 	 * bytes may read across the slot's edge before the fill's end is told */
 	if (s && s->state != CACHE_EMPTY && slot_serves(core, asset, s, source)) {

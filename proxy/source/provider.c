@@ -88,7 +88,8 @@
  * px_core.providers): made and freed with the core, opaque to the rest. */
 struct px_providers {
 	struct px_providers_pub pub; /* prov_lock, the providers (context.h) */
-	size_t provs_cap;          /* pub.provs has provs_cap */          /* the catalog's and PX_SPARE_PROVIDERS more */
+	size_t provs_cap;          /* pub.provs has provs_cap: the catalog's
+				    * and PX_SPARE_PROVIDERS more */
 	struct px_session *sessions; /* listed sessions, newest first */
 	/* with prov_lock: wakes those waiting for a slot and the core's
 	 * threads (monotonic; px_prov_wait_until) */
@@ -1315,7 +1316,7 @@ enum px_status px_providers_init(struct px_core *core)
 
 void px_provider_fresh(struct px_core *core, size_t prov)
 {
-	memset(px_prov_rt(core, prov), 0, sizeof((*px_prov_rt(core, prov))));
+	memset(px_prov_rt(core, prov), 0, sizeof(struct prov_rt));
 	px_prov_rt(core, prov)->probe_asset = -1;
 }
 
