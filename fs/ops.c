@@ -336,83 +336,149 @@ static void note_readahead(struct fs_ctx *ctx)
 		px_stream_set_kernel_readahead(ctx->core, kb * 1024);
 }
 
-/* Frees an open file's handle of kind (its release). */
-static void handle_free(enum fs_fh_kind kind, void *p)
+/*
+ * An open file's handle is one of three kinds, each behind one table of
+ * operations: a session's handle (an asset's bytes through the proxy), a
+ * transcode's reader, and a snapshot of a .seamfs file. The kind is kept
+ * in the handle's id (handles.h), so that a worker started after the open
+ * can make the handle again on the file's next request.
+ */
+struct fh_ops {
+	/* Makes a handle for ino (n its node, NULL if none): 0 or an errno. */
+	int (*open)(fuse_req_t req, struct fs_ctx *ctx, fuse_ino_t ino,
+		    const struct px_tree_node *n, void **out);
+	/* Replies to a read of size bytes at off. */
+	void (*read)(fuse_req_t req, struct fs_ctx *ctx, void *h, size_t size, off_t off);
+	void (*release)(void *h);
+	int direct_io;              /* no page cache (fuse_file_info) */
+	int keep_cache;             /* the page cache outlives each open */
+};
+
+static int asset_of(const struct px_tree_node *n, size_t *asset)
 {
-	if (kind == FS_FH_BLOB)
-		fs_blob_free(p);
-	else if (kind == FS_FH_TRANSCODE)
-		px_transcode_close(p);
-	else
-		px_handle_close(p);
+	if (!n || n->asset < 0)
+		return ESTALE;  /* gone from the tree since the file was opened */
+	*asset = (size_t)n->asset;
+	return 0;
 }
 
-/* Opens anew the handle of kind for ino: a file an earlier worker opened
- * (handles.h). 0 or an errno. */
-static int handle_rebuild(fuse_req_t req, struct fs_ctx *ctx, fuse_ino_t ino,
-			  enum fs_fh_kind kind, void **out)
+static int session_open(fuse_req_t req, struct fs_ctx *ctx, fuse_ino_t ino,
+			const struct px_tree_node *n, void **out)
 {
-	const struct px_tree_node *n = px_tree_get(px_core_tree(ctx->core), ino);
-	enum px_status st;
-	if (kind == FS_FH_BLOB)
-		return fs_status_open(ctx, ino, (struct fs_blob **)out);
-	if (!n || n->asset < 0)
-		return ESTALE;
-	if (kind == FS_FH_TRANSCODE)
-		st = px_transcode_open(px_core_transcode(ctx->core), (size_t)n->asset,
-				       (uint64_t)fuse_req_ctx(req)->pid, (struct px_tcfile **)out);
-	else
-		st = px_handle_open(ctx->core, (size_t)n->asset, client_key(ctx, req),
-				    (struct px_handle **)out);
+	size_t asset;
+	(void)ino;
+	int err = asset_of(n, &asset);
+	if (err)
+		return err;
+	note_readahead(ctx);
+	enum px_status st = px_handle_open(ctx->core, asset, client_key(ctx, req),
+					   (struct px_handle **)out);
 	return st == PX_OK ? 0 : fs_errno(st);
 }
 
-/* The handle fi->fh names; one an earlier worker made is rebuilt on its
- * first request here. NULL with *err an errno when it cannot be had. */
-static void *handle_of(fuse_req_t req, struct fs_ctx *ctx, fuse_ino_t ino, uint64_t fh,
-		       int *err)
+static void session_read(fuse_req_t req, struct fs_ctx *ctx, void *h, size_t size, off_t off)
 {
-	enum fs_fh_kind kind = fs_handles_kind(fh);
-	void *p = fs_handles_get(ctx->fhs, fh), *made = NULL;
-	*err = 0;
-	if (p)
-		return p;
-	if ((*err = handle_rebuild(req, ctx, ino, kind, &made)) != 0)
-		return NULL;
-	p = fs_handles_adopt(ctx->fhs, fh, made);
-	if (p != made)
-		handle_free(kind, made); /* another thread's came first */
-	if (!p)
-		*err = ENOMEM;
-	return p;
-}
-
-/* Keeps p (of kind) as fi's handle; 0, or ENOMEM after freeing p. */
-static int handle_keep(struct fs_ctx *ctx, struct fuse_file_info *fi, enum fs_fh_kind kind,
-		       void *p)
-{
-	fi->fh = fs_handles_put(ctx->fhs, kind, p);
-	if (fi->fh)
-		return 0;
-	handle_free(kind, p);
-	return ENOMEM;
-}
-
-static void tc_open(fuse_req_t req, struct fs_ctx *ctx, size_t asset,
-		    struct fuse_file_info *fi)
-{
-	struct px_tcfile *f;
-	enum px_status st = px_transcode_open(px_core_transcode(ctx->core), asset,
-					      (uint64_t)fuse_req_ctx(req)->pid, &f);
+	/* the bytes may be sent straight from the stream's window or the
+	 * transfer's buffer, and copies go to the worker's own buffer in the
+	 * core: no allocation per read */
+	struct px_zc zc;
+	int64_t t0 = px_now_us();
+	enum px_status st = px_handle_read_zc(h, off, size < FS_MAX_READ ? size : FS_MAX_READ,
+					      NULL, &zc);
+	px_metrics_note_read(ctx->core, px_now_us() - t0);
 	if (st != PX_OK) {
 		fuse_reply_err(req, fs_errno(st));
 		return;
 	}
-	int err = handle_keep(ctx, fi, FS_FH_TRANSCODE, f);
-	if (err) {
-		fuse_reply_err(req, err);
+	/* one piece (the usual case) goes out with fuse_reply_buf, which
+	 * allocates nothing; fuse_reply_iov allocates an array per call, so
+	 * it is kept for a window's wrap, one read in a ring's worth */
+	if (zc.iovcnt == 1)
+		fuse_reply_buf(req, zc.iov[0].iov_base, zc.iov[0].iov_len);
+	else
+		fuse_reply_iov(req, zc.iov, zc.iovcnt);
+	px_handle_zc_done(&zc);
+}
+
+static void session_release(void *h)
+{
+	px_handle_close(h);
+}
+
+static int tc_open(fuse_req_t req, struct fs_ctx *ctx, fuse_ino_t ino,
+		   const struct px_tree_node *n, void **out)
+{
+	size_t asset;
+	(void)ino;
+	int err = asset_of(n, &asset);
+	if (err)
+		return err;
+	enum px_status st = px_transcode_open(px_core_transcode(ctx->core), asset,
+					      (uint64_t)fuse_req_ctx(req)->pid,
+					      (struct px_tcfile **)out);
+	return st == PX_OK ? 0 : fs_errno(st);
+}
+
+static void tc_read(fuse_req_t req, struct fs_ctx *ctx, void *h, size_t size, off_t off)
+{
+	size_t got;
+	(void)ctx;
+	if (size > FS_MAX_READ)
+		size = FS_MAX_READ;
+	char *buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	enum px_status st = px_transcode_read(h, off, size, buf,
+					      (uint64_t)fuse_req_ctx(req)->pid, &got);
+	if (st == PX_OK)
+		fuse_reply_buf(req, buf, got);
+	else
+		fuse_reply_err(req, fs_errno(st));
+	free(buf);
+}
+
+static void tc_release(void *h)
+{
+	px_transcode_close(h);
+}
+
+static int blob_open(fuse_req_t req, struct fs_ctx *ctx, fuse_ino_t ino,
+		     const struct px_tree_node *n, void **out)
+{
+	(void)req;
+	(void)n;
+	return fs_status_open(ctx, ino, (struct fs_blob **)out);
+}
+
+static void blob_read(fuse_req_t req, struct fs_ctx *ctx, void *h, size_t size, off_t off)
+{
+	struct fs_blob *b = h;
+	(void)ctx;
+	size_t from = off < 0 || (size_t)off > b->len ? b->len : (size_t)off;
+	size_t n = b->len - from < size ? b->len - from : size;
+	/* reply from a copy: once the reply is written the reader may close,
+	 * and the release may free the snapshot while writev's caller (ASan's
+	 * interceptor, for one) still looks at it */
+	char *copy = malloc(n ? n : 1);
+	if (!copy) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	memcpy(copy, b->data + from, n);
+	fuse_reply_buf(req, copy, n);
+	free(copy);
+}
+
+static void blob_release(void *h)
+{
+	fs_blob_free(h);
+}
+
+static const struct fh_ops fh_ops[] = {
+	/* the bytes of an asset never change while mounted */
+	[FS_FH_SESSION] = { session_open, session_read, session_release, 0, 1 },
 	/* Direct I/O, no page cache: a read of a segment not yet written
 	 * waits for its writer. As a buffered read it would go out as the
 	 * kernel's read-ahead, an async request holding one of the
@@ -422,26 +488,57 @@ static void tc_open(fuse_req_t req, struct fs_ctx *ctx, size_t asset,
 	 * is a plain request holding only a worker thread (64), and waits
 	 * for its own bytes, not for 1 MiB of read-ahead beyond the live
 	 * edge. Serving it again is a pread of a local segment. */
-	fi->direct_io = 1;
-	if (fuse_reply_open(req, fi) == -ENOENT)
-		px_transcode_close(fs_handles_take(ctx->fhs, fi->fh));
+	[FS_FH_TRANSCODE] = { tc_open, tc_read, tc_release, 1, 0 },
+	/* a snapshot made at the open: each open reads a new one */
+	[FS_FH_BLOB] = { blob_open, blob_read, blob_release, 1, 0 },
+};
+
+/* The handle fi->fh names; one an earlier worker made is made again on
+ * its first request here. NULL with *err an errno when it cannot be had. */
+static void *handle_of(fuse_req_t req, struct fs_ctx *ctx, fuse_ino_t ino, uint64_t fh,
+		       int *err)
+{
+	enum fs_fh_kind kind = fs_handles_kind(fh);
+	void *p = fs_handles_get(ctx->fhs, fh), *made = NULL;
+	*err = 0;
+	if (p)
+		return p;
+	/* every id is one a worker made, but an id names its kind in two
+	 * bits and there are three kinds */
+	if ((size_t)kind >= sizeof(fh_ops) / sizeof(fh_ops[0])) {
+		*err = EBADF;
+		return NULL;
+	}
+	const struct fh_ops *ops = &fh_ops[kind];
+	const struct px_tree_node *n = px_tree_get(px_core_tree(ctx->core), ino);
+	if ((*err = ops->open(req, ctx, ino, n, &made)) != 0)
+		return NULL;
+	p = fs_handles_adopt(ctx->fhs, fh, made);
+	if (p != made)
+		ops->release(made); /* another thread's came first */
+	if (!p)
+		*err = ENOMEM;
+	return p;
 }
 
-static void tc_read(fuse_req_t req, struct px_tcfile *f, size_t size, off_t off)
+/* The kind of handle an open of ino makes, or an errno for an open that
+ * may not be. */
+static int open_kind(struct fs_ctx *ctx, fuse_ino_t ino, const struct px_tree_node *n,
+		     const struct fuse_file_info *fi, enum fs_fh_kind *kind)
 {
-	size_t got;
-	char *buf = malloc(size ? size : 1);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
+	if (fs_status_owns(ino)) {
+		*kind = FS_FH_BLOB;
+		return 0;
 	}
-	enum px_status st = px_transcode_read(f, off, size, buf,
-					      (uint64_t)fuse_req_ctx(req)->pid, &got);
-	if (st == PX_OK)
-		fuse_reply_buf(req, buf, got);
-	else
-		fuse_reply_err(req, fs_errno(st));
-	free(buf);
+	if (!n)
+		return ENOENT;
+	if (n->asset < 0)
+		return EISDIR;
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
+		return EROFS;
+	*kind = px_core_catalog(ctx->core)->assets[n->asset].kind == PX_ASSET_PLAIN
+		? FS_FH_SESSION : FS_FH_TRANSCODE;
+	return 0;
 }
 
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -449,56 +546,24 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs_ctx *ctx = ctx_of(req);
 	raise_readahead(ctx);
 	const struct px_tree_node *n = px_tree_get(px_core_tree(ctx->core), ino);
-	struct px_handle *s;
-	enum px_status st;
+	enum fs_fh_kind kind;
+	void *h = NULL;
 
-	if (fs_status_owns(ino)) {
-		struct fs_blob *b;
-		int err = fs_status_open(ctx, ino, &b);
-		if (err) {
-			fuse_reply_err(req, err);
-			return;
-		}
-		if ((err = handle_keep(ctx, fi, FS_FH_BLOB, b)) != 0) {
-			fuse_reply_err(req, err);
-			return;
-		}
-		fi->direct_io = 1;
-		if (fuse_reply_open(req, fi) == -ENOENT)
-			fs_blob_free(fs_handles_take(ctx->fhs, fi->fh));
-		return;
+	int err = open_kind(ctx, ino, n, fi, &kind);
+	if (!err)
+		err = fh_ops[kind].open(req, ctx, ino, n, &h);
+	if (!err && !(fi->fh = fs_handles_put(ctx->fhs, kind, h))) {
+		fh_ops[kind].release(h);
+		err = ENOMEM;
 	}
-	if (!n) {
-		fuse_reply_err(req, ENOENT);
-		return;
-	}
-	if (n->asset < 0) {
-		fuse_reply_err(req, EISDIR);
-		return;
-	}
-	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
-		fuse_reply_err(req, EROFS);
-		return;
-	}
-	if (px_core_catalog(ctx->core)->assets[n->asset].kind != PX_ASSET_PLAIN) {
-		tc_open(req, ctx, (size_t)n->asset, fi);
-		return;
-	}
-	note_readahead(ctx);
-	st = px_handle_open(ctx->core, (size_t)n->asset, client_key(ctx, req), &s);
-	if (st != PX_OK) {
-		fuse_reply_err(req, fs_errno(st));
-		return;
-	}
-	int err = handle_keep(ctx, fi, FS_FH_SESSION, s);
 	if (err) {
 		fuse_reply_err(req, err);
 		return;
 	}
-	/* the bytes of an asset never change while mounted */
-	fi->keep_cache = 1;
+	fi->direct_io = (unsigned)fh_ops[kind].direct_io;
+	fi->keep_cache = (unsigned)fh_ops[kind].keep_cache;
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		px_handle_close(fs_handles_take(ctx->fhs, fi->fh)); /* the opener was interrupted */
+		fh_ops[kind].release(fs_handles_take(ctx->fhs, fi->fh)); /* the opener was interrupted */
 }
 
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -507,55 +572,11 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct fs_ctx *ctx = ctx_of(req);
 	int err;
 	void *h = handle_of(req, ctx, ino, fi->fh, &err);
-	enum px_status st;
 
-	if (!h) {
+	if (!h)
 		fuse_reply_err(req, err);
-		return;
-	}
-	if (fs_handles_kind(fi->fh) == FS_FH_BLOB) {
-		struct fs_blob *b = h;
-		size_t from = off < 0 || (size_t)off > b->len ? b->len : (size_t)off;
-		size_t n = b->len - from < size ? b->len - from : size;
-		/* reply from a copy: once the reply is written the reader may
-		 * close, and the release may free the snapshot while writev's
-		 * caller (ASan's interceptor, for one) still looks at it */
-		char *copy = malloc(n ? n : 1);
-		if (!copy) {
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
-		memcpy(copy, b->data + from, n);
-		fuse_reply_buf(req, copy, n);
-		free(copy);
-		return;
-	}
-	if (size > FS_MAX_READ)
-		size = FS_MAX_READ;
-	if (fs_handles_kind(fi->fh) == FS_FH_TRANSCODE) {
-		tc_read(req, h, size, off);
-		return;
-	}
-	struct px_handle *s = h;
-	/* the bytes may be sent straight from the stream's window or the
-	 * transfer's buffer, and copies go to the worker's own buffer in the
-	 * core: no allocation per read */
-	struct px_zc zc;
-	int64_t t0 = px_now_us();
-	st = px_handle_read_zc(s, off, size, NULL, &zc);
-	px_metrics_note_read(ctx->core, px_now_us() - t0);
-	if (st == PX_OK) {
-		/* one piece (the usual case) goes out with fuse_reply_buf, which
-		 * allocates nothing; fuse_reply_iov allocates an array per call,
-		 * so it is kept for a window's wrap, one read in a ring's worth */
-		if (zc.iovcnt == 1)
-			fuse_reply_buf(req, zc.iov[0].iov_base, zc.iov[0].iov_len);
-		else
-			fuse_reply_iov(req, zc.iov, zc.iovcnt);
-		px_handle_zc_done(&zc);
-	} else {
-		fuse_reply_err(req, fs_errno(st));
-	}
+	else
+		fh_ops[fs_handles_kind(fi->fh)].read(req, ctx, h, size, off);
 }
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -565,7 +586,7 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	void *p = fs_handles_take(ctx_of(req)->fhs, fi->fh);
 	(void)ino;
 	if (p)
-		handle_free(fs_handles_kind(fi->fh), p);
+		fh_ops[fs_handles_kind(fi->fh)].release(p);
 	fuse_reply_err(req, 0);
 }
 
