@@ -79,7 +79,7 @@ struct asset_rt {
 	int64_t mtime;
 	int listed;
 	int rediscover;            /* left out, size unknown: probe.c's retry
-				    * asks again (under core->reload_lock) */
+				    * asks again (under px_reload_lock) */
 	_Atomic unsigned char *dead; /* per source: 404/410 or wrong size seen */
 	struct px_fetch_prep **preps; /* per source: its request, prepared at its
 				       * first transfer (rangeread.c; atomic) */

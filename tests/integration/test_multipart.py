@@ -78,6 +78,12 @@ def test_first_scan_is_one_request_per_file_on_nginx(seamfs, tmp_path):
         n.start()
         m = seamfs.mount(cat_for(n.url, files), options=OPTS)
         scan(m, files)
+        # a fill ends (and is counted) on the fetch thread after its
+        # reader has its bytes, and nginx logs a request once it is sent:
+        # both can come after the scan returned
+        wait_until(lambda: reads(m)['head_tail_multipart'] >= len(files), 10,
+                   'every fill counted')
+        wait_until(lambda: len(nginx_requests(n)) >= len(files), 10, "nginx's log lines")
         reqs = nginx_requests(n)
         for f in files:
             mine = [r for r in reqs if r[0] == '/' + f.name]
