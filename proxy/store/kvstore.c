@@ -812,10 +812,9 @@ static void wait_replica(struct px_store *s)
 
 /* Behind Sentinel: a watch on the sentinel asked first (none yet, or the
  * last one's connection gone; when one cannot be had, again after
- * PX_STORE_WATCH_RETRY_MS),
- * then its announcements. One that our master moved elsewhere ends the
- * backoff and the connection to the old one: the caller connects to the
- * new one now. Under s->lock. */
+ * PX_STORE_WATCH_RETRY_MS), then its announcements. One that our master
+ * moved elsewhere ends the backoff and the connection to the old one: the
+ * caller connects to the new one now. Under s->lock. */
 static void watch_check(struct px_store *s)
 {
 	struct px_hostport to;
@@ -827,7 +826,7 @@ static void watch_check(struct px_store *s)
 		return;
 	if (!s->watch) {
 		s->watch_at = px_now_ms() + PX_STORE_WATCH_RETRY_MS;
-		if (px_sentinel_watch_open(&s->sents, s->sent_next, s->password, s->tls,
+		if (px_sentinel_watch_open(&s->sents.at[s->sent_next], s->password, s->tls,
 					   PX_SENTINEL_ASK_MS, &s->watch, why, sizeof(why)) != PX_OK) {
 			if (!s->watch_warned++)
 				px_warn("store", "%s: %s; a failover is followed by retries alone "

@@ -308,7 +308,7 @@ static int switch_of(const redisReply *r, const char *name, struct px_hostport *
 	return 1;
 }
 
-enum px_status px_sentinel_watch_open(const struct px_sentinels *s, int k, const char *password,
+enum px_status px_sentinel_watch_open(const struct px_hostport *at, const char *password,
 				      struct px_tls *tls, int64_t timeout_ms,
 				      struct px_sentinel_watch **out, char *err, size_t errlen)
 {
@@ -321,7 +321,7 @@ enum px_status px_sentinel_watch_open(const struct px_sentinels *s, int k, const
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	w->at = s->at[k];
+	w->at = *at;
 	if ((st = sent_connect(&w->at, tls, timeout_ms, &w->c, &w->tc, err, errlen)) != PX_OK)
 		goto out;
 	r = redisCommand(w->c, "SUBSCRIBE %s", WATCH_CHANNEL);

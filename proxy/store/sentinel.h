@@ -71,15 +71,15 @@ enum px_status px_sentinel_ask(const struct px_sentinels *s, const char *passwor
 			       struct px_hostport *master, char *err, size_t errlen) PX_WUR;
 
 /*
- * A subscription to the +switch-master announcements of sentinel k of s
- * (the design block of sentinel.c). The connect and the SUBSCRIBE's
+ * A subscription to the +switch-master announcements of the sentinel at
+ * at (the design block of sentinel.c). The connect and the SUBSCRIBE's
  * answer are bounded by timeout_ms each, over TLS when tls is not NULL;
  * password (NULL: none) is sent when the sentinel wants one. PX_OK with
  * *out, to free with px_sentinel_watch_free; else err says why.
  * Blocking; the caller holds whatever lock guards the watch.
  */
 struct px_sentinel_watch;
-enum px_status px_sentinel_watch_open(const struct px_sentinels *s, int k, const char *password,
+enum px_status px_sentinel_watch_open(const struct px_hostport *at, const char *password,
 				      struct px_tls *tls, int64_t timeout_ms,
 				      struct px_sentinel_watch **out, char *err, size_t errlen) PX_WUR;
 void px_sentinel_watch_free(struct px_sentinel_watch *w);
