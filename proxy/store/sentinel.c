@@ -5,7 +5,8 @@
  * and closed after it: the question is rare (at the mount, and after the
  * master stopped answering, refused a write with READONLY or stopped
  * saying "master" to ROLE), and a connection kept open to each sentinel
- * would be one more thing to keep alive. Sentinels are asked in turn,
+ * would be one more thing to keep alive (the watch below is kept, to one
+ * sentinel, because it must be there before the failover it announces). Sentinels are asked in turn,
  * starting with the one that answered last, until one names the master;
  * each gets a bounded connect and a bounded answer, so that a dead
  * sentinel costs at most its timeout.
