@@ -470,9 +470,11 @@ static void print_master(json_t *store)
 		char when[64];
 		struct tm tm;
 		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", gmtime_r(&at, &tm));
-		printf("last failover: %s, from %s to %s (%lld so far)\n", when, str(fo, "from"),
+		printf("last failover: %s, from %s to %s (%lld so far)%s\n", when, str(fo, "from"),
 		       str(fo, "to"), (long long)json_integer_value(json_object_get(store,
-										"failovers")));
+										"failovers")),
+		       json_is_true(json_object_get(fo, "announced"))
+		       ? ", followed on the sentinels' announcement" : "");
 	}
 }
 

@@ -190,8 +190,9 @@ static json_t *failover_json(const struct px_store_state *st)
 {
 	if (!st->failover_wall_ms)
 		return json_null();
-	return json_pack("{s:f, s:s, s:s}", "at", (double)st->failover_wall_ms / 1000.0,
-			 "from", st->failover_from, "to", st->failover_to);
+	return json_pack("{s:f, s:s, s:s, s:b}", "at", (double)st->failover_wall_ms / 1000.0,
+			 "from", st->failover_from, "to", st->failover_to, "announced",
+			 st->failover_announced);
 }
 
 /* The store: null without one (one host). */
@@ -200,12 +201,14 @@ static json_t *store_json(const struct px_snapshot *snap)
 	if (!snap->clustered)
 		return json_null();
 	const struct px_store_state *st = &snap->store;
-	json_t *o = json_pack("{s:o, s:o, s:o, s:I, s:I, s:o}",
+	json_t *o = json_pack("{s:o, s:o, s:o, s:I, s:I, s:o, s:I, s:o}",
 		"master", px_json_str(st->master),
 		"sentinel_master", st->sentinels ? px_json_str(st->master_name) : json_null(),
 		"replicas", st->replicas >= 0 ? json_integer(st->replicas) : json_null(),
 		"failovers", (json_int_t)st->failovers, "unacked_writes", (json_int_t)st->unacked,
-		"last_failover", failover_json(st));
+		"last_failover", failover_json(st), "announcements", (json_int_t)st->announced,
+		"watching", st->sentinels && st->watching[0] ? json_string(st->watching)
+							      : json_null());
 	json_t *base = json_pack("{s:s, s:s, s:s, s:b, s:o, s:o, s:o, s:I, s:I, s:I, s:I}",
 		"url", snap->store_url, "cluster", snap->cluster, "host_id", snap->host_id,
 		"connected", st->connected,

@@ -20,7 +20,12 @@
  * demotes the old master), a write is refused with READONLY, or ROLE, asked
  * again at most every PX_STORE_ROLE_CHECK_MS before a call, no longer says
  * "master". Each drops the connection; the next connect asks the sentinels
- * again, and a master at another address is counted as a failover.
+ * again, and a master at another address is counted as a failover. A
+ * fourth comes first where it can: the sentinels' own announcement of the
+ * switch, read from a subscription (watch_check) at the start of a call;
+ * that call then connects to the announced master, without asking and
+ * without waiting for the backoff. Retrying every PX_STORE_BACKOFF_MAX_MS
+ * alone reached the new master up to 0.5 s after the switch.
  *
  * Over TLS (rediss://, rediss-sentinel://) the connection is made by
  * tls.c, which hands hiredis a socket of its pump thread
@@ -29,6 +34,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
@@ -84,6 +90,12 @@ struct px_store {
 	_Atomic int64_t back_at;  /* monotonic ms it answered again, 0: never */
 	char failover_from[300], failover_to[300];
 	char master_try[300];     /* the address being connected to */
+	struct px_sentinel_watch *watch; /* +switch-master announcements; NULL: none */
+	int64_t watch_at;         /* monotonic ms: no new watch before */
+	int watch_warned;         /* a watch that could not be had was said */
+	struct px_hostport heard; /* a master announced, to connect to next; port 0: none */
+	uint64_t announced;       /* announcements that our master moved */
+	int failover_announced;   /* the last failover was connected to as announced */
 };
 
 static int64_t wall_ms(void)
@@ -392,6 +404,7 @@ void px_store_free(struct px_store *s)
 	if (s->ctx)
 		redisFree(s->ctx);
 	px_tls_conn_free(s->tconn);
+	px_sentinel_watch_free(s->watch);
 	px_tls_free(s->tls);
 	if (s->password) {
 		memset(s->password, 0, strlen(s->password));
@@ -666,6 +679,20 @@ static enum px_status check_role(struct px_store *s)
 	return st;
 }
 
+/* host:port as the status shows it ([v6]:port). */
+static void hostport_str(const struct px_hostport *m, char *buf, size_t cap)
+{
+	snprintf(buf, cap, strchr(m->host, ':') ? "[%s]:%d" : "%s:%d", m->host, m->port);
+}
+
+/* The next connect goes to m. */
+static void try_master(struct px_store *s, const struct px_hostport *m)
+{
+	snprintf(s->host, sizeof(s->host), "%s", m->host);
+	s->port = m->port;
+	hostport_str(m, s->master_try, sizeof(s->master_try));
+}
+
 /* Behind Sentinel: asks the sentinels where the master is. */
 static enum px_status locate_master(struct px_store *s)
 {
@@ -678,18 +705,13 @@ static enum px_status locate_master(struct px_store *s)
 		drop(s);
 		return st;
 	}
-	snprintf(s->host, sizeof(s->host), "%s", m.host);
-	s->port = m.port;
-	if (strchr(m.host, ':'))
-		snprintf(s->master_try, sizeof(s->master_try), "[%s]:%d", m.host, m.port);
-	else
-		snprintf(s->master_try, sizeof(s->master_try), "%s:%d", m.host, m.port);
+	try_master(s, &m);
 	return PX_OK;
 }
 
-/* A connect reached s->master_try: a failover when the master was
- * elsewhere before. */
-static void note_master(struct px_store *s)
+/* A connect reached s->master_try (announced: the address a sentinel
+ * announced): a failover when the master was elsewhere before. */
+static void note_master(struct px_store *s, int announced)
 {
 	if (!s->sents.n) {
 		if (s->path[0])
@@ -702,6 +724,7 @@ static void note_master(struct px_store *s)
 	}
 	if (s->master[0] && strcmp(s->master, s->master_try) != 0) {
 		s->failovers++;
+		s->failover_announced = announced;
 		s->failover_wall = wall_ms();
 		snprintf(s->failover_from, sizeof(s->failover_from), "%s", s->master);
 		snprintf(s->failover_to, sizeof(s->failover_to), "%s", s->master_try);
@@ -722,13 +745,18 @@ static enum px_status connect_now(struct px_store *s)
 	enum px_status st;
 
 	close_ctx(s);
-	if (s->sents.n && (st = locate_master(s)) != PX_OK)
+	/* an announced master is tried as it is (ROLE checks it); once */
+	int announced = s->sents.n && s->heard.port;
+	if (announced)
+		try_master(s, &s->heard);
+	s->heard.port = 0;
+	if (s->sents.n && !announced && (st = locate_master(s)) != PX_OK)
 		return st;
 	if ((st = open_ctx(s)) != PX_OK || (st = handshake(s)) != PX_OK ||
 	    (st = read_clock(s)) != PX_OK || (st = check_role(s)) != PX_OK)
 		return st;
 	uint64_t failovers = s->failovers;
-	note_master(s);
+	note_master(s, announced);
 	if (!s->up && (s->down_since || s->connects > 1))
 		px_info("store", "%s answers again (after %lld ms)", s->url,
 			(long long)(s->down_since ? px_now_ms() - s->down_since : 0));
@@ -782,6 +810,60 @@ static void wait_replica(struct px_store *s)
 			s->replicas);
 }
 
+/* Behind Sentinel: a watch on the sentinel asked first (none yet, or the
+ * last one's connection gone; when one cannot be had, again after
+ * PX_STORE_WATCH_RETRY_MS), then its announcements. One that our master
+ * moved elsewhere ends the backoff and the connection to the old one: the
+ * caller connects to the new one now. Under s->lock. */
+static void watch_check(struct px_store *s)
+{
+	struct px_hostport to;
+	char why[400], addr[300];
+
+	/* made while connected only: a store that does not answer keeps
+	 * failing at once (degraded mode) and asks the sentinels anyway */
+	if (!s->sents.n || (!s->watch && (!s->ctx || px_now_ms() < s->watch_at)))
+		return;
+	if (!s->watch) {
+		s->watch_at = px_now_ms() + PX_STORE_WATCH_RETRY_MS;
+		if (px_sentinel_watch_open(&s->sents.at[s->sent_next], s->password, s->tls,
+					   PX_SENTINEL_ASK_MS, &s->watch, why, sizeof(why)) != PX_OK) {
+			if (!s->watch_warned++)
+				px_warn("store", "%s: %s; a failover is followed by retries alone "
+					"(tried again every %d ms)", s->url, why,
+					PX_STORE_WATCH_RETRY_MS);
+			s->sent_next = (s->sent_next + 1) % s->sents.n;
+			return;
+		}
+		s->watch_warned = 0;
+		hostport_str(px_sentinel_watch_at(s->watch), addr, sizeof(addr));
+		px_info("store", "%s: following sentinel %s's announcements of a failover", s->url,
+			addr);
+	}
+	enum px_status st = px_sentinel_watch_read(s->watch, s->sents.name, &to);
+	if (st == PX_ECONNECT) {
+		hostport_str(px_sentinel_watch_at(s->watch), addr, sizeof(addr));
+		px_warn("store", "%s: sentinel %s no longer answers; watching another", s->url,
+			addr);
+		px_sentinel_watch_free(s->watch);
+		s->watch = NULL;
+		s->watch_at = 0;
+		s->sent_next = (s->sent_next + 1) % s->sents.n;
+		return;
+	}
+	if (st != PX_OK)
+		return;
+	s->announced++;
+	hostport_str(&to, addr, sizeof(addr));
+	if (strcmp(addr, s->master) == 0)
+		return; /* followed already */
+	px_info("store", "%s: the sentinels announce %s as the master of %s; connecting to it",
+		s->url, addr, s->sents.name);
+	s->heard = to;
+	s->retry_at = 0;
+	close_ctx(s);
+}
+
 static int lock_bounded(struct px_store *s)
 {
 	struct timespec ts;
@@ -801,6 +883,8 @@ enum px_status px_store_connect(struct px_store *s, char *err, size_t errlen)
 	enum px_status st = connect_now(s);
 	if (st != PX_OK)
 		snprintf(err, errlen, "store %s: %s", s->url, s->last_error);
+	else
+		watch_check(s);
 	pthread_mutex_unlock(&s->lock);
 	return st;
 }
@@ -826,6 +910,7 @@ static enum px_status call(struct px_store *s, int argc, const char **argv,
 	if (lock_bounded(s))
 		return PX_ELOCKTIMEOUT;
 	s->calls++;
+	watch_check(s);
 	if (!s->ctx && px_now_ms() < s->retry_at) {
 		s->errors++;
 		st = PX_ECONNECT;
@@ -961,6 +1046,24 @@ int64_t px_store_now_ms(struct px_store *s)
 	return wall_ms() + atomic_load(&s->clock_offset_ms);
 }
 
+void px_store_wait(struct px_store *s, int64_t ms)
+{
+	int fd = -1;
+	if (s->sents.n && !lock_bounded(s)) {
+		/* a copy: the watch may be closed while we wait */
+		fd = s->watch ? dup(px_sentinel_watch_fd(s->watch)) : -1;
+		pthread_mutex_unlock(&s->lock);
+	}
+	if (fd >= 0) {
+		struct pollfd pf = { fd, POLLIN, 0 };
+		(void)poll(&pf, 1, (int)ms);
+		close(fd);
+		return;
+	}
+	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 };
+	nanosleep(&ts, NULL);
+}
+
 int64_t px_store_back_ms(struct px_store *s)
 {
 	return s->back_at;
@@ -1001,5 +1104,9 @@ void px_store_state(struct px_store *s, struct px_store_state *o)
 	snprintf(o->failover_from, sizeof(o->failover_from), "%s", s->failover_from);
 	snprintf(o->failover_to, sizeof(o->failover_to), "%s", s->failover_to);
 	o->unacked = s->unacked;
+	o->announced = s->announced;
+	o->failover_announced = s->failover_announced;
+	if (s->watch)
+		hostport_str(px_sentinel_watch_at(s->watch), o->watching, sizeof(o->watching));
 	pthread_mutex_unlock(&s->lock);
 }

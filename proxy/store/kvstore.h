@@ -31,6 +31,16 @@
  * the sentinels, each bounded by 2 x 500 ms (a dead one on loopback
  * refuses at once), and a fencing write adds at most PX_STORE_WAIT_MS.
  *
+ * Behind Sentinel the store also keeps a watch: a subscription to one
+ * sentinel's +switch-master announcements (sentinel.h), opened by a call
+ * on a live connection (2 x 500 ms at most; when none can be had, again
+ * after PX_STORE_WATCH_RETRY_MS) and read, without waiting, at the start
+ * of every call. An
+ * announcement that the master moved ends the backoff and the connection
+ * to the old one: that call connects to the new master at once instead
+ * of at the next retry. px_store_wait() lets a caller that retries sleep
+ * until then.
+ *
  * Callers on a latency path (a FUSE read) keep their own answers and ask
  * the store only when a local answer will not do; px_store_up() tells,
  * without a call, whether the last call got an answer.
@@ -54,6 +64,7 @@
 #define PX_STORE_BACKOFF_MAX_MS 500 /* a failover is followed this soon */
 #define PX_STORE_WAIT_MS 250        /* WAIT 1 after a fencing write */
 #define PX_STORE_ROLE_CHECK_MS 1000 /* ROLE again before a call after this */
+#define PX_STORE_WATCH_RETRY_MS 5000 /* a sentinel watch again after this */
 #define PX_STORE_PREFIX_MAX 64
 #define PX_STORE_DEFAULT_PREFIX "seamfs"
 
@@ -159,6 +170,14 @@ int64_t px_store_now_ms(struct px_store *s);
  * heartbeats judged by their age must allow for that. Any thread. */
 int64_t px_store_back_ms(struct px_store *s);
 
+/*
+ * Sleeps ms, or less: behind Sentinel, until the watch has something to
+ * read (an announcement: the next call goes to the new master). For a
+ * caller that retries a store that does not answer. Any thread; the
+ * store's lock is not held while it waits.
+ */
+void px_store_wait(struct px_store *s, int64_t ms);
+
 /* Whether the last call got an answer (no call). */
 int px_store_up(struct px_store *s);
 
@@ -178,6 +197,9 @@ struct px_store_state {
 	int64_t failover_wall_ms;  /* wall ms of the last one, 0: none */
 	char failover_from[300], failover_to[300];
 	uint64_t unacked;          /* fencing writes no replica acknowledged in time */
+	uint64_t announced;        /* sentinels' announcements that the master moved */
+	int failover_announced;    /* the last failover was followed on one */
+	char watching[300];        /* the sentinel whose announcements are read, "" none */
 };
 void px_store_state(struct px_store *s, struct px_store_state *out);
 

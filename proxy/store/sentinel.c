@@ -5,12 +5,22 @@
  * and closed after it: the question is rare (at the mount, and after the
  * master stopped answering, refused a write with READONLY or stopped
  * saying "master" to ROLE), and a connection kept open to each sentinel
- * would be one more thing to keep alive. Sentinels are asked in turn,
+ * would be one more thing to keep alive (the watch below is kept, to one
+ * sentinel, because it must be there before the failover it announces). Sentinels are asked in turn,
  * starting with the one that answered last, until one names the master;
  * each gets a bounded connect and a bounded answer, so that a dead
  * sentinel costs at most its timeout.
+ *
+ * A watch is the one connection kept: SUBSCRIBE +switch-master on one
+ * sentinel, on which every sentinel publishes "NAME OLDIP OLDPORT NEWIP
+ * NEWPORT" the moment it adopts a failover. Its owner never blocks on it:
+ * px_sentinel_watch_read takes what the socket holds (poll, then one
+ * read at a time), and a waiting owner polls its fd. So a client that
+ * keeps retrying a dead master (kvstore.c) goes to the new one as soon as
+ * it is announced, instead of at its next retry.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,37 +140,53 @@ enum px_status px_sentinel_parse(const char *url, struct px_sentinels *out, char
 	return PX_OK;
 }
 
+/* A connection to the sentinel at (over TLS when tls is not NULL), its
+ * connect and every answer bounded by timeout_ms. PX_OK with *c (and *tc
+ * over TLS), else err says why. */
+static enum px_status sent_connect(const struct px_hostport *at, struct px_tls *tls,
+				   int64_t timeout_ms, redisContext **c, struct px_tls_conn **tc,
+				   char *err, size_t errlen)
+{
+	struct timeval tv = { (time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000 };
+	int fd = -1;
+
+	*c = NULL;
+	*tc = NULL;
+	if (tls) {
+		char why[400];
+		enum px_status st = px_tls_connect(tls, at->host, at->port, timeout_ms, &fd, tc,
+						   why, sizeof(why));
+		if (st != PX_OK) {
+			snprintf(err, errlen, "sentinel %s", why);
+			return st;
+		}
+		if (!(*c = redisConnectFd(fd)))
+			close(fd);
+	} else {
+		*c = redisConnectWithTimeout(at->host, at->port, tv);
+	}
+	if (!*c || (*c)->err) {
+		snprintf(err, errlen, "sentinel %s:%d: %s", at->host, at->port,
+			 *c ? (*c)->errstr : "out of memory");
+		return PX_ECONNECT;
+	}
+	redisSetTimeout(*c, tv);
+	return PX_OK;
+}
+
 /* One sentinel's answer: PX_OK with *master, else err says why. */
 static enum px_status ask_one(const struct px_hostport *at, const char *name,
 			      const char *password, struct px_tls *tls, int64_t timeout_ms,
 			      struct px_hostport *master, char *err, size_t errlen)
 {
-	struct timeval tv = { (time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000 };
 	redisReply *r = NULL;
-	enum px_status st = PX_ECONNECT;
+	enum px_status st;
 	struct px_tls_conn *tc = NULL;
 	redisContext *c = NULL;
-	int fd = -1;
 
-	if (tls) {
-		char why[400];
-		if ((st = px_tls_connect(tls, at->host, at->port, timeout_ms, &fd, &tc, why,
-					 sizeof(why))) != PX_OK) {
-			snprintf(err, errlen, "sentinel %s", why);
-			goto out;
-		}
-		st = PX_ECONNECT;
-		if (!(c = redisConnectFd(fd)))
-			close(fd);
-	} else {
-		c = redisConnectWithTimeout(at->host, at->port, tv);
-	}
-	if (!c || c->err) {
-		snprintf(err, errlen, "sentinel %s:%d: %s", at->host, at->port,
-			 c ? c->errstr : "out of memory");
+	if ((st = sent_connect(at, tls, timeout_ms, &c, &tc, err, errlen)) != PX_OK)
 		goto out;
-	}
-	redisSetTimeout(c, tv);
+	st = PX_ECONNECT;
 	r = redisCommand(c, "SENTINEL get-master-addr-by-name %s", name);
 	if (r && r->type == REDIS_REPLY_ERROR && password && strncmp(r->str, "NOAUTH", 6) == 0) {
 		freeReplyObject(r);
@@ -236,4 +262,124 @@ enum px_status px_sentinel_ask(const struct px_sentinels *s, const char *passwor
 			used = used + (size_t)w < errlen ? used + (size_t)w : errlen;
 	}
 	return st;
+}
+
+/* ---- the +switch-master subscription */
+
+#define WATCH_CHANNEL "+switch-master"
+#define WATCH_READS_MAX 16 /* reads per px_sentinel_watch_read: a flood is not a loop */
+
+struct px_sentinel_watch {
+	redisContext *c;
+	struct px_tls_conn *tc;
+	struct px_hostport at;    /* the sentinel */
+};
+
+void px_sentinel_watch_free(struct px_sentinel_watch *w)
+{
+	if (!w)
+		return;
+	if (w->c)
+		redisFree(w->c);
+	px_tls_conn_free(w->tc);
+	free(w);
+}
+
+/* r is a "message" on the channel: NAME OLDIP OLDPORT NEWIP NEWPORT. */
+static int switch_of(const redisReply *r, const char *name, struct px_hostport *to)
+{
+	char buf[PX_SENTINEL_NAME_MAX + 300], *save = NULL;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+	    r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "message") ||
+	    r->element[2]->type != REDIS_REPLY_STRING || r->element[2]->len >= sizeof(buf))
+		return 0;
+	memcpy(buf, r->element[2]->str, r->element[2]->len + 1);
+	const char *f[5];
+	int n = 0;
+	for (char *t = strtok_r(buf, " ", &save); t && n < 5; t = strtok_r(NULL, " ", &save))
+		f[n++] = t;
+	if (n != 5 || strcmp(f[0], name) != 0 || strlen(f[3]) >= sizeof(to->host))
+		return 0;
+	char *end;
+	long port = strtol(f[4], &end, 10);
+	if (*end || port < 1 || port > 65535 || !f[3][0])
+		return 0;
+	snprintf(to->host, sizeof(to->host), "%s", f[3]);
+	to->port = (int)port;
+	return 1;
+}
+
+enum px_status px_sentinel_watch_open(const struct px_hostport *at, const char *password,
+				      struct px_tls *tls, int64_t timeout_ms,
+				      struct px_sentinel_watch **out, char *err, size_t errlen)
+{
+	struct px_sentinel_watch *w = calloc(1, sizeof(*w));
+	redisReply *r = NULL;
+	enum px_status st = PX_ENOMEM;
+
+	*out = NULL;
+	if (!w) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	w->at = *at;
+	if ((st = sent_connect(&w->at, tls, timeout_ms, &w->c, &w->tc, err, errlen)) != PX_OK)
+		goto out;
+	r = redisCommand(w->c, "SUBSCRIBE %s", WATCH_CHANNEL);
+	if (r && r->type == REDIS_REPLY_ERROR && password && strncmp(r->str, "NOAUTH", 6) == 0) {
+		freeReplyObject(r);
+		r = redisCommand(w->c, "AUTH %s", password);
+		int ok = r && r->type != REDIS_REPLY_ERROR;
+		freeReplyObject(r);
+		r = ok ? redisCommand(w->c, "SUBSCRIBE %s", WATCH_CHANNEL) : NULL;
+	}
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+	    r->element[0]->type != REDIS_REPLY_STRING ||
+	    strcmp(r->element[0]->str, "subscribe") != 0) {
+		st = PX_EBADRESP;
+		snprintf(err, errlen, "sentinel %s:%d: SUBSCRIBE %s: %.120s", w->at.host, w->at.port,
+			 WATCH_CHANNEL, !r ? (w->c->errstr[0] ? w->c->errstr : "no answer")
+				  : r->type == REDIS_REPLY_ERROR ? r->str : "not a subscription");
+		goto out;
+	}
+	*out = w;
+	w = NULL;
+	st = PX_OK;
+out:
+	freeReplyObject(r);
+	px_sentinel_watch_free(w);
+	return st;
+}
+
+enum px_status px_sentinel_watch_read(struct px_sentinel_watch *w, const char *name,
+				      struct px_hostport *to)
+{
+	enum px_status st = PX_EAGAIN;
+	struct pollfd pf = { w->c->fd, POLLIN, 0 };
+
+	for (int reads = 0;;) {
+		void *r = NULL;
+		if (redisGetReplyFromReader(w->c, &r) != REDIS_OK)
+			return st == PX_OK ? st : PX_ECONNECT;
+		if (r) {
+			if (switch_of(r, name, to))
+				st = PX_OK;
+			freeReplyObject(r);
+			continue;
+		}
+		if (reads++ == WATCH_READS_MAX || poll(&pf, 1, 0) <= 0)
+			return st;
+		if (redisBufferRead(w->c) != REDIS_OK)
+			return st == PX_OK ? st : PX_ECONNECT; /* the next read says it */
+	}
+}
+
+int px_sentinel_watch_fd(const struct px_sentinel_watch *w)
+{
+	return w->c->fd;
+}
+
+const struct px_hostport *px_sentinel_watch_at(const struct px_sentinel_watch *w)
+{
+	return &w->at;
 }

@@ -6,7 +6,9 @@
  * PORT 26379 by default; HOST may be [an:ipv6:address]); NAME is the
  * master's name in the sentinels' configuration (sentinel monitor NAME).
  * The sentinels are asked SENTINEL get-master-addr-by-name NAME; kvstore.c
- * then connects to that address and checks ROLE. rediss-sentinel://...
+ * then connects to that address and checks ROLE, and keeps a watch on
+ * one sentinel's +switch-master announcements to follow a failover as soon
+ * as it is made. rediss-sentinel://...
  * does all of it over TLS (tls.h): the sentinels and the master.
  */
 #ifndef SEAMFS_SENTINEL_H
@@ -67,5 +69,33 @@ enum px_status px_sentinel_parse(const char *url, struct px_sentinels *out, char
 enum px_status px_sentinel_ask(const struct px_sentinels *s, const char *password,
 			       struct px_tls *tls, int *next, int64_t timeout_ms,
 			       struct px_hostport *master, char *err, size_t errlen) PX_WUR;
+
+/*
+ * A subscription to the +switch-master announcements of the sentinel at
+ * at (the design block of sentinel.c). The connect and the SUBSCRIBE's
+ * answer are bounded by timeout_ms each, over TLS when tls is not NULL;
+ * password (NULL: none) is sent when the sentinel wants one. PX_OK with
+ * *out, to free with px_sentinel_watch_free; else err says why.
+ * Blocking; the caller holds whatever lock guards the watch.
+ */
+struct px_sentinel_watch;
+enum px_status px_sentinel_watch_open(const struct px_hostport *at, const char *password,
+				      struct px_tls *tls, int64_t timeout_ms,
+				      struct px_sentinel_watch **out, char *err, size_t errlen) PX_WUR;
+void px_sentinel_watch_free(struct px_sentinel_watch *w);
+
+/*
+ * Takes what the sentinel sent, without waiting. PX_OK with *to when an
+ * announcement that the master named name moved was among it (the last
+ * one), PX_EAGAIN when none was, PX_ECONNECT when the connection is gone
+ * (free the watch).
+ */
+enum px_status px_sentinel_watch_read(struct px_sentinel_watch *w, const char *name,
+				      struct px_hostport *to) PX_WUR;
+
+/* The watch's socket, readable when something came (to poll, not to read
+ * or close), and the sentinel it is on. */
+int px_sentinel_watch_fd(const struct px_sentinel_watch *w);
+const struct px_hostport *px_sentinel_watch_at(const struct px_sentinel_watch *w);
 
 #endif

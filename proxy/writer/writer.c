@@ -686,7 +686,9 @@ static enum px_status store_save(struct wr *w)
  * back; no takeover can happen meanwhile). 250 ms, then the store's own
  * backoff: readers wait for what it lists, so it tries again as soon as
  * a failover can have ended (a 2 s step cost readers 1.4 s more across
- * one). PX_ECANCELED when the daemon that started us is gone. */
+ * one), and behind Sentinel at once when the sentinels announce the new
+ * master (px_store_wait: the retries alone found it up to 0.5 s after).
+ * PX_ECANCELED when the daemon that started us is gone. */
 static enum px_status store_wait(struct wr *w, enum px_status why, int *tries)
 {
 	int64_t d = *tries ? PX_STORE_BACKOFF_MAX_MS : 250;
@@ -697,8 +699,7 @@ static enum px_status store_wait(struct wr *w, enum px_status why, int *tries)
 		snprintf(w->err, w->errlen, "the daemon that started this writer is gone");
 		return PX_ECANCELED;
 	}
-	struct timespec ts = { d / 1000, (d % 1000) * 1000000 };
-	nanosleep(&ts, NULL);
+	px_store_wait(w->a->store, d);
 	return PX_OK;
 }
 

@@ -188,7 +188,10 @@ def test_master_killed_hosts_follow_failover(sentinels, seamfs, data, nginx, tmp
     single full run of the writer makes), both hosts name the promoted
     replica as their master soon after the sentinels switch, the status
     and seamfs ctl hosts name the failover, and no generation has two
-    owners. Then the new master dies too (no replica left): degraded mode,
+    owners. Each host reads a sentinel's +switch-master announcements
+    (status: `watching`) and heard the switch there (`announcements`),
+    which moves it to the new master at once rather than at its next
+    retry; so does A's writer (its store's lines are in A's log). Then the new master dies too (no replica left): degraded mode,
     in which plain reads go on."""
     master, replica, sents = sentinels
     url = sentinel_url(sents)
@@ -206,6 +209,8 @@ def test_master_killed_hosts_follow_failover(sentinels, seamfs, data, nginx, tmp
         assert st['master'] == master.addr and st['sentinel_master'] == NAME, st
         assert st['replicas'] == 1 and st['failovers'] == 0 and st['last_failover'] is None
         assert st['url'] == url
+        assert st['watching'] in {f'127.0.0.1:{x.port}' for x in sents}, st
+        assert st['announcements'] == 0, st
     job = work / 'clip-ts'
     plan = json.loads((job / 'plan.json').read_text())
     ta, boxa = start_reader(a.path('clip.ts'))       # A's reader starts A's writer
@@ -256,6 +261,11 @@ def test_master_killed_hosts_follow_failover(sentinels, seamfs, data, nginx, tmp
         fo = st['last_failover']
         assert fo['from'] == master.addr and fo['to'] == replica.addr, fo
         assert 'a failover' in m.log()
+        # heard from the sentinels (whether that or a retry reached the new
+        # master first is a race of a few ms: not asserted)
+        assert st['announcements'] >= 1 and isinstance(fo['announced'], bool), st
+        assert st['watching'] in {f'127.0.0.1:{x.port}' for x in sents}, st
+    assert a.log().count("'s announcements of a failover") >= 2, 'A and its writer watching'
     r = seamfs.run(['ctl', '--socket', sock, 'hosts'])
     assert r.returncode == 0, r.stderr
     assert f'master {replica.addr}' in r.stdout, r.stdout

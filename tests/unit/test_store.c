@@ -5,9 +5,13 @@
  * starts on 127.0.0.1 on a port of its own (no persistence) and stops by
  * its PID. Two struct px_store on one Redis play two hosts. And the
  * placement of transcode writers (place.c) on hosts whose load the test
- * writes as their heartbeats would.
+ * writes as their heartbeats would. A fake sentinel (a thread on a
+ * loopback socket) announces failovers between two real Redis.
  */
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -843,6 +847,211 @@ static void test_sentinel_store(void **state)
 	px_store_free(plain);
 }
 
+/* ---- a fake sentinel: names a master, and announces a switch on demand */
+
+struct fake_sentinel {
+	int lfd, port;
+	int master_port;          /* what get-master-addr-by-name answers */
+	int sub_fd;               /* the subscriber, -1: none */
+	int fds[8];
+	pthread_mutex_t lock;
+	pthread_t th;
+	atomic_int stop;
+};
+
+static void fake_answer(struct fake_sentinel *f, int fd, const char *in)
+{
+	char out[128];
+	pthread_mutex_lock(&f->lock);
+	if (strstr(in, "get-master-addr-by-name")) {
+		char port[16];
+		snprintf(port, sizeof(port), "%d", f->master_port);
+		snprintf(out, sizeof(out), "*2\r\n$9\r\n127.0.0.1\r\n$%zu\r\n%s\r\n", strlen(port),
+			 port);
+	} else if (strstr(in, "SUBSCRIBE")) {
+		snprintf(out, sizeof(out), "*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:1\r\n");
+		f->sub_fd = fd;
+	} else {
+		snprintf(out, sizeof(out), "-ERR not this fake's\r\n");
+	}
+	pthread_mutex_unlock(&f->lock);
+	(void)!write(fd, out, strlen(out));
+}
+
+static void *fake_main(void *arg)
+{
+	struct fake_sentinel *f = arg;
+	while (!atomic_load(&f->stop)) {
+		struct pollfd pf[9] = { { f->lfd, POLLIN, 0 } };
+		for (int i = 0; i < 8; i++)
+			pf[i + 1] = (struct pollfd){ f->fds[i], POLLIN, 0 };
+		if (poll(pf, 9, 50) <= 0)
+			continue;
+		if (pf[0].revents) {
+			int c = accept(f->lfd, NULL, NULL);
+			for (int i = 0; c >= 0 && i < 8; i++)
+				if (f->fds[i] < 0) {
+					f->fds[i] = c;
+					c = -1;
+				}
+			if (c >= 0)
+				close(c);
+		}
+		for (int i = 0; i < 8; i++) {
+			char in[512];
+			ssize_t n;
+			if (f->fds[i] < 0 || !pf[i + 1].revents)
+				continue;
+			if ((n = read(f->fds[i], in, sizeof(in) - 1)) > 0) {
+				in[n] = '\0';
+				fake_answer(f, f->fds[i], in);
+				continue;
+			}
+			pthread_mutex_lock(&f->lock);
+			if (f->sub_fd == f->fds[i])
+				f->sub_fd = -1;
+			pthread_mutex_unlock(&f->lock);
+			close(f->fds[i]);
+			f->fds[i] = -1;
+		}
+	}
+	return NULL;
+}
+
+static void fake_start(struct fake_sentinel *f, int master_port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	memset(f, 0, sizeof(*f));
+	f->master_port = master_port;
+	f->sub_fd = -1;
+	for (int i = 0; i < 8; i++)
+		f->fds[i] = -1;
+	pthread_mutex_init(&f->lock, NULL);
+	f->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(f->lfd >= 0);
+	assert_int_equal(bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(f->lfd, 8), 0);
+	assert_int_equal(getsockname(f->lfd, (struct sockaddr *)&sa, &len), 0);
+	f->port = ntohs(sa.sin_port);
+	assert_int_equal(pthread_create(&f->th, NULL, fake_main, f), 0);
+}
+
+static void fake_stop(struct fake_sentinel *f)
+{
+	atomic_store(&f->stop, 1);
+	pthread_join(f->th, NULL);
+	for (int i = 0; i < 8; i++)
+		if (f->fds[i] >= 0)
+			close(f->fds[i]);
+	close(f->lfd);
+	pthread_mutex_destroy(&f->lock);
+}
+
+/* What a sentinel publishes when it switches: "seam 127.0.0.1 FROM 127.0.0.1 TO". */
+static void fake_announce(struct fake_sentinel *f, int from, int to)
+{
+	char msg[96], out[160];
+	snprintf(msg, sizeof(msg), "seam 127.0.0.1 %d 127.0.0.1 %d", from, to);
+	snprintf(out, sizeof(out), "*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n$%zu\r\n%s\r\n",
+		 strlen(msg), msg);
+	pthread_mutex_lock(&f->lock);
+	assert_true(f->sub_fd >= 0);
+	assert_int_equal(write(f->sub_fd, out, strlen(out)), (ssize_t)strlen(out));
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* The sentinels' +switch-master announcement moves the store at once: a
+ * connected store to the announced master at its next call (without it,
+ * ROLE there still says master and it would stay); a store retrying a
+ * dead master to the announced one without waiting for its backoff, and
+ * there although the sentinel it asks still names the dead one (only the
+ * announcement says where); px_store_wait wakes on the announcement and
+ * sleeps its time without one; a watch whose sentinel went away is made
+ * again. Two real Redis play the old and the new master. */
+static void test_sentinel_announcement(void **state)
+{
+	struct fake_sentinel f;
+	struct px_store *s = NULL;
+	struct px_store_state ss;
+	char url[96], err[512], want[64];
+	const char *ping[] = { "PING" };
+	(void)state;
+	int a_port = g_port;
+	pid_t a_pid = g_redis;
+	assert_int_equal(redis_start(0), 0); /* b: a second Redis */
+	int b_port = g_port;
+	pid_t b_pid = g_redis;
+	g_redis = a_pid;
+	g_port = a_port;
+	snprintf(g_url, sizeof(g_url), "redis://127.0.0.1:%d", a_port);
+
+	fake_start(&f, a_port);
+	snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d/seam", f.port);
+	assert_int_equal(px_store_new(url, NULL, "unit", &s, err, sizeof(err)), PX_OK);
+	assert_int_equal(px_store_connect(s, err, sizeof(err)), PX_OK);
+	px_store_state(s, &ss);
+	snprintf(want, sizeof(want), "127.0.0.1:%d", f.port);
+	assert_string_equal(ss.watching, want);
+	assert_int_equal(ss.announced, 0);
+
+	/* connected: the announcement moves the next call to b */
+	fake_announce(&f, a_port, b_port);
+	assert_int_equal(px_store_call(s, 1, ping, NULL, NULL), PX_OK);
+	px_store_state(s, &ss);
+	snprintf(want, sizeof(want), "127.0.0.1:%d", b_port);
+	assert_string_equal(ss.master, want);
+	assert_int_equal(ss.failovers, 1);
+	assert_true(ss.failover_announced);
+	assert_int_equal(ss.announced, 1);
+
+	/* without an announcement px_store_wait sleeps its time */
+	int64_t t0 = px_now_ms();
+	px_store_wait(s, 300);
+	assert_true(px_now_ms() - t0 >= 250);
+
+	/* b dies; the sentinel it asks still names b: calls fail, at once */
+	kill(b_pid, SIGKILL);
+	waitpid(b_pid, NULL, 0);
+	pthread_mutex_lock(&f.lock);
+	f.master_port = b_port;
+	pthread_mutex_unlock(&f.lock);
+	assert_int_not_equal(px_store_call(s, 1, ping, NULL, NULL), PX_OK);
+	assert_int_equal(px_store_call(s, 1, ping, NULL, NULL), PX_ECONNECT);
+	/* the announcement of a: the wait ends, and the next call is there */
+	fake_announce(&f, b_port, a_port);
+	t0 = px_now_ms();
+	px_store_wait(s, 10000);
+	assert_true(px_now_ms() - t0 < 5000);
+	assert_int_equal(px_store_call(s, 1, ping, NULL, NULL), PX_OK);
+	px_store_state(s, &ss);
+	snprintf(want, sizeof(want), "127.0.0.1:%d", a_port);
+	assert_string_equal(ss.master, want);
+	assert_int_equal(ss.failovers, 2);
+	assert_true(ss.failover_announced);
+	assert_int_equal(ss.announced, 2);
+
+	/* the watch's connection goes: a call notices, the next makes it again */
+	pthread_mutex_lock(&f.lock);
+	f.master_port = a_port;
+	shutdown(f.sub_fd, SHUT_RDWR);
+	pthread_mutex_unlock(&f.lock);
+	for (int i = 0; i < 100; i++) {
+		assert_int_equal(px_store_call(s, 1, ping, NULL, NULL), PX_OK);
+		px_store_state(s, &ss);
+		if (!ss.watching[0])
+			break;
+		sleep_ms(20);
+	}
+	assert_string_equal(ss.watching, "");
+	assert_int_equal(px_store_call(s, 1, ping, NULL, NULL), PX_OK);
+	px_store_state(s, &ss);
+	snprintf(want, sizeof(want), "127.0.0.1:%d", f.port);
+	assert_string_equal(ss.watching, want);
+	px_store_free(s);
+	fake_stop(&f);
+}
+
 /* Nothing listens: connect fails at once with a message naming the store. */
 static void test_unreachable(void **state)
 {
@@ -878,6 +1087,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sentinel_store, sentinel_setup,
 						sentinel_teardown),
 		cmocka_unit_test(test_degraded),
+		cmocka_unit_test(test_sentinel_announcement),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
