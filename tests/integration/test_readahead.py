@@ -5,7 +5,6 @@ library scans cost no new transfers.  Bytes are always compared."""
 import hashlib
 import os
 import random
-import subprocess
 import threading
 import time
 
@@ -237,19 +236,24 @@ def paced_read(f, ref, rate, secs, block=128 * 1024):
 
 def socket_queues(port):
     """Bytes the kernel holds in the TCP connections to the origin at port
-    (ss): received and not yet read by the daemon, or accepted from the
-    origin and not yet received. The origin counts them as sent; they wait
-    there while a transfer is paused, up to the sockets' buffers, which the
-    kernel sizes (tcp_rmem: up to 32 MiB on some hosts), not seamfs."""
-    out = subprocess.run(['ss', '-tnH', 'state', 'established'], capture_output=True,
-                         text=True, check=True, timeout=10).stdout
+    (/proc/net/tcp): received and not yet read by the daemon, or accepted
+    from the origin and not yet received. The origin counts them as sent;
+    they wait there while a transfer is paused, up to the sockets' buffers,
+    which the kernel sizes (tcp_rmem: up to 32 MiB on some hosts), not
+    seamfs."""
     held = 0
-    for line in out.splitlines():
-        f = line.split()
-        if len(f) >= 4 and f[3].endswith(f':{port}'):
-            held += int(f[0])     # the daemon's end: received, unread
-        elif len(f) >= 4 and f[2].endswith(f':{port}'):
-            held += int(f[1])     # the origin's end: sent, not yet received
+    with open('/proc/net/tcp') as f:
+        next(f)
+        for line in f:
+            fld = line.split()
+            local, remote, state = fld[1], fld[2], fld[3]
+            tx, rx = (int(x, 16) for x in fld[4].split(':'))
+            if state != '01':     # established
+                continue
+            if int(remote.split(':')[1], 16) == port:
+                held += rx        # the daemon's end: received, unread
+            elif int(local.split(':')[1], 16) == port:
+                held += tx        # the origin's end: sent, not yet received
     return held
 
 
@@ -272,7 +276,7 @@ def test_readahead_follows_the_readers_pace(seamfs, data, origin):
     its consumption, 5 s at its pace and the kernel's read-ahead, not the
     16-32 MiB the fill limit alone grows to (readahead_seconds=0, the same
     reader, in turn). What the origin sent is counted less what the
-    kernel's socket buffers hold of it when the reader stops (ss). The
+    kernel's socket buffers hold of it when the reader stops. The
     bytes are checked, and the whole file's SHA-256 once the paced part is
     done."""
     name = 'big.bin'
