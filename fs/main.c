@@ -103,6 +103,7 @@ static const struct fuse_opt opt_table[] = {
 	FUSE_OPT_KEY("log_level=%s", KEY_CORE),
 	FUSE_OPT_KEY("log_file=%s", KEY_CORE),
 	FUSE_OPT_KEY("readahead_budget=%s", KEY_CORE),
+	FUSE_OPT_KEY("readahead_seconds=%s", KEY_CORE),
 	FUSE_OPT_KEY("head_size=%s", KEY_CORE),
 	FUSE_OPT_KEY("tail_size=%s", KEY_CORE),
 	FUSE_OPT_KEY("cache_size=%s", KEY_CORE),

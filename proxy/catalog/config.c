@@ -28,6 +28,7 @@ const struct px_config_option px_config_options[] = {
 	{ "log_level", "LEVEL", "error, warn, info or debug (default info)" },
 	{ "log_file", "PATH", "append the log to PATH, reopened on SIGHUP; without -f the log goes there only (default: stderr with -f, else syslog)" },
 	{ "readahead_budget", "SIZE", "memory read-ahead windows and cached heads/tails share (default 256M)" },
+	{ "readahead_seconds", "SECONDS", "a stream reads at most this many seconds of its reader's pace ahead of the reader (at least 2M); 0: the window alone bounds it (default 60)" },
 	{ "head_size", "SIZE", "bytes at the start of each file kept in the shared cache (default 2M)" },
 	{ "tail_size", "SIZE", "bytes at the end of each file kept in the shared cache (default 1M)" },
 	{ "cache_size", "SIZE", "of that, what cached heads and tails may hold (default 64M)" },
@@ -74,6 +75,7 @@ void px_config_init(struct px_config *cfg)
 	cfg->retries = 3;
 	cfg->log_level = PX_LOG_INFO;
 	cfg->readahead_budget = 256LL << 20;
+	cfg->readahead_seconds = 60;
 	cfg->head_size = 2LL << 20;
 	cfg->tail_size = 1LL << 20;
 	cfg->cache_size = 64LL << 20;
@@ -271,6 +273,20 @@ static enum px_status set_writer_speed(struct px_config *cfg, const char *name,
 	return PX_OK;
 }
 
+static enum px_status set_readahead_seconds(struct px_config *cfg, const char *name,
+					    const char *value, const char **want, char *err,
+					    size_t errlen)
+{
+	(void)name, (void)err, (void)errlen;
+	/* under 5 s the reader's pace is measured over too short a time to
+	 * tell it from the kernel's read-ahead of a megabyte at a time */
+	if (strcmp(value, "0") == 0)
+		cfg->readahead_seconds = 0;
+	else if (parse_int(value, 5, 3600, &cfg->readahead_seconds))
+		*want = "0 (off) or a whole number of seconds from 5 to 3600";
+	return PX_OK;
+}
+
 static enum px_status set_strm_paths(struct px_config *cfg, const char *name,
 				     const char *value, const char **want, char *err,
 				     size_t errlen)
@@ -369,6 +385,7 @@ static const struct setter setters[] = {
 	{ "log_level", OTHER, 0, 0, 0, NULL, set_log_level },
 	{ "readahead_budget", SIZE, CFG(readahead_budget), 4LL << 20, 64LL << 30,
 	  "a size from 4M to 64G (bytes, or with K, M or G)", NULL },
+	{ "readahead_seconds", OTHER, 0, 0, 0, NULL, set_readahead_seconds },
 	{ "head_size", SIZE, CFG(head_size), 0, 256LL << 20,
 	  "a size from 0 to 256M (bytes, or with K, M or G)", NULL },
 	{ "tail_size", SIZE, CFG(tail_size), 0, 256LL << 20,

@@ -34,6 +34,8 @@ struct px_config {
 	enum px_log_level log_level;
 	char *log_file;             /* owned; NULL: stderr (-f) or syslog */
 	int64_t readahead_budget;   /* bytes windows and cached heads/tails share, 256 MiB */
+	int readahead_seconds;      /* a stream runs at most this many seconds of its
+				     * reader's pace ahead of it (stream.c), 60; 0: off */
 	int64_t head_size;          /* cached head of every asset, 2 MiB */
 	int64_t tail_size;          /* cached tail of every asset, 1 MiB */
 	int64_t cache_size;         /* of the budget, at most this for heads/tails, 64 MiB */

@@ -8,6 +8,16 @@
  * the chunk) and a reader resumes it once RESUME_ROOM bytes are free again.
  * The fill limit starts small and doubles while the reader keeps
  * up, so a short sequential run does not fetch megabytes it never reads.
+ * It is also tied to the reader's pace (readahead_seconds): the transfer
+ * runs at most what the readers took in the last readahead_seconds past
+ * them (at least PACE_MIN), so a viewer of a small bitrate does not pull
+ * the whole window minutes ahead of its playback. The pace is measured by
+ * marks of how far the readers had got, one a tick by the core's clock,
+ * the first a tick after the start (a player's burst at open and the
+ * kernel's first read-ahead fall before it), over a span of at least
+ * readahead_seconds (so that the kernel's read-ahead, a megabyte at a time,
+ * counts for at most one step). A reader waiting for bytes always lets the
+ * transfer run up to them (room()): the pace never starves a reader.
  *
  * The window keeps KEEP_BEHIND bytes behind the reader: the kernel's
  * read-ahead sends reads slightly out of order, and cutover will need the
@@ -94,6 +104,9 @@
 #define MAX_PARTS 32            /* parts ahead of the window's end */
 #define PART_MIN (256LL << 10)
 #define PART_MAX (4LL << 20)
+#define PACE_MIN FILL_START     /* the least the pace lets the transfer run ahead */
+#define PACE_MARKS 9            /* marks of the reader's pace; a tick apart... */
+#define PACE_TICK_MS 1000       /* ...at least this, and an eighth of readahead_seconds */
 
 /* ...or, when the kernel reads further ahead, as far as its read-ahead
  * reaches: a sync window and two async ones, and a read's worth */
@@ -149,6 +162,11 @@ struct px_stream {
 	int64_t want;           /* the furthest end a waiting reader needs */
 	int64_t wake_at;        /* the nearest, INT64_MAX when none waits */
 	int64_t fill;           /* the transfer may run this far past consumed */
+	int64_t paced;          /* and at most this far, by the reader's pace
+				 * (pace_note); INT64_MAX: not measured yet */
+	int64_t started;        /* by the core's clock (ms), for the pace */
+	int64_t mark_t[PACE_MARKS], mark_c[PACE_MARKS]; /* when, and consumed then */
+	int nmarks, mark0;      /* marks held; the oldest */
 	int64_t pins[MAX_PINS]; /* windows offsets replies are being sent from, -1: free */
 	int npins;
 
@@ -297,13 +315,58 @@ static void reclaim(struct px_stream *st)
 		st->rstart = keep < st->rend ? keep : st->rend;
 }
 
-/* How many more bytes the transfer may add now: up to the fill limit past
- * the readers, within the ring. While a reader waits for bytes beyond the
- * fill limit, whatever fits in the ring: a chunk does not end where the
+/* How far past the readers the transfer may run: the fill limit, within
+ * what the readers' pace allows. Lock held. */
+static int64_t lead(const struct px_stream *st)
+{
+	return st->fill < st->paced ? st->fill : st->paced;
+}
+
+/*
+ * After a read: marks how far the readers have got, a tick after the last
+ * mark (the first a tick after the start), and sets what their pace lets
+ * the transfer run ahead of them: what they took since the oldest mark,
+ * scaled down to readahead_seconds once the marks span more, and never
+ * less than PACE_MIN or two of the kernel's read-ahead (its next read must
+ * not wait). Lock held.
+ */
+static void pace_note(struct px_stream *st)
+{
+	struct px_core *core = st->core;
+	int64_t win = core->cfg->readahead_seconds * 1000LL;
+	if (!win)
+		return;
+	int64_t now = core->now();
+	int64_t tick = win / (PACE_MARKS - 1) > PACE_TICK_MS ? win / (PACE_MARKS - 1)
+							      : PACE_TICK_MS;
+	int64_t last = st->nmarks ? st->mark_t[(st->mark0 + st->nmarks - 1) % PACE_MARKS]
+				  : st->started;
+	if (now - last >= tick) {
+		int at = (st->mark0 + st->nmarks) % PACE_MARKS;
+		if (st->nmarks == PACE_MARKS)
+			st->mark0 = (st->mark0 + 1) % PACE_MARKS;
+		else
+			st->nmarks++;
+		st->mark_t[at] = now;
+		st->mark_c[at] = st->consumed;
+	}
+	if (!st->nmarks)
+		return;
+	int64_t span = now - st->mark_t[st->mark0], took = st->consumed - st->mark_c[st->mark0];
+	int64_t ahead = span > win ? (int64_t)((double)took * (double)win / (double)span) : took;
+	int64_t least = 2 * atomic_load(&core->reads->kernel_ra);
+	if (least < PACE_MIN)
+		least = PACE_MIN;
+	st->paced = ahead > least ? ahead : least;
+}
+
+/* How many more bytes the transfer may add now: up to the lead past the
+ * readers, within the ring. While a reader waits for bytes beyond the
+ * lead, whatever fits in the ring: a chunk does not end where the
  * reader's bytes end, and it cannot be split. */
 static int64_t room(struct px_stream *st)
 {
-	int64_t by_fill = st->consumed + st->fill - st->rend;
+	int64_t by_fill = st->consumed + lead(st) - st->rend;
 	int64_t by_cap = st->cap - (st->rend - st->rstart);
 	if (st->want > st->rend)
 		return by_cap;
@@ -729,7 +792,7 @@ static int par_pick(struct px_stream *st, int starving)
 		e = st->size;
 	reclaim(st);
 	if (st->nrun >= target || st->next_off >= st->size || st->nparts == MAX_PARTS ||
-	    e - st->rstart > st->cap || (!starving && st->next_off >= st->consumed + st->fill))
+	    e - st->rstart > st->cap || (!starving && st->next_off >= st->consumed + lead(st)))
 		return -1;
 	struct part *n = &st->parts[st->nparts];
 	memset(n, 0, sizeof(*n));
@@ -873,6 +936,8 @@ enum px_status px_stream_start(struct px_core *core, struct px_session *sess, si
 	st->origin = st->rstart = st->rend = st->consumed = st->src_from = off;
 	st->wake_at = INT64_MAX;
 	st->fill = first_fill > 0 ? first_fill : FILL_START;
+	st->paced = INT64_MAX;
+	st->started = core->now();
 	if (st->fill > cap - KEEP_BEHIND)
 		st->fill = cap - KEEP_BEHIND;
 	st->refs = 1;
@@ -922,14 +987,16 @@ int px_stream_idle(struct px_stream *st, int unread)
 	return idle;
 }
 
-/* After a reader took bytes: grow the fill limit while the reader keeps up
- * and resume a paused transfer once RESUME_ROOM is free, or once a whole
- * chunk fits while a reader waits (less would only pause it again).
- * Lock held; returns the id to resume (0: none) for after unlocking. */
+/* After a reader took bytes: grow the fill limit while the reader keeps up,
+ * note its pace, and resume a paused transfer once RESUME_ROOM is free, or
+ * once a whole chunk fits while a reader waits (less would only pause it
+ * again). Lock held; returns the id to resume (0: none) for after
+ * unlocking. */
 static uint64_t after_read(struct px_stream *st, int64_t end)
 {
 	if (end > st->consumed)
 		st->consumed = end;
+	pace_note(st);
 	if (st->consumed - st->origin > st->fill && st->fill < st->cap - KEEP_BEHIND) {
 		st->fill *= 2;
 		if (st->fill > st->cap - KEEP_BEHIND)

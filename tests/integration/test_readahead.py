@@ -215,3 +215,120 @@ def test_large_kernel_readahead(seamfs, data, origin):
         drop()
     run_all([whole, whole, seeker])
     assert not errors, errors
+
+
+def paced_read(f, ref, rate, secs, block=128 * 1024):
+    """Reads f from its position at rate bytes a second for secs seconds,
+    checking every block against ref; returns the bytes read and the
+    seconds it took."""
+    t0 = time.monotonic()
+    got = 0
+    while got < rate * secs:
+        wait = t0 + got / rate - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        off = f.tell()
+        b = f.read(block)
+        assert b == ref[off:off + block], f'wrong bytes at {off}'
+        got += len(b)
+    return got, time.monotonic() - t0
+
+
+def socket_queues(port):
+    """Bytes the kernel holds in the TCP connections to the origin at port
+    (/proc/net/tcp): received and not yet read by the daemon, or accepted
+    from the origin and not yet received. The origin counts them as sent;
+    they wait there while a transfer is paused, up to the sockets' buffers,
+    which the kernel sizes (tcp_rmem: up to 32 MiB on some hosts), not
+    seamfs."""
+    held = 0
+    with open('/proc/net/tcp') as f:
+        next(f)
+        for line in f:
+            fld = line.split()
+            local, remote, state = fld[1], fld[2], fld[3]
+            tx, rx = (int(x, 16) for x in fld[4].split(':'))
+            if state != '01':     # established
+                continue
+            if int(remote.split(':')[1], 16) == port:
+                held += rx        # the daemon's end: received, unread
+            elif int(local.split(':')[1], 16) == port:
+                held += tx        # the origin's end: sent, not yet received
+    return held
+
+
+def settled_queues(port, secs=10):
+    """socket_queues once it has not changed for a second (a paused
+    transfer whose buffers are full), or after secs."""
+    last, since, end = None, time.monotonic(), time.monotonic() + secs
+    while time.monotonic() < end:
+        now = socket_queues(port)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= 1:
+            break
+        time.sleep(0.1)
+    return last
+
+
+def test_readahead_follows_the_readers_pace(seamfs, data, origin):
+    """A viewer at 1 MiB/s with readahead_seconds=5 pulls from the origin
+    its consumption, 5 s at its pace and the kernel's read-ahead, not the
+    16-32 MiB the fill limit alone grows to (readahead_seconds=0, the same
+    reader, in turn). What the origin sent is counted less what the
+    kernel's socket buffers hold of it when the reader stops. The
+    bytes are checked, and the whole file's SHA-256 once the paced part is
+    done."""
+    name = 'big.bin'
+    size = data[name].size
+    ref = data.bytes(name)
+    rate, secs = MIB, 16
+    taken = {}
+    for pace in (5, 0):
+        m = seamfs.mount(catalog(asset('big', 'big.bin', origin.url(name), size=size)),
+                         options=[f'readahead_seconds={pace}', 'max_streams=1'])
+        origin.clear()
+        h = hashlib.sha256()
+        with open(m.path('big.bin'), 'rb') as f:
+            read, took = paced_read(f, ref, rate, secs)
+            h.update(ref[:read])
+            held = settled_queues(origin.port)
+        # the stream's transfer ends with the handle: the origin logs it
+        log = origin.wait_log(lambda lg: len(streams(
+            [r for r in lg['requests'] if r['path'] == '/' + name], size)) == 1, timeout=10)
+        reqs = [r for r in log['requests'] if r['path'] == '/' + name and r['range'] != 'bytes=0-0']
+        sent = sum(r['bytes_sent'] for r in reqs)
+        taken[pace] = sent - held
+        with open(m.path('big.bin'), 'rb') as f:
+            f.seek(read)
+            h.update(f.read())
+        assert h.hexdigest() == data[name].sha256
+        m.unmount()
+        if pace:
+            # the head and tail (3 MiB), what was read, 5 s at the pace
+            # measured, the kernel's read-ahead (1 MiB) and one step more
+            # of the pace (1 MiB), and 1 MiB of slack
+            bound = 3 * MIB + read + 5 * read / took + 3 * MIB
+            assert taken[pace] <= bound, \
+                f'{sent} bytes sent, {held} of them in the sockets, for {read} read ' \
+                f'in {took:.1f} s: {[(r["range"], r["bytes_sent"]) for r in reqs]}'
+    assert taken[0] > taken[5] + 4 * MIB, f'paced {taken[5]}, not paced {taken[0]}'
+
+
+def test_scan_through_the_page_cache_starts_no_stream(seamfs, data, origin):
+    """A scanner reading the head and the tail through the page cache (the
+    kernel's read-ahead of them, sequential runs of each) is served by the
+    head/tail cache: no stream, whatever readahead_seconds says."""
+    name = 'big.bin'
+    size = data[name].size
+    ref = data.bytes(name)
+    m = seamfs.mount(catalog(asset('big', 'big.bin', origin.url(name), size=size)),
+                     options=['readahead_seconds=5'])
+    origin.clear()
+    with open(m.path('big.bin'), 'rb') as f:
+        assert f.read(MIB) == ref[:MIB]
+        f.seek(size - 512 * 1024)
+        assert f.read() == ref[size - 512 * 1024:]
+    reqs = file_requests(origin, name)
+    assert not streams(reqs, size), f'a stream started: {[r["range"] for r in reqs]}'
+    assert len(reqs) <= 2, f'requests: {[r["range"] for r in reqs]}'

@@ -752,6 +752,9 @@ static void test_err_bad_setting_value(void **state)
 		     FILE_NAME ":3:4: settings.read_timeout:", "bad value");
 	expect_error("{\"assets\": [],\n \"settings\": {\n   \"retries\": 99}}",
 		     FILE_NAME ":3:4: settings.retries:", "bad value");
+	expect_error("{\"assets\": [],\n \"settings\": {\n   \"readahead_seconds\": 3}}",
+		     FILE_NAME ":3:4: settings.readahead_seconds:",
+		     "bad value '3' (expected 0 (off) or a whole number of seconds from 5 to 3600)");
 	expect_error("{\"assets\": [],\n \"settings\": {\n   \"read_timeout\": true}}",
 		     FILE_NAME ":3:4: settings.read_timeout:", "needs a value");
 	expect_error("{\"assets\": [],\n \"settings\": {\n   \"retries\": null}}",

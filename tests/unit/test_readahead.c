@@ -111,7 +111,8 @@ static int64_t now_ms(void)
  * and a 2 MiB head and 1 MiB tail; change r->cfg before ra_start().
  * rig_free() also checks that every window went back to the budget.
  */
-static struct rig *asset_rig(int nassets, int64_t size, int threaded, size_t chunk, int two)
+static struct rig *asset_rig_clock(int nassets, int64_t size, int threaded, size_t chunk,
+				   int two, int64_t (*clock)(void))
 {
 	char text[4096];
 	size_t n = 0;
@@ -136,7 +137,7 @@ static struct rig *asset_rig(int nassets, int64_t size, int threaded, size_t chu
 	struct rig_opts o = {
 		.catalog = text, .size = size, .threaded = threaded, .chunk = chunk,
 		.data_for = url_data, .fallback = g_data, .stream_min = STREAM_MIN,
-		.check_budget = 1,
+		.clock = clock, .check_budget = 1,
 	};
 	struct rig *r = rig_new(&o);
 	r->cfg.read_timeout_ms = 10000;
@@ -152,6 +153,12 @@ static struct rig *asset_rig(int nassets, int64_t size, int threaded, size_t chu
 	r->cfg.max_streams = 1;
 	r->cfg.stall_timeout_ms = 3600 * 1000;
 	return r;
+}
+
+/* The same, on the real clock. */
+static struct rig *asset_rig(int nassets, int64_t size, int threaded, size_t chunk, int two)
+{
+	return asset_rig_clock(nassets, size, threaded, chunk, two, NULL);
 }
 
 /* Makes the core (no probe: sizes are in the catalog); the fake samples
@@ -1138,6 +1145,145 @@ static void test_head_tail_cache(void **state)
 	rig_free(r);
 }
 
+/* ------------------------------------------------ 5b. the reader's pace */
+
+/* How far the stream's transfer (request si) has got, once it has paused:
+ * at the lead past the reader (or RESUME_ROOM short of it). */
+static int64_t paused_at(struct rig *r, int si)
+{
+	assert_true(fake_wait(&r->fake, req_paused, si, 5000));
+	struct fake_req q = fake_req(&r->fake, si);
+	return q.offset + q.bytes;
+}
+
+/* Reads n blocks of len from *off on, the core's clock moving ms before
+ * each: a reader at len bytes every ms. */
+static void paced_reads(struct rig *r, struct px_handle *s, int64_t *off, int n, size_t len,
+			int64_t ms)
+{
+	for (int i = 0; i < n; i++, *off += (int64_t)len) {
+		rig_advance(ms);
+		read_check(r, s, 0, 0, *off, len);
+	}
+}
+
+/*
+ * readahead_seconds ties the stream to its reader's pace (the core's clock,
+ * moved by the test): a reader of 128 KiB a second keeps the transfer at
+ * most PACE_MIN (2 MiB) ahead of it, where the fill limit alone would have
+ * grown to 8 MiB; at 1 MiB a second, readahead_seconds=5 lets it run about
+ * 5 MiB ahead. A read beyond the paced lead (the kernel's read-ahead
+ * jumping on) still gets its bytes: the pace never starves a reader. With
+ * readahead_seconds=0 the fill limit alone bounds it, as before.
+ */
+static void pace(int seconds)
+{
+	struct rig *r = asset_rig_clock(1, DATA_SIZE, 1, 64 * 1024, 0, rig_clock);
+	r->cfg.readahead_seconds = seconds;
+	ra_start(r);
+	struct px_handle *s = rig_open(r, 0, 42);
+	int si = read_until_paused(r, s);
+	int64_t off = 3 * MiB, chunk = 64 * KiB;
+
+	/* 40 s at 128 KiB/s: the fill limit doubles to 8 MiB (6 MiB read
+	 * from the stream's start), the pace keeps it at 2 MiB */
+	paced_reads(r, s, &off, 40, (size_t)BLOCK, 1000);
+	int64_t at = paused_at(r, si);
+	if (seconds) {
+		assert_true(at <= off + 2 * MiB);
+		assert_true(at >= off + 2 * MiB - MiB - chunk);
+	} else {
+		assert_true(at >= off + 8 * MiB - MiB - chunk);
+	}
+
+	/* 12 s at 1 MiB/s: what the reader took in the last 5 s, 5 MiB, and
+	 * a read more when a mark fell while a read waited for its bytes
+	 * (then taken with the bytes before it): 5/8 MiB */
+	paced_reads(r, s, &off, 12, (size_t)MiB, 1000);
+	at = paused_at(r, si);
+	if (seconds) {
+		assert_true(at <= off + 6 * MiB);
+		assert_true(at >= off + 4 * MiB - MiB - chunk);
+	}
+
+	/* the reader slows down to 64 KiB/s; after 20 s the pace lets the
+	 * transfer run 2 MiB ahead again, and a read 3 MiB ahead of the
+	 * reader, past that, gets its bytes */
+	paced_reads(r, s, &off, 20, (size_t)(64 * KiB), 1000);
+	at = paused_at(r, si);
+	if (seconds)
+		assert_true(at <= off + 6 * MiB); /* nothing new... */
+	paced_reads(r, s, &off, 60, (size_t)(64 * KiB), 1000);
+	at = paused_at(r, si);
+	if (seconds) {
+		assert_true(at <= off + 2 * MiB); /* ...until it is 2 MiB ahead */
+		read_check(r, s, 0, 0, at + MiB, (size_t)BLOCK);
+	} else {
+		assert_true(at >= off + 8 * MiB);
+	}
+
+	struct summary m = summarize(r);
+	assert_int_equal(m.streams, 1);
+	assert_int_equal(m.direct, 0);
+	assert_int_equal(rig_reads(r).n_stream_restarts, 0);
+	rig_free(r);
+}
+
+static void test_pace_bounds_readahead(void **state)
+{
+	pace(5);
+	pace(0);
+}
+
+/*
+ * A player's burst at open (10 MiB at once, the clock standing still) is
+ * not its pace: the fill limit grows with it, but once the reader slows to
+ * 64 KiB a second the transfer fetches nothing more until the reader is
+ * within the 2 MiB the pace allows of what it has (counted from the burst,
+ * the pace would let it run 8 MiB further).
+ */
+static void test_pace_ignores_burst_at_open(void **state)
+{
+	struct rig *r = asset_rig_clock(1, DATA_SIZE, 1, 64 * 1024, 0, rig_clock);
+	r->cfg.readahead_seconds = 5;
+	ra_start(r);
+	struct px_handle *s = rig_open(r, 0, 42);
+	int64_t off = 0;
+	paced_reads(r, s, &off, (int)(10 * MiB / BLOCK), (size_t)BLOCK, 0);
+	struct summary m = summarize(r);
+	assert_int_equal(m.streams, 1);
+	int si = m.stream_idx[0];
+	int64_t burst = paused_at(r, si);
+	/* the fill limit grew to 8 MiB with the 8 MiB read from the stream */
+	assert_true(burst >= off + 8 * MiB - MiB - 64 * KiB);
+	paced_reads(r, s, &off, 40, (size_t)(64 * KiB), 1000);
+	int64_t at = paused_at(r, si);
+	assert_true(at <= (burst > off + 2 * MiB ? burst : off + 2 * MiB));
+	rig_free(r);
+}
+
+/*
+ * A scan through the page cache reads the head and the tail in the
+ * kernel's read sizes, a sequential run of each: both come from the
+ * head/tail cache and start no stream, whatever the pace.
+ */
+static void test_scan_starts_no_stream(void **state)
+{
+	struct rig *r = asset_rig(1, DATA_SIZE, 1, 64 * 1024, 0);
+	ra_start(r);
+	struct px_handle *s = rig_open(r, 0, 42);
+	for (int64_t off = 0; off < 2 * MiB; off += BLOCK)
+		read_check(r, s, 0, 0, off, (size_t)BLOCK);
+	for (int64_t off = r->size - MiB; off < r->size; off += BLOCK)
+		read_check(r, s, 0, 0, off, (size_t)BLOCK);
+	rig_close(r, s);
+	struct summary m = summarize(r);
+	assert_int_equal(m.streams, 0);
+	assert_int_equal(m.direct, 0);
+	assert_int_equal(rig_reads(r).n_streams, 0);
+	rig_free(r);
+}
+
 /* ------------------------------------------------- 6. stream failures */
 
 /* Reads the asset from 0 to the end; the stream is request 3 (1 and 2 are
@@ -1574,6 +1720,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_head_and_tail_in_one_request, rig_teardown),
 		cmocka_unit_test_teardown(test_fill_held_for_first_reader, rig_teardown),
 		cmocka_unit_test_teardown(test_direct_read_zero_copy, rig_teardown),
+		cmocka_unit_test_teardown(test_pace_bounds_readahead, rig_teardown),
+		cmocka_unit_test_teardown(test_pace_ignores_burst_at_open, rig_teardown),
+		cmocka_unit_test_teardown(test_scan_starts_no_stream, rig_teardown),
 		cmocka_unit_test_teardown(test_stream_fails_once, rig_teardown),
 		cmocka_unit_test_teardown(test_stream_fails_persistently, rig_teardown),
 		cmocka_unit_test_teardown(test_stream_fails_until_deadline, rig_teardown),
