@@ -30,7 +30,9 @@
  * part would cost its scan a second round trip. 512 KiB costs that scan
  * the same requests as the whole 1 MiB of our mounts (bench/scan.py), and
  * a first read 1.2 ms less behind a 25 ms origin (docs/read-path.md). A
- * tail, which players read from its end, is asked for whole. Every reader
+ * file named as Matroska is asked for its whole head at once after such a
+ * read, and no tail (matroska_named). A tail, which players read from its
+ * end, is asked for whole. Every reader
  * (the first one included) waits only until the bytes it needs are in,
  * so the first 64 KiB of a file come as soon as the origin sends them,
  * not when the whole part has arrived. Once a waiter's bytes are in, the
@@ -42,7 +44,7 @@
  *
  * Head and tail in one request. A head's first part, for a reader through
  * the page cache (a scanner), asks for the tail too when its slot is empty
- * and not on disk: one transfer of two ranges, which origins answer as
+ * and not on disk, unless the file is named as Matroska: one transfer of two ranges, which origins answer as
  * multipart/byteranges (fetch.c, multipart.c), fills both slots (each
  * slot's peer is the other while it runs), so a first scan costs one
  * request. An answer of one range fills the head and empties the tail
@@ -62,6 +64,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cache.h"
 #include "reads_i.h"
@@ -135,12 +138,39 @@ static int slot_serves(const struct px_core *core, size_t asset, const struct ca
 #define FRESH_READ (128LL << 10)   /* ...and the kernel's read-ahead past a read this long, */
 #define FRESH_MARGIN (512LL << 10) /* at most this */
 
+/*
+ * Whether the asset is named as a Matroska or WebM file. A probe of one
+ * (ffprobe, a media server's scan) reads its header and first clusters, a
+ * few hundred KiB, which the kernel's read-ahead through the page cache
+ * turns into about 2 MiB (windows of 128 KiB, 256 KiB, 512 KiB, then the
+ * mount's 1 MiB), and reads nothing at the end: the Cues are read at a
+ * seek. So a scan of one is best served by its whole head in one request
+ * and no tail (bench/scan.py: its second request for the rest of the head,
+ * and its tail, were a third of a 200-file scan's requests and half its
+ * bytes). A name that lies costs a request, never a byte: a tail is still
+ * fetched when read.
+ */
+static int matroska_named(const struct px_core *core, size_t asset)
+{
+	static const char *const ext[] = { ".mkv", ".mka", ".mk3d", ".webm" };
+	const char *path = px_cat(core)->assets[asset].path;
+	size_t n = strlen(path);
+	for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++) {
+		size_t e = strlen(ext[i]);
+		if (n > e && strcasecmp(path + n - e, ext[i]) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 /* How far past its first reader's bytes a head's first part reaches. */
-static int64_t head_margin(const struct px_core *core, size_t len)
+static int64_t head_margin(const struct px_core *core, size_t asset, size_t len)
 {
 	int64_t ra = atomic_load(&core->reads->kernel_ra);
 	if ((int64_t)len < FRESH_READ)
 		return HEAD_FIRST;
+	if (matroska_named(core, asset))
+		return core->cfg->head_size; /* the whole head */
 	if (ra <= 0 || ra > FRESH_MARGIN)
 		ra = FRESH_MARGIN; /* unknown, or more than a scan reads */
 	return ra > HEAD_FIRST ? ra : HEAD_FIRST;
@@ -544,7 +574,7 @@ static enum px_status ask(struct cread *c, struct cache_slot *s)
 	if (c->which == 0 && first) {
 		/* a head's first part: its reader's bytes and a margin; the
 		 * rest only once a read goes past it (a player, not a scan) */
-		want = (c->need + head_margin(core, c->rq->len) + 65535) & ~65535LL;
+		want = (c->need + head_margin(core, c->asset, c->rq->len) + 65535) & ~65535LL;
 		if (want > c->slen)
 			want = c->slen;
 	}
@@ -573,7 +603,8 @@ static enum px_status ask(struct cread *c, struct cache_slot *s)
 	 * for a reader through the page cache (a scanner: FRESH_READ); not
 	 * for a small direct read, which a thousand files' 4 KiB must keep
 	 * cheap */
-	f->tail = c->which == 0 && first && (int64_t)c->rq->len >= FRESH_READ
+	f->tail = c->which == 0 && first && (int64_t)c->rq->len >= FRESH_READ &&
+		  !matroska_named(core, c->asset)
 		? pair_tail(core, c->sess, c->asset, s, c->source, c->start + want) : NULL;
 	struct part_ask pa = { s, f->tail, first, from, want, was_also };
 	return fill_submit(c, f, &pa);

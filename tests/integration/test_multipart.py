@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from conftest import KIB, MIB, Nginx, bounded, wait_until
+from conftest import KIB, MIB, Nginx, bounded, sha256_file, wait_until
 
 OPTS = ['liveness_interval=0']
 TAIL = 1 * MIB   # tail_size's default
@@ -100,6 +100,38 @@ def test_first_scan_is_one_request_per_file_on_nginx(seamfs, tmp_path):
         wait_until(lambda: reads(m)['scans'] >= len(files), 10, 'the scans counted')
         r = reads(m)
         assert r['scan_requests'] == r['scans'], r
+    finally:
+        n.stop()
+
+
+def test_matroska_scan_asks_the_whole_head_alone(seamfs, tmp_path):
+    """A file named as Matroska: a probe reads its header and first
+    clusters and not its end, and the kernel's read-ahead takes that to
+    about 2 MiB, so its first read asks for the whole head in one range,
+    with no tail (a .bin of the same bytes asks head part and tail); the
+    tail comes in a request of its own once something reads it."""
+    www = tmp_path / 'www'
+    files = make_files(www, 2)
+    mkv = www / 'movie.MKV'
+    files[0].rename(mkv)
+    files = [mkv, files[1]]
+    n = Nginx(www, tmp_path / 'nginx')
+    try:
+        n.start()
+        m = seamfs.mount(cat_for(n.url, files), options=OPTS)
+        scan(m, files)
+        wait_until(lambda: len(nginx_requests(n)) >= 3, 10, "nginx's log lines")
+        reqs = nginx_requests(n)
+        head = 2 * MIB   # head_size's default
+        size = mkv.stat().st_size
+        mine = [r for r in reqs if r[0] == '/' + mkv.name]
+        # the head whole, alone; then the tail, when the scan read it
+        assert [r[2] for r in mine] == [f'bytes=0-{head - 1}',
+                                        f'bytes={size - TAIL}-{size - 1}'], mine
+        other = [r for r in reqs if r[0] == '/' + files[1].name]
+        assert len(other) == 1 and ',' in other[0][2], other
+        assert bounded(lambda: sha256_file(m.path(mkv.name)), 60, 'whole read') == \
+            sha256_file(mkv)
     finally:
         n.stop()
 
