@@ -350,9 +350,15 @@ static void pace_note(struct px_stream *st)
 		st->mark_t[at] = now;
 		st->mark_c[at] = st->consumed;
 	}
-	if (!st->nmarks)
-		return;
-	int64_t span = now - st->mark_t[st->mark0], took = st->consumed - st->mark_c[st->mark0];
+	/* before the first mark, what they took since the start: a player's
+	 * burst at open lets the transfer run as far, and a reader that took
+	 * little (a frame grab: a group of pictures past the head, then it
+	 * leaves) does not earn megabytes it never reads */
+	int64_t span = 0, took = st->consumed - st->origin;
+	if (st->nmarks) {
+		span = now - st->mark_t[st->mark0];
+		took = st->consumed - st->mark_c[st->mark0];
+	}
 	int64_t ahead = span > win ? (int64_t)((double)took * (double)win / (double)span) : took;
 	int64_t least = 2 * atomic_load(&core->reads->kernel_ra);
 	if (least < PACE_MIN)

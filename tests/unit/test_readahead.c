@@ -1263,6 +1263,32 @@ static void test_pace_ignores_burst_at_open(void **state)
 }
 
 /*
+ * A frame grab (a thumbnailer's `ffmpeg -ss 8 -i FILE -frames:v 1`): the
+ * head, then 3 MiB past it at once, the group of pictures up to the
+ * frame, and it leaves. Before the pace's first mark the transfer may run
+ * only as far past the reader as it took since the stream started: on
+ * 7e9fc75 the fill limit alone, doubled by that run, let it reach 8 MiB
+ * past the reader (nginx logged 15.8 MB for one frame of a 60 MB MP4).
+ */
+static void test_frame_grab_earns_no_megabytes(void **state)
+{
+	struct rig *r = asset_rig_clock(1, DATA_SIZE, 1, 64 * 1024, 0, rig_clock);
+	r->cfg.readahead_seconds = 60;
+	ra_start(r);
+	struct px_handle *s = rig_open(r, 0, 42);
+	int64_t off = 0;
+	paced_reads(r, s, &off, (int)(5 * MiB / BLOCK), (size_t)BLOCK, 0);
+	struct summary m = summarize(r);
+	assert_int_equal(m.streams, 1);
+	int64_t at = paused_at(r, m.stream_idx[0]);
+	/* 3 MiB taken from the stream: that far ahead, and a chunk */
+	if (at > off + 3 * MiB + 64 * KiB)
+		fail_msg("the transfer ran to %lld, %lld past the reader at %lld", (long long)at,
+			 (long long)(at - off), (long long)off);
+	rig_free(r);
+}
+
+/*
  * A scan through the page cache reads the head and the tail in the
  * kernel's read sizes, a sequential run of each: both come from the
  * head/tail cache and start no stream, whatever the pace.
@@ -1722,6 +1748,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_direct_read_zero_copy, rig_teardown),
 		cmocka_unit_test_teardown(test_pace_bounds_readahead, rig_teardown),
 		cmocka_unit_test_teardown(test_pace_ignores_burst_at_open, rig_teardown),
+		cmocka_unit_test_teardown(test_frame_grab_earns_no_megabytes, rig_teardown),
 		cmocka_unit_test_teardown(test_scan_starts_no_stream, rig_teardown),
 		cmocka_unit_test_teardown(test_stream_fails_once, rig_teardown),
 		cmocka_unit_test_teardown(test_stream_fails_persistently, rig_teardown),
