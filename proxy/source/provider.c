@@ -608,10 +608,6 @@ static enum px_status wait_turn(struct px_core *core, struct xrec *x, struct slo
 			if (!px_prov_wait_until(core, slice < deadline ? slice : deadline)) {
 				p->n_busy++;
 				st = PX_EBUSY;
-				px_debug("provider", "provider %s: a %s transfer%s%s found no slot in "
-					 "its time (%d of %d held)", px_cat(core)->providers[x->prov].name,
-					 x->bg ? "background" : "reader's", x->sess ? " of " : "",
-					 x->sess ? x->sess->who : "", p->held, p->max);
 			}
 			yielded = 0;
 			slices++;
