@@ -829,6 +829,8 @@ static void watch_open(struct px_store *s)
 
 	for (int i = 0; i < s->sents.n; i++)
 		open += s->watch[i] != NULL;
+	/* made while connected only: a store that does not answer keeps
+	 * failing at once (degraded mode) and asks the sentinels anyway */
 	for (int i = 0; s->ctx && i < s->sents.n; i++) {
 		if (s->watch[i] || px_now_ms() < s->watch_at[i])
 			continue;
@@ -878,13 +880,16 @@ static void heard_switch(struct px_store *s, const struct px_hostport *to)
 static void heard_promotion(struct px_store *s, const struct px_hostport *from,
 			    const struct px_hostport *at)
 {
-	char addr[300], was[300] = "", by[300];
+	char addr[300], was[300] = "", heard[300] = "", by[300];
 
 	hostport_str(at, addr, sizeof(addr));
 	if (s->promoting.port)
 		hostport_str(&s->promoting, was, sizeof(was));
-	if (strcmp(addr, s->master) == 0 || strcmp(addr, was) == 0)
-		return; /* there already, or asking it */
+	if (s->heard.port)
+		hostport_str(&s->heard, heard, sizeof(heard));
+	if (strcmp(addr, s->master) == 0 || strcmp(addr, was) == 0 ||
+	    strcmp(addr, heard) == 0)
+		return; /* there already, going there, or asking it */
 	hostport_str(from, by, sizeof(by));
 	px_info("store", "%s: sentinel %s promotes %s to master of %s; connecting to it once its "
 		"ROLE says master", s->url, by, addr, s->sents.name);
