@@ -22,10 +22,14 @@
  * "master". Each drops the connection; the next connect asks the sentinels
  * again, and a master at another address is counted as a failover. A
  * fourth comes first where it can: the sentinels' own announcement of the
- * switch, read from a subscription (watch_check) at the start of a call;
- * that call then connects to the announced master, without asking and
- * without waiting for the backoff. Retrying every PX_STORE_BACKOFF_MAX_MS
- * alone reached the new master up to 0.5 s after the switch.
+ * switch, read from a subscription to each sentinel (watch_check) at the
+ * start of a call; that call then connects to the announced master,
+ * without asking and without waiting for the backoff. Retrying every
+ * PX_STORE_BACKOFF_MAX_MS alone reached the new master up to 0.5 s after
+ * the switch. Earlier still, the leader sentinel names the replica it
+ * promotes; its ROLE is asked (promotion_check) until it says master,
+ * and that replica is then connected to as an announced master, up to a
+ * second before the switch is announced.
  *
  * Over TLS (rediss://, rediss-sentinel://) the connection is made by
  * tls.c, which hands hiredis a socket of its pump thread
@@ -90,11 +94,14 @@ struct px_store {
 	_Atomic int64_t back_at;  /* monotonic ms it answered again, 0: never */
 	char failover_from[300], failover_to[300];
 	char master_try[300];     /* the address being connected to */
-	struct px_sentinel_watch *watch; /* +switch-master announcements; NULL: none */
-	int64_t watch_at;         /* monotonic ms: no new watch before */
-	int watch_warned;         /* a watch that could not be had was said */
+	struct px_sentinel_watch *watch[PX_SENTINELS_MAX]; /* sents.at[i]'s; NULL: none */
+	int64_t watch_at[PX_SENTINELS_MAX]; /* monotonic ms: no new watch before */
+	int watch_warned[PX_SENTINELS_MAX]; /* a watch that could not be had was said */
 	struct px_hostport heard; /* a master announced, to connect to next; port 0: none */
+	struct px_hostport promoting; /* the replica the leader promotes; port 0: none */
+	int64_t promote_next, promote_until; /* monotonic ms: its next ROLE, the last */
 	uint64_t announced;       /* announcements that our master moved */
+	char switched[300];       /* the last one's new master (every sentinel says it) */
 	int failover_announced;   /* the last failover was connected to as announced */
 };
 
@@ -404,7 +411,8 @@ void px_store_free(struct px_store *s)
 	if (s->ctx)
 		redisFree(s->ctx);
 	px_tls_conn_free(s->tconn);
-	px_sentinel_watch_free(s->watch);
+	for (int i = 0; i < s->sents.n; i++)
+		px_sentinel_watch_free(s->watch[i]);
 	px_tls_free(s->tls);
 	if (s->password) {
 		memset(s->password, 0, strlen(s->password));
@@ -810,58 +818,149 @@ static void wait_replica(struct px_store *s)
 			s->replicas);
 }
 
-/* Behind Sentinel: a watch on the sentinel asked first (none yet, or the
- * last one's connection gone; when one cannot be had, again after
- * PX_STORE_WATCH_RETRY_MS), then its announcements. One that our master
- * moved elsewhere ends the backoff and the connection to the old one: the
- * caller connects to the new one now. Under s->lock. */
-static void watch_check(struct px_store *s)
+/* Behind Sentinel, while the master answers: a watch on a sentinel that
+ * has none (one a call; one that cannot be had is tried again after
+ * PX_STORE_WATCH_RETRY_MS, or PX_STORE_WATCH_SPARE_MS while another
+ * sentinel is watched). Under s->lock. */
+static void watch_open(struct px_store *s)
 {
-	struct px_hostport to;
 	char why[400], addr[300];
+	int open = 0;
 
+	for (int i = 0; i < s->sents.n; i++)
+		open += s->watch[i] != NULL;
 	/* made while connected only: a store that does not answer keeps
 	 * failing at once (degraded mode) and asks the sentinels anyway */
-	if (!s->sents.n || (!s->watch && (!s->ctx || px_now_ms() < s->watch_at)))
-		return;
-	if (!s->watch) {
-		s->watch_at = px_now_ms() + PX_STORE_WATCH_RETRY_MS;
-		if (px_sentinel_watch_open(&s->sents.at[s->sent_next], s->password, s->tls,
-					   PX_SENTINEL_ASK_MS, &s->watch, why, sizeof(why)) != PX_OK) {
-			if (!s->watch_warned++)
-				px_warn("store", "%s: %s; a failover is followed by retries alone "
-					"(tried again every %d ms)", s->url, why,
-					PX_STORE_WATCH_RETRY_MS);
-			s->sent_next = (s->sent_next + 1) % s->sents.n;
+	for (int i = 0; s->ctx && i < s->sents.n; i++) {
+		if (s->watch[i] || px_now_ms() < s->watch_at[i])
+			continue;
+		s->watch_at[i] = px_now_ms() + (open ? PX_STORE_WATCH_SPARE_MS
+						      : PX_STORE_WATCH_RETRY_MS);
+		if (px_sentinel_watch_open(&s->sents.at[i], s->password, s->tls,
+					   PX_SENTINEL_ASK_MS, &s->watch[i], why,
+					   sizeof(why)) != PX_OK) {
+			if (!s->watch_warned[i]++)
+				px_warn("store", "%s: %s; its announcements of a failover are not "
+					"heard (tried again every %d ms)", s->url, why,
+					open ? PX_STORE_WATCH_SPARE_MS : PX_STORE_WATCH_RETRY_MS);
 			return;
 		}
-		s->watch_warned = 0;
-		hostport_str(px_sentinel_watch_at(s->watch), addr, sizeof(addr));
+		s->watch_warned[i] = 0;
+		hostport_str(&s->sents.at[i], addr, sizeof(addr));
 		px_info("store", "%s: following sentinel %s's announcements of a failover", s->url,
 			addr);
-	}
-	enum px_status st = px_sentinel_watch_read(s->watch, s->sents.name, &to);
-	if (st == PX_ECONNECT) {
-		hostport_str(px_sentinel_watch_at(s->watch), addr, sizeof(addr));
-		px_warn("store", "%s: sentinel %s no longer answers; watching another", s->url,
-			addr);
-		px_sentinel_watch_free(s->watch);
-		s->watch = NULL;
-		s->watch_at = 0;
-		s->sent_next = (s->sent_next + 1) % s->sents.n;
 		return;
 	}
-	if (st != PX_OK)
-		return;
-	s->announced++;
-	hostport_str(&to, addr, sizeof(addr));
-	if (strcmp(addr, s->master) == 0)
+}
+
+/* +switch-master: our master moved to to. That ends the backoff and the
+ * connection to the old one: the caller connects to the new one now. */
+static void heard_switch(struct px_store *s, const struct px_hostport *to)
+{
+	char addr[300], heard[300] = "";
+
+	hostport_str(to, addr, sizeof(addr));
+	if (strcmp(addr, s->switched) != 0)
+		s->announced++;
+	snprintf(s->switched, sizeof(s->switched), "%s", addr);
+	s->promoting.port = 0;
+	if (s->heard.port)
+		hostport_str(&s->heard, heard, sizeof(heard));
+	if (strcmp(addr, s->master) == 0 || strcmp(addr, heard) == 0)
 		return; /* followed already */
 	px_info("store", "%s: the sentinels announce %s as the master of %s; connecting to it",
 		s->url, addr, s->sents.name);
-	s->heard = to;
+	s->heard = *to;
 	s->retry_at = 0;
 	close_ctx(s);
+}
+
+/* The leader sentinel at from promotes the replica at: its ROLE is asked
+ * from the next call on, for PX_STORE_PROMOTE_MS at most. */
+static void heard_promotion(struct px_store *s, const struct px_hostport *from,
+			    const struct px_hostport *at)
+{
+	char addr[300], was[300] = "", heard[300] = "", by[300];
+
+	hostport_str(at, addr, sizeof(addr));
+	if (s->promoting.port)
+		hostport_str(&s->promoting, was, sizeof(was));
+	if (s->heard.port)
+		hostport_str(&s->heard, heard, sizeof(heard));
+	if (strcmp(addr, s->master) == 0 || strcmp(addr, was) == 0 ||
+	    strcmp(addr, heard) == 0)
+		return; /* there already, going there, or asking it */
+	hostport_str(from, by, sizeof(by));
+	px_info("store", "%s: sentinel %s promotes %s to master of %s; connecting to it once its "
+		"ROLE says master", s->url, by, addr, s->sents.name);
+	s->promoting = *at;
+	s->promote_next = 0;
+	s->promote_until = px_now_ms() + PX_STORE_PROMOTE_MS;
+}
+
+/* The replica being promoted: ROLE at most every PX_STORE_PROMOTE_POLL_MS
+ * until PX_STORE_PROMOTE_MS have passed. Once it says master, the caller
+ * connects to it as to an announced master (ROLE is asked again there);
+ * until then the store stays where it is. Under s->lock. */
+static void promotion_check(struct px_store *s)
+{
+	char addr[300];
+	int64_t now = px_now_ms();
+
+	if (!s->promoting.port || now < s->promote_next)
+		return;
+	hostport_str(&s->promoting, addr, sizeof(addr));
+	if (now >= s->promote_until) {
+		px_info("store", "%s: %s did not say master within %d ms; the sentinels' "
+			"announcement or the retries tell where the master is", s->url, addr,
+			PX_STORE_PROMOTE_MS);
+		s->promoting.port = 0;
+		return;
+	}
+	if (px_sentinel_is_master(&s->promoting, s->password, s->tls, PX_SENTINEL_ASK_MS) != PX_OK) {
+		s->promote_next = px_now_ms() + PX_STORE_PROMOTE_POLL_MS;
+		return;
+	}
+	px_info("store", "%s: %s says it is a master (promoted for %s); connecting to it", s->url,
+		addr, s->sents.name);
+	s->heard = s->promoting;
+	s->promoting.port = 0;
+	s->retry_at = 0;
+	close_ctx(s);
+}
+
+/* Behind Sentinel: the watches (watch_open), what they heard of our
+ * master, then a promotion heard. A watch whose connection is gone is
+ * made again at the next call. Under s->lock. */
+static void watch_check(struct px_store *s)
+{
+	struct px_sentinel_news news;
+	char addr[300];
+
+	if (!s->sents.n)
+		return;
+	watch_open(s);
+	for (int i = 0; i < s->sents.n; i++) {
+		if (!s->watch[i])
+			continue;
+		enum px_status st = px_sentinel_watch_read(s->watch[i], s->sents.name, &news);
+		if (st == PX_ECONNECT) {
+			hostport_str(&s->sents.at[i], addr, sizeof(addr));
+			px_warn("store", "%s: sentinel %s no longer answers; watching it again at the "
+				"next call", s->url, addr);
+			px_sentinel_watch_free(s->watch[i]);
+			s->watch[i] = NULL;
+			s->watch_at[i] = 0;
+			continue;
+		}
+		if (st != PX_OK)
+			continue;
+		if (news.promoting.port)
+			heard_promotion(s, &s->sents.at[i], &news.promoting);
+		if (news.switched.port)
+			heard_switch(s, &news.switched);
+	}
+	promotion_check(s);
 }
 
 static int lock_bounded(struct px_store *s)
@@ -1048,16 +1147,27 @@ int64_t px_store_now_ms(struct px_store *s)
 
 void px_store_wait(struct px_store *s, int64_t ms)
 {
-	int fd = -1;
+	struct pollfd pf[PX_SENTINELS_MAX];
+	int n = 0;
 	if (s->sents.n && !lock_bounded(s)) {
-		/* a copy: the watch may be closed while we wait */
-		fd = s->watch ? dup(px_sentinel_watch_fd(s->watch)) : -1;
+		/* copies: a watch may be closed while we wait */
+		for (int i = 0; i < s->sents.n; i++)
+			if (s->watch[i])
+				pf[n++] = (struct pollfd){ dup(px_sentinel_watch_fd(s->watch[i])),
+							   POLLIN, 0 };
+		/* a replica being promoted is asked again at its time */
+		int64_t now = px_now_ms();
+		if (s->promoting.port && now < s->promote_until)
+			ms = s->promote_next - now < ms ? s->promote_next - now : ms;
 		pthread_mutex_unlock(&s->lock);
 	}
-	if (fd >= 0) {
-		struct pollfd pf = { fd, POLLIN, 0 };
-		(void)poll(&pf, 1, (int)ms);
-		close(fd);
+	if (ms < 0)
+		ms = 0;
+	if (n) {
+		(void)poll(pf, (nfds_t)n, (int)ms);
+		for (int i = 0; i < n; i++)
+			if (pf[i].fd >= 0)
+				close(pf[i].fd);
 		return;
 	}
 	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 };
@@ -1106,7 +1216,8 @@ void px_store_state(struct px_store *s, struct px_store_state *o)
 	o->unacked = s->unacked;
 	o->announced = s->announced;
 	o->failover_announced = s->failover_announced;
-	if (s->watch)
-		hostport_str(px_sentinel_watch_at(s->watch), o->watching, sizeof(o->watching));
+	for (int i = 0; i < s->sents.n && !o->watching[0]; i++)
+		if (s->watch[i])
+			hostport_str(&s->sents.at[i], o->watching, sizeof(o->watching));
 	pthread_mutex_unlock(&s->lock);
 }

@@ -31,15 +31,19 @@
  * the sentinels, each bounded by 2 x 500 ms (a dead one on loopback
  * refuses at once), and a fencing write adds at most PX_STORE_WAIT_MS.
  *
- * Behind Sentinel the store also keeps a watch: a subscription to one
- * sentinel's +switch-master announcements (sentinel.h), opened by a call
- * on a live connection (2 x 500 ms at most; when none can be had, again
- * after PX_STORE_WATCH_RETRY_MS) and read, without waiting, at the start
- * of every call. An
- * announcement that the master moved ends the backoff and the connection
- * to the old one: that call connects to the new master at once instead
- * of at the next retry. px_store_wait() lets a caller that retries sleep
- * until then.
+ * Behind Sentinel the store also keeps watches: a subscription to each
+ * sentinel's announcements (sentinel.h), opened by a call on a live
+ * connection (one a call, 2 x 500 ms at most; one that cannot be had
+ * again after PX_STORE_WATCH_RETRY_MS, PX_STORE_WATCH_SPARE_MS while
+ * another is up) and read, without waiting, at the start of every call.
+ * An announcement that the master moved ends the backoff and the
+ * connection to the old one: that call connects to the new master at once
+ * instead of at the next retry. Before it, the leader sentinel names the
+ * replica it promotes: calls then ask that replica's ROLE (a connection
+ * of its own, bounded like a sentinel's question, at most every
+ * PX_STORE_PROMOTE_POLL_MS, for PX_STORE_PROMOTE_MS at most) and the first that hears
+ * "master" connects to it likewise. px_store_wait() lets a caller that
+ * retries sleep until then.
  *
  * Callers on a latency path (a FUSE read) keep their own answers and ask
  * the store only when a local answer will not do; px_store_up() tells,
@@ -65,6 +69,9 @@
 #define PX_STORE_WAIT_MS 250        /* WAIT 1 after a fencing write */
 #define PX_STORE_ROLE_CHECK_MS 1000 /* ROLE again before a call after this */
 #define PX_STORE_WATCH_RETRY_MS 5000 /* a sentinel watch again after this */
+#define PX_STORE_WATCH_SPARE_MS 30000 /* the same while another one is watched */
+#define PX_STORE_PROMOTE_MS 3000     /* a promoted replica's ROLE asked this long */
+#define PX_STORE_PROMOTE_POLL_MS 50  /* and this often */
 #define PX_STORE_PREFIX_MAX 64
 #define PX_STORE_DEFAULT_PREFIX "seamfs"
 
@@ -171,10 +178,11 @@ int64_t px_store_now_ms(struct px_store *s);
 int64_t px_store_back_ms(struct px_store *s);
 
 /*
- * Sleeps ms, or less: behind Sentinel, until the watch has something to
- * read (an announcement: the next call goes to the new master). For a
- * caller that retries a store that does not answer. Any thread; the
- * store's lock is not held while it waits.
+ * Sleeps ms, or less: behind Sentinel, until a watch has something to
+ * read (an announcement: the next call goes to the new master), or while
+ * a promoted replica is asked, until its next ROLE is due. For a caller
+ * that retries a store that does not answer. Any thread; the store's lock
+ * is not held while it waits.
  */
 void px_store_wait(struct px_store *s, int64_t ms);
 
@@ -199,7 +207,7 @@ struct px_store_state {
 	uint64_t unacked;          /* fencing writes no replica acknowledged in time */
 	uint64_t announced;        /* sentinels' announcements that the master moved */
 	int failover_announced;    /* the last failover was followed on one */
-	char watching[300];        /* the sentinel whose announcements are read, "" none */
+	char watching[300];        /* the first sentinel whose announcements are read, "" none */
 };
 void px_store_state(struct px_store *s, struct px_store_state *out);
 

@@ -5,19 +5,27 @@
  * and closed after it: the question is rare (at the mount, and after the
  * master stopped answering, refused a write with READONLY or stopped
  * saying "master" to ROLE), and a connection kept open to each sentinel
- * would be one more thing to keep alive (the watch below is kept, to one
- * sentinel, because it must be there before the failover it announces). Sentinels are asked in turn,
+ * for questions would be one more thing to keep alive (the watches below
+ * are kept, because they must be there before the failover they
+ * announce). Sentinels are asked in turn,
  * starting with the one that answered last, until one names the master;
  * each gets a bounded connect and a bounded answer, so that a dead
  * sentinel costs at most its timeout.
  *
- * A watch is the one connection kept: SUBSCRIBE +switch-master on one
- * sentinel, on which every sentinel publishes "NAME OLDIP OLDPORT NEWIP
- * NEWPORT" the moment it adopts a failover. Its owner never blocks on it:
- * px_sentinel_watch_read takes what the socket holds (poll, then one
- * read at a time), and a waiting owner polls its fd. So a client that
- * keeps retrying a dead master (kvstore.c) goes to the new one as soon as
- * it is announced, instead of at its next retry.
+ * A watch is a connection kept to one sentinel, subscribed to three
+ * channels. On +switch-master every sentinel publishes "NAME OLDIP
+ * OLDPORT NEWIP NEWPORT" the moment it adopts a failover. Before that the
+ * leader of the failover (any sentinel) publishes the replica it chose:
+ * on +failover-state-send-slaveof-noone when it sends it SLAVEOF NO ONE,
+ * on +promoted-slave when its INFO (polled once a second) shows the
+ * promotion; the switch follows that and the other replicas'
+ * reconfiguration, up to a second after the replica became a master. So
+ * kvstore.c watches every sentinel and asks the chosen replica's ROLE
+ * (px_sentinel_is_master) until it says master. Its owner never blocks
+ * on a watch: px_sentinel_watch_read takes what the socket holds (poll,
+ * then one read at a time), and a waiting owner polls its fd. So a
+ * client that keeps retrying a dead master (kvstore.c) goes to the new
+ * one as soon as it is one, instead of at its next retry.
  */
 #include <errno.h>
 #include <poll.h>
@@ -264,9 +272,13 @@ enum px_status px_sentinel_ask(const struct px_sentinels *s, const char *passwor
 	return st;
 }
 
-/* ---- the +switch-master subscription */
+/* ---- the subscription to a sentinel's announcements */
 
-#define WATCH_CHANNEL "+switch-master"
+/* The leader's announcements of the replica it makes master (SLAVEOF NO
+ * ONE sent; its promotion seen), then every sentinel's of the switch. */
+static const char *const watch_channels[] = { "+failover-state-send-slaveof-noone",
+					      "+promoted-slave", "+switch-master" };
+#define WATCH_CHANNELS 3
 #define WATCH_READS_MAX 16 /* reads per px_sentinel_watch_read: a flood is not a loop */
 
 struct px_sentinel_watch {
@@ -285,28 +297,54 @@ void px_sentinel_watch_free(struct px_sentinel_watch *w)
 	free(w);
 }
 
-/* r is a "message" on the channel: NAME OLDIP OLDPORT NEWIP NEWPORT. */
-static int switch_of(const redisReply *r, const char *name, struct px_hostport *to)
+/* Splits s (copied into buf of cap bytes) at spaces into at most max
+ * fields; how many, -1 when it does not fit. */
+static int fields_of(const redisReply *s, char *buf, size_t cap, const char **f, int max)
 {
-	char buf[PX_SENTINEL_NAME_MAX + 300], *save = NULL;
+	char *save = NULL;
+	int n = 0;
+	if (s->type != REDIS_REPLY_STRING || s->len >= cap)
+		return -1;
+	memcpy(buf, s->str, s->len + 1);
+	for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save))
+		if (n++ < max)
+			f[n - 1] = t;
+	return n;
+}
+
+/* ip and port (strings) into *to; 0 when they are not an address. */
+static int addr_of(const char *ip, const char *port, struct px_hostport *to)
+{
+	char *end;
+	long p = strtol(port, &end, 10);
+	if (*end || p < 1 || p > 65535 || !ip[0] || strlen(ip) >= sizeof(to->host))
+		return 0;
+	snprintf(to->host, sizeof(to->host), "%s", ip);
+	to->port = (int)p;
+	return 1;
+}
+
+/* r is a "message" on a channel of the watch: +switch-master's "NAME
+ * OLDIP OLDPORT NEWIP NEWPORT", or the leader's "slave IP:PORT IP PORT @
+ * NAME MASTERIP MASTERPORT" naming the replica it promotes. What it says
+ * of the master named name goes into *news. */
+static void news_of(const redisReply *r, const char *name, struct px_sentinel_news *news)
+{
+	char buf[PX_SENTINEL_NAME_MAX + 600];
+	const char *f[8];
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
 	    r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "message") ||
-	    r->element[2]->type != REDIS_REPLY_STRING || r->element[2]->len >= sizeof(buf))
-		return 0;
-	memcpy(buf, r->element[2]->str, r->element[2]->len + 1);
-	const char *f[5];
-	int n = 0;
-	for (char *t = strtok_r(buf, " ", &save); t && n < 5; t = strtok_r(NULL, " ", &save))
-		f[n++] = t;
-	if (n != 5 || strcmp(f[0], name) != 0 || strlen(f[3]) >= sizeof(to->host))
-		return 0;
-	char *end;
-	long port = strtol(f[4], &end, 10);
-	if (*end || port < 1 || port > 65535 || !f[3][0])
-		return 0;
-	snprintf(to->host, sizeof(to->host), "%s", f[3]);
-	to->port = (int)port;
-	return 1;
+	    r->element[1]->type != REDIS_REPLY_STRING)
+		return;
+	int n = fields_of(r->element[2], buf, sizeof(buf), f, 8);
+	struct px_hostport at;
+	if (strcmp(r->element[1]->str, "+switch-master") == 0) {
+		if (n == 5 && strcmp(f[0], name) == 0 && addr_of(f[3], f[4], &at))
+			news->switched = at;
+	} else if (n == 8 && strcmp(f[0], "slave") == 0 && strcmp(f[4], "@") == 0 &&
+		   strcmp(f[5], name) == 0 && addr_of(f[2], f[3], &at)) {
+		news->promoting = at;
+	}
 }
 
 enum px_status px_sentinel_watch_open(const struct px_hostport *at, const char *password,
@@ -316,31 +354,43 @@ enum px_status px_sentinel_watch_open(const struct px_hostport *at, const char *
 	struct px_sentinel_watch *w = calloc(1, sizeof(*w));
 	redisReply *r = NULL;
 	enum px_status st = PX_ENOMEM;
+	const char *argv[1 + WATCH_CHANNELS] = { "SUBSCRIBE" };
 
 	*out = NULL;
 	if (!w) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
+	for (int i = 0; i < WATCH_CHANNELS; i++)
+		argv[i + 1] = watch_channels[i];
 	w->at = *at;
 	if ((st = sent_connect(&w->at, tls, timeout_ms, &w->c, &w->tc, err, errlen)) != PX_OK)
 		goto out;
-	r = redisCommand(w->c, "SUBSCRIBE %s", WATCH_CHANNEL);
+	r = redisCommandArgv(w->c, 1 + WATCH_CHANNELS, argv, NULL);
 	if (r && r->type == REDIS_REPLY_ERROR && password && strncmp(r->str, "NOAUTH", 6) == 0) {
 		freeReplyObject(r);
 		r = redisCommand(w->c, "AUTH %s", password);
 		int ok = r && r->type != REDIS_REPLY_ERROR;
 		freeReplyObject(r);
-		r = ok ? redisCommand(w->c, "SUBSCRIBE %s", WATCH_CHANNEL) : NULL;
+		r = ok ? redisCommandArgv(w->c, 1 + WATCH_CHANNELS, argv, NULL) : NULL;
 	}
-	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-	    r->element[0]->type != REDIS_REPLY_STRING ||
-	    strcmp(r->element[0]->str, "subscribe") != 0) {
-		st = PX_EBADRESP;
-		snprintf(err, errlen, "sentinel %s:%d: SUBSCRIBE %s: %.120s", w->at.host, w->at.port,
-			 WATCH_CHANNEL, !r ? (w->c->errstr[0] ? w->c->errstr : "no answer")
-				  : r->type == REDIS_REPLY_ERROR ? r->str : "not a subscription");
-		goto out;
+	/* one confirmation a channel, each bounded like the first */
+	for (int i = 0; i < WATCH_CHANNELS; i++) {
+		if (i) {
+			void *next = NULL;
+			freeReplyObject(r);
+			r = redisGetReply(w->c, &next) == REDIS_OK ? next : NULL;
+		}
+		if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+		    r->element[0]->type != REDIS_REPLY_STRING ||
+		    strcmp(r->element[0]->str, "subscribe") != 0) {
+			st = PX_EBADRESP;
+			snprintf(err, errlen, "sentinel %s:%d: SUBSCRIBE %s: %.120s", w->at.host,
+				 w->at.port, watch_channels[i],
+				 !r ? (w->c->errstr[0] ? w->c->errstr : "no answer")
+				    : r->type == REDIS_REPLY_ERROR ? r->str : "not a subscription");
+			goto out;
+		}
 	}
 	*out = w;
 	w = NULL;
@@ -352,34 +402,60 @@ out:
 }
 
 enum px_status px_sentinel_watch_read(struct px_sentinel_watch *w, const char *name,
-				      struct px_hostport *to)
+				      struct px_sentinel_news *news)
 {
-	enum px_status st = PX_EAGAIN;
 	struct pollfd pf = { w->c->fd, POLLIN, 0 };
 
+	memset(news, 0, sizeof(*news));
 	for (int reads = 0;;) {
 		void *r = NULL;
+		int heard = news->switched.port || news->promoting.port;
 		if (redisGetReplyFromReader(w->c, &r) != REDIS_OK)
-			return st == PX_OK ? st : PX_ECONNECT;
+			return heard ? PX_OK : PX_ECONNECT;
 		if (r) {
-			if (switch_of(r, name, to))
-				st = PX_OK;
+			news_of(r, name, news);
 			freeReplyObject(r);
 			continue;
 		}
 		if (reads++ == WATCH_READS_MAX || poll(&pf, 1, 0) <= 0)
-			return st;
+			return heard ? PX_OK : PX_EAGAIN;
 		if (redisBufferRead(w->c) != REDIS_OK)
-			return st == PX_OK ? st : PX_ECONNECT; /* the next read says it */
+			return heard ? PX_OK : PX_ECONNECT; /* the next read says it */
 	}
+}
+
+enum px_status px_sentinel_is_master(const struct px_hostport *at, const char *password,
+				     struct px_tls *tls, int64_t timeout_ms)
+{
+	struct px_tls_conn *tc = NULL;
+	redisContext *c = NULL;
+	redisReply *r = NULL;
+	char why[400];
+	enum px_status st = sent_connect(at, tls, timeout_ms, &c, &tc, why, sizeof(why));
+
+	if (st != PX_OK)
+		goto out;
+	r = redisCommand(c, "ROLE");
+	if (r && r->type == REDIS_REPLY_ERROR && password && strncmp(r->str, "NOAUTH", 6) == 0) {
+		freeReplyObject(r);
+		r = redisCommand(c, "AUTH %s", password);
+		int ok = r && r->type != REDIS_REPLY_ERROR;
+		freeReplyObject(r);
+		r = ok ? redisCommand(c, "ROLE") : NULL;
+	}
+	st = !r ? PX_ECONNECT
+		: r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+		  r->element[0]->type == REDIS_REPLY_STRING &&
+		  strcmp(r->element[0]->str, "master") == 0 ? PX_OK : PX_EAGAIN;
+out:
+	freeReplyObject(r);
+	if (c)
+		redisFree(c);
+	px_tls_conn_free(tc);
+	return st;
 }
 
 int px_sentinel_watch_fd(const struct px_sentinel_watch *w)
 {
 	return w->c->fd;
-}
-
-const struct px_hostport *px_sentinel_watch_at(const struct px_sentinel_watch *w)
-{
-	return &w->at;
 }

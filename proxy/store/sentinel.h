@@ -7,8 +7,8 @@
  * master's name in the sentinels' configuration (sentinel monitor NAME).
  * The sentinels are asked SENTINEL get-master-addr-by-name NAME; kvstore.c
  * then connects to that address and checks ROLE, and keeps a watch on
- * one sentinel's +switch-master announcements to follow a failover as soon
- * as it is made. rediss-sentinel://...
+ * every sentinel's announcements to follow a failover as soon as it is
+ * made. rediss-sentinel://...
  * does all of it over TLS (tls.h): the sentinels and the master.
  */
 #ifndef SEAMFS_SENTINEL_H
@@ -71,12 +71,13 @@ enum px_status px_sentinel_ask(const struct px_sentinels *s, const char *passwor
 			       struct px_hostport *master, char *err, size_t errlen) PX_WUR;
 
 /*
- * A subscription to the +switch-master announcements of the sentinel at
- * at (the design block of sentinel.c). The connect and the SUBSCRIBE's
- * answer are bounded by timeout_ms each, over TLS when tls is not NULL;
- * password (NULL: none) is sent when the sentinel wants one. PX_OK with
- * *out, to free with px_sentinel_watch_free; else err says why.
- * Blocking; the caller holds whatever lock guards the watch.
+ * A subscription to the announcements of the sentinel at at (the design
+ * block of sentinel.c): +switch-master, and the leader's naming of the
+ * replica it promotes. The connect and each SUBSCRIBE confirmation are
+ * bounded by timeout_ms, over TLS when tls is not NULL; password (NULL:
+ * none) is sent when the sentinel wants one. PX_OK with *out, to free
+ * with px_sentinel_watch_free; else err says why. Blocking; the caller
+ * holds whatever lock guards the watch.
  */
 struct px_sentinel_watch;
 enum px_status px_sentinel_watch_open(const struct px_hostport *at, const char *password,
@@ -84,18 +85,31 @@ enum px_status px_sentinel_watch_open(const struct px_hostport *at, const char *
 				      struct px_sentinel_watch **out, char *err, size_t errlen) PX_WUR;
 void px_sentinel_watch_free(struct px_sentinel_watch *w);
 
+/* What a watch heard of one master (the last of each kind; port 0: none). */
+struct px_sentinel_news {
+	struct px_hostport switched;  /* +switch-master: the new master */
+	struct px_hostport promoting; /* the replica the leader makes master */
+};
+
 /*
- * Takes what the sentinel sent, without waiting. PX_OK with *to when an
- * announcement that the master named name moved was among it (the last
- * one), PX_EAGAIN when none was, PX_ECONNECT when the connection is gone
- * (free the watch).
+ * Takes what the sentinel sent, without waiting. PX_OK with *news when
+ * something was said of the master named name, PX_EAGAIN when nothing
+ * was, PX_ECONNECT when the connection is gone (free the watch).
  */
 enum px_status px_sentinel_watch_read(struct px_sentinel_watch *w, const char *name,
-				      struct px_hostport *to) PX_WUR;
+				      struct px_sentinel_news *news) PX_WUR;
+
+/*
+ * ROLE of the Redis at at (a replica the leader promotes), on a
+ * connection of its own bounded like a sentinel's question: PX_OK when it
+ * says master, PX_EAGAIN when it says something else, else why it did
+ * not answer. password is sent when it wants one. Blocking.
+ */
+enum px_status px_sentinel_is_master(const struct px_hostport *at, const char *password,
+				     struct px_tls *tls, int64_t timeout_ms) PX_WUR;
 
 /* The watch's socket, readable when something came (to poll, not to read
- * or close), and the sentinel it is on. */
+ * or close). */
 int px_sentinel_watch_fd(const struct px_sentinel_watch *w);
-const struct px_hostport *px_sentinel_watch_at(const struct px_sentinel_watch *w);
 
 #endif

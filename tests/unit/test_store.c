@@ -861,7 +861,9 @@ struct fake_sentinel {
 
 static void fake_answer(struct fake_sentinel *f, int fd, const char *in)
 {
-	char out[128];
+	static const char *const chans[] = { "+failover-state-send-slaveof-noone",
+					     "+promoted-slave", "+switch-master" };
+	char out[512];
 	pthread_mutex_lock(&f->lock);
 	if (strstr(in, "get-master-addr-by-name")) {
 		char port[16];
@@ -869,7 +871,12 @@ static void fake_answer(struct fake_sentinel *f, int fd, const char *in)
 		snprintf(out, sizeof(out), "*2\r\n$9\r\n127.0.0.1\r\n$%zu\r\n%s\r\n", strlen(port),
 			 port);
 	} else if (strstr(in, "SUBSCRIBE")) {
-		snprintf(out, sizeof(out), "*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:1\r\n");
+		/* one confirmation a channel, as a sentinel sends them */
+		size_t n = 0;
+		for (int i = 0; i < 3; i++)
+			n += (size_t)snprintf(out + n, sizeof(out) - n,
+					      "*3\r\n$9\r\nsubscribe\r\n$%zu\r\n%s\r\n:%d\r\n",
+					      strlen(chans[i]), chans[i], i + 1);
 		f->sub_fd = fd;
 	} else {
 		snprintf(out, sizeof(out), "-ERR not this fake's\r\n");
@@ -948,17 +955,34 @@ static void fake_stop(struct fake_sentinel *f)
 	pthread_mutex_destroy(&f->lock);
 }
 
-/* What a sentinel publishes when it switches: "seam 127.0.0.1 FROM 127.0.0.1 TO". */
-static void fake_announce(struct fake_sentinel *f, int from, int to)
+/* msg on channel, to the subscriber. */
+static void fake_publish(struct fake_sentinel *f, const char *channel, const char *msg)
 {
-	char msg[96], out[160];
-	snprintf(msg, sizeof(msg), "seam 127.0.0.1 %d 127.0.0.1 %d", from, to);
-	snprintf(out, sizeof(out), "*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n$%zu\r\n%s\r\n",
-		 strlen(msg), msg);
+	char out[320];
+	snprintf(out, sizeof(out), "*3\r\n$7\r\nmessage\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n",
+		 strlen(channel), channel, strlen(msg), msg);
 	pthread_mutex_lock(&f->lock);
 	assert_true(f->sub_fd >= 0);
 	assert_int_equal(write(f->sub_fd, out, strlen(out)), (ssize_t)strlen(out));
 	pthread_mutex_unlock(&f->lock);
+}
+
+/* What a sentinel publishes when it switches: "seam 127.0.0.1 FROM 127.0.0.1 TO". */
+static void fake_announce(struct fake_sentinel *f, int from, int to)
+{
+	char msg[96];
+	snprintf(msg, sizeof(msg), "seam 127.0.0.1 %d 127.0.0.1 %d", from, to);
+	fake_publish(f, "+switch-master", msg);
+}
+
+/* What the leader publishes of the replica at port it promotes (on
+ * channel) while the master was at from. */
+static void fake_promote(struct fake_sentinel *f, const char *channel, int port, int from)
+{
+	char msg[128];
+	snprintf(msg, sizeof(msg), "slave 127.0.0.1:%d 127.0.0.1 %d @ seam 127.0.0.1 %d", port,
+		 port, from);
+	fake_publish(f, channel, msg);
 }
 
 /* The sentinels' +switch-master announcement moves the store at once: a
@@ -1052,6 +1076,120 @@ static void test_sentinel_announcement(void **state)
 	fake_stop(&f);
 }
 
+/* REPLICAOF on the Redis at port: of nothing that answers (ROLE says
+ * slave, nothing is copied), or NO ONE (it is a master). */
+static void replica_of(int port, int replica)
+{
+	struct px_store *p = NULL;
+	char url[64], err[512], dead[16];
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", port);
+	snprintf(dead, sizeof(dead), "%d", free_port());
+	const char *argv[] = { "REPLICAOF", replica ? "127.0.0.1" : "NO",
+			       replica ? dead : "ONE" };
+	assert_int_equal(px_store_new(url, NULL, "unit", &p, err, sizeof(err)), PX_OK);
+	assert_int_equal(px_store_call(p, 3, argv, NULL, NULL), PX_OK);
+	px_store_free(p);
+}
+
+/* Calls (and px_store_wait of 500 ms between them) for ms: whether the
+ * store ended up on the Redis at port. */
+static int follows_to(struct px_store *s, int port, int ms)
+{
+	struct px_store_state ss;
+	char want[64];
+	const char *ping[] = { "PING" };
+	snprintf(want, sizeof(want), "127.0.0.1:%d", port);
+	for (int64_t end = px_now_ms() + ms;;) {
+		(void)!px_store_call(s, 1, ping, NULL, NULL);
+		px_store_state(s, &ss);
+		if (strcmp(ss.master, want) == 0 || px_now_ms() >= end)
+			return strcmp(ss.master, want) == 0;
+		px_store_wait(s, 500);
+	}
+}
+
+/* The leader sentinel's naming of the replica it promotes, heard from
+ * the second of two sentinels (the leader may be any): the store asks
+ * that replica's ROLE and stays where it is while it says slave, then
+ * moves to it once it says master, within a few of the 50 ms steps
+ * (px_store_wait ends at each: a wait of 500 ms does not delay it), before
+ * any +switch-master. The same on +promoted-slave from the first one,
+ * back to a. Real Redis play the old master and the replica; neither
+ * sentinel ever names the replica (only the promotion says where). */
+static void test_sentinel_promotion(void **state)
+{
+	struct fake_sentinel f1, f2;
+	struct px_store *s = NULL;
+	struct px_store_state ss;
+	char url[128], err[512];
+	(void)state;
+	int a_port = g_port;
+	pid_t a_pid = g_redis;
+	assert_int_equal(redis_start(0), 0); /* b: the replica */
+	int b_port = g_port;
+	pid_t b_pid = g_redis;
+	g_redis = a_pid;
+	g_port = a_port;
+	snprintf(g_url, sizeof(g_url), "redis://127.0.0.1:%d", a_port);
+	replica_of(b_port, 1);
+
+	fake_start(&f1, a_port);
+	fake_start(&f2, a_port);
+	snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d+127.0.0.1:%d/seam", f1.port,
+		 f2.port);
+	assert_int_equal(px_store_new(url, NULL, "unit", &s, err, sizeof(err)), PX_OK);
+	assert_int_equal(px_store_connect(s, err, sizeof(err)), PX_OK);
+	/* a watch on each sentinel, one a call */
+	for (int i = 0; i < 100; i++) {
+		pthread_mutex_lock(&f2.lock);
+		int sub = f2.sub_fd;
+		pthread_mutex_unlock(&f2.lock);
+		if (sub >= 0)
+			break;
+		(void)follows_to(s, a_port, 0);
+		sleep_ms(10);
+	}
+	assert_true(follows_to(s, a_port, 0));
+
+	/* f2 leads: b is still a replica, so the store stays on a */
+	fake_promote(&f2, "+failover-state-send-slaveof-noone", b_port, a_port);
+	assert_false(follows_to(s, b_port, 400));
+	px_store_state(s, &ss);
+	assert_int_equal(ss.failovers, 0);
+	assert_true(ss.connected);
+	/* b becomes a master: the store is there at its next ROLE */
+	replica_of(b_port, 0);
+	int64_t t0 = px_now_ms();
+	assert_true(follows_to(s, b_port, 1000));
+	assert_true(px_now_ms() - t0 < 450); /* not the wait's 500 ms */
+	px_store_state(s, &ss);
+	assert_int_equal(ss.failovers, 1);
+	assert_true(ss.failover_announced);
+	assert_int_equal(ss.announced, 0);
+
+	/* f1 leads, back to a, heard on +promoted-slave */
+	replica_of(a_port, 1);
+	fake_promote(&f1, "+promoted-slave", a_port, b_port);
+	assert_false(follows_to(s, a_port, 300));
+	replica_of(a_port, 0);
+	assert_true(follows_to(s, a_port, 1000));
+	px_store_state(s, &ss);
+	assert_int_equal(ss.failovers, 2);
+	/* the switch every sentinel then announces is counted once */
+	fake_announce(&f1, b_port, a_port);
+	fake_announce(&f2, b_port, a_port);
+	assert_true(follows_to(s, a_port, 100));
+	px_store_state(s, &ss);
+	assert_int_equal(ss.announced, 1);
+	assert_int_equal(ss.failovers, 2);
+
+	px_store_free(s);
+	fake_stop(&f1);
+	fake_stop(&f2);
+	kill(b_pid, SIGKILL);
+	waitpid(b_pid, NULL, 0);
+}
+
 /* Nothing listens: connect fails at once with a message naming the store. */
 static void test_unreachable(void **state)
 {
@@ -1088,6 +1226,7 @@ int main(void)
 						sentinel_teardown),
 		cmocka_unit_test(test_degraded),
 		cmocka_unit_test(test_sentinel_announcement),
+		cmocka_unit_test(test_sentinel_promotion),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
