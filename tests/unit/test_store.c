@@ -23,6 +23,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -73,20 +74,32 @@ static void sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
+/* In a child just forked from parent, before its exec: output to
+ * /dev/null, and killed with the test: a failed assertion leaves its test
+ * without its cleanup, and a killed test runs no teardown, so without
+ * this a Redis started here could outlive the run. */
+static void child_setup(pid_t parent)
+{
+	int null = open("/dev/null", O_RDWR);
+	if (null >= 0) {
+		dup2(null, 1);
+		dup2(null, 2);
+	}
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+		_exit(127);
+}
+
 /* Starts redis-server on port (0: a free one); 0 when it answers. */
 static int redis_start(int port)
 {
+	pid_t parent = getpid();
 	for (int attempt = 0; attempt < 5; attempt++) {
 		int p = port ? port : free_port();
 		char sp[16];
 		snprintf(sp, sizeof(sp), "%d", p);
 		pid_t pid = fork();
 		if (pid == 0) {
-			int null = open("/dev/null", 2);
-			if (null >= 0) {
-				dup2(null, 1);
-				dup2(null, 2);
-			}
+			child_setup(parent);
 			execlp("redis-server", "redis-server", "--port", sp, "--bind", "127.0.0.1",
 			       "--save", "", "--appendonly", "no", "--dir", "/tmp", (char *)NULL);
 			_exit(127);
@@ -743,6 +756,7 @@ static char g_sentinel_dir[64];
 static int sentinel_setup(void **state)
 {
 	char conf[128];
+	pid_t parent = getpid();
 	(void)state;
 	snprintf(g_sentinel_dir, sizeof(g_sentinel_dir), "/tmp/seamfs-sentinel-XXXXXX");
 	if (!mkdtemp(g_sentinel_dir))
@@ -758,11 +772,7 @@ static int sentinel_setup(void **state)
 		fclose(f);
 		pid_t pid = fork();
 		if (pid == 0) {
-			int null = open("/dev/null", 2);
-			if (null >= 0) {
-				dup2(null, 1);
-				dup2(null, 2);
-			}
+			child_setup(parent);
 			execlp("redis-server", "redis-server", conf, "--sentinel", (char *)NULL);
 			_exit(127);
 		}
