@@ -16,7 +16,9 @@
  * the first a tick after the start (a player's burst at open and the
  * kernel's first read-ahead fall before it), over a span of at least
  * readahead_seconds (so that the kernel's read-ahead, a megabyte at a time,
- * counts for at most one step). A reader waiting for bytes always lets the
+ * counts for at most one step). Before the first mark the transfer runs at
+ * most what the readers took since the start past them, so a frame grab
+ * that reads a group of pictures and leaves earns no megabytes. A reader waiting for bytes always lets the
  * transfer run up to them (room()): the pace never starves a reader.
  *
  * The window keeps KEEP_BEHIND bytes behind the reader: the kernel's
@@ -325,8 +327,8 @@ static int64_t lead(const struct px_stream *st)
 /*
  * After a read: marks how far the readers have got, a tick after the last
  * mark (the first a tick after the start), and sets what their pace lets
- * the transfer run ahead of them: what they took since the oldest mark,
- * scaled down to readahead_seconds once the marks span more, and never
+ * the transfer run ahead of them: what they took since the oldest mark
+ * (before the first, since the start), scaled down to readahead_seconds once the marks span more, and never
  * less than PACE_MIN or two of the kernel's read-ahead (its next read must
  * not wait). Lock held.
  */

@@ -149,8 +149,9 @@ struct px_core {
 
 /* What every layer reads of two objects, the first member of each (the
  * rest is their owner's): sources.c's px_sources, the catalog at run
- * time, and provider.c's px_providers. Read through the functions below;
- * only the owner writes them. */
+ * time, and provider.c's px_providers. Reached through the functions
+ * below; only the owner makes, grows and frees the arrays, and each
+ * per-asset or per-provider field says who writes it under which lock. */
 struct px_sources_pub {
 	/* the core's copy of the catalog: assets and sources are added while
 	 * mounted, under prov_lock and vf_lock both, never moved */
