@@ -233,7 +233,8 @@ static void provider_metrics(struct buf *b, const struct px_snapshot *snap)
 	PP("seamfs_provider_slot_timeouts_total", "counter",
 	   "Waits for a slot that ran out (EBUSY).", n_busy);
 	PP("seamfs_provider_background_preempted_total", "counter",
-	   "Background transfers cancelled to free a slot for playback.", n_preempted);
+	   "Background transfers, and paused ones a cutover left apart from their session, "
+	   "cancelled to free a slot.", n_preempted);
 	PP("seamfs_provider_lingering_sessions_ended_total", "counter",
 	   "Closed sessions ended early because their slot was needed.", n_evicted);
 	PP("seamfs_provider_liveness_probes_total", "counter",

@@ -99,6 +99,9 @@ struct cache_slot {
 	int held;                  /* a reader's bytes are in: the fill waits
 				    * until it has taken them */
 	int paused;                /* the fill's transfer is paused (held) */
+	int submitting;            /* a part's submit is under way: it waits
+				    * for a slot or the session's cutover,
+				    * no fault of the source */
 	int waiting;               /* readers waiting for the fill's bytes */
 	uint64_t owner;            /* the session whose slot the fill holds */
 	_Atomic int64_t progress;  /* the fill's progress clock (px_progress_add,
@@ -532,6 +535,9 @@ static enum px_status fill_submit(struct cread *c, struct fill *f, const struct 
 		fp.length2 = t->len;
 	}
 	struct px_fetch_cb cb = { f_data, f_done, f };
+	s->submitting++;
+	if (t)
+		t->submitting++;
 	pthread_mutex_unlock(&core->reads->cache_lock);
 	/* the part's pages in one call, not a fault per page as its bytes
 	 * come (the fill is not submitted yet: nothing frees buf meanwhile) */
@@ -544,6 +550,11 @@ static enum px_status fill_submit(struct cread *c, struct fill *f, const struct 
 	enum px_status rc = px_xfer_submit(core, f->prov, c->sess, 0, c->rq->deadline, &fp, &cb,
 					   &id);
 	pthread_mutex_lock(&core->reads->cache_lock);
+	s->submitting--;
+	if (t)
+		t->submitting--;
+	/* its waiters judge the fill's progress again, from now */
+	pthread_cond_broadcast(&core->reads->cache_cond);
 	if (rc != PX_OK) {
 		free(f);
 		return submit_failed(core, pa, rc);
@@ -869,11 +880,15 @@ static int cache_wait(struct cread *c, struct cache_slot *s)
 		s->wake_at = wake;
 	struct px_wait wt = { &core->reads->cache_lock, &core->reads->cache_cond,
 			      c->rq->deadline, core->cfg->stall_timeout_ms };
+	/* a paused fill, or one whose submit still waits (for a slot, for
+	 * the session's cutover), is not stalled: no transfer runs to stall.
+	 * Its submit is bounded by its reader's deadline and wakes us */
+	int judged = !s->paused && !s->submitting;
 	s->waiting++;
-	enum px_wait_outcome o = px_wait_bytes(&wt, NULL, s->paused ? NULL : &s->progress);
+	enum px_wait_outcome o = px_wait_bytes(&wt, NULL, judged ? &s->progress : NULL);
 	s->waiting--;
 	if (o == PX_WAIT_DEADLINE || (o == PX_WAIT_STALLED && s->state == CACHE_FILLING &&
-				      s->filled < c->need && !s->paused)) {
+				      s->filled < c->need && !s->paused && !s->submitting)) {
 		c->cancel = s->xid;
 		c->st = PX_ETIMEDOUT;
 		return 0;

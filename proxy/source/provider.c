@@ -130,8 +130,10 @@ struct xrec {
 	uint64_t id;
 	int64_t submitted_us;    /* for the time to first byte */
 	int got_data;            /* fetch thread only */
+	_Atomic int refused;     /* its last bytes were refused: paused until a
+				  * reader wants more */
 	uint64_t seq;            /* p->submits at its submit */
-	struct xrec *prev, *next; /* p->bgs when bg */
+	struct xrec *prev, *next; /* p->xs */
 	struct px_fetch_cb inner;
 };
 
@@ -428,15 +430,15 @@ static void give_back(struct prov_rt *p, struct xrec *x)
 {
 	struct px_session *s = x->sess;
 	p->xfers--;
+	if (x->prev)
+		x->prev->next = x->next;
+	else
+		p->xs = x->next;
+	if (x->next)
+		x->next->prev = x->prev;
 	if (x->bg) {
 		p->bg--;
 		p->held--;
-		if (x->prev)
-			x->prev->next = x->next;
-		else
-			p->bgs = x->next;
-		if (x->next)
-			x->next->prev = x->prev;
 		if (x->extra) {
 			x->extra->xfers_extra--;
 			if (session_gone(x->extra))
@@ -463,7 +465,9 @@ static int x_data(void *ctx, int64_t off, const void *buf, size_t len)
 		x->got_data = 1;
 		px_histo_observe_us(&x->core->providers->h_ttfb, px_now_us() - x->submitted_us);
 	}
-	return x->inner.on_data(x->inner.ctx, off, buf, len);
+	int took = x->inner.on_data(x->inner.ctx, off, buf, len);
+	atomic_store(&x->refused, !took);
+	return took;
 }
 
 static void x_done(void *ctx, const struct px_fetch_result *res)
@@ -497,12 +501,24 @@ static void x_done(void *ctx, const struct px_fetch_result *res)
 	pthread_mutex_unlock(px_prov_lock(core));
 }
 
-/* Cancels one background transfer of p that is not cancelled yet. prov_lock
- * held, dropped around the cancel. Returns 1 if it did. */
-static int preempt_bg(struct px_core *core, struct prov_rt *p)
+/* Whether x, a transfer of a session, is counted apart from it (a reader
+ * that had not seen its session's cutover started it, or a cutover left
+ * it behind) and paused for want of a reader: it serves nobody now, and
+ * its slot is the provider's. prov_lock held. */
+static int parked(const struct xrec *x)
 {
-	struct xrec *x = p->bgs;
-	while (x && (x->cancelled || !x->started))
+	return !x->bg && (x->loose || x->gen != x->sess->gen) && atomic_load(&x->refused);
+}
+
+/* Cancels one transfer of p that is not cancelled yet and that a waiter
+ * may take the slot of: background work (for a session's transfer, bg
+ * 1), or a transfer parked apart from its session (parked()). Its owner
+ * reads a cancel as a preemption, not a failure. prov_lock held, dropped
+ * around the cancel. Returns 1 if it did. */
+static int preempt(struct px_core *core, struct prov_rt *p, int bg)
+{
+	struct xrec *x = p->xs;
+	while (x && (x->cancelled || !x->started || !((bg && x->bg) || parked(x))))
 		x = x->next;
 	if (!x)
 		return 0;
@@ -578,7 +594,7 @@ static enum px_status wait_turn(struct px_core *core, struct xrec *x, struct slo
 	while (!w->granted) {
 		if (core->providers->stopping) {
 			st = PX_ESHUTDOWN;
-		} else if (!x->bg && preempt_bg(core, p)) {
+		} else if (preempt(core, p, !x->bg)) {
 			continue;
 		} else if (evict_lingering(core, x->prov, x->sess)) {
 			continue;
@@ -697,12 +713,10 @@ static void settle(struct px_core *core, struct xrec *x, struct px_session *sess
 			 p->sessions, x->bg ? "background" : x->loose ? "left by a cutover" :
 			 "a session's", w->moved ? ", moved while it waited" : "",
 			 x->sess ? x->sess->who : "no session");
-	if (x->bg) {
-		x->next = p->bgs;
-		if (x->next)
-			x->next->prev = x;
-		p->bgs = x;
-	}
+	x->next = p->xs;
+	if (x->next)
+		x->next->prev = x;
+	p->xs = x;
 	x->seq = ++p->submits;
 }
 
@@ -953,8 +967,9 @@ static enum px_status admit(struct px_core *core, size_t asset, int64_t deadline
 				 * ours gave its up first: no call for that) */
 				if (!has_room(p) && cluster_need(p) && cluster_take(core, prov))
 					continue; /* choose again */
-				/* background work there gives way: wait for its end */
-				preempt_bg(core, p);
+				/* background work there, and transfers parked apart from
+				 * their sessions, give way: wait for their end */
+				preempt(core, p, 1);
 				if (!px_prov_wait_until(core, deadline)) {
 					snprintf(why, whylen, "all providers at their limit "
 						 "(background work did not end in time)");
@@ -1432,8 +1447,9 @@ enum px_status px_session_switch(struct px_session *s, size_t source)
 	while (prov != s->prov && !has_room(to) && evict_lingering(core, prov, s))
 		;
 	if (prov != s->prov && !has_room(to)) {
-		/* background work there gives way; a cutover does not wait */
-		preempt_bg(core, to);
+		/* background work there (and parked transfers) gives way; a
+		 * cutover does not wait */
+		preempt(core, to, 1);
 		st = PX_EBUSY;
 		goto out;
 	}

@@ -38,7 +38,7 @@ struct prov_rt {
 	size_t probe_source;
 	char why[200];             /* the last bad answer, in words */
 	uint64_t n_ok, n_bad, n_waits, n_busy, n_preempted, n_evicted, n_probes, n_auth;
-	struct xrec *bgs;          /* background transfers, for preemption */
+	struct xrec *xs;           /* its transfers, for preemption */
 	struct slot_wait *waitq;   /* waiting for a slot, oldest first */
 	/* the host:port of its first URL source, and whether its connections
 	 * may go to another host (a URL elsewhere, or a redirect seen): a

@@ -36,6 +36,7 @@
 #include "fetch.h"
 #include "log.h"
 #include "probe.h"
+#include "provider.h"
 #include "report.h"
 #include "rig.h"
 #include "session.h"
@@ -506,6 +507,61 @@ static void test_drip_is_a_stall_stream(void **state)
 
 /* stall_min_rate=0: any byte is progress, so a drip is only bounded by
  * read_timeout (the rule before the floor). */
+struct head_reader {
+	struct px_handle *h;
+	int64_t off;
+	size_t len;
+	int bad;
+};
+
+static void *head_reader_main(void *arg)
+{
+	struct head_reader *hr = arg;
+	unsigned char *buf = malloc(hr->len);
+	size_t got = 0;
+	if (!buf || px_handle_read(hr->h, hr->off, hr->len, buf, &got) != PX_OK ||
+	    got != hr->len || memcmp(buf, g_data + hr->off, got) != 0)
+		hr->bad = 1;
+	free(buf);
+	return NULL;
+}
+
+/* Two readers of the head while their session's cutover runs (held here
+ * by raising the session's count of running cutovers, as px_cutover()
+ * does): one asks for the head's fill, whose submit waits for the
+ * cutover; the other waits for that fill. Waiting for a submit is no
+ * stall of the source: both are served from it once the cutover is over,
+ * and the session stays. On 74eb985 the waiter judged the fill stalled
+ * after stall_timeout and cut the session over to the standby; each
+ * reader it stalled so began a cutover that held the submit again (the
+ * checker's seed 1510: a read failed while its source was up). */
+static void test_fill_waiting_for_cutover_is_no_stall(void **state)
+{
+	struct rig *r = rig_init(WITH_SIZE | WITH_MTIME | TWO_SOURCES, 1, 64 * 1024);
+	r->cfg.stall_timeout_ms = 200;
+	r->cfg.head_size = 512 * 1024;
+	r->cfg.readahead_budget = 64 << 20;
+	rig_discover(r, NULL, 0);
+	struct px_handle *h = open_blob(r);
+	struct px_session *sess = px_handle_session(h);
+	int n0 = fake_nreq(&r->fake);
+	struct head_reader hr[2] = { { h, 0, 64 * 1024, 0 }, { h, 4096, 8192, 0 } };
+	pthread_t th[2];
+	atomic_fetch_add(&sess->cutting, 1);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, head_reader_main, &hr[i]), 0);
+	usleep(4 * 200 * 1000);
+	atomic_fetch_sub(&sess->cutting, 1);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(hr[i].bad, 0);
+	}
+	assert_int_equal(atomic_load(&sess->source), 0);
+	for (int i = n0 + 1; i <= fake_nreq(&r->fake); i++)
+		assert_string_equal(fake_req(&r->fake, i).url, URL0);
+	rig_free(r);
+}
+
 static void test_drip_without_floor(void **state)
 {
 	unsigned char buf[4096];
@@ -978,6 +1034,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_read_timeout, rig_teardown),
 		cmocka_unit_test_teardown(test_read_timeout_bounds_retries, rig_teardown),
 		cmocka_unit_test_teardown(test_drip_is_a_stall_direct, rig_teardown),
+		cmocka_unit_test_teardown(test_fill_waiting_for_cutover_is_no_stall, rig_teardown),
 		cmocka_unit_test_teardown(test_drip_is_a_stall_cache, rig_teardown),
 		cmocka_unit_test_teardown(test_drip_is_a_stall_stream, rig_teardown),
 		cmocka_unit_test_teardown(test_drip_without_floor, rig_teardown),
