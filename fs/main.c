@@ -124,6 +124,8 @@ static const struct fuse_opt opt_table[] = {
 	FUSE_OPT_KEY("orphan_after=%s", KEY_CORE),
 	FUSE_OPT_KEY("seek_restart_segments=%s", KEY_CORE),
 	FUSE_OPT_KEY("max_writers=%s", KEY_CORE),
+	FUSE_OPT_KEY("tail_ahead", KEY_CORE),
+	FUSE_OPT_KEY("tail_ahead=%s", KEY_CORE),
 	FUSE_OPT_KEY("writer_max_speed=%s", KEY_CORE),
 	FUSE_OPT_KEY("control_socket=%s", KEY_CORE),
 	FUSE_OPT_KEY("store=%s", KEY_CORE),

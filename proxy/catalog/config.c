@@ -52,6 +52,7 @@ const struct px_config_option px_config_options[] = {
 	{ "orphan_after", "SECONDS", "a lease not renewed this long is orphaned and taken over (default 3 x heartbeat)" },
 	{ "seek_restart_segments", "N", "a read up to N segments beyond the writer's edge waits for it; further, a short probe run writes the segment, and the writer moves there once reads settle (default 3)" },
 	{ "max_writers", "N", "transcode writers running at once on this host; others wait in order (default 2)" },
+	{ "tail_ahead", NULL, "a transcode's first read starts a probe of its tail beside the head, where a player looks for the duration next; tail_ahead=0: the tail's read does (default on)" },
 	{ "writer_max_speed", "X", "pace writers at most X times realtime, 0 for no limit (default 0)" },
 	{ "strm_paths", "DIR[:DIR...]", "folders local paths named in .strm and M3U playlists (and added through seamfs ctl) must lie in, after symlinks (default: none, URL sources only)" },
 	{ "control_socket", "PATH", "serve the control API (seamfs ctl) on a Unix socket made at PATH, mode 0600 (default: none)" },
@@ -96,6 +97,7 @@ void px_config_init(struct px_config *cfg)
 	cfg->heartbeat_ms = 10000;
 	cfg->seek_restart_segments = 3;
 	cfg->max_writers = 2;
+	cfg->tail_ahead = 1;
 }
 
 void px_config_release(struct px_config *cfg)
@@ -415,6 +417,7 @@ static const struct setter setters[] = {
 	{ "seek_restart_segments", WHOLE, CFG(seek_restart_segments), 0, 1000,
 	  "a whole number from 0 to 1000", NULL },
 	{ "max_writers", WHOLE, CFG(max_writers), 1, 64, "a whole number from 1 to 64", NULL },
+	{ "tail_ahead", FLAG, CFG(tail_ahead), 0, 0, "true or false", NULL },
 	{ "placement", OTHER, 0, 0, 0, NULL, set_placement },
 	{ "writer_max_speed", OTHER, 0, 0, 0, NULL, set_writer_speed },
 	{ "strm_paths", OTHER, 0, 0, 0, NULL, set_strm_paths },

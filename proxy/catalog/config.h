@@ -63,6 +63,7 @@ struct px_config {
 	int64_t orphan_after_ms;    /* 0: 3 x heartbeat */
 	int seek_restart_segments;  /* a read further ahead restarts the writer, 3 */
 	int max_writers;            /* concurrent writers on this host, 2 */
+	int tail_ahead;             /* a first read's probe of the tail, 1 */
 	double writer_max_speed;    /* writer pace as a multiple of realtime, 0: free */
 	int placement_local;        /* cluster mode: writers where their first read is
 				     * (placement=local), 0: on the least-loaded host */

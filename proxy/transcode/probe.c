@@ -20,8 +20,9 @@ int tc_probe_slot_free(const struct px_transcode *tc)
 	return tc->nwriters < tc->cfg->max_writers && tc->nqueue == 0 && !tc->stopping;
 }
 
-enum px_status tc_start_probe(struct px_transcode *tc, struct job *j, uint32_t from,
-			      uint32_t until, const struct px_tcfile *by)
+/* tc_start_probe; ahead: tc_probe_tail's. */
+static enum px_status start_probe(struct px_transcode *tc, struct job *j, uint32_t from,
+				  uint32_t until, const struct px_tcfile *by, int ahead)
 {
 	char shown[PATH_MAX];
 	struct probe *p = NULL;
@@ -73,18 +74,47 @@ enum px_status tc_start_probe(struct px_transcode *tc, struct job *j, uint32_t f
 	p->until = until;
 	p->started_ms = px_now_ms();
 	p->by = by;
+	p->ahead = ahead;
 	j->nprobes++;
+	j->nahead += ahead;
 	tc->nprobes++;
-	tc_main_yield(j, 1);
+	if (j->nprobes > j->nahead)
+		tc_main_yield(j, 1);
 	tc->nwriters++;
 	if (from)
 		px_info("transcode", "probe pid %d for asset %s started: segments %u..%u (warm-up "
-			"%u), input %s", (int)p->pid, j->a->id, from, until, from - 1, shown);
+			"%u)%s, input %s", (int)p->pid, j->a->id, from, until, from - 1,
+			ahead ? ", the tail ahead of its read" : "", shown);
 	else
 		px_info("transcode", "probe pid %d for asset %s started: segments %u..%u, input %s",
 			(int)p->pid, j->a->id, from, until, shown);
 	tc_wake(tc);
 	return PX_OK;
+}
+
+enum px_status tc_start_probe(struct px_transcode *tc, struct job *j, uint32_t from,
+			      uint32_t until, const struct px_tcfile *by)
+{
+	return start_probe(tc, j, from, until, by, 0);
+}
+
+/* How much of a file's end a player reads for its duration: libavformat
+ * reads the last 250,000 bytes first (DURATION_MAX_READ_SIZE). */
+#define TAIL_READ 250000
+
+void tc_probe_tail(struct px_transcode *tc, struct job *j, uint32_t k)
+{
+	uint32_t last = j->plan.nseg - 1;
+	uint32_t from = seg_at(j, j->plan.size > TAIL_READ ? j->plan.size - TAIL_READ : 0);
+	while (from < last && j->ok[from])
+		from++;
+	if (!tc->cfg->tail_ahead || !j->pid || j->ok[last] || !tc_probe_slot_free(tc) ||
+	    (int64_t)from <= (int64_t)k + tc->cfg->seek_restart_segments + 2)
+		return;
+	for (uint32_t s = from; s <= last; s++)
+		if (tc_probe_covers(j, s))
+			return;
+	(void)start_probe(tc, j, from, last, NULL, 1); /* a read asks again if it failed */
 }
 
 uint32_t tc_probe_until(const struct job *j, uint32_t k, uint32_t read_last)
@@ -200,11 +230,12 @@ void tc_probe_ended(struct px_transcode *tc, struct job *j, struct probe *p, int
 		j->have_lease = 0; /* fenced: another host holds it now */
 		j->remote = 1;
 	}
+	j->nahead -= p->ahead;
 	memset(p, 0, sizeof(*p));
 	p->pidfd = p->outfd = -1;
 	j->nprobes--;
 	tc->nprobes--;
-	if (!j->nprobes)
+	if (j->nprobes == j->nahead)
 		tc_main_yield(j, 0);
 	tc->nwriters--;
 	tc_refresh(tc, j, 0);

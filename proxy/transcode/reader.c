@@ -297,6 +297,8 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 			 * chances, then the deadline decides */
 			w.tried++;
 			tc_start_writer(tc, j, k, START_READ);
+			if (first && w.tried == 1)
+				tc_probe_tail(tc, j, k);
 			continue;
 		}
 		if (act == PX_SEEK_PROBE) {

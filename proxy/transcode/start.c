@@ -138,7 +138,7 @@ void tc_start_writer(struct px_transcode *tc, struct job *j, uint32_t from,
 		px_warn("transcode", "pidfd_open: %s; writer deaths seen at its pipe's end",
 			strerror(errno));
 	j->yielded = 0;
-	if (j->nprobes)
+	if (j->nprobes > j->nahead)
 		tc_main_yield(j, 1);
 	j->from = from;
 	j->edge = from;

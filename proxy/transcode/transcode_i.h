@@ -51,6 +51,7 @@ struct probe {
 	int waiting;           /* reads waiting for its segments now */
 	int cancelled;         /* killed because its reader moved on */
 	int listed;            /* it said "committed": done, ending */
+	int ahead;             /* the tail, ahead of its read (tc_probe_tail) */
 };
 
 /* Why a main writer starts: what its recovery pass counts as. */
@@ -94,6 +95,7 @@ struct job {
 	uint64_t seeks;        /* main writer moves to where reads settled */
 	struct probe probes[PROBES_MAX];
 	int nprobes;           /* running probe runs */
+	int nahead;            /* of them, tails written ahead (no read waits) */
 	int yielded;           /* the main writer runs niced while probes run */
 	int nice_was;          /* its nice value before */
 	enum start_why queued_why;
@@ -382,6 +384,17 @@ int tc_probe_slot_free(const struct px_transcode *tc);
  */
 enum px_status tc_start_probe(struct px_transcode *tc, struct job *j, uint32_t from,
 			      uint32_t until, const struct px_tcfile *by) PX_WUR;
+/*
+ * A player that opens a transcode reads its head, then its tail (an
+ * MPEG-TS file's duration is its last timestamp: libavformat reads the
+ * last 250,000 bytes), then seeks: when the main writer has just started
+ * at k for a handle's first read and the segments of that tail are far
+ * beyond its reach, untrusted and nobody writes them, a probe writes
+ * them now, beside the head, at the main writer's priority (the main
+ * writer does not yield to it: the reader waits for the head first).
+ * Under tc->lock.
+ */
+void tc_probe_tail(struct px_transcode *tc, struct job *j, uint32_t k);
 /* The last segment a probe of j from k writes for a read whose last
  * segment is read_last: it ends before the first segment another writer
  * of j starts at (px_seek_probe_until). Under tc->lock. */

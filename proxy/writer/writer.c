@@ -10,10 +10,10 @@
  * streams have produced a packet of a later segment (or ended): a fresh
  * mpegts muxer writing into memory (initial discontinuity, copied
  * timestamps with one constant 10 s offset, the same in every run), then
- * padded with null packets to S (before the data for the last segment, so
- * probes find its duration), written as a new NAME.XXXXXX.tmp (O_EXCL,
- * random: nothing planted is written through), fsynced and renamed, and
- * the playlist rewritten. A restart at segment N seeks the input before
+ * padded with null packets to S (spread between the data; the last
+ * segment ends with a block of them, see pad_layout), written as a new
+ * NAME.XXXXXX.tmp (O_EXCL, random: nothing planted is written through),
+ * fsynced and renamed, and the playlist rewritten. A restart at segment N seeks the input before
  * N-1, encodes N-1 to warm the encoders and discards it.
  *
  * Audio drift: D is segment_seconds as given; an AAC frame (1024/48000 s)
@@ -908,35 +908,56 @@ out:
 	return st;
 }
 
-/*
- * Pads n muxed packets (data) with pad null packets into out, spread
- * evenly after them: after data packet i come the nulls that bring the
- * count to floor((i+1) * pad / n). A player seeks in MPEG-TS by
- * interpolating byte offsets between timestamps; with the padding in one
- * block (a third of a segment, timestamp-less) every seek to a segment
- * boundary landed in it, and the search fell back to bisecting the file,
- * a writer run per step (docs/transcode.md "Seeks"). Spread, timestamps
- * grow with the offset inside a segment too, and no long run of nulls
- * ends the file (which made probes lose its duration).
- */
-static void pad_spread(uint8_t *out, const uint8_t *data, int64_t n, int64_t pad)
+/* The last segment's trailing block of nulls at most: the last 250,000
+ * bytes of a file, where a probe looks for its duration, keep 64 KiB of
+ * muxed packets and their share of padding (see pad_layout). */
+#define TAIL_PAD_MAX ((250000 - 65536) / PX_TS_PACKET)
+
+/* One null packet at q. */
+static void null_packet(uint8_t *q)
 {
-	int64_t o = 0, done = 0;
-	for (int64_t i = 0; i < n || done < pad; i++) {
+	q[0] = 0x47;
+	q[1] = 0x1f;
+	q[2] = 0xff;
+	q[3] = 0x10;
+	memset(q + 4, 0xff, PX_TS_PACKET - 4);
+}
+
+/*
+ * Pads n muxed packets (data) with pad null packets into out: tail of
+ * them (at most pad) in one block at the end, the others spread evenly
+ * after the data: after data packet i come the nulls that bring the
+ * count to floor((i+1) * (pad - tail) / n).
+ *
+ * A player seeks in MPEG-TS by interpolating byte offsets between
+ * timestamps; with the padding in one block (a third of a segment,
+ * timestamp-less) every seek to a segment boundary landed in it, and the
+ * search fell back to bisecting the file, a writer run per step
+ * (docs/transcode.md "Seeks"). Spread, timestamps grow with the offset
+ * inside a segment too. The last segment ends with a block of nulls
+ * (tail, up to TAIL_PAD_MAX): ffmpeg's search draws its first line from
+ * the file's first video packet to its last one, and that block makes the
+ * line run a little below every frame, in proportion to the target's
+ * place in the file. Its first guess then lands just before the frame the
+ * target is in, not after it: a target in the last frame of a segment
+ * found the next segment's first frame, the search fell back to
+ * bisecting from the file's start, and each step was a probe.
+ */
+static void pad_layout(uint8_t *out, const uint8_t *data, int64_t n, int64_t pad,
+		       int64_t tail)
+{
+	int64_t o = 0, done = 0, spread = pad - tail;
+	for (int64_t i = 0; i < n || done < spread; i++) {
 		if (i < n) {
 			memcpy(out + o, data + i * PX_TS_PACKET, PX_TS_PACKET);
 			o += PX_TS_PACKET;
 		}
-		int64_t upto = i + 1 >= n ? pad : (i + 1) * pad / n;
-		for (; done < upto; done++, o += PX_TS_PACKET) {
-			uint8_t *q = out + o;
-			q[0] = 0x47;
-			q[1] = 0x1f;
-			q[2] = 0xff;
-			q[3] = 0x10;
-			memset(q + 4, 0xff, PX_TS_PACKET - 4);
-		}
+		int64_t upto = i + 1 >= n ? spread : (i + 1) * spread / n;
+		for (; done < upto; done++, o += PX_TS_PACKET)
+			null_packet(out + o);
 	}
+	for (int64_t t = 0; t < tail; t++, o += PX_TS_PACKET)
+		null_packet(out + o);
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -1120,7 +1141,9 @@ static enum px_status pad_commit(struct wr *w, uint32_t k, const uint8_t *buf, i
 	}
 	if (!(out = malloc((size_t)S)))
 		return PX_ENOMEM;
-	pad_spread(out, buf, len / PX_TS_PACKET, (S - len) / PX_TS_PACKET);
+	int64_t pad = (S - len) / PX_TS_PACKET;
+	int64_t tail = k + 1 == w->a->plan.nseg ? (pad < TAIL_PAD_MAX ? pad : TAIL_PAD_MAX) : 0;
+	pad_layout(out, buf, len / PX_TS_PACKET, pad, tail);
 	if ((st = commit(w, k, out, S)) == PX_EEXIST) {
 		/* a probe listed it while this run encoded it */
 		st = PX_OK;

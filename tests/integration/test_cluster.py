@@ -547,8 +547,10 @@ def test_fencing_stopped_writer(redis, seamfs, data, nginx, tmp_path):
     is byte for byte what one full single-host run makes (a remux)."""
     work = tmp_path / 'work'
     cat = tc_cat(nginx)
-    a = mount_host(seamfs, cat, redis, 'alpha', work, options=['writer_max_speed=2'])
-    b = mount_host(seamfs, cat, redis, 'beta', work, options=['writer_max_speed=2'])
+    a = mount_host(seamfs, cat, redis, 'alpha', work, options=['writer_max_speed=2',
+                   'tail_ahead=0'])
+    b = mount_host(seamfs, cat, redis, 'beta', work, options=['writer_max_speed=2',
+                   'tail_ahead=0'])
     fa, fb = a.path('clip.ts'), b.path('clip.ts')
     job = work / 'clip-ts'
     plan = json.loads((job / 'plan.json').read_text())
@@ -622,7 +624,7 @@ def test_far_seek_on_following_host(redis, seamfs, data, clip60, nginx, tmp_path
     from test_transcode_seek import seek_catalog, seg_bounds
     work = tmp_path / 'work'
     cat = seek_catalog(nginx, 'remux')
-    opts = ['writer_max_speed=1', 'seek_restart_segments=1']
+    opts = ['writer_max_speed=1', 'seek_restart_segments=1', 'tail_ahead=0']
     a = mount_host(seamfs, cat, redis, 'alpha', work, options=opts, read_timeout=20)
     b = mount_host(seamfs, cat, redis, 'beta', work, options=opts, read_timeout=20)
     job = work / 'clip60-ts'

@@ -322,8 +322,10 @@ def test_rolled_back_playlist_put_back(redis, seamfs, data, nginx, tmp_path):
     listed."""
     work = tmp_path / 'work'
     cat = tc_cat(nginx)
-    a = mount_host(seamfs, cat, redis.url, 'alpha', work, options=['writer_max_speed=2'])
-    b = mount_host(seamfs, cat, redis.url, 'beta', work, options=['writer_max_speed=2'])
+    a = mount_host(seamfs, cat, redis.url, 'alpha', work, options=['writer_max_speed=2',
+                   'tail_ahead=0'])
+    b = mount_host(seamfs, cat, redis.url, 'beta', work, options=['writer_max_speed=2',
+                   'tail_ahead=0'])
     job = work / 'clip-ts'
     plan = json.loads((job / 'plan.json').read_text())
     key = 'seamfs:tc:{clip-ts}:pl'

@@ -113,16 +113,41 @@ def check_pieces(got, whole):
             hashlib.sha256(whole[off:off + len(b)]).hexdigest(), f'bytes at {off} differ'
 
 
+def null_runs(seg):
+    """[(packet index, length)] of the runs of MPEG-TS null packets (PID
+    0x1FFF) in a segment."""
+    runs, start = [], None
+    n = len(seg) // 188
+    for i in range(n + 1):
+        null = i < n and seg[i * 188] == 0x47 and seg[i * 188 + 1] & 0x1f == 0x1f \
+            and seg[i * 188 + 2] == 0xff
+        if null and start is None:
+            start = i
+        elif not null and start is not None:
+            runs.append((start, i - start))
+            start = None
+    return runs
+
+
 def longest_null_run(seg):
-    """The longest run of MPEG-TS null packets (PID 0x1FFF) in a segment."""
-    run = best = 0
-    for i in range(0, len(seg), 188):
-        if seg[i] == 0x47 and seg[i + 1] & 0x1f == 0x1f and seg[i + 2] == 0xff:
-            run += 1
-            best = max(best, run)
-        else:
-            run = 0
-    return best
+    """The longest run of MPEG-TS null packets in a segment."""
+    return max((n for _, n in null_runs(seg)), default=0)
+
+
+TAIL_PAD_MAX = (250000 - 65536) // 188   # proxy/writer/writer.c
+
+
+def tail_block_ok(seg):
+    """The last segment: its padding spread as in the others, but a block
+    of nulls (more than the spread leaves, at most TAIL_PAD_MAX) ends it,
+    so that the last 250,000 bytes, where a probe looks for the duration,
+    still hold muxed packets."""
+    runs = null_runs(seg)
+    if not runs:
+        return False
+    start, n = runs[-1]
+    return start + n == len(seg) // 188 and 4 < n <= TAIL_PAD_MAX and \
+        all(m <= 4 for _, m in runs[:-1])
 
 
 def assert_probes_not_restarts(log, aid):
@@ -170,11 +195,15 @@ def test_bisecting_reader_transcode(seamfs, data, clip60, nginx, tmp_path):
     entries, _ = playlist_entries(job)
     assert {i for i, _ in entries} == set(range(NSEG))
     # the padding is spread between the muxed packets, not one block: a
-    # player's interpolating search finds timestamps all through a segment
+    # player's interpolating search finds timestamps all through a segment;
+    # the last segment ends with a block of it (see tail_block_ok)
     for k in range(NSEG):
         seg = (job / f'seg-{k:06d}.ts').read_bytes()
         assert len(seg) == plan['segment_bytes']
-        assert longest_null_run(seg) <= 4, (k, longest_null_run(seg))
+        if k + 1 < NSEG:
+            assert longest_null_run(seg) <= 4, (k, longest_null_run(seg))
+        else:
+            assert tail_block_ok(seg), (k, null_runs(seg)[-3:])
     r = subprocess.run(['ffmpeg', '-nostdin', '-v', 'error', '-i', f, '-f', 'null', '-'],
                        capture_output=True, timeout=120)
     assert r.returncode == 0 and not r.stderr.strip(), r.stderr.decode(errors='replace')
@@ -201,7 +230,8 @@ def test_bisecting_reader_remux(seamfs, data, clip60, nginx, tmp_path):
     assert m.unmount() == 0
 
     other = tmp_path / 'work-fresh'
-    m2 = seamfs.mount(cat, read_timeout=30, options=[f'work_dir={other}'])
+    # one writer slot: no probe writes the tail ahead either
+    m2 = seamfs.mount(cat, read_timeout=30, options=[f'work_dir={other}', 'max_writers=1'])
     whole = bounded(lambda: whole_file(m2.path('clip60.ts')), 100, 'a fresh full read')
     assert len(whole) == plan['size']
     check_pieces(got, whole)
@@ -375,3 +405,62 @@ def test_probe_of_a_reader_that_moved_on_is_cancelled(seamfs, data, clip60, ngin
     # the cancelled probe listed nothing: its segment is another run's
     entries, _ = playlist_entries(job)
     assert {i for i, _ in entries} == set(range(NSEG))
+
+
+def seg_at_offset(plan, off):
+    """The segment that holds byte off (negative: from the end)."""
+    bounds = seg_bounds(plan)
+    if off < 0:
+        off = max(0, bounds[-1] + off)
+    return max(k for k in range(len(bounds) - 1) if bounds[k] <= off)
+
+
+def frame_md5(path, at):
+    """ffmpeg's own seek to `at` seconds (its interpolating search on
+    timestamps, which mpv and other ffmpeg-based players use) and the MD5
+    of the first frame it decodes there."""
+    r = subprocess.run(['ffmpeg', '-nostdin', '-v', 'error', '-ss', str(at), '-i', str(path),
+                        '-map', '0:v', '-frames:v', '1', '-f', 'framemd5', '-'],
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode(errors='replace')
+    lines = [ln for ln in r.stdout.decode().splitlines() if ln and not ln.startswith('#')]
+    assert lines, r.stderr.decode(errors='replace')
+    return lines[0].split(',')[-1].strip()
+
+
+def test_seek_to_a_segment_boundary_probes_only_there(seamfs, data, clip60, nginx, tmp_path):
+    """ffmpeg's seek to a segment's start (a target in the last frame of
+    the segment before it, as `-ss` and mpv's --start=50% ask) is served by
+    probes of the segments there and of the tail, nothing in between: its
+    first guess lands just before the target, because the last segment
+    ends with a block of nulls (docs/transcode.md "Seeks"). With the
+    padding spread through the last segment too, the guess found the next
+    segment's first frame, the search bisected the file from its start and
+    every step was a probe of a segment far below (issue 32). The frame
+    decoded through the mount equals the frame decoded from the finished
+    file; the tail was written ahead, beside the head."""
+    work = tmp_path / 'work'
+    cat = seek_catalog(nginx, 'transcode')
+    m = seamfs.mount(cat, read_timeout=60,
+                     options=[f'work_dir={work}', 'writer_max_speed=1'])
+    f = m.path('clip60.ts')
+    at = TARGET * PROFILE['segment_seconds']
+    seen = bounded(lambda: frame_md5(f, at), 100, 'ffmpeg\'s seek')
+    log = m.log()
+    probes = [(int(a), int(b)) for a, b in
+              re.findall(r'probe pid \d+ for asset clip60-ts started: segments (\d+)\.\.(\d+)',
+                         log)]
+    # the tail: the segments of the last 250,000 bytes, where ffmpeg
+    # looks for the duration
+    tail = (seg_at_offset(plan_of(work / 'clip60-ts'), -250000), NSEG - 1)
+    assert tail in probes, (tail, log)
+    assert re.search(rf'segments {tail[0]}\.\.{tail[1]} .*the tail ahead of its read', log), log
+    far = [p for p in probes if p != tail and not TARGET - 2 <= p[0] <= TARGET + 1]
+    assert not far, (far, log)
+    assert m.unmount() == 0
+    m2 = seamfs.mount(cat, read_timeout=30, options=[f'work_dir={work}'], mnt=m.mnt)
+    whole = tmp_path / 'whole.ts'
+    whole.write_bytes(bounded(lambda: whole_file(f), 100, 'the whole file'))
+    assert m2.unmount() == 0
+    assert seen == frame_md5(whole, at)
+    assert tail_block_ok(whole.read_bytes()[-plan_of(work / 'clip60-ts')['segment_bytes']:])
