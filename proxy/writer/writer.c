@@ -13,8 +13,9 @@
  * padded with null packets to S (spread between the data; the last
  * segment ends with a block of them, see pad_layout), written as a new
  * NAME.XXXXXX.tmp (O_EXCL, random: nothing planted is written through),
- * fsynced and renamed, and the playlist rewritten. A restart at segment N seeks the input before
- * N-1, encodes N-1 to warm the encoders and discards it.
+ * fsynced and renamed, and the playlist rewritten. A restart at segment
+ * N seeks the input before N-1, encodes N-1 to warm the encoders and
+ * discards it.
  *
  * Audio drift: D is segment_seconds as given; an AAC frame (1024/48000 s)
  * does not divide 2 s exactly, so audio packets join the segment their pts
