@@ -492,7 +492,9 @@ def test_recovery_leaves_a_link_at_a_seamfs_name_alone_and_counts_it(seamfs, dat
     segment's old .tmp name), then the writer killed: recovery, which
     removes seamfs's leftovers, leaves the link alone, logs and counts it
     (status, metric); the transcode still reads whole."""
-    m, job = mount_tc(seamfs, nginx, Path(arena['base']), options=['writer_max_speed=2'])
+    # one writer to kill (no probe of the tail beside it)
+    m, job = mount_tc(seamfs, nginx, Path(arena['base']),
+                      options=['writer_max_speed=2', 'tail_ahead=0'])
     plan = plan_of(job)
     os.chmod(job, 0o777)
     t, box = start_reader(m.path('Transcoded/clip 180p.ts'))
@@ -554,7 +556,8 @@ def test_a_link_swapped_for_a_probes_segment_is_reported(seamfs, data, clip60, n
     wrap.chmod(0o755)
     work = Path(arena['base']) / 'work'
     m = seamfs.mount(seek_catalog(nginx, 'transcode'), read_timeout=90,
-                     options=[f'work_dir={work}', f'writer={wrap}', 'writer_max_speed=1'])
+                     options=[f'work_dir={work}', f'writer={wrap}', 'writer_max_speed=1',
+                              'tail_ahead=0'])   # the far read's probe, alone
     job = work / 'clip60-ts'
     plan = plan_of(job)
     bounds = seg_bounds(plan)

@@ -560,8 +560,10 @@ def test_writer_input_cuts_over_when_origin_dies(seamfs, data, nginx, make_origi
     decodes clean and lasts the clip's 20 s."""
     o1, o3 = make_origin(data.dir), make_origin(data.dir)
     work = tmp_path / 'work'
+    # one writer (no probe of the tail beside it, whose session would
+    # take o1 and leave the writer's to another source)
     m = seamfs.mount(three_source_catalog(data, o1, nginx, o3), read_timeout=30,
-                     options=[f'work_dir={work}'] + FAILOVER_OPTS)
+                     options=[f'work_dir={work}', 'tail_ahead=0'] + FAILOVER_OPTS)
     job = work / 'clip-180'
     plan = plan_of(job)
     f = m.path('Transcoded/clip 180p.ts')
@@ -774,7 +776,7 @@ def test_single_threaded_writer_reads_the_next_source(seamfs, data, nginx, make_
     work = tmp_path / 'work'
     cat = seamfs.write_catalog(three_source_catalog(data, o1, nginx, o3))
     mnt = seamfs.new_mountpoint()
-    argv = seamfs.argv(cat, mnt, 30, [f'work_dir={work}'] + FAILOVER_OPTS)
+    argv = seamfs.argv(cat, mnt, 30, [f'work_dir={work}', 'tail_ahead=0'] + FAILOVER_OPTS)
     argv.insert(1, '-s')
     m = Mount(argv, cat, mnt, seamfs.state_dir, tmp_path / 'seamfs-single.stderr')
     seamfs.mounts.append(m)          # unmounted by the fixture, also on failure
