@@ -1504,9 +1504,11 @@ static int teardown(struct daemon *d)
 	if (d->stored.init_fd >= 0)
 		close(d->stored.init_fd);
 	free(d->stored.init);
-	/* the heartbeat reads the core: it stops first */
+	/* the heartbeat reads the core: it stops first; the core's threads
+	 * (copies, slots) read the hosts' list until the core is freed */
 	px_hosts_leave(d->hosts);
 	px_core_free(d->core);
+	px_hosts_free(d->hosts);
 	px_store_free(d->store);
 	px_state_free(d->state);
 	px_state_unlock_mount(d->mount_lock);

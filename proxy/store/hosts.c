@@ -39,6 +39,7 @@ struct px_hosts {
 	struct px_host_info list[PX_HOSTS_MAX];
 	size_t nlist;
 	int lost;                 /* another daemon took our id meanwhile */
+	int left;                 /* px_hosts_leave done (its caller's thread) */
 };
 
 /* Registers (or beats): refuses, {0, pid, boot, age}, when another token
@@ -384,8 +385,9 @@ struct px_store *px_hosts_store(const struct px_hosts *h)
 
 void px_hosts_leave(struct px_hosts *h)
 {
-	if (!h)
+	if (!h || h->left)
 		return;
+	h->left = 1;
 	pthread_mutex_lock(&h->lock);
 	h->stopping = 1;
 	pthread_cond_broadcast(&h->cond);
@@ -397,6 +399,13 @@ void px_hosts_leave(struct px_hosts *h)
 	if (px_store_eval(h->st, LEAVE, 2, keys, 2, args, NULL) != PX_OK)
 		px_warn("hosts", "could not remove host %s from the store (its key expires by "
 			"itself)", h->id);
+}
+
+void px_hosts_free(struct px_hosts *h)
+{
+	if (!h)
+		return;
+	px_hosts_leave(h);
 	pthread_mutex_destroy(&h->lock);
 	pthread_cond_destroy(&h->cond);
 	free(h);

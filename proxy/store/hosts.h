@@ -100,8 +100,14 @@ size_t px_hosts_list(struct px_hosts *h, struct px_host_info *out, size_t cap);
 const char *px_hosts_self(const struct px_hosts *h);
 struct px_store *px_hosts_store(const struct px_hosts *h);
 
-/* Stops the thread, removes this host's registration (if still ours) and
- * frees. NULL: no-op. */
+/* Stops the thread and removes this host's registration (if still ours),
+ * once; the object stays readable (px_hosts_list answers the last list)
+ * for the threads that still hold it, until px_hosts_free. NULL: no-op. */
 void px_hosts_leave(struct px_hosts *h);
+
+/* Leaves (if not yet) and frees. The daemon leaves before it frees the
+ * core (the heartbeat reads the core) and frees after it (the core's
+ * threads, copies and slots, read the list). NULL: no-op. */
+void px_hosts_free(struct px_hosts *h);
 
 #endif
