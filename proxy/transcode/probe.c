@@ -98,17 +98,16 @@ enum px_status tc_start_probe(struct px_transcode *tc, struct job *j, uint32_t f
 	return start_probe(tc, j, from, until, by, 0);
 }
 
-/* How much of a file's end a player reads for its duration: libavformat
- * reads the last 250,000 bytes first (DURATION_MAX_READ_SIZE). */
-#define TAIL_READ 250000
-
 void tc_probe_tail(struct px_transcode *tc, struct job *j, uint32_t k)
 {
 	uint32_t last = j->plan.nseg - 1;
-	uint32_t from = seg_at(j, j->plan.size > TAIL_READ ? j->plan.size - TAIL_READ : 0);
+	if (!tc->cfg->tail_ahead)
+		return;
+	uint32_t from = seg_at(j, j->plan.size > PX_DURATION_READ
+				  ? j->plan.size - PX_DURATION_READ : 0);
 	while (from < last && j->ok[from])
 		from++;
-	if (!tc->cfg->tail_ahead || !j->pid || j->ok[last] || !tc_probe_slot_free(tc) ||
+	if (!j->pid || j->ok[last] || !tc_probe_slot_free(tc) ||
 	    (int64_t)from <= (int64_t)k + tc->cfg->seek_restart_segments + 2)
 		return;
 	for (uint32_t s = from; s <= last; s++)

@@ -16,6 +16,10 @@
 #include "px.h"
 
 #define PX_TS_PACKET 188
+/* How much of a file's end a player reads first for its duration:
+ * libavformat's DURATION_MAX_READ_SIZE. The writer keeps muxed packets in
+ * it; the daemon writes its segments ahead (tail_ahead). */
+#define PX_DURATION_READ 250000
 #define PX_SEG_MAX_COUNT 1000000u
 
 struct px_seg_plan {

@@ -909,10 +909,11 @@ out:
 	return st;
 }
 
-/* The last segment's trailing block of nulls at most: the last 250,000
- * bytes of a file, where a probe looks for its duration, keep 64 KiB of
- * muxed packets and their share of padding (see pad_layout). */
-#define TAIL_PAD_MAX ((250000 - 65536) / PX_TS_PACKET)
+/* The last segment's trailing block of nulls at most: the last
+ * PX_DURATION_READ bytes of a file, where a probe looks for its duration,
+ * keep 64 KiB of muxed packets and their share of padding (see
+ * pad_layout). */
+#define TAIL_PAD_MAX ((PX_DURATION_READ - 65536) / PX_TS_PACKET)
 
 /* One null packet at q. */
 static void null_packet(uint8_t *q)

@@ -68,6 +68,17 @@ static int can_connect(int port)
 	return ok;
 }
 
+/* Whether key exists in store s (EXISTS). */
+static long long key_exists(struct px_store *s, const char *key)
+{
+	const char *ex[] = { "EXISTS", key };
+	struct px_reply *r = NULL;
+	assert_int_equal(px_store_call(s, 2, ex, NULL, &r), PX_OK);
+	long long n = r->integer;
+	px_reply_free(r);
+	return n;
+}
+
 static void sleep_ms(int ms)
 {
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
@@ -527,10 +538,7 @@ static void test_hosts(void **state)
 	}
 	assert_int_equal(back, 2);
 	px_hosts_free(h2);
-	const char *ex2[] = { "EXISTS", "unit:host:two" };
-	assert_int_equal(px_store_call(s1, 2, ex2, NULL, &r), PX_OK);
-	assert_int_equal(r->integer, 0);
-	px_reply_free(r);
+	assert_int_equal(key_exists(s1, "unit:host:two"), 0);
 	/* a host that left stays readable until freed: the daemon's core
 	 * threads (copies, slots) read the list until the core is freed,
 	 * after the heartbeat stopped (ASan found one reading freed memory
@@ -539,10 +547,7 @@ static void test_hosts(void **state)
 	assert_true(px_hosts_list(h1, list, PX_HOSTS_MAX) >= 1);
 	assert_string_equal(px_hosts_self(h1), "one");
 	px_hosts_leave(h1);
-	const char *ex1[] = { "EXISTS", "unit:host:one" };
-	assert_int_equal(px_store_call(s1, 2, ex1, NULL, &r), PX_OK);
-	assert_int_equal(r->integer, 0);
-	px_reply_free(r);
+	assert_int_equal(key_exists(s1, "unit:host:one"), 0);
 	px_hosts_free(h1);
 	px_store_free(s1);
 	px_store_free(s2);
@@ -852,11 +857,7 @@ static void test_sentinel_store(void **state)
 	const char *del[] = { "DEL", lk };
 	assert_int_equal(px_store_call(plain, 2, del, NULL, NULL), PX_OK);
 	assert_int_equal(px_lease_heartbeat(ls, &l), PX_EFENCED);
-	const char *ex[] = { "EXISTS", lk };
-	struct px_reply *r = NULL;
-	assert_int_equal(px_store_call(plain, 2, ex, NULL, &r), PX_OK);
-	assert_int_equal(r->integer, 0);
-	px_reply_free(r);
+	assert_int_equal(key_exists(plain, lk), 0);
 	px_lease_store_free(ls);
 	px_store_free(s);
 	/* a master the sentinel does not know */
