@@ -50,6 +50,10 @@ enum px_status {
 	PX_ENEXT,        /* outcome: this source is done with the request (it
 			  * cut over, or its bytes were not the asset's): take
 			  * the next source and ask again */
+	PX_EFAILED,      /* outcome: a transfer under a read failed, and the
+			  * read tier reports where and why beside it
+			  * (read/retry.h) for the one decision after the
+			  * tiers; never leaves the read layer */
 	PX_STATUS_COUNT
 };
 

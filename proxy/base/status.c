@@ -32,6 +32,7 @@ const char *px_strerror(enum px_status st)
 	case PX_EFULL: return "no room";
 	case PX_ELOCKTIMEOUT: return "lock not had in time";
 	case PX_ENEXT: return "take the next source";
+	case PX_EFAILED: return "a transfer failed under the read";
 	case PX_STATUS_COUNT: break;
 	}
 	return "unknown status";

@@ -1,17 +1,20 @@
 /*
  * retry.c - what a read does after a failed transfer.
  *
- * A read is served by a stream (stream.c) or by direct range requests and
- * preads (session.c); both end up here when the bytes they wait for do not
- * come, so a failure means the same whichever tier met it. The order of
- * remedies follows docs/design.md ("Cutover"): first a standby proven
- * identical takes over in place, at the same byte (px_cutover, which
- * checks the seam); when
- * none can, the same source is tried again with a growing backoff while
- * the failure looks transient; a read that keeps failing without a new
- * byte, or that reaches its deadline, fails with the
- * cause, and the handle counts it (fallback_exhausted) and marks the
- * session failed so that a reopen starts afresh.
+ * A read is served by an ordered list of tiers (session.c): a stream and
+ * its parts (stream.c), the head/tail cache (cache.c), direct range
+ * requests and preads. A tier whose transfer fails does not decide what
+ * comes next: it reports the failure (PX_EFAILED, struct px_failed) and
+ * the read takes the decision here, after the tiers, once, so a failure
+ * means the same whichever tier met it, and one read's failures share one
+ * budget. The order of remedies follows docs/design.md ("Cutover"): first
+ * a standby proven identical takes over in place, at the same byte
+ * (px_cutover, which checks the seam); when none can, the same source is
+ * tried again with a growing backoff while the failure looks transient; a
+ * read that keeps failing without a new byte, or that reaches its
+ * deadline, fails with the cause, and the handle counts it
+ * (fallback_exhausted) and marks the session failed so that a reopen
+ * starts afresh.
  *
  * More cutovers of one read at the same byte than the asset has sources
  * mean every source fails as fast as the session moves (a dead network):
@@ -19,6 +22,9 @@
  * never spins between sources; until then each standby gets its turn.
  */
 #include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "context.h"
@@ -29,6 +35,19 @@
 
 #define BACKOFF_BASE_MS 50
 #define LAST_TRY_MS 10   /* less time than this left: no last attempt */
+
+void px_failed_set(struct px_failed *fd, size_t source, int64_t pos, enum px_status why,
+		   int stalled, const char *detail)
+{
+	memset(fd, 0, offsetof(struct px_failed, seam));
+	snprintf(fd->detail, sizeof(fd->detail), "%s", detail ? detail : "");
+	fd->f = (struct px_failure){ source, pos, why, stalled, fd->detail, fd->seam, 0 };
+	fd->st = NULL;
+	fd->part = 0;
+	fd->token = 0;
+	fd->done = 0;
+	fd->next_tier = 0;
+}
 
 enum px_status px_retry_failed(struct px_retry *r, struct px_session *sess,
 			       const struct px_failure *f, int64_t deadline, const char *who)

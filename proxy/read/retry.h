@@ -1,6 +1,7 @@
 /*
- * retry.h - the one decision a read makes after a failed transfer, for a
- * stream and a direct read alike (retry.c). Internal to read/.
+ * retry.h - the one decision a read makes after a failed transfer, taken
+ * after its tiers for a stream, a part, a cache fill and a direct read
+ * alike (retry.c), and how a tier reports the failure. Internal to read/.
  */
 #ifndef SEAMFS_RETRY_H
 #define SEAMFS_RETRY_H
@@ -11,6 +12,7 @@
 #include "px.h"
 
 struct px_session;
+struct px_stream;
 
 /* One read's failures so far. PX_RETRY_INIT at the read's start. */
 struct px_retry {
@@ -32,6 +34,28 @@ struct px_failure {
 	const void *seam;    /* the bytes just before pos (a cutover's check) */
 	size_t nseam;
 };
+
+/*
+ * A tier's report of the failure that stopped it (it returns PX_EFAILED),
+ * for the decision after the tiers (session.c's serve_span): the failure,
+ * with room for its words and seam, and what the tier needs after it.
+ */
+struct px_failed {
+	struct px_failure f;       /* f.detail and f.seam point into this */
+	char detail[200];
+	unsigned char seam[4096];
+	size_t done;               /* the span's bytes already in place */
+	int next_tier;             /* 1: after the decision the next tier
+				    * serves (a stalled head or tail fill) */
+	struct px_stream *st;      /* the stream that failed, or NULL: then
+				    * px_stream_decided() follows the decision */
+	int part;                  /* the failed transfer is a part of st's */
+	uint64_t token;            /* st's generation, or the part's id */
+};
+
+/* Fills fd's failure (its detail copied, no seam yet, nothing else). */
+void px_failed_set(struct px_failed *fd, size_t source, int64_t pos, enum px_status why,
+		   int stalled, const char *detail);
 
 /*
  * Source f->source of the session failed under a read at f->pos, with

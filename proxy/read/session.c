@@ -456,6 +456,16 @@ struct read_op {
 	int copied;             /* some came other than from the stream */
 	int fetched;            /* some came other than from the cache */
 	uint64_t *held;         /* head and tail fills held for the reply */
+	struct px_retry retry;  /* the try's failures so far (retry.c) */
+	struct px_failed fail;  /* the last one a tier reported */
+};
+
+/* A piece of a read that lies in one region of the asset. */
+struct span {
+	struct px_read_req rq;
+	int region;             /* 0 the head, 1 the middle, 2 the tail */
+	int path;               /* the session reads a path source */
+	int again;              /* served on after a decision (serve_span) */
 };
 
 /*
@@ -539,59 +549,49 @@ static void regions(const struct px_handle *s, int64_t *head_end, int64_t *tail_
 }
 
 /* Reads rq's bytes with bounded range requests (pread for a path
- * source), retrying transient failures on the same source. A failure cuts
- * over to a standby of either kind, at the same offset. keep: see
- * struct attempt. */
+ * source), from the session's source of the moment. A failed transfer is
+ * reported (PX_EFAILED, op->fail) with the bytes already in and those just
+ * before the failure, for a standby's seam check: this read's, or the
+ * previous read's. keep: see struct attempt. */
 static enum px_status read_direct(struct read_op *op, const struct px_read_req *rq,
 				  struct waiter **keep)
 {
 	struct px_handle *s = op->h;
-	enum px_status st = PX_OK;
-	struct px_retry retry = PX_RETRY_INIT;
 	size_t got = 0, len = rq->len;
 
-	if (!on_path(s))
-		s->core->reads->n_direct++;
 	while (got < len) {
-		if (px_now_ms() >= rq->deadline) {
-			st = PX_ETIMEDOUT;
-			break;
-		}
+		if (px_now_ms() >= rq->deadline)
+			return PX_ETIMEDOUT;
 		/* only a first attempt that brings everything is kept */
 		struct attempt a = { .source = atomic_load(&s->sess->source),
 				     .off = rq->off + (int64_t)got, .len = len - got,
 				     .buf = rq->buf + got, .keep = got ? NULL : keep };
-		st = fetch_once(s, &a, rq->deadline);
+		enum px_status st = fetch_once(s, &a, rq->deadline);
 		got += a.got;
-		if (got == len) {
-			st = PX_OK; /* every byte is here, whatever came after */
-			break;
-		}
+		if (got == len)
+			return PX_OK; /* every byte is here, whatever came after */
 		if (st == PX_OK)
 			continue;
-		/* a standby takes over at the same offset, checked against the
-		 * bytes just before it: this read's, or the previous read's */
 		int64_t pos = rq->off + (int64_t)got;
-		unsigned char seam[4096];
-		struct px_failure f = { a.source, pos, st, a.stalled, a.detail, seam,
-					seam_bytes(s, op->st, pos, rq->buf + got, got, seam) };
-		st = px_retry_failed(&retry, s->sess, &f, rq->deadline, s->who);
-		if (st != PX_OK)
-			break;
+		px_failed_set(&op->fail, a.source, pos, st, a.stalled, a.detail);
+		op->fail.f.nseam = seam_bytes(s, op->st, pos, rq->buf + got, got, op->fail.seam);
+		op->fail.done = got;
+		return PX_EFAILED;
 	}
-	if (got == len)
-		return PX_OK;
-	/* px_handle_read() counts and logs the failure */
-	return st == PX_OK ? PX_ETRANSFER : st;
+	return PX_OK;
 }
 
-/* read_direct(); with rq->zc, a read that one transfer brings whole is
- * replied from that transfer's buffer, which zc holds until
- * px_handle_zc_done(). */
-static enum px_status read_direct_zc(struct read_op *op, const struct px_read_req *rq)
+/* read_direct() of the span; with its rq.zc, a read that one transfer
+ * brings whole is replied from that transfer's buffer, which zc holds
+ * until px_handle_zc_done(). */
+static enum px_status read_direct_zc(struct read_op *op, const struct span *sp)
 {
 	struct waiter *w = NULL;
+	const struct px_read_req *rq = &sp->rq;
 	struct px_zc *zc = rq->zc;
+	/* a read counted once, not again after a decision */
+	if (!sp->again && !on_path(op->h))
+		op->h->core->reads->n_direct++;
 	enum px_status st = read_direct(op, rq, zc ? &w : NULL);
 	if (st == PX_OK && w) {
 		zc->wt = w;
@@ -690,7 +690,7 @@ static enum px_status stream_begin(struct read_op *op, const struct px_read_req 
 	}
 	px_stream_ref(st);
 	op->st = st;
-	return px_stream_read(st, rq, &behind);
+	return px_stream_read(st, rq, &behind, &op->fail);
 }
 
 /*
@@ -707,7 +707,7 @@ static enum px_status read_stream(struct read_op *op, const struct px_read_req *
 	int behind, mine, decline;
 
 	if (op->st) {
-		enum px_status rc = px_stream_read(op->st, rq, &behind);
+		enum px_status rc = px_stream_read(op->st, rq, &behind, &op->fail);
 		if (rc != PX_EDECLINED || !middle)
 			return rc;
 		mine = stream_left(op, behind, &decline);
@@ -725,21 +725,20 @@ static enum px_status read_stream(struct read_op *op, const struct px_read_req *
 	return mine ? stream_begin(op, rq) : PX_EDECLINED;
 }
 
-/* A head or tail fill stalled under the read at pos: a standby takes over
- * before the read goes on directly, so the reader pays one stall, not two.
- * PX_EDECLINED: read directly now; PX_ETIMEDOUT at the read's deadline. */
+/* A head or tail fill stalled under the read at pos: reported
+ * (PX_EFAILED) so that a standby takes over, and the read then goes on
+ * with the next tier (directly), not on the stalled fill: the reader pays
+ * one stall, not two. PX_ETIMEDOUT at the read's deadline. */
 static enum px_status cache_stalled(struct read_op *op, size_t source, int64_t pos)
 {
 	struct px_handle *s = op->h;
-	unsigned char seam[4096];
 	if (px_now_ms() >= op->deadline)
 		return PX_ETIMEDOUT;
-	const struct px_source *src = &px_cat(s->core)->assets[s->asset].sources[source];
-	px_warn("session", "%s: %s: read at %lld: stalled: no byte of the cached range within "
-		"stall_timeout", s->who, src->shown, (long long)pos);
-	size_t nseam = seam_bytes(s, op->st, pos, op->buf + op->got, op->got, seam);
-	(void)px_cutover(s->sess, source, pos, PX_ETIMEDOUT, seam, nseam, op->deadline);
-	return PX_EDECLINED;
+	px_failed_set(&op->fail, source, pos, PX_ETIMEDOUT, 1,
+		      "stalled: no byte of the cached range within stall_timeout");
+	op->fail.f.nseam = seam_bytes(s, op->st, pos, op->buf + op->got, op->got, op->fail.seam);
+	op->fail.next_tier = 1;
+	return PX_EFAILED;
 }
 
 /*
@@ -748,10 +747,9 @@ static enum px_status cache_stalled(struct read_op *op, size_t source, int64_t p
  * sample, where a fetch of the head would have compared them (a wrong
  * file of the right length is caught at its first bytes): before its
  * first live bytes of a source go out, that sample (4 KiB) is asked of
- * the source and compared. A mismatch rejects the source and cuts the
- * session over. PX_OK: read on (with the session's source now); an error
- * when nothing could take over. A scan that the disk serves whole asks
- * nothing.
+ * the source and compared. A mismatch is reported (PX_EFAILED) for the
+ * decision after the tiers, which rejects the source and cuts the session
+ * over. PX_OK: read on. A scan that the disk serves whole asks nothing.
  */
 static enum px_status prove_live(struct read_op *op, int64_t pos)
 {
@@ -772,19 +770,11 @@ static enum px_status prove_live(struct read_op *op, int64_t pos)
 		atomic_store(&sess->proven, source + 1);
 		return PX_OK;
 	}
-	const struct px_source *src = &px_cat(s->core)->assets[s->asset].sources[source];
-	px_warn("session", "%s: %s: its first sample differs from the asset's reference: "
-		"its bytes are not served", s->who, src->shown);
-	return px_cutover(sess, source, pos, PX_EMISMATCH, NULL, 0, op->deadline) == PX_OK
-	       ? PX_OK : PX_EMISMATCH;
+	px_failed_set(&op->fail, source, pos, PX_EMISMATCH, 0,
+		      "its first sample differs from the asset's reference: its bytes are not "
+		      "served");
+	return PX_EFAILED;
 }
-
-/* A piece of a read that lies in one region of the asset. */
-struct span {
-	struct px_read_req rq;
-	int region;             /* 0 the head, 1 the middle, 2 the tail */
-	int path;               /* the session reads a path source */
-};
 
 /* Local copy: a path source is read in place, with pread. */
 static enum px_status tier_path(struct read_op *op, const struct span *sp)
@@ -793,7 +783,7 @@ static enum px_status tier_path(struct read_op *op, const struct span *sp)
 		return PX_EDECLINED;
 	op->fetched = 1;
 	enum px_status st = prove_live(op, sp->rq.off);
-	return st == PX_OK ? read_direct_zc(op, &sp->rq) : st;
+	return st == PX_OK ? read_direct_zc(op, sp) : st;
 }
 
 /* Stream window (and its parallel parts): the middle, and the tail when a
@@ -831,27 +821,61 @@ static enum px_status tier_direct(struct read_op *op, const struct span *sp)
 {
 	op->fetched = 1;
 	enum px_status st = prove_live(op, sp->rq.off);
-	return st == PX_OK ? read_direct_zc(op, &sp->rq) : st;
+	return st == PX_OK ? read_direct_zc(op, sp) : st;
 }
 
 /*
  * The tiers, in order: each serves the span (PX_OK), declines it
- * (PX_EDECLINED: the next one is asked) or fails it with the status the
- * one decision after a failed transfer (px_retry_failed, inside each
- * tier's wait) left. In front of them all is the kernel's page cache
- * (keep_cache), whose hits never reach the daemon.
+ * (PX_EDECLINED: the next one is asked), reports a failed transfer
+ * (PX_EFAILED, op->fail) or fails with a status no decision can change (a
+ * deadline, no memory, no slot). In front of them all is the kernel's page
+ * cache (keep_cache), whose hits never reach the daemon.
  */
 static enum px_status (*const tiers[])(struct read_op *, const struct span *) = {
 	tier_path, tier_stream, tier_cache, tier_direct,
 };
+#define NTIERS (sizeof(tiers) / sizeof(tiers[0]))
 
-/* Serves the span: the first tier that does not decline it. */
-static enum px_status serve_span(struct read_op *op, const struct span *sp)
+/* The one decision after a tier's failed transfer (px_retry_failed: a
+ * standby takes over at the same byte, or the source is tried again after
+ * a backoff, or the read fails), heard by a stream that failed; the span
+ * then moves past the bytes already in. PX_OK: serve the rest. */
+static enum px_status decide(struct read_op *op, struct span *sp)
 {
-	enum px_status st = PX_EDECLINED;
-	for (size_t i = 0; st == PX_EDECLINED && i < sizeof(tiers) / sizeof(tiers[0]); i++)
-		st = tiers[i](op, sp);
-	return st;
+	struct px_failed *fd = &op->fail;
+	enum px_status next = px_retry_failed(&op->retry, op->h->sess, &fd->f, sp->rq.deadline,
+					      op->h->who);
+	if (fd->st)
+		next = px_stream_decided(fd, next, sp->rq.deadline);
+	if (next != PX_OK)
+		return next; /* px_handle_read() counts and logs the failure */
+	sp->rq.off += (int64_t)fd->done;
+	sp->rq.buf += fd->done;
+	sp->rq.len -= fd->done;
+	if (fd->done)
+		sp->rq.zc = NULL; /* the first bytes were copied */
+	sp->again = 1;
+	return PX_OK;
+}
+
+/* Serves the span: the first tier that does not decline it; after a
+ * decision, from the tier that failed (the next one after a stalled head
+ * or tail fill). */
+static enum px_status serve_span(struct read_op *op, const struct span *whole)
+{
+	struct span sp = *whole;
+	size_t from = 0;
+	for (;;) {
+		enum px_status st = PX_EDECLINED;
+		size_t i = from;
+		for (; st == PX_EDECLINED && i < NTIERS; i++)
+			st = tiers[i](op, &sp);
+		if (st != PX_EFAILED)
+			return st;
+		if ((st = decide(op, &sp)) != PX_OK)
+			return st;
+		from = i - 1 + (size_t)op->fail.next_tier;
+	}
 }
 
 /*
@@ -963,7 +987,8 @@ static void account(struct px_handle *s, const struct read_op *op,
 static enum px_status serve(struct px_handle *s, const struct px_read_req *rq,
 			    uint64_t held[2], int count, size_t *got)
 {
-	struct read_op op = { .h = s, .buf = rq->buf, .held = held, .deadline = rq->deadline };
+	struct read_op op = { .h = s, .buf = rq->buf, .held = held, .deadline = rq->deadline,
+			      .retry = PX_RETRY_INIT };
 	int64_t head_end, tail_start;
 	enum px_status st = PX_OK;
 	size_t len = rq->len;
@@ -982,7 +1007,7 @@ static enum px_status serve(struct px_handle *s, const struct px_read_req *rq,
 			n = (size_t)(tail_start - pos);
 		/* the bytes stay where they are only when one span is the read */
 		struct span sp = { { pos, n, rq->buf + op.got, rq->deadline, s->who,
-				     rq->zc && n == len && !path ? rq->zc : NULL }, region, path };
+				     rq->zc && n == len && !path ? rq->zc : NULL }, region, path, 0 };
 		st = serve_span(&op, &sp);
 		if (st == PX_OK)
 			op.got += n;

@@ -36,10 +36,12 @@
  * when the stream starts; windows are smaller when the budget is short,
  * and a stream that cannot get the smallest window is not started.
  *
- * A failed transfer (reset, premature end, broken response) is restarted
- * at the first byte the window lacks, at most cfg->retries times in a row
- * without a new byte, with a short backoff: the bytes already in the
- * window stay. Each transfer carries a generation; the bytes and the end
+ * A failed transfer (reset, premature end, broken response, a stall) is
+ * reported to the read that waits on it (PX_EFAILED), which takes the one
+ * decision after its tiers (retry.c): a cutover, or a retry after a short
+ * backoff, at most cfg->retries times in a row without a new byte; the
+ * transfer then starts again at the first byte the window lacks
+ * (px_stream_decided), and the bytes already in the window stay. Each transfer carries a generation; the bytes and the end
  * of a superseded transfer are ignored. A cutover that moves the session
  * to a path source ends the stream (closed): its readers read the path.
  *
@@ -58,7 +60,7 @@
  * cancels them, and their parts go back to wait for a slot. Up to
  * cfg->max_streams parts run while a reader waits, one when none does. A
  * part whose transfer fails goes through the same decision as the single
- * transfer (retry.c): a cutover or a retry from the byte it reached. The
+ * transfer: a cutover or a retry from the byte it reached. The
  * open-ended transfer running when the stream turns parallel brings the
  * first part and is cancelled at its end.
  *
@@ -756,34 +758,21 @@ static int par_failed(const struct px_stream *st)
 	return -1;
 }
 
-/* Decides on failed part i as a single transfer's failure is decided
- * (retry.c): PX_OK, the part goes on from the byte it reached; else the
- * status the waiting read fails with. Lock held; dropped around it. */
-static enum px_status par_decide(struct px_stream *st, int i, struct px_retry *retry,
-				 int64_t deadline, const char *who)
+/* Reports failed part i to the waiting read (PX_EFAILED): the one
+ * decision after the read's tiers (retry.c) is taken on it as on a single
+ * transfer's failure, and px_stream_decided() lets the part go on from
+ * the byte it reached, or not. Until then no other reader reports it.
+ * Lock held. */
+static enum px_status par_report(struct px_stream *st, int i, struct px_failed *fd)
 {
 	struct part *p = &st->parts[i];
-	unsigned char seam[4096];
-	char detail[sizeof(p->detail)];
-	memcpy(detail, p->detail, sizeof(detail));
-	struct px_failure f = { p->source, p->pos, p->err, p->stalled, detail, seam,
-				part_seam(st, i, seam) };
-	uint64_t pid = p->id;
+	px_failed_set(fd, p->source, p->pos, p->err, p->stalled, p->detail);
+	fd->f.nseam = part_seam(st, i, fd->seam);
+	fd->st = st;
+	fd->part = 1;
+	fd->token = p->id;
 	p->deciding = 1;
-	pthread_mutex_unlock(&st->lock);
-	enum px_status next = px_retry_failed(retry, st->sess, &f, deadline, who);
-	pthread_mutex_lock(&st->lock);
-	p = part_by_id(st, pid);
-	if (p) {
-		p->deciding = 0;
-		if (next == PX_OK) {
-			p->failed = p->stalled = 0;
-			p->err = PX_OK;
-		}
-	}
-	if (next == PX_OK)
-		st->core->reads->n_stream_restarts++;
-	return next;
+	return PX_EFAILED;
 }
 
 /* The part to start a transfer for: one that has none, else a new one at
@@ -866,14 +855,15 @@ static enum px_status par_submit(struct px_stream *st, int pick, size_t source,
 
 /*
  * Runs a parallel stream's parts: cancels the open-ended transfer past its
- * part, decides on a failed part (retry: the read's budget; NULL: leave it
- * to a waiting reader), and starts transfers for parts that have none, new
- * parts ahead of them while a reader starves (up to max_streams; one
- * otherwise, within the fill limit). Lock held; dropped around cancels,
- * submits and decisions. PX_OK, or the status the waiting read fails with.
+ * part, reports a failed part to the waiting read (into fd, PX_EFAILED;
+ * fd NULL: leave it to a waiting reader), and starts transfers for parts
+ * that have none, new parts ahead of them while a reader starves (up to
+ * max_streams; one otherwise, within the fill limit). Lock held; dropped
+ * around cancels and submits. PX_OK, or the status the waiting read
+ * fails with.
  */
 static enum px_status par_pump(struct px_stream *st, int starving, int64_t deadline,
-			       const char *who, struct px_retry *retry)
+			       struct px_failed *fd)
 {
 	struct px_core *core = st->core;
 	for (int round = 0; round < 4 * MAX_PARTS; round++) {
@@ -885,13 +875,9 @@ static enum px_status par_pump(struct px_stream *st, int starving, int64_t deadl
 			px_wait_cancel(core, &st->lock, id);
 			continue;
 		}
-		int i = retry ? par_failed(st) : -1;
-		if (i >= 0) {
-			enum px_status next = par_decide(st, i, retry, deadline, who);
-			if (next != PX_OK)
-				return next;
-			continue;
-		}
+		int i = fd ? par_failed(st) : -1;
+		if (i >= 0)
+			return par_report(st, i, fd);
 		size_t source = atomic_load(&st->sess->source);
 		if (px_source_is_path(core, st->asset, source)) {
 			/* a cutover moved the session to a path source: the
@@ -1140,10 +1126,23 @@ static void note_wait(struct px_stream *st, int64_t *waited)
 	}
 }
 
-/* The single transfer ended before the read's bytes: the one decision of
- * every read (retry.c), then a restart where the window ends. Lock held;
- * dropped around the decision and the submit. PX_OK: look again. */
-static enum px_status restart_ended(struct px_stream *st, struct px_retry *retry,
+/* The stream's transfer starts again where the window ends. Lock held;
+ * dropped around the submit. */
+static enum px_status restart(struct px_stream *st, int64_t deadline)
+{
+	st->core->reads->n_stream_restarts++;
+	if (submit(st, deadline) != PX_OK && st->ended && !st->closed)
+		return st->err;
+	return PX_OK;
+}
+
+/* The single transfer ended before the read's bytes: a failure goes to
+ * the read (into fd, PX_EFAILED) for the one decision after its tiers
+ * (retry.c), and px_stream_decided() restarts it where the window ends;
+ * an idle end (cancelled to pause, a source that answers in parts)
+ * restarts at once. Lock held; dropped around the submit. PX_OK: look
+ * again. */
+static enum px_status restart_ended(struct px_stream *st, struct px_failed *fd,
 				    const struct px_read_req *rq)
 {
 	if (st->stalled) {
@@ -1162,36 +1161,52 @@ static enum px_status restart_ended(struct px_stream *st, struct px_retry *retry
 	}
 	if (!idle) {
 		/* a standby takes over where the window ends, or the source is
-		 * tried again after a backoff, or the read fails */
-		unsigned char seam[4096];
-		char detail[sizeof(st->detail)];
-		memcpy(detail, st->detail, sizeof(detail));
-		struct px_failure f = { st->source, st->rend, st->err, st->stalled, detail, seam,
-					seam_before_end(st, seam) };
+		 * tried again after a backoff, or the read fails: decided
+		 * after the tiers */
+		px_failed_set(fd, st->source, st->rend, st->err, st->stalled, st->detail);
+		fd->f.nseam = seam_before_end(st, fd->seam);
+		fd->st = st;
+		fd->token = st->gen;
 		note_window(st);
-		uint64_t gen0 = st->gen;
-		pthread_mutex_unlock(&st->lock);
-		enum px_status next = px_retry_failed(retry, st->sess, &f, rq->deadline, rq->who);
-		pthread_mutex_lock(&st->lock);
-		if (gen0 != st->gen)
-			return PX_OK; /* another reader restarted it meanwhile */
-		if (next != PX_OK)
-			return next; /* counted and logged by the handle */
+		return PX_EFAILED;
 	}
-	st->core->reads->n_stream_restarts++;
-	if (submit(st, rq->deadline) != PX_OK && st->ended && !st->closed)
-		return st->err;
-	return PX_OK;
+	return restart(st, rq->deadline);
+}
+
+enum px_status px_stream_decided(const struct px_failed *fd, enum px_status next,
+				 int64_t deadline)
+{
+	struct px_stream *st = fd->st;
+	pthread_mutex_lock(&st->lock);
+	if (fd->part) {
+		struct part *p = part_by_id(st, fd->token);
+		if (p) {
+			p->deciding = 0;
+			if (next == PX_OK) {
+				p->failed = p->stalled = 0;
+				p->err = PX_OK;
+			}
+		}
+		if (next == PX_OK)
+			st->core->reads->n_stream_restarts++;
+		/* a reader that waits on it looks again */
+		pthread_cond_broadcast(&st->cond);
+	} else if (next == PX_OK && fd->token == st->gen) {
+		/* not restarted meanwhile by another reader */
+		next = restart(st, deadline);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return next;
 }
 
 /* A reader of a parallel stream waits for its bytes: it starts what the
  * parts need, then waits, cancelling a first part that stalls (its end
  * fails it). Lock held. PX_OK: look again. */
-static enum px_status wait_par(struct px_stream *st, struct px_retry *retry,
+static enum px_status wait_par(struct px_stream *st, struct px_failed *fd,
 			       const struct px_read_req *rq, int64_t end, int64_t *waited)
 {
 	struct px_wait wt = { &st->lock, &st->cond, rq->deadline, st->core->cfg->stall_timeout_ms };
-	enum px_status rc = par_pump(st, 1, rq->deadline, rq->who, retry);
+	enum px_status rc = par_pump(st, 1, rq->deadline, fd);
 	if (rc != PX_OK || end <= st->rend || st->closed)
 		return rc;
 	/* a part failed while par_pump had let go of the lock (a submit): its
@@ -1223,8 +1238,8 @@ static enum px_status wait_par(struct px_stream *st, struct px_retry *retry,
 
 /* A reader of the single transfer waits for its bytes: it resumes a paused
  * transfer that has room, turns the stream parallel when the transfer is
- * the slower of the two, and cancels a transfer that stalls (its end then
- * decides, restart_ended). Lock held. PX_OK: look again. */
+ * the slower of the two, and cancels a transfer that stalls (its end is
+ * then reported, restart_ended). Lock held. PX_OK: look again. */
 static enum px_status wait_single(struct px_stream *st, const struct px_read_req *rq,
 				  int64_t end, int64_t *waited)
 {
@@ -1272,7 +1287,7 @@ static enum px_status wait_single(struct px_stream *st, const struct px_read_req
  * go, and a parallel stream's next parts started as the reader moves on
  * (without waiting for a slot; failures are left to a waiting reader).
  * Unlocks. */
-static enum px_status read_end(struct px_stream *st, const char *who, enum px_status rc,
+static enum px_status read_end(struct px_stream *st, enum px_status rc,
 			       int64_t waited, int mypin, uint64_t resume)
 {
 	if (waited)
@@ -1284,19 +1299,19 @@ static enum px_status read_end(struct px_stream *st, const char *who, enum px_st
 			resume = after_read(st, st->consumed);
 	}
 	if (st->par && rc == PX_OK)
-		(void)par_pump(st, st->nwait > 0, px_now_ms(), who, NULL);
+		(void)par_pump(st, st->nwait > 0, px_now_ms(), NULL);
 	pthread_mutex_unlock(&st->lock);
 	if (resume)
 		st->core->fetch.ops.resume(st->core->fetch.ops.impl, resume);
 	return rc;
 }
 
-enum px_status px_stream_read(struct px_stream *st, const struct px_read_req *rq, int *behind)
+enum px_status px_stream_read(struct px_stream *st, const struct px_read_req *rq, int *behind,
+			      struct px_failed *fd)
 {
 	int64_t end = rq->off + (int64_t)rq->len;
 	enum px_status rc = PX_OK;
 	uint64_t resume = 0;
-	struct px_retry retry = PX_RETRY_INIT;
 	int64_t waited = 0;     /* when this read began to wait for bytes */
 
 	pthread_mutex_lock(&st->lock);
@@ -1320,14 +1335,14 @@ enum px_status px_stream_read(struct px_stream *st, const struct px_read_req *rq
 			*behind = 1;
 			rc = PX_EDECLINED;
 		} else if (st->par) {
-			rc = wait_par(st, &retry, rq, end, &waited);
+			rc = wait_par(st, fd, rq, end, &waited);
 		} else if (st->ended) {
-			rc = restart_ended(st, &retry, rq);
+			rc = restart_ended(st, fd, rq);
 		} else {
 			rc = wait_single(st, rq, end, &waited);
 		}
 	}
-	return read_end(st, rq->who, rc, waited, mypin, resume);
+	return read_end(st, rc, waited, mypin, resume);
 }
 
 size_t px_stream_bytes_before(struct px_stream *st, int64_t pos, unsigned char *out, size_t max)

@@ -35,11 +35,13 @@ int px_stream_idle(struct px_stream *st, int unread);
 int px_stream_closed(struct px_stream *st);
 
 struct px_read_req;
+struct px_failed;
 
 /*
  * Reads rq's bytes from the stream's window, waiting (until rq->deadline)
- * for bytes still on their way and restarting a failed transfer at the
- * byte it stopped, up to cfg->retries times without progress. With
+ * for bytes still on their way. A transfer that fails (an error, a stall)
+ * is reported in fd with PX_EFAILED: the caller takes the one decision
+ * (px_retry_failed) and hands it to px_stream_decided(). With
  * rq->zc the bytes are not copied: zc->iov (zc->iovcnt entries) points
  * into the window, which keeps them until px_stream_unpin(st, zc->pin)
  * (zc->st is set); with no pin free, or no zc, they are copied into
@@ -50,7 +52,16 @@ struct px_read_req;
  * waiting on a stream that another thread closes gets PX_EDECLINED with
  * *behind set too: it reads directly, never fails for it.
  */
-enum px_status px_stream_read(struct px_stream *st, const struct px_read_req *rq, int *behind);
+enum px_status px_stream_read(struct px_stream *st, const struct px_read_req *rq, int *behind,
+			      struct px_failed *fd);
+
+/* The decision on fd's failure (PX_EFAILED from px_stream_read) was next:
+ * with PX_OK the failed transfer starts again from the byte it reached
+ * (unless another reader restarted it meanwhile). Returns next, or why
+ * the restart could not start. Call it after every PX_EFAILED, whatever
+ * the decision: until then a failed part waits. No lock held. */
+enum px_status px_stream_decided(const struct px_failed *fd, enum px_status next,
+				 int64_t deadline);
 void px_stream_unpin(struct px_stream *st, int pin);
 
 /* Cancels the transfer and drops the session's reference; the window is

@@ -505,6 +505,37 @@ static void test_drip_is_a_stall_stream(void **state)
 	drip_cuts_over(2);
 }
 
+/*
+ * One read's failures share one budget, whichever tier met them: the
+ * decision after a failed transfer is taken once, after the tiers
+ * (retry.c). With no standby, a head fill that stalls and then direct
+ * reads that stall make retries + 1 requests in all, the fill's among
+ * them, and the read fails with the stall.
+ * Regression test for a fixed bug (proxy/read/session.c, cache_stalled):
+ * the head/tail tier decided on its own stall (a cutover attempt, then
+ * the direct tier), outside the one decision: the stall was not counted
+ * and the direct tier began a budget of its own, one request more
+ * (retries + 2).
+ */
+static void test_one_budget_across_tiers(void **state)
+{
+	struct rig *r = rig_init(WITH_SIZE | WITH_MTIME, 1, 64 * 1024);
+	unsigned char buf[4096];
+	size_t got;
+	r->cfg.stall_timeout_ms = 200;
+	r->cfg.read_timeout_ms = 20000;
+	r->cfg.retries = 2;
+	r->cfg.head_size = 512 * 1024;
+	r->cfg.readahead_budget = 64 << 20;
+	rig_discover(r, NULL, 0);
+	struct px_handle *h = open_blob(r);
+	int n0 = fake_nreq(&r->fake);
+	r->fake.hang_from = n0 + 1;
+	assert_int_equal(px_handle_read(h, 0, sizeof(buf), buf, &got), PX_ETIMEDOUT);
+	assert_int_equal(fake_nreq(&r->fake) - n0, 1 + r->cfg.retries);
+	rig_free(r);
+}
+
 /* stall_min_rate=0: any byte is progress, so a drip is only bounded by
  * read_timeout (the rule before the floor). */
 struct head_reader {
@@ -1037,6 +1068,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_fill_waiting_for_cutover_is_no_stall, rig_teardown),
 		cmocka_unit_test_teardown(test_drip_is_a_stall_cache, rig_teardown),
 		cmocka_unit_test_teardown(test_drip_is_a_stall_stream, rig_teardown),
+		cmocka_unit_test_teardown(test_one_budget_across_tiers, rig_teardown),
 		cmocka_unit_test_teardown(test_drip_without_floor, rig_teardown),
 		cmocka_unit_test_teardown(test_submit_refused, rig_teardown),
 		cmocka_unit_test_teardown(test_bytes_out_of_order, rig_teardown),
