@@ -457,7 +457,8 @@ struct read_op {
 	int fetched;            /* some came other than from the cache */
 	uint64_t *held;         /* head and tail fills held for the reply */
 	struct px_retry retry;  /* the try's failures so far (retry.c) */
-	struct px_failed fail;  /* the last one a tier reported */
+	struct px_failed *fail; /* the last one a tier reported (set by
+				 * px_failed_set before any other use) */
 };
 
 /* A piece of a read that lies in one region of the asset. */
@@ -573,9 +574,9 @@ static enum px_status read_direct(struct read_op *op, const struct px_read_req *
 		if (st == PX_OK)
 			continue;
 		int64_t pos = rq->off + (int64_t)got;
-		px_failed_set(&op->fail, a.source, pos, st, a.stalled, a.detail);
-		op->fail.f.nseam = seam_bytes(s, op->st, pos, rq->buf + got, got, op->fail.seam);
-		op->fail.done = got;
+		px_failed_set(op->fail, a.source, pos, st, a.stalled, a.detail);
+		op->fail->f.nseam = seam_bytes(s, op->st, pos, rq->buf + got, got, op->fail->seam);
+		op->fail->done = got;
 		return PX_EFAILED;
 	}
 	return PX_OK;
@@ -690,7 +691,7 @@ static enum px_status stream_begin(struct read_op *op, const struct px_read_req 
 	}
 	px_stream_ref(st);
 	op->st = st;
-	return px_stream_read(st, rq, &behind, &op->fail);
+	return px_stream_read(st, rq, &behind, op->fail);
 }
 
 /*
@@ -707,7 +708,7 @@ static enum px_status read_stream(struct read_op *op, const struct px_read_req *
 	int behind, mine, decline;
 
 	if (op->st) {
-		enum px_status rc = px_stream_read(op->st, rq, &behind, &op->fail);
+		enum px_status rc = px_stream_read(op->st, rq, &behind, op->fail);
 		if (rc != PX_EDECLINED || !middle)
 			return rc;
 		mine = stream_left(op, behind, &decline);
@@ -734,10 +735,10 @@ static enum px_status cache_stalled(struct read_op *op, size_t source, int64_t p
 	struct px_handle *s = op->h;
 	if (px_now_ms() >= op->deadline)
 		return PX_ETIMEDOUT;
-	px_failed_set(&op->fail, source, pos, PX_ETIMEDOUT, 1,
+	px_failed_set(op->fail, source, pos, PX_ETIMEDOUT, 1,
 		      "stalled: no byte of the cached range within stall_timeout");
-	op->fail.f.nseam = seam_bytes(s, op->st, pos, op->buf + op->got, op->got, op->fail.seam);
-	op->fail.next_tier = 1;
+	op->fail->f.nseam = seam_bytes(s, op->st, pos, op->buf + op->got, op->got, op->fail->seam);
+	op->fail->next_tier = 1;
 	return PX_EFAILED;
 }
 
@@ -770,7 +771,7 @@ static enum px_status prove_live(struct read_op *op, int64_t pos)
 		atomic_store(&sess->proven, source + 1);
 		return PX_OK;
 	}
-	px_failed_set(&op->fail, source, pos, PX_EMISMATCH, 0,
+	px_failed_set(op->fail, source, pos, PX_EMISMATCH, 0,
 		      "its first sample differs from the asset's reference: its bytes are not "
 		      "served");
 	return PX_EFAILED;
@@ -842,7 +843,7 @@ static enum px_status (*const tiers[])(struct read_op *, const struct span *) = 
  * then moves past the bytes already in. PX_OK: serve the rest. */
 static enum px_status decide(struct read_op *op, struct span *sp)
 {
-	struct px_failed *fd = &op->fail;
+	struct px_failed *fd = op->fail;
 	enum px_status next = px_retry_failed(&op->retry, op->h->sess, &fd->f, sp->rq.deadline,
 					      op->h->who);
 	if (fd->st)
@@ -874,7 +875,7 @@ static enum px_status serve_span(struct read_op *op, const struct span *whole)
 			return st;
 		if ((st = decide(op, &sp)) != PX_OK)
 			return st;
-		from = i - 1 + (size_t)op->fail.next_tier;
+		from = i - 1 + (size_t)op->fail->next_tier;
 	}
 }
 
@@ -987,8 +988,9 @@ static void account(struct px_handle *s, const struct read_op *op,
 static enum px_status serve(struct px_handle *s, const struct px_read_req *rq,
 			    uint64_t held[2], int count, size_t *got)
 {
+	struct px_failed fail;  /* 4 KiB of seam: filled only on a failure */
 	struct read_op op = { .h = s, .buf = rq->buf, .held = held, .deadline = rq->deadline,
-			      .retry = PX_RETRY_INIT };
+			      .retry = PX_RETRY_INIT, .fail = &fail };
 	int64_t head_end, tail_start;
 	enum px_status st = PX_OK;
 	size_t len = rq->len;
