@@ -4,6 +4,7 @@
  * "committed K", the daemon's feed of the writer's input, and the main
  * writer's priority while probes run.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -176,6 +177,39 @@ enum px_status tc_spawn(char **argv, pid_t *pid, int *outfd, const char *secret,
 	return PX_OK;
 }
 
+/*
+ * Sets the nice value of every thread of process pid: on Linux a nice
+ * value is a thread's, and setpriority(PRIO_PROCESS, pid) sets the main
+ * thread's alone, while a writer's CPU is in the threads x264 and the
+ * decoder started before (a thread started later takes its starter's).
+ * 0 when every thread listed took it; -1 with errno of the first refusal
+ * (or of the listing: then the main thread's is set alone).
+ */
+static int nice_all(pid_t pid, int nice)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return setpriority(PRIO_PROCESS, (id_t)pid, nice);
+	int rc = 0, err = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char *end;
+		long tid = strtol(e->d_name, &end, 10);
+		if (end == e->d_name || *end || tid <= 0)
+			continue;
+		/* a thread that ended meanwhile is no refusal */
+		if (setpriority(PRIO_PROCESS, (id_t)tid, nice) && errno != ESRCH && !err) {
+			err = errno;
+			rc = -1;
+		}
+	}
+	closedir(d);
+	errno = err;
+	return rc;
+}
+
 void tc_main_yield(struct job *j, int yield)
 {
 	if (!j->pid || yield == j->yielded)
@@ -186,11 +220,10 @@ void tc_main_yield(struct job *j, int yield)
 		if (errno)
 			return;
 		j->nice_was = cur;
-		j->yielded = setpriority(PRIO_PROCESS, (id_t)j->pid,
-					 cur + YIELD_NICE > 19 ? 19 : cur + YIELD_NICE) == 0;
+		j->yielded = nice_all(j->pid, cur + YIELD_NICE > 19 ? 19 : cur + YIELD_NICE) == 0;
 		return;
 	}
-	if (setpriority(PRIO_PROCESS, (id_t)j->pid, j->nice_was))
+	if (nice_all(j->pid, j->nice_was))
 		px_debug("transcode", "asset %s: writer pid %d keeps its lower priority: %s",
 			 j->a->id, (int)j->pid, strerror(errno));
 	j->yielded = 0;

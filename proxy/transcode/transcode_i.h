@@ -272,7 +272,8 @@ enum px_status tc_spawn(char **argv, pid_t *pid, int *outfd, const char *secret,
  * While probes of j run, its main writer gives them the CPU: a reader
  * waits for a probe now, while the main writer is ahead of its readers or
  * about to be moved (docs/transcode.md "Seeks"). It runs YIELD_NICE
- * nicer meanwhile and gets its priority back when the last probe ends
+ * nicer meanwhile, every thread of it (x264's and the decoder's too), and
+ * gets its priority back when the last probe ends
  * (a daemon without CAP_SYS_NICE cannot give it back: that writer stays
  * nicer until it ends; the next one starts at the usual priority). Under
  * tc->lock.

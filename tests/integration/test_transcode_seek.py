@@ -407,6 +407,86 @@ def test_probe_of_a_reader_that_moved_on_is_cancelled(seamfs, data, clip60, ngin
     assert {i for i, _ in entries} == set(range(NSEG))
 
 
+def thread_nices(pid):
+    """{thread id: nice} of every thread of process pid, from /proc."""
+    out = {}
+    try:
+        tids = os.listdir(f'/proc/{pid}/task')
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f'/proc/{pid}/task/{tid}/stat') as f:
+                # after the command's ')': state is field 3, nice field 19
+                out[int(tid)] = int(f.read().rpartition(')')[2].split()[16])
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def test_main_writer_yields_with_every_thread(seamfs, data, clip60, nginx, tmp_path):
+    """While a probe for a far read runs, the main writer gives it the CPU
+    with every thread it has (its encoder's and decoder's threads do the
+    work), not only its first: each runs 10 nicer; the probe is held
+    stopped (SIGSTOP) so that it runs while this looks. Regression test
+    for a fixed bug (proxy/transcode/spawn.c, tc_main_yield):
+    setpriority(PRIO_PROCESS, pid) renices one thread on Linux, so x264's
+    threads, started at the encoder's open, kept their priority and shared
+    two cores with the probe a seeking player waited for (a 720p probe
+    took 1.3 s beside the writer, 0.8 s alone). The bytes read equal a
+    fresh mount's whole file."""
+    work = tmp_path / 'work'
+    cat = seek_catalog(nginx, 'transcode')
+    m = seamfs.mount(cat, read_timeout=60,
+                     options=[f'work_dir={work}', 'writer_max_speed=1', 'tail_ahead=0',
+                              'seek_restart_segments=1'])
+    job = work / 'clip60-ts'
+    plan = plan_of(job)
+    S = plan['segment_bytes']
+    f = m.path('clip60.ts')
+    fd = os.open(f, os.O_RDONLY)
+    got, held, child, nices = [], None, None, {}
+    try:
+        got.append((0, os.pread(fd, 188, 0)))
+        main = int(wait_until(lambda: re.findall(r'writer pid (\d+) started: asset clip60-ts ',
+                                                 m.log()), 30, 'the main writer')[0])
+        wait_until(lambda: len(thread_nices(main)) > 1, 30, 'the main writer\'s threads')
+        before = thread_nices(main)
+        assert set(before.values()) == {before[main]}, before
+        for seg in (20, 24, 27):
+            held = stopped_probe(m, f, fd, seg, S)
+            if held:
+                break
+            got.append((seg * S + 1000, bounded(lambda: os.pread(fd, 2048, seg * S + 1000),
+                                                60, 'a probe\'s read')))
+        assert held, 'every probe was done before it could be stopped'
+        child, pid = held
+        nices = thread_nices(main)
+        assert len(nices) > 1, nices
+        assert all(n >= before[main] + 10 or n == 19 for n in nices.values()), \
+            f'threads of the main writer {main} and their nice: {nices} (before: {before})'
+        os.kill(pid, signal.SIGCONT)
+        child.wait(60)
+        assert child.returncode == 0
+        seg = int(re.search(rf'probe pid {pid} for asset clip60-ts started: segments (\d+)',
+                            m.log()).group(1))
+        got.append((seg * S + 1000, bounded(lambda: os.pread(fd, 2048, seg * S + 1000), 60,
+                                            'the far read again')))
+    finally:
+        os.close(fd)
+        if child is not None and child.poll() is None:
+            child.kill()
+            child.wait(30)
+        if held and proc_state(held[1]) == 'T':
+            os.kill(held[1], signal.SIGCONT)
+    assert m.unmount() == 0
+    m2 = seamfs.mount(cat, read_timeout=30, options=[f'work_dir={work}'], mnt=m.mnt)
+    whole = bounded(lambda: whole_file(f), 100, 'the whole file from a fresh mount')
+    assert len(whole) == plan['size']
+    check_pieces(got, whole)
+    assert m2.unmount() == 0
+
+
 def seg_at_offset(plan, off):
     """The segment that holds byte off (negative: from the end)."""
     bounds = seg_bounds(plan)
