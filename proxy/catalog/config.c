@@ -50,7 +50,7 @@ const struct px_config_option px_config_options[] = {
 	{ "writer", "PATH", "the seamfs-writer program (default: beside seamfs)" },
 	{ "heartbeat", "SECONDS", "how often a writer renews its lease (default 10)" },
 	{ "orphan_after", "SECONDS", "a lease not renewed this long is orphaned and taken over (default 3 x heartbeat)" },
-	{ "seek_restart_segments", "N", "a read up to N segments beyond the writer's edge waits for it; further, a short probe run writes the segment, and the writer moves there once reads settle (default 3)" },
+	{ "seek_restart_segments", "N", "a read up to N segments beyond the writer's edge waits for it (one that jumped there, up to 1); further, a short probe run writes the segment, and the writer moves there once reads settle (default 3)" },
 	{ "max_writers", "N", "transcode writers running at once on this host; others wait in order (default 2)" },
 	{ "tail_ahead", NULL, "a transcode's first read starts a probe of its tail beside the head, where a player looks for the duration next; tail_ahead=0: the tail's read does (default on)" },
 	{ "writer_max_speed", "X", "pace writers at most X times realtime, 0 for no limit (default 0)" },

@@ -137,6 +137,13 @@ static int reader_gone(struct px_tcfile *f, pid_t tgid)
 }
 
 /* A wait for a segment across its turns. */
+/* What the handle's reads before say of a read (segmath.h). */
+struct read_how {
+	int settled;              /* px_seek_settled */
+	int first;                /* the handle's first read */
+	int jumped;               /* px_seek_jumped */
+};
+
 struct seg_wait {
 	int tried, probed, asks;  /* starts, probes and asks made for it */
 	int64_t checked;          /* when its reader was last looked at */
@@ -172,12 +179,14 @@ static int ask_remote(struct px_tcfile *f, pid_t tgid, uint32_t k, uint32_t read
 
 /* What a read of segment k does here (px_seek_decide), not asking twice
  * for what it asked already. Under tc->lock. */
-static enum px_seek_action decide(struct px_tcfile *f, uint32_t k, int settled, int first,
+static enum px_seek_action decide(struct px_tcfile *f, uint32_t k, const struct read_how *how,
 				  const struct seg_wait *w)
 {
 	struct px_transcode *tc = f->tc;
 	struct job *j = f->job;
+	int settled = how->settled, first = how->first;
 	struct px_seek_view v = {
+		.jump = how->jumped,
 		.main_running = j->pid != 0, .main_from = j->from,
 		.main_edge = j->edge, .ahead = tc->cfg->seek_restart_segments,
 		.probe_covers = tc_probe_covers(j, k), .slot_free = tc_probe_slot_free(tc),
@@ -246,11 +255,11 @@ static enum px_status nap(struct px_tcfile *f, pid_t tgid, uint32_t k, int64_t d
  * Waits until segment k (of a read whose last segment is read_last) is
  * trusted, getting a writer there as px_seek_decide says: wait for one
  * that will get there, start the main writer, run a probe, or move the
- * main writer. settled, first: the settle rule for this read and whether
- * it is the handle's first (segmath.h).
+ * main writer. how: the settle rule for this read, whether it is the
+ * handle's first and whether it jumped there (segmath.h).
  */
 static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
-				   uint32_t read_last, int settled, int first, int64_t deadline)
+				   uint32_t read_last, const struct read_how *how, int64_t deadline)
 {
 	struct px_transcode *tc = f->tc;
 	struct job *j = f->job;
@@ -282,11 +291,11 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 		if (j->queued) {
 			j->queued_from = k;
 		} else if (tc->store && j->remote && !j->pid && !j->nprobes) {
-			if (ask_remote(f, tgid, k, read_last, settled, &w))
+			if (ask_remote(f, tgid, k, read_last, how->settled, &w))
 				continue;
 		} else if (!j->retry_at) {
 			/* a failed writer backs off; the supervisor starts it again */
-			act = decide(f, k, settled, first, &w);
+			act = decide(f, k, how, &w);
 		}
 		if (act != PX_SEEK_WAIT && reader_gone(f, tgid)) {
 			st = PX_ECANCELED;
@@ -297,7 +306,7 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 			 * chances, then the deadline decides */
 			w.tried++;
 			tc_start_writer(tc, j, k, START_READ);
-			if (first && w.tried == 1)
+			if (how->first && w.tried == 1)
 				tc_probe_tail(tc, j, k);
 			continue;
 		}
@@ -316,7 +325,7 @@ static enum px_status wait_segment(struct px_tcfile *f, pid_t tgid, uint32_t k,
 			}
 		}
 		if (act == PX_SEEK_MOVE)
-			move_writer(f, k, settled);
+			move_writer(f, k, how->settled);
 		if ((st = nap(f, tgid, k, deadline, &w, &pw)) != PX_OK)
 			break;
 	}
@@ -452,7 +461,9 @@ enum px_status px_transcode_read(struct px_tcfile *f, int64_t off, size_t len, v
 			n = (size_t)(S - within);
 		if (!looked++)
 			tgid = tgid_of(reader);
-		if ((st = wait_segment(f, tgid, k, last_seg, px_seek_settled(&hist, k), first,
+		struct read_how how = { px_seek_settled(&hist, k), first,
+					px_seek_jumped(&hist, k, tc->cfg->seek_restart_segments) };
+		if ((st = wait_segment(f, tgid, k, last_seg, &how,
 				       deadline)) != PX_OK)
 			break;
 		pthread_mutex_lock(&tc->lock);

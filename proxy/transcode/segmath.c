@@ -81,8 +81,20 @@ int px_seek_settled(const struct px_seek_hist *h, uint32_t k)
 	return 1;
 }
 
+int px_seek_jumped(const struct px_seek_hist *h, uint32_t k, int64_t ahead)
+{
+	if (!h->n)
+		return 0;
+	for (unsigned i = 0; i < h->n; i++)
+		if (h->seg[i] <= k && (int64_t)(k - h->seg[i]) <= ahead)
+			return 0;
+	return 1;
+}
+
 enum px_seek_action px_seek_decide(const struct px_seek_view *v, uint32_t k)
 {
+	int64_t ahead = v->jump && v->ahead > PX_SEEK_JUMP_AHEAD ? PX_SEEK_JUMP_AHEAD : v->ahead;
+
 	if (v->probe_covers)
 		return PX_SEEK_WAIT;
 	if (!v->main_running) {
@@ -92,7 +104,7 @@ enum px_seek_action px_seek_decide(const struct px_seek_view *v, uint32_t k)
 			return PX_SEEK_PROBE;
 		return v->probes_running ? PX_SEEK_WAIT : PX_SEEK_START;
 	}
-	if (k >= v->main_from && (int64_t)k <= v->main_edge + v->ahead)
+	if (k >= v->main_from && (int64_t)k <= v->main_edge + ahead)
 		return PX_SEEK_WAIT;
 	int movable = v->main_edge >= (int64_t)v->main_from + 2 || v->sole_reader;
 	if (v->settled && movable)

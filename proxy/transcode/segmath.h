@@ -68,6 +68,12 @@ int64_t px_segmath_start_us(const struct px_seg_plan *p, uint32_t k);
  * through a place, not bisecting. */
 #define PX_SEEK_SETTLE_READS 2
 #define PX_SEEK_SETTLE_SPAN 2
+/* A read that jumped to k (px_seek_jumped) waits for the main writer only
+ * this far past its edge, not seek_restart_segments: a probe, which the
+ * main writer yields to, costs about two of its segments (docs/transcode.md
+ * "Seeks"), and a player that jumps to a place shows nothing until it is
+ * written. */
+#define PX_SEEK_JUMP_AHEAD 1
 /* A probe writes the segments the read needs: from its first to its last
  * (at least PX_SEEK_PROBE_SEGMENTS), never more than PX_SEEK_PROBE_MAX. */
 #define PX_SEEK_PROBE_SEGMENTS 1
@@ -85,6 +91,12 @@ void px_seek_note(struct px_seek_hist *h, uint32_t k);
 /* Whether a read of segment k settles there (the rule above). */
 int px_seek_settled(const struct px_seek_hist *h, uint32_t k);
 
+/* Whether a read of segment k jumped there: the handle read before
+ * (a first read is no jump), and none of its reads noted began within
+ * ahead segments before k, or in k (a player's seek, not its reading on
+ * or the kernel's read-ahead of a run). */
+int px_seek_jumped(const struct px_seek_hist *h, uint32_t k, int64_t ahead);
+
 /* What a job looks like to a read of segment k that is not committed. */
 struct px_seek_view {
 	int main_running;      /* its main writer runs ... */
@@ -98,6 +110,8 @@ struct px_seek_view {
 	int first_read;        /* the handle's first read */
 	int sole_reader;       /* the job's only reader (one handle, no far
 				* read of another host): nobody to take turns with */
+	int jump;              /* px_seek_jumped(): the reach past the edge is
+				* PX_SEEK_JUMP_AHEAD at most */
 };
 
 enum px_seek_action {
@@ -110,7 +124,8 @@ enum px_seek_action {
 /*
  * The decision for a read of segment k, not committed:
  *  - a probe writes k, or the main writer's run reaches it (from k's
- *    start up to ahead segments past its edge): WAIT;
+ *    start up to ahead segments past its edge; PX_SEEK_JUMP_AHEAD for a
+ *    jump): WAIT;
  *  - no main writer: START on the handle's first read or a settled one,
  *    else PROBE; with no slot free for it, WAIT while probes run, else
  *    START (the start waits in line);

@@ -180,6 +180,44 @@ static void test_seek_decide(void **state)
 	assert_int_equal(px_seek_decide(&v, 61), PX_SEEK_WAIT);
 }
 
+/* A read that jumped waits for the main writer only one segment past its
+ * edge: a player's seek to 10 % of a 720p transcode read segment 6 while
+ * the writer, started at the head, committed 3 next; it waited for 3, 4,
+ * 5 and 6 (2.5-2.8 s to its first frame, 4.4 x ffmpeg's own time) where a
+ * probe, which the writer yields to, had it there in 2.2 s. A reader
+ * reading on (the kernel's read-ahead of a run) still waits within
+ * seek_restart_segments. */
+static void test_seek_jump(void **state)
+{
+	struct px_seek_hist h = { { 0 }, 0 };
+	struct px_seek_view v;
+	(void)state;
+	assert_false(px_seek_jumped(&h, 6, 3));    /* a first read is no jump */
+	px_seek_note(&h, 0);                       /* the head */
+	px_seek_note(&h, 59);                      /* the tail */
+	assert_true(px_seek_jumped(&h, 6, 3));     /* then 10 % */
+	assert_false(px_seek_jumped(&h, 3, 3));    /* 0 is within 3 before 3 */
+	assert_false(px_seek_jumped(&h, 59, 3));   /* the tail again */
+	px_seek_note(&h, 6);
+	assert_false(px_seek_jumped(&h, 7, 3));    /* reading on from 6 */
+	assert_false(px_seek_jumped(&h, 9, 3));    /* the kernel's read-ahead */
+	assert_true(px_seek_jumped(&h, 10, 3));
+	assert_true(px_seek_jumped(&h, 5, 3));     /* behind where it read */
+
+	/* the writer at 0..3: a read of 6 waits when it read on, gets a
+	 * probe when it jumped there; edge + 1 still waits */
+	v = view(1, 0, 3);
+	assert_int_equal(px_seek_decide(&v, 6), PX_SEEK_WAIT);
+	v.jump = 1;
+	assert_int_equal(px_seek_decide(&v, 6), PX_SEEK_PROBE);
+	assert_int_equal(px_seek_decide(&v, 5), PX_SEEK_PROBE);
+	assert_int_equal(px_seek_decide(&v, 4), PX_SEEK_WAIT);
+	assert_int_equal(px_seek_decide(&v, 2), PX_SEEK_WAIT);
+	/* a smaller seek_restart_segments stays as set */
+	v.ahead = 0;
+	assert_int_equal(px_seek_decide(&v, 4), PX_SEEK_PROBE);
+}
+
 /* How far a probe writes. */
 static void test_seek_probe_until(void **state)
 {
@@ -208,6 +246,7 @@ int main(void)
 		cmocka_unit_test(test_offsets),
 		cmocka_unit_test(test_seek_settled),
 		cmocka_unit_test(test_seek_decide),
+		cmocka_unit_test(test_seek_jump),
 		cmocka_unit_test(test_seek_probe_until),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
