@@ -1191,8 +1191,9 @@ enum px_status px_stream_decided(const struct px_failed *fd, enum px_status next
 			st->core->reads->n_stream_restarts++;
 		/* a reader that waits on it looks again */
 		pthread_cond_broadcast(&st->cond);
-	} else if (next == PX_OK && fd->token == st->gen) {
-		/* not restarted meanwhile by another reader */
+	} else if (fd->token != st->gen) {
+		next = PX_OK; /* another reader restarted it meanwhile: look again */
+	} else if (next == PX_OK) {
 		next = restart(st, deadline);
 	}
 	pthread_mutex_unlock(&st->lock);
