@@ -41,8 +41,9 @@
  * decision after its tiers (retry.c): a cutover, or a retry after a short
  * backoff, at most cfg->retries times in a row without a new byte; the
  * transfer then starts again at the first byte the window lacks
- * (px_stream_decided), and the bytes already in the window stay. Each transfer carries a generation; the bytes and the end
- * of a superseded transfer are ignored. A cutover that moves the session
+ * (px_stream_decided), and the bytes already in the window stay. Each
+ * transfer carries a generation; the bytes and the end of a superseded
+ * transfer are ignored. A cutover that moves the session
  * to a path source ends the stream (closed): its readers read the path.
  *
  * Parallel ranges: one connection of a CDN or debrid host often runs at a

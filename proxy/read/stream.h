@@ -58,8 +58,9 @@ enum px_status px_stream_read(struct px_stream *st, const struct px_read_req *rq
 /* The decision on fd's failure (PX_EFAILED from px_stream_read) was next:
  * with PX_OK the failed transfer starts again from the byte it reached.
  * Returns next, or why the restart could not start, or PX_OK when another
- * reader restarted the single transfer meanwhile (look again). Call it after every PX_EFAILED, whatever
- * the decision: until then a failed part waits. No lock held. */
+ * reader restarted the single transfer meanwhile (look again). Call it
+ * after every PX_EFAILED, whatever the decision: until then a failed part
+ * waits. No lock held. */
 enum px_status px_stream_decided(const struct px_failed *fd, enum px_status next,
 				 int64_t deadline);
 void px_stream_unpin(struct px_stream *st, int pin);
