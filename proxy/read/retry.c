@@ -22,9 +22,7 @@
  * never spins between sources; until then each standby gets its turn.
  */
 #include <errno.h>
-#include <stddef.h>
 #include <stdio.h>
-#include <string.h>
 #include <time.h>
 
 #include "context.h"
@@ -39,7 +37,6 @@
 void px_failed_set(struct px_failed *fd, size_t source, int64_t pos, enum px_status why,
 		   int stalled, const char *detail)
 {
-	memset(fd, 0, offsetof(struct px_failed, seam));
 	snprintf(fd->detail, sizeof(fd->detail), "%s", detail ? detail : "");
 	fd->f = (struct px_failure){ source, pos, why, stalled, fd->detail, fd->seam, 0 };
 	fd->st = NULL;

@@ -345,6 +345,21 @@ def stopped_probe(m, f, fd, seg, S):
     return None
 
 
+def hold_a_probe(m, f, fd, S, got):
+    """stopped_probe() at segments 20, 24, then 27, until one probe is held
+    stopped; the reads whose probes were done first are appended to got.
+    Returns (child, probe pid)."""
+    held = None
+    for seg in (20, 24, 27):
+        held = stopped_probe(m, f, fd, seg, S)
+        if held:
+            break
+        got.append((seg * S + 1000, bounded(lambda: os.pread(fd, 2048, seg * S + 1000),
+                                            60, 'a probe\'s read')))
+    assert held, 'every probe was done before it could be stopped'
+    return held
+
+
 def test_probe_of_a_reader_that_moved_on_is_cancelled(seamfs, data, clip60, nginx, tmp_path):
     """A probe for a far read whose reader has moved on (its process was
     killed while the probe ran, then the same open file reads elsewhere) is
@@ -366,13 +381,7 @@ def test_probe_of_a_reader_that_moved_on_is_cancelled(seamfs, data, clip60, ngin
     got, held, child = [], None, None
     try:
         got.append((0, os.pread(fd, 188, 0)))
-        for seg in (20, 24, 27):
-            held = stopped_probe(m, f, fd, seg, S)
-            if held:
-                break
-            got.append((seg * S + 1000, bounded(lambda: os.pread(fd, 2048, seg * S + 1000),
-                                                60, 'a probe\'s read')))
-        assert held, 'every probe was done before it could be stopped'
+        held = hold_a_probe(m, f, fd, S, got)
         child, pid = held
         child.kill()
         child.wait(30)
@@ -453,13 +462,7 @@ def test_main_writer_yields_with_every_thread(seamfs, data, clip60, nginx, tmp_p
         wait_until(lambda: len(thread_nices(main)) > 1, 30, 'the main writer\'s threads')
         before = thread_nices(main)
         assert set(before.values()) == {before[main]}, before
-        for seg in (20, 24, 27):
-            held = stopped_probe(m, f, fd, seg, S)
-            if held:
-                break
-            got.append((seg * S + 1000, bounded(lambda: os.pread(fd, 2048, seg * S + 1000),
-                                                60, 'a probe\'s read')))
-        assert held, 'every probe was done before it could be stopped'
+        held = hold_a_probe(m, f, fd, S, got)
         child, pid = held
         nices = thread_nices(main)
         assert len(nices) > 1, nices
