@@ -651,9 +651,11 @@ static int seamfs_mounted_at(const char *mnt)
  * default), whatever max_read allows; sequential throughput wants reads of
  * 1 MiB. The init reply can only lower it, so ops.c writes the mount's bdi
  * file once INIT is done. Here we find which bdi: the mount's device in
- * mountinfo (not by stat(), which would wait for this very daemon).
+ * mountinfo (not by stat(), which would wait for this very daemon); and
+ * the mount's id there (*mnt_id, left as it is when not found), by which
+ * the status finds its clients' open files (px_proc_positions).
  */
-static void find_bdi(const char *mnt, struct fs_ctx *ctx)
+static void find_bdi(const char *mnt, struct fs_ctx *ctx, int *mnt_id)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	char line[4096], dev[64] = "";
@@ -661,11 +663,14 @@ static void find_bdi(const char *mnt, struct fs_ctx *ctx)
 		return;
 	while (fgets(line, sizeof(line), f)) {
 		char majmin[64], point[PATH_MAX];
-		if (sscanf(line, "%*s %*s %63s %*s %4095s", majmin, point) != 2)
+		int id;
+		if (sscanf(line, "%d %*s %63s %*s %4095s", &id, majmin, point) != 3)
 			continue;
 		unescape_mount_field(point);
-		if (strcmp(point, mnt) == 0)
+		if (strcmp(point, mnt) == 0) {
 			snprintf(dev, sizeof(dev), "%s", majmin);
+			*mnt_id = id;
+		}
 	}
 	fclose(f);
 	if (dev[0])
@@ -983,11 +988,11 @@ static void report(int *fd, unsigned char code)
 /* What status and metrics say of this process (keeper.h): set once it is
  * on the connection, before it serves; the pause is from the keeper's
  * notice of the last worker's end to now. */
-static void set_worker_info(struct px_core *core, const struct fs_worker *w)
+static void set_worker_info(struct px_core *core, const struct fs_worker *w, int mnt_id)
 {
 	struct px_worker_info wi = { .pid = (long)getpid(), .keeper_pid = (long)w->keeper,
 				     .resend = w->resend, .restarts = w->gen,
-				     .last_at_ms = w->restarted_ms };
+				     .last_at_ms = w->restarted_ms, .mnt_id = mnt_id };
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	if (w->restarted_ms)
@@ -1373,8 +1378,9 @@ static int mount_fs(struct daemon *d)
 		goto out;
 	}
 	d->mounted = 1;
-	set_worker_info(d->core, &d->worker);
-	find_bdi(d->mnt, ctx);
+	int mnt_id = 0;
+	find_bdi(d->mnt, ctx, &mnt_id);
+	set_worker_info(d->core, &d->worker, mnt_id);
 	/* reloads read the catalog by its absolute name (a daemon chdirs to /)
 	 * and drop the kernel's cached entries of what changed */
 	d->catalog_abs = realpath(d->cl.catalog, NULL);

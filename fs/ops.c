@@ -258,25 +258,10 @@ static void status_readdir(fuse_req_t req, size_t size, off_t off)
 	free(buf);
 }
 
-/* The client an open belongs to, by the session_key option: reopens by the
- * same client join its session. */
-static uint64_t client_key(struct fs_ctx *ctx, fuse_req_t req)
+/* The process (thread group) of thread pid, as FUSE names the caller; pid
+ * itself when /proc does not say. */
+static uint64_t caller_process(uint64_t pid)
 {
-	static _Atomic uint64_t opens;
-	const struct fuse_ctx *fc = fuse_req_ctx(req);
-	uint64_t pid = (uint64_t)fc->pid;
-
-	switch (ctx->key) {
-	case PX_KEY_THREAD:
-		return pid;
-	case PX_KEY_UID:
-		return (uint64_t)fc->uid;
-	case PX_KEY_OPEN:
-		return (1ULL << 63) | atomic_fetch_add(&opens, 1);
-	case PX_KEY_PROCESS:
-		break;
-	}
-	/* FUSE gives the calling thread: find its process (thread group) */
 	char path[64], line[128];
 	snprintf(path, sizeof(path), "/proc/%llu/status", (unsigned long long)pid);
 	FILE *f = fopen(path, "re");
@@ -291,6 +276,26 @@ static uint64_t client_key(struct fs_ctx *ctx, fuse_req_t req)
 	}
 	fclose(f);
 	return pid;
+}
+
+/* The client an open belongs to, by the session_key option: reopens by the
+ * same client join its session. tgid: the caller's process. */
+static uint64_t client_key(struct fs_ctx *ctx, fuse_req_t req, uint64_t tgid)
+{
+	static _Atomic uint64_t opens;
+	const struct fuse_ctx *fc = fuse_req_ctx(req);
+
+	switch (ctx->key) {
+	case PX_KEY_THREAD:
+		return (uint64_t)fc->pid;
+	case PX_KEY_UID:
+		return (uint64_t)fc->uid;
+	case PX_KEY_OPEN:
+		return (1ULL << 63) | atomic_fetch_add(&opens, 1);
+	case PX_KEY_PROCESS:
+		break;
+	}
+	return tgid;
 }
 
 /*
@@ -366,13 +371,15 @@ static int session_open(fuse_req_t req, struct fs_ctx *ctx, fuse_ino_t ino,
 			const struct px_tree_node *n, void **out)
 {
 	size_t asset;
-	(void)ino;
 	int err = asset_of(n, &asset);
 	if (err)
 		return err;
 	note_readahead(ctx);
-	enum px_status st = px_handle_open(ctx->core, asset, client_key(ctx, req),
+	uint64_t tgid = caller_process((uint64_t)fuse_req_ctx(req)->pid);
+	enum px_status st = px_handle_open(ctx->core, asset, client_key(ctx, req, tgid),
 					   (struct px_handle **)out);
+	if (st == PX_OK)
+		px_handle_note_opener(*out, tgid, (uint64_t)ino);
 	return st == PX_OK ? 0 : fs_errno(st);
 }
 

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -60,4 +61,33 @@ int px_pid_gone(pid_t pid)
 	}
 	closedir(d);
 	return gone;
+}
+
+int px_proc_positions(long pid, int mnt_id, struct px_fdpos *out, int cap)
+{
+	char path[96], buf[512];
+	int n = 0;
+	if (pid <= 0 || mnt_id <= 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%ld/fdinfo", pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return -1;
+	struct dirent *de;
+	while (n < cap && (de = readdir(d))) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld/fdinfo/%s", pid, de->d_name);
+		if (px_proc_read(path, buf, sizeof(buf)) <= 0)
+			continue; /* closed meanwhile */
+		const char *pos = strstr(buf, "pos:"), *mnt = strstr(buf, "mnt_id:");
+		const char *ino = strstr(buf, "\nino:");
+		if (!pos || !mnt || !ino || atoi(mnt + 7) != mnt_id)
+			continue;
+		out[n].pos = strtoll(pos + 4, NULL, 10);
+		out[n].ino = strtoull(ino + 5, NULL, 10);
+		n++;
+	}
+	closedir(d);
+	return n;
 }

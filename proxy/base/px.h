@@ -182,6 +182,7 @@ struct px_worker_info {
 	int64_t last_at_ms;
 	int64_t last_pause_ms;  /* from the keeper's notice of that end to this
 				 * process serving (its start) */
+	int mnt_id;             /* the mount's id in mountinfo; 0 unknown */
 };
 
 /* Reads the start of the /proc file path (one read of size - 1 bytes at
@@ -197,5 +198,21 @@ ssize_t px_proc_read(const char *path, char *buf, size_t size);
  * leader exited while other threads run is not gone. Any thread (proc.c).
  */
 int px_pid_gone(pid_t pid);
+
+/* An open file of another process: its inode number and file position. */
+struct px_fdpos {
+	uint64_t ino;
+	int64_t pos;
+};
+
+/*
+ * The positions of process (or thread) pid's open files on the mount
+ * whose id in mountinfo is mnt_id (/proc/PID/fdinfo: pos, mnt_id, ino),
+ * at most cap of them into out: their count, or -1 when pid's files
+ * cannot be listed (gone, or not ours to see). A position moves with
+ * read(2), also where the page cache answers, never with pread(2). Any
+ * thread (proc.c).
+ */
+int px_proc_positions(long pid, int mnt_id, struct px_fdpos *out, int cap);
 
 #endif

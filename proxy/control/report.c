@@ -70,12 +70,13 @@ static json_t *provider_json(const struct px_snap_provider *p, int64_t now)
 
 static json_t *session_json(const struct px_snap_session *s, int64_t now)
 {
-	return json_pack("{s:I, s:o, s:o, s:I, s:o, s:o, s:I, s:I, s:i, s:i, s:i, s:s, s:s, s:f}",
+	return json_pack("{s:I, s:o, s:o, s:I, s:o, s:o, s:I, s:s, s:I, s:i, s:i, s:i, s:s, s:s, s:f}",
 			 "id", (json_int_t)s->id, "asset", px_json_str(s->asset),
 			 "path", px_json_str(s->path), "client", (json_int_t)s->client,
 			 "source", px_json_str(s->source),
 			 "provider", px_json_str(s->provider),
 			 "offset", (json_int_t)s->offset,
+			 "offset_from", s->offset_from_file ? "file_position" : "reads",
 			 "bytes_served", (json_int_t)s->served,
 			 "handles", s->nhandles, "transfers", s->xfers,
 			 "streams", s->xfers + s->extra,

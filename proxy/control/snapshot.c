@@ -55,6 +55,45 @@ static void take_reload(struct px_core *core, struct px_snapshot *s)
 	s->reload_when = r.reload_when;
 }
 
+/*
+ * A playback's place as its client's open file has it. The kernel answers
+ * reads of bytes read through the mount before from its page cache
+ * (keep_cache) without asking seamfs, so the reads' offset stops there
+ * while the player reads on. For each open session, the positions of the
+ * files its openers hold open on this mount at its inode
+ * (px_proc_positions); the one in the middle nearest the reads' offset
+ * becomes its offset. pread(2) moves no position, and a look at the head
+ * or the tail is not a playback's place: those keep the reads' offset.
+ */
+static void follow_clients(struct px_snapshot *s)
+{
+	struct px_fdpos pos[64];
+	if (s->worker.mnt_id <= 0)
+		return;
+	for (size_t i = 0; i < s->nsessions; i++) {
+		struct px_snap_session *x = &s->sessions[i];
+		int64_t best = -1;
+		if (!x->nhandles || !x->ino)
+			continue;
+		for (int k = 0; k < PX_SESSION_OPENERS; k++) {
+			int n = x->openers[k] ? px_proc_positions((long)x->openers[k],
+								   s->worker.mnt_id, pos, 64)
+					      : -1;
+			for (int j = 0; j < n; j++) {
+				int64_t p = pos[j].pos;
+				if (pos[j].ino != x->ino || p <= x->head_end || p >= x->tail_start)
+					continue;
+				if (best < 0 || llabs(p - x->offset) < llabs(best - x->offset))
+					best = p;
+			}
+		}
+		if (best >= 0) {
+			x->offset = best;
+			x->offset_from_file = 1;
+		}
+	}
+}
+
 static enum px_status take_providers(struct px_core *core, struct px_snapshot *s, int rows)
 {
 	struct px_providers_stats p = { 0 };
@@ -76,6 +115,8 @@ static enum px_status take_providers(struct px_core *core, struct px_snapshot *s
 	s->n_scans = p.n_scans;
 	s->n_scan_requests = p.n_scan_requests;
 	s->h_ttfb = p.h_ttfb;
+	if (st == PX_OK)
+		follow_clients(s);
 	return st;
 }
 

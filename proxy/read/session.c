@@ -197,6 +197,17 @@ enum px_status px_handle_open(struct px_core *core, size_t asset, uint64_t clien
 	return PX_OK;
 }
 
+void px_handle_note_opener(struct px_handle *h, uint64_t pid, uint64_t ino)
+{
+	struct px_session *x = h->sess;
+	atomic_store(&x->ino, ino);
+	for (unsigned i = 0; i < PX_SESSION_OPENERS; i++)
+		if (atomic_load(&x->openers[i]) == pid)
+			return;
+	unsigned k = atomic_fetch_add(&x->nopeners, 1) % PX_SESSION_OPENERS;
+	atomic_store(&x->openers[k], pid);
+}
+
 void px_handle_close(struct px_handle *h)
 {
 	if (!h)
@@ -543,10 +554,8 @@ static void keep_tail(struct px_handle *s, int64_t end, const struct iovec *iov,
 /* Where the asset's cached head ends and its cached tail starts. */
 static void regions(const struct px_handle *s, int64_t *head_end, int64_t *tail_start)
 {
-	const struct px_config *cfg = s->core->cfg;
-	int64_t size = px_asset_rt(s->core, s->asset)->size;
-	*head_end = cfg->head_size < size ? cfg->head_size : size;
-	*tail_start = size - cfg->tail_size > *head_end ? size - cfg->tail_size : *head_end;
+	px_asset_regions(s->core->cfg, px_asset_rt(s->core, s->asset)->size, head_end,
+			 tail_start);
 }
 
 /* Reads rq's bytes with bounded range requests (pread for a path

@@ -74,6 +74,12 @@ enum px_status px_handle_read_zc(struct px_handle *h, int64_t off, size_t len,
 /* Releases what px_handle_read_zc() pinned. */
 void px_handle_zc_done(struct px_zc *zc);
 
+/* Notes the process (or thread) pid that opened h, and the inode the
+ * file has on the mount, for the status: a session's offset follows where
+ * such a process's open file is (px_proc_positions), also over bytes the
+ * page cache gives it. Any thread. */
+void px_handle_note_opener(struct px_handle *h, uint64_t pid, uint64_t ino);
+
 /* Closes the handle: cancels its transfers, and leaves its session, which
  * lingers session_ttl for a reopen. Waits for nothing. NULL: no-op. */
 void px_handle_close(struct px_handle *h);

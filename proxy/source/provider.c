@@ -1644,6 +1644,11 @@ static void snap_session(const struct px_core *core, const struct px_session *x,
 	o->extra = x->xfers_extra;
 	o->exhausted = x->exhausted;
 	o->playback = atomic_load(&x->middle) >= PX_PLAY_BYTES;
+	for (int i = 0; i < PX_SESSION_OPENERS; i++)
+		o->openers[i] = atomic_load(&x->openers[i]);
+	o->ino = atomic_load(&x->ino);
+	px_asset_regions(core->cfg, px_asset_rt(core, x->asset)->size, &o->head_end,
+			 &o->tail_start);
 }
 
 enum px_status px_providers_stats(struct px_core *core, int rows, struct px_providers_stats *s)

@@ -78,6 +78,8 @@ static inline struct prov_rt *px_prov_rt(const struct px_core *core, size_t prov
  * Lock order: session lock, then stream locks; prov_lock is taken alone.
  */
 struct px_handle;
+#define PX_SESSION_OPENERS 4
+
 struct px_session {
 	struct px_core *core;
 	struct px_session *prev, *next; /* the listed sessions, under prov_lock */
@@ -129,7 +131,21 @@ struct px_session {
 				    * disk (read/cache.c), not its source's */
 	_Atomic size_t proven;     /* source+1 whose live bytes passed the first
 				    * sample's check since (read/session.c) */
+	/* who opened its handles, for the status (px_handle_note_opener): the
+	 * last PX_SESSION_OPENERS processes (0: none), and the file's inode */
+	_Atomic uint64_t openers[PX_SESSION_OPENERS];
+	_Atomic unsigned nopeners;
+	_Atomic uint64_t ino;
 };
+
+/* Where an asset of size bytes has its cached head end and its cached
+ * tail start (head_size and tail_size of cfg): between them, its middle. */
+static inline void px_asset_regions(const struct px_config *cfg, int64_t size,
+				    int64_t *head_end, int64_t *tail_start)
+{
+	*head_end = cfg->head_size < size ? cfg->head_size : size;
+	*tail_start = size - cfg->tail_size > *head_end ? size - cfg->tail_size : *head_end;
+}
 
 /* Bytes from a file's middle (neither its cached head nor its tail) that
  * make a session a playback in the status: the run a stream is earned
@@ -178,6 +194,11 @@ struct px_snap_session {
 	int nhandles, xfers, exhausted;
 	int extra;                 /* its parallel read-ahead transfers */
 	int playback;              /* read PX_PLAY_BYTES of the middle; else a scan */
+	/* where its clients' open files are (the snapshot, px_proc_positions):
+	 * the processes that opened it, the file's inode, its middle */
+	uint64_t openers[PX_SESSION_OPENERS], ino;
+	int64_t head_end, tail_start;
+	int offset_from_file;      /* offset is a client's file position */
 };
 
 /* The providers and sessions as the status shows them, copied under

@@ -281,3 +281,42 @@ def test_head_and_tail_serve_every_identical_source(seamfs, data, make_origin):
         assert status(m)['reads']['head_tail_cache_hits'] >= hits + len(spans)
     finally:
         os.close(fd)
+
+
+def test_playback_offset_follows_reads_the_page_cache_answers(seamfs, make_origin, mp4):
+    """A player over bytes read through the mount before: the kernel
+    answers its reads from the page cache (keep_cache) and seamfs sees
+    none of them, yet the session's offset is where the player's open file
+    is (/proc/PID/fdinfo). On 06451bb it stayed where the reads had left it
+    (issue 33: a playback's offset follows its reads, those the page
+    cache serves included)."""
+    o = make_origin(mp4.parent)
+    size = mp4.stat().st_size
+    body = mp4.read_bytes()
+    m = seamfs.mount({'assets': [{
+        'id': 'clip', 'path': 'clip.mp4', 'size': size, 'mtime': 1700000000,
+        'sources': [{'url': o.url('clip.mp4')}]}]}, options=['session_ttl=600'])
+    # another process reads it whole: every page is in the page cache
+    r = subprocess.run(['sha256sum', m.path('clip.mp4')], capture_output=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.split()[0].decode() == hashlib.sha256(body).hexdigest()
+
+    def mine():
+        (s,) = [s for s in status(m)['sessions'] if s['client'] == os.getpid()]
+        return s
+    fd = os.open(m.path('clip.mp4'), os.O_RDONLY)
+    try:
+        h = hashlib.sha256()
+        for stop in (HEAD + 1 * MIB, HEAD + 3 * MIB):
+            while os.lseek(fd, 0, os.SEEK_CUR) < stop:
+                h.update(os.read(fd, 256 * KIB))
+            pos = os.lseek(fd, 0, os.SEEK_CUR)
+            assert h.digest() == hashlib.sha256(body[:pos]).digest()
+            s = mine()
+            assert s['offset'] == pos and s.get('offset_from') == 'file_position', (pos, s)
+        # the reads the kernel answered never reached seamfs
+        assert mine()['bytes_served'] < HEAD, mine()
+        # a position in the head is a look at it, not the playback's place
+        os.lseek(fd, 64 * KIB, os.SEEK_SET)
+        assert mine()['offset_from'] == 'reads', mine()
+    finally:
+        os.close(fd)

@@ -209,7 +209,7 @@ static void check_shape(json_t *js)
 	}
 	json_array_foreach(get(js, "sessions"), i, o)
 		exact_keys(o, "session", "id asset path client source provider offset "
-			   "bytes_served handles transfers streams state kind age_s");
+			   "offset_from bytes_served handles transfers streams state kind age_s");
 	json_array_foreach(get(js, "assets"), i, o) {
 		exact_keys(o, "asset", "id path size reference sources");
 		json_array_foreach(get(o, "sources"), j, p)
