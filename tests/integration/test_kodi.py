@@ -33,12 +33,14 @@ pytestmark = pytest.mark.skipif(
     not KODI.exists() or XVFB is None,
     reason='needs Kodi and Xvfb (contrib/setup-debian.sh installs both: kodi xvfb)')
 
-# folder: (file name, container, NFO title, year); the NFO titles differ from
-# the folder names, so a movie named from its path fails the test
+# folder: (file name, NFO title, year, whether it has a poster); the NFO
+# titles differ from the folder names, so a movie named from its path fails
+# the test; a movie without a poster gets a thumbnail Kodi extracts from it
 MOVIES = {
-    'Heat (1995)': ('Heat (1995).mkv', 'The NFO Heat', 1995),
-    'Alien (1979)': ('Alien (1979).mp4', 'The NFO Alien', 1979),
-    'Ronin (1998)': ('Ronin (1998).mkv', 'The NFO Ronin', 1998),
+    'Heat (1995)': ('Heat (1995).mkv', 'The NFO Heat', 1995, True),
+    'Alien (1979)': ('Alien (1979).mp4', 'The NFO Alien', 1979, True),
+    'Ronin (1998)': ('Ronin (1998).mkv', 'The NFO Ronin', 1998, True),
+    'Drive (2011)': ('Drive (2011).mkv', 'The NFO Drive', 2011, False),
 }
 
 AUTOINDEX = nginx_conf('        listen 127.0.0.1:{port};\n'
@@ -47,14 +49,15 @@ AUTOINDEX = nginx_conf('        listen 127.0.0.1:{port};\n'
 
 
 def make_library(lib, log):
-    for folder, (name, title, year) in MOVIES.items():
+    for folder, (name, title, year, poster) in MOVIES.items():
         d = lib / 'Movies' / folder
         d.mkdir(parents=True)
         make_clip(d / name, 10, '1280x720', log)
         (d / 'movie.nfo').write_text(
             f'<?xml version="1.0" encoding="UTF-8"?>\n<movie>\n  <title>{title}</title>\n'
             f'  <year>{year}</year>\n  <plot>A test clip.</plot>\n</movie>\n')
-        (d / 'poster.jpg').write_bytes(os.urandom(30 * KIB))
+        if poster:
+            (d / 'poster.jpg').write_bytes(os.urandom(30 * KIB))
         (d / (Path(name).stem + '.en.srt')).write_text(
             '1\n00:00:01,000 --> 00:00:02,000\nhello\n\n')
 
@@ -285,7 +288,8 @@ def test_kodi_scans_the_guides_library(seamfs, seamfs_cli, tmp_path):
         assert r.returncode == 0, r.stderr
         cat = json.loads(out.read_text())
         paths = sorted(a['path'] for a in cat['assets'])
-        assert len(paths) == 4 * len(MOVIES), paths     # movie, NFO, poster, subtitle
+        # movie, NFO, poster (if any), subtitle
+        assert len(paths) == sum(4 if v[3] else 3 for v in MOVIES.values()), paths
         m = seamfs.mount(out)
         kodi_userdata(home, m.mnt, kodi.rpc_port, free_port())
         kodi.start_display()
@@ -323,7 +327,7 @@ def test_kodi_scans_the_guides_library(seamfs, seamfs_cli, tmp_path):
         movies = {Path(mv['file']).relative_to(m.mnt).as_posix(): (mv['title'], mv['year'])
                   for mv in got.get('movies', [])}
         want = {f'Movies/{folder}/{name}': (title, year)
-                for folder, (name, title, year) in MOVIES.items()}
+                for folder, (name, title, year, _) in MOVIES.items()}
         assert movies == want, f'{movies}\n{kodi.log}'
 
         def details():
@@ -355,6 +359,31 @@ def test_kodi_scans_the_guides_library(seamfs, seamfs_cli, tmp_path):
         assert reads == {}, reads
         got = rpc.call('VideoLibrary.GetMovies', {'properties': ['title', 'year', 'file']})
         assert len(got.get('movies', [])) == len(MOVIES), got
+
+        # thumbnails: the movies' list, shown, has Kodi extract a frame of
+        # each movie without artwork ("Extract thumbnails from video
+        # files", on by default) into its texture cache
+        plain = [f'Movies/{folder}/{v[0]}' for folder, v in MOVIES.items() if not v[3]]
+        rpc.call('GUI.ActivateWindow', {'window': 'videos',
+                                        'parameters': ['videodb://movies/titles/']})
+
+        def extracted():
+            got = rpc.call('VideoLibrary.GetMovies', {'properties': ['art', 'file']})
+            urls = [mv['art'].get('thumb', '') for mv in got['movies']
+                    if Path(mv['file']).relative_to(m.mnt).as_posix() in plain]
+            if not all(u.startswith('image://video@') for u in urls):
+                return False
+            tex = rpc.call('Textures.GetTextures', {
+                'properties': ['url', 'cachedurl'],
+                'filter': {'or': [{'field': 'url', 'operator': 'is', 'value': u} for u in urls]}})
+            return len(tex.get('textures', [])) == len(urls)
+        wait_until(extracted, SCAN_WAIT, "Kodi's thumbnails extracted", interval=1)
+        wait_quiet(server)
+        reqs, nbytes, reads, since = origin_reads(server, since)
+        print(f'kodi thumbnails of {len(plain)} movie(s) without a poster: {reqs} origin '
+              f'requests, {nbytes} bytes')
+        for p, r in reads.items():
+            print(f'  {p}: {r}')
         kodi.stop(rpc)
         rpc = None
 
