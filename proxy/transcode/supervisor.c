@@ -368,6 +368,7 @@ void *tc_supervisor_main(void *arg)
 		int64_t due = retry_due(tc);
 		poll_set(tc, &ps);
 		if (tc->store && px_now_ms() >= next_poll) {
+			tc_relist(tc);
 			tc_poll_remote(tc);
 			tc_serve_wants(tc);
 			tc_take_placed(tc);

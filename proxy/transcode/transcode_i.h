@@ -112,6 +112,10 @@ struct job {
 				* supervisor polls the store */
 	char remote_owner[128];
 	uint64_t plver;        /* the store's playlist version last read */
+	int relist;            /* cluster mode: a refresh the store did not
+				* answer (1, 2 with its files' check): asked
+				* again each poll (tc_relist), since no commit
+				* may come soon to ask again */
 	uint64_t takeovers;    /* leases claimed from another host's writer */
 	/* far reads across hosts (docs/cluster.md "Far seeks across hosts") */
 	uint64_t seek_asks;    /* reads here that asked the writer's host */
@@ -320,9 +324,13 @@ void tc_list_in_way(struct job *j, const char *err);
 void tc_list_from_memory(const struct job *j, struct px_playlist *pl);
 /* How many segments of j are trusted. Under tc->lock. */
 uint32_t tc_trusted(const struct job *j);
-/* Recomputes j->ok from the playlist on disk. check_files: check the
- * files too. Under tc->lock (or before the thread starts). */
+/* Recomputes j->ok from the playlist on disk (the store's in cluster
+ * mode: one that does not answer leaves j->relist set). check_files:
+ * check the files too. Under tc->lock (or before the thread starts). */
 void tc_refresh(struct px_transcode *tc, struct job *j, int check_files);
+/* Cluster mode: refreshes again the jobs whose last refresh the store
+ * did not answer (j->relist). Under tc->lock. */
+void tc_relist(struct px_transcode *tc);
 /* Marks the trusted entries of pl (which it releases) servable. Under
  * tc->lock (or before the thread starts). */
 void tc_apply_list(struct px_transcode *tc, struct job *j, struct px_playlist *pl_in,

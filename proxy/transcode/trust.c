@@ -94,14 +94,15 @@ uint32_t tc_trusted(const struct job *j)
 	return n;
 }
 
-void tc_refresh(struct px_transcode *tc, struct job *j, int check_files)
+/* What a refresh of j does with its load's outcome st (and pl, ver, err).
+ * Under tc->lock. */
+static void refreshed(struct px_transcode *tc, struct job *j, enum px_status st,
+		      struct px_playlist *pl, uint64_t ver, const char *err, int check_files)
 {
-	struct px_playlist pl;
-	char err[512];
-	uint64_t ver = 0;
-	enum px_status st = tc_load_list(tc, j, &pl, &ver, err, sizeof(err));
-	if (st == PX_ENOTFOUND)
+	if (st == PX_ENOTFOUND) {
+		j->relist = 0;
 		return;
+	}
 	if (st == PX_EEXIST) {
 		tc_list_in_way(j, err);
 		return;
@@ -110,11 +111,44 @@ void tc_refresh(struct px_transcode *tc, struct job *j, int check_files)
 	if (st != PX_OK) {
 		if (!tc->store || st == PX_EINVAL)
 			px_warn("transcode", "asset %s: %s", j->a->id, err);
+		else /* a commit our writer made a moment ago stays unheard of
+		      * until the store answers, however long the next one takes */
+			j->relist = j->relist > 1 + check_files ? j->relist : 1 + check_files;
 		return;
 	}
+	j->relist = 0;
 	if (ver)
 		j->plver = ver;
-	tc_apply_list(tc, j, &pl, check_files);
+	tc_apply_list(tc, j, pl, check_files);
+}
+
+void tc_refresh(struct px_transcode *tc, struct job *j, int check_files)
+{
+	struct px_playlist pl;
+	char err[512];
+	uint64_t ver = 0;
+	enum px_status st = tc_load_list(tc, j, &pl, &ver, err, sizeof(err));
+	refreshed(tc, j, st, &pl, ver, err, check_files);
+}
+
+/* As tc_poll_remote, it lets tc->lock go around the store's calls: a
+ * store that does not answer costs each of them its bounds, which reads
+ * waiting on the lock must not wait out. */
+void tc_relist(struct px_transcode *tc)
+{
+	for (size_t i = 0; i < tc->cat->nassets && !tc->stopping; i++) {
+		struct job *j = &tc->jobs[i];
+		struct px_playlist pl;
+		char err[512];
+		uint64_t ver = 0;
+		int check = j->relist - 1;
+		if (!j->a || !j->relist)
+			continue;
+		pthread_mutex_unlock(&tc->lock);
+		enum px_status st = tc_load_list(tc, j, &pl, &ver, err, sizeof(err));
+		pthread_mutex_lock(&tc->lock);
+		refreshed(tc, j, st, &pl, ver, err, check);
+	}
 }
 
 void tc_apply_list(struct px_transcode *tc, struct job *j, struct px_playlist *pl_in,
