@@ -52,27 +52,33 @@ def resp(port, *args, timeout=2.0):
                                                     for x in args))
     with socket.create_connection(('127.0.0.1', port), timeout=timeout) as s:
         s.sendall(out)
-        f = s.makefile('rb')
+        # closed with the socket: an open makefile() keeps the connection
+        # open after s.close() until it is collected
+        with s.makefile('rb') as f:
+            return read_reply(f)
 
-        def read():
-            line = f.readline()
-            if not line:
-                raise OSError('connection closed')
-            kind, rest = line[:1], line[1:-2]
-            if kind == b'+':
-                return rest
-            if kind == b'-':
-                raise RuntimeError(rest.decode(errors='replace'))
-            if kind == b':':
-                return int(rest)
-            if kind == b'$':
-                n = int(rest)
-                return None if n < 0 else f.read(n + 2)[:-2]
-            if kind == b'*':
-                n = int(rest)
-                return None if n < 0 else [read() for _ in range(n)]
-            raise OSError(f'not RESP: {line!r}')
-        return read()
+
+def read_reply(f):
+    """One RESP reply from the binary file f, as resp() returns it."""
+    def read():
+        line = f.readline()
+        if not line:
+            raise OSError('connection closed')
+        kind, rest = line[:1], line[1:-2]
+        if kind == b'+':
+            return rest
+        if kind == b'-':
+            raise RuntimeError(rest.decode(errors='replace'))
+        if kind == b':':
+            return int(rest)
+        if kind == b'$':
+            n = int(rest)
+            return None if n < 0 else f.read(n + 2)[:-2]
+        if kind == b'*':
+            n = int(rest)
+            return None if n < 0 else [read() for _ in range(n)]
+        raise OSError(f'not RESP: {line!r}')
+    return read()
 
 
 class Node:

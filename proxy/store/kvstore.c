@@ -565,6 +565,8 @@ static enum px_status open_ctx(struct px_store *s)
 	errno = 0;
 	s->ctx = s->path[0] ? redisConnectUnixWithTimeout(s->path, ct)
 			    : redisConnectWithTimeout(s->host, s->port, ct);
+	if (s->ctx)
+		px_fd_cloexec(s->ctx->fd);
 	if (!s->ctx || s->ctx->err) {
 		st = s->ctx ? ctx_status(s->ctx) : PX_ENOMEM;
 		if (st == PX_ETIMEDOUT || (s->ctx && strstr(s->ctx->errstr, "timed out")))

@@ -172,6 +172,8 @@ static enum px_status sent_connect(const struct px_hostport *at, struct px_tls *
 			close(fd);
 	} else {
 		*c = redisConnectWithTimeout(at->host, at->port, tv);
+		if (*c)
+			px_fd_cloexec((*c)->fd);
 	}
 	if (!*c || (*c)->err) {
 		snprintf(err, errlen, "sentinel %s:%d: %s", at->host, at->port,

@@ -512,6 +512,13 @@ static void conn_release(struct px_tls_conn *c)
 	free(c);
 }
 
+void px_fd_cloexec(int fd)
+{
+	int fl = fd >= 0 ? fcntl(fd, F_GETFD) : -1;
+	if (fl >= 0)
+		(void)fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+}
+
 enum px_status px_tls_connect(struct px_tls *t, const char *host, int port, int64_t timeout_ms,
 			      int *fd, struct px_tls_conn **out, char *err, size_t errlen)
 {

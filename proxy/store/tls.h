@@ -75,6 +75,17 @@ enum px_status px_tls_connect(struct px_tls *t, const char *host, int port, int6
  * without one (a plain close). Any thread. */
 const char *px_tls_conn_why(struct px_tls_conn *c);
 
+/*
+ * Marks a plain connection's socket close-on-exec: hiredis 0.14 does not,
+ * and the writers and probes the daemon spawns would each hold the
+ * daemon's connection to Redis (posix_spawn closes nothing else), so that
+ * a connection the daemon drops would stay open at Redis for as long as
+ * they run. (A spawn between the connect and this call still inherits it:
+ * microseconds.) The sockets px_tls_connect makes are close-on-exec from
+ * the start. fd < 0: nothing.
+ */
+void px_fd_cloexec(int fd);
+
 /* Ends the pump (at once, whether or not hiredis closed its end yet),
  * joins it and frees the session. NULL: nothing. */
 void px_tls_conn_free(struct px_tls_conn *c);

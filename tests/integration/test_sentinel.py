@@ -22,7 +22,8 @@ import pytest
 
 from conftest import bounded, free_port, wait_until
 from test_cluster import redis  # noqa: F401 - a private redis-server, the fixture
-from test_cluster import resp, seg_file, status, store_lease, store_playlist, tc_cat
+from test_cluster import (connections_to, resp, seg_file, status, store_lease,
+                          store_playlist, tc_cat)
 from test_transcode import start_reader, writer_pids
 
 DOWN_AFTER_MS = 1000
@@ -361,3 +362,37 @@ def test_rolled_back_playlist_put_back(redis, seamfs, data, nginx, tmp_path):
     assert 'putting ours back' in log
     assert len(re.findall(r'writer pid \d+ started: asset clip-ts', log)) == 1, log
     assert 'probe pid' not in log and 'was fenced' not in log, log
+
+
+def test_writers_hold_no_connection_of_the_daemon(sentinels, seamfs, data, nginx, tmp_path):
+    """A writer the daemon spawns holds connections of its own to the
+    master and the sentinels, never the daemon's: hiredis made the daemon's
+    sockets without close-on-exec, so on a954c3a every writer and probe
+    inherited the daemon's watch on a sentinel (and its master connection
+    unless that was fd 3, where the writer's input goes), which stayed
+    open at the sentinel while the writer ran."""
+    master, replica, sents = sentinels
+    work = tmp_path / 'work'
+    a = mount_host(seamfs, tc_cat(nginx), sentinel_url(sents), 'alpha', work,
+                   options=['writer_max_speed=1', 'tail_ahead=0'])
+    job = work / 'clip-ts'
+    plan = json.loads((job / 'plan.json').read_text())
+    ports = [n.port for n in (master, replica, *sents)]
+    t, box = start_reader(a.path('clip.ts'))
+    (w,) = wait_until(lambda: writer_pids(a.worker_pid()), 20, 'the writer')
+    wait_until(lambda: store_playlist(master, 'clip-ts')[0], 60, 'a first segment committed')
+    wait_until(lambda: status(a)['store']['watching'], 20, "the daemon's watch on a sentinel")
+    mine = connections_to(a.worker_pid(), ports)
+    theirs = connections_to(w, ports)
+    assert len(mine) >= 2 and theirs, (mine, theirs)   # the master and a watch
+    shared = set(mine) & set(theirs)
+    assert not shared, f"the writer holds the daemon's {[mine[i] for i in shared]}"
+    t.join(120)
+    assert not t.is_alive(), 'the reader is still blocked'
+    assert 'error' not in box, repr(box.get('error'))
+    entries, clean = store_playlist(master, 'clip-ts')
+    assert clean
+    h = hashlib.sha256()
+    for k, _, g in sorted(entries):
+        h.update(seg_file(job, k, g).read_bytes())
+    assert box['result'] == (h.hexdigest(), plan['size'])
