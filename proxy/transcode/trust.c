@@ -99,10 +99,10 @@ uint32_t tc_trusted(const struct job *j)
 static void refreshed(struct px_transcode *tc, struct job *j, enum px_status st,
 		      struct px_playlist *pl, uint64_t ver, const char *err, int check_files)
 {
-	if (st == PX_ENOTFOUND) {
-		j->relist = 0;
+	int relist = j->relist;
+	j->relist = 0;
+	if (st == PX_ENOTFOUND)
 		return;
-	}
 	if (st == PX_EEXIST) {
 		tc_list_in_way(j, err);
 		return;
@@ -113,10 +113,9 @@ static void refreshed(struct px_transcode *tc, struct job *j, enum px_status st,
 			px_warn("transcode", "asset %s: %s", j->a->id, err);
 		else /* a commit our writer made a moment ago stays unheard of
 		      * until the store answers, however long the next one takes */
-			j->relist = j->relist > 1 + check_files ? j->relist : 1 + check_files;
+			j->relist = relist > 1 + check_files ? relist : 1 + check_files;
 		return;
 	}
-	j->relist = 0;
 	if (ver)
 		j->plver = ver;
 	tc_apply_list(tc, j, pl, check_files);
