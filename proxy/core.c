@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,6 +303,19 @@ static void discover_derived(struct px_core *core, size_t i, int64_t fallback_mt
 	px_sources_count_listed(core, 1);
 }
 
+/* malloc_trim(0), one thread at a time. Where malloc is not glibc's (the
+ * sanitizers' allocator), glibc's arena is first set up by the first
+ * trim, and two threads setting it up at once read a half-made arena or
+ * unbalance its count of attached threads (tests/unit/test_start.c); a
+ * process of several cores discovers them from several threads. */
+static void give_back_memory(void)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&lock);
+	malloc_trim(0);
+	pthread_mutex_unlock(&lock);
+}
+
 enum px_status px_core_discover(struct px_core *core, struct px_state *state,
 				int64_t fallback_mtime)
 {
@@ -391,7 +405,7 @@ out:
 	/* parsing the catalog and building the tree freed far more than is
 	 * kept (the JSON document of a large library): give it back to the
 	 * system, or a mount of 100 000 assets keeps it as resident memory */
-	malloc_trim(0);
+	give_back_memory();
 	return st;
 }
 
