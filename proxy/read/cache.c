@@ -1018,3 +1018,15 @@ int px_cache_holds(struct px_core *core, size_t asset, int which, size_t source,
 	pthread_mutex_unlock(&core->reads->cache_lock);
 	return holds;
 }
+
+int64_t px_cache_tail_start(struct px_core *core, size_t asset, size_t source)
+{
+	int64_t start = -1;
+	pthread_mutex_lock(&core->reads->cache_lock);
+	const struct cache_slot *s = slot_of(core, asset, 1);
+	if (s && (s->state == CACHE_FILLING || s->state == CACHE_READY) &&
+	    slot_serves(core, asset, s, source))
+		start = s->start;
+	pthread_mutex_unlock(&core->reads->cache_lock);
+	return start;
+}

@@ -62,4 +62,9 @@ int64_t px_cache_wake_at(struct px_core *core, size_t asset, int which);
 int px_cache_holds(struct px_core *core, size_t asset, int which, size_t source, int64_t off,
 		   int64_t len);
 
+/* Where the asset's tail slot starts when it holds, or its running fill
+ * brings, source's bytes (a stream that reaches it may end there); -1
+ * otherwise. Takes the cache lock. */
+int64_t px_cache_tail_start(struct px_core *core, size_t asset, size_t source);
+
 #endif

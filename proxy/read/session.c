@@ -67,6 +67,8 @@
 #define FRESH_RUN (128LL << 10) /* a new handle's first read this long (a
 				 * player's, read ahead by the kernel) starts a
 				 * stream at once, as a seek after a run does */
+#define NEAR_TAIL (8LL << 20)   /* a jump this close before the cached tail
+				 * starts a stream that ends at the tail */
 
 /* One open file handle of a session: its own transfers and its own
  * sequential-run tracking; the source is its session's. */
@@ -803,7 +805,10 @@ static enum px_status tier_stream(struct read_op *op, const struct span *sp)
 	if (sp->region == 0 || (sp->region == 2 && !op->st))
 		return PX_EDECLINED;
 	enum px_status st = prove_live(op, sp->rq.off);
-	return st == PX_OK ? read_stream(op, &sp->rq, sp->region == 1) : st;
+	if (st == PX_OK)
+		st = read_stream(op, &sp->rq, sp->region == 1);
+	op->fetched |= st != PX_EDECLINED; /* not the cache's alone */
+	return st;
 }
 
 /* Head/tail cache: the one way that fetches nothing of its own. A fill
@@ -889,12 +894,38 @@ static enum px_status serve_span(struct read_op *op, const struct span *whole)
 }
 
 /*
+ * Whether a jump from the head to off reads an index that lies before the
+ * cached tail:
+ * an MP4 written with its moov at the end (ffprobe and every player read
+ * it whole, first thing: 5 MB for a two-hour film, which no tail holds), a
+ * Matroska file's Cues or an AVI's idx1 reaching back past the tail. It
+ * starts a stream at once, which ends where the cached tail (or the fill
+ * bringing it) starts, so the index costs one request however the
+ * kernel's read-ahead ramps up, where direct reads of 36 KiB, 128 KiB,
+ * 256 KiB and 512 KiB, then a stream to the file's end, cost five and the
+ * tail again. At most NEAR_TAIL is asked that the reader may not read.
+ */
+static int index_jump(struct px_handle *s, int64_t off)
+{
+	int64_t head_end, tail_start;
+	regions(s, &head_end, &tail_start);
+	/* from the head, where the reader found where its index lies */
+	if (s->next_off < 0 || s->next_off > head_end)
+		return 0;
+	if (off < head_end || off >= tail_start || tail_start - off > NEAR_TAIL)
+		return 0;
+	return px_cache_tail_start(s->core, s->asset, atomic_load(&s->sess->source)) ==
+	       tail_start;
+}
+
+/*
  * Counts the read in the handle's sequential run (count: a read's first
  * try) and takes a reference to its stream: the handle's lock, once for
  * the read. Returns whether the read earns a stream: 1 when the run before
  * it is long enough, 2 when it jumps and the handle's last run earned a
- * stream, or it is the handle's first read and FRESH_RUN long (the stream
- * then starts at the jump, with a small first window), 0 otherwise.
+ * stream, or it is the handle's first read and FRESH_RUN long, or it jumps
+ * to an index before the cached tail (index_jump; the stream then starts
+ * at the jump, with a small first window), 0 otherwise.
  */
 static int begin_read(struct px_handle *s, int64_t off, size_t len, int count,
 		      struct px_stream **st)
@@ -911,6 +942,10 @@ static int begin_read(struct px_handle *s, int64_t off, size_t len, int count,
 	    off + (int64_t)len <= size - s->core->cfg->tail_size)
 		s->seek_credit = 1;
 	int seq = near && s->seq_run >= SEQ_RUN ? 1 : !near && s->seek_credit ? 2 : 0;
+	if (!near && !seq && index_jump(s, off)) {
+		s->seek_credit = 1; /* spent by the stream it starts */
+		seq = 2;
+	}
 	if (count && near) {
 		s->seq_run += (int64_t)len;
 		if (off + (int64_t)len > s->next_off)
@@ -948,7 +983,8 @@ static void note_offset(struct px_session *sess, int64_t mine, int64_t end)
 /* Whether a read across the head's end or the tail's start is served as
  * one read of the middle: its cached part is not there yet, and a fill
  * and a range in turn would cost two round trips where one request does.
- * A path source's read is always one. */
+ * A tail a fill is bringing counts as there: the fill serves its part, and
+ * a stream ends where it starts. A path source's read is always one. */
 static int one_span(struct px_handle *s, int path, int64_t off, size_t len, int64_t head_end,
 		    int64_t tail_start)
 {
@@ -959,7 +995,7 @@ static int one_span(struct px_handle *s, int path, int64_t off, size_t len, int6
 	return (off < head_end && end > head_end &&
 		!px_cache_holds(s->core, s->asset, 0, source, off, head_end - off)) ||
 	       (off < tail_start && end > tail_start &&
-		!px_cache_holds(s->core, s->asset, 1, source, tail_start, end - tail_start));
+		px_cache_tail_start(s->core, s->asset, source) != tail_start);
 }
 
 /* What a try of a read served, counted: the handle's reads (count: its

@@ -76,6 +76,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "cache.h"
 #include "clock.h"
 #include "context.h"
 #include "health.h"
@@ -904,6 +905,11 @@ enum px_status px_stream_start(struct px_core *core, struct px_session *sess, si
 			       struct px_stream **out)
 {
 	int64_t size = px_asset_rt(core, asset)->size;
+	/* the cached tail (or the fill bringing it) serves its bytes: the
+	 * stream ends where it starts, not at the asset's end */
+	int64_t tail = px_cache_tail_start(core, asset, atomic_load(&sess->source));
+	if (tail > off && tail < size)
+		size = tail;
 	int64_t want = size - off + KEEP_BEHIND;
 	if (want > WINDOW_MAX)
 		want = WINDOW_MAX;
@@ -1071,6 +1077,8 @@ static int admits(struct px_stream *st, int64_t off, int64_t end, int *behind)
 	int64_t keep = st->consumed - KEEP_BEHIND > st->rstart ? st->consumed - KEEP_BEHIND
 							       : st->rstart;
 	int64_t ahead = jump_ahead(st->core);
+	if (end > st->size)
+		return 0; /* past where it ends (the cached tail's start) */
 	if (!st->closed && off >= st->rstart && off <= st->rend + ahead &&
 	    end + CHUNK_MAX - keep <= st->cap)
 		return 1;

@@ -17,13 +17,16 @@ TAIL = 1 * MIB
 
 
 def streams(reqs, size):
-    """Requests that ran to the end of the file from before its tail: the
-    streams (seamfs asks for bytes=START-LAST, up to the last byte; a
-    head's first part asked with the tail names two ranges)."""
+    """Requests that ran to the end of the file, or to its cached tail,
+    from before its tail: the streams (seamfs asks for bytes=START-LAST, up
+    to the last byte, or up to the tail's start when the tail is cached or
+    on its way; a head's first part asked with the tail names two
+    ranges)."""
     out = []
     for r in reqs:
         rng = r['range'] or ''
-        if rng.startswith('bytes=') and rng.endswith(f'-{size - 1}') and ',' not in rng:
+        if rng.startswith('bytes=') and ',' not in rng and \
+                (rng.endswith(f'-{size - 1}') or rng.endswith(f'-{size - TAIL - 1}')):
             start = int(rng[len('bytes='):].split('-')[0])
             if start < size - TAIL:
                 out.append(rng)

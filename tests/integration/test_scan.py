@@ -91,6 +91,61 @@ def test_ffprobe_scan_costs_head_and_tail(seamfs, make_origin, mp4, tmp_path):
         sha256_file(mp4)
 
 
+def boxes(body):
+    """The top-level boxes of an MP4: [(type, offset, size)]."""
+    out, off = [], 0
+    while off + 8 <= len(body):
+        n, kind = int.from_bytes(body[off:off + 4], 'big'), body[off + 4:off + 8].decode()
+        if n == 1:
+            n = int.from_bytes(body[off + 8:off + 16], 'big')
+        assert n >= 8, f'box {kind} at {off}: size {n}'
+        out.append((kind, off, n))
+        off += n
+    return out
+
+
+def test_an_index_before_the_tail_costs_one_request(seamfs, make_origin, tmp_path):
+    """An MP4 whose moov is larger than the cached tail (a two-hour film's
+    is about 5 MB; here a 300 s clip's 220 KB against a 64 KiB tail): after
+    the head, ffprobe jumps to the moov's start and reads it whole. That
+    read costs one request, a stream that ends where the cached tail
+    starts. On 5a7f3c5 the kernel's read-ahead ramp made each read a
+    request of its own (three for this clip, six for the film), and a
+    stream then asked for the tail again."""
+    www = tmp_path / 'www'
+    www.mkdir()
+    clip = www / 'long.mp4'
+    cmd = ['ffmpeg', '-nostdin', '-hide_banner', '-loglevel', 'error', '-y',
+           '-f', 'lavfi', '-i', 'testsrc2=size=160x90:rate=25:duration=300',
+           '-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=48000:duration=300',
+           '-c:v', 'libx264', '-preset', 'veryfast', '-b:v', '150k', '-pix_fmt', 'yuv420p',
+           '-c:a', 'aac', '-b:a', '32k', '-shortest', str(clip)]
+    r = subprocess.run(cmd, capture_output=True, timeout=180)
+    assert r.returncode == 0, r.stderr.decode(errors='replace')
+    body = clip.read_bytes()
+    size, tail = len(body), 64 * KIB
+    kind, moov, moov_len = boxes(body)[-1]
+    assert kind == 'moov' and moov + moov_len == size
+    tail_start = size - tail
+    assert HEAD < moov < tail_start - 128 * KIB, (moov, tail_start)
+    o = make_origin(www)
+    cat = {'assets': [{'id': 'long', 'path': 'long.mp4', 'size': size, 'mtime': 1700000000,
+                       'sources': [{'url': o.url('long.mp4')}]}]}
+    m = seamfs.mount(cat, options=['tail_size=64K'], state_dir=tmp_path / 'state')
+    since = len(o.log()['requests'])
+    r = subprocess.run(['ffprobe', '-v', 'error', '-show_entries', 'format=duration', '-of',
+                        'json', m.path('long.mp4')], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode(errors='replace')
+    assert abs(float(json.loads(r.stdout)['format']['duration']) - 300) < 1
+    got = [(q['range'], q['bytes_sent']) for q in o.log()['requests'][since:]
+           if q['path'] == '/long.mp4' and q['range'] != 'bytes=0-0']
+    # head and tail in one request, the moov up to the tail in another
+    assert len(got) == 2, got
+    assert got[1][0] == f'bytes={moov // 4096 * 4096}-{tail_start - 1}', (got, moov)
+    assert bounded(lambda: sha256_file(m.path('long.mp4')), 60, 'whole read') == \
+        hashlib.sha256(body).hexdigest()
+
+
 def status(m):
     with open(m.path('.seamfs/status.json')) as f:
         return json.load(f)
