@@ -5,12 +5,17 @@ in requests and in origin bytes, the first time and after a remount.
 
     python3 bench/scan.py --seamfs build/seamfs [--files 200] [--runs 3]
                           [--delay-ms 25] [--work DIR] [--no-rclone]
+                          [--film-minutes N]
 
 Makes three clips with ffmpeg (lavfi testsrc2 + sine, 720p H.264 + AAC, 8 s
 at 8 Mbit/s: a Matroska file, an MP4 with its index (moov) at the end, the
 mp4 muxer's default, and an MP4 with -movflags +faststart), and --files
 names for them in turn (symlinks in the origin's root: every name is an
-asset of its own with its own cache). seam-origin (next to --seamfs in
+asset of its own with its own cache). --film-minutes N adds a fourth kind,
+an N-minute MP4 with its index at the end (128x72, 24 fps, H.264 with
+B-frames + AAC: its moov grows with its length as a film's does, 4.95 MB
+for 120 minutes, more than any cached tail); the targets are the three
+clips'. seam-origin (next to --seamfs in
 tests/server/, or --origin) serves them with --delay-ms, so every request
 costs one round trip, and a listing of its root (--index) for rclone.
 Each run, with `ffprobe -v error -show_format -show_streams` on each file
@@ -56,13 +61,24 @@ PROBE_CAP = 60            # seconds one ffprobe may take
 KINDS = (('mkv', []), ('mp4', []), ('fast.mp4', ['-movflags', '+faststart']))
 
 
-def make_clip(path, extra):
+CLIP = {'seconds': 8, 'size': '1280x720', 'rate': 25, 'preset': 'ultrafast', 'video': '8M',
+        'audio': '96k'}
+
+
+def film(minutes):
+    """The --film-minutes kind: small frames, a film's sample count."""
+    return ('film.mp4', [], {'seconds': 60 * minutes, 'size': '128x72', 'rate': 24,
+                             'preset': 'veryfast', 'video': '100k', 'audio': '32k'})
+
+
+def make_clip(path, extra, c=CLIP):
+    src = f"testsrc2=size={c['size']}:rate={c['rate']}:duration={c['seconds']}"
     cmd = ['ffmpeg', '-nostdin', '-hide_banner', '-loglevel', 'error', '-y',
-           '-f', 'lavfi', '-i', 'testsrc2=size=1280x720:rate=25:duration=8',
-           '-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=48000:duration=8',
-           '-c:v', 'libx264', '-preset', 'ultrafast', '-b:v', '8M', '-pix_fmt', 'yuv420p',
-           '-c:a', 'aac', '-b:a', '96k', '-shortest'] + extra + [str(path)]
-    subprocess.run(cmd, check=True, timeout=300, capture_output=True)
+           '-f', 'lavfi', '-i', src,
+           '-f', 'lavfi', '-i', f"sine=frequency=440:sample_rate=48000:duration={c['seconds']}",
+           '-c:v', 'libx264', '-preset', c['preset'], '-b:v', c['video'], '-pix_fmt', 'yuv420p',
+           '-c:a', 'aac', '-b:a', c['audio'], '-shortest'] + extra + [str(path)]
+    subprocess.run(cmd, check=True, timeout=max(300, c['seconds']), capture_output=True)
 
 
 def start_origin(binary, root, delay_ms, work):
@@ -161,15 +177,19 @@ def scan_mount(tool, argv, mnt, log_path, port, names):
     return {'s': secs, 'by_kind': by_kind, 'requests': nreq, 'bytes': per, 'status': status}, bad
 
 
-def make_names(www, files):
-    for kind, extra in KINDS:
+def make_names(www, files, kinds):
+    for kind, extra, *c in kinds:
         base = www / f'base.{kind}'
+        if c and base.exists() and base.with_suffix('.made').read_text() != repr(c[0]):
+            base.unlink()  # made for another --film-minutes
         if not base.exists():
             say(f'making {base.name}')
-            make_clip(base, extra)
+            make_clip(base, extra, *c)
+            if c:
+                base.with_suffix('.made').write_text(repr(c[0]))
     names = []
     for i in range(files):
-        kind = KINDS[i % len(KINDS)][0]
+        kind = kinds[i % len(kinds)][0]
         name = f'show-{i:03d}.{kind}'
         link = www / name
         if not link.is_symlink():
@@ -225,8 +245,9 @@ def report(a, runs):
         return statistics.median(f(r[label]) for r in runs)
 
     http_s = med('HTTP', lambda x: x['s'])
+    film_kind = f', a {a.film_minutes}-minute MP4' if a.film_minutes else ''
     print(f'\nffprobe scan of {a.files} files (Matroska, MP4 index at the end, MP4 '
-          f'faststart), origin {a.delay_ms} ms away; medians of {len(runs)} run(s)')
+          f'faststart{film_kind}), origin {a.delay_ms} ms away; medians of {len(runs)} run(s)')
     print(f"{'scan':16} {'time s':>8} {'x HTTP':>8} {'req/file':>9} {'MiB/file':>9} "
           f"{'MiB/file max':>13}")
     for label in labels:
@@ -245,9 +266,11 @@ def report(a, runs):
         ('second scan, 0 requests', med('seamfs second', lambda x: x['requests']) == 0),
         ('second scan <= 0.3 x HTTP', med('seamfs second', lambda x: x['s']) <= 0.3 * http_s),
     ]
+    if a.film_minutes:
+        print('(targets: for the three clips alone; with films the figures are not theirs)')
     for what, ok in targets:
         print(f"{'target: ' + what:48} {'PASS' if ok else 'MISS'}")
-    for kind, _ in KINDS:
+    for kind, *_ in a.kinds:
         fs_ms = statistics.median(1000 * statistics.median(r['seamfs first']['by_kind'][kind])
                                   for r in runs)
         http_ms = statistics.median(1000 * statistics.median(r['HTTP']['by_kind'][kind])
@@ -269,7 +292,11 @@ def main():
     ap.add_argument('--delay-ms', type=int, default=25)
     ap.add_argument('--work')
     ap.add_argument('--no-rclone', dest='rclone', action='store_false')
+    ap.add_argument('--film-minutes', type=int, default=0)
     a = ap.parse_args()
+    if not 0 <= a.film_minutes <= 300:
+        sys.exit(f'scan.py: --film-minutes {a.film_minutes}: 0 to 300')
+    a.kinds = KINDS + ((film(a.film_minutes),) if a.film_minutes else ())
     seamfs = os.path.abspath(a.seamfs)
     origin_bin = a.origin or os.path.join(os.path.dirname(seamfs), 'tests', 'server',
                                           'seam-origin')
@@ -282,7 +309,7 @@ def main():
     www = work / 'www'
     for d in (www, work / 'mnt'):
         d.mkdir(parents=True, exist_ok=True)
-    names = make_names(www, a.files)
+    names = make_names(www, a.files, a.kinds)
     size = {n: os.path.getsize(www / n) for n in names}
 
     proc, port = start_origin(origin_bin, www, a.delay_ms, work)

@@ -33,7 +33,7 @@ const struct px_config_option px_config_options[] = {
 	{ "tail_size", "SIZE", "bytes at the end of each file kept in the shared cache (default 1M)" },
 	{ "cache_size", "SIZE", "of that, what cached heads and tails may hold (default 64M)" },
 	{ "cache_dir", "DIR", "where heads and tails are kept on disk across remounts and restarts (default STATE_DIR/cache)" },
-	{ "cache_max_bytes", "SIZE", "how much of cache_dir heads and tails may take, least recently used evicted; 0 keeps none on disk (default 1G)" },
+	{ "cache_max_bytes", "SIZE", "how much of cache_dir heads, tails and indexes may take, least recently used evicted; 0 keeps none on disk (default 1G)" },
 	{ "session_ttl", "SECONDS", "a reopen by the same client this soon after its last close joins its session (default 15)" },
 	{ "session_key", "KEY", "what makes opens one client: process, thread, uid or open (default process)" },
 	{ "admission_timeout", "SECONDS", "how long an open or read waits when every provider is at its limit (default 10)" },

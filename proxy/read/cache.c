@@ -1,5 +1,6 @@
 /*
- * cache.c - the heads and tails of assets, shared by every session.
+ * cache.c - the heads, tails and indexes of assets, shared by every
+ * session.
  *
  * Players and library scanners open a file, read its head (container
  * header), jump to its tail (index, cues, moov) and come back; scanners
@@ -50,6 +51,13 @@
  * request. An answer of one range fills the head and empties the tail
  * for its own reader (skipped); a broken one fails both. Either way the
  * provider asks apart from then on (prov_rt.no_multipart).
+ *
+ * Index. A reader that jumps from the head to within 8 MiB before the
+ * tail (session.c, index_jump: an MP4's moov at the end, larger than the
+ * tail) reads the asset's third slot, from the jump's page to the tail's
+ * start, asked for whole in one request: an index costs one request, not
+ * one for each step of the kernel's read-ahead, and is kept on disk like
+ * the head and the tail, so a rescan after a remount costs none.
  *
  * Persistent tier (disk.c). A part a fill completed is queued to be kept
  * on disk, with the ETag and Last-Modified its answer carried; the first
@@ -125,6 +133,7 @@ struct cache_slot {
 };
 
 enum { CACHE_EMPTY, CACHE_FILLING, CACHE_PARTIAL, CACHE_READY };
+static const char *const slot_name[PX_CACHE_SLOTS] = { "head", "tail", "index" };
 #define NO_SOURCE SIZE_MAX
 
 /* Whether the slot's bytes may serve a reader of source: every part came
@@ -213,7 +222,7 @@ void px_cache_release(struct px_core *core)
 	if (!core->reads)
 		return;
 	for (size_t i = 0; i < px_cat(core)->nassets; i++) {
-		for (int k = 0; px_asset_rt(core, i)->slot && k < 2; k++) {
+		for (int k = 0; px_asset_rt(core, i)->slot && k < PX_CACHE_SLOTS; k++) {
 			struct cache_slot *s = &px_asset_rt(core, i)->slot[k];
 			if (s->buf)
 				atomic_fetch_sub(&core->reads->ra_used, s->asked);
@@ -246,7 +255,7 @@ static int make_room(struct px_core *core, int64_t need, const struct cache_slot
 	while (core->reads->cache_used + need > core->cfg->cache_size) {
 		struct cache_slot *victim = NULL;
 		for (size_t i = 0; i < px_cat(core)->nassets; i++) {
-			for (int k = 0; px_asset_rt(core, i)->slot && k < 2; k++) {
+			for (int k = 0; px_asset_rt(core, i)->slot && k < PX_CACHE_SLOTS; k++) {
 				struct cache_slot *s = &px_asset_rt(core, i)->slot[k];
 				if ((s->state == CACHE_READY || s->state == CACHE_PARTIAL) &&
 				    s != keep && (!victim || s->last_use < victim->last_use))
@@ -326,7 +335,7 @@ static void slot_done(struct px_core *core, struct fill *f, struct cache_slot *s
 	if (res->status == PX_OK && s->filled > 0 && !answered(core, f->asset, s, which, res)) {
 		px_warn("cache", "asset %s: the %s's source answers with another version (ETag "
 			"or Last-Modified) than its cached part: the part is dropped",
-			px_cat(core)->assets[f->asset].id, which ? "tail" : "head");
+			px_cat(core)->assets[f->asset].id, slot_name[which]);
 		drop(core, s);
 		/* the copy on disk is of the old version too: forgotten, not
 		 * loaded again */
@@ -896,15 +905,26 @@ static int cache_wait(struct cread *c, struct cache_slot *s)
 	return 1;
 }
 
-/* The range of slot which of the asset: [*start, *start + *len). */
-static void slot_bounds(const struct px_core *core, size_t asset, int which, int64_t *start,
-			int64_t *len)
+/* The range of slot which of the asset: [*start, *start + *len). The
+ * index slot's is its own once it holds or brings bytes, else from off
+ * (a page's start) to the tail's start. Lock held. */
+static void slot_bounds(struct px_core *core, size_t asset, int which, int64_t off,
+			int64_t *start, int64_t *len)
 {
 	int64_t size = px_asset_rt(core, asset)->size;
-	if (which)
+	if (which == PX_CACHE_INDEX) {
+		const struct cache_slot *s = slot_of(core, asset, which);
+		int64_t tstart, tlen;
+		tail_bounds(core, asset, &tstart, &tlen);
+		if (s && s->state != CACHE_EMPTY)
+			*start = s->start, *len = s->len;
+		else
+			*start = off & ~4095LL, *len = tstart - *start;
+	} else if (which == PX_CACHE_TAIL) {
 		tail_bounds(core, asset, start, len);
-	else
+	} else {
 		*start = 0, *len = core->cfg->head_size < size ? core->cfg->head_size : size;
+	}
 }
 
 /* One step of a cache read on slot s. Lock held. Returns 1 to look again. */
@@ -949,16 +969,21 @@ enum px_status px_cache_read(struct px_session *sess, int which, size_t source,
 	/* a path source is read in place: nothing to cache */
 	if (px_source_is_path(core, c.asset, source))
 		return PX_EDECLINED;
-	slot_bounds(core, c.asset, which, &c.start, &c.slen);
-	c.need = rq->off + (int64_t)rq->len - c.start;
 	pthread_mutex_lock(&core->reads->cache_lock);
 	/* an asset's slots exist once it is read: a library costs none */
 	if (!px_asset_rt(core, c.asset)->slot &&
-	    !(px_asset_rt(core, c.asset)->slot = calloc(2, sizeof(struct cache_slot)))) {
+	    !(px_asset_rt(core, c.asset)->slot = calloc(PX_CACHE_SLOTS, sizeof(struct cache_slot)))) {
 		pthread_mutex_unlock(&core->reads->cache_lock);
 		return PX_EDECLINED;
 	}
+	slot_bounds(core, c.asset, which, rq->off, &c.start, &c.slen);
+	c.need = rq->off + (int64_t)rq->len - c.start;
 	struct cache_slot *s = &px_asset_rt(core, c.asset)->slot[which];
+	if (rq->off < c.start || c.need > c.slen || c.slen > core->cfg->cache_size) {
+		/* an index read outside the index slot: not the cache's */
+		pthread_mutex_unlock(&core->reads->cache_lock);
+		return PX_EDECLINED;
+	}
 	while (cache_step(&c, s))
 		;
 	if (c.filler || c.seen_fill)
@@ -978,7 +1003,7 @@ int px_cache_yield(struct px_core *core, uint64_t session)
 
 	pthread_mutex_lock(&core->reads->cache_lock);
 	for (size_t i = 0; i < px_cat(core)->nassets && n < 8; i++) {
-		for (int k = 0; px_asset_rt(core, i)->slot && k < 2 && n < 8; k++) {
+		for (int k = 0; px_asset_rt(core, i)->slot && k < PX_CACHE_SLOTS && n < 8; k++) {
 			struct cache_slot *s = &px_asset_rt(core, i)->slot[k];
 			/* a head and tail fill: the head's, if neither waits */
 			if (s->state == CACHE_FILLING && s->xid && s->owner == session &&
@@ -1019,14 +1044,36 @@ int px_cache_holds(struct px_core *core, size_t asset, int which, size_t source,
 	return holds;
 }
 
-int64_t px_cache_tail_start(struct px_core *core, size_t asset, size_t source)
+/* Where slot which starts when it holds, or its running fill brings,
+ * source's bytes; -1 otherwise. */
+static int64_t slot_start(struct px_core *core, size_t asset, int which, size_t source)
 {
 	int64_t start = -1;
 	pthread_mutex_lock(&core->reads->cache_lock);
-	const struct cache_slot *s = slot_of(core, asset, 1);
-	if (s && (s->state == CACHE_FILLING || s->state == CACHE_READY) &&
-	    slot_serves(core, asset, s, source))
+	const struct cache_slot *s = slot_of(core, asset, which);
+	if (s && s->state != CACHE_EMPTY && slot_serves(core, asset, s, source))
 		start = s->start;
 	pthread_mutex_unlock(&core->reads->cache_lock);
 	return start;
+}
+
+int px_cache_may_serve(struct px_core *core, size_t asset, int which, size_t source)
+{
+	pthread_mutex_lock(&core->reads->cache_lock);
+	const struct cache_slot *s = slot_of(core, asset, which);
+	int may = s ? (s->state != CACHE_EMPTY ? slot_serves(core, asset, s, source)
+					       : core->reads->disk && !s->disk_tried)
+		    : core->reads->disk != NULL;
+	pthread_mutex_unlock(&core->reads->cache_lock);
+	return may;
+}
+
+int64_t px_cache_tail_start(struct px_core *core, size_t asset, size_t source)
+{
+	return slot_start(core, asset, PX_CACHE_TAIL, source);
+}
+
+int64_t px_cache_index_start(struct px_core *core, size_t asset, size_t source)
+{
+	return slot_start(core, asset, PX_CACHE_INDEX, source);
 }

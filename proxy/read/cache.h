@@ -1,5 +1,6 @@
 /*
- * cache.h - heads and tails of assets, shared by all sessions (cache.c).
+ * cache.h - heads, tails and indexes of assets, shared by all sessions
+ * (cache.c).
  * Internal to read/.
  */
 #ifndef SEAMFS_CACHE_H
@@ -13,11 +14,19 @@ struct px_session;
 
 /* ---- cache.c: heads and tails of assets, shared by all sessions */
 
+/* An asset's slots: its head, its tail, and an index that lies before the
+ * tail (an MP4's moov at the end, larger than the tail: read whole after
+ * the head by every probe), from where the first reader jumped to it up
+ * to the tail's start. */
+enum { PX_CACHE_HEAD, PX_CACHE_TAIL, PX_CACHE_INDEX, PX_CACHE_SLOTS };
+
 struct px_read_req;
 
 /*
- * Copies rq's bytes, which lie inside slot `which` (0 head, 1 tail) of the
- * session's asset as served by source, from the cache into rq->buf. On a
+ * Copies rq's bytes, which lie inside slot `which` (PX_CACHE_*) of the
+ * session's asset as served by source, from the cache into rq->buf (the
+ * index slot: from its start, or when it is empty from rq's offset, to
+ * the tail's start; the caller decides that the read is an index's). On a
  * miss it starts one transfer that fills the slot (a head in parts) and
  * waits (until rq->deadline) only for the bytes asked for. PX_EDECLINED:
  * not served from the cache (another source's bytes, no room, the fill
@@ -66,5 +75,15 @@ int px_cache_holds(struct px_core *core, size_t asset, int which, size_t source,
  * brings, source's bytes (a stream that reaches it may end there); -1
  * otherwise. Takes the cache lock. */
 int64_t px_cache_tail_start(struct px_core *core, size_t asset, size_t source);
+
+/* Whether slot which (PX_CACHE_*) of the asset holds, or its running fill
+ * brings, source's bytes, or may yet: it is empty, and the disk tier has
+ * not been looked at for it (an earlier mount may have kept it). Takes
+ * the cache lock. */
+int px_cache_may_serve(struct px_core *core, size_t asset, int which, size_t source);
+
+/* Where the asset's index slot starts when it holds, or its running fill
+ * brings, source's bytes; -1 otherwise. Takes the cache lock. */
+int64_t px_cache_index_start(struct px_core *core, size_t asset, size_t source);
 
 #endif

@@ -1,6 +1,6 @@
 /*
- * disk.c - heads and tails kept on local disk, across remounts, restarts
- * and reboots.
+ * disk.c - heads, tails and indexes (cache.h) kept on local disk, across
+ * remounts, restarts and reboots.
  *
  * A library rescan after a restart would otherwise pay every head and
  * tail again. Each part the memory cache (cache.c) fills is also written
@@ -49,7 +49,7 @@
 #include "log.h"
 
 #define QUEUE 256            /* parts waiting to be written */
-#define NAME_LEN 40          /* 32 hex digits, ".head" or ".tail", NUL */
+#define NAME_LEN 40          /* 32 hex digits, ".head", ".tail" or ".indx", NUL */
 #define HEADER_MAX 2048
 #define MAGIC "seamfs-part 1\n"
 
@@ -81,9 +81,11 @@ struct px_disk {
 	char why_off[300];
 };
 
+/* The part's kind, four letters: in its file's name and its header. */
 static const char *kind(int which)
 {
-	return which ? "tail" : "head";
+	static const char *const kinds[] = { "head", "tail", "indx" };
+	return which >= 0 && which < 3 ? kinds[which] : "none";
 }
 
 /* The file name of asset id's part: a hash of the id, so any id fits. */
@@ -149,7 +151,8 @@ static int ours(const char *name, int *tmp)
 	while (i < n && i < 32 && ((name[i] >= '0' && name[i] <= '9') ||
 				   (name[i] >= 'a' && name[i] <= 'f')))
 		i++;
-	if (i != 32 || (strncmp(name + 32, ".head", 5) && strncmp(name + 32, ".tail", 5)))
+	if (i != 32 || (strncmp(name + 32, ".head", 5) && strncmp(name + 32, ".tail", 5) &&
+			strncmp(name + 32, ".indx", 5)))
 		return 0;
 	char base[NAME_LEN];
 	snprintf(base, sizeof(base), "%.37s", name);

@@ -58,7 +58,7 @@ void px_disk_free(struct px_disk *d);
 void px_disk_want(struct px_disk *d, size_t asset, int which);
 
 /*
- * Loads the part of asset id (which: 0 head, 1 tail) whose meta agrees
+ * Loads the part of asset id (which: PX_CACHE_*) whose meta agrees
  * with want (size, start, len; etag and mtime where both are known) and
  * whose stored SHA-256 matches: *buf (malloc'd, the caller frees) holds
  * got->have bytes. A part that does not check is removed, counted as a

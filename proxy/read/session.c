@@ -67,8 +67,8 @@
 #define FRESH_RUN (128LL << 10) /* a new handle's first read this long (a
 				 * player's, read ahead by the kernel) starts a
 				 * stream at once, as a seek after a run does */
-#define NEAR_TAIL (8LL << 20)   /* a jump this close before the cached tail
-				 * starts a stream that ends at the tail */
+#define NEAR_TAIL (8LL << 20)   /* a jump from the head this close before
+				 * the tail reads an index (index_jump) */
 
 /* One open file handle of a session: its own transfers and its own
  * sequential-run tracking; the source is its session's. */
@@ -463,12 +463,14 @@ struct read_op {
 	struct px_handle *h;
 	int64_t deadline;       /* the read's (this try's) */
 	int seq;                /* it earns a stream: 1 a run, 2 a seek */
+	int index;              /* it jumps to an index before the tail */
 	struct px_stream *st;   /* the handle's stream, referenced, or NULL */
 	unsigned char *buf;     /* the read's first byte goes here */
 	size_t got;             /* bytes in so far */
 	int copied;             /* some came other than from the stream */
 	int fetched;            /* some came other than from the cache */
-	uint64_t *held;         /* head and tail fills held for the reply */
+	uint64_t *held;         /* head, tail and index fills held for the
+				 * reply (PX_CACHE_*) */
 	struct px_retry retry;  /* the try's failures so far (retry.c) */
 	struct px_failed *fail; /* the last one a tier reported (set by
 				 * px_failed_set before any other use) */
@@ -477,7 +479,8 @@ struct read_op {
 /* A piece of a read that lies in one region of the asset. */
 struct span {
 	struct px_read_req rq;
-	int region;             /* 0 the head, 1 the middle, 2 the tail */
+	int region;             /* 0 the head, 1 the middle, 2 the tail,
+				 * 3 the index before the tail (index_jump) */
 	int path;               /* the session reads a path source */
 	int again;              /* served on after a decision (serve_span) */
 };
@@ -802,7 +805,7 @@ static enum px_status tier_path(struct read_op *op, const struct span *sp)
  * stream already runs that reaches it. */
 static enum px_status tier_stream(struct read_op *op, const struct span *sp)
 {
-	if (sp->region == 0 || (sp->region == 2 && !op->st))
+	if (sp->region == 0 || (sp->region >= 2 && !op->st))
 		return PX_EDECLINED;
 	enum px_status st = prove_live(op, sp->rq.off);
 	if (st == PX_OK)
@@ -811,16 +814,18 @@ static enum px_status tier_stream(struct read_op *op, const struct span *sp)
 	return st;
 }
 
-/* Head/tail cache: the one way that fetches nothing of its own. A fill
- * that stalled lets a standby take over before the read goes direct. */
+/* Head, tail and index cache: the one way that fetches nothing of its
+ * own. A fill that stalled lets a standby take over before the read goes
+ * direct. */
 static enum px_status tier_cache(struct read_op *op, const struct span *sp)
 {
 	struct px_handle *s = op->h;
 	if (sp->region == 1)
 		return PX_EDECLINED;
-	int tail = sp->region == 2, how = 0;
+	int which = sp->region == 0 ? PX_CACHE_HEAD : sp->region == 2 ? PX_CACHE_TAIL
+								    : PX_CACHE_INDEX, how = 0;
 	size_t source = atomic_load(&s->sess->source);
-	enum px_status st = px_cache_read(s->sess, tail, source, &sp->rq, &op->held[tail], &how);
+	enum px_status st = px_cache_read(s->sess, which, source, &sp->rq, &op->held[which], &how);
 	op->copied = 1;
 	if (how & PX_CACHE_DISK)
 		atomic_store(&s->sess->disk_fed, 1);
@@ -828,6 +833,16 @@ static enum px_status tier_cache(struct read_op *op, const struct span *sp)
 		st = cache_stalled(op, source, sp->rq.off);
 	/* a read a fill served asked the origin: not the cache's alone */
 	op->fetched |= st != PX_OK || (how & PX_CACHE_FILLED);
+	if (st == PX_OK && (how & PX_CACHE_FILLED) && atomic_load(&s->sess->disk_fed)) {
+		/* the fill's bytes are the source's live answer, beside bytes
+		 * an earlier mount kept (a tail or index fetched after a head
+		 * from disk): proved before they go out. The fill held for
+		 * this reply goes on first: the proof may need its slot */
+		if (op->held[which])
+			px_cache_let_go(s->core, s->asset, which, op->held[which]);
+		op->held[which] = 0;
+		st = prove_live(op, sp->rq.off);
+	}
 	return st;
 }
 
@@ -895,15 +910,16 @@ static enum px_status serve_span(struct read_op *op, const struct span *whole)
 
 /*
  * Whether a jump from the head to off reads an index that lies before the
- * cached tail:
- * an MP4 written with its moov at the end (ffprobe and every player read
- * it whole, first thing: 5 MB for a two-hour film, which no tail holds), a
- * Matroska file's Cues or an AVI's idx1 reaching back past the tail. It
- * starts a stream at once, which ends where the cached tail (or the fill
- * bringing it) starts, so the index costs one request however the
- * kernel's read-ahead ramps up, where direct reads of 36 KiB, 128 KiB,
- * 256 KiB and 512 KiB, then a stream to the file's end, cost five and the
- * tail again. At most NEAR_TAIL is asked that the reader may not read.
+ * tail: an MP4 written with its moov at the end (ffprobe and every
+ * player read it whole, first thing: 5 MB for a two-hour film, which no
+ * tail holds), a Matroska file's Cues or an AVI's idx1 reaching back past
+ * the tail. The read goes to the asset's index slot (cache.c), from the
+ * jump to the tail's start, filled by one request and kept on disk like
+ * the head and tail: the index costs one request however the kernel's
+ * read-ahead ramps up, where direct reads of 36 KiB, 128 KiB, 256 KiB and
+ * 512 KiB, then a stream to the file's end, cost five and the tail again;
+ * and a rescan after a remount costs none. At most NEAR_TAIL is asked
+ * that the reader may not read.
  */
 static int index_jump(struct px_handle *s, int64_t off)
 {
@@ -912,10 +928,7 @@ static int index_jump(struct px_handle *s, int64_t off)
 	/* from the head, where the reader found where its index lies */
 	if (s->next_off < 0 || s->next_off > head_end)
 		return 0;
-	if (off < head_end || off >= tail_start || tail_start - off > NEAR_TAIL)
-		return 0;
-	return px_cache_tail_start(s->core, s->asset, atomic_load(&s->sess->source)) ==
-	       tail_start;
+	return off >= head_end && off < tail_start && tail_start - off <= NEAR_TAIL;
 }
 
 /*
@@ -923,12 +936,12 @@ static int index_jump(struct px_handle *s, int64_t off)
  * try) and takes a reference to its stream: the handle's lock, once for
  * the read. Returns whether the read earns a stream: 1 when the run before
  * it is long enough, 2 when it jumps and the handle's last run earned a
- * stream, or it is the handle's first read and FRESH_RUN long, or it jumps
- * to an index before the cached tail (index_jump; the stream then starts
- * at the jump, with a small first window), 0 otherwise.
+ * stream, or it is the handle's first read and FRESH_RUN long (the stream
+ * then starts at the jump, with a small first window), 0 otherwise.
+ * *index: whether it jumps to an index before the tail (index_jump).
  */
 static int begin_read(struct px_handle *s, int64_t off, size_t len, int count,
-		      struct px_stream **st)
+		      struct px_stream **st, int *index)
 {
 	pthread_mutex_lock(&s->lock);
 	int near = s->next_off >= 0 && off >= s->next_off - SEQ_BACK &&
@@ -942,10 +955,7 @@ static int begin_read(struct px_handle *s, int64_t off, size_t len, int count,
 	    off + (int64_t)len <= size - s->core->cfg->tail_size)
 		s->seek_credit = 1;
 	int seq = near && s->seq_run >= SEQ_RUN ? 1 : !near && s->seek_credit ? 2 : 0;
-	if (!near && !seq && index_jump(s, off)) {
-		s->seek_credit = 1; /* spent by the stream it starts */
-		seq = 2;
-	}
+	*index = !near && !seq && index_jump(s, off);
 	if (count && near) {
 		s->seq_run += (int64_t)len;
 		if (off + (int64_t)len > s->next_off)
@@ -984,7 +994,8 @@ static void note_offset(struct px_session *sess, int64_t mine, int64_t end)
  * one read of the middle: its cached part is not there yet, and a fill
  * and a range in turn would cost two round trips where one request does.
  * A tail a fill is bringing counts as there: the fill serves its part, and
- * a stream ends where it starts. A path source's read is always one. */
+ * a stream ends where it starts; so does one the disk tier may hold, not
+ * looked for yet. A path source's read is always one. */
 static int one_span(struct px_handle *s, int path, int64_t off, size_t len, int64_t head_end,
 		    int64_t tail_start)
 {
@@ -995,7 +1006,7 @@ static int one_span(struct px_handle *s, int path, int64_t off, size_t len, int6
 	return (off < head_end && end > head_end &&
 		!px_cache_holds(s->core, s->asset, 0, source, off, head_end - off)) ||
 	       (off < tail_start && end > tail_start &&
-		px_cache_tail_start(s->core, s->asset, source) != tail_start);
+		!px_cache_may_serve(s->core, s->asset, PX_CACHE_TAIL, source));
 }
 
 /* What a try of a read served, counted: the handle's reads (count: its
@@ -1027,11 +1038,29 @@ static void account(struct px_handle *s, const struct read_op *op,
 	}
 }
 
+/* Where the asset's index slot starts for this read, -1 when it has
+ * none: the slot's start when it holds or brings the session's source's
+ * bytes, else the read's own page when it is an index jump (op->index),
+ * which makes the slot. */
+static int64_t index_start(struct px_handle *s, int path, const struct read_op *op, int64_t off,
+			   int64_t head_end)
+{
+	if (path)
+		return -1;
+	int64_t at = px_cache_index_start(s->core, s->asset, atomic_load(&s->sess->source));
+	if (at < 0 && op->index) {
+		at = off & ~4095LL;
+		if (at < head_end)
+			at = head_end;
+	}
+	return at;
+}
+
 /* One try of rq (its length within the asset): into rq->buf, or left
- * where it is (rq->zc). The head and tail fills it held are in held;
+ * where it is (rq->zc). The cache fills it held are in held;
  * *got: the bytes served. */
 static enum px_status serve(struct px_handle *s, const struct px_read_req *rq,
-			    uint64_t held[2], int count, size_t *got)
+			    uint64_t held[PX_CACHE_SLOTS], int count, size_t *got)
 {
 	struct px_failed fail;  /* 4 KiB of seam: filled only on a failure */
 	struct read_op op = { .h = s, .buf = rq->buf, .held = held, .deadline = rq->deadline,
@@ -1040,18 +1069,20 @@ static enum px_status serve(struct px_handle *s, const struct px_read_req *rq,
 	enum px_status st = PX_OK;
 	size_t len = rq->len;
 
-	op.seq = begin_read(s, rq->off, len, count, &op.st);
+	op.seq = begin_read(s, rq->off, len, count, &op.st, &op.index);
 	int path = on_path(s);
 	regions(s, &head_end, &tail_start);
 	int whole = one_span(s, path, rq->off, len, head_end, tail_start);
+	int64_t istart = index_start(s, path, &op, rq->off, head_end);
 	while (op.got < len && st == PX_OK) {
 		int64_t pos = rq->off + (int64_t)op.got;
 		size_t n = len - op.got;
-		int region = whole ? 1 : pos < head_end ? 0 : pos >= tail_start ? 2 : 1;
-		if (region == 0 && (int64_t)n > head_end - pos)
-			n = (size_t)(head_end - pos);
-		else if (region == 1 && !whole && (int64_t)n > tail_start - pos)
-			n = (size_t)(tail_start - pos);
+		int region = whole ? 1 : pos < head_end ? 0 : pos >= tail_start ? 2
+			   : istart >= 0 && pos >= istart ? 3 : 1;
+		int64_t until = region == 0 ? head_end
+			      : region == 1 && istart > pos ? istart : tail_start;
+		if (!whole && region != 2 && (int64_t)n > until - pos)
+			n = (size_t)(until - pos);
 		/* the bytes stay where they are only when one span is the read */
 		struct span sp = { { pos, n, rq->buf + op.got, rq->deadline, s->who,
 				     rq->zc && n == len && !path ? rq->zc : NULL }, region, path, 0 };
@@ -1066,10 +1097,13 @@ static enum px_status serve(struct px_handle *s, const struct px_read_req *rq,
 	return op.got == len ? PX_OK : st;
 }
 
-/* Lets the head and tail fills held for this read's reply go on. */
-static void release_held(struct px_core *core, size_t asset, uint64_t held[2])
+_Static_assert(sizeof(((struct px_zc *)0)->held) == PX_CACHE_SLOTS * sizeof(uint64_t),
+	       "a zero-copy read holds one fill per cache slot");
+
+/* Lets the head, tail and index fills held for this read's reply go on. */
+static void release_held(struct px_core *core, size_t asset, uint64_t held[PX_CACHE_SLOTS])
 {
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < PX_CACHE_SLOTS; i++) {
 		if (held[i])
 			px_cache_let_go(core, asset, i, held[i]);
 		held[i] = 0;
@@ -1162,7 +1196,7 @@ static size_t clamp(const struct px_handle *s, int64_t off, size_t len)
 enum px_status px_handle_read(struct px_handle *s, int64_t off, size_t len,
 			       void *out, size_t *got)
 {
-	uint64_t held[2] = { 0, 0 };
+	uint64_t held[PX_CACHE_SLOTS] = { 0 };
 	int64_t t0 = px_now_ms();
 	enum px_status st;
 

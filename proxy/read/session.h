@@ -56,7 +56,7 @@ struct px_zc {
 	void *wt;              /* internal: a direct read's transfer (buffer) */
 	struct px_core *core;  /* internal: cache fills held for the reply */
 	size_t asset;
-	uint64_t held[2];
+	uint64_t held[3];      /* one per cache slot (PX_CACHE_SLOTS) */
 };
 
 /*

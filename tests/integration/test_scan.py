@@ -108,10 +108,11 @@ def test_an_index_before_the_tail_costs_one_request(seamfs, make_origin, tmp_pat
     """An MP4 whose moov is larger than the cached tail (a two-hour film's
     is about 5 MB; here a 300 s clip's 220 KB against a 64 KiB tail): after
     the head, ffprobe jumps to the moov's start and reads it whole. That
-    read costs one request, a stream that ends where the cached tail
-    starts. On 5a7f3c5 the kernel's read-ahead ramp made each read a
-    request of its own (three for this clip, six for the film), and a
-    stream then asked for the tail again."""
+    read costs one request, the asset's index slot up to the tail, which
+    the disk tier keeps: a rescan after a remount costs none, and an index
+    part flipped on disk is refetched, never served. On 5a7f3c5 the
+    kernel's read-ahead ramp made each read a request of its own (three
+    for this clip, six for the film), again after every remount."""
     www = tmp_path / 'www'
     www.mkdir()
     clip = www / 'long.mp4'
@@ -131,17 +132,42 @@ def test_an_index_before_the_tail_costs_one_request(seamfs, make_origin, tmp_pat
     o = make_origin(www)
     cat = {'assets': [{'id': 'long', 'path': 'long.mp4', 'size': size, 'mtime': 1700000000,
                        'sources': [{'url': o.url('long.mp4')}]}]}
-    m = seamfs.mount(cat, options=['tail_size=64K'], state_dir=tmp_path / 'state')
-    since = len(o.log()['requests'])
-    r = subprocess.run(['ffprobe', '-v', 'error', '-show_entries', 'format=duration', '-of',
-                        'json', m.path('long.mp4')], capture_output=True, timeout=60)
-    assert r.returncode == 0, r.stderr.decode(errors='replace')
-    assert abs(float(json.loads(r.stdout)['format']['duration']) - 300) < 1
-    got = [(q['range'], q['bytes_sent']) for q in o.log()['requests'][since:]
-           if q['path'] == '/long.mp4' and q['range'] != 'bytes=0-0']
+    state = tmp_path / 'state'
+
+    def scan():
+        """ffprobe through a fresh mount: the origin's requests for it."""
+        m = seamfs.mount(cat, options=['tail_size=64K'], state_dir=state)
+        since = len(o.log()['requests'])
+        r = subprocess.run(['ffprobe', '-v', 'error', '-show_entries', 'format=duration',
+                            '-of', 'json', m.path('long.mp4')], capture_output=True, timeout=60)
+        assert r.returncode == 0, r.stderr.decode(errors='replace')
+        assert abs(float(json.loads(r.stdout)['format']['duration']) - 300) < 1
+        got = [q['range'] for q in o.log()['requests'][since:]
+               if q['path'] == '/long.mp4' and q['range'] != 'bytes=0-0']
+        return m, got
+
+    m, got = scan()
     # head and tail in one request, the moov up to the tail in another
-    assert len(got) == 2, got
-    assert got[1][0] == f'bytes={moov // 4096 * 4096}-{tail_start - 1}', (got, moov)
+    index = f'bytes={moov // 4096 * 4096}-{tail_start - 1}'
+    assert len(got) == 2 and got[1] == index, (got, moov)
+    m.unmount()
+    # after a remount the disk tier has all three: no request
+    m, got = scan()
+    assert got == [], got
+    m.unmount()
+    # an index part flipped on disk is dropped and fetched again; the
+    # head and tail came from disk, so the source's live bytes are proved
+    # first (the reference's first sample, 4 KiB)
+    parts = list((state / 'cache').glob('*.indx'))
+    assert len(parts) == 1, sorted(p.name for p in (state / 'cache').iterdir())
+    raw = bytearray(parts[0].read_bytes())
+    raw[-1000] ^= 0x40
+    parts[0].write_bytes(bytes(raw))
+    m, got = scan()
+    proof = [g for g in got if g != index]
+    assert index in got and len(proof) == 1, got
+    a, _, b = proof[0][len('bytes='):].partition('-')
+    assert int(b) - int(a) + 1 == 4096, got
     assert bounded(lambda: sha256_file(m.path('long.mp4')), 60, 'whole read') == \
         hashlib.sha256(body).hexdigest()
 

@@ -129,7 +129,7 @@ static void test_reopen_after_failure(void **state)
 			assert_int_equal(first_stream(r), 3); /* a stream met the failure */
 		} else {
 			assert_int_equal(read_check(h, 0, 64 * KiB), PX_OK); /* the head */
-			st = read_check(h, 9 * MiB, 64 * KiB);           /* a direct read */
+			st = read_check(h, 4 * MiB, 64 * KiB);           /* a direct read */
 			assert_int_equal(first_stream(r), 0);
 		}
 		assert_int_equal(st, PX_ESERVER);
@@ -287,6 +287,56 @@ static void test_straddling_read_one_request(void **state)
 	rig_free(r);
 }
 
+/* A jump from the head to an index before the tail (an MP4's moov at the
+ * end): one request from the jump's page to the tail's start, however
+ * many reads follow; another session's reads inside it ask nothing. A
+ * jump that did not come from the head (a random reader), or further than
+ * 8 MiB before the tail, reads its own bytes. */
+static void test_index_before_the_tail_one_request(void **state)
+{
+	struct rig *r = loop_rig(0);
+	rig_start(r, NULL, 0);
+	struct px_handle *h = rig_open(r, 0, 42);
+	int64_t tail_start = SIZE - MiB, jump = tail_start - 3 * MiB + 1000;
+
+	assert_int_equal(read_check(h, 0, 32 * KiB), PX_OK); /* the head's first part */
+	int n = fake_nreq(&r->fake);
+	/* the kernel's read-ahead ramp after the jump, to the tail's start */
+	int64_t at = jump, step = 36 * KiB;
+	while (at < tail_start) {
+		int64_t len = at + step > tail_start ? tail_start - at : step;
+		assert_int_equal(read_check(h, at, (size_t)len), PX_OK);
+		at += len;
+		step = step * 2 > 1024 * KiB ? 1024 * KiB : step * 2;
+	}
+	assert_int_equal(fake_nreq(&r->fake), n + 1);
+	struct fake_req q = fake_req(&r->fake, n + 1);
+	assert_int_equal(q.offset, jump & ~4095LL);
+	assert_int_equal(q.length, tail_start - (jump & ~4095LL));
+	rig_close(r, h);
+
+	/* another client: the head, then inside the index, from the cache */
+	h = rig_open(r, 0, 43);
+	assert_int_equal(read_check(h, 0, 4096), PX_OK);
+	assert_int_equal(read_check(h, jump + MiB, 64 * KiB), PX_OK);
+	assert_int_equal(fake_nreq(&r->fake), n + 1);
+	rig_close(r, h);
+
+	/* a jump from the middle, and one from the head to 9 MiB before the
+	 * tail: exact ranges */
+	h = rig_open(r, 1, 44);
+	assert_int_equal(read_check(h, 0, 4096), PX_OK);
+	n = fake_nreq(&r->fake);
+	assert_int_equal(read_check(h, tail_start - 9 * MiB, 4096), PX_OK);
+	assert_int_equal(fake_nreq(&r->fake), n + 1);
+	assert_int_equal(fake_req(&r->fake, n + 1).length, 4096);
+	assert_int_equal(read_check(h, tail_start - 2 * MiB, 4096), PX_OK);
+	assert_int_equal(fake_nreq(&r->fake), n + 2);
+	assert_int_equal(fake_req(&r->fake, n + 2).length, 4096);
+	rig_close(r, h);
+	rig_free(r);
+}
+
 static uint64_t scans_from_cache(struct rig *r)
 {
 	struct px_snapshot *snap = NULL;
@@ -427,6 +477,7 @@ int main(void)
 					  rig_teardown),
 		cmocka_unit_test_teardown(test_scans_from_cache, rig_teardown),
 		cmocka_unit_test_teardown(test_straddling_read_one_request, rig_teardown),
+		cmocka_unit_test_teardown(test_index_before_the_tail_one_request, rig_teardown),
 		cmocka_unit_test_teardown(test_fresh_handle_player_streams_at_once, rig_teardown),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
