@@ -1010,10 +1010,11 @@ static int one_span(struct px_handle *s, int path, int64_t off, size_t len, int6
 }
 
 /* What a try of a read served, counted: the handle's reads (count: its
- * first try), the source's and the session's bytes, the middle, the
- * session's offset, and the last bytes for a seam check. */
+ * first try), the source's and the session's bytes, the middle (from
+ * head_end to mid_end: the tail's start, or an index's), the session's
+ * offset, and the last bytes for a seam check. */
 static void account(struct px_handle *s, const struct read_op *op,
-		    const struct px_read_req *rq, int count, int64_t head_end, int64_t tail_start)
+		    const struct px_read_req *rq, int count, int64_t head_end, int64_t mid_end)
 {
 	int64_t off = rq->off, end = off + (int64_t)op->got;
 	if (op->got == rq->len && count)
@@ -1022,7 +1023,7 @@ static void account(struct px_handle *s, const struct read_op *op,
 		px_standby_served(s->core, s->asset, atomic_load(&s->sess->source));
 	atomic_fetch_add(&s->sess->served, (int64_t)op->got);
 	int64_t mid_from = off > head_end ? off : head_end;
-	int64_t mid_to = end < tail_start ? end : tail_start;
+	int64_t mid_to = end < mid_end ? end : mid_end;
 	int64_t mine = atomic_load(&s->middle);
 	if (mid_to > mid_from) {
 		atomic_fetch_add(&s->sess->middle, mid_to - mid_from);
@@ -1093,7 +1094,9 @@ static enum px_status serve(struct px_handle *s, const struct px_read_req *rq,
 	if (op.st)
 		px_stream_unref(op.st);
 	*got = op.got;
-	account(s, &op, rq, count, head_end, tail_start);
+	/* an index is read by scans: not the middle a playback reads */
+	account(s, &op, rq, count, head_end, istart >= 0 && istart < tail_start ? istart
+									    : tail_start);
 	return op.got == len ? PX_OK : st;
 }
 

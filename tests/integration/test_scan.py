@@ -150,6 +150,9 @@ def test_an_index_before_the_tail_costs_one_request(seamfs, make_origin, tmp_pat
     # head and tail in one request, the moov up to the tail in another
     index = f'bytes={moov // 4096 * 4096}-{tail_start - 1}'
     assert len(got) == 2 and got[1] == index, (got, moov)
+    # a scan, with both its requests, not a playback of the middle
+    wait_until(lambda: reads(m)['scans'] == 1, 10, 'the scan counted')
+    assert reads(m)['scan_requests'] == 2
     m.unmount()
     # after a remount the disk tier has all three: no request
     m, got = scan()
