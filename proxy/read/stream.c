@@ -2,8 +2,9 @@
  * stream.c - a session's open-ended transfer and its read-ahead window.
  *
  * When a session's reads run sequentially, it gets a stream: one request
- * "Range: bytes=OFF-LAST" that keeps a window of bytes ahead of the reader
- * in a ring buffer. The transfer fills the window up to a fill limit ahead
+ * "Range: bytes=OFF-LAST" (or up to the cached tail's start, when the tail
+ * is cached or on its way: its bytes come from there) that keeps a window
+ * of bytes ahead of the reader in a ring buffer. The transfer fills the window up to a fill limit ahead
  * of the reader; when it is full, on_data answers "pause" (libcurl holds
  * the chunk) and a reader resumes it once RESUME_ROOM bytes are free again.
  * The fill limit starts small and doubles while the reader keeps
@@ -151,7 +152,8 @@ struct px_stream {
 	struct px_session *sess; /* whose slots its transfers take */
 	size_t asset;
 	size_t source;          /* of the current transfer: the session's at its submit */
-	int64_t size;
+	int64_t size;           /* where it ends: the asset's size, or the
+				 * cached tail's start (px_stream_start) */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	_Atomic int refs;

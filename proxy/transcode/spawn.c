@@ -1,8 +1,9 @@
 /*
  * spawn.c - starting seamfs-writer processes: the profile's argv (secrets
  * on stdin, never on the command line), posix_spawn with a pipe for
- * "committed K", the daemon's feed of the writer's input, and the main
- * writer's priority while probes run.
+ * "committed K", the daemon's feed of the writer's input (and no other
+ * descriptor of the daemon's), and the main writer's priority while probes
+ * run.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -138,6 +139,11 @@ enum px_status tc_spawn(char **argv, pid_t *pid, int *outfd, const char *secret,
 	posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
 	if (feedfd >= 0)
 		posix_spawn_file_actions_adddup2(&fa, feedfd, PX_FEED_FD);
+	/* nothing else of the daemon's: libcurl 7.88 and hiredis 0.14 make
+	 * their sockets without close-on-exec, and a connection the daemon
+	 * closes must close at the origin (or Redis) too, not live on in a
+	 * writer against the provider's connection limit */
+	posix_spawn_file_actions_addclosefrom_np(&fa, feedfd >= 0 ? PX_FEED_FD + 1 : PX_FEED_FD);
 	/* the calling thread may block signals and libfuse ignores SIGPIPE:
 	 * the writer starts with neither (SIGPIPE ends it when the daemon is
 	 * gone) */

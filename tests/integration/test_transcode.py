@@ -831,3 +831,49 @@ def test_writer_command_line_carries_no_secret(seamfs, data, make_origin, tmp_pa
     # the writer read its input, handed over on stdin
     reqs = [r for r in o1.log()['requests'] if r['path'] == '/clip.mkv']
     assert reqs and all(r['status'] in (200, 206) for r in reqs), reqs
+
+
+def shared_handles(pid):
+    """{fd: target} of process pid's sockets, pipes, anonymous inodes and
+    FUSE devices: what two processes can hold in common."""
+    out = {}
+    try:
+        fds = os.listdir(f'/proc/{pid}/fd')
+    except OSError:
+        return out
+    for fd in fds:
+        try:
+            link = os.readlink(f'/proc/{pid}/fd/{fd}')
+        except OSError:
+            continue
+        if link.startswith(('socket:', 'pipe:', 'anon_inode:', '/dev/fuse')):
+            out[int(fd)] = link
+    return out
+
+
+def test_writer_inherits_nothing_of_the_daemon(seamfs, data, nginx, tmp_path):
+    """A writer gets its input, output, stderr and feed (fds 0 to 3) and nothing
+    else of the daemon's. libcurl 7.88 makes its sockets without
+    close-on-exec, so on 3c499ca every writer inherited the daemon's
+    connections to the origins (and libcurl's wakeup pair): a connection
+    the daemon closed stayed open at the origin, counting against the
+    provider's connection limit, for as long as the writer ran."""
+    m, job = mount_tc(seamfs, nginx, tmp_path, options=['writer_max_speed=1'])
+    daemon = m.worker_pid()
+    # a plain read first: the daemon holds connections to the origin
+    with open(m.path('clip.mkv'), 'rb') as f:
+        assert f.read(1 << 20) == data.bytes('clip.mkv')[:1 << 20]
+        mine = shared_handles(daemon)
+        assert any(v.startswith('socket:') for v in mine.values()), mine
+        t, box = start_reader(m.path('Transcoded/clip 180p.ts'))
+        try:
+            # the writer, and the one writing the tail beside it
+            kids = wait_until(lambda: writer_pids(daemon), 20, 'the writer')
+            theirs = {(w, fd): v for w in kids for fd, v in shared_handles(w).items()
+                      if fd > 3}
+            mine = set(shared_handles(daemon).values())
+        finally:
+            t.join(120)
+    inherited = {k: v for k, v in theirs.items() if v in mine}
+    assert not inherited, f"writers hold the daemon's {inherited}"
+    assert_read_whole(t, box, job, plan_of(job), 'the reader is still blocked')
