@@ -153,6 +153,9 @@ def test_an_index_before_the_tail_costs_one_request(seamfs, make_origin, tmp_pat
     # a scan, with both its requests, not a playback of the middle
     wait_until(lambda: reads(m)['scans'] == 1, 10, 'the scan counted')
     assert reads(m)['scan_requests'] == 2
+    # kept by the tier's thread (an unmount drops what it has not written)
+    wait_until(lambda: sorted(p.suffix for p in (state / 'cache').glob('*.????')) ==
+               ['.head', '.indx', '.tail'], 20, 'head, tail and index kept on disk')
     m.unmount()
     # after a remount the disk tier has all three: no request
     m, got = scan()
