@@ -969,6 +969,8 @@ enum px_status px_cache_read(struct px_session *sess, int which, size_t source,
 	/* a path source is read in place: nothing to cache */
 	if (px_source_is_path(core, c.asset, source))
 		return PX_EDECLINED;
+	if (which == PX_CACHE_INDEX)
+		atomic_store(&px_asset_rt(core, c.asset)->index_tried, 1);
 	pthread_mutex_lock(&core->reads->cache_lock);
 	/* an asset's slots exist once it is read: a library costs none */
 	if (!px_asset_rt(core, c.asset)->slot &&
@@ -1075,5 +1077,9 @@ int64_t px_cache_tail_start(struct px_core *core, size_t asset, size_t source)
 
 int64_t px_cache_index_start(struct px_core *core, size_t asset, size_t source)
 {
+	/* the read path asks at every read of the middle: no lock until an
+	 * index was ever read */
+	if (!atomic_load(&px_asset_rt(core, asset)->index_tried))
+		return -1;
 	return slot_start(core, asset, PX_CACHE_INDEX, source);
 }

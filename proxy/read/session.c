@@ -1074,7 +1074,8 @@ static enum px_status serve(struct px_handle *s, const struct px_read_req *rq,
 	int path = on_path(s);
 	regions(s, &head_end, &tail_start);
 	int whole = one_span(s, path, rq->off, len, head_end, tail_start);
-	int64_t istart = index_start(s, path, &op, rq->off, head_end);
+	int64_t istart = rq->off < tail_start && rq->off + (int64_t)len > head_end
+			 ? index_start(s, path, &op, rq->off, head_end) : -1;
 	while (op.got < len && st == PX_OK) {
 		int64_t pos = rq->off + (int64_t)op.got;
 		size_t n = len - op.got;

@@ -49,8 +49,11 @@ struct px_monitor;
 struct px_sources;
 
 struct asset_rt {
-	struct cache_slot *slot;   /* head, tail: two, made at the asset's first
-				    * cached read (cache.c, under cache_lock) */
+	struct cache_slot *slot;   /* head, tail and index (PX_CACHE_SLOTS), made
+				    * at the asset's first cached read (cache.c,
+				    * under cache_lock) */
+	_Atomic int index_tried;   /* a read went to its index slot once: until
+				    * then no read looks for one (cache.c) */
 	size_t source_cap;         /* room in the core's sources array */
 	/* standby.c, under vf_lock (px_vf_lock) */
 	struct src_rt *src;        /* per source; NULL until the asset's first

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import KIB, MIB, bounded, sha256_file, wait_until
+from conftest import KIB, MIB, bounded, make_clip, sha256_file, wait_until
 
 HEAD = 2 * MIB      # head_size's default
 TAIL = 1 * MIB      # tail_size's default
@@ -116,13 +116,7 @@ def test_an_index_before_the_tail_costs_one_request(seamfs, make_origin, tmp_pat
     www = tmp_path / 'www'
     www.mkdir()
     clip = www / 'long.mp4'
-    cmd = ['ffmpeg', '-nostdin', '-hide_banner', '-loglevel', 'error', '-y',
-           '-f', 'lavfi', '-i', 'testsrc2=size=160x90:rate=25:duration=300',
-           '-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=48000:duration=300',
-           '-c:v', 'libx264', '-preset', 'veryfast', '-b:v', '150k', '-pix_fmt', 'yuv420p',
-           '-c:a', 'aac', '-b:a', '32k', '-shortest', str(clip)]
-    r = subprocess.run(cmd, capture_output=True, timeout=180)
-    assert r.returncode == 0, r.stderr.decode(errors='replace')
+    make_clip(clip, 300, '160x90', tmp_path / 'ffmpeg.log', bframes=True)
     body = clip.read_bytes()
     size, tail = len(body), 64 * KIB
     kind, moov, moov_len = boxes(body)[-1]
