@@ -768,9 +768,13 @@ class Mount:
             ours = [e for e in mounts_at(self.mnt) if e.fstype == 'fuse.seamfs']
             new = [e for e in ours if e.mount_id not in self._before]
             # A stale mount cleared and replaced may come back under the same
-            # mount id (ids are reused); then a mountpoint that answers is new.
+            # mount id (ids are reused); then a mountpoint that answers, with
+            # a seamfs mount listed on it before and after, is new. (Between
+            # the stale one's removal and the new mount, the directory below
+            # answers: without the second look, test_stale_mount_is_cleared
+            # once found no mount left, 2026-12-05.)
             if not new and ours and self._before and self._answers():
-                new = ours
+                new = [e for e in mounts_at(self.mnt) if e.fstype == 'fuse.seamfs']
             if new:
                 self.mount_id = new[-1].mount_id
                 if self.keeper:
