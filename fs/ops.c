@@ -27,6 +27,8 @@
 
 #define FS_ATTR_TIMEOUT 3600.0
 #define FS_MAX_READ (1 << 20)
+/* The kernel's read-ahead set on the mount (raise_readahead), in KiB */
+#define FS_READAHEAD_KB 512
 
 int fs_errno(enum px_status st)
 {
@@ -299,9 +301,13 @@ static uint64_t client_key(struct fs_ctx *ctx, fuse_req_t req, uint64_t tgid)
 }
 
 /*
- * Raises the kernel's read-ahead on this mount to FS_MAX_READ, once, from
- * the first open: by then the INIT reply (which can only lower it) is
- * done. Best effort: it needs root.
+ * Raises the kernel's read-ahead on this mount to FS_READAHEAD_KB, once,
+ * from the first open: by then the INIT reply (which can only lower it) is
+ * done. Best effort: it needs root. Not the 1 MiB of FS_MAX_READ: a probe
+ * (ffprobe, a media server's scan) reads a few hundred KiB of a file's
+ * head, and the kernel's ramp of windows past it reaches 1920 KiB at
+ * 1 MiB and 960 KiB at 512 KiB, each byte fetched from an origin; and
+ * sequential reads were no slower at 512 KiB (docs/read-path.md).
  */
 static void raise_readahead(struct fs_ctx *ctx)
 {
@@ -309,7 +315,7 @@ static void raise_readahead(struct fs_ctx *ctx)
 	if (!ctx->bdi_readahead[0] || atomic_exchange(&ctx->readahead_set, 1))
 		return;
 	int fd = open(ctx->bdi_readahead, O_WRONLY | O_CLOEXEC);
-	int n = snprintf(val, sizeof(val), "%d", FS_MAX_READ / 1024);
+	int n = snprintf(val, sizeof(val), "%d", FS_READAHEAD_KB);
 	if (fd < 0 || write(fd, val, (size_t)n) != n)
 		px_info("fs", "kernel read-ahead stays at its default (%s: %s)",
 			ctx->bdi_readahead, strerror(errno));
@@ -320,7 +326,7 @@ static void raise_readahead(struct fs_ctx *ctx)
 /*
  * Tells the core how far the kernel reads ahead on this mount: an operator
  * may raise read_ahead_kb at any time, so it is read again at every open
- * (a small sysfs read). Unknown: the core assumes FS_MAX_READ.
+ * (a small sysfs read). Unknown: the core assumes 1 MiB.
  */
 static void note_readahead(struct fs_ctx *ctx)
 {

@@ -25,14 +25,15 @@
  * margin is 256 KiB after a small read (direct I/O: opening a thousand
  * files and reading 4 KiB of each costs a thousand small ranges, not a
  * thousand heads), and the kernel's read-ahead, at most 512 KiB, after a
- * read of the kernel's size (FRESH_READ): a reader through the page cache
- * that reads on gets more asked for by the kernel at once, and a scanner
- * such as ffprobe on Matroska reads a few hundred KiB, so a smaller first
- * part would cost its scan a second round trip. 512 KiB costs that scan
- * the same requests as the whole 1 MiB of our mounts (bench/scan.py), and
- * a first read 1.2 ms less behind a 25 ms origin (docs/read-path.md). A
- * file named as Matroska is asked for its whole head at once after such a
- * read, and no tail (matroska_named). A tail, which players read from its
+ * read of the kernel's first window (fresh_read): a reader through the
+ * page cache that reads on gets more asked for by the kernel at once, and
+ * a scanner such as ffprobe on Matroska reads a few hundred KiB, so a
+ * smaller first part would cost its scan a second round trip. 512 KiB
+ * costs that scan the same requests as the whole 1 MiB of our mounts
+ * (bench/scan.py), and a first read 1.2 ms less behind a 25 ms origin
+ * (docs/read-path.md). A file named as Matroska is asked after such a
+ * read for as much of its head as the kernel's read-ahead reaches past a
+ * probe, and no tail (matroska_named). A tail, which players read from its
  * end, is asked for whole. Every reader
  * (the first one included) waits only until the bytes it needs are in,
  * so the first 64 KiB of a file come as soon as the origin sends them,
@@ -147,20 +148,45 @@ static int slot_serves(const struct px_core *core, size_t asset, const struct ca
 }
 
 #define HEAD_FIRST (256LL << 10)   /* a head's first part asks this past a small read... */
-#define FRESH_READ (128LL << 10)   /* ...and the kernel's read-ahead past a read this long, */
-#define FRESH_MARGIN (512LL << 10) /* at most this */
+#define FRESH_MARGIN (512LL << 10) /* ...and the kernel's read-ahead, at most this, past the
+				    * kernel's first window (fresh_read) */
+#define RA_ASSUMED (1LL << 20)     /* the kernel's read-ahead when the mount's is unknown */
+#define PROBE_REACH (1LL << 20)    /* a Matroska probe's first part asks at least this */
+
+/* The mount's kernel read-ahead (read_ahead_kb), RA_ASSUMED if unknown. */
+static int64_t kernel_ra(const struct px_core *core)
+{
+	int64_t ra = atomic_load(&core->reads->kernel_ra);
+	return ra > 0 ? ra : RA_ASSUMED;
+}
+
+/*
+ * The kernel's first read-ahead window for a reader that reads 32 KiB at
+ * a time through the page cache (ffprobe, players): four times the read
+ * where that is at most a 32nd of the mount's read-ahead, twice where at
+ * most a quarter, else the read-ahead (mm/readahead.c, get_init_ra_size):
+ * 128 KiB at a read-ahead of 1 MiB, 64 KiB at 512 KiB. A first read this
+ * long is a reader through the page cache, not a small direct one.
+ */
+static int64_t fresh_read(const struct px_core *core)
+{
+	const int64_t read = 32LL << 10;
+	int64_t ra = kernel_ra(core);
+	return read <= ra / 32 ? 4 * read : read <= ra / 4 ? 2 * read : ra;
+}
 
 /*
  * Whether the asset is named as a Matroska or WebM file. A probe of one
  * (ffprobe, a media server's scan) reads its header and first clusters, a
  * few hundred KiB, which the kernel's read-ahead through the page cache
- * turns into about 2 MiB (windows of 128 KiB, 256 KiB, 512 KiB, then the
- * mount's 1 MiB), and reads nothing at the end: the Cues are read at a
- * seek. So a scan of one is best served by its whole head in one request
- * and no tail (bench/scan.py: its second request for the rest of the head,
- * and its tail, were a third of a 200-file scan's requests and half its
- * bytes). A name that lies costs a request, never a byte: a tail is still
- * fetched when read.
+ * turns into twice the mount's read-ahead at most (windows that double
+ * from the first: 64, 128, 256 and 512 KiB at 512 KiB, to 960 KiB; 128 KiB
+ * to 1 MiB at 1 MiB, to 1920 KiB), and reads nothing at the end: the Cues
+ * are read at a seek. So a scan of one is best served by that much of its
+ * head in one request and no tail (bench/scan.py: its second request for
+ * the rest of the head, and its tail, were a third of a 200-file scan's
+ * requests and half its bytes). A name that lies costs a request, never a
+ * byte: a tail is still fetched when read.
  */
 static int matroska_named(const struct px_core *core, size_t asset)
 {
@@ -178,13 +204,15 @@ static int matroska_named(const struct px_core *core, size_t asset)
 /* How far past its first reader's bytes a head's first part reaches. */
 static int64_t head_margin(const struct px_core *core, size_t asset, size_t len)
 {
-	int64_t ra = atomic_load(&core->reads->kernel_ra);
-	if ((int64_t)len < FRESH_READ)
+	int64_t ra = kernel_ra(core);
+	if ((int64_t)len < fresh_read(core))
 		return HEAD_FIRST;
 	if (matroska_named(core, asset))
-		return core->cfg->head_size; /* the whole head */
-	if (ra <= 0 || ra > FRESH_MARGIN)
-		ra = FRESH_MARGIN; /* unknown, or more than a scan reads */
+		/* the kernel's ramp past a probe; at a read-ahead under 512
+		 * KiB, the probe's reads and a window or two past them */
+		return 2 * ra > PROBE_REACH ? 2 * ra : PROBE_REACH;
+	if (ra > FRESH_MARGIN)
+		ra = FRESH_MARGIN; /* more than a scan reads */
 	return ra > HEAD_FIRST ? ra : HEAD_FIRST;
 }
 
@@ -620,10 +648,10 @@ static enum px_status ask(struct cread *c, struct cache_slot *s)
 	size_t was_also = s->also;
 	fill_begin(c, s, first, also, want, more);
 	/* a head's first part brings the tail along where the origin can,
-	 * for a reader through the page cache (a scanner: FRESH_READ); not
+	 * for a reader through the page cache (a scanner: fresh_read); not
 	 * for a small direct read, which a thousand files' 4 KiB must keep
 	 * cheap */
-	f->tail = c->which == 0 && first && (int64_t)c->rq->len >= FRESH_READ &&
+	f->tail = c->which == 0 && first && (int64_t)c->rq->len >= fresh_read(core) &&
 		  !matroska_named(core, c->asset)
 		? pair_tail(core, c->sess, c->asset, s, c->source, c->start + want) : NULL;
 	struct part_ask pa = { s, f->tail, first, from, want, was_also };
@@ -795,6 +823,28 @@ void px_cache_let_go(struct px_core *core, size_t asset, int which, uint64_t fil
 		core->fetch.ops.resume(core->fetch.ops.impl, resume);
 }
 
+/* The range of slot which of the asset: [*start, *start + *len). The
+ * index slot's is its own once it holds or brings bytes, else from off
+ * (a page's start) to the tail's start. Lock held. */
+static void slot_bounds(struct px_core *core, size_t asset, int which, int64_t off,
+			int64_t *start, int64_t *len)
+{
+	int64_t size = px_asset_rt(core, asset)->size;
+	if (which == PX_CACHE_INDEX) {
+		const struct cache_slot *s = slot_of(core, asset, which);
+		int64_t tstart, tlen;
+		tail_bounds(core, asset, &tstart, &tlen);
+		if (s && s->state != CACHE_EMPTY)
+			*start = s->start, *len = s->len;
+		else
+			*start = off & ~4095LL, *len = tstart - *start;
+	} else if (which == PX_CACHE_TAIL) {
+		tail_bounds(core, asset, start, len);
+	} else {
+		*start = 0, *len = core->cfg->head_size < size ? core->cfg->head_size : size;
+	}
+}
+
 /* An empty slot: a fill we waited for failed (decline), else the disk
  * tier is looked at (the tail's too, which a head's fill may bring), else
  * a fill is asked for. Lock held. Returns 1 to look again. */
@@ -827,6 +877,12 @@ static int cache_empty(struct cread *c, struct cache_slot *s)
 		else
 			load(core, c->asset, 1, tstart, tlen);
 		pthread_mutex_lock(&core->reads->cache_lock);
+		if (mine && c->which == PX_CACHE_INDEX) {
+			/* an index kept from an earlier jump may start before
+			 * this one's page (px_disk_load): the slot's range now */
+			slot_bounds(core, c->asset, c->which, c->rq->off, &c->start, &c->slen);
+			c->need = c->rq->off + (int64_t)c->rq->len - c->start;
+		}
 		return 1;
 	}
 	c->st = ask(c, s);
@@ -903,28 +959,6 @@ static int cache_wait(struct cread *c, struct cache_slot *s)
 		return 0;
 	}
 	return 1;
-}
-
-/* The range of slot which of the asset: [*start, *start + *len). The
- * index slot's is its own once it holds or brings bytes, else from off
- * (a page's start) to the tail's start. Lock held. */
-static void slot_bounds(struct px_core *core, size_t asset, int which, int64_t off,
-			int64_t *start, int64_t *len)
-{
-	int64_t size = px_asset_rt(core, asset)->size;
-	if (which == PX_CACHE_INDEX) {
-		const struct cache_slot *s = slot_of(core, asset, which);
-		int64_t tstart, tlen;
-		tail_bounds(core, asset, &tstart, &tlen);
-		if (s && s->state != CACHE_EMPTY)
-			*start = s->start, *len = s->len;
-		else
-			*start = off & ~4095LL, *len = tstart - *start;
-	} else if (which == PX_CACHE_TAIL) {
-		tail_bounds(core, asset, start, len);
-	} else {
-		*start = 0, *len = core->cfg->head_size < size ? core->cfg->head_size : size;
-	}
 }
 
 /* One step of a cache read on slot s. Lock held. Returns 1 to look again. */

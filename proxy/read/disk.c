@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "disk.h"
 #include "hash.h"
 #include "log.h"
@@ -444,7 +445,12 @@ static const char *check(const char *file, size_t flen, const char *id, int whic
 		return "the asset's size changed";
 	if (m->asset_mtime != want->asset_mtime)
 		return "the asset's mtime changed";
-	if (m->start != want->start || m->len != want->len || m->have <= 0 || m->have > m->len)
+	/* an index kept from an earlier jump serves a later one: it ends where
+	 * the asked range does (the tail's start) and starts before it */
+	int covers = which == PX_CACHE_INDEX && m->start >= 0 && m->start <= want->start &&
+		     m->start + m->len == want->start + want->len;
+	if ((!covers && (m->start != want->start || m->len != want->len)) || m->have <= 0 ||
+	    m->have > m->len)
 		return "another range";
 	if ((int64_t)(flen - nh) != m->have)
 		return "torn: its length is not the part's";
@@ -504,7 +510,9 @@ enum px_status px_disk_load(struct px_disk *d, const char *id, int which,
 	if (!on)
 		return PX_EDECLINED;
 	part_name(id, which, name);
-	char *file = slurp(d, name, HEADER_MAX + want->len, &flen, &gone);
+	/* an index part may start before the range asked (check) */
+	int64_t most = which == PX_CACHE_INDEX ? want->start + want->len : want->len;
+	char *file = slurp(d, name, HEADER_MAX + most, &flen, &gone);
 	if (gone)
 		return PX_EDECLINED;
 	const char *why = file ? check(file, flen, id, which, want, got, &data)

@@ -173,7 +173,7 @@ def test_large_kernel_readahead(seamfs, data, origin):
                      read_timeout=30)
     path = m.path('big.bin')
     with open(m.path('mid.bin'), 'rb') as f:
-        assert f.read(4096) == data.bytes('mid.bin')[:4096]   # the first open sets 1 MiB
+        assert f.read(4096) == data.bytes('mid.bin')[:4096]   # the first open sets 512 KiB
     st = os.stat(m.path())
     bdi = f'/sys/class/bdi/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/read_ahead_kb'
     if not os.access(bdi, os.W_OK):

@@ -172,6 +172,53 @@ def test_an_index_before_the_tail_costs_one_request(seamfs, make_origin, tmp_pat
         hashlib.sha256(body).hexdigest()
 
 
+def test_a_kept_index_serves_a_later_jump(seamfs, make_origin, tmp_path):
+    """The index part kept on disk runs from the first jump's page to the
+    tail: after a remount, a reader whose jump lands further on (another
+    player, another read size) is served from it with no request. On
+    8dfce1b the part was "another range": removed, counted as a reject and
+    fetched again."""
+    www = tmp_path / 'www'
+    www.mkdir()
+    body = os.urandom(12 * MIB + 333)
+    (www / 'film.bin').write_bytes(body)
+    size, tail = len(body), 64 * KIB
+    tail_start = size - tail
+    jump = tail_start - 3 * MIB + 1000          # the first reader's index
+    o = make_origin(www)
+    cat = {'assets': [{'id': 'film', 'path': 'film.bin', 'size': size, 'mtime': 1700000000,
+                       'sources': [{'url': o.url('film.bin')}]}]}
+    state = tmp_path / 'state'
+
+    def reader(m, spans):
+        """Reads spans with O_DIRECT (each reaches the daemon), checking
+        their bytes: the origin's requests for them."""
+        since = len(o.log()['requests'])
+        fd = os.open(m.path('film.bin'), os.O_RDONLY | os.O_DIRECT)
+        try:
+            for off, n in spans:
+                got = bounded(lambda: os.pread(fd, n, off), 30, 'a read')
+                assert got == body[off:off + n], (off, n)
+        finally:
+            os.close(fd)
+        return [q['range'] for q in o.log()['requests'][since:]
+                if q['path'] == '/film.bin' and q['range'] != 'bytes=0-0']
+
+    m = seamfs.mount(cat, options=['tail_size=64K', 'liveness_interval=0'], state_dir=state)
+    got = reader(m, [(0, 32 * KIB), (jump, 64 * KIB), (tail_start - 64 * KIB, 64 * KIB)])
+    assert f'bytes={jump // 4096 * 4096}-{tail_start - 1}' in got, got
+    wait_until(lambda: len(list((state / 'cache').glob('*.indx'))) == 1, 20,
+               'the index kept on disk')
+    m.unmount()
+    m = seamfs.mount(cat, options=['tail_size=64K', 'liveness_interval=0'], state_dir=state)
+    later = jump + MIB + 5000
+    got = reader(m, [(0, 32 * KIB), (later, 64 * KIB), (tail_start - 4 * KIB, 4 * KIB)])
+    assert got == [], got
+    assert 'is not served' not in m.log(), m.log()
+    d = status(m)['disk_cache']
+    assert (d['hits'], d['rejects']) == (2, 0), d
+
+
 def status(m):
     with open(m.path('.seamfs/status.json')) as f:
         return json.load(f)
