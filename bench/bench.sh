@@ -224,6 +224,9 @@ write_catalog() {
 
 mount_seamfs() {
 	local i
+	# every mount starts cold: no head or tail kept on disk by the last
+	# one (the disk tier would serve a "cold" open from cache_dir)
+	rm -rf "$WORK/state/cache"
 	mkdir -p "$MNT_S" "$WORK/state"
 	MOUNT_SEQ=$((MOUNT_SEQ + 1))
 	SEAMFS_LOG=$LOGS/seamfs-$MOUNT_SEQ.log

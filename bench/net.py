@@ -30,6 +30,7 @@ import json
 import os
 import random
 import select
+import shutil
 import signal
 import socket
 import statistics
@@ -650,6 +651,10 @@ class Bench:
         mnt = self.mnt[tool]
         if tool == 'seamfs':
             opts = f'state_dir={self.work}/state' + (f',{self.a.seamfs_opt}' if self.a.seamfs_opt else '')
+            # every mount starts cold: the heads and tails an earlier one
+            # kept in cache_dir would be served, or refused where the
+            # origins' ports changed, neither of which is a cold open
+            shutil.rmtree(os.path.join(self.work, 'state', 'cache'), ignore_errors=True)
             os.makedirs(os.path.join(self.work, 'state'), exist_ok=True)
             return Daemon('seamfs', [self.a.seamfs, '-f', '-o', opts, self.catalog, mnt], mnt,
                           'fuse.seamfs', log, self.pids)

@@ -426,7 +426,8 @@ static int parse(const char *file, size_t flen, struct px_disk_meta *m, char *as
 }
 
 /* Whether the part in file (flen bytes) is asset id's part which as want
- * asks, whole and unchanged; m gets what it says, *data its bytes. */
+ * asks, whole and unchanged; m gets what it says, *data its bytes. With
+ * data NULL, whether its header is: file holds its start. */
 static const char *check(const char *file, size_t flen, const char *id, int which,
 			 const struct px_disk_meta *want, struct px_disk_meta *m,
 			 const unsigned char **data)
@@ -452,32 +453,38 @@ static const char *check(const char *file, size_t flen, const char *id, int whic
 	if ((!covers && (m->start != want->start || m->len != want->len)) || m->have <= 0 ||
 	    m->have > m->len)
 		return "another range";
+	if (want->etag[0] && m->etag[0] && strcmp(want->etag, m->etag))
+		return "the source's ETag changed";
+	if (want->mtime >= 0 && m->mtime >= 0 && want->mtime != m->mtime)
+		return "the source's Last-Modified changed";
+	if (!data)
+		return NULL; /* the header alone: its bytes are not read yet */
 	if ((int64_t)(flen - nh) != m->have)
 		return "torn: its length is not the part's";
 	*data = (const unsigned char *)file + nh;
 	if (!digest(file, nf, *data, m->have, hex) || strcmp(hex, sha))
 		return "its SHA-256 does not match";
-	if (want->etag[0] && m->etag[0] && strcmp(want->etag, m->etag))
-		return "the source's ETag changed";
-	if (want->mtime >= 0 && m->mtime >= 0 && want->mtime != m->mtime)
-		return "the source's Last-Modified changed";
 	return NULL;
 }
 
 /* The file name's contents, at most cap bytes: malloc'd, *len. NULL when
- * it cannot be read (none there: *gone). Touches its mtime: its last use. */
-static char *slurp(struct px_disk *d, const char *name, int64_t cap, size_t *len, int *gone)
+ * it cannot be read (none there: *gone) or is longer, unless head: then
+ * its first cap bytes. Touches its mtime: its last use. */
+static char *slurp(struct px_disk *d, const char *name, int64_t cap, int head, size_t *len,
+		   int *gone)
 {
 	struct stat sb;
 	char *file = NULL;
 	int fd = openat(d->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	*gone = fd < 0 && errno == ENOENT;
-	if (fd < 0 || fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_size > cap ||
-	    !(file = malloc((size_t)sb.st_size + 1)))
+	if (fd < 0 || fstat(fd, &sb) || !S_ISREG(sb.st_mode) || (sb.st_size > cap && !head))
+		goto out;
+	size_t want = (size_t)(sb.st_size < cap ? sb.st_size : cap);
+	if (!(file = malloc(want + 1)))
 		goto out;
 	size_t got = 0;
-	while (got < (size_t)sb.st_size) {
-		ssize_t r = pread(fd, file + got, (size_t)sb.st_size - got, (off_t)got);
+	while (got < want) {
+		ssize_t r = pread(fd, file + got, want - got, (off_t)got);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -510,15 +517,27 @@ enum px_status px_disk_load(struct px_disk *d, const char *id, int which,
 	if (!on)
 		return PX_EDECLINED;
 	part_name(id, which, name);
-	/* an index part may start before the range asked (check) */
-	int64_t most = which == PX_CACHE_INDEX ? want->start + want->len : want->len;
-	char *file = slurp(d, name, HEADER_MAX + most, &flen, &gone);
+	/* the header first: a part for another range, version or source
+	 * (a catalog whose URLs changed) is refused before its bytes are
+	 * read from disk and hashed, which cost a first read 8 ms for a head
+	 * and tail refused after a drop of the page cache */
+	char *file = slurp(d, name, HEADER_MAX, 1, &flen, &gone);
 	if (gone)
 		return PX_EDECLINED;
-	const char *why = file ? check(file, flen, id, which, want, got, &data)
-			       : "cannot be read, or too long";
+	const char *why = file ? check(file, flen, id, which, want, got, NULL)
+			       : "cannot be read";
 	if (!why && !source_ok(ctx, got))
 		why = "its source is not one of the asset's that may serve";
+	if (!why) {
+		/* an index part may start before the range asked (check) */
+		int64_t most = which == PX_CACHE_INDEX ? want->start + want->len : want->len;
+		free(file);
+		file = slurp(d, name, HEADER_MAX + most, 0, &flen, &gone);
+		why = file ? check(file, flen, id, which, want, got, &data)
+			   : gone ? "gone while read" : "cannot be read, or too long";
+		if (!why && !source_ok(ctx, got))
+			why = "its source is not one of the asset's that may serve";
+	}
 	if (!why && (*buf = malloc((size_t)got->have)))
 		memcpy(*buf, data, (size_t)got->have);
 	pthread_mutex_lock(&d->lock);
