@@ -224,6 +224,12 @@ def status(m):
         return json.load(f)
 
 
+def my_session(m):
+    """This process's session in the status (the one there must be)."""
+    (s,) = [s for s in status(m)['sessions'] if s['client'] == os.getpid()]
+    return s
+
+
 def test_status_tells_scans_from_playbacks(seamfs, make_origin, mp4):
     """A scanner's session (ffprobe: head and tail) is a scan; a reader
     that goes through the middle is a playback, and its offset follows
@@ -251,26 +257,22 @@ def test_status_tells_scans_from_playbacks(seamfs, make_origin, mp4):
     fd = os.open(m.path('clip.mp4'), os.O_RDONLY)
     try:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-
-        def mine():
-            (s,) = [s for s in status(m)['sessions'] if s['client'] == os.getpid()]
-            return s
         hits = status(m)['reads']['head_tail_cache_hits']
         got = os.pread(fd, 64 * KIB, 0)            # the cached head
         assert hashlib.sha256(got).digest() == hashlib.sha256(body[:64 * KIB]).digest()
         assert status(m)['reads']['head_tail_cache_hits'] > hits
-        assert mine()['kind'] == 'scan' and mine()['offset'] >= 64 * KIB
+        assert my_session(m)['kind'] == 'scan' and my_session(m)['offset'] >= 64 * KIB
         start, n = HEAD + 256 * KIB, 2 * MIB         # the middle: a playback
         got = os.pread(fd, n, start)
         assert hashlib.sha256(got).digest() == hashlib.sha256(body[start:start + n]).digest()
-        s = mine()
+        s = my_session(m)
         assert s['kind'] == 'playback' and start + n <= s['offset'] <= size, s
         got = os.pread(fd, 64 * KIB, size - 64 * KIB)   # the cached tail
         assert hashlib.sha256(got).digest() == hashlib.sha256(body[-64 * KIB:]).digest()
-        assert mine()['offset'] == size
+        assert my_session(m)['offset'] == size
         got = os.pread(fd, 64 * KIB, 512 * KIB)         # back into the head
         assert got == body[512 * KIB:576 * KIB]
-        assert 576 * KIB <= mine()['offset'] <= HEAD
+        assert 576 * KIB <= my_session(m)['offset'] <= HEAD
         st = status(m)
         assert (st['scan_sessions'], st['playback_sessions']) == (1, 1), st['sessions']
     finally:
@@ -295,10 +297,6 @@ def test_playback_offset_ignores_another_handles_probe(seamfs, make_origin, mp4)
         'id': 'clip', 'path': 'clip.mp4', 'size': size, 'mtime': 1700000000,
         'sources': [{'url': o.url('clip.mp4')}]}]}, options=['session_ttl=600'])
 
-    def mine():
-        (s,) = [s for s in status(m)['sessions'] if s['client'] == os.getpid()]
-        return s
-
     def check(fd, off, n):
         got = os.pread(fd, n, off)
         assert hashlib.sha256(got).digest() == hashlib.sha256(body[off:off + n]).digest()
@@ -310,17 +308,19 @@ def test_playback_offset_ignores_another_handles_probe(seamfs, make_origin, mp4)
             check(player, start + k * n, n)
         # the kernel may split a read into parts served in parallel: the
         # offset is the end of one of the last read's parts
-        s = mine()
+        s = my_session(m)
         assert s['kind'] == 'playback' and start + n < s['offset'] <= start + 2 * n, s
         check(other, 0, 64 * KIB)
         check(other, size - 64 * KIB, 64 * KIB)
-        assert start + n < mine()['offset'] <= start + 2 * n, mine()
+        assert start + n < my_session(m)['offset'] <= start + 2 * n, my_session(m)
         check(player, start + 2 * n, n)
-        assert start + 2 * n < mine()['offset'] <= start + 3 * n, mine()
+        assert start + 2 * n < my_session(m)['offset'] <= start + 3 * n, my_session(m)
         os.close(player)
         player = -1
+        # the kernel sends the release after close() returns: wait for it
+        wait_until(lambda: my_session(m)['handles'] == 1, 10, "the player's handle released")
         check(other, 128 * KIB, 64 * KIB)
-        assert 128 * KIB < mine()['offset'] <= 192 * KIB, mine()
+        assert 128 * KIB < my_session(m)['offset'] <= 192 * KIB, my_session(m)
     finally:
         if player >= 0:
             os.close(player)
@@ -428,9 +428,6 @@ def test_playback_offset_follows_reads_the_page_cache_answers(seamfs, make_origi
     r = subprocess.run(['sha256sum', m.path('clip.mp4')], capture_output=True, timeout=60)
     assert r.returncode == 0 and r.stdout.split()[0].decode() == hashlib.sha256(body).hexdigest()
 
-    def mine():
-        (s,) = [s for s in status(m)['sessions'] if s['client'] == os.getpid()]
-        return s
     fd = os.open(m.path('clip.mp4'), os.O_RDONLY)
     try:
         h = hashlib.sha256()
@@ -439,12 +436,12 @@ def test_playback_offset_follows_reads_the_page_cache_answers(seamfs, make_origi
                 h.update(os.read(fd, 256 * KIB))
             pos = os.lseek(fd, 0, os.SEEK_CUR)
             assert h.digest() == hashlib.sha256(body[:pos]).digest()
-            s = mine()
+            s = my_session(m)
             assert s['offset'] == pos and s.get('offset_from') == 'file_position', (pos, s)
         # the reads the kernel answered never reached seamfs
-        assert mine()['bytes_served'] < HEAD, mine()
+        assert my_session(m)['bytes_served'] < HEAD, my_session(m)
         # a position in the head is a look at it, not the playback's place
         os.lseek(fd, 64 * KIB, os.SEEK_SET)
-        assert mine()['offset_from'] == 'reads', mine()
+        assert my_session(m)['offset_from'] == 'reads', my_session(m)
     finally:
         os.close(fd)
