@@ -533,8 +533,10 @@ enum px_status px_disk_load(struct px_disk *d, const char *id, int which,
 		int64_t most = which == PX_CACHE_INDEX ? want->start + want->len : want->len;
 		free(file);
 		file = slurp(d, name, HEADER_MAX + most, 0, &flen, &gone);
+		if (gone)
+			return PX_EDECLINED; /* evicted meanwhile: none there */
 		why = file ? check(file, flen, id, which, want, got, &data)
-			   : gone ? "gone while read" : "cannot be read, or too long";
+			   : "cannot be read, or too long";
 		if (!why && !source_ok(ctx, got))
 			why = "its source is not one of the asset's that may serve";
 	}
