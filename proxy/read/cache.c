@@ -122,6 +122,8 @@ struct cache_slot {
 	int mixed;                 /* two answers named two versions: not kept */
 	int persisted;             /* what it holds is on disk */
 	int disk_tried;            /* looked for on disk since it was last empty */
+	int loading;               /* a reader loads it from disk now: others
+				    * wait for that, they start no fill */
 	int stale;                 /* its copy on disk is of another version:
 				    * the tier's thread removes it */
 	int from_disk;             /* loaded from disk: an earlier mount's bytes */
@@ -868,21 +870,30 @@ static int cache_empty(struct cread *c, struct cache_slot *s)
 	 * look first */
 	int tail = !mine && c->which == 0 && core->reads->disk && t->state == CACHE_EMPTY &&
 		   !t->disk_tried && tlen > 0;
+	if (s->loading || (c->which == PX_CACHE_HEAD && t->loading)) {
+		/* another reader loads it (or the tail this fill would bring)
+		 * from disk: a fill now would fetch what the disk holds (the
+		 * kernel's parallel reads of a film's index and tail did) */
+		struct px_wait wt = { &core->reads->cache_lock, &core->reads->cache_cond,
+				      c->rq->deadline, core->cfg->stall_timeout_ms };
+		if (px_wait_bytes(&wt, NULL, NULL) == PX_WAIT_DEADLINE) {
+			c->st = PX_ETIMEDOUT;
+			return 0;
+		}
+		return 1;
+	}
 	if (mine || tail) {
 		/* kept on disk by an earlier mount: no request */
-		(mine ? s : t)->disk_tried = 1;
+		struct cache_slot *l = mine ? s : t;
+		l->disk_tried = l->loading = 1;
 		pthread_mutex_unlock(&core->reads->cache_lock);
 		if (mine)
 			load(core, c->asset, c->which, c->start, c->slen);
 		else
 			load(core, c->asset, 1, tstart, tlen);
 		pthread_mutex_lock(&core->reads->cache_lock);
-		if (mine && c->which == PX_CACHE_INDEX) {
-			/* an index kept from an earlier jump may start before
-			 * this one's page (px_disk_load): the slot's range now */
-			slot_bounds(core, c->asset, c->which, c->rq->off, &c->start, &c->slen);
-			c->need = c->rq->off + (int64_t)c->rq->len - c->start;
-		}
+		l->loading = 0;
+		pthread_cond_broadcast(&core->reads->cache_cond);
 		return 1;
 	}
 	c->st = ask(c, s);
@@ -966,6 +977,18 @@ static int cache_step(struct cread *c, struct cache_slot *s)
 {
 	if (s->state == CACHE_EMPTY)
 		return cache_empty(c, s);
+	if (c->which == PX_CACHE_INDEX && (s->start != c->start || s->len != c->slen)) {
+		/* an index of an earlier jump (kept on disk, or another
+		 * reader's fill) ends at the tail too: its range, if it holds
+		 * the read */
+		c->start = s->start;
+		c->slen = s->len;
+		c->need = c->rq->off + (int64_t)c->rq->len - c->start;
+		if (c->rq->off < c->start || c->need > c->slen) {
+			c->st = PX_EDECLINED;
+			return 0;
+		}
+	}
 	if (!slot_serves(c->core, c->asset, s, c->source) || s->start != c->start ||
 	    s->len != c->slen) {
 		c->st = PX_EDECLINED; /* bytes of a source not proved identical */

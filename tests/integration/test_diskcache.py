@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import subprocess
+import threading
 
 import pytest
 
@@ -127,6 +128,47 @@ def test_part_of_an_asset_that_changed_is_refetched(seamfs, make_origin, tmp_pat
     assert {r['path'] for r in again} == {'/f0.bin', '/f1.bin'}, again
     assert m.log().count("the asset's size changed") == 2, m.log()
     assert m.log().count("the asset's mtime changed") == 2, m.log()
+
+
+def test_parallel_first_reads_of_kept_parts_ask_nothing(seamfs, make_origin, tmp_path):
+    """After a remount, the kernel's parallel reads of a head and a tail
+    (a film's probe: its index read up to the end) all wait for the one
+    load from disk. On 4f6f2bf a read that came while another loaded the
+    part found the slot empty and started a fill: the bench's two-hour
+    film fetched its 1 MiB tail again on a rescan."""
+    files = make_files(tmp_path / 'www', 2)
+    o = make_origin(tmp_path / 'www')
+    scan_and_keep(seamfs, o, files)
+    since = len(requests(o))
+    for round_ in range(3):
+        m = seamfs.mount(cat_for(o, files), options=OPTS)
+        spans = []
+        for f in files:
+            size = f.stat().st_size
+            spans += [(f, off, 16 * KIB) for off in range(0, 256 * KIB, 32 * KIB)]
+            spans += [(f, off, 16 * KIB) for off in range(size - MIB, size, 128 * KIB)]
+        barrier = threading.Barrier(len(spans))
+        errors = []
+
+        def reader(f, off, n):
+            body = f.read_bytes()[off:off + n]
+            fd = os.open(m.path(f.name), os.O_RDONLY | os.O_DIRECT)
+            try:
+                barrier.wait(10)
+                if os.pread(fd, n, off) != body:
+                    errors.append((f.name, off))
+            except Exception as e:     # noqa: BLE001 -- reported below
+                errors.append((f.name, off, repr(e)))
+            finally:
+                os.close(fd)
+        threads = [threading.Thread(target=reader, args=sp) for sp in spans]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not any(t.is_alive() for t in threads) and not errors, errors
+        assert requests(o, since) == [], (round_, requests(o, since))
+        m.unmount()
 
 
 def test_torn_parts_are_never_served(seamfs, make_origin, tmp_path):
