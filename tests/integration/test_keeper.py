@@ -209,10 +209,13 @@ def test_worker_killed_in_the_middle_of_a_cutover(seamfs, data, make_origin):
     served = status(m)['sessions'][0]['source']
     active, standby = (a, b) if served == a.url('big.bin') else (b, a)
     # the standby's kept connections go, so that the next one it counts is
-    # the cutover's; its next answer (the seam check) is held for 10 s
+    # the cutover's; its next answer (the seam check) is held for 10 s. The
+    # rule is set while it is down: set after up(), a request that came in
+    # between (CI, ASan build, 2026-12-05) went unheld, and the rule held
+    # the next worker's instead
     standby.down(drop=True)
-    standby.up()
     standby.rule('/big.bin', delay_ms=10000, count=1)
+    standby.up()
     active.down(drop=True)
     wait_until(lambda: standby.log()['connections_current'] >= 1, 30,
                'the cutover asking the standby for the seam')
