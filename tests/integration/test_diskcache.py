@@ -133,7 +133,7 @@ def test_part_of_an_asset_that_changed_is_refetched(seamfs, make_origin, tmp_pat
 def test_parallel_first_reads_of_kept_parts_ask_nothing(seamfs, make_origin, tmp_path):
     """After a remount, the kernel's parallel reads of a head and a tail
     (a film's probe: its index read up to the end) all wait for the one
-    load from disk. On 4f6f2bf a read that came while another loaded the
+    load from disk. On 8dfce1b a read that came while another loaded the
     part found the slot empty and started a fill: the bench's two-hour
     film fetched its 1 MiB tail again on a rescan."""
     files = make_files(tmp_path / 'www', 2)
