@@ -1,12 +1,14 @@
 /*
  * playlist.c - parsing, writing and trusting a writer's segment list.
  *
- * The list is the only record of which segments are complete: a segment
- * file appears by rename, so a killed writer leaves at most a .tmp, but
- * the newest listed segment is distrusted after a writer dies (a
- * host crash may lose what was not yet on disk, and a writer that was
- * killed had not "moved past" it). Serving uses the same rule, so a byte
- * that was served is never rewritten.
+ * The list is the only record of which segments are complete: a writer
+ * writes a segment under a temporary name, fsyncs it, renames it into
+ * place, fsyncs the directory and only then lists it, so a listed segment
+ * is final and a killed writer leaves at most a .tmp. Every listed entry
+ * whose file is still the one listed is trusted, the newest one too
+ * (issue 32: a reader at the live edge gets each segment as soon as it is
+ * listed, not one segment later). Serving and recovery use the same rule,
+ * so a byte that was served is never rewritten.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -100,7 +102,7 @@ enum px_status px_playlist_add_closed_gen(struct px_playlist *pl, uint32_t index
 		pl->clean = clean || pl->n == 1;
 		return PX_OK;
 	}
-	/* the open newest entry stays the newest */
+	/* the running writer's entry stays the newest (commit order) */
 	struct px_playlist_entry open = pl->e[pl->n - 2];
 	pl->e[pl->n - 2] = pl->e[pl->n - 1];
 	pl->e[pl->n - 1] = open;
@@ -429,8 +431,8 @@ size_t px_playlist_trust(const struct px_playlist *pl, const struct px_seg_seen 
 {
 	size_t n = 0;
 	for (size_t i = 0; i < pl->n; i++) {
-		int ok = i + 1 < pl->n || pl->clean;
-		if (ok && seen)
+		int ok = 1;
+		if (seen)
 			ok = seen[i].exists &&
 			     seen[i].size == (pl->seg_bytes ? pl->seg_bytes : pl->e[i].size) &&
 			     seen[i].mtime_ns == pl->e[i].mtime_ns;

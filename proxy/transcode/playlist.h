@@ -87,9 +87,9 @@ enum px_status px_playlist_add_gen(struct px_playlist *pl, uint32_t index, int64
 /*
  * Appends an entry of a run that has ended (a probe's, written whole before
  * it is listed): when the list does not end #CLEAN its newest entry belongs
- * to a writer that has not moved past it, and the new entry goes before
- * that one, which stays the newest and so distrusted; else at the end,
- * and #CLEAN stays. PX_EINVAL as px_playlist_add.
+ * to a writer still running, and the new entry goes before that one, which
+ * stays the newest; else at the end, and #CLEAN stays. Trust does not
+ * depend on the order (px_playlist_trust). PX_EINVAL as px_playlist_add.
  */
 enum px_status px_playlist_add_closed(struct px_playlist *pl, uint32_t index, int64_t size,
 				      int64_t mtime_ns) PX_WUR;
@@ -125,9 +125,10 @@ struct px_seg_seen {
 
 /*
  * The trust rule (recovery and serving alike): entry i is trusted when its
- * file exists with size S and the mtime it was listed with (stable since),
- * (S, or for a remux the size it was listed with) and it is not the last
- * entry, unless the writer stopped cleanly. seen
+ * file exists with size S (or for a remux the size it was listed with) and
+ * the mtime it was listed with (stable since). The newest entry too: a
+ * writer lists a segment only once it is fsynced and renamed into place
+ * (docs/transcode.md "The playlist and the trust rule"). seen
  * NULL: files are assumed as listed (the daemon serving a live writer's
  * list). trusted[i] is set per entry; returns how many are trusted.
  */

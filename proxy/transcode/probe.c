@@ -50,8 +50,8 @@ static enum px_status start_probe(struct px_transcode *tc, struct job *j, uint32
 			return PX_EFENCED;
 		}
 		/* a new generation starts with recovery, as a main writer's
-		 * does: the last writer's newest entry (open, never served) is
-		 * distrusted and its leftovers go. Without it a probe that took
+		 * does: the last writer's entries are checked against their
+		 * files and its leftovers go. Without it a probe that took
 		 * the lease of a dead writer (another host's, issue 25) skipped
 		 * that entry as listed, listed its own segments before it, and
 		 * the read waited for a segment no writer would write */

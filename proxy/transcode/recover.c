@@ -61,10 +61,8 @@ static size_t keep_trusted(struct px_transcode *tc, struct job *j, const struct 
 		}
 		if (!(*t)[i]) {
 			*repaired = 1;
-			px_info("transcode", "recovery: asset %s: segment %u distrusted (%s)",
-				j->a->id, pl->e[i].index,
-				i + 1 == pl->n && !pl->clean ? "the newest listed"
-							    : "changed on disk");
+			px_info("transcode", "recovery: asset %s: segment %u distrusted "
+				"(changed on disk)", j->a->id, pl->e[i].index);
 			continue;
 		}
 		if (px_playlist_add_gen(keep, pl->e[i].index, pl->e[i].size,

@@ -194,10 +194,9 @@ static void writer_output(struct px_transcode *tc, struct job *j)
 	if (changed) {
 		uint32_t before = tc_trusted(j);
 		tc_refresh(tc, j, 0);
-		/* progress resets the backoff: a segment that became servable.
-		 * Not a commit as such: a restarted writer first commits again
-		 * the newest entry that recovery distrusted, and one that dies
-		 * right after that has made no progress */
+		/* progress resets the backoff: a segment that became servable
+		 * (a commit of a segment already trusted, listed by a probe
+		 * meanwhile, is none) */
 		if (tc_trusted(j) > before)
 			j->crashes = 0;
 	}

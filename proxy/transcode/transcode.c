@@ -20,9 +20,9 @@
  * a FIFO queue.
  *
  * A read maps each byte to segment off / S. A segment is served once it
- * is trusted by the playlist rule (listed, and not the newest entry unless
- * the writer stopped cleanly): a byte that was served is never written
- * again. A read of a segment not yet trusted (px_seek_decide, segmath.c;
+ * is trusted by the playlist rule (listed, and its file still the one
+ * listed; the newest entry too, px_playlist_trust): a byte that was served
+ * is never written again. A read of a segment not yet trusted (px_seek_decide, segmath.c;
  * docs/transcode.md "Seeks"):
  *  - waits (bounded by read_timeout) when the main writer's edge will
  *    reach it within seek_restart_segments segments, or a probe writes it;
@@ -60,10 +60,10 @@
  * with each failure in a row that made no segment servable; the sixth
  * gives up (EIO to readers of unwritten segments). Before each start,
  * recovery claims the lease by compare-and-set, trusts the listed segments
- * that still have size S and their listed mtime except the newest, removes
- * every other file, rewrites the playlist, and the writer starts at the
- * first untrusted segment (it encodes one segment before it and throws it
- * away). Waiting readers just go on waiting, bounded by read_timeout.
+ * that still have size S and their listed mtime, removes every other
+ * file, rewrites the playlist, and the writer starts at the first
+ * untrusted segment (it decodes the segment before it, encoding only its
+ * audio, and throws that away). Waiting readers just go on waiting, bounded by read_timeout.
  *
  * Lock order: tc->lock is the only lock. It is held while a writer is
  * started (lease claim, recovery's removals, the start of its input's

@@ -1,8 +1,8 @@
 /*
  * trust.c - which segments of a job may be served: its playlist (the
  * directory's, or the store's in cluster mode) checked against the files
- * on disk and applied to j->ok (the playlist rule: listed, and not the
- * newest entry unless the writer stopped cleanly).
+ * on disk and applied to j->ok (the playlist rule: listed, and its file
+ * still the one listed; px_playlist_trust).
  */
 #include <errno.h>
 #include <limits.h>

@@ -13,8 +13,10 @@
  * padded with null packets to S (spread between the data; the last
  * segment ends with a block of them, see pad_layout), written as a new
  * NAME.XXXXXX.tmp (O_EXCL, random: nothing planted is written through),
- * fsynced and renamed, and the playlist rewritten. A restart at segment
- * N seeks the input before N-1, encodes N-1 to warm the encoders and
+ * fsynced and renamed, the directory fsynced, and the playlist rewritten
+ * (a listed segment is served at once). A restart at segment N seeks the
+ * input before N-1, decodes N-1, encodes its audio to warm the AAC
+ * encoder (its video is not encoded: segment N starts with an IDR) and
  * discards it.
  *
  * Audio drift: D is segment_seconds as given; an AAC frame (1024/48000 s)
@@ -85,6 +87,7 @@ struct wr {
 	AVPacket *pkt;
 	int64_t t0_us;                   /* source time of media time 0 */
 	int64_t skip_us;                 /* decoded media before this is dropped */
+	int64_t venc_us;                 /* video before this is decoded, not encoded */
 	int64_t a_next;                  /* next audio sample (48 kHz, media time) */
 	int a_started;
 	int64_t v_last_pts;
@@ -705,6 +708,21 @@ static enum px_status store_wait(struct wr *w, enum px_status why, int *tries)
 }
 
 /*
+ * Makes the renames and links done in the job directory last: a listed
+ * segment is served at once and trusted by recovery (playlist.h), so its
+ * name must be on disk before the list that names it. 0, or -1 with errno.
+ */
+static int sync_dir(const char *dir)
+{
+	int fd = px_dir_open(dir), rc = -1;
+	if (fd >= 0) {
+		rc = fsync(fd);
+		close(fd);
+	}
+	return rc;
+}
+
+/*
  * Gives the fsynced file tmp the committed name path (cluster mode),
  * never replacing a segment: link(2), atomic on NFS; EEXIST when a
  * regular file is there (another run of this generation made it first).
@@ -760,7 +778,7 @@ static enum px_status commit_store(struct wr *w, uint32_t k, const char *tmp, in
 		snprintf(w->err, w->errlen, "%s: %s", path, strerror(e));
 		return PX_EIO;
 	}
-	if (stat(path, &sb)) {
+	if (stat(path, &sb) || sync_dir(w->a->work_dir)) {
 		snprintf(w->err, w->errlen, "%s: %s", path, strerror(errno));
 		return PX_EIO;
 	}
@@ -883,7 +901,7 @@ static enum px_status commit(struct wr *w, uint32_t k, const uint8_t *data, int6
 		goto out;
 	}
 	st = PX_EIO;
-	if (rename(tmp, path) || stat(path, &sb)) {
+	if (rename(tmp, path) || stat(path, &sb) || sync_dir(w->a->work_dir)) {
 		snprintf(w->err, w->errlen, "%s: %s", path, strerror(errno));
 		goto out;
 	}
@@ -1184,7 +1202,7 @@ static enum px_status mux_segment(struct wr *w, uint32_t k)
 	if (keep && !w->dry && (st = still_ours(w, k, &keep)) != PX_OK)
 		goto out;
 	if (!keep)
-		goto drop; /* the warm-up segment (encoded, not kept), or made already */
+		goto drop; /* the warm-up segment (its audio, not kept), or made already */
 	if ((st = open_muxer(w, &oc, &vs, &as)) != PX_OK)
 		goto out;
 	if (w->remux && (st = remux_video_dts(w, k, &vdts)) != PX_OK)
@@ -1306,7 +1324,7 @@ static enum px_status video_frame(struct wr *w, AVFrame *f)
 	AVStream *vs = w->ic->streams[w->vi];
 	int64_t t = frame_us(w, f, vs->time_base);
 	int rc;
-	if (t == AV_NOPTS_VALUE || t < w->skip_us)
+	if (t == AV_NOPTS_VALUE || t < w->venc_us)
 		return PX_OK;
 	int64_t pts = av_rescale(t, 90000, 1000000);
 	if (pts <= w->v_last_pts)
@@ -1467,12 +1485,13 @@ static enum px_status save_clean(struct wr *w)
 
 /* Sleeps until the wall clock catches up with the media written in this
  * run divided by max_speed: a writer need not run far ahead of its
- * readers. A remux run counts from its warm-up segment's start (a run
- * moved to a seek's segment is not held back by the media before it). */
+ * readers. A transcode counts from its first kept segment (venc_us), a
+ * remux from its warm-up segment's start (a run moved to a seek's segment
+ * is not held back by the media before it). */
 static void pace(struct wr *w)
 {
 	const AVRational ms = { 1, 1000 };
-	int64_t media_ms = w->v_last_pts / 90 - w->skip_us / 1000;
+	int64_t media_ms = w->v_last_pts / 90 - w->venc_us / 1000;
 	if (w->remux) {
 		int64_t begin = w->first >= 2 ? av_rescale_q(w->bounds[w->first - 2], w->vtb, ms)
 					      : w->t0_us / 1000;
@@ -1518,6 +1537,12 @@ static enum px_status seek_start(struct wr *w)
 		if (s > w->skip_us)
 			w->skip_us = s;
 	}
+	/* the warm-up is the audio encoder's: its first frame carries the
+	 * priming, and a restarted run's audio joins the first run's within
+	 * a frame. Video needs none (every segment starts with an IDR), so
+	 * its frames before the first kept segment are decoded, not encoded:
+	 * a probe or a moved writer gets its first segment sooner */
+	w->venc_us = a->from ? px_segmath_start_us(&a->plan, a->from) : 0;
 	w->last_hb = w->start_ms = px_now_ms();
 	if (w->skip_us > 0) {
 		/* land on the keyframe before, a second early; decode up to the
@@ -2013,6 +2038,11 @@ static enum px_status publish_store(struct wr *w, uint32_t from)
 		mts[n] = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
 		n++;
 	}
+	if (n && sync_dir(a->work_dir)) {
+		snprintf(w->err, w->errlen, "%s: %s", a->work_dir, strerror(errno));
+		st = PX_EIO;
+		goto out;
+	}
 	for (;;) {
 		if ((st = store_load(w, 1)) != PX_OK) {
 			if (st == PX_EINVAL || st == PX_ENOMEM ||
@@ -2102,6 +2132,11 @@ enum px_status px_writer_publish(struct px_writer_args *a, uint32_t from, char *
 		}
 		if (n < PX_WRITER_PROBE_MAX)
 			listed_now[n++] = k;
+	}
+	if (n && sync_dir(a->work_dir)) {
+		snprintf(err, errlen, "%s: %s", a->work_dir, strerror(errno));
+		st = PX_EIO;
+		goto out;
 	}
 	if (n && (st = px_playlist_save(&w.pl, w.pl_path, err, errlen)) != PX_OK)
 		goto out;

@@ -175,6 +175,14 @@ def hosts_of(m):
     return sorted(h['host_id'] for h in status(m)['hosts'])
 
 
+def store_playlist_clean(r, aid, timeout=30):
+    """store_playlist() once its writer has ended it #CLEAN: a reader at the
+    end gets the last segment as soon as it is listed (the newest entry is
+    served, issue 32), a moment before the writer's clean end."""
+    wait_until(lambda: store_playlist(r, aid)[1], timeout, f'the list of {aid} ended clean')
+    return store_playlist(r, aid)
+
+
 def store_playlist(redis, aid):
     """[(index, size, gen)] in commit order and whether it ends #CLEAN."""
     text = resp(redis.port, 'HGET', f'seamfs:tc:{{{aid}}}:pl', 'text')
@@ -425,7 +433,7 @@ def test_takeover_when_host_dies(redis, seamfs, data, nginx, tmp_path):
     assert tc['takeovers'] >= 1 and tc['committed'] == plan['segments'], tc
     assert st['store']['takeovers'] >= 1
     assert 'takeover: asset clip-180 from alpha:' in b.log()
-    entries, clean = store_playlist(redis, 'clip-180')
+    entries, clean = store_playlist_clean(redis, 'clip-180')
     assert clean and sorted(k for k, _, _ in entries) == list(range(plan['segments']))
     # what B served is what the store lists, and it decodes whole
     job = work / 'clip-180'
@@ -465,15 +473,15 @@ def read_1mib(path, box):
 def test_takeover_follows_new_generation(redis, seamfs, data, nginx, tmp_path):
     """Issue 25: A writes the transcode, B's reader follows it in 1 MiB
     reads; A's daemon and writer are killed while the newest segment A
-    listed (its writer's open entry, which no host serves) lies in the
-    middle of B's second read. That read is not settled, so B takes the
-    lease over with a probe rather than a writer. The new generation must
-    distrust and write that segment again: B reads to the end with no
-    error, its bytes are the segments the store lists, the file decodes
-    whole, and each generation's segments are written by one writer.
-    Before the fix the probe claimed the lease without recovery, skipped
-    the dead writer's open entry as listed, and the read waited for it
-    until read_timeout (EIO)."""
+    listed lies in the middle of B's second read. That read is not
+    settled, so B takes the lease over with a probe rather than a writer,
+    which recovers first: B reads to the end with no error, its bytes are
+    the segments the store lists, the file decodes whole, and each
+    generation's segments are written by one writer. Before the fix the
+    probe claimed the lease without recovery, skipped the dead writer's
+    newest entry (then never served) as listed, and the read waited for it
+    until read_timeout (EIO). Since issue 32 a listed entry, the newest
+    too, is trusted and kept."""
     work = tmp_path / 'work'
     cat = tc_cat(nginx)
     a = mount_host(seamfs, cat, redis, 'alpha', work, options=['writer_max_speed=2'],
@@ -591,7 +599,7 @@ def test_fencing_stopped_writer(redis, seamfs, data, nginx, tmp_path):
         assert 'error' not in box, repr(box.get('error'))
         assert box['result'][1] == plan['size']
     assert boxa['result'][0] == boxb['result'][0]
-    entries, clean = store_playlist(redis, 'clip-ts')
+    entries, clean = store_playlist_clean(redis, 'clip-ts')
     assert clean and sorted(k for k, _, _ in entries) == list(range(plan['segments']))
     gens = {g for _, _, g in entries}
     assert gens <= {gen_a, gen_b}, gens
@@ -725,7 +733,7 @@ def test_redis_restarted_empty_mid_transcode(redis, seamfs, data, nginx, tmp_pat
     assert n == plan['size']
     lease = store_lease(redis, 'clip-ts')
     assert int(lease['gen']) == gen, 'the holder put its lease back'
-    entries, clean = store_playlist(redis, 'clip-ts')
+    entries, clean = store_playlist_clean(redis, 'clip-ts')
     assert clean and sorted(k for k, _, _ in entries) == list(range(plan['segments']))
     h = hashlib.sha256()
     for k, _, g in sorted(entries):
@@ -914,14 +922,14 @@ def test_own_commit_heard_once_the_store_answers(redis, seamfs, data, nginx, tmp
         r.call('CONFIG', 'SET', 'maxclients', str(clients - len(addrs)))
         for addr in addrs:
             r.call('CLIENT', 'KILL', 'ADDR', addr)
-        # segment k listed makes k - 1 trusted (the newest listed is not,
-        # while its writer runs: the trust rule)
+        # segment k listed makes k trusted (the newest listed too: the
+        # trust rule), so k + 1 of them once it is heard
         wait_until(lambda: len(listed()) > n, 60, 'a commit while the daemon is cut off')
         k = max(listed())
         time.sleep(0.5)     # the daemon's read of the list for it, which fails
-        assert heard() < k, 'the daemon heard of the commit with no store'
+        assert heard() <= k, 'the daemon heard of the commit with no store'
         r.call('CONFIG', 'SET', 'maxclients', '10000')
-        wait_until(lambda: heard() >= k, 60, f'segment {k - 1} trusted')
+        wait_until(lambda: heard() > k, 60, f'segment {k} trusted')
         assert max(listed()) == k, 'heard only with the next commit'
     finally:
         r.call('CONFIG', 'SET', 'maxclients', '10000')
@@ -929,7 +937,7 @@ def test_own_commit_heard_once_the_store_answers(redis, seamfs, data, nginx, tmp
     t.join(120)
     assert not t.is_alive(), 'the reader is still blocked'
     assert 'error' not in box, repr(box.get('error'))
-    entries, clean = store_playlist(redis, 'clip-ts')
+    entries, clean = store_playlist_clean(redis, 'clip-ts')
     assert clean and sorted(e[0] for e in entries) == list(range(plan['segments']))
     h = hashlib.sha256()
     for k, _, g in sorted(entries):

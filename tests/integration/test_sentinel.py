@@ -23,7 +23,7 @@ import pytest
 from conftest import bounded, free_port, wait_until
 from test_cluster import redis  # noqa: F401 - a private redis-server, the fixture
 from test_cluster import (connections_to, resp, seg_file, status, store_lease,
-                          store_playlist, tc_cat)
+                          store_playlist, store_playlist_clean, tc_cat)
 from test_transcode import start_reader, writer_pids
 
 DOWN_AFTER_MS = 1000
@@ -390,7 +390,7 @@ def test_writers_hold_no_connection_of_the_daemon(sentinels, seamfs, data, nginx
     t.join(120)
     assert not t.is_alive(), 'the reader is still blocked'
     assert 'error' not in box, repr(box.get('error'))
-    entries, clean = store_playlist(master, 'clip-ts')
+    entries, clean = store_playlist_clean(master, 'clip-ts')
     assert clean
     h = hashlib.sha256()
     for k, _, g in sorted(entries):

@@ -12,6 +12,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -152,6 +153,46 @@ def test_transcode_whole_file(seamfs, data, nginx, tmp_path):
     assert 'lease: asset clip-180 session' in m.log()
 
 
+def test_newest_listed_segment_is_served_and_kept(seamfs, data, nginx, tmp_path):
+    """Issue 32: a read of the segment the writer has just listed returns
+    then, not when the writer lists the next one; and a writer killed right
+    after keeps it. A segment is fsynced and renamed into place before it
+    is listed, so recovery trusts the newest entry too: the bytes served
+    before the kill are the file's bytes after it. The writer is paced at
+    half realtime (the next segment comes 4 s later). On 183413d the read
+    waited for segment 1 (the newest entry of a live writer was not
+    served) and recovery wrote segment 0 again."""
+    m, job = mount_tc(seamfs, nginx, tmp_path,
+                      options=['writer_max_speed=0.5', 'tail_ahead=0'])
+    f = m.path('Transcoded/clip 180p.ts')
+    seg = plan_of(job)['segment_bytes']
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        first = bounded(lambda: os.pread(fd, seg, 0), 30, 'reading segment 0')
+        entries, clean = playlist_entries(job)
+        assert len(first) == seg
+        # served while segment 0 was the running writer's newest entry
+        assert [k for k, _ in entries] == [0] and not clean, entries
+        seg0 = job / 'seg-000000.ts'
+        made = seg0.stat()
+        assert hashlib.sha256(seg0.read_bytes()).digest() == hashlib.sha256(first).digest()
+        pids = wait_until(lambda: writer_pids(m.worker_pid()), 10, 'the writer process')
+        assert len(pids) == 1
+        os.kill(pids[0], signal.SIGKILL)
+        # the next segment comes from a new writer; segment 0 is kept as it was
+        second = bounded(lambda: os.pread(fd, seg, seg), 60, 'reading segment 1')
+        again = bounded(lambda: os.pread(fd, seg, 0), 30, 'reading segment 0 again')
+    finally:
+        os.close(fd)
+    assert again == first
+    after = seg0.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (made.st_ino, made.st_mtime_ns)
+    assert second == (job / 'seg-000001.ts').read_bytes()
+    log = m.log()
+    assert f'died (signal {signal.SIGKILL})' in log, log
+    assert 'recovery: asset clip-180: 1 of 1 listed segments trusted' in log, log
+
+
 def test_writer_killed_mid_run(seamfs, data, nginx, tmp_path):
     # pace the writer (3x realtime) so that it is still running when killed
     m, job = mount_tc(seamfs, nginx, tmp_path, options=['writer_max_speed=3', 'tail_ahead=0'])
@@ -178,7 +219,9 @@ def test_writer_killed_mid_run(seamfs, data, nginx, tmp_path):
     assert rc == 0 and not err.strip(), err
     log = m.log()
     assert f'died (signal {signal.SIGKILL})' in log, log
-    assert 'recovery: asset clip-180' in log and 'distrusted (the newest listed)' in log, log
+    # the dead writer's entries are all kept, its newest too (issue 32)
+    assert re.search(r'recovery: asset clip-180: (\d+) of \1 listed segments trusted', log), log
+    assert 'distrusted' not in log, log
     assert 'generation 2 claimed' in log, log
     assert not list(job.glob('*.tmp'))
     # the status shows the transcode: its segments, owner and the recovery

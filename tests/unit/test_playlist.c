@@ -199,24 +199,27 @@ static void test_trust(void **state)
 	assert_int_equal(px_playlist_add(&pl, 5, 1880, 300), PX_OK);
 	assert_int_equal(px_playlist_add(&pl, 6, 1880, 400), PX_OK);
 
-	/* serving a live writer's list: all but the newest */
-	assert_int_equal(px_playlist_trust(&pl, NULL, t), 3);
-	assert_true(t[0] && t[1] && t[2] && !t[3]);
+	/* serving a live writer's list: every entry, the newest too (a
+	 * segment is listed only once it is fsynced and in place) */
+	assert_int_equal(px_playlist_trust(&pl, NULL, t), 4);
+	assert_true(t[0] && t[1] && t[2] && t[3]);
 
-	/* after a death: files as listed, the newest still distrusted */
+	/* after a death: the files as listed, the newest one included */
 	struct px_seg_seen seen[4] = {
 		{ 1, 1880, 100 }, { 1, 1880, 200 }, { 1, 1880, 300 }, { 1, 1880, 400 } };
-	assert_int_equal(px_playlist_trust(&pl, seen, t), 3);
-	assert_false(t[3]);
+	assert_int_equal(px_playlist_trust(&pl, seen, t), 4);
+	assert_true(t[3]);
 	/* a file that changed size, changed since listed, or vanished */
 	seen[0].size = 1692;
 	seen[1].mtime_ns = 201;
 	seen[2].exists = 0;
+	seen[3].size = 0;
 	assert_int_equal(px_playlist_trust(&pl, seen, t), 0);
-	/* a clean stop: the newest is trusted too */
+	/* a clean stop changes nothing */
 	seen[0].size = 1880;
 	seen[1].mtime_ns = 200;
 	seen[2].exists = 1;
+	seen[3].size = 1880;
 	pl.clean = 1;
 	assert_int_equal(px_playlist_trust(&pl, seen, t), 4);
 	px_playlist_release(&pl);
@@ -232,8 +235,8 @@ static void test_trust_variable(void **state)
 	assert_int_equal(parse("#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 0\n#SEGMENTS 3\n"
 			       "0 376 5\n1 188 6\n2 564 7\n", &pl, err), PX_OK);
 	struct px_seg_seen seen[3] = { { 1, 376, 5 }, { 1, 376, 6 }, { 1, 564, 7 } };
-	assert_int_equal(px_playlist_trust(&pl, seen, t), 1);
-	assert_true(t[0] && !t[1] && !t[2]);
+	assert_int_equal(px_playlist_trust(&pl, seen, t), 2);
+	assert_true(t[0] && !t[1] && t[2]);
 	px_playlist_release(&pl);
 }
 
@@ -249,19 +252,18 @@ static void test_add_closed(void **state)
 	assert_int_equal(px_playlist_add_closed(&pl, 88, 1880, 1), PX_OK);
 	assert_true(pl.clean);
 	assert_int_equal(px_playlist_trust(&pl, NULL, t), 1);
-	/* a main writer's entries: its newest is open */
+	/* a main writer's entries: it is still running */
 	assert_int_equal(px_playlist_add(&pl, 0, 1880, 2), PX_OK);
 	assert_int_equal(px_playlist_add(&pl, 1, 1880, 3), PX_OK);
 	assert_false(pl.clean);
-	/* a probe's go before the open one, which stays distrusted */
+	/* a probe's go before the running writer's, which stays the newest */
 	assert_int_equal(px_playlist_add_closed(&pl, 59, 1880, 4), PX_OK);
 	assert_int_equal(px_playlist_add_closed(&pl, 60, 1880, 5), PX_OK);
 	assert_int_equal(pl.n, 5);
 	assert_int_equal(pl.e[4].index, 1);
 	assert_int_equal(pl.e[2].index, 59);
 	assert_int_equal(pl.e[3].index, 60);
-	assert_int_equal(px_playlist_trust(&pl, NULL, t), 4);
-	assert_false(t[4]);
+	assert_int_equal(px_playlist_trust(&pl, NULL, t), 5);
 	/* after a clean stop: at the end, and the list stays clean */
 	pl.clean = 1;
 	assert_int_equal(px_playlist_add_closed(&pl, 29, 1880, 6), PX_OK);
