@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -184,20 +185,54 @@ enum px_status tc_spawn(char **argv, pid_t *pid, int *outfd, const char *secret,
 }
 
 /*
- * Sets the nice value of every thread of process pid: on Linux a nice
- * value is a thread's, and setpriority(PRIO_PROCESS, pid) sets the main
+ * Whether this daemon may give a thread its priority back (CAP_SYS_NICE
+ * in its effective set, from /proc/self/status; root has it): only then
+ * does a yield also put the threads under SCHED_IDLE, which a thread
+ * cannot leave without it. Under tc->lock (the answer is kept).
+ */
+static int can_renice(void)
+{
+	static int known = -1;
+	char buf[2048];
+	if (known >= 0)
+		return known;
+	known = 0;
+	if (px_proc_read("/proc/self/status", buf, sizeof(buf)) >= 0) {
+		const char *c = strstr(buf, "\nCapEff:");
+		if (c)
+			known = (int)((strtoull(c + 8, NULL, 16) >> 23) & 1); /* CAP_SYS_NICE */
+	}
+	return known;
+}
+
+/* Sets thread tid's nice and, idle >= 0, its policy: SCHED_IDLE (1) or
+ * SCHED_OTHER (0). Errors as setpriority's. */
+static int thread_prio(pid_t tid, int nice, int idle)
+{
+	struct sched_param sp = { 0 };
+	if (idle == 0 && sched_setscheduler(tid, SCHED_OTHER, &sp))
+		return -1;
+	if (setpriority(PRIO_PROCESS, (id_t)tid, nice))
+		return -1;
+	return idle == 1 ? sched_setscheduler(tid, SCHED_IDLE, &sp) : 0;
+}
+
+/*
+ * Sets the nice value (and with idle >= 0 the policy, thread_prio) of
+ * every thread of process pid: on Linux a nice value is a thread's, and
+ * setpriority(PRIO_PROCESS, pid) sets the main
  * thread's alone, while a writer's CPU is in the threads x264 and the
  * decoder started before (a thread started later takes its starter's).
  * 0 when every thread listed took it; -1 with errno of the first refusal
  * (or of the listing: then the main thread's is set alone).
  */
-static int nice_all(pid_t pid, int nice)
+static int nice_all(pid_t pid, int nice, int idle)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
 	DIR *d = opendir(path);
 	if (!d)
-		return setpriority(PRIO_PROCESS, (id_t)pid, nice);
+		return thread_prio(pid, nice, idle);
 	int rc = 0, err = 0;
 	struct dirent *e;
 	while ((e = readdir(d))) {
@@ -206,7 +241,7 @@ static int nice_all(pid_t pid, int nice)
 		if (end == e->d_name || *end || tid <= 0)
 			continue;
 		/* a thread that ended meanwhile is no refusal */
-		if (setpriority(PRIO_PROCESS, (id_t)tid, nice) && errno != ESRCH && !err) {
+		if (thread_prio((pid_t)tid, nice, idle) && errno != ESRCH && !err) {
 			err = errno;
 			rc = -1;
 		}
@@ -226,10 +261,12 @@ void tc_main_yield(struct job *j, int yield)
 		if (errno)
 			return;
 		j->nice_was = cur;
-		j->yielded = nice_all(j->pid, cur + YIELD_NICE > 19 ? 19 : cur + YIELD_NICE) == 0;
+		j->idled = can_renice();
+		j->yielded = nice_all(j->pid, cur + YIELD_NICE > 19 ? 19 : cur + YIELD_NICE,
+				      j->idled ? 1 : -1) == 0;
 		return;
 	}
-	if (nice_all(j->pid, j->nice_was))
+	if (nice_all(j->pid, j->nice_was, j->idled ? 0 : -1))
 		px_debug("transcode", "asset %s: writer pid %d keeps its lower priority: %s",
 			 j->a->id, (int)j->pid, strerror(errno));
 	j->yielded = 0;

@@ -97,6 +97,7 @@ struct job {
 	int nprobes;           /* running probe runs */
 	int nahead;            /* of them, tails written ahead (no read waits) */
 	int yielded;           /* the main writer runs niced while probes run */
+	int idled;             /* ... and under SCHED_IDLE (tc_main_yield) */
 	int nice_was;          /* its nice value before */
 	enum start_why queued_why;
 	/* cluster mode (tc->store): the generation that wrote each trusted
@@ -277,10 +278,11 @@ enum px_status tc_spawn(char **argv, pid_t *pid, int *outfd, const char *secret,
  * waits for a probe now, while the main writer is ahead of its readers or
  * about to be moved (docs/transcode.md "Seeks"). It runs YIELD_NICE
  * nicer meanwhile, every thread of it (x264's and the decoder's too), and
- * gets its priority back when the last probe ends
- * (a daemon without CAP_SYS_NICE cannot give it back: that writer stays
- * nicer until it ends; the next one starts at the usual priority). Under
- * tc->lock.
+ * under SCHED_IDLE when this daemon has CAP_SYS_NICE (nice 10 still took
+ * a tenth of the CPU from a probe), and gets its priority back when the
+ * last probe ends (a daemon without CAP_SYS_NICE cannot give the nice
+ * value back: that writer stays nicer until it ends; the next one starts
+ * at the usual priority). Under tc->lock.
  */
 void tc_main_yield(struct job *j, int yield);
 /* A writer run to spawn (tc_spawn_run): from its first segment; a probe

@@ -416,8 +416,12 @@ def test_probe_of_a_reader_that_moved_on_is_cancelled(seamfs, data, clip60, ngin
     assert {i for i, _ in entries} == set(range(NSEG))
 
 
-def thread_nices(pid):
-    """{thread id: nice} of every thread of process pid, from /proc."""
+SCHED_IDLE = 5
+
+
+def thread_nices(pid, field=16):
+    """{thread id: nice} of every thread of process pid, from /proc
+    (field=38: {thread id: scheduling policy})."""
     out = {}
     try:
         tids = os.listdir(f'/proc/{pid}/task')
@@ -426,8 +430,9 @@ def thread_nices(pid):
     for tid in tids:
         try:
             with open(f'/proc/{pid}/task/{tid}/stat') as f:
-                # after the command's ')': state is field 3, nice field 19
-                out[int(tid)] = int(f.read().rpartition(')')[2].split()[16])
+                # after the command's ')': state is field 3, nice field 19,
+                # policy field 41
+                out[int(tid)] = int(f.read().rpartition(')')[2].split()[field])
         except (OSError, ValueError, IndexError):
             pass
     return out
@@ -436,7 +441,10 @@ def thread_nices(pid):
 def test_main_writer_yields_with_every_thread(seamfs, data, clip60, nginx, tmp_path):
     """While a probe for a far read runs, the main writer gives it the CPU
     with every thread it has (its encoder's and decoder's threads do the
-    work), not only its first: each runs 10 nicer; the probe is held
+    work), not only its first: each runs 10 nicer, and under SCHED_IDLE
+    when the daemon runs as root (nice 10 still took a tenth of the CPU
+    from the probe: a 720p probe took 0.82-0.88 s beside such a writer,
+    0.64-0.78 s alone or beside one under SCHED_IDLE); the probe is held
     stopped (SIGSTOP) so that it runs while this looks. Regression test
     for a fixed bug (proxy/transcode/spawn.c, tc_main_yield):
     setpriority(PRIO_PROCESS, pid) renices one thread on Linux, so x264's
@@ -468,9 +476,16 @@ def test_main_writer_yields_with_every_thread(seamfs, data, clip60, nginx, tmp_p
         assert len(nices) > 1, nices
         assert all(n >= before[main] + 10 or n == 19 for n in nices.values()), \
             f'threads of the main writer {main} and their nice: {nices} (before: {before})'
+        if os.geteuid() == 0:
+            policies = thread_nices(main, 38)
+            assert set(policies.values()) == {SCHED_IDLE}, policies
         os.kill(pid, signal.SIGCONT)
         child.wait(60)
         assert child.returncode == 0
+        if os.geteuid() == 0:
+            # the probe's end gives the CPU back: no thread stays idle
+            wait_until(lambda: SCHED_IDLE not in thread_nices(main, 38).values(), 30,
+                       'the main writer back under SCHED_OTHER')
         seg = int(re.search(rf'probe pid {pid} for asset clip60-ts started: segments (\d+)',
                             m.log()).group(1))
         got.append((seg * S + 1000, bounded(lambda: os.pread(fd, 2048, seg * S + 1000), 60,
