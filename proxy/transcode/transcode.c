@@ -22,8 +22,8 @@
  * A read maps each byte to segment off / S. A segment is served once it
  * is trusted by the playlist rule (listed, and its file still the one
  * listed; the newest entry too, px_playlist_trust): a byte that was served
- * is never written again. A read of a segment not yet trusted (px_seek_decide, segmath.c;
- * docs/transcode.md "Seeks"):
+ * is never written again. A read of a segment not yet trusted
+ * (px_seek_decide, segmath.c; docs/transcode.md "Seeks"):
  *  - waits (bounded by read_timeout) when the main writer's edge will
  *    reach it within seek_restart_segments segments, or a probe writes it;
  *  - far from the main writer, gets a probe: a short writer run of just
@@ -63,7 +63,8 @@
  * that still have size S and their listed mtime, removes every other
  * file, rewrites the playlist, and the writer starts at the first
  * untrusted segment (it decodes the segment before it, encoding only its
- * audio, and throws that away). Waiting readers just go on waiting, bounded by read_timeout.
+ * audio, and throws that away). Waiting readers just go on waiting,
+ * bounded by read_timeout.
  *
  * Lock order: tc->lock is the only lock. It is held while a writer is
  * started (lease claim, recovery's removals, the start of its input's
