@@ -57,6 +57,15 @@ def playlist_entries(job):
     return entries, bool(lines) and lines[-1] == '#CLEAN'
 
 
+def playlist_clean(job, timeout=30):
+    """playlist_entries() once the writer has ended the list #CLEAN: a
+    reader at the end gets the last segment as soon as it is listed (the
+    newest entry is served, issue 32), a moment before the writer's clean
+    end (and its playlist.XXXXXX.tmp)."""
+    wait_until(lambda: playlist_entries(job)[1], timeout, 'the playlist ended clean')
+    return playlist_entries(job)
+
+
 def committed_concat_sha(job, nseg):
     """SHA-256 of segments 0..nseg-1 as committed in the work dir."""
     entries, _ = playlist_entries(job)
@@ -223,6 +232,7 @@ def test_writer_killed_mid_run(seamfs, data, nginx, tmp_path):
     assert re.search(r'recovery: asset clip-180: (\d+) of \1 listed segments trusted', log), log
     assert 'distrusted' not in log, log
     assert 'generation 2 claimed' in log, log
+    assert playlist_clean(job)[1]
     assert not list(job.glob('*.tmp'))
     # the status shows the transcode: its segments, owner and the recovery
     with open(m.path('.seamfs/status.json')) as sf:
