@@ -13,18 +13,18 @@ runs
 
     mpv --no-config --vo=null --ao=null --start=START --frames=1 --msg-time -v FILE
 
-on the transcode (HEIGHT p, 2 s segments, the video bitrate of
-BITRATES below unless --video-bitrate), then the same mpv again on the same
-mount (warm: the segments the first one read are written). The first
-frame's time is mpv's own clock (--msg-time, from mpv's start) at the log
-line "first video frame after restart shown". The anchor is ffmpeg's own
-time (wall, process start to exit, median of --runs) to encode 2 s at the
-same offset from the source file on local disk with the writer's profile
-(libx264 veryfast, no B-frames, GOP of one segment, the same bitrate and
-VBV, AAC 64 kbit/s, to MPEG-TS). Per cold run it prints the main writer's
-starts, its kills for a seek, the probe runs and the transcode row of
-status.json. Standard library only; every wait is bounded and everything
-started is stopped by its own PID.
+on the transcode (HEIGHT p, segments of --segment-seconds, the video
+bitrate of BITRATES below unless --video-bitrate), then the same mpv again
+on the same mount (warm: the segments the first one read are written). The
+first frame's time is mpv's own clock (--msg-time, from mpv's start) at
+the log line "first video frame after restart shown". The anchor is
+ffmpeg's own time (wall, process start to exit, median of --runs) to
+encode 2 s at the same offset from the source file on local disk with the
+writer's profile (libx264 veryfast, no B-frames, GOP of one segment, the
+same bitrate and VBV, AAC 64 kbit/s, to MPEG-TS). Per cold run it prints
+the main writer's starts, its kills for a seek, the probe runs and the
+transcode row of status.json. Standard library only; every wait is bounded
+and everything started is stopped by its own PID.
 """
 
 import argparse
@@ -235,6 +235,8 @@ def main():
                     help='mpv --start values, comma-separated (N%% or seconds)')
     ap.add_argument('--heights', default='360,720', help='profile heights, comma-separated')
     ap.add_argument('--seconds', type=int, default=120, help='length of the clip')
+    ap.add_argument('--segment-seconds', type=int, default=1,
+                    help='the profile\'s segment_seconds (the catalog\'s default: 1)')
     ap.add_argument('--linger', type=float, default=1, help='seconds between cold and warm')
     ap.add_argument('--clip', help='reuse this clip (made there if missing)')
     ap.add_argument('--size', default='1280x720', help='the clip\'s picture size')
@@ -244,6 +246,7 @@ def main():
                     help='extra mount option (name=value), repeatable')
     ap.add_argument('--keep', action='store_true', help='keep the temporary directory')
     a = ap.parse_args()
+    PROFILE['segment_seconds'] = a.segment_seconds
     seamfs = os.path.abspath(a.seamfs)
     heights = [int(h) for h in a.heights.split(',')]
     starts = a.starts.split(',')

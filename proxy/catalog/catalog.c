@@ -602,7 +602,7 @@ static enum px_status parse_derived(struct ctx *c, const char *at, json_t *av,
 				    &a->video_bitrate)) ||
 		    (st = get_count(c, field, t, "audio_bitrate", 16000, 1536000,
 				    &a->audio_bitrate)) ||
-		    (st = get_count(c, field, t, "segment_seconds", 2, 6, &sec)))
+		    (st = get_count(c, field, t, "segment_seconds", 1, 6, &sec)))
 			return st;
 		if (h >= 0 && h % 2) {
 			snprintf(field, sizeof(field), "%s.transcode.height", at);
@@ -613,7 +613,8 @@ static enum px_status parse_derived(struct ctx *c, const char *at, json_t *av,
 			a->video_bitrate = 1000000;
 		if (a->audio_bitrate < 0)
 			a->audio_bitrate = 128000;
-		a->segment_seconds = sec < 0 ? 2 : (int)sec;
+		a->segment_seconds = sec < 0 ? 1 : (int)sec;
+		a->segment_seconds_default = sec < 0;
 	}
 	a->kind = key[0] == 't' ? PX_ASSET_TRANSCODE : PX_ASSET_REMUX;
 	a->of = strdup(of);

@@ -55,7 +55,8 @@ struct px_asset {
 	int height;            /* output height in pixels; 0: the source's */
 	int64_t video_bitrate; /* bit/s, default 1000000 */
 	int64_t audio_bitrate; /* bit/s, default 128000 */
-	int segment_seconds;   /* 2..6, default 2 */
+	int segment_seconds;   /* 1..6, default 1 (docs/transcode.md "Seeks") */
+	int segment_seconds_default; /* 1: not named, the default above */
 	struct px_source *sources;
 	size_t nsources;       /* >= 1 for plain assets, 0 otherwise */
 	int copies;            /* "copies": copies wanted besides the sources;

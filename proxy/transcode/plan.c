@@ -246,6 +246,35 @@ static enum px_status plan_afresh(struct px_transcode *tc, struct job *j, const 
 	return st;
 }
 
+/*
+ * A transcode whose catalog entry names no segment_seconds: its plan.json
+ * made when the default was 2 s (before issue 32) is kept, with D = 2 s,
+ * rather than planned afresh at today's 1 s. The file's size, and every
+ * byte a reader has had, stay as they were across the upgrade; naming
+ * segment_seconds in the catalog changes the profile as always. PX_OK
+ * with j->secs and j->plan set, else j->secs is 0 again.
+ */
+#define OLDER_DEFAULT_SECONDS 2
+
+static enum px_status older_default_plan(struct px_transcode *tc, struct job *j,
+					 const char *path)
+{
+	char key[8192];
+	if (j->remux || !j->a->segment_seconds_default ||
+	    j->a->segment_seconds == OLDER_DEFAULT_SECONDS)
+		return PX_ENOTFOUND;
+	j->secs = OLDER_DEFAULT_SECONDS;
+	tc_profile_key(tc, j, key, sizeof(key));
+	if (read_plan_file(j, path, key, &j->plan) != PX_OK) {
+		j->secs = 0;
+		return PX_ENOTFOUND;
+	}
+	px_info("transcode", "asset %s: keeps its plan of %d s segments (the default "
+		"before 1 s); name segment_seconds in the catalog to change it", j->a->id,
+		OLDER_DEFAULT_SECONDS);
+	return PX_OK;
+}
+
 enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t *size)
 {
 	struct job *j = &tc->jobs[asset];
@@ -255,6 +284,7 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t 
 	*size = -1;
 	if (!j->a || !j->src)
 		return PX_EINVAL;
+	j->secs = 0;
 	tc_profile_key(tc, j, key, sizeof(key));
 	snprintf(path, sizeof(path), "%s/plan.json", j->dir);
 	if (mkdir(j->dir, 0755) == 0 ? tc_mark_dir(j->dir) : errno != EEXIST) {
@@ -273,8 +303,11 @@ enum px_status px_transcode_plan(struct px_transcode *tc, size_t asset, int64_t 
 	 * not cleared away while it is written (two hosts mounting at once:
 	 * one lost its remux, "cannot keep its plan") */
 	int lk = px_playlist_lock(j->dir);
-	st = read_plan_file(j, path, key, &j->plan) == PX_OK ? PX_OK
-	     : plan_afresh(tc, j, key, path);
+	st = read_plan_file(j, path, key, &j->plan);
+	if (st != PX_OK && older_default_plan(tc, j, path) == PX_OK)
+		st = PX_OK;
+	if (st != PX_OK)
+		st = plan_afresh(tc, j, key, path);
 	px_playlist_unlock(lk);
 	if (st != PX_OK)
 		return st;

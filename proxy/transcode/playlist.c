@@ -33,11 +33,41 @@ void px_playlist_init(struct px_playlist *pl, int64_t seg_bytes, uint32_t nseg)
 void px_playlist_release(struct px_playlist *pl)
 {
 	free(pl->e);
+	free(pl->listed);
 	memset(pl, 0, sizeof(*pl));
+}
+
+/* Whether index is listed, by pl->listed when it is made for pl->nseg;
+ * -1 when it is not (then only a search of the entries says). */
+static int listed_bit(const struct px_playlist *pl, uint32_t index)
+{
+	if (!pl->listed || pl->listed_nseg != pl->nseg || index >= pl->nseg)
+		return -1;
+	return pl->listed[index / 8] >> (index % 8) & 1;
+}
+
+/* Makes pl->listed for pl->nseg from the entries when it is not: PX_OK
+ * or PX_ENOMEM. */
+static enum px_status listed_make(struct px_playlist *pl)
+{
+	if (pl->listed && pl->listed_nseg == pl->nseg)
+		return PX_OK;
+	unsigned char *b = calloc((size_t)pl->nseg / 8 + 1, 1);
+	if (!b)
+		return PX_ENOMEM;
+	for (size_t i = 0; i < pl->n; i++)
+		if (pl->e[i].index < pl->nseg)
+			b[pl->e[i].index / 8] |= (unsigned char)(1u << pl->e[i].index % 8);
+	free(pl->listed);
+	pl->listed = b;
+	pl->listed_nseg = pl->nseg;
+	return PX_OK;
 }
 
 long px_playlist_find(const struct px_playlist *pl, uint32_t index)
 {
+	if (listed_bit(pl, index) == 0)
+		return -1;
 	for (size_t i = 0; i < pl->n; i++)
 		if (pl->e[i].index == index)
 			return (long)i;
@@ -51,6 +81,8 @@ int px_playlist_drop(struct px_playlist *pl, uint32_t index, uint64_t gen)
 		return 0;
 	memmove(&pl->e[at], &pl->e[at + 1], (pl->n - (size_t)at - 1) * sizeof(pl->e[0]));
 	pl->n--;
+	if (listed_bit(pl, index) == 1)
+		pl->listed[index / 8] &= (unsigned char)~(1u << index % 8);
 	if (pl->n == 0)
 		pl->clean = 0; /* "#CLEAN before any segment" is no list */
 	return 1;
@@ -65,7 +97,11 @@ enum px_status px_playlist_add(struct px_playlist *pl, uint32_t index, int64_t s
 enum px_status px_playlist_add_gen(struct px_playlist *pl, uint32_t index, int64_t size,
 				   int64_t mtime_ns, uint64_t gen)
 {
-	if (index >= pl->nseg || px_playlist_find(pl, index) >= 0)
+	if (index >= pl->nseg)
+		return PX_EINVAL;
+	if (listed_make(pl) != PX_OK)
+		return PX_ENOMEM;
+	if (listed_bit(pl, index))
 		return PX_EINVAL;
 	if (pl->n == pl->cap) {
 		size_t cap = pl->cap ? pl->cap * 2 : 64;
@@ -80,6 +116,7 @@ enum px_status px_playlist_add_gen(struct px_playlist *pl, uint32_t index, int64
 	pl->e[pl->n].mtime_ns = mtime_ns;
 	pl->e[pl->n].gen = gen;
 	pl->n++;
+	pl->listed[index / 8] |= (unsigned char)(1u << index % 8);
 	pl->clean = 0;
 	return PX_OK;
 }

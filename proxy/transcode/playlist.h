@@ -41,6 +41,12 @@ struct px_playlist {
 	struct px_playlist_entry *e;  /* commit order */
 	size_t n, cap;
 	int clean;                    /* #CLEAN after the last entry */
+	/* a bit per index, set while it is listed: an add checks for a
+	 * duplicate in O(1), so a list of n entries parses in O(n) (a 3 h
+	 * film in 1 s segments: 10,800; a linear search took 56 ms a load).
+	 * Made at the first add, for nseg then (NULL: none yet). */
+	unsigned char *listed;
+	uint32_t listed_nseg;
 };
 
 /* An empty playlist for nseg segments of seg_bytes. Free with

@@ -14,7 +14,7 @@
 enum px_status px_segmath_plan(int64_t duration_us, int segment_seconds, int64_t video_bps,
 			       int64_t audio_bps, struct px_seg_plan *out)
 {
-	if (duration_us <= 0 || duration_us > WEEK_US || segment_seconds < 2 ||
+	if (duration_us <= 0 || duration_us > WEEK_US || segment_seconds < 1 ||
 	    segment_seconds > 6 || video_bps <= 0 || video_bps > 1000000000 ||
 	    audio_bps <= 0 || audio_bps > 100000000)
 		return PX_EINVAL;

@@ -32,7 +32,7 @@ struct px_seg_plan {
 
 /*
  * Plans a transcode of duration_us with the profile's bitrates (bit/s) and
- * segment length (seconds, 2..6). S bounds one segment of at most 1.25 D:
+ * segment length (seconds, 1..6). S bounds one segment of at most 1.25 D:
  * video under VBV (maxrate video_bps, buffer half a second), audio with a
  * quarter of headroom, 6 % MPEG-TS overhead and 16 KiB for tables, rounded
  * up to a multiple of 188. PX_EINVAL for a duration <= 0 or above a week,

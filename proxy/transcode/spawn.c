@@ -45,7 +45,7 @@ void tc_profile_key(const struct px_transcode *tc, const struct job *j, char *bu
 	else
 		snprintf(buf, cap, "%s|%d|%lld|%lld|%d", s->key, j->a->height,
 			 (long long)j->a->video_bitrate, (long long)j->a->audio_bitrate,
-			 j->a->segment_seconds);
+			 seg_secs(j));
 	(void)tc;
 }
 

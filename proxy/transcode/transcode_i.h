@@ -68,6 +68,8 @@ struct job {
 	struct px_seg_plan plan;
 	int planned;
 	int remux;             /* stream copy: segment sizes vary */
+	int secs;              /* D in use when not the profile's: a plan made
+				* with the older default (plan.c); 0: none */
 	int64_t *offs;         /* remux: segment k is [offs[k], offs[k+1]) */
 
 	/* under tc->lock */
@@ -188,6 +190,8 @@ struct probe_wait {
 
 static inline int seg_secs(const struct job *j)
 {
+	if (j->secs)
+		return j->secs;
 	return j->a->segment_seconds ? j->a->segment_seconds : 2; /* remux: 2 */
 }
 

@@ -20,8 +20,8 @@
  * discards it.
  *
  * Audio drift: D is segment_seconds as given; an AAC frame (1024/48000 s)
- * does not divide 2 s exactly, so audio packets join the segment their pts
- * falls in and a restarted run's audio grid may sit up to one AAC frame
+ * does not divide 1 or 2 s exactly, so audio packets join the segment
+ * their pts falls in and a restarted run's audio grid may sit up to one AAC frame
  * (21 ms) off the first run's; the warm-up segment keeps the join clean.
  */
 #include <errno.h>

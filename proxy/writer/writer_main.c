@@ -151,7 +151,7 @@ static int one_option(int c, struct px_writer_args *a, struct cli *o)
 		a->audio_bps = v;
 		break;
 	case O_SEC:
-		if (num("segment-seconds", optarg, 2, 6, &v)) return -1;
+		if (num("segment-seconds", optarg, 1, 6, &v)) return -1;
 		a->segment_seconds = (int)v;
 		break;
 	case O_REMUX: a->remux = 1; break;
@@ -323,7 +323,7 @@ static int run_options(const struct px_writer_args *a, const struct cli *o)
 
 int main(int argc, char **argv)
 {
-	struct px_writer_args a = { .segment_seconds = 2, .video_bps = 1000000,
+	struct px_writer_args a = { .segment_seconds = 1, .video_bps = 1000000,
 				    .audio_bps = 128000, .heartbeat_ms = 10000 };
 	struct cli o = { .lvl = PX_LOG_INFO };
 	struct px_store *store = NULL;

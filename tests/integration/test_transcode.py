@@ -28,8 +28,11 @@ PROFILE = {'height': 180, 'video_bitrate': 300000, 'audio_bitrate': 64000,
 
 
 def tc_catalog(nginx, **profile):
+    """The clip and its transcode with PROFILE, changed by profile (a
+    value of None leaves that key out: the catalog's default)."""
     p = dict(PROFILE)
     p.update(profile)
+    p = {k: v for k, v in p.items() if v is not None}
     p['of'] = 'clip'
     return catalog(
         {'id': 'clip', 'path': 'clip.mkv', 'sources': [{'url': nginx.url('clip.mkv')}]},
@@ -135,6 +138,49 @@ def assert_read_whole(t, box, job, plan, blocked):
     digest, n = box['result']
     assert n == plan['size']
     assert digest == committed_concat_sha(job, plan['segments'])
+
+
+def test_older_default_plan_is_kept(seamfs, data, nginx, tmp_path):
+    """segment_seconds defaults to 1 since issue 32, 2 before. A transcode
+    whose catalog names none keeps a plan made with 2 s segments (the file
+    an older seamfs served under that catalog): the same size and inode,
+    the same bytes from the segments already there, no writer.
+    Naming segment_seconds changes the profile as always: 1 plans afresh,
+    in 1 s segments. On the tree before, the default was 2 s; with 1 s and
+    no such rule the file's size changed under the reader's library."""
+    work = tmp_path / 'work'
+    job = work / 'clip-180'
+    # a released lease guards its profile for orphan_after: short here
+    opts = [f'work_dir={work}', 'heartbeat=0.5', 'orphan_after=2']
+    m = seamfs.mount(tc_catalog(nginx), read_timeout=20, options=opts)
+    f = m.path('Transcoded/clip 180p.ts')
+    assert plan_of(job)['segments'] == 10
+    digest, _ = bounded(lambda: read_sequential(f), 90, 'first read')
+    st1 = os.stat(f)
+    assert m.unmount() == 0
+
+    m2 = seamfs.mount(tc_catalog(nginx, segment_seconds=None), read_timeout=20,
+                      options=opts, mnt=m.mnt)
+    # the same size and inode (the mtime is the new catalog file's)
+    st2 = os.stat(f)
+    assert (st2.st_size, st2.st_ino) == (st1.st_size, st1.st_ino)
+    assert bounded(lambda: read_sequential(f), 60, 'second read')[0] == digest
+    log = m2.log()
+    assert 'asset clip-180: keeps its plan of 2 s segments' in log, log
+    assert 'writer pid' not in log, log
+    assert plan_of(job)['segments'] == 10
+    assert m2.unmount() == 0
+
+    time.sleep(2.5)
+    m3 = seamfs.mount(tc_catalog(nginx, segment_seconds=1), read_timeout=20,
+                      options=opts, mnt=m.mnt)
+    plan = plan_of(job)
+    assert plan['segments'] == 20, plan
+    assert os.stat(f).st_size == plan['size'] != st1.st_size
+    digest3, n = bounded(lambda: read_sequential(f), 90, 'a read in 1 s segments')
+    assert n == plan['size']
+    assert digest3 == committed_concat_sha(job, plan['segments'])
+    assert 'keeps its plan' not in m3.log()
 
 
 def test_transcode_whole_file(seamfs, data, nginx, tmp_path):
@@ -284,8 +330,8 @@ def test_far_seek_restarts_writer(seamfs, data, nginx, tmp_path):
 @pytest.mark.parametrize('profile,field,words', [
     ({'height': 100}, 'assets[1].transcode.height', 'out of range'),
     ({'height': 181}, 'assets[1].transcode.height', 'must be even'),
-    ({'segment_seconds': 7}, 'assets[1].transcode.segment_seconds', 'out of range (2 to 6)'),
-    ({'segment_seconds': 1}, 'assets[1].transcode.segment_seconds', 'out of range (2 to 6)'),
+    ({'segment_seconds': 7}, 'assets[1].transcode.segment_seconds', 'out of range (1 to 6)'),
+    ({'segment_seconds': 0}, 'assets[1].transcode.segment_seconds', 'out of range (1 to 6)'),
     ({'video_bitrate': 'fast'}, 'assets[1].transcode.video_bitrate', 'must be a whole number'),
     ({'audio_bitrate': 1000}, 'assets[1].transcode.audio_bitrate', 'out of range'),
     ({'fps': 25}, 'assets[1].transcode.fps', 'unknown key'),

@@ -41,12 +41,12 @@ def clip60(data, tmp_path_factory):
     return data.add(CLIP)
 
 
-def seek_catalog(nginx, kind):
+def seek_catalog(nginx, kind, profile=PROFILE):
     src = {'id': 'clip60', 'path': CLIP, 'sources': [{'url': nginx.url(CLIP)}]}
     if kind == 'remux':
         return catalog(src, {'id': 'clip60-ts', 'path': 'clip60.ts', 'remux': {'of': 'clip60'}})
     return catalog(src, {'id': 'clip60-ts', 'path': 'clip60.ts',
-                         'transcode': dict(PROFILE, of='clip60')})
+                         'transcode': dict(profile, of='clip60')})
 
 
 def status_row(m):
@@ -526,7 +526,18 @@ def frame_md5(path, at):
     return lines[0].split(',')[-1].strip()
 
 
-def test_seek_to_a_segment_boundary_probes_only_there(seamfs, data, clip60, nginx, tmp_path):
+def keyframe_times(path):
+    """The presentation times of the video's keyframes, in order."""
+    r = subprocess.run(['ffprobe', '-v', 'error', '-select_streams', 'v', '-skip_frame', 'nokey',
+                        '-show_entries', 'frame=pts_time', '-of', 'csv=p=0', str(path)],
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode(errors='replace')
+    return [float(t.strip(',')) for t in r.stdout.decode().split() if t.strip(',')]
+
+
+@pytest.mark.parametrize('seconds', [2, None], ids=['2s', 'default'])
+def test_seek_to_a_segment_boundary_probes_only_there(seamfs, data, clip60, nginx, tmp_path,
+                                                       seconds):
     """ffmpeg's seek to a segment's start (a target in the last frame of
     the segment before it, as `-ss` and mpv's --start=50% ask) is served by
     probes of the segments there and of the tail, nothing in between: its
@@ -536,13 +547,24 @@ def test_seek_to_a_segment_boundary_probes_only_there(seamfs, data, clip60, ngin
     segment's first frame, the search bisected the file from its start and
     every step was a probe of a segment far below (issue 32). The frame
     decoded through the mount equals the frame decoded from the finished
-    file; the tail was written ahead, beside the head."""
+    file; the tail was written ahead, beside the head.
+
+    With segment_seconds=2 and with the default, 1 s since issue 32 (a
+    cold seek waits for two places of one segment each to be encoded, and
+    a 1 s segment costs about half a 2 s one): the file has one segment
+    and one keyframe per D seconds."""
+    d = seconds or 1
+    nseg, target = SECONDS // d, TARGET * 2 // d
     work = tmp_path / 'work'
-    cat = seek_catalog(nginx, 'transcode')
+    profile = dict(PROFILE, segment_seconds=seconds) if seconds else \
+        {k: v for k, v in PROFILE.items() if k != 'segment_seconds'}
+    cat = seek_catalog(nginx, 'transcode', profile)
     m = seamfs.mount(cat, read_timeout=60,
                      options=[f'work_dir={work}', 'writer_max_speed=1'])
+    plan = plan_of(work / 'clip60-ts')
+    assert plan['segments'] == nseg, plan
     f = m.path('clip60.ts')
-    at = TARGET * PROFILE['segment_seconds']
+    at = target * d
     seen = bounded(lambda: frame_md5(f, at), 100, 'ffmpeg\'s seek')
     log = m.log()
     probes = [(int(a), int(b)) for a, b in
@@ -550,10 +572,10 @@ def test_seek_to_a_segment_boundary_probes_only_there(seamfs, data, clip60, ngin
                          log)]
     # the tail: the segments of the last 250,000 bytes, where ffmpeg
     # looks for the duration
-    tail = (seg_at_offset(plan_of(work / 'clip60-ts'), -250000), NSEG - 1)
+    tail = (seg_at_offset(plan, -250000), nseg - 1)
     assert tail in probes, (tail, log)
     assert re.search(rf'segments {tail[0]}\.\.{tail[1]} .*the tail ahead of its read', log), log
-    far = [p for p in probes if p != tail and not TARGET - 2 <= p[0] <= TARGET + 1]
+    far = [p for p in probes if p != tail and not target - 2 <= p[0] <= target + 1]
     assert not far, (far, log)
     assert m.unmount() == 0
     m2 = seamfs.mount(cat, read_timeout=30, options=[f'work_dir={work}'], mnt=m.mnt)
@@ -561,4 +583,7 @@ def test_seek_to_a_segment_boundary_probes_only_there(seamfs, data, clip60, ngin
     whole.write_bytes(bounded(lambda: whole_file(f), 100, 'the whole file'))
     assert m2.unmount() == 0
     assert seen == frame_md5(whole, at)
-    assert tail_block_ok(whole.read_bytes()[-plan_of(work / 'clip60-ts')['segment_bytes']:])
+    assert tail_block_ok(whole.read_bytes()[-plan['segment_bytes']:])
+    keys = keyframe_times(whole)
+    assert len(keys) == nseg, keys
+    assert all(abs(b - a - d) < 0.05 for a, b in zip(keys, keys[1:])), keys

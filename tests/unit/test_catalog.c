@@ -785,7 +785,7 @@ static void test_err_transcode_unknown_of(void **state)
 	expect_error("{\"assets\": [{\"id\": \"a\", \"path\": \"a\", " SRC1 "},\n"
 		     "  {\"id\": \"t\", \"path\": \"t\", \"transcode\": {\"of\": \"a\",\n"
 		     "   \"segment_seconds\": 7}}]}",
-		     FILE_NAME ":3:4: assets[1].transcode.segment_seconds:", "out of range (2 to 6)");
+		     FILE_NAME ":3:4: assets[1].transcode.segment_seconds:", "out of range (1 to 6)");
 	expect_error("{\"assets\": [{\"id\": \"a\", \"path\": \"a\", " SRC1 ",\n"
 		     "   \"remux\": {\"of\": \"a\"}}]}",
 		     FILE_NAME ":1:", "one of \"sources\"");
@@ -805,7 +805,7 @@ static void test_transcode_defaults(void **state)
 	assert_int_equal(t->height, 0);
 	assert_int_equal(t->video_bitrate, 1000000);
 	assert_int_equal(t->audio_bitrate, 128000);
-	assert_int_equal(t->segment_seconds, 2);
+	assert_int_equal(t->segment_seconds, 1);
 	px_catalog_free(cat);
 }
 

@@ -183,7 +183,38 @@ static void test_drop(void **state)
 	assert_int_equal(px_playlist_drop(&pl, 4, 0), 1);
 	assert_int_equal(pl.n, 0);
 	assert_int_equal(pl.clean, 0);
+	/* a dropped index may be listed again, once */
+	assert_int_equal(px_playlist_add(&pl, 4, 1880, 4), PX_OK);
+	assert_int_equal(px_playlist_add(&pl, 4, 1880, 5), PX_EINVAL);
+	assert_int_equal(px_playlist_find(&pl, 4), 0);
 	px_playlist_release(&pl);
+}
+
+/* A long list (a 3 h film in 1 s segments and more) parses with every
+ * duplicate found, wherever it is: the duplicate check is a bit per
+ * index, not a search of the entries before. */
+static void test_long_list(void **state)
+{
+	enum { N = 200000 };
+	size_t cap = 64 + (size_t)N * 24;
+	char *text = malloc(cap), err[256] = "";
+	struct px_playlist pl;
+	(void)state;
+	assert_non_null(text);
+	size_t len = (size_t)snprintf(text, cap, "#SEAMFS-PLAYLIST 1\n#SEGMENT-BYTES 188\n"
+				      "#SEGMENTS %d\n", N);
+	for (int k = N - 1; k >= 0; k--)
+		len += (size_t)snprintf(text + len, cap - len, "%d 188 %d\n", k, k);
+	assert_int_equal(px_playlist_parse("pl", text, len, &pl, err, sizeof(err)), PX_OK);
+	assert_int_equal(pl.n, N);
+	assert_int_equal(px_playlist_find(&pl, 0), N - 1);
+	assert_int_equal(px_playlist_find(&pl, N - 1), 0);
+	px_playlist_release(&pl);
+	/* the first entry again at the end */
+	len += (size_t)snprintf(text + len, cap - len, "%d 188 1\n", N - 1);
+	assert_int_equal(px_playlist_parse("pl", text, len, &pl, err, sizeof(err)), PX_EINVAL);
+	assert_non_null(strstr(err, "segment 199999 listed twice"));
+	free(text);
 }
 
 /* The recovery decision: which listed segments are trusted. */
@@ -341,6 +372,7 @@ int main(void)
 		cmocka_unit_test(test_save_load),
 		cmocka_unit_test(test_load_never_follows),
 		cmocka_unit_test(test_drop),
+		cmocka_unit_test(test_long_list),
 		cmocka_unit_test(test_trust),
 		cmocka_unit_test(test_trust_variable),
 		cmocka_unit_test(test_add_closed),

@@ -44,6 +44,12 @@ static void test_tail(void **state)
 	/* exactly three segments */
 	assert_int_equal(px_segmath_plan(18000000, 6, 1000000, 128000, &p), PX_OK);
 	assert_int_equal(p.nseg, 3);
+	/* the default D of 1 s: a tail of 0.25 s is a segment of its own, and
+	 * S still bounds 1.25 s of video at maxrate plus the VBV buffer */
+	assert_int_equal(px_segmath_plan(20250000, 1, 1000000, 128000, &p), PX_OK);
+	assert_int_equal(p.nseg, 21);
+	assert_int_equal(p.seg_us, 1000000);
+	assert_true(p.seg_bytes * 8 >= (int64_t)(1000000 * 1.75 + 128000 * 1.25));
 }
 
 static void test_bad_input(void **state)
@@ -52,7 +58,7 @@ static void test_bad_input(void **state)
 	(void)state;
 	assert_int_equal(px_segmath_plan(0, 2, 1000000, 128000, &p), PX_EINVAL);
 	assert_int_equal(px_segmath_plan(-5, 2, 1000000, 128000, &p), PX_EINVAL);
-	assert_int_equal(px_segmath_plan(10000000, 1, 1000000, 128000, &p), PX_EINVAL);
+	assert_int_equal(px_segmath_plan(10000000, 0, 1000000, 128000, &p), PX_EINVAL);
 	assert_int_equal(px_segmath_plan(10000000, 7, 1000000, 128000, &p), PX_EINVAL);
 	assert_int_equal(px_segmath_plan(10000000, 2, 0, 128000, &p), PX_EINVAL);
 	assert_int_equal(px_segmath_plan(10000000, 2, 1000000, 0, &p), PX_EINVAL);
