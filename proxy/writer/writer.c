@@ -21,8 +21,9 @@
  *
  * Audio drift: D is segment_seconds as given; an AAC frame (1024/48000 s)
  * does not divide 1 or 2 s exactly, so audio packets join the segment
- * their pts falls in and a restarted run's audio grid may sit up to one AAC frame
- * (21 ms) off the first run's; the warm-up segment keeps the join clean.
+ * their pts falls in and a restarted run's audio grid may sit up to one
+ * AAC frame (21 ms) off the first run's; the warm-up segment keeps the
+ * join clean.
  */
 #include <errno.h>
 #include <fcntl.h>
