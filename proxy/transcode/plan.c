@@ -192,6 +192,29 @@ static uid_t files_owner(const struct job *j)
 }
 
 /*
+ * Whether l's holder is a process of this host that has exited after it
+ * released l (one host, no store): nobody works in the job directory
+ * then, since its writer stopped before the release. A released lease's
+ * grace is for another host's takeover (cluster mode), and kept a changed
+ * profile out of the mount for orphan_after after this host's own clean
+ * unmount. Owners are "host:pid:random"; a pid that answers (or cannot be
+ * read) is taken as alive.
+ */
+static int holder_gone(const struct px_transcode *tc, const struct px_lease *l)
+{
+	const char *a = strchr(l->owner, ':'), *b = strchr(tc->owner, ':');
+	if (tc->store || !l->released || !a || !b || a - l->owner != b - tc->owner ||
+	    memcmp(l->owner, tc->owner, (size_t)(a - l->owner)))
+		return 0;
+	char *end;
+	errno = 0;
+	long pid = strtol(a + 1, &end, 10);
+	if (errno || end == a + 1 || *end != ':' || pid <= 0 || pid > INT_MAX)
+		return 0;
+	return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/*
  * Plans job j afresh (no plan.json of its profile at path): clears what
  * seamfs made in its directory, runs the writer's plan on each source in
  * turn and keeps the plan. Under the directory's lock (px_transcode_plan).
@@ -204,7 +227,7 @@ static enum px_status plan_afresh(struct px_transcode *tc, struct job *j, const 
 	/* another profile's segments are stale; only if nobody works there */
 	if (px_lease_get(tc->leases, j->a->id, &l) == PX_OK &&
 	    px_lease_protects(&l, px_lease_now(tc->leases), tc->orphan_ms, tc->orphan_ms) &&
-	    strcmp(l.owner, tc->owner) != 0) {
+	    strcmp(l.owner, tc->owner) != 0 && !holder_gone(tc, &l)) {
 		px_error("transcode", "asset %s: its profile changed but %s still holds "
 			 "its lease", j->a->id, l.owner);
 		return PX_EAGAIN;

@@ -150,8 +150,7 @@ def test_older_default_plan_is_kept(seamfs, data, nginx, tmp_path):
     no such rule the file's size changed under the reader's library."""
     work = tmp_path / 'work'
     job = work / 'clip-180'
-    # a released lease guards its profile for orphan_after: short here
-    opts = [f'work_dir={work}', 'heartbeat=0.5', 'orphan_after=2']
+    opts = [f'work_dir={work}']
     m = seamfs.mount(tc_catalog(nginx), read_timeout=20, options=opts)
     f = m.path('Transcoded/clip 180p.ts')
     assert plan_of(job)['segments'] == 10
@@ -171,7 +170,6 @@ def test_older_default_plan_is_kept(seamfs, data, nginx, tmp_path):
     assert plan_of(job)['segments'] == 10
     assert m2.unmount() == 0
 
-    time.sleep(2.5)
     m3 = seamfs.mount(tc_catalog(nginx, segment_seconds=1), read_timeout=20,
                       options=opts, mnt=m.mnt)
     plan = plan_of(job)
@@ -181,6 +179,31 @@ def test_older_default_plan_is_kept(seamfs, data, nginx, tmp_path):
     assert n == plan['size']
     assert digest3 == committed_concat_sha(job, plan['segments'])
     assert 'keeps its plan' not in m3.log()
+
+
+def test_profile_change_right_after_a_clean_unmount(seamfs, data, nginx, tmp_path):
+    """A profile changed in the catalog is planned afresh at once when this
+    host's daemon that held the asset's lease unmounted cleanly (a restart
+    with the new catalog): its lease is released and its process gone, so
+    nobody works there. Before, the released lease's grace (orphan_after,
+    30 s here) left the asset out of the mount: "its profile changed but
+    ... still holds its lease". The new file reads whole, equal to its
+    committed segments."""
+    m, job = mount_tc(seamfs, nginx, tmp_path)
+    f = m.path('Transcoded/clip 180p.ts')
+    bounded(lambda: read_sequential(f), 90, 'first read')
+    assert 'lease: asset clip-180 session' in m.log()
+    old = plan_of(job)
+    assert m.unmount() == 0
+    m2 = seamfs.mount(tc_catalog(nginx, height=144), read_timeout=20,
+                      options=[f'work_dir={tmp_path / "work"}'], mnt=m.mnt)
+    log = m2.log()
+    assert 'still holds its lease' not in log, log
+    plan = plan_of(job)
+    assert plan['profile'] != old['profile'] and '|144|' in plan['profile'], plan
+    digest, n = bounded(lambda: read_sequential(f), 90, 'the new profile read whole')
+    assert n == plan['size'] == os.stat(f).st_size
+    assert digest == committed_concat_sha(job, plan['segments'])
 
 
 def test_transcode_whole_file(seamfs, data, nginx, tmp_path):
