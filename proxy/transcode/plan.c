@@ -192,26 +192,17 @@ static uid_t files_owner(const struct job *j)
 }
 
 /*
- * Whether l's holder is a process of this host that has exited after it
- * released l (one host, no store): nobody works in the job directory
+ * Whether l's holder is a daemon of this host that released l and whose
+ * process is gone (one host, no store): nobody works in the job directory
  * then, since its writer stopped before the release. A released lease's
- * grace is for another host's takeover (cluster mode), and kept a changed
- * profile out of the mount for orphan_after after this host's own clean
- * unmount. Owners are "host:pid:random"; a pid that answers (or cannot be
- * read) is taken as alive.
+ * grace is for another host's takeover (cluster mode); on one host it
+ * kept a changed profile out of the mount for orphan_after after this
+ * host's own clean unmount.
  */
 static int holder_gone(const struct px_transcode *tc, const struct px_lease *l)
 {
-	const char *a = strchr(l->owner, ':'), *b = strchr(tc->owner, ':');
-	if (tc->store || !l->released || !a || !b || a - l->owner != b - tc->owner ||
-	    memcmp(l->owner, tc->owner, (size_t)(a - l->owner)))
-		return 0;
-	char *end;
-	errno = 0;
-	long pid = strtol(a + 1, &end, 10);
-	if (errno || end == a + 1 || *end != ':' || pid <= 0 || pid > INT_MAX)
-		return 0;
-	return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+	long pid = tc->store || !l->released ? 0 : tc_local_owner_pid(tc, l->owner);
+	return pid > 0 && pid <= INT_MAX && px_pid_gone((pid_t)pid);
 }
 
 /*

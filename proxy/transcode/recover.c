@@ -239,6 +239,15 @@ again:
 	return first;
 }
 
+long tc_local_owner_pid(const struct px_transcode *tc, const char *owner)
+{
+	size_t hl = strlen(tc->host);
+	if (strncmp(owner, tc->host, hl) != 0 || owner[hl] != ':')
+		return -1;
+	long pid = strtol(owner + hl + 1, NULL, 10);
+	return pid > 0 ? pid : 0;
+}
+
 int tc_store_settled(const struct px_transcode *tc)
 {
 	int64_t back = tc->store ? px_store_back_ms(tc->store) : 0;
@@ -250,7 +259,6 @@ enum px_status tc_hold_lease(struct px_transcode *tc, struct job *j)
 	struct px_lease cur;
 	int64_t orphan = tc->orphan_ms;
 	int had = 0, other_host = 0;
-	size_t hl = strlen(tc->host);
 	enum px_status gst = px_lease_get(tc->leases, j->a->id, &cur);
 	if (tc->store && gst != PX_OK && gst != PX_ENOTFOUND && gst != PX_EINVAL) {
 		/* no claim while the store does not answer: the holder may be
@@ -263,10 +271,9 @@ enum px_status tc_hold_lease(struct px_transcode *tc, struct job *j)
 	/* a holder on this host whose daemon and writer are gone is orphaned
 	 * now, not after orphan_after */
 	if (gst == PX_OK && !cur.released) {
-		long opid = strncmp(cur.owner, tc->host, hl) == 0 && cur.owner[hl] == ':'
-			    ? strtol(cur.owner + hl + 1, NULL, 10) : 0;
+		long opid = tc_local_owner_pid(tc, cur.owner);
 		had = 1;
-		other_host = !(strncmp(cur.owner, tc->host, hl) == 0 && cur.owner[hl] == ':');
+		other_host = opid < 0;
 		if (opid > 0 && px_pid_gone((pid_t)opid) &&
 		    (cur.writer_pid <= 0 || px_pid_gone((pid_t)cur.writer_pid)))
 			orphan = -1;

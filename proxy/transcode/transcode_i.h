@@ -365,6 +365,9 @@ uint32_t tc_recover(struct px_transcode *tc, struct job *j, uint32_t from, int *
  * is taken that much later. Any thread.
  */
 int tc_store_settled(const struct px_transcode *tc);
+/* The pid in a lease owner ("host:pid:random") whose host is this one's
+ * (0 when it does not parse), -1 for another host's. Any thread. */
+long tc_local_owner_pid(const struct px_transcode *tc, const char *owner);
 /* Holds j's lease: claims it by compare-and-set (again, if ours: the new
  * generation fences any writer of the old one). Under tc->lock. */
 enum px_status tc_hold_lease(struct px_transcode *tc, struct job *j) PX_WUR;
