@@ -274,8 +274,7 @@ static enum px_status older_default_plan(struct px_transcode *tc, struct job *j,
 					 const char *path)
 {
 	char key[8192];
-	if (j->remux || !j->a->segment_seconds_default ||
-	    j->a->segment_seconds == OLDER_DEFAULT_SECONDS)
+	if (j->remux || !j->a->segment_seconds_default)
 		return PX_ENOTFOUND;
 	j->secs = OLDER_DEFAULT_SECONDS;
 	tc_profile_key(tc, j, key, sizeof(key));
